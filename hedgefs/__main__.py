@@ -1,0 +1,3 @@
+from hedgefs.client.cli import main
+
+main()

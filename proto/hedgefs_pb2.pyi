@@ -1,0 +1,440 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Unit(_message.Message):
+    __slots__ = ("index", "datanode_id", "address")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    datanode_id: str
+    address: str
+    def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class BlockGroup(_message.Message):
+    __slots__ = ("id", "length", "units")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    length: int
+    units: _containers.RepeatedCompositeFieldContainer[Unit]
+    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[Unit, _Mapping]]] = ...) -> None: ...
+
+class FileInfo(_message.Message):
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    IS_DIR_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    is_dir: bool
+    length: int
+    policy: str
+    block_size: int
+    mtime_ms: int
+    groups: _containers.RepeatedCompositeFieldContainer[BlockGroup]
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ...) -> None: ...
+
+class PathRequest(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class MkdirRequest(_message.Message):
+    __slots__ = ("path", "parents")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PARENTS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    parents: bool
+    def __init__(self, path: _Optional[str] = ..., parents: _Optional[bool] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("path", "recursive")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    recursive: bool
+    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ...) -> None: ...
+
+class ListResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    def __init__(self, entries: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("path", "recursive")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    recursive: bool
+    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ...) -> None: ...
+
+class RenameRequest(_message.Message):
+    __slots__ = ("src", "dst")
+    SRC_FIELD_NUMBER: _ClassVar[int]
+    DST_FIELD_NUMBER: _ClassVar[int]
+    src: str
+    dst: str
+    def __init__(self, src: _Optional[str] = ..., dst: _Optional[str] = ...) -> None: ...
+
+class SetPolicyRequest(_message.Message):
+    __slots__ = ("path", "policy")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    policy: str
+    def __init__(self, path: _Optional[str] = ..., policy: _Optional[str] = ...) -> None: ...
+
+class PolicyResponse(_message.Message):
+    __slots__ = ("policy", "source_path")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_PATH_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    source_path: str
+    def __init__(self, policy: _Optional[str] = ..., source_path: _Optional[str] = ...) -> None: ...
+
+class CreateRequest(_message.Message):
+    __slots__ = ("path", "overwrite", "policy", "block_size", "client_name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    overwrite: bool
+    policy: str
+    block_size: int
+    client_name: str
+    def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+
+class CreateResponse(_message.Message):
+    __slots__ = ("file_id", "policy", "block_size")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    policy: str
+    block_size: int
+    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ...) -> None: ...
+
+class AddBlockGroupRequest(_message.Message):
+    __slots__ = ("file_id", "exclude_datanodes")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_DATANODES_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    exclude_datanodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, file_id: _Optional[int] = ..., exclude_datanodes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GroupCommit(_message.Message):
+    __slots__ = ("group_id", "length", "stored_units")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    STORED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    length: int
+    stored_units: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, group_id: _Optional[int] = ..., length: _Optional[int] = ..., stored_units: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CompleteRequest(_message.Message):
+    __slots__ = ("file_id", "length", "groups")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    length: int
+    groups: _containers.RepeatedCompositeFieldContainer[GroupCommit]
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ...) -> None: ...
+
+class AbandonRequest(_message.Message):
+    __slots__ = ("file_id",)
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
+class BadUnit(_message.Message):
+    __slots__ = ("group_id", "index", "datanode_id", "reason")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    datanode_id: str
+    reason: str
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class BadUnitsRequest(_message.Message):
+    __slots__ = ("units",)
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    units: _containers.RepeatedCompositeFieldContainer[BadUnit]
+    def __init__(self, units: _Optional[_Iterable[_Union[BadUnit, _Mapping]]] = ...) -> None: ...
+
+class FsckProblem(_message.Message):
+    __slots__ = ("path", "group_id", "live_units", "needed_units", "status")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    LIVE_UNITS_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_UNITS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    group_id: int
+    live_units: int
+    needed_units: int
+    status: str
+    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+
+class FsckResponse(_message.Message):
+    __slots__ = ("files", "groups", "healthy", "degraded", "missing", "status", "problems", "corrupt_files")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_FILES_FIELD_NUMBER: _ClassVar[int]
+    files: int
+    groups: int
+    healthy: int
+    degraded: int
+    missing: int
+    status: str
+    problems: _containers.RepeatedCompositeFieldContainer[FsckProblem]
+    corrupt_files: int
+    def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
+
+class DataNodeInfo(_message.Message):
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REPAIRS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_DELETES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    address: str
+    state: str
+    last_heartbeat_age_ms: int
+    used_bytes: int
+    units: int
+    pending_repairs: int
+    pending_deletes: int
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ...) -> None: ...
+
+class ReportResponse(_message.Message):
+    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done")
+    DATANODES_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_WAITING_REPAIR_FIELD_NUMBER: _ClassVar[int]
+    REPAIRS_DONE_FIELD_NUMBER: _ClassVar[int]
+    datanodes: _containers.RepeatedCompositeFieldContainer[DataNodeInfo]
+    groups_waiting_repair: int
+    repairs_done: int
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("datanode_id", "address")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: str
+    address: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_REPAIRS_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: str
+    address: str
+    used_bytes: int
+    units: int
+    active_repairs: int
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ...) -> None: ...
+
+class DeleteUnitCommand(_message.Message):
+    __slots__ = ("group_id", "index")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+
+class RepairUnitCommand(_message.Message):
+    __slots__ = ("group_id", "index", "policy", "group_length", "sources")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    GROUP_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    policy: str
+    group_length: int
+    sources: _containers.RepeatedCompositeFieldContainer[Unit]
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., policy: _Optional[str] = ..., group_length: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Unit, _Mapping]]] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("delete_unit", "repair_unit")
+    DELETE_UNIT_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_UNIT_FIELD_NUMBER: _ClassVar[int]
+    delete_unit: DeleteUnitCommand
+    repair_unit: RepairUnitCommand
+    def __init__(self, delete_unit: _Optional[_Union[DeleteUnitCommand, _Mapping]] = ..., repair_unit: _Optional[_Union[RepairUnitCommand, _Mapping]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("commands", "reregister")
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    commands: _containers.RepeatedCompositeFieldContainer[Command]
+    reregister: bool
+    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., reregister: _Optional[bool] = ...) -> None: ...
+
+class StoredUnit(_message.Message):
+    __slots__ = ("group_id", "index", "length")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    length: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class BlockReportRequest(_message.Message):
+    __slots__ = ("datanode_id", "units")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: str
+    units: _containers.RepeatedCompositeFieldContainer[StoredUnit]
+    def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
+
+class UnitStoredRequest(_message.Message):
+    __slots__ = ("datanode_id", "unit")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: str
+    unit: StoredUnit
+    def __init__(self, datanode_id: _Optional[str] = ..., unit: _Optional[_Union[StoredUnit, _Mapping]] = ...) -> None: ...
+
+class WriteChunk(_message.Message):
+    __slots__ = ("group_id", "index", "expected_length", "data", "finalize")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FINALIZE_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    expected_length: int
+    data: bytes
+    finalize: bool
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., expected_length: _Optional[int] = ..., data: _Optional[bytes] = ..., finalize: _Optional[bool] = ...) -> None: ...
+
+class WriteResult(_message.Message):
+    __slots__ = ("length",)
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    def __init__(self, length: _Optional[int] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("group_id", "index", "offset", "length")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    offset: int
+    length: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class ReadChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class SourceRequest(_message.Message):
+    __slots__ = ("total_bytes", "chunk_bytes")
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    total_bytes: int
+    chunk_bytes: int
+    def __init__(self, total_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ...) -> None: ...
+
+class FaultConfig(_message.Message):
+    __slots__ = ("token", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    READ_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
+    STALL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_BPS_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    read_delay_ms: int
+    probability: float
+    jitter_ms: int
+    stall: bool
+    error_probability: float
+    corrupt_probability: float
+    bandwidth_bps: int
+    def __init__(self, token: _Optional[str] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ...) -> None: ...
+
+class FaultClearRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class FaultState(_message.Message):
+    __slots__ = ("enabled", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "calls", "cancelled_reads", "stalled_reads")
+    class CallsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    READ_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
+    STALL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_BPS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_READS_FIELD_NUMBER: _ClassVar[int]
+    STALLED_READS_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    read_delay_ms: int
+    probability: float
+    jitter_ms: int
+    stall: bool
+    error_probability: float
+    corrupt_probability: float
+    bandwidth_bps: int
+    calls: _containers.ScalarMap[str, int]
+    cancelled_reads: int
+    stalled_reads: int
+    def __init__(self, enabled: _Optional[bool] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., calls: _Optional[_Mapping[str, int]] = ..., cancelled_reads: _Optional[int] = ..., stalled_reads: _Optional[int] = ...) -> None: ...
