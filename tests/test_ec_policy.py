@@ -1,0 +1,107 @@
+"""Policy names: parsing, canonical names, and one-line errors for bad names."""
+
+import pytest
+
+from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, Policy, parse_policy
+
+
+@pytest.mark.parametrize(
+    "name, k, m, cell_size",
+    [
+        ("RS-6-3-1024k", 6, 3, 1 << 20),
+        ("RS-3-2-64k", 3, 2, 64 << 10),
+        ("RS-10-4-1024k", 10, 4, 1 << 20),
+        ("RS-1-1-1k", 1, 1, 1024),
+        ("RS-16-16-4k", 16, 16, 4096),
+        ("RS-6-3-65536k", 6, 3, 64 << 20),
+    ],
+)
+def test_good_names_parse(name, k, m, cell_size):
+    policy = parse_policy(name)
+    assert (policy.k, policy.m, policy.cell_size) == (k, m, cell_size)
+    assert policy.name == name
+    assert policy.units == k + m
+    assert policy.stripe_data_size == k * cell_size
+
+
+@pytest.mark.parametrize(
+    "name, canonical",
+    [
+        ("RS-6-3-1m", "RS-6-3-1024k"),
+        ("RS-6-3-1M", "RS-6-3-1024k"),
+        ("rs-3-2-64K", "RS-3-2-64k"),
+        ("  RS-6-3-1024k\n", "RS-6-3-1024k"),
+        ("RS-06-03-0064k", "RS-6-3-64k"),
+    ],
+)
+def test_other_spellings_give_the_canonical_name(name, canonical):
+    assert parse_policy(name).name == canonical
+
+
+def test_builtin_policies_round_trip_and_include_the_default():
+    assert DEFAULT_POLICY in BUILTIN_POLICIES
+    assert parse_policy(DEFAULT_POLICY) == Policy(6, 3, 1 << 20)
+    for name in BUILTIN_POLICIES:
+        assert parse_policy(name).name == name
+        assert parse_policy(parse_policy(name).name) == parse_policy(name)
+
+
+def test_policy_is_frozen_and_hashable():
+    policy = parse_policy("RS-6-3-64k")
+    with pytest.raises(AttributeError):
+        policy.k = 4
+    assert {policy: 1}[Policy(6, 3, 65536)] == 1
+    assert str(policy) == "RS-6-3-64k"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "RS-6-3",
+        "RS-6-3-1024",
+        "RS-6-3-1024kb",
+        "RS-6-3-1024b",
+        "RS-6-3-1.5m",
+        "XOR-2-1-64k",
+        "REPLICATION-3",
+        "RS-6--3-64k",
+        "RS--6-3-64k",
+        "RS-0-3-1024k",
+        "RS-6-0-1024k",
+        "RS-30-3-1024k",
+        "RS-6-3-0k",
+        "RS-6-3-65537k",
+        "RS-6-3-1024m",
+        "RS 6 3 1024k",
+        "RS-6-3-1024k-extra",
+    ],
+)
+def test_bad_names_raise_a_one_line_value_error(name):
+    with pytest.raises(ValueError) as info:
+        parse_policy(name)
+    message = str(info.value)
+    assert "\n" not in message
+    assert repr(name) in message
+    assert "e.g. RS-6-3-1024k" in message
+
+
+def test_unknown_policy_message_is_the_documented_one():
+    with pytest.raises(ValueError, match=r"^unknown policy 'RS-6-3': expected RS-<k>-<m>-<cell>k, "
+                                         r"e\.g\. RS-6-3-1024k$"):
+        parse_policy("RS-6-3")
+
+
+def test_non_string_raises_value_error():
+    with pytest.raises(ValueError):
+        parse_policy(None)
+
+
+@pytest.mark.parametrize("k, m, cell_size", [(0, 3, 1024), (6, 0, 1024), (20, 13, 1024), (6, 3, 0)])
+def test_bad_policy_objects_raise(k, m, cell_size):
+    with pytest.raises(ValueError):
+        Policy(k, m, cell_size)
+
+
+def test_tiny_test_policy_has_a_byte_name():
+    assert Policy(3, 2, 16).name == "RS-3-2-16b"
