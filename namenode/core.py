@@ -1,0 +1,406 @@
+"""The NameNode without the wire: every RPC as a plain method, under one lock, over SQLite.
+
+``server.py`` only unpacks requests, calls these methods and packs the answers; tests drive this
+class directly, with an injectable clock. Refusals are ``errors.NameNodeError`` subclasses.
+
+Who keeps what:
+  namespace.Namespace     directories, files, policies (SQLite)
+  blockmap.BlockMap       groups, unit locations, pending deletes, known DataNodes (SQLite)
+  liveness.Liveness       heartbeats and what DataNodes say about themselves (memory)
+  repair.RepairScheduler  repairs in flight (memory; after a restart they are simply planned again)
+
+Commands reach a DataNode in its heartbeat reply. A pending delete is sent, then re-sent every
+``DELETE_RESEND_S`` until a block report no longer lists the unit, or ``DELETE_TTL_S`` passes (a
+later block report re-queues what is still there). Repairs are built when delivered, so their
+sources are the live units of that moment.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import random
+import threading
+import time
+from typing import Callable, Iterable
+
+from hedgefs.ec.policy import DEFAULT_POLICY, Policy
+from hedgefs.namenode import placement
+from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
+from hedgefs.namenode.db import Database
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
+from hedgefs.namenode.liveness import Liveness
+from hedgefs.namenode.model import (ClusterReport, Created, DataNodeReport, DeleteUnit, FileInfo, FsckProblem,
+                                    FsckReport, GroupInfo, HeartbeatReply, RepairUnit, UnitLocation)
+from hedgefs.namenode.namespace import Entry, Namespace, load_policy
+from hedgefs.namenode.repair import GroupNeed, InFlight, RepairScheduler
+
+log = logging.getLogger("hedgefs.namenode")
+
+DB_FILE = "namenode.db"
+REPORT_GRACE_S = 10.0        # a block report may predate a unit placed this recently: keep it
+DELETE_RESEND_S = 30.0
+DELETE_TTL_S = 600.0
+REPAIR_TIMEOUT_S = 60.0
+MAX_DELETES_PER_HEARTBEAT = 1000
+MAX_FSCK_PROBLEMS = 1000
+FULL_SCAN_S = 10.0           # the repair scan runs at least this often even when nothing changed
+
+
+def _locked(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+class NameNode:
+    def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
+                 default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
+                 lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 rng: random.Random | None = None):
+        try:
+            load_policy(default_policy)
+        except InvalidArgument as err:
+            raise ValueError(f"bad default policy: {err}") from None
+        os.makedirs(data_dir, exist_ok=True)
+        self._lock = threading.RLock()
+        self.clock = clock
+        self.wall_ms = lambda: int(wall_clock() * 1000)
+        self.lease_timeout_s = lease_timeout_s
+        self.rng = rng or random.Random()
+        self.db = Database(os.path.join(data_dir, DB_FILE))
+        self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
+                            wall_ms=self.wall_ms)
+        self.blocks = BlockMap(self.db, self.wall_ms)
+        self.liveness = Liveness(dead_interval_s, clock)
+        self.liveness.load(self.blocks.datanodes())
+        self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
+        self._delete_sent: dict[tuple[str, int, int], float] = {}
+        # The repair scan reads every group: run it when something that can create or satisfy
+        # a need changed (a unit dropped, a DataNode died or came, a repair ended), else rarely.
+        self._scan_needed = True
+        self._last_scan = float("-inf")
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    # ------------------------------------------------------------------ namespace
+
+    @_locked
+    def mkdir(self, path: str, parents: bool = False) -> None:
+        with self.db.tx():
+            self.ns.mkdir(path, parents)
+
+    @_locked
+    def file_info(self, path: str) -> FileInfo:
+        node, entry = self.ns.stat(path)
+        groups = [] if node.is_dir else [self._group_info(g) for g in self.blocks.groups(node.id)]
+        return FileInfo(entry, groups)
+
+    @_locked
+    def list(self, path: str, recursive: bool = False) -> list[Entry]:
+        return self.ns.list(path, recursive)
+
+    @_locked
+    def delete(self, path: str, recursive: bool = False) -> None:
+        with self.db.tx():
+            files = self.ns.delete(path, recursive, self.blocks.forget_files)
+        log.info("deleted %s (%d files)", path, files)
+
+    @_locked
+    def rename(self, src: str, dst: str) -> None:
+        with self.db.tx():
+            self.ns.rename(src, dst)
+        log.info("renamed %s to %s", src, dst)
+
+    @_locked
+    def set_policy(self, path: str, policy: str) -> None:
+        with self.db.tx():
+            name = self.ns.set_policy(path, policy)
+        log.info("policy of %s set to %s", path, name or "(inherited)")
+
+    @_locked
+    def get_policy(self, path: str) -> tuple[str, str]:
+        """(policy name, directory it comes from; "" = the cluster default)."""
+        return self.ns.get_policy(path)
+
+    # ------------------------------------------------------------------ write path
+
+    def _live_targets(self, policy: Policy, exclude: Iterable[str] = ()) -> list[str]:
+        """Live DataNodes a group may use; FAILED_PRECONDITION if fewer than k+m."""
+        excluded = set(exclude)
+        live = self.liveness.live_ids()
+        usable = [d for d in live if d not in excluded]
+        if len(usable) < policy.units:
+            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live"
+            if len(live) >= policy.units:
+                message = (f"policy {policy.name} needs {policy.units} live DataNodes, only {len(usable)} "
+                           f"are live and not excluded ({', '.join(sorted(excluded & set(live)))})")
+            raise FailedPrecondition(message)
+        return usable
+
+    @_locked
+    def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
+               client_name: str = "") -> Created:
+        with self.db.tx():
+            node, pol = self.ns.create(path, overwrite, policy, block_size)
+            self._live_targets(pol)
+        log.info("create %s: file %d, %s, block size %d, client %r", path, node.id, pol.name,
+                 node.block_size, client_name)
+        return Created(node.id, pol.name, node.block_size)
+
+    @_locked
+    def add_block_group(self, file_id: int, exclude: Iterable[str] = ()) -> GroupInfo:
+        with self.db.tx():
+            node = self.ns.writing(file_id)
+            policy = load_policy(node.policy)
+            targets = placement.choose(self._live_targets(policy, exclude), policy.units,
+                                       self.liveness.load_key, self.rng)
+            # Least loaded is not a reason to hold a data unit (reads go to data units first).
+            self.rng.shuffle(targets)
+            group = self.blocks.add_group(file_id, targets)
+            self.ns.renew_lease(file_id)
+        for d in targets:
+            self.liveness.note_allocated(d, node.block_size)
+        return GroupInfo(group.id, 0, [UnitLocation(j, d, self.liveness.address(d)) for j, d in enumerate(targets)])
+
+    @_locked
+    def complete(self, file_id: int, length: int, groups: list[GroupCommit]) -> None:
+        node = self.ns.file(file_id)
+        if node is not None and node.state == "complete":
+            if node.length == length:
+                return  # a retry of a Complete that succeeded
+            raise FailedPrecondition(f"file {file_id} is already complete with length {node.length}")
+        with self.db.tx():
+            node = self.ns.writing(file_id)
+            self.blocks.commit(file_id, length, groups, load_policy(node.policy), node.block_size)
+            path = self.ns.complete(file_id, length, self.blocks.forget_files)
+        self._scan_needed = True
+        log.info("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+
+    @_locked
+    def abandon(self, file_id: int) -> None:
+        with self.db.tx():
+            dropped = self.ns.abandon(file_id, self.blocks.forget_files)
+        if dropped:
+            log.info("abandoned file %d", file_id)
+
+    # ------------------------------------------------------------------ DataNode protocol
+
+    def _require_known(self, datanode_id: str) -> None:
+        if not self.liveness.knows(datanode_id):
+            raise FailedPrecondition(f"unknown DataNode {datanode_id!r}: register first")
+
+    @_locked
+    def register(self, datanode_id: str, address: str) -> None:
+        if not datanode_id or not address:
+            raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
+        with self.db.tx():
+            self.blocks.save_datanode(datanode_id, address)
+        self.liveness.seen(datanode_id, address)
+        # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
+        self.repairs.forget_target(datanode_id)
+        self._forget_sent(datanode_id)
+        self._scan_needed = True
+        log.info("datanode %s registered at %s", datanode_id, address)
+
+    @_locked
+    def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
+                  active_repairs: int = 0) -> HeartbeatReply:
+        if not self.liveness.knows(datanode_id):
+            return HeartbeatReply([], reregister=True)
+        if address and address != self.liveness.address(datanode_id):
+            with self.db.tx():
+                self.blocks.save_datanode(datanode_id, address)
+            log.info("datanode %s now at %s", datanode_id, address)
+        self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs)
+        commands: list[DeleteUnit | RepairUnit] = self._deletes_to_send(datanode_id)
+        for repair in self.repairs.take(datanode_id):
+            command = self._repair_command(repair)
+            if command is None:
+                self.repairs.drop(repair.group_id, repair.index)
+                self._scan_needed = True
+            else:
+                commands.append(command)
+                log.info("repair of unit %d/%d sent to %s", repair.group_id, repair.index, datanode_id)
+        return HeartbeatReply(commands)
+
+    def _deletes_to_send(self, datanode_id: str) -> list[DeleteUnit]:
+        now, out = self.clock(), []
+        for group_id, index in self.blocks.pending_deletes(datanode_id):
+            key = (datanode_id, group_id, index)
+            sent = self._delete_sent.get(key)
+            if sent is None or now - sent >= DELETE_RESEND_S:
+                self._delete_sent[key] = now
+                out.append(DeleteUnit(group_id, index))
+                if len(out) >= MAX_DELETES_PER_HEARTBEAT:
+                    break
+        return out
+
+    def _forget_sent(self, datanode_id: str) -> None:
+        for key in [k for k in self._delete_sent if k[0] == datanode_id]:
+            del self._delete_sent[key]
+
+    def _repair_command(self, repair: InFlight) -> RepairUnit | None:
+        """The command for a planned repair, or None if it is no longer needed or possible."""
+        found = self.blocks.group(repair.group_id)
+        if found is None or found[1] != "complete":
+            return None
+        group, _, policy_name = found
+        policy = load_policy(policy_name)
+        holder = group.units.get(repair.index)
+        if holder is not None and self.liveness.is_live(holder):
+            return None
+        sources = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
+                   if self.liveness.is_live(d) and d != repair.target]
+        if len(sources) < policy.k:
+            return None
+        return RepairUnit(group.id, repair.index, policy.name, group.length, sources)
+
+    @_locked
+    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int]]) -> dict[str, int]:
+        self._require_known(datanode_id)
+        self.liveness.seen(datanode_id)
+        reported = set(units)
+        with self.db.tx():
+            counts = self.blocks.reconcile(datanode_id, reported, self.liveness.is_live,
+                                           int(REPORT_GRACE_S * 1000))
+        # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
+        self._forget_sent(datanode_id)
+        self._scan_needed = True
+        if counts.get("foreign"):
+            log.warning("%s holds %d units of groups this NameNode never allocated (another namespace, "
+                        "or a wiped NameNode database?): left alone", datanode_id, counts["foreign"])
+        notable = {k: v for k, v in counts.items() if k != "mapped"}
+        if notable:
+            log.info("block report from %s: %d units, %s", datanode_id, len(reported),
+                     ", ".join(f"{k} {v}" for k, v in sorted(notable.items())))
+        return counts
+
+    @_locked
+    def unit_stored(self, datanode_id: str, group_id: int, index: int) -> str:
+        self._require_known(datanode_id)
+        self.liveness.seen(datanode_id)
+        with self.db.tx():
+            outcome = self.blocks.claim(datanode_id, group_id, index, self.liveness.is_live)
+        self._scan_needed = True
+        repair = self.repairs.in_flight.get((group_id, index))
+        if repair is not None and (repair.target == datanode_id or outcome in ("adopted", "moved")):
+            self.repairs.drop(group_id, index)
+        if outcome in ("adopted", "moved"):
+            self.repairs.done += 1
+            log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
+        elif outcome != "mapped":
+            log.info("unit %d/%d stored on %s: %s", group_id, index, datanode_id, outcome)
+        return outcome
+
+    @_locked
+    def report_bad_units(self, units: Iterable[tuple[int, int, str, str]]) -> None:
+        """(group id, unit index, DataNode id, reason) of corrupt copies."""
+        self._scan_needed = True
+        with self.db.tx():
+            for group_id, index, datanode_id, reason in units:
+                if self.blocks.drop_bad(datanode_id, group_id, index):
+                    log.warning("unit %d/%d on %s is bad (%s): dropped, will be repaired",
+                                group_id, index, datanode_id, reason or "no reason given")
+
+    # ------------------------------------------------------------------ health
+
+    def _group_info(self, group: GroupRow) -> GroupInfo:
+        """Units on dead DataNodes are left out: a reader would only wait on them."""
+        units = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
+                 if self.liveness.is_live(d)]
+        return GroupInfo(group.id, group.length, units)
+
+    def _live_units(self, group: GroupRow) -> dict[int, str]:
+        return {i: d for i, d in group.units.items() if self.liveness.is_live(d)}
+
+    def _needs(self) -> list[GroupNeed]:
+        needs = []
+        for group, policy_name in self.blocks.complete_groups():
+            policy = load_policy(policy_name)
+            live = self._live_units(group)
+            if len(live) < policy.units:
+                needs.append(GroupNeed(group.id, policy.k, live,
+                                       [i for i in range(policy.units) if i not in live],
+                                       frozenset(group.units.values())))
+        return needs
+
+    @_locked
+    def fsck(self, path: str = "/") -> FsckReport:
+        files = self.ns.files_under(path)
+        groups_by_file = self.blocks.groups_of_files(f[0] for f in files)
+        healthy = degraded = missing = corrupt_files = groups = 0
+        problems: list[FsckProblem] = []
+        for file_id, file_path, policy_name in files:
+            policy = load_policy(policy_name)
+            file_missing = False
+            for group in groups_by_file[file_id]:
+                groups += 1
+                live = len(self._live_units(group))
+                if live >= policy.units:
+                    healthy += 1
+                    continue
+                status = "DEGRADED" if live >= policy.k else "MISSING"
+                if status == "DEGRADED":
+                    degraded += 1
+                else:
+                    missing += 1
+                    file_missing = True
+                if len(problems) < MAX_FSCK_PROBLEMS:
+                    problems.append(FsckProblem(file_path, group.id, live, policy.k, status))
+            corrupt_files += file_missing
+        status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
+        return FsckReport(len(files), groups, healthy, degraded, missing, status, problems, corrupt_files)
+
+    @_locked
+    def report(self) -> ClusterReport:
+        deletes = self.blocks.pending_delete_counts()
+        nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
+                                int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
+                                self.repairs.count_for(n.id), deletes.get(n.id, 0))
+                 for n in self.liveness.all()]
+        return ClusterReport(nodes, len(self._needs()), self.repairs.done)
+
+    # ------------------------------------------------------------------ the monitor's pass
+
+    @_locked
+    def tick(self) -> list[InFlight]:
+        """One pass of the monitor: liveness changes, expired leases and deletes, repair planning.
+
+        Returns the repairs planned in this pass.
+        """
+        for datanode_id, live in self.liveness.transitions():
+            self._scan_needed = True
+            if live:
+                log.info("datanode %s is live again", datanode_id)
+            else:
+                log.warning("datanode %s is dead: no heartbeat for %.1f s", datanode_id,
+                            self.liveness.age_s(datanode_id))
+        for repair in self.repairs.expire(self.liveness.is_live):
+            log.warning("repair of unit %d/%d on %s timed out or its target died: planning it again",
+                        repair.group_id, repair.index, repair.target)
+            self._scan_needed = True
+        now_ms = self.wall_ms()
+        with self.db.tx():
+            for file_id in self.ns.expired_leases(now_ms - int(self.lease_timeout_s * 1000)):
+                path = self.ns.path_of(file_id)
+                self.ns.abandon(file_id, self.blocks.forget_files)
+                log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
+            if self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
+                live_keys = {(d, g, i) for d in {k[0] for k in self._delete_sent}
+                             for g, i in self.blocks.pending_deletes(d)}
+                self._delete_sent = {k: v for k, v in self._delete_sent.items() if k in live_keys}
+        if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
+            return []
+        self._scan_needed, self._last_scan = False, self.clock()
+        planned = self.repairs.plan(self._needs(), self.liveness.live_ids(), self.liveness.load_key,
+                                    self.blocks.datanodes_deleting())
+        for repair in planned:
+            log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
+        return planned

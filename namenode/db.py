@@ -1,0 +1,116 @@
+"""The NameNode's SQLite database: schema, pragmas, one transaction per namespace change.
+
+WAL with synchronous=FULL: a change is on disk when its COMMIT returns, so a ``kill -9`` (or a
+power cut) loses no completed file. Callers serialise access (the NameNode holds one lock);
+``tx()`` nests, so a composite change (complete = namespace + block map) is one transaction.
+
+Tables
+  inodes           directories and files. A file being written ('writing') is invisible: the
+                   unique (parent, name) index covers only 'complete' rows, so the old file at the
+                   same path stays readable until the new one is completed.
+  groups           block groups of a file, ``seq`` = order in the file. IDs are AUTOINCREMENT:
+                   never reused, because a DataNode may still hold units of a deleted group.
+  units            the block map: (group, unit index) -> the DataNode holding it.
+  datanodes        every DataNode that ever registered (id, address). Liveness is in memory.
+  pending_deletes  DeleteUnitCommands not yet confirmed by a block report; survive restarts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from typing import Iterator
+
+SCHEMA_VERSION = 1
+ROOT_ID = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS inodes (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent     INTEGER REFERENCES inodes(id),
+    name       TEXT NOT NULL,
+    is_dir     INTEGER NOT NULL,
+    policy     TEXT,                -- dirs: explicit policy or NULL; files: the policy written with
+    length     INTEGER NOT NULL DEFAULT 0,
+    block_size INTEGER NOT NULL DEFAULT 0,
+    state      TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('writing', 'complete')),
+    overwrite  INTEGER NOT NULL DEFAULT 0,
+    mtime_ms   INTEGER NOT NULL,
+    lease_ms   INTEGER              -- writing files: wall time of Create / the last AddBlockGroup
+);
+CREATE UNIQUE INDEX IF NOT EXISTS inodes_visible ON inodes(parent, name) WHERE state = 'complete';
+CREATE INDEX IF NOT EXISTS inodes_parent ON inodes(parent);
+CREATE TABLE IF NOT EXISTS groups (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    file_id INTEGER NOT NULL REFERENCES inodes(id),
+    seq     INTEGER NOT NULL,
+    length  INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS groups_file ON groups(file_id, seq);
+CREATE TABLE IF NOT EXISTS units (
+    group_id    INTEGER NOT NULL REFERENCES groups(id),
+    idx         INTEGER NOT NULL,
+    datanode_id TEXT NOT NULL,
+    added_ms    INTEGER NOT NULL,
+    PRIMARY KEY (group_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS units_datanode ON units(datanode_id);
+CREATE TABLE IF NOT EXISTS datanodes (id TEXT PRIMARY KEY, address TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending_deletes (
+    datanode_id TEXT NOT NULL,
+    group_id    INTEGER NOT NULL,
+    idx         INTEGER NOT NULL,
+    queued_ms   INTEGER NOT NULL,
+    PRIMARY KEY (datanode_id, group_id, idx)
+) WITHOUT ROWID;
+"""
+
+
+class Database:
+    """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self._depth = 0
+        self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+        with self.tx() as c:
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                      (str(SCHEMA_VERSION),))
+            c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms) "
+                      "VALUES (?, NULL, '', 1, 0)", (ROOT_ID,))
+        version = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        if version != SCHEMA_VERSION:
+            raise RuntimeError(f"{path}: schema version {version}, this NameNode understands {SCHEMA_VERSION}")
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; nested calls join the outermost one."""
+        outermost = self._depth == 0
+        if outermost:
+            self.conn.execute("BEGIN IMMEDIATE")
+        self._depth += 1
+        try:
+            yield self.conn
+        except BaseException:
+            self._depth -= 1
+            if outermost:
+                self.conn.execute("ROLLBACK")
+            raise
+        self._depth -= 1
+        if outermost:
+            self.conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
+        return self.conn.execute(sql, params).fetchone()
+
+    def close(self) -> None:
+        self.conn.close()

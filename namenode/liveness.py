@@ -1,0 +1,94 @@
+"""DataNode liveness, in memory: who heartbeated when, and what they last said about themselves.
+
+A DataNode silent for more than ``dead_interval_s`` is dead; it is live again with its next
+heartbeat. After a NameNode restart every DataNode known from SQLite starts as just seen, so
+reads work at once and a DataNode that really is gone turns dead one interval later.
+The clock is injectable (tests drive it by hand; no sleeps).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class DataNodeState:
+    id: str
+    address: str
+    last_seen: float
+    used_bytes: int = 0
+    units: int = 0
+    active_repairs: int = 0
+    # Units placed on it since its last heartbeat, as bytes: spreads placements between heartbeats.
+    allocated_bytes: int = 0
+    was_live: bool = True
+
+
+class Liveness:
+    def __init__(self, dead_interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self.dead_interval_s = dead_interval_s
+        self.clock = clock
+        self._nodes: dict[str, DataNodeState] = {}
+
+    def load(self, known: dict[str, str]) -> None:
+        now = self.clock()
+        for datanode_id, address in known.items():
+            self._nodes[datanode_id] = DataNodeState(datanode_id, address, now)
+
+    def knows(self, datanode_id: str) -> bool:
+        return datanode_id in self._nodes
+
+    def seen(self, datanode_id: str, address: str | None = None) -> DataNodeState:
+        """Record a sign of life (register, heartbeat, report); creates the entry if new."""
+        node = self._nodes.get(datanode_id)
+        if node is None:
+            node = self._nodes[datanode_id] = DataNodeState(datanode_id, address or "", self.clock())
+        node.last_seen = self.clock()
+        if address:
+            node.address = address
+        return node
+
+    def heartbeat(self, datanode_id: str, address: str, used_bytes: int, units: int, active_repairs: int) -> None:
+        node = self.seen(datanode_id, address)
+        node.used_bytes, node.units, node.active_repairs = used_bytes, units, active_repairs
+        node.allocated_bytes = 0
+
+    def is_live(self, datanode_id: str) -> bool:
+        node = self._nodes.get(datanode_id)
+        return node is not None and self.clock() - node.last_seen <= self.dead_interval_s
+
+    def live_ids(self) -> list[str]:
+        return sorted(d for d in self._nodes if self.is_live(d))
+
+    def get(self, datanode_id: str) -> DataNodeState | None:
+        return self._nodes.get(datanode_id)
+
+    def address(self, datanode_id: str) -> str:
+        node = self._nodes.get(datanode_id)
+        return node.address if node else ""
+
+    def all(self) -> list[DataNodeState]:
+        return [self._nodes[d] for d in sorted(self._nodes)]
+
+    def age_s(self, datanode_id: str) -> float:
+        return self.clock() - self._nodes[datanode_id].last_seen
+
+    def load_key(self, datanode_id: str) -> tuple[int, int]:
+        """Placement order: fewest used bytes (reported + placed since), then fewest units."""
+        node = self._nodes[datanode_id]
+        return node.used_bytes + node.allocated_bytes, node.units
+
+    def note_allocated(self, datanode_id: str, nbytes: int) -> None:
+        self._nodes[datanode_id].allocated_bytes += nbytes
+
+    def transitions(self) -> list[tuple[str, bool]]:
+        """(id, now live?) for every DataNode whose state changed since the last call."""
+        changed = []
+        for node in self._nodes.values():
+            live = self.is_live(node.id)
+            if live != node.was_live:
+                node.was_live = live
+                changed.append((node.id, live))
+        return changed

@@ -1,0 +1,30 @@
+"""The monitor thread: calls ``NameNode.tick`` every ``interval_s`` (liveness, leases, repairs)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger("hedgefs.namenode")
+
+
+class Monitor:
+    def __init__(self, namenode, interval_s: float):
+        self.namenode = namenode
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="namenode-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.namenode.tick()
+            except Exception:  # one bad pass must not end repairs for good
+                log.exception("monitor pass failed")

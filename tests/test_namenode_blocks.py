@@ -1,0 +1,234 @@
+"""Block map upkeep without gRPC: block reports, liveness (hand-driven clock), deletes, fsck, report."""
+
+import pytest
+
+from hedgefs.namenode.core import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
+from hedgefs.namenode.model import DeleteUnit
+from hedgefs.namenode.errors import FailedPrecondition
+from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+
+BLOCK = 4096
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK, dead_interval_s=30)
+    yield namenode
+    namenode.close()
+
+
+def one_group(nn, path="/f", length=100):
+    """Write a one-group file on dn1..dn5; returns (group id, {unit index: DataNode})."""
+    write_file(nn, path, length)
+    group = nn.file_info(path).groups[0]
+    return group.id, {u.index: u.datanode_id for u in group.units}
+
+
+def units_on(placed, dn, group_id):
+    return [(group_id, i) for i, d in placed.items() if d == dn]
+
+
+def test_heartbeat_from_unknown_datanode_asks_to_register(nn):
+    reply = nn.heartbeat("dn9", "127.0.0.1:1")
+    assert reply.reregister and reply.commands == []
+    with pytest.raises(FailedPrecondition, match="unknown DataNode 'dn9': register first"):
+        nn.block_report("dn9", [])
+    nn.register("dn9", "127.0.0.1:1")
+    assert not nn.heartbeat("dn9", "127.0.0.1:1").reregister
+
+
+def test_block_report_reconciliation(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)  # keep dn6 out of the placement
+    gid, placed = one_group(nn)
+    gone, _ = one_group(nn, "/gone")
+    nn.delete("/gone")
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn)
+    holder, other = placed[0], placed[1]
+    # holds its unit, a unit of a deleted group (delete it) and one of a group this NameNode
+    # never allocated (another namespace: leave it alone)
+    counts = nn.block_report(holder, units_on(placed, holder, gid) + [(gone, 0), (9999, 0)])
+    assert (counts["unknown"], counts["foreign"]) == (1, 1)  # (+ "deleted": its other /gone unit, if any)
+    assert (gone, 0) in nn.blocks.pending_deletes(holder)
+    assert (9999, 0) not in nn.blocks.pending_deletes(holder)
+    # reports nothing: its unit is missing and leaves the map
+    assert nn.block_report(other, []).get("missing") == 1
+    assert 1 not in {u.index for u in nn.file_info("/f").groups[0].units}
+    # an extra copy of a unit that a live DataNode holds -> delete the extra
+    assert nn.block_report("dn6", [(gid, 0)]).get("stale") == 1
+    assert (gid, 0) in nn.blocks.pending_deletes("dn6")
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == holder
+    # the missing unit turns up again -> adopted
+    assert nn.block_report(other, [(gid, 1)]).get("adopted") == 1
+    assert nn.fsck().status == "HEALTHY"
+
+
+def test_report_that_may_predate_a_placement_drops_nothing(nn):
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    assert nn.block_report(placed[0], []) == {}
+    assert nn.fsck().status == "HEALTHY"
+
+
+def test_units_of_a_file_being_written_are_left_alone(nn, clock):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn)
+    dn = group.units[0].datanode_id
+    assert nn.block_report(dn, []) == {}
+    assert nn.block_report(dn, [(group.id, 0), (group.id, 1)]) == {"writing": 1}
+    assert nn.blocks.pending_deletes(dn) == []
+
+
+def test_copy_on_a_dead_datanode_moves_to_the_reporter(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    gid, placed = one_group(nn)
+    dead = placed[2]
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != dead])
+    assert nn.block_report("dn6", [(gid, 2)]) == {"moved": 1}
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[2] == "dn6"
+    assert (gid, 2) in nn.blocks.pending_deletes(dead)
+
+
+def test_dead_interval_and_return(nn, clock):
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    silent = placed[4]
+    others = [d for d in placed.values() if d != silent]
+    clock.advance(29)
+    heartbeat_all(nn, others)
+    assert nn.liveness.is_live(silent)
+    clock.advance(2)  # 31 s without a heartbeat
+    assert not nn.liveness.is_live(silent)
+    assert 4 not in {u.index for u in nn.file_info("/f").groups[0].units}  # omitted, not forgotten
+    assert nn.fsck().degraded == 1
+    states = {d.id: d.state for d in nn.report().datanodes}
+    assert states[silent] == "dead" and states[others[0]] == "live"
+    nn.heartbeat(silent, "")
+    assert 4 in {u.index for u in nn.file_info("/f").groups[0].units}
+    assert nn.fsck().status == "HEALTHY"
+
+
+def test_known_datanodes_count_as_live_after_restart_until_the_dead_interval(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10)
+    clock.advance(1000)  # long after every heartbeat
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    assert len(nn.file_info("/f").groups[0].units) == 5
+    assert not nn.heartbeat("dn1", "").reregister  # known from SQLite: accepted as is
+    clock.advance(31)
+    nn.heartbeat("dn1", "")
+    assert [u.datanode_id for u in nn.file_info("/f").groups[0].units] == ["dn1"]
+    nn.close()
+
+
+def test_address_change_in_heartbeat_is_persisted(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 1)
+    nn.heartbeat("dn1", "127.0.0.1:5555")
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    assert nn.liveness.address("dn1") == "127.0.0.1:5555"
+    nn.close()
+
+
+def test_deletes_are_sent_resent_and_confirmed_by_block_report(nn, clock):
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    nn.delete("/f")
+    first = heartbeat_all(nn)
+    assert {dn: cmds for dn, cmds in first.items()} == \
+        {dn: [DeleteUnit(gid, i)] for i, dn in placed.items()}
+    assert heartbeat_all(nn) == {dn: [] for dn in placed.values()}  # not resent at once
+    clock.advance(DELETE_RESEND_S)
+    assert heartbeat_all(nn)[placed[0]] == [DeleteUnit(gid, 0)]
+    nn.block_report(placed[0], [])  # gone: confirmed
+    assert nn.blocks.pending_deletes(placed[0]) == []
+    nn.block_report(placed[1], [(gid, 1)])  # still there: sent again with the next heartbeat
+    assert nn.heartbeat(placed[1], "").commands == [DeleteUnit(gid, 1)]
+    pending = {d.id: d.pending_deletes for d in nn.report().datanodes}
+    assert pending[placed[0]] == 0 and pending[placed[1]] == 1
+
+
+def test_pending_deletes_survive_restart_and_expire(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10)
+    nn.delete("/f")
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    assert sum(nn.blocks.pending_delete_counts().values()) == 5
+    assert all(len(c) == 1 for c in heartbeat_all(nn).values())
+    clock.advance(DELETE_TTL_S + 1)
+    heartbeat_all(nn)
+    nn.tick()
+    assert nn.blocks.pending_delete_counts() == {}
+    nn.close()
+
+
+def test_reregistering_datanode_gets_its_deletes_again(nn):
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    nn.delete("/f")
+    heartbeat_all(nn)
+    nn.register(placed[3], "127.0.0.1:40003")
+    assert nn.heartbeat(placed[3], "").commands == [DeleteUnit(gid, 3)]
+
+
+def test_bad_unit_is_dropped_and_its_copy_deleted(nn):
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    nn.report_bad_units([(gid, 2, placed[2], "checksum mismatch")])
+    assert 2 not in {u.index for u in nn.file_info("/f").groups[0].units}
+    assert (gid, 2) in nn.blocks.pending_deletes(placed[2])
+    assert nn.fsck().degraded == 1
+    # a report naming the wrong DataNode does not unmap the good copy
+    nn.report_bad_units([(gid, 0, placed[1], "")])
+    assert 0 in {u.index for u in nn.file_info("/f").groups[0].units}
+
+
+def test_fsck_counts_and_status(nn, clock):
+    add_datanodes(nn, 5)
+    nn.mkdir("/a")
+    write_file(nn, "/a/healthy", 3 * BLOCK * 2)  # two full groups
+    write_file(nn, "/a/degraded", 10, lost={0: {4}})
+    write_file(nn, "/b", 10, lost={0: {3, 4}})
+    assert nn.fsck("/a/healthy").status == "HEALTHY"
+    report = nn.fsck("/a")
+    assert (report.files, report.groups, report.healthy, report.degraded, report.missing) == (2, 3, 2, 1, 0)
+    assert report.status == "DEGRADED" and report.corrupt_files == 0
+    assert [(p.path, p.live_units, p.needed_units, p.status) for p in report.problems] == \
+        [("/a/degraded", 4, 3, "DEGRADED")]
+    # /b loses one more unit to a dead DataNode: 2 of 3 needed -> unreadable
+    b = nn.file_info("/b").groups[0]
+    victim = b.units[0].datanode_id
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 6) if f"dn{i}" != victim])
+    report = nn.fsck("/")
+    assert report.status == "CORRUPT" and report.corrupt_files == 1
+    assert ("/b", 2, 3, "MISSING") in [(p.path, p.live_units, p.needed_units, p.status) for p in report.problems]
+
+
+def test_report_describes_datanodes(nn, clock):
+    add_datanodes(nn, 5)
+    nn.heartbeat("dn1", "", used_bytes=1234, units=7)
+    clock.advance(2.5)
+    write_file(nn, "/f", 10, lost={0: {0}})
+    report = nn.report()
+    dn1 = report.datanodes[0]
+    assert (dn1.id, dn1.address, dn1.state, dn1.used_bytes, dn1.units) == ("dn1", "127.0.0.1:40001", "live", 1234, 7)
+    assert dn1.last_heartbeat_age_ms == 2500
+    assert sum(d.pending_deletes for d in report.datanodes) == 1
+    assert report.groups_waiting_repair == 1 and report.repairs_done == 0

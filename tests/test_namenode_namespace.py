@@ -1,0 +1,177 @@
+"""Namespace semantics on a real SQLite database, no gRPC: mkdir, list, delete, rename, policies."""
+
+import pytest
+
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from hedgefs.namenode.testing import FakeClock, add_datanodes, make_namenode, write_file
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    namenode = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(namenode, 5)
+    yield namenode
+    namenode.close()
+
+
+def names(entries):
+    return [e.path for e in entries]
+
+
+def test_root_always_exists_and_is_an_empty_directory(nn):
+    info = nn.file_info("/")
+    assert info.entry.is_dir and info.entry.path == "/" and info.groups == []
+    assert nn.list("/") == []
+
+
+def test_mkdir_without_parents_needs_the_parent(nn):
+    with pytest.raises(NotFound, match="no such file or directory: /a$"):
+        nn.mkdir("/a/b")
+    nn.mkdir("/a")
+    nn.mkdir("/a/b")
+    with pytest.raises(AlreadyExists, match="directory exists: /a/b"):
+        nn.mkdir("/a/b")
+
+
+def test_mkdir_parents_creates_ancestors_and_tolerates_existing(nn):
+    nn.mkdir("/a/b/c", parents=True)
+    nn.mkdir("/a/b/c", parents=True)
+    nn.mkdir("/", parents=True)
+    assert names(nn.list("/", recursive=True)) == ["/a", "/a/b", "/a/b/c"]
+
+
+def test_mkdir_over_or_through_a_file(nn):
+    write_file(nn, "/f", 10)
+    with pytest.raises(AlreadyExists, match="file exists: /f"):
+        nn.mkdir("/f", parents=True)
+    with pytest.raises(FailedPrecondition, match="not a directory: /f"):
+        nn.mkdir("/f/x", parents=True)
+
+
+def test_list_directory_file_and_recursive(nn):
+    nn.mkdir("/d/sub", parents=True)
+    write_file(nn, "/d/b", 100)
+    write_file(nn, "/d/a", 5)
+    write_file(nn, "/d/sub/x", 7)
+    assert names(nn.list("/d")) == ["/d/a", "/d/b", "/d/sub"]
+    assert names(nn.list("/d", recursive=True)) == ["/d/a", "/d/b", "/d/sub", "/d/sub/x"]
+    [only] = nn.list("/d/b")
+    assert (only.path, only.is_dir, only.length, only.policy) == ("/d/b", False, 100, "RS-3-2-1k")
+    with pytest.raises(NotFound, match="no such file or directory: /nope"):
+        nn.list("/nope")
+
+
+def test_lookup_through_a_file_is_not_a_directory(nn):
+    write_file(nn, "/f", 1)
+    with pytest.raises(FailedPrecondition, match="not a directory: /f$"):
+        nn.file_info("/f/x")
+
+
+def test_delete_file_and_directories(nn):
+    nn.mkdir("/d/e", parents=True)
+    write_file(nn, "/d/e/f", 10)
+    with pytest.raises(FailedPrecondition, match="directory not empty: /d"):
+        nn.delete("/d")
+    nn.delete("/d/e/f")
+    nn.delete("/d/e")
+    write_file(nn, "/d/g", 10)
+    nn.delete("/d", recursive=True)
+    assert nn.list("/") == []
+    with pytest.raises(NotFound):
+        nn.delete("/d")
+    with pytest.raises(InvalidArgument, match="root"):
+        nn.delete("/", recursive=True)
+
+
+def test_delete_queues_every_unit_for_deletion(nn):
+    write_file(nn, "/f", 3 * 4096 * 2 + 1)  # three groups of RS-3-2
+    assert sum(nn.blocks.pending_delete_counts().values()) == 0
+    nn.delete("/f")
+    assert sum(nn.blocks.pending_delete_counts().values()) == 3 * 5
+
+
+def test_rename_file_and_directory(nn):
+    nn.mkdir("/a/b", parents=True)
+    write_file(nn, "/a/b/f", 10)
+    nn.mkdir("/z")
+    nn.rename("/a/b/f", "/z/g")
+    assert nn.file_info("/z/g").entry.length == 10
+    nn.rename("/a", "/z/a2")
+    assert names(nn.list("/", recursive=True)) == ["/z", "/z/a2", "/z/a2/b", "/z/g"]
+
+
+@pytest.mark.parametrize("src, dst, error, message", [
+    ("/nope", "/x", NotFound, "no such file or directory: /nope"),
+    ("/a", "/f", AlreadyExists, "file exists: /f"),
+    ("/f", "/a", AlreadyExists, "directory exists: /a"),
+    ("/f", "/f", AlreadyExists, "file exists: /f"),
+    ("/f", "/missing/g", NotFound, "no such file or directory: /missing"),
+    ("/f", "/f2/g", FailedPrecondition, "not a directory: /f2"),
+    ("/a", "/a/b/c", InvalidArgument, "cannot move directory /a into itself"),
+    ("/", "/x", InvalidArgument, "root"),
+    ("/f", "/", AlreadyExists, "directory exists: /"),
+    ("/f", "rel", InvalidArgument, "invalid path 'rel'"),
+])
+def test_rename_refusals(nn, src, dst, error, message):
+    nn.mkdir("/a/b", parents=True)
+    write_file(nn, "/f", 1)
+    write_file(nn, "/f2", 1)
+    with pytest.raises(error, match=message):
+        nn.rename(src, dst)
+
+
+def test_policy_inheritance_from_nearest_ancestor(nn):
+    nn.mkdir("/a/b/c", parents=True)
+    assert nn.get_policy("/a/b/c") == ("RS-3-2-1k", "")
+    nn.set_policy("/a", "RS-6-3-64k")
+    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    nn.set_policy("/a/b", "rs-3-2-2k")  # canonicalised
+    assert nn.get_policy("/a/b/c") == ("RS-3-2-2k", "/a/b")
+    assert nn.file_info("/a/b/c").entry.policy == "RS-3-2-2k"
+    assert [e.policy for e in nn.list("/", recursive=True)] == ["RS-6-3-64k", "RS-3-2-2k", "RS-3-2-2k"]
+    nn.set_policy("/a/b", "")  # clear
+    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    nn.set_policy("/", "RS-3-2-4k")
+    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    assert nn.get_policy("/") == ("RS-3-2-4k", "/")
+
+
+def test_files_keep_the_policy_they_were_written_with(nn):
+    nn.mkdir("/d")
+    nn.set_policy("/d", "RS-3-2-2k")
+    write_file(nn, "/d/f", 10)
+    nn.set_policy("/d", "RS-3-2-4k")
+    assert nn.file_info("/d/f").entry.policy == "RS-3-2-2k"
+    assert nn.get_policy("/d/f") == ("RS-3-2-2k", "/d/f")
+
+
+def test_set_policy_refusals(nn):
+    write_file(nn, "/f", 1)
+    with pytest.raises(InvalidArgument, match="unknown policy 'XOR-2-1'"):
+        nn.set_policy("/", "XOR-2-1")
+    with pytest.raises(FailedPrecondition, match="not a directory: /f"):
+        nn.set_policy("/f", "RS-3-2-1k")
+    with pytest.raises(NotFound):
+        nn.set_policy("/nope", "RS-3-2-1k")
+
+
+def test_namespace_survives_reopening_the_database(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    nn.mkdir("/a/b", parents=True)
+    nn.set_policy("/a", "RS-3-2-2k")
+    write_file(nn, "/a/b/f", 5000)
+    before = nn.file_info("/a/b/f")
+    nn.close()
+    again = make_namenode(tmp_path / "nn", clock)
+    try:
+        assert again.file_info("/a/b/f") == before
+        assert again.get_policy("/a/b") == ("RS-3-2-2k", "/a")
+        assert [n.id for n in again.liveness.all()] == ["dn1", "dn2", "dn3", "dn4", "dn5"]
+    finally:
+        again.close()

@@ -1,0 +1,138 @@
+"""Repair scheduling without gRPC: who is repaired first, where, what the command says, timeouts."""
+
+import pytest
+
+from hedgefs.namenode.core import REPAIR_TIMEOUT_S
+from hedgefs.namenode.model import DeleteUnit, RepairUnit
+from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+
+BLOCK = 4096
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    yield namenode
+    namenode.close()
+
+
+def group_of(nn, path):
+    return nn.file_info(path).groups[0]
+
+
+def repairs_in(commands):
+    return [c for c in commands if isinstance(c, RepairUnit)]
+
+
+def test_most_endangered_group_first_and_at_most_two_per_datanode(nn):
+    add_datanodes(nn, 5)
+    write_file(nn, "/a", 10, lost={0: {4}})       # 4 of 5 live, oldest group
+    write_file(nn, "/b", 10, lost={0: {3, 4}})    # 3 of 5 live: most endangered
+    write_file(nn, "/e", 10, lost={0: {0}})       # 4 of 5 live
+    write_file(nn, "/c", 10, lost={0: {3, 4}})
+    a, b, e, c = (group_of(nn, p).id for p in "/a /b /e /c".split())
+    bad = group_of(nn, "/c").units[2].datanode_id
+    nn.report_bad_units([(c, 2, bad, "checksum mismatch")])  # 2 of 5: unrecoverable, never planned
+    add_datanodes(nn, 1, start=6)                 # the only DataNode free to take repairs
+    planned = nn.tick()
+    assert [(r.group_id, r.index, r.target) for r in planned] == [(b, 3, "dn6"), (a, 4, "dn6")]
+    assert nn.tick() == []                        # dn6 is full; nothing planned twice
+    assert c not in {g for g, _ in nn.repairs.in_flight} and e not in {g for g, _ in nn.repairs.in_flight}
+    add_datanodes(nn, 1, start=7)
+    assert [(r.group_id, r.index) for r in nn.tick()] == [(b, 4), (e, 0)]
+
+
+def test_repair_command_carries_the_files_own_policy_and_live_sources(nn):
+    add_datanodes(nn, 5)
+    nn.mkdir("/d")
+    nn.set_policy("/d", "RS-3-2-2k")
+    write_file(nn, "/d/f", 5000, lost={0: {1}})
+    group = group_of(nn, "/d/f")
+    add_datanodes(nn, 1, start=6)
+    nn.tick()
+    [command] = repairs_in(nn.heartbeat("dn6", "").commands)
+    assert command == RepairUnit(group.id, 1, "RS-3-2-2k", 5000, group.units)
+    assert [s.index for s in command.sources] == [0, 2, 3, 4]
+    assert repairs_in(nn.heartbeat("dn6", "").commands) == []  # sent once
+    assert nn.report().datanodes[5].pending_repairs == 1
+    assert nn.unit_stored("dn6", group.id, 1) == "adopted"
+    assert nn.fsck().status == "HEALTHY"
+    report = nn.report()
+    assert report.repairs_done == 1 and report.groups_waiting_repair == 0
+    assert nn.repairs.in_flight == {}
+
+
+def test_lost_command_is_reissued_after_the_timeout(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10, lost={0: {2}})
+    gid = group_of(nn, "/f").id
+    assert [(r.group_id, r.index) for r in nn.tick()] == [(gid, 2)]
+    target = nn.repairs.in_flight[(gid, 2)].target
+    assert len(repairs_in(nn.heartbeat(target, "").commands)) == 1
+    clock.advance(REPAIR_TIMEOUT_S / 2)
+    heartbeat_all(nn)
+    assert nn.tick() == []
+    clock.advance(REPAIR_TIMEOUT_S / 2 + 1)
+    heartbeat_all(nn)
+    assert [(r.group_id, r.index) for r in nn.tick()] == [(gid, 2)]
+    assert len(repairs_in(nn.heartbeat(nn.repairs.in_flight[(gid, 2)].target, "").commands)) == 1
+
+
+def test_unit_on_a_dead_datanode_is_rebuilt_elsewhere_and_the_old_copy_deleted(nn, clock):
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    dead = group.units[3].datanode_id
+    add_datanodes(nn, 1, start=6)
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != dead])
+    [planned] = nn.tick()
+    assert (planned.group_id, planned.index, planned.target) == (group.id, 3, "dn6")
+    [command] = repairs_in(nn.heartbeat("dn6", "").commands)
+    assert dead not in {s.datanode_id for s in command.sources}
+    assert nn.unit_stored("dn6", group.id, 3) == "moved"
+    assert nn.fsck().status == "HEALTHY"
+    # the dead DataNode comes back: it is told to delete its now redundant copy
+    assert nn.heartbeat(dead, "").commands == [DeleteUnit(group.id, 3)]
+
+
+def test_repair_moves_away_from_a_target_that_dies(nn, clock):
+    add_datanodes(nn, 7)
+    write_file(nn, "/f", 10, lost={0: {0}})
+    gid = group_of(nn, "/f").id
+    [first] = nn.tick()
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 8) if f"dn{i}" != first.target])
+    [second] = nn.tick()
+    assert (second.group_id, second.index) == (gid, 0) and second.target != first.target
+
+
+def test_no_repair_onto_a_datanode_still_deleting_a_unit_of_that_group(nn):
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10, lost={0: {4}})  # the DataNode of unit 4 owes a delete for this group
+    assert nn.tick() == []
+
+
+def test_planned_repair_of_a_deleted_file_is_dropped_at_delivery(nn):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10, lost={0: {1}})
+    [planned] = nn.tick()
+    nn.delete("/f")
+    assert repairs_in(nn.heartbeat(planned.target, "").commands) == []
+    assert nn.repairs.in_flight == {}
+
+
+def test_extra_copy_from_a_late_repair_is_deleted(nn):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    assert (group.id, 0) in nn.blocks.pending_deletes("dn6")

@@ -1,0 +1,113 @@
+"""The NameNode as a real process: serve() in a subprocess, real gRPC, status codes, kill -9, restart."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2 as pb, hedgefs_pb2_grpc
+
+SERVE = (
+    "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr); "
+    "from hedgefs.namenode.server import serve; "
+    "serve(port=0, data_dir=sys.argv[1], port_file=sys.argv[2], default_policy='RS-3-2-1k', "
+    "default_block_size=4096, repair_interval_s=0.2)"
+)
+
+
+def start(data_dir, port_file, log_path):
+    log = open(log_path, "ab")
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(data_dir), str(port_file)],
+                            stdout=log, stderr=log)
+    deadline = time.monotonic() + 15
+    while not os.path.exists(port_file):
+        if proc.poll() is not None:
+            raise AssertionError(f"namenode exited with {proc.returncode}:\n{open(log_path).read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"namenode wrote no port file in 15 s:\n{open(log_path).read()}")
+        time.sleep(0.02)  # polling for the port file, with a deadline
+    port = int(open(port_file).read())
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
+    grpc.channel_ready_future(channel).result(timeout=10)
+    return proc, channel, hedgefs_pb2_grpc.NameNodeStub(channel)
+
+
+def refused(call, request):
+    with pytest.raises(grpc.RpcError) as err:
+        call(request, timeout=5)
+    return err.value.code(), err.value.details()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
+    data_dir, log_path = tmp_path / "nn", tmp_path / "nn.log"
+    proc, channel, nn = start(data_dir, tmp_path / "port1", log_path)
+    procs.append(proc)
+    assert "namenode listening on 127.0.0.1:" in open(log_path).read()
+
+    for i in range(1, 6):
+        nn.RegisterDataNode(pb.RegisterRequest(datanode_id=f"dn{i}", address=f"127.0.0.1:{41000 + i}"), timeout=5)
+    assert nn.Heartbeat(pb.HeartbeatRequest(datanode_id="dn9"), timeout=5).reregister
+
+    nn.Mkdir(pb.MkdirRequest(path="/a/b", parents=True), timeout=5)
+    created = nn.Create(pb.CreateRequest(path="/a/b/f", client_name="test"), timeout=5)
+    assert (created.policy, created.block_size) == ("RS-3-2-1k", 4096)
+    group = nn.AddBlockGroup(pb.AddBlockGroupRequest(file_id=created.file_id, exclude_datanodes=["dn9"]), timeout=5)
+    assert sorted(u.index for u in group.units) == [0, 1, 2, 3, 4]
+    assert len({u.datanode_id for u in group.units}) == 5
+    nn.Complete(pb.CompleteRequest(file_id=created.file_id, length=1000, groups=[
+        pb.GroupCommit(group_id=group.id, length=1000, stored_units=[0, 1, 2, 3, 4])]), timeout=5)
+    info = nn.GetFileInfo(pb.PathRequest(path="/a/b/f"), timeout=5)
+    assert (info.length, info.policy, len(info.groups), len(info.groups[0].units)) == (1000, "RS-3-2-1k", 1, 5)
+    assert info.groups[0].units[0].address.startswith("127.0.0.1:")
+    listing = nn.List(pb.ListRequest(path="/", recursive=True), timeout=5)
+    assert [e.path for e in listing.entries] == ["/a", "/a/b", "/a/b/f"]
+    assert nn.GetPolicy(pb.PathRequest(path="/a"), timeout=5) == pb.PolicyResponse(policy="RS-3-2-1k", source_path="")
+    assert nn.Fsck(pb.PathRequest(path="/"), timeout=5).status == "HEALTHY"
+    assert len(nn.Report(pb.Empty(), timeout=5).datanodes) == 5
+
+    C = grpc.StatusCode
+    assert refused(nn.GetFileInfo, pb.PathRequest(path="/nope")) == (C.NOT_FOUND, "no such file or directory: /nope")
+    code, details = refused(nn.Mkdir, pb.MkdirRequest(path="a/b"))
+    assert code == C.INVALID_ARGUMENT and details.startswith("invalid path 'a/b': must be absolute")
+    assert refused(nn.Create, pb.CreateRequest(path="/a/b/f")) == \
+        (C.ALREADY_EXISTS, "file exists: /a/b/f (use -f to overwrite)")
+    assert refused(nn.Create, pb.CreateRequest(path="/big", policy="RS-6-3-1024k")) == \
+        (C.FAILED_PRECONDITION, "policy RS-6-3-1024k needs 9 live DataNodes, only 5 are live")
+    assert refused(nn.Delete, pb.DeleteRequest(path="/a")) == (C.FAILED_PRECONDITION, "directory not empty: /a")
+    assert refused(nn.Mkdir, pb.MkdirRequest(path="/a/b/f/x")) == (C.FAILED_PRECONDITION, "not a directory: /a/b/f")
+    code, details = refused(nn.SetPolicy, pb.SetPolicyRequest(path="/a", policy="bogus"))
+    assert code == C.INVALID_ARGUMENT and details.startswith("unknown policy 'bogus'")
+    assert refused(nn.AddBlockGroup, pb.AddBlockGroupRequest(file_id=12345))[0] == C.NOT_FOUND
+
+    # a write in progress when the NameNode dies stays invisible; the completed file survives
+    half = nn.Create(pb.CreateRequest(path="/a/half"), timeout=5)
+    nn.AddBlockGroup(pb.AddBlockGroupRequest(file_id=half.file_id), timeout=5)
+    channel.close()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+    proc, channel, nn = start(data_dir, tmp_path / "port2", log_path)
+    procs.append(proc)
+    again = nn.GetFileInfo(pb.PathRequest(path="/a/b/f"), timeout=5)
+    assert again == info  # same groups, same unit locations: DataNodes count as live after a restart
+    assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/half"))[0] == C.NOT_FOUND
+    assert not nn.Heartbeat(pb.HeartbeatRequest(datanode_id="dn1"), timeout=5).reregister
+    channel.close()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=15) == 0
+    assert "namenode stopping" in open(log_path).read()

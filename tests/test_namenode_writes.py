@@ -1,0 +1,274 @@
+"""The write path without gRPC: Create -> AddBlockGroup* -> Complete / Abandon, placement, leases."""
+
+import threading
+from collections import Counter
+
+import pytest
+
+from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+
+BLOCK = 4096
+FULL = 3 * BLOCK  # data bytes in a full RS-3-2 group
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    yield namenode
+    namenode.close()
+
+
+def test_create_is_invisible_until_complete(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    assert (created.policy, created.block_size) == ("RS-3-2-1k", BLOCK)
+    with pytest.raises(NotFound):
+        nn.file_info("/f")
+    assert nn.list("/") == []
+    group = nn.add_block_group(created.file_id)
+    nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])
+    info = nn.file_info("/f")
+    assert info.entry.length == 10 and [g.id for g in info.groups] == [group.id]
+    assert [(u.index, u.datanode_id, u.address) for u in info.groups[0].units] == \
+        [(u.index, u.datanode_id, u.address) for u in group.units]
+
+
+def test_overwrite_keeps_old_file_readable_until_complete(nn):
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 100)
+    old = nn.file_info("/f")
+    with pytest.raises(AlreadyExists, match=r"^file exists: /f \(use -f to overwrite\)$"):
+        nn.create("/f")
+    created = nn.create("/f", overwrite=True)
+    group = nn.add_block_group(created.file_id)
+    assert nn.file_info("/f") == old
+    nn.complete(created.file_id, 7, [GroupCommit(group.id, 7, (0, 1, 2, 3, 4))])
+    new = nn.file_info("/f")
+    assert new.entry.length == 7 and new.groups[0].id == group.id
+    # the old file's units are owed deletes on their DataNodes
+    owed = {(dn, g) for dn in nn.liveness.live_ids() for g, _ in nn.blocks.pending_deletes(dn)}
+    assert owed == {(u.datanode_id, old.groups[0].id) for u in old.groups[0].units}
+
+
+def test_create_refusals(nn):
+    add_datanodes(nn, 5)
+    nn.mkdir("/d")
+    write_file(nn, "/file", 1)
+    with pytest.raises(FailedPrecondition, match="is a directory: /d"):
+        nn.create("/d")
+    with pytest.raises(FailedPrecondition, match="is a directory: /"):
+        nn.create("/")
+    with pytest.raises(NotFound, match="no such file or directory: /missing$"):
+        nn.create("/missing/f")
+    with pytest.raises(FailedPrecondition, match="not a directory: /file"):
+        nn.create("/file/f")
+    with pytest.raises(InvalidArgument, match="unknown policy 'RS-nope'"):
+        nn.create("/f", policy="RS-nope")
+    with pytest.raises(InvalidArgument, match="not a positive multiple of the cell size"):
+        nn.create("/f", block_size=1000)
+    with pytest.raises(InvalidArgument, match="invalid path"):
+        nn.create("f")
+
+
+def test_create_needs_k_plus_m_live_datanodes(nn):
+    add_datanodes(nn, 5)
+    with pytest.raises(FailedPrecondition,
+                       match=r"^policy RS-6-3-1024k needs 9 live DataNodes, only 5 are live$"):
+        nn.create("/big", policy="RS-6-3-1024k")
+    assert nn.list("/") == []  # nothing left behind
+
+
+def test_placement_uses_distinct_live_nodes_and_honours_exclusions(nn, clock):
+    add_datanodes(nn, 7)
+    created = nn.create("/f")
+    for _ in range(20):
+        group = nn.add_block_group(created.file_id, exclude=["dn1"])
+        targets = [u.datanode_id for u in group.units]
+        assert [u.index for u in group.units] == [0, 1, 2, 3, 4]
+        assert len(set(targets)) == 5 and "dn1" not in targets
+    # dead nodes are never chosen
+    clock.advance(31)
+    heartbeat_all(nn, ["dn1", "dn2", "dn3", "dn4", "dn5"])
+    group = nn.add_block_group(created.file_id)
+    assert {u.datanode_id for u in group.units} == {"dn1", "dn2", "dn3", "dn4", "dn5"}
+    with pytest.raises(FailedPrecondition, match=r"only 4 are live and not excluded \(dn2\)"):
+        nn.add_block_group(created.file_id, exclude=["dn2", "dn7"])
+
+
+def test_placement_prefers_the_least_used_and_spreads_between_heartbeats(nn):
+    add_datanodes(nn, 6)
+    for i, dn in enumerate(["dn1", "dn2", "dn3", "dn4", "dn5", "dn6"]):
+        nn.heartbeat(dn, "", used_bytes=1000 * i)
+    created = nn.create("/f")
+    first = {u.datanode_id for u in nn.add_block_group(created.file_id).units}
+    assert first == {"dn1", "dn2", "dn3", "dn4", "dn5"}
+    # dn6 is now the least loaded: the bytes just placed count until the next heartbeat
+    second = {u.datanode_id for u in nn.add_block_group(created.file_id).units}
+    assert "dn6" in second
+    counts = Counter()
+    for _ in range(30):
+        counts.update(u.datanode_id for u in nn.add_block_group(created.file_id).units)
+    assert max(counts.values()) - min(counts.values()) <= 5
+
+
+def test_complete_drops_units_not_stored(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    lost = {u.index: u.datanode_id for u in group.units if u.index in (1, 4)}
+    nn.complete(created.file_id, 100, [GroupCommit(group.id, 100, (0, 2, 3))])
+    info = nn.file_info("/f")
+    assert [u.index for u in info.groups[0].units] == [0, 2, 3]
+    for index, dn in lost.items():
+        assert (group.id, index) in nn.blocks.pending_deletes(dn)
+    assert nn.fsck("/").status == "DEGRADED"
+
+
+def test_complete_refusals(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    g1 = nn.add_block_group(created.file_id)
+    g2 = nn.add_block_group(created.file_id)
+    with pytest.raises(FailedPrecondition, match=f"group {g1.id} has only 2 stored units, policy RS-3-2-1k needs at least 3"):
+        nn.complete(created.file_id, 10, [GroupCommit(g1.id, 10, (0, 1))])
+    with pytest.raises(InvalidArgument, match="not the sum of its group lengths"):
+        nn.complete(created.file_id, 11, [GroupCommit(g1.id, 10, (0, 1, 2))])
+    with pytest.raises(InvalidArgument, match="every group but the last holds exactly"):
+        nn.complete(created.file_id, 20, [GroupCommit(g1.id, 10, (0, 1, 2)), GroupCommit(g2.id, 10, (0, 1, 2))])
+    with pytest.raises(InvalidArgument, match="does not belong to file"):
+        nn.complete(created.file_id, 10, [GroupCommit(g1.id + 100, 10, (0, 1, 2))])
+    with pytest.raises(NotFound, match="no file is being written with id 999"):
+        nn.complete(999, 0, [])
+    # still writable after refusals: a full first group, a short second one
+    nn.complete(created.file_id, FULL + 1, [GroupCommit(g1.id, FULL, (0, 1, 2, 3, 4)),
+                                            GroupCommit(g2.id, 1, (0, 1, 2, 3, 4))])
+    # a retried Complete of the same file is accepted
+    nn.complete(created.file_id, FULL + 1, [])
+    assert [g.length for g in nn.file_info("/f").groups] == [FULL, 1]
+
+
+def test_groups_left_out_of_complete_are_dropped(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    abandoned = nn.add_block_group(created.file_id)
+    kept = nn.add_block_group(created.file_id)
+    nn.complete(created.file_id, 5, [GroupCommit(kept.id, 5, (0, 1, 2, 3, 4))])
+    assert [g.id for g in nn.file_info("/f").groups] == [kept.id]
+    assert nn.blocks.group(abandoned.id) is None
+    assert sum(nn.blocks.pending_delete_counts().values()) == 5
+
+
+def test_zero_byte_file(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/empty")
+    nn.complete(created.file_id, 0, [])
+    info = nn.file_info("/empty")
+    assert info.entry.length == 0 and info.groups == []
+
+
+def test_complete_refuses_when_someone_else_created_the_file_meanwhile(nn):
+    add_datanodes(nn, 5)
+    slow = nn.create("/f")
+    write_file(nn, "/f", 3)
+    with pytest.raises(AlreadyExists, match="file exists: /f"):
+        nn.complete(slow.file_id, 0, [])
+    nn.abandon(slow.file_id)
+    assert nn.file_info("/f").entry.length == 3
+
+
+def test_abandon_drops_the_file_and_queues_deletes(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    nn.add_block_group(created.file_id)
+    nn.abandon(created.file_id)
+    nn.abandon(created.file_id)  # idempotent
+    with pytest.raises(NotFound):
+        nn.add_block_group(created.file_id)
+    assert sum(nn.blocks.pending_delete_counts().values()) == 5
+    assert nn.list("/") == []
+
+
+def test_deleting_the_directory_of_a_file_being_written_drops_the_write(nn):
+    add_datanodes(nn, 5)
+    nn.mkdir("/d")
+    created = nn.create("/d/f")
+    nn.add_block_group(created.file_id)
+    nn.delete("/d")  # empty as far as anyone can see
+    with pytest.raises(NotFound):
+        nn.complete(created.file_id, 0, [])
+
+
+def test_expired_lease_abandons_the_write(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock, lease_timeout_s=60)
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    clock.advance(50)
+    heartbeat_all(nn)
+    nn.add_block_group(created.file_id)  # renews the lease
+    clock.advance(50)
+    heartbeat_all(nn)
+    nn.tick()
+    nn.add_block_group(created.file_id)
+    clock.advance(61)
+    heartbeat_all(nn)
+    nn.tick()
+    with pytest.raises(NotFound):
+        nn.complete(created.file_id, 0, [])
+    assert sum(nn.blocks.pending_delete_counts().values()) == 10
+    nn.close()
+
+
+def test_completed_file_survives_reopen_but_a_half_written_one_stays_invisible(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    write_file(nn, "/done", FULL + 10)
+    half = nn.create("/half")
+    nn.add_block_group(half.file_id)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    assert nn.file_info("/done").entry.length == FULL + 10
+    with pytest.raises(NotFound):
+        nn.file_info("/half")
+    # the writer can still finish after the restart (its lease is kept in SQLite)
+    nn.complete(half.file_id, 0, [])
+    assert nn.file_info("/half").entry.length == 0
+    nn.close()
+
+
+def test_concurrent_writers_heartbeats_and_monitor_passes(nn):
+    add_datanodes(nn, 6)
+    errors = []
+
+    def writer(w):
+        try:
+            for i in range(15):
+                write_file(nn, f"/w{w}-{i}", 1 + i * 1000, overwrite=True)
+        except Exception as err:  # surfaced below
+            errors.append(err)
+
+    def background(stop):
+        while not stop.is_set():
+            heartbeat_all(nn)
+            nn.tick()
+
+    stop = threading.Event()
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    bg = threading.Thread(target=background, args=(stop,))
+    bg.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    bg.join()
+    assert errors == []
+    assert len(nn.list("/")) == 6 * 15
+    report = nn.fsck("/")
+    assert (report.files, report.status) == (90, "HEALTHY")
