@@ -1,0 +1,234 @@
+"""The reconstruction worker: rebuild one lost internal block from k others, stripe by stripe.
+
+For a RepairUnitCommand the worker opens one ReadUnit stream per chosen source unit (data units
+first), covering that unit from the current stripe to its end, and then, stripe after stripe,
+takes each source's cell, decodes the wanted unit's cell with the group's OWN policy, and appends
+it to a local temp unit. A source that fails or stalls is dropped and another one is opened at
+the start of the current stripe. Memory is a stripe's worth of cells, never the whole unit.
+On success the unit is committed (with its CRC sidecar) and ``on_stored`` tells the NameNode.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import grpc
+
+from hedgefs.datanode.storage import BlockStore
+from hedgefs.ec.codec import get_codec
+from hedgefs.ec.layout import cell_length, num_stripes, unit_length
+from hedgefs.ec.policy import parse_policy
+from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
+
+log = logging.getLogger("hedgefs.datanode")
+
+
+class RepairError(Exception):
+    pass
+
+
+class _Source:
+    """One source unit, read as a single stream from ``offset`` to the unit's end."""
+
+    def __init__(self, unit: pb.Unit, channel: grpc.Channel, group_id: int, offset: int,
+                 length: int):
+        self.unit = unit
+        self.index = unit.index
+        self._stub = hedgefs_pb2_grpc.DataNodeStub(channel)
+        self._request = pb.ReadRequest(group_id=group_id, index=unit.index, offset=offset,
+                                       length=length)
+        self._call = None
+        self._rest = b""
+        self._lock = threading.Lock()
+        self._cancelled = False
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes of the unit."""
+        if n == 0:
+            return b""
+        with self._lock:
+            if self._cancelled:
+                raise RepairError("cancelled")
+            if self._call is None:
+                self._call = self._stub.ReadUnit(self._request)
+        parts, have = [], 0
+        if self._rest:
+            parts.append(self._rest)
+            have = len(self._rest)
+        while have < n:
+            try:
+                chunk = next(self._call).data
+            except StopIteration:
+                raise RepairError(f"unit {self.index} on {self.unit.datanode_id} ended early")
+            parts.append(chunk)
+            have += len(chunk)
+        data = b"".join(parts) if len(parts) > 1 else parts[0]
+        self._rest = data[n:]
+        return data[:n] if len(data) > n else data
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            if self._call is not None:
+                self._call.cancel()
+
+
+def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_s: float = 30.0,
+                stop: threading.Event | None = None) -> tuple[int, list[str]]:
+    """Rebuild unit ``cmd.index`` of group ``cmd.group_id`` into ``store``.
+
+    Returns (bytes stored, ids of the DataNodes read from). Raises RepairError (or ValueError
+    for a bad policy) and leaves nothing behind on failure.
+    """
+    policy = parse_policy(cmd.policy)   # the group's own policy, never a default
+    k, want, gid, glen = policy.k, cmd.index, cmd.group_id, cmd.group_length
+    if want >= policy.units:
+        raise RepairError(f"unit index {want} out of range for {policy.name}")
+    codec = get_codec(k, policy.m)
+    total = unit_length(policy, glen, want)
+    stripes = num_stripes(policy, glen)
+
+    seen: set[int] = set()
+    candidates = []
+    for u in sorted(cmd.sources, key=lambda u: (u.index >= k, u.index)):  # data units first
+        if u.index != want and u.index < policy.units and u.index not in seen:
+            seen.add(u.index)
+            candidates.append(u)
+    if len(candidates) < k:
+        raise RepairError(f"only {len(candidates)} source units, need {k}")
+    spare = deque(candidates[k:])
+    channels: dict[str, grpc.Channel] = {}
+    offsets = [0] * policy.units          # where the current stripe starts in each unit
+    used: list[str] = []
+
+    def open_source(unit: pb.Unit) -> _Source:
+        if unit.address not in channels:
+            channels[unit.address] = grpc.insecure_channel(unit.address, options=GRPC_OPTIONS)
+        if unit.datanode_id not in used:
+            used.append(unit.datanode_id)
+        start = offsets[unit.index]
+        return _Source(unit, channels[unit.address], gid, start,
+                       unit_length(policy, glen, unit.index) - start)
+
+    active = [open_source(u) for u in candidates[:k]]
+    writer = store.open_writer(gid, want, total)
+    pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
+    try:
+        for stripe in range(stripes):
+            if stop is not None and stop.is_set():
+                raise RepairError("DataNode is stopping")
+            lengths = [cell_length(policy, glen, stripe, u) for u in range(policy.units)]
+            cells = _fetch_stripe(active, spare, lengths, pool, open_source, stripe_timeout_s,
+                                  gid, want)
+            n = lengths[want]
+            if n:
+                writer.write(codec.decode(cells, [want], n)[want])
+            for u in range(policy.units):
+                offsets[u] += lengths[u]
+        length = writer.commit()
+    finally:
+        writer.abort()   # no-op after commit
+        for src in active:
+            src.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for ch in channels.values():
+            ch.close()
+    return length, used
+
+
+def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool, open_source,
+                  timeout: float, gid: int, want: int) -> dict[int, bytes]:
+    """One stripe's cells from k sources; failed or overdue sources are replaced in ``active``."""
+    cells: dict[int, bytes] = {}
+    todo = list(active)
+    while todo:
+        futures = {pool.submit(src.take, lengths[src.index]): src for src in todo}
+        _done, late = wait(futures, timeout=timeout)
+        todo = []
+        for f, src in futures.items():
+            error = None
+            if f in late:
+                error = f"no answer in {timeout:.0f} s"
+            elif f.exception() is not None:
+                error = _describe(f.exception())
+            if error is None:
+                cells[src.index] = f.result()
+                continue
+            src.cancel()
+            active.remove(src)
+            if not spare:
+                raise RepairError(f"too few sources: unit {src.index} on "
+                                  f"{src.unit.datanode_id} failed ({error}) and no other is left")
+            new = open_source(spare.popleft())
+            log.info("repair of %d/%d: unit %d on %s failed (%s); reading unit %d on %s instead",
+                     gid, want, src.index, src.unit.datanode_id, error, new.index,
+                     new.unit.datanode_id)
+            active.append(new)
+            todo.append(new)
+    return cells
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, grpc.RpcError):
+        try:
+            return f"{e.code().name}: {e.details()}"
+        except Exception:
+            pass
+    return str(e) or type(e).__name__
+
+
+class RepairRunner:
+    """Runs repairs from heartbeat commands, at most ``max_repairs`` at once, no duplicates."""
+
+    def __init__(self, datanode_id: str, store: BlockStore, *, max_repairs: int = 2,
+                 on_stored=None, stripe_timeout_s: float = 30.0):
+        self.datanode_id = datanode_id
+        self.store = store
+        self.on_stored = on_stored or (lambda group_id, index, length: None)
+        self.stripe_timeout_s = stripe_timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=max(1, max_repairs),
+                                        thread_name_prefix="dn-repair")
+        self._lock = threading.Lock()
+        self._pending: set[tuple[int, int]] = set()
+        self._stop = threading.Event()
+
+    def active(self) -> int:
+        """Repairs queued or running."""
+        with self._lock:
+            return len(self._pending)
+
+    def submit(self, cmd: pb.RepairUnitCommand):
+        key = (cmd.group_id, cmd.index)
+        with self._lock:
+            if key in self._pending or self._stop.is_set():
+                return None
+            self._pending.add(key)
+        copy = pb.RepairUnitCommand()
+        copy.CopyFrom(cmd)
+        return self._pool.submit(self._run, copy)
+
+    def _run(self, cmd: pb.RepairUnitCommand) -> None:
+        g, i = cmd.group_id, cmd.index
+        t0 = time.monotonic()
+        try:
+            length, used = repair_unit(cmd, self.store, stripe_timeout_s=self.stripe_timeout_s,
+                                       stop=self._stop)
+            log.info("repaired unit %d/%d (%d bytes) from %s in %.2f s", g, i, length,
+                     ",".join(used), time.monotonic() - t0)
+            self.on_stored(g, i, length)
+        except Exception as e:
+            log.warning("repair of unit %d/%d (%s) failed after %.2f s: %s", g, i, cmd.policy,
+                        time.monotonic() - t0, _describe(e))
+        finally:
+            with self._lock:
+                self._pending.discard((g, i))
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)

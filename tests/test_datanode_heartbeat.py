@@ -1,0 +1,220 @@
+"""The DataNode protocol from the DataNode's side, against a small recording NameNode servicer.
+
+Register -> block report -> heartbeats; periodic block reports; reregister on request; delete and
+repair commands from heartbeat replies (the repair reads real in-process DataNodes and ends in
+UnitStored); checksum failures reported as bad units; an unreachable NameNode logged once.
+"""
+
+import logging
+import os
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+
+from hedgefs.datanode.server import DataNode
+from hedgefs.datanode.storage import BlockStore
+from hedgefs.ec.codec import get_codec
+from hedgefs.ec.layout import cell_length, num_stripes
+from hedgefs.ec.policy import parse_policy
+from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
+
+
+class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.events: list[tuple] = []
+        self.commands: dict[str, list[pb.Command]] = {}   # by DataNode id
+        self.reregister = False
+
+    def _record(self, *event):
+        with self.lock:
+            self.events.append(event)
+
+    def of(self, kind):
+        with self.lock:
+            return [e for e in self.events if e[0] == kind]
+
+    def RegisterDataNode(self, request, context):
+        self._record("register", request.datanode_id, request.address)
+        return pb.Empty()
+
+    def BlockReport(self, request, context):
+        self._record("report", request.datanode_id,
+                     sorted((u.group_id, u.index, u.length) for u in request.units))
+        return pb.Empty()
+
+    def Heartbeat(self, request, context):
+        self._record("heartbeat", request.datanode_id, request.used_bytes, request.units,
+                     request.active_repairs)
+        with self.lock:
+            commands = self.commands.pop(request.datanode_id, [])
+            reregister, self.reregister = self.reregister, False
+        return pb.HeartbeatResponse(commands=commands, reregister=reregister)
+
+    def UnitStored(self, request, context):
+        self._record("stored", request.datanode_id, request.unit.group_id, request.unit.index,
+                     request.unit.length)
+        return pb.Empty()
+
+    def ReportBadUnits(self, request, context):
+        for u in request.units:
+            self._record("bad", u.datanode_id, u.group_id, u.index, u.reason)
+        return pb.Empty()
+
+
+def start_namenode(port=0):
+    nn = RecordingNameNode()
+    server = grpc.server(ThreadPoolExecutor(8), options=GRPC_OPTIONS)
+    hedgefs_pb2_grpc.add_NameNodeServicer_to_server(nn, server)
+    port = server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    return nn, server, port
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def namenode():
+    nn, server, port = start_namenode()
+    yield nn, f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+def datanode(tmp_path, name, namenode_addr, **kw):
+    kw = {"heartbeat_interval_s": 0.05, "fsync": False, **kw}
+    dn = DataNode(datanode_id=name, port=0, data_dir=str(tmp_path / name),
+                  namenode=namenode_addr, **kw)
+    dn.start()
+    return dn
+
+
+def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
+    nn, addr = namenode
+    w = BlockStore(tmp_path / "dn1").open_writer(5, 2, 3)
+    w.write(b"abc")
+    w.commit()
+    dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=3600)
+    try:
+        wait_for(lambda: nn.of("heartbeat"))
+        assert nn.events[0] == ("register", "dn1", dn.address)
+        assert nn.events[1] == ("report", "dn1", [(5, 2, 3)])
+        assert nn.of("heartbeat")[0] == ("heartbeat", "dn1", 3, 1, 0)
+
+        with nn.lock:
+            nn.commands["dn1"] = [
+                pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=5, index=2)),
+                pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=9, index=9))]
+        wait_for(lambda: nn.of("heartbeat")[-1][2:4] == (0, 0))
+        assert dn.store.units() == []
+
+        with nn.lock:
+            nn.reregister = True
+        wait_for(lambda: len(nn.of("register")) == 2)
+        wait_for(lambda: len(nn.of("report")) == 2)
+        assert nn.of("report")[1] == ("report", "dn1", [])
+    finally:
+        dn.stop()
+
+
+def test_periodic_block_reports(tmp_path, namenode):
+    nn, addr = namenode
+    dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=0.1)
+    try:
+        wait_for(lambda: len(nn.of("report")) >= 3)
+        assert len(nn.of("register")) == 1
+    finally:
+        dn.stop()
+
+
+def test_checksum_failure_is_reported_as_bad_unit(tmp_path, namenode):
+    nn, addr = namenode
+    dn = datanode(tmp_path, "dn1", addr)
+    try:
+        w = dn.store.open_writer(7, 3, 100)
+        w.write(b"x" * 100)
+        w.commit()
+        path = dn.store.block_path(7, 3)
+        path.write_bytes(b"y" + path.read_bytes()[1:])
+        with grpc.insecure_channel(dn.address, options=GRPC_OPTIONS) as ch:
+            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
+            with pytest.raises(grpc.RpcError) as e:
+                list(stub.ReadUnit(pb.ReadRequest(group_id=7, index=3, offset=0, length=100)))
+        assert e.value.code() == grpc.StatusCode.DATA_LOSS
+        bad = wait_for(lambda: nn.of("bad"))
+        assert bad == [("bad", "dn1", 7, 3, "checksum mismatch in unit 7/3 at offset 0")]
+    finally:
+        dn.stop()
+
+
+def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
+    nn, addr = namenode
+    policy = parse_policy("RS-3-2-4k")
+    codec = get_codec(policy.k, policy.m)
+    group_length = 7 * policy.stripe_data_size + 5000
+    data = os.urandom(group_length)
+    units = [bytearray() for _ in range(policy.units)]
+    pos = 0
+    for s in range(num_stripes(policy, group_length)):
+        cells = []
+        for u in range(policy.k):
+            n = cell_length(policy, group_length, s, u)
+            cells.append(data[pos:pos + n])
+            pos += n
+        for u, c in enumerate(list(cells) + [p.tobytes() for p in codec.encode(cells)]):
+            units[u] += c
+    sources = [datanode(tmp_path, f"dn{u + 1}", addr, heartbeat_interval_s=60) for u in (0, 1, 3)]
+    target = datanode(tmp_path, "dn9", addr)
+    try:
+        for dn, u in zip(sources, (0, 1, 3)):
+            w = dn.store.open_writer(50, u, len(units[u]))
+            w.write(bytes(units[u]))
+            w.commit()
+        cmd = pb.RepairUnitCommand(group_id=50, index=2, policy=policy.name,
+                                   group_length=group_length,
+                                   sources=[pb.Unit(index=u, datanode_id=dn.datanode_id,
+                                                    address=dn.address)
+                                            for dn, u in zip(sources, (0, 1, 3))])
+        with nn.lock:
+            nn.commands["dn9"] = [pb.Command(repair_unit=cmd)]
+        stored = wait_for(lambda: nn.of("stored"))
+        assert stored == [("stored", "dn9", 50, 2, len(units[2]))]
+        got = b"".join(target.store.read(50, 2, 0, len(units[2])))
+        assert got == bytes(units[2])
+    finally:
+        for dn in sources + [target]:
+            dn.stop(grace=0)
+
+
+def test_unreachable_namenode_logged_once_then_recovers(tmp_path, caplog):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    caplog.set_level(logging.INFO, logger="hedgefs.datanode")
+    dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", heartbeat_interval_s=0.02)
+    try:
+        wait_for(lambda: "unreachable" in caplog.text)
+        time.sleep(0.3)     # not a synchronisation: lets ~15 more beats fail
+        assert caplog.text.count("unreachable") == 1
+        nn, server, _ = start_namenode(port)
+        try:
+            wait_for(lambda: nn.of("heartbeat"))
+            assert nn.of("register")
+            wait_for(lambda: "reachable again" in caplog.text)
+        finally:
+            server.stop(0)
+    finally:
+        dn.stop()

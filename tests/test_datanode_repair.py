@@ -1,0 +1,202 @@
+"""The repair worker against real in-process DataNodes (real gRPC on loopback, no NameNode).
+
+Group layout for RS-3-2-4k: a group of 5 full stripes and a short last stripe (data cells of
+4096, 904, 0 bytes; parity 4096), so every unit has a different length; one group shorter than
+one cell (units 1 and 2 empty). Each unit is rebuilt from the others and compared byte for byte;
+then sources fail (error, stall, DATA_LOSS) and are replaced; too few sources fails cleanly.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+from hedgefs.datanode.repair import RepairError, RepairRunner, repair_unit
+from hedgefs.datanode.server import DataNode
+from hedgefs.ec.codec import get_codec
+from hedgefs.ec.layout import cell_length, num_stripes
+from hedgefs.ec.policy import parse_policy
+from hedgefs.proto import hedgefs_pb2 as pb
+
+POLICY = "RS-3-2-4k"
+P = parse_policy(POLICY)
+
+
+def encode_group(data: bytes) -> list[bytes]:
+    """The k+m internal blocks of one group, built stripe by stripe like a striped writer."""
+    codec = get_codec(P.k, P.m)
+    units = [bytearray() for _ in range(P.units)]
+    pos = 0
+    for s in range(num_stripes(P, len(data))):
+        cells = []
+        for u in range(P.k):
+            n = cell_length(P, len(data), s, u)
+            cells.append(data[pos:pos + n])
+            pos += n
+        for u, c in enumerate(cells):
+            units[u] += c
+        for j, parity in enumerate(codec.encode(cells)):
+            units[P.k + j] += parity.tobytes()
+    return [bytes(u) for u in units]
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repair")
+    dns = []
+    for n in range(1, 8):
+        dn = DataNode(datanode_id=f"dn{n}", port=0, data_dir=str(root / f"dn{n}"),
+                      namenode="127.0.0.1:1", enable_faults=True, fsync=False,
+                      heartbeat_interval_s=60)
+        dn.start()
+        dns.append(dn)
+    yield dns
+    for dn in dns:
+        dn.stop(grace=0)
+
+
+def store_group(nodes, gid: int, data: bytes) -> list[bytes]:
+    """Unit u of the group on nodes[u] (dn1..dn5); dn6, dn7 hold nothing of it."""
+    units = encode_group(data)
+    for u, blob in enumerate(units):
+        w = nodes[u].store.open_writer(gid, u, len(blob))
+        w.write(blob)
+        w.commit()
+    return units
+
+
+def command(nodes, gid, index, group_length, sources=None) -> pb.RepairUnitCommand:
+    sources = range(P.units) if sources is None else sources
+    return pb.RepairUnitCommand(
+        group_id=gid, index=index, policy=POLICY, group_length=group_length,
+        sources=[pb.Unit(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address)
+                 for u in sources if u != index])
+
+
+def stored(dn, gid, index) -> bytes:
+    return b"".join(dn.store.read(gid, index, 0, dn.store.length(gid, index)))
+
+
+@pytest.fixture(autouse=True)
+def no_faults(nodes):
+    for dn in nodes:
+        dn.faults.clear()
+    yield
+    for dn in nodes:
+        dn.faults.clear()
+
+
+GROUP_LENGTH = 5 * P.stripe_data_size + P.cell_size + 904
+
+
+@pytest.mark.parametrize("index", range(P.units))
+def test_every_unit_is_rebuilt_exactly(nodes, index):
+    data = os.urandom(GROUP_LENGTH)
+    units = store_group(nodes, 100, data)
+    target = nodes[5]
+    length, used = repair_unit(command(nodes, 100, index, GROUP_LENGTH), target.store)
+    assert length == len(units[index])
+    assert stored(target, 100, index) == units[index]
+    # data units are preferred: parity is read only when a data unit is the one lost
+    assert len(used) == P.k and ("dn4" in used) == (index < P.k)
+
+
+def test_group_shorter_than_one_cell(nodes):
+    data = os.urandom(1000)
+    units = store_group(nodes, 101, data)
+    assert [len(u) for u in units] == [1000, 0, 0, 1000, 1000]
+    for index in range(P.units):
+        length, _ = repair_unit(command(nodes, 101, index, 1000), nodes[6].store)
+        assert stored(nodes[6], 101, index) == units[index] and length == len(units[index])
+
+
+@pytest.mark.parametrize("fault", [{"error_probability": 1.0}, {"corrupt_probability": 1.0}])
+def test_a_failing_source_is_replaced(nodes, fault):
+    data = os.urandom(GROUP_LENGTH)
+    units = store_group(nodes, 102, data)
+    nodes[0].faults.set(**fault)      # UNAVAILABLE / DATA_LOSS from the first byte
+    length, used = repair_unit(command(nodes, 102, 2, GROUP_LENGTH), nodes[5].store)
+    assert stored(nodes[5], 102, 2) == units[2]
+    assert used == ["dn1", "dn2", "dn4", "dn5"]
+
+
+def test_a_source_failing_mid_unit_is_replaced_at_the_current_stripe(nodes):
+    data = os.urandom(GROUP_LENGTH)
+    units = store_group(nodes, 103, data)
+    # dn2 serves unit 1's first cell, then its disk goes away: stripes 1.. come from unit 4
+    real_read = nodes[1].store.read
+
+    def read_then_fail(g, i, off, n, **kw):
+        for chunk in real_read(g, i, off, n, piece=P.cell_size):
+            yield chunk
+            raise OSError("disk went away")
+    nodes[1].store.read = read_then_fail
+    try:
+        _, used = repair_unit(command(nodes, 103, 0, GROUP_LENGTH), nodes[6].store)
+    finally:
+        del nodes[1].store.read
+    assert stored(nodes[6], 103, 0) == units[0]
+    assert used == ["dn2", "dn3", "dn4", "dn5"]
+
+
+def test_a_stalled_source_is_replaced_after_the_stripe_timeout(nodes):
+    data = os.urandom(GROUP_LENGTH)
+    units = store_group(nodes, 104, data)
+    nodes[2].faults.set(stall=True)
+    t0 = time.monotonic()
+    _, used = repair_unit(command(nodes, 104, 1, GROUP_LENGTH), nodes[5].store,
+                          stripe_timeout_s=0.5)
+    assert time.monotonic() - t0 < 10
+    assert stored(nodes[5], 104, 1) == units[1] and "dn3" in used and "dn4" in used
+    assert nodes[2].faults.state()["cancelled_reads"] >= 1
+
+
+def test_too_few_sources_fails_and_leaves_nothing(nodes):
+    data = os.urandom(GROUP_LENGTH)
+    store_group(nodes, 105, data)
+    nodes[3].faults.set(error_probability=1.0)
+    with pytest.raises(RepairError, match="too few sources"):
+        repair_unit(command(nodes, 105, 0, GROUP_LENGTH, sources=[1, 2, 3]), nodes[6].store)
+    assert not nodes[6].store.has(105, 0)
+    assert list((nodes[6].store.root / "tmp").iterdir()) == []
+    with pytest.raises(RepairError, match="need 3"):
+        repair_unit(command(nodes, 105, 0, GROUP_LENGTH, sources=[1, 2]), nodes[6].store)
+
+
+def test_runner_reports_stored_units_and_skips_duplicates(nodes):
+    data = os.urandom(GROUP_LENGTH)
+    units = store_group(nodes, 106, data)
+    got = []
+    done = threading.Event()
+
+    def on_stored(g, i, n):
+        got.append((g, i, n))
+        done.set()
+    nodes[0].faults.set(read_delay_ms=300)   # keep the first repair busy while we resubmit
+    runner = RepairRunner("dn7", nodes[6].store, max_repairs=2, on_stored=on_stored)
+    try:
+        assert runner.submit(command(nodes, 106, 4, GROUP_LENGTH)) is not None
+        assert runner.submit(command(nodes, 106, 4, GROUP_LENGTH)) is None
+        assert runner.active() == 1
+        assert done.wait(20)
+    finally:
+        runner.shutdown()
+    assert got == [(106, 4, len(units[4]))]
+    assert stored(nodes[6], 106, 4) == units[4]
+    deadline = time.monotonic() + 5
+    while runner.active():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_decode_uses_the_commands_policy(nodes):
+    data = os.urandom(GROUP_LENGTH)
+    store_group(nodes, 107, data)
+    cmd = command(nodes, 107, 0, GROUP_LENGTH)
+    cmd.policy = "RS-6-3-4k"            # wrong k: needs 6 sources, there are 4
+    with pytest.raises(RepairError, match="need 6"):
+        repair_unit(cmd, nodes[6].store)
+    cmd.policy = "nonsense"
+    with pytest.raises(ValueError):
+        repair_unit(cmd, nodes[6].store)

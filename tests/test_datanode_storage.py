@@ -1,0 +1,201 @@
+"""DataNode block store on a temp dir, no gRPC.
+
+Cases: round trip of a multi-chunk unit written in odd pieces; every (offset, length) of a unit
+with tiny checksum chunks (chunk, batch and piece boundaries all crossed); a flipped byte on disk
+caught by the chunk's CRC and only by reads touching that chunk; an unfinished or mis-sized write
+leaves nothing; tmp/ is emptied on open; names are built from integers only; replacement is
+atomic; damaged leftovers are dropped on open.
+"""
+
+import os
+
+import pytest
+
+from hedgefs.datanode import storage
+from hedgefs.datanode.storage import (CHECKSUM_CHUNK, BlockStore, ChecksumError, LengthMismatch,
+                                      RangeError, UnitNotFound)
+
+
+def pattern(n: int, seed: int = 0) -> bytes:
+    return bytes((i * 31 + seed * 7 + (i >> 8)) % 251 for i in range(n))
+
+
+def put(store: BlockStore, g: int, i: int, data: bytes, piece: int = 100_003) -> int:
+    w = store.open_writer(g, i, len(data))
+    for s in range(0, len(data), piece):
+        w.write(data[s:s + piece])
+    return w.commit()
+
+
+def read(store, g, i, off, n, **kw) -> bytes:
+    return b"".join(store.read(g, i, off, n, **kw))
+
+
+def test_round_trip_multi_chunk(tmp_path):
+    store = BlockStore(tmp_path, fsync=True)
+    data = os.urandom(3 * CHECKSUM_CHUNK * 7 + 123)
+    assert put(store, 42, 3, data, piece=77_777) == len(data)
+    assert read(store, 42, 3, 0, len(data)) == data
+    assert store.units() == [(42, 3, len(data))]
+    assert store.used_bytes() == len(data) and store.unit_count() == 1
+    assert store.length(42, 3) == len(data)
+    # pieces never exceed the requested size, so a large read is never one buffer
+    sizes = [len(p) for p in store.read(42, 3, 5, len(data) - 5, piece=1 << 20)]
+    assert max(sizes) <= 1 << 20 and sum(sizes) == len(data) - 5 and len(sizes) > 1
+
+
+def test_every_range_with_tiny_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(storage, "CHECKSUM_CHUNK", 16)
+    monkeypatch.setattr(storage, "READ_BATCH", 48)
+    store = BlockStore(tmp_path, fsync=False)
+    data = pattern(100)
+    put(store, 1, 0, data, piece=13)
+    for off in range(len(data) + 1):
+        for n in range(len(data) - off + 1):
+            pieces = list(store.read(1, 0, off, n, piece=7))
+            assert all(0 < len(p) <= 7 for p in pieces)
+            assert b"".join(pieces) == data[off:off + n], (off, n)
+    with pytest.raises(RangeError):
+        store.read(1, 0, 50, 51)
+    with pytest.raises(RangeError):
+        store.read(1, 0, 101, 0)
+
+
+def test_zero_length_unit(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 9, 5, b"")
+    assert read(store, 9, 5, 0, 0) == b""
+    assert store.units() == [(9, 5, 0)]
+
+
+def test_flipped_byte_on_disk_is_caught_by_its_chunk(tmp_path):
+    store = BlockStore(tmp_path)
+    data = pattern(4 * CHECKSUM_CHUNK + 1000)
+    put(store, 7, 1, data)
+    bad = 2 * CHECKSUM_CHUNK + 500
+    path = store.block_path(7, 1)
+    raw = bytearray(path.read_bytes())
+    raw[bad] ^= 0x40
+    path.write_bytes(raw)
+    with pytest.raises(ChecksumError) as e:
+        read(store, 7, 1, 0, len(data))
+    assert (e.value.group_id, e.value.index, e.value.offset) == (7, 1, 2 * CHECKSUM_CHUNK)
+    assert str(e.value) == f"checksum mismatch in unit 7/1 at offset {2 * CHECKSUM_CHUNK}"
+    with pytest.raises(ChecksumError):
+        read(store, 7, 1, bad, 1)              # a 1-byte read verifies its whole chunk
+    with pytest.raises(ChecksumError):
+        read(store, 7, 1, 2 * CHECKSUM_CHUNK - 1, 2)
+    # ranges outside the bad chunk are still served
+    assert read(store, 7, 1, 0, 2 * CHECKSUM_CHUNK) == data[:2 * CHECKSUM_CHUNK]
+    assert read(store, 7, 1, 3 * CHECKSUM_CHUNK, 1000) == data[3 * CHECKSUM_CHUNK:][:1000]
+
+
+def test_tamper_hook_runs_before_verification(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 3, 0, pattern(1000))
+
+    def flip(buf, _off):
+        buf[10] ^= 1
+    with pytest.raises(ChecksumError):
+        read(store, 3, 0, 0, 1000, tamper=flip)
+    assert read(store, 3, 0, 0, 1000) == pattern(1000)   # nothing changed on disk
+
+
+def test_missing_unit_and_bad_ranges(tmp_path):
+    store = BlockStore(tmp_path)
+    with pytest.raises(UnitNotFound):
+        store.read(1, 1, 0, 1)
+    put(store, 1, 1, b"abc")
+    with pytest.raises(RangeError):
+        store.read(1, 1, 2, 2)
+    with pytest.raises(RangeError):
+        store.read(1, 1, -1, 1)
+    assert read(store, 1, 1, 3, 0) == b""
+
+
+def leftovers(root) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_unfinished_write_leaves_nothing(tmp_path):
+    store = BlockStore(tmp_path)
+    w = store.open_writer(5, 2, 100)
+    w.write(b"x" * 60)
+    w.abort()
+    assert leftovers(tmp_path) == [] and store.units() == []
+    with store.open_writer(5, 2, 100) as w:   # the context manager aborts unless committed
+        w.write(b"x" * 60)
+    assert leftovers(tmp_path) == []
+
+
+def test_length_mismatch_leaves_nothing(tmp_path):
+    store = BlockStore(tmp_path)
+    w = store.open_writer(5, 2, 100)
+    w.write(b"x" * 60)
+    with pytest.raises(LengthMismatch, match="got 60 bytes, expected 100"):
+        w.commit()
+    w = store.open_writer(5, 2, 10)
+    with pytest.raises(LengthMismatch):
+        w.write(b"x" * 11)
+    w.abort()
+    assert leftovers(tmp_path) == [] and store.units() == []
+
+
+def test_length_given_at_commit(tmp_path):
+    store = BlockStore(tmp_path)
+    w = store.open_writer(6, 0, None)
+    w.write(b"abcd")
+    assert w.commit(4) == 4
+    w = store.open_writer(6, 1, 4)
+    w.write(b"abcd")
+    with pytest.raises(LengthMismatch, match="at finalize"):
+        w.commit(5)
+    assert store.units() == [(6, 0, 4)] and leftovers(tmp_path / "tmp") == []
+
+
+def test_replacing_a_unit(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 8, 0, b"old" * 1000)
+    w = store.open_writer(8, 0, 5)
+    w.write(b"new!!")
+    assert read(store, 8, 0, 0, 6) == b"oldold"     # the old unit until the commit
+    w.commit()
+    assert read(store, 8, 0, 0, 5) == b"new!!"
+    assert store.units() == [(8, 0, 5)]
+    assert store.delete(8, 0) is True
+    assert store.delete(8, 0) is False
+    assert leftovers(tmp_path) == []
+
+
+def test_tmp_is_emptied_and_units_found_on_open(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 300, 4, b"hello")
+    (tmp_path / "tmp" / "300_5_1_1.blk").write_bytes(b"half a write")
+    again = BlockStore(tmp_path)
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert again.units() == [(300, 4, 5)]
+    assert read(again, 300, 4, 0, 5) == b"hello"
+
+
+def test_damaged_leftovers_are_dropped_on_open(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 1, 0, b"a" * 10)
+    put(store, 1, 1, b"b" * 10)
+    put(store, 1, 2, b"c" * 10)
+    store.block_path(1, 0).write_bytes(b"a" * 9)                  # size disagrees with sidecar
+    store.block_path(1, 1).with_suffix(".crc").unlink()           # block without sidecar
+    again = BlockStore(tmp_path)
+    assert again.units() == [(1, 2, 10)]
+    assert leftovers(tmp_path) == ["blocks/01/1_2.blk", "blocks/01/1_2.crc"]
+
+
+def test_names_come_from_integers(tmp_path):
+    store = BlockStore(tmp_path)
+    assert store.block_path(300, 4) == tmp_path / "blocks" / "2c" / "300_4.blk"
+    put(store, 2**63, 8, b"z")
+    assert leftovers(tmp_path) == [f"blocks/00/{2**63}_8.blk", f"blocks/00/{2**63}_8.crc"]
+    for bad in ("../../etc/passwd", "1/2", -1):
+        with pytest.raises(ValueError):
+            store.block_path(bad, 0)
+        with pytest.raises(ValueError):
+            store.open_writer(0, bad, 1)
