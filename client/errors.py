@@ -1,0 +1,56 @@
+"""The errors a user can see, each with a one-line message and an exit code scripts can rely on.
+
+Exit codes: 1 = operation failed (I/O, unreadable data, refused by the cluster),
+2 = usage / bad input (bad path, unknown policy, file exists), 3 = NameNode unreachable.
+"""
+
+import grpc
+
+
+class HedgefsError(Exception):
+    """Anything the CLI reports as one line on stderr; never a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(HedgefsError):
+    exit_code = 2
+
+
+class NotFound(UsageError):
+    pass
+
+
+class AlreadyExists(UsageError):
+    pass
+
+
+class IsADirectory(UsageError):
+    pass
+
+
+class Unavailable(HedgefsError):
+    exit_code = 3
+
+
+class DataUnavailable(HedgefsError):
+    """Too few units of a stripe could be read: the bytes cannot be rebuilt."""
+
+
+_BY_CODE = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.INVALID_ARGUMENT: UsageError,
+    grpc.StatusCode.OUT_OF_RANGE: UsageError,
+    grpc.StatusCode.FAILED_PRECONDITION: HedgefsError,
+    grpc.StatusCode.PERMISSION_DENIED: HedgefsError,
+}
+
+
+def from_namenode_error(err: grpc.RpcError, address: str) -> HedgefsError:
+    """Turn a NameNode RPC failure into the error the user should read."""
+    code = err.code()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
+    cls = _BY_CODE.get(code, HedgefsError)
+    return cls(err.details() or code.name.lower())

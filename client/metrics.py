@@ -1,0 +1,103 @@
+"""Client counters and per-DataNode latency histograms (HDR-style: log-spaced buckets).
+
+A histogram keeps counts in buckets ~2% wide from 10 us to ~10 min, so percentiles cost O(buckets)
+and memory stays fixed however many reads a benchmark makes.
+"""
+
+import dataclasses
+import math
+import threading
+
+_MIN_S = 1e-5
+_GROWTH = 1.02
+_LOG_GROWTH = math.log(_GROWTH)
+_BUCKETS = int(math.log(600.0 / _MIN_S) / _LOG_GROWTH) + 2
+
+
+class LatencyHistogram:
+    def __init__(self) -> None:
+        self._counts = [0] * _BUCKETS
+        self.count = 0
+        self.max_s = 0.0
+        self._lock = threading.Lock()
+
+    def record(self, seconds: float) -> None:
+        index = 0 if seconds <= _MIN_S else min(_BUCKETS - 1, 1 + int(math.log(seconds / _MIN_S) / _LOG_GROWTH))
+        with self._lock:
+            self._counts[index] += 1
+            self.count += 1
+            self.max_s = max(self.max_s, seconds)
+
+    def merge(self, other: "LatencyHistogram") -> None:
+        with self._lock:
+            for i, c in enumerate(other._counts):
+                self._counts[i] += c
+            self.count += other.count
+            self.max_s = max(self.max_s, other.max_s)
+
+    def percentile(self, p: float) -> float:
+        """Upper bound of the bucket holding the p-th percentile (seconds); 0 when empty."""
+        with self._lock:
+            if self.count == 0:
+                return 0.0
+            rank = max(1, math.ceil(self.count * p / 100.0))
+            seen = 0
+            for i, c in enumerate(self._counts):
+                seen += c
+                if seen >= rank:
+                    return min(self.max_s, _MIN_S * _GROWTH ** i)
+            return self.max_s
+
+
+COUNTER_NAMES = (
+    "reads",  # pread calls
+    "cell_reads",  # cell-range reads sent to DataNodes, hedges and rebuilds included
+    "hedges",  # hedges started (a slow cell rebuilt from other units, raced with the original)
+    "hedge_wins",  # hedges whose rebuild finished before the original read
+    "hedges_refused_breaker",
+    "hedges_refused_rate",
+    "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
+    "cancelled_reads",  # losing cell reads cancelled by the client
+)
+
+
+@dataclasses.dataclass
+class ReadStats:
+    counters: dict[str, int]
+    breaker_trips: int
+    per_datanode: dict[str, dict[str, float]]
+
+
+class ClientMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters = dict.fromkeys(COUNTER_NAMES, 0)
+        self._per_datanode: dict[str, LatencyHistogram] = {}
+
+    def incr(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counters[name] += n
+
+    def record_cell_read(self, datanode: str, seconds: float) -> None:
+        with self._lock:
+            hist = self._per_datanode.setdefault(datanode, LatencyHistogram())
+        hist.record(seconds)
+
+    def datanode_p50(self, datanode: str) -> float:
+        hist = self._per_datanode.get(datanode)
+        return hist.percentile(50) if hist else 0.0
+
+    def snapshot(self, breaker_trips: int = 0) -> ReadStats:
+        with self._lock:
+            counters = dict(self._counters)
+            hists = dict(self._per_datanode)
+        per_dn = {
+            dn: {"p50_ms": h.percentile(50) * 1000, "p99_ms": h.percentile(99) * 1000, "cell_reads": h.count}
+            for dn, h in sorted(hists.items(), key=lambda kv: _natural_key(kv[0]))
+        }
+        return ReadStats(counters=counters, breaker_trips=breaker_trips, per_datanode=per_dn)
+
+
+def _natural_key(name: str) -> tuple:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return (name.rstrip("0123456789"), int(digits) if digits else 0, name)

@@ -1,0 +1,159 @@
+"""Striped writes: read the source a stripe at a time, encode, stream k+m internal blocks.
+
+Per block group: AddBlockGroup gives k+m DataNodes; one WriteUnit stream per unit; stripe n+1 is
+read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight.
+A DataNode that fails mid-write is dropped; the group carries on while at least k units are
+still being written, and the NameNode repairs the rest. Complete() is called only after every
+surviving unit has been finalized (fsync'd and renamed into place) on its DataNode.
+"""
+
+import asyncio
+import logging
+from typing import Callable
+
+import grpc
+import numpy as np
+
+from hedgefs.client.datanode_client import DataNodeClient
+from hedgefs.client.errors import HedgefsError
+from hedgefs.ec import layout
+from hedgefs.ec.codec import get_codec
+from hedgefs.ec.policy import Policy
+from hedgefs.proto import CHUNK_BYTES
+from hedgefs.proto import hedgefs_pb2 as pb
+
+log = logging.getLogger("hedgefs.client.writer")
+
+# One message to a DataNode that takes longer than this means the DataNode is gone.
+WRITE_TIMEOUT_S = 20.0
+
+ReadFn = Callable[[int], bytes]
+
+
+class _UnitStream:
+    """One internal block being written to one DataNode."""
+
+    def __init__(self, datanodes: DataNodeClient, group_id: int, unit: pb.Unit):
+        self.index = unit.index
+        self.datanode_id = unit.datanode_id
+        self.group_id = group_id
+        self.call = datanodes.open_write(unit.address)
+        self.error: str | None = None
+        self._sent_header = False
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    async def send(self, data) -> None:
+        view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
+        for start in range(0, max(len(view), 1), CHUNK_BYTES):
+            await self._write(pb.WriteChunk(data=bytes(view[start:start + CHUNK_BYTES])))
+
+    async def finish(self, length: int) -> None:
+        await self._write(pb.WriteChunk(finalize=True, expected_length=length))
+        await asyncio.wait_for(self.call.done_writing(), WRITE_TIMEOUT_S)
+        result = await asyncio.wait_for(self.call, WRITE_TIMEOUT_S)
+        if result.length != length:
+            raise HedgefsError(f"{self.datanode_id} stored {result.length} of {length} bytes")
+
+    async def _write(self, message: pb.WriteChunk) -> None:
+        if not self._sent_header:
+            message.group_id, message.index = self.group_id, self.index
+            self._sent_header = True
+        await asyncio.wait_for(self.call.write(message), WRITE_TIMEOUT_S)
+
+    def fail(self, err: BaseException) -> None:
+        if self.error is None:
+            self.error = _describe(err)
+            log.warning("unit %d/%d on %s failed: %s", self.group_id, self.index, self.datanode_id, self.error)
+            self.call.cancel()
+
+
+class StripedWriter:
+    def __init__(self, datanodes: DataNodeClient):
+        self._datanodes = datanodes
+
+    async def write_group(self, group: pb.BlockGroup, policy: Policy, block_size: int, first_stripe: bytes,
+                          read: ReadFn, progress: Callable[[int], None]) -> tuple[int, list[int], bytes]:
+        """Write one block group starting with `first_stripe`; return (length, stored units, next stripe).
+
+        `next stripe` is the first stripe of the following group (b"" at end of input).
+        """
+        streams = [_UnitStream(self._datanodes, group.id, unit) for unit in sorted(group.units, key=lambda u: u.index)]
+        codec = get_codec(policy.k, policy.m)
+        loop = asyncio.get_running_loop()
+        stripes_per_group = block_size // policy.cell_size
+        stripe_bytes = policy.stripe_data_size
+        length = 0
+        sending: asyncio.Task | None = None
+        data = first_stripe
+        try:
+            for n in range(stripes_per_group):
+                cells = await loop.run_in_executor(None, _encode, codec, policy, data)
+                if sending is not None:
+                    await sending
+                self._check_enough(streams, policy, group.id)
+                sending = asyncio.ensure_future(self._send_stripe(streams, cells))
+                length += len(data)
+                progress(len(data))
+                if len(data) < stripe_bytes:
+                    data = b""
+                    break
+                data = await loop.run_in_executor(None, read, stripe_bytes)
+                if not data:
+                    break
+            if sending is not None:
+                await sending
+            await asyncio.gather(*(self._finish(s, layout.unit_length(policy, length, s.index)) for s in streams if s.alive))
+            self._check_enough(streams, policy, group.id)
+        except BaseException:
+            for s in streams:
+                if s.alive:
+                    s.call.cancel()
+            raise
+        return length, [s.index for s in streams if s.alive], data
+
+    async def _send_stripe(self, streams: list[_UnitStream], cells: list) -> None:
+        async def send(stream: _UnitStream, cell) -> None:
+            try:
+                await stream.send(cell)
+            except (grpc.RpcError, asyncio.TimeoutError, HedgefsError) as err:
+                stream.fail(err)
+
+        await asyncio.gather(*(send(s, cells[s.index]) for s in streams if s.alive and len(cells[s.index])))
+
+    async def _finish(self, stream: _UnitStream, length: int) -> None:
+        try:
+            await stream.finish(length)
+        except (grpc.RpcError, asyncio.TimeoutError, HedgefsError) as err:
+            stream.fail(err)
+
+    @staticmethod
+    def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int) -> None:
+        alive = sum(s.alive for s in streams)
+        if alive < policy.k:
+            failures = "; ".join(f"{s.datanode_id}: {s.error}" for s in streams if not s.alive)
+            raise HedgefsError(
+                f"write failed: only {alive} of {policy.units} units of block group {group_id} "
+                f"are being written, {policy.k} needed ({failures})"
+            )
+
+
+def _encode(codec, policy: Policy, data: bytes) -> list:
+    """The k data cells (views into data, possibly short or empty) followed by the m parity cells."""
+    view = memoryview(data)
+    cell = policy.cell_size
+    data_cells = [view[i * cell:(i + 1) * cell] for i in range(policy.k)]
+    if len(data_cells[0]) == 0:
+        return data_cells + [b""] * policy.m
+    parity = codec.encode(data_cells)
+    return data_cells + [np.asarray(p) for p in parity]
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, grpc.RpcError):
+        return f"{err.code().name}: {err.details()}"
+    if isinstance(err, asyncio.TimeoutError):
+        return f"no progress for {WRITE_TIMEOUT_S:.0f} s"
+    return str(err) or type(err).__name__

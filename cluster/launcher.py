@@ -1,0 +1,242 @@
+"""Start, inspect, fault and stop a local hedgefs cluster made of real processes.
+
+Everything about a cluster lives in one directory:
+
+    <dir>/cluster.json        what was started: addresses, pids, options
+    <dir>/namenode/           NameNode data (SQLite)      <dir>/logs/namenode.log
+    <dir>/dn1/ ... <dir>/dnN/ DataNode data               <dir>/logs/dn1.log ...
+
+Processes run in their own sessions, so `hedgefs cluster up` can return and leave them running;
+`kill`, `freeze` and `thaw` are SIGKILL, SIGSTOP and SIGCONT from the OS.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+
+from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
+
+STATE_FILE = "cluster.json"
+
+
+class ClusterError(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Options:
+    datanodes: int = 10
+    namenode_port: int = 8020
+    policy: str | None = None
+    block_size: int | None = None
+    heartbeat_interval_s: float = 1.0
+    dead_interval_s: float = 30.0
+    repair_interval_s: float = 1.0
+    fsync: bool = True
+    enable_faults: bool = True
+
+
+class LocalCluster:
+    def __init__(self, root: str | os.PathLike):
+        self.root = pathlib.Path(root).resolve()
+        self.state: dict = {}
+        if (self.root / STATE_FILE).exists():
+            self.state = json.loads((self.root / STATE_FILE).read_text())
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def namenode(self) -> str:
+        return f"127.0.0.1:{self.state['namenode']['port']}"
+
+    @property
+    def datanode_ids(self) -> list[str]:
+        return list(self.state.get("datanodes", {}))
+
+    def pid(self, name: str) -> int | None:
+        entry = self._entry(name)
+        return entry.get("pid")
+
+    def is_running(self, name: str) -> bool:
+        pid = self.pid(name)
+        if not pid:
+            return False
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)
+            if waited == pid:
+                return False
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return _process_state(pid) != "Z"
+
+    def process_state(self, name: str) -> str:
+        """running | frozen | stopped"""
+        if not self.is_running(name):
+            return "stopped"
+        return "frozen" if _process_state(self.pid(name)) == "T" else "running"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def up(self, options: Options | None = None, timeout_s: float = 60.0) -> None:
+        options = options or Options()
+        if self.state and any(self.is_running(n) for n in ["namenode", *self.datanode_ids]):
+            raise ClusterError(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
+        (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        self.state = {"options": dataclasses.asdict(options), "namenode": {"port": options.namenode_port}, "datanodes": {}}
+        for i in range(1, options.datanodes + 1):
+            self.state["datanodes"][f"dn{i}"] = {"port": 0}
+        self.start("namenode")
+        for name in self.datanode_ids:
+            self.start(name)
+        self.wait_live(self.datanode_ids, timeout_s)
+
+    def down(self) -> None:
+        names = [*self.datanode_ids, "namenode"] if self.state else []
+        for name in names:
+            if self.is_running(name):
+                pid = self.pid(name)
+                os.kill(pid, signal.SIGCONT)  # a frozen process cannot act on SIGTERM
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for name in names:
+            while self.is_running(name) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self.is_running(name):
+                os.kill(self.pid(name), signal.SIGKILL)
+            self._entry(name)["pid"] = None
+        if self.state:
+            self._save()
+
+    def start(self, name: str) -> None:
+        """Start (or start again) one process with its data directory and last port."""
+        if self.is_running(name):
+            raise ClusterError(f"{name} is already running (pid {self.pid(name)})")
+        entry = self._entry(name)
+        options = self.state["options"]
+        port_file = self.root / f"{name}.port"
+        port_file.unlink(missing_ok=True)
+        data_dir = self.root / name
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if name == "namenode":
+            args = ["namenode", "--port", str(entry["port"]), "--data-dir", str(data_dir),
+                    "--dead-interval-s", str(options["dead_interval_s"]),
+                    "--repair-interval-s", str(options["repair_interval_s"])]
+            if options.get("policy"):
+                args += ["--default-policy", options["policy"]]
+            if options.get("block_size"):
+                args += ["--block-size", str(options["block_size"])]
+        else:
+            args = ["datanode", "--id", name, "--port", str(entry["port"]), "--data-dir", str(data_dir),
+                    "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"])]
+            if options.get("enable_faults"):
+                args.append("--enable-faults")
+            if not options.get("fsync", True):
+                args.append("--no-fsync")
+        args += ["--port-file", str(port_file)]
+        log = open(self.root / "logs" / f"{name}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        entry["pid"] = proc.pid
+        entry["port"] = self._wait_port(name, proc, port_file)
+        self._save()
+
+    def kill(self, name: str) -> None:
+        self._signal(name, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.is_running(name) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def freeze(self, name: str) -> None:
+        self._signal(name, signal.SIGSTOP)
+
+    def thaw(self, name: str) -> None:
+        self._signal(name, signal.SIGCONT)
+
+    def restart(self, name: str, timeout_s: float = 30.0) -> None:
+        if self.is_running(name):
+            self.kill(name)
+        self.start(name)
+        if name != "namenode":
+            self.wait_live([name], timeout_s)
+
+    def wait_live(self, names: list[str], timeout_s: float = 60.0) -> None:
+        """Block until the NameNode reports every one of `names` live."""
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(self.namenode) as channel:
+            stub = hedgefs_pb2_grpc.NameNodeStub(channel)
+            live: set[str] = set()
+            while time.monotonic() < deadline:
+                try:
+                    report = stub.Report(pb.Empty(), timeout=2)
+                    live = {d.id for d in report.datanodes if d.state == "live"}
+                    if set(names) <= live:
+                        return
+                except grpc.RpcError:
+                    pass
+                for name in names:
+                    if not self.is_running(name):
+                        raise ClusterError(f"{name} exited; see {self.root / 'logs' / (name + '.log')}")
+                time.sleep(0.1)
+        missing = sorted(set(names) - live)
+        raise ClusterError(f"DataNodes not registered after {timeout_s:.0f} s: {', '.join(missing)}")
+
+    # ------------------------------------------------------------------ internals
+
+    def _entry(self, name: str) -> dict:
+        if name == "namenode":
+            return self.state["namenode"]
+        try:
+            return self.state["datanodes"][name]
+        except KeyError:
+            known = ", ".join(["namenode", *self.datanode_ids]) or "none (is the cluster up?)"
+            raise ClusterError(f"no such process {name!r} in {self.root}; known: {known}") from None
+
+    def _signal(self, name: str, sig: int) -> None:
+        if not self.is_running(name):
+            raise ClusterError(f"{name} is not running")
+        os.kill(self.pid(name), sig)
+
+    def _wait_port(self, name: str, proc: subprocess.Popen, port_file: pathlib.Path, timeout_s: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if port_file.exists():
+                return int(port_file.read_text())
+            if proc.poll() is not None:
+                tail = _tail(self.root / "logs" / f"{name}.log")
+                raise ClusterError(f"{name} failed to start (exit {proc.returncode}): {tail}")
+            time.sleep(0.02)
+        raise ClusterError(f"{name} did not start within {timeout_s:.0f} s")
+
+    def _save(self) -> None:
+        tmp = self.root / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        tmp.replace(self.root / STATE_FILE)
+
+
+def _process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "?"
+
+
+def _tail(path: pathlib.Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1] if lines else "(empty log)"

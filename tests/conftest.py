@@ -1,0 +1,97 @@
+"""Fixtures: real local clusters (the same launcher as `hedgefs cluster`) and a CLI runner.
+
+The shared cluster uses RS-6-3-64k and 256 KiB internal blocks, so a stripe is 384 KiB and a
+block group 1.5 MiB: every boundary (cell, stripe, group) is a few hundred KiB away.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.ec.policy import parse_policy
+
+POLICY = "RS-6-3-64k"
+BLOCK_SIZE = 256 * 1024
+CELL = parse_policy(POLICY).cell_size
+STRIPE = 6 * CELL
+GROUP = 6 * BLOCK_SIZE
+
+
+def cluster_options(**overrides) -> Options:
+    base = Options(datanodes=10, namenode_port=0, policy=POLICY, block_size=BLOCK_SIZE, heartbeat_interval_s=0.3,
+                   dead_interval_s=3.0, repair_interval_s=0.3, fsync=False)
+    return dataclasses.replace(base, **overrides)
+
+
+def start_cluster(root, **overrides) -> LocalCluster:
+    cluster = LocalCluster(root)
+    try:
+        cluster.up(cluster_options(**overrides))
+    except BaseException:
+        cluster.down()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """One cluster for the tests that leave it as they found it."""
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def private_cluster(tmp_path):
+    """A cluster of the test's own, for tests that kill, freeze or slow its processes."""
+    c = start_cluster(tmp_path / "cluster")
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def fs(cluster):
+    from hedgefs.client.fs import FileSystem
+
+    with FileSystem(cluster.namenode) as f:
+        yield f
+
+
+def pattern(length: int, seed: int = 0) -> bytes:
+    """Bytes whose value depends on their offset (and a seed), non-UTF-8 included."""
+    import numpy as np
+
+    offsets = np.arange(length, dtype=np.uint64)
+    return ((offsets * 2654435761 + seed * 40503 + (offsets >> 8)) % 251).astype(np.uint8).tobytes()
+
+
+@dataclasses.dataclass
+class Result:
+    code: int
+    stdout: bytes
+    stderr: str
+
+
+def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None, timeout: float = 120,
+            env: dict | None = None) -> Result:
+    full_env = dict(os.environ)
+    full_env.pop("HEDGEFS_NAMENODE", None)
+    if namenode:
+        full_env["HEDGEFS_NAMENODE"] = namenode
+    full_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-m", "hedgefs", *args], input=input, capture_output=True,
+                          timeout=timeout, env=full_env)
+    return Result(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.code != 0, f"expected failure, got exit 0; stderr={result.stderr!r}"
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got: {result.stderr!r}"
+    for fragment in fragments:
+        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"

@@ -1,0 +1,77 @@
+"""Every user mistake: one line on stderr, a non-zero exit, no traceback, nothing changed."""
+
+import socket
+import time
+
+import pytest
+
+from conftest import assert_one_line_error, run_cli
+
+
+@pytest.fixture(scope="module")
+def nn(cluster):
+    assert run_cli("mkdir", "-p", "/err/dir", namenode=cluster.namenode).code == 0
+    assert run_cli("put", "-f", "-", "/err/file", namenode=cluster.namenode, input=b"original").code == 0
+    return cluster.namenode
+
+
+def test_missing_local_file(nn, tmp_path):
+    assert_one_line_error(run_cli("put", str(tmp_path / "nope"), "/err/x", namenode=nn), "no such local file")
+    assert run_cli("stat", "/err/x", namenode=nn).code != 0
+
+
+def test_missing_remote_file(nn, tmp_path):
+    out = tmp_path / "out"
+    assert_one_line_error(run_cli("get", "/err/nope", str(out), namenode=nn), "/err/nope")
+    assert not out.exists()
+    assert_one_line_error(run_cli("cat", "/err/nope", namenode=nn), "/err/nope")
+
+
+@pytest.mark.parametrize("bad", ["/err/../etc", "relative/path", "/err//x", "/err/./x"])
+def test_bad_remote_paths(nn, bad):
+    result = run_cli("put", "-", bad, namenode=nn, input=b"x")
+    assert_one_line_error(result, "invalid path")
+    assert result.code == 2
+
+
+def test_cat_of_a_directory(nn):
+    assert_one_line_error(run_cli("cat", "/err/dir", namenode=nn), "is a directory")
+
+
+def test_unknown_policy(nn):
+    assert_one_line_error(run_cli("put", "--policy", "RS-6-3", "-", "/err/p", namenode=nn, input=b"x"), "policy")
+    assert_one_line_error(run_cli("ec", "set-policy", "/err/dir", "XOR-2-1", namenode=nn), "policy")
+    assert run_cli("stat", "/err/p", namenode=nn).code != 0
+
+
+def test_policy_needing_more_datanodes_than_live(nn):
+    result = run_cli("put", "--policy", "RS-10-4-64k", "-", "/err/wide", namenode=nn, input=b"x" * 1000)
+    assert_one_line_error(result, "14", "live")
+    assert run_cli("stat", "/err/wide", namenode=nn).code != 0
+
+
+def test_overwrite_needs_force(nn):
+    assert_one_line_error(run_cli("put", "-", "/err/file", namenode=nn, input=b"new"), "exists", "-f")
+    assert run_cli("cat", "/err/file", namenode=nn).stdout == b"original"
+    assert run_cli("put", "-f", "-", "/err/file", namenode=nn, input=b"replaced").code == 0
+    assert run_cli("cat", "/err/file", namenode=nn).stdout == b"replaced"
+
+
+def test_unreachable_namenode_fails_fast():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    start = time.monotonic()
+    result = run_cli("ls", "/", namenode=f"127.0.0.1:{port}")
+    assert time.monotonic() - start < 15
+    assert_one_line_error(result, "NameNode", str(port))
+    assert result.code == 3
+
+
+def test_get_to_a_missing_local_directory(nn, tmp_path):
+    assert_one_line_error(run_cli("get", "/err/file", str(tmp_path / "no" / "such" / "f"), namenode=nn), "no such local directory")
+
+
+def test_usage_errors_are_one_line(nn):
+    assert_one_line_error(run_cli("put", namenode=nn), "Missing argument")
+    assert_one_line_error(run_cli("frobnicate", namenode=nn), "No such command")
