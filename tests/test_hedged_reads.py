@@ -1,0 +1,215 @@
+"""Hedged striped reads against real DataNodes that are slow, stalled, frozen or corrupt.
+
+Every read checks its bytes. Timing bounds are wide safety margins (the fault is 3 s, the bound
+2 s); speed targets live in bench/.
+"""
+
+import json
+import random
+import time
+
+import grpc
+import pytest
+
+from conftest import CELL, STRIPE, pattern, run_cli, start_cluster
+from hedgefs.client.config import HedgeConfig
+from hedgefs.client.fs import FileSystem
+from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
+
+
+@pytest.fixture(scope="module")
+def hcluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("hedge"))
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def faults(hcluster):
+    """Set faults on DataNodes; every fault is cleared (and every process thawed) after the test."""
+    touched = set()
+
+    def set_faults(dn: str, **knobs) -> None:
+        touched.add(dn)
+        datanode_stub(hcluster, dn).SetFaults(pb.FaultConfig(**knobs), timeout=5)
+
+    yield set_faults
+    for dn in touched | set(hcluster.datanode_ids):
+        if hcluster.process_state(dn) == "frozen":
+            hcluster.thaw(dn)
+    for dn in touched:
+        datanode_stub(hcluster, dn).ClearFaults(pb.FaultClearRequest(), timeout=5)
+
+
+def datanode_stub(cluster, dn: str):
+    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.state['datanodes'][dn]['port']}")
+    return hedgefs_pb2_grpc.DataNodeStub(channel)
+
+
+def holders(fs: FileSystem, path: str, group: int = 0) -> list[str]:
+    units = fs.stat(path).groups[group].units
+    return [units[i].datanode_id for i in sorted(units)]
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def two_stripes(hcluster):
+    data = pattern(2 * STRIPE, seed=11)
+    with FileSystem(hcluster.namenode) as fs:
+        fs.mkdir("/h", parents=True)
+        fs.write_bytes("/h/two-stripes", data, overwrite=True)
+        return data, holders(fs, "/h/two-stripes")
+
+
+def test_one_datanode_3s_slow_cat_finishes_under_2s(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    faults(units[0], read_delay_ms=3000)
+    start = time.monotonic()
+    hedged = run_cli("cat", "--stats", "/h/two-stripes", namenode=hcluster.namenode)
+    hedged_s = time.monotonic() - start
+    assert hedged.code == 0, hedged.stderr
+    assert hedged.stdout == data
+    assert hedged_s < 2.0, f"hedged cat took {hedged_s:.2f} s"
+    assert "hedges=2 hedge_wins=2" in hedged.stderr, hedged.stderr
+
+    start = time.monotonic()
+    plain = run_cli("cat", "--no-hedge", "/h/two-stripes", namenode=hcluster.namenode)
+    plain_s = time.monotonic() - start
+    assert plain.code == 0 and plain.stdout == data
+    assert plain_s >= 3.0, f"unhedged cat took only {plain_s:.2f} s: was the fault applied?"
+    print(f"cat with {units[0]} +3 s: hedged {hedged_s:.2f} s, --no-hedge {plain_s:.2f} s")
+
+
+def test_frozen_datanode_is_hedged_including_connect(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    hcluster.freeze(units[1])  # SIGSTOP: the kernel still accepts TCP, nothing answers
+    start = time.monotonic()
+    result = run_cli("cat", "--stats", "/h/two-stripes", namenode=hcluster.namenode)
+    elapsed = time.monotonic() - start
+    assert result.code == 0, result.stderr
+    assert result.stdout == data
+    assert elapsed < 2.5, f"cat with a frozen DataNode took {elapsed:.2f} s"
+    assert "hedge_wins=2" in result.stderr, result.stderr
+    print(f"cat with {units[1]} frozen: {elapsed:.2f} s")
+
+
+def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    faults(units[2], stall=True)
+    stub = datanode_stub(hcluster, units[2])
+    before = stub.GetFaults(pb.FaultClearRequest(), timeout=5).cancelled_reads
+    with FileSystem(hcluster.namenode) as fs:
+        with fs.open("/h/two-stripes") as f:
+            assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]  # exactly unit 2's first cell
+        stats = fs.stats()
+    assert stats.counters["hedges"] == 1 and stats.counters["hedge_wins"] == 1
+
+    def released():
+        state = stub.GetFaults(pb.FaultClearRequest(), timeout=5)
+        return state.cancelled_reads > before and state.stalled_reads == 0
+
+    wait_until(released, 10, "the DataNode to count the losing read cancelled and release its thread")
+
+
+def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    for dn in units[:3]:
+        faults(dn, read_delay_ms=1500)
+    with FileSystem(hcluster.namenode, hedge=HedgeConfig()) as fs, fs.open("/h/two-stripes") as f:
+        for unit in range(3):  # one cell each on three slow DataNodes, one after another
+            assert f.pread(unit * CELL, CELL) == data[unit * CELL:(unit + 1) * CELL]
+        assert fs.breaker.is_open
+        start = time.monotonic()
+        assert f.pread(0, CELL) == data[:CELL]  # breaker open: this read waits for its DataNode
+        waited = time.monotonic() - start
+        stats = fs.stats()
+    c = stats.counters
+    assert stats.breaker_trips == 1
+    assert c["hedges"] == 2 and c["hedge_wins"] == 2
+    assert c["hedges_refused_breaker"] == 2
+    assert waited >= 1.4, "with the breaker open the read should have waited out the delay"
+
+
+def test_corrupt_cell_is_rebuilt_and_bytes_are_exact(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    faults(units[3], corrupt_probability=1.0)
+    with FileSystem(hcluster.namenode) as fs:
+        assert fs.read_bytes("/h/two-stripes") == data
+        stats = fs.stats()
+    assert stats.counters["decodes_on_failure"] == 2  # unit 3's cell in each of the two stripes
+    assert stats.counters["hedges"] == 0
+
+
+def test_erroring_datanode_is_rebuilt_even_with_hedging_off(hcluster, faults, two_stripes):
+    data, units = two_stripes
+    faults(units[4], error_probability=1.0)
+    with FileSystem(hcluster.namenode, hedge=HedgeConfig(enabled=False)) as fs:
+        assert fs.read_bytes("/h/two-stripes") == data
+        assert fs.stats().counters["decodes_on_failure"] == 2
+
+
+def test_hedge_in_short_last_stripe(hcluster, faults):
+    tail = CELL + CELL // 2  # last stripe: unit 0 full, unit 1 half a cell, units 2..5 empty
+    data = pattern(STRIPE + tail, seed=5)
+    with FileSystem(hcluster.namenode) as fs:
+        fs.write_bytes("/h/short-tail", data, overwrite=True)
+        units = holders(fs, "/h/short-tail")
+        faults(units[1], read_delay_ms=3000)
+        start = time.monotonic()
+        with fs.open("/h/short-tail") as f:
+            got = f.pread(STRIPE, tail)
+        elapsed = time.monotonic() - start
+        stats = fs.stats()
+    assert got == data[STRIPE:]
+    assert elapsed < 2.0, f"hedged read of the short last stripe took {elapsed:.2f} s"
+    assert stats.counters["hedge_wins"] == 1
+
+
+def test_slow_hedge_source_brings_in_another_unit(hcluster, faults, two_stripes):
+    """The rebuild itself must not wait on a slow source: a frozen data unit is replaced by parity."""
+    data, units = two_stripes
+    faults(units[0], read_delay_ms=3000)
+    hcluster.freeze(units[1])
+    with FileSystem(hcluster.namenode) as fs, fs.open("/h/two-stripes") as f:
+        start = time.monotonic()
+        assert f.pread(0, CELL) == data[:CELL]
+        elapsed = time.monotonic() - start
+    assert elapsed < 2.0, f"took {elapsed:.2f} s"
+
+
+def test_no_hedges_in_a_healthy_cluster_over_1000_reads(hcluster, two_stripes):
+    data, _ = two_stripes
+    rng = random.Random(1)
+    with FileSystem(hcluster.namenode) as fs, fs.open("/h/two-stripes") as f:
+        for _ in range(1000):
+            offset = rng.randrange(0, len(data) - 65536)
+            assert f.pread(offset, 65536) == data[offset:offset + 65536]
+        stats = fs.stats()
+    print(f"1000 healthy reads: hedges={stats.counters['hedges']} cell_reads={stats.counters['cell_reads']}")
+    assert stats.counters["reads"] == 1000
+    assert stats.counters["hedges"] == 0
+
+
+def test_fault_cli_sets_shows_and_clears(hcluster, two_stripes):
+    _, units = two_stripes
+    dn = units[5]
+    nn = hcluster.namenode
+    set_ = run_cli("fault", "set", dn, "--read-delay-ms", "700", "--probability", "0.5", namenode=nn)
+    assert set_.code == 0, set_.stderr
+    assert "read-delay 700 ms" in set_.stdout.decode()
+    shown = run_cli("fault", "show", dn, namenode=nn)
+    assert "read-delay 700 ms (p=0.5" in shown.stdout.decode()
+    cleared = run_cli("fault", "clear", dn, namenode=nn)
+    assert cleared.code == 0 and "no faults" in cleared.stdout.decode()
+    bad = run_cli("fault", "set", "dn99", "--stall", namenode=nn)
+    assert bad.code != 0 and "dn99" in bad.stderr and "Traceback" not in bad.stderr
