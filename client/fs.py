@@ -16,7 +16,7 @@ import grpc
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import HedgefsError, IsADirectory, from_namenode_error
+from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
 from hedgefs.client.metrics import ClientMetrics, ReadStats
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation
 from hedgefs.client.writer import StripedWriter
@@ -187,6 +187,9 @@ class FileSystem:
     def stats(self) -> ReadStats:
         return self.metrics.snapshot(breaker_trips=self.breaker.trips)
 
+    async def _stat(self, path: str) -> FileStatus:
+        return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
+
     async def _pread(self, status: FileStatus, offset: int, length: int) -> bytearray:
         self.metrics.incr("reads")
         policy = parse_policy(status.policy)
@@ -214,7 +217,22 @@ class FileReader:
         if offset < 0 or length < 0:
             raise ValueError("offset and length must be >= 0")
         length = max(0, min(length, self.length - offset))
-        return self._fs._call(self._fs._pread(self.status, offset, length))
+        return self._fs._call(self._read(offset, length))
+
+    async def _read(self, offset: int, length: int) -> bytearray:
+        """Read with the cached unit locations; if too few units answer, locate again once.
+
+        Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
+        groups do not, so fresh locations for the same groups are safe to retry with.
+        """
+        try:
+            return await self._fs._pread(self.status, offset, length)
+        except DataUnavailable:
+            fresh = await self._fs._stat(self.status.path)
+            if [g.id for g in fresh.groups] != [g.id for g in self.status.groups] or fresh == self.status:
+                raise
+            self.status = fresh
+            return await self._fs._pread(fresh, offset, length)
 
     def chunks(self, read_ahead: int = 2) -> Iterator[bytearray]:
         """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight."""
@@ -224,7 +242,7 @@ class FileReader:
         inflight: list = []
         try:
             for offset in offsets:
-                inflight.append(self._fs._submit(self._fs._pread(self.status, offset, min(size, self.length - offset))))
+                inflight.append(self._fs._submit(self._read(offset, min(size, self.length - offset))))
                 if len(inflight) > read_ahead:
                     yield inflight.pop(0).result()
             while inflight:
