@@ -417,6 +417,9 @@ def _register_more_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from hedgefs.malloc import tune_malloc
+
+    tune_malloc()
     _register_more_commands()
     try:
         cli.main(args=argv, prog_name="hedgefs", standalone_mode=False)
