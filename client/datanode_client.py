@@ -7,6 +7,7 @@ business (it hedges). Nothing here blocks on a connect timeout.
 
 import grpc
 
+from hedgefs.client import wire
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
@@ -15,40 +16,54 @@ from hedgefs.proto import hedgefs_pb2_grpc
 CELL_READ_TIMEOUT_S = 60.0
 
 
+class _Endpoint:
+    """One DataNode's channel, with the data RPCs framed by hand (client/wire.py)."""
+
+    def __init__(self, address: str):
+        self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+        self.stub = hedgefs_pb2_grpc.DataNodeStub(self.channel)
+        self.read_unit = self.channel.unary_stream(
+            "/hedgefs.DataNode/ReadUnit", request_serializer=pb.ReadRequest.SerializeToString,
+            response_deserializer=None)
+        self.write_unit = self.channel.stream_unary(
+            "/hedgefs.DataNode/WriteUnit", request_serializer=wire.serialize,
+            response_deserializer=pb.WriteResult.FromString)
+
+
 class DataNodeClient:
     def __init__(self, token: str | None = None):
-        self._stubs: dict[str, hedgefs_pb2_grpc.DataNodeStub] = {}
-        self._channels: list[grpc.aio.Channel] = []
+        self._endpoints: dict[str, _Endpoint] = {}
         self._token = token or ""
 
-    def stub(self, address: str) -> hedgefs_pb2_grpc.DataNodeStub:
-        stub = self._stubs.get(address)
-        if stub is None:
-            channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
-            self._channels.append(channel)
-            stub = self._stubs[address] = hedgefs_pb2_grpc.DataNodeStub(channel)
-        return stub
+    def _endpoint(self, address: str) -> _Endpoint:
+        endpoint = self._endpoints.get(address)
+        if endpoint is None:
+            endpoint = self._endpoints[address] = _Endpoint(address)
+        return endpoint
 
-    async def read(self, address: str, group_id: int, unit: int, offset: int, length: int) -> bytes:
-        """Bytes [offset, offset+length) of one internal block; raises grpc.RpcError."""
-        call = self.stub(address).ReadUnit(
+    def stub(self, address: str) -> hedgefs_pb2_grpc.DataNodeStub:
+        return self._endpoint(address).stub
+
+    async def read(self, address: str, group_id: int, unit: int, offset: int, length: int):
+        """Bytes [offset, offset+length) of one internal block (a buffer); raises grpc.RpcError."""
+        call = self._endpoint(address).read_unit(
             pb.ReadRequest(group_id=group_id, index=unit, offset=offset, length=length),
             timeout=CELL_READ_TIMEOUT_S,
         )
-        parts = [chunk.data async for chunk in call]
+        parts = [wire.read_chunk_data(raw) async for raw in call]
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         if len(data) != length:
             raise ShortRead(f"unit {group_id}/{unit} at {address}: got {len(data)} of {length} bytes")
         return data
 
     def open_write(self, address: str, timeout: float | None = None):
-        return self.stub(address).WriteUnit(timeout=timeout)
+        """A WriteUnit stream; write() takes pb.WriteChunk messages or wire.write_chunk() bytes."""
+        return self._endpoint(address).write_unit(timeout=timeout)
 
     async def close(self) -> None:
-        for channel in self._channels:
-            await channel.close()
-        self._channels.clear()
-        self._stubs.clear()
+        for endpoint in self._endpoints.values():
+            await endpoint.channel.close()
+        self._endpoints.clear()
 
 
 class ShortRead(Exception):

@@ -12,8 +12,8 @@ import logging
 from typing import Callable
 
 import grpc
-import numpy as np
 
+from hedgefs.client import wire
 from hedgefs.client.datanode_client import DataNodeClient
 from hedgefs.client.errors import HedgefsError
 from hedgefs.ec import layout
@@ -45,10 +45,10 @@ class _UnitStream:
     def alive(self) -> bool:
         return self.error is None
 
-    async def send(self, data) -> None:
-        view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)
-        for start in range(0, max(len(view), 1), CHUNK_BYTES):
-            await self._write(pb.WriteChunk(data=bytes(view[start:start + CHUNK_BYTES])))
+    async def send(self, messages: list[bytes]) -> None:
+        """Send one cell, already framed by wire.write_chunk in pieces of at most CHUNK_BYTES."""
+        for message in messages:
+            await self._write(message)
 
     async def finish(self, length: int) -> None:
         await self._write(pb.WriteChunk(finalize=True, expected_length=length))
@@ -57,16 +57,26 @@ class _UnitStream:
         if result.length != length:
             raise HedgefsError(f"{self.datanode_id} stored {result.length} of {length} bytes")
 
-    async def _write(self, message: pb.WriteChunk) -> None:
-        if not self._sent_header:
-            message.group_id, message.index = self.group_id, self.index
-            self._sent_header = True
-        await asyncio.wait_for(self.call.write(message), WRITE_TIMEOUT_S)
+    async def _write(self, message) -> None:
+        """Send a pb.WriteChunk or a pre-framed one; the first call sends the header before it."""
+        try:
+            if not self._sent_header:
+                # The unit's length is known only at finalize (stdin has no size): 0 = not given yet.
+                self._sent_header = True
+                header = pb.WriteChunk(group_id=self.group_id, index=self.index)
+                await asyncio.wait_for(self.call.write(header), WRITE_TIMEOUT_S)
+            await asyncio.wait_for(self.call.write(message), WRITE_TIMEOUT_S)
+        except asyncio.InvalidStateError:
+            # grpc.aio raises this (not RpcError) when the call already ended, e.g. the DataNode
+            # died between two writes; the call's own status says what happened.
+            raise HedgefsError(f"{(await self.call.code()).name}: {await self.call.details()}") from None
 
     def fail(self, err: BaseException) -> None:
         if self.error is None:
             self.error = _describe(err)
-            log.warning("unit %d/%d on %s failed: %s", self.group_id, self.index, self.datanode_id, self.error)
+            # INFO, not WARNING: the put carries on (or fails with one error naming every failed
+            # unit); the CLI's stderr is one line per error, and -v shows this.
+            log.info("unit %d/%d on %s failed: %s", self.group_id, self.index, self.datanode_id, self.error)
             self.call.cancel()
 
 
@@ -140,15 +150,19 @@ class StripedWriter:
             )
 
 
-def _encode(codec, policy: Policy, data: bytes) -> list:
-    """The k data cells (views into data, possibly short or empty) followed by the m parity cells."""
+def _encode(codec, policy: Policy, data: bytes) -> list[list[bytes]]:
+    """Per unit (k data, then m parity), the cell of this stripe as framed WriteChunk messages.
+
+    Runs in a worker thread: the codec releases the GIL, and framing is the one copy a cell gets.
+    """
     view = memoryview(data)
     cell = policy.cell_size
     data_cells = [view[i * cell:(i + 1) * cell] for i in range(policy.k)]
-    if len(data_cells[0]) == 0:
-        return data_cells + [b""] * policy.m
-    parity = codec.encode(data_cells)
-    return data_cells + [np.asarray(p) for p in parity]
+    cells = data_cells + (codec.encode(data_cells) if len(data_cells[0]) else [b""] * policy.m)
+    return [
+        [wire.write_chunk(piece[start:start + CHUNK_BYTES]) for start in range(0, len(piece), CHUNK_BYTES)]
+        for piece in (memoryview(c).cast("B") if len(c) else c for c in cells)
+    ]
 
 
 def _describe(err: BaseException) -> str:
