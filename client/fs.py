@@ -18,7 +18,7 @@ from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
 from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
 from hedgefs.client.metrics import ClientMetrics, ReadStats
-from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation
+from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
 from hedgefs.client.writer import StripedWriter
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
@@ -99,6 +99,12 @@ class FileSystem:
             return
 
         async def shutdown():
+            # Reads abandoned by an error (or a caller that went away) still have cell reads in
+            # flight; cancel them so they end here, not as warnings when the loop is destroyed.
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
             await self.datanodes.close()
             await self._nn_channel.close()
 
@@ -196,12 +202,12 @@ class FileSystem:
         out = bytearray(length)
         view = memoryview(out)
         pieces = layout.file_range_to_groups(offset, length, policy, status.block_size, status.length)
-        await asyncio.gather(*(
+        await gather_or_cancel(
             self._reader.read_group_range(
                 policy, status.groups[p.group_index], p.offset_in_group, p.length,
                 view[p.offset_in_file - offset:p.offset_in_file - offset + p.length])
             for p in pieces
-        ))
+        )
         return out
 
 

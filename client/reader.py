@@ -81,8 +81,8 @@ class HedgedReader:
         by_stripe: dict[int, list] = {}
         for cell in cells:
             by_stripe.setdefault(cell.stripe, []).append(cell)
-        await asyncio.gather(
-            *(self._read_stripe(_Stripe(policy, group, s), stripe_cells, offset, out) for s, stripe_cells in by_stripe.items())
+        await gather_or_cancel(
+            self._read_stripe(_Stripe(policy, group, s), stripe_cells, offset, out) for s, stripe_cells in by_stripe.items()
         )
 
     async def _read_stripe(self, stripe: _Stripe, cells: list, base: int, out: memoryview) -> None:
@@ -90,7 +90,12 @@ class HedgedReader:
         for cell in cells:
             if cell.unit in stripe.group.units:
                 self._fetch(stripe, cell.unit, cell.offset_in_cell, cell.offset_in_cell + cell.length)
-        results = await asyncio.gather(*(self._read_cell(stripe, cell) for cell in cells))
+        try:
+            results = await gather_or_cancel(self._read_cell(stripe, cell) for cell in cells)
+        except BaseException:
+            for task in stripe.fetches.values():
+                task.cancel()
+            raise
         for cell, data in zip(cells, results):
             start = cell.offset_in_group - base
             out[start:start + cell.length] = data[:cell.length]
@@ -239,6 +244,17 @@ class HedgedReader:
                 if task in started:
                     task.cancel()
         return dict(sorted(results.items())[:k]) if len(results) > k else results
+
+
+async def gather_or_cancel(coros) -> list:
+    """Like asyncio.gather, but the first failure cancels the rest: no work outlives its read."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
 
 
 def _failed(task: asyncio.Future) -> bool:
