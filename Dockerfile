@@ -1,0 +1,56 @@
+# syntax=docker/dockerfile:1
+#
+# One image for every hedgefs role: `namenode`, `datanode` and the CLI client. The role is the
+# first argument (ENTRYPOINT is the `hedgefs` console script), so
+#
+#   docker run --rm hedgefs:local namenode --host 0.0.0.0 --port 8020 --data-dir /data
+#
+# docker-compose.yml builds this image and runs the NameNode, ten DataNodes and a client with it.
+# tests/test_compose.py reads ENV, ENTRYPOINT and the HEALTHCHECK command below and runs them.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+WORKDIR /src
+
+# Dependencies first, exactly as pinned in pyproject.toml (read from it, so there is no second
+# list to drift), in their own layer: editing the source does not reinstall grpcio and numpy.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+# Then hedgefs itself from the source tree (.dockerignore keeps .git, .venv, tests out).
+COPY . .
+RUN pip install --no-deps . \
+ && pip check
+
+# Unprivileged user; /data is where a server keeps its state (mount a volume there).
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/hedgefs \
+        --shell /usr/sbin/nologin hedgefs \
+ && mkdir -p /data \
+ && chown hedgefs:hedgefs /data
+USER hedgefs
+WORKDIR /home/hedgefs
+
+# 8020: NameNode (as HDFS); 9866: DataNode (as HDFS).
+EXPOSE 8020 9866
+
+# Health: one real RPC to this container's own server, 3 s deadline. HEDGEFS_HEALTH_PORT and
+# HEDGEFS_HEALTH_RPC say which server this container runs; the defaults fit a NameNode, a DataNode
+# sets 9866 and /hedgefs.DataNode/GetFaults. Healthy only if the server's handler answered: OK, or
+# PERMISSION_DENIED (GetFaults on a DataNode without fault injection or with a cluster token).
+# Nothing listening (UNAVAILABLE), a frozen or wedged process (DEADLINE_EXCEEDED) and the wrong
+# server on that port (UNIMPLEMENTED) are all unhealthy.
+ENV HEDGEFS_HEALTH_PORT=8020 \
+    HEDGEFS_HEALTH_RPC=/hedgefs.NameNode/Report
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import grpc, os, sys; rpc = os.environ['HEDGEFS_HEALTH_RPC']; call = grpc.insecure_channel('127.0.0.1:' + os.environ['HEDGEFS_HEALTH_PORT']).unary_unary(rpc).future(b'', timeout=3); code = call.code(); print(rpc, code.name); sys.exit(code not in (grpc.StatusCode.OK, grpc.StatusCode.PERMISSION_DENIED))"]
+
+ENTRYPOINT ["hedgefs"]
+CMD ["--help"]
