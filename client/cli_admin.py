@@ -10,6 +10,7 @@ import grpc
 
 from hedgefs.client.cli import CONTEXT, _Group, cli, namenode_option, open_fs
 from hedgefs.client.errors import HedgefsError, UsageError
+from hedgefs.client.metrics import natural_key
 from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -199,10 +200,19 @@ def fault_show(datanode_id, namenode) -> None:
     """Show fault knobs and call counters of one or every live DataNode."""
     with open_fs(namenode) as fs:
         report = fs.rpc("Report", pb.Empty())
-    ids = [datanode_id] if datanode_id else [d.id for d in report.datanodes if d.state == "live"]
+    ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state == "live"), key=natural_key)
     request = pb.FaultClearRequest(token=os.environ.get("HEDGEFS_TOKEN", ""))
+    failed = False
     for dn in ids:
-        click.echo(_fault_line(dn, _fault_rpc(namenode, dn, "GetFaults", request)))
+        try:
+            click.echo(_fault_line(dn, _fault_rpc(namenode, dn, "GetFaults", request)))
+        except HedgefsError as err:
+            if datanode_id:
+                raise
+            failed = True
+            click.echo(f"{dn}: unreachable ({str(err).split(': ', 1)[-1][:80]})")
+    if failed:
+        sys.exit(1)
 
 
 # ---------------------------------------------------------------------------- health
@@ -245,7 +255,7 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
         r = fs.rpc("Report", pb.Empty())
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "units": d.units, "pending_repairs": d.pending_repairs,
-             "pending_deletes": d.pending_deletes} for d in r.datanodes]
+             "pending_deletes": d.pending_deletes} for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
         click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
                                "repairs_done": r.repairs_done}))

@@ -93,11 +93,12 @@ class ClientMetrics:
             hists = dict(self._per_datanode)
         per_dn = {
             dn: {"p50_ms": h.percentile(50) * 1000, "p99_ms": h.percentile(99) * 1000, "cell_reads": h.count}
-            for dn, h in sorted(hists.items(), key=lambda kv: _natural_key(kv[0]))
+            for dn, h in sorted(hists.items(), key=lambda kv: natural_key(kv[0]))
         }
         return ReadStats(counters=counters, breaker_trips=breaker_trips, per_datanode=per_dn)
 
 
-def _natural_key(name: str) -> tuple:
+def natural_key(name: str) -> tuple:
+    """dn2 before dn10."""
     digits = "".join(ch for ch in name if ch.isdigit())
     return (name.rstrip("0123456789"), int(digits) if digits else 0, name)
