@@ -80,7 +80,8 @@ def print_stats(fs: FileSystem) -> None:
         err=True,
     )
     for dn, row in stats.per_datanode.items():
-        click.echo(f"  {dn:>6}: cell_reads={row['cell_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms", err=True)
+        click.echo(f"  {dn:>6}: cell_reads={row['cell_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms "
+                   f"overdue={row['overdue']}", err=True)
 
 
 # ---------------------------------------------------------------------------- the group

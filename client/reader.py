@@ -1,16 +1,23 @@
 """Hedged striped reads: the read path as a chain of small steps.
 
-    read the wanted cell ranges of a stripe      (_read_stripe)
-      -> a cell read fails: rebuild it now       (_read_cell -> _rebuild)
-      -> a cell read is overdue (threshold):     (_read_cell)
+A read of a block group's data range asks each data unit it touches for one contiguous range
+of that unit's internal block (a cell range, or a run of cells over several stripes: a unit's
+cells sit back to back in its block). For each such *unit read*:
+
+    start every unit read                      (read_group_range)
+      -> it fails: rebuild it now              (_read_unit -> _result_or_rebuild -> _rebuild)
+      -> it is overdue (threshold):            (_read_unit)
            mark its DataNode impaired; if the breaker allows, start a hedge: rebuild the same
-           in-cell range from k other units and race it against the original, which keeps
-           running. First complete answer wins; the loser is cancelled.
-      -> rebuild = gather any k units' ranges    (_gather_k: in-flight reads first, then other
+           block range from k other units and race it against the original, which keeps
+           running. The first complete answer wins; the loser is cancelled.   (_race)
+      -> rebuild = gather any k units' ranges  (_gather_k: in-flight reads first, then other
            data units, then parity, healthiest DataNode first; a source that is itself overdue
            or failed brings in the next one) and decode.
 
-The threshold timer of a cell read starts when the read task starts, before its gRPC channel has
+Decoding a range that spans stripes is sound: at every block offset the k + m units hold one
+codeword, and bytes past a unit's end are zeros, exactly as the encoder padded them.
+
+The threshold timer of a unit read starts when its task starts, before its gRPC channel has
 connected: a DataNode that accepts TCP but never answers is hedged like one that streams slowly.
 """
 
@@ -23,7 +30,7 @@ import grpc
 
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.datanode_client import DataNodeClient
+from hedgefs.client.datanode_client import DataNodeClient, ShortRead
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.ec import layout
@@ -34,6 +41,8 @@ log = logging.getLogger("hedgefs.client.reader")
 
 # Decoding less than this runs inline on the event loop; more goes to a worker thread.
 _INLINE_DECODE_BYTES = 256 * 1024
+# A DataNode whose read failed this recently is the last choice as a rebuild source.
+_FAILURE_MEMORY_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,22 +59,21 @@ class GroupLocation:
     units: dict[int, UnitLocation]
 
 
-class _Stripe:
-    """The cell-range reads of one stripe, shared by the cells being read and their rebuilds."""
+class _GroupRead:
+    """The unit reads of one read of a group, shared by the units wanted and their rebuilds."""
 
-    def __init__(self, policy: Policy, group: GroupLocation, stripe: int):
+    def __init__(self, policy: Policy, group: GroupLocation):
         self.policy = policy
         self.group = group
-        self.stripe = stripe
         self.fetches: dict[tuple[int, int, int], asyncio.Task] = {}
 
     def held(self, unit: int, start: int, end: int) -> int:
-        return layout.bytes_held(self.policy, self.group.length, self.stripe, unit, start, end - start)
+        return layout.block_bytes_held(self.policy, self.group.length, unit, start, end - start)
 
-    def describe(self, unit: int) -> str:
+    def describe(self, unit: int, start: int, end: int) -> str:
         loc = self.group.units.get(unit)
         where = loc.datanode_id if loc else "no DataNode"
-        return f"unit {self.group.id}/{unit} stripe {self.stripe} on {where}"
+        return f"unit {self.group.id}/{unit} [{start}, {end}) on {where}"
 
 
 class HedgedReader:
@@ -74,150 +82,160 @@ class HedgedReader:
         self._config = config
         self._breaker = breaker
         self._metrics = metrics
+        self._last_failure: dict[str, float] = {}  # DataNode -> when a read from it last failed
 
     async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview) -> None:
         """Fill out[:length] with the group's data bytes [offset, offset+length)."""
-        cells = layout.group_range_to_cells(policy, group.length, offset, length)
-        by_stripe: dict[int, list] = {}
-        for cell in cells:
-            by_stripe.setdefault(cell.stripe, []).append(cell)
-        await gather_or_cancel(
-            self._read_stripe(_Stripe(policy, group, s), stripe_cells, offset, out) for s, stripe_cells in by_stripe.items()
-        )
-
-    async def _read_stripe(self, stripe: _Stripe, cells: list, base: int, out: memoryview) -> None:
+        wanted = layout.group_range_to_units(policy, group.length, offset, length)
+        read = _GroupRead(policy, group)
         # Start every original read before awaiting any, so rebuilds can count them as in flight.
-        for cell in cells:
-            if cell.unit in stripe.group.units:
-                self._fetch(stripe, cell.unit, cell.offset_in_cell, cell.offset_in_cell + cell.length)
+        for r in wanted:
+            if r.unit in group.units:
+                self._fetch(read, r.unit, r.offset_in_block, r.offset_in_block + r.length)
         try:
-            results = await gather_or_cancel(self._read_cell(stripe, cell) for cell in cells)
-        except BaseException:
-            for task in stripe.fetches.values():
-                task.cancel()
-            raise
-        for cell, data in zip(cells, results):
-            start = cell.offset_in_group - base
-            out[start:start + cell.length] = data[:cell.length]
+            results = await gather_or_cancel(
+                self._read_unit(read, r.unit, r.offset_in_block, r.offset_in_block + r.length) for r in wanted)
+        finally:
+            for task in read.fetches.values():
+                self._cancel(task)
+        for r, data in zip(wanted, results):
+            for cell in r.cells:
+                src = cell.offset_in_block - r.offset_in_block
+                dst = cell.offset_in_group - offset
+                out[dst:dst + cell.length] = data[src:src + cell.length]
 
-    async def _read_cell(self, stripe: _Stripe, cell) -> bytes:
-        start, end = cell.offset_in_cell, cell.offset_in_cell + cell.length
-        if cell.unit not in stripe.group.units:
+    async def _read_unit(self, read: _GroupRead, unit: int, start: int, end: int):
+        if unit not in read.group.units:
             self._metrics.incr("decodes_on_failure")
-            return await self._rebuild(stripe, cell.unit, start, end, reason="no live copy")
-        original = self._fetch(stripe, cell.unit, start, end)
+            return await self._rebuild(read, unit, start, end, reason="no live copy")
+        original = self._fetch(read, unit, start, end)
         await asyncio.wait({original}, timeout=self._config.threshold_ms / 1000.0)
         if original.done():
-            return await self._result_or_rebuild(stripe, cell.unit, start, end, original)
-
-        datanode = stripe.group.units[cell.unit].datanode_id
-        self._breaker.record_slow(datanode)
+            return await self._result_or_rebuild(read, unit, start, end, original)
+        datanode = read.group.units[unit].datanode_id
+        self._metrics.record_overdue(datanode)
         if not self._config.enabled:
-            return await self._result_or_rebuild(stripe, cell.unit, start, end, original)
+            return await self._result_or_rebuild(read, unit, start, end, original)
+
+        self._breaker.record_slow(datanode)
         verdict = self._breaker.try_hedge()
         if verdict != ALLOWED:
             self._metrics.incr("hedges_refused_breaker" if verdict == REFUSED_BREAKER else "hedges_refused_rate")
-            return await self._result_or_rebuild(stripe, cell.unit, start, end, original)
+            return await self._result_or_rebuild(read, unit, start, end, original)
 
         self._metrics.incr("hedges")
-        log.info("hedging %s: no answer after %.0f ms", stripe.describe(cell.unit), self._config.threshold_ms)
-        hedge = asyncio.ensure_future(self._rebuild(stripe, cell.unit, start, end, reason="hedge"))
-        return await self._race(stripe, cell.unit, start, end, original, hedge)
+        log.info("hedging %s: no answer after %.0f ms", read.describe(unit, start, end), self._config.threshold_ms)
+        hedge = asyncio.ensure_future(self._rebuild(read, unit, start, end, reason="hedge"))
+        try:
+            return await self._race(read, unit, start, end, original, hedge)
+        finally:
+            hedge.cancel()  # if our caller gave up on this read, the hedge goes with it
 
-    async def _race(self, stripe: _Stripe, unit: int, start: int, end: int, original: asyncio.Task, hedge: asyncio.Future) -> bytes:
+    async def _race(self, read: _GroupRead, unit: int, start: int, end: int, original: asyncio.Task, hedge: asyncio.Future):
         pending = {original, hedge}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if task.cancelled() or task.exception() is not None:
+                if _failed(task):
                     continue
-                for loser in pending:
-                    loser.cancel()
                 if task is hedge:
+                    self._cancel(original)
                     self._metrics.incr("hedge_wins")
-                    self._metrics.incr("cancelled_reads")
-                    log.info("hedge won for %s", stripe.describe(unit))
-                    return task.result()
-                return _exact(task.result(), end - start)
+                    log.info("hedge won for %s", read.describe(unit, start, end))
+                return task.result()
         # Both failed: the rebuild's reason (too few units) says more than the original's.
-        raise _as_unavailable(stripe, unit, None if hedge.cancelled() else hedge.exception())
+        raise _as_unavailable(read, unit, start, end, None if hedge.cancelled() else hedge.exception())
 
-    async def _result_or_rebuild(self, stripe: _Stripe, unit: int, start: int, end: int, task: asyncio.Task) -> bytes:
+    async def _result_or_rebuild(self, read: _GroupRead, unit: int, start: int, end: int, task: asyncio.Task):
         try:
-            return _exact(await asyncio.shield(task), end - start)
-        except (grpc.RpcError, Exception) as err:  # noqa: BLE001 - every failure is rebuilt the same way
-            if isinstance(err, asyncio.CancelledError):
-                raise
+            return await asyncio.shield(task)
+        except (grpc.RpcError, ShortRead, asyncio.CancelledError) as err:
+            if isinstance(err, asyncio.CancelledError) and not task.cancelled():
+                raise  # we were cancelled, not the shared read
             self._metrics.incr("decodes_on_failure")
-            log.info("read of %s failed (%s); rebuilding", stripe.describe(unit), _short(err))
-            return await self._rebuild(stripe, unit, start, end, reason="failure")
+            log.info("read of %s failed (%s); rebuilding", read.describe(unit, start, end), _short(err))
+            return await self._rebuild(read, unit, start, end, reason="failure")
 
-    def _fetch(self, stripe: _Stripe, unit: int, start: int, end: int) -> asyncio.Task:
-        """The (shared) task reading unit's in-cell range [start, end) of this stripe."""
+    def _fetch(self, read: _GroupRead, unit: int, start: int, end: int) -> asyncio.Task:
+        """The (shared) task reading unit's block range [start, end)."""
         key = (unit, start, end)
-        task = stripe.fetches.get(key)
+        task = read.fetches.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._timed_read(stripe, unit, start, end))
-            stripe.fetches[key] = task
+            task = read.fetches[key] = asyncio.ensure_future(self._timed_read(read, unit, start, end))
         return task
 
-    async def _timed_read(self, stripe: _Stripe, unit: int, start: int, end: int) -> bytes:
-        held = stripe.held(unit, start, end)
+    def _cancel(self, task: asyncio.Future) -> None:
+        """Cancel a unit read we no longer need; the DataNode sees the cancellation and stops."""
+        if not task.done():
+            task.cancel()
+            self._metrics.incr("cancelled_reads")
+
+    async def _timed_read(self, read: _GroupRead, unit: int, start: int, end: int):
+        held = read.held(unit, start, end)
         if held == 0:
             return b""
-        loc = stripe.group.units[unit]
+        loc = read.group.units[unit]
         self._metrics.incr("cell_reads")
         began = time.monotonic()
         try:
-            offset = stripe.stripe * stripe.policy.cell_size + start
-            return await self._datanodes.read(loc.address, stripe.group.id, unit, offset, held)
-        finally:
-            self._metrics.record_cell_read(loc.datanode_id, time.monotonic() - began)
+            data = await self._datanodes.read(loc.address, read.group.id, unit, start, held)
+        except (grpc.RpcError, ShortRead):
+            self._last_failure[loc.datanode_id] = time.monotonic()
+            self._metrics.incr("cell_read_errors")
+            raise
+        # Only completed reads are latencies: a cancelled or failed read says nothing of speed.
+        self._metrics.record_cell_read(loc.datanode_id, time.monotonic() - began)
+        return data
 
-    async def _rebuild(self, stripe: _Stripe, want: int, start: int, end: int, reason: str):
-        """Decode unit `want`'s in-cell range [start, end) from k other units of the stripe."""
-        sources = await self._gather_k(stripe, want, start, end)
-        k, length = stripe.policy.k, end - start
-        codec = get_codec(stripe.policy.k, stripe.policy.m)
+    async def _rebuild(self, read: _GroupRead, want: int, start: int, end: int, reason: str):
+        """Decode unit `want`'s block range [start, end) from k other units."""
+        sources = await self._gather_k(read, want, start, end)
+        codec = get_codec(read.policy.k, read.policy.m)
+        length = end - start
         if length <= _INLINE_DECODE_BYTES:
             decoded = codec.decode(sources, [want], length)
         else:
             decoded = await asyncio.get_running_loop().run_in_executor(None, codec.decode, sources, [want], length)
-        log.debug("rebuilt %s from units %s (%s)", stripe.describe(want), sorted(sources)[:k], reason)
+        log.debug("rebuilt %s from units %s (%s)", read.describe(want, start, end), sorted(sources), reason)
         return decoded[want]
 
-    def _candidates(self, stripe: _Stripe, want: int, start: int, end: int) -> list[int]:
-        """Units to rebuild from, best first: free (all zeros), in flight, data, parity; healthy first."""
-        k = stripe.policy.k
-        units = [u for u in range(stripe.policy.units) if u != want]
-        def rank(u: int):
-            free = stripe.held(u, start, end) == 0
-            in_flight = (u, start, end) in stripe.fetches and not _failed(stripe.fetches[(u, start, end)])
-            loc = stripe.group.units.get(u)
-            latency = self._metrics.datanode_p50(loc.datanode_id) if loc else 0.0
-            return (not free, not in_flight, u >= k, latency, u)
-        return sorted((u for u in units if u in stripe.group.units or stripe.held(u, start, end) == 0), key=rank)
+    def _candidates(self, read: _GroupRead, want: int, start: int, end: int) -> list[int]:
+        """Units to rebuild from, best first: all zeros (free), in flight, data, parity; within
+        each, DataNodes without a recent failure first, then by their median latency."""
+        k = read.policy.k
+        now = time.monotonic()
 
-    async def _gather_k(self, stripe: _Stripe, want: int, start: int, end: int) -> dict[int, bytes]:
-        k = stripe.policy.k
-        candidates = self._candidates(stripe, want, start, end)
-        results: dict[int, bytes] = {}
+        def rank(u: int):
+            free = read.held(u, start, end) == 0
+            fetch = read.fetches.get((u, start, end))
+            in_flight = fetch is not None and not _failed(fetch)
+            loc = read.group.units.get(u)
+            failed_lately = loc is not None and now - self._last_failure.get(loc.datanode_id, -1e9) < _FAILURE_MEMORY_S
+            latency = self._metrics.datanode_p50(loc.datanode_id) if loc else 0.0
+            return (not free, not in_flight, u >= k, failed_lately, latency, u)
+
+        usable = (u for u in range(read.policy.units)
+                  if u != want and (u in read.group.units or read.held(u, start, end) == 0))
+        return sorted(usable, key=rank)
+
+    async def _gather_k(self, read: _GroupRead, want: int, start: int, end: int) -> dict[int, object]:
+        k = read.policy.k
+        candidates = self._candidates(read, want, start, end)
+        results: dict[int, object] = {}
         active: dict[asyncio.Task, int] = {}
         started: set[asyncio.Task] = set()
 
-        def launch_next() -> bool:
+        def launch_next() -> None:
             while candidates:
                 unit = candidates.pop(0)
-                key = (unit, start, end)
-                existing = stripe.fetches.get(key)
+                existing = read.fetches.get((unit, start, end))
                 if existing is not None and _failed(existing):
                     continue
-                task = self._fetch(stripe, unit, start, end)
+                task = self._fetch(read, unit, start, end)
                 if existing is None:
                     started.add(task)
                 active[task] = unit
-                return True
-            return False
+                return
 
         for _ in range(k):
             launch_next()
@@ -226,9 +244,8 @@ class HedgedReader:
             while len(results) < k:
                 if not active:
                     raise DataUnavailable(
-                        f"cannot read group {stripe.group.id} stripe {stripe.stripe}: "
-                        f"only {len(results)} of the {k} units needed could be read"
-                    )
+                        f"cannot read group {read.group.id} at block offset {start}: only {len(results)} "
+                        f"of the {k} units needed could be read")
                 done, _ = await asyncio.wait(set(active), timeout=threshold, return_when=asyncio.FIRST_COMPLETED)
                 if not done:
                     launch_next()  # a source is overdue too: bring in one more
@@ -242,8 +259,8 @@ class HedgedReader:
         finally:
             for task in active:
                 if task in started:
-                    task.cancel()
-        return dict(sorted(results.items())[:k]) if len(results) > k else results
+                    self._cancel(task)
+        return results
 
 
 async def gather_or_cancel(coros) -> list:
@@ -261,17 +278,13 @@ def _failed(task: asyncio.Future) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
 
 
-def _exact(data: bytes, length: int) -> bytes:
-    return data if len(data) == length else data + bytes(length - len(data))
-
-
 def _short(err: BaseException) -> str:
     if isinstance(err, grpc.RpcError):
         return f"{err.code().name}: {err.details()}"
     return str(err) or type(err).__name__
 
 
-def _as_unavailable(stripe: _Stripe, unit: int, err: BaseException | None) -> DataUnavailable:
+def _as_unavailable(read: _GroupRead, unit: int, start: int, end: int, err: BaseException | None) -> DataUnavailable:
     if isinstance(err, DataUnavailable):
         return err
-    return DataUnavailable(f"cannot read {stripe.describe(unit)}" + (f": {_short(err)}" if err else ""))
+    return DataUnavailable(f"cannot read {read.describe(unit, start, end)}" + (f": {_short(err)}" if err else ""))

@@ -70,6 +70,21 @@ class CellRange:
 
 
 @dataclass(frozen=True)
+class UnitRange:
+    """What one data unit contributes to a group data range: one contiguous range of its
+    internal block, ``[offset_in_block, offset_in_block + length)``, made of ``cells`` in order.
+
+    Contiguous because a unit's cells of consecutive stripes sit back to back in its block, and a
+    contiguous data range takes a suffix of the unit's first cell and a prefix of its last.
+    """
+
+    unit: int
+    offset_in_block: int
+    length: int
+    cells: tuple[CellRange, ...]
+
+
+@dataclass(frozen=True)
 class StripeInfo:
     """One stripe of a group: where it starts and how long each unit's cell is.
 
@@ -199,6 +214,28 @@ def bytes_held(
     _non_negative(offset_in_cell=offset_in_cell, length=length)
     held = cell_length(policy, group_length, stripe, unit) - offset_in_cell
     return max(0, min(length, held))
+
+
+def block_bytes_held(policy: Policy, group_length: int, unit: int, offset_in_block: int, length: int) -> int:
+    """How many of the bytes ``[offset_in_block, offset_in_block + length)`` of a unit's internal
+    block exist (0..length). Past the block's end every unit is implicitly zeros, so a range of
+    several stripes decodes column by column like a single stripe does."""
+    _non_negative(offset_in_block=offset_in_block, length=length)
+    return max(0, min(length, unit_length(policy, group_length, unit) - offset_in_block))
+
+
+def group_range_to_units(policy: Policy, group_length: int, offset: int, length: int) -> list[UnitRange]:
+    """The data units that the group data range ``[offset, offset + length)`` touches, each with
+    the one contiguous block range it contributes, in unit order."""
+    by_unit: dict[int, list[CellRange]] = {}
+    for cell in group_range_to_cells(policy, group_length, offset, length):
+        by_unit.setdefault(cell.unit, []).append(cell)
+    ranges = []
+    for unit in sorted(by_unit):
+        cells = by_unit[unit]
+        start = cells[0].offset_in_block
+        ranges.append(UnitRange(unit, start, cells[-1].offset_in_block + cells[-1].length - start, tuple(cells)))
+    return ranges
 
 
 def group_range_to_cells(

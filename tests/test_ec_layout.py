@@ -340,3 +340,26 @@ def test_rs_10_4_and_small_cells_sizes():
     assert group_lengths(10 * MIB, small, 2 * MIB) == [6 * MIB, 4 * MIB]
     assert num_stripes(small, 4 * MIB) == -(-4 * MIB // (192 * 1024))
     assert sum(unit_lengths(small, 4 * MIB)[:3]) == 4 * MIB
+
+
+# --- unit ranges: what the reader asks each DataNode for ---------------------------------------
+
+
+@pytest.mark.parametrize("group_length", [0, 1, 15, 16, 17, 47, 48, 49, 100, 143, 144, 192])
+def test_unit_ranges_are_contiguous_and_cover_exactly_the_cells(group_length):
+    from hedgefs.ec.layout import block_bytes_held, group_range_to_cells, group_range_to_units, unit_length
+
+    policy = Policy(k=3, m=2, cell_size=16)
+    for offset in range(group_length + 1):
+        for length in range(group_length - offset + 1):
+            ranges = group_range_to_units(policy, group_length, offset, length)
+            cells = group_range_to_cells(policy, group_length, offset, length)
+            assert sorted((c for r in ranges for c in r.cells), key=lambda c: c.offset_in_group) == cells
+            for r in ranges:
+                covered = [b for c in r.cells for b in range(c.offset_in_block, c.offset_in_block + c.length)]
+                assert covered == list(range(r.offset_in_block, r.offset_in_block + r.length))
+                assert block_bytes_held(policy, group_length, r.unit, r.offset_in_block, r.length) == r.length
+    for unit in range(policy.units):
+        ul = unit_length(policy, group_length, unit)
+        assert block_bytes_held(policy, group_length, unit, 0, ul + 5) == ul
+        assert block_bytes_held(policy, group_length, unit, ul, 7) == 0
