@@ -414,7 +414,8 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
 # ---------------------------------------------------------------------------- entry point
 
 def _register_more_commands() -> None:
-    from hedgefs.client import cli_admin  # noqa: F401  (registers cluster, fault, admin, fsck, demo, bench)
+    # Each module adds its verbs to `cli`: cluster, fault, fsck, admin, demo; bench; chaos.
+    from hedgefs.client import cli_admin, cli_bench  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> None:

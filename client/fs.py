@@ -7,6 +7,7 @@ calls and safe to use from several threads at once.
 
 import asyncio
 import dataclasses
+import logging
 import os
 import threading
 from typing import BinaryIO, Callable, Iterator
@@ -16,10 +17,10 @@ import grpc
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
+from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, Unavailable, from_namenode_error
 from hedgefs.client.metrics import ClientMetrics, ReadStats
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
-from hedgefs.client.writer import StripedWriter
+from hedgefs.client.writer import StripedWriter, StripeSource
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS
@@ -28,6 +29,9 @@ from hedgefs.proto import hedgefs_pb2_grpc
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
+_COMPLETE_ATTEMPTS = 4  # 0.5 + 1 + 2 s of back-off: rides out a NameNode restart
+
+log = logging.getLogger("hedgefs.client.fs")
 
 
 def namenode_address(explicit: str | None = None) -> str:
@@ -158,18 +162,19 @@ class FileSystem:
     async def _write(self, path, read, overwrite, policy_name, progress) -> int:
         created = await self._rpc("Create", pb.CreateRequest(
             path=path, overwrite=overwrite, policy=policy_name or "", client_name=f"pid-{os.getpid()}"))
+        source = StripeSource(read)
         try:
             policy = parse_policy(created.policy)
-            loop = asyncio.get_running_loop()
-            commits, total = [], 0
-            data = await loop.run_in_executor(None, read, policy.stripe_data_size)
+            commits, total, failed = [], 0, set()
+            data = await source.read(policy.stripe_data_size)
             while data:
-                group = await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=created.file_id))
-                length, stored, data = await self._writer.write_group(
-                    group, policy, created.block_size, data, read, progress)
-                commits.append(pb.GroupCommit(group_id=group.id, length=length, stored_units=stored))
-                total += length
-            await self._rpc("Complete", pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits))
+                group = await self._add_block_group(created.file_id, failed)
+                written = await self._writer.write_group(group, policy, created.block_size, data, source, progress)
+                commits.append(pb.GroupCommit(group_id=group.id, length=written.length, stored_units=written.stored_units))
+                failed.update(written.failed_datanodes)
+                total += written.length
+                data = written.next_stripe
+            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits))
             return total
         except BaseException:
             try:
@@ -177,6 +182,28 @@ class FileSystem:
             except HedgefsError:
                 pass  # the NameNode's lease monitor cleans up what we could not
             raise
+        finally:
+            source.close()
+
+    async def _add_block_group(self, file_id: int, failed: set[str]) -> pb.BlockGroup:
+        """A new group, away from DataNodes that failed earlier in this write if there are enough others."""
+        if failed:
+            try:
+                return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id, exclude_datanodes=sorted(failed)))
+            except HedgefsError as err:
+                log.info("placing the next group away from %s failed (%s); trying them again", sorted(failed), err)
+        return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id))
+
+    async def _complete(self, request: pb.CompleteRequest) -> None:
+        """Complete, retried while the NameNode is unreachable (a repeated Complete is accepted)."""
+        for attempt in range(_COMPLETE_ATTEMPTS):
+            try:
+                await self._rpc("Complete", request)
+                return
+            except Unavailable:
+                if attempt == _COMPLETE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.5 * 2 ** attempt)
 
     # ------------------------------------------------------------------ read
 

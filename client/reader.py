@@ -11,8 +11,8 @@ cells sit back to back in its block). For each such *unit read*:
            block range from k other units and race it against the original, which keeps
            running. The first complete answer wins; the loser is cancelled.   (_race)
       -> rebuild = gather any k units' ranges  (_gather_k: in-flight reads first, then other
-           data units, then parity, healthiest DataNode first; a source that is itself overdue
-           or failed brings in the next one) and decode.
+           data units, then parity, healthiest DataNode first; a hedge reads one spare; a
+           source that is itself overdue or failed brings in the next one) and decode.
 
 Decoding a range that spans stripes is sound: at every block offset the k + m units hold one
 codeword, and bytes past a unit's end are zeros, exactly as the encoder padded them.
@@ -98,6 +98,8 @@ class HedgedReader:
         finally:
             for task in read.fetches.values():
                 self._cancel(task)
+                if task.done() and not task.cancelled():
+                    task.exception()  # seen: a failed read nobody needed is not an error to log
         for r, data in zip(wanted, results):
             for cell in r.cells:
                 src = cell.offset_in_block - r.offset_in_block
@@ -189,7 +191,8 @@ class HedgedReader:
 
     async def _rebuild(self, read: _GroupRead, want: int, start: int, end: int, reason: str):
         """Decode unit `want`'s block range [start, end) from k other units."""
-        sources = await self._gather_k(read, want, start, end)
+        # A hedge is already late: read one spare source, so one more straggler costs nothing.
+        sources = await self._gather_k(read, want, start, end, spare=1 if reason == "hedge" else 0)
         codec = get_codec(read.policy.k, read.policy.m)
         length = end - start
         if length <= _INLINE_DECODE_BYTES:
@@ -218,7 +221,7 @@ class HedgedReader:
                   if u != want and (u in read.group.units or read.held(u, start, end) == 0))
         return sorted(usable, key=rank)
 
-    async def _gather_k(self, read: _GroupRead, want: int, start: int, end: int) -> dict[int, object]:
+    async def _gather_k(self, read: _GroupRead, want: int, start: int, end: int, spare: int = 0) -> dict[int, object]:
         k = read.policy.k
         candidates = self._candidates(read, want, start, end)
         results: dict[int, object] = {}
@@ -237,7 +240,7 @@ class HedgedReader:
                 active[task] = unit
                 return
 
-        for _ in range(k):
+        for _ in range(k + spare):
             launch_next()
         threshold = self._config.threshold_ms / 1000.0
         try:

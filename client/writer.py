@@ -8,6 +8,8 @@ surviving unit has been finalized (fsync'd and renamed into place) on its DataNo
 """
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import logging
 from typing import Callable
 
@@ -80,16 +82,50 @@ class _UnitStream:
             self.call.cancel()
 
 
+@dataclasses.dataclass
+class GroupWritten:
+    length: int  # data bytes in the group
+    stored_units: list[int]  # unit indexes durably stored
+    failed_datanodes: list[str]  # to leave out of the next group
+    next_stripe: bytes  # the first stripe of the next group (b"" at the end of the input)
+
+
+class StripeSource:
+    """The bytes being put, a stripe at a time, read in a thread of their own.
+
+    A read is short only at the end of the input: pipes and sockets return what they have, and
+    taking a short read for the end would store a truncated file. Its own thread, because a
+    slow source (an idle pipe) must not hold a worker that encoding and decoding need.
+    """
+
+    def __init__(self, read: ReadFn):
+        self._read = read
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hedgefs-source")
+
+    async def read(self, n: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._read_full, n)
+
+    def _read_full(self, n: int) -> bytes:
+        parts, got = [], 0
+        while got < n:
+            part = self._read(n - got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=False)
+
+
 class StripedWriter:
     def __init__(self, datanodes: DataNodeClient):
         self._datanodes = datanodes
 
     async def write_group(self, group: pb.BlockGroup, policy: Policy, block_size: int, first_stripe: bytes,
-                          read: ReadFn, progress: Callable[[int], None]) -> tuple[int, list[int], bytes]:
-        """Write one block group starting with `first_stripe`; return (length, stored units, next stripe).
-
-        `next stripe` is the first stripe of the following group (b"" at end of input).
-        """
+                          source: "StripeSource", progress: Callable[[int], None]) -> "GroupWritten":
+        """Write one block group starting with `first_stripe`, reading further stripes from `source`."""
         streams = [_UnitStream(self._datanodes, group.id, unit) for unit in sorted(group.units, key=lambda u: u.index)]
         codec = get_codec(policy.k, policy.m)
         loop = asyncio.get_running_loop()
@@ -110,7 +146,7 @@ class StripedWriter:
                 if len(data) < stripe_bytes:
                     data = b""
                     break
-                data = await loop.run_in_executor(None, read, stripe_bytes)
+                data = await source.read(stripe_bytes)
                 if not data:
                     break
             if sending is not None:
@@ -122,7 +158,8 @@ class StripedWriter:
                 if s.alive:
                     s.call.cancel()
             raise
-        return length, [s.index for s in streams if s.alive], data
+        return GroupWritten(length, [s.index for s in streams if s.alive],
+                            [s.datanode_id for s in streams if not s.alive], data)
 
     async def _send_stripe(self, streams: list[_UnitStream], cells: list) -> None:
         async def send(stream: _UnitStream, cell) -> None:

@@ -114,3 +114,25 @@ def test_policy_is_inherited_from_the_nearest_directory(cluster):
     import json
     doc = json.loads(run_cli("stat", "--json", "/pol/deep/er/f", namenode=nn).stdout)
     assert doc["policy"] == "RS-3-2-64k" and len(doc["groups"][0]["units"]) == 5
+
+
+def test_write_from_a_raw_pipe_that_returns_short_reads(fs):
+    """A pipe returns what it has; only b"" is the end. Nothing may be silently dropped."""
+    import os
+    import threading
+
+    data = pattern(GROUP + STRIPE + 999, seed=42)
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb", buffering=0) as out:
+            for start in range(0, len(data), 100_000):
+                out.write(data[start:start + 100_000])
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    fs.mkdir("/pipe", parents=True)
+    with os.fdopen(r, "rb", buffering=0) as source:
+        assert fs.write("/pipe/raw", source, overwrite=True) == len(data)
+    feeder.join()
+    assert fs.read_bytes("/pipe/raw") == data

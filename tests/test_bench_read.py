@@ -1,0 +1,72 @@
+"""`hedgefs bench read`: the one-line JSON of issue 5, and no hedging in a healthy cluster.
+
+Speed targets live in the benchmark suite (bench/scenarios.py), not here: these only check the
+shape and sanity of what the load generator reports.
+"""
+
+import json
+
+import pytest
+
+from conftest import CELL, GROUP, pattern, run_cli
+from hedgefs.bench.read import SUMMARY_KEYS, run_read_bench
+from hedgefs.client.config import HedgeConfig
+from hedgefs.client.fs import FileSystem
+
+PATH = "/bench-test/data.bin"
+LENGTH = 4 * GROUP  # 6 MiB on the shared cluster: 4 block groups, 96 cells of 64 KiB
+
+
+@pytest.fixture(scope="module")
+def bench_file(cluster):
+    with FileSystem(cluster.namenode) as fs:
+        fs.mkdir("/bench-test", parents=True)
+        fs.write_bytes(PATH, pattern(LENGTH, seed=5), overwrite=True)
+    yield PATH
+    with FileSystem(cluster.namenode) as fs:
+        fs.delete("/bench-test", recursive=True)
+
+
+def test_bench_read_json_line(cluster, bench_file):
+    result = run_cli("bench", "read", bench_file, "--reads", "50", "--threads", "4", "--json",
+                     namenode=cluster.namenode)
+    assert result.code == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 1, lines
+    doc = json.loads(lines[0])
+    assert set(doc) == set(SUMMARY_KEYS)
+    assert doc["reads"] == 50
+    assert doc["reads_per_s"] > 0
+    assert 0 < doc["p50_ms"] <= doc["p90_ms"] <= doc["p99_ms"] <= doc["p999_ms"] <= doc["max_ms"] < 60_000
+    for key in ("hedges", "hedge_wins", "hedges_refused", "breaker_trips", "decodes"):
+        assert isinstance(doc[key], int) and doc[key] >= 0, key
+    assert doc["hedge_wins"] <= doc["hedges"]
+    assert doc["extra_cell_reads_pct"] >= 0
+    # 64 KiB reads at 64 KiB-aligned offsets with 64 KiB cells: one cell read each, at least.
+    assert CELL == 64 * 1024
+    per_dn = doc["per_datanode"]
+    assert per_dn and all(name.startswith("dn") for name in per_dn)
+    for row in per_dn.values():
+        assert set(row) == {"p50_ms", "p99_ms", "cell_reads"}
+        assert row["cell_reads"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
+    assert sum(row["cell_reads"] for row in per_dn.values()) >= 50
+
+
+def test_bench_read_duration_or_reads(cluster, bench_file):
+    result = run_cli("bench", "read", bench_file, "--reads", "5", "--duration", "1", namenode=cluster.namenode)
+    assert result.code == 2
+    assert "--duration or --reads" in result.stderr
+
+
+def test_no_hedges_in_a_healthy_cluster(cluster, bench_file):
+    """1,000 reads at the default threshold (250 ms): a healthy cluster is never hedged."""
+    assert HedgeConfig().threshold_ms == 250
+    with FileSystem(cluster.namenode, hedge=HedgeConfig()) as fs:
+        run = run_read_bench(fs, bench_file, threads=4, reads=1000, seed=1)
+    s = run.summary()
+    print(f"healthy: {s['reads']} reads, hedges={s['hedges']}, extra cell reads {s['extra_cell_reads_pct']} %, "
+          f"p99 {s['p99_ms']} ms, max {s['max_ms']} ms")
+    assert run.errors == 0, run.error_samples
+    assert s["reads"] == 1000
+    assert s["hedges"] == 0, s
+    assert s["extra_cell_reads_pct"] == 0, s
