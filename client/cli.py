@@ -7,6 +7,7 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
 import time
 
@@ -66,6 +67,8 @@ def hedge_config(kwargs: dict) -> HedgeConfig:
 
 
 def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:
+    if hedge is None:
+        hedge = hedge_config({})  # HEDGEFS_HEDGE_* may be set (and wrong) for any verb
     return FileSystem(namenode_address(namenode), hedge=hedge)
 
 
@@ -144,9 +147,11 @@ def put(local: str, remote: str, force: bool, policy: str | None, namenode: str 
             raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
         total = os.fstat(source.fileno()).st_size
     progress = Progress(f"put {remote}", total)
-    with open_fs(namenode) as fs, source:
-        fs.write(remote, source, overwrite=force, policy=policy, progress=progress.advance)
-    progress.finish()
+    try:
+        with open_fs(namenode) as fs, source:
+            fs.write(remote, source, overwrite=force, policy=policy, progress=progress.advance)
+    finally:
+        progress.finish()
 
 
 @cli.command(context_settings=CONTEXT)
@@ -169,7 +174,7 @@ def get(remote: str, local: str, namenode: str | None, stats: bool, **hedge) -> 
         try:
             with fs.open(remote) as f:
                 if local == "-":
-                    _copy_out(f, sys.stdout.buffer, Progress(f"get {remote}", f.length))
+                    _copy_out(f, _stdout_pipe_like_cat(), Progress(f"get {remote}", f.length))
                 else:
                     _write_local_atomically(f, local, Progress(f"get {remote}", f.length))
         finally:
@@ -193,21 +198,30 @@ def cat(remotes: tuple[str, ...], namenode: str | None, stats: bool, **hedge) ->
     with open_fs(namenode, config) as fs:
         try:
             readers = [fs.open(path) for path in remotes]  # every path is checked before any output
+            out = _stdout_pipe_like_cat()
             for f in readers:
-                _copy_out(f, sys.stdout.buffer, None)
+                _copy_out(f, out, None)
         finally:
             if stats:
                 print_stats(fs)
 
 
+def _stdout_pipe_like_cat():
+    """`hedgefs cat big | head`: end quietly (SIGPIPE) like cat does when the reader goes away."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    return sys.stdout.buffer
+
+
 def _copy_out(f, out, progress: Progress | None) -> None:
-    for chunk in f.chunks():
-        out.write(chunk)
+    try:
+        for chunk in f.chunks():
+            out.write(chunk)
+            if progress:
+                progress.advance(len(chunk))
+        out.flush()
+    finally:
         if progress:
-            progress.advance(len(chunk))
-    out.flush()
-    if progress:
-        progress.finish()
+            progress.finish()
 
 
 def _write_local_atomically(f, local: str, progress: Progress) -> None:
@@ -418,10 +432,16 @@ def _register_more_commands() -> None:
     from hedgefs.client import cli_admin, cli_bench  # noqa: F401
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # unwinds: `get` removes its partial file on the way out
+
+
 def main(argv: list[str] | None = None) -> None:
     from hedgefs.malloc import tune_malloc
 
     tune_malloc()
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     _register_more_commands()
     try:
         cli.main(args=argv, prog_name="hedgefs", standalone_mode=False)
@@ -440,11 +460,6 @@ def main(argv: list[str] | None = None) -> None:
     except HedgefsError as err:
         click.echo(f"hedgefs: {err}", err=True)
         sys.exit(err.exit_code)
-    except BrokenPipeError:
-        # `hedgefs cat big | head`: the reader went away; that is not our error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(141)
     except KeyboardInterrupt:
         click.echo("hedgefs: interrupted", err=True)
         sys.exit(130)

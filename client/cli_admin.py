@@ -67,7 +67,6 @@ def cluster_up(root, datanodes, namenode_port, policy, block_size, dead_interval
     try:
         c.up(options)
     except ClusterError as err:
-        c.down()
         raise HedgefsError(str(err)) from None
     click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})")
     click.echo(f"export HEDGEFS_NAMENODE={c.namenode}")

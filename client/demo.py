@@ -15,7 +15,8 @@ import grpc
 
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
-from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.client.errors import HedgefsError
+from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
@@ -30,9 +31,14 @@ def run_demo(root: str | None, size_mib: int) -> None:
     with tempfile.TemporaryDirectory(prefix="hedgefs-demo-") as tmp:
         cluster = LocalCluster(root or os.path.join(tmp, "cluster"))
         say(f"== starting a local cluster in {cluster.root}: 1 NameNode + 10 DataNodes")
-        cluster.up(Options(datanodes=10, namenode_port=0, fsync=False))
+        try:
+            cluster.up(Options(datanodes=10, namenode_port=0, fsync=False))
+        except ClusterError as err:
+            raise HedgefsError(f"demo: {err}") from None
         try:
             _story(cluster, size_mib)
+        except ClusterError as err:
+            raise HedgefsError(f"demo: {err}") from None
         finally:
             say("== stopping the cluster")
             cluster.down()

@@ -6,6 +6,7 @@ calls and safe to use from several threads at once.
 """
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -67,6 +68,8 @@ class FileSystem:
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
         self.breaker = CircuitBreaker(self.hedge)
+        self._lifecycle = threading.Lock()
+        self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hedgefs-client", daemon=True)
         self._thread.start()
@@ -83,10 +86,14 @@ class FileSystem:
     # ------------------------------------------------------------------ plumbing
 
     def _call(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self._submit(coro).result()
 
-    def _submit(self, coro) -> "asyncio.Future":
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+    def _submit(self, coro) -> "concurrent.futures.Future":
+        with self._lifecycle:
+            if self._closed:
+                coro.close()
+                raise HedgefsError("the hedgefs client is closed")
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     async def _rpc(self, method: str, request):
         try:
@@ -99,8 +106,10 @@ class FileSystem:
         return self._call(self._rpc(method, request))
 
     def close(self) -> None:
-        if self._loop.is_closed():
-            return
+        with self._lifecycle:
+            if self._closed:
+                return
+            self._closed = True
 
         async def shutdown():
             # Reads abandoned by an error (or a caller that went away) still have cell reads in
@@ -112,7 +121,7 @@ class FileSystem:
             await self.datanodes.close()
             await self._nn_channel.close()
 
-        self._call(shutdown())
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop.close()

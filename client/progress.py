@@ -14,20 +14,24 @@ class Progress:
         self._done = 0
         self._start = time.monotonic()
         self._last_draw = 0.0
+        self._drawn = False
         self._enabled = self._stream.isatty() and (total is None or total > SHOW_ABOVE_BYTES)
 
     def advance(self, n: int) -> None:
         self._done += n
         now = time.monotonic()
-        if self._enabled and (now - self._last_draw > 0.1 or self._done == self._total):
+        # Unknown totals (stdin) show up only once they are large, like known ones.
+        big = self._total is not None or self._done > SHOW_ABOVE_BYTES
+        if self._enabled and big and (now - self._last_draw > 0.1 or self._done == self._total):
             self._last_draw = now
             self._draw(now)
 
     def finish(self) -> None:
-        if self._enabled and self._done > SHOW_ABOVE_BYTES:
-            self._draw(time.monotonic())
+        """End the bar's line (also on failure, so an error message starts a line of its own)."""
+        if self._drawn:
             self._stream.write("\n")
             self._stream.flush()
+            self._drawn = False
 
     def _draw(self, now: float) -> None:
         rate = self._done / max(now - self._start, 1e-6)
@@ -39,6 +43,7 @@ class Progress:
             text = f"\r{self._label} {_mib(self._done)} {_mib(rate)}/s"
         self._stream.write(text)
         self._stream.flush()
+        self._drawn = True
 
 
 def _mib(n: float) -> str:

@@ -31,6 +31,10 @@ class ClusterError(Exception):
     pass
 
 
+class AlreadyRunning(ClusterError):
+    pass
+
+
 @dataclasses.dataclass
 class Options:
     datanodes: int = 10
@@ -48,6 +52,7 @@ class LocalCluster:
     def __init__(self, root: str | os.PathLike):
         self.root = pathlib.Path(root).resolve()
         self.state: dict = {}
+        self._children: dict[int, subprocess.Popen] = {}  # kept so exited children are reaped
         if (self.root / STATE_FILE).exists():
             self.state = json.loads((self.root / STATE_FILE).read_text())
 
@@ -66,7 +71,10 @@ class LocalCluster:
         return entry.get("pid")
 
     def is_running(self, name: str) -> bool:
-        pid = self.pid(name)
+        """Is the process we started still there? A pid alone is not enough: after a reboot or in
+        a new container it may belong to someone else, so its start time must match too."""
+        entry = self._entry(name)
+        pid = entry.get("pid")
         if not pid:
             return False
         try:
@@ -75,32 +83,33 @@ class LocalCluster:
                 return False
         except ChildProcessError:
             pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return _process_state(pid) != "Z"
+        stat = _proc_stat(pid)
+        return stat is not None and stat[0] != "Z" and stat[1] == entry.get("started")
 
     def process_state(self, name: str) -> str:
         """running | frozen | stopped"""
         if not self.is_running(name):
             return "stopped"
-        return "frozen" if _process_state(self.pid(name)) == "T" else "running"
+        return "frozen" if _proc_stat(self.pid(name))[0] == "T" else "running"
 
     # ------------------------------------------------------------------ lifecycle
 
     def up(self, options: Options | None = None, timeout_s: float = 60.0) -> None:
         options = options or Options()
         if self.state and any(self.is_running(n) for n in ["namenode", *self.datanode_ids]):
-            raise ClusterError(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
+            raise AlreadyRunning(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.state = {"options": dataclasses.asdict(options), "namenode": {"port": options.namenode_port}, "datanodes": {}}
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0}
-        self.start("namenode")
-        for name in self.datanode_ids:
-            self.start(name)
-        self.wait_live(self.datanode_ids, timeout_s)
+        try:
+            self.start("namenode")
+            for name in self.datanode_ids:
+                self.start(name)
+            self.wait_live(self.datanode_ids, timeout_s)
+        except BaseException:
+            self.down()  # what did start must not outlive a failed `up`
+            raise
 
     def down(self) -> None:
         names = [*self.datanode_ids, "namenode"] if self.state else []
@@ -150,6 +159,8 @@ class LocalCluster:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         entry["pid"] = proc.pid
+        entry["started"] = _proc_stat(proc.pid)[1]
+        self._children[proc.pid] = proc
         entry["port"] = self._wait_port(name, proc, port_file)
         self._save()
 
@@ -226,12 +237,14 @@ class LocalCluster:
         tmp.replace(self.root / STATE_FILE)
 
 
-def _process_state(pid: int) -> str:
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of a process, None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return "?"
+        return None
+    return fields[0], int(fields[19])
 
 
 def _tail(path: pathlib.Path) -> str:

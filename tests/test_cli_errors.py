@@ -75,3 +75,31 @@ def test_get_to_a_missing_local_directory(nn, tmp_path):
 def test_usage_errors_are_one_line(nn):
     assert_one_line_error(run_cli("put", namenode=nn), "Missing argument")
     assert_one_line_error(run_cli("frobnicate", namenode=nn), "No such command")
+
+
+def test_bad_hedge_environment_is_a_usage_error_for_every_verb(nn):
+    result = run_cli("ls", "/", namenode=nn, env={"HEDGEFS_HEDGE_THRESHOLD_MS": "abc"})
+    assert_one_line_error(result, "HEDGEFS_HEDGE_THRESHOLD_MS")
+    assert result.code == 2
+
+
+def test_cat_into_a_closed_pipe_ends_quietly(nn):
+    import subprocess
+    import sys
+
+    data = b"x" * (3 << 20)
+    assert run_cli("put", "-f", "-", "/err/big", namenode=nn, input=data).code == 0
+    env = {**__import__("os").environ, "HEDGEFS_NAMENODE": nn}
+    cat = subprocess.Popen([sys.executable, "-m", "hedgefs", "cat", "/err/big"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=env)
+    assert cat.stdout.read(10) == b"x" * 10
+    cat.stdout.close()  # like `| head -c 10`
+    _, stderr = cat.communicate(timeout=60)
+    assert stderr == b"", stderr
+    assert cat.returncode in (0, -13)  # done, or SIGPIPE as cat(1) gets
+
+
+def test_cluster_up_on_a_running_cluster_leaves_it_running(cluster):
+    result = run_cli("cluster", "up", "--dir", str(cluster.root), "--namenode-port", "0")
+    assert_one_line_error(result, "already running")
+    assert all(cluster.is_running(name) for name in ["namenode", *cluster.datanode_ids])

@@ -240,3 +240,25 @@ def test_whole_file_read_of_a_healthy_cluster_starts_no_hedge(hcluster):
         stats = fs.stats()
     print(f"4 whole reads of 24 MiB: hedges={stats.counters['hedges']} unit reads={stats.counters['cell_reads']}")
     assert stats.counters["hedges"] == 0 and stats.breaker_trips == 0
+
+
+def test_get_killed_with_sigterm_leaves_no_partial_file(hcluster, faults, two_stripes, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    _, units = two_stripes
+    faults(units[4], stall=True)  # with hedging off, the get waits on this DataNode
+    env = {**os.environ, "HEDGEFS_NAMENODE": hcluster.namenode}
+    target = tmp_path / "copy.bin"
+    get = subprocess.Popen([sys.executable, "-m", "hedgefs", "get", "--no-hedge", "/h/two-stripes", str(target)],
+                           stderr=subprocess.PIPE, env=env)
+    stub = datanode_stub(hcluster, units[4])
+    wait_until(lambda: stub.GetFaults(pb.FaultClearRequest(), timeout=5).stalled_reads > 0, 30,
+               "the get to reach the stalled DataNode")
+    assert list(tmp_path.iterdir()), "the get should have its temporary file open by now"
+    get.send_signal(signal.SIGTERM)
+    _, stderr = get.communicate(timeout=30)
+    assert get.returncode == 128 + signal.SIGTERM, stderr
+    assert list(tmp_path.iterdir()) == [], "a partial file was left behind"
