@@ -5,6 +5,7 @@ then times only the command itself, so the figure is the data path, not Python's
 child's peak RSS is the client's memory for the transfer (streaming, not whole-file buffers).
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -30,31 +31,47 @@ print(json.dumps({"seconds": elapsed, "peak_rss_mb": rss_mb}), file=sys.stderr)
 
 def timed_cli(*args: str, namenode: str) -> dict:
     env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True, env=env, text=True)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env=env, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"hedgefs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:]}")
     return json.loads(proc.stderr.strip().splitlines()[-1])
 
 
-def write_random_file(path: str, size: int, block: int = 8 << 20) -> None:
+def write_random_file(path: str, size: int, block: int = 8 << 20) -> str:
+    """Random bytes into path; returns their SHA-256."""
+    digest = hashlib.sha256()
     with open(path, "wb") as f:
         left = size
         while left > 0:
-            n = min(block, left)
-            f.write(os.urandom(n))
-            left -= n
+            data = os.urandom(min(block, left))
+            f.write(data)
+            digest.update(data)
+            left -= len(data)
+    return digest.hexdigest()
+
+
+def _remote_sha256(namenode: str, remote: str) -> str:
+    from hedgefs.client.fs import FileSystem
+
+    digest = hashlib.sha256()
+    with FileSystem(namenode) as fs, fs.open(remote) as f:
+        for chunk in f.chunks():
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def run_throughput_bench(namenode: str, datanode_address: str, size: int = 256 << 20,
                          remote: str = "/bench/throughput.bin", workdir: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(dir=workdir, prefix="hedgefs-throughput-") as tmp:
-        src, dst = os.path.join(tmp, "src.bin"), os.path.join(tmp, "dst.bin")
-        write_random_file(src, size)
+        src = os.path.join(tmp, "src.bin")
+        digest = write_random_file(src, size)
         timed_cli("mkdir", "-p", os.path.dirname(remote), namenode=namenode)
         put = timed_cli("put", "-f", src, remote, namenode=namenode)
-        get = timed_cli("get", remote, dst, namenode=namenode)
-        if os.path.getsize(dst) != size or not _same_file(src, dst):
-            raise RuntimeError("get returned different bytes than put stored")
+        # To stdout (/dev/null): the data path, not the local disk's write speed.
+        get = timed_cli("get", remote, "-", namenode=namenode)
+        if _remote_sha256(namenode, remote) != digest:
+            raise RuntimeError("the file read back differs from the file put")
         timed_cli("rm", remote, namenode=namenode)
     transport = run_transport_bench(datanode_address, total_bytes=min(size, 256 << 20))
     put_mb_s, get_mb_s = size / put["seconds"] / 1e6, size / get["seconds"] / 1e6
@@ -67,13 +84,3 @@ def run_throughput_bench(namenode: str, datanode_address: str, size: int = 256 <
         "get_ratio": round(get_mb_s / transport["download_mb_s"], 3),
         "peak_rss_mb": round(max(put["peak_rss_mb"], get["peak_rss_mb"]), 1),
     }
-
-
-def _same_file(a: str, b: str, block: int = 8 << 20) -> bool:
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(block), fb.read(block)
-            if x != y:
-                return False
-            if not x:
-                return True

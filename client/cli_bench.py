@@ -103,3 +103,81 @@ def bench_suite(quick, out, only, threads) -> None:
     command = "hedgefs " + " ".join(sys.argv[1:])
     scenarios.run_suite(pathlib.Path(out) if out else scenarios.RESULTS_DIR, quick=quick, only=numbers,
                         threads=threads, command=command, say=lambda s: click.echo(s))
+
+
+# ---------------------------------------------------------------------------- data path (bench/)
+
+@bench.command("codec", context_settings=CONTEXT)
+@click.option("--cell-size", type=click.IntRange(1), default=1 << 20, show_default=True, metavar="BYTES")
+@click.option("--seconds", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Per measurement.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line per backend.")
+def bench_codec(cell_size: int, seconds: float, as_json: bool) -> None:
+    """Encode, decode-1 and decode-3 MB/s of RS(6,3) per codec backend, on one core."""
+    from hedgefs.bench.codec import run_codec_bench
+    from hedgefs.ec.codec import default_backend
+
+    rows = run_codec_bench(cell_size=cell_size, seconds=seconds)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps({key: row[key] for key in ("backend", "encode_mb_s", "decode1_mb_s", "decode3_mb_s")}))
+        return
+    click.echo(f"RS(6,3), {cell_size} B cells, MB/s of data (10^6 B); in use: {default_backend()}")
+    click.echo(f"{'backend':<8} {'encode':>10} {'decode-1':>10} {'decode-3':>10}")
+    for row in rows:
+        click.echo(f"{row['backend']:<8} {row['encode_mb_s']:>10.1f} {row['decode1_mb_s']:>10.1f} {row['decode3_mb_s']:>10.1f}")
+
+
+def _datanode_address(namenode: str | None, datanode_id: str | None) -> tuple[str, str]:
+    from hedgefs.proto import hedgefs_pb2 as pb
+
+    with open_fs(namenode) as fs:
+        live = [d for d in fs.rpc("Report", pb.Empty()).datanodes if d.state == "live"]
+    for d in live:
+        if datanode_id in (None, d.id):
+            return d.id, d.address
+    raise UsageError(f"no live DataNode {datanode_id}" if datanode_id else "no live DataNode")
+
+
+@bench.command("transport", context_settings=CONTEXT)
+@click.option("--datanode", "datanode_id", metavar="DN_ID", help="DataNode to measure against [the first live one].")
+@click.option("--size", type=click.IntRange(1), default=256 << 20, show_default=True, metavar="BYTES")
+@click.option("--streams", type=click.IntRange(1, 64), default=6, show_default=True, help="Concurrent streams (a stripe reads 6).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line.")
+@namenode_option
+def bench_transport(datanode_id, size, streams, as_json, namenode) -> None:
+    """Raw gRPC throughput between this process and one DataNode: the data path's ceiling."""
+    from hedgefs.bench.transport import run_transport_bench
+
+    dn, address = _datanode_address(namenode, datanode_id)
+    result = {"datanode": dn, **run_transport_bench(address, total_bytes=size, streams=streams)}
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"{dn} ({address}), {streams} streams of 1 MiB messages: "
+                   f"download {result['download_mb_s']:.0f} MB/s, upload {result['upload_mb_s']:.0f} MB/s")
+
+
+@bench.command("throughput", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1), default=256 << 20, show_default=True, metavar="BYTES")
+@click.option("--datanode", "datanode_id", metavar="DN_ID", help="DataNode for the transport ceiling [the first live one].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line.")
+@namenode_option
+def bench_throughput(size, datanode_id, as_json, namenode) -> None:
+    """Whole-file put and get through the CLI's code path, as a fraction of raw transport.
+
+    Each transfer runs `hedgefs put` / `hedgefs get` in a child process that times the command
+    itself (not Python's start-up) and reports its peak RSS.
+    """
+    from hedgefs.bench.throughput import run_throughput_bench
+    from hedgefs.client.fs import namenode_address
+
+    _, address = _datanode_address(namenode, datanode_id)
+    result = run_throughput_bench(namenode_address(namenode), address, size=size)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        t = result["transport_mb_s"]
+        click.echo(f"{size} bytes: put {result['put_mb_s']:.0f} MB/s ({result['put_ratio']:.2f} of upload {t['upload']:.0f}), "
+                   f"get {result['get_mb_s']:.0f} MB/s ({result['get_ratio']:.2f} of download {t['download']:.0f}), "
+                   f"peak client RSS {result['peak_rss_mb']:.0f} MB")
