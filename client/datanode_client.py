@@ -7,7 +7,7 @@ business (it hedges). Nothing here blocks on a connect timeout.
 
 import grpc
 
-from hedgefs.client import wire
+from hedgefs.proto import wire
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc

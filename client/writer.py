@@ -15,7 +15,7 @@ from typing import Callable
 
 import grpc
 
-from hedgefs.client import wire
+from hedgefs.proto import wire
 from hedgefs.client.datanode_client import DataNodeClient
 from hedgefs.client.errors import HedgefsError
 from hedgefs.ec import layout

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from hedgefs.client import wire
+from hedgefs.proto import wire
 from hedgefs.proto import hedgefs_pb2 as pb
 
 
@@ -26,3 +26,9 @@ def test_read_chunk_falls_back_to_protobuf_for_other_shapes():
     msg = pb.ReadChunk(data=b"abc")
     raw = msg.SerializeToString() + b"\x10\x01"  # an unknown field after the data
     assert bytes(wire.read_chunk_data(raw)) == b"abc"
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 1 << 20])
+def test_read_chunk_matches_protobuf(size):
+    data = os.urandom(size)
+    assert wire.read_chunk(memoryview(data)) == pb.ReadChunk(data=data).SerializeToString()

@@ -1,8 +1,10 @@
-"""The two data-carrying messages, framed by hand so cell bytes are copied once, off the loop.
+"""The two data-carrying messages, framed by hand so cell bytes are copied once.
 
-protobuf would copy a cell into a message, then again to serialise it (or to parse it), on the
-event loop thread. WriteChunk{data} and ReadChunk{data} are one length-delimited field each, so
-framing is a tag, a varint and the bytes. tests/test_wire.py checks both against protobuf.
+protobuf would copy a cell into a message and again to serialise it (or to parse it): on the
+client's event loop thread, and in every DataNode read. WriteChunk{data} and ReadChunk{data} are
+one length-delimited field each, so framing is a tag, a varint and the bytes; the RPCs that
+carry them are registered with these functions instead of protobuf's (de)serialisers.
+tests/test_wire.py checks both against protobuf.
 """
 
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -28,6 +30,13 @@ def write_chunk(data) -> bytes:
     if not len(data):
         return b""
     return b"".join((_WRITE_DATA_TAG, _varint(len(data)), data))
+
+
+def read_chunk(data) -> bytes:
+    """A serialised ReadChunk carrying `data` (any buffer): what a DataNode sends."""
+    if not len(data):
+        return b""
+    return b"".join((b"\x0a", _varint(len(data)), data))
 
 
 def serialize(message) -> bytes:
