@@ -77,6 +77,7 @@ class NameNode:
                             wall_ms=self.wall_ms)
         self.blocks = BlockMap(self.db, self.wall_ms)
         self.liveness = Liveness(dead_interval_s, clock)
+        self._registered: set[str] = set()  # DataNodes that registered with this process
         self.liveness.load(self.blocks.datanodes())
         self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
         self._delete_sent: dict[tuple[str, int, int], float] = {}
@@ -203,6 +204,7 @@ class NameNode:
         with self.db.tx():
             self.blocks.save_datanode(datanode_id, address)
         self.liveness.seen(datanode_id, address)
+        self._registered.add(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
@@ -213,6 +215,12 @@ class NameNode:
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
                   active_repairs: int = 0) -> HeartbeatReply:
         if not self.liveness.knows(datanode_id):
+            return HeartbeatReply([], reregister=True)
+        if datanode_id not in self._registered:
+            # Known from SQLite but not yet heard by this NameNode process (it restarted): it
+            # stays live for reads, and is asked to register and report its units, so that the
+            # block map is rebuilt from what the DataNodes really hold.
+            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs)
             return HeartbeatReply([], reregister=True)
         if address and address != self.liveness.address(datanode_id):
             with self.db.tx():

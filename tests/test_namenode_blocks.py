@@ -127,7 +127,11 @@ def test_known_datanodes_count_as_live_after_restart_until_the_dead_interval(tmp
     nn.close()
     nn = make_namenode(tmp_path / "nn", clock)
     assert len(nn.file_info("/f").groups[0].units) == 5
-    assert not nn.heartbeat("dn1", "").reregister  # known from SQLite: accepted as is
+    # Known from SQLite: live for reads, but asked to register and report its units again.
+    assert nn.heartbeat("dn1", "").reregister
+    assert len(nn.file_info("/f").groups[0].units) == 5
+    nn.register("dn1", "127.0.0.1:1")
+    assert not nn.heartbeat("dn1", "").reregister
     clock.advance(31)
     nn.heartbeat("dn1", "")
     assert [u.datanode_id for u in nn.file_info("/f").groups[0].units] == ["dn1"]
@@ -170,6 +174,10 @@ def test_pending_deletes_survive_restart_and_expire(tmp_path, clock):
     nn.close()
     nn = make_namenode(tmp_path / "nn", clock)
     assert sum(nn.blocks.pending_delete_counts().values()) == 5
+    known = nn.liveness.live_ids()
+    assert all(nn.heartbeat(dn, "").reregister for dn in known)
+    for dn in known:  # as DataNodes do when told to
+        nn.register(dn, nn.liveness.address(dn))
     assert all(len(c) == 1 for c in heartbeat_all(nn).values())
     clock.advance(DELETE_TTL_S + 1)
     heartbeat_all(nn)
