@@ -3,7 +3,6 @@
 Errors are one line on stderr and a non-zero exit (see client/errors.py for the codes).
 """
 
-import functools
 import json
 import logging
 import os
@@ -379,10 +378,13 @@ def _check_policy(name: str) -> None:
 @click.option("--http-port", type=int, help="Reserved for a metrics endpoint.")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
 @click.option("--repair-interval-s", type=float, default=1.0, show_default=True, help="How often the repair monitor runs.")
+@click.option("--lease-timeout-s", type=float, default=600.0, show_default=True,
+              help="A write silent this long is abandoned (its client died) and its units deleted.")
 @click.option("--block-size", type=int, default=128 * 1024 * 1024, show_default=True, help="Bytes per internal block in a full group.")
 @click.option("--default-policy", default="RS-6-3-1024k", show_default=True, help="Policy where no directory sets one.")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
-def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, block_size, default_policy, port_file) -> None:
+def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, lease_timeout_s, block_size,
+             default_policy, port_file) -> None:
     """Run a NameNode (namespace and block-group map in SQLite)."""
     from hedgefs.namenode.server import serve
 
@@ -390,7 +392,8 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
     _check_policy(default_policy)
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
-              default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s)
+              default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
+              lease_timeout_s=lease_timeout_s)
     except (ValueError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
 

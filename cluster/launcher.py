@@ -44,6 +44,7 @@ class Options:
     heartbeat_interval_s: float = 1.0
     dead_interval_s: float = 30.0
     repair_interval_s: float = 1.0
+    lease_timeout_s: float = 600.0
     fsync: bool = True
     enable_faults: bool = True
 
@@ -141,7 +142,8 @@ class LocalCluster:
         if name == "namenode":
             args = ["namenode", "--port", str(entry["port"]), "--data-dir", str(data_dir),
                     "--dead-interval-s", str(options["dead_interval_s"]),
-                    "--repair-interval-s", str(options["repair_interval_s"])]
+                    "--repair-interval-s", str(options["repair_interval_s"]),
+                    "--lease-timeout-s", str(options.get("lease_timeout_s", 600.0))]
             if options.get("policy"):
                 args += ["--default-policy", options["policy"]]
             if options.get("block_size"):

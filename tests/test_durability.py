@@ -1,0 +1,618 @@
+"""Durability and self-repair on real processes (issue 4), one test per scenario.
+
+Every scenario runs against real NameNode and DataNode processes (the launcher behind
+`hedgefs cluster`), RS-6-3-64k with 256 KiB internal blocks on 10 DataNodes, heartbeats every
+0.3 s and a 3 s dead interval. Scenarios that leave the cluster healthy share one cluster; the
+`dfs` fixture puts back whatever a scenario left killed or frozen and waits for fsck HEALTHY.
+
+Nothing here sleeps in place of synchronisation: waits are `wait_until(predicate, timeout,
+what)` with wide deadlines, and a put is paused mid-group by a source that blocks (library) or
+by a pipe the test feeds (CLI) while the test watches the DataNodes' temp files to know which
+units are being written at that moment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import CELL, GROUP, STRIPE, Result, assert_one_line_error, pattern, run_cli, start_cluster
+from hedgefs.client.config import HedgeConfig
+from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
+from hedgefs.client.fs import FileSystem
+from hedgefs.cluster.launcher import LocalCluster
+from hedgefs.proto import hedgefs_pb2 as pb
+
+NO_HEDGE = HedgeConfig(enabled=False)
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05, detail=None):
+    """Poll `predicate` until it returns something truthy (returned); fail clearly at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            extra = f"; {detail()}" if detail else f"; last value {value!r}"
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+def fsck(fs: FileSystem, path: str = "/") -> pb.FsckResponse:
+    return fs.rpc("Fsck", pb.PathRequest(path=path))
+
+
+def fsck_cli(nn: str, path: str = "/") -> dict:
+    result = run_cli("fsck", path, "--json", namenode=nn)
+    doc = json.loads(result.stdout)
+    assert result.code == (1 if doc["status"] == "CORRUPT" else 0), result.stderr
+    return doc
+
+
+def report(fs: FileSystem) -> dict[str, pb.DataNodeInfo]:
+    return {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
+
+
+def report_cli(nn: str) -> dict[str, dict]:
+    result = run_cli("admin", "report", "--json", namenode=nn)
+    assert result.code == 0, result.stderr
+    return {row["id"]: row for row in json.loads(result.stdout)["datanodes"]}
+
+
+def stat_cli(nn: str, path: str) -> dict:
+    result = run_cli("stat", "--json", path, namenode=nn)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def holders(fs: FileSystem, path: str, group: int = 0) -> dict[int, str]:
+    """unit index -> DataNode, for one group of a file (units on dead DataNodes left out)."""
+    return {i: u.datanode_id for i, u in fs.stat(path).groups[group].units.items()}
+
+
+def unit_file(cluster: LocalCluster, dn: str, group_id: int, index: int) -> Path:
+    return cluster.root / dn / "blocks" / f"{group_id % 256:02x}" / f"{group_id}_{index}.blk"
+
+
+def stored_units(cluster: LocalCluster) -> list[Path]:
+    """Every finalized unit file on every DataNode."""
+    return sorted(p for dn in cluster.datanode_ids for p in (cluster.root / dn / "blocks").glob("*/*.blk"))
+
+
+def unit_names(cluster: LocalCluster) -> Counter:
+    """(group id, unit index) of every finalized unit on any DataNode, counted (a copy each)."""
+    return Counter(tuple(int(x) for x in p.stem.split("_")) for p in stored_units(cluster))
+
+
+def temp_units(cluster: LocalCluster, dn: str) -> list[Path]:
+    """A DataNode's unfinished writes (its tmp/ directory), block files only."""
+    tmp = cluster.root / dn / "tmp"
+    return sorted(p for p in tmp.iterdir() if p.suffix == ".blk") if tmp.exists() else []
+
+
+def writing_now(cluster: LocalCluster, cells: int) -> list[str]:
+    """DataNodes holding a temp unit that has received exactly `cells` cells so far."""
+    out = []
+    for dn in cluster.datanode_ids:
+        sizes = []
+        for p in temp_units(cluster, dn):
+            try:
+                sizes.append(p.stat().st_size)
+            except FileNotFoundError:
+                pass
+        if cells * CELL in sizes:
+            out.append(dn)
+    return out
+
+
+def wait_mid_group(cluster: LocalCluster, cells: int = 2) -> list[str]:
+    """Wait until a put is `cells` cells into a block group on 9 DataNodes; returns those DataNodes."""
+    def nine() -> list[str] | None:
+        dns = writing_now(cluster, cells)
+        return dns if len(dns) == 9 else None
+
+    return wait_until(nine, 20, f"9 DataNodes holding {cells} cells of the group being written",
+                      detail=lambda: f"temp units: { {dn: temp_units(cluster, dn) for dn in cluster.datanode_ids} }")
+
+
+def assert_invisible(fs: FileSystem, nn: str, path: str) -> None:
+    with pytest.raises(NotFound):
+        fs.stat(path)
+    parent = path.rsplit("/", 1)[0] or "/"
+    assert path not in [e.path for e in fs.list(parent)]
+    listing = run_cli("ls", parent, namenode=nn)
+    assert listing.code == 0, listing.stderr
+    assert path.encode() not in listing.stdout
+    assert_one_line_error(run_cli("stat", path, namenode=nn), "no such file")
+
+
+def restore(cluster: LocalCluster, fs: FileSystem, timeout: float = 60) -> None:
+    """Bring every process back (thaw frozen ones, start stopped ones) and wait for HEALTHY."""
+    for name in ["namenode", *cluster.datanode_ids]:
+        state = cluster.process_state(name)
+        if state == "frozen":
+            cluster.thaw(name)
+        elif state == "stopped":
+            cluster.start(name)
+    cluster.wait_live(cluster.datanode_ids, timeout)
+    wait_until(lambda: fsck(fs).status == "HEALTHY", timeout, "fsck HEALTHY before the scenario",
+               detail=lambda: str(fsck(fs)))
+    wait_until(lambda: settled(cluster, fs), timeout, "the DataNodes to settle before the scenario",
+               detail=lambda: f"copies {[n for n, c in unit_names(cluster).items() if c > 1]}, "
+                              f"report {[(d, r.units) for d, r in report(fs).items()]}")
+
+
+def settled(cluster: LocalCluster, fs: FileSystem) -> bool:
+    """No unit on two disks (stale copies deleted), no temp files, and every DataNode's last
+    heartbeat agrees with its disk."""
+    names = unit_names(cluster)
+    if any(c > 1 for c in names.values()) or any(temp_units(cluster, dn) for dn in cluster.datanode_ids):
+        return False
+    rows = report(fs)
+    return all(rows[dn].units == len(list((cluster.root / dn / "blocks").glob("*/*.blk")))
+               for dn in cluster.datanode_ids)
+
+
+class PausingSource:
+    """A file-like source whose read() blocks at `pause_at` until `go` is set.
+
+    `reached` is set when the writer asks for the byte at `pause_at`: from then on it is stuck
+    mid-put, with the streams of the current block group open.
+    """
+
+    def __init__(self, data: bytes, pause_at: int):
+        self.data, self.pos, self.pause_at = data, 0, pause_at
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def read(self, n: int = -1) -> bytes:
+        if self.pos >= self.pause_at and not self.go.is_set():
+            self.reached.set()
+            if not self.go.wait(60):
+                raise TimeoutError("the test never released the paused put")
+        end = len(self.data) if n < 0 else min(len(self.data), self.pos + n)
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+
+class BackgroundPut(threading.Thread):
+    def __init__(self, fs: FileSystem, path: str, source):
+        super().__init__(daemon=True)
+        self.fs, self.path, self.source = fs, path, source
+        self.length: int | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.length = self.fs.write(self.path, self.source)
+        except BaseException as err:  # noqa: BLE001 - handed to the test
+            self.error = err
+
+
+class PipedPut:
+    """`hedgefs put - PATH` in a subprocess, fed by the test through a pipe."""
+
+    def __init__(self, nn: str, path: str):
+        env = dict(os.environ, HEDGEFS_NAMENODE=nn)
+        self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "put", "-", path], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def feed(self, data: bytes) -> bool:
+        """Write to the put's stdin (returns once it has read all but a pipe buffer); False if it is gone."""
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            return True
+        except BrokenPipeError:
+            return False
+
+    def why(self) -> str:
+        """Why feeding failed: what the put said on stderr (it closed its stdin, so it is exiting)."""
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "(the put stopped reading its stdin but did not exit)"
+        return self.proc.stderr.read().decode(errors="replace")
+
+    def finish(self, timeout: float = 60) -> tuple[int, str]:
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # the put gave up before reading everything
+        self.proc.stdin = None
+        _, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, err.decode(errors="replace")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except BrokenPipeError:
+                pass
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("durability"))
+    yield c
+    c.down()
+
+
+@pytest.fixture
+def dfs(shared_cluster):
+    """The shared cluster, every process up and fsck HEALTHY."""
+    with FileSystem(shared_cluster.namenode) as fs:
+        restore(shared_cluster, fs)
+    return shared_cluster
+
+
+@pytest.fixture
+def fs(dfs):
+    with FileSystem(dfs.namenode) as f:
+        for directory in ("/repair", "/space", "/writes", "/stream"):
+            f.mkdir(directory, parents=True)
+        yield f
+
+
+# ---------------------------------------------------------------------------- scenarios
+
+
+def test_lost_datanode_is_repaired_onto_the_spare_and_then_any_3_more_losses_read_exactly(dfs, fs, tmp_path):
+    nn, path = dfs.namenode, "/repair/one-lost"
+    data = pattern(GROUP - 2 * CELL - 4321, seed=11)  # one group, ending in a short stripe
+    put = run_cli("put", "-", path, namenode=nn, input=data)
+    assert put.code == 0, put.stderr
+    doc = stat_cli(nn, path)
+    (group,) = doc["groups"]
+    gid, before = group["id"], {u["index"]: u["datanode"] for u in group["units"]}
+    assert len(set(before.values())) == 9
+    (spare,) = set(dfs.datanode_ids) - set(before.values())
+    victim = before[0]  # a data unit: every plain read of the file needs it
+    original = unit_file(dfs, victim, gid, 0).read_bytes()
+
+    # Freeze the spare first: the repair cannot start until we thaw it, so DEGRADED is observable.
+    dfs.freeze(spare)
+    dfs.kill(victim)
+    wait_until(lambda: fsck(fs).status == "DEGRADED", 20, "fsck DEGRADED after the kill")
+    degraded = fsck_cli(nn)
+    assert degraded["status"] == "DEGRADED" and degraded["missing"] == 0, degraded
+    assert {"path": path, "group": gid, "live_units": 8, "needed_units": 6, "status": "DEGRADED"} \
+        in degraded["problems"], degraded
+    assert run_cli("cat", path, namenode=nn).stdout == data  # degraded still reads
+
+    dfs.thaw(spare)
+    wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "repair onto the spare (fsck HEALTHY)",
+               detail=lambda: str(fsck(fs)))
+    healthy = fsck_cli(nn)
+    assert healthy["status"] == "HEALTHY" and healthy["degraded"] == healthy["missing"] == 0, healthy
+    after = {u["index"]: u["datanode"] for u in stat_cli(nn, path)["groups"][0]["units"]}
+    assert after == {**before, 0: spare}, "unit 0 should now live on the spare, the rest unmoved"
+    # The rebuilt unit is byte for byte what the dead DataNode held.
+    assert unit_file(dfs, spare, gid, 0).read_bytes() == original
+
+    # Any 3 further losses still read exactly: every pattern, by hiding units from the reader...
+    status = fs.stat(path)
+    g = status.groups[0]
+    for gone in itertools.combinations(range(9), 3):
+        crippled = dataclasses.replace(g, units={i: u for i, u in g.units.items() if i not in gone})
+        got = fs._call(fs._pread(dataclasses.replace(status, groups=(crippled,)), 0, status.length))
+        assert bytes(got) == data, f"lost units {gone}"
+    # ...and for real: kill 3 more current holders, keeping the rebuilt unit among the 6 left.
+    for index in (1, 2, 7):
+        dfs.kill(after[index])
+    out = tmp_path / "three-more-lost"
+    got = run_cli("get", path, str(out), namenode=nn)
+    assert got.code == 0, got.stderr
+    assert out.read_bytes() == data
+
+    # The DataNodes come back; the first victim's copy of unit 0 is now a stale extra: deleted.
+    for index in (1, 2, 7):
+        dfs.start(after[index])
+    dfs.start(victim)
+    dfs.wait_live(dfs.datanode_ids)
+    wait_until(lambda: not unit_file(dfs, victim, gid, 0).exists(), 30, f"stale unit {gid}/0 deleted on {victim}")
+    wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "fsck HEALTHY with every DataNode back")
+    assert holders(fs, path) == after
+
+
+def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
+    nn, path = dfs.namenode, "/repair/corrupt"
+    data = pattern(GROUP - 1000, seed=22)
+    fs.write_bytes(path, data)
+    gid = fs.stat(path).groups[0].id
+    before = holders(fs, path)
+    (spare,) = set(dfs.datanode_ids) - set(before.values())
+    index, bad_dn = 1, before[1]
+    blk = unit_file(dfs, bad_dn, gid, index)
+    original = blk.read_bytes()
+    with open(blk, "r+b") as f:  # flip 16 bytes in the middle of the unit, on disk
+        f.seek(len(original) // 2)
+        chunk = f.read(16)
+        f.seek(len(original) // 2)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+
+    # Detected on read: the checksum fails, the client rebuilds the cell and returns exact bytes.
+    # (No hedging: on a loaded machine a hedge could win before the failure is even seen.)
+    with FileSystem(nn, hedge=NO_HEDGE) as reader:
+        assert reader.read_bytes(path) == data
+        assert reader.stats().counters["decodes_on_failure"] >= 1
+    # Reported and repaired: the unit leaves the corrupt DataNode, is rebuilt elsewhere, and the
+    # corrupt copy is deleted from the disk.
+    wait_until(lambda: holders(fs, path).get(index) not in (None, bad_dn) and fsck(fs).status == "HEALTHY",
+               30, f"unit {gid}/{index} repaired away from {bad_dn}",
+               detail=lambda: f"holders {holders(fs, path)}, fsck {fsck(fs).status}")
+    new_dn = holders(fs, path)[index]
+    assert new_dn == spare
+    assert unit_file(dfs, new_dn, gid, index).read_bytes() == original
+    wait_until(lambda: not blk.exists(), 30, f"corrupt copy of {gid}/{index} deleted on {bad_dn}")
+    assert fsck_cli(nn)["status"] == "HEALTHY"
+    # The new copy reads correctly through its DataNode (which verifies its checksums)...
+    import grpc
+    from hedgefs.proto import hedgefs_pb2_grpc
+
+    address = fs.stat(path).groups[0].units[index].address
+    with grpc.insecure_channel(address) as channel:
+        chunks = hedgefs_pb2_grpc.DataNodeStub(channel).ReadUnit(
+            pb.ReadRequest(group_id=gid, index=index, offset=0, length=len(original)), timeout=10)
+        assert b"".join(c.data for c in chunks) == original
+    # ...and a fresh client reads the file without rebuilding anything.
+    with FileSystem(nn, hedge=NO_HEDGE) as fresh:
+        assert fresh.read_bytes(path) == data
+        assert fresh.stats().counters["decodes_on_failure"] == 0
+
+
+def test_rm_frees_space_on_the_datanodes(dfs, fs):
+    nn, path = dfs.namenode, "/space/big"
+    before = report_cli(nn)
+    data = pattern(2 * GROUP + 3 * STRIPE + 77, seed=33)  # three groups, the last partial
+    assert run_cli("put", "-", path, namenode=nn, input=data).code == 0
+    doc = stat_cli(nn, path)
+    stored = sum(u["length"] for g in doc["groups"] for u in g["units"])
+    files = [unit_file(dfs, u["datanode"], g["id"], u["index"]) for g in doc["groups"] for u in g["units"]]
+    assert all(f.exists() for f in files)
+    total_before = sum(r["used_bytes"] for r in before.values())
+    wait_until(lambda: sum(d.used_bytes for d in report(fs).values()) == total_before + stored, 20,
+               "heartbeats to show the new file's bytes")
+
+    assert run_cli("rm", path, namenode=nn).code == 0
+    wait_until(lambda: all(report(fs)[dn].used_bytes == before[dn]["used_bytes"] for dn in before), 30,
+               "used bytes back to the before-put level",
+               detail=lambda: str({d: (r.used_bytes, before[d]["used_bytes"]) for d, r in report(fs).items()}))
+    after = report_cli(nn)
+    assert {dn: (r["used_bytes"], r["units"]) for dn, r in after.items()} == \
+        {dn: (r["used_bytes"], r["units"]) for dn, r in before.items()}
+    assert not [f for f in files if f.exists()], "unit files left on disk after rm"
+
+
+def test_datanode_killed_in_the_middle_of_a_20mib_put(dfs, fs):
+    nn, path = dfs.namenode, "/writes/dn-killed"
+    data = pattern(21 * 1024 * 1024 + 12345, seed=44)
+    pause_at = 5 * GROUP + 2 * STRIPE  # two stripes into the sixth group
+    source = PausingSource(data, pause_at)
+    put = BackgroundPut(fs, path, source)
+    put.start()
+    assert source.reached.wait(60), "the put never got to the pause point"
+    writers = wait_mid_group(dfs)
+    victim = writers[0]
+    dfs.kill(victim)
+    assert temp_units(dfs, victim), "the killed DataNode should have been mid-write"
+    source.go.set()
+    put.join(120)
+    assert not put.is_alive()
+    assert put.error is None, f"put failed: {put.error!r}"
+    assert put.length == len(data)
+    assert fs.read_bytes(path) == data
+    got = run_cli("cat", path, namenode=nn)
+    assert got.code == 0 and got.stdout == data, got.stderr
+
+    # The missing units are rebuilt on the 9 live DataNodes (one of them is every group's spare),
+    # those of the groups written before the kill once the NameNode has declared the victim dead.
+    wait_until(lambda: report(fs)[victim].state == "dead", 20, f"{victim} declared dead")
+    wait_until(lambda: fsck(fs, path).status == "HEALTHY", 60, "repair after the put (fsck HEALTHY)",
+               detail=lambda: str(fsck(fs, path)))
+    assert fsck_cli(nn, path)["status"] == "HEALTHY"
+    for g in fs.stat(path).groups:
+        assert len({u.datanode_id for u in g.units.values()}) == 9, f"group {g.id} is not whole again"
+    assert fs.read_bytes(path) == data
+
+    # A DataNode restart cleans the temp files of its unfinished writes.
+    dfs.start(victim)
+    assert not temp_units(dfs, victim)
+    dfs.wait_live([victim])
+    wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "fsck HEALTHY with the DataNode back")
+    assert fs.read_bytes(path) == data
+
+
+def test_four_of_nine_killed_during_a_put_fails_cleanly_and_leaves_nothing(dfs, fs):
+    nn, path = dfs.namenode, "/writes/four-killed"
+    before = report_cli(nn)
+    newest = max((gid for gid, _ in unit_names(dfs)), default=0)  # group ids only grow: the put's are above
+
+    def the_puts_units() -> list[tuple[int, int]]:
+        return sorted(name for name in unit_names(dfs).elements() if name[0] > newest)
+    data = pattern(3 * GROUP + 2 * STRIPE, seed=55)
+    put = PipedPut(nn, path)
+    try:
+        fed = 2 * GROUP + 2 * STRIPE  # stop feeding two stripes into the third group
+        assert put.feed(data[:fed]), put.why()
+        writers = wait_mid_group(dfs)
+        assert len(the_puts_units()) == 18, "the first two groups should be finalized on 9 DataNodes each"
+        victims = writers[:4]
+        for dn in victims:
+            dfs.kill(dn)
+        put.feed(data[fed:])
+        code, stderr = put.finish()
+    finally:
+        if put.proc.poll() is None:
+            put.kill()
+    # Bring the killed DataNodes back at once: the sooner they return, the less the NameNode
+    # rebuilds of other files' units they hold (harmless, but it moves units around).
+    for dn in victims:
+        dfs.start(dn)
+    assert_one_line_error(Result(code, b"", stderr), "write failed")
+    assert "6 needed" in stderr, stderr
+    assert_invisible(fs, nn, path)
+
+    # Orphaned units (the first two groups were complete on every DataNode) are deleted: on the
+    # live DataNodes at once, on the killed ones when they are back.
+    dfs.wait_live(victims)
+    wait_until(lambda: not the_puts_units() and not any(temp_units(dfs, dn) for dn in dfs.datanode_ids), 30,
+               "the failed put's units deleted from every DataNode's disk", detail=lambda: str(the_puts_units()))
+    # The admin report falls back with them. (Per DataNode it may differ from before: had the
+    # killed DataNodes stayed away past the dead interval, units of other files were rebuilt
+    # elsewhere and their returning copies deleted. In total it is the before-put level.)
+    wait_until(lambda: settled(dfs, fs), 30, "admin report to agree with the disks")
+    after = report_cli(nn)
+    assert sum(r["units"] for r in after.values()) == sum(r["units"] for r in before.values())
+    assert sum(r["used_bytes"] for r in after.values()) == sum(r["used_bytes"] for r in before.values())
+    assert fsck(fs).status == "HEALTHY"
+    assert_invisible(fs, nn, path)
+
+
+def test_client_killed_mid_put_leaves_no_visible_file(dfs, fs):
+    nn, path = dfs.namenode, "/writes/client-killed"
+    data = pattern(2 * GROUP, seed=66)
+    put = PipedPut(nn, path)
+    try:
+        assert put.feed(data[:GROUP + 2 * STRIPE]), put.why()
+        wait_mid_group(dfs)
+    finally:
+        put.kill()
+    assert_invisible(fs, nn, path)
+    # The DataNodes drop the half-written units of the dead client's streams.
+    wait_until(lambda: not any(temp_units(dfs, dn) for dn in dfs.datanode_ids), 20,
+               "temp files of the dead client's writes removed")
+    assert_invisible(fs, nn, path)
+
+
+def test_client_killed_mid_put_its_orphaned_units_are_cleaned_after_the_lease(tmp_path):
+    cluster = start_cluster(tmp_path / "lease", lease_timeout_s=2.0)
+    try:
+        nn, path = cluster.namenode, "/lease/client-killed"
+        with FileSystem(nn) as fs:
+            fs.mkdir("/lease")
+            data = pattern(2 * GROUP, seed=77)
+            put = PipedPut(nn, path)
+            try:
+                assert put.feed(data[:GROUP + 2 * STRIPE]), put.why()
+                wait_mid_group(cluster)
+                # The first group was finalized before the second started: 9 units on disk.
+                assert len(stored_units(cluster)) == 9
+            finally:
+                put.kill()
+            assert_invisible(fs, nn, path)
+            wait_until(lambda: not stored_units(cluster) and not any(temp_units(cluster, dn)
+                                                                     for dn in cluster.datanode_ids), 30,
+                       "the dead writer's units deleted after its lease expired",
+                       detail=lambda: str(stored_units(cluster)))
+            wait_until(lambda: all(r.units == r.used_bytes == 0 for r in report(fs).values()), 10,
+                       "admin report to show no units left")
+            assert_invisible(fs, nn, path)
+    finally:
+        cluster.down()
+
+
+def test_namenode_kill_9_during_a_stream_of_puts(dfs, fs):
+    """A thread puts files in a loop (the kill lands wherever it lands) while a second put is held
+    mid-stream (two groups in, its first group's units already on the DataNodes) at the kill."""
+    nn = dfs.namenode
+    outcomes: list[dict] = []
+    stop = threading.Event()
+
+    def put_one(client: FileSystem, path: str, size: int, seed: int, source=None) -> dict:
+        sent = [0]
+        entry = {"path": path, "size": size, "seed": seed, "ok": False, "in_doubt": False}
+        try:
+            client.write(path, source or io.BytesIO(pattern(size, seed=seed)),
+                         progress=lambda n: sent.__setitem__(0, sent[0] + n))
+            entry["ok"] = True
+        except HedgefsError as err:
+            entry["error"] = err
+            # Only a Complete whose answer was lost can have taken effect: every byte was sent,
+            # then the NameNode went away. Such a put is in doubt, as any RPC is.
+            entry["in_doubt"] = sent[0] == size and isinstance(err, Unavailable)
+        entry["done_at"] = time.monotonic()
+        outcomes.append(entry)
+        return entry
+
+    def loop():
+        with FileSystem(nn) as client:
+            for i in itertools.count():
+                if stop.is_set():
+                    return
+                entry = put_one(client, f"/stream/f{i}", (i * 97_531) % (GROUP + 3 * STRIPE) + 1, seed=i)
+                if not entry["ok"]:
+                    stop.wait(0.05)  # do not spin while the NameNode is down
+
+    def successes(after: float = 0.0) -> int:
+        return sum(1 for o in outcomes if o["ok"] and o["done_at"] > after)
+
+    held_size = 2 * GROUP + STRIPE
+    held = PausingSource(pattern(held_size, seed=1000), pause_at=GROUP + 2 * STRIPE)
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: successes() >= 5, 30, "5 puts to succeed before the kill")
+        with FileSystem(nn) as client:
+            held_put = threading.Thread(target=put_one, args=(client, "/stream/held", held_size, 1000, held),
+                                        daemon=True)
+            held_put.start()
+            assert held.reached.wait(30), "the held put never got to its pause"
+            dfs.kill("namenode")
+            killed_at = time.monotonic()
+            held.go.set()
+            held_put.join(60)
+            assert not held_put.is_alive()
+        wait_until(lambda: any(not o["ok"] and o["done_at"] > killed_at and o["path"] != "/stream/held"
+                               for o in outcomes), 30, "a put of the loop to fail while the NameNode is down")
+        dfs.start("namenode")
+        dfs.wait_live(dfs.datanode_ids)
+        wait_until(lambda: successes(after=killed_at) >= 5, 60, "5 puts to succeed after the restart")
+    finally:
+        stop.set()
+        held.go.set()
+        thread.join(60)
+    assert not thread.is_alive()
+
+    ok = [o for o in outcomes if o["ok"]]
+    failed = [o for o in outcomes if not o["ok"]]
+    held_outcome = next(o for o in outcomes if o["path"] == "/stream/held")
+    assert not held_outcome["ok"] and not held_outcome["in_doubt"], held_outcome
+    with FileSystem(nn) as reader:
+        for o in ok:
+            assert reader.read_bytes(o["path"]) == pattern(o["size"], seed=o["seed"]), o["path"]
+        visible = {e.path for e in reader.list("/stream")}
+        for o in failed:
+            if o["path"] in visible:
+                assert o["in_doubt"], f"{o['path']} failed ({o['error']}) but is visible"
+                assert reader.read_bytes(o["path"]) == pattern(o["size"], seed=o["seed"])
+            else:
+                with pytest.raises(NotFound):
+                    reader.stat(o["path"])
+        assert visible <= {o["path"] for o in outcomes}
+        assert {o["path"] for o in ok} <= visible
+        assert fsck(reader).status == "HEALTHY"
+    assert_invisible(fs, nn, "/stream/held")
+    assert fsck_cli(nn)["status"] == "HEALTHY"
