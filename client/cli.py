@@ -375,7 +375,7 @@ def _check_policy(name: str) -> None:
 @click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where the SQLite namespace lives.")
-@click.option("--http-port", type=int, help="Reserved for a metrics endpoint.")
+@click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics (and /health).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
 @click.option("--repair-interval-s", type=float, default=1.0, show_default=True, help="How often the repair monitor runs.")
 @click.option("--lease-timeout-s", type=float, default=600.0, show_default=True,
@@ -393,7 +393,7 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
-              lease_timeout_s=lease_timeout_s)
+              lease_timeout_s=lease_timeout_s, http_port=http_port)
     except (ValueError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
 

@@ -19,6 +19,7 @@ import grpc
 from hedgefs.namenode import core, model
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NameNodeError, NotFound
+from hedgefs.namenode.http import MetricsServer
 from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namespace import Entry
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2 as pb, hedgefs_pb2_grpc
@@ -207,7 +208,7 @@ def _write_port_file(port_file: str, port: int) -> None:
 def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str | None = None,
           dead_interval_s: float = 30.0, default_block_size: int = 128 * 1024 * 1024,
           default_policy: str = "RS-6-3-1024k", repair_interval_s: float = 1.0,
-          lease_timeout_s: float = 600.0) -> None:
+          lease_timeout_s: float = 600.0, http_port: int | None = None) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -215,7 +216,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
     """
     os.makedirs(data_dir, exist_ok=True)
     dir_lock = _lock_data_dir(data_dir)
-    namenode = server = monitor = None
+    namenode = server = monitor = metrics = None
     previous: dict = {}
     try:
         namenode = core.NameNode(data_dir, default_policy=default_policy, default_block_size=default_block_size,
@@ -242,10 +243,18 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
         if port_file:
             _write_port_file(port_file, bound)
         log.info("namenode listening on %s:%d", bind_host, bound)
+        if http_port is not None:
+            try:
+                metrics = MetricsServer(namenode, host, http_port)
+            except OSError as err:
+                raise RuntimeError(f"namenode: cannot serve metrics on {bind_host}:{http_port} ({err.strerror})") from None
+            log.info("namenode metrics on http://%s:%d/metrics", bind_host, metrics.start())
         while not stop.wait(1.0):
             pass
         log.info("namenode stopping")
     finally:
+        if metrics is not None:
+            metrics.stop()
         if server is not None:
             server.stop(grace=2.0).wait()
         if monitor is not None:
