@@ -116,10 +116,12 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
         return _Source(unit, channels[unit.address], gid, start,
                        unit_length(policy, glen, unit.index) - start)
 
-    active = [open_source(u) for u in candidates[:k]]
+    # The writer first: if it cannot open (disk full), no source channel has been opened yet.
     writer = store.open_writer(gid, want, total)
+    active: list[_Source] = []
     pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
     try:
+        active.extend(open_source(u) for u in candidates[:k])
         for stripe in range(stripes):
             if stop is not None and stop.is_set():
                 raise RepairError("DataNode is stopping")

@@ -27,4 +27,6 @@ def tune_malloc(mmap_threshold: int = 4 << 20, trim_threshold: int = 32 << 20) -
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+    mmap_ok = bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold))
+    trim_ok = bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+    return mmap_ok and trim_ok
