@@ -1,7 +1,8 @@
 """The block map: block groups, where each unit lives, and deletes owed to DataNodes.
 
-One location per unit (group id, unit index). A unit is *live* when its DataNode is live; the
-caller passes ``is_live`` because liveness lives in memory (``liveness.py``), not in SQLite.
+One location per unit (group id, unit index), and the units of a group on distinct DataNodes.
+A unit is *live* when its DataNode is live; the caller passes ``is_live`` because liveness lives
+in memory (``liveness.py``), not in SQLite.
 
 Reconciliation rules (block reports, UnitStored) are in ``claim`` and ``reconcile``; units of
 files still being written are left alone: their map rows are the writer's targets until Complete.
@@ -175,6 +176,8 @@ class BlockMap:
         for g in groups:
             for idx, dn in g.units.items():
                 self.queue_delete(dn, g.id, idx)
+            # Extra copies elsewhere go too, whoever holds the unit.
+            self.db.conn.execute("UPDATE pending_deletes SET stale = 0 WHERE group_id = ?", (g.id,))
             self.db.conn.execute("DELETE FROM units WHERE group_id = ?", (g.id,))
             self.db.conn.execute("DELETE FROM groups WHERE id = ?", (g.id,))
 
@@ -189,12 +192,18 @@ class BlockMap:
         mapped    the map already says so
         adopted   the unit had no location: now it is here
         moved     the map said a dead DataNode: now it is here, the dead copy is deleted later
-        stale     a live DataNode already holds it: this copy is an extra, delete it
+        stale     a live DataNode already holds it: this copy is an extra, delete it (while that
+                  DataNode stays live: see ``deletes_due``)
+        extra     no live copy elsewhere, but the map puts another unit of this group on this
+                  DataNode: left alone (neither mapped nor deleted), as a group's units stay on
+                  distinct DataNodes; repair rebuilds the unit elsewhere, then this copy is stale
         unknown   no such group (deleted, abandoned) or no such unit index: delete it
         foreign   a group id this NameNode never allocated (a DataNode of another namespace, or
                   of a NameNode whose database was wiped): left alone, never deleted
         writing   a unit of a file being written: not ours to judge yet
-        deleting  a delete of this copy is pending: it is on its way out
+        deleting  a delete of this copy is pending: it is on its way out. A stale delete whose
+                  unit has no live copy elsewhere any more is cancelled instead, and the copy
+                  adopted or moved here.
         """
         found = self.group(group_id)
         if found is None:
@@ -208,22 +217,29 @@ class BlockMap:
         current = group.units.get(idx)
         if current == datanode_id:
             return "mapped"
-        if self._delete_pending(datanode_id, group_id, idx):
+        current_live = current is not None and is_live(current)
+        pending = self._pending_delete(datanode_id, group_id, idx)  # None, or whether it is stale
+        if pending is not None and (not pending or current_live):
             return "deleting"
         if idx >= load_policy(policy_name).units:
             self.queue_delete(datanode_id, group_id, idx)
             return "unknown"
+        if current_live:
+            self.queue_delete(datanode_id, group_id, idx, stale=True)
+            return "stale"
+        if datanode_id in group.units.values():
+            return "extra"
+        if pending is not None:  # a stale delete, but this is the only live copy now: keep it
+            self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
+                                 (datanode_id, group_id, idx))
         now = self.wall_ms()
         if current is None:
             self.db.conn.execute("INSERT INTO units(group_id, idx, datanode_id, added_ms) VALUES (?, ?, ?, ?)",
                                  (group_id, idx, datanode_id, now))
             return "adopted"
-        if is_live(current):
-            self.queue_delete(datanode_id, group_id, idx)
-            return "stale"
         self.db.conn.execute("UPDATE units SET datanode_id = ?, added_ms = ? WHERE group_id = ? AND idx = ?",
                              (datanode_id, now, group_id, idx))
-        self.queue_delete(current, group_id, idx)
+        self.queue_delete(current, group_id, idx, stale=True)
         return "moved"
 
     def reconcile(self, datanode_id: str, reported: set[tuple[int, int]], is_live: IsLive,
@@ -256,35 +272,63 @@ class BlockMap:
                 counts["deleted"] += 1
         return dict(counts)
 
-    def drop_bad(self, datanode_id: str, group_id: int, idx: int) -> bool:
-        """A copy on ``datanode_id`` is corrupt: unmap it if mapped there, and delete it there.
+    def drop_bad(self, datanode_id: str, group_id: int, idx: int, is_live: IsLive) -> str:
+        """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it). Returns:
 
-        Returns True if the map changed. Units of files being written are left alone.
+        dropped   it was the mapped copy: unmapped (repair follows) and deleted there
+        kept      it is the mapped copy, but without it fewer than k units of the group would be
+                  live: it stays mapped and is not deleted (its other chunks are still needed)
+        deleted   not the mapped copy (an extra, or a wrong report): deleted there, map unchanged
+        writing   a unit of a file being written: left alone
         """
         found = self.group(group_id)
         if found is not None and found[1] == "writing":
-            return False
-        self.queue_delete(datanode_id, group_id, idx)
+            return "writing"
         if found is not None and found[0].units.get(idx) == datanode_id:
+            group, _, policy_name = found
+            others = sum(1 for i, d in group.units.items() if i != idx and is_live(d))
+            if others < load_policy(policy_name).k:
+                return "kept"
             self._drop(group_id, idx)
-            return True
-        return False
+            self.queue_delete(datanode_id, group_id, idx)
+            return "dropped"
+        self.queue_delete(datanode_id, group_id, idx)
+        return "deleted"
 
     # ------------------------------------------------------------------ pending deletes
 
-    def queue_delete(self, datanode_id: str, group_id: int, idx: int) -> None:
+    def queue_delete(self, datanode_id: str, group_id: int, idx: int, stale: bool = False) -> None:
+        """Owe ``datanode_id`` a delete. ``stale``: an extra copy of a unit mapped elsewhere (see
+        ``deletes_due``); a plain delete of the same copy overrides it."""
         self.db.conn.execute(
-            "INSERT OR IGNORE INTO pending_deletes(datanode_id, group_id, idx, queued_ms) VALUES (?, ?, ?, ?)",
-            (datanode_id, group_id, idx, self.wall_ms()))
+            "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = MIN(stale, excluded.stale)",
+            (datanode_id, group_id, idx, self.wall_ms(), int(stale)))
 
-    def _delete_pending(self, datanode_id: str, group_id: int, idx: int) -> bool:
-        return self.db.one("SELECT 1 FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
-                           (datanode_id, group_id, idx)) is not None
+    def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> bool | None:
+        """None if no delete of this copy is pending, else whether it is a stale one."""
+        row = self.db.one("SELECT stale FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
+                          (datanode_id, group_id, idx))
+        return None if row is None else bool(row[0])
 
     def pending_deletes(self, datanode_id: str) -> list[tuple[int, int]]:
         rows = self.db.query("SELECT group_id, idx FROM pending_deletes WHERE datanode_id = ? "
                              "ORDER BY queued_ms, group_id, idx", (datanode_id,))
         return [(r[0], r[1]) for r in rows]
+
+    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[tuple[int, int]]:
+        """The pending deletes that may be sent now, oldest first.
+
+        A stale copy is deleted only while the map puts its unit on another, live DataNode: if
+        that one dies (or loses the unit), this copy is the one left, and the next report of it
+        is adopted (``claim``). Other deletes (deleted groups, bad or unstored copies) always go.
+        """
+        rows = self.db.query(
+            "SELECT p.group_id, p.idx, p.stale, u.datanode_id FROM pending_deletes p "
+            "LEFT JOIN units u ON u.group_id = p.group_id AND u.idx = p.idx WHERE p.datanode_id = ? "
+            "ORDER BY p.queued_ms, p.group_id, p.idx", (datanode_id,))
+        return [(g, i) for g, i, stale, holder in rows
+                if not stale or (holder is not None and holder != datanode_id and is_live(holder))]
 
     def pending_delete_counts(self) -> dict[str, int]:
         rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")

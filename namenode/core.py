@@ -9,7 +9,12 @@ Who keeps what:
   liveness.Liveness       heartbeats and what DataNodes say about themselves (memory)
   repair.RepairScheduler  repairs in flight (memory; after a restart they are simply planned again)
 
-Commands reach a DataNode in its heartbeat reply. A pending delete is sent, then re-sent every
+A DataNode known from SQLite but not yet registered with this process (the NameNode restarted)
+serves reads only: it is no placement target, no repair target or source, and no live holder when
+a copy elsewhere is judged (``_usable``); it may be long dead, and its report is still to come.
+
+Commands reach a DataNode in its heartbeat reply. A pending delete is sent (a stale copy's only
+while another live DataNode holds the unit: ``BlockMap.deletes_due``), then re-sent every
 ``DELETE_RESEND_S`` until a block report no longer lists the unit, or ``DELETE_TTL_S`` passes (a
 later block report re-queues what is still there). Repairs are built when delivered, so their
 sources are the live units of that moment.
@@ -132,10 +137,17 @@ class NameNode:
 
     # ------------------------------------------------------------------ write path
 
+    def _usable(self, datanode_id: str) -> bool:
+        """Live and registered with this process: may take units, serve repairs, hold a unit."""
+        return datanode_id in self._registered and self.liveness.is_live(datanode_id)
+
+    def _usable_ids(self) -> list[str]:
+        return [d for d in self.liveness.live_ids() if d in self._registered]
+
     def _live_targets(self, policy: Policy, exclude: Iterable[str] = ()) -> list[str]:
-        """Live DataNodes a group may use; FAILED_PRECONDITION if fewer than k+m."""
+        """Usable DataNodes a group may use; FAILED_PRECONDITION if fewer than k+m."""
         excluded = set(exclude)
-        live = self.liveness.live_ids()
+        live = self._usable_ids()
         usable = [d for d in live if d not in excluded]
         if len(usable) < policy.units:
             message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live"
@@ -240,7 +252,7 @@ class NameNode:
 
     def _deletes_to_send(self, datanode_id: str) -> list[DeleteUnit]:
         now, out = self.clock(), []
-        for group_id, index in self.blocks.pending_deletes(datanode_id):
+        for group_id, index in self.blocks.deletes_due(datanode_id, self._usable):
             key = (datanode_id, group_id, index)
             sent = self._delete_sent.get(key)
             if sent is None or now - sent >= DELETE_RESEND_S:
@@ -264,8 +276,10 @@ class NameNode:
         holder = group.units.get(repair.index)
         if holder is not None and self.liveness.is_live(holder):
             return None
+        if repair.target in group.units.values():  # it got another unit of the group meanwhile
+            return None
         sources = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
-                   if self.liveness.is_live(d) and d != repair.target]
+                   if self._usable(d)]
         if len(sources) < policy.k:
             return None
         return RepairUnit(group.id, repair.index, policy.name, group.length, sources)
@@ -276,8 +290,7 @@ class NameNode:
         self.liveness.seen(datanode_id)
         reported = set(units)
         with self.db.tx():
-            counts = self.blocks.reconcile(datanode_id, reported, self.liveness.is_live,
-                                           int(REPORT_GRACE_S * 1000))
+            counts = self.blocks.reconcile(datanode_id, reported, self._usable, int(REPORT_GRACE_S * 1000))
         # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
         self._forget_sent(datanode_id)
         self._scan_needed = True
@@ -295,7 +308,7 @@ class NameNode:
         self._require_known(datanode_id)
         self.liveness.seen(datanode_id)
         with self.db.tx():
-            outcome = self.blocks.claim(datanode_id, group_id, index, self.liveness.is_live)
+            outcome = self.blocks.claim(datanode_id, group_id, index, self._usable)
         self._scan_needed = True
         repair = self.repairs.in_flight.get((group_id, index))
         if repair is not None and (repair.target == datanode_id or outcome in ("adopted", "moved")):
@@ -313,8 +326,13 @@ class NameNode:
         self._scan_needed = True
         with self.db.tx():
             for group_id, index, datanode_id, reason in units:
-                if self.blocks.drop_bad(datanode_id, group_id, index):
+                outcome = self.blocks.drop_bad(datanode_id, group_id, index, self.liveness.is_live)
+                if outcome == "dropped":
                     log.warning("unit %d/%d on %s is bad (%s): dropped, will be repaired",
+                                group_id, index, datanode_id, reason or "no reason given")
+                elif outcome == "kept":
+                    log.warning("unit %d/%d on %s is bad (%s), but without it fewer than k units of the "
+                                "group are live: kept, the best copy until repair can rebuild it",
                                 group_id, index, datanode_id, reason or "no reason given")
 
     # ------------------------------------------------------------------ health
@@ -329,12 +347,15 @@ class NameNode:
         return {i: d for i, d in group.units.items() if self.liveness.is_live(d)}
 
     def _needs(self) -> list[GroupNeed]:
+        """Groups of complete files with units on no live DataNode. A unit on a live DataNode
+        that has not registered yet is not missing (its report is due) but no repair source:
+        ``GroupNeed.live`` lists only usable ones."""
         needs = []
         for group, policy_name in self.blocks.complete_groups():
             policy = load_policy(policy_name)
             live = self._live_units(group)
             if len(live) < policy.units:
-                needs.append(GroupNeed(group.id, policy.k, live,
+                needs.append(GroupNeed(group.id, policy.k, {i: d for i, d in live.items() if self._usable(d)},
                                        [i for i in range(policy.units) if i not in live],
                                        frozenset(group.units.values())))
         return needs
@@ -407,7 +428,7 @@ class NameNode:
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
-        planned = self.repairs.plan(self._needs(), self.liveness.live_ids(), self.liveness.load_key,
+        planned = self.repairs.plan(self._needs(), self._usable_ids(), self.liveness.load_key,
                                     self.blocks.datanodes_deleting())
         for repair in planned:
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)

@@ -13,6 +13,8 @@ Tables
   units            the block map: (group, unit index) -> the DataNode holding it.
   datanodes        every DataNode that ever registered (id, address). Liveness is in memory.
   pending_deletes  DeleteUnitCommands not yet confirmed by a block report; survive restarts.
+                   ``stale`` = 1: an extra copy of a unit the map puts on another DataNode, to be
+                   deleted only while that DataNode is live (see ``BlockMap.deletes_due``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sqlite3
 from contextlib import contextmanager
 from typing import Iterator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: pending_deletes.stale
 ROOT_ID = 1
 
 _SCHEMA = """
@@ -62,6 +64,7 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
     group_id    INTEGER NOT NULL,
     idx         INTEGER NOT NULL,
     queued_ms   INTEGER NOT NULL,
+    stale       INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (datanode_id, group_id, idx)
 ) WITHOUT ROWID;
 """
@@ -85,6 +88,11 @@ class Database:
             c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms) "
                       "VALUES (?, NULL, '', 1, 0)", (ROOT_ID,))
         version = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        if version == 1:
+            with self.tx() as c:
+                c.execute("ALTER TABLE pending_deletes ADD COLUMN stale INTEGER NOT NULL DEFAULT 0")
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION:
             raise RuntimeError(f"{path}: schema version {version}, this NameNode understands {SCHEMA_VERSION}")
 
@@ -104,7 +112,14 @@ class Database:
             raise
         self._depth -= 1
         if outermost:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may leave the transaction open (e.g. a deferred constraint): every later
+                # BEGIN would fail.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
 
     def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
         return self.conn.execute(sql, params).fetchall()

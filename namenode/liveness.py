@@ -2,7 +2,8 @@
 
 A DataNode silent for more than ``dead_interval_s`` is dead; it is live again with its next
 heartbeat. After a NameNode restart every DataNode known from SQLite starts as just seen, so
-reads work at once and a DataNode that really is gone turns dead one interval later.
+reads work at once and a DataNode that really is gone turns dead one interval later (until it
+registers again, the NameNode uses it for reads only: ``NameNode._usable``).
 The clock is injectable (tests drive it by hand; no sleeps).
 """
 

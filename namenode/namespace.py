@@ -220,18 +220,19 @@ class Namespace:
                 raise AlreadyExists(f"directory exists: {here}")
             node = child
 
+    _SUBTREE = ("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL "
+                "SELECT i.id FROM inodes i JOIN sub ON i.parent = sub.id) ")
+
     def _subtree(self, inode_id: int) -> list[tuple[int, bool]]:
         """(id, is_dir) of the inode and everything below it, files being written included."""
-        rows = self.db.query(
-            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL "
-            "SELECT i.id FROM inodes i JOIN sub ON i.parent = sub.id) "
-            "SELECT inodes.id, inodes.is_dir FROM inodes JOIN sub ON inodes.id = sub.id", (inode_id,))
+        rows = self.db.query(self._SUBTREE + "SELECT inodes.id, inodes.is_dir FROM inodes "
+                             "JOIN sub ON inodes.id = sub.id", (inode_id,))
         return [(r[0], bool(r[1])) for r in rows]
 
-    def _remove(self, ids: list[int]) -> None:
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            self.db.conn.execute(f"DELETE FROM inodes WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+    def _remove(self, inode_id: int) -> None:
+        """Delete the inode and everything below it: one statement, as the parent foreign key is
+        checked at the end of each statement (deleting in chunks, parents first, would break it)."""
+        self.db.conn.execute(self._SUBTREE + "DELETE FROM inodes WHERE id IN (SELECT id FROM sub)", (inode_id,))
 
     def delete(self, path: str, recursive: bool, release: Release) -> int:
         """Remove ``path``; returns how many files went. ``release`` frees their groups first."""
@@ -244,7 +245,7 @@ class Namespace:
         subtree = self._subtree(node.id)
         files = [i for i, is_dir in subtree if not is_dir]
         release(files)
-        self._remove([i for i, _ in subtree])
+        self._remove(node.id)
         self._touch(node.parent)
         return len(files)
 
@@ -329,7 +330,7 @@ class Namespace:
             if not node.overwrite:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             release([existing.id])
-            self._remove([existing.id])
+            self._remove(existing.id)
         self.db.conn.execute(
             "UPDATE inodes SET state = 'complete', length = ?, mtime_ms = ?, lease_ms = NULL WHERE id = ?",
             (length, self.wall_ms(), file_id))
@@ -342,7 +343,7 @@ class Namespace:
         if node is None or node.state != "writing":
             return False
         release([file_id])
-        self._remove([file_id])
+        self._remove(file_id)
         return True
 
     def expired_leases(self, before_ms: int) -> list[int]:

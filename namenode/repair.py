@@ -25,7 +25,7 @@ class GroupNeed:
 
     group_id: int
     k: int
-    live: dict[int, str]        # unit index -> live DataNode
+    live: dict[int, str]        # unit index -> live DataNode it can be read from (a repair source)
     missing: list[int]          # unit indexes without a live copy
     holders: frozenset[str]     # every DataNode the map puts a unit of this group on (dead ones too)
 

@@ -240,3 +240,34 @@ def test_report_describes_datanodes(nn, clock):
     assert dn1.last_heartbeat_age_ms == 2500
     assert sum(d.pending_deletes for d in report.datanodes) == 1
     assert report.groups_waiting_repair == 1 and report.repairs_done == 0
+
+
+def test_after_a_restart_a_dead_unregistered_holder_does_not_make_a_repaired_copy_stale(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    gid, placed = one_group(nn)
+    dead = placed[2]
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != dead])
+    [repair] = nn.tick()
+    nn.heartbeat(repair.target, "")  # rebuilt there; the NameNode restarts before UnitStored
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    nn.register(repair.target, "127.0.0.1:1")
+    # the dead holder is known from SQLite but has not registered: no live holder
+    assert nn.block_report(repair.target, [(gid, 2)]) == {"moved": 1}
+    assert nn.blocks.pending_deletes(repair.target) == []
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[2] == repair.target
+    nn.close()
+
+
+def test_bad_unit_is_kept_when_the_group_has_no_other_k_live_units(nn):
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10, lost={0: {3, 4}})  # exactly k = 3 live units
+    group = nn.file_info("/f").groups[0]
+    holder = group.units[0].datanode_id
+    nn.report_bad_units([(group.id, 0, holder, "checksum mismatch at offset 0")])
+    assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2]  # one bad chunk, rest readable
+    assert nn.blocks.pending_deletes(holder) == []
+    assert nn.fsck().status == "DEGRADED"

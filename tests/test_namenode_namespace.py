@@ -1,7 +1,10 @@
 """Namespace semantics on a real SQLite database, no gRPC: mkdir, list, delete, rename, policies."""
 
+import sqlite3
+
 import pytest
 
+from hedgefs.namenode.db import SCHEMA_VERSION, Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from hedgefs.namenode.testing import FakeClock, add_datanodes, make_namenode, write_file
 
@@ -175,3 +178,40 @@ def test_namespace_survives_reopening_the_database(tmp_path, clock):
         assert [n.id for n in again.liveness.all()] == ["dn1", "dn2", "dn3", "dn4", "dn5"]
     finally:
         again.close()
+
+
+def test_recursive_delete_of_a_large_directory(nn):
+    nn.mkdir("/d/sub", parents=True)
+    for i in range(600):
+        write_file(nn, f"/d/f{i:04d}", 10 if i % 100 == 0 else 0)
+    write_file(nn, "/d/sub/g", 10)
+    nn.delete("/d", recursive=True)
+    assert nn.list("/") == []
+    assert sum(nn.blocks.pending_delete_counts().values()) == 7 * 5
+
+
+def test_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path):
+    db = Database(str(tmp_path / "nn.db"))
+    with pytest.raises(sqlite3.IntegrityError):
+        with db.tx() as c:  # a deferred foreign key violation fails at COMMIT, leaving the tx open
+            c.execute("PRAGMA defer_foreign_keys = ON")
+            c.execute("INSERT INTO groups(file_id, seq) VALUES (12345, 0)")
+    assert not db.conn.in_transaction
+    with db.tx() as c:
+        c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'x', 1, 0)")
+    assert db.one("SELECT COUNT(*) FROM groups")[0] == 0
+    assert db.one("SELECT COUNT(*) FROM inodes WHERE name = 'x'")[0] == 1
+    db.close()
+
+
+def test_schema_1_database_gets_the_stale_column(tmp_path):
+    db = Database(str(tmp_path / "nn.db"))
+    with db.tx() as c:  # as schema 1 left it
+        c.execute("ALTER TABLE pending_deletes DROP COLUMN stale")
+        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        c.execute("INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms) VALUES ('dn1', 1, 0, 0)")
+    db.close()
+    db = Database(str(tmp_path / "nn.db"))
+    assert db.one("SELECT value FROM meta WHERE key = 'schema_version'")[0] == str(SCHEMA_VERSION)
+    assert tuple(db.one("SELECT datanode_id, stale FROM pending_deletes")) == ("dn1", 0)
+    db.close()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hedgefs.namenode.core import REPAIR_TIMEOUT_S
+from hedgefs.namenode.core import REPAIR_TIMEOUT_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
 from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
 
@@ -29,15 +29,25 @@ def repairs_in(commands):
     return [c for c in commands if isinstance(c, RepairUnit)]
 
 
-def test_most_endangered_group_first_and_at_most_two_per_datanode(nn):
+def held_by(nn, datanode_id, paths):
+    """(group id, unit index) of every unit of ``paths`` the map puts on ``datanode_id``."""
+    return [(g.id, u.index) for p in paths for g in nn.file_info(p).groups for u in g.units
+            if u.datanode_id == datanode_id]
+
+
+def test_most_endangered_group_first_and_at_most_two_per_datanode(nn, clock):
     add_datanodes(nn, 5)
     write_file(nn, "/a", 10, lost={0: {4}})       # 4 of 5 live, oldest group
     write_file(nn, "/b", 10, lost={0: {3, 4}})    # 3 of 5 live: most endangered
     write_file(nn, "/e", 10, lost={0: {0}})       # 4 of 5 live
     write_file(nn, "/c", 10, lost={0: {3, 4}})
     a, b, e, c = (group_of(nn, p).id for p in "/a /b /e /c".split())
-    bad = group_of(nn, "/c").units[2].datanode_id
-    nn.report_bad_units([(c, 2, bad, "checksum mismatch")])  # 2 of 5: unrecoverable, never planned
+    lost = group_of(nn, "/c").units[2].datanode_id
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn)
+    held = held_by(nn, lost, "/a /b /e /c".split())
+    # it lost unit 2 of /c: 2 of 5 left, unrecoverable, never planned
+    assert nn.block_report(lost, [u for u in held if u != (c, 2)]) == {"missing": 1}
     add_datanodes(nn, 1, start=6)                 # the only DataNode free to take repairs
     planned = nn.tick()
     assert [(r.group_id, r.index, r.target) for r in planned] == [(b, 3, "dn6"), (a, 4, "dn6")]
@@ -136,3 +146,102 @@ def test_extra_copy_from_a_late_repair_is_deleted(nn):
     group = group_of(nn, "/f")
     assert nn.unit_stored("dn6", group.id, 0) == "stale"
     assert (group.id, 0) in nn.blocks.pending_deletes("dn6")
+
+
+def test_stale_copy_is_kept_and_adopted_when_its_holder_dies(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    holder = group.units[0].datanode_id
+    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    clock.advance(31)
+    commands = heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
+    assert commands["dn6"] == []  # the holder is dead: dn6 has the only live copy, no delete
+    assert nn.block_report("dn6", [(group.id, 0)]) == {"moved": 1}
+    assert {u.index: u.datanode_id for u in group_of(nn, "/f").units}[0] == "dn6"
+    assert nn.blocks.pending_deletes("dn6") == []
+    assert nn.tick() == [] and nn.fsck().status == "HEALTHY"
+    # the old holder comes back: now its copy is the extra one
+    assert nn.heartbeat(holder, "").commands == [DeleteUnit(group.id, 0)]
+
+
+def test_stale_copy_is_adopted_when_its_holder_loses_the_unit(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    holder = group.units[0].datanode_id
+    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 6)])
+    assert nn.block_report(holder, held_by(nn, holder, ["/f"])[1:]) == {"missing": 1}
+    assert nn.heartbeat("dn6", "").commands == []
+    assert nn.block_report("dn6", [(group.id, 0)]) == {"adopted": 1}
+    assert nn.fsck().status == "HEALTHY"
+
+
+def test_stale_copy_of_a_deleted_file_is_deleted_even_without_a_live_holder(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    holder = group.units[0].datanode_id
+    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
+    nn.delete("/f")
+    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0)]
+
+
+def test_unregistered_datanodes_after_a_restart_are_no_repair_targets_or_sources(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    add_datanodes(nn, 7)
+    for dn in ("dn6", "dn7"):
+        nn.heartbeat(dn, "", used_bytes=10**9)
+    write_file(nn, "/f", 10, lost={0: {4}})
+    group = group_of(nn, "/f")
+    quiet = group.units[3].datanode_id  # holds unit 3, silent since the restart
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    for dn in [u.datanode_id for u in group.units if u.datanode_id != quiet] + ["dn7"]:
+        nn.register(dn, nn.liveness.address(dn))
+        nn.heartbeat(dn, "", used_bytes=10**9 if dn == "dn7" else 0)
+    # dn6 has not registered: it looks least loaded, but may be long gone
+    [planned] = nn.tick()
+    assert (planned.group_id, planned.index, planned.target) == (group.id, 4, "dn7")
+    [command] = repairs_in(nn.heartbeat("dn7", "").commands)
+    assert [s.index for s in command.sources] == [0, 1, 2]  # not unit 3, on the unregistered one
+    nn.close()
+
+
+def test_a_repair_that_timed_out_never_puts_two_units_of_a_group_on_one_datanode(nn, clock):
+    add_datanodes(nn, 8)
+    spares = ["dn6", "dn7", "dn8"]
+    for dn in spares:
+        nn.heartbeat(dn, "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    lost = {group.units[0].datanode_id, group.units[1].datanode_id}
+    alive = [f"dn{i}" for i in range(1, 9) if f"dn{i}" not in lost]
+    clock.advance(31)
+    heartbeat_all(nn, alive)
+    first = {r.index: r.target for r in nn.tick()}
+    heartbeat_all(nn, alive)  # both commands delivered
+    slow, other = first[0], first[1]
+    idle = next(d for d in spares if d not in first.values())
+    clock.advance(REPAIR_TIMEOUT_S + 1)  # both time out, still rebuilding
+    for dn in alive:
+        nn.heartbeat(dn, "", used_bytes={idle: 1, slow: 2, other: 3}.get(dn, 10**9))
+    again = {r.index: r.target for r in nn.tick()}
+    assert again == {0: idle, 1: slow}
+    assert nn.unit_stored(slow, group.id, 0) == "moved"  # the first, slow repair ends
+    assert repairs_in(nn.heartbeat(slow, "").commands) == []  # unit 1 must not go there now
+    # had it been sent: the copy is left alone, not mapped beside unit 0
+    assert nn.unit_stored(slow, group.id, 1) == "extra"
+    placed = {u.index: u.datanode_id for u in group_of(nn, "/f").units}
+    assert placed[0] == slow and 1 not in placed
+    assert len(set(placed.values())) == len(placed)
+    assert (group.id, 1) not in nn.repairs.in_flight
+    [replanned] = nn.tick()
+    assert replanned.index == 1 and replanned.target not in placed.values()

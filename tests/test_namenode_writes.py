@@ -272,3 +272,18 @@ def test_concurrent_writers_heartbeats_and_monitor_passes(nn):
     assert len(nn.list("/")) == 6 * 15
     report = nn.fsck("/")
     assert (report.files, report.status) == (90, "HEALTHY")
+
+
+def test_placement_after_a_restart_uses_only_registered_datanodes(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    add_datanodes(nn, 10)  # dn1..dn5 will never come back
+    clock.advance(1000)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
+    live = [f"dn{i}" for i in range(6, 11)]
+    for dn in live:
+        nn.register(dn, nn.liveness.address(dn))
+        nn.heartbeat(dn, "", used_bytes=10**6)
+    group = nn.add_block_group(nn.create("/f").file_id)
+    assert sorted(u.datanode_id for u in group.units) == sorted(live)
+    nn.close()
