@@ -432,7 +432,7 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
 
 def _register_more_commands() -> None:
     # Each module adds its verbs to `cli`: cluster, fault, fsck, admin, demo; bench; chaos.
-    from hedgefs.client import cli_admin, cli_bench  # noqa: F401
+    from hedgefs.client import cli_admin, cli_bench, cli_chaos  # noqa: F401
 
 
 def _exit_on_sigterm(signum, frame) -> None:

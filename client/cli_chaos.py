@@ -1,7 +1,6 @@
 """`hedgefs chaos`: a seeded fault schedule against a fresh local cluster under load (cluster/chaos.py)."""
 
 import json
-import logging
 import random
 import sys
 
@@ -51,9 +50,6 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
         for step in generate_schedule(seed, steps, datanodes):
             click.echo(step.line())
         return
-    if logging.getLogger().level > logging.DEBUG:
-        # Writers log every unit lost to a fault; under chaos that is the point, not news.
-        logging.getLogger("hedgefs").setLevel(logging.ERROR)
     try:
         report = run_chaos(config, root=root, keep=keep, out=lambda line: click.echo(line))
     except ClusterError as err:

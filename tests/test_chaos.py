@@ -1,0 +1,68 @@
+"""The chaos suite (cluster/chaos.py): its schedule, and a short seeded run on a real cluster.
+
+The run is the one that must catch a broken build: a codec that decodes the wrong unit, a reader
+that puts a cell in the wrong place, a repair that stores the wrong bytes all show up as wrong
+bytes within a few steps. The long run (200 steps) is `hedgefs chaos --seed 1 --steps 200`; its
+report is committed under bench/results/.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from hedgefs.cluster.chaos import LOSS_FAULTS, POLICY, SUMMARY_KEYS, ChaosConfig, generate_schedule, run_chaos
+
+# Seed 99's first 30 steps kill, freeze, thaw and restart DataNodes, set every fault kind, restart
+# the NameNode twice and go beyond tolerance twice (checked below, so a schedule change shows).
+SHORT_SEED, SHORT_STEPS = 99, 30
+CHAOS_CLI = [sys.executable, "-c", "import hedgefs.client.cli_chaos; from hedgefs.client.cli import main; main()", "chaos"]
+
+
+def test_same_seed_same_schedule_and_a_longer_run_starts_with_it():
+    long = generate_schedule(7, 120, 12)
+    assert generate_schedule(7, 120, 12) == long
+    assert generate_schedule(7, 40, 12) == long[:40]
+    assert generate_schedule(8, 40, 12) != long[:40]
+
+
+@pytest.mark.parametrize("seed", range(1, 21))
+def test_losses_stay_within_m_unless_the_step_says_beyond_tolerance(seed):
+    for step in generate_schedule(seed, 300, 12):
+        lost = set(step.stopped) | set(step.frozen) | {dn for dn, kind in step.faults if kind in LOSS_FAULTS}
+        assert set(step.lost) == lost
+        assert step.beyond == (len(lost) > POLICY.m), step.line()
+        assert len(lost) <= POLICY.m + 2, step.line()
+        assert ("BEYOND TOLERANCE" in step.line()) == step.beyond
+
+
+def test_short_schedule_covers_every_kind_of_fault():
+    schedule = generate_schedule(SHORT_SEED, SHORT_STEPS, 12)
+    assert {"kill", "freeze", "thaw", "restart", "fault", "clear", "nn-restart"} <= {s.action for s in schedule}
+    assert {"delay", "bandwidth", "stall", "error", "corrupt"} <= {s.fault for s in schedule}
+    assert any(s.beyond for s in schedule) and not all(s.beyond for s in schedule)
+
+
+def test_dry_run_prints_the_seed_first_then_the_same_schedule_every_time():
+    runs = [subprocess.run([*CHAOS_CLI, "--seed", "5", "--steps", "25", "--dry-run"], capture_output=True, text=True,
+                           timeout=60) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    lines = runs[0].stdout.splitlines()
+    assert lines[0] == "chaos: seed 5"
+    assert lines[1:] == [s.line() for s in generate_schedule(5, 25, 12)]
+    assert runs[0].stdout == runs[1].stdout
+
+
+def test_30_seeded_steps_of_chaos_keep_every_byte(tmp_path):
+    lines: list[str] = []
+    config = ChaosConfig(seed=SHORT_SEED, steps=SHORT_STEPS, datanodes=12, writers=2, readers=2,
+                         files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    log = "\n".join(line for line in lines if not line.startswith("step "))
+    assert report.wrong_bytes == 0, log
+    assert report.ok, log
+    assert report.steps == SHORT_STEPS
+    assert report.files > 0 and report.bytes_verified > 0 and report.reads > 0, log
+    assert set(report.summary()) == set(SUMMARY_KEYS)
+    assert lines[0] == f"chaos: seed {SHORT_SEED}"
