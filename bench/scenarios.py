@@ -39,7 +39,6 @@ import threading
 import time
 from typing import Callable
 
-import grpc
 import numpy as np
 
 from hedgefs.bench.read import DEFAULT_READ_SIZE, TimelineEvent, run_read_bench
@@ -48,7 +47,6 @@ from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster, Options
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 log = logging.getLogger("hedgefs.bench")
 
@@ -172,13 +170,10 @@ class BenchCluster:
         return offsets[:limit]
 
     def set_faults(self, datanode: str, config: pb.FaultConfig | None) -> None:
-        address = f"127.0.0.1:{self.cluster.state['datanodes'][datanode]['port']}"
-        with grpc.insecure_channel(address) as channel:
-            stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-            if config is None:
-                stub.ClearFaults(pb.FaultClearRequest(), timeout=10)
-            else:
-                stub.SetFaults(config, timeout=10)
+        if config is None:
+            self.cluster.datanode_rpc(datanode, "ClearFaults", pb.FaultClearRequest())
+        else:
+            self.cluster.datanode_rpc(datanode, "SetFaults", config)
 
     def restore(self, names: list[str]) -> None:
         """Back to healthy between runs: thaw, restart what was killed, clear faults."""

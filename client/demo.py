@@ -11,14 +11,12 @@ import os
 import tempfile
 import time
 
-import grpc
 
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.client.errors import HedgefsError
 from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 PATH = "/demo/data.bin"
 
@@ -107,10 +105,7 @@ def _check(label, fs, data, digest, quiet=False):
 
 
 def _faults(cluster, datanode_id, config):
-    address = f"127.0.0.1:{cluster.state['datanodes'][datanode_id]['port']}"
-    with grpc.insecure_channel(address) as channel:
-        stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-        if config is None:
-            stub.ClearFaults(pb.FaultClearRequest(), timeout=5)
-        else:
-            stub.SetFaults(config, timeout=5)
+    if config is None:
+        cluster.datanode_rpc(datanode_id, "ClearFaults", pb.FaultClearRequest())
+    else:
+        cluster.datanode_rpc(datanode_id, "SetFaults", config)

@@ -49,7 +49,6 @@ from hedgefs.client.metrics import LatencyHistogram
 from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 POLICY = parse_policy("RS-6-3-64k")
 BLOCK_SIZE = 256 * 1024                   # a block group is 1.5 MiB of data: boundaries come often
@@ -379,8 +378,7 @@ class Chaos:
         return []
 
     def _datanode_rpc(self, dn: str, method: str, request):
-        with grpc.insecure_channel(f"127.0.0.1:{self.cluster.state['datanodes'][dn]['port']}") as channel:
-            return getattr(hedgefs_pb2_grpc.DataNodeStub(channel), method)(request, timeout=5)
+        return self.cluster.datanode_rpc(dn, method, request, timeout=5)
 
     def _repairs_done(self) -> int:
         try:

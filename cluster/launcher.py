@@ -67,6 +67,15 @@ class LocalCluster:
     def datanode_ids(self) -> list[str]:
         return list(self.state.get("datanodes", {}))
 
+    def datanode_address(self, name: str) -> str:
+        return f"127.0.0.1:{self._entry(name)['port']}"
+
+    def datanode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
+        """Call a DataNode's RPC by name: SetFaults, ClearFaults, GetFaults (what tests and tools
+        use to inject faults into the processes of this cluster)."""
+        with grpc.insecure_channel(self.datanode_address(name)) as channel:
+            return getattr(hedgefs_pb2_grpc.DataNodeStub(channel), method)(request, timeout=timeout)
+
     def pid(self, name: str) -> int | None:
         entry = self._entry(name)
         return entry.get("pid")

@@ -4,18 +4,15 @@ Every read checks its bytes. Timing bounds are wide safety margins (the fault is
 2 s); speed targets live in bench/.
 """
 
-import json
 import random
 import time
 
-import grpc
 import pytest
 
 from conftest import CELL, STRIPE, pattern, run_cli, start_cluster
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +29,18 @@ def faults(hcluster):
 
     def set_faults(dn: str, **knobs) -> None:
         touched.add(dn)
-        datanode_stub(hcluster, dn).SetFaults(pb.FaultConfig(**knobs), timeout=5)
+        hcluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(**knobs))
 
     yield set_faults
     for dn in touched | set(hcluster.datanode_ids):
         if hcluster.process_state(dn) == "frozen":
             hcluster.thaw(dn)
     for dn in touched:
-        datanode_stub(hcluster, dn).ClearFaults(pb.FaultClearRequest(), timeout=5)
+        hcluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
 
 
-def datanode_stub(cluster, dn: str):
-    channel = grpc.insecure_channel(f"127.0.0.1:{cluster.state['datanodes'][dn]['port']}")
-    return hedgefs_pb2_grpc.DataNodeStub(channel)
+def fault_state(cluster, dn: str) -> pb.FaultState:
+    return cluster.datanode_rpc(dn, "GetFaults", pb.FaultClearRequest())
 
 
 def holders(fs: FileSystem, path: str, group: int = 0) -> list[str]:
@@ -107,8 +103,7 @@ def test_frozen_datanode_is_hedged_including_connect(hcluster, faults, two_strip
 def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_stripes):
     data, units = two_stripes
     faults(units[2], stall=True)
-    stub = datanode_stub(hcluster, units[2])
-    before = stub.GetFaults(pb.FaultClearRequest(), timeout=5).cancelled_reads
+    before = fault_state(hcluster, units[2]).cancelled_reads
     with FileSystem(hcluster.namenode) as fs:
         with fs.open("/h/two-stripes") as f:
             assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]  # exactly unit 2's first cell
@@ -116,7 +111,7 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
     assert stats.counters["hedges"] == 1 and stats.counters["hedge_wins"] == 1
 
     def released():
-        state = stub.GetFaults(pb.FaultClearRequest(), timeout=5)
+        state = fault_state(hcluster, units[2])
         return state.cancelled_reads > before and state.stalled_reads == 0
 
     wait_until(released, 10, "the DataNode to count the losing read cancelled and release its thread")
@@ -254,8 +249,7 @@ def test_get_killed_with_sigterm_leaves_no_partial_file(hcluster, faults, two_st
     target = tmp_path / "copy.bin"
     get = subprocess.Popen([sys.executable, "-m", "hedgefs", "get", "--no-hedge", "/h/two-stripes", str(target)],
                            stderr=subprocess.PIPE, env=env)
-    stub = datanode_stub(hcluster, units[4])
-    wait_until(lambda: stub.GetFaults(pb.FaultClearRequest(), timeout=5).stalled_reads > 0, 30,
+    wait_until(lambda: fault_state(hcluster, units[4]).stalled_reads > 0, 30,
                "the get to reach the stalled DataNode")
     assert list(tmp_path.iterdir()), "the get should have its temporary file open by now"
     get.send_signal(signal.SIGTERM)
