@@ -247,6 +247,13 @@ class FileSystem:
         return out
 
 
+def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
+    """Does `fresh` (the same file: the same block groups) put some unit somewhere `cached` did not?"""
+    if [g.id for g in fresh.groups] != [g.id for g in cached.groups]:
+        return False  # another file now has this path
+    return any(loc != old.units.get(i) for new, old in zip(fresh.groups, cached.groups) for i, loc in new.units.items())
+
+
 class FileReader:
     """An open file: positional reads, and sequential chunks with read-ahead."""
 
@@ -271,8 +278,8 @@ class FileReader:
             return await self._fs._pread(self.status, offset, length)
         except DataUnavailable:
             fresh = await self._fs._stat(self.status.path)
-            if [g.id for g in fresh.groups] != [g.id for g in self.status.groups] or fresh == self.status:
-                raise
+            if not _new_locations(self.status, fresh):
+                raise  # nothing moved: reading again would only wait on the same DataNodes
             self.status = fresh
             return await self._fs._pread(fresh, offset, length)
 
