@@ -10,7 +10,6 @@ import grpc
 from hedgefs.proto import wire
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 # A cell read that has not finished by then fails and is rebuilt, hedging or not.
 CELL_READ_TIMEOUT_S = 60.0
@@ -21,7 +20,6 @@ class _Endpoint:
 
     def __init__(self, address: str):
         self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
-        self.stub = hedgefs_pb2_grpc.DataNodeStub(self.channel)
         self.read_unit = self.channel.unary_stream(
             "/hedgefs.DataNode/ReadUnit", request_serializer=pb.ReadRequest.SerializeToString,
             response_deserializer=None)
@@ -31,18 +29,14 @@ class _Endpoint:
 
 
 class DataNodeClient:
-    def __init__(self, token: str | None = None):
+    def __init__(self):
         self._endpoints: dict[str, _Endpoint] = {}
-        self._token = token or ""
 
     def _endpoint(self, address: str) -> _Endpoint:
         endpoint = self._endpoints.get(address)
         if endpoint is None:
             endpoint = self._endpoints[address] = _Endpoint(address)
         return endpoint
-
-    def stub(self, address: str) -> hedgefs_pb2_grpc.DataNodeStub:
-        return self._endpoint(address).stub
 
     async def read(self, address: str, group_id: int, unit: int, offset: int, length: int):
         """Bytes [offset, offset+length) of one internal block (a buffer); raises grpc.RpcError."""

@@ -63,7 +63,7 @@ class FileStatus:
 
 
 class FileSystem:
-    def __init__(self, namenode: str | None = None, hedge: HedgeConfig | None = None, token: str | None = None):
+    def __init__(self, namenode: str | None = None, hedge: HedgeConfig | None = None):
         self.namenode = namenode_address(namenode)
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
@@ -73,13 +73,12 @@ class FileSystem:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hedgefs-client", daemon=True)
         self._thread.start()
-        self._token = token if token is not None else os.environ.get("HEDGEFS_TOKEN")
         self._call(self._init_channels())
 
     async def _init_channels(self) -> None:
         self._nn_channel = grpc.aio.insecure_channel(self.namenode, options=GRPC_OPTIONS)
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
-        self.datanodes = DataNodeClient(self._token)
+        self.datanodes = DataNodeClient()
         self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics)
         self._writer = StripedWriter(self.datanodes)
 

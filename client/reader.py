@@ -31,7 +31,7 @@ import grpc
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient, ShortRead
-from hedgefs.client.errors import DataUnavailable
+from hedgefs.client.errors import DataUnavailable, describe
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
@@ -155,7 +155,7 @@ class HedgedReader:
             if isinstance(err, asyncio.CancelledError) and not task.cancelled():
                 raise  # we were cancelled, not the shared read
             self._metrics.incr("decodes_on_failure")
-            log.info("read of %s failed (%s); rebuilding", read.describe(unit, start, end), _short(err))
+            log.info("read of %s failed (%s); rebuilding", read.describe(unit, start, end), describe(err))
             return await self._rebuild(read, unit, start, end, reason="failure")
 
     def _fetch(self, read: _GroupRead, unit: int, start: int, end: int) -> asyncio.Task:
@@ -281,13 +281,7 @@ def _failed(task: asyncio.Future) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
 
 
-def _short(err: BaseException) -> str:
-    if isinstance(err, grpc.RpcError):
-        return f"{err.code().name}: {err.details()}"
-    return str(err) or type(err).__name__
-
-
 def _as_unavailable(read: _GroupRead, unit: int, start: int, end: int, err: BaseException | None) -> DataUnavailable:
     if isinstance(err, DataUnavailable):
         return err
-    return DataUnavailable(f"cannot read {read.describe(unit, start, end)}" + (f": {_short(err)}" if err else ""))
+    return DataUnavailable(f"cannot read {read.describe(unit, start, end)}" + (f": {describe(err)}" if err else ""))

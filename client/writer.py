@@ -17,7 +17,7 @@ import grpc
 
 from hedgefs.proto import wire
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import HedgefsError
+from hedgefs.client.errors import HedgefsError, describe
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy
@@ -203,8 +203,6 @@ def _encode(codec, policy: Policy, data: bytes) -> list[list[bytes]]:
 
 
 def _describe(err: BaseException) -> str:
-    if isinstance(err, grpc.RpcError):
-        return f"{err.code().name}: {err.details()}"
     if isinstance(err, asyncio.TimeoutError):
         return f"no progress for {WRITE_TIMEOUT_S:.0f} s"
-    return str(err) or type(err).__name__
+    return describe(err)
