@@ -61,6 +61,24 @@ def fs(cluster):
         yield f
 
 
+@pytest.fixture
+def clock():
+    """A hand-driven clock for the NameNode unit tests."""
+    from hedgefs.namenode.testing import FakeClock
+
+    return FakeClock()
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    """A NameNode core on real SQLite in a temp dir, no gRPC, on the fake clock."""
+    from hedgefs.namenode.testing import make_namenode
+
+    namenode = make_namenode(tmp_path / "nn", clock)
+    yield namenode
+    namenode.close()
+
+
 def pattern(length: int, seed: int = 0) -> bytes:
     """Bytes whose value depends on their offset (and a seed), non-UTF-8 included."""
     import numpy as np

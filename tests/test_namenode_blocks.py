@@ -5,21 +5,9 @@ import pytest
 from hedgefs.namenode.core import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition
-from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def nn(tmp_path, clock):
-    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK, dead_interval_s=30)
-    yield namenode
-    namenode.close()
 
 
 def one_group(nn, path="/f", length=100):

@@ -6,16 +6,12 @@ import pytest
 
 from hedgefs.namenode.db import SCHEMA_VERSION, Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from hedgefs.namenode.testing import FakeClock, add_datanodes, make_namenode, write_file
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
+from hedgefs.namenode.testing import add_datanodes, make_namenode, write_file
 
 
 @pytest.fixture
 def nn(tmp_path, clock):
+    """The shared fixture's NameNode, with five DataNodes registered."""
     namenode = make_namenode(tmp_path / "nn", clock)
     add_datanodes(namenode, 5)
     yield namenode

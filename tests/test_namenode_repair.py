@@ -1,24 +1,11 @@
 """Repair scheduling without gRPC: who is repaired first, where, what the command says, timeouts."""
 
-import pytest
 
 from hedgefs.namenode.core import REPAIR_TIMEOUT_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
-from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def nn(tmp_path, clock):
-    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
-    yield namenode
-    namenode.close()
 
 
 def group_of(nn, path):
@@ -139,6 +126,16 @@ def test_planned_repair_of_a_deleted_file_is_dropped_at_delivery(nn):
     assert nn.repairs.in_flight == {}
 
 
+def stale_copy_of_unit_0_on_dn6(nn):
+    """/f on dn1..dn5 (dn6 kept out by its load), then dn6 reports an extra copy of unit 0."""
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    return group, group.units[0].datanode_id
+
+
 def test_extra_copy_from_a_late_repair_is_deleted(nn):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)
@@ -149,12 +146,7 @@ def test_extra_copy_from_a_late_repair_is_deleted(nn):
 
 
 def test_stale_copy_is_kept_and_adopted_when_its_holder_dies(nn, clock):
-    add_datanodes(nn, 6)
-    nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
-    group = group_of(nn, "/f")
-    holder = group.units[0].datanode_id
-    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    group, holder = stale_copy_of_unit_0_on_dn6(nn)
     clock.advance(31)
     commands = heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
     assert commands["dn6"] == []  # the holder is dead: dn6 has the only live copy, no delete
@@ -167,12 +159,7 @@ def test_stale_copy_is_kept_and_adopted_when_its_holder_dies(nn, clock):
 
 
 def test_stale_copy_is_adopted_when_its_holder_loses_the_unit(nn, clock):
-    add_datanodes(nn, 6)
-    nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
-    group = group_of(nn, "/f")
-    holder = group.units[0].datanode_id
-    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    group, holder = stale_copy_of_unit_0_on_dn6(nn)
     clock.advance(REPORT_GRACE_S + 1)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 6)])
     assert nn.block_report(holder, held_by(nn, holder, ["/f"])[1:]) == {"missing": 1}
@@ -182,12 +169,7 @@ def test_stale_copy_is_adopted_when_its_holder_loses_the_unit(nn, clock):
 
 
 def test_stale_copy_of_a_deleted_file_is_deleted_even_without_a_live_holder(nn, clock):
-    add_datanodes(nn, 6)
-    nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
-    group = group_of(nn, "/f")
-    holder = group.units[0].datanode_id
-    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    group, holder = stale_copy_of_unit_0_on_dn6(nn)
     clock.advance(31)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
     nn.delete("/f")

@@ -7,22 +7,10 @@ import pytest
 
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from hedgefs.namenode.testing import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 FULL = 3 * BLOCK  # data bytes in a full RS-3-2 group
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def nn(tmp_path, clock):
-    namenode = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
-    yield namenode
-    namenode.close()
 
 
 def test_create_is_invisible_until_complete(nn):
