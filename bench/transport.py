@@ -18,7 +18,8 @@ from hedgefs.proto import hedgefs_pb2_grpc
 async def _measure(address: str, total_bytes: int, streams: int, chunk_bytes: int) -> dict:
     async with grpc.aio.insecure_channel(address, options=GRPC_OPTIONS) as channel:
         stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-        per_stream = total_bytes // streams
+        # At least one whole message per stream: smaller totals would measure nothing.
+        per_stream = max(chunk_bytes, total_bytes // streams // chunk_bytes * chunk_bytes)
 
         async def download() -> int:
             n = 0
