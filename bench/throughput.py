@@ -16,7 +16,7 @@ from hedgefs.bench.transport import run_transport_bench
 
 _CHILD = """
 import json, resource, sys, time
-from hedgefs.client.cli import main
+from hedgefs.cli import main
 started = time.perf_counter()
 try:
     main(sys.argv[1:])

@@ -7,8 +7,7 @@ business (it hedges). Nothing here blocks on a connect timeout.
 
 import grpc
 
-from hedgefs.proto import wire
-from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import GRPC_OPTIONS, wire
 from hedgefs.proto import hedgefs_pb2 as pb
 
 # A cell read that has not finished by then fails and is rebuilt, hedging or not.

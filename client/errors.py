@@ -47,13 +47,6 @@ _BY_CODE = {
 }
 
 
-def describe(err: BaseException) -> str:
-    """One line for a failed call, for logs and for the error that names every failed unit."""
-    if isinstance(err, grpc.RpcError):
-        return f"{err.code().name}: {err.details()}"
-    return str(err) or type(err).__name__
-
-
 def from_namenode_error(err: grpc.RpcError, address: str) -> HedgefsError:
     """Turn a NameNode RPC failure into the error the user should read."""
     code = err.code()

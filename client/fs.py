@@ -24,9 +24,8 @@ from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gat
 from hedgefs.client.writer import StripedWriter, StripeSource
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0

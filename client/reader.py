@@ -31,11 +31,12 @@ import grpc
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient, ShortRead
-from hedgefs.client.errors import DataUnavailable, describe
+from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy
+from hedgefs.plumbing import describe
 
 log = logging.getLogger("hedgefs.client.reader")
 

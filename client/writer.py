@@ -15,13 +15,13 @@ from typing import Callable
 
 import grpc
 
-from hedgefs.proto import wire
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import HedgefsError, describe
+from hedgefs.client.errors import HedgefsError
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy
-from hedgefs.proto import CHUNK_BYTES
+from hedgefs.plumbing import describe
+from hedgefs.proto import CHUNK_BYTES, wire
 from hedgefs.proto import hedgefs_pb2 as pb
 
 log = logging.getLogger("hedgefs.client.writer")

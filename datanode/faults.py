@@ -1,12 +1,15 @@
-"""The DataNode's fault knobs: what they are set to, and the waits they impose on a read.
+"""The DataNode's fault knobs: what they are set to, and what they do to reads (``FaultyStore``).
 
-Knobs (all act on ReadUnit only; writes are never slowed):
+Knobs (all act on reads only; writes are never slowed):
 
     read_delay_ms, probability, jitter_ms   sleep before the first byte (probability of applying)
     stall                                   hold reads, answer nothing, until the stall is cleared
     error_probability                       fail a read with UNAVAILABLE
     corrupt_probability                     flip bytes read from disk before they are verified
     bandwidth_bps                           pace the node's read bytes (0 = no cap)
+
+``FaultyStore`` wraps the real block store with the store's read interface, the way MinIO wraps
+a disk in a "naughty disk": the read handler asks a store and never looks at a knob.
 
 Every wait here is on an Event that the RPC's cancellation sets, so a client that gives up on a
 read (a hedge loser) frees the server at once. Nothing in this module imports gRPC.
@@ -18,8 +21,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
+
+from hedgefs.datanode.storage import BlockStore, ChecksumError
 
 _U32 = 2**32 - 1
 
@@ -299,3 +304,58 @@ class Faults:
                 buf[i] ^= flip
                 done = True
         return tamper
+
+
+# ---------------------------------------------------------------- the store as reads see it
+
+class ReadCancelled(Exception):
+    """The client went away while the read waited on a knob."""
+
+
+class InjectedError(Exception):
+    """The error knob failed this read."""
+
+
+class InjectedCorruption(ChecksumError):
+    """A checksum mismatch caused by the corrupt knob: the bytes on disk are fine, so it is not
+    reported to the NameNode (it would repair a healthy unit)."""
+
+
+class FaultyStore:
+    """A BlockStore whose reads obey the fault knobs; with faults disabled it only passes through."""
+
+    def __init__(self, store: BlockStore, faults: Faults):
+        self.store = store
+        self.faults = faults
+
+    def open_writer(self, group_id: int, index: int, expected_length: int | None):
+        return self.store.open_writer(group_id, index, expected_length)   # writes are never slowed
+
+    def read(self, group_id: int, index: int, offset: int, length: int, *, piece: int,
+             guard: ReadGuard) -> Iterator[bytes]:
+        """BlockStore.read, after the stall and the delay, with errors, corruption and the
+        bandwidth cap applied. Raises ReadCancelled if the client leaves during a wait."""
+        faults = self.faults
+        if not faults.enabled:
+            return self.store.read(group_id, index, offset, length, piece=piece)
+        if faults.hold_if_stalled(guard) or guard.wait(faults.read_delay_s()):
+            raise ReadCancelled()
+        if faults.draw_error():
+            raise InjectedError(f"injected error on {faults.datanode_id}")
+        corrupt = faults.draw_corrupt()
+        chunks = self.store.read(group_id, index, offset, length, piece=piece,
+                                 tamper=faults.corrupter() if corrupt else None)
+        return self._paced(chunks, guard, corrupt)
+
+    def _paced(self, chunks: Iterator[bytes], guard: ReadGuard, corrupt: bool) -> Iterator[bytes]:
+        try:
+            for data in chunks:
+                if self.faults.pace(guard, len(data)):
+                    raise ReadCancelled()
+                yield data
+        except ChecksumError as e:
+            if not corrupt:
+                raise
+            raise InjectedCorruption(e.group_id, e.index, e.offset) from None
+        finally:
+            chunks.close()

@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.plumbing import describe
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -134,7 +134,7 @@ class NameNodeLink:
         if not self._outage:
             self._outage = True
             log.warning("namenode %s unreachable from %s: %s (will keep trying)", self.namenode,
-                        self.datanode_id, _describe(e))
+                        self.datanode_id, describe(e))
 
     def _reachable(self) -> None:
         if self._outage:
@@ -154,7 +154,7 @@ class NameNodeLink:
                 self._stub.ReportBadUnits(request, timeout=self.rpc_timeout_s)
             except grpc.RpcError as e:
                 log.warning("cannot report bad unit %d/%d to namenode: %s", group_id, index,
-                            _describe(e))
+                            describe(e))
         try:
             self._reports.submit(send)
         except RuntimeError:
@@ -172,12 +172,6 @@ class NameNodeLink:
             except grpc.RpcError as e:
                 if attempt == 2 or self._stop.wait(0.5 * (attempt + 1)):
                     log.warning("cannot tell namenode about unit %d/%d (the next block report "
-                                "will): %s", group_id, index, _describe(e))
+                                "will): %s", group_id, index, describe(e))
                     return
 
-
-def _describe(e: grpc.RpcError) -> str:
-    try:
-        return f"{e.code().name}: {e.details()}"
-    except Exception:
-        return str(e)

@@ -1,3 +1,3 @@
-from hedgefs.client.cli import main
+from hedgefs.cli import main
 
 main()

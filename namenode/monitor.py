@@ -1,4 +1,4 @@
-"""The monitor thread: calls ``NameNode.tick`` every ``interval_s`` (liveness, leases, repairs)."""
+"""The monitor thread: calls ``Namesystem.tick`` every ``interval_s`` (liveness, leases, repairs)."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def fs(cluster):
 @pytest.fixture
 def clock():
     """A hand-driven clock for the NameNode unit tests."""
-    from hedgefs.namenode.testing import FakeClock
+    from nn_support import FakeClock
 
     return FakeClock()
 
@@ -72,7 +72,7 @@ def clock():
 @pytest.fixture
 def nn(tmp_path, clock):
     """A NameNode core on real SQLite in a temp dir, no gRPC, on the fake clock."""
-    from hedgefs.namenode.testing import make_namenode
+    from nn_support import make_namenode
 
     namenode = make_namenode(tmp_path / "nn", clock)
     yield namenode

@@ -1,4 +1,4 @@
-"""The chaos suite (cluster/chaos.py): its schedule, and a short seeded run on a real cluster.
+"""The chaos suite (chaos/): its schedule, and a short seeded run on a real cluster.
 
 The run is the one that must catch a broken build: a codec that decodes the wrong unit, a reader
 that puts a cell in the wrong place, a repair that stores the wrong bytes all show up as wrong
@@ -11,12 +11,13 @@ import sys
 
 import pytest
 
-from hedgefs.cluster.chaos import LOSS_FAULTS, POLICY, SUMMARY_KEYS, ChaosConfig, generate_schedule, run_chaos
+from hedgefs.chaos.runner import SUMMARY_KEYS, run_chaos
+from hedgefs.chaos.schedule import LOSS_FAULTS, POLICY, ChaosConfig, generate_schedule
 
 # Seed 99's first 30 steps kill, freeze, thaw and restart DataNodes, set every fault kind, restart
 # the NameNode twice and go beyond tolerance twice (checked below, so a schedule change shows).
 SHORT_SEED, SHORT_STEPS = 99, 30
-CHAOS_CLI = [sys.executable, "-c", "import hedgefs.client.cli_chaos; from hedgefs.client.cli import main; main()", "chaos"]
+CHAOS_CLI = [sys.executable, "-m", "hedgefs", "chaos"]
 
 
 def test_same_seed_same_schedule_and_a_longer_run_starts_with_it():

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hedgefs.datanode.repair import RepairError, RepairRunner, repair_unit
+from hedgefs.datanode.repair_worker import RepairError, RepairRunner, repair_unit
 from hedgefs.datanode.server import DataNode
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.layout import cell_length, num_stripes

@@ -1,4 +1,4 @@
-"""A real DataNode process (``python -m hedgefs.datanode``, which calls ``serve``) over real gRPC.
+"""A real DataNode process (``hedgefs datanode``, which calls ``serve``) over real gRPC.
 
 Its NameNode address is a closed port: heartbeats fail quietly. Every wait on the server's state
 polls GetFaults against a deadline; no sleep stands in for synchronisation.
@@ -31,9 +31,9 @@ def closed_port() -> int:
 
 def launch(tmp_path, *extra, name="dn3"):
     port_file = tmp_path / f"{name}.port"
-    cmd = [sys.executable, "-m", "hedgefs.datanode", "--id", name, "--port", "0",
+    cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", name, "--port", "0",
            "--data-dir", str(tmp_path / name), "--namenode", f"127.0.0.1:{closed_port()}",
-           "--port-file", str(port_file), "--heartbeat-interval", "0.2", "--no-fsync", *extra]
+           "--port-file", str(port_file), "--heartbeat-interval-s", "0.2", "--no-fsync", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
     while not port_file.exists():
@@ -260,7 +260,7 @@ def test_faults_refused_when_disabled(tmp_path):
     (["--fault", "read-delay-ms=5"], "fault injection is disabled on dn5"),
 ])
 def test_bad_fault_spec_refuses_to_start(tmp_path, args, message):
-    cmd = [sys.executable, "-m", "hedgefs.datanode", "--id", "dn5", "--data-dir", str(tmp_path),
+    cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", "dn5", "--data-dir", str(tmp_path),
            "--namenode", "127.0.0.1:1", *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2

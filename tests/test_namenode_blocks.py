@@ -2,10 +2,10 @@
 
 import pytest
 
-from hedgefs.namenode.core import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
+from hedgefs.namenode.namesystem import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition
-from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 

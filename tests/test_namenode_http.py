@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 
 from hedgefs.namenode.http import MetricsServer
-from hedgefs.namenode.testing import FakeClock, add_datanodes, make_namenode, write_file
+from nn_support import FakeClock, add_datanodes, make_namenode, write_file
 
 
 @pytest.fixture

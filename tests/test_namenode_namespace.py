@@ -6,7 +6,7 @@ import pytest
 
 from hedgefs.namenode.db import SCHEMA_VERSION, Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from hedgefs.namenode.testing import add_datanodes, make_namenode, write_file
+from nn_support import add_datanodes, make_namenode, write_file
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Repair scheduling without gRPC: who is repaired first, where, what the command says, timeouts."""
 
 
-from hedgefs.namenode.core import REPAIR_TIMEOUT_S, REPORT_GRACE_S
+from hedgefs.namenode.namesystem import REPAIR_TIMEOUT_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
-from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 

@@ -7,7 +7,7 @@ import pytest
 
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from hedgefs.namenode.testing import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 FULL = 3 * BLOCK  # data bytes in a full RS-3-2 group

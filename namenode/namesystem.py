@@ -1,13 +1,16 @@
-"""The NameNode without the wire: every RPC as a plain method, under one lock, over SQLite.
+"""The namesystem (HDFS's FSNamesystem): the NameNode's state and every decision it makes.
 
-``server.py`` only unpacks requests, calls these methods and packs the answers; tests drive this
-class directly, with an injectable clock. Refusals are ``errors.NameNodeError`` subclasses.
+Every NameNode RPC is a plain method here, run under one lock over SQLite: the namespace, block
+group placement, DataNode registration, heartbeats and the commands they carry, block reports,
+repair planning, fsck. ``servicer.py`` only unpacks requests, calls these methods and packs the
+answers; tests drive this class directly, with an injectable clock. Refusals are
+``errors.NameNodeError`` subclasses.
 
 Who keeps what:
-  namespace.Namespace     directories, files, policies (SQLite)
-  blockmap.BlockMap       groups, unit locations, pending deletes, known DataNodes (SQLite)
-  liveness.Liveness       heartbeats and what DataNodes say about themselves (memory)
-  repair.RepairScheduler  repairs in flight (memory; after a restart they are simply planned again)
+  namespace.Namespace                directories, files, policies (SQLite)
+  blockmap.BlockMap                  groups, unit locations, pending deletes, known DataNodes (SQLite)
+  liveness.Liveness                  heartbeats and what DataNodes say about themselves (memory)
+  repair_scheduler.RepairScheduler   repairs in flight (memory; after a restart they are planned again)
 
 A DataNode known from SQLite but not yet registered with this process (the NameNode restarted)
 serves reads only: it is no placement target, no repair target or source, and no live holder when
@@ -36,10 +39,21 @@ from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.liveness import Liveness
-from hedgefs.namenode.model import (ClusterReport, Created, DataNodeReport, DeleteUnit, FileInfo, FsckProblem,
-                                    FsckReport, GroupInfo, HeartbeatReply, RepairUnit, UnitLocation)
+from hedgefs.namenode.model import (
+    ClusterReport,
+    Created,
+    DataNodeReport,
+    DeleteUnit,
+    FileInfo,
+    FsckProblem,
+    FsckReport,
+    GroupInfo,
+    HeartbeatReply,
+    RepairUnit,
+    UnitLocation,
+)
 from hedgefs.namenode.namespace import Entry, Namespace, load_policy
-from hedgefs.namenode.repair import GroupNeed, InFlight, RepairScheduler
+from hedgefs.namenode.repair_scheduler import GroupNeed, InFlight, RepairScheduler
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -61,7 +75,7 @@ def _locked(method):
     return wrapper
 
 
-class NameNode:
+class Namesystem:
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,

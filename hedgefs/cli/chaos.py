@@ -1,4 +1,4 @@
-"""`hedgefs chaos`: a seeded fault schedule against a fresh local cluster under load (cluster/chaos.py)."""
+"""`hedgefs chaos`: a seeded fault schedule against a fresh local cluster under load (chaos/)."""
 
 import json
 import random
@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from hedgefs.client.cli import CONTEXT, cli
+from hedgefs.cli.common import CONTEXT
 from hedgefs.client.errors import HedgefsError
 
 
-@cli.command(context_settings=CONTEXT)
+@click.command(context_settings=CONTEXT)
 @click.option("--seed", type=click.IntRange(0, 2**63 - 1), help="Seed of everything random [a new one, printed first].")
 @click.option("--steps", type=click.IntRange(0), default=100, show_default=True, help="Fault steps to apply.")
 @click.option("--datanodes", type=click.IntRange(9, 64), default=12, show_default=True,
@@ -39,7 +39,8 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
       hedgefs chaos --seed 7 --steps 30 --dry-run | grep '^step'   # the schedule alone
       hedgefs chaos --seed 7 --steps 17 --keep                      # replay, keep the logs
     """
-    from hedgefs.cluster.chaos import ChaosConfig, generate_schedule, run_chaos
+    from hedgefs.chaos.runner import run_chaos
+    from hedgefs.chaos.schedule import ChaosConfig, generate_schedule
     from hedgefs.cluster.launcher import ClusterError
 
     if seed is None:

@@ -22,9 +22,9 @@ from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.layout import cell_length, num_stripes, unit_length
 from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.plumbing import describe
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -158,7 +158,7 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
             if f in late:
                 error = f"no answer in {timeout:.0f} s"
             elif f.exception() is not None:
-                error = _describe(f.exception())
+                error = describe(f.exception())
             if error is None:
                 cells[src.index] = f.result()
                 continue
@@ -174,15 +174,6 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
             active.append(new)
             todo.append(new)
     return cells
-
-
-def _describe(e: BaseException) -> str:
-    if isinstance(e, grpc.RpcError):
-        try:
-            return f"{e.code().name}: {e.details()}"
-        except Exception:
-            pass
-    return str(e) or type(e).__name__
 
 
 class RepairRunner:
@@ -226,7 +217,7 @@ class RepairRunner:
             self.on_stored(g, i, length)
         except Exception as e:
             log.warning("repair of unit %d/%d (%s) failed after %.2f s: %s", g, i, cmd.policy,
-                        time.monotonic() - t0, _describe(e))
+                        time.monotonic() - t0, describe(e))
         finally:
             with self._lock:
                 self._pending.discard((g, i))

@@ -11,14 +11,24 @@ import os
 import tempfile
 import time
 
+import click
 
+from hedgefs.cli.common import CONTEXT
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.fs import FileSystem
 from hedgefs.client.errors import HedgefsError
+from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import hedgefs_pb2 as pb
 
 PATH = "/demo/data.bin"
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--dir", "root", type=click.Path(file_okay=False), help="Cluster directory (default: a temporary one).")
+@click.option("--size-mib", type=click.IntRange(1, 4096), default=24, show_default=True, help="Size of the demo file.")
+def demo(root: str | None, size_mib: int) -> None:
+    """The main job: a local cluster, faults, hedging off vs on, and a table of what happened."""
+    run_demo(root, size_mib)
 
 
 def say(text: str) -> None:

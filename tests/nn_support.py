@@ -1,4 +1,4 @@
-"""Helpers for tests that drive ``core.NameNode`` directly: a hand-driven clock, quick writes.
+"""Helpers for tests that drive ``Namesystem`` directly: a hand-driven clock, quick writes.
 
 Not used by the NameNode itself.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from hedgefs.namenode.blockmap import GroupCommit
-from hedgefs.namenode.core import NameNode
+from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.namenode.namespace import load_policy
 
 
@@ -27,26 +27,26 @@ class FakeClock:
 
 def make_namenode(data_dir, clock: FakeClock, *, policy: str = "RS-3-2-1k", block_size: int = 4096,
                   dead_interval_s: float = 30.0, lease_timeout_s: float = 600.0, seed: int = 1,
-                  **kwargs) -> NameNode:
-    return NameNode(str(data_dir), default_policy=policy, default_block_size=block_size,
+                  **kwargs) -> Namesystem:
+    return Namesystem(str(data_dir), default_policy=policy, default_block_size=block_size,
                     dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
                     clock=clock, wall_clock=clock, rng=random.Random(seed), **kwargs)
 
 
-def add_datanodes(nn: NameNode, count: int, start: int = 1) -> list[str]:
+def add_datanodes(nn: Namesystem, count: int, start: int = 1) -> list[str]:
     ids = [f"dn{i}" for i in range(start, start + count)]
     for i, dn in zip(range(start, start + count), ids):
         nn.register(dn, f"127.0.0.1:{40000 + i}")
     return ids
 
 
-def heartbeat_all(nn: NameNode, ids=None):
+def heartbeat_all(nn: Namesystem, ids=None):
     """Heartbeat every (or the given) DataNode; returns {id: commands}."""
     ids = ids if ids is not None else [n.id for n in nn.liveness.all()]
     return {dn: nn.heartbeat(dn, "").commands for dn in ids}
 
 
-def write_file(nn: NameNode, path: str, length: int, *, overwrite: bool = False, policy: str = "",
+def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = False, policy: str = "",
                lost: dict[int, set[int]] | None = None) -> int:
     """Create, add groups, complete, as a client would; ``lost`` = {group seq: unit indexes not stored}.
 

@@ -1,15 +1,23 @@
-"""`hedgefs bench ...`: the read load generator and the tail-latency suite (bench/)."""
+"""`hedgefs bench ...`: the read load generator, the tail-latency suite and the data-path probes (bench/)."""
 
 import json
 import pathlib
 
 import click
 
-from hedgefs.client.cli import CONTEXT, _Group, cli, hedge_config, hedge_options, namenode_option, open_fs, print_stats
+from hedgefs.cli.common import (
+    CONTEXT,
+    Group,
+    hedge_config,
+    hedge_options,
+    namenode_option,
+    open_fs,
+    print_stats,
+)
 from hedgefs.client.errors import HedgefsError, UsageError
 
 
-@cli.group(cls=_Group, context_settings=CONTEXT)
+@click.group(cls=Group, context_settings=CONTEXT)
 def bench() -> None:
     """Benchmarks: read tail latency under load, and the fault-scenario suite.
 

@@ -1,0 +1,173 @@
+"""Chaos, part 1: the seeded schedule of faults, and the files the writers store.
+
+    seed ──> schedule (every step drawn up front: printable, diffable, a prefix of any longer run)
+
+A DataNode is *lost* while it is killed, frozen, stalled, erroring or corrupting (a delay or a
+bandwidth cap only makes it slow). The schedule never loses more DataNodes than the policy's m,
+except in steps it marks BEYOND TOLERANCE.
+
+Everything random comes from the seed: the schedule, file sizes and contents, what readers read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+
+from hedgefs.ec.policy import parse_policy
+from hedgefs.proto import hedgefs_pb2 as pb
+
+POLICY = parse_policy("RS-6-3-64k")
+BLOCK_SIZE = 256 * 1024                   # a block group is 1.5 MiB of data: boundaries come often
+LOSS_FAULTS = ("stall", "error", "corrupt")
+SLOW_FAULTS = ("delay", "bandwidth")
+BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
+
+
+@dataclasses.dataclass(frozen=True)
+class ChaosConfig:
+    seed: int
+    steps: int = 100
+    datanodes: int = 12
+    writers: int = 2
+    readers: int = 2
+    files_per_writer: int = 12            # a writer deletes its oldest file beyond this many
+    max_file_bytes: int = 2 * POLICY.k * BLOCK_SIZE + POLICY.stripe_data_size
+
+    def replay_command(self, steps: int) -> str:
+        return (f"hedgefs chaos --seed {self.seed} --steps {steps} --datanodes {self.datanodes} "
+                f"--writers {self.writers} --readers {self.readers}")
+
+
+# ---------------------------------------------------------------------------- the schedule
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    number: int
+    action: str                           # kill freeze thaw restart fault clear nn-restart pause
+    target: str = ""
+    fault: str = ""                       # for action "fault": one of LOSS_FAULTS + SLOW_FAULTS
+    knobs: tuple = ()                     # FaultConfig fields, as (name, value) pairs
+    dwell_s: float = 0.5                  # load runs this long between the step and its check
+    frozen: tuple = ()                    # state after the step
+    stopped: tuple = ()
+    faults: tuple = ()                    # (DataNode, fault kind) of running DataNodes with a fault
+    lost: tuple = ()
+    beyond: bool = False
+
+    def line(self, m: int = POLICY.m) -> str:
+        what = f"{self.action} {self.target}".strip()
+        if self.action == "fault":
+            what += " " + " ".join([self.fault] + [_knob(k, v) for k, v in self.knobs if k != "stall"])
+        how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.stopped, "killed")
+        lost = " ".join(f"{d}={how[d]}" for d in self.lost) or "-"
+        slow = " ".join(f"{d}={f}" for d, f in self.faults if f in SLOW_FAULTS)
+        flag = f"  BEYOND TOLERANCE ({len(self.lost)} > {m})" if self.beyond else ""
+        return (f"step {self.number:3d}  {what:<44} then {self.dwell_s:.1f} s  lost {len(self.lost)}/{m}: {lost}"
+                + (f"  slow: {slow}" if slow else "") + flag)
+
+    def fault_config(self) -> pb.FaultConfig:
+        return pb.FaultConfig(**dict(self.knobs))
+
+
+def _knob(name: str, value) -> str:
+    if name == "read_delay_ms":
+        return f"{value}ms"
+    if name == "jitter_ms":
+        return f"jitter={value}ms"
+    if name == "bandwidth_bps":
+        return f"{value // 1024}KiB/s"
+    return f"p={value:g}"
+
+
+def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m) -> list[Step]:
+    """The whole schedule, from the seed alone; step n does not depend on how many steps follow."""
+    rng = random.Random(f"hedgefs-chaos/{seed}/schedule")
+    names = [f"dn{i}" for i in range(1, datanodes + 1)]
+    proc = dict.fromkeys(names, "running")
+    fault = dict.fromkeys(names, "")
+    schedule = []
+    for n in range(1, steps + 1):
+        step = _draw_step(rng, n, proc, fault, m)
+        if step.action in ("kill", "freeze", "thaw", "restart"):
+            proc[step.target] = {"kill": "stopped", "freeze": "frozen"}.get(step.action, "running")
+            if step.action in ("kill", "restart"):
+                fault[step.target] = ""          # a new process starts without faults
+        elif step.action == "fault":
+            fault[step.target] = step.fault
+        elif step.action == "clear":
+            fault[step.target] = ""
+        lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS)
+        schedule.append(dataclasses.replace(
+            step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m,
+            frozen=tuple(d for d in names if proc[d] == "frozen"),
+            stopped=tuple(d for d in names if proc[d] == "stopped"),
+            faults=tuple((d, fault[d]) for d in names if fault[d] and proc[d] != "stopped")))
+    return schedule
+
+
+def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int) -> Step:
+    names = list(proc)
+    lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS]
+    healthy = [d for d in names if d not in lost]
+    ailing = [d for d in names if proc[d] != "running" or fault[d]]
+    may_harm = len(lost) < m or (len(lost) < m + 2 and rng.random() < BEYOND_CHANCE)
+    weights = {"harm": 4.0 if healthy and may_harm else 0, "heal": (2.0 if len(lost) <= m else 8.0) if ailing else 0,
+               "slow": 1.5 if any(not fault[d] for d in healthy) else 0, "nn-restart": 0.4,
+               # restarting a healthy DataNode loses it for a moment: only while there is room
+               "bounce": 0.5 if healthy and len(lost) < m else 0, "pause": 0.3}
+    kind = rng.choices(list(weights), weights=list(weights.values()))[0]
+    if kind == "harm":
+        target = rng.choice(healthy)
+        action = rng.choices(["kill", "freeze", "stall", "error", "corrupt"], [3, 2, 1.5, 1.5, 1.5])[0]
+        return _fault_step(rng, n, target, action) if action in LOSS_FAULTS else Step(n, action, target)
+    if kind == "slow":
+        target = rng.choice([d for d in healthy if not fault[d]])
+        return _fault_step(rng, n, target, rng.choices(SLOW_FAULTS, [3, 1])[0])
+    if kind == "heal":
+        target = rng.choice(ailing)
+        if proc[target] == "stopped":
+            return Step(n, "restart", target)
+        if proc[target] == "frozen":
+            return Step(n, rng.choices(["thaw", "restart", "kill"], [3, 1, 1])[0], target)
+        # restarting a DataNode that is only slow would lose it for a moment: only while there is room
+        restart = 1 if target in lost or len(lost) < m else 0
+        return Step(n, rng.choices(["clear", "restart"], [4, restart])[0], target)
+    if kind == "bounce":
+        return Step(n, "restart", rng.choice(healthy))
+    return Step(n, kind)
+
+
+def _fault_step(rng: random.Random, n: int, target: str, kind: str) -> Step:
+    knobs = {
+        "delay": lambda: (("read_delay_ms", rng.choice([100, 300, 600, 1000, 1500])),
+                          ("probability", rng.choice([0.3, 0.6, 1.0])), ("jitter_ms", rng.choice([0, 50, 200]))),
+        "bandwidth": lambda: (("bandwidth_bps", rng.choice([512 << 10, 1 << 20, 4 << 20])),),
+        "stall": lambda: (("stall", True),),
+        "error": lambda: (("error_probability", rng.choice([0.3, 0.7, 1.0])),),
+        "corrupt": lambda: (("corrupt_probability", rng.choice([0.3, 0.7, 1.0])),),
+    }[kind]()
+    return Step(n, "fault", target, kind, knobs)
+
+
+# ---------------------------------------------------------------------------- data
+
+def file_size(rng: random.Random, max_bytes: int) -> int:
+    """Sizes at every layout boundary (cell, stripe, group; +-1) and some anywhere in between."""
+    cell, stripe, group = POLICY.cell_size, POLICY.stripe_data_size, POLICY.k * BLOCK_SIZE
+    edges = [0, 1, cell - 1, cell, cell + 1, stripe - 1, stripe, stripe + 1, group - 1, group, group + 1]
+    if rng.random() < 0.4:
+        return min(rng.choice(edges), max_bytes)
+    return rng.randrange(1, max_bytes + 1)
+
+
+def file_content(seed: int, writer: int, index: int, size: int) -> bytes:
+    return np.random.default_rng([seed, writer, index]).integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+def differing_bytes(got: bytes, want: bytes) -> int:
+    n = min(len(got), len(want))
+    a, b = np.frombuffer(got, np.uint8, n), np.frombuffer(want, np.uint8, n)
+    return int(np.count_nonzero(a != b)) + abs(len(got) - len(want))

@@ -1,0 +1,97 @@
+"""`hedgefs cluster ...`: a local cluster of real processes (the launcher in cluster/)."""
+
+import os
+
+import click
+
+from hedgefs.cli.common import CONTEXT, Group, check_policy
+from hedgefs.client.errors import HedgefsError
+from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
+
+DEFAULT_CLUSTER_DIR = ".hedgefs-cluster"
+
+def cluster_dir_option(f):
+    return click.option("--dir", "root", default=lambda: os.environ.get("HEDGEFS_CLUSTER_DIR", DEFAULT_CLUSTER_DIR),
+                        show_default=f"$HEDGEFS_CLUSTER_DIR or {DEFAULT_CLUSTER_DIR}",
+                        help="Directory holding the cluster's state, data and logs.")(f)
+
+
+def _cluster(root: str, must_exist: bool = True) -> LocalCluster:
+    cluster = LocalCluster(root)
+    if must_exist and not cluster.state:
+        raise HedgefsError(f"no cluster in {os.path.abspath(root)} (start one with: hedgefs cluster up --dir {root})")
+    return cluster
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
+def cluster() -> None:
+    """A local cluster of real processes: one NameNode and N DataNodes (dn1..dnN).
+
+    \b
+    Examples:
+      hedgefs cluster up --datanodes 10
+      export HEDGEFS_NAMENODE=127.0.0.1:8020
+      hedgefs cluster freeze dn3 && hedgefs cat /f > /dev/null && hedgefs cluster thaw dn3
+      hedgefs cluster down
+    """
+
+
+@cluster.command("up", context_settings=CONTEXT)
+@cluster_dir_option
+@click.option("--datanodes", type=click.IntRange(1, 64), default=10, show_default=True)
+@click.option("--namenode-port", type=int, default=8020, show_default=True, help="0 picks a free port.")
+@click.option("--policy", help="Cluster default policy [RS-6-3-1024k].")
+@click.option("--block-size", type=int, help="Bytes per internal block in a full group [128 MiB].")
+@click.option("--dead-interval-s", type=float, default=30.0, show_default=True)
+@click.option("--heartbeat-interval-s", type=float, default=1.0, show_default=True)
+@click.option("--no-fsync", is_flag=True, help="Skip fsync on the DataNodes (faster, less durable).")
+def cluster_up(root, datanodes, namenode_port, policy, block_size, dead_interval_s, heartbeat_interval_s, no_fsync) -> None:
+    """Start the cluster; returns once every DataNode has registered."""
+    if policy:
+        check_policy(policy)
+    c = _cluster(root, must_exist=False)
+    options = Options(datanodes=datanodes, namenode_port=namenode_port, policy=policy, block_size=block_size,
+                      dead_interval_s=dead_interval_s, heartbeat_interval_s=heartbeat_interval_s, fsync=not no_fsync)
+    try:
+        c.up(options)
+    except ClusterError as err:
+        raise HedgefsError(str(err)) from None
+    click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})")
+    click.echo(f"export HEDGEFS_NAMENODE={c.namenode}")
+
+
+@cluster.command("status", context_settings=CONTEXT)
+@cluster_dir_option
+def cluster_status(root) -> None:
+    """Show each process: pid, port, running / frozen / stopped."""
+    c = _cluster(root)
+    for name in ["namenode", *c.datanode_ids]:
+        entry = c.state["namenode"] if name == "namenode" else c.state["datanodes"][name]
+        click.echo(f"{name:<9} pid {entry.get('pid') or '-':>7}  port {entry.get('port')}  {c.process_state(name)}")
+
+
+@cluster.command("down", context_settings=CONTEXT)
+@cluster_dir_option
+def cluster_down(root) -> None:
+    """Stop every process of the cluster (data stays in --dir)."""
+    _cluster(root).down()
+
+
+def _process_verb(name: str, doc: str, action: str):
+    @cluster.command(name, context_settings=CONTEXT, help=doc)
+    @click.argument("process", metavar="DN_ID|namenode")
+    @cluster_dir_option
+    def command(process: str, root: str) -> None:
+        c = _cluster(root)
+        try:
+            getattr(c, action)(process)
+        except ClusterError as err:
+            raise HedgefsError(str(err)) from None
+
+    return command
+
+
+_process_verb("kill", "SIGKILL a DataNode (or the NameNode): a crash.", "kill")
+_process_verb("freeze", "SIGSTOP a process: TCP still connects, nothing answers.", "freeze")
+_process_verb("thaw", "SIGCONT a frozen process.", "thaw")
+_process_verb("restart", "Start a process again with its data dir (killing it first if running).", "restart")

@@ -1,0 +1,101 @@
+"""What every command module shares: options, the client handle, logging, help layout, checks.
+
+Errors are one line on stderr and a non-zero exit (codes in client/errors.py); ``hedgefs.cli.main``
+turns them into that.
+"""
+
+import logging
+import sys
+
+import click
+
+from hedgefs.client.config import HedgeConfig
+from hedgefs.client.errors import UsageError
+from hedgefs.client.fs import FileSystem, namenode_address
+
+log = logging.getLogger("hedgefs.cli")
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def setup_logging(verbose: bool = False, default_level: int = logging.WARNING) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else default_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+# ---------------------------------------------------------------------------- shared options
+
+def namenode_option(f):
+    return click.option("--namenode", metavar="HOST:PORT",
+                        help="NameNode address (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")(f)
+
+
+def hedge_options(f):
+    """The read-side flags: hedge threshold and breaker keys (flags win over HEDGEFS_HEDGE_*)."""
+    opts = [
+        click.option("--stats", is_flag=True, help="Print read counters (hedges, wins, latencies) to stderr."),
+        click.option("--hedge-max-per-second", "max_per_second", type=int, help="Hard cap on hedges started per second [200]."),
+        click.option("--hedge-cooldown-ms", "cooldown_ms", type=float, help="Hedging stays off this long after a trip [30000]."),
+        click.option("--hedge-impaired-window-ms", "impaired_window_ms", type=float, help="Window for counting impaired DataNodes [60000]."),
+        click.option("--hedge-max-impaired-nodes", "max_impaired_nodes", type=int, help="Impaired DataNodes allowed before the breaker trips [2]."),
+        click.option("--no-hedge", "no_hedge", is_flag=True, help="Never hedge; failed reads are still rebuilt."),
+        click.option("--hedge-threshold-ms", "threshold_ms", type=float, help="Hedge a cell read slower than this [250]."),
+    ]
+    for opt in opts:
+        f = opt(f)
+    return f
+
+
+def hedge_config(kwargs: dict) -> HedgeConfig:
+    flags = {key: kwargs.pop(key, None) for key in
+             ("threshold_ms", "max_impaired_nodes", "impaired_window_ms", "cooldown_ms", "max_per_second")}
+    if kwargs.pop("no_hedge", False):
+        flags["enabled"] = False
+    try:
+        return HedgeConfig.from_sources(flags)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:
+    if hedge is None:
+        hedge = hedge_config({})  # HEDGEFS_HEDGE_* may be set (and wrong) for any verb
+    return FileSystem(namenode_address(namenode), hedge=hedge)
+
+
+def print_stats(fs: FileSystem) -> None:
+    stats = fs.stats()
+    c = stats.counters
+    refused = c["hedges_refused_breaker"] + c["hedges_refused_rate"]
+    click.echo(
+        f"reads={c['reads']} cell_reads={c['cell_reads']} hedges={c['hedges']} hedge_wins={c['hedge_wins']} "
+        f"hedges_refused={refused} (breaker={c['hedges_refused_breaker']} rate={c['hedges_refused_rate']}) "
+        f"breaker_trips={stats.breaker_trips} decodes_on_failure={c['decodes_on_failure']}",
+        err=True,
+    )
+    for dn, row in stats.per_datanode.items():
+        click.echo(f"  {dn:>6}: cell_reads={row['cell_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms "
+                   f"overdue={row['overdue']}", err=True)
+
+
+# ---------------------------------------------------------------------------- groups
+
+class Group(click.Group):
+    """Keeps `hedgefs --help` in the order the verbs were defined, which reads like a tour."""
+
+    def list_commands(self, ctx):
+        return list(self.commands)
+
+
+def check_policy(name: str) -> None:
+    """A bad policy name is bad input (exit 2), caught before anything is contacted."""
+    from hedgefs.ec.policy import parse_policy
+
+    try:
+        parse_policy(name)
+    except ValueError as err:
+        raise UsageError(str(err)) from None

@@ -1,0 +1,116 @@
+"""`hedgefs fault ...`: fault knobs of running DataNodes, over their admin RPCs."""
+
+import os
+import sys
+
+import click
+import grpc
+
+from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs
+from hedgefs.client.errors import HedgefsError, UsageError
+from hedgefs.client.metrics import natural_key
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
+from hedgefs.proto import hedgefs_pb2 as pb
+
+
+def _datanode_stub(namenode: str | None, datanode_id: str):
+    with open_fs(namenode) as fs:
+        report = fs.rpc("Report", pb.Empty())
+    for dn in report.datanodes:
+        if dn.id == datanode_id:
+            channel = grpc.insecure_channel(dn.address, options=GRPC_OPTIONS)
+            return channel, hedgefs_pb2_grpc.DataNodeStub(channel)
+    known = ", ".join(d.id for d in report.datanodes) or "none"
+    raise UsageError(f"no DataNode {datanode_id!r} (known: {known})")
+
+
+def _fault_rpc(namenode: str | None, datanode_id: str, method: str, request) -> pb.FaultState:
+    channel, stub = _datanode_stub(namenode, datanode_id)
+    with channel:
+        try:
+            return getattr(stub, method)(request, timeout=5)
+        except grpc.RpcError as err:
+            raise HedgefsError(f"{datanode_id}: {err.details() or err.code().name}") from None
+
+
+def _fault_line(datanode_id: str, s: pb.FaultState) -> str:
+    if not s.enabled:
+        return f"{datanode_id}: fault injection disabled"
+    parts = []
+    if s.read_delay_ms:
+        parts.append(f"read-delay {s.read_delay_ms} ms (p={s.probability:g}, jitter {s.jitter_ms} ms)")
+    if s.stall:
+        parts.append(f"STALL ({s.stalled_reads} reads held)")
+    if s.error_probability:
+        parts.append(f"errors p={s.error_probability:g}")
+    if s.corrupt_probability:
+        parts.append(f"corrupt p={s.corrupt_probability:g}")
+    if s.bandwidth_bps:
+        parts.append(f"bandwidth {s.bandwidth_bps} B/s")
+    calls = ", ".join(f"{k}={v}" for k, v in sorted(s.calls.items()))
+    return f"{datanode_id}: {'; '.join(parts) or 'no faults'} | calls: {calls or '-'} | cancelled reads: {s.cancelled_reads}"
+
+
+@click.group(cls=Group, context_settings=CONTEXT)
+def fault() -> None:
+    """Inject faults into running DataNodes (they must run with --enable-faults).
+
+    \b
+    Examples:
+      hedgefs fault set dn3 --read-delay-ms 2000            # every read +2 s
+      hedgefs fault set dn4 --read-delay-ms 2000 --probability 0.01
+      hedgefs fault set dn5 --stall                         # accept reads, never answer
+      hedgefs fault clear dn3
+      hedgefs fault show
+    """
+
+
+@fault.command("set", context_settings=CONTEXT)
+@click.argument("datanode_id", metavar="DN_ID")
+@click.option("--read-delay-ms", type=click.IntRange(0), help="Added delay before a read's first byte.")
+@click.option("--probability", type=click.FloatRange(0, 1), help="Chance the delay applies to a read [1].")
+@click.option("--jitter-ms", type=click.IntRange(0), help="Uniform +/- jitter on the delay.")
+@click.option("--stall/--no-stall", default=None, help="Hold every read unanswered until cleared.")
+@click.option("--error-probability", type=click.FloatRange(0, 1), help="Chance a read fails (UNAVAILABLE).")
+@click.option("--corrupt-probability", type=click.FloatRange(0, 1), help="Chance a read's bytes fail their checksum.")
+@click.option("--bandwidth", type=click.IntRange(0), help="Cap on read bytes per second (0 = none).")
+@namenode_option
+def fault_set(datanode_id, namenode, **knobs) -> None:
+    """Change fault knobs on DN_ID (only the knobs given change)."""
+    fields = {"read_delay_ms": knobs["read_delay_ms"], "probability": knobs["probability"],
+              "jitter_ms": knobs["jitter_ms"], "stall": knobs["stall"],
+              "error_probability": knobs["error_probability"], "corrupt_probability": knobs["corrupt_probability"],
+              "bandwidth_bps": knobs["bandwidth"]}
+    request = pb.FaultConfig(token=os.environ.get("HEDGEFS_TOKEN", ""), **{k: v for k, v in fields.items() if v is not None})
+    click.echo(_fault_line(datanode_id, _fault_rpc(namenode, datanode_id, "SetFaults", request)))
+
+
+@fault.command("clear", context_settings=CONTEXT)
+@click.argument("datanode_id", metavar="DN_ID")
+@namenode_option
+def fault_clear(datanode_id, namenode) -> None:
+    """Remove every fault from DN_ID (stalled reads are released)."""
+    request = pb.FaultClearRequest(token=os.environ.get("HEDGEFS_TOKEN", ""))
+    click.echo(_fault_line(datanode_id, _fault_rpc(namenode, datanode_id, "ClearFaults", request)))
+
+
+@fault.command("show", context_settings=CONTEXT)
+@click.argument("datanode_id", metavar="[DN_ID]", required=False)
+@namenode_option
+def fault_show(datanode_id, namenode) -> None:
+    """Show fault knobs and call counters of one or every live DataNode."""
+    with open_fs(namenode) as fs:
+        report = fs.rpc("Report", pb.Empty())
+    ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state == "live"), key=natural_key)
+    request = pb.FaultClearRequest(token=os.environ.get("HEDGEFS_TOKEN", ""))
+    failed = False
+    for dn in ids:
+        try:
+            click.echo(_fault_line(dn, _fault_rpc(namenode, dn, "GetFaults", request)))
+        except HedgefsError as err:
+            if datanode_id:
+                raise
+            failed = True
+            click.echo(f"{dn}: unreachable ({str(err).split(': ', 1)[-1][:80]})")
+    if failed:
+        sys.exit(1)

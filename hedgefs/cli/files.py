@@ -1,0 +1,225 @@
+"""File verbs: put, get, cat, ls, mkdir, rm, mv, stat."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import click
+
+from hedgefs.cli.common import (
+    CONTEXT,
+    check_policy,
+    hedge_config,
+    hedge_options,
+    namenode_option,
+    open_fs,
+    print_stats,
+)
+from hedgefs.cli.progress import Progress
+from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("local")
+@click.argument("remote")
+@click.option("-f", "--force", is_flag=True, help="Overwrite REMOTE if it exists.")
+@click.option("--policy", metavar="NAME", help="Erasure-coding policy for this file (default: inherited).")
+@namenode_option
+def put(local: str, remote: str, force: bool, policy: str | None, namenode: str | None) -> None:
+    """Copy LOCAL (a file, or - for stdin) to REMOTE.
+
+    The file becomes visible only when every block group is durable on at least k DataNodes.
+
+    \b
+    Examples:
+      hedgefs put report.csv /data/report.csv
+      tar c dir | hedgefs put - /backups/dir.tar
+    """
+    if policy:
+        check_policy(policy)
+    if local == "-":
+        source, total = sys.stdin.buffer, None
+    else:
+        try:
+            source = open(local, "rb")
+        except FileNotFoundError:
+            raise NotFound(f"no such local file: {local}") from None
+        except IsADirectoryError:
+            raise IsADirectory(f"is a directory: {local}") from None
+        except OSError as err:
+            raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
+        total = os.fstat(source.fileno()).st_size
+    progress = Progress(f"put {remote}", total)
+    try:
+        with open_fs(namenode) as fs, source:
+            fs.write(remote, source, overwrite=force, policy=policy, progress=progress.advance)
+    finally:
+        progress.finish()
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("remote")
+@click.argument("local")
+@hedge_options
+@namenode_option
+def get(remote: str, local: str, namenode: str | None, stats: bool, **hedge) -> None:
+    """Copy REMOTE to LOCAL (a file, or - for stdout).
+
+    LOCAL appears only when complete: the data goes to a temporary file beside it first.
+
+    \b
+    Examples:
+      hedgefs get /data/report.csv report.csv
+      hedgefs get --stats --hedge-threshold-ms 100 /data/big.bin -
+    """
+    config = hedge_config(hedge)
+    with open_fs(namenode, config) as fs:
+        try:
+            with fs.open(remote) as f:
+                if local == "-":
+                    _copy_out(f, _stdout_pipe_like_cat(), Progress(f"get {remote}", f.length))
+                else:
+                    _write_local_atomically(f, local, Progress(f"get {remote}", f.length))
+        finally:
+            if stats:
+                print_stats(fs)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("remotes", nargs=-1, required=True, metavar="REMOTE...")
+@hedge_options
+@namenode_option
+def cat(remotes: tuple[str, ...], namenode: str | None, stats: bool, **hedge) -> None:
+    """Write the bytes of each REMOTE file to stdout, in order.
+
+    \b
+    Examples:
+      hedgefs cat /data/a.txt /data/b.txt
+      hedgefs cat --stats --no-hedge /data/big.bin > /dev/null
+    """
+    config = hedge_config(hedge)
+    with open_fs(namenode, config) as fs:
+        try:
+            readers = [fs.open(path) for path in remotes]  # every path is checked before any output
+            out = _stdout_pipe_like_cat()
+            for f in readers:
+                _copy_out(f, out, None)
+        finally:
+            if stats:
+                print_stats(fs)
+
+
+def _stdout_pipe_like_cat():
+    """`hedgefs cat big | head`: end quietly (SIGPIPE) like cat does when the reader goes away."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    return sys.stdout.buffer
+
+
+def _copy_out(f, out, progress: Progress | None) -> None:
+    try:
+        for chunk in f.chunks():
+            out.write(chunk)
+            if progress:
+                progress.advance(len(chunk))
+        out.flush()
+    finally:
+        if progress:
+            progress.finish()
+
+
+def _write_local_atomically(f, local: str, progress: Progress) -> None:
+    directory = os.path.dirname(os.path.abspath(local))
+    if os.path.isdir(local):
+        raise IsADirectory(f"is a directory: {local}")
+    if not os.path.isdir(directory):
+        raise NotFound(f"no such local directory: {directory}")
+    tmp = os.path.join(directory, f".{os.path.basename(local)}.hedgefs-{os.getpid()}.part")
+    try:
+        with open(tmp, "wb") as out:
+            _copy_out(f, out, progress)
+        os.replace(tmp, local)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+@click.command(name="ls", context_settings=CONTEXT)
+@click.argument("path", default="/")
+@click.option("-R", "recursive", is_flag=True, help="List subdirectories recursively.")
+@namenode_option
+def ls_(path: str, recursive: bool, namenode: str | None) -> None:
+    """List a directory (or show one file).
+
+    Columns: type, length, policy, modification time, path.
+    """
+    with open_fs(namenode) as fs:
+        entries = fs.list(path, recursive=recursive)
+    for e in entries:
+        kind = "d" if e.is_dir else "-"
+        length = "-" if e.is_dir else str(e.length)
+        mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime_ms / 1000)) if e.mtime_ms else "-"
+        click.echo(f"{kind} {length:>12} {e.policy:<14} {mtime}  {e.path}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("-p", "parents", is_flag=True, help="Create missing parents; no error if PATH exists.")
+@namenode_option
+def mkdir(path: str, parents: bool, namenode: str | None) -> None:
+    """Create a directory."""
+    with open_fs(namenode) as fs:
+        fs.mkdir(path, parents=parents)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("-r", "recursive", is_flag=True, help="Remove a directory and everything under it.")
+@namenode_option
+def rm(path: str, recursive: bool, namenode: str | None) -> None:
+    """Remove a file (or, with -r, a directory tree). Space is freed on the DataNodes lazily."""
+    with open_fs(namenode) as fs:
+        fs.delete(path, recursive=recursive)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("src")
+@click.argument("dst")
+@namenode_option
+def mv(src: str, dst: str, namenode: str | None) -> None:
+    """Rename SRC to DST (DST must not exist)."""
+    with open_fs(namenode) as fs:
+        fs.rename(src, dst)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@namenode_option
+def stat(path: str, as_json: bool, namenode: str | None) -> None:
+    """Show size, policy, block groups and where each unit lives."""
+    from hedgefs.ec import layout
+    from hedgefs.ec.policy import parse_policy
+
+    with open_fs(namenode) as fs:
+        st = fs.stat(path)
+    doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy}
+    if not st.is_dir:
+        policy = parse_policy(st.policy)
+        doc["groups"] = [
+            {"id": g.id, "length": g.length,
+             "units": [{"index": u.index, "datanode": u.datanode_id, "length": layout.unit_length(policy, g.length, u.index)}
+                       for _, u in sorted(g.units.items())]}
+            for g in st.groups
+        ]
+    if as_json:
+        click.echo(json.dumps(doc))
+        return
+    click.echo(f"path:    {doc['path']}\ntype:    {doc['type']}\nlength:  {doc['length']}\npolicy:  {doc['policy']}")
+    for g in doc.get("groups", []):
+        units = " ".join(f"{u['index']}@{u['datanode']}" for u in g["units"])
+        click.echo(f"group {g['id']}: {g['length']} bytes, units {units}")

@@ -1,0 +1,76 @@
+"""The two servers: `hedgefs namenode` and `hedgefs datanode`, the one way to start each.
+
+The launcher, the tests and docker-compose all run these commands; every server flag is here.
+"""
+
+import logging
+import os
+
+import click
+
+from hedgefs.cli.common import CONTEXT, check_policy, namenode_option, setup_logging
+from hedgefs.client.errors import HedgefsError, UsageError
+from hedgefs.client.fs import namenode_address
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where the SQLite namespace lives.")
+@click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics (and /health).")
+@click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
+@click.option("--repair-interval-s", type=float, default=1.0, show_default=True, help="How often the repair monitor runs.")
+@click.option("--lease-timeout-s", type=float, default=600.0, show_default=True,
+              help="A write silent this long is abandoned (its client died) and its units deleted.")
+@click.option("--block-size", type=int, default=128 * 1024 * 1024, show_default=True, help="Bytes per internal block in a full group.")
+@click.option("--default-policy", default="RS-6-3-1024k", show_default=True, help="Policy where no directory sets one.")
+@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, lease_timeout_s, block_size,
+             default_policy, port_file) -> None:
+    """Run a NameNode (namespace and block-group map in SQLite)."""
+    from hedgefs.namenode.server import serve
+
+    setup_logging(default_level=logging.INFO)
+    check_policy(default_policy)
+    try:
+        serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
+              default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
+              lease_timeout_s=lease_timeout_s, http_port=http_port)
+    except (ValueError, RuntimeError) as err:
+        raise HedgefsError(str(err)) from None
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--id", "datanode_id", required=True, help="DataNode id, e.g. dn3.")
+@click.option("--port", type=int, default=0, show_default=True, help="Port (0 picks a free one).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
+@namenode_option
+@click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
+@click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
+              help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
+                   "corrupt-probability, bandwidth. Repeatable. Also HEDGEFS_FAULT_* variables.")
+@click.option("--token", envvar="HEDGEFS_TOKEN", metavar="TOKEN",
+              help="Cluster token that fault RPCs must carry (default: $HEDGEFS_TOKEN; none = not checked).")
+@click.option("--heartbeat-interval-s", type=float, default=3.0, show_default=True)
+@click.option("--block-report-interval-s", type=float, default=60.0, show_default=True,
+              help="How often the full list of stored units goes to the NameNode.")
+@click.option("--max-repairs", type=click.IntRange(1), default=2, show_default=True,
+              help="Repairs (unit rebuilds) this DataNode runs at once.")
+@click.option("--no-fsync", is_flag=True, help="Skip fsync on finalize (tests, benchmarks).")
+@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
+             heartbeat_interval_s, block_report_interval_s, max_repairs, no_fsync, port_file) -> None:
+    """Run a DataNode (internal blocks on local disk, CRC32C-checked)."""
+    from hedgefs.datanode.server import serve
+
+    setup_logging(default_level=logging.INFO)
+    enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
+    try:
+        serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode_address(namenode), host=host,
+              advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
+              fault_specs=list(fault_specs), token=token or None, heartbeat_interval_s=heartbeat_interval_s,
+              block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync)
+    except ValueError as err:
+        raise UsageError(str(err)) from None

@@ -1,0 +1,182 @@
+"""The NameNode's gRPC face: a thin servicer over ``namesystem.Namesystem``, and ``serve``.
+
+Each method unpacks its request, calls the NameNode and packs the answer. Our refusals become
+status codes with the refusal's one-line message; anything else is INTERNAL (and logged).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import grpc
+
+from hedgefs.namenode import model
+from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NameNodeError, NotFound
+from hedgefs.namenode.namespace import Entry
+from hedgefs.namenode.namesystem import Namesystem
+from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
+
+log = logging.getLogger("hedgefs.namenode")
+
+_CODES = {
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+
+def _status(err: NameNodeError) -> grpc.StatusCode:
+    for cls in type(err).__mro__:
+        if cls in _CODES:
+            return _CODES[cls]
+    return grpc.StatusCode.FAILED_PRECONDITION
+
+
+def _rpc(method):
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request)
+        except NameNodeError as err:
+            context.abort(_status(err), str(err))
+        except Exception as err:
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"namenode: internal error in {method.__name__}: "
+                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+    return wrapper
+
+
+def _entry(e: Entry) -> pb.FileInfo:
+    return pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
+                       block_size=e.block_size, mtime_ms=e.mtime_ms)
+
+
+def _unit(u: model.UnitLocation) -> pb.Unit:
+    return pb.Unit(index=u.index, datanode_id=u.datanode_id, address=u.address)
+
+
+def _group(g: model.GroupInfo) -> pb.BlockGroup:
+    return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units])
+
+
+def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
+    if isinstance(c, model.DeleteUnit):
+        return pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=c.group_id, index=c.index))
+    return pb.Command(repair_unit=pb.RepairUnitCommand(
+        group_id=c.group_id, index=c.index, policy=c.policy, group_length=c.group_length,
+        sources=[_unit(u) for u in c.sources]))
+
+
+class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
+    def __init__(self, namenode: Namesystem):
+        self.nn = namenode
+
+    # namespace
+    @_rpc
+    def Mkdir(self, request):
+        self.nn.mkdir(request.path, request.parents)
+        return pb.Empty()
+
+    @_rpc
+    def GetFileInfo(self, request):
+        info = self.nn.file_info(request.path)
+        out = _entry(info.entry)
+        out.groups.extend(_group(g) for g in info.groups)
+        return out
+
+    @_rpc
+    def List(self, request):
+        return pb.ListResponse(entries=[_entry(e) for e in self.nn.list(request.path, request.recursive)])
+
+    @_rpc
+    def Delete(self, request):
+        self.nn.delete(request.path, request.recursive)
+        return pb.Empty()
+
+    @_rpc
+    def Rename(self, request):
+        self.nn.rename(request.src, request.dst)
+        return pb.Empty()
+
+    @_rpc
+    def SetPolicy(self, request):
+        self.nn.set_policy(request.path, request.policy)
+        return pb.Empty()
+
+    @_rpc
+    def GetPolicy(self, request):
+        policy, source = self.nn.get_policy(request.path)
+        return pb.PolicyResponse(policy=policy, source_path=source)
+
+    # write path
+    @_rpc
+    def Create(self, request):
+        c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
+                           request.client_name)
+        return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size)
+
+    @_rpc
+    def AddBlockGroup(self, request):
+        return _group(self.nn.add_block_group(request.file_id, list(request.exclude_datanodes)))
+
+    @_rpc
+    def Complete(self, request):
+        self.nn.complete(request.file_id, request.length,
+                         [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups])
+        return pb.Empty()
+
+    @_rpc
+    def Abandon(self, request):
+        self.nn.abandon(request.file_id)
+        return pb.Empty()
+
+    # health
+    @_rpc
+    def ReportBadUnits(self, request):
+        self.nn.report_bad_units((u.group_id, u.index, u.datanode_id, u.reason) for u in request.units)
+        return pb.Empty()
+
+    @_rpc
+    def Fsck(self, request):
+        r = self.nn.fsck(request.path or "/")
+        return pb.FsckResponse(
+            files=r.files, groups=r.groups, healthy=r.healthy, degraded=r.degraded, missing=r.missing,
+            status=r.status, corrupt_files=r.corrupt_files,
+            problems=[pb.FsckProblem(path=p.path, group_id=p.group_id, live_units=p.live_units,
+                                     needed_units=p.needed_units, status=p.status) for p in r.problems])
+
+    @_rpc
+    def Report(self, request):
+        r = self.nn.report()
+        return pb.ReportResponse(
+            groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done,
+            datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, state=d.state,
+                                       last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
+                                       units=d.units, pending_repairs=d.pending_repairs,
+                                       pending_deletes=d.pending_deletes) for d in r.datanodes])
+
+    # DataNode protocol
+    @_rpc
+    def RegisterDataNode(self, request):
+        self.nn.register(request.datanode_id, request.address)
+        return pb.Empty()
+
+    @_rpc
+    def Heartbeat(self, request):
+        reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
+                                  request.active_repairs)
+        return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister)
+
+    @_rpc
+    def BlockReport(self, request):
+        self.nn.block_report(request.datanode_id, [(u.group_id, u.index) for u in request.units])
+        return pb.Empty()
+
+    @_rpc
+    def UnitStored(self, request):
+        self.nn.unit_stored(request.datanode_id, request.unit.group_id, request.unit.index)
+        return pb.Empty()
