@@ -308,7 +308,6 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
             events.append({"t": round(began, 3), "done_t": round(time.monotonic() - t0, 3), "label": event.label,
                            "kind": event.kind, **({"error": error} if error else {})})
 
-    loop = getattr(fs, "_loop", None)  # the client's event loop: how late it runs a callback
     lags: list[tuple[float, float]] = []
 
     def loop_lag_sample() -> None:
@@ -319,15 +318,14 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
             lags.append((round(posted - t0, 2), round((now - posted) * 1000, 2)))
 
         try:
-            loop.call_soon_threadsafe(ran)
+            fs.call_soon(ran)  # how late the client's event loop runs a callback
         except RuntimeError:  # loop closed
             pass
 
     def sampler() -> None:
         while not stop.wait(bucket_s):
             probe.sample_open()
-            if loop is not None:
-                loop_lag_sample()
+            loop_lag_sample()
 
     workers = [threading.Thread(target=reader, args=(i,), name=f"bench-reader-{i}", daemon=True) for i in range(threads)]
     helpers = [threading.Thread(target=scheduler, name="bench-timeline", daemon=True),
@@ -360,7 +358,7 @@ def _cells_touched(status, policy, offset: int, length: int) -> int:
     for piece in layout.file_range_to_groups(offset, length, policy, status.block_size, status.length):
         group = status.groups[piece.group_index]
         cells = layout.group_range_to_cells(policy, group.length, piece.offset_in_group, piece.length)
-        n += len({cell.unit for cell in cells})
+        n += len({cell.index for cell in cells})
     return n
 
 

@@ -144,11 +144,11 @@ class BenchCluster:
         counts = dict.fromkeys(self.cluster.datanode_ids, 0)
         for g in self.status.groups:
             stripes = layout.num_stripes(self.policy, g.length)
-            for unit in range(self.policy.k):
-                loc = g.units.get(unit)
+            for index in range(self.policy.k):
+                loc = g.units.get(index)
                 if loc is None:
                     continue
-                cells = sum(1 for s in range(stripes) if layout.cell_length(self.policy, g.length, s, unit) > 0)
+                cells = sum(1 for s in range(stripes) if layout.cell_length(self.policy, g.length, s, index) > 0)
                 counts[loc.datanode_id] = counts.get(loc.datanode_id, 0) + cells
         return counts
 
@@ -158,15 +158,17 @@ class BenchCluster:
 
     def cell_offsets_on(self, datanode: str, limit: int = 16) -> list[int]:
         """File offsets of data cells held by `datanode` (for reads that must touch it)."""
+        from hedgefs.ec import layout
+
         offsets = []
-        group_data = self.policy.k * self.status.block_size
+        group_data = layout.group_data_size(self.policy, self.status.block_size)
         for gi, g in enumerate(self.status.groups):
-            for unit in range(self.policy.k):
-                loc = g.units.get(unit)
+            for index in range(self.policy.k):
+                loc = g.units.get(index)
                 if loc is None or loc.datanode_id != datanode:
                     continue
-                for stripe in range(-(-g.length // self.policy.stripe_data_size)):
-                    offsets.append(gi * group_data + stripe * self.policy.stripe_data_size + unit * self.policy.cell_size)
+                for stripe in range(layout.num_stripes(self.policy, g.length)):
+                    offsets.append(gi * group_data + stripe * self.policy.stripe_data_size + index * self.policy.cell_size)
         return offsets[:limit]
 
     def set_faults(self, datanode: str, config: pb.FaultConfig | None) -> None:

@@ -15,7 +15,7 @@ CELL_READ_TIMEOUT_S = 60.0
 
 
 class _Endpoint:
-    """One DataNode's channel, with the data RPCs framed by hand (client/wire.py)."""
+    """One DataNode's channel, with the data RPCs framed by hand (proto/wire.py)."""
 
     def __init__(self, address: str):
         self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
@@ -37,16 +37,16 @@ class DataNodeClient:
             endpoint = self._endpoints[address] = _Endpoint(address)
         return endpoint
 
-    async def read(self, address: str, group_id: int, unit: int, offset: int, length: int):
+    async def read(self, address: str, group_id: int, index: int, offset: int, length: int):
         """Bytes [offset, offset+length) of one internal block (a buffer); raises grpc.RpcError."""
         call = self._endpoint(address).read_unit(
-            pb.ReadRequest(group_id=group_id, index=unit, offset=offset, length=length),
+            pb.ReadRequest(group_id=group_id, index=index, offset=offset, length=length),
             timeout=CELL_READ_TIMEOUT_S,
         )
         parts = [wire.read_chunk_data(raw) async for raw in call]
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         if len(data) != length:
-            raise ShortRead(f"unit {group_id}/{unit} at {address}: got {len(data)} of {length} bytes")
+            raise ShortRead(f"unit {group_id}/{index} at {address}: got {len(data)} of {length} bytes")
         return data
 
     def open_write(self, address: str, timeout: float | None = None):

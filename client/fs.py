@@ -1,16 +1,15 @@
-"""The client library: a FileSystem-style API over the NameNode and DataNodes.
+"""The client library's API: a FileSystem over the NameNode and DataNodes.
 
-All network I/O runs on one private asyncio event loop (a daemon thread), so many cell reads
-can be in flight and raced without a thread each; the public methods are ordinary blocking
-calls and safe to use from several threads at once.
+The public methods are ordinary blocking calls, safe to use from several threads at once; the
+network I/O behind them runs on one private event loop (loop.py). Writes are the writer's job
+(writer.py), reads the hedged reader's (reader.py); this module names files and hands over.
 """
 
-import asyncio
 import concurrent.futures
 import dataclasses
+import io
 import logging
 import os
-import threading
 from typing import BinaryIO, Callable, Iterator
 
 import grpc
@@ -18,10 +17,11 @@ import grpc
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, Unavailable, from_namenode_error
+from hedgefs.client.errors import DataUnavailable, IsADirectory, from_namenode_error
+from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
-from hedgefs.client.writer import StripedWriter, StripeSource
+from hedgefs.client.writer import StripedWriter
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
@@ -29,7 +29,6 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
-_COMPLETE_ATTEMPTS = 4  # 0.5 + 1 + 2 s of back-off: rides out a NameNode restart
 
 log = logging.getLogger("hedgefs.client.fs")
 
@@ -67,11 +66,7 @@ class FileSystem:
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
         self.breaker = CircuitBreaker(self.hedge)
-        self._lifecycle = threading.Lock()
-        self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="hedgefs-client", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread()
         self._call(self._init_channels())
 
     async def _init_channels(self) -> None:
@@ -79,19 +74,13 @@ class FileSystem:
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
         self.datanodes = DataNodeClient()
         self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics)
-        self._writer = StripedWriter(self.datanodes)
-
-    # ------------------------------------------------------------------ plumbing
+        self._writer = StripedWriter(self.datanodes, self._rpc)
 
     def _call(self, coro):
-        return self._submit(coro).result()
+        return self._loop.call(coro)
 
     def _submit(self, coro) -> "concurrent.futures.Future":
-        with self._lifecycle:
-            if self._closed:
-                coro.close()
-                raise HedgefsError("the hedgefs client is closed")
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return self._loop.submit(coro)
 
     async def _rpc(self, method: str, request):
         try:
@@ -99,30 +88,21 @@ class FileSystem:
         except grpc.RpcError as err:
             raise from_namenode_error(err, self.namenode) from None
 
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the client's I/O thread as soon as it is free: how late it runs is
+        how busy that thread is (``hedgefs bench read`` samples it)."""
+        self._loop.call_soon(callback)
+
     def rpc(self, method: str, request):
         """Call a NameNode method by name (blocking); errors become HedgefsError."""
         return self._call(self._rpc(method, request))
 
     def close(self) -> None:
-        with self._lifecycle:
-            if self._closed:
-                return
-            self._closed = True
-
         async def shutdown():
-            # Reads abandoned by an error (or a caller that went away) still have cell reads in
-            # flight; cancel them so they end here, not as warnings when the loop is destroyed.
-            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
             await self.datanodes.close()
             await self._nn_channel.close()
 
-        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        self._loop.close()
+        self._loop.close(shutdown)
 
     def __enter__(self) -> "FileSystem":
         return self
@@ -159,58 +139,11 @@ class FileSystem:
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
               progress: Callable[[int], None] | None = None) -> int:
         """Store everything `source` yields at `path`; visible only once complete. Returns the length."""
-        return self._call(self._write(path, source.read, overwrite, policy, progress or (lambda n: None)))
+        return self._call(self._writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
+                                                  progress=progress or (lambda n: None)))
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
-        import io
-
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
-
-    async def _write(self, path, read, overwrite, policy_name, progress) -> int:
-        created = await self._rpc("Create", pb.CreateRequest(
-            path=path, overwrite=overwrite, policy=policy_name or "", client_name=f"pid-{os.getpid()}"))
-        source = StripeSource(read)
-        try:
-            policy = parse_policy(created.policy)
-            commits, total, failed = [], 0, set()
-            data = await source.read(policy.stripe_data_size)
-            while data:
-                group = await self._add_block_group(created.file_id, failed)
-                written = await self._writer.write_group(group, policy, created.block_size, data, source, progress)
-                commits.append(pb.GroupCommit(group_id=group.id, length=written.length, stored_units=written.stored_units))
-                failed.update(written.failed_datanodes)
-                total += written.length
-                data = written.next_stripe
-            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits))
-            return total
-        except BaseException:
-            try:
-                await self._rpc("Abandon", pb.AbandonRequest(file_id=created.file_id))
-            except HedgefsError:
-                pass  # the NameNode's lease monitor cleans up what we could not
-            raise
-        finally:
-            source.close()
-
-    async def _add_block_group(self, file_id: int, failed: set[str]) -> pb.BlockGroup:
-        """A new group, away from DataNodes that failed earlier in this write if there are enough others."""
-        if failed:
-            try:
-                return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id, exclude_datanodes=sorted(failed)))
-            except HedgefsError as err:
-                log.info("placing the next group away from %s failed (%s); trying them again", sorted(failed), err)
-        return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id))
-
-    async def _complete(self, request: pb.CompleteRequest) -> None:
-        """Complete, retried while the NameNode is unreachable (a repeated Complete is accepted)."""
-        for attempt in range(_COMPLETE_ATTEMPTS):
-            try:
-                await self._rpc("Complete", request)
-                return
-            except Unavailable:
-                if attempt == _COMPLETE_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.5 * 2 ** attempt)
 
     # ------------------------------------------------------------------ read
 

@@ -68,13 +68,13 @@ class _GroupRead:
         self.group = group
         self.fetches: dict[tuple[int, int, int], asyncio.Task] = {}
 
-    def held(self, unit: int, start: int, end: int) -> int:
-        return layout.block_bytes_held(self.policy, self.group.length, unit, start, end - start)
+    def held(self, index: int, start: int, end: int) -> int:
+        return layout.block_bytes_held(self.policy, self.group.length, index, start, end - start)
 
-    def describe(self, unit: int, start: int, end: int) -> str:
-        loc = self.group.units.get(unit)
+    def describe(self, index: int, start: int, end: int) -> str:
+        loc = self.group.units.get(index)
         where = loc.datanode_id if loc else "no DataNode"
-        return f"unit {self.group.id}/{unit} [{start}, {end}) on {where}"
+        return f"unit {self.group.id}/{index} [{start}, {end}) on {where}"
 
 
 class HedgedReader:
@@ -91,11 +91,11 @@ class HedgedReader:
         read = _GroupRead(policy, group)
         # Start every original read before awaiting any, so rebuilds can count them as in flight.
         for r in wanted:
-            if r.unit in group.units:
-                self._fetch(read, r.unit, r.offset_in_block, r.offset_in_block + r.length)
+            if r.index in group.units:
+                self._fetch(read, r.index, r.offset_in_block, r.offset_in_block + r.length)
         try:
             results = await gather_or_cancel(
-                self._read_unit(read, r.unit, r.offset_in_block, r.offset_in_block + r.length) for r in wanted)
+                self._read_unit(read, r.index, r.offset_in_block, r.offset_in_block + r.length) for r in wanted)
         finally:
             for task in read.fetches.values():
                 self._cancel(task)
@@ -107,34 +107,34 @@ class HedgedReader:
                 dst = cell.offset_in_group - offset
                 out[dst:dst + cell.length] = data[src:src + cell.length]
 
-    async def _read_unit(self, read: _GroupRead, unit: int, start: int, end: int):
-        if unit not in read.group.units:
+    async def _read_unit(self, read: _GroupRead, index: int, start: int, end: int):
+        if index not in read.group.units:
             self._metrics.incr("decodes_on_failure")
-            return await self._rebuild(read, unit, start, end, reason="no live copy")
-        original = self._fetch(read, unit, start, end)
+            return await self._rebuild(read, index, start, end, reason="no live copy")
+        original = self._fetch(read, index, start, end)
         await asyncio.wait({original}, timeout=self._config.threshold_ms / 1000.0)
         if original.done():
-            return await self._result_or_rebuild(read, unit, start, end, original)
-        datanode = read.group.units[unit].datanode_id
+            return await self._result_or_rebuild(read, index, start, end, original)
+        datanode = read.group.units[index].datanode_id
         self._metrics.record_overdue(datanode)
         if not self._config.enabled:
-            return await self._result_or_rebuild(read, unit, start, end, original)
+            return await self._result_or_rebuild(read, index, start, end, original)
 
         self._breaker.record_slow(datanode)
         verdict = self._breaker.try_hedge()
         if verdict != ALLOWED:
             self._metrics.incr("hedges_refused_breaker" if verdict == REFUSED_BREAKER else "hedges_refused_rate")
-            return await self._result_or_rebuild(read, unit, start, end, original)
+            return await self._result_or_rebuild(read, index, start, end, original)
 
         self._metrics.incr("hedges")
-        log.info("hedging %s: no answer after %.0f ms", read.describe(unit, start, end), self._config.threshold_ms)
-        hedge = asyncio.ensure_future(self._rebuild(read, unit, start, end, reason="hedge"))
+        log.info("hedging %s: no answer after %.0f ms", read.describe(index, start, end), self._config.threshold_ms)
+        hedge = asyncio.ensure_future(self._rebuild(read, index, start, end, reason="hedge"))
         try:
-            return await self._race(read, unit, start, end, original, hedge)
+            return await self._race(read, index, start, end, original, hedge)
         finally:
             hedge.cancel()  # if our caller gave up on this read, the hedge goes with it
 
-    async def _race(self, read: _GroupRead, unit: int, start: int, end: int, original: asyncio.Task, hedge: asyncio.Future):
+    async def _race(self, read: _GroupRead, index: int, start: int, end: int, original: asyncio.Task, hedge: asyncio.Future):
         pending = {original, hedge}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -144,27 +144,27 @@ class HedgedReader:
                 if task is hedge:
                     self._cancel(original)
                     self._metrics.incr("hedge_wins")
-                    log.info("hedge won for %s", read.describe(unit, start, end))
+                    log.info("hedge won for %s", read.describe(index, start, end))
                 return task.result()
         # Both failed: the rebuild's reason (too few units) says more than the original's.
-        raise _as_unavailable(read, unit, start, end, None if hedge.cancelled() else hedge.exception())
+        raise _as_unavailable(read, index, start, end, None if hedge.cancelled() else hedge.exception())
 
-    async def _result_or_rebuild(self, read: _GroupRead, unit: int, start: int, end: int, task: asyncio.Task):
+    async def _result_or_rebuild(self, read: _GroupRead, index: int, start: int, end: int, task: asyncio.Task):
         try:
             return await asyncio.shield(task)
         except (grpc.RpcError, ShortRead, asyncio.CancelledError) as err:
             if isinstance(err, asyncio.CancelledError) and not task.cancelled():
                 raise  # we were cancelled, not the shared read
             self._metrics.incr("decodes_on_failure")
-            log.info("read of %s failed (%s); rebuilding", read.describe(unit, start, end), describe(err))
-            return await self._rebuild(read, unit, start, end, reason="failure")
+            log.info("read of %s failed (%s); rebuilding", read.describe(index, start, end), describe(err))
+            return await self._rebuild(read, index, start, end, reason="failure")
 
-    def _fetch(self, read: _GroupRead, unit: int, start: int, end: int) -> asyncio.Task:
-        """The (shared) task reading unit's block range [start, end)."""
-        key = (unit, start, end)
+    def _fetch(self, read: _GroupRead, index: int, start: int, end: int) -> asyncio.Task:
+        """The (shared) task reading unit `index`'s block range [start, end)."""
+        key = (index, start, end)
         task = read.fetches.get(key)
         if task is None:
-            task = read.fetches[key] = asyncio.ensure_future(self._timed_read(read, unit, start, end))
+            task = read.fetches[key] = asyncio.ensure_future(self._timed_read(read, index, start, end))
         return task
 
     def _cancel(self, task: asyncio.Future) -> None:
@@ -173,15 +173,15 @@ class HedgedReader:
             task.cancel()
             self._metrics.incr("cancelled_reads")
 
-    async def _timed_read(self, read: _GroupRead, unit: int, start: int, end: int):
-        held = read.held(unit, start, end)
+    async def _timed_read(self, read: _GroupRead, index: int, start: int, end: int):
+        held = read.held(index, start, end)
         if held == 0:
             return b""
-        loc = read.group.units[unit]
+        loc = read.group.units[index]
         self._metrics.incr("cell_reads")
         began = time.monotonic()
         try:
-            data = await self._datanodes.read(loc.address, read.group.id, unit, start, held)
+            data = await self._datanodes.read(loc.address, read.group.id, index, start, held)
         except (grpc.RpcError, ShortRead):
             self._last_failure[loc.datanode_id] = time.monotonic()
             self._metrics.incr("cell_read_errors")
@@ -231,14 +231,14 @@ class HedgedReader:
 
         def launch_next() -> None:
             while candidates:
-                unit = candidates.pop(0)
-                existing = read.fetches.get((unit, start, end))
+                index = candidates.pop(0)
+                existing = read.fetches.get((index, start, end))
                 if existing is not None and _failed(existing):
                     continue
-                task = self._fetch(read, unit, start, end)
+                task = self._fetch(read, index, start, end)
                 if existing is None:
                     started.add(task)
-                active[task] = unit
+                active[task] = index
                 return
 
         for _ in range(k + spare):
@@ -255,11 +255,11 @@ class HedgedReader:
                     launch_next()  # a source is overdue too: bring in one more
                     continue
                 for task in done:
-                    unit = active.pop(task)
+                    index = active.pop(task)
                     if _failed(task):
                         launch_next()
                     else:
-                        results[unit] = task.result()
+                        results[index] = task.result()
         finally:
             for task in active:
                 if task in started:
@@ -282,7 +282,7 @@ def _failed(task: asyncio.Future) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)
 
 
-def _as_unavailable(read: _GroupRead, unit: int, start: int, end: int, err: BaseException | None) -> DataUnavailable:
+def _as_unavailable(read: _GroupRead, index: int, start: int, end: int, err: BaseException | None) -> DataUnavailable:
     if isinstance(err, DataUnavailable):
         return err
-    return DataUnavailable(f"cannot read {read.describe(unit, start, end)}" + (f": {describe(err)}" if err else ""))
+    return DataUnavailable(f"cannot read {read.describe(index, start, end)}" + (f": {describe(err)}" if err else ""))

@@ -1,25 +1,29 @@
-"""Striped writes: read the source a stripe at a time, encode, stream k+m internal blocks.
+"""Striped writes, the whole write path of a file: Create -> (AddBlockGroup, stream)* -> Complete.
 
-Per block group: AddBlockGroup gives k+m DataNodes; one WriteUnit stream per unit; stripe n+1 is
-read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight.
-A DataNode that fails mid-write is dropped; the group carries on while at least k units are
-still being written, and the NameNode repairs the rest. Complete() is called only after every
-surviving unit has been finalized (fsync'd and renamed into place) on its DataNode.
+The source is read a stripe at a time, encoded and streamed as k+m internal blocks. Per block
+group: AddBlockGroup gives k+m DataNodes; one WriteUnit stream per unit; stripe n+1 is read and
+encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
+that fails mid-write is dropped; the group carries on while at least k units are still being
+written, and the NameNode repairs the rest. The next group is placed away from DataNodes that
+failed. Complete is called only after every surviving unit has been finalized (fsync'd and
+renamed into place) on its DataNode; any failure abandons the file, so nothing half-written is
+ever visible.
 """
 
 import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-from typing import Callable
+import os
+from typing import Awaitable, Callable
 
 import grpc
 
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import HedgefsError
+from hedgefs.client.errors import HedgefsError, Unavailable
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
-from hedgefs.ec.policy import Policy
+from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.plumbing import describe
 from hedgefs.proto import CHUNK_BYTES, wire
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -28,18 +32,20 @@ log = logging.getLogger("hedgefs.client.writer")
 
 # One message to a DataNode that takes longer than this means the DataNode is gone.
 WRITE_TIMEOUT_S = 20.0
+_COMPLETE_ATTEMPTS = 4  # 0.5 + 1 + 2 s of back-off: rides out a NameNode restart
 
 ReadFn = Callable[[int], bytes]
+NameNodeRpc = Callable[[str, object], Awaitable]  # (method, request) -> response; raises HedgefsError
 
 
 class _UnitStream:
     """One internal block being written to one DataNode."""
 
-    def __init__(self, datanodes: DataNodeClient, group_id: int, unit: pb.Unit):
-        self.index = unit.index
-        self.datanode_id = unit.datanode_id
+    def __init__(self, datanodes: DataNodeClient, group_id: int, loc: pb.UnitLocation):
+        self.index = loc.index
+        self.datanode_id = loc.datanode_id
         self.group_id = group_id
-        self.call = datanodes.open_write(unit.address)
+        self.call = datanodes.open_write(loc.address)
         self.error: str | None = None
         self._sent_header = False
 
@@ -120,16 +126,65 @@ class StripeSource:
 
 
 class StripedWriter:
-    def __init__(self, datanodes: DataNodeClient):
+    def __init__(self, datanodes: DataNodeClient, rpc: NameNodeRpc):
         self._datanodes = datanodes
+        self._rpc = rpc
+
+    async def write_file(self, path: str, read: ReadFn, *, overwrite: bool, policy_name: str | None,
+                         progress: Callable[[int], None]) -> int:
+        """Store everything ``read`` yields at ``path``; visible only once complete. Returns the length."""
+        created = await self._rpc("Create", pb.CreateRequest(
+            path=path, overwrite=overwrite, policy=policy_name or "", client_name=f"pid-{os.getpid()}"))
+        source = StripeSource(read)
+        try:
+            policy = parse_policy(created.policy)
+            commits, total, failed = [], 0, set()
+            data = await source.read(policy.stripe_data_size)
+            while data:
+                group = await self._add_block_group(created.file_id, failed)
+                written = await self.write_group(group, policy, created.block_size, data, source, progress)
+                commits.append(pb.GroupCommit(group_id=group.id, length=written.length, stored_units=written.stored_units))
+                failed.update(written.failed_datanodes)
+                total += written.length
+                data = written.next_stripe
+            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits))
+            return total
+        except BaseException:
+            try:
+                await self._rpc("Abandon", pb.AbandonRequest(file_id=created.file_id))
+            except HedgefsError:
+                pass  # the NameNode's lease monitor cleans up what we could not
+            raise
+        finally:
+            source.close()
+
+    async def _add_block_group(self, file_id: int, failed: set[str]) -> pb.BlockGroup:
+        """A new group, away from DataNodes that failed earlier in this write if there are enough others."""
+        if failed:
+            try:
+                return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id, exclude_datanodes=sorted(failed)))
+            except HedgefsError as err:
+                log.info("placing the next group away from %s failed (%s); trying them again", sorted(failed), err)
+        return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id))
+
+    async def _complete(self, request: pb.CompleteRequest) -> None:
+        """Complete, retried while the NameNode is unreachable (a repeated Complete is accepted)."""
+        for attempt in range(_COMPLETE_ATTEMPTS):
+            try:
+                await self._rpc("Complete", request)
+                return
+            except Unavailable:
+                if attempt == _COMPLETE_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.5 * 2 ** attempt)
 
     async def write_group(self, group: pb.BlockGroup, policy: Policy, block_size: int, first_stripe: bytes,
                           source: "StripeSource", progress: Callable[[int], None]) -> "GroupWritten":
         """Write one block group starting with `first_stripe`, reading further stripes from `source`."""
-        streams = [_UnitStream(self._datanodes, group.id, unit) for unit in sorted(group.units, key=lambda u: u.index)]
+        streams = [_UnitStream(self._datanodes, group.id, loc) for loc in sorted(group.units, key=lambda u: u.index)]
         codec = get_codec(policy.k, policy.m)
         loop = asyncio.get_running_loop()
-        stripes_per_group = block_size // policy.cell_size
+        stripes_per_group = layout.num_stripes(policy, layout.group_data_size(policy, block_size))
         stripe_bytes = policy.stripe_data_size
         length = 0
         sending: asyncio.Task | None = None
@@ -151,7 +206,8 @@ class StripedWriter:
                     break
             if sending is not None:
                 await sending
-            await asyncio.gather(*(self._finish(s, layout.unit_length(policy, length, s.index)) for s in streams if s.alive))
+            lengths = layout.unit_lengths(policy, length)
+            await asyncio.gather(*(self._finish(s, lengths[s.index]) for s in streams if s.alive))
             self._check_enough(streams, policy, group.id)
         except BaseException:
             for s in streams:
@@ -192,9 +248,7 @@ def _encode(codec, policy: Policy, data: bytes) -> list[list[bytes]]:
 
     Runs in a worker thread: the codec releases the GIL, and framing is the one copy a cell gets.
     """
-    view = memoryview(data)
-    cell = policy.cell_size
-    data_cells = [view[i * cell:(i + 1) * cell] for i in range(policy.k)]
+    data_cells = layout.split_stripe(policy, data)
     cells = data_cells + (codec.encode(data_cells) if len(data_cells[0]) else [b""] * policy.m)
     return [
         [wire.write_chunk(piece[start:start + CHUNK_BYTES]) for start in range(0, len(piece), CHUNK_BYTES)]

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import grpc
 
 from hedgefs.datanode.storage import BlockStore
+from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
-from hedgefs.ec.layout import cell_length, num_stripes, unit_length
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
@@ -36,12 +36,12 @@ class RepairError(Exception):
 class _Source:
     """One source unit, read as a single stream from ``offset`` to the unit's end."""
 
-    def __init__(self, unit: pb.Unit, channel: grpc.Channel, group_id: int, offset: int,
+    def __init__(self, loc: pb.UnitLocation, channel: grpc.Channel, group_id: int, offset: int,
                  length: int):
-        self.unit = unit
-        self.index = unit.index
+        self.loc = loc
+        self.index = loc.index
         self._stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-        self._request = pb.ReadRequest(group_id=group_id, index=unit.index, offset=offset,
+        self._request = pb.ReadRequest(group_id=group_id, index=loc.index, offset=offset,
                                        length=length)
         self._call = None
         self._rest = b""
@@ -65,7 +65,7 @@ class _Source:
             try:
                 chunk = next(self._call).data
             except StopIteration:
-                raise RepairError(f"unit {self.index} on {self.unit.datanode_id} ended early")
+                raise RepairError(f"unit {self.index} on {self.loc.datanode_id} ended early")
             parts.append(chunk)
             have += len(chunk)
         data = b"".join(parts) if len(parts) > 1 else parts[0]
@@ -91,8 +91,7 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     if want >= policy.units:
         raise RepairError(f"unit index {want} out of range for {policy.name}")
     codec = get_codec(k, policy.m)
-    total = unit_length(policy, glen, want)
-    stripes = num_stripes(policy, glen)
+    total = layout.unit_length(policy, glen, want)
 
     seen: set[int] = set()
     candidates = []
@@ -104,17 +103,16 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
         raise RepairError(f"only {len(candidates)} source units, need {k}")
     spare = deque(candidates[k:])
     channels: dict[str, grpc.Channel] = {}
-    offsets = [0] * policy.units          # where the current stripe starts in each unit
     used: list[str] = []
+    stripe_at = 0   # where the stripe being rebuilt starts in every internal block
 
-    def open_source(unit: pb.Unit) -> _Source:
-        if unit.address not in channels:
-            channels[unit.address] = grpc.insecure_channel(unit.address, options=GRPC_OPTIONS)
-        if unit.datanode_id not in used:
-            used.append(unit.datanode_id)
-        start = offsets[unit.index]
-        return _Source(unit, channels[unit.address], gid, start,
-                       unit_length(policy, glen, unit.index) - start)
+    def open_source(loc: pb.UnitLocation) -> _Source:
+        if loc.address not in channels:
+            channels[loc.address] = grpc.insecure_channel(loc.address, options=GRPC_OPTIONS)
+        if loc.datanode_id not in used:
+            used.append(loc.datanode_id)
+        return _Source(loc, channels[loc.address], gid, stripe_at,
+                       layout.unit_length(policy, glen, loc.index) - stripe_at)
 
     # The writer first: if it cannot open (disk full), no source channel has been opened yet.
     writer = store.open_writer(gid, want, total)
@@ -122,17 +120,15 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
     try:
         active.extend(open_source(u) for u in candidates[:k])
-        for stripe in range(stripes):
+        for stripe in layout.iter_stripes(policy, glen):
             if stop is not None and stop.is_set():
                 raise RepairError("DataNode is stopping")
-            lengths = [cell_length(policy, glen, stripe, u) for u in range(policy.units)]
-            cells = _fetch_stripe(active, spare, lengths, pool, open_source, stripe_timeout_s,
+            stripe_at = stripe.offset_in_block
+            cells = _fetch_stripe(active, spare, stripe.cell_lengths, pool, open_source, stripe_timeout_s,
                                   gid, want)
-            n = lengths[want]
+            n = stripe.cell_lengths[want]
             if n:
                 writer.write(codec.decode(cells, [want], n)[want])
-            for u in range(policy.units):
-                offsets[u] += lengths[u]
         length = writer.commit()
     finally:
         writer.abort()   # no-op after commit
@@ -166,11 +162,11 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
             active.remove(src)
             if not spare:
                 raise RepairError(f"too few sources: unit {src.index} on "
-                                  f"{src.unit.datanode_id} failed ({error}) and no other is left")
+                                  f"{src.loc.datanode_id} failed ({error}) and no other is left")
             new = open_source(spare.popleft())
             log.info("repair of %d/%d: unit %d on %s failed (%s); reading unit %d on %s instead",
-                     gid, want, src.index, src.unit.datanode_id, error, new.index,
-                     new.unit.datanode_id)
+                     gid, want, src.index, src.loc.datanode_id, error, new.index,
+                     new.loc.datanode_id)
             active.append(new)
             todo.append(new)
     return cells

@@ -1,14 +1,17 @@
 """Striping math: where every byte of an erasure-coded file lives. Pure functions, no I/O.
 
-HDFS's vocabulary (``StripedBlockUtil``), used the same way everywhere in hedgefs:
+HDFS's vocabulary (``StripedBlockUtil``), used the same way everywhere in hedgefs (proto, NameNode,
+DataNode, client):
 
-  cell            ``cell_size`` bytes, the unit of striping
+  cell            ``cell_size`` bytes, the grain of striping
   stripe          k data cells + m parity cells, one per unit, at the same offset of every
                   internal block of a group
-  block group     k + m internal blocks; at most ``block_size`` bytes per internal block, so at
-                  most ``k * block_size`` file bytes; then the next group starts
-  internal block  unit j's cells of every stripe of the group, back to back; one per DataNode
-  unit index      0..k-1 data units, k..k+m-1 parity units
+  block group     k + m units; at most ``block_size`` bytes per internal block, so at most
+                  ``k * block_size`` file bytes; then the next group starts
+  unit            one of a group's k + m members: data units, then parity units
+  unit index      a unit's position, 0..k-1 data, k..k+m-1 parity; in code always ``index``
+  internal block  a unit's bytes: its cells of every stripe of the group, back to back, stored on
+                  one DataNode and named (group id, index)
 
 File bytes are dealt round-robin in cells: cell i of a block group's data goes to data unit
 ``i mod k``, stripe ``i div k`` (stripes restart at 0 in each group). RS(3,2), 6.5 cells:
@@ -55,14 +58,14 @@ class GroupRange:
 
 @dataclass(frozen=True)
 class CellRange:
-    """``length`` bytes of the cell of ``unit`` in ``stripe``, from ``offset_in_cell``.
+    """``length`` bytes of the cell of unit ``index`` in ``stripe``, from ``offset_in_cell``.
 
     ``offset_in_block`` is where they are in the unit's internal block; ``offset_in_group`` is
     where they are in the group's data.
     """
 
     stripe: int
-    unit: int
+    index: int
     offset_in_cell: int
     length: int
     offset_in_block: int
@@ -78,7 +81,7 @@ class UnitRange:
     contiguous data range takes a suffix of the unit's first cell and a prefix of its last.
     """
 
-    unit: int
+    index: int
     offset_in_block: int
     length: int
     cells: tuple[CellRange, ...]
@@ -126,11 +129,6 @@ def group_data_size(policy: Policy, block_size: int) -> int:
 # --- file -> block groups -------------------------------------------------------------------
 
 
-def num_groups(file_length: int, policy: Policy, block_size: int) -> int:
-    _non_negative(file_length=file_length)
-    return -(-file_length // group_data_size(policy, block_size))
-
-
 def group_lengths(file_length: int, policy: Policy, block_size: int) -> list[int]:
     """Data bytes of each block group of a file; a 0-byte file has no groups."""
     full_group = group_data_size(policy, block_size)
@@ -165,30 +163,30 @@ def num_stripes(policy: Policy, group_length: int) -> int:
     return -(-group_length // policy.stripe_data_size)
 
 
-def cell_length(policy: Policy, group_length: int, stripe: int, unit: int) -> int:
-    """Bytes in the cell of ``unit`` (data or parity) in ``stripe``; 0 past the group's end."""
-    _non_negative(group_length=group_length, stripe=stripe, unit=unit)
-    if unit >= policy.units:
-        raise ValueError(f"unit index {unit} out of range for {policy.name}")
-    data_unit = unit if unit < policy.k else 0  # parity cells are as long as the first data cell
+def cell_length(policy: Policy, group_length: int, stripe: int, index: int) -> int:
+    """Bytes in the cell of unit ``index`` (data or parity) in ``stripe``; 0 past the group's end."""
+    _non_negative(group_length=group_length, stripe=stripe, index=index)
+    if index >= policy.units:
+        raise ValueError(f"unit index {index} out of range for {policy.name}")
+    data_unit = index if index < policy.k else 0  # parity cells are as long as the first data cell
     start = stripe * policy.stripe_data_size + data_unit * policy.cell_size
     return max(0, min(policy.cell_size, group_length - start))
 
 
-def unit_length(policy: Policy, group_length: int, unit: int) -> int:
-    """Length of internal block ``unit`` of a group holding ``group_length`` data bytes."""
-    _non_negative(group_length=group_length, unit=unit)
-    if unit >= policy.units:
-        raise ValueError(f"unit index {unit} out of range for {policy.name}")
+def unit_length(policy: Policy, group_length: int, index: int) -> int:
+    """Length of unit ``index``'s internal block in a group holding ``group_length`` data bytes."""
+    _non_negative(group_length=group_length, index=index)
+    if index >= policy.units:
+        raise ValueError(f"unit index {index} out of range for {policy.name}")
     full_stripes, rest = divmod(group_length, policy.stripe_data_size)
-    data_unit = unit if unit < policy.k else 0
+    data_unit = index if index < policy.k else 0
     last = max(0, min(policy.cell_size, rest - data_unit * policy.cell_size))
     return full_stripes * policy.cell_size + last
 
 
 def unit_lengths(policy: Policy, group_length: int) -> list[int]:
     """Lengths of all k + m internal blocks of a group."""
-    return [unit_length(policy, group_length, unit) for unit in range(policy.units)]
+    return [unit_length(policy, group_length, index) for index in range(policy.units)]
 
 
 def stripe_info(policy: Policy, group_length: int, stripe: int) -> StripeInfo:
@@ -205,23 +203,12 @@ def iter_stripes(policy: Policy, group_length: int) -> Iterator[StripeInfo]:
         yield stripe_info(policy, group_length, stripe)
 
 
-def bytes_held(
-    policy: Policy, group_length: int, stripe: int, unit: int, offset_in_cell: int, length: int
-) -> int:
-    """How many of the bytes ``[offset_in_cell, offset_in_cell + length)`` of a cell the unit's
-    internal block really holds (0..length). The rest are implicit zeros: don't read them, let the
-    codec zero-pad."""
-    _non_negative(offset_in_cell=offset_in_cell, length=length)
-    held = cell_length(policy, group_length, stripe, unit) - offset_in_cell
-    return max(0, min(length, held))
-
-
-def block_bytes_held(policy: Policy, group_length: int, unit: int, offset_in_block: int, length: int) -> int:
+def block_bytes_held(policy: Policy, group_length: int, index: int, offset_in_block: int, length: int) -> int:
     """How many of the bytes ``[offset_in_block, offset_in_block + length)`` of a unit's internal
     block exist (0..length). Past the block's end every unit is implicitly zeros, so a range of
     several stripes decodes column by column like a single stripe does."""
     _non_negative(offset_in_block=offset_in_block, length=length)
-    return max(0, min(length, unit_length(policy, group_length, unit) - offset_in_block))
+    return max(0, min(length, unit_length(policy, group_length, index) - offset_in_block))
 
 
 def group_range_to_units(policy: Policy, group_length: int, offset: int, length: int) -> list[UnitRange]:
@@ -229,12 +216,12 @@ def group_range_to_units(policy: Policy, group_length: int, offset: int, length:
     the one contiguous block range it contributes, in unit order."""
     by_unit: dict[int, list[CellRange]] = {}
     for cell in group_range_to_cells(policy, group_length, offset, length):
-        by_unit.setdefault(cell.unit, []).append(cell)
+        by_unit.setdefault(cell.index, []).append(cell)
     ranges = []
-    for unit in sorted(by_unit):
-        cells = by_unit[unit]
+    for index in sorted(by_unit):
+        cells = by_unit[index]
         start = cells[0].offset_in_block
-        ranges.append(UnitRange(unit, start, cells[-1].offset_in_block + cells[-1].length - start, tuple(cells)))
+        ranges.append(UnitRange(index, start, cells[-1].offset_in_block + cells[-1].length - start, tuple(cells)))
     return ranges
 
 
@@ -254,11 +241,11 @@ def group_range_to_cells(
     pos = offset
     while pos < end:
         cell_in_group = pos // cell_size
-        stripe, unit = divmod(cell_in_group, k)
+        stripe, index = divmod(cell_in_group, k)
         offset_in_cell = pos - cell_in_group * cell_size
         n = min(cell_size - offset_in_cell, end - pos)
         cells.append(
-            CellRange(stripe, unit, offset_in_cell, n, stripe * cell_size + offset_in_cell, pos)
+            CellRange(stripe, index, offset_in_cell, n, stripe * cell_size + offset_in_cell, pos)
         )
         pos += n
     return cells

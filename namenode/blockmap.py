@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
 from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
@@ -132,7 +133,7 @@ class BlockMap:
         but the last must be full (k * block_size), as the striping math assumes.
         """
         own = {g.id: g for g in self.groups(file_id)}
-        full, seen, total = policy.k * block_size, set(), 0
+        full, seen, total = layout.group_data_size(policy, block_size), set(), 0
         for pos, c in enumerate(commits):
             if c.group_id not in own:
                 raise InvalidArgument(f"group {c.group_id} does not belong to file {file_id}")

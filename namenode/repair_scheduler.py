@@ -5,7 +5,7 @@ endangered first (fewest live units), and for every missing unit index picks a l
 holds no unit of that group, is not deleting one of its units, and has fewer than
 ``max_per_datanode`` repairs in flight. A repair is *in flight* from the moment it is planned:
 its command goes out with the target's next heartbeat (``take``), and ends with UnitStored
-(``finish``) or after ``timeout_s`` (a lost command or a dead target), when it is planned again.
+(``drop``) or after ``timeout_s`` (a lost command or a dead target), when it is planned again.
 Groups with fewer than k live units cannot be rebuilt and are left to fsck to report.
 """
 
@@ -99,7 +99,3 @@ class RepairScheduler:
 
     def drop(self, group_id: int, index: int) -> None:
         self.in_flight.pop((group_id, index), None)
-
-    def finish(self, group_id: int, index: int) -> bool:
-        """A unit was stored; True if it ends a repair in flight."""
-        return self.in_flight.pop((group_id, index), None) is not None

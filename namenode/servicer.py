@@ -55,8 +55,8 @@ def _entry(e: Entry) -> pb.FileInfo:
                        block_size=e.block_size, mtime_ms=e.mtime_ms)
 
 
-def _unit(u: model.UnitLocation) -> pb.Unit:
-    return pb.Unit(index=u.index, datanode_id=u.datanode_id, address=u.address)
+def _unit(u: model.UnitLocation) -> pb.UnitLocation:
+    return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address)
 
 
 def _group(g: model.GroupInfo) -> pb.BlockGroup:

@@ -10,7 +10,7 @@ class Empty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
-class Unit(_message.Message):
+class UnitLocation(_message.Message):
     __slots__ = ("index", "datanode_id", "address")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -27,8 +27,8 @@ class BlockGroup(_message.Message):
     UNITS_FIELD_NUMBER: _ClassVar[int]
     id: int
     length: int
-    units: _containers.RepeatedCompositeFieldContainer[Unit]
-    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[Unit, _Mapping]]] = ...) -> None: ...
+    units: _containers.RepeatedCompositeFieldContainer[UnitLocation]
+    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups")
@@ -289,8 +289,8 @@ class RepairUnitCommand(_message.Message):
     index: int
     policy: str
     group_length: int
-    sources: _containers.RepeatedCompositeFieldContainer[Unit]
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., policy: _Optional[str] = ..., group_length: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[Unit, _Mapping]]] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[UnitLocation]
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., policy: _Optional[str] = ..., group_length: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ("delete_unit", "repair_unit")

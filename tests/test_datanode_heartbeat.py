@@ -185,7 +185,7 @@ def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
             w.commit()
         cmd = pb.RepairUnitCommand(group_id=50, index=2, policy=policy.name,
                                    group_length=group_length,
-                                   sources=[pb.Unit(index=u, datanode_id=dn.datanode_id,
+                                   sources=[pb.UnitLocation(index=u, datanode_id=dn.datanode_id,
                                                     address=dn.address)
                                             for dn, u in zip(sources, (0, 1, 3))])
         with nn.lock:

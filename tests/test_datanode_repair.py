@@ -70,7 +70,7 @@ def command(nodes, gid, index, group_length, sources=None) -> pb.RepairUnitComma
     sources = range(P.units) if sources is None else sources
     return pb.RepairUnitCommand(
         group_id=gid, index=index, policy=POLICY, group_length=group_length,
-        sources=[pb.Unit(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address)
+        sources=[pb.UnitLocation(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address)
                  for u in sources if u != index])
 
 

@@ -29,7 +29,7 @@ from hedgefs.ec.codec import get_codec
 from hedgefs.ec.layout import (
     CellRange,
     GroupRange,
-    bytes_held,
+    block_bytes_held,
     cell_length,
     check_block_size,
     file_range_to_groups,
@@ -37,7 +37,6 @@ from hedgefs.ec.layout import (
     group_lengths,
     group_range_to_cells,
     iter_stripes,
-    num_groups,
     num_stripes,
     split_stripe,
     stripe_info,
@@ -103,7 +102,7 @@ def test_lengths_match_the_definition(length):
     naive, counts = naive_blocks(length)
     lengths = group_lengths(length, TINY, BLOCK)
     assert sum(lengths) == length
-    assert len(lengths) == num_groups(length, TINY, BLOCK) == -(-length // GROUP)
+    assert len(lengths) == -(-length // GROUP)
     assert all(0 < g <= GROUP for g in lengths)
     for group, group_length in enumerate(lengths):
         assert num_stripes(TINY, group_length) == -(-group_length // TINY.stripe_data_size)
@@ -164,11 +163,11 @@ def test_every_read_range_maps_to_the_right_bytes(length):
                 assert cell.offset_in_group == expected_group_offset
                 assert cell.offset_in_block == cell.stripe * TINY.cell_size + cell.offset_in_cell
                 assert 0 < cell.length <= TINY.cell_size - cell.offset_in_cell
-                assert cell.unit < TINY.k
+                assert cell.index < TINY.k
                 assert cell.offset_in_cell + cell.length <= cell_length(
-                    TINY, group_length, cell.stripe, cell.unit
+                    TINY, group_length, cell.stripe, cell.index
                 )
-                block = groups[piece.group_index][cell.unit]
+                block = groups[piece.group_index][cell.index]
                 got += block[cell.offset_in_block:cell.offset_in_block + cell.length]
                 expected_group_offset += cell.length
             expected_file_offset += piece.length
@@ -191,13 +190,13 @@ def test_rebuild_any_cell_range_from_k_units_reading_only_held_bytes(length):
                     for unit in range(TINY.units):
                         if unit in lost:
                             continue
-                        held = bytes_held(TINY, group_length, info.stripe, unit, a, b - a)
+                        held = block_bytes_held(TINY, group_length, unit, info.offset_in_block + a, b - a)
                         start = info.offset_in_block + a
                         units[unit] = bytes(blocks[unit][start:start + held])
                         assert len(units[unit]) == held
                     rebuilt = codec.decode(units, lost, b - a)
                     for unit in lost:
-                        held = bytes_held(TINY, group_length, info.stripe, unit, a, b - a)
+                        held = block_bytes_held(TINY, group_length, unit, info.offset_in_block + a, b - a)
                         start = info.offset_in_block + a
                         assert rebuilt[unit][:held].tobytes() == bytes(blocks[unit][start:start + held])
                         assert not rebuilt[unit][held:].any()  # past a short cell: zeros
@@ -235,15 +234,15 @@ def test_short_last_stripe_cell_lengths():
     assert list(iter_stripes(TINY, 0)) == []
 
 
-def test_bytes_held_clamps_to_the_cell():
-    # group of 100 bytes: stripe 2 has unit 0 = 4 bytes, unit 1 = 0, parity 4.
-    assert bytes_held(TINY, 100, 2, 0, 0, 16) == 4
-    assert bytes_held(TINY, 100, 2, 0, 2, 16) == 2
-    assert bytes_held(TINY, 100, 2, 0, 4, 16) == 0
-    assert bytes_held(TINY, 100, 2, 0, 9, 3) == 0
-    assert bytes_held(TINY, 100, 2, 1, 0, 16) == 0
-    assert bytes_held(TINY, 100, 2, 3, 1, 2) == 2
-    assert bytes_held(TINY, 100, 1, 2, 5, 8) == 8
+def test_block_bytes_held_clamps_to_the_block():
+    # group of 100 bytes: stripe 2 (block offset 32) has unit 0 = 4 bytes, unit 1 = 0, parity 4.
+    assert block_bytes_held(TINY, 100, 0, 32, 16) == 4
+    assert block_bytes_held(TINY, 100, 0, 34, 16) == 2
+    assert block_bytes_held(TINY, 100, 0, 36, 16) == 0
+    assert block_bytes_held(TINY, 100, 0, 41, 3) == 0
+    assert block_bytes_held(TINY, 100, 1, 32, 16) == 0
+    assert block_bytes_held(TINY, 100, 3, 33, 2) == 2
+    assert block_bytes_held(TINY, 100, 2, 21, 8) == 8
 
 
 def test_file_range_to_groups_clamps_at_end_of_file():
@@ -260,12 +259,12 @@ def test_file_range_to_groups_clamps_at_end_of_file():
 
 def test_group_range_to_cells_example():
     assert group_range_to_cells(TINY, 136, 14, 20) == [
-        CellRange(stripe=0, unit=0, offset_in_cell=14, length=2, offset_in_block=14, offset_in_group=14),
-        CellRange(stripe=0, unit=1, offset_in_cell=0, length=16, offset_in_block=0, offset_in_group=16),
-        CellRange(stripe=0, unit=2, offset_in_cell=0, length=2, offset_in_block=0, offset_in_group=32),
+        CellRange(stripe=0, index=0, offset_in_cell=14, length=2, offset_in_block=14, offset_in_group=14),
+        CellRange(stripe=0, index=1, offset_in_cell=0, length=16, offset_in_block=0, offset_in_group=16),
+        CellRange(stripe=0, index=2, offset_in_cell=0, length=2, offset_in_block=0, offset_in_group=32),
     ]
     assert group_range_to_cells(TINY, 136, 130, 6) == [
-        CellRange(stripe=2, unit=2, offset_in_cell=2, length=6, offset_in_block=34, offset_in_group=130),
+        CellRange(stripe=2, index=2, offset_in_cell=2, length=6, offset_in_block=34, offset_in_group=130),
     ]
     assert group_range_to_cells(TINY, 136, 136, 0) == []
 
@@ -326,7 +325,7 @@ def test_rs_6_3_1024k_sizes():
     (piece,) = file_range_to_groups(1024 * MIB - 1, 5, policy, BLOCK_128M, 1024 * MIB)
     assert piece == GroupRange(1, 256 * MIB - 1, 1, 1024 * MIB - 1)
     (cell,) = group_range_to_cells(policy, 256 * MIB, piece.offset_in_group, 1)
-    assert (cell.stripe, cell.unit, cell.offset_in_cell) == (42, 3, MIB - 1)
+    assert (cell.stripe, cell.index, cell.offset_in_cell) == (42, 3, MIB - 1)
     assert cell.offset_in_block == 43 * MIB - 1
 
 
@@ -358,7 +357,7 @@ def test_unit_ranges_are_contiguous_and_cover_exactly_the_cells(group_length):
             for r in ranges:
                 covered = [b for c in r.cells for b in range(c.offset_in_block, c.offset_in_block + c.length)]
                 assert covered == list(range(r.offset_in_block, r.offset_in_block + r.length))
-                assert block_bytes_held(policy, group_length, r.unit, r.offset_in_block, r.length) == r.length
+                assert block_bytes_held(policy, group_length, r.index, r.offset_in_block, r.length) == r.length
     for unit in range(policy.units):
         ul = unit_length(policy, group_length, unit)
         assert block_bytes_held(policy, group_length, unit, 0, ul + 5) == ul
