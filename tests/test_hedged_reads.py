@@ -1,7 +1,10 @@
 """Hedged striped reads against real DataNodes that are slow, stalled, frozen or corrupt.
 
-Every read checks its bytes. Timing bounds are wide safety margins (the fault is 3 s, the bound
-2 s); speed targets live in bench/.
+Every read checks its bytes. These tests must hold on a busy machine, so time never decides an
+outcome by a narrow margin: tests that count hedges use a 1 s threshold (no healthy unit read on
+loopback takes that long, loaded or not) against faults of 3 s and more, and bound the hedged
+read well below the fault; tests that assert *no* hedge use a threshold no read reaches (60 s),
+so what they check is counted work (unit reads, rebuilds), not speed. Speed targets live in bench/.
 """
 
 import random
@@ -13,6 +16,10 @@ from conftest import CELL, STRIPE, pattern, run_cli, start_cluster
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
+
+THRESHOLD_MS = 1000      # hedge threshold of the tests that count hedges
+COUNTED = HedgeConfig(threshold_ms=THRESHOLD_MS)
+NEVER_BY_TIME = HedgeConfig(threshold_ms=60_000)   # no read hedges by slowness alone
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +74,16 @@ def two_stripes(hcluster):
         return data, holders(fs, "/h/two-stripes")
 
 
-def test_one_datanode_3s_slow_cat_finishes_under_2s(hcluster, faults, two_stripes):
+def test_one_datanode_5s_slow_cat_finishes_under_4s(hcluster, faults, two_stripes):
     data, units = two_stripes
-    faults(units[0], read_delay_ms=3000)
+    faults(units[0], read_delay_ms=5000)
     start = time.monotonic()
-    hedged = run_cli("cat", "--stats", "/h/two-stripes", namenode=hcluster.namenode)
+    hedged = run_cli("cat", "--stats", "--hedge-threshold-ms", str(THRESHOLD_MS), "/h/two-stripes",
+                     namenode=hcluster.namenode)
     hedged_s = time.monotonic() - start
     assert hedged.code == 0, hedged.stderr
     assert hedged.stdout == data
-    assert hedged_s < 2.0, f"hedged cat took {hedged_s:.2f} s"
+    assert hedged_s < 4.0, f"hedged cat took {hedged_s:.2f} s"
     assert "hedges=1 hedge_wins=1" in hedged.stderr, hedged.stderr  # one read of unit 0, both stripes
     assert f"{units[0]}: cell_reads=0" in hedged.stderr and "overdue=1" in hedged.stderr, hedged.stderr
 
@@ -83,19 +91,20 @@ def test_one_datanode_3s_slow_cat_finishes_under_2s(hcluster, faults, two_stripe
     plain = run_cli("cat", "--no-hedge", "/h/two-stripes", namenode=hcluster.namenode)
     plain_s = time.monotonic() - start
     assert plain.code == 0 and plain.stdout == data
-    assert plain_s >= 3.0, f"unhedged cat took only {plain_s:.2f} s: was the fault applied?"
-    print(f"cat with {units[0]} +3 s: hedged {hedged_s:.2f} s, --no-hedge {plain_s:.2f} s")
+    assert plain_s >= 5.0, f"unhedged cat took only {plain_s:.2f} s: was the fault applied?"
+    print(f"cat with {units[0]} +5 s: hedged {hedged_s:.2f} s, --no-hedge {plain_s:.2f} s")
 
 
 def test_frozen_datanode_is_hedged_including_connect(hcluster, faults, two_stripes):
     data, units = two_stripes
     hcluster.freeze(units[1])  # SIGSTOP: the kernel still accepts TCP, nothing answers
     start = time.monotonic()
-    result = run_cli("cat", "--stats", "/h/two-stripes", namenode=hcluster.namenode)
+    result = run_cli("cat", "--stats", "--hedge-threshold-ms", str(THRESHOLD_MS), "/h/two-stripes",
+                     namenode=hcluster.namenode)
     elapsed = time.monotonic() - start
     assert result.code == 0, result.stderr
     assert result.stdout == data
-    assert elapsed < 2.5, f"cat with a frozen DataNode took {elapsed:.2f} s"
+    assert elapsed < 5.0, f"cat with a frozen DataNode took {elapsed:.2f} s"
     assert "hedge_wins=1" in result.stderr, result.stderr
     print(f"cat with {units[1]} frozen: {elapsed:.2f} s")
 
@@ -104,7 +113,7 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
     data, units = two_stripes
     faults(units[2], stall=True)
     before = fault_state(hcluster, units[2]).cancelled_reads
-    with FileSystem(hcluster.namenode) as fs:
+    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs:
         with fs.open("/h/two-stripes") as f:
             assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]  # exactly unit 2's first cell
         stats = fs.stats()
@@ -120,8 +129,8 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
 def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, faults, two_stripes):
     data, units = two_stripes
     for dn in units[:3]:
-        faults(dn, read_delay_ms=1500)
-    with FileSystem(hcluster.namenode, hedge=HedgeConfig()) as fs, fs.open("/h/two-stripes") as f:
+        faults(dn, read_delay_ms=3000)
+    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
         for unit in range(3):  # one cell each on three slow DataNodes, one after another
             assert f.pread(unit * CELL, CELL) == data[unit * CELL:(unit + 1) * CELL]
         assert fs.breaker.is_open
@@ -133,13 +142,13 @@ def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, 
     assert stats.breaker_trips == 1
     assert c["hedges"] == 2 and c["hedge_wins"] == 2
     assert c["hedges_refused_breaker"] == 2
-    assert waited >= 1.4, "with the breaker open the read should have waited out the delay"
+    assert waited >= 2.9, "with the breaker open the read should have waited out the delay"
 
 
 def test_corrupt_cell_is_rebuilt_and_bytes_are_exact(hcluster, faults, two_stripes):
     data, units = two_stripes
     faults(units[3], corrupt_probability=1.0)
-    with FileSystem(hcluster.namenode) as fs:
+    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs:
         assert fs.read_bytes("/h/two-stripes") == data
         stats = fs.stats()
     assert stats.counters["decodes_on_failure"] == 1  # one read of unit 3, both stripes
@@ -157,43 +166,60 @@ def test_erroring_datanode_is_rebuilt_even_with_hedging_off(hcluster, faults, tw
 def test_hedge_in_short_last_stripe(hcluster, faults):
     tail = CELL + CELL // 2  # last stripe: unit 0 full, unit 1 half a cell, units 2..5 empty
     data = pattern(STRIPE + tail, seed=5)
-    with FileSystem(hcluster.namenode) as fs:
+    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs:
         fs.write_bytes("/h/short-tail", data, overwrite=True)
         units = holders(fs, "/h/short-tail")
-        faults(units[1], read_delay_ms=3000)
+        faults(units[1], read_delay_ms=5000)
         start = time.monotonic()
         with fs.open("/h/short-tail") as f:
             got = f.pread(STRIPE, tail)
         elapsed = time.monotonic() - start
         stats = fs.stats()
     assert got == data[STRIPE:]
-    assert elapsed < 2.0, f"hedged read of the short last stripe took {elapsed:.2f} s"
+    assert elapsed < 4.0, f"hedged read of the short last stripe took {elapsed:.2f} s"
     assert stats.counters["hedge_wins"] == 1
 
 
 def test_slow_hedge_source_brings_in_another_unit(hcluster, faults, two_stripes):
     """The rebuild itself must not wait on a slow source: a frozen data unit is replaced by parity."""
     data, units = two_stripes
-    faults(units[0], read_delay_ms=3000)
+    faults(units[0], read_delay_ms=8000)
     hcluster.freeze(units[1])
-    with FileSystem(hcluster.namenode) as fs, fs.open("/h/two-stripes") as f:
+    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
         start = time.monotonic()
         assert f.pread(0, CELL) == data[:CELL]
         elapsed = time.monotonic() - start
-    assert elapsed < 2.0, f"took {elapsed:.2f} s"
+    # hedge at 1 s, the frozen source overdue at 2 s, parity brought in: well before the 8 s
+    assert elapsed < 6.0, f"took {elapsed:.2f} s"
 
 
-def test_no_hedges_in_a_healthy_cluster_over_1000_reads(hcluster, two_stripes):
+def expected_unit_reads(fs: FileSystem, path: str, offset: int, length: int) -> int:
+    """Unit reads a healthy read of [offset, offset+length) makes: one per data unit it touches."""
+    from hedgefs.ec import layout
+    from hedgefs.ec.policy import parse_policy
+
+    status = fs.stat(path)
+    policy = parse_policy(status.policy)
+    return sum(len(layout.group_range_to_units(policy, status.groups[p.group_index].length, p.offset_in_group, p.length))
+               for p in layout.file_range_to_groups(offset, length, policy, status.block_size, status.length))
+
+
+def test_healthy_reads_read_each_data_unit_once_over_1000_reads(hcluster, two_stripes):
+    """With no fault and no hedge possible by time, a read costs exactly one unit read per data
+    unit it touches: no rebuilds, no spare reads, nothing cancelled."""
     data, _ = two_stripes
     rng = random.Random(1)
-    with FileSystem(hcluster.namenode) as fs, fs.open("/h/two-stripes") as f:
+    expected = 0
+    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs, fs.open("/h/two-stripes") as f:
         for _ in range(1000):
             offset = rng.randrange(0, len(data) - 65536)
             assert f.pread(offset, 65536) == data[offset:offset + 65536]
+            expected += expected_unit_reads(fs, "/h/two-stripes", offset, 65536)
         stats = fs.stats()
-    print(f"1000 healthy reads: hedges={stats.counters['hedges']} cell_reads={stats.counters['cell_reads']}")
-    assert stats.counters["reads"] == 1000
-    assert stats.counters["hedges"] == 0
+    c = stats.counters
+    assert c["reads"] == 1000
+    assert c["cell_reads"] == expected, (c, expected)
+    assert c["hedges"] == c["decodes_on_failure"] == c["cancelled_reads"] == c["cell_read_errors"] == 0, c
 
 
 def test_fault_cli_sets_shows_and_clears(hcluster, two_stripes):
@@ -223,18 +249,23 @@ def test_no_hedge_never_trips_the_breaker(hcluster, faults, two_stripes):
     assert [stats.per_datanode[dn]["overdue"] for dn in units[:3]] == [1, 1, 1]
 
 
-def test_whole_file_read_of_a_healthy_cluster_starts_no_hedge(hcluster):
-    """Sequential reads keep many unit reads in flight; they must not queue into 'slow'."""
+def test_whole_file_reads_of_a_healthy_cluster_make_no_extra_unit_reads(hcluster):
+    """Sequential reads keep many unit reads in flight at once (read-ahead); they must neither fail
+    nor make work beyond one read per data unit range. The threshold is one no read reaches, so a
+    slow machine cannot start a hedge: what is checked is counted, not timed."""
     data = pattern(24 << 20, seed=24)
-    with FileSystem(hcluster.namenode) as fs:
+    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs:
         fs.write_bytes("/h/big", data, overwrite=True)
-        for _ in range(2):
-            assert fs.read_bytes("/h/big") == data
-            with fs.open("/h/big") as f:
-                assert b"".join(f.chunks()) == data
+        whole = expected_unit_reads(fs, "/h/big", 0, len(data))
+        assert fs.read_bytes("/h/big") == data
+        assert fs.stats().counters["cell_reads"] == whole
+        with fs.open("/h/big") as f:
+            assert b"".join(f.chunks()) == data
         stats = fs.stats()
-    print(f"4 whole reads of 24 MiB: hedges={stats.counters['hedges']} unit reads={stats.counters['cell_reads']}")
-    assert stats.counters["hedges"] == 0 and stats.breaker_trips == 0
+    c = stats.counters
+    print(f"2 whole reads of 24 MiB: unit reads={c['cell_reads']} (one pread: {whole})")
+    assert c["hedges"] == c["decodes_on_failure"] == c["cancelled_reads"] == c["cell_read_errors"] == 0, c
+    assert stats.breaker_trips == 0
 
 
 def test_get_killed_with_sigterm_leaves_no_partial_file(hcluster, faults, two_stripes, tmp_path):

@@ -1,0 +1,214 @@
+"""The house rules, read from the source: which package may import which, and no cycles.
+
+    ec, proto, plumbing          import nothing of ours above them (ec is pure: no gRPC)
+    client, namenode, datanode   ec, proto, plumbing only
+    cluster (the launcher)       proto, plumbing: no client, no servers
+    chaos, bench                 sit on top: client, cluster, ec, proto, plumbing
+    cli (hedgefs/cli)            the composition root: anything
+
+Every import counts, including the ones inside functions (they run too). Besides the arrows,
+no two packages may import each other in a circle, and no module may reach itself through its
+imports. A failure prints the offending file and line.
+
+The checker is run twice: on this tree (must be clean) and on a scratch copy with a forbidden
+import added (must complain), so it is shown to catch what it is meant to catch.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import shutil
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# Modules of the package root that are shared plumbing, not the CLI.
+PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc"}
+
+ALLOWED = {
+    "ec": {"ec"},
+    "proto": {"proto"},
+    "plumbing": {"plumbing"},
+    "client": {"client", "ec", "proto", "plumbing"},
+    "namenode": {"namenode", "ec", "proto", "plumbing"},
+    "datanode": {"datanode", "ec", "proto", "plumbing"},
+    "cluster": {"cluster", "proto", "plumbing"},
+    "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing"},
+    "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "ec", "proto", "plumbing"},
+}
+
+# Third-party modules a package must not touch: the library and the servers know nothing of the
+# command line, and the striping math and the storage code know nothing of the network.
+FORBIDDEN_EXTERNAL = {
+    "ec": {"grpc", "click"},
+    "proto": {"click"},
+    "plumbing": {"click"},
+    "client": {"click"},
+    "namenode": {"click"},
+    "datanode": {"click"},
+    "cluster": {"click"},
+}
+NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
+
+
+def package_dirs(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """hedgefs.<package> -> its directory, as pyproject.toml maps them."""
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    return {name: root / path for name, path in config["tool"]["setuptools"]["package-dir"].items()}
+
+
+def modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module of ours: dotted name -> file."""
+    out = {}
+    for package, directory in package_dirs(root).items():
+        for path in directory.rglob("*.py"):
+            rel = path.relative_to(directory).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            name = ".".join([package, *parts])
+            # hedgefs/ holds the cli package too; pyproject maps only the root, so its files
+            # are found once, under "hedgefs".
+            out.setdefault(name, path)
+    return out
+
+
+def layer(module: str) -> str:
+    if module in PLUMBING:
+        return "plumbing"
+    parts = module.split(".")
+    if parts[1] == "__main__":
+        return "cli"
+    return parts[1]
+
+
+def imports(path: pathlib.Path, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((node.lineno, base))
+            # `from hedgefs.ec import layout` imports the module hedgefs.ec.layout
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def graph(root: pathlib.Path) -> tuple[dict[str, set[str]], list[str]]:
+    """The module import graph (ours only) and every rule broken, one line each."""
+    mods = modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    problems = []
+    for name, path in sorted(mods.items()):
+        where = path.relative_to(root)
+        for line, target in imports(path, name, path.name == "__init__.py"):
+            top = target.split(".")[0]
+            if top != "hedgefs":
+                banned = FORBIDDEN_EXTERNAL.get(layer(name), set())
+                if name in NO_GRPC_MODULES:
+                    banned = banned | {"grpc"}
+                if top in banned:
+                    problems.append(f"{where}:{line}: {name} imports {target} "
+                                    f"({layer(name)} must not depend on {top})")
+                continue
+            if target not in mods:
+                continue  # `from pkg import name` where name is not a module: its package counts
+            if target != name:
+                edges[name].add(target)
+            if layer(target) not in ALLOWED[layer(name)]:
+                problems.append(f"{where}:{line}: {name} imports {target} "
+                                f"({layer(name)} may import only {', '.join(sorted(ALLOWED[layer(name)]))})")
+    return edges, problems
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph (as a path that ends where it starts), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def violations(root: pathlib.Path) -> list[str]:
+    edges, problems = graph(root)
+    packages: dict[str, set[str]] = {}
+    for source, targets in edges.items():
+        for target in targets:
+            if layer(source) != layer(target):
+                packages.setdefault(layer(source), set()).add(layer(target))
+    found = cycle(packages)
+    if found:
+        problems.append("package cycle: " + " -> ".join(found))
+    found = cycle(edges)
+    if found:
+        problems.append("module cycle: " + " -> ".join(found))
+    return problems
+
+
+def test_the_tree_keeps_the_rules():
+    problems = violations(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_package_has_a_layer():
+    for name in modules(ROOT):
+        assert layer(name) in ALLOWED, f"{name}: no rule for package {layer(name)!r}"
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A copy of the source tree (no tests, no virtualenv) to break on purpose."""
+    for entry in package_dirs(ROOT).values():
+        if entry == ROOT / "hedgefs" or entry.parent == ROOT:
+            top = entry.relative_to(ROOT).parts[0]
+            if not (tmp_path / top).exists():
+                shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("file,line,expected", [
+    ("client/fs.py", "from hedgefs.cluster.launcher import LocalCluster", "client may import only"),
+    ("client/reader.py", "    import click", "client must not depend on click"),
+    ("cluster/launcher.py", "from hedgefs.client.fs import FileSystem", "cluster may import only"),
+    ("ec/codec.py", "import grpc", "ec must not depend on grpc"),
+    ("datanode/storage.py", "import grpc", "must not depend on grpc"),
+    ("namenode/namesystem.py", "from hedgefs.datanode import storage", "namenode may import only"),
+    ("datanode/storage.py", "from hedgefs.datanode import faults", "module cycle"),
+])
+def test_a_forbidden_import_is_caught(scratch, file, line, expected):
+    assert violations(scratch) == []
+    path = scratch / file
+    path.write_text(path.read_text() + f"\n\ndef _added():\n    {line.strip()}\n")
+    problems = violations(scratch)
+    assert any(expected in p for p in problems), problems
+    assert any(p.startswith(file) or "cycle" in p for p in problems), problems
