@@ -64,7 +64,9 @@ class DataNode:
         self.host, self.port = host, port
         self.advertise_host = advertise_host or host
         self.namenode = namenode
-        self.store = storage.BlockStore(data_dir, fsync=fsync)
+        # Opening the store takes the data dir's lock (DataDirInUse if another DataNode has it)
+        # and recovers from a crash mid-commit. HEDGEFS_DEBUG_CRASH_AT is a test knob.
+        self.store = storage.BlockStore(data_dir, fsync=fsync, crash_at=environ.get("HEDGEFS_DEBUG_CRASH_AT"))
         self.faults = Faults(datanode_id, enable_faults, initial)
         self.token = token
         self.heartbeat_interval_s = heartbeat_interval_s
@@ -109,6 +111,7 @@ class DataNode:
         if self.server:
             self.server.stop(grace).wait()
             self.server = None
+        self.store.close()
 
 
 def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: str = "127.0.0.1",
@@ -118,9 +121,9 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
           fsync: bool = True, max_repairs: int = 2) -> None:
     """Run a DataNode until SIGTERM/SIGINT.
 
-    Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults)
-    and OSError when the port cannot be bound or the data directory cannot be used; both carry a
-    one-line message for the CLI.
+    Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
+    storage.DataDirInUse when another DataNode has the data dir, and OSError when the port cannot
+    be bound or the data directory cannot be used; all carry a one-line message for the CLI.
     """
     node = DataNode(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode,
                     host=host, advertise_host=advertise_host, enable_faults=enable_faults,

@@ -2,12 +2,37 @@
 
 One internal block ("unit") ``(group_id, index)`` is two files, named from integers only::
 
-    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>.blk   the bytes
-    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>.crc   header + CRC32C per 64 KiB
+    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<gen>.blk   exactly the unit's bytes
+    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<gen>.crc   header + CRC32C per 64 KiB
+    <data_dir>/tmp/                                                       writes in progress
+    <data_dir>/datanode.lock                                              one DataNode per directory
 
-A write goes to ``<data_dir>/tmp/`` and is renamed into place on commit (sidecar first, then the
-block, then the directory is fsynced), so a reader sees the old unit or the new one, never half of
-one. Leftovers in ``tmp/`` are unfinished writes and are deleted when the store opens.
+``gen`` counts the versions of a unit on this disk (the first is 1; names without it, from before
+it existed, are version 0). A unit's version is *committed* once both of its files are in place:
+
+    1 block-synced     the bytes are in tmp/, fsynced
+    2 sidecar-synced   the checksums too
+    3 block-renamed    tmp block -> <stem>_<gen>.blk   (invisible: no sidecar of that gen yet)
+    4 sidecar-renamed  tmp sidecar -> <stem>_<gen>.crc  (the commit point)
+    5 dir-synced       the directory entries are on disk
+    6 old-removed      the older version's sidecar, then its block, are unlinked
+
+Opening the store recovers from a crash at any step: for each unit it keeps the newest version
+whose two files agree (sidecar present, block present and of the length the sidecar states) and
+deletes every other file of that unit, and everything in tmp/. So a crash leaves either the old
+unit or the new one, never new checksums over old bytes. ``crash_at`` (a debug knob, the
+``HEDGEFS_DEBUG_CRASH_AT`` variable of ``hedgefs datanode``) SIGKILLs the process at one step,
+so tests can check exactly that.
+
+Read side (stable: the servicer, the scrubber and any data plane use only this):
+
+    open_unit(g, i) -> OpenUnit   the block file opened for reading (``fileno()`` for sendfile,
+                                  offsets are unit offsets: the file holds nothing else), its
+                                  ``length``, ``chunk`` (bytes per CRC) and ``crcs`` (one per chunk;
+                                  ``chunks_for(offset, length)`` gives the ones a range touches).
+                                  Both come from one committed version, taken under the store's
+                                  lock: a commit or delete afterwards does not change what it sees.
+    read(g, i, offset, length)    the range, every chunk it touches verified, in pieces.
 
 Reads verify every 64 KiB chunk they touch and yield the requested range in pieces, so a large
 read is never one buffer.
@@ -15,12 +40,15 @@ read is never one buffer.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import logging
 import os
+import signal
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
@@ -32,6 +60,9 @@ READ_BATCH = 16 * CHECKSUM_CHUNK     # bytes read from disk (and verified) per s
 _MAGIC = b"HFSCRC1\0"
 _HEADER = struct.Struct("<8sQI")      # magic, unit length, checksum chunk size
 _FILE_COUNTER = itertools.count()
+LOCK_FILE = "datanode.lock"
+COMMIT_STEPS = ("block-synced", "sidecar-synced", "block-renamed", "sidecar-renamed", "dir-synced",
+                "old-removed")
 
 
 class StorageError(Exception):
@@ -50,6 +81,10 @@ class LengthMismatch(StorageError):
     pass
 
 
+class DataDirInUse(StorageError):
+    pass
+
+
 class ChecksumError(StorageError):
     def __init__(self, group_id: int, index: int, offset: int):
         super().__init__(f"checksum mismatch in unit {group_id}/{index} at offset {offset}")
@@ -63,33 +98,96 @@ def _check_ids(group_id: int, index: int) -> tuple[int, int]:
     return group_id, index
 
 
+def parse_name(name: str) -> tuple[int, int, int] | None:
+    """(group id, index, gen) of a unit file name (``7_3_2.blk``, or ``7_3.blk`` = gen 0)."""
+    stem, dot, suffix = name.rpartition(".")
+    if not dot or suffix not in ("blk", "crc"):
+        return None
+    parts = stem.split("_")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+        return None
+    g, i, gen = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+    return g, i, gen
+
+
+@dataclass
+class OpenUnit:
+    """One committed version of a unit, open for reading. Close it (or use ``with``)."""
+
+    group_id: int
+    index: int
+    length: int
+    chunk: int                   # bytes covered by one CRC
+    crcs: tuple[int, ...]        # CRC32C of chunk n = bytes [n * chunk, (n + 1) * chunk)
+    file: object                 # the block file, opened "rb" without buffering
+    path: Path
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def chunks_for(self, offset: int, length: int) -> tuple[int, tuple[int, ...]]:
+        """(offset of the first chunk, CRCs of every chunk) that bytes [offset, offset+length) touch."""
+        if length <= 0:
+            return offset, ()
+        first, last = offset // self.chunk, (offset + length - 1) // self.chunk
+        return first * self.chunk, self.crcs[first:last + 1]
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> OpenUnit:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class BlockStore:
     """The units stored under one data directory, plus an in-memory index of their lengths."""
 
-    def __init__(self, data_dir: str | os.PathLike, *, fsync: bool = True):
+    def __init__(self, data_dir: str | os.PathLike, *, fsync: bool = True, crash_at: str | None = None):
+        if crash_at and crash_at not in COMMIT_STEPS:
+            raise ValueError(f"unknown commit step {crash_at!r}: use one of {', '.join(COMMIT_STEPS)}")
         self.root = Path(data_dir)
         self.fsync = fsync
+        self.crash_at = crash_at or None
         self._blocks = self.root / "blocks"
         self._tmp = self.root / "tmp"
-        self._blocks.mkdir(parents=True, exist_ok=True)
-        self._tmp.mkdir(parents=True, exist_ok=True)
-        # Held while a reader opens a unit's two files and while a commit renames them, so a reader
-        # never pairs a new sidecar with an old block.
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _lock_dir(self.root)
+        self._blocks.mkdir(exist_ok=True)
+        self._tmp.mkdir(exist_ok=True)
+        # Held while a reader opens a unit's files and while a commit or delete changes them, so
+        # a reader always pairs a block with its own sidecar.
         self._lock = threading.Lock()
-        self._units: dict[tuple[int, int], int] = {}
+        self._units: dict[tuple[int, int], tuple[int, int]] = {}   # (g, i) -> (gen, length)
         self._clean_tmp()
-        self._scan()
+        self._recover()
+
+    def close(self) -> None:
+        """Release the data dir (a second store on it may open after this)."""
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     # ---------------------------------------------------------------- paths and startup
 
-    def _paths(self, group_id: int, index: int) -> tuple[Path, Path]:
-        group_id, index = _check_ids(group_id, index)
-        d = self._blocks / f"{group_id % 256:02x}"
-        stem = f"{group_id}_{index}"
+    def _dir(self, group_id: int) -> Path:
+        return self._blocks / f"{group_id % 256:02x}"
+
+    def _paths(self, group_id: int, index: int, gen: int) -> tuple[Path, Path]:
+        stem = f"{group_id}_{index}" + (f"_{gen}" if gen else "")
+        d = self._dir(group_id)
         return d / f"{stem}.blk", d / f"{stem}.crc"
 
     def block_path(self, group_id: int, index: int) -> Path:
-        return self._paths(group_id, index)[0]
+        """The block file of the unit's committed version (tests flip bytes in it)."""
+        group_id, index = _check_ids(group_id, index)
+        with self._lock:
+            entry = self._units.get((group_id, index))
+        if entry is None:
+            raise UnitNotFound(f"unit {group_id}/{index} not found")
+        return self._paths(group_id, index, entry[0])[0]
 
     def _clean_tmp(self) -> None:
         for p in self._tmp.iterdir():
@@ -99,39 +197,55 @@ class BlockStore:
             except OSError as e:
                 log.warning("cannot delete %s: %s", p, e)
 
-    def _scan(self) -> None:
+    def _recover(self) -> None:
+        """Index the newest consistent version of every unit; delete every other unit file."""
         for d in self._blocks.iterdir():
             if not d.is_dir():
                 continue
-            for p in d.glob("*.crc"):
-                blk = p.with_suffix(".blk")
-                try:
-                    g, i = (int(x) for x in p.stem.split("_"))
-                    length = _read_header(p)
-                    if not blk.exists():
-                        raise StorageError("sidecar without block")
-                    if blk.stat().st_size != length:
-                        # A crash between the two renames of a replacement: drop both; the
-                        # NameNode sees the unit missing in the block report and repairs it.
-                        raise StorageError(f"block is {blk.stat().st_size} bytes, "
-                                           f"sidecar says {length}")
-                except (ValueError, OSError, StorageError) as e:
-                    log.warning("dropping damaged unit files %s: %s", p.stem, e)
-                    for q in (p, blk):
-                        q.unlink(missing_ok=True)
+            files: dict[tuple[int, int], dict[int, set[str]]] = {}
+            for p in d.iterdir():
+                parsed = parse_name(p.name)
+                if parsed is None:
                     continue
-                self._units[(g, i)] = length
-            for blk in d.glob("*.blk"):
-                if not blk.with_suffix(".crc").exists():
-                    log.warning("dropping block without sidecar %s", blk.name)
-                    blk.unlink(missing_ok=True)
+                g, i, gen = parsed
+                files.setdefault((g, i), {}).setdefault(gen, set()).add(p.suffix)
+            for (g, i), versions in files.items():
+                kept = None
+                for gen in sorted(versions, reverse=True):
+                    if kept is None and versions[gen] == {".blk", ".crc"}:
+                        blk, crc = self._paths(g, i, gen)
+                        try:
+                            length = _read_header(crc)
+                            size = blk.stat().st_size
+                        except (ValueError, OSError) as e:
+                            log.warning("dropping damaged unit files %s: %s", crc.stem, e)
+                        else:
+                            if size == length:
+                                kept = gen
+                                self._units[(g, i)] = (gen, length)
+                                continue
+                            log.warning("dropping unit files %s: block is %d bytes, sidecar says %d",
+                                        crc.stem, size, length)
+                    self._unlink_version(g, i, gen, why="superseded" if kept is not None else "incomplete")
+
+    def _unlink_version(self, g: int, i: int, gen: int, why: str = "") -> None:
+        blk, crc = self._paths(g, i, gen)
+        if why:
+            log.info("removing %s unit files %s", why, blk.stem)
+        crc.unlink(missing_ok=True)   # the sidecar first: a block without one is never visible
+        blk.unlink(missing_ok=True)
+
+    def _step(self, name: str) -> None:
+        if self.crash_at == name:
+            log.warning("debug knob: crashing at commit step %s", name)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # ---------------------------------------------------------------- index
 
     def units(self) -> list[tuple[int, int, int]]:
         """(group_id, index, length) of every stored unit."""
         with self._lock:
-            return [(g, i, n) for (g, i), n in self._units.items()]
+            return [(g, i, n) for (g, i), (_gen, n) in self._units.items()]
 
     def unit_count(self) -> int:
         with self._lock:
@@ -139,14 +253,14 @@ class BlockStore:
 
     def used_bytes(self) -> int:
         with self._lock:
-            return sum(self._units.values())
+            return sum(n for _gen, n in self._units.values())
 
     def length(self, group_id: int, index: int) -> int:
         with self._lock:
-            n = self._units.get(_check_ids(group_id, index))
-        if n is None:
+            entry = self._units.get(_check_ids(group_id, index))
+        if entry is None:
             raise UnitNotFound(f"unit {group_id}/{index} not found")
-        return n
+        return entry[1]
 
     def has(self, group_id: int, index: int) -> bool:
         with self._lock:
@@ -154,12 +268,12 @@ class BlockStore:
 
     def delete(self, group_id: int, index: int) -> bool:
         """Remove a unit; False if it was not there."""
-        blk, crc = self._paths(group_id, index)
+        group_id, index = _check_ids(group_id, index)
         with self._lock:
-            present = self._units.pop((int(group_id), int(index)), None) is not None
-            blk.unlink(missing_ok=True)
-            crc.unlink(missing_ok=True)
-        return present
+            entry = self._units.pop((group_id, index), None)
+            if entry is not None:
+                self._unlink_version(group_id, index, entry[0])
+        return entry is not None
 
     # ---------------------------------------------------------------- write
 
@@ -169,19 +283,51 @@ class BlockStore:
                           None if expected_length is None else int(expected_length))
 
     def _commit(self, w: UnitWriter, crc_tmp: Path) -> None:
-        blk, crc = self._paths(w.group_id, w.index)
-        if not blk.parent.exists():
-            blk.parent.mkdir(exist_ok=True)
+        """Steps 3 to 6 of a commit (see the module docstring)."""
+        d = self._dir(w.group_id)
+        if not d.exists():
+            d.mkdir(exist_ok=True)
             if self.fsync:
                 _fsync_dir(self._blocks)
         with self._lock:
-            os.replace(crc_tmp, crc)
+            old = self._units.get((w.group_id, w.index))
+            gen = (old[0] if old else 0) + 1
+            blk, crc = self._paths(w.group_id, w.index, gen)
             os.replace(w.tmp_path, blk)
-            self._units[(w.group_id, w.index)] = w.length
+            self._step("block-renamed")
+            os.replace(crc_tmp, crc)
+            self._step("sidecar-renamed")
+            self._units[(w.group_id, w.index)] = (gen, w.length)
+        # Readers now open the new version; one that opened the old one keeps its open file.
         if self.fsync:
-            _fsync_dir(blk.parent)
+            _fsync_dir(d)
+        self._step("dir-synced")
+        if old is not None:
+            self._unlink_version(w.group_id, w.index, old[0])
+            self._step("old-removed")
 
     # ---------------------------------------------------------------- read
+
+    def open_unit(self, group_id: int, index: int) -> OpenUnit:
+        """The unit's committed version, open (see the module docstring). UnitNotFound if there is
+        none; ChecksumError (offset 0) if its sidecar is damaged: the unit is bad."""
+        group_id, index = _check_ids(group_id, index)
+        with self._lock:
+            entry = self._units.get((group_id, index))
+            if entry is None:
+                raise UnitNotFound(f"unit {group_id}/{index} not found")
+            blk, crc = self._paths(group_id, index, entry[0])
+            try:
+                raw = crc.read_bytes()
+                f = open(blk, "rb", buffering=0)
+            except FileNotFoundError:
+                raise UnitNotFound(f"unit {group_id}/{index} not found") from None
+        try:
+            length, chunk, crcs = _parse_sidecar(raw)
+        except StorageError:
+            f.close()
+            raise ChecksumError(group_id, index, 0) from None
+        return OpenUnit(group_id, index, length, chunk, crcs, f, blk)
 
     def read(self, group_id: int, index: int, offset: int, length: int, *,
              piece: int = READ_BATCH,
@@ -196,54 +342,42 @@ class BlockStore:
         group_id, index = _check_ids(group_id, index)
         if offset < 0 or length < 0:
             raise RangeError(f"bad range {offset}+{length}")
-        blk_path, crc_path = self._paths(group_id, index)
-        with self._lock:
-            if (group_id, index) not in self._units:
-                raise UnitNotFound(f"unit {group_id}/{index} not found")
-            try:
-                crcs_raw = crc_path.read_bytes()
-                f = open(blk_path, "rb", buffering=0)
-            except FileNotFoundError:
-                raise UnitNotFound(f"unit {group_id}/{index} not found") from None
-        try:
-            unit_len, chunk, crcs = _parse_sidecar(crcs_raw)
-        except StorageError:
-            f.close()
-            raise ChecksumError(group_id, index, 0) from None  # a damaged sidecar is a bad unit
-        if offset + length > unit_len:
-            f.close()
+        unit = self.open_unit(group_id, index)
+        if offset + length > unit.length:
+            unit.close()
             raise RangeError(f"range {offset}+{length} exceeds unit {group_id}/{index} "
-                             f"of {unit_len} bytes")
-        return self._read_iter(f, group_id, index, offset, length, unit_len, chunk, crcs,
-                               max(piece, 1), tamper)
+                             f"of {unit.length} bytes")
+        return _read_iter(unit, offset, length, max(piece, 1), tamper)
 
-    def _read_iter(self, f, group_id, index, offset, length, unit_len, chunk, crcs, piece, tamper):
-        end = offset + length
-        batch = max(chunk, READ_BATCH // chunk * chunk)
-        buf = bytearray(batch)
-        view = memoryview(buf)
-        pos = offset // chunk * chunk
-        stop = min(unit_len, -(-end // chunk) * chunk)   # end of the last chunk the range touches
-        try:
-            while pos < end:
-                n = min(batch, stop - pos)
-                f.seek(pos)
-                got = f.readinto(view[:n]) or 0
-                if got != n:
-                    raise ChecksumError(group_id, index, pos + got)  # truncated on disk
-                if tamper is not None:
-                    tamper(view[:n], pos)
-                for c in range(0, n, chunk):
-                    if crc32c.crc32c(view[c:min(c + chunk, n)]) != crcs[(pos + c) // chunk]:
-                        raise ChecksumError(group_id, index, pos + c)
-                lo = max(offset, pos) - pos
-                hi = min(end, pos + n) - pos
-                for s in range(lo, hi, piece):
-                    yield bytes(view[s:min(s + piece, hi)])
-                pos += n
-        finally:
-            view.release()
-            f.close()
+
+def _read_iter(unit: OpenUnit, offset, length, piece, tamper) -> Iterator[bytes]:
+    f, chunk, crcs = unit.file, unit.chunk, unit.crcs
+    end = offset + length
+    batch = max(chunk, READ_BATCH // chunk * chunk)
+    buf = bytearray(batch)
+    view = memoryview(buf)
+    pos = offset // chunk * chunk
+    stop = min(unit.length, -(-end // chunk) * chunk)   # end of the last chunk the range touches
+    try:
+        while pos < end:
+            n = min(batch, stop - pos)
+            f.seek(pos)
+            got = f.readinto(view[:n]) or 0
+            if got != n:
+                raise ChecksumError(unit.group_id, unit.index, pos + got)  # truncated on disk
+            if tamper is not None:
+                tamper(view[:n], pos)
+            for c in range(0, n, chunk):
+                if crc32c.crc32c(view[c:min(c + chunk, n)]) != crcs[(pos + c) // chunk]:
+                    raise ChecksumError(unit.group_id, unit.index, pos + c)
+            lo = max(offset, pos) - pos
+            hi = min(end, pos + n) - pos
+            for s in range(lo, hi, piece):
+                yield bytes(view[s:min(s + piece, hi)])
+            pos += n
+    finally:
+        view.release()
+        unit.close()
 
 
 class UnitWriter:
@@ -295,21 +429,24 @@ class UnitWriter:
             self.expected_length = expected_length
         crcs = self._crcs + ([self._crc] if self._in_chunk else [])
         crc_tmp = self.tmp_path.with_suffix(".crc")
+        store = self.store
         try:
             if self.length != (self.expected_length or 0):
                 raise LengthMismatch(f"unit {self.group_id}/{self.index}: got {self.length} "
                                      f"bytes, expected {self.expected_length}")
             self._f.flush()
-            if self.store.fsync:
+            if store.fsync:
                 os.fsync(self._f.fileno())
             self._f.close()
+            store._step("block-synced")
             with open(crc_tmp, "wb") as cf:
                 cf.write(_HEADER.pack(_MAGIC, self.length, CHECKSUM_CHUNK))
                 cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
                 cf.flush()
-                if self.store.fsync:
+                if store.fsync:
                     os.fsync(cf.fileno())
-            self.store._commit(self, crc_tmp)
+            store._step("sidecar-synced")
+            store._commit(self, crc_tmp)
             self._done = True
         finally:
             if not self._done:
@@ -334,9 +471,29 @@ class UnitWriter:
         self.abort()
 
 
+def _lock_dir(root: Path):
+    """One DataNode per data dir: two would delete each other's temp files and overwrite units."""
+    handle = open(root / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise DataDirInUse(f"data dir {root} is in use by another DataNode"
+                           + (f" (pid {holder})" if holder.isdigit() else "")) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 def _read_header(path: Path) -> int:
     with open(path, "rb") as f:
         raw = f.read(_HEADER.size)
+    if len(raw) < _HEADER.size:
+        raise ValueError("sidecar too short")
     magic, length, _chunk = _HEADER.unpack(raw)
     if magic != _MAGIC:
         raise ValueError("bad sidecar magic")

@@ -104,9 +104,11 @@ def datanode(tmp_path, name, namenode_addr, **kw):
 
 def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
     nn, addr = namenode
-    w = BlockStore(tmp_path / "dn1").open_writer(5, 2, 3)
+    store = BlockStore(tmp_path / "dn1")
+    w = store.open_writer(5, 2, 3)
     w.write(b"abc")
     w.commit()
+    store.close()
     dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=3600)
     try:
         wait_for(lambda: nn.of("heartbeat"))

@@ -29,12 +29,17 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(tmp_path, *extra, name="dn3"):
+def launch(tmp_path, *extra, name="dn3", env=None, wait=True):
     port_file = tmp_path / f"{name}.port"
     cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", name, "--port", "0",
            "--data-dir", str(tmp_path / name), "--namenode", f"127.0.0.1:{closed_port()}",
            "--port-file", str(port_file), "--heartbeat-interval-s", "0.2", "--no-fsync", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+    return wait_port(proc, port_file) if wait else (proc, port_file)
+
+
+def wait_port(proc, port_file):
     deadline = time.monotonic() + 20
     while not port_file.exists():
         if proc.poll() is not None:
@@ -282,3 +287,53 @@ def test_token_is_required_when_set(tmp_path):
             assert not stub.ClearFaults(pb.FaultClearRequest(token="s3cret")).stall
     finally:
         dn.stop()
+
+
+def test_a_second_datanode_on_the_same_data_dir_refuses_to_start(tmp_path):
+    proc, _port = launch(tmp_path, name="dn1")
+    try:
+        cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", "dn99", "--data-dir", str(tmp_path / "dn1"),
+               "--namenode", "127.0.0.1:1", "--port", "0"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1
+        assert r.stderr == (f"hedgefs: datanode dn99: data dir {tmp_path / 'dn1'} is in use by another "
+                            f"DataNode (pid {proc.pid})\n")
+    finally:
+        stop(proc)
+
+
+def test_a_datanode_killed_at_any_step_of_a_commit_keeps_the_old_unit_or_the_new_one(tmp_path):
+    """Each step of storage.COMMIT_STEPS in its own DataNode process (started together), which
+    the debug knob SIGKILLs at that step while it replaces unit 5/2; then the data dir is opened
+    again, as the restarted DataNode would."""
+    from hedgefs.datanode.storage import COMMIT_STEPS, BlockStore
+
+    old, new = pattern_bytes(200_000, 1), pattern_bytes(150_001, 2)
+    procs = {}
+    for step in COMMIT_STEPS:
+        store = BlockStore(tmp_path / step)
+        with store.open_writer(5, 2, len(old)) as w:
+            w.write(old)
+            w.commit()
+        store.close()
+        procs[step] = launch(tmp_path, name=step, env={"HEDGEFS_DEBUG_CRASH_AT": step}, wait=False)
+    outcomes = {}
+    for step, (proc, port_file) in procs.items():
+        proc, port = wait_port(proc, port_file)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as ch:
+            assert code_of(write, hedgefs_pb2_grpc.DataNodeStub(ch), 5, 2, new)[0] == grpc.StatusCode.UNAVAILABLE
+        assert proc.wait(10) == -signal.SIGKILL
+        proc.stdout.close()
+        proc.stderr.close()
+        store = BlockStore(tmp_path / step)
+        data = b"".join(store.read(5, 2, 0, store.length(5, 2)))   # every chunk verified
+        outcomes[step] = "new" if data == new else "old" if data == old else "neither"
+        files = sorted(p.name for p in (tmp_path / step).rglob("*") if p.is_file() and p.suffix in (".blk", ".crc"))
+        assert len(files) == 2, (step, files)   # one version, no leftovers in blocks/ or tmp/
+        store.close()
+    assert outcomes == {"block-synced": "old", "sidecar-synced": "old", "block-renamed": "old",
+                        "sidecar-renamed": "new", "dir-synced": "new", "old-removed": "new"}
+
+
+def pattern_bytes(n: int, seed: int) -> bytes:
+    return bytes((i * 7 + seed * 13 + (i >> 9)) % 256 for i in range(n))

@@ -4,7 +4,9 @@ Cases: round trip of a multi-chunk unit written in odd pieces; every (offset, le
 with tiny checksum chunks (chunk, batch and piece boundaries all crossed); a flipped byte on disk
 caught by the chunk's CRC and only by reads touching that chunk; an unfinished or mis-sized write
 leaves nothing; tmp/ is emptied on open; names are built from integers only; replacement is
-atomic; damaged leftovers are dropped on open.
+atomic; damaged leftovers are dropped on open; after a crash at any commit step, opening keeps the
+newest version whose block and sidecar agree (the crash itself, on a real process, is in
+test_datanode_server.py); the read-side interface (open_unit); the data dir lock.
 """
 
 import os
@@ -114,7 +116,8 @@ def test_missing_unit_and_bad_ranges(tmp_path):
 
 
 def leftovers(root) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    """Every file under the data dir but its lock file."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != "datanode.lock")
 
 
 def test_unfinished_write_leaves_nothing(tmp_path):
@@ -171,6 +174,7 @@ def test_tmp_is_emptied_and_units_found_on_open(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 300, 4, b"hello")
     (tmp_path / "tmp" / "300_5_1_1.blk").write_bytes(b"half a write")
+    store.close()
     again = BlockStore(tmp_path)
     assert list((tmp_path / "tmp").iterdir()) == []
     assert again.units() == [(300, 4, 5)]
@@ -184,18 +188,110 @@ def test_damaged_leftovers_are_dropped_on_open(tmp_path):
     put(store, 1, 2, b"c" * 10)
     store.block_path(1, 0).write_bytes(b"a" * 9)                  # size disagrees with sidecar
     store.block_path(1, 1).with_suffix(".crc").unlink()           # block without sidecar
+    store.close()
     again = BlockStore(tmp_path)
     assert again.units() == [(1, 2, 10)]
-    assert leftovers(tmp_path) == ["blocks/01/1_2.blk", "blocks/01/1_2.crc"]
+    assert leftovers(tmp_path) == ["blocks/01/1_2_1.blk", "blocks/01/1_2_1.crc"]
 
 
 def test_names_come_from_integers(tmp_path):
     store = BlockStore(tmp_path)
-    assert store.block_path(300, 4) == tmp_path / "blocks" / "2c" / "300_4.blk"
+    put(store, 300, 4, b"a")
+    assert store.block_path(300, 4) == tmp_path / "blocks" / "2c" / "300_4_1.blk"
     put(store, 2**63, 8, b"z")
-    assert leftovers(tmp_path) == [f"blocks/00/{2**63}_8.blk", f"blocks/00/{2**63}_8.crc"]
+    assert leftovers(tmp_path)[:2] == [f"blocks/00/{2**63}_8_1.blk", f"blocks/00/{2**63}_8_1.crc"]
     for bad in ("../../etc/passwd", "1/2", -1):
         with pytest.raises(ValueError):
             store.block_path(bad, 0)
         with pytest.raises(ValueError):
             store.open_writer(0, bad, 1)
+
+
+def test_replacing_leaves_only_the_new_versions_files(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 8, 1, b"old")
+    put(store, 8, 1, b"newer")
+    assert leftovers(tmp_path) == ["blocks/08/8_1_2.blk", "blocks/08/8_1_2.crc"]
+    assert read(store, 8, 1, 0, 5) == b"newer"
+
+
+def test_a_reader_keeps_the_version_it_opened(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 8, 2, b"A" * 300_000)
+    pieces = store.read(8, 2, 0, 300_000, piece=1000)
+    first = next(pieces)
+    put(store, 8, 2, b"B" * 300_000)                    # replaced (and the old files unlinked)
+    assert first + b"".join(pieces) == b"A" * 300_000
+    assert read(store, 8, 2, 0, 3) == b"BBB"
+
+
+@pytest.mark.parametrize("state, survivor", [
+    ("both versions complete", b"new"),               # crash after the sidecar rename
+    ("new block only", b"old"),                       # crash between the two renames
+    ("new sidecar only", b"old"),                     # the block's rename never reached the disk
+    ("new block of the wrong size", b"old"),
+])
+def test_recovery_keeps_the_newest_consistent_version(tmp_path, state, survivor):
+    store = BlockStore(tmp_path)
+    put(store, 9, 0, b"old")
+    old_blk = store.block_path(9, 0)
+    old_files = {p: p.read_bytes() for p in (old_blk, old_blk.with_suffix(".crc"))}
+    put(store, 9, 0, b"new")
+    new_blk = store.block_path(9, 0)
+    store.close()
+    for p, data in old_files.items():                 # as if the old version was never removed
+        p.write_bytes(data)
+    if state == "new block only":
+        new_blk.with_suffix(".crc").unlink()
+    elif state == "new sidecar only":
+        new_blk.unlink()
+    elif state == "new block of the wrong size":
+        new_blk.write_bytes(b"ne")
+    again = BlockStore(tmp_path)
+    assert read(again, 9, 0, 0, 3) == survivor
+    kept = again.block_path(9, 0)
+    assert leftovers(tmp_path) == sorted(str(p.relative_to(tmp_path)) for p in (kept, kept.with_suffix(".crc")))
+
+
+def test_units_named_without_a_version_are_read_as_version_0(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 5, 3, b"legacy")
+    blk = store.block_path(5, 3)
+    store.close()
+    for p in (blk, blk.with_suffix(".crc")):
+        p.rename(p.with_name("5_3" + p.suffix))
+    again = BlockStore(tmp_path)
+    assert read(again, 5, 3, 0, 6) == b"legacy"
+    put(again, 5, 3, b"fresh")
+    assert leftovers(tmp_path) == ["blocks/05/5_3_1.blk", "blocks/05/5_3_1.crc"]
+
+
+def test_open_unit_gives_the_block_file_its_length_and_the_crcs_of_a_range(tmp_path):
+    import crc32c
+
+    store = BlockStore(tmp_path)
+    data = pattern(3 * CHECKSUM_CHUNK + 10)
+    put(store, 4, 4, data)
+    with store.open_unit(4, 4) as unit:
+        assert (unit.length, unit.chunk, len(unit.crcs)) == (len(data), CHECKSUM_CHUNK, 4)
+        assert os.pread(unit.fileno(), 20, CHECKSUM_CHUNK - 10) == data[CHECKSUM_CHUNK - 10:CHECKSUM_CHUNK + 10]
+        start, crcs = unit.chunks_for(CHECKSUM_CHUNK - 10, 20)
+        assert start == 0 and crcs == unit.crcs[0:2]
+        assert unit.chunks_for(3 * CHECKSUM_CHUNK, 10) == (3 * CHECKSUM_CHUNK, (crc32c.crc32c(data[-10:]),))
+        assert unit.chunks_for(5, 0) == (5, ())
+    with pytest.raises(UnitNotFound):
+        store.open_unit(4, 5)
+
+
+def test_a_second_store_on_the_same_dir_is_refused_until_the_first_closes(tmp_path):
+    store = BlockStore(tmp_path)
+    with pytest.raises(storage.DataDirInUse, match=f"data dir {tmp_path} is in use by another DataNode "
+                                                    fr"\(pid {os.getpid()}\)"):
+        BlockStore(tmp_path)
+    store.close()
+    BlockStore(tmp_path).close()
+
+
+def test_unknown_crash_step_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown commit step 'later'"):
+        BlockStore(tmp_path, crash_at="later")

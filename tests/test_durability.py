@@ -33,6 +33,7 @@ from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster
+from hedgefs.datanode.storage import parse_name
 from hedgefs.proto import hedgefs_pb2 as pb
 
 NO_HEDGE = HedgeConfig(enabled=False)
@@ -86,7 +87,10 @@ def holders(fs: FileSystem, path: str, group: int = 0) -> dict[int, str]:
 
 
 def unit_file(cluster: LocalCluster, dn: str, group_id: int, index: int) -> Path:
-    return cluster.root / dn / "blocks" / f"{group_id % 256:02x}" / f"{group_id}_{index}.blk"
+    """The block file of a unit on a DataNode (its newest version; a path that does not exist if none)."""
+    d = cluster.root / dn / "blocks" / f"{group_id % 256:02x}"
+    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[2])
+    return found[-1] if found else d / f"{group_id}_{index}_1.blk"
 
 
 def stored_units(cluster: LocalCluster) -> list[Path]:
@@ -96,7 +100,7 @@ def stored_units(cluster: LocalCluster) -> list[Path]:
 
 def unit_names(cluster: LocalCluster) -> Counter:
     """(group id, unit index) of every finalized unit on any DataNode, counted (a copy each)."""
-    return Counter(tuple(int(x) for x in p.stem.split("_")) for p in stored_units(cluster))
+    return Counter(parse_name(p.name)[:2] for p in stored_units(cluster))
 
 
 def temp_units(cluster: LocalCluster, dn: str) -> list[Path]:

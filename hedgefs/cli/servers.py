@@ -64,6 +64,7 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
              heartbeat_interval_s, block_report_interval_s, max_repairs, no_fsync, port_file) -> None:
     """Run a DataNode (internal blocks on local disk, CRC32C-checked)."""
     from hedgefs.datanode.server import serve
+    from hedgefs.datanode.storage import DataDirInUse
 
     setup_logging(default_level=logging.INFO)
     enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
@@ -74,3 +75,5 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    except DataDirInUse as err:
+        raise HedgefsError(f"datanode {datanode_id}: {err}") from None
