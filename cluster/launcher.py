@@ -2,7 +2,7 @@
 
 Everything about a cluster lives in one directory:
 
-    <dir>/cluster.json        what was started: addresses, pids, options
+    <dir>/cluster.json        what was started: RPC and HTTP ports, pids, options
     <dir>/namenode/           NameNode data (SQLite)      <dir>/logs/namenode.log
     <dir>/dn1/ ... <dir>/dnN/ DataNode data               <dir>/logs/dn1.log ...
 
@@ -21,6 +21,7 @@ import time
 
 import grpc
 
+from hedgefs.plumbing import read_port_file
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
@@ -39,6 +40,7 @@ class AlreadyRunning(ClusterError):
 class Options:
     datanodes: int = 10
     namenode_port: int = 8020
+    namenode_http_port: int = 0          # the status page; 0 picks a free port (DataNodes always do)
     policy: str | None = None
     block_size: int | None = None
     heartbeat_interval_s: float = 1.0
@@ -62,6 +64,12 @@ class LocalCluster:
     @property
     def namenode(self) -> str:
         return f"127.0.0.1:{self.state['namenode']['port']}"
+
+    @property
+    def http_url(self) -> str:
+        """The NameNode's status page."""
+        port = self.state["namenode"].get("http_port")
+        return f"http://127.0.0.1:{port}/" if port else ""
 
     @property
     def datanode_ids(self) -> list[str]:
@@ -109,9 +117,10 @@ class LocalCluster:
         if self.state and any(self.is_running(n) for n in ["namenode", *self.datanode_ids]):
             raise AlreadyRunning(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
-        self.state = {"options": dataclasses.asdict(options), "namenode": {"port": options.namenode_port}, "datanodes": {}}
+        self.state = {"options": dataclasses.asdict(options), "datanodes": {},
+                      "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
-            self.state["datanodes"][f"dn{i}"] = {"port": 0}
+            self.state["datanodes"][f"dn{i}"] = {"port": 0, "http_port": 0}
         try:
             self.start("namenode")
             for name in self.datanode_ids:
@@ -139,7 +148,7 @@ class LocalCluster:
             self._save()
 
     def start(self, name: str) -> None:
-        """Start (or start again) one process with its data directory and last port."""
+        """Start (or start again) one process with its data directory and last ports."""
         if self.is_running(name):
             raise ClusterError(f"{name} is already running (pid {self.pid(name)})")
         entry = self._entry(name)
@@ -164,7 +173,7 @@ class LocalCluster:
                 args.append("--enable-faults")
             if not options.get("fsync", True):
                 args.append("--no-fsync")
-        args += ["--port-file", str(port_file)]
+        args += ["--http-port", str(entry.get("http_port", 0)), "--port-file", str(port_file)]
         log = open(self.root / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -172,7 +181,8 @@ class LocalCluster:
         entry["pid"] = proc.pid
         entry["started"] = _proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc
-        entry["port"] = self._wait_port(name, proc, port_file)
+        ports = self._wait_port(name, proc, port_file)
+        entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
         self._save()
 
     def kill(self, name: str) -> None:
@@ -231,11 +241,12 @@ class LocalCluster:
             raise ClusterError(f"{name} is not running")
         os.kill(self.pid(name), sig)
 
-    def _wait_port(self, name: str, proc: subprocess.Popen, port_file: pathlib.Path, timeout_s: float = 30.0) -> int:
+    def _wait_port(self, name: str, proc: subprocess.Popen, port_file: pathlib.Path,
+                   timeout_s: float = 30.0) -> dict[str, int]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if port_file.exists():
-                return int(port_file.read_text())
+                return read_port_file(port_file)
             if proc.poll() is not None:
                 tail = _tail(self.root / "logs" / f"{name}.log")
                 raise ClusterError(f"{name} failed to start (exit {proc.returncode}): {tail}")

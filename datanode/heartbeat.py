@@ -31,12 +31,13 @@ log = logging.getLogger("hedgefs.datanode")
 class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store,
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
-                 rpc_timeout_s: float = 10.0, repairs=None):
+                 rpc_timeout_s: float = 10.0, repairs=None, stats=None):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
         self.store = store
         self.repairs = repairs            # a RepairRunner (set before start)
+        self.stats = stats                # () -> pb.DataNodeStats: what the DataNode measured
         self.heartbeat_interval_s = heartbeat_interval_s
         self.block_report_interval_s = block_report_interval_s
         self.rpc_timeout_s = rpc_timeout_s
@@ -47,6 +48,7 @@ class NameNodeLink:
         self._reports = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dn-report")
         self._registered = False
         self._outage = False
+        self.reachable = False            # did the last heartbeat get through?
         self._next_block_report = 0.0
 
     # ---------------------------------------------------------------- lifecycle
@@ -97,7 +99,8 @@ class NameNodeLink:
         reply = self._stub.Heartbeat(
             pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address,
                                 used_bytes=self.store.used_bytes(), units=self.store.unit_count(),
-                                active_repairs=self.repairs.active() if self.repairs else 0),
+                                active_repairs=self.repairs.active() if self.repairs else 0,
+                                stats=self.stats() if self.stats else None),
             timeout=self.rpc_timeout_s)
         self._reachable()
         if reply.reregister:
@@ -131,12 +134,14 @@ class NameNodeLink:
             log.warning("unknown command from namenode: %s", command)
 
     def _unreachable(self, e: grpc.RpcError) -> None:
+        self.reachable = False
         if not self._outage:
             self._outage = True
             log.warning("namenode %s unreachable from %s: %s (will keep trying)", self.namenode,
                         self.datanode_id, describe(e))
 
     def _reachable(self) -> None:
+        self.reachable = True
         if self._outage:
             self._outage = False
             log.info("namenode %s reachable again", self.namenode)

@@ -186,6 +186,7 @@ class RepairRunner:
         self._lock = threading.Lock()
         self._pending: set[tuple[int, int]] = set()
         self._stop = threading.Event()
+        self.done = self.failed = 0        # since start, for /metrics
 
     def active(self) -> int:
         """Repairs queued or running."""
@@ -211,7 +212,9 @@ class RepairRunner:
             log.info("repaired unit %d/%d (%d bytes) from %s in %.2f s", g, i, length,
                      ",".join(used), time.monotonic() - t0)
             self.on_stored(g, i, length)
+            self.done += 1
         except Exception as e:
+            self.failed += 1
             log.warning("repair of unit %d/%d (%s) failed after %.2f s: %s", g, i, cmd.policy,
                         time.monotonic() - t0, describe(e))
         finally:

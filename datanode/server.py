@@ -1,4 +1,4 @@
-"""The DataNode process: store, fault knobs, gRPC server, NameNode link and repair worker.
+"""The DataNode process: store, fault knobs, gRPC server, NameNode link, repair worker, /metrics.
 
 ``DataNode.start()`` binds and serves and returns; ``stop()`` shuts everything down.
 ``serve()`` is what ``hedgefs datanode`` runs; tests may run several DataNodes in one process.
@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import shutil
 import socket
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,12 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from hedgefs.datanode import storage
-from hedgefs.datanode.faults import Faults, FaultyStore, fault_env_present, parse_fault_specs
+from hedgefs.datanode.faults import FaultConfig, Faults, FaultyStore, fault_env_present, parse_fault_specs
 from hedgefs.datanode.heartbeat import NameNodeLink
+from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
 from hedgefs.datanode.repair_worker import RepairRunner
 from hedgefs.datanode.servicer import DataNodeServicer, add_to_server
+from hedgefs import httpserver
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, write_port_file
 from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import hedgefs_pb2 as pb
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -37,7 +42,7 @@ class DataNode:
                  enable_faults: bool = False, fault_specs: Sequence[str] = (),
                  token: str | None = None, heartbeat_interval_s: float = 3.0,
                  block_report_interval_s: float = 60.0, fsync: bool = True, max_repairs: int = 2,
-                 environ: Mapping[str, str] | None = None):
+                 http_port: int | None = None, environ: Mapping[str, str] | None = None):
         environ = os.environ if environ is None else environ
         if not datanode_id:
             raise ValueError("a DataNode needs an id (--id)")
@@ -68,6 +73,14 @@ class DataNode:
         # and recovers from a crash mid-commit. HEDGEFS_DEBUG_CRASH_AT is a test knob.
         self.store = storage.BlockStore(data_dir, fsync=fsync, crash_at=environ.get("HEDGEFS_DEBUG_CRASH_AT"))
         self.faults = Faults(datanode_id, enable_faults, initial)
+        self.metrics = DataNodeMetrics(datanode_id)
+        self.metrics.add_state(self._state_gauges)
+        # What the data handlers read and write through: timed and counted, faults applied. A data
+        # path that bypasses it (open_unit + sendfile) must report its reads with metrics.read_done,
+        # or the status page's latency columns and heat map will not see them.
+        self.data_store = MeasuredStore(FaultyStore(self.store, self.faults), self.metrics)
+        self.http_port = http_port
+        self.http: httpserver.HttpServer | None = None
         self.token = token
         self.heartbeat_interval_s = heartbeat_interval_s
         self.block_report_interval_s = block_report_interval_s
@@ -78,6 +91,9 @@ class DataNode:
         self.address = ""
 
     def start(self) -> int:
+        if self.http_port is not None:
+            self.http = httpserver.open_server(self.host, self.http_port, self._http, self.datanode_id)
+            self.http_port = self.http.port
         server = grpc.server(ThreadPoolExecutor(max_workers=64, thread_name_prefix="dn-rpc"),
                              options=GRPC_OPTIONS)
         try:
@@ -91,17 +107,59 @@ class DataNode:
         self.link = NameNodeLink(namenode=self.namenode, datanode_id=self.datanode_id,
                                  address=self.address, store=self.store,
                                  heartbeat_interval_s=self.heartbeat_interval_s,
-                                 block_report_interval_s=self.block_report_interval_s)
+                                 block_report_interval_s=self.block_report_interval_s,
+                                 stats=self._stats)
         self.repairs = RepairRunner(self.datanode_id, self.store, max_repairs=self.max_repairs,
                                     on_stored=self.link.unit_stored)
         self.link.repairs = self.repairs
-        servicer = DataNodeServicer(self.datanode_id, FaultyStore(self.store, self.faults), token=self.token,
+        servicer = DataNodeServicer(self.datanode_id, self.data_store, token=self.token,
                                     on_bad_unit=self.link.report_bad_unit)
         add_to_server(servicer, server)
         server.start()
         self.server = server
         self.link.start()
+        if self.http:
+            self.http.start()
         return bound
+
+    # ---------------------------------------------------------------- what it says about itself
+
+    def faults_in_effect(self) -> dict[str, str]:
+        config, default = dataclasses.asdict(self.faults.config()), dataclasses.asdict(FaultConfig())
+        if config["read_delay_ms"] == 0:   # probability and jitter only shape a delay
+            config["probability"], config["jitter_ms"] = default["probability"], default["jitter_ms"]
+        return {k: str(v).lower() for k, v in config.items() if v != default[k]}
+
+    def _stats(self) -> pb.DataNodeStats:
+        reads, p50, p99 = self.metrics.windows.recent()
+        return pb.DataNodeStats(
+            capacity_bytes=shutil.disk_usage(self.store.root).total,
+            http_port=self.http_port or 0,
+            recent_reads=pb.ReadLatency(reads=reads, p50_ms=p50 * 1000, p99_ms=p99 * 1000),
+            read_minutes=[pb.ReadLatency(minute=m, reads=n, p50_ms=a * 1000, p99_ms=b * 1000)
+                          for m, n, a, b in self.metrics.windows.minutes()],
+            faults=self.faults_in_effect())
+
+    def _state_gauges(self) -> dict:
+        config = dataclasses.asdict(self.faults.config())
+        repairs = self.repairs
+        # Used bytes, units and capacity are the NameNode's to export (from heartbeats), once.
+        return {
+            "repairs_active": repairs.active() if repairs else 0,
+            "repairs_done": repairs.done if repairs else 0,
+            "repairs_failed": repairs.failed if repairs else 0,
+            "namenode_reachable": int(bool(self.link and self.link.reachable)),
+            "fault": {k: float(v) for k, v in config.items()},
+            # scrub progress goes here when the scrubber exists
+        }
+
+    def _http(self, request: httpserver.Request) -> httpserver.Response:
+        if request.path == "/metrics":
+            return httpserver.metrics(self.metrics.registry)
+        if request.path == "/health":
+            reachable = self.link is not None and self.link.reachable
+            return httpserver.text(200, f"ok\nnamenode {self.namenode} {'reachable' if reachable else 'unreachable'}\n")
+        return httpserver.text(404, f"not found: {request.path} (try /metrics or /health)\n")
 
     def stop(self, grace: float = 2.0) -> None:
         if self.link:
@@ -111,6 +169,9 @@ class DataNode:
         if self.server:
             self.server.stop(grace).wait()
             self.server = None
+        if self.http:
+            self.http.stop()
+            self.http = None
         self.store.close()
 
 
@@ -118,7 +179,7 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
           advertise_host: str | None = None, port_file: str | None = None,
           enable_faults: bool = False, fault_specs: Sequence[str] = (), token: str | None = None,
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
-          fsync: bool = True, max_repairs: int = 2) -> None:
+          fsync: bool = True, max_repairs: int = 2, http_port: int | None = None) -> None:
     """Run a DataNode until SIGTERM/SIGINT.
 
     Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
@@ -130,15 +191,17 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
                     fault_specs=fault_specs, token=token,
                     heartbeat_interval_s=heartbeat_interval_s,
                     block_report_interval_s=block_report_interval_s, fsync=fsync,
-                    max_repairs=max_repairs)
+                    max_repairs=max_repairs, http_port=http_port)
     with stop_on_signal() as stop:
         try:
             bound = node.start()
             if port_file:
-                write_port_file(port_file, bound)
+                write_port_file(port_file, bound, **({"http": node.http_port} if node.http else {}))
             log.info("datanode %s listening on %s (data %s, namenode %s%s)", datanode_id,
                      hostport(host, bound), data_dir, namenode,
                      ", faults enabled" if enable_faults else "")
+            if node.http:
+                log.info("datanode %s metrics on %smetrics", datanode_id, node.http.url)
             serve_until(stop)
             log.info("datanode %s stopping", datanode_id)
         finally:

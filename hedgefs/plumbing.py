@@ -20,12 +20,28 @@ def hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def write_port_file(path: str, port: int) -> None:
-    """Write the port a server bound, atomically: a reader sees no file or the whole number."""
+def write_port_file(path: str, port: int, **more: int) -> None:
+    """Write the ports a server bound, atomically: a reader sees no file or all of it.
+
+    The first line is the RPC port (a plain number, as it always was); other ports follow as
+    ``name=port`` lines, e.g. ``http=9870``. ``read_port_file`` reads both.
+    """
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(f"{port}\n")
+        f.writelines(f"{name}={value}\n" for name, value in more.items())
     os.replace(tmp, path)
+
+
+def read_port_file(path: str | os.PathLike) -> dict[str, int]:
+    """``{"rpc": port, <name>: port, ...}`` from a file ``write_port_file`` wrote."""
+    with open(path) as f:
+        first, *rest = f.read().split()
+    ports = {"rpc": int(first)}
+    for line in rest:
+        name, _, value = line.partition("=")
+        ports[name] = int(value)
+    return ports
 
 
 @contextlib.contextmanager

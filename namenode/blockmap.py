@@ -115,6 +115,12 @@ class BlockMap:
             groups[r[0]][0].units[r[1]] = r[2]
         return list(groups.values())
 
+    def units_on(self, datanode_id: str, limit: int) -> list[tuple[int, int, int]]:
+        """(group id, unit index, file id) of up to ``limit`` units mapped to a DataNode."""
+        rows = self.db.query("SELECT u.group_id, u.idx, g.file_id FROM units u JOIN groups g ON g.id = u.group_id "
+                             "WHERE u.datanode_id = ? ORDER BY u.group_id, u.idx LIMIT ?", (datanode_id, limit))
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def add_group(self, file_id: int, datanode_ids: list[str]) -> GroupRow:
         """A new group at the end of a file being written; unit j goes to datanode_ids[j]."""
         seq = self.db.one("SELECT COALESCE(MAX(seq) + 1, 0) FROM groups WHERE file_id = ?", (file_id,))[0]

@@ -10,8 +10,12 @@ The clock is injectable (tests drive it by hand; no sleeps).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
+
+from hedgefs.namenode.model import DataNodeStats
+
+HEAT_MINUTES = 60   # how much read-latency history the NameNode keeps per DataNode
 
 
 @dataclass
@@ -25,6 +29,9 @@ class DataNodeState:
     # Units placed on it since its last heartbeat, as bytes: spreads placements between heartbeats.
     allocated_bytes: int = 0
     was_live: bool = True
+    stats: DataNodeStats = DataNodeStats()
+    # unix minute -> the DataNode's read p99 (ms) in that minute, the last HEAT_MINUTES of them
+    p99_by_minute: dict[int, float] = field(default_factory=dict)
 
 
 class Liveness:
@@ -51,10 +58,18 @@ class Liveness:
             node.address = address
         return node
 
-    def heartbeat(self, datanode_id: str, address: str, used_bytes: int, units: int, active_repairs: int) -> None:
+    def heartbeat(self, datanode_id: str, address: str, used_bytes: int, units: int, active_repairs: int,
+                  stats: DataNodeStats | None = None) -> None:
         node = self.seen(datanode_id, address)
         node.used_bytes, node.units, node.active_repairs = used_bytes, units, active_repairs
         node.allocated_bytes = 0
+        if stats is not None:
+            node.stats = stats
+            for m in stats.read_minutes:   # a minute is sent again until it is over: keep the last word
+                node.p99_by_minute[m.minute] = m.p99_ms
+            if len(node.p99_by_minute) > HEAT_MINUTES:
+                newest = max(node.p99_by_minute)
+                node.p99_by_minute = {m: v for m, v in node.p99_by_minute.items() if m > newest - HEAT_MINUTES}
 
     def is_live(self, datanode_id: str) -> bool:
         node = self._nodes.get(datanode_id)

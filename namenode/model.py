@@ -93,3 +93,89 @@ class ClusterReport:
     datanodes: list[DataNodeReport]
     groups_waiting_repair: int
     repairs_done: int
+
+
+# ---------------------------------------------------------------------- the operator's view
+
+
+@dataclass(frozen=True)
+class ReadLatency:
+    """Reads a DataNode served, as it measured them: in one wall-clock minute, or its last 60 s."""
+    minute: int        # unix time // 60 (0 for the last 60 s)
+    reads: int
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class DataNodeStats:
+    """What a DataNode says about itself in a heartbeat, beyond used bytes and units."""
+    capacity_bytes: int = 0
+    http_port: int = 0
+    recent_reads: ReadLatency | None = None
+    read_minutes: tuple[ReadLatency, ...] = ()
+    faults: tuple[tuple[str, str], ...] = ()      # knobs not at their defaults, (name, value)
+
+
+@dataclass(frozen=True)
+class DataNodeStatus:
+    id: str
+    address: str
+    http_address: str                 # "" when it serves no /metrics
+    state: str                        # live | stale (heartbeat late) | dead
+    heartbeat_age_s: float
+    capacity_bytes: int
+    used_bytes: int
+    units: int
+    repairs_running: int              # repairs planned onto it, not yet stored
+    repairs_active: int               # repairs it says it is running
+    pending_deletes: int
+    faults: dict[str, str]
+    reads: int                        # reads it served in the last 60 s
+    read_p50_ms: float
+    read_p99_ms: float
+    p99_by_minute: list[float | None]  # the last HEAT_MINUTES minutes, oldest first; None = no reads
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """Everything the status page's overview shows, read under the lock in one go."""
+    cluster_id: str
+    started_ms: int
+    now_ms: int
+    capacity_bytes: int               # of live DataNodes
+    used_bytes: int
+    files: int
+    directories: int
+    policies: dict[str, int]          # complete files by policy
+    groups_healthy: int
+    groups_degraded: int
+    groups_missing: int
+    repairs_queued: int               # units to rebuild not yet planned onto a DataNode
+    repairs_running: int
+    repairs_done: int
+    first_minute: int                 # unix minute of p99_by_minute[0]
+    datanodes: list[DataNodeStatus]
+
+
+@dataclass(frozen=True)
+class UnitsPage:
+    """Units a DataNode holds, as the block map says: (group id, index, file path)."""
+    datanode: DataNodeStatus
+    units: list[tuple[int, int, str]]
+    more: bool
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a directory, in name order."""
+    path: str
+    entries: list[Entry]
+    more: bool
+
+
+@dataclass(frozen=True)
+class FilePage:
+    """A file's groups and units (dead holders included) and the state of each DataNode named."""
+    info: FileInfo
+    states: dict[str, str]

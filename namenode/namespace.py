@@ -155,6 +155,18 @@ class Namespace:
         self._list_into(out, node, path, self._effective_policy(chain, path)[0], recursive)
         return out
 
+    def list_page(self, path: str, after: str, limit: int) -> list[Entry]:
+        """Up to ``limit`` entries of directory ``path`` whose names sort after ``after``."""
+        chain = self._walk(path)
+        directory = chain[-1]
+        policy = self._effective_policy(chain, path)[0]
+        rows = self.db.query("SELECT * FROM inodes WHERE parent = ? AND state = 'complete' AND name > ? "
+                             "ORDER BY name LIMIT ?", (directory.id, after, limit))
+        out = []
+        for child in map(Inode.from_row, rows):
+            out.append(self._entry(child, paths.join(path, child.name), (child.policy or policy) if child.is_dir else ""))
+        return out
+
     def _list_into(self, out: list[Entry], directory: Inode, path: str, policy: str, recursive: bool) -> None:
         for child in self._children(directory.id):
             child_path = paths.join(path, child.name)

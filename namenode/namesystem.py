@@ -11,6 +11,8 @@ Who keeps what:
   blockmap.BlockMap                  groups, unit locations, pending deletes, known DataNodes (SQLite)
   liveness.Liveness                  heartbeats and what DataNodes say about themselves (memory)
   repair_scheduler.RepairScheduler   repairs in flight (memory; after a restart they are planned again)
+  health.Health                      counts for the status page and /metrics, kept up to date by
+                                     changes (``status`` reads them: no scan per page or scrape)
 
 A DataNode known from SQLite but not yet registered with this process (the NameNode restarted)
 serves reads only: it is no placement target, no repair target or source, and no live holder when
@@ -38,19 +40,26 @@ from hedgefs.namenode import placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
-from hedgefs.namenode.liveness import Liveness
+from hedgefs.namenode.health import Health
+from hedgefs.namenode.liveness import HEAT_MINUTES, Liveness
 from hedgefs.namenode.model import (
     ClusterReport,
+    ClusterStatus,
     Created,
     DataNodeReport,
+    DataNodeStats,
+    DataNodeStatus,
     DeleteUnit,
     FileInfo,
+    FilePage,
     FsckProblem,
     FsckReport,
     GroupInfo,
     HeartbeatReply,
+    Listing,
     RepairUnit,
     UnitLocation,
+    UnitsPage,
 )
 from hedgefs.namenode.namespace import Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, InFlight, RepairScheduler
@@ -104,6 +113,9 @@ class Namesystem:
         # a need changed (a unit dropped, a DataNode died or came, a repair ended), else rarely.
         self._scan_needed = True
         self._last_scan = float("-inf")
+        self.started_ms = self.wall_ms()
+        self.health = Health(self.db)
+        self.health.refresh(self.liveness.is_live)
 
     def close(self) -> None:
         with self._lock:
@@ -239,20 +251,20 @@ class Namesystem:
 
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
-                  active_repairs: int = 0) -> HeartbeatReply:
+                  active_repairs: int = 0, stats: DataNodeStats | None = None) -> HeartbeatReply:
         if not self.liveness.knows(datanode_id):
             return HeartbeatReply([], reregister=True)
         if datanode_id not in self._registered:
             # Known from SQLite but not yet heard by this NameNode process (it restarted): it
             # stays live for reads, and is asked to register and report its units, so that the
             # block map is rebuilt from what the DataNodes really hold.
-            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs)
+            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats)
             return HeartbeatReply([], reregister=True)
         if address and address != self.liveness.address(datanode_id):
             with self.db.tx():
                 self.blocks.save_datanode(datanode_id, address)
             log.info("datanode %s now at %s", datanode_id, address)
-        self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs)
+        self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats)
         commands: list[DeleteUnit | RepairUnit] = self._deletes_to_send(datanode_id)
         for repair in self.repairs.take(datanode_id):
             command = self._repair_command(repair)
@@ -351,10 +363,10 @@ class Namesystem:
 
     # ------------------------------------------------------------------ health
 
-    def _group_info(self, group: GroupRow) -> GroupInfo:
-        """Units on dead DataNodes are left out: a reader would only wait on them."""
+    def _group_info(self, group: GroupRow, keep_dead: bool = False) -> GroupInfo:
+        """Units on dead DataNodes are left out (a reader would only wait on them) unless asked."""
         units = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
-                 if self.liveness.is_live(d)]
+                 if keep_dead or self.liveness.is_live(d)]
         return GroupInfo(group.id, group.length, units)
 
     def _live_units(self, group: GroupRow) -> dict[int, str]:
@@ -418,7 +430,8 @@ class Namesystem:
 
         Returns the repairs planned in this pass.
         """
-        for datanode_id, live in self.liveness.transitions():
+        changed = self.liveness.transitions()
+        for datanode_id, live in changed:
             self._scan_needed = True
             if live:
                 log.info("datanode %s is live again", datanode_id)
@@ -439,6 +452,7 @@ class Namesystem:
                 live_keys = {(d, g, i) for d in {k[0] for k in self._delete_sent}
                              for g, i in self.blocks.pending_deletes(d)}
                 self._delete_sent = {k: v for k, v in self._delete_sent.items() if k in live_keys}
+        self.health.refresh(self.liveness.is_live, [d for d, _ in changed])
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
@@ -447,3 +461,68 @@ class Namesystem:
         for repair in planned:
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
         return planned
+
+    # ------------------------------------------------------------------ the operator's view
+    # Each of these is one short read under the lock; the web pages render outside it.
+
+    @_locked
+    def status(self) -> ClusterStatus:
+        """The overview and the DataNode table: counts kept by ``health``, liveness, repairs."""
+        now_ms = self.wall_ms()
+        minute = now_ms // 60_000
+        first = minute - HEAT_MINUTES + 1
+        tallies = self.health.tallies()
+        running: dict[str, int] = {}
+        for repair in self.repairs.in_flight.values():
+            running[repair.target] = running.get(repair.target, 0) + 1
+        nodes = []
+        for n in sorted(self.liveness.all(), key=lambda n: _natural(n.id)):
+            age = self.liveness.age_s(n.id)
+            state = ("dead" if not self.liveness.is_live(n.id)
+                     else "stale" if age > self.liveness.dead_interval_s / 3 else "live")
+            recent = n.stats.recent_reads
+            host = n.address.rsplit(":", 1)[0]
+            nodes.append(DataNodeStatus(
+                n.id, n.address, f"{host}:{n.stats.http_port}" if n.stats.http_port else "", state, round(age, 1),
+                n.stats.capacity_bytes, n.used_bytes, n.units, running.get(n.id, 0), n.active_repairs,
+                tallies["deletes"].get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
+                recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
+                [n.p99_by_minute.get(m) for m in range(first, minute + 1)]))
+        live = [d for d in nodes if d.state != "dead"]
+        return ClusterStatus(
+            cluster_id="", started_ms=self.started_ms, now_ms=now_ms,
+            capacity_bytes=sum(d.capacity_bytes for d in live), used_bytes=sum(d.used_bytes for d in live),
+            files=sum(tallies["files"].values()), directories=sum(tallies["dirs"].values()),
+            policies=dict(sorted(tallies["files"].items())),
+            groups_healthy=self.health.counts["healthy"], groups_degraded=self.health.counts["degraded"],
+            groups_missing=self.health.counts["missing"],
+            repairs_queued=max(0, self.health.units_lacking - len(self.repairs.in_flight)),
+            repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
+            first_minute=first, datanodes=nodes)
+
+    @_locked
+    def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
+        """A file's groups and units, or one page of a directory (names after ``after``)."""
+        node, entry = self.ns.stat(path)
+        if not node.is_dir:
+            info = FileInfo(entry, [self._group_info(g, keep_dead=True) for g in self.blocks.groups(node.id)])
+            holders = {u.datanode_id for g in info.groups for u in g.units}
+            return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
+        entries = self.ns.list_page(path, after, limit + 1)
+        return Listing(path, entries[:limit], len(entries) > limit)
+
+    @_locked
+    def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:
+        """A DataNode's row of the table and the first ``limit`` units the block map puts on it."""
+        if not self.liveness.knows(datanode_id):
+            return None
+        row = next(d for d in self.status().datanodes if d.id == datanode_id)
+        units = self.blocks.units_on(datanode_id, limit + 1)
+        return UnitsPage(row, [(g, i, self.ns.path_of(f)) for g, i, f in units[:limit]], len(units) > limit)
+
+
+def _natural(name: str) -> tuple:
+    """dn2 before dn10."""
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem):]
+    return stem, int(digits) if digits else -1, name

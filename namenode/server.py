@@ -1,4 +1,4 @@
-"""The NameNode process: the namesystem, its gRPC server, the monitor thread and the metrics page.
+"""The NameNode process: the namesystem, its gRPC server, the monitor thread and the web pages.
 
 ``serve`` is what ``hedgefs namenode`` runs: it locks the data dir, opens the namesystem, serves
 until SIGTERM or SIGINT and shuts everything down in order.
@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from hedgefs.namenode.http import MetricsServer
+from hedgefs import httpserver
+from hedgefs.namenode import web
 from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.namenode.servicer import NameNodeServicer
@@ -45,7 +46,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
     """
     os.makedirs(data_dir, exist_ok=True)
     dir_lock = _lock_data_dir(data_dir)
-    namenode = server = monitor = metrics = None
+    namenode = server = monitor = http = None
     address = hostport(host, port)
     try:
         with stop_on_signal() as stop:
@@ -65,20 +66,17 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
             monitor = Monitor(namenode, repair_interval_s)
             monitor.start()
             if http_port is not None:
-                try:
-                    metrics = MetricsServer(namenode, host, http_port)
-                except OSError as err:
-                    raise RuntimeError(f"namenode: cannot serve metrics on {hostport(host, http_port)} "
-                                       f"({err.strerror})") from None
-                log.info("namenode metrics on http://%s/metrics", hostport(host, metrics.start()))
+                http = httpserver.open_server(host, http_port, web.handler(namenode), "namenode")
+                http.start()
+                log.info("namenode status page on %s (metrics at %smetrics)", http.url, http.url)
             if port_file:
-                write_port_file(port_file, bound)
+                write_port_file(port_file, bound, **({"http": http.port} if http else {}))
             log.info("namenode listening on %s", hostport(host, bound))
             serve_until(stop)
             log.info("namenode stopping")
     finally:
-        if metrics is not None:
-            metrics.stop()
+        if http is not None:
+            http.stop()
         if server is not None:
             server.stop(grace=2.0).wait()
         if monitor is not None:

@@ -168,7 +168,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def Heartbeat(self, request):
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
-                                  request.active_repairs)
+                                  request.active_repairs, _stats(request) if request.HasField("stats") else None)
         return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister)
 
     @_rpc
@@ -180,3 +180,14 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def UnitStored(self, request):
         self.nn.unit_stored(request.datanode_id, request.unit.group_id, request.unit.index)
         return pb.Empty()
+
+
+def _latency(r: pb.ReadLatency) -> model.ReadLatency:
+    return model.ReadLatency(r.minute, r.reads, r.p50_ms, r.p99_ms)
+
+
+def _stats(request: pb.HeartbeatRequest) -> model.DataNodeStats:
+    s = request.stats
+    return model.DataNodeStats(s.capacity_bytes, s.http_port,
+                               _latency(s.recent_reads) if s.HasField("recent_reads") else None,
+                               tuple(_latency(m) for m in s.read_minutes), tuple(sorted(s.faults.items())))

@@ -257,18 +257,53 @@ class RegisterRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs")
+    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_REPAIRS_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     used_bytes: int
     units: int
     active_repairs: int
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ...) -> None: ...
+    stats: DataNodeStats
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ...) -> None: ...
+
+class DataNodeStats(_message.Message):
+    __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults")
+    class FaultsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HTTP_PORT_FIELD_NUMBER: _ClassVar[int]
+    RECENT_READS_FIELD_NUMBER: _ClassVar[int]
+    READ_MINUTES_FIELD_NUMBER: _ClassVar[int]
+    FAULTS_FIELD_NUMBER: _ClassVar[int]
+    capacity_bytes: int
+    http_port: int
+    recent_reads: ReadLatency
+    read_minutes: _containers.RepeatedCompositeFieldContainer[ReadLatency]
+    faults: _containers.ScalarMap[str, str]
+    def __init__(self, capacity_bytes: _Optional[int] = ..., http_port: _Optional[int] = ..., recent_reads: _Optional[_Union[ReadLatency, _Mapping]] = ..., read_minutes: _Optional[_Iterable[_Union[ReadLatency, _Mapping]]] = ..., faults: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ReadLatency(_message.Message):
+    __slots__ = ("minute", "reads", "p50_ms", "p99_ms")
+    MINUTE_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    P99_MS_FIELD_NUMBER: _ClassVar[int]
+    minute: int
+    reads: int
+    p50_ms: float
+    p99_ms: float
+    def __init__(self, minute: _Optional[int] = ..., reads: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ...) -> None: ...
 
 class DeleteUnitCommand(_message.Message):
     __slots__ = ("group_id", "index")

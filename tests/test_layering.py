@@ -26,7 +26,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Modules of the package root that are shared plumbing, not the CLI.
-PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc"}
+PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc", "hedgefs.httpserver", "hedgefs.histogram"}
 
 ALLOWED = {
     "ec": {"ec"},

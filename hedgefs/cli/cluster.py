@@ -1,5 +1,6 @@
 """`hedgefs cluster ...`: a local cluster of real processes (the launcher in cluster/)."""
 
+import json
 import os
 
 import click
@@ -40,34 +41,57 @@ def cluster() -> None:
 @cluster_dir_option
 @click.option("--datanodes", type=click.IntRange(1, 64), default=10, show_default=True)
 @click.option("--namenode-port", type=int, default=8020, show_default=True, help="0 picks a free port.")
+@click.option("--http-port", type=int, default=9870, show_default=True,
+              help="The NameNode's status page and /metrics (0 picks a free port).")
 @click.option("--policy", help="Cluster default policy [RS-6-3-1024k].")
 @click.option("--block-size", type=int, help="Bytes per internal block in a full group [128 MiB].")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True)
 @click.option("--heartbeat-interval-s", type=float, default=1.0, show_default=True)
 @click.option("--no-fsync", is_flag=True, help="Skip fsync on the DataNodes (faster, less durable).")
-def cluster_up(root, datanodes, namenode_port, policy, block_size, dead_interval_s, heartbeat_interval_s, no_fsync) -> None:
-    """Start the cluster; returns once every DataNode has registered."""
+def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, dead_interval_s, heartbeat_interval_s,
+               no_fsync) -> None:
+    """Start the cluster; returns once every DataNode has registered. Prints the status page's URL."""
     if policy:
         check_policy(policy)
     c = _cluster(root, must_exist=False)
-    options = Options(datanodes=datanodes, namenode_port=namenode_port, policy=policy, block_size=block_size,
+    options = Options(datanodes=datanodes, namenode_port=namenode_port, namenode_http_port=http_port,
+                      policy=policy, block_size=block_size,
                       dead_interval_s=dead_interval_s, heartbeat_interval_s=heartbeat_interval_s, fsync=not no_fsync)
     try:
         c.up(options)
     except ClusterError as err:
         raise HedgefsError(str(err)) from None
     click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})")
+    click.echo(f"status page: {c.http_url}")
     click.echo(f"export HEDGEFS_NAMENODE={c.namenode}")
 
 
 @cluster.command("status", context_settings=CONTEXT)
 @cluster_dir_option
-def cluster_status(root) -> None:
-    """Show each process: pid, port, running / frozen / stopped."""
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def cluster_status(root, as_json) -> None:
+    """Show each process: pid, RPC and HTTP ports, running / frozen / stopped.
+
+    \b
+    Examples:
+      hedgefs cluster status
+      hedgefs cluster status --json | jq -r '.servers[] | select(.name=="dn3") | .http_port'
+    """
     c = _cluster(root)
+    servers = []
     for name in ["namenode", *c.datanode_ids]:
         entry = c.state["namenode"] if name == "namenode" else c.state["datanodes"][name]
-        click.echo(f"{name:<9} pid {entry.get('pid') or '-':>7}  port {entry.get('port')}  {c.process_state(name)}")
+        servers.append({"name": name, "role": "namenode" if name == "namenode" else "datanode",
+                        "pid": entry.get("pid") or None, "rpc_port": entry.get("port"),
+                        "http_port": entry.get("http_port") or None, "state": c.process_state(name)})
+    if as_json:
+        click.echo(json.dumps({"dir": str(c.root), "namenode": c.namenode, "status_page": c.http_url,
+                               "servers": servers}))
+        return
+    for s in servers:
+        click.echo(f"{s['name']:<9} pid {s['pid'] or '-':>7}  rpc {s['rpc_port']:<5}  http {s['http_port'] or '-':<5}  "
+                   f"{s['state']}")
+    click.echo(f"status page: {c.http_url}")
 
 
 @cluster.command("down", context_settings=CONTEXT)

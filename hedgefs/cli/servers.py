@@ -17,7 +17,8 @@ from hedgefs.client.fs import namenode_address
 @click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where the SQLite namespace lives.")
-@click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics (and /health).")
+@click.option("--http-port", type=int, help="Serve the status pages at http://HOST:PORT/ (JSON under /api/), "
+                                            "Prometheus metrics at /metrics and a probe at /health (0 picks a free port).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
 @click.option("--repair-interval-s", type=float, default=1.0, show_default=True, help="How often the repair monitor runs.")
 @click.option("--lease-timeout-s", type=float, default=600.0, show_default=True,
@@ -59,9 +60,11 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
 @click.option("--max-repairs", type=click.IntRange(1), default=2, show_default=True,
               help="Repairs (unit rebuilds) this DataNode runs at once.")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync on finalize (tests, benchmarks).")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+@click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics and a probe at "
+                                            "/health (0 picks a free port).")
+@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port(s) here once serving.")
 def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
-             heartbeat_interval_s, block_report_interval_s, max_repairs, no_fsync, port_file) -> None:
+             heartbeat_interval_s, block_report_interval_s, max_repairs, no_fsync, http_port, port_file) -> None:
     """Run a DataNode (internal blocks on local disk, CRC32C-checked)."""
     from hedgefs.datanode.server import serve
     from hedgefs.datanode.storage import DataDirInUse
@@ -72,8 +75,11 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
         serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode_address(namenode), host=host,
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
               fault_specs=list(fault_specs), token=token or None, heartbeat_interval_s=heartbeat_interval_s,
-              block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync)
+              block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
+              http_port=http_port)
     except ValueError as err:
         raise UsageError(str(err)) from None
     except DataDirInUse as err:
         raise HedgefsError(f"datanode {datanode_id}: {err}") from None
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None

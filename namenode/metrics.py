@@ -1,0 +1,77 @@
+"""The NameNode's /metrics: Prometheus families built from ``Namesystem.status()`` at scrape time.
+
+``status()`` reads counts that the namesystem keeps up to date as things change (``health.py``),
+so a scrape costs one short read under the lock, however many groups there are; the text is
+formatted and its label values escaped by ``prometheus_client``.
+
+Per-DataNode series here are the NameNode's view (liveness, heartbeats, what it planned); the
+DataNodes' own /metrics carry what only they see (read and write histograms, streams, knobs).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from hedgefs.namenode.model import ClusterStatus
+
+
+def families(s: ClusterStatus):
+    def gauge(name: str, help_text: str, value: float):
+        return GaugeMetricFamily(name, help_text, value=value)
+
+    def labelled(name: str, help_text: str, label: str, values: dict):
+        family = GaugeMetricFamily(name, help_text, labels=[label])
+        for key, value in values.items():
+            family.add_metric([key], value)
+        return family
+
+    states = {state: sum(d.state == state for d in s.datanodes) for state in ("live", "stale", "dead")}
+    yield labelled("hedgefs_datanodes", "DataNodes known to the NameNode, by state (stale: heartbeat late).",
+                   "state", states)
+    per_dn = [
+        ("up", "1 if the DataNode is live or stale (not dead).", lambda d: d.state != "dead"),
+        ("heartbeat_age_seconds", "Seconds since its last heartbeat.", lambda d: d.heartbeat_age_s),
+        ("used_bytes", "Bytes of units stored, from heartbeats.", lambda d: d.used_bytes),
+        ("capacity_bytes", "Size of its data dir's file system, from heartbeats.", lambda d: d.capacity_bytes),
+        ("units", "Units stored, from heartbeats.", lambda d: d.units),
+        ("pending_repairs", "Repairs planned onto it, not yet stored.", lambda d: d.repairs_running),
+        ("pending_deletes", "Deletes owed to it, not yet confirmed.", lambda d: d.pending_deletes),
+        ("reads_recent", "Reads it served in the last 60 s, as it reported.", lambda d: d.reads),
+        ("read_p50_seconds", "Median read latency over the last 60 s, as the DataNode measured it.",
+         lambda d: d.read_p50_ms / 1000),
+        ("read_p99_seconds", "p99 read latency over the last 60 s, as the DataNode measured it.",
+         lambda d: d.read_p99_ms / 1000),
+    ]
+    for suffix, help_text, value in per_dn:
+        yield labelled(f"hedgefs_datanode_{suffix}", help_text, "datanode", {d.id: value(d) for d in s.datanodes})
+    yield gauge("hedgefs_capacity_bytes", "Capacity of the live DataNodes' file systems.", s.capacity_bytes)
+    yield gauge("hedgefs_used_bytes", "Bytes of units on live DataNodes.", s.used_bytes)
+    yield gauge("hedgefs_files", "Complete files.", s.files)
+    yield gauge("hedgefs_directories", "Directories, the root included.", s.directories)
+    yield labelled("hedgefs_files_by_policy", "Complete files by erasure-coding policy.", "policy", s.policies)
+    yield labelled("hedgefs_block_groups", "Block groups of complete files by health: healthy (all units live), "
+                   "degraded (readable, some units missing), missing (fewer than k live units: unreadable).",
+                   "state", {"healthy": s.groups_healthy, "degraded": s.groups_degraded,
+                             "missing": s.groups_missing})
+    yield gauge("hedgefs_groups_waiting_repair", "Block groups with units to rebuild.",
+                s.groups_degraded + s.groups_missing)
+    yield labelled("hedgefs_repairs", "Unit repairs: queued (not yet planned) and running (planned, not stored).",
+                   "state", {"queued": s.repairs_queued, "running": s.repairs_running})
+    done = CounterMetricFamily("hedgefs_repairs_done", "Units rebuilt since this NameNode started.")
+    done.add_metric([], s.repairs_done)
+    yield done
+    yield gauge("hedgefs_namenode_uptime_seconds", "Seconds since this NameNode started.",
+                (s.now_ms - s.started_ms) / 1000)
+
+
+def registry(status) -> CollectorRegistry:
+    """A registry whose every scrape calls ``status()`` once."""
+
+    class Collector:
+        def collect(self):
+            yield from families(status())
+
+    reg = CollectorRegistry()
+    reg.register(Collector())
+    return reg

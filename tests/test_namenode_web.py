@@ -1,0 +1,253 @@
+"""The NameNode's web side from a real NameNode core over real HTTP: metrics, pages, JSON, 404s.
+
+Also what the pages promise about the NameNode: the counts they show are kept up to date by
+changes (they agree with a full fsck after any mix of writes, deaths, deletes and repairs) and a
+page or a scrape is one short read under the lock, with no scan of the block map.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from hedgefs import httpserver
+from hedgefs.namenode import pages, web
+from hedgefs.namenode.model import DataNodeStats, ReadLatency
+from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+
+EVIL_ID = '<img src=x onerror="alert(1)">dn\\"\n'
+EVIL_DIR = "/<b>bold&'q'"
+EVIL_FILE = EVIL_DIR + "/<svg onload=alert(1)>"
+
+
+@pytest.fixture
+def served(tmp_path):
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 6)
+    write_file(nn, "/f", 10)
+    nn.tick()
+    server = httpserver.HttpServer("127.0.0.1", 0, web.handler(nn))
+    server.start()
+    yield nn, clock, f"http://127.0.0.1:{server.port}"
+    server.stop()
+    nn.close()
+
+
+def get(url: str, status: int = 200) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            code, body = response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        code, body = err.code, err.read().decode()
+    assert code == status, (url, code, body[:300])
+    return body
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Parsed with prometheus_client's own parser: {(name, sorted labels): value}."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_show_datanodes_and_group_health(served):
+    nn, clock, base = served
+    m = samples(get(base + "/metrics"))
+    assert m[("hedgefs_datanodes", (("state", "live"),))] == 6
+    assert m[("hedgefs_block_groups", (("state", "healthy"),))] == 1
+    assert m[("hedgefs_files", ())] == 1
+    assert m[("hedgefs_files_by_policy", (("policy", "RS-3-2-1k"),))] == 1
+    assert "# TYPE hedgefs_repairs_done_total counter" in get(base + "/metrics")
+    clock.advance(1000)  # every DataNode silent: dead, the group unreadable
+    nn.tick()
+    m = samples(get(base + "/metrics"))
+    assert m[("hedgefs_datanodes", (("state", "dead"),))] == 6
+    assert m[("hedgefs_block_groups", (("state", "missing"),))] == 1
+    assert m[("hedgefs_datanode_up", (("datanode", "dn1"),))] == 0
+
+
+def test_label_values_are_escaped(served):
+    nn, _, base = served
+    nn.register(EVIL_ID, "127.0.0.1:1")
+    text = get(base + "/metrics")
+    assert EVIL_ID not in text    # a raw newline or quote would break the format
+    m = samples(text)
+    assert m[("hedgefs_datanode_up", (("datanode", EVIL_ID),))] == 1
+
+
+def test_health_and_unknown_paths_404(served):
+    _, _, base = served
+    assert get(base + "/health") == "ok\n"
+    for path in ("/nope", "/datanodes/dn99", "/files/no/such/file", "/files/f/under-a-file", "/api/nope"):
+        body = get(base + path, status=404)
+        assert "not found" in body.lower() or "no " in body.lower()
+    assert "error" in json.loads(get(base + "/api/datanodes/dn99", status=404))
+
+
+def test_overview_and_its_json_twin(served):
+    nn, _, base = served
+    nn.heartbeat("dn2", "", used_bytes=5 << 20, units=3, stats=DataNodeStats(
+        capacity_bytes=1 << 30, http_port=9999, recent_reads=ReadLatency(0, 40, 2.0, 9.5),
+        read_minutes=(ReadLatency(int(nn.wall_ms() // 60000), 40, 2.0, 9.5),), faults=(("read_delay_ms", "2000"),)))
+    nn.tick()
+    page = get(base + "/")
+    assert page.count('<tr class="dn') == 6
+    assert 'data-datanode="dn2"' in page and "read_delay_ms=2000" in page and "9.5 ms" in page
+    assert 'id="heatmap"' in page
+    data = json.loads(get(base + "/?format=json"))
+    assert data == json.loads(get(base + "/api/"))
+    assert [d["id"] for d in data["datanodes"]] == [f"dn{i}" for i in range(1, 7)]
+    dn2 = data["datanodes"][1]
+    assert (dn2["read_p99_ms"], dn2["faults"], dn2["http_address"]) == (9.5, {"read_delay_ms": "2000"},
+                                                                         "127.0.0.1:9999")
+    assert dn2["p99_by_minute"][-1] == 9.5 and dn2["p99_by_minute"][0] is None
+    assert (data["files"], data["groups_healthy"], data["capacity_bytes"]) == (1, 1, 1 << 30)
+
+
+def test_file_page_lists_units_and_links_datanodes(served):
+    nn, _, base = served
+    page = get(base + "/files/f")
+    assert page.count('<tr class="unit"') == 5
+    assert 'href="/datanodes/dn1"' in page
+    data = json.loads(get(base + "/api/files/f"))
+    assert [u["index"] for u in data["info"]["groups"][0]["units"]] == [0, 1, 2, 3, 4]
+    assert set(data["states"].values()) == {"live"}
+    listing = get(base + "/files/")
+    assert 'data-path="/f"' in listing
+
+
+def test_html_in_ids_and_paths_is_escaped_everywhere(served):
+    nn, _, base = served
+    nn.register(EVIL_ID, "127.0.0.1:1")
+    nn.mkdir(EVIL_DIR)
+    write_file(nn, EVIL_FILE, 10)
+    nn.tick()
+    quoted = urllib.parse.quote(EVIL_DIR, safe="/")
+    file_url = base + "/files" + urllib.parse.quote(EVIL_FILE, safe="/")
+    bodies = [get(base + "/"), get(base + "/files/"), get(base + "/files" + quoted), get(file_url),
+              get(base + "/datanodes/" + urllib.parse.quote(EVIL_ID, safe="")),
+              get(base + "/files/<i>nope", status=404)]
+    for body in bodies:
+        for raw in ("<img", "<svg onload", "<b>", "<i>"):
+            assert raw not in body
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in bodies[0]
+    assert "&lt;svg onload=alert(1)&gt;" in bodies[2] and "&lt;b&gt;bold&amp;&#x27;q&#x27;" in bodies[3]
+    assert json.loads(get(file_url + "?format=json"))["info"]["entry"]["path"] == EVIL_FILE
+
+
+class CountingLock:
+    """An RLock that counts how often it is taken from outside (re-entry is not a new read)."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self.taken = 0
+        self._depth = 0
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1:
+            self.taken += 1
+        return self
+
+    def __exit__(self, *exc):
+        self._depth -= 1
+        self._lock.release()
+
+
+def test_a_page_or_scrape_is_one_read_and_scans_no_groups(served):
+    nn, _, base = served
+    nn._lock = CountingLock()
+    statements: list[str] = []
+    nn.db.conn.set_trace_callback(statements.append)
+    for path in ("/", "/api/", "/metrics", "/files/", "/files/f", "/datanodes/dn1"):
+        nn._lock.taken = 0
+        statements.clear()
+        get(base + path)
+        assert nn._lock.taken == 1, path
+        if path in ("/", "/api/", "/metrics"):
+            touched = " ".join(statements).lower()
+            assert "groups" not in touched and "units" not in touched, (path, statements)
+    nn.db.conn.set_trace_callback(None)
+
+
+def test_kept_counts_agree_with_a_full_fsck(tmp_path):
+    """Random writes, deaths, returns, bad units, deletes and repairs: after each monitor pass the
+    incrementally kept counts equal what a full fsck computes."""
+    clock = FakeClock()
+    rng = random.Random(7)
+    nn = make_namenode(tmp_path / "nn", clock, dead_interval_s=10)
+    ids = add_datanodes(nn, 7)
+    files = []
+    for step in range(60):
+        action = rng.choice(["write", "write", "kill", "revive", "bad", "delete", "heal"])
+        alive = [d for d in ids if nn.liveness.is_live(d)]
+        if action == "write" and len(alive) >= 5:
+            path = f"/f{step}"
+            write_file(nn, path, rng.randint(1, 40000), lost={0: set(rng.sample(range(5), rng.randint(0, 2)))})
+            files.append(path)
+        elif action == "kill":
+            victim = rng.choice(ids)
+            heartbeat_all(nn, [d for d in alive if d != victim])
+            clock.advance(11)
+            heartbeat_all(nn, [d for d in alive if d != victim])
+        elif action == "revive":
+            heartbeat_all(nn, ids)
+        elif action == "bad" and files:
+            info = nn.file_info(rng.choice(files))
+            if info.groups and info.groups[0].units:
+                u = rng.choice(info.groups[0].units)
+                nn.report_bad_units([(info.groups[0].id, u.index, u.datanode_id, "test")])
+        elif action == "delete" and files:
+            nn.delete(files.pop(rng.randrange(len(files))))
+        elif action == "heal":
+            for dn, commands in heartbeat_all(nn).items():
+                for c in commands:
+                    if hasattr(c, "sources"):
+                        nn.unit_stored(dn, c.group_id, c.index)
+        nn.tick()
+        status, fsck = nn.status(), nn.fsck("/")
+        assert (status.files, status.groups_healthy, status.groups_degraded, status.groups_missing) == \
+               (fsck.files, fsck.healthy, fsck.degraded, fsck.missing), f"step {step} ({action})"
+        deletes = {d.id: d.pending_deletes for d in status.datanodes}
+        assert deletes == {d.id: d.pending_deletes for d in nn.report().datanodes}, f"step {step}"
+    nn.close()
+
+
+def test_slow_datanode_is_marked_in_the_heat_map(served):
+    nn, _, base = served
+    minute = int(nn.wall_ms() // 60000)
+    for i, dn in enumerate(["dn1", "dn2", "dn3", "dn4", "dn5", "dn6"]):
+        p99 = 2100.0 if dn == "dn4" else 3.0 + i
+        nn.heartbeat(dn, "", stats=DataNodeStats(read_minutes=tuple(
+            ReadLatency(m, 100, p99 / 3, p99) for m in (minute - 1, minute))))
+    status = nn.status()
+    assert pages.slow_datanodes(status) == {"dn4"}
+    page = get(base + "/")
+    assert '<g class="heat-row slow" data-datanode="dn4">' in page
+    assert page.count('class="heat-row slow"') == 1
+    assert '<tr class="dn slow" data-datanode="dn4"' in page
+    assert json.loads(get(base + "/api/"))["slow_datanodes"] == ["dn4"]
+
+
+def test_no_datanode_is_marked_when_all_are_alike():
+    from hedgefs.namenode.model import ClusterStatus, DataNodeStatus
+
+    def dn(name, p99s):
+        return DataNodeStatus(name, "", "", "live", 0, 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, p99s)
+
+    def status(rows):
+        return ClusterStatus("", 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, 0, 0, 0, 0, rows)
+
+    alike = status([dn(f"dn{i}", [None, 300.0 + i, 310.0]) for i in range(5)])
+    assert pages.slow_datanodes(alike) == set()                       # all slow alike: nothing stands out
+    fast = status([dn(f"dn{i}", [1.0, 2.0]) for i in range(5)] + [dn("dn9", [30.0, 40.0])])
+    assert pages.slow_datanodes(fast) == set()                        # 40 ms is under the floor
+    one = status([dn(f"dn{i}", [1.0, 2.0]) for i in range(5)] + [dn("dn9", [None, 900.0])])
+    assert pages.slow_datanodes(one) == {"dn9"}

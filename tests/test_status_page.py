@@ -1,0 +1,52 @@
+"""The status page on a real cluster: where to find it, and a slow DataNode's reads reaching it."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+from conftest import pattern, run_cli, start_cluster
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def test_cluster_status_json_lists_every_server(cluster):
+    result = run_cli("cluster", "status", "--json", "--dir", str(cluster.root))
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    names = [s["name"] for s in doc["servers"]]
+    assert names == ["namenode", *[f"dn{i}" for i in range(1, 11)]]
+    for s in doc["servers"]:
+        assert s["state"] == "running" and s["pid"] > 0 and s["rpc_port"] > 0 and s["http_port"] > 0
+        assert fetch(f"http://127.0.0.1:{s['http_port']}/health").startswith("ok")
+    assert doc["status_page"] == cluster.http_url
+    assert '<table id="datanodes">' in fetch(doc["status_page"])
+
+
+def test_a_slowed_datanode_stands_out_on_the_page(tmp_path):
+    from hedgefs.client.fs import FileSystem
+    from hedgefs.proto import hedgefs_pb2 as pb
+
+    c = start_cluster(tmp_path / "c", heartbeat_interval_s=0.2)
+    try:
+        data = pattern(3 * 1024 * 1024, seed=5)
+        with FileSystem(c.namenode) as fs:
+            fs.write_bytes("/slow.bin", data)
+            slow = fs.stat("/slow.bin").groups[0].units[0].datanode_id
+            c.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=400))
+            for _ in range(3):
+                assert fs.read_bytes("/slow.bin") == data
+        deadline = time.monotonic() + 30   # the next heartbeats carry the reads: poll for them
+        page = json.loads(fetch(c.http_url + "api/"))
+        while not page["slow_datanodes"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            page = json.loads(fetch(c.http_url + "api/"))
+        assert page["slow_datanodes"] == [slow], page["datanodes"]
+        row = next(d for d in page["datanodes"] if d["id"] == slow)
+        assert row["faults"] == {"read_delay_ms": "400"} and row["read_p99_ms"] >= 250
+    finally:
+        c.down()
