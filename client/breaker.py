@@ -22,8 +22,10 @@ REFUSED_RATE = "rate"
 
 
 class CircuitBreaker:
-    def __init__(self, config: HedgeConfig, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, config: HedgeConfig, clock: Callable[[], float] = time.monotonic,
+                 on_trip: Callable[[], None] = lambda: None):
         self._config = config
+        self._on_trip = on_trip
         self._clock = clock
         self._lock = threading.Lock()
         self._impaired: dict[str, float] = {}  # DataNode -> last time it crossed the threshold
@@ -67,6 +69,7 @@ class CircuitBreaker:
 
     def _trip(self, now: float) -> None:
         self.trips += 1
+        self._on_trip()
         self._tripped_by = sorted(self._impaired)
         self._open_until = now + self._config.cooldown_ms / 1000.0
         # Start the next window afresh: the nodes that tripped us must prove slow again.

@@ -19,7 +19,7 @@ from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
 from hedgefs.client.errors import DataUnavailable, IsADirectory, from_namenode_error
 from hedgefs.client.loop import LoopThread
-from hedgefs.client.metrics import ClientMetrics, ReadStats
+from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
 from hedgefs.client.writer import StripedWriter
 from hedgefs.ec import layout
@@ -65,7 +65,8 @@ class FileSystem:
         self.namenode = namenode_address(namenode)
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
-        self.breaker = CircuitBreaker(self.hedge)
+        self.breaker = CircuitBreaker(self.hedge, on_trip=breaker_tripped)
+        watch_breaker(self.breaker)
         self._loop = LoopThread()
         self._call(self._init_channels())
 

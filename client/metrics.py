@@ -1,7 +1,15 @@
-"""Client counters and per-DataNode latency histograms (``hedgefs.histogram``)."""
+"""Client counters and per-DataNode latency histograms (``hedgefs.histogram``).
+
+Each FileSystem keeps its own (``--stats`` prints them); every one of them also adds to the
+process-wide Prometheus families in ``REGISTRY``, which a long-running command (``bench read``,
+``chaos``) serves with ``--metrics-port``.
+"""
 
 import dataclasses
 import threading
+import weakref
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hedgefs.histogram import LatencyHistogram
 
@@ -25,6 +33,40 @@ class ReadStats:
     per_datanode: dict[str, dict[str, float]]
 
 
+REGISTRY = CollectorRegistry()
+_HELP = {
+    "reads": "pread calls.",
+    "cell_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
+    "cell_read_errors": "Unit-range reads that failed (error status, dead DataNode, checksum).",
+    "hedges": "Hedges started: a slow read rebuilt from other units, raced with the original.",
+    "hedge_wins": "Hedges whose rebuild finished before the original read.",
+    "hedges_refused_breaker": "Hedges not started because the circuit breaker was open.",
+    "hedges_refused_rate": "Hedges not started because of the per-second cap.",
+    "decodes_on_failure": "Reads rebuilt because the original failed.",
+    "cancelled_reads": "Losing reads cancelled by the client.",
+}
+_COUNTERS = {name: Counter(f"hedgefs_client_{name}", _HELP.get(name, name), registry=REGISTRY)
+             for name in COUNTER_NAMES}
+_CELL_READ = Histogram("hedgefs_client_cell_read_seconds", "Unit-range reads by DataNode, as the client timed them.",
+                       ["datanode"], registry=REGISTRY,
+                       buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+_OVERDUE = Counter("hedgefs_client_overdue_reads", "Reads that crossed the hedge threshold, by DataNode.",
+                   ["datanode"], registry=REGISTRY)
+_TRIPS = Counter("hedgefs_client_breaker_trips", "Times a circuit breaker turned hedging off.", registry=REGISTRY)
+_BREAKERS: "weakref.WeakSet" = weakref.WeakSet()
+Gauge("hedgefs_client_breaker_open", "Circuit breakers of this process now open (hedging off).",
+      registry=REGISTRY).set_function(lambda: sum(b.is_open for b in list(_BREAKERS)))
+
+
+def watch_breaker(breaker) -> None:
+    """Count this breaker in ``hedgefs_client_breaker_open`` while it exists."""
+    _BREAKERS.add(breaker)
+
+
+def breaker_tripped() -> None:
+    _TRIPS.inc()
+
+
 class ClientMetrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -35,17 +77,20 @@ class ClientMetrics:
     def incr(self, name: str, n: int = 1) -> None:
         with self._lock:
             self._counters[name] += n
+        _COUNTERS[name].inc(n)
 
     def record_cell_read(self, datanode: str, seconds: float) -> None:
         with self._lock:
             hist = self._per_datanode.setdefault(datanode, LatencyHistogram())
         hist.record(seconds)
+        _CELL_READ.labels(datanode).observe(seconds)
 
     def record_overdue(self, datanode: str) -> None:
         """A read on this DataNode crossed the hedge threshold (it may never complete)."""
         with self._lock:
             self._per_datanode.setdefault(datanode, LatencyHistogram())
             self._overdue[datanode] = self._overdue.get(datanode, 0) + 1
+        _OVERDUE.labels(datanode).inc()
 
     def datanode_p50(self, datanode: str) -> float:
         hist = self._per_datanode.get(datanode)

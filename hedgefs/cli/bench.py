@@ -10,9 +10,11 @@ from hedgefs.cli.common import (
     Group,
     hedge_config,
     hedge_options,
+    metrics_port_option,
     namenode_option,
     open_fs,
     print_stats,
+    serving_client_metrics,
 )
 from hedgefs.client.errors import HedgefsError, UsageError
 
@@ -41,9 +43,11 @@ def bench() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line (reads, percentiles, hedges, per DataNode).")
 @click.option("--plot", type=click.Path(dir_okay=False), metavar="FILE.png",
               help="Also draw the percentile curve and latency over time (needs matplotlib).")
+@metrics_port_option
 @hedge_options
 @namenode_option
-def bench_read(path, threads, duration_s, reads, read_size, seed, as_json, plot, namenode, stats, **hedge) -> None:
+def bench_read(path, threads, duration_s, reads, read_size, seed, as_json, plot, namenode, stats, metrics_port,
+               **hedge) -> None:
     """Random positional reads of PATH from N threads; latency percentiles and hedging counters.
 
     Latencies go into an HDR-style histogram (~2 % buckets), so percentiles are bucket upper
@@ -54,6 +58,7 @@ def bench_read(path, threads, duration_s, reads, read_size, seed, as_json, plot,
     Examples:
       hedgefs bench read /bench/data.bin --duration 30 --plot read.png
       hedgefs bench read /bench/data.bin --reads 5000 --hedge-threshold-ms 100 --json
+      hedgefs bench read /bench/data.bin --duration 600 --metrics-port 9101   # scrape hedges live
     """
     from hedgefs.bench.read import format_summary, run_read_bench
 
@@ -62,7 +67,7 @@ def bench_read(path, threads, duration_s, reads, read_size, seed, as_json, plot,
     if duration_s is None and reads is None:
         duration_s = 10.0
     config = hedge_config(hedge)
-    with open_fs(namenode, config) as fs:
+    with serving_client_metrics(metrics_port), open_fs(namenode, config) as fs:
         run = run_read_bench(fs, path, threads=threads, duration_s=duration_s, reads=reads, read_size=read_size,
                              seed=seed)
         if stats:

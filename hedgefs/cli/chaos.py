@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hedgefs.cli.common import CONTEXT
+from hedgefs.cli.common import CONTEXT, metrics_port_option, serving_client_metrics
 from hedgefs.client.errors import HedgefsError
 
 
@@ -22,7 +22,8 @@ from hedgefs.client.errors import HedgefsError
               help="Fresh directory for the cluster (default: a temporary one).")
 @click.option("--keep", is_flag=True, help="Keep the cluster directory (data, logs) even when the run passes.")
 @click.option("--dry-run", is_flag=True, help="Print the seed and the schedule; start nothing.")
-def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run) -> None:
+@metrics_port_option
+def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, metrics_port) -> None:
     """Kill, freeze, slow and corrupt DataNodes (and restart the NameNode) on a seeded schedule
     while writers and readers run; after every step, every stored file must read back identical.
 
@@ -38,6 +39,7 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
       hedgefs chaos --seed 7 --steps 30 --json | tail -1
       hedgefs chaos --seed 7 --steps 30 --dry-run | grep '^step'   # the schedule alone
       hedgefs chaos --seed 7 --steps 17 --keep                      # replay, keep the logs
+      hedgefs chaos --steps 500 --metrics-port 9101                 # hedges and breaker, live
     """
     from hedgefs.chaos.runner import run_chaos
     from hedgefs.chaos.schedule import ChaosConfig, generate_schedule
@@ -52,7 +54,8 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
             click.echo(step.line())
         return
     try:
-        report = run_chaos(config, root=root, keep=keep, out=lambda line: click.echo(line))
+        with serving_client_metrics(metrics_port):
+            report = run_chaos(config, root=root, keep=keep, out=lambda line: click.echo(line))
     except ClusterError as err:
         raise HedgefsError(f"chaos: {err}") from None
     if as_json:

@@ -4,13 +4,14 @@ Errors are one line on stderr and a non-zero exit (codes in client/errors.py); `
 turns them into that.
 """
 
+import contextlib
 import logging
 import sys
 
 import click
 
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.errors import UsageError
+from hedgefs.client.errors import HedgefsError, UsageError
 from hedgefs.client.fs import FileSystem, namenode_address
 
 log = logging.getLogger("hedgefs.cli")
@@ -99,3 +100,45 @@ def check_policy(name: str) -> None:
         parse_policy(name)
     except ValueError as err:
         raise UsageError(str(err)) from None
+
+
+def metrics_port_option(f):
+    """``--metrics-port [HOST:]PORT`` for long-running commands: serve this process's hedge
+    counters (``hedgefs_client_*``) at http://HOST:PORT/metrics while the command runs."""
+    return click.option("--metrics-port", "metrics_port", metavar="[HOST:]PORT",
+                        help="Serve hedge counters for Prometheus at http://HOST:PORT/metrics while running "
+                             "(HOST defaults to 127.0.0.1; 0.0.0.0 for a container).")(f)
+
+
+@contextlib.contextmanager
+def serving_client_metrics(spec: str | None):
+    """Serve ``hedgefs.client.metrics.REGISTRY`` while the block runs (nothing if ``spec`` is None)."""
+    if not spec:
+        yield None
+        return
+    from hedgefs import httpserver
+    from hedgefs.client.metrics import REGISTRY
+
+    host, _, port_text = spec.rpartition(":")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"--metrics-port: expected [HOST:]PORT, got {spec!r}") from None
+
+    def handle(request):
+        if request.path == "/metrics":
+            return httpserver.metrics(REGISTRY)
+        if request.path == "/health":
+            return httpserver.health()
+        return httpserver.text(404, f"not found: {request.path} (try /metrics)\n")
+
+    try:
+        server = httpserver.open_server(host.strip("[]") or "127.0.0.1", port, handle, "client")
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    server.start()
+    click.echo(f"metrics: {server.url}metrics", err=True)
+    try:
+        yield server
+    finally:
+        server.stop()
