@@ -38,8 +38,8 @@ RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/hed
 USER hedgefs
 WORKDIR /home/hedgefs
 
-# 8020: NameNode (as HDFS); 9866: DataNode (as HDFS).
-EXPOSE 8020 9866
+# 8020: NameNode RPC, 9870: its status page; 9866: DataNode RPC, 9864: its /metrics (as HDFS).
+EXPOSE 8020 9870 9866 9864
 
 # Health: one real RPC to this container's own server, 3 s deadline. HEDGEFS_HEALTH_PORT and
 # HEDGEFS_HEALTH_RPC say which server this container runs; the defaults fit a NameNode, a DataNode

@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test proto bench clean
+.PHONY: demo test proto bench browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
@@ -18,6 +18,19 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The status page in headless Chromium: Playwright into the venv, Debian's chromium if missing
+# (as root; Playwright's own browser download is never used). Screenshots go to build/screenshots/.
+browser-test: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[browser]'
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q chromium; } || \
+	  { echo "browser-test: no chromium, and cannot install it (run as root, or: apt-get install chromium)" >&2; exit 1; }
+	HEDGEFS_SCREENSHOTS=build/screenshots $(PY) -m pytest -q -rs tests/test_browser.py
+
+# docker-compose.yml on a real Docker engine (skips, saying why, where none answers).
+compose-test: $(STAMP)
+	$(PY) -m pytest -q -rs -s tests/compose_engine.py
 
 proto: $(STAMP)
 	$(PY) -m hedgefs.proto.generate

@@ -297,11 +297,16 @@ def test_dockerfile_is_one_slim_nonroot_image_with_an_honest_healthcheck():
     assert {".git", ".venv"} <= {p.strip("/") for p in ignored}, f".dockerignore: {ignored}"
 
 
+def hedgefs_services(compose: dict) -> dict[str, dict]:
+    """Every service but the optional monitoring ones (Prometheus, Grafana: their own images)."""
+    return {name: svc for name, svc in compose["services"].items() if "monitoring" not in (svc.get("profiles") or [])}
+
+
 def test_every_service_runs_the_one_image_built_here():
     compose = load_compose()
-    images = {svc.get("image") for svc in compose["services"].values()}
+    images = {svc.get("image") for svc in hedgefs_services(compose).values()}
     assert len(images) == 1 and None not in images, f"one image for all roles, got {images}"
-    for name, svc in compose["services"].items():
+    for name, svc in hedgefs_services(compose).items():
         build = svc.get("build")
         context = build if isinstance(build, str) else (build or {}).get("context")
         assert context == ".", f"{name}: build context must be this tree, got {build!r}"
@@ -322,9 +327,11 @@ def test_servers_listen_everywhere_in_container_and_only_the_namenode_is_publish
             f"{name}: --port {port} is not in its ports/expose {container_ports(svc)}"
         assert environment(svc).get("HEDGEFS_HEALTH_PORT") == port, \
             f"{name}: HEDGEFS_HEALTH_PORT must be --port ({port})"
+        http_port = flag_value(command, "--http-port")
+        assert http_port in container_ports(svc), f"{name}: --http-port {http_port} is not in its ports/expose"
         if name != "namenode":
             assert not svc.get("ports"), f"{name}: only the NameNode is published"
-    assert compose["services"]["namenode"]["ports"] == ["127.0.0.1:8020:8020"]
+    assert compose["services"]["namenode"]["ports"] == ["127.0.0.1:8020:8020", "127.0.0.1:9870:9870"]
     assert compose["services"]["client"].get("ports") is None
 
 
@@ -379,6 +386,62 @@ def test_client_service_is_a_one_shot_cli_under_a_profile():
     assert client.get("depends_on") == {"namenode": {"condition": "service_healthy"}}
     assert client.get("restart") == "no" and client.get("healthcheck") == {"disable": True}
     assert client.get("command"), "`docker compose run --rm client` needs a default command"
+
+
+def test_monitoring_profile_scrapes_every_server_and_the_dashboard_uses_real_metrics():
+    """Checked without an engine (the images come from a registry): Prometheus scrapes exactly
+    each server's --http-port; Grafana is provisioned with the dashboard, whose every query names
+    only metrics that hedgefs exports."""
+    compose = load_compose()
+    monitoring = {n: s for n, s in compose["services"].items() if "monitoring" in (s.get("profiles") or [])}
+    assert set(monitoring) == {"prometheus", "grafana"}
+    for name, svc in monitoring.items():
+        assert re.fullmatch(r"[\w./-]+:v?\d+\.\d+\.\d+", svc["image"]), f"{name}: pin the image, got {svc['image']}"
+        for port in svc.get("ports") or []:
+            assert str(port).startswith("127.0.0.1:"), f"{name}: publish on loopback only, got {port}"
+        for source, _target in volume_mounts(svc):
+            assert (ROOT / source).exists(), f"{name}: mounts {source}, which is not in the tree"
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    scraped = {t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
+    expected = {f"{name}:{flag_value(svc['command'], '--http-port')}" for name, svc in servers(compose).items()}
+    assert scraped == expected
+    mounts = dict(volume_mounts(monitoring["grafana"]))
+    provider = yaml.safe_load((ROOT / "deploy/grafana/provisioning/dashboards/hedgefs.yml").read_text())
+    assert mounts["./deploy/grafana/hedgefs.json"].startswith(provider["providers"][0]["options"]["path"] + "/")
+    source = yaml.safe_load((ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
+    uid = source["datasources"][0]["uid"]
+    dashboard = json.loads((ROOT / "deploy/grafana/hedgefs.json").read_text())
+    exported = exported_metric_names()
+    titles = " ".join(p["title"].lower() for p in dashboard["panels"])
+    for topic in ("hedges and wins", "breaker", "p99 per datanode", "repairs"):
+        assert topic in titles, f"the dashboard has no {topic!r} panel"
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == uid and panel["datasource"]["uid"] == uid
+            names = set(re.findall(r"\bhedgefs_\w+", target["expr"]))
+            assert names and names <= exported, f"{panel['title']}: {sorted(names - exported)} are not exported"
+
+
+def exported_metric_names() -> set[str]:
+    """Sample names the NameNode, a DataNode and a client actually expose."""
+    from hedgefs.client.metrics import REGISTRY
+    from hedgefs.datanode.metrics import DataNodeMetrics
+    from hedgefs.namenode.metrics import families
+    from hedgefs.namenode.model import ClusterStatus, DataNodeStatus
+
+    status = ClusterStatus("", 0, 0, 0, 0, 0, 0, {"RS-6-3-1024k": 1}, 0, 0, 0, 0, 0, 0, 0,
+                           [DataNodeStatus("dn1", "", "", "live", 0, 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, [])])
+    dn = DataNodeMetrics("dn1")
+    dn.add_state(lambda: {"repairs_active": 0, "fault": {"read_delay_ms": 0.0}})
+    dn.read_done(0.001, 1, "ok")
+    from hedgefs.client.metrics import ClientMetrics
+
+    ClientMetrics().record_cell_read("dn1", 0.001)
+    ClientMetrics().record_overdue("dn1")
+    names = {s.name for f in families(status) for s in f.samples}
+    for registry in (dn.registry, REGISTRY):
+        names |= {s.name for f in registry.collect() for s in f.samples}
+    return names
 
 
 # --------------------------------------------------------------------------- parity run
