@@ -34,19 +34,23 @@ def test_a_slowed_datanode_stands_out_on_the_page(tmp_path):
     c = start_cluster(tmp_path / "c", heartbeat_interval_s=0.2)
     try:
         data = pattern(3 * 1024 * 1024, seed=5)
-        with FileSystem(c.namenode) as fs:
+        from hedgefs.client.config import HedgeConfig
+
+        # Without hedging every read of the slowed DataNode waits out its whole delay (1 s): its
+        # p99 is far above anything a busy machine gives the others.
+        with FileSystem(c.namenode, hedge=HedgeConfig(enabled=False)) as fs:
             fs.write_bytes("/slow.bin", data)
             slow = fs.stat("/slow.bin").groups[0].units[0].datanode_id
-            c.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=400))
+            c.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=1000))
             for _ in range(3):
                 assert fs.read_bytes("/slow.bin") == data
         deadline = time.monotonic() + 30   # the next heartbeats carry the reads: poll for them
         page = json.loads(fetch(c.http_url + "api/"))
-        while not page["slow_datanodes"] and time.monotonic() < deadline:
+        while slow not in page["slow_datanodes"] and time.monotonic() < deadline:
             time.sleep(0.05)
             page = json.loads(fetch(c.http_url + "api/"))
-        assert page["slow_datanodes"] == [slow], page["datanodes"]
-        row = next(d for d in page["datanodes"] if d["id"] == slow)
-        assert row["faults"] == {"read_delay_ms": "400"} and row["read_p99_ms"] >= 250
+        assert slow in page["slow_datanodes"], page["datanodes"]
+        row = max(page["datanodes"], key=lambda d: d["read_p99_ms"])
+        assert row["id"] == slow and row["faults"] == {"read_delay_ms": "1000"} and row["read_p99_ms"] >= 900
     finally:
         c.down()
