@@ -117,8 +117,19 @@ class FileSystem:
         return FileStatus.from_proto(self.rpc("GetFileInfo", pb.PathRequest(path=path)))
 
     def list(self, path: str, recursive: bool = False) -> list[FileStatus]:
-        response = self.rpc("List", pb.ListRequest(path=path, recursive=recursive))
-        return [FileStatus.from_proto(e) for e in response.entries]
+        return list(self.iter_list(path, recursive))
+
+    def iter_list(self, path: str, recursive: bool = False) -> Iterator[FileStatus]:
+        """The entries of a listing as the NameNode pages them (a page is one call: a listing of
+        any size never sits whole in the NameNode or here). Not a snapshot: see ListRequest."""
+        after = ""
+        while True:
+            response = self.rpc("List", pb.ListRequest(path=path, recursive=recursive, start_after=after))
+            for entry in response.entries:
+                yield FileStatus.from_proto(entry)
+            if not response.more or not response.entries:
+                return
+            after = response.entries[-1].path
 
     def mkdir(self, path: str, parents: bool = False) -> None:
         self.rpc("Mkdir", pb.MkdirRequest(path=path, parents=parents))

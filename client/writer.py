@@ -7,7 +7,8 @@ that fails mid-write is dropped; the group carries on while at least k units are
 written, and the NameNode repairs the rest. The next group is placed away from DataNodes that
 failed. Complete is called only after every surviving unit has been finalized (fsync'd and
 renamed into place) on its DataNode; any failure abandons the file, so nothing half-written is
-ever visible.
+ever visible. The write renews its lease every third of the NameNode's lease timeout while it
+runs, however slowly its source delivers; a writer that dies stops renewing and is abandoned.
 """
 
 import asyncio
@@ -20,7 +21,7 @@ from typing import Awaitable, Callable
 import grpc
 
 from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import HedgefsError, Unavailable
+from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy, parse_policy
@@ -136,6 +137,7 @@ class StripedWriter:
         created = await self._rpc("Create", pb.CreateRequest(
             path=path, overwrite=overwrite, policy=policy_name or "", client_name=f"pid-{os.getpid()}"))
         source = StripeSource(read)
+        renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:
             policy = parse_policy(created.policy)
             commits, total, failed = [], 0, set()
@@ -156,7 +158,21 @@ class StripedWriter:
                 pass  # the NameNode's lease monitor cleans up what we could not
             raise
         finally:
+            renewal.cancel()
             source.close()
+
+    async def _renew_lease(self, file_id: int, every_s: float) -> None:
+        if every_s <= 0:
+            return   # a NameNode that does not say its lease timeout
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self._rpc("RenewLease", pb.RenewLeaseRequest(file_id=file_id))
+            except NotFound as err:
+                log.warning("the NameNode dropped this write (%s): it will fail", err)
+                return
+            except HedgefsError as err:   # unreachable for now: the next renewal may get through
+                log.info("cannot renew the lease of file %d: %s", file_id, err)
 
     async def _add_block_group(self, file_id: int, failed: set[str]) -> pb.BlockGroup:
         """A new group, away from DataNodes that failed earlier in this write if there are enough others."""

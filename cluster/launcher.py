@@ -49,6 +49,7 @@ class Options:
     lease_timeout_s: float = 600.0
     fsync: bool = True
     enable_faults: bool = True
+    scrub_interval_s: float | None = None   # None: the DataNode's default
 
 
 class LocalCluster:
@@ -173,6 +174,8 @@ class LocalCluster:
                 args.append("--enable-faults")
             if not options.get("fsync", True):
                 args.append("--no-fsync")
+            if options.get("scrub_interval_s") is not None:
+                args += ["--scrub-interval-s", str(options["scrub_interval_s"]), "--scrub-bandwidth", "64M"]
         args += ["--http-port", str(entry.get("http_port", 0)), "--port-file", str(port_file)]
         log = open(self.root / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
@@ -184,6 +187,15 @@ class LocalCluster:
         ports = self._wait_port(name, proc, port_file)
         entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
         self._save()
+
+    def add_datanode(self, timeout_s: float = 30.0) -> str:
+        """Start one more DataNode (the next dnN) and wait until it is live; returns its name."""
+        n = max((int(d[2:]) for d in self.datanode_ids if d[2:].isdigit()), default=0) + 1
+        name = f"dn{n}"
+        self.state["datanodes"][name] = {"port": 0}
+        self.start(name)
+        self.wait_live([name], timeout_s)
+        return name
 
     def kill(self, name: str) -> None:
         self._signal(name, signal.SIGKILL)

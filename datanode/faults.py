@@ -73,12 +73,15 @@ def _bool(text: str) -> bool:
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
-def _bandwidth(text: str) -> int:
+def parse_bandwidth(text: str) -> int:
     """Bytes per second: 1048576, or with a binary suffix: 512k, 10M, 1GiB, 10MB/s."""
     t = text.strip().lower().removesuffix("/s").removesuffix("b").removesuffix("i")
     unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
     number = t[: len(t) - len(unit)]
-    v = float(number) * _UNITS[unit]
+    try:
+        v = float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError("must be a non-negative number of bytes per second") from None
     if v < 0 or v != v or v > 2**63:
         raise ValueError("must be a non-negative number of bytes per second")
     return int(v)
@@ -92,7 +95,7 @@ SPEC_KEYS = {
     "stall": ("stall", _bool, "HEDGEFS_FAULT_STALL"),
     "error-probability": ("error_probability", _prob, "HEDGEFS_FAULT_ERROR_PROBABILITY"),
     "corrupt-probability": ("corrupt_probability", _prob, "HEDGEFS_FAULT_CORRUPT_PROBABILITY"),
-    "bandwidth": ("bandwidth_bps", _bandwidth, "HEDGEFS_FAULT_BANDWIDTH"),
+    "bandwidth": ("bandwidth_bps", parse_bandwidth, "HEDGEFS_FAULT_BANDWIDTH"),
 }
 
 

@@ -8,8 +8,9 @@ One background thread::
 
 Commands in heartbeat replies are executed here: deletes at once, repairs handed to the
 RepairRunner. An unreachable NameNode is logged once per outage, and retried forever.
-Bad-unit reports (checksum mismatches seen by reads) go out on their own small thread so a read
-never waits for the NameNode.
+Receipts for units just stored and bad-unit reports (checksum mismatches seen by reads and the
+scrubber) go out on their own thread, bounded and retried (``reports.Reports``), so neither a
+write nor a read ever waits for the NameNode.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-
 import grpc
+
+from hedgefs.datanode.reports import Reports
 
 from hedgefs.plumbing import describe
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
@@ -45,7 +46,8 @@ class NameNodeLink:
         self._stub = hedgefs_pb2_grpc.NameNodeStub(self._channel)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._reports = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dn-report")
+        self.reports = Reports(send_stored=self._send_stored, send_bad=self._send_bad,
+                               has_unit=store.has, want_block_report=self.request_block_report)
         self._registered = False
         self._outage = False
         self.reachable = False            # did the last heartbeat get through?
@@ -56,12 +58,13 @@ class NameNodeLink:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dn-heartbeat", daemon=True)
         self._thread.start()
+        self.reports.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=self.rpc_timeout_s + 1)
-        self._reports.shutdown(wait=False, cancel_futures=True)
+        self.reports.stop()
         self._channel.close()
 
     # ---------------------------------------------------------------- the loop
@@ -112,11 +115,17 @@ class NameNodeLink:
         return False
 
     def block_report(self) -> None:
-        units = [pb.StoredUnit(group_id=g, index=i, length=n) for g, i, n in self.store.units()]
+        stored = self.store.units()
+        units = [pb.StoredUnit(group_id=g, index=i, length=n) for g, i, n in stored]
         self._stub.BlockReport(pb.BlockReportRequest(datanode_id=self.datanode_id, units=units),
                                timeout=self.rpc_timeout_s)
         self._next_block_report = time.monotonic() + self.block_report_interval_s
+        self.reports.covered((g, i) for g, i, _n in stored)
         log.debug("block report: %d units", len(units))
+
+    def request_block_report(self) -> None:
+        """Send a full block report with the next heartbeat (receipts were dropped)."""
+        self._next_block_report = 0.0
 
     def execute(self, command: pb.Command) -> None:
         kind = command.WhichOneof("command")
@@ -150,33 +159,18 @@ class NameNodeLink:
 
     def report_bad_unit(self, group_id: int, index: int, reason: str) -> None:
         """Tell the NameNode a stored unit failed its checksum (asynchronously)."""
-        request = pb.BadUnitsRequest(units=[pb.BadUnit(group_id=group_id, index=index,
-                                                       datanode_id=self.datanode_id,
-                                                       reason=reason)])
-
-        def send():
-            try:
-                self._stub.ReportBadUnits(request, timeout=self.rpc_timeout_s)
-            except grpc.RpcError as e:
-                log.warning("cannot report bad unit %d/%d to namenode: %s", group_id, index,
-                            describe(e))
-        try:
-            self._reports.submit(send)
-        except RuntimeError:
-            pass    # shutting down
+        self.reports.bad(group_id, index, reason)
 
     def unit_stored(self, group_id: int, index: int, length: int) -> None:
-        """Tell the NameNode a repaired unit is stored here; retried, then left to block reports."""
-        request = pb.UnitStoredRequest(datanode_id=self.datanode_id,
-                                       unit=pb.StoredUnit(group_id=group_id, index=index,
-                                                          length=length))
-        for attempt in range(3):
-            try:
-                self._stub.UnitStored(request, timeout=self.rpc_timeout_s)
-                return
-            except grpc.RpcError as e:
-                if attempt == 2 or self._stop.wait(0.5 * (attempt + 1)):
-                    log.warning("cannot tell namenode about unit %d/%d (the next block report "
-                                "will): %s", group_id, index, describe(e))
-                    return
+        """Tell the NameNode a unit is stored here: its receipt (asynchronously)."""
+        self.reports.stored(group_id, index, length)
 
+    def _send_stored(self, units: list[tuple[int, int, int]]) -> None:
+        self._stub.UnitStored(pb.UnitStoredRequest(
+            datanode_id=self.datanode_id,
+            units=[pb.StoredUnit(group_id=g, index=i, length=n) for g, i, n in units]), timeout=self.rpc_timeout_s)
+
+    def _send_bad(self, units: list[tuple[int, int, str]]) -> None:
+        self._stub.ReportBadUnits(pb.BadUnitsRequest(units=[
+            pb.BadUnit(group_id=g, index=i, datanode_id=self.datanode_id, reason=reason) for g, i, reason in units]),
+            timeout=self.rpc_timeout_s)

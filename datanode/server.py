@@ -1,4 +1,4 @@
-"""The DataNode process: store, fault knobs, gRPC server, NameNode link, repair worker, /metrics.
+"""The DataNode process: store, fault knobs, gRPC server, NameNode link, repair worker, scrubber, /metrics.
 
 ``DataNode.start()`` binds and serves and returns; ``stop()`` shuts everything down.
 ``serve()`` is what ``hedgefs datanode`` runs; tests may run several DataNodes in one process.
@@ -21,6 +21,7 @@ from hedgefs.datanode.faults import FaultConfig, Faults, FaultyStore, fault_env_
 from hedgefs.datanode.heartbeat import NameNodeLink
 from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
 from hedgefs.datanode.repair_worker import RepairRunner
+from hedgefs.datanode.scrubber import DEFAULT_BANDWIDTH_BPS, DEFAULT_INTERVAL_S, Scrubber
 from hedgefs.datanode.servicer import DataNodeServicer, add_to_server
 from hedgefs import httpserver
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, write_port_file
@@ -42,7 +43,8 @@ class DataNode:
                  enable_faults: bool = False, fault_specs: Sequence[str] = (),
                  token: str | None = None, heartbeat_interval_s: float = 3.0,
                  block_report_interval_s: float = 60.0, fsync: bool = True, max_repairs: int = 2,
-                 http_port: int | None = None, environ: Mapping[str, str] | None = None):
+                 http_port: int | None = None, scrub_interval_s: float = DEFAULT_INTERVAL_S,
+                 scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS, environ: Mapping[str, str] | None = None):
         environ = os.environ if environ is None else environ
         if not datanode_id:
             raise ValueError("a DataNode needs an id (--id)")
@@ -85,6 +87,7 @@ class DataNode:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.block_report_interval_s = block_report_interval_s
         self.max_repairs = max_repairs
+        self.scrubber = Scrubber(self.store, interval_s=scrub_interval_s, bandwidth_bps=scrub_bandwidth_bps)
         self.server: grpc.Server | None = None
         self.link: NameNodeLink | None = None
         self.repairs: RepairRunner | None = None
@@ -112,12 +115,16 @@ class DataNode:
         self.repairs = RepairRunner(self.datanode_id, self.store, max_repairs=self.max_repairs,
                                     on_stored=self.link.unit_stored)
         self.link.repairs = self.repairs
+        self.scrubber.on_bad = self.link.report_bad_unit
+        # on_stored sends the unit's receipt: a data path that stores units another way must call
+        # link.unit_stored too, or the NameNode never counts them.
         servicer = DataNodeServicer(self.datanode_id, self.data_store, token=self.token,
-                                    on_bad_unit=self.link.report_bad_unit)
+                                    on_bad_unit=self.link.report_bad_unit, on_stored=self.link.unit_stored)
         add_to_server(servicer, server)
         server.start()
         self.server = server
         self.link.start()
+        self.scrubber.start()
         if self.http:
             self.http.start()
         return bound
@@ -138,7 +145,8 @@ class DataNode:
             recent_reads=pb.ReadLatency(reads=reads, p50_ms=p50 * 1000, p99_ms=p99 * 1000),
             read_minutes=[pb.ReadLatency(minute=m, reads=n, p50_ms=a * 1000, p99_ms=b * 1000)
                           for m, n, a, b in self.metrics.windows.minutes()],
-            faults=self.faults_in_effect())
+            faults=self.faults_in_effect(),
+            scrub=pb.ScrubStatus(**self.scrubber.status()))
 
     def _state_gauges(self) -> dict:
         config = dataclasses.asdict(self.faults.config())
@@ -162,6 +170,7 @@ class DataNode:
         return httpserver.text(404, f"not found: {request.path} (try /metrics or /health)\n")
 
     def stop(self, grace: float = 2.0) -> None:
+        self.scrubber.stop()
         if self.link:
             self.link.stop()
         if self.repairs:
@@ -179,7 +188,8 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
           advertise_host: str | None = None, port_file: str | None = None,
           enable_faults: bool = False, fault_specs: Sequence[str] = (), token: str | None = None,
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
-          fsync: bool = True, max_repairs: int = 2, http_port: int | None = None) -> None:
+          fsync: bool = True, max_repairs: int = 2, http_port: int | None = None,
+          scrub_interval_s: float = DEFAULT_INTERVAL_S, scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS) -> None:
     """Run a DataNode until SIGTERM/SIGINT.
 
     Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
@@ -191,7 +201,8 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
                     fault_specs=fault_specs, token=token,
                     heartbeat_interval_s=heartbeat_interval_s,
                     block_report_interval_s=block_report_interval_s, fsync=fsync,
-                    max_repairs=max_repairs, http_port=http_port)
+                    max_repairs=max_repairs, http_port=http_port, scrub_interval_s=scrub_interval_s,
+                    scrub_bandwidth_bps=scrub_bandwidth_bps)
     with stop_on_signal() as stop:
         try:
             bound = node.start()

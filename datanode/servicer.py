@@ -23,12 +23,15 @@ _PROBABILITY_FIELDS = ("probability", "error_probability", "corrupt_probability"
 
 
 class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
-    def __init__(self, datanode_id: str, store: FaultyStore, *, token: str | None = None, on_bad_unit=None):
+    def __init__(self, datanode_id: str, store: FaultyStore, *, token: str | None = None, on_bad_unit=None,
+                 on_stored=None):
         self.datanode_id = datanode_id
         self.store = store
         self.faults = store.faults
         self.token = token
         self.on_bad_unit = on_bad_unit or (lambda group_id, index, reason: None)
+        # The receipt: the NameNode counts a unit only once its DataNode says it is stored.
+        self.on_stored = on_stored or (lambda group_id, index, length: None)
 
     # ---------------------------------------------------------------- data
 
@@ -52,7 +55,9 @@ class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
                     writer.write(msg.data)
                 if msg.finalize:
                     final = msg.expected_length or declared or 0
-                    return pb.WriteResult(length=writer.commit(final))
+                    length = writer.commit(final)
+                    self.on_stored(g, i, length)
+                    return pb.WriteResult(length=length)
                 msg = next(request_iterator, None)
                 if msg is None:
                     break

@@ -2,10 +2,18 @@
 
 One location per unit (group id, unit index), and the units of a group on distinct DataNodes.
 A unit is *live* when its DataNode is live; the caller passes ``is_live`` because liveness lives
-in memory (``liveness.py``), not in SQLite.
+in memory (``liveness.py``), not in SQLite. A unit is *good* when it is live and not reported
+corrupt.
 
-Reconciliation rules (block reports, UnitStored) are in ``claim`` and ``reconcile``; units of
-files still being written are left alone: their map rows are the writer's targets until Complete.
+Receipts, not claims: a unit counts only once its DataNode has said it stored it (UnitStored, or a
+block report). AddBlockGroup maps the writer's targets as *unreported*; their receipts mark them
+reported; Complete keeps only the reported ones (``commit``).
+
+No premature deletes: a copy of a unit of a live group (a surplus copy, or a corrupt one that a
+repaired copy replaced) is deleted only once every unit of its group is good elsewhere
+(``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
+
+Reconciliation rules (block reports, UnitStored) are in ``claim`` and ``reconcile``.
 All methods run inside the caller's transaction.
 """
 
@@ -23,6 +31,11 @@ from hedgefs.namenode.namespace import load_policy
 
 IsLive = Callable[[str], bool]
 
+# pending_deletes.stale: what kind of copy a pending delete removes
+PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
+SURPLUS = 1   # an extra copy of a unit the map puts elsewhere: goes once its group is whole
+CORRUPT = 2   # a corrupt copy a repaired one replaced: goes once its group is whole
+
 
 @dataclass
 class GroupRow:
@@ -31,6 +44,13 @@ class GroupRow:
     seq: int
     length: int
     units: dict[int, str] = field(default_factory=dict)  # unit index -> DataNode id
+    corrupt: set[int] = field(default_factory=set)      # indexes whose mapped copy is reported corrupt
+    unreported: set[int] = field(default_factory=set)   # writer's targets without a receipt yet
+
+    def good(self, is_live: IsLive) -> dict[int, str]:
+        """Units on live DataNodes, reported stored and not reported corrupt."""
+        return {i: d for i, d in self.units.items()
+                if i not in self.corrupt and i not in self.unreported and is_live(d)}
 
 
 @dataclass(frozen=True)
@@ -62,10 +82,10 @@ class BlockMap:
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             rows = self.db.query(
-                f"SELECT group_id, idx, datanode_id FROM units WHERE group_id IN ({','.join('?' * len(chunk))})",
-                chunk)
+                "SELECT group_id, idx, datanode_id, reported, corrupt FROM units "
+                f"WHERE group_id IN ({','.join('?' * len(chunk))})", chunk)
             for r in rows:
-                groups[r[0]].units[r[1]] = r[2]
+                _add_unit(groups[r[0]], r)
 
     def groups_of_files(self, file_ids: Iterable[int]) -> dict[int, list[GroupRow]]:
         """file id -> its groups in file order, with units."""
@@ -110,9 +130,9 @@ class BlockMap:
             "JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete' ORDER BY g.id")
         groups = {r[0]: (GroupRow(r[0], r[1], r[2], r[3]), r[4]) for r in rows}
         for r in self.db.query(
-                "SELECT u.group_id, u.idx, u.datanode_id FROM units u JOIN groups g ON g.id = u.group_id "
-                "JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'"):
-            groups[r[0]][0].units[r[1]] = r[2]
+                "SELECT u.group_id, u.idx, u.datanode_id, u.reported, u.corrupt FROM units u "
+                "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'"):
+            _add_unit(groups[r[0]][0], r)
         return list(groups.values())
 
     def units_on(self, datanode_id: str, limit: int) -> list[tuple[int, int, int]]:
@@ -121,19 +141,24 @@ class BlockMap:
                              "WHERE u.datanode_id = ? ORDER BY u.group_id, u.idx LIMIT ?", (datanode_id, limit))
         return [(r[0], r[1], r[2]) for r in rows]
 
+    def corrupt_count(self) -> int:
+        return self.db.one("SELECT COUNT(*) FROM units WHERE corrupt = 1")[0]
+
     def add_group(self, file_id: int, datanode_ids: list[str]) -> GroupRow:
-        """A new group at the end of a file being written; unit j goes to datanode_ids[j]."""
+        """A new group at the end of a file being written; unit j goes to datanode_ids[j], unreported."""
         seq = self.db.one("SELECT COALESCE(MAX(seq) + 1, 0) FROM groups WHERE file_id = ?", (file_id,))[0]
         cur = self.db.conn.execute("INSERT INTO groups(file_id, seq, length) VALUES (?, ?, 0)", (file_id, seq))
         now = self.wall_ms()
         self.db.conn.executemany(
-            "INSERT INTO units(group_id, idx, datanode_id, added_ms) VALUES (?, ?, ?, ?)",
+            "INSERT INTO units(group_id, idx, datanode_id, added_ms, reported) VALUES (?, ?, ?, ?, 0)",
             [(cur.lastrowid, j, dn, now) for j, dn in enumerate(datanode_ids)])
-        return GroupRow(cur.lastrowid, file_id, seq, 0, dict(enumerate(datanode_ids)))
+        return GroupRow(cur.lastrowid, file_id, seq, 0, dict(enumerate(datanode_ids)),
+                        unreported=set(range(len(datanode_ids))))
 
     def commit(self, file_id: int, length: int, commits: list[GroupCommit], policy: Policy,
                block_size: int) -> None:
-        """Record what a writer stored: group lengths and order; units not stored leave the map.
+        """Record what a writer stored: group lengths and order. Units without a receipt leave the
+        map (and are deleted, should they be stored after all); fewer than k in a group is a refusal.
 
         Groups of the file not listed are dropped (a writer may give up on a group). Every group
         but the last must be full (k * block_size), as the striping math assumes.
@@ -151,13 +176,14 @@ class BlockMap:
                 raise InvalidArgument(
                     f"group {c.group_id} has {c.length} bytes; every group but the last holds exactly "
                     f"k * block_size = {full} bytes, the last at most that")
-            stored = set(c.stored_units)
-            if any(i >= policy.units for i in stored):
+            if any(i >= policy.units for i in c.stored_units):
                 raise InvalidArgument(f"group {c.group_id}: unit index out of range for {policy.name}")
-            if len(stored) < policy.k:
+            group = own[c.group_id]
+            received = [i for i in group.units if i not in group.unreported]
+            if len(received) < policy.k:
                 raise FailedPrecondition(
-                    f"group {c.group_id} has only {len(stored)} stored units, "
-                    f"policy {policy.name} needs at least {policy.k}")
+                    f"group {c.group_id} has only {len(received)} stored units reported by their DataNodes "
+                    f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {policy.k}")
             total += c.length
         if total != length:
             raise InvalidArgument(f"file length {length} is not the sum of its group lengths ({total})")
@@ -165,7 +191,7 @@ class BlockMap:
         for pos, c in enumerate(commits):
             self.db.conn.execute("UPDATE groups SET seq = ?, length = ? WHERE id = ?", (pos, c.length, c.group_id))
             for idx, dn in own[c.group_id].units.items():
-                if idx in c.stored_units:
+                if idx not in own[c.group_id].unreported:
                     # A fresh timestamp: a block report computed before this commit must not drop it.
                     self.db.conn.execute("UPDATE units SET added_ms = ? WHERE group_id = ? AND idx = ?",
                                          (now, c.group_id, idx))
@@ -184,7 +210,7 @@ class BlockMap:
             for idx, dn in g.units.items():
                 self.queue_delete(dn, g.id, idx)
             # Extra copies elsewhere go too, whoever holds the unit.
-            self.db.conn.execute("UPDATE pending_deletes SET stale = 0 WHERE group_id = ?", (g.id,))
+            self.db.conn.execute("UPDATE pending_deletes SET stale = ? WHERE group_id = ?", (PLAIN, g.id))
             self.db.conn.execute("DELETE FROM units WHERE group_id = ?", (g.id,))
             self.db.conn.execute("DELETE FROM groups WHERE id = ?", (g.id,))
 
@@ -196,21 +222,22 @@ class BlockMap:
     def claim(self, datanode_id: str, group_id: int, idx: int, is_live: IsLive) -> str:
         """A DataNode says it holds a unit (block report or UnitStored). Returns what we made of it:
 
+        received  a unit of a file being written, on the DataNode the writer was given: its receipt
+        writing   any other unit of a file being written: not ours to judge yet
         mapped    the map already says so
         adopted   the unit had no location: now it is here
-        moved     the map said a dead DataNode: now it is here, the dead copy is deleted later
-        stale     a live DataNode already holds it: this copy is an extra, delete it (while that
-                  DataNode stays live: see ``deletes_due``)
-        extra     no live copy elsewhere, but the map puts another unit of this group on this
+        moved     the map said a dead DataNode, or a corrupt copy: now it is here; the old copy is
+                  deleted once the group is whole again
+        stale     a good copy is mapped elsewhere: this one is surplus, deleted once the group is whole
+        extra     no good copy elsewhere, but the map puts another unit of this group on this
                   DataNode: left alone (neither mapped nor deleted), as a group's units stay on
                   distinct DataNodes; repair rebuilds the unit elsewhere, then this copy is stale
         unknown   no such group (deleted, abandoned) or no such unit index: delete it
         foreign   a group id this NameNode never allocated (a DataNode of another namespace, or
                   of a NameNode whose database was wiped): left alone, never deleted
-        writing   a unit of a file being written: not ours to judge yet
-        deleting  a delete of this copy is pending: it is on its way out. A stale delete whose
-                  unit has no live copy elsewhere any more is cancelled instead, and the copy
-                  adopted or moved here.
+        deleting  a delete of this copy is pending: it is on its way out. A surplus or corrupt
+                  copy's pending delete is cancelled instead when no good copy is mapped elsewhere
+                  any more, and the copy adopted or moved here (still corrupt, if it was).
         """
         found = self.group(group_id)
         if found is None:
@@ -219,51 +246,59 @@ class BlockMap:
             self.queue_delete(datanode_id, group_id, idx)
             return "unknown"
         group, state, policy_name = found
-        if state == "writing":
-            return "writing"
         current = group.units.get(idx)
+        if state == "writing":
+            if current == datanode_id and idx in group.unreported:
+                self.db.conn.execute("UPDATE units SET reported = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
+                return "received"
+            return "writing"
         if current == datanode_id:
             return "mapped"
-        current_live = current is not None and is_live(current)
-        pending = self._pending_delete(datanode_id, group_id, idx)  # None, or whether it is stale
-        if pending is not None and (not pending or current_live):
+        current_good = current is not None and idx not in group.corrupt and is_live(current)
+        pending = self._pending_delete(datanode_id, group_id, idx)  # None, or its kind
+        if pending is not None and (pending == PLAIN or current_good):
             return "deleting"
         if idx >= load_policy(policy_name).units:
             self.queue_delete(datanode_id, group_id, idx)
             return "unknown"
-        if current_live:
-            self.queue_delete(datanode_id, group_id, idx, stale=True)
+        if current_good:
+            self.queue_delete(datanode_id, group_id, idx, SURPLUS)
             return "stale"
         if datanode_id in group.units.values():
             return "extra"
-        if pending is not None:  # a stale delete, but this is the only live copy now: keep it
+        corrupt = pending == CORRUPT
+        if pending is not None:  # surplus or corrupt, but the best copy now: keep it
             self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
                                  (datanode_id, group_id, idx))
         now = self.wall_ms()
         if current is None:
-            self.db.conn.execute("INSERT INTO units(group_id, idx, datanode_id, added_ms) VALUES (?, ?, ?, ?)",
-                                 (group_id, idx, datanode_id, now))
+            self.db.conn.execute("INSERT INTO units(group_id, idx, datanode_id, added_ms, corrupt) VALUES (?, ?, ?, ?, ?)",
+                                 (group_id, idx, datanode_id, now, int(corrupt)))
             return "adopted"
-        self.db.conn.execute("UPDATE units SET datanode_id = ?, added_ms = ? WHERE group_id = ? AND idx = ?",
-                             (datanode_id, now, group_id, idx))
-        self.queue_delete(current, group_id, idx, stale=True)
+        self.db.conn.execute("UPDATE units SET datanode_id = ?, added_ms = ?, reported = 1, corrupt = ? "
+                             "WHERE group_id = ? AND idx = ?", (datanode_id, now, int(corrupt), group_id, idx))
+        self.queue_delete(current, group_id, idx, CORRUPT if idx in group.corrupt else SURPLUS)
         return "moved"
 
     def reconcile(self, datanode_id: str, reported: set[tuple[int, int]], is_live: IsLive,
                   grace_ms: int) -> dict[str, int]:
         """Apply a DataNode's full block report; returns counts by outcome (see ``claim``).
 
-        A unit the map puts on this DataNode but the report lacks is *missing*: dropped from the
+        A unit of a file being written that the report lists is *received* (its receipt). A unit
+        the map puts on this DataNode but the report lacks is *missing*: dropped from the
         map (repair follows), unless it was placed less than ``grace_ms`` ago (the report may
         predate it) or belongs to a file being written. Pending deletes the report no longer
         shows are confirmed and forgotten.
         """
         counts: dict[str, int] = defaultdict(int)
         mapped = self.db.query(
-            "SELECT u.group_id, u.idx, u.added_ms, f.state FROM units u JOIN groups g ON g.id = u.group_id "
+            "SELECT u.group_id, u.idx, u.added_ms, f.state, u.reported FROM units u JOIN groups g ON g.id = u.group_id "
             "JOIN inodes f ON f.id = g.file_id WHERE u.datanode_id = ?", (datanode_id,))
         recent = self.wall_ms() - grace_ms
-        for group_id, idx, added_ms, state in mapped:
+        for group_id, idx, added_ms, state, was_reported in mapped:
+            if (group_id, idx) in reported and not was_reported:   # a receipt that UnitStored did not bring
+                self.db.conn.execute("UPDATE units SET reported = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
+                counts["received"] += 1
             if (group_id, idx) in reported or state == "writing" or added_ms > recent:
                 continue
             self._drop(group_id, idx)
@@ -279,44 +314,48 @@ class BlockMap:
                 counts["deleted"] += 1
         return dict(counts)
 
-    def drop_bad(self, datanode_id: str, group_id: int, idx: int, is_live: IsLive) -> str:
+    def mark_bad(self, datanode_id: str, group_id: int, idx: int) -> str:
         """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it). Returns:
 
-        dropped   it was the mapped copy: unmapped (repair follows) and deleted there
-        kept      it is the mapped copy, but without it fewer than k units of the group would be
-                  live: it stays mapped and is not deleted (its other chunks are still needed)
-        deleted   not the mapped copy (an extra, or a wrong report): deleted there, map unchanged
+        marked    it is the mapped copy: marked corrupt. It stays (its other chunks may still be
+                  needed) until a repaired copy replaces it (``claim``: moved), and is deleted
+                  once its group is whole again
+        known     it was already marked
+        deleted   not the mapped copy: a surplus one, or a report about a deleted group. Deleted
+                  once its group is whole again (at once if there is no group)
         writing   a unit of a file being written: left alone
         """
         found = self.group(group_id)
-        if found is not None and found[1] == "writing":
-            return "writing"
-        if found is not None and found[0].units.get(idx) == datanode_id:
-            group, _, policy_name = found
-            others = sum(1 for i, d in group.units.items() if i != idx and is_live(d))
-            if others < load_policy(policy_name).k:
-                return "kept"
-            self._drop(group_id, idx)
+        if found is None:
             self.queue_delete(datanode_id, group_id, idx)
-            return "dropped"
-        self.queue_delete(datanode_id, group_id, idx)
+            return "deleted"
+        group, state, _policy = found
+        if state == "writing":
+            return "writing"
+        if group.units.get(idx) == datanode_id:
+            if idx in group.corrupt:
+                return "known"
+            self.db.conn.execute("UPDATE units SET corrupt = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
+            return "marked"
+        self.queue_delete(datanode_id, group_id, idx, CORRUPT)
         return "deleted"
 
     # ------------------------------------------------------------------ pending deletes
 
-    def queue_delete(self, datanode_id: str, group_id: int, idx: int, stale: bool = False) -> None:
-        """Owe ``datanode_id`` a delete. ``stale``: an extra copy of a unit mapped elsewhere (see
-        ``deletes_due``); a plain delete of the same copy overrides it."""
+    def queue_delete(self, datanode_id: str, group_id: int, idx: int, kind: int = PLAIN) -> None:
+        """Owe ``datanode_id`` a delete of one copy (``kind``: PLAIN, SURPLUS or CORRUPT, see
+        ``deletes_due``). A plain delete of the same copy overrides the others; corrupt overrides surplus."""
         self.db.conn.execute(
             "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = MIN(stale, excluded.stale)",
-            (datanode_id, group_id, idx, self.wall_ms(), int(stale)))
+            "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = CASE WHEN stale = 0 OR excluded.stale = 0 "
+            "THEN 0 ELSE MAX(stale, excluded.stale) END",
+            (datanode_id, group_id, idx, self.wall_ms(), kind))
 
-    def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> bool | None:
-        """None if no delete of this copy is pending, else whether it is a stale one."""
+    def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> int | None:
+        """None if no delete of this copy is pending, else its kind."""
         row = self.db.one("SELECT stale FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
                           (datanode_id, group_id, idx))
-        return None if row is None else bool(row[0])
+        return None if row is None else row[0]
 
     def pending_deletes(self, datanode_id: str) -> list[tuple[int, int]]:
         rows = self.db.query("SELECT group_id, idx FROM pending_deletes WHERE datanode_id = ? "
@@ -326,16 +365,33 @@ class BlockMap:
     def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[tuple[int, int]]:
         """The pending deletes that may be sent now, oldest first.
 
-        A stale copy is deleted only while the map puts its unit on another, live DataNode: if
-        that one dies (or loses the unit), this copy is the one left, and the next report of it
-        is adopted (``claim``). Other deletes (deleted groups, bad or unstored copies) always go.
+        A plain delete always goes. A surplus or corrupt copy goes only once its group is whole:
+        every unit index mapped to a good copy, and not to this one. Until then it may be the copy
+        that saves the group: if the mapped copy is lost, the next report of this one is adopted
+        (``claim``). So no delete ever takes a group below full redundancy.
         """
         rows = self.db.query(
-            "SELECT p.group_id, p.idx, p.stale, u.datanode_id FROM pending_deletes p "
-            "LEFT JOIN units u ON u.group_id = p.group_id AND u.idx = p.idx WHERE p.datanode_id = ? "
-            "ORDER BY p.queued_ms, p.group_id, p.idx", (datanode_id,))
-        return [(g, i) for g, i, stale, holder in rows
-                if not stale or (holder is not None and holder != datanode_id and is_live(holder))]
+            "SELECT group_id, idx, stale FROM pending_deletes WHERE datanode_id = ? "
+            "ORDER BY queued_ms, group_id, idx", (datanode_id,))
+        whole: dict[int, GroupRow | None] = {}
+        due = []
+        for group_id, idx, kind in rows:
+            if kind != PLAIN:
+                if group_id not in whole:
+                    whole[group_id] = self._whole_group(group_id, is_live)
+                group = whole[group_id]
+                if group is None or group.units.get(idx) == datanode_id:
+                    continue
+            due.append((group_id, idx))
+        return due
+
+    def _whole_group(self, group_id: int, is_live: IsLive) -> GroupRow | None:
+        """The group if every one of its units is good, else None."""
+        found = self.group(group_id)
+        if found is None:
+            return None
+        group, _state, policy_name = found
+        return group if len(group.good(is_live)) == load_policy(policy_name).units else None
 
     def pending_delete_counts(self) -> dict[str, int]:
         rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")
@@ -351,3 +407,12 @@ class BlockMap:
     def expire_deletes(self, before_ms: int) -> int:
         """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers)."""
         return self.db.conn.execute("DELETE FROM pending_deletes WHERE queued_ms < ?", (before_ms,)).rowcount
+
+
+def _add_unit(group: GroupRow, row) -> None:
+    """One ``units`` row (group_id, idx, datanode_id, reported, corrupt) into its group."""
+    group.units[row[1]] = row[2]
+    if not row[3]:
+        group.unreported.add(row[1])
+    if row[4]:
+        group.corrupt.add(row[1])

@@ -10,11 +10,16 @@ Tables
                    same path stays readable until the new one is completed.
   groups           block groups of a file, ``seq`` = order in the file. IDs are AUTOINCREMENT:
                    never reused, because a DataNode may still hold units of a deleted group.
-  units            the block map: (group, unit index) -> the DataNode holding it.
+  units            the block map: (group, unit index) -> the DataNode holding it. ``reported`` = 0:
+                   a writer's target whose DataNode has not yet said it stored the unit (only
+                   files being written have such rows: Complete drops them). ``corrupt`` = 1:
+                   reported bad; kept (and read if nothing better is left) until a repaired copy
+                   replaces it.
   datanodes        every DataNode that ever registered (id, address). Liveness is in memory.
   pending_deletes  DeleteUnitCommands not yet confirmed by a block report; survive restarts.
-                   ``stale`` = 1: an extra copy of a unit the map puts on another DataNode, to be
-                   deleted only while that DataNode is live (see ``BlockMap.deletes_due``).
+                   ``stale`` = 1: an extra copy of a unit the map puts on another DataNode; 2: a
+                   corrupt copy that a repaired one replaced. Both are deleted only once their
+                   group is back at full redundancy (see ``BlockMap.deletes_due``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import sqlite3
 from contextlib import contextmanager
 from typing import Iterator
 
-SCHEMA_VERSION = 2  # 2: pending_deletes.stale
+SCHEMA_VERSION = 3  # 2: pending_deletes.stale; 3: units.reported, units.corrupt
 ROOT_ID = 1
 
 _SCHEMA = """
@@ -55,6 +60,8 @@ CREATE TABLE IF NOT EXISTS units (
     idx         INTEGER NOT NULL,
     datanode_id TEXT NOT NULL,
     added_ms    INTEGER NOT NULL,
+    reported    INTEGER NOT NULL DEFAULT 1,
+    corrupt     INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (group_id, idx)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS units_datanode ON units(datanode_id);
@@ -88,11 +95,18 @@ class Database:
             c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms) "
                       "VALUES (?, NULL, '', 1, 0)", (ROOT_ID,))
         version = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        if version == 1:
+        migrations = {
+            1: [("pending_deletes", "stale INTEGER NOT NULL DEFAULT 0")],
+            # Units mapped before receipts existed were stored by the writer's word, as before.
+            2: [("units", "reported INTEGER NOT NULL DEFAULT 1"), ("units", "corrupt INTEGER NOT NULL DEFAULT 0")],
+        }
+        while version in migrations:
             with self.tx() as c:
-                c.execute("ALTER TABLE pending_deletes ADD COLUMN stale INTEGER NOT NULL DEFAULT 0")
-                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-            version = SCHEMA_VERSION
+                for table, column in migrations[version]:
+                    if column.split()[0] not in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}:
+                        c.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                version += 1
+                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         if version != SCHEMA_VERSION:
             raise RuntimeError(f"{path}: schema version {version}, this NameNode understands {SCHEMA_VERSION}")
 

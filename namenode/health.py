@@ -6,8 +6,9 @@ Two halves:
   counts beside the tables they count: complete files by policy, directories, pending deletes by
   DataNode. They change in the same transaction as the rows, so a rolled-back change leaves them
   right, and no code path that edits those tables can forget them.
-* **Group health in memory.** A group of a complete file is *healthy* (every unit on a live
-  DataNode), *degraded* (at least k) or *missing* (fewer than k: unreadable). Its health depends on
+* **Group health in memory.** A group of a complete file is *healthy* (every unit good: on a live
+  DataNode and not reported corrupt), *degraded* (at least k good or corrupt-but-readable) or
+  *missing* (fewer than k: unreadable). Its health depends on
   liveness, which is not in SQLite, so triggers only note which groups changed (units moved,
   file completed or deleted) in ``dirty_groups``; ``refresh`` re-judges those, and the groups of
   DataNodes whose liveness changed. Its cost is the size of the change, not of the namespace.
@@ -52,7 +53,7 @@ END;
 CREATE TEMP TRIGGER IF NOT EXISTS dirty_unit_out AFTER DELETE ON main.units BEGIN
   INSERT OR IGNORE INTO dirty_groups VALUES (OLD.group_id);
 END;
-CREATE TEMP TRIGGER IF NOT EXISTS dirty_unit_move AFTER UPDATE OF datanode_id, group_id ON main.units BEGIN
+CREATE TEMP TRIGGER IF NOT EXISTS dirty_unit_move AFTER UPDATE OF datanode_id, group_id, corrupt, reported ON main.units BEGIN
   INSERT OR IGNORE INTO dirty_groups VALUES (OLD.group_id);
   INSERT OR IGNORE INTO dirty_groups VALUES (NEW.group_id);
 END;
@@ -106,20 +107,22 @@ class Health:
             policies = {r[0]: r[1] for r in self.db.query(
                 f"SELECT g.id, f.policy FROM main.groups g JOIN main.inodes f ON f.id = g.file_id "
                 f"WHERE g.id IN ({marks}) AND f.state = 'complete'", chunk)}
-            holders: dict[int, list[str]] = {g: [] for g in policies}
-            for group_id, datanode_id in self.db.query(
-                    f"SELECT group_id, datanode_id FROM main.units WHERE group_id IN ({marks})", chunk):
+            holders: dict[int, list[tuple[str, bool]]] = {g: [] for g in policies}
+            for group_id, datanode_id, corrupt in self.db.query(
+                    f"SELECT group_id, datanode_id, corrupt FROM main.units WHERE group_id IN ({marks}) "
+                    "AND reported = 1", chunk):
                 if group_id in holders:
-                    holders[group_id].append(datanode_id)
+                    holders[group_id].append((datanode_id, bool(corrupt)))
             for group_id in chunk:
                 policy = policies.get(group_id)
                 if policy is None:
                     self._set(group_id, None)
                     continue
                 p = load_policy(policy)
-                live = sum(1 for d in holders[group_id] if is_live(d))
-                state = "healthy" if live >= p.units else "degraded" if live >= p.k else "missing"
-                self._set(group_id, (state, p.units - live))
+                good = sum(1 for d, corrupt in holders[group_id] if not corrupt and is_live(d))
+                readable = sum(1 for d, _corrupt in holders[group_id] if is_live(d))
+                state = "healthy" if good >= p.units else "degraded" if readable >= p.k else "missing"
+                self._set(group_id, (state, p.units - good))
         return len(ids)
 
     def _set(self, group_id: int, new: tuple[str, int] | None) -> None:

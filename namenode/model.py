@@ -32,6 +32,7 @@ class Created:
     file_id: int
     policy: str
     block_size: int
+    lease_timeout_ms: int
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class FsckProblem:
     live_units: int
     needed_units: int
     status: str  # DEGRADED | MISSING
+    corrupt_units: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class DataNodeReport:
     units: int
     pending_repairs: int
     pending_deletes: int
+    scrub: "ScrubStatus | None" = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class ClusterReport:
     datanodes: list[DataNodeReport]
     groups_waiting_repair: int
     repairs_done: int
+    corrupt_units: int = 0
 
 
 # ---------------------------------------------------------------------- the operator's view
@@ -115,6 +119,7 @@ class DataNodeStats:
     recent_reads: ReadLatency | None = None
     read_minutes: tuple[ReadLatency, ...] = ()
     faults: tuple[tuple[str, str], ...] = ()      # knobs not at their defaults, (name, value)
+    scrub: "ScrubStatus | None" = None            # its scrubber's progress and findings
 
 
 @dataclass(frozen=True)
@@ -179,3 +184,16 @@ class FilePage:
     """A file's groups and units (dead holders included) and the state of each DataNode named."""
     info: FileInfo
     states: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ScrubStatus:
+    """What a DataNode's scrubber says in its heartbeat (see ScrubStatus in hedgefs.proto)."""
+
+    enabled: bool = False
+    passes: int = 0
+    pass_units_done: int = 0
+    pass_units: int = 0
+    bytes_verified: int = 0
+    bad_units: int = 0
+    last_pass_s: float = 0.0

@@ -53,6 +53,16 @@ class Inode:
                    row["mtime_ms"], row["lease_ms"])
 
 
+@dataclass
+class _Frame:
+    """A directory a listing is inside of, and the last name listed in it."""
+
+    id: int
+    path: str
+    policy: str
+    after: str
+
+
 @dataclass(frozen=True)
 class Entry:
     """One file or directory as List and GetFileInfo show it (dirs: the effective policy)."""
@@ -146,34 +156,68 @@ class Namespace:
         node = chain[-1]
         return node, self._entry(node, path, self._effective_policy(chain, path)[0])
 
-    def list(self, path: str, recursive: bool) -> list[Entry]:
+    def list_page(self, path: str, recursive: bool, start_after: str, limit: int,
+                  max_bytes: int) -> tuple[list[Entry], bool]:
+        """One page of a listing: up to ``limit`` entries after ``start_after`` (a path the last
+        page ended with, "" = from the start), stopping early past about ``max_bytes``.
+        Returns (entries, more). Depth first, names in byte order; iterative, so depth is no limit.
+
+        A page resumes from the path alone: the directories on it are looked up again, and where
+        one is gone the listing carries on after its name in the nearest one still there.
+        """
         chain = self._walk(path)
         node = chain[-1]
         if not node.is_dir:
-            return [self._entry(node, path, "")]
-        out: list[Entry] = []
-        self._list_into(out, node, path, self._effective_policy(chain, path)[0], recursive)
-        return out
-
-    def list_page(self, path: str, after: str, limit: int) -> list[Entry]:
-        """Up to ``limit`` entries of directory ``path`` whose names sort after ``after``."""
-        chain = self._walk(path)
-        directory = chain[-1]
+            return ([] if start_after else [self._entry(node, path, "")]), False
         policy = self._effective_policy(chain, path)[0]
-        rows = self.db.query("SELECT * FROM inodes WHERE parent = ? AND state = 'complete' AND name > ? "
-                             "ORDER BY name LIMIT ?", (directory.id, after, limit))
-        out = []
-        for child in map(Inode.from_row, rows):
-            out.append(self._entry(child, paths.join(path, child.name), (child.policy or policy) if child.is_dir else ""))
-        return out
+        frames = self._resume(node, path, policy, start_after, recursive)
+        out: list[Entry] = []
+        size = 0
+        while frames:
+            frame = frames[-1]
+            want = limit - len(out)
+            children = self._children_after(frame.id, frame.after, want)
+            descended = False
+            for child in children:
+                child_path = paths.join(frame.path, child.name)
+                child_policy = (child.policy or frame.policy) if child.is_dir else ""
+                out.append(self._entry(child, child_path, child_policy))
+                size += len(child_path) + 64
+                frame.after = child.name
+                if len(out) >= limit or size >= max_bytes:
+                    return out, True
+                if recursive and child.is_dir:
+                    frames.append(_Frame(child.id, child_path, child_policy, ""))
+                    descended = True
+                    break
+            if not descended and len(children) < want:
+                frames.pop()
+        return out, False
 
-    def _list_into(self, out: list[Entry], directory: Inode, path: str, policy: str, recursive: bool) -> None:
-        for child in self._children(directory.id):
-            child_path = paths.join(path, child.name)
-            child_policy = (child.policy or policy) if child.is_dir else ""
-            out.append(self._entry(child, child_path, child_policy))
-            if recursive and child.is_dir:
-                self._list_into(out, child, child_path, child_policy, recursive)
+    def _resume(self, node: Inode, path: str, policy: str, start_after: str, recursive: bool) -> list["_Frame"]:
+        """The directories a listing of ``path`` is inside of right after ``start_after``, outermost
+        first, each with the name to carry on after."""
+        frames = [_Frame(node.id, path, policy, "")]
+        if not start_after:
+            return frames
+        rest = paths.components(start_after)[len(paths.components(path)):]
+        if not paths.is_under(start_after, path) or not rest or (not recursive and len(rest) > 1):
+            raise InvalidArgument(f"start_after {start_after!r} is not an entry of the listing of {path}")
+        for depth, name in enumerate(rest):
+            frame = frames[-1]
+            frame.after = name
+            if not recursive:
+                break
+            child = self._child(frame.id, name)
+            if child is None or not child.is_dir:
+                break   # gone (or a file): carry on after its name here
+            frames.append(_Frame(child.id, paths.join(frame.path, name), child.policy or frame.policy, ""))
+        return frames
+
+    def _children_after(self, parent_id: int, after: str, limit: int) -> list[Inode]:
+        rows = self.db.query("SELECT * FROM inodes WHERE parent = ? AND state = 'complete' AND name > ? "
+                             "ORDER BY name LIMIT ?", (parent_id, after, limit))
+        return [Inode.from_row(r) for r in rows]
 
     def files_under(self, path: str) -> list[tuple[int, str, str]]:
         """(file id, path, policy) of every complete file at or below ``path``, in path order."""

@@ -18,8 +18,16 @@ A DataNode known from SQLite but not yet registered with this process (the NameN
 serves reads only: it is no placement target, no repair target or source, and no live holder when
 a copy elsewhere is judged (``_usable``); it may be long dead, and its report is still to come.
 
-Commands reach a DataNode in its heartbeat reply. A pending delete is sent (a stale copy's only
-while another live DataNode holds the unit: ``BlockMap.deletes_due``), then re-sent every
+Receipts, not claims: a unit counts only once its DataNode has reported it (``units_stored``, or a
+block report). ``complete`` waits up to ``receipt_wait_s`` (outside the lock) for the receipts of
+the units the writer says it stored, keeps the units reported by then, and refuses the Complete if
+a group has fewer than k.
+
+A unit reported corrupt stays mapped, marked, read only when a group has nothing better, until a
+repaired copy replaces it; fsck counts it neither healthy nor missing.
+
+Commands reach a DataNode in its heartbeat reply. A pending delete is sent (a surplus or corrupt
+copy's only once its group is whole again: ``BlockMap.deletes_due``), then re-sent every
 ``DELETE_RESEND_S`` until a block report no longer lists the unit, or ``DELETE_TTL_S`` passes (a
 later block report re-queues what is still there). Repairs are built when delivered, so their
 sources are the live units of that moment.
@@ -73,6 +81,12 @@ DELETE_TTL_S = 600.0
 REPAIR_TIMEOUT_S = 60.0
 MAX_DELETES_PER_HEARTBEAT = 1000
 MAX_FSCK_PROBLEMS = 1000
+RECEIPT_WAIT_S = 5.0         # how long Complete waits for receipts (the client's deadline is 10 s)
+MAX_BAD_UNITS_PER_CALL = 1000
+LIST_PAGE = 1000             # entries in a List page unless the caller asks for fewer
+LIST_PAGE_MAX = 10000
+LIST_PAGE_BYTES = 1 << 20    # a page stops past about this many bytes: far below the 4 MiB message limit
+MAX_UNITS_STORED_PER_CALL = 10000
 FULL_SCAN_S = 10.0           # the repair scan runs at least this often even when nothing changed
 
 
@@ -88,6 +102,7 @@ class Namesystem:
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
+                 receipt_wait_s: float = RECEIPT_WAIT_S,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None):
         try:
@@ -99,6 +114,8 @@ class Namesystem:
         self.clock = clock
         self.wall_ms = lambda: int(wall_clock() * 1000)
         self.lease_timeout_s = lease_timeout_s
+        self.receipt_wait_s = receipt_wait_s
+        self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
         self.db = Database(os.path.join(data_dir, DB_FILE))
         self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
@@ -131,12 +148,24 @@ class Namesystem:
     @_locked
     def file_info(self, path: str) -> FileInfo:
         node, entry = self.ns.stat(path)
-        groups = [] if node.is_dir else [self._group_info(g) for g in self.blocks.groups(node.id)]
+        groups = [] if node.is_dir else [self._group_info(g, load_policy(node.policy).k)
+                                         for g in self.blocks.groups(node.id)]
         return FileInfo(entry, groups)
 
     @_locked
+    def list_page(self, path: str, recursive: bool = False, start_after: str = "",
+                  limit: int = 0) -> tuple[list[Entry], bool]:
+        """One page of a listing (``Namespace.list_page``): (entries, more)."""
+        limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
+        return self.ns.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES)
+
     def list(self, path: str, recursive: bool = False) -> list[Entry]:
-        return self.ns.list(path, recursive)
+        """Every page of a listing (for tests and tools; the RPC is paged)."""
+        out, more = self.list_page(path, recursive)
+        while more:
+            page, more = self.list_page(path, recursive, out[-1].path)
+            out.extend(page)
+        return out
 
     @_locked
     def delete(self, path: str, recursive: bool = False) -> None:
@@ -191,7 +220,7 @@ class Namesystem:
             self._live_targets(pol)
         log.info("create %s: file %d, %s, block size %d, client %r", path, node.id, pol.name,
                  node.block_size, client_name)
-        return Created(node.id, pol.name, node.block_size)
+        return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000))
 
     @_locked
     def add_block_group(self, file_id: int, exclude: Iterable[str] = ()) -> GroupInfo:
@@ -209,18 +238,47 @@ class Namesystem:
         return GroupInfo(group.id, 0, [UnitLocation(j, d, self.liveness.address(d)) for j, d in enumerate(targets)])
 
     @_locked
+    def renew_lease(self, file_id: int) -> None:
+        with self.db.tx():
+            self.ns.writing(file_id)
+            self.ns.renew_lease(file_id)
+
+    @_locked
     def complete(self, file_id: int, length: int, groups: list[GroupCommit]) -> None:
         node = self.ns.file(file_id)
         if node is not None and node.state == "complete":
             if node.length == length:
                 return  # a retry of a Complete that succeeded
             raise FailedPrecondition(f"file {file_id} is already complete with length {node.length}")
+        self._await_receipts(groups)
+        node = self.ns.file(file_id)
+        if node is not None and node.state == "complete" and node.length == length:
+            return  # a retry that arrived while this call waited, and won
         with self.db.tx():
             node = self.ns.writing(file_id)
             self.blocks.commit(file_id, length, groups, load_policy(node.policy), node.block_size)
             path = self.ns.complete(file_id, length, self.blocks.forget_files)
         self._scan_needed = True
         log.info("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+
+    def _await_receipts(self, groups: list[GroupCommit]) -> None:
+        """Wait (the lock released meanwhile) until every unit the writer claims is reported, or
+        ``receipt_wait_s`` passes. Receipts usually arrive before Complete: a DataNode sends one as
+        soon as it has stored a unit, and the writer completes only after every unit is stored."""
+        deadline = time.monotonic() + self.receipt_wait_s
+        while True:
+            waiting = 0
+            for c in groups:
+                found = self.blocks.group(c.group_id)
+                if found is not None:
+                    waiting += sum(1 for i in c.stored_units if i in found[0].unreported)
+            left = deadline - time.monotonic()
+            if not waiting or left <= 0:
+                if waiting:
+                    log.warning("complete: %d units claimed stored but not reported after %.1f s", waiting,
+                                self.receipt_wait_s)
+                return
+            self._receipts.wait(left)
 
     @_locked
     def abandon(self, file_id: int) -> None:
@@ -299,13 +357,11 @@ class Namesystem:
             return None
         group, _, policy_name = found
         policy = load_policy(policy_name)
-        holder = group.units.get(repair.index)
-        if holder is not None and self.liveness.is_live(holder):
+        if repair.index in group.good(self.liveness.is_live):
             return None
         if repair.target in group.units.values():  # it got another unit of the group meanwhile
             return None
-        sources = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
-                   if self._usable(d)]
+        sources = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.good(self._usable).items())]
         if len(sources) < policy.k:
             return None
         return RepairUnit(group.id, repair.index, policy.name, group.length, sources)
@@ -320,6 +376,8 @@ class Namesystem:
         # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
         self._forget_sent(datanode_id)
         self._scan_needed = True
+        if counts.get("received"):
+            self._receipts.notify_all()
         if counts.get("foreign"):
             log.warning("%s holds %d units of groups this NameNode never allocated (another namespace, "
                         "or a wiped NameNode database?): left alone", datanode_id, counts["foreign"])
@@ -330,47 +388,68 @@ class Namesystem:
         return counts
 
     @_locked
-    def unit_stored(self, datanode_id: str, group_id: int, index: int) -> str:
+    def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int]]) -> list[str]:
+        """A DataNode's receipts for units it has just stored (a writer's, or a repair's); returns
+        each one's outcome (``BlockMap.claim``)."""
         self._require_known(datanode_id)
         self.liveness.seen(datanode_id)
+        units = list(units)
+        if len(units) > MAX_UNITS_STORED_PER_CALL:
+            raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
         with self.db.tx():
-            outcome = self.blocks.claim(datanode_id, group_id, index, self._usable)
+            outcomes = [self.blocks.claim(datanode_id, g, i, self._usable) for g, i in units]
         self._scan_needed = True
-        repair = self.repairs.in_flight.get((group_id, index))
-        if repair is not None and (repair.target == datanode_id or outcome in ("adopted", "moved")):
-            self.repairs.drop(group_id, index)
-        if outcome in ("adopted", "moved"):
-            self.repairs.done += 1
-            log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
-        elif outcome != "mapped":
-            log.info("unit %d/%d stored on %s: %s", group_id, index, datanode_id, outcome)
-        return outcome
+        for (group_id, index), outcome in zip(units, outcomes):
+            repair = self.repairs.in_flight.get((group_id, index))
+            if repair is not None and (repair.target == datanode_id or outcome in ("adopted", "moved")):
+                self.repairs.drop(group_id, index)
+            if outcome in ("adopted", "moved"):
+                self.repairs.done += 1
+                log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
+            elif outcome not in ("mapped", "received", "writing"):
+                log.info("unit %d/%d stored on %s: %s", group_id, index, datanode_id, outcome)
+        if "received" in outcomes:
+            self._receipts.notify_all()
+        return outcomes
+
+    def unit_stored(self, datanode_id: str, group_id: int, index: int) -> str:
+        return self.units_stored(datanode_id, [(group_id, index)])[0]
 
     @_locked
     def report_bad_units(self, units: Iterable[tuple[int, int, str, str]]) -> None:
         """(group id, unit index, DataNode id, reason) of corrupt copies."""
+        units = list(units)
+        if len(units) > MAX_BAD_UNITS_PER_CALL:
+            raise InvalidArgument(f"at most {MAX_BAD_UNITS_PER_CALL} bad units per report, got {len(units)}")
         self._scan_needed = True
         with self.db.tx():
             for group_id, index, datanode_id, reason in units:
-                outcome = self.blocks.drop_bad(datanode_id, group_id, index, self.liveness.is_live)
-                if outcome == "dropped":
-                    log.warning("unit %d/%d on %s is bad (%s): dropped, will be repaired",
+                outcome = self.blocks.mark_bad(datanode_id, group_id, index)
+                if outcome == "marked":
+                    log.warning("unit %d/%d on %s is corrupt (%s): marked, kept until a repaired copy replaces it",
                                 group_id, index, datanode_id, reason or "no reason given")
-                elif outcome == "kept":
-                    log.warning("unit %d/%d on %s is bad (%s), but without it fewer than k units of the "
-                                "group are live: kept, the best copy until repair can rebuild it",
+                elif outcome == "deleted":
+                    log.warning("unit %d/%d on %s is corrupt (%s), and not the mapped copy: to be deleted",
                                 group_id, index, datanode_id, reason or "no reason given")
 
     # ------------------------------------------------------------------ health
 
-    def _group_info(self, group: GroupRow, keep_dead: bool = False) -> GroupInfo:
-        """Units on dead DataNodes are left out (a reader would only wait on them) unless asked."""
-        units = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.units.items())
-                 if keep_dead or self.liveness.is_live(d)]
-        return GroupInfo(group.id, group.length, units)
+    def _group_info(self, group: GroupRow, k: int, keep_dead: bool = False) -> GroupInfo:
+        """Good units. Units on dead DataNodes are left out (a reader would only wait on them), and
+        corrupt ones too unless fewer than k are good (a corrupt unit's other chunks still read).
+        ``keep_dead`` (the operator's file page): every reported unit."""
+        if keep_dead:
+            units = {i: d for i, d in group.units.items() if i not in group.unreported}
+        else:
+            units = group.good(self.liveness.is_live)
+            if len(units) < k:
+                units = self._readable_units(group)
+        return GroupInfo(group.id, group.length,
+                         [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(units.items())])
 
-    def _live_units(self, group: GroupRow) -> dict[int, str]:
-        return {i: d for i, d in group.units.items() if self.liveness.is_live(d)}
+    def _readable_units(self, group: GroupRow) -> dict[int, str]:
+        """Good units and live corrupt ones."""
+        return {i: d for i, d in group.units.items() if i not in group.unreported and self.liveness.is_live(d)}
 
     def _needs(self) -> list[GroupNeed]:
         """Groups of complete files with units on no live DataNode. A unit on a live DataNode
@@ -379,10 +458,10 @@ class Namesystem:
         needs = []
         for group, policy_name in self.blocks.complete_groups():
             policy = load_policy(policy_name)
-            live = self._live_units(group)
-            if len(live) < policy.units:
-                needs.append(GroupNeed(group.id, policy.k, {i: d for i, d in live.items() if self._usable(d)},
-                                       [i for i in range(policy.units) if i not in live],
+            good = group.good(self.liveness.is_live)
+            if len(good) < policy.units:
+                needs.append(GroupNeed(group.id, policy.k, {i: d for i, d in good.items() if self._usable(d)},
+                                       [i for i in range(policy.units) if i not in good],
                                        frozenset(group.units.values())))
         return needs
 
@@ -397,18 +476,19 @@ class Namesystem:
             file_missing = False
             for group in groups_by_file[file_id]:
                 groups += 1
-                live = len(self._live_units(group))
-                if live >= policy.units:
+                good = len(group.good(self.liveness.is_live))
+                if good >= policy.units:
                     healthy += 1
                     continue
-                status = "DEGRADED" if live >= policy.k else "MISSING"
+                corrupt = len(self._readable_units(group)) - good
+                status = "DEGRADED" if good + corrupt >= policy.k else "MISSING"
                 if status == "DEGRADED":
                     degraded += 1
                 else:
                     missing += 1
                     file_missing = True
                 if len(problems) < MAX_FSCK_PROBLEMS:
-                    problems.append(FsckProblem(file_path, group.id, live, policy.k, status))
+                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt))
             corrupt_files += file_missing
         status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
         return FsckReport(len(files), groups, healthy, degraded, missing, status, problems, corrupt_files)
@@ -418,9 +498,9 @@ class Namesystem:
         deletes = self.blocks.pending_delete_counts()
         nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
-                                self.repairs.count_for(n.id), deletes.get(n.id, 0))
+                                self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub)
                  for n in self.liveness.all()]
-        return ClusterReport(nodes, len(self._needs()), self.repairs.done)
+        return ClusterReport(nodes, len(self._needs()), self.repairs.done, self.blocks.corrupt_count())
 
     # ------------------------------------------------------------------ the monitor's pass
 
@@ -505,11 +585,12 @@ class Namesystem:
         """A file's groups and units, or one page of a directory (names after ``after``)."""
         node, entry = self.ns.stat(path)
         if not node.is_dir:
-            info = FileInfo(entry, [self._group_info(g, keep_dead=True) for g in self.blocks.groups(node.id)])
+            info = FileInfo(entry, [self._group_info(g, 0, keep_dead=True) for g in self.blocks.groups(node.id)])
             holders = {u.datanode_id for g in info.groups for u in g.units}
             return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
-        entries = self.ns.list_page(path, after, limit + 1)
-        return Listing(path, entries[:limit], len(entries) > limit)
+        entries, more = self.ns.list_page(path, False, paths.join(path, after) if after else "", limit,
+                                          LIST_PAGE_BYTES)
+        return Listing(path, entries, more)
 
     @_locked
     def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:

@@ -19,9 +19,14 @@ from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.namenode.servicer import NameNodeServicer
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, write_port_file
-from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
+from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
 
 log = logging.getLogger("hedgefs.namenode")
+
+_SERVER_OPTIONS = [*((k, v) for k, v in GRPC_OPTIONS if "message_length" not in k),
+                   ("grpc.max_send_message_length", NAMENODE_MAX_MESSAGE_BYTES),
+                   ("grpc.max_receive_message_length", NAMENODE_MAX_MESSAGE_BYTES),
+                   ("grpc.so_reuseport", 0)]
 
 
 def _lock_data_dir(data_dir: str):
@@ -54,7 +59,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
                                   dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s)
             # SO_REUSEPORT (gRPC's default on Linux) would let a second NameNode share the port silently.
             server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="namenode-rpc"),
-                                 options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)])
+                                 options=_SERVER_OPTIONS)
             hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(namenode), server)
             try:
                 bound = server.add_insecure_port(address)

@@ -6,6 +6,7 @@ status codes with the refusal's one-line message; anything else is INTERNAL (and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
@@ -20,6 +21,8 @@ from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
 log = logging.getLogger("hedgefs.namenode")
+
+_SCRUB_FIELDS = [f.name for f in dataclasses.fields(model.ScrubStatus)]
 
 _CODES = {
     NotFound: grpc.StatusCode.NOT_FOUND,
@@ -90,7 +93,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def List(self, request):
-        return pb.ListResponse(entries=[_entry(e) for e in self.nn.list(request.path, request.recursive)])
+        entries, more = self.nn.list_page(request.path, request.recursive, request.start_after, request.limit)
+        return pb.ListResponse(entries=[_entry(e) for e in entries], more=more)
 
     @_rpc
     def Delete(self, request):
@@ -117,7 +121,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Create(self, request):
         c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
                            request.client_name)
-        return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size)
+        return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
+                                 lease_timeout_ms=c.lease_timeout_ms)
 
     @_rpc
     def AddBlockGroup(self, request):
@@ -134,6 +139,11 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         self.nn.abandon(request.file_id)
         return pb.Empty()
 
+    @_rpc
+    def RenewLease(self, request):
+        self.nn.renew_lease(request.file_id)
+        return pb.Empty()
+
     # health
     @_rpc
     def ReportBadUnits(self, request):
@@ -147,17 +157,20 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
             files=r.files, groups=r.groups, healthy=r.healthy, degraded=r.degraded, missing=r.missing,
             status=r.status, corrupt_files=r.corrupt_files,
             problems=[pb.FsckProblem(path=p.path, group_id=p.group_id, live_units=p.live_units,
-                                     needed_units=p.needed_units, status=p.status) for p in r.problems])
+                                     needed_units=p.needed_units, status=p.status, corrupt_units=p.corrupt_units)
+                      for p in r.problems])
 
     @_rpc
     def Report(self, request):
         r = self.nn.report()
         return pb.ReportResponse(
-            groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done,
+            groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
             datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
-                                       pending_deletes=d.pending_deletes) for d in r.datanodes])
+                                       pending_deletes=d.pending_deletes,
+                                       scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
+                       for d in r.datanodes])
 
     # DataNode protocol
     @_rpc
@@ -178,7 +191,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def UnitStored(self, request):
-        self.nn.unit_stored(request.datanode_id, request.unit.group_id, request.unit.index)
+        self.nn.units_stored(request.datanode_id, [(u.group_id, u.index) for u in request.units])
         return pb.Empty()
 
 
@@ -190,4 +203,6 @@ def _stats(request: pb.HeartbeatRequest) -> model.DataNodeStats:
     s = request.stats
     return model.DataNodeStats(s.capacity_bytes, s.http_port,
                                _latency(s.recent_reads) if s.HasField("recent_reads") else None,
-                               tuple(_latency(m) for m in s.read_minutes), tuple(sorted(s.faults.items())))
+                               tuple(_latency(m) for m in s.read_minutes), tuple(sorted(s.faults.items())),
+                               model.ScrubStatus(**{f: getattr(s.scrub, f) for f in _SCRUB_FIELDS})
+                               if s.HasField("scrub") else None)

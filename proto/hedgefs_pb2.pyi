@@ -63,18 +63,24 @@ class MkdirRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., parents: _Optional[bool] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("path", "recursive")
+    __slots__ = ("path", "recursive", "start_after", "limit")
     PATH_FIELD_NUMBER: _ClassVar[int]
     RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     path: str
     recursive: bool
-    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ...) -> None: ...
+    start_after: str
+    limit: int
+    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ..., start_after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListResponse(_message.Message):
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "more")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[FileInfo]
-    def __init__(self, entries: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ...) -> None: ...
+    more: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
     __slots__ = ("path", "recursive")
@@ -123,14 +129,16 @@ class CreateRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
-    __slots__ = ("file_id", "policy", "block_size")
+    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     policy: str
     block_size: int
-    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ...) -> None: ...
+    lease_timeout_ms: int
+    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AddBlockGroupRequest(_message.Message):
     __slots__ = ("file_id", "exclude_datanodes")
@@ -166,6 +174,12 @@ class AbandonRequest(_message.Message):
     file_id: int
     def __init__(self, file_id: _Optional[int] = ...) -> None: ...
 
+class RenewLeaseRequest(_message.Message):
+    __slots__ = ("file_id",)
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
 class BadUnit(_message.Message):
     __slots__ = ("group_id", "index", "datanode_id", "reason")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -185,18 +199,20 @@ class BadUnitsRequest(_message.Message):
     def __init__(self, units: _Optional[_Iterable[_Union[BadUnit, _Mapping]]] = ...) -> None: ...
 
 class FsckProblem(_message.Message):
-    __slots__ = ("path", "group_id", "live_units", "needed_units", "status")
+    __slots__ = ("path", "group_id", "live_units", "needed_units", "status", "corrupt_units")
     PATH_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     LIVE_UNITS_FIELD_NUMBER: _ClassVar[int]
     NEEDED_UNITS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
     path: str
     group_id: int
     live_units: int
     needed_units: int
     status: str
-    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
+    corrupt_units: int
+    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ..., corrupt_units: _Optional[int] = ...) -> None: ...
 
 class FsckResponse(_message.Message):
     __slots__ = ("files", "groups", "healthy", "degraded", "missing", "status", "problems", "corrupt_files")
@@ -219,7 +235,7 @@ class FsckResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +244,7 @@ class DataNodeInfo(_message.Message):
     UNITS_FIELD_NUMBER: _ClassVar[int]
     PENDING_REPAIRS_FIELD_NUMBER: _ClassVar[int]
     PENDING_DELETES_FIELD_NUMBER: _ClassVar[int]
+    SCRUB_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -236,17 +253,20 @@ class DataNodeInfo(_message.Message):
     units: int
     pending_repairs: int
     pending_deletes: int
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ...) -> None: ...
+    scrub: ScrubStatus
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
-    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done")
+    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units")
     DATANODES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_WAITING_REPAIR_FIELD_NUMBER: _ClassVar[int]
     REPAIRS_DONE_FIELD_NUMBER: _ClassVar[int]
+    CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
     datanodes: _containers.RepeatedCompositeFieldContainer[DataNodeInfo]
     groups_waiting_repair: int
     repairs_done: int
-    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ...) -> None: ...
+    corrupt_units: int
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("datanode_id", "address")
@@ -273,7 +293,7 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ...) -> None: ...
 
 class DataNodeStats(_message.Message):
-    __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults")
+    __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults", "scrub")
     class FaultsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -286,12 +306,14 @@ class DataNodeStats(_message.Message):
     RECENT_READS_FIELD_NUMBER: _ClassVar[int]
     READ_MINUTES_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
+    SCRUB_FIELD_NUMBER: _ClassVar[int]
     capacity_bytes: int
     http_port: int
     recent_reads: ReadLatency
     read_minutes: _containers.RepeatedCompositeFieldContainer[ReadLatency]
     faults: _containers.ScalarMap[str, str]
-    def __init__(self, capacity_bytes: _Optional[int] = ..., http_port: _Optional[int] = ..., recent_reads: _Optional[_Union[ReadLatency, _Mapping]] = ..., read_minutes: _Optional[_Iterable[_Union[ReadLatency, _Mapping]]] = ..., faults: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    scrub: ScrubStatus
+    def __init__(self, capacity_bytes: _Optional[int] = ..., http_port: _Optional[int] = ..., recent_reads: _Optional[_Union[ReadLatency, _Mapping]] = ..., read_minutes: _Optional[_Iterable[_Union[ReadLatency, _Mapping]]] = ..., faults: _Optional[_Mapping[str, str]] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ...) -> None: ...
 
 class ReadLatency(_message.Message):
     __slots__ = ("minute", "reads", "p50_ms", "p99_ms")
@@ -304,6 +326,24 @@ class ReadLatency(_message.Message):
     p50_ms: float
     p99_ms: float
     def __init__(self, minute: _Optional[int] = ..., reads: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ...) -> None: ...
+
+class ScrubStatus(_message.Message):
+    __slots__ = ("enabled", "passes", "pass_units_done", "pass_units", "bytes_verified", "bad_units", "last_pass_s")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    PASSES_FIELD_NUMBER: _ClassVar[int]
+    PASS_UNITS_DONE_FIELD_NUMBER: _ClassVar[int]
+    PASS_UNITS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    BAD_UNITS_FIELD_NUMBER: _ClassVar[int]
+    LAST_PASS_S_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    passes: int
+    pass_units_done: int
+    pass_units: int
+    bytes_verified: int
+    bad_units: int
+    last_pass_s: float
+    def __init__(self, enabled: _Optional[bool] = ..., passes: _Optional[int] = ..., pass_units_done: _Optional[int] = ..., pass_units: _Optional[int] = ..., bytes_verified: _Optional[int] = ..., bad_units: _Optional[int] = ..., last_pass_s: _Optional[float] = ...) -> None: ...
 
 class DeleteUnitCommand(_message.Message):
     __slots__ = ("group_id", "index")
@@ -362,12 +402,12 @@ class BlockReportRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
 
 class UnitStoredRequest(_message.Message):
-    __slots__ = ("datanode_id", "unit")
+    __slots__ = ("datanode_id", "units")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
-    UNIT_FIELD_NUMBER: _ClassVar[int]
+    UNITS_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
-    unit: StoredUnit
-    def __init__(self, datanode_id: _Optional[str] = ..., unit: _Optional[_Union[StoredUnit, _Mapping]] = ...) -> None: ...
+    units: _containers.RepeatedCompositeFieldContainer[StoredUnit]
+    def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
 
 class WriteChunk(_message.Message):
     __slots__ = ("group_id", "index", "expected_length", "data", "finalize")

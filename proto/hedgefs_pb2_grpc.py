@@ -91,6 +91,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.AbandonRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.Empty.FromString,
                 _registered_method=True)
+        self.RenewLease = channel.unary_unary(
+                '/hedgefs.NameNode/RenewLease',
+                request_serializer=hedgefs__pb2.RenewLeaseRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
         self.ReportBadUnits = channel.unary_unary(
                 '/hedgefs.NameNode/ReportBadUnits',
                 request_serializer=hedgefs__pb2.BadUnitsRequest.SerializeToString,
@@ -201,6 +206,14 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewLease(self, request, context):
+        """A writer calls this while it writes (every third of lease_timeout_ms): a write whose lease
+        expires is abandoned, its units deleted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportBadUnits(self, request, context):
         """health
         """
@@ -301,6 +314,11 @@ def add_NameNodeServicer_to_server(servicer, server):
             'Abandon': grpc.unary_unary_rpc_method_handler(
                     servicer.Abandon,
                     request_deserializer=hedgefs__pb2.AbandonRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'RenewLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewLease,
+                    request_deserializer=hedgefs__pb2.RenewLeaseRequest.FromString,
                     response_serializer=hedgefs__pb2.Empty.SerializeToString,
             ),
             'ReportBadUnits': grpc.unary_unary_rpc_method_handler(
@@ -637,6 +655,33 @@ class NameNode:
             target,
             '/hedgefs.NameNode/Abandon',
             hedgefs__pb2.AbandonRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/RenewLease',
+            hedgefs__pb2.RenewLeaseRequest.SerializeToString,
             hedgefs__pb2.Empty.FromString,
             options,
             channel_credentials,

@@ -27,10 +27,22 @@ class FakeClock:
 
 def make_namenode(data_dir, clock: FakeClock, *, policy: str = "RS-3-2-1k", block_size: int = 4096,
                   dead_interval_s: float = 30.0, lease_timeout_s: float = 600.0, seed: int = 1,
-                  **kwargs) -> Namesystem:
+                  receipt_wait_s: float = 0.05, **kwargs) -> Namesystem:
+    """``receipt_wait_s`` is real time (Complete waits on a condition): short, so that a test
+    completing without receipts fails at once."""
     return Namesystem(str(data_dir), default_policy=policy, default_block_size=block_size,
                     dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
-                    clock=clock, wall_clock=clock, rng=random.Random(seed), **kwargs)
+                    receipt_wait_s=receipt_wait_s, clock=clock, wall_clock=clock, rng=random.Random(seed), **kwargs)
+
+
+def stored(nn: Namesystem, group, length: int, indexes=None) -> GroupCommit:
+    """A GroupCommit for ``group`` (an AddBlockGroup answer), after each unit in ``indexes``
+    (default: all) has been reported stored by its DataNode, as a real DataNode would."""
+    indexes = tuple(u.index for u in group.units) if indexes is None else tuple(indexes)
+    for u in group.units:
+        if u.index in indexes:
+            nn.unit_stored(u.datanode_id, group.id, u.index)
+    return GroupCommit(group.id, length, indexes)
 
 
 def add_datanodes(nn: Namesystem, count: int, start: int = 1) -> list[str]:
@@ -59,8 +71,7 @@ def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = Fals
     while left > 0:
         group = nn.add_block_group(created.file_id)
         glen = min(full, left)
-        stored = tuple(i for i in range(pol.units) if i not in (lost or {}).get(seq, set()))
-        commits.append(GroupCommit(group.id, glen, stored))
+        commits.append(stored(nn, group, glen, [i for i in range(pol.units) if i not in (lost or {}).get(seq, set())]))
         left -= glen
         seq += 1
     nn.complete(created.file_id, length, commits)

@@ -52,14 +52,16 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
     def Heartbeat(self, request, context):
         self._record("heartbeat", request.datanode_id, request.used_bytes, request.units,
                      request.active_repairs)
+        if request.HasField("scrub"):
+            self._record("scrub", request.datanode_id, request.scrub.passes, request.scrub.bad_units)
         with self.lock:
             commands = self.commands.pop(request.datanode_id, [])
             reregister, self.reregister = self.reregister, False
         return pb.HeartbeatResponse(commands=commands, reregister=reregister)
 
     def UnitStored(self, request, context):
-        self._record("stored", request.datanode_id, request.unit.group_id, request.unit.index,
-                     request.unit.length)
+        for u in request.units:
+            self._record("stored", request.datanode_id, u.group_id, u.index, u.length)
         return pb.Empty()
 
     def ReportBadUnits(self, request, context):
@@ -216,6 +218,51 @@ def test_unreachable_namenode_logged_once_then_recovers(tmp_path, caplog):
             wait_for(lambda: nn.of("heartbeat"))
             assert nn.of("register")
             wait_for(lambda: "reachable again" in caplog.text)
+        finally:
+            server.stop(0)
+    finally:
+        dn.stop()
+
+
+def test_a_written_unit_is_receipted_and_a_scrub_pass_finds_a_flipped_byte(tmp_path, namenode):
+    nn, addr = namenode
+    dn = datanode(tmp_path, "dn1", addr, scrub_interval_s=0.1, scrub_bandwidth_bps=0)
+    try:
+        with grpc.insecure_channel(dn.address, options=GRPC_OPTIONS) as ch:
+            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
+            stub.WriteUnit(iter([pb.WriteChunk(group_id=9, index=4, expected_length=70_000, data=b"z" * 70_000),
+                                 pb.WriteChunk(finalize=True)]), timeout=10)
+        assert wait_for(lambda: nn.of("stored")) == [("stored", "dn1", 9, 4, 70_000)]
+        wait_for(lambda: any(e[2] >= 1 for e in nn.of("scrub")))       # a clean pass: nothing reported
+        assert nn.of("bad") == []
+        path = dn.store.block_path(9, 4)
+        raw = bytearray(path.read_bytes())
+        raw[66_000] ^= 1                                                 # in the second 64 KiB chunk
+        path.write_bytes(raw)
+        bad = wait_for(lambda: nn.of("bad"))
+        assert bad[0] == ("bad", "dn1", 9, 4, "scrub: checksum mismatch in unit 9/4 at offset 65536")
+        wait_for(lambda: any(e[3] >= 1 for e in nn.of("scrub")))       # and the heartbeat says so
+    finally:
+        dn.stop()
+
+
+def test_receipts_wait_while_the_namenode_is_away_and_go_when_it_is_back(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", block_report_interval_s=3600)
+    try:
+        dn.link.reports.retry_s = 0.05
+        dn.link.unit_stored(3, 1, 10)
+        dn.link.report_bad_unit(3, 2, "checksum mismatch")
+        assert dn.link.reports.pending() == (1, 1)
+        nn, server, _ = start_namenode(port)
+        try:
+            bad = wait_for(lambda: nn.of("bad"))
+            assert bad == [("bad", "dn1", 3, 2, "checksum mismatch")]
+            # the receipt names a unit this DataNode does not hold (nothing was written): not sent
+            wait_for(lambda: dn.link.reports.pending() == (0, 0))
+            assert nn.of("stored") == []
         finally:
             server.stop(0)
     finally:

@@ -302,7 +302,7 @@ def test_lost_datanode_is_repaired_onto_the_spare_and_then_any_3_more_losses_rea
     wait_until(lambda: fsck(fs).status == "DEGRADED", 20, "fsck DEGRADED after the kill")
     degraded = fsck_cli(nn)
     assert degraded["status"] == "DEGRADED" and degraded["missing"] == 0, degraded
-    assert {"path": path, "group": gid, "live_units": 8, "needed_units": 6, "status": "DEGRADED"} \
+    assert {"path": path, "group": gid, "live_units": 8, "corrupt_units": 0, "needed_units": 6, "status": "DEGRADED"} \
         in degraded["problems"], degraded
     assert run_cli("cat", path, namenode=nn).stdout == data  # degraded still reads
 
@@ -385,6 +385,100 @@ def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
     with FileSystem(nn, hedge=NO_HEDGE) as fresh:
         assert fresh.read_bytes(path) == data
         assert fresh.stats().counters["decodes_on_failure"] == 0
+
+
+@pytest.fixture(scope="module")
+def scrubbed(tmp_path_factory):
+    """A cluster whose DataNodes scrub every unit twice a second (not the shared one: its scrubbing
+    would read every other test's data)."""
+    c = start_cluster(tmp_path_factory.mktemp("scrubbed"), scrub_interval_s=0.5)
+    yield c
+    c.down()
+
+
+def wait_heartbeats(fs: FileSystem, dn: str, n: int) -> None:
+    """Wait until the NameNode has received ``n`` more heartbeats from ``dn`` (each resets its age)."""
+    seen, last = 0, report(fs)[dn].last_heartbeat_age_ms
+
+    def more():
+        nonlocal seen, last
+        age = report(fs)[dn].last_heartbeat_age_ms
+        seen += age < last
+        last = age
+        return seen >= n
+    wait_until(more, 20, f"{n} heartbeats from {dn}", interval=0.02)
+
+
+def flip_byte(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x20]))
+
+
+def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrubbed):
+    nn, path = scrubbed.namenode, "/cold"
+    with FileSystem(nn) as fs:
+        data = pattern(GROUP - 5000, seed=88)
+        fs.write_bytes(path, data)
+        gid = fs.stat(path).groups[0].id
+        before = holders(fs, path)
+        (spare,) = set(scrubbed.datanode_ids) - set(before.values())
+        scrubbed.freeze(spare)       # no repair until it thaws: DEGRADED stays observable
+        index, bad_dn = 7, before[7]  # a parity unit: no read of the file ever touches it
+        blk = unit_file(scrubbed, bad_dn, gid, index)
+        flip_byte(blk, blk.stat().st_size - 3)
+        doc = wait_until(lambda: (d := fsck_cli(nn))["status"] == "DEGRADED" and d, 20,
+                         "the scrubber to find the flipped byte (fsck DEGRADED)")
+        assert doc["problems"] == [{"path": path, "group": gid, "live_units": 8, "corrupt_units": 1,
+                                    "needed_units": 6, "status": "DEGRADED"}]
+        assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
+        assert blk.exists()          # kept until its replacement lands
+        scrubbed.thaw(spare)
+        wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "the repair onto the spare (fsck HEALTHY)",
+                   detail=lambda: str(fsck(fs)))
+        assert holders(fs, path)[index] == spare
+        wait_until(lambda: not blk.exists(), 30, f"the corrupt copy deleted on {bad_dn}")
+        assert run_cli("cat", path, namenode=nn).stdout == data
+        fs.delete(path)
+
+
+def test_corrupt_unit_at_k_plus_1_good_units_is_not_deleted_before_the_repair_lands(scrubbed):
+    """Two DataNodes of a group dead (7 good units = k+1), then a third unit goes bad on disk. It
+    used to be deleted at once (leaving exactly k); now it stays until the group is whole again."""
+    nn, path = scrubbed.namenode, "/k-plus-1"
+    with FileSystem(nn) as fs:
+        data = pattern(GROUP - 7000, seed=99)
+        fs.write_bytes(path, data)
+        gid = fs.stat(path).groups[0].id
+        before = holders(fs, path)
+        (spare,) = set(scrubbed.datanode_ids) - set(before.values())
+        scrubbed.freeze(spare)
+        dead = [before[1], before[8]]
+        for dn in dead:
+            scrubbed.kill(dn)
+        wait_until(lambda: len(holders(fs, path)) == 7, 20, "two DataNodes declared dead")
+        index, bad_dn = 4, before[4]
+        blk = unit_file(scrubbed, bad_dn, gid, index)
+        flip_byte(blk, 100)
+        wait_until(lambda: fsck(fs).problems and fsck(fs).problems[0].corrupt_units == 1, 20,
+                   "the scrubber to report the bad unit", detail=lambda: str(fsck(fs)))
+        problem = fsck(fs).problems[0]
+        assert (problem.live_units, problem.status) == (6, "DEGRADED")      # exactly k good units left
+        wait_heartbeats(fs, bad_dn, 3)   # any delete the NameNode meant to send it has been sent and run
+        assert blk.exists()
+        assert run_cli("cat", path, namenode=nn).stdout == data
+        for dn in dead:
+            scrubbed.start(dn)
+        scrubbed.wait_live(dead)
+        scrubbed.thaw(spare)
+        while blk.exists():          # whenever the corrupt copy is gone, the group is whole again
+            assert fsck(fs).status != "HEALTHY" or holders(fs, path)[index] == spare
+            time.sleep(0.05)
+        assert fsck(fs).status == "HEALTHY" and holders(fs, path)[index] == spare
+        assert run_cli("cat", path, namenode=nn).stdout == data
+        fs.delete(path)
 
 
 def test_rm_frees_space_on_the_datanodes(dfs, fs):
@@ -511,12 +605,27 @@ def test_client_killed_mid_put_leaves_no_visible_file(dfs, fs):
     assert_invisible(fs, nn, path)
 
 
-def test_client_killed_mid_put_its_orphaned_units_are_cleaned_after_the_lease(tmp_path):
+def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned(tmp_path):
+    """The lease is 2 s here. A `put -` fed at 100 KB/s for 6 s (three leases) renews its lease
+    while it writes and completes; a put killed mid-write stops renewing and is abandoned."""
     cluster = start_cluster(tmp_path / "lease", lease_timeout_s=2.0)
     try:
+        with FileSystem(cluster.namenode) as fs:
+            fs.mkdir("/lease")
+            data = pattern(600_000, seed=76)
+            put = PipedPut(cluster.namenode, "/lease/slow")
+            started = time.monotonic()
+            for offset in range(0, len(data), 10_000):   # pacing the input, not synchronising
+                assert put.feed(data[offset:offset + 10_000]), put.why()
+                time.sleep(max(0.0, started + (offset + 10_000) / 100_000 - time.monotonic()))
+            code, err = put.finish()
+            assert code == 0, err
+            assert time.monotonic() - started > 3 * 2.0
+            assert fs.read_bytes("/lease/slow") == data
+            fs.delete("/lease/slow")
+
         nn, path = cluster.namenode, "/lease/client-killed"
         with FileSystem(nn) as fs:
-            fs.mkdir("/lease")
             data = pattern(2 * GROUP, seed=77)
             put = PipedPut(nn, path)
             try:

@@ -64,7 +64,7 @@ def test_report_that_may_predate_a_placement_drops_nothing(nn):
     assert nn.fsck().status == "HEALTHY"
 
 
-def test_units_of_a_file_being_written_are_left_alone(nn, clock):
+def test_units_of_a_file_being_written_are_left_alone_but_a_report_is_a_receipt(nn, clock):
     add_datanodes(nn, 5)
     created = nn.create("/f")
     group = nn.add_block_group(created.file_id)
@@ -72,8 +72,10 @@ def test_units_of_a_file_being_written_are_left_alone(nn, clock):
     heartbeat_all(nn)
     dn = group.units[0].datanode_id
     assert nn.block_report(dn, []) == {}
-    assert nn.block_report(dn, [(group.id, 0), (group.id, 1)]) == {"writing": 1}
+    # its own unit: the receipt a lost UnitStored did not bring; another DataNode's: not judged yet
+    assert nn.block_report(dn, [(group.id, 0), (group.id, 1)]) == {"received": 1, "writing": 1}
     assert nn.blocks.pending_deletes(dn) == []
+    assert nn.blocks.group(group.id)[0].unreported == {1, 2, 3, 4}
 
 
 def test_copy_on_a_dead_datanode_moves_to_the_reporter(nn, clock):
@@ -183,16 +185,26 @@ def test_reregistering_datanode_gets_its_deletes_again(nn):
     assert nn.heartbeat(placed[3], "").commands == [DeleteUnit(gid, 3)]
 
 
-def test_bad_unit_is_dropped_and_its_copy_deleted(nn):
-    add_datanodes(nn, 5)
+def test_bad_unit_is_marked_and_deleted_only_once_its_repair_makes_the_group_whole(nn):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)  # keep dn6 out of the placement: the repair target
     gid, placed = one_group(nn)
     nn.report_bad_units([(gid, 2, placed[2], "checksum mismatch")])
-    assert 2 not in {u.index for u in nn.file_info("/f").groups[0].units}
-    assert (gid, 2) in nn.blocks.pending_deletes(placed[2])
-    assert nn.fsck().degraded == 1
+    assert 2 not in {u.index for u in nn.file_info("/f").groups[0].units}   # 4 good units: enough
+    assert nn.blocks.pending_deletes(placed[2]) == []                          # but not deleted
+    [problem] = nn.fsck().problems
+    assert (problem.status, problem.live_units, problem.corrupt_units) == ("DEGRADED", 4, 1)
+    assert nn.report().corrupt_units == 1
     # a report naming the wrong DataNode does not unmap the good copy
     nn.report_bad_units([(gid, 0, placed[1], "")])
     assert 0 in {u.index for u in nn.file_info("/f").groups[0].units}
+    [repair] = nn.tick()
+    assert (repair.index, repair.target) == (2, "dn6")
+    [command] = nn.heartbeat("dn6", "").commands
+    assert [u.index for u in command.sources] == [0, 1, 3, 4]                # never the corrupt copy
+    assert nn.unit_stored("dn6", gid, 2) == "moved"
+    assert nn.fsck().status == "HEALTHY" and nn.report().corrupt_units == 0
+    assert nn.heartbeat(placed[2], "").commands == [DeleteUnit(gid, 2)]   # whole again: now it goes
 
 
 def test_fsck_counts_and_status(nn, clock):
@@ -219,9 +231,9 @@ def test_fsck_counts_and_status(nn, clock):
 
 def test_report_describes_datanodes(nn, clock):
     add_datanodes(nn, 5)
+    write_file(nn, "/f", 10, lost={0: {0}})
     nn.heartbeat("dn1", "", used_bytes=1234, units=7)
     clock.advance(2.5)
-    write_file(nn, "/f", 10, lost={0: {0}})
     report = nn.report()
     dn1 = report.datanodes[0]
     assert (dn1.id, dn1.address, dn1.state, dn1.used_bytes, dn1.units) == ("dn1", "127.0.0.1:40001", "live", 1234, 7)

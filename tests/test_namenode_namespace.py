@@ -211,3 +211,68 @@ def test_schema_1_database_gets_the_stale_column(tmp_path):
     assert db.one("SELECT value FROM meta WHERE key = 'schema_version'")[0] == str(SCHEMA_VERSION)
     assert tuple(db.one("SELECT datanode_id, stale FROM pending_deletes")) == ("dn1", 0)
     db.close()
+
+
+def test_schema_2_database_gets_receipt_and_corrupt_columns(tmp_path):
+    db = Database(str(tmp_path / "nn.db"))
+    with db.tx() as c:  # as schema 2 left it: units without reported / corrupt
+        c.execute("DROP TABLE units")
+        c.execute("CREATE TABLE units (group_id INTEGER NOT NULL, idx INTEGER NOT NULL, datanode_id TEXT NOT NULL, "
+                  "added_ms INTEGER NOT NULL, PRIMARY KEY (group_id, idx)) WITHOUT ROWID")
+        c.execute("INSERT INTO units VALUES (7, 0, 'dn1', 0)")
+        c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    db.close()
+    db = Database(str(tmp_path / "nn.db"))
+    assert db.one("SELECT value FROM meta WHERE key = 'schema_version'")[0] == str(SCHEMA_VERSION)
+    assert tuple(db.one("SELECT datanode_id, reported, corrupt FROM units")) == ("dn1", 1, 0)
+    db.close()
+
+
+def all_pages(nn, path, recursive, limit):
+    out, pages, after = [], 0, ""
+    while True:
+        page, more = nn.list_page(path, recursive, after, limit)
+        assert len(page) <= limit
+        out += page
+        pages += 1
+        if not more:
+            return out, pages
+        after = page[-1].path
+
+
+def test_listing_in_pages_of_any_size_is_the_whole_listing_in_order(nn):
+    for d in ("/a/x/y", "/a/z", "/b", "/c/é", "/c/e"):
+        nn.mkdir(d, parents=True)
+    nn.set_policy("/a/x", "RS-3-2-2k")
+    for f in ("/a/f", "/a/x/y/f", "/a/x/g", "/c/é/h", "/top"):
+        write_file(nn, f, 1)
+    whole = ["/a", "/a/f", "/a/x", "/a/x/g", "/a/x/y", "/a/x/y/f", "/a/z", "/b", "/c", "/c/e", "/c/é", "/c/é/h", "/top"]
+    for limit in (1, 2, 3, 5, 1000):
+        entries, pages = all_pages(nn, "/", True, limit)
+        assert names(entries) == whole
+        assert pages >= len(whole) // limit
+        assert [e.policy for e in entries if e.path.startswith("/a/x")] == ["RS-3-2-2k", "RS-3-2-2k", "RS-3-2-2k", "RS-3-2-2k"]
+        assert names(all_pages(nn, "/a", False, limit)[0]) == ["/a/f", "/a/x", "/a/z"]
+    with pytest.raises(InvalidArgument, match="start_after '/b' is not an entry of the listing of /a"):
+        nn.list_page("/a", True, "/b", 10)
+
+
+def test_a_listing_resumes_after_a_directory_deleted_between_pages(nn):
+    for d in ("/a/1", "/a/2", "/b"):
+        nn.mkdir(d, parents=True)
+    page, more = nn.list_page("/", True, "", 2)
+    assert names(page) == ["/a", "/a/1"] and more
+    nn.delete("/a", recursive=True)
+    assert names(nn.list_page("/", True, "/a/1", 10)[0]) == ["/b"]
+
+
+def test_a_1000_level_path(nn):
+    deep = "/" + "/".join(["d"] * 1000)
+    nn.mkdir(deep, parents=True)
+    write_file(nn, deep + "/f", 3)
+    entries = nn.list("/", recursive=True)
+    assert len(entries) == 1001 and entries[-1].path == deep + "/f"
+    entries, pages = all_pages(nn, "/", True, 100)
+    assert len(entries) == 1001 and pages == 11
+    nn.delete("/d", recursive=True)
+    assert nn.list("/") == []

@@ -227,3 +227,40 @@ def test_a_repair_that_timed_out_never_puts_two_units_of_a_group_on_one_datanode
     assert (group.id, 1) not in nn.repairs.in_flight
     [replanned] = nn.tick()
     assert replanned.index == 1 and replanned.target not in placed.values()
+
+
+def test_corrupt_unit_at_k_plus_1_good_units_is_kept_until_the_group_is_whole_again(nn, clock):
+    """RS-3-2 with 4 good units (k+1): one more reported corrupt used to be deleted at once,
+    leaving exactly k. Now it stays, and goes only once both lost units are rebuilt."""
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10)
+    group = group_of(nn, "/f")
+    dead = group.units[4].datanode_id
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 6) if f"dn{i}" != dead])
+    bad = group.units[0].datanode_id
+    nn.report_bad_units([(group.id, 0, bad, "checksum mismatch")])
+    assert [u.index for u in group_of(nn, "/f").units] == [1, 2, 3]      # 3 good: the corrupt one not offered
+    assert nn.blocks.pending_deletes(bad) == []
+    add_datanodes(nn, 2, start=6)
+    planned = sorted((r.index, r.target) for r in nn.tick())
+    assert [i for i, _ in planned] == [0, 4]
+    for index, target in planned:
+        [command] = repairs_in(nn.heartbeat(target, "").commands)
+        assert [u.index for u in command.sources] == [1, 2, 3]
+    assert nn.unit_stored(planned[0][1], group.id, 0) == "moved"
+    assert (group.id, 0) in nn.blocks.pending_deletes(bad)              # queued...
+    assert nn.heartbeat(bad, "").commands == []                          # ...but unit 4 is still lost
+    assert nn.unit_stored(planned[1][1], group.id, 4) == "moved"
+    assert nn.fsck().status == "HEALTHY"
+    assert nn.heartbeat(bad, "").commands == [DeleteUnit(group.id, 0)]
+
+
+def test_surplus_copy_waits_until_its_group_is_whole(nn, clock):
+    group, holder = stale_copy_of_unit_0_on_dn6(nn)
+    lost = group.units[3].datanode_id
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != lost])
+    assert nn.heartbeat("dn6", "").commands == []     # unit 3 is lost: dn6's extra copy may yet be needed
+    heartbeat_all(nn, [lost])                         # it comes back: the group is whole
+    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0)]

@@ -37,9 +37,9 @@ def start(data_dir, port_file, log_path):
     return proc, channel, hedgefs_pb2_grpc.NameNodeStub(channel)
 
 
-def refused(call, request):
+def refused(call, request, timeout=5):
     with pytest.raises(grpc.RpcError) as err:
-        call(request, timeout=5)
+        call(request, timeout=timeout)
     return err.value.code(), err.value.details()
 
 
@@ -69,6 +69,19 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     group = nn.AddBlockGroup(pb.AddBlockGroupRequest(file_id=created.file_id, exclude_datanodes=["dn9"]), timeout=5)
     assert sorted(u.index for u in group.units) == [0, 1, 2, 3, 4]
     assert len({u.datanode_id for u in group.units}) == 5
+    # a client that claims units no DataNode reported stored is refused, after a bounded wait
+    forged = nn.Create(pb.CreateRequest(path="/a/forged"), timeout=5)
+    fgroup = nn.AddBlockGroup(pb.AddBlockGroupRequest(file_id=forged.file_id), timeout=5)
+    assert refused(nn.Complete, pb.CompleteRequest(file_id=forged.file_id, length=1000, groups=[
+        pb.GroupCommit(group_id=fgroup.id, length=1000, stored_units=[0, 1, 2, 3, 4])]), timeout=10) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"group {fgroup.id} has only 0 stored units reported by their DataNodes (the writer claimed 5), "
+        "policy RS-3-2-1k needs at least 3")
+    assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/forged"))[0] == grpc.StatusCode.NOT_FOUND
+    # the DataNodes' receipts, then the Complete
+    for u in group.units:
+        nn.UnitStored(pb.UnitStoredRequest(datanode_id=u.datanode_id, units=[
+            pb.StoredUnit(group_id=group.id, index=u.index, length=1000)]), timeout=5)
     nn.Complete(pb.CompleteRequest(file_id=created.file_id, length=1000, groups=[
         pb.GroupCommit(group_id=group.id, length=1000, stored_units=[0, 1, 2, 3, 4])]), timeout=5)
     info = nn.GetFileInfo(pb.PathRequest(path="/a/b/f"), timeout=5)
@@ -112,3 +125,49 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
     assert "namenode stopping" in open(log_path).read()
+
+
+def test_ls_R_of_100000_entries_is_paged_under_the_4_MiB_message_limit(tmp_path, procs):
+    """100 directories of 1,000 files with long names: one answer would be ~10 MB, over the
+    NameNode's 4 MiB limit; the CLI gets it in pages and prints every entry in order."""
+    from conftest import run_cli
+    from hedgefs.namenode.db import ROOT_ID, Database
+
+    (tmp_path / "nn").mkdir()
+    db = Database(str(tmp_path / "nn" / "namenode.db"))   # filled directly: 100,000 Mkdir calls would take minutes
+    with db.tx() as c:
+        for d in range(100):
+            dir_id = c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, ?, 1, 0)",
+                               (ROOT_ID, f"dir{d:03d}")).lastrowid
+            c.executemany("INSERT INTO inodes(parent, name, is_dir, policy, length, block_size, mtime_ms) "
+                          "VALUES (?, ?, 0, 'RS-3-2-1k', 7, 4096, 0)",
+                          [(dir_id, f"file-with-a-rather-long-name-to-fill-the-page-{f:04d}") for f in range(1000)])
+    db.close()
+    proc, channel, nn = start(tmp_path / "nn", tmp_path / "port", tmp_path / "nn.log")
+    procs.append(proc)
+    with pytest.raises(grpc.RpcError) as err:   # the limit is real: one 5 MiB request is refused
+        nn.Mkdir(pb.MkdirRequest(path="/" + "x" * (5 << 20)), timeout=10)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    listing = run_cli("ls", "-R", "/", namenode=f"127.0.0.1:{open(tmp_path / 'port').read()}", timeout=300)
+    assert listing.code == 0, listing.stderr
+    lines = listing.stdout.decode().splitlines()
+    assert len(lines) == 100 * 1001
+    assert lines[0].endswith("  /dir000") and lines[1].endswith("  /dir000/file-with-a-rather-long-name-to-fill-the-page-0000")
+    assert lines[-1].endswith("  /dir099/file-with-a-rather-long-name-to-fill-the-page-0999")
+    assert len(listing.stdout) > 3 * (4 << 20) // 2
+    channel.close()
+
+
+def test_a_1000_level_path_mkdir_p_and_ls_R(tmp_path, procs):
+    from conftest import run_cli
+
+    proc, channel, _nn = start(tmp_path / "nn", tmp_path / "port", tmp_path / "nn.log")
+    procs.append(proc)
+    address = f"127.0.0.1:{open(tmp_path / 'port').read()}"
+    deep = "/" + "/".join(f"{i % 10}" for i in range(1000))
+    assert run_cli("mkdir", "-p", deep, namenode=address).code == 0
+    listing = run_cli("ls", "-R", "/", namenode=address)
+    assert listing.code == 0, listing.stderr
+    lines = listing.stdout.decode().splitlines()
+    assert len(lines) == 1000 and lines[-1].endswith("  " + deep)
+    channel.close()

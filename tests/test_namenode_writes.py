@@ -1,13 +1,14 @@
 """The write path without gRPC: Create -> AddBlockGroup* -> Complete / Abandon, placement, leases."""
 
 import threading
+import time
 from collections import Counter
 
 import pytest
 
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, heartbeat_all, make_namenode, stored, write_file
 
 BLOCK = 4096
 FULL = 3 * BLOCK  # data bytes in a full RS-3-2 group
@@ -21,7 +22,7 @@ def test_create_is_invisible_until_complete(nn):
         nn.file_info("/f")
     assert nn.list("/") == []
     group = nn.add_block_group(created.file_id)
-    nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])
+    nn.complete(created.file_id, 10, [stored(nn, group, 10, (0, 1, 2, 3, 4))])
     info = nn.file_info("/f")
     assert info.entry.length == 10 and [g.id for g in info.groups] == [group.id]
     assert [(u.index, u.datanode_id, u.address) for u in info.groups[0].units] == \
@@ -37,7 +38,7 @@ def test_overwrite_keeps_old_file_readable_until_complete(nn):
     created = nn.create("/f", overwrite=True)
     group = nn.add_block_group(created.file_id)
     assert nn.file_info("/f") == old
-    nn.complete(created.file_id, 7, [GroupCommit(group.id, 7, (0, 1, 2, 3, 4))])
+    nn.complete(created.file_id, 7, [stored(nn, group, 7, (0, 1, 2, 3, 4))])
     new = nn.file_info("/f")
     assert new.entry.length == 7 and new.groups[0].id == group.id
     # the old file's units are owed deletes on their DataNodes
@@ -111,7 +112,7 @@ def test_complete_drops_units_not_stored(nn):
     created = nn.create("/f")
     group = nn.add_block_group(created.file_id)
     lost = {u.index: u.datanode_id for u in group.units if u.index in (1, 4)}
-    nn.complete(created.file_id, 100, [GroupCommit(group.id, 100, (0, 2, 3))])
+    nn.complete(created.file_id, 100, [stored(nn, group, 100, (0, 2, 3))])
     info = nn.file_info("/f")
     assert [u.index for u in info.groups[0].units] == [0, 2, 3]
     for index, dn in lost.items():
@@ -124,19 +125,20 @@ def test_complete_refusals(nn):
     created = nn.create("/f")
     g1 = nn.add_block_group(created.file_id)
     g2 = nn.add_block_group(created.file_id)
-    with pytest.raises(FailedPrecondition, match=f"group {g1.id} has only 2 stored units, policy RS-3-2-1k needs at least 3"):
-        nn.complete(created.file_id, 10, [GroupCommit(g1.id, 10, (0, 1))])
+    with pytest.raises(FailedPrecondition, match=fr"group {g1.id} has only 2 stored units reported by their DataNodes "
+                                                 fr"\(the writer claimed 2\), policy RS-3-2-1k needs at least 3"):
+        nn.complete(created.file_id, 10, [stored(nn, g1, 10, (0, 1))])
     with pytest.raises(InvalidArgument, match="not the sum of its group lengths"):
-        nn.complete(created.file_id, 11, [GroupCommit(g1.id, 10, (0, 1, 2))])
+        nn.complete(created.file_id, 11, [stored(nn, g1, 10, (0, 1, 2))])
     with pytest.raises(InvalidArgument, match="every group but the last holds exactly"):
-        nn.complete(created.file_id, 20, [GroupCommit(g1.id, 10, (0, 1, 2)), GroupCommit(g2.id, 10, (0, 1, 2))])
+        nn.complete(created.file_id, 20, [stored(nn, g1, 10, (0, 1, 2)), stored(nn, g2, 10, (0, 1, 2))])
     with pytest.raises(InvalidArgument, match="does not belong to file"):
         nn.complete(created.file_id, 10, [GroupCommit(g1.id + 100, 10, (0, 1, 2))])
     with pytest.raises(NotFound, match="no file is being written with id 999"):
         nn.complete(999, 0, [])
     # still writable after refusals: a full first group, a short second one
-    nn.complete(created.file_id, FULL + 1, [GroupCommit(g1.id, FULL, (0, 1, 2, 3, 4)),
-                                            GroupCommit(g2.id, 1, (0, 1, 2, 3, 4))])
+    nn.complete(created.file_id, FULL + 1, [stored(nn, g1, FULL, (0, 1, 2, 3, 4)),
+                                            stored(nn, g2, 1, (0, 1, 2, 3, 4))])
     # a retried Complete of the same file is accepted
     nn.complete(created.file_id, FULL + 1, [])
     assert [g.length for g in nn.file_info("/f").groups] == [FULL, 1]
@@ -147,7 +149,7 @@ def test_groups_left_out_of_complete_are_dropped(nn):
     created = nn.create("/f")
     abandoned = nn.add_block_group(created.file_id)
     kept = nn.add_block_group(created.file_id)
-    nn.complete(created.file_id, 5, [GroupCommit(kept.id, 5, (0, 1, 2, 3, 4))])
+    nn.complete(created.file_id, 5, [stored(nn, kept, 5, (0, 1, 2, 3, 4))])
     assert [g.id for g in nn.file_info("/f").groups] == [kept.id]
     assert nn.blocks.group(abandoned.id) is None
     assert sum(nn.blocks.pending_delete_counts().values()) == 5
@@ -274,4 +276,72 @@ def test_placement_after_a_restart_uses_only_registered_datanodes(tmp_path, cloc
         nn.heartbeat(dn, "", used_bytes=10**6)
     group = nn.add_block_group(nn.create("/f").file_id)
     assert sorted(u.datanode_id for u in group.units) == sorted(live)
+    nn.close()
+
+
+def test_complete_with_forged_stored_units_is_refused_and_the_file_stays_invisible(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    nn.unit_stored(group.units[0].datanode_id, group.id, 0)   # one unit really stored; five claimed
+    with pytest.raises(FailedPrecondition, match=fr"group {group.id} has only 1 stored units reported by their "
+                                                 r"DataNodes \(the writer claimed 5\)"):
+        nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])
+    with pytest.raises(NotFound):
+        nn.file_info("/f")
+    # the writer may still finish once the receipts are in
+    nn.complete(created.file_id, 10, [stored(nn, group, 10)])
+    assert len(nn.file_info("/f").groups[0].units) == 5
+
+
+def test_complete_keeps_only_the_units_their_datanodes_reported(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    commit = stored(nn, group, 10, (0, 1, 2, 3))
+    nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])  # claims unit 4 too
+    assert [u.index for u in nn.file_info("/f").groups[0].units] == list(commit.stored_units)
+    assert nn.fsck().status == "DEGRADED"
+    assert (group.id, 4) in nn.blocks.pending_deletes(group.units[4].datanode_id)   # if it turns up after all
+
+
+def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock, receipt_wait_s=30)
+    add_datanodes(nn, 5)
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    stored(nn, group, 10, (0, 1, 2))
+    done = []
+    t = threading.Thread(target=lambda: done.append(
+        nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not nn._receipts._waiters:             # Complete is waiting, the lock released
+        assert time.monotonic() < deadline and t.is_alive()
+        time.sleep(0.005)
+    nn.unit_stored(group.units[3].datanode_id, group.id, 3)
+    assert t.is_alive() and not done             # one of two claimed: still waiting
+    nn.unit_stored(group.units[4].datanode_id, group.id, 4)
+    t.join(10)
+    assert done == [None]
+    assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2, 3, 4]
+    nn.close()
+
+
+def test_renewed_lease_keeps_a_slow_write_and_an_unrenewed_one_expires(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock, lease_timeout_s=20)
+    add_datanodes(nn, 5)
+    slow = nn.create("/slow")
+    dead = nn.create("/dead")
+    assert slow.lease_timeout_ms == 20_000
+    for _ in range(6):          # 60 s of writing, renewed every 10 s
+        clock.advance(10)
+        heartbeat_all(nn)
+        nn.renew_lease(slow.file_id)
+        nn.tick()
+    nn.complete(slow.file_id, 0, [])
+    with pytest.raises(NotFound):
+        nn.renew_lease(dead.file_id)
+    with pytest.raises(NotFound):
+        nn.renew_lease(slow.file_id)    # complete: nothing to renew
     nn.close()

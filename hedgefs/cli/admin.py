@@ -23,11 +23,14 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
             "path": path, "files": r.files, "groups": r.groups, "healthy": r.healthy, "degraded": r.degraded,
             "missing": r.missing, "corrupt_files": r.corrupt_files, "status": r.status,
             "problems": [{"path": p.path, "group": p.group_id, "live_units": p.live_units,
-                          "needed_units": p.needed_units, "status": p.status} for p in r.problems],
+                          "corrupt_units": p.corrupt_units, "needed_units": p.needed_units, "status": p.status}
+                         for p in r.problems],
         }))
     else:
         for p in r.problems:
-            click.echo(f"{p.status:<9} {p.path} group {p.group_id}: {p.live_units} live units ({p.needed_units} needed)")
+            corrupt = f", {p.corrupt_units} corrupt" if p.corrupt_units else ""
+            click.echo(f"{p.status:<9} {p.path} group {p.group_id}: {p.live_units} live units{corrupt} "
+                       f"({p.needed_units} needed)")
         click.echo(f"files {r.files}, groups {r.groups}: healthy {r.healthy}, degraded {r.degraded}, missing {r.missing}")
         click.echo(f"status: {r.status}")
     if r.status == "CORRUPT":
@@ -43,18 +46,34 @@ def admin() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
 def admin_report(as_json: bool, namenode: str | None) -> None:
-    """One row per DataNode: state, heartbeat age, used bytes, units, pending repairs."""
+    """One row per DataNode: state, heartbeat age, used bytes, units, pending repairs, scrubbing.
+
+    The scrub column is the DataNode's scrubber: passes done, progress of the current (or last)
+    pass in units verified, and bad units it found since the DataNode started.
+    """
     with open_fs(namenode) as fs:
         r = fs.rpc("Report", pb.Empty())
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "units": d.units, "pending_repairs": d.pending_repairs,
-             "pending_deletes": d.pending_deletes} for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
+             "pending_deletes": d.pending_deletes, "scrub": _scrub(d)}
+            for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
         click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
-                               "repairs_done": r.repairs_done}))
+                               "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units}))
         return
-    click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>12} {'units':>6} {'repairs':>7}")
+    click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>12} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:
+        s = row["scrub"]
+        scrub = ("off" if not s["enabled"] else
+                 f"{s['passes']} passes, this one {s['pass_units_done']}/{s['pass_units']} units, {s['bad_units']} bad")
         click.echo(f"{row['id']:<6} {row['address']:<22} {row['state']:<5} {row['last_heartbeat_age_s']:>8.1f}s "
-                   f"{row['used_bytes']:>12} {row['units']:>6} {row['pending_repairs']:>7}")
-    click.echo(f"groups waiting for repair: {r.groups_waiting_repair}; repairs done: {r.repairs_done}")
+                   f"{row['used_bytes']:>12} {row['units']:>6} {row['pending_repairs']:>7}  {scrub}")
+    click.echo(f"groups waiting for repair: {r.groups_waiting_repair}; repairs done: {r.repairs_done}; "
+               f"corrupt units awaiting replacement: {r.corrupt_units}")
+
+
+def _scrub(d: pb.DataNodeInfo) -> dict:
+    s = d.scrub
+    return {"enabled": s.enabled, "passes": s.passes, "pass_units_done": s.pass_units_done,
+            "pass_units": s.pass_units, "bytes_verified": s.bytes_verified, "bad_units": s.bad_units,
+            "last_pass_s": round(s.last_pass_s, 3)}

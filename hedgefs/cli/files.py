@@ -155,15 +155,21 @@ def _write_local_atomically(f, local: str, progress: Progress) -> None:
 def ls_(path: str, recursive: bool, namenode: str | None) -> None:
     """List a directory (or show one file).
 
-    Columns: type, length, policy, modification time, path.
+    Columns: type, length, policy, modification time, path. Entries are printed as they arrive
+    (the NameNode sends a listing in pages), so `ls -R` of a large tree starts at once.
+
+    \b
+    Examples:
+      hedgefs ls /data
+      hedgefs ls -R / | wc -l
     """
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `ls -R / | head` ends quietly
     with open_fs(namenode) as fs:
-        entries = fs.list(path, recursive=recursive)
-    for e in entries:
-        kind = "d" if e.is_dir else "-"
-        length = "-" if e.is_dir else str(e.length)
-        mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime_ms / 1000)) if e.mtime_ms else "-"
-        click.echo(f"{kind} {length:>12} {e.policy:<14} {mtime}  {e.path}")
+        for e in fs.iter_list(path, recursive=recursive):
+            kind = "d" if e.is_dir else "-"
+            length = "-" if e.is_dir else str(e.length)
+            mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime_ms / 1000)) if e.mtime_ms else "-"
+            click.echo(f"{kind} {length:>12} {e.policy:<14} {mtime}  {e.path}")
 
 
 @click.command(context_settings=CONTEXT)

@@ -59,16 +59,32 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
               help="How often the full list of stored units goes to the NameNode.")
 @click.option("--max-repairs", type=click.IntRange(1), default=2, show_default=True,
               help="Repairs (unit rebuilds) this DataNode runs at once.")
+@click.option("--scrub-interval-s", type=click.FloatRange(0), default=7 * 24 * 3600, show_default=True,
+              help="Re-read and verify every stored unit once per this many seconds, reporting bad ones (0 = never).")
+@click.option("--scrub-bandwidth", default="4M", show_default=True, metavar="BYTES/S",
+              help="Cap on the scrubber's reads: 1048576, 512k, 10M, 1GiB...")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync on finalize (tests, benchmarks).")
 @click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics and a probe at "
                                             "/health (0 picks a free port).")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port(s) here once serving.")
 def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
-             heartbeat_interval_s, block_report_interval_s, max_repairs, no_fsync, http_port, port_file) -> None:
-    """Run a DataNode (internal blocks on local disk, CRC32C-checked)."""
+             heartbeat_interval_s, block_report_interval_s, max_repairs, scrub_interval_s, scrub_bandwidth, no_fsync,
+             http_port, port_file) -> None:
+    """Run a DataNode (internal blocks on local disk, CRC32C-checked, scrubbed).
+
+    \b
+    Examples:
+      hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866
+      hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
+    """
+    from hedgefs.datanode.faults import parse_bandwidth
     from hedgefs.datanode.server import serve
     from hedgefs.datanode.storage import DataDirInUse
 
+    try:
+        scrub_bandwidth_bps = parse_bandwidth(scrub_bandwidth)
+    except ValueError as err:
+        raise UsageError(f"bad --scrub-bandwidth {scrub_bandwidth!r}: {err}") from None
     setup_logging(default_level=logging.INFO)
     enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
     try:
@@ -76,7 +92,7 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
               fault_specs=list(fault_specs), token=token or None, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
-              http_port=http_port)
+              http_port=http_port, scrub_interval_s=scrub_interval_s, scrub_bandwidth_bps=scrub_bandwidth_bps)
     except ValueError as err:
         raise UsageError(str(err)) from None
     except DataDirInUse as err:

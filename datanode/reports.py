@@ -1,0 +1,141 @@
+"""Incremental reports to the NameNode: receipts for units just stored, and bad units.
+
+As HDFS's incremental block reports: a unit counts at the NameNode only once its DataNode says it
+is stored, so a receipt goes out as soon as a write or a repair commits; a checksum failure found
+by a read or the scrubber goes out the same way. One thread sends them, in batches, at once, and
+retries what failed; nothing here waits for the NameNode on a caller's thread.
+
+Bounded: at most ``limit`` receipts and ``limit`` bad units wait at a time (keyed by unit: the
+same unit twice is one entry). Past that a receipt is dropped and a full block report asked for
+instead (it lists every unit, so it covers the receipt); a bad unit is dropped and counted (the
+next read or scrub of it finds it again). No gRPC here: the sending functions are given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+log = logging.getLogger("hedgefs.datanode")
+
+Unit = tuple[int, int]
+
+
+class Reports:
+    def __init__(self, *, send_stored: Callable[[list[tuple[int, int, int]]], None],
+                 send_bad: Callable[[list[tuple[int, int, str]]], None],
+                 has_unit: Callable[[int, int], bool], want_block_report: Callable[[], None],
+                 limit: int = 10_000, batch: int = 1000, retry_s: float = 1.0):
+        self._send_stored, self._send_bad = send_stored, send_bad
+        self._has_unit, self._want_block_report = has_unit, want_block_report
+        self.limit, self.batch, self.retry_s = limit, batch, retry_s
+        self._cond = threading.Condition()
+        self._stored: dict[Unit, int] = {}     # unit -> length, oldest first
+        self._bad: dict[Unit, str] = {}        # unit -> reason
+        self._stop = False
+        self.dropped_receipts = 0
+        self.dropped_bad = 0
+        self._thread = threading.Thread(target=self._run, name="dn-reports", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    # ---------------------------------------------------------------- from any thread
+
+    def stored(self, group_id: int, index: int, length: int) -> None:
+        with self._cond:
+            if (group_id, index) not in self._stored and len(self._stored) >= self.limit:
+                self.dropped_receipts += 1
+                full = True
+            else:
+                self._stored[(group_id, index)] = length
+                self._cond.notify()
+                full = False
+        if full:
+            self._want_block_report()
+
+    def bad(self, group_id: int, index: int, reason: str) -> None:
+        with self._cond:
+            if (group_id, index) not in self._bad and len(self._bad) >= self.limit:
+                self.dropped_bad += 1
+                return
+            self._bad[(group_id, index)] = reason
+            self._cond.notify()
+
+    def covered(self, units: Iterable[Unit]) -> None:
+        """A full block report listing ``units`` was accepted: their receipts are no longer owed."""
+        with self._cond:
+            for unit in units:
+                self._stored.pop(unit, None)
+
+    def pending(self) -> tuple[int, int]:
+        with self._cond:
+            return len(self._stored), len(self._bad)
+
+    # ---------------------------------------------------------------- the sending thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and not self._stored and not self._bad:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                stored = _take(self._stored, self.batch)
+                bad = _take(self._bad, self.batch)
+            ok = True
+            if stored:
+                # A unit deleted since it was stored must not be announced.
+                live = [(g, i, n) for (g, i), n in stored.items() if self._has_unit(g, i)]
+                ok = self._send(self._send_stored, live, stored, self._stored)
+            if bad and ok:
+                ok = self._send(self._send_bad, [(g, i, r) for (g, i), r in bad.items()], bad, self._bad)
+            elif bad:
+                self._put_back(bad, self._bad)
+            if not ok:
+                with self._cond:
+                    if not self._stop:
+                        self._cond.wait(self.retry_s)
+
+    def _send(self, send, items: list, taken: dict, queue: dict) -> bool:
+        if not items:
+            return True
+        try:
+            send(items)
+            return True
+        except Exception as e:   # the NameNode is unreachable or restarting: retried
+            log.debug("incremental report of %d units failed: %s", len(items), e)
+            self._put_back(taken, queue)
+            return False
+
+    def _put_back(self, taken: dict, queue: dict) -> None:
+        with self._cond:
+            dropped = 0
+            for unit, value in taken.items():
+                if unit in queue:
+                    continue
+                if len(queue) < self.limit:
+                    queue[unit] = value
+                else:
+                    dropped += 1
+            if queue is self._bad:
+                self.dropped_bad += dropped
+            else:
+                self.dropped_receipts += dropped
+        if dropped and queue is self._stored:
+            self._want_block_report()
+
+
+def _take(queue: dict, n: int) -> dict:
+    out = {}
+    for unit in list(queue)[:n]:
+        out[unit] = queue.pop(unit)
+    return out
