@@ -52,8 +52,8 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
     def Heartbeat(self, request, context):
         self._record("heartbeat", request.datanode_id, request.used_bytes, request.units,
                      request.active_repairs)
-        if request.HasField("scrub"):
-            self._record("scrub", request.datanode_id, request.scrub.passes, request.scrub.bad_units)
+        if request.stats.HasField("scrub"):
+            self._record("scrub", request.datanode_id, request.stats.scrub.passes, request.stats.scrub.bad_units)
         with self.lock:
             commands = self.commands.pop(request.datanode_id, [])
             reregister, self.reregister = self.reregister, False
