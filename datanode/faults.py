@@ -334,6 +334,12 @@ class FaultyStore:
     def open_writer(self, group_id: int, index: int, expected_length: int | None):
         return self.store.open_writer(group_id, index, expected_length)   # writes are never slowed
 
+    def chunk_checksums(self, group_id: int, index: int) -> tuple[int, int, tuple[int, ...]]:
+        """(unit length, chunk size, CRC32C per chunk) of the committed version, as stored: no data
+        is read, and the read knobs do not apply (it is metadata)."""
+        with self.store.open_unit(group_id, index) as unit:
+            return unit.length, unit.chunk, unit.crcs
+
     def read(self, group_id: int, index: int, offset: int, length: int, *, piece: int,
              guard: ReadGuard) -> Iterator[bytes]:
         """BlockStore.read, after the stall and the delay, with errors, corruption and the

@@ -108,6 +108,20 @@ class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
         except OSError as e:
             _fail(context, grpc.StatusCode.INTERNAL, f"cannot read unit {g}/{i}: {e}")
 
+    def GetChunkChecksums(self, request, context):
+        self.faults.count("GetChunkChecksums")
+        g, i = request.group_id, request.index
+        try:
+            length, chunk, crcs = self.store.chunk_checksums(g, i)
+        except storage.UnitNotFound as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{e} on {self.datanode_id}")
+        except storage.ChecksumError as e:
+            self.on_bad_unit(e.group_id, e.index, "damaged checksum sidecar")
+            context.abort(grpc.StatusCode.DATA_LOSS, f"{e} on {self.datanode_id}")
+        except OSError as e:
+            context.abort(grpc.StatusCode.INTERNAL, f"cannot read the checksums of unit {g}/{i}: {e}")
+        return pb.ChunkChecksums(length=length, chunk_size=chunk, crcs=crcs)
+
     # ---------------------------------------------------------------- transport probes
 
     def Sink(self, request_iterator, context):
@@ -188,6 +202,8 @@ def add_to_server(servicer: "DataNodeServicer", server: grpc.Server) -> None:
     handlers = {
         "WriteUnit": stream_u(servicer.WriteUnit, pb.WriteChunk.FromString, pb.WriteResult.SerializeToString),
         "ReadUnit": u_stream(servicer.ReadUnit, pb.ReadRequest.FromString, None),
+        "GetChunkChecksums": unary(servicer.GetChunkChecksums, pb.ChunkChecksumsRequest.FromString,
+                                   pb.ChunkChecksums.SerializeToString),
         "SetFaults": unary(servicer.SetFaults, pb.FaultConfig.FromString, pb.FaultState.SerializeToString),
         "ClearFaults": unary(servicer.ClearFaults, pb.FaultClearRequest.FromString, pb.FaultState.SerializeToString),
         "GetFaults": unary(servicer.GetFaults, pb.FaultClearRequest.FromString, pb.FaultState.SerializeToString),

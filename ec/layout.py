@@ -120,6 +120,12 @@ def check_block_size(policy: Policy, block_size: int) -> None:
         )
 
 
+def block_size_for(policy: Policy, default_block_size: int) -> int:
+    """The block size a new file of ``policy`` gets from a NameNode whose default is
+    ``default_block_size``: rounded down to whole cells, at least one cell."""
+    return max(policy.cell_size, default_block_size // policy.cell_size * policy.cell_size)
+
+
 def group_data_size(policy: Policy, block_size: int) -> int:
     """Data bytes in a full block group: k * block_size."""
     check_block_size(policy, block_size)

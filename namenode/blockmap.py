@@ -200,6 +200,15 @@ class BlockMap:
                     self.queue_delete(dn, c.group_id, idx)
         self._forget_groups([g for gid, g in own.items() if gid not in seen])
 
+    def append_groups(self, from_file_ids: list[int], to_file_id: int) -> None:
+        """Move the groups of ``from_file_ids`` (in that order, each in its own order) to the end
+        of ``to_file_id``: concat. Units stay where they are; only the owner and order change."""
+        seq = self.db.one("SELECT COALESCE(MAX(seq) + 1, 0) FROM groups WHERE file_id = ?", (to_file_id,))[0]
+        for file_id in from_file_ids:
+            for group in self.groups(file_id):
+                self.db.conn.execute("UPDATE groups SET file_id = ?, seq = ? WHERE id = ?", (to_file_id, seq, group.id))
+                seq += 1
+
     def forget_files(self, file_ids: list[int]) -> None:
         """Drop the files' groups; every unit becomes a pending delete on its DataNode."""
         groups = [g for gs in self.groups_of_files(file_ids).values() for g in gs]

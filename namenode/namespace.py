@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from hedgefs.ec.layout import check_block_size
+from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
 from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.namenode import paths
 from hedgefs.namenode.db import ROOT_ID, Database
@@ -350,7 +350,7 @@ class Namespace:
             policy_name = self._effective_policy(chain, paths.parent_of(path))[0]
         policy = load_policy(policy_name)
         if block_size == 0:
-            block_size = max(policy.cell_size, self.default_block_size // policy.cell_size * policy.cell_size)
+            block_size = block_size_for(policy, self.default_block_size)
         try:
             check_block_size(policy, block_size)
         except ValueError as err:
@@ -392,6 +392,62 @@ class Namespace:
             (length, self.wall_ms(), file_id))
         self._touch(node.parent)
         return path
+
+    def concat(self, target: str, sources: list[str], overwrite: bool, release: Release,
+               move_groups: Callable[[list[int], int], None]) -> int:
+        """Make the complete files ``sources`` one file at ``target`` (HDFS's concat, as a rename):
+        the first part's inode becomes the target, the other parts' groups are appended to it in
+        order (``move_groups(from_ids, to_id)``), and the other parts go. Returns the length.
+
+        Every part but the last must end on a block group boundary, and all must share one policy
+        and block size, so that every group but the last of the result is full.
+        """
+        if not sources:
+            raise InvalidArgument("concat needs at least one source")
+        if len(set(sources)) != len(sources):
+            raise InvalidArgument("concat: a source is listed twice")
+        if target in sources:
+            raise InvalidArgument(f"concat: the target {target} is also a source")
+        if not paths.components(target):
+            raise FailedPrecondition("is a directory: /")
+        parts = []
+        for source in sources:
+            node = self.lookup(source)
+            if node.is_dir:
+                raise FailedPrecondition(f"is a directory: {source}")
+            parts.append(node)
+        first = parts[0]
+        full = group_data_size(load_policy(first.policy), first.block_size)
+        for source, node in zip(sources, parts):
+            if (node.policy, node.block_size) != (first.policy, first.block_size):
+                raise InvalidArgument(
+                    f"concat: {source} is {node.policy} with {node.block_size}-byte blocks, "
+                    f"{sources[0]} is {first.policy} with {first.block_size}-byte blocks")
+        for source, node in zip(sources[:-1], parts[:-1]):
+            if node.length % full:
+                raise InvalidArgument(
+                    f"concat: {source} is {node.length} bytes, not a multiple of its block group size "
+                    f"{full} (only the last part may end inside a group)")
+        chain = self._parent_dir(target)
+        name = target.rsplit("/", 1)[1]
+        existing = self._child(chain[-1].id, name)
+        if existing is not None:
+            if existing.is_dir:
+                raise FailedPrecondition(f"is a directory: {target}")
+            if not overwrite:
+                raise AlreadyExists(f"file exists: {target}")
+            release([existing.id])
+            self._remove(existing.id)
+        move_groups([p.id for p in parts[1:]], first.id)
+        for node in parts[1:]:
+            self._remove(node.id)
+            self._touch(node.parent)
+        length = sum(p.length for p in parts)
+        self.db.conn.execute("UPDATE inodes SET parent = ?, name = ?, length = ?, mtime_ms = ? WHERE id = ?",
+                             (chain[-1].id, name, length, self.wall_ms(), first.id))
+        self._touch(first.parent)
+        self._touch(chain[-1].id)
+        return length
 
     def abandon(self, file_id: int, release: Release) -> bool:
         """Drop a writing file; False if there is none with that id."""

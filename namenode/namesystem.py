@@ -190,6 +190,10 @@ class Namesystem:
         """(policy name, directory it comes from; "" = the cluster default)."""
         return self.ns.get_policy(path)
 
+    @property
+    def default_block_size(self) -> int:
+        return self.ns.default_block_size
+
     # ------------------------------------------------------------------ write path
 
     def _usable(self, datanode_id: str) -> bool:
@@ -279,6 +283,15 @@ class Namesystem:
                                 self.receipt_wait_s)
                 return
             self._receipts.wait(left)
+
+    @_locked
+    def concat(self, target: str, sources: list[str], overwrite: bool = False) -> None:
+        """One file at ``target`` from the parts ``sources``, in one transaction: a reader sees
+        no target (or the old one) until the commit, then all of it."""
+        with self.db.tx():
+            length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups)
+        self._scan_needed = True
+        log.info("concat %s: %d parts, %d bytes", target, len(sources), length)
 
     @_locked
     def abandon(self, file_id: int) -> None:

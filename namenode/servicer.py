@@ -114,7 +114,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def GetPolicy(self, request):
         policy, source = self.nn.get_policy(request.path)
-        return pb.PolicyResponse(policy=policy, source_path=source)
+        return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=self.nn.default_block_size)
 
     # write path
     @_rpc
@@ -132,6 +132,11 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Complete(self, request):
         self.nn.complete(request.file_id, request.length,
                          [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups])
+        return pb.Empty()
+
+    @_rpc
+    def Concat(self, request):
+        self.nn.concat(request.target, list(request.sources), request.overwrite)
         return pb.Empty()
 
     @_rpc

@@ -107,12 +107,14 @@ class SetPolicyRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., policy: _Optional[str] = ...) -> None: ...
 
 class PolicyResponse(_message.Message):
-    __slots__ = ("policy", "source_path")
+    __slots__ = ("policy", "source_path", "default_block_size")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_PATH_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     policy: str
     source_path: str
-    def __init__(self, policy: _Optional[str] = ..., source_path: _Optional[str] = ...) -> None: ...
+    default_block_size: int
+    def __init__(self, policy: _Optional[str] = ..., source_path: _Optional[str] = ..., default_block_size: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
     __slots__ = ("path", "overwrite", "policy", "block_size", "client_name")
@@ -179,6 +181,16 @@ class RenewLeaseRequest(_message.Message):
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     def __init__(self, file_id: _Optional[int] = ...) -> None: ...
+
+class ConcatRequest(_message.Message):
+    __slots__ = ("target", "sources", "overwrite")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    overwrite: bool
+    def __init__(self, target: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., overwrite: _Optional[bool] = ...) -> None: ...
 
 class BadUnit(_message.Message):
     __slots__ = ("group_id", "index", "datanode_id", "reason")
@@ -446,6 +458,24 @@ class ReadChunk(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class ChunkChecksumsRequest(_message.Message):
+    __slots__ = ("group_id", "index")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+
+class ChunkChecksums(_message.Message):
+    __slots__ = ("length", "chunk_size", "crcs")
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CRCS_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    chunk_size: int
+    crcs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, length: _Optional[int] = ..., chunk_size: _Optional[int] = ..., crcs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SourceRequest(_message.Message):
     __slots__ = ("total_bytes", "chunk_bytes")

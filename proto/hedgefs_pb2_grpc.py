@@ -96,6 +96,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.RenewLeaseRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Concat = channel.unary_unary(
+                '/hedgefs.NameNode/Concat',
+                request_serializer=hedgefs__pb2.ConcatRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
         self.ReportBadUnits = channel.unary_unary(
                 '/hedgefs.NameNode/ReportBadUnits',
                 request_serializer=hedgefs__pb2.BadUnitsRequest.SerializeToString,
@@ -214,6 +219,14 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Concat(self, request, context):
+        """Make one file of complete files (parts), atomically, without copying data: their block
+        groups move to `target` in order and the parts disappear, in one transaction.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportBadUnits(self, request, context):
         """health
         """
@@ -319,6 +332,11 @@ def add_NameNodeServicer_to_server(servicer, server):
             'RenewLease': grpc.unary_unary_rpc_method_handler(
                     servicer.RenewLease,
                     request_deserializer=hedgefs__pb2.RenewLeaseRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'Concat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Concat,
+                    request_deserializer=hedgefs__pb2.ConcatRequest.FromString,
                     response_serializer=hedgefs__pb2.Empty.SerializeToString,
             ),
             'ReportBadUnits': grpc.unary_unary_rpc_method_handler(
@@ -694,6 +712,33 @@ class NameNode:
             _registered_method=True)
 
     @staticmethod
+    def Concat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Concat',
+            hedgefs__pb2.ConcatRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def ReportBadUnits(request,
             target,
             options=(),
@@ -904,6 +949,11 @@ class DataNodeStub:
                 request_serializer=hedgefs__pb2.ReadRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.ReadChunk.FromString,
                 _registered_method=True)
+        self.GetChunkChecksums = channel.unary_unary(
+                '/hedgefs.DataNode/GetChunkChecksums',
+                request_serializer=hedgefs__pb2.ChunkChecksumsRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.ChunkChecksums.FromString,
+                _registered_method=True)
         self.SetFaults = channel.unary_unary(
                 '/hedgefs.DataNode/SetFaults',
                 request_serializer=hedgefs__pb2.FaultConfig.SerializeToString,
@@ -946,6 +996,14 @@ class DataNodeServicer:
 
     def ReadUnit(self, request, context):
         """A byte range of one internal block, checksum-verified, in chunks of at most 1 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetChunkChecksums(self, request, context):
+        """The CRC32C of every checksum chunk of one internal block, as stored (no data is read):
+        what a file checksum is combined from.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -995,6 +1053,11 @@ def add_DataNodeServicer_to_server(servicer, server):
                     servicer.ReadUnit,
                     request_deserializer=hedgefs__pb2.ReadRequest.FromString,
                     response_serializer=hedgefs__pb2.ReadChunk.SerializeToString,
+            ),
+            'GetChunkChecksums': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChunkChecksums,
+                    request_deserializer=hedgefs__pb2.ChunkChecksumsRequest.FromString,
+                    response_serializer=hedgefs__pb2.ChunkChecksums.SerializeToString,
             ),
             'SetFaults': grpc.unary_unary_rpc_method_handler(
                     servicer.SetFaults,
@@ -1078,6 +1141,33 @@ class DataNode:
             '/hedgefs.DataNode/ReadUnit',
             hedgefs__pb2.ReadRequest.SerializeToString,
             hedgefs__pb2.ReadChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChunkChecksums(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.DataNode/GetChunkChecksums',
+            hedgefs__pb2.ChunkChecksumsRequest.SerializeToString,
+            hedgefs__pb2.ChunkChecksums.FromString,
             options,
             channel_credentials,
             insecure,
