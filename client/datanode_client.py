@@ -12,6 +12,8 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 # A cell read that has not finished by then fails and is rebuilt, hedging or not.
 CELL_READ_TIMEOUT_S = 60.0
+# Asking for a unit's chunk checksums (metadata only): past this, its group is read instead.
+CHECKSUMS_TIMEOUT_S = 10.0
 
 
 class _Endpoint:
@@ -25,6 +27,9 @@ class _Endpoint:
         self.write_unit = self.channel.stream_unary(
             "/hedgefs.DataNode/WriteUnit", request_serializer=wire.serialize,
             response_deserializer=pb.WriteResult.FromString)
+        self.chunk_checksums = self.channel.unary_unary(
+            "/hedgefs.DataNode/GetChunkChecksums", request_serializer=pb.ChunkChecksumsRequest.SerializeToString,
+            response_deserializer=pb.ChunkChecksums.FromString)
 
 
 class DataNodeClient:
@@ -48,6 +53,11 @@ class DataNodeClient:
         if len(data) != length:
             raise ShortRead(f"unit {group_id}/{index} at {address}: got {len(data)} of {length} bytes")
         return data
+
+    async def chunk_checksums(self, address: str, group_id: int, index: int) -> pb.ChunkChecksums:
+        """The stored CRC32C of every chunk of one internal block; raises grpc.RpcError."""
+        return await self._endpoint(address).chunk_checksums(
+            pb.ChunkChecksumsRequest(group_id=group_id, index=index), timeout=CHECKSUMS_TIMEOUT_S)
 
     def open_write(self, address: str, timeout: float | None = None):
         """A WriteUnit stream; write() takes pb.WriteChunk messages or wire.write_chunk() bytes."""

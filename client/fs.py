@@ -14,6 +14,7 @@ from typing import BinaryIO, Callable, Iterator
 
 import grpc
 
+from hedgefs.client import checksum as _checksum
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.datanode_client import DataNodeClient
@@ -140,6 +141,11 @@ class FileSystem:
     def rename(self, src: str, dst: str) -> None:
         self.rpc("Rename", pb.RenameRequest(src=src, dst=dst))
 
+    def concat(self, target: str, sources: "list[str]", overwrite: bool = False) -> None:
+        """Make the complete files ``sources`` one file at ``target``, atomically, without copying:
+        every source but the last must end on a block group boundary (see the NameNode)."""
+        self.rpc("Concat", pb.ConcatRequest(target=target, sources=sources, overwrite=overwrite))
+
     def set_policy(self, path: str, policy: str) -> None:
         self.rpc("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
 
@@ -149,10 +155,11 @@ class FileSystem:
     # ------------------------------------------------------------------ write
 
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
-              progress: Callable[[int], None] | None = None) -> int:
-        """Store everything `source` yields at `path`; visible only once complete. Returns the length."""
+              progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:
+        """Store everything `source` yields at `path`; visible only once complete. Returns the length.
+        ``block_size`` 0 = the NameNode's default for the policy."""
         return self._call(self._writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
-                                                  progress=progress or (lambda n: None)))
+                                                  progress=progress or (lambda n: None), block_size=block_size))
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
@@ -169,13 +176,20 @@ class FileSystem:
         with self.open(path) as f:
             return f.pread(0, f.length)
 
+    def checksum(self, path: str) -> _checksum.FileChecksum:
+        """The file's COMPOSITE-CRC32C (client/checksum.py): the same for any layout of the same
+        bytes, combined from the DataNodes' stored chunk CRCs without moving data where it can."""
+        with self.open(path) as f:
+            return f.checksum()
+
     def stats(self) -> ReadStats:
         return self.metrics.snapshot(breaker_trips=self.breaker.trips)
 
     async def _stat(self, path: str) -> FileStatus:
         return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
 
-    async def _pread(self, status: FileStatus, offset: int, length: int) -> bytearray:
+    async def _pread(self, status: FileStatus, offset: int, length: int,
+                     avoid: frozenset[str] = frozenset()) -> bytearray:
         self.metrics.incr("reads")
         policy = parse_policy(status.policy)
         out = bytearray(length)
@@ -184,7 +198,7 @@ class FileSystem:
         await gather_or_cancel(
             self._reader.read_group_range(
                 policy, status.groups[p.group_index], p.offset_in_group, p.length,
-                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length])
+                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], avoid)
             for p in pieces
         )
         return out
@@ -211,20 +225,33 @@ class FileReader:
         length = max(0, min(length, self.length - offset))
         return self._fs._call(self._read(offset, length))
 
-    async def _read(self, offset: int, length: int) -> bytearray:
+    def submit(self, offset: int, length: int, avoid: frozenset[str] = frozenset()) -> "concurrent.futures.Future":
+        """Start a positional read; the Future's ``cancel()`` stops it and its unit reads.
+        Units on DataNodes in ``avoid`` are rebuilt from other units where possible."""
+        if offset < 0 or length < 0:
+            raise ValueError("offset and length must be >= 0")
+        length = max(0, min(length, self.length - offset))
+        return self._fs._submit(self._read(offset, length, avoid))
+
+    async def _read(self, offset: int, length: int, avoid: frozenset[str] = frozenset()) -> bytearray:
         """Read with the cached unit locations; if too few units answer, locate again once.
 
         Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
         groups do not, so fresh locations for the same groups are safe to retry with.
         """
         try:
-            return await self._fs._pread(self.status, offset, length)
+            return await self._fs._pread(self.status, offset, length, avoid)
         except DataUnavailable:
             fresh = await self._fs._stat(self.status.path)
             if not _new_locations(self.status, fresh):
                 raise  # nothing moved: reading again would only wait on the same DataNodes
             self.status = fresh
-            return await self._fs._pread(fresh, offset, length)
+            return await self._fs._pread(fresh, offset, length, avoid)
+
+    def checksum(self) -> _checksum.FileChecksum:
+        status = self.status
+        return self._fs._call(_checksum.file_checksum(
+            self._fs.datanodes, parse_policy(status.policy), status.groups, status.length, self._read))
 
     def chunks(self, read_ahead: int = 2) -> Iterator[bytearray]:
         """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight."""

@@ -92,6 +92,11 @@ class ClientMetrics:
             self._overdue[datanode] = self._overdue.get(datanode, 0) + 1
         _OVERDUE.labels(datanode).inc()
 
+    def overdue_counts(self) -> dict[str, int]:
+        """Reads per DataNode that crossed the hedge threshold so far."""
+        with self._lock:
+            return dict(self._overdue)
+
     def datanode_p50(self, datanode: str) -> float:
         hist = self._per_datanode.get(datanode)
         return hist.percentile(50) if hist else 0.0

@@ -63,10 +63,15 @@ class GroupLocation:
 class _GroupRead:
     """The unit reads of one read of a group, shared by the units wanted and their rebuilds."""
 
-    def __init__(self, policy: Policy, group: GroupLocation):
+    def __init__(self, policy: Policy, group: GroupLocation, avoid: frozenset[str] = frozenset()):
         self.policy = policy
         self.group = group
+        self.avoid = avoid  # DataNodes to read from only if k units cannot be had otherwise
         self.fetches: dict[tuple[int, int, int], asyncio.Task] = {}
+
+    def avoided(self, index: int) -> bool:
+        loc = self.group.units.get(index)
+        return loc is not None and loc.datanode_id in self.avoid
 
     def held(self, index: int, start: int, end: int) -> int:
         return layout.block_bytes_held(self.policy, self.group.length, index, start, end - start)
@@ -85,13 +90,18 @@ class HedgedReader:
         self._metrics = metrics
         self._last_failure: dict[str, float] = {}  # DataNode -> when a read from it last failed
 
-    async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview) -> None:
-        """Fill out[:length] with the group's data bytes [offset, offset+length)."""
+    async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview,
+                               avoid: frozenset[str] = frozenset()) -> None:
+        """Fill out[:length] with the group's data bytes [offset, offset+length).
+
+        Units on DataNodes in ``avoid`` are rebuilt from other units where k others exist (a
+        second copy of a slow transfer reads a different set of units: distcp's hedges).
+        """
         wanted = layout.group_range_to_units(policy, group.length, offset, length)
-        read = _GroupRead(policy, group)
+        read = _GroupRead(policy, group, avoid)
         # Start every original read before awaiting any, so rebuilds can count them as in flight.
         for r in wanted:
-            if r.index in group.units:
+            if r.index in group.units and not read.avoided(r.index):
                 self._fetch(read, r.index, r.offset_in_block, r.offset_in_block + r.length)
         try:
             results = await gather_or_cancel(
@@ -111,6 +121,8 @@ class HedgedReader:
         if index not in read.group.units:
             self._metrics.incr("decodes_on_failure")
             return await self._rebuild(read, index, start, end, reason="no live copy")
+        if read.avoided(index):
+            return await self._rebuild(read, index, start, end, reason="avoided")
         original = self._fetch(read, index, start, end)
         await asyncio.wait({original}, timeout=self._config.threshold_ms / 1000.0)
         if original.done():
@@ -216,7 +228,7 @@ class HedgedReader:
             loc = read.group.units.get(u)
             failed_lately = loc is not None and now - self._last_failure.get(loc.datanode_id, -1e9) < _FAILURE_MEMORY_S
             latency = self._metrics.datanode_p50(loc.datanode_id) if loc else 0.0
-            return (not free, not in_flight, u >= k, failed_lately, latency, u)
+            return (not free, read.avoided(u), not in_flight, u >= k, failed_lately, latency, u)
 
         usable = (u for u in range(read.policy.units)
                   if u != want and (u in read.group.units or read.held(u, start, end) == 0))

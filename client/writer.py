@@ -132,10 +132,11 @@ class StripedWriter:
         self._rpc = rpc
 
     async def write_file(self, path: str, read: ReadFn, *, overwrite: bool, policy_name: str | None,
-                         progress: Callable[[int], None]) -> int:
+                         progress: Callable[[int], None], block_size: int = 0) -> int:
         """Store everything ``read`` yields at ``path``; visible only once complete. Returns the length."""
         created = await self._rpc("Create", pb.CreateRequest(
-            path=path, overwrite=overwrite, policy=policy_name or "", client_name=f"pid-{os.getpid()}"))
+            path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
+            client_name=f"pid-{os.getpid()}"))
         source = StripeSource(read)
         renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:

@@ -4,6 +4,7 @@
     client, namenode, datanode   ec, proto, plumbing only
     cluster (the launcher)       proto, plumbing: no client, no servers
     chaos, bench                 sit on top: client, cluster, ec, proto, plumbing
+    distcp                       a product feature on the client: client, ec, proto, plumbing
     cli (hedgefs/cli)            the composition root: anything
 
 Every import counts, including the ones inside functions (they run too). Besides the arrows,
@@ -37,8 +38,10 @@ ALLOWED = {
     "datanode": {"datanode", "ec", "proto", "plumbing"},
     "cluster": {"cluster", "proto", "plumbing"},
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing"},
-    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing"},
-    "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "ec", "proto", "plumbing"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp"},
+    "distcp": {"distcp", "client", "ec", "proto", "plumbing"},
+    "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "ec", "proto",
+            "plumbing"},
 }
 
 # Third-party modules a package must not touch: the library and the servers know nothing of the
@@ -51,6 +54,7 @@ FORBIDDEN_EXTERNAL = {
     "namenode": {"click"},
     "datanode": {"click"},
     "cluster": {"click"},
+    "distcp": {"click"},
 }
 NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
 
@@ -203,6 +207,7 @@ def scratch(tmp_path):
     ("ec/codec.py", "import grpc", "ec must not depend on grpc"),
     ("datanode/storage.py", "import grpc", "must not depend on grpc"),
     ("namenode/namesystem.py", "from hedgefs.datanode import storage", "namenode may import only"),
+    ("distcp/job.py", "from hedgefs.cluster.launcher import LocalCluster", "distcp may import only"),
     ("datanode/storage.py", "from hedgefs.datanode import faults", "module cycle"),
 ])
 def test_a_forbidden_import_is_caught(scratch, file, line, expected):

@@ -28,6 +28,8 @@ COMMANDS = {
     "rm": "files:rm",
     "mv": "files:mv",
     "stat": "files:stat",
+    "checksum": "distcp:checksum",
+    "distcp": "distcp:distcp",
     "ec": "policies:ec",
     "namenode": "servers:namenode",
     "datanode": "servers:datanode",
