@@ -505,7 +505,7 @@ class DistCp:
         job = state.file
         delete_part = None
         commit = False
-        retry = False
+        retry = give_up = False
         with self._lock:
             attempt.ended = time.monotonic()
             attempt.error = error
@@ -533,18 +533,23 @@ class DistCp:
                 others_running = any(a.outcome == "running" for a in state.attempts)
                 if how == "failed" and not state.done and not others_running:
                     log.warning("%s segment %d copy %d failed: %s", job.source.path, state.segment.seq, attempt.n, error)
-                    if len(state.attempts) < _MAX_ATTEMPTS and not self._abort.is_set() and not job.failed:
-                        retry = True
-                        self.counts["segments_retried"] += 1
-                    else:
-                        self._file_failed(job, f"segment {state.segment.seq}: {error}")
+                    retry = len(state.attempts) < _MAX_ATTEMPTS and not self._abort.is_set() and not job.failed
+                    give_up = not retry
             if not any(a.outcome == "running" for a in state.attempts) and state in self._running:
                 self._running.remove(state)
             self._lock.notify_all()
         if delete_part is not None:
             self._delete_quietly(delete_part)
-        if retry:
-            self._submit(self._attempt, state, frozenset())
+        if retry or give_up:
+            # A source replaced or deleted under us fails its reads: say so, and do not retry.
+            changed = self._source_changed(job)
+            with self._lock:
+                if changed or give_up:
+                    self._file_failed(job, changed or f"segment {state.segment.seq}: {error}")
+                else:
+                    self.counts["segments_retried"] += 1
+            if not changed and retry:
+                self._submit(self._attempt, state, frozenset())
         if commit:
             self._commit_later(job)
 
@@ -631,9 +636,9 @@ class DistCp:
 
     def _commit(self, job: FileJob) -> None:
         try:
-            now = self._src(job.src).stat(job.source.path)
-            if now is None or now.identity != job.source.identity:
-                raise SourceChanged(f"the source changed during the copy (length, mtime or blocks differ)")
+            changed = self._source_changed(job)
+            if changed:
+                raise SourceChanged(changed)
             if self.dst_fs is not None:
                 parts = [s.part for s in job.states]
                 self.dst_fs.concat(job.target, parts, overwrite=job.overwrite)
@@ -658,6 +663,18 @@ class DistCp:
                 job.reader.close()
             with self._lock:
                 self._lock.notify_all()
+
+    def _source_changed(self, job: FileJob) -> str:
+        """Why the source file is not the one planned ("" if it is)."""
+        try:
+            now = self._src(job.src).stat(job.source.path)
+        except (HedgefsError, OSError) as err:
+            return f"cannot check the source: {err}"
+        if now is None:
+            return "the source was deleted during the copy"
+        if now.identity != job.source.identity:
+            return "the source changed during the copy (its length, mtime or blocks differ)"
+        return ""
 
     def _remove_staging(self) -> None:
         try:
