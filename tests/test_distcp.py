@@ -242,8 +242,9 @@ def test_hedged_segment_reads_around_a_stalled_datanode(cluster, fs, dst, dst_fs
 def test_bad_input(tmp_path, cluster, fs, dst, dst_fs):
     put(fs, "/dcb/f", b"x")
     put(dst_fs, "/b/f", b"y")
-    assert_one_line_error(run_cli("distcp", url(cluster, "/dcb/nope"), url(dst, "/b/x")), "no such file")
-    assert run_cli("distcp", url(cluster, "/dcb/nope"), url(dst, "/b/x")).code == 2
+    missing = run_cli("distcp", url(cluster, "/dcb/nope"), url(dst, "/b/x"))
+    assert_one_line_error(missing, "no such file")
+    assert missing.code == 2
 
     exists = run_cli("distcp", url(cluster, "/dcb/f"), url(dst, "/b/f"))
     assert_one_line_error(exists, "destination file exists", "-update")

@@ -3,7 +3,7 @@
     ec, proto, plumbing          import nothing of ours above them (ec is pure: no gRPC)
     client, namenode, datanode   ec, proto, plumbing only
     cluster (the launcher)       proto, plumbing: no client, no servers
-    chaos, bench                 sit on top: client, cluster, ec, proto, plumbing
+    chaos, bench                 sit on top: client, cluster, ec, proto, plumbing (bench: distcp too)
     distcp                       a product feature on the client: client, ec, proto, plumbing
     cli (hedgefs/cli)            the composition root: anything
 

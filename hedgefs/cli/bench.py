@@ -118,6 +118,33 @@ def bench_suite(quick, out, only, threads) -> None:
                         threads=threads, command=command, say=lambda s: click.echo(s))
 
 
+@bench.command("distcp", context_settings=CONTEXT)
+@click.option("--segments", type=click.IntRange(10), default=200, show_default=True,
+              help="Segments of 5.25 MiB (200: a 1.03 GiB file).")
+@click.option("--delay-ms", type=click.IntRange(0), default=30_000, show_default=True,
+              help="Delay of the slow source DataNode's slowed reads.")
+@click.option("--probability", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+              help="Share of that DataNode's reads slowed.")
+@click.option("--workers", type=click.IntRange(1, 256), default=8, show_default=True, help="Segments copied at once.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_distcp(segments, delay_ms, probability, workers, out) -> None:
+    """distcp between two local clusters with a straggler: healthy, hedging off, hedging on.
+
+    One source DataNode answers --probability of its reads --delay-ms late (1 % +30 s by default).
+    Writes <date>-distcp.json (every segment's copies) and <date>-distcp-gantt.png. ~3 minutes.
+    """
+    import sys
+
+    from hedgefs.bench import distcp as bench_distcp_module
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = bench_distcp_module.run(pathlib.Path(out) if out else RESULTS_DIR, segments=segments, delay_ms=delay_ms,
+                                     probability=probability, workers=workers, command=command,
+                                     say=lambda s: click.echo(s))
+    click.echo("ratio to healthy: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratio_to_healthy"].items()))
+
+
 # ---------------------------------------------------------------------------- data path (bench/)
 
 @bench.command("codec", context_settings=CONTEXT)
