@@ -130,8 +130,9 @@ def test_update_copies_nothing_the_second_time_then_only_what_changed(tmp_path, 
 def test_kill_9_in_the_middle_then_rerun_completes(cluster, fs, dst, dst_fs):
     data = pattern(6 * 1024 * 1024 + 5, 7)
     put(fs, "/dck/big", data)
-    args = [sys.executable, "-m", "hedgefs", "distcp", "--workers", "1", url(cluster, "/dck/big"), url(dst, "/k/big")]
-    set_delay(cluster, 150)   # every read >= 150 ms (no hedges: below the 250 ms threshold)
+    args = [sys.executable, "-m", "hedgefs", "distcp", "--workers", "1", "--no-hedge", "--hedge-after-ms", "off",
+            url(cluster, "/dck/big"), url(dst, "/k/big")]
+    set_delay(cluster, 300)   # every read >= 300 ms: 7 segments (>= 2 s) left when the kill comes
     try:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -267,8 +268,9 @@ def test_bad_input(tmp_path, cluster, fs, dst, dst_fs):
 def test_a_source_that_changes_during_the_copy_fails_alone(cluster, fs, dst, dst_fs):
     put(fs, "/dcc/a", pattern(100, 1))
     put(fs, "/dcc/b", pattern(4 * 1024 * 1024, 2))
-    args = [sys.executable, "-m", "hedgefs", "distcp", "--workers", "1", url(cluster, "/dcc"), url(dst, "/c")]
-    set_delay(cluster, 150)
+    args = [sys.executable, "-m", "hedgefs", "distcp", "--workers", "1", "--no-hedge", "--hedge-after-ms", "off",
+            url(cluster, "/dcc"), url(dst, "/c")]
+    set_delay(cluster, 400)   # every read >= 400 ms: b's other 5 segments take >= 2 s after its first
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         wait_for(lambda: any("-part-" in p.path for p in staged_parts(dst_fs) if p.length == 3 * 256 * 1024),

@@ -89,7 +89,7 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     assert info.groups[0].units[0].address.startswith("127.0.0.1:")
     listing = nn.List(pb.ListRequest(path="/", recursive=True), timeout=5)
     assert [e.path for e in listing.entries] == ["/a", "/a/b", "/a/b/f"]
-    assert nn.GetPolicy(pb.PathRequest(path="/a"), timeout=5) == pb.PolicyResponse(policy="RS-3-2-1k", source_path="")
+    assert nn.GetPolicy(pb.PathRequest(path="/a"), timeout=5) == pb.PolicyResponse(policy="RS-3-2-1k", source_path="", default_block_size=4096)
     assert nn.Fsck(pb.PathRequest(path="/"), timeout=5).status == "HEALTHY"
     assert len(nn.Report(pb.Empty(), timeout=5).datanodes) == 5
 
