@@ -37,7 +37,7 @@ import time
 from hedgefs.client.errors import AlreadyExists, HedgefsError, NotFound, UsageError
 from hedgefs.client.fs import FileSystem
 from hedgefs.distcp import plan
-from hedgefs.distcp.sides import ClusterSide, Entry, LocalSide, Location, basename, join, parent_of
+from hedgefs.distcp.sides import Entry, Location, basename, join, parent_of
 from hedgefs.distcp.stream import Cancelled, SegmentStream, SourceChanged
 from hedgefs.ec import layout
 from hedgefs.ec.crc import combine_all
@@ -107,10 +107,6 @@ class FileJob:
     local_fd: int | None = None
     left: int = 0
     failed: str = ""
-
-
-class JobFailed(HedgefsError):
-    pass
 
 
 class DistCp:
@@ -357,7 +353,7 @@ class DistCp:
         segments = plan.segments(entry.length, segment_size)
         job.states = [SegmentState(job, s) for s in segments]
         job.left = len(segments)
-        self._resume(job, marker, segment_size)
+        self._resume(job, marker)
         job.reader = side.open(src.path)
         with self._lock:
             self.counts["files_planned"] += 1
@@ -392,7 +388,7 @@ class DistCp:
     def _part_name(self, job: FileJob, seq: int, n: int) -> str:
         return join(join(self.staging, job.tkey), f"{job.skey}-part-{seq:06d}-{n}")
 
-    def _resume(self, job: FileJob, marker: str, segment_size: int) -> None:
+    def _resume(self, job: FileJob, marker: str) -> None:
         """Segments a killed run of this job finished are not copied again."""
         if self.dst_fs is None:
             self._resume_local(job, marker)
@@ -482,7 +478,8 @@ class DistCp:
         stored = self.dst_fs.checksum(attempt.part)
         if (stored.crc, stored.length) != (attempt.stream.crc, attempt.stream.passed):
             raise HedgefsError(f"part {attempt.part} does not hold the bytes read: checksum {stored.crc:08x} "
-                               f"({stored.length} bytes), read {attempt.stream.crc:08x} ({attempt.stream.passed} bytes)")
+                               f"({stored.length} bytes), read {attempt.stream.crc:08x} "
+                               f"({attempt.stream.passed} bytes)")
 
     def _write_local(self, job: FileJob, seg: plan.Segment, stream: SegmentStream) -> None:
         pos = seg.offset
@@ -532,7 +529,8 @@ class DistCp:
                     delete_part = None  # the writer abandoned it: nothing was ever visible
                 others_running = any(a.outcome == "running" for a in state.attempts)
                 if how == "failed" and not state.done and not others_running:
-                    log.warning("%s segment %d copy %d failed: %s", job.source.path, state.segment.seq, attempt.n, error)
+                    log.warning("%s segment %d copy %d failed: %s", job.source.path, state.segment.seq,
+                                attempt.n, error)
                     retry = len(state.attempts) < _MAX_ATTEMPTS and not self._abort.is_set() and not job.failed
                     give_up = not retry
             if not any(a.outcome == "running" for a in state.attempts) and state in self._running:
@@ -714,7 +712,8 @@ class DistCp:
         return {
             "job": self.id, "files": c["files"], "files_skipped": c["files_skipped"], "files_failed": c["files_failed"],
             "directories": c["directories"], "bytes": copied, "segments": c["segments"],
-            "segments_resumed": c["segments_resumed"], "bytes_resumed": c["bytes_resumed"], "segments_hedged": c["segments_hedged"],
+            "segments_resumed": c["segments_resumed"], "bytes_resumed": c["bytes_resumed"],
+            "segments_hedged": c["segments_hedged"],
             "hedge_wins": c["hedge_wins"], "segments_retried": c["segments_retried"],
             "seconds": round(seconds, 3), "mb_per_s": round(copied / 1e6 / seconds, 2) if seconds > 0 else 0.0,
             "failures": list(self.failures), "per_segment": segments,

@@ -2,7 +2,6 @@
 
 import json
 import sys
-import time
 
 import click
 
