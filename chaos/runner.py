@@ -4,7 +4,8 @@ after every step.
     seed ──> schedule (every step drawn up front: printable, diffable, a prefix of any longer run)
               │
     cluster <─┤ apply step n: kill / freeze / thaw / restart a DataNode, set or clear a fault
-              │ (delay, bandwidth, stall, error, corrupt), kill -9 + restart the NameNode
+              │ (delay, bandwidth, stall, error, corrupt), flip bytes of units on a DataNode's
+              │ disk (rot), kill -9 + restart the NameNode
               │ ... writers and readers run all along ...
               └ check: every file whose put returned success reads back with its SHA-256
     end: clear every fault, thaw and start everything, every file must read, fsck -> HEALTHY
@@ -15,8 +16,10 @@ except in steps it marks BEYOND TOLERANCE. The check is per block group, from th
 NameNode returns: a group with at least k units on DataNodes that are not lost must read back
 (a clean failure is retried for a few seconds: a restarted process needs a moment to be
 reachable again); a group with fewer may fail, but only cleanly (a HedgefsError). Wrong bytes
-are never excused. Whatever the NameNode map excuses here is checked again at the end, when
-nothing is excused.
+are never excused. A unit whose bytes the schedule rotted on disk counts as unreadable until the
+NameNode maps it elsewhere (the scrubber or a reader found it, and it was repaired). Whatever the
+NameNode map excuses here is checked again at the end, when nothing is excused, and every rotten
+unit must by then have been found, repaired and deleted from its disk.
 
 Everything random comes from the seed: the schedule, file sizes and contents, what readers
 read. Timing is not, so which puts succeed differs between runs of the same seed.
@@ -28,6 +31,7 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import os
 import random
 import re
 import shutil
@@ -65,8 +69,9 @@ HANG_S = 30.0                             # a read that must succeed and has not
 EXCUSED_WAIT_S = 8.0                      # how long a read that may fail is waited for
 JOIN_S = 90.0                             # writers and readers must stop within this after healing
 FSCK_S = 120.0                            # fsck must say HEALTHY within this after healing
+SCRUB_INTERVAL_S = 2.0                    # the DataNodes' scrubbers: rotten units are found within a few s
 SUMMARY_KEYS = ("seed", "steps", "files", "bytes_verified", "reads", "hedges", "hedge_wins", "breaker_trips",
-                "repairs", "wrong_bytes", "clean_failures", "p99_ms", "max_ms")
+                "repairs", "units_rotted", "wrong_bytes", "clean_failures", "p99_ms", "max_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +95,7 @@ class Report:
     hedge_wins: int = 0
     breaker_trips: int = 0
     repairs: int = 0
+    units_rotted: int = 0                 # units with a byte flipped on disk by the schedule
     wrong_bytes: int = 0
     clean_failures: int = 0
     p99_ms: float = 0.0
@@ -127,6 +133,8 @@ class Chaos:
         self._excused: list[str] = []     # files whose failed read the last check allowed, and why
         self._slowest = (0.0, "")
         self._retries = 0                 # reads that must succeed, retried after a clean failure
+        # (group, index, DataNode) -> (block file, inode) of every unit the schedule rotted
+        self._rotted: dict[tuple[int, int, str], tuple[Path, int]] = {}
         self.failure_kinds: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ top level
@@ -141,7 +149,8 @@ class Chaos:
     def _run(self) -> Report:
         c = self.config
         self.cluster.up(Options(datanodes=c.datanodes, namenode_port=0, policy=POLICY.name, block_size=BLOCK_SIZE,
-                                heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False))
+                                heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
+                                scrub_interval_s=SCRUB_INTERVAL_S))
         self.out(f"cluster: {self.cluster.root} (NameNode {self.cluster.namenode}, {c.datanodes} DataNodes, "
                  f"{POLICY.name}, {BLOCK_SIZE // 1024} KiB blocks)")
         verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000)  # the checker never waits out a breaker
@@ -221,6 +230,8 @@ class Chaos:
                 c.thaw(dn)
             elif step.action == "restart":
                 c.restart(dn)
+            elif step.action == "fault" and step.fault == "rot":
+                self._rot(step)
             elif step.action == "fault":
                 self._datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
                 self._datanode_rpc(dn, "SetFaults", step.fault_config())
@@ -234,6 +245,36 @@ class Chaos:
         except (ClusterError, grpc.RpcError, HedgefsError) as err:
             return [f"step {step.number} ({step.action} {dn}) could not be applied: {_short(err)}"]
         return []
+
+    def _rot(self, step: Step) -> None:
+        """Flip one bit in each of ``units`` block files on the DataNode's disk (units nobody may be
+        reading: bit rot is found by the scrubber, or by a reader, or not at all)."""
+        knobs = dict(step.knobs)
+        rng = random.Random(f"hedgefs-chaos/{self.config.seed}/rot/{step.number}/{knobs['salt']}")
+        blocks = sorted((self.cluster.root / step.target / "blocks").glob("*/*.blk"))
+        flipped = []
+        for path in rng.sample(blocks, min(knobs["units"], len(blocks))):
+            name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+)?\.blk", path.name)  # <group>_<index>_<version>.blk
+            if name is None:
+                continue
+            group_id, index = int(name[1]), int(name[2])
+            try:
+                with open(path, "r+b") as f:
+                    size = f.seek(0, 2)
+                    if size == 0:
+                        continue
+                    offset = rng.randrange(size)
+                    f.seek(offset)
+                    byte = f.read(1)[0]
+                    f.seek(offset)
+                    f.write(bytes([byte ^ (1 << rng.randrange(8))]))
+                    inode = os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                continue    # deleted meanwhile
+            self._rotted[(group_id, index, step.target)] = (path, inode)
+            flipped.append(f"{group_id}/{index}@{offset}")
+        self.report.units_rotted += len(flipped)
+        self.out(f"          rot {step.target}: flipped a bit in {', '.join(flipped) or 'nothing (no units yet)'}")
 
     def _datanode_rpc(self, dn: str, method: str, request):
         return self.cluster.datanode_rpc(dn, method, request, timeout=5)
@@ -331,7 +372,8 @@ class Chaos:
         status = self.vfs.stat(path)
         k = parse_policy(status.policy).k
         for g in status.groups:
-            reachable = sum(u.datanode_id not in lost for u in g.units.values())
+            reachable = sum(u.datanode_id not in lost and (g.id, i, u.datanode_id) not in self._rotted
+                            for i, u in g.units.items())
             if reachable < k:
                 on_lost = sorted({u.datanode_id for u in g.units.values()} & lost)
                 return (f"group {g.id} has {reachable} units on DataNodes not lost: {len(g.units)} listed "
@@ -454,6 +496,8 @@ class Chaos:
             self.out(f"final: {self._check_line}")
         if not problems:
             problems = self._wait_healthy()
+        if not problems:
+            problems = self._wait_rot_gone()
         self.report.repairs = self._repairs_before + self._repairs_done()
         if problems and self.report.failed_step is None:
             self._fail(0, problems)
@@ -475,6 +519,20 @@ class Chaos:
         except (ClusterError, grpc.RpcError) as err:
             return [f"healing the cluster failed: {_short(err)}"]
         return []
+
+    def _wait_rot_gone(self) -> list[str]:
+        """Every rotten copy found and deleted (after a repair, or with its file)."""
+        deadline = time.monotonic() + FSCK_S
+        while True:
+            left = sorted(f"{g}/{i} on {dn}" for (g, i, dn), (path, inode) in self._rotted.items()
+                          if _inode(path) == inode)
+            if not left:
+                if self._rotted:
+                    self.out(f"final: all {len(self._rotted)} rotten units found, replaced and deleted")
+                return []
+            if time.monotonic() > deadline:
+                return [f"rotten units still on disk {FSCK_S:.0f} s after fsck said HEALTHY: {', '.join(left)}"]
+            time.sleep(0.5)
 
     def _wait_healthy(self) -> list[str]:
         deadline = time.monotonic() + FSCK_S
@@ -567,6 +625,13 @@ class _ReadAttempt:
             self.done.set()
 
 
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None
+
+
 def _short(err: BaseException) -> str:
     if isinstance(err, grpc.RpcError):
         return f"{err.code().name}: {err.details()}"
@@ -607,7 +672,7 @@ def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
     r = report
     out(f"report: steps {r.steps}, files {r.files}, bytes verified {r.bytes_verified} "
         f"({r.bytes_verified / 2**20:.1f} MiB), reads {r.reads}, hedges {r.hedges} (wins {r.hedge_wins}), "
-        f"breaker trips {r.breaker_trips}, repairs {r.repairs}, wrong bytes {r.wrong_bytes}, "
+        f"breaker trips {r.breaker_trips}, repairs {r.repairs}, units rotted {r.units_rotted}, wrong bytes {r.wrong_bytes}, "
         f"clean failures {r.clean_failures}, read p99 {r.p99_ms:.0f} ms, max {r.max_ms:.0f} ms "
         f"({time.monotonic() - started:.0f} s)")
     for kind, n in chaos.failure_kinds.most_common(8):

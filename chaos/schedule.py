@@ -3,7 +3,9 @@
     seed ──> schedule (every step drawn up front: printable, diffable, a prefix of any longer run)
 
 A DataNode is *lost* while it is killed, frozen, stalled, erroring or corrupting (a delay or a
-bandwidth cap only makes it slow). The schedule never loses more DataNodes than the policy's m,
+bandwidth cap only makes it slow), and from the moment a byte of some of its units is flipped on
+disk ("rot": bit rot in units nobody is reading) until the step that clears it; the rotten units
+themselves stay bad until the scrubber or a reader finds them and they are repaired. The schedule never loses more DataNodes than the policy's m,
 except in steps it marks BEYOND TOLERANCE.
 
 Everything random comes from the seed: the schedule, file sizes and contents, what readers read.
@@ -21,7 +23,7 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 POLICY = parse_policy("RS-6-3-64k")
 BLOCK_SIZE = 256 * 1024                   # a block group is 1.5 MiB of data: boundaries come often
-LOSS_FAULTS = ("stall", "error", "corrupt")
+LOSS_FAULTS = ("stall", "error", "corrupt", "rot")
 SLOW_FAULTS = ("delay", "bandwidth")
 BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
 
@@ -49,7 +51,7 @@ class Step:
     action: str                           # kill freeze thaw restart fault clear nn-restart pause
     target: str = ""
     fault: str = ""                       # for action "fault": one of LOSS_FAULTS + SLOW_FAULTS
-    knobs: tuple = ()                     # FaultConfig fields, as (name, value) pairs
+    knobs: tuple = ()                     # FaultConfig fields, as (name, value) pairs; rot: units, salt
     dwell_s: float = 0.5                  # load runs this long between the step and its check
     frozen: tuple = ()                    # state after the step
     stopped: tuple = ()
@@ -60,7 +62,7 @@ class Step:
     def line(self, m: int = POLICY.m) -> str:
         what = f"{self.action} {self.target}".strip()
         if self.action == "fault":
-            what += " " + " ".join([self.fault] + [_knob(k, v) for k, v in self.knobs if k != "stall"])
+            what += " " + " ".join([self.fault] + [_knob(k, v) for k, v in self.knobs if k not in ("stall", "salt")])
         how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.stopped, "killed")
         lost = " ".join(f"{d}={how[d]}" for d in self.lost) or "-"
         slow = " ".join(f"{d}={f}" for d, f in self.faults if f in SLOW_FAULTS)
@@ -69,7 +71,8 @@ class Step:
                 + (f"  slow: {slow}" if slow else "") + flag)
 
     def fault_config(self) -> pb.FaultConfig:
-        return pb.FaultConfig(**dict(self.knobs))
+        """The knobs to set on the DataNode (rot has none: it flips bytes on disk)."""
+        return pb.FaultConfig(**{k: v for k, v in self.knobs if k in pb.FaultConfig.DESCRIPTOR.fields_by_name})
 
 
 def _knob(name: str, value) -> str:
@@ -79,6 +82,8 @@ def _knob(name: str, value) -> str:
         return f"jitter={value}ms"
     if name == "bandwidth_bps":
         return f"{value // 1024}KiB/s"
+    if name == "units":
+        return f"{value} unit{'s' if value > 1 else ''}"
     return f"p={value:g}"
 
 
@@ -121,7 +126,7 @@ def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int) -> S
     kind = rng.choices(list(weights), weights=list(weights.values()))[0]
     if kind == "harm":
         target = rng.choice(healthy)
-        action = rng.choices(["kill", "freeze", "stall", "error", "corrupt"], [3, 2, 1.5, 1.5, 1.5])[0]
+        action = rng.choices(["kill", "freeze", "stall", "error", "corrupt", "rot"], [3, 2, 1.5, 1.5, 1.5, 1.5])[0]
         return _fault_step(rng, n, target, action) if action in LOSS_FAULTS else Step(n, action, target)
     if kind == "slow":
         target = rng.choice([d for d in healthy if not fault[d]])
@@ -148,6 +153,7 @@ def _fault_step(rng: random.Random, n: int, target: str, kind: str) -> Step:
         "stall": lambda: (("stall", True),),
         "error": lambda: (("error_probability", rng.choice([0.3, 0.7, 1.0])),),
         "corrupt": lambda: (("corrupt_probability", rng.choice([0.3, 0.7, 1.0])),),
+        "rot": lambda: (("units", rng.choice([1, 2, 3])), ("salt", rng.randrange(2**32))),
     }[kind]()
     return Step(n, "fault", target, kind, knobs)
 

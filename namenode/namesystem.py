@@ -274,8 +274,10 @@ class Namesystem:
             waiting = 0
             for c in groups:
                 found = self.blocks.group(c.group_id)
-                if found is not None:
-                    waiting += sum(1 for i in c.stored_units if i in found[0].unreported)
+                if found is not None:   # (a dead DataNode's receipt is not worth waiting for)
+                    group = found[0]
+                    waiting += sum(1 for i in c.stored_units
+                                   if i in group.unreported and self.liveness.is_live(group.units[i]))
             left = deadline - time.monotonic()
             if not waiting or left <= 0:
                 if waiting:

@@ -263,6 +263,7 @@ def test_faults_refused_when_disabled(tmp_path):
     (["--enable-faults", "--fault", "bogus=1"], "unknown fault 'bogus'"),
     (["--enable-faults", "--fault", "probability=7"], "probability must be between 0 and 1"),
     (["--fault", "read-delay-ms=5"], "fault injection is disabled on dn5"),
+    (["--scrub-bandwidth", "fast"], "bad --scrub-bandwidth 'fast': must be a non-negative number of bytes per second"),
 ])
 def test_bad_fault_spec_refuses_to_start(tmp_path, args, message):
     cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", "dn5", "--data-dir", str(tmp_path),
