@@ -24,13 +24,15 @@ from hedgefs.client.errors import HedgefsError
 @click.option("--dry-run", is_flag=True, help="Print the seed and the schedule; start nothing.")
 @metrics_port_option
 def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, metrics_port) -> None:
-    """Kill, freeze, slow and corrupt DataNodes (and restart the NameNode) on a seeded schedule
-    while writers and readers run; after every step, every stored file must read back identical.
+    """Kill, freeze, slow and corrupt DataNodes, rot units on their disks (and restart the NameNode)
+    on a seeded schedule while writers and readers run; after every step, every stored file must
+    read back identical.
 
-    The schedule never loses more DataNodes (killed, frozen, stalled, erroring, corrupting) than
+    The schedule never loses more DataNodes (killed, frozen, stalled, erroring, corrupting, rotting) than
     the policy's m = 3, except in steps marked BEYOND TOLERANCE, where a block group short of 6
     reachable units may fail to read, but only cleanly. Wrong bytes always fail the run. At the
-    end every fault is cleared and fsck must reach HEALTHY. Exit 0 only if wrong bytes are 0 and
+    end every fault is cleared, fsck must reach HEALTHY and every rotten unit must have been found
+    (by the DataNodes' scrubbers or by reads), replaced and deleted. Exit 0 only if wrong bytes are 0 and
     the invariant held at every step; on failure the step and a replay command are printed.
 
     \b
