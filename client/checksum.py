@@ -2,7 +2,7 @@
 
 A file's checksum is the CRC32C of its bytes, so an RS-6-3 file, an RS-3-2 file and a local file
 with the same bytes have the same one. It is computed without moving data: DataNodes keep a CRC32C
-per 64 KiB chunk of each internal block (GetChunkChecksums returns them), a cell whose size is a
+per 64 KiB chunk of each internal block (the data port's CHECKSUMS request returns them), a cell whose size is a
 multiple of the chunk size is a run of whole chunks (the unit's last cell ends with the block's
 last, shorter chunk), and CRCs combine (ec/crc.py). So:
 
@@ -24,9 +24,8 @@ import logging
 from typing import Awaitable, Callable
 
 import crc32c
-import grpc
 
-from hedgefs.client.datanode_client import DataNodeClient
+from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.client.reader import GroupLocation
 from hedgefs.ec import layout
 from hedgefs.ec.crc import combine, combine_all
@@ -138,8 +137,8 @@ async def _unit_crcs(datanodes: DataNodeClient, limit: asyncio.Semaphore, policy
         return None
     async with limit:
         try:
-            answer = await datanodes.chunk_checksums(loc.address, group.id, index)
-        except (grpc.RpcError, asyncio.TimeoutError) as err:
+            answer = await datanodes.chunk_checksums(loc.data_address, group.id, index)
+        except (TransferError, TimeoutError) as err:
             log.info("no chunk checksums for unit %d/%d from %s (%s): reading its group instead",
                      group.id, index, loc.datanode_id, describe(err))
             return None

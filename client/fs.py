@@ -5,6 +5,7 @@ network I/O behind them runs on one private event loop (loop.py). Writes are the
 (writer.py), reads the hedged reader's (reader.py); this module names files and hands over.
 """
 
+import asyncio
 import concurrent.futures
 import dataclasses
 import io
@@ -17,11 +18,11 @@ import grpc
 from hedgefs.client import checksum as _checksum
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.datanode_client import DataNodeClient
-from hedgefs.client.errors import DataUnavailable, IsADirectory, from_namenode_error
+from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
+from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.client.writer import StripedWriter
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
@@ -54,7 +55,7 @@ class FileStatus:
             GroupLocation(
                 id=g.id,
                 length=g.length,
-                units={u.index: UnitLocation(u.index, u.datanode_id, u.address) for u in g.units},
+                units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address) for u in g.units},
             )
             for g in info.groups
         )
@@ -75,8 +76,30 @@ class FileSystem:
         self._nn_channel = grpc.aio.insecure_channel(self.namenode, options=GRPC_OPTIONS)
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
         self.datanodes = DataNodeClient()
-        self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics)
+        self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self._report_bad)
         self._writer = StripedWriter(self.datanodes, self._rpc)
+        self._reported: set[tuple[int, int, str]] = set()
+        self._reports: set[asyncio.Task] = set()
+
+    def _report_bad(self, group_id: int, index: int, loc: UnitLocation) -> None:
+        """A read of a unit failed its checksum: ask its DataNode to check its copy on disk (in
+        the background, once per unit); a damaged copy it reports to the NameNode for repair,
+        an intact one means the bytes went bad on the way (and no healthy unit is dropped)."""
+        key = (group_id, index, loc.datanode_id)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+
+        async def report() -> None:
+            try:
+                answer = await self.datanodes.verify(loc.data_address, group_id, index)
+                log.info("%s checked unit %d/%d: %s", loc.datanode_id, group_id, index, answer)
+            except (TransferError, TimeoutError) as err:
+                log.info("cannot have %s check unit %d/%d: %s", loc.datanode_id, group_id, index, err)
+
+        task = asyncio.ensure_future(report())
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
 
     def _call(self, coro):
         return self._loop.call(coro)
@@ -100,6 +123,15 @@ class FileSystem:
         return self._call(self._rpc(method, request))
 
     def close(self) -> None:
+        async def flush_reports():
+            if self._reports:
+                await asyncio.wait(set(self._reports), timeout=NAMENODE_TIMEOUT_S)
+
+        try:
+            self._call(flush_reports())   # a bad unit reported by the last read still gets there
+        except HedgefsError:
+            pass  # already closed
+
         async def shutdown():
             await self.datanodes.close()
             await self._nn_channel.close()

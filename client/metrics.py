@@ -1,15 +1,13 @@
 """Client counters and per-DataNode latency histograms (``hedgefs.histogram``).
 
 Each FileSystem keeps its own (``--stats`` prints them); every one of them also adds to the
-process-wide Prometheus families in ``REGISTRY``, which a long-running command (``bench read``,
-``chaos``) serves with ``--metrics-port``.
+process-wide Prometheus families in ``REGISTRY`` (made on first use), which a long-running
+command (``bench read``, ``chaos``) serves with ``--metrics-port``.
 """
 
 import dataclasses
 import threading
 import weakref
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hedgefs.histogram import LatencyHistogram
 
@@ -23,6 +21,7 @@ COUNTER_NAMES = (
     "hedges_refused_rate",
     "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
     "cancelled_reads",  # losing cell reads cancelled by the client
+    "checksum_failures",  # unit reads whose bytes did not match the DataNode's CRC32C (rebuilt, reported)
 )
 
 
@@ -33,7 +32,6 @@ class ReadStats:
     per_datanode: dict[str, dict[str, float]]
 
 
-REGISTRY = CollectorRegistry()
 _HELP = {
     "reads": "pread calls.",
     "cell_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
@@ -44,18 +42,44 @@ _HELP = {
     "hedges_refused_rate": "Hedges not started because of the per-second cap.",
     "decodes_on_failure": "Reads rebuilt because the original failed.",
     "cancelled_reads": "Losing reads cancelled by the client.",
+    "checksum_failures": "Unit reads whose bytes failed the DataNode's CRC32C (rebuilt; the DataNode checks its copy).",
 }
-_COUNTERS = {name: Counter(f"hedgefs_client_{name}", _HELP.get(name, name), registry=REGISTRY)
-             for name in COUNTER_NAMES}
-_CELL_READ = Histogram("hedgefs_client_cell_read_seconds", "Unit-range reads by DataNode, as the client timed them.",
-                       ["datanode"], registry=REGISTRY,
-                       buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
-_OVERDUE = Counter("hedgefs_client_overdue_reads", "Reads that crossed the hedge threshold, by DataNode.",
-                   ["datanode"], registry=REGISTRY)
-_TRIPS = Counter("hedgefs_client_breaker_trips", "Times a circuit breaker turned hedging off.", registry=REGISTRY)
 _BREAKERS: "weakref.WeakSet" = weakref.WeakSet()
-Gauge("hedgefs_client_breaker_open", "Circuit breakers of this process now open (hedging off).",
-      registry=REGISTRY).set_function(lambda: sum(b.is_open for b in list(_BREAKERS)))
+
+
+class _Families:
+    """The process-wide Prometheus families. Made (and prometheus_client imported, ~20-50 ms)
+    only when something asks for ``REGISTRY``: a command that serves --metrics-port does so
+    before it reads anything; a plain ``hedgefs cat`` never does."""
+
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = r = CollectorRegistry()
+        self.counters = {name: Counter(f"hedgefs_client_{name}", _HELP.get(name, name), registry=r)
+                         for name in COUNTER_NAMES}
+        self.cell_read = Histogram("hedgefs_client_cell_read_seconds",
+                                   "Unit-range reads by DataNode, as the client timed them.", ["datanode"], registry=r,
+                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+        self.overdue = Counter("hedgefs_client_overdue_reads", "Reads that crossed the hedge threshold, by DataNode.",
+                               ["datanode"], registry=r)
+        self.trips = Counter("hedgefs_client_breaker_trips", "Times a circuit breaker turned hedging off.", registry=r)
+        Gauge("hedgefs_client_breaker_open", "Circuit breakers of this process now open (hedging off).",
+              registry=r).set_function(lambda: sum(b.is_open for b in list(_BREAKERS)))
+
+
+_PROM: _Families | None = None
+_PROM_LOCK = threading.Lock()
+
+
+def __getattr__(name: str):
+    if name == "REGISTRY":
+        global _PROM
+        with _PROM_LOCK:
+            if _PROM is None:
+                _PROM = _Families()
+        return _PROM.registry
+    raise AttributeError(name)
 
 
 def watch_breaker(breaker) -> None:
@@ -64,7 +88,8 @@ def watch_breaker(breaker) -> None:
 
 
 def breaker_tripped() -> None:
-    _TRIPS.inc()
+    if _PROM is not None:
+        _PROM.trips.inc()
 
 
 class ClientMetrics:
@@ -77,20 +102,23 @@ class ClientMetrics:
     def incr(self, name: str, n: int = 1) -> None:
         with self._lock:
             self._counters[name] += n
-        _COUNTERS[name].inc(n)
+        if _PROM is not None:
+            _PROM.counters[name].inc(n)
 
     def record_cell_read(self, datanode: str, seconds: float) -> None:
         with self._lock:
             hist = self._per_datanode.setdefault(datanode, LatencyHistogram())
         hist.record(seconds)
-        _CELL_READ.labels(datanode).observe(seconds)
+        if _PROM is not None:
+            _PROM.cell_read.labels(datanode).observe(seconds)
 
     def record_overdue(self, datanode: str) -> None:
         """A read on this DataNode crossed the hedge threshold (it may never complete)."""
         with self._lock:
             self._per_datanode.setdefault(datanode, LatencyHistogram())
             self._overdue[datanode] = self._overdue.get(datanode, 0) + 1
-        _OVERDUE.labels(datanode).inc()
+        if _PROM is not None:
+            _PROM.overdue.labels(datanode).inc()
 
     def overdue_counts(self) -> dict[str, int]:
         """Reads per DataNode that crossed the hedge threshold so far."""

@@ -17,24 +17,27 @@ cells sit back to back in its block). For each such *unit read*:
 Decoding a range that spans stripes is sound: at every block offset the k + m units hold one
 codeword, and bytes past a unit's end are zeros, exactly as the encoder padded them.
 
-The threshold timer of a unit read starts when its task starts, before its gRPC channel has
-connected: a DataNode that accepts TCP but never answers is hedged like one that streams slowly.
+The threshold timer of a unit read starts when its task starts, before its connection is made:
+a DataNode that accepts TCP but never answers is hedged like one that streams slowly.
+
+Every chunk a unit read returns has been checked against the DataNode's stored CRC32C (the
+transport does it): a mismatch is a failed unit read like any other (rebuilt from other units),
+counted in ``checksum_failures`` and reported to the DataNode that sent it, which checks its
+copy on disk and, if that is damaged, has the NameNode repair it.
 """
 
 import asyncio
 import dataclasses
 import logging
 import time
-
-import grpc
+from typing import Callable
 
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.datanode_client import DataNodeClient, ShortRead
+from hedgefs.client.transport import Busy, ChecksumMismatch, DataNodeClient, TransferError
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.ec import layout
-from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy
 from hedgefs.plumbing import describe
 
@@ -44,13 +47,17 @@ log = logging.getLogger("hedgefs.client.reader")
 _INLINE_DECODE_BYTES = 256 * 1024
 # A DataNode whose read failed this recently is the last choice as a rebuild source.
 _FAILURE_MEMORY_S = 10.0
+# Sources that answered BUSY (--max-streams) are asked again, after a pause, once no other is left.
+_BUSY_RETRIES = 20
+_BUSY_BACKOFF_S = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
 class UnitLocation:
     index: int
     datanode_id: str
-    address: str
+    address: str            # gRPC (control)
+    data_address: str = ""  # where its unit reads and writes go
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +90,13 @@ class _GroupRead:
 
 
 class HedgedReader:
-    def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics):
+    def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics,
+                 report_bad: Callable[[int, int, UnitLocation], None] = lambda group_id, index, loc: None):
         self._datanodes = datanodes
         self._config = config
         self._breaker = breaker
         self._metrics = metrics
+        self._report_bad = report_bad  # (group id, index, where): a read of the unit failed its checksum
         self._last_failure: dict[str, float] = {}  # DataNode -> when a read from it last failed
 
     async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview,
@@ -106,16 +115,17 @@ class HedgedReader:
         try:
             results = await gather_or_cancel(
                 self._read_unit(read, r.index, r.offset_in_block, r.offset_in_block + r.length) for r in wanted)
+            for r, data in zip(wanted, results):
+                for cell in r.cells:
+                    src = cell.offset_in_block - r.offset_in_block
+                    dst = cell.offset_in_group - offset
+                    out[dst:dst + cell.length] = data[src:src + cell.length]
         finally:
             for task in read.fetches.values():
                 self._cancel(task)
-                if task.done() and not task.cancelled():
-                    task.exception()  # seen: a failed read nobody needed is not an error to log
-        for r, data in zip(wanted, results):
-            for cell in r.cells:
-                src = cell.offset_in_block - r.offset_in_block
-                dst = cell.offset_in_group - offset
-                out[dst:dst + cell.length] = data[src:src + cell.length]
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    # Every use of the unit reads' buffers (copies above, decodes) is over.
+                    self._datanodes.buffers.give(task.result())
 
     async def _read_unit(self, read: _GroupRead, index: int, start: int, end: int):
         if index not in read.group.units:
@@ -164,7 +174,7 @@ class HedgedReader:
     async def _result_or_rebuild(self, read: _GroupRead, index: int, start: int, end: int, task: asyncio.Task):
         try:
             return await asyncio.shield(task)
-        except (grpc.RpcError, ShortRead, asyncio.CancelledError) as err:
+        except (TransferError, asyncio.CancelledError) as err:
             if isinstance(err, asyncio.CancelledError) and not task.cancelled():
                 raise  # we were cancelled, not the shared read
             self._metrics.incr("decodes_on_failure")
@@ -193,10 +203,15 @@ class HedgedReader:
         self._metrics.incr("cell_reads")
         began = time.monotonic()
         try:
-            data = await self._datanodes.read(loc.address, read.group.id, index, start, held)
-        except (grpc.RpcError, ShortRead):
+            data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held)
+        except TransferError as err:
             self._last_failure[loc.datanode_id] = time.monotonic()
             self._metrics.incr("cell_read_errors")
+            if isinstance(err, ChecksumMismatch):
+                self._metrics.incr("checksum_failures")
+                log.warning("read of %s failed its checksum (%s): rebuilding it; its DataNode will check its copy",
+                            read.describe(index, start, end), err)
+                self._report_bad(read.group.id, index, loc)
             raise
         # Only completed reads are latencies: a cancelled or failed read says nothing of speed.
         self._metrics.record_cell_read(loc.datanode_id, time.monotonic() - began)
@@ -206,6 +221,8 @@ class HedgedReader:
         """Decode unit `want`'s block range [start, end) from k other units."""
         # A hedge is already late: read one spare source, so one more straggler costs nothing.
         sources = await self._gather_k(read, want, start, end, spare=1 if reason == "hedge" else 0)
+        from hedgefs.ec.codec import get_codec  # here, not at the top: a healthy read never loads numpy
+
         codec = get_codec(read.policy.k, read.policy.m)
         length = end - start
         if length <= _INLINE_DECODE_BYTES:
@@ -256,8 +273,20 @@ class HedgedReader:
         for _ in range(k + spare):
             launch_next()
         threshold = self._config.threshold_ms / 1000.0
+        busy: list[int] = []   # sources that answered BUSY: asked again when nothing else is left
+        retries = 0
         try:
             while len(results) < k:
+                if not active and busy and retries < _BUSY_RETRIES:
+                    retries += 1
+                    await asyncio.sleep(_BUSY_BACKOFF_S * retries)
+                    for index in busy:
+                        read.fetches.pop((index, start, end), None)
+                        task = self._fetch(read, index, start, end)
+                        started.add(task)
+                        active[task] = index
+                    busy.clear()
+                    continue
                 if not active:
                     raise DataUnavailable(
                         f"cannot read group {read.group.id} at block offset {start}: only {len(results)} "
@@ -269,6 +298,8 @@ class HedgedReader:
                 for task in done:
                     index = active.pop(task)
                     if _failed(task):
+                        if not task.cancelled() and isinstance(task.exception(), Busy):
+                            busy.append(index)
                         launch_next()
                     else:
                         results[index] = task.result()

@@ -1,8 +1,9 @@
 """Striped writes, the whole write path of a file: Create -> (AddBlockGroup, stream)* -> Complete.
 
 The source is read a stripe at a time, encoded and streamed as k+m internal blocks. Per block
-group: AddBlockGroup gives k+m DataNodes; one WriteUnit stream per unit; stripe n+1 is read and
-encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
+group: AddBlockGroup gives k+m DataNodes; one unit write stream per unit (the data transfer
+protocol: each cell goes out with ``sendmsg``, straight from the encoder's buffers); stripe n+1
+is read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
 that fails mid-write is dropped; the group carries on while at least k units are still being
 written, and the NameNode repairs the rest. The next group is placed away from DataNodes that
 failed. Complete is called only after every surviving unit has been finalized (fsync'd and
@@ -18,20 +19,16 @@ import logging
 import os
 from typing import Awaitable, Callable
 
-import grpc
-
-from hedgefs.client.datanode_client import DataNodeClient
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
+from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.ec import layout
-from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.plumbing import describe
-from hedgefs.proto import CHUNK_BYTES, wire
 from hedgefs.proto import hedgefs_pb2 as pb
 
 log = logging.getLogger("hedgefs.client.writer")
 
-# One message to a DataNode that takes longer than this means the DataNode is gone.
+# One step of a unit write (a cell, the finish) that takes longer than this means the DataNode is gone.
 WRITE_TIMEOUT_S = 20.0
 _COMPLETE_ATTEMPTS = 4  # 0.5 + 1 + 2 s of back-off: rides out a NameNode restart
 
@@ -46,39 +43,22 @@ class _UnitStream:
         self.index = loc.index
         self.datanode_id = loc.datanode_id
         self.group_id = group_id
-        self.call = datanodes.open_write(loc.address)
+        self.write = datanodes.open_write(loc.data_address, group_id, loc.index)
         self.error: str | None = None
-        self._sent_header = False
 
     @property
     def alive(self) -> bool:
         return self.error is None
 
-    async def send(self, messages: list[bytes]) -> None:
-        """Send one cell, already framed by wire.write_chunk in pieces of at most CHUNK_BYTES."""
-        for message in messages:
-            await self._write(message)
+    async def send(self, cell) -> None:
+        async with asyncio.timeout(WRITE_TIMEOUT_S):
+            await self.write.send([cell])
 
     async def finish(self, length: int) -> None:
-        await self._write(pb.WriteChunk(finalize=True, expected_length=length))
-        await asyncio.wait_for(self.call.done_writing(), WRITE_TIMEOUT_S)
-        result = await asyncio.wait_for(self.call, WRITE_TIMEOUT_S)
-        if result.length != length:
-            raise HedgefsError(f"{self.datanode_id} stored {result.length} of {length} bytes")
-
-    async def _write(self, message) -> None:
-        """Send a pb.WriteChunk or a pre-framed one; the first call sends the header before it."""
-        try:
-            if not self._sent_header:
-                # The unit's length is known only at finalize (stdin has no size): 0 = not given yet.
-                self._sent_header = True
-                header = pb.WriteChunk(group_id=self.group_id, index=self.index)
-                await asyncio.wait_for(self.call.write(header), WRITE_TIMEOUT_S)
-            await asyncio.wait_for(self.call.write(message), WRITE_TIMEOUT_S)
-        except asyncio.InvalidStateError:
-            # grpc.aio raises this (not RpcError) when the call already ended, e.g. the DataNode
-            # died between two writes; the call's own status says what happened.
-            raise HedgefsError(f"{(await self.call.code()).name}: {await self.call.details()}") from None
+        async with asyncio.timeout(WRITE_TIMEOUT_S):
+            stored = await self.write.finish(length)
+        if stored != length:
+            raise HedgefsError(f"{self.datanode_id} stored {stored} of {length} bytes")
 
     def fail(self, err: BaseException) -> None:
         if self.error is None:
@@ -86,7 +66,10 @@ class _UnitStream:
             # INFO, not WARNING: the put carries on (or fails with one error naming every failed
             # unit); the CLI's stderr is one line per error, and -v shows this.
             log.info("unit %d/%d on %s failed: %s", self.group_id, self.index, self.datanode_id, self.error)
-            self.call.cancel()
+            self.write.abort()
+
+    def abort(self) -> None:
+        self.write.abort()
 
 
 @dataclasses.dataclass
@@ -199,6 +182,8 @@ class StripedWriter:
                           source: "StripeSource", progress: Callable[[int], None]) -> "GroupWritten":
         """Write one block group starting with `first_stripe`, reading further stripes from `source`."""
         streams = [_UnitStream(self._datanodes, group.id, loc) for loc in sorted(group.units, key=lambda u: u.index)]
+        from hedgefs.ec.codec import get_codec  # here: reads never pay for loading the codec (numpy)
+
         codec = get_codec(policy.k, policy.m)
         loop = asyncio.get_running_loop()
         stripes_per_group = layout.num_stripes(policy, layout.group_data_size(policy, block_size))
@@ -228,8 +213,7 @@ class StripedWriter:
             self._check_enough(streams, policy, group.id)
         except BaseException:
             for s in streams:
-                if s.alive:
-                    s.call.cancel()
+                s.abort()
             raise
         return GroupWritten(length, [s.index for s in streams if s.alive],
                             [s.datanode_id for s in streams if not s.alive], data)
@@ -238,7 +222,7 @@ class StripedWriter:
         async def send(stream: _UnitStream, cell) -> None:
             try:
                 await stream.send(cell)
-            except (grpc.RpcError, asyncio.TimeoutError, HedgefsError) as err:
+            except (TransferError, TimeoutError, HedgefsError) as err:
                 stream.fail(err)
 
         await asyncio.gather(*(send(s, cells[s.index]) for s in streams if s.alive and len(cells[s.index])))
@@ -246,7 +230,7 @@ class StripedWriter:
     async def _finish(self, stream: _UnitStream, length: int) -> None:
         try:
             await stream.finish(length)
-        except (grpc.RpcError, asyncio.TimeoutError, HedgefsError) as err:
+        except (TransferError, TimeoutError, HedgefsError) as err:
             stream.fail(err)
 
     @staticmethod
@@ -260,20 +244,14 @@ class StripedWriter:
             )
 
 
-def _encode(codec, policy: Policy, data: bytes) -> list[list[bytes]]:
-    """Per unit (k data, then m parity), the cell of this stripe as framed WriteChunk messages.
-
-    Runs in a worker thread: the codec releases the GIL, and framing is the one copy a cell gets.
-    """
+def _encode(codec, policy: Policy, data: bytes) -> list:
+    """Per unit (k data, then m parity), the cell of this stripe: views of ``data`` and of the
+    codec's parity buffers, sent as they are. Runs in a worker thread: the codec releases the GIL."""
     data_cells = layout.split_stripe(policy, data)
-    cells = data_cells + (codec.encode(data_cells) if len(data_cells[0]) else [b""] * policy.m)
-    return [
-        [wire.write_chunk(piece[start:start + CHUNK_BYTES]) for start in range(0, len(piece), CHUNK_BYTES)]
-        for piece in (memoryview(c).cast("B") if len(c) else c for c in cells)
-    ]
+    return data_cells + (codec.encode(data_cells) if len(data_cells[0]) else [b""] * policy.m)
 
 
 def _describe(err: BaseException) -> str:
-    if isinstance(err, asyncio.TimeoutError):
+    if isinstance(err, TimeoutError):
         return f"no progress for {WRITE_TIMEOUT_S:.0f} s"
     return describe(err)

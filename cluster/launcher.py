@@ -50,6 +50,8 @@ class Options:
     fsync: bool = True
     enable_faults: bool = True
     scrub_interval_s: float | None = None   # None: the DataNode's default
+    # Extra `hedgefs datanode` flags for some DataNodes, e.g. {"dn3": ["--max-streams", "16"]}.
+    datanode_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 class LocalCluster:
@@ -77,7 +79,12 @@ class LocalCluster:
         return list(self.state.get("datanodes", {}))
 
     def datanode_address(self, name: str) -> str:
+        """The DataNode's gRPC address (fault knobs)."""
         return f"127.0.0.1:{self._entry(name)['port']}"
+
+    def datanode_data_address(self, name: str) -> str:
+        """The DataNode's data address (unit reads and writes)."""
+        return f"127.0.0.1:{self._entry(name)['data_port']}"
 
     def datanode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
         """Call a DataNode's RPC by name: SetFaults, ClearFaults, GetFaults (what tests and tools
@@ -121,7 +128,7 @@ class LocalCluster:
         self.state = {"options": dataclasses.asdict(options), "datanodes": {},
                       "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
-            self.state["datanodes"][f"dn{i}"] = {"port": 0, "http_port": 0}
+            self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
         try:
             self.start("namenode")
             for name in self.datanode_ids:
@@ -169,13 +176,15 @@ class LocalCluster:
                 args += ["--block-size", str(options["block_size"])]
         else:
             args = ["datanode", "--id", name, "--port", str(entry["port"]), "--data-dir", str(data_dir),
-                    "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"])]
+                    "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"]),
+                    "--data-port", str(entry.get("data_port", 0))]
             if options.get("enable_faults"):
                 args.append("--enable-faults")
             if not options.get("fsync", True):
                 args.append("--no-fsync")
             if options.get("scrub_interval_s") is not None:
                 args += ["--scrub-interval-s", str(options["scrub_interval_s"]), "--scrub-bandwidth", "64M"]
+            args += options.get("datanode_args", {}).get(name, [])
         args += ["--http-port", str(entry.get("http_port", 0)), "--port-file", str(port_file)]
         log = open(self.root / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
@@ -186,6 +195,8 @@ class LocalCluster:
         self._children[proc.pid] = proc
         ports = self._wait_port(name, proc, port_file)
         entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
+        if name != "namenode":
+            entry["data_port"] = ports["data"]
         self._save()
 
     def add_datanode(self, timeout_s: float = 30.0) -> str:

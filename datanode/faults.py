@@ -5,14 +5,19 @@ Knobs (all act on reads only; writes are never slowed):
     read_delay_ms, probability, jitter_ms   sleep before the first byte (probability of applying)
     stall                                   hold reads, answer nothing, until the stall is cleared
     error_probability                       fail a read with UNAVAILABLE
-    corrupt_probability                     flip bytes read from disk before they are verified
+    corrupt_probability                     a bad disk: one byte of a read comes off the disk flipped
+    wire_corrupt_probability                a bad link: one byte flipped after the DataNode's storage
     bandwidth_bps                           pace the node's read bytes (0 = no cap)
 
-``FaultyStore`` wraps the real block store with the store's read interface, the way MinIO wraps
-a disk in a "naughty disk": the read handler asks a store and never looks at a knob.
+Both corruptions reach the reader with the stored CRC32C values beside the bytes; the reader's
+end-to-end check is what catches them (the DataNode ``sendfile``s and never reads what it serves).
+The two differ in what they model, and in their counters.
 
-Every wait here is on an Event that the RPC's cancellation sets, so a client that gives up on a
-read (a hedge loser) frees the server at once. Nothing in this module imports gRPC.
+``FaultyStore`` wraps the real block store, the way MinIO wraps a disk in a "naughty disk": the
+data server asks it for a range to send and never looks at a knob.
+
+Every wait here is on an Event that the read's cancellation sets (the client closing its
+connection), so a client that gives up on a read (a hedge loser) frees the server at once.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from hedgefs.datanode.storage import BlockStore, ChecksumError
+from hedgefs.datanode.storage import BlockStore, OpenUnit, RangeError
 
 _U32 = 2**32 - 1
 
@@ -38,6 +43,7 @@ class FaultConfig:
     error_probability: float = 0.0
     corrupt_probability: float = 0.0
     bandwidth_bps: int = 0
+    wire_corrupt_probability: float = 0.0
 
 
 FIELDS = tuple(FaultConfig.__dataclass_fields__)
@@ -96,6 +102,7 @@ SPEC_KEYS = {
     "error-probability": ("error_probability", _prob, "HEDGEFS_FAULT_ERROR_PROBABILITY"),
     "corrupt-probability": ("corrupt_probability", _prob, "HEDGEFS_FAULT_CORRUPT_PROBABILITY"),
     "bandwidth": ("bandwidth_bps", parse_bandwidth, "HEDGEFS_FAULT_BANDWIDTH"),
+    "wire-corrupt-probability": ("wire_corrupt_probability", _prob, "HEDGEFS_FAULT_WIRE_CORRUPT_PROBABILITY"),
 }
 
 
@@ -281,6 +288,16 @@ class Faults:
     def draw_corrupt(self) -> bool:
         return self._draw(self._cfg.corrupt_probability, "fault:corrupt")
 
+    def draw_wire_corrupt(self) -> bool:
+        return self._draw(self._cfg.wire_corrupt_probability, "fault:wire-corrupt")
+
+    def may_wait(self) -> bool:
+        """Could a read wait on a knob now (stall, delay, bandwidth)? Then the server watches
+        its connection, so that a client hanging up cancels the wait."""
+        with self._lock:
+            c = self._cfg
+            return self.enabled and (c.stall or c.read_delay_ms > 0 or c.bandwidth_bps > 0)
+
     def pace(self, guard: ReadGuard, nbytes: int) -> bool:
         """Wait until ``nbytes`` more may be sent under the bandwidth cap. True if cancelled."""
         with self._lock:
@@ -319,11 +336,6 @@ class InjectedError(Exception):
     """The error knob failed this read."""
 
 
-class InjectedCorruption(ChecksumError):
-    """A checksum mismatch caused by the corrupt knob: the bytes on disk are fine, so it is not
-    reported to the NameNode (it would repair a healthy unit)."""
-
-
 class FaultyStore:
     """A BlockStore whose reads obey the fault knobs; with faults disabled it only passes through."""
 
@@ -340,31 +352,53 @@ class FaultyStore:
         with self.store.open_unit(group_id, index) as unit:
             return unit.length, unit.chunk, unit.crcs
 
-    def read(self, group_id: int, index: int, offset: int, length: int, *, piece: int,
-             guard: ReadGuard) -> Iterator[bytes]:
-        """BlockStore.read, after the stall and the delay, with errors, corruption and the
-        bandwidth cap applied. Raises ReadCancelled if the client leaves during a wait."""
+
+    def open_read(self, group_id: int, index: int, offset: int, length: int, guard: ReadGuard) -> ReadPlan:
+        """The whole checksum chunks to send for [offset, offset+length) (see ``ReadPlan``), after
+        the stall and the delay, with the error knob drawn and what to do to the bytes on the way.
+        Raises ReadCancelled if the client leaves during a wait, InjectedError if the error knob
+        fires, and the store's UnitNotFound / RangeError / ChecksumError (a damaged sidecar)."""
         faults = self.faults
         if not faults.enabled:
-            return self.store.read(group_id, index, offset, length, piece=piece)
+            return ReadPlan.of(self.store.open_unit(group_id, index), offset, length)
         if faults.hold_if_stalled(guard) or guard.wait(faults.read_delay_s()):
             raise ReadCancelled()
         if faults.draw_error():
             raise InjectedError(f"injected error on {faults.datanode_id}")
-        corrupt = faults.draw_corrupt()
-        chunks = self.store.read(group_id, index, offset, length, piece=piece,
-                                 tamper=faults.corrupter() if corrupt else None)
-        return self._paced(chunks, guard, corrupt)
+        unit = self.store.open_unit(group_id, index)
+        tamper = faults.corrupter() if faults.draw_corrupt() or faults.draw_wire_corrupt() else None
+        paced = faults.config().bandwidth_bps > 0
+        return ReadPlan.of(unit, offset, length, tamper, (lambda n: faults.pace(guard, n)) if paced else None)
 
-    def _paced(self, chunks: Iterator[bytes], guard: ReadGuard, corrupt: bool) -> Iterator[bytes]:
-        try:
-            for data in chunks:
-                if self.faults.pace(guard, len(data)):
-                    raise ReadCancelled()
-                yield data
-        except ChecksumError as e:
-            if not corrupt:
-                raise
-            raise InjectedCorruption(e.group_id, e.index, e.offset) from None
-        finally:
-            chunks.close()
+
+def _no_record(sent: int, outcome: str) -> None:
+    pass
+
+
+@dataclass
+class ReadPlan:
+    """What the data server sends: ``nbytes`` bytes of ``unit`` from ``start`` (the whole checksum
+    chunks a range touches, so the reader can check every byte it uses) and their CRC32C values.
+
+    ``tamper(buffer, unit_offset)`` flips bytes of a piece before it is sent; ``pace(nbytes)``
+    waits under the bandwidth cap and returns True if the read was cancelled meanwhile. With
+    neither, the server can ``sendfile`` the range in one go. ``done(bytes_sent, outcome)`` is
+    called once when the read ends (metrics)."""
+
+    unit: OpenUnit
+    start: int
+    nbytes: int
+    crcs: tuple[int, ...]
+    tamper: Callable[[memoryview, int], None] | None = None
+    pace: Callable[[int], bool] | None = None
+    done: Callable[[int, str], None] = _no_record
+
+    @classmethod
+    def of(cls, unit: OpenUnit, offset: int, length: int, tamper=None, pace=None) -> ReadPlan:
+        if offset < 0 or length < 0 or offset + length > unit.length:
+            unit.close()
+            raise RangeError(f"range {offset}+{length} exceeds unit {unit.group_id}/{unit.index} "
+                             f"of {unit.length} bytes")
+        start, crcs = unit.chunks_for(offset, length)
+        nbytes = min(unit.length, start + len(crcs) * unit.chunk) - start
+        return cls(unit, start, nbytes if crcs else 0, crcs, tamper, pace)

@@ -30,12 +30,13 @@ log = logging.getLogger("hedgefs.datanode")
 
 
 class NameNodeLink:
-    def __init__(self, *, namenode: str, datanode_id: str, address: str, store,
+    def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
                  rpc_timeout_s: float = 10.0, repairs=None, stats=None):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
+        self.data_address = data_address
         self.store = store
         self.repairs = repairs            # a RepairRunner (set before start)
         self.stats = stats                # () -> pb.DataNodeStats: what the DataNode measured
@@ -91,7 +92,8 @@ class NameNodeLink:
         """
         if not self._registered:
             self._stub.RegisterDataNode(
-                pb.RegisterRequest(datanode_id=self.datanode_id, address=self.address),
+                pb.RegisterRequest(datanode_id=self.datanode_id, address=self.address,
+                                   data_address=self.data_address),
                 timeout=self.rpc_timeout_s)
             self._registered = True
             log.info("datanode %s registered with namenode %s as %s", self.datanode_id,
@@ -100,7 +102,7 @@ class NameNodeLink:
         elif time.monotonic() >= self._next_block_report:
             self.block_report()
         reply = self._stub.Heartbeat(
-            pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address,
+            pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address, data_address=self.data_address,
                                 used_bytes=self.store.used_bytes(), units=self.store.unit_count(),
                                 active_repairs=self.repairs.active() if self.repairs else 0,
                                 stats=self.stats() if self.stats else None),
@@ -158,7 +160,8 @@ class NameNodeLink:
     # ---------------------------------------------------------------- reports from other threads
 
     def report_bad_unit(self, group_id: int, index: int, reason: str) -> None:
-        """Tell the NameNode a stored unit failed its checksum (asynchronously)."""
+        """Tell the NameNode a stored unit failed its checksum (asynchronously): its sidecar is
+        damaged, or a reader's failed check made this DataNode check the unit and it is damaged."""
         self.reports.bad(group_id, index, reason)
 
     def unit_stored(self, group_id: int, index: int, length: int) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
-from hedgefs.datanode.faults import ReadCancelled
+from hedgefs.datanode.faults import ReadCancelled, ReadPlan
 from hedgefs.histogram import LatencyHistogram
 
 SLOT_S = 10
@@ -149,32 +149,26 @@ class MeasuredStore:
         self.metrics = metrics
         self.clock = clock
 
-    def read(self, group_id: int, index: int, offset: int, length: int, **kwargs) -> Iterator[bytes]:
+    def open_read(self, group_id: int, index: int, offset: int, length: int, guard) -> ReadPlan:
+        """``FaultyStore.open_read``, timed from the request (stalls and delays included) to the
+        plan's ``done(sent, outcome)``, which the data server calls when the last byte is sent,
+        the read failed or its client went away."""
         start = self.clock()
         streams = self.metrics.streams.labels(self.metrics.datanode_id, "read")
         streams.inc()
         try:
-            chunks = self.store.read(group_id, index, offset, length, **kwargs)   # stalls and delays happen here
+            plan = self.store.open_read(group_id, index, offset, length, guard)
         except BaseException as err:
             streams.dec()
             self.metrics.read_done(self.clock() - start, 0, _outcome(err))
             raise
-        return self._timed(chunks, start, streams)
 
-    def _timed(self, chunks: Iterator[bytes], start: float, streams) -> Iterator[bytes]:
-        sent, outcome = 0, "cancelled"   # a generator closed early: its client went away
-        try:
-            for data in chunks:
-                yield data
-                sent += len(data)
-            outcome = "ok"
-        except BaseException as err:
-            outcome = _outcome(err)
-            raise
-        finally:
-            chunks.close()
+        def done(sent: int, outcome: str) -> None:
             streams.dec()
             self.metrics.read_done(self.clock() - start, sent, outcome)
+
+        plan.done = done
+        return plan
 
     def open_writer(self, group_id: int, index: int, expected_length: int | None):
         return _MeasuredWriter(self.store.open_writer(group_id, index, expected_length), self)
@@ -214,4 +208,4 @@ class _MeasuredWriter:
 
 
 def _outcome(err: BaseException) -> str:
-    return "cancelled" if isinstance(err, (ReadCancelled, GeneratorExit)) else "error"
+    return "cancelled" if isinstance(err, ReadCancelled) else "error"

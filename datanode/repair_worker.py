@@ -1,9 +1,9 @@
 """The reconstruction worker: rebuild one lost internal block from k others, stripe by stripe.
 
-For a RepairUnitCommand the worker opens one ReadUnit stream per chosen source unit (data units
-first), covering that unit from the current stripe to its end, and then, stripe after stripe,
-takes each source's cell, decodes the wanted unit's cell with the group's OWN policy, and appends
-it to a local temp unit. A source that fails or stalls is dropped and another one is opened at
+For a RepairUnitCommand the worker picks k source units (data units first) and then, stripe
+after stripe, reads each source's cell over the data port (proto/datatransfer.py, every chunk
+checked against the source's CRC32C), decodes the wanted unit's cell with the group's OWN policy,
+and appends it to a local temp unit. A source that fails or stalls is dropped and another one is opened at
 the start of the current stripe. Memory is a stripe's worth of cells, never the whole unit.
 On success the unit is committed (with its CRC sidecar) and ``on_stored`` tells the NameNode.
 """
@@ -16,15 +16,15 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 
-import grpc
+import socket
 
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec import layout
 from hedgefs.ec.codec import get_codec
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
-from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto.datatransfer import ChecksumMismatch, TransferError, read_range, verify
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -34,57 +34,61 @@ class RepairError(Exception):
 
 
 class _Source:
-    """One source unit, read as a single stream from ``offset`` to the unit's end."""
+    """One source unit, read a cell at a time from ``offset`` on, over the data port.
 
-    def __init__(self, loc: pb.UnitLocation, channel: grpc.Channel, group_id: int, offset: int,
-                 length: int):
+    Every chunk is checked against the source DataNode's CRC32C (``read_range``); a mismatch
+    fails the source like any error (another one is opened) and is reported."""
+
+    def __init__(self, loc: pb.UnitLocation, group_id: int, offset: int, timeout_s: float):
         self.loc = loc
         self.index = loc.index
-        self._stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-        self._request = pb.ReadRequest(group_id=group_id, index=loc.index, offset=offset,
-                                       length=length)
-        self._call = None
-        self._rest = b""
+        self.group_id = group_id
+        self._offset = offset
+        self._timeout_s = timeout_s
+        self._sock: socket.socket | None = None
         self._lock = threading.Lock()
         self._cancelled = False
 
-    def take(self, n: int) -> bytes:
+    def take(self, n: int):
         """The next ``n`` bytes of the unit."""
         if n == 0:
             return b""
         with self._lock:
             if self._cancelled:
                 raise RepairError("cancelled")
-            if self._call is None:
-                self._call = self._stub.ReadUnit(self._request)
-        parts, have = [], 0
-        if self._rest:
-            parts.append(self._rest)
-            have = len(self._rest)
-        while have < n:
-            try:
-                chunk = next(self._call).data
-            except StopIteration:
-                raise RepairError(f"unit {self.index} on {self.loc.datanode_id} ended early")
-            parts.append(chunk)
-            have += len(chunk)
-        data = b"".join(parts) if len(parts) > 1 else parts[0]
-        self._rest = data[n:]
-        return data[:n] if len(data) > n else data
+            if self._sock is None:
+                host, _, port = self.loc.data_address.rpartition(":")
+                if not host:
+                    raise RepairError(f"no data address for {self.loc.datanode_id}")
+                self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self._timeout_s)
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock = self._sock
+        try:
+            data = read_range(sock, self.group_id, self.index, self._offset, n, where=self.loc.datanode_id)
+        except OSError as e:   # a closed or reset connection, or a timeout
+            raise RepairError(f"unit {self.index} on {self.loc.datanode_id}: {describe(e)}") from None
+        self._offset += n
+        return data
 
     def cancel(self) -> None:
+        """Stop: closing the connection also stops the source DataNode's work."""
         with self._lock:
             self._cancelled = True
-            if self._call is not None:
-                self._call.cancel()
+            if self._sock is not None:
+                try:
+                    self._sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                self._sock.close()
 
 
 def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_s: float = 30.0,
-                stop: threading.Event | None = None) -> tuple[int, list[str]]:
+                stop: threading.Event | None = None, on_bad_source=None) -> tuple[int, list[str]]:
     """Rebuild unit ``cmd.index`` of group ``cmd.group_id`` into ``store``.
 
     Returns (bytes stored, ids of the DataNodes read from). Raises RepairError (or ValueError
-    for a bad policy) and leaves nothing behind on failure.
+    for a bad policy) and leaves nothing behind on failure. ``on_bad_source(group_id, index,
+    loc)`` hears of a source whose bytes failed their checksum.
     """
     policy = parse_policy(cmd.policy)   # the group's own policy, never a default
     k, want, gid, glen = policy.k, cmd.index, cmd.group_id, cmd.group_length
@@ -102,19 +106,15 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     if len(candidates) < k:
         raise RepairError(f"only {len(candidates)} source units, need {k}")
     spare = deque(candidates[k:])
-    channels: dict[str, grpc.Channel] = {}
     used: list[str] = []
     stripe_at = 0   # where the stripe being rebuilt starts in every internal block
 
     def open_source(loc: pb.UnitLocation) -> _Source:
-        if loc.address not in channels:
-            channels[loc.address] = grpc.insecure_channel(loc.address, options=GRPC_OPTIONS)
         if loc.datanode_id not in used:
             used.append(loc.datanode_id)
-        return _Source(loc, channels[loc.address], gid, stripe_at,
-                       layout.unit_length(policy, glen, loc.index) - stripe_at)
+        return _Source(loc, gid, stripe_at, stripe_timeout_s)
 
-    # The writer first: if it cannot open (disk full), no source channel has been opened yet.
+    # The writer first: if it cannot open (disk full), no source connection has been opened yet.
     writer = store.open_writer(gid, want, total)
     active: list[_Source] = []
     pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
@@ -125,7 +125,7 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
                 raise RepairError("DataNode is stopping")
             stripe_at = stripe.offset_in_block
             cells = _fetch_stripe(active, spare, stripe.cell_lengths, pool, open_source, stripe_timeout_s,
-                                  gid, want)
+                                  gid, want, on_bad_source)
             n = stripe.cell_lengths[want]
             if n:
                 writer.write(codec.decode(cells, [want], n)[want])
@@ -135,13 +135,11 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
         for src in active:
             src.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
-        for ch in channels.values():
-            ch.close()
     return length, used
 
 
 def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool, open_source,
-                  timeout: float, gid: int, want: int) -> dict[int, bytes]:
+                  timeout: float, gid: int, want: int, on_bad_source=None) -> dict[int, bytes]:
     """One stripe's cells from k sources; failed or overdue sources are replaced in ``active``."""
     cells: dict[int, bytes] = {}
     todo = list(active)
@@ -155,6 +153,8 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
                 error = f"no answer in {timeout:.0f} s"
             elif f.exception() is not None:
                 error = describe(f.exception())
+                if isinstance(f.exception(), ChecksumMismatch) and on_bad_source is not None:
+                    on_bad_source(gid, src.index, src.loc)
             if error is None:
                 cells[src.index] = f.result()
                 continue
@@ -172,6 +172,15 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
     return cells
 
 
+def _have_source_checked(group_id: int, index: int, loc: pb.UnitLocation) -> None:
+    """Ask a source whose bytes failed their checksum to check its copy (it reports a damaged one)."""
+    try:
+        log.info("unit %d/%d on %s failed its checksum here; %s says: %s", group_id, index, loc.datanode_id,
+                 loc.datanode_id, verify(loc.data_address, group_id, index, timeout=10))
+    except (OSError, TransferError) as e:
+        log.info("cannot have %s check unit %d/%d: %s", loc.datanode_id, group_id, index, describe(e))
+
+
 class RepairRunner:
     """Runs repairs from heartbeat commands, at most ``max_repairs`` at once, no duplicates."""
 
@@ -180,6 +189,7 @@ class RepairRunner:
         self.datanode_id = datanode_id
         self.store = store
         self.on_stored = on_stored or (lambda group_id, index, length: None)
+        self.on_bad_source = _have_source_checked   # (group_id, index, loc): a source failed its checksum
         self.stripe_timeout_s = stripe_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=max(1, max_repairs),
                                         thread_name_prefix="dn-repair")
@@ -208,7 +218,7 @@ class RepairRunner:
         t0 = time.monotonic()
         try:
             length, used = repair_unit(cmd, self.store, stripe_timeout_s=self.stripe_timeout_s,
-                                       stop=self._stop)
+                                       stop=self._stop, on_bad_source=self.on_bad_source)
             log.info("repaired unit %d/%d (%d bytes) from %s in %.2f s", g, i, length,
                      ",".join(used), time.monotonic() - t0)
             self.on_stored(g, i, length)

@@ -1,4 +1,5 @@
-"""The DataNode process: store, fault knobs, gRPC server, NameNode link, repair worker, scrubber, /metrics.
+"""The DataNode process: store, fault knobs, gRPC server, data server, NameNode link, repair worker, scrubber,
+/metrics.
 
 ``DataNode.start()`` binds and serves and returns; ``stop()`` shuts everything down.
 ``serve()`` is what ``hedgefs datanode`` runs; tests may run several DataNodes in one process.
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from hedgefs.datanode import storage
+from hedgefs.datanode.data_server import DataServer
 from hedgefs.datanode.faults import FaultConfig, Faults, FaultyStore, fault_env_present, parse_fault_specs
 from hedgefs.datanode.heartbeat import NameNodeLink
 from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
@@ -32,7 +34,7 @@ log = logging.getLogger("hedgefs.datanode")
 
 
 class DataNode:
-    """One DataNode: store + faults + gRPC server + NameNode link + repair worker.
+    """One DataNode: store + faults + gRPC server (control) + data server + NameNode link + repair worker.
 
     ``start()`` binds and serves and returns; ``stop()`` shuts everything down. ``serve()`` wraps
     this for the CLI; tests may run several in one process.
@@ -44,7 +46,8 @@ class DataNode:
                  token: str | None = None, heartbeat_interval_s: float = 3.0,
                  block_report_interval_s: float = 60.0, fsync: bool = True, max_repairs: int = 2,
                  http_port: int | None = None, scrub_interval_s: float = DEFAULT_INTERVAL_S,
-                 scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS, environ: Mapping[str, str] | None = None):
+                 scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS, data_port: int = 0, max_streams: int = 64,
+                 write_idle_s: float = 30.0, environ: Mapping[str, str] | None = None):
         environ = os.environ if environ is None else environ
         if not datanode_id:
             raise ValueError("a DataNode needs an id (--id)")
@@ -77,9 +80,8 @@ class DataNode:
         self.faults = Faults(datanode_id, enable_faults, initial)
         self.metrics = DataNodeMetrics(datanode_id)
         self.metrics.add_state(self._state_gauges)
-        # What the data handlers read and write through: timed and counted, faults applied. A data
-        # path that bypasses it (open_unit + sendfile) must report its reads with metrics.read_done,
-        # or the status page's latency columns and heat map will not see them.
+        # What the data server reads and writes through: timed and counted, faults applied (a read
+        # is timed until the data server calls its plan's done(): sendfile happens in between).
         self.data_store = MeasuredStore(FaultyStore(self.store, self.faults), self.metrics)
         self.http_port = http_port
         self.http: httpserver.HttpServer | None = None
@@ -88,10 +90,13 @@ class DataNode:
         self.block_report_interval_s = block_report_interval_s
         self.max_repairs = max_repairs
         self.scrubber = Scrubber(self.store, interval_s=scrub_interval_s, bandwidth_bps=scrub_bandwidth_bps)
+        self.data_port, self.max_streams, self.write_idle_s = data_port, max_streams, write_idle_s
         self.server: grpc.Server | None = None
+        self.data_server: DataServer | None = None
         self.link: NameNodeLink | None = None
         self.repairs: RepairRunner | None = None
         self.address = ""
+        self.data_address = ""
 
     def start(self) -> int:
         if self.http_port is not None:
@@ -107,8 +112,17 @@ class DataNode:
             raise OSError(f"cannot listen on {hostport(self.host, self.port)}")
         self.port = bound
         self.address = hostport(self.advertise_host, bound)
+        data_server = DataServer(self.datanode_id, self.data_store, self.store, host=self.host, port=self.data_port,
+                                 max_streams=self.max_streams, write_idle_s=self.write_idle_s)
+        try:
+            self.data_port = data_server.start()
+        except OSError:
+            server.stop(None)
+            raise
+        self.data_server = data_server
+        self.data_address = hostport(self.advertise_host, self.data_port)
         self.link = NameNodeLink(namenode=self.namenode, datanode_id=self.datanode_id,
-                                 address=self.address, store=self.store,
+                                 address=self.address, data_address=self.data_address, store=self.store,
                                  heartbeat_interval_s=self.heartbeat_interval_s,
                                  block_report_interval_s=self.block_report_interval_s,
                                  stats=self._stats)
@@ -116,11 +130,11 @@ class DataNode:
                                     on_stored=self.link.unit_stored)
         self.link.repairs = self.repairs
         self.scrubber.on_bad = self.link.report_bad_unit
-        # on_stored sends the unit's receipt: a data path that stores units another way must call
-        # link.unit_stored too, or the NameNode never counts them.
-        servicer = DataNodeServicer(self.datanode_id, self.data_store, token=self.token,
-                                    on_bad_unit=self.link.report_bad_unit, on_stored=self.link.unit_stored)
-        add_to_server(servicer, server)
+        # The data server sends each stored unit's receipt (link.unit_stored): the NameNode counts
+        # a unit only once its DataNode says it is stored.
+        data_server.on_bad_unit = self.link.report_bad_unit
+        data_server.on_stored = self.link.unit_stored
+        add_to_server(DataNodeServicer(self.datanode_id, self.faults, token=self.token), server)
         server.start()
         self.server = server
         self.link.start()
@@ -175,6 +189,9 @@ class DataNode:
             self.link.stop()
         if self.repairs:
             self.repairs.shutdown()
+        if self.data_server:
+            self.data_server.stop()
+            self.data_server = None
         if self.server:
             self.server.stop(grace).wait()
             self.server = None
@@ -189,7 +206,8 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
           enable_faults: bool = False, fault_specs: Sequence[str] = (), token: str | None = None,
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
           fsync: bool = True, max_repairs: int = 2, http_port: int | None = None,
-          scrub_interval_s: float = DEFAULT_INTERVAL_S, scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS) -> None:
+          scrub_interval_s: float = DEFAULT_INTERVAL_S, scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS,
+          data_port: int = 0, max_streams: int = 64, write_idle_s: float = 30.0) -> None:
     """Run a DataNode until SIGTERM/SIGINT.
 
     Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
@@ -202,14 +220,16 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
                     heartbeat_interval_s=heartbeat_interval_s,
                     block_report_interval_s=block_report_interval_s, fsync=fsync,
                     max_repairs=max_repairs, http_port=http_port, scrub_interval_s=scrub_interval_s,
-                    scrub_bandwidth_bps=scrub_bandwidth_bps)
+                    scrub_bandwidth_bps=scrub_bandwidth_bps, data_port=data_port, max_streams=max_streams,
+                    write_idle_s=write_idle_s)
     with stop_on_signal() as stop:
         try:
             bound = node.start()
             if port_file:
-                write_port_file(port_file, bound, **({"http": node.http_port} if node.http else {}))
-            log.info("datanode %s listening on %s (data %s, namenode %s%s)", datanode_id,
-                     hostport(host, bound), data_dir, namenode,
+                write_port_file(port_file, bound, data=node.data_port,
+                                **({"http": node.http_port} if node.http else {}))
+            log.info("datanode %s listening on %s, data port %d (data %s, namenode %s%s)", datanode_id,
+                     hostport(host, bound), node.data_port, data_dir, namenode,
                      ", faults enabled" if enable_faults else "")
             if node.http:
                 log.info("datanode %s metrics on %smetrics", datanode_id, node.http.url)

@@ -10,7 +10,6 @@ under 200 MB) lets freed cells be reused. Process-wide, so it is called by the C
 """
 
 import ctypes
-import ctypes.util
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -18,12 +17,10 @@ _M_MMAP_THRESHOLD = -3
 
 def tune_malloc(mmap_threshold: int = 4 << 20, trim_threshold: int = 32 << 20) -> bool:
     """True if glibc accepted the settings; False (and no harm) elsewhere."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        # The process's own symbols: libc is loaded already. (ctypes.util.find_library("c")
+        # would run ldconfig in a child process: milliseconds of every command's start-up.)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

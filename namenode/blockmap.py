@@ -67,13 +67,16 @@ class BlockMap:
 
     # ------------------------------------------------------------------ DataNodes
 
-    def datanodes(self) -> dict[str, str]:
-        return {r["id"]: r["address"] for r in self.db.query("SELECT id, address FROM datanodes")}
+    def datanodes(self) -> dict[str, tuple[str, str]]:
+        """id -> (gRPC address, data address)"""
+        return {r["id"]: (r["address"], r["data_address"])
+                for r in self.db.query("SELECT id, address, data_address FROM datanodes")}
 
-    def save_datanode(self, datanode_id: str, address: str) -> None:
+    def save_datanode(self, datanode_id: str, address: str, data_address: str = "") -> None:
         self.db.conn.execute(
-            "INSERT INTO datanodes(id, address) VALUES (?, ?) "
-            "ON CONFLICT(id) DO UPDATE SET address = excluded.address", (datanode_id, address))
+            "INSERT INTO datanodes(id, address, data_address) VALUES (?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET address = excluded.address, data_address = excluded.data_address",
+            (datanode_id, address, data_address))
 
     # ------------------------------------------------------------------ groups
 

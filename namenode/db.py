@@ -15,7 +15,7 @@ Tables
                    files being written have such rows: Complete drops them). ``corrupt`` = 1:
                    reported bad; kept (and read if nothing better is left) until a repaired copy
                    replaces it.
-  datanodes        every DataNode that ever registered (id, address). Liveness is in memory.
+  datanodes        every DataNode that ever registered (id, gRPC and data addresses). Liveness is in memory.
   pending_deletes  DeleteUnitCommands not yet confirmed by a block report; survive restarts.
                    ``stale`` = 1: an extra copy of a unit the map puts on another DataNode; 2: a
                    corrupt copy that a repaired one replaced. Both are deleted only once their
@@ -28,7 +28,7 @@ import sqlite3
 from contextlib import contextmanager
 from typing import Iterator
 
-SCHEMA_VERSION = 3  # 2: pending_deletes.stale; 3: units.reported, units.corrupt
+SCHEMA_VERSION = 4  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address
 ROOT_ID = 1
 
 _SCHEMA = """
@@ -65,7 +65,7 @@ CREATE TABLE IF NOT EXISTS units (
     PRIMARY KEY (group_id, idx)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS units_datanode ON units(datanode_id);
-CREATE TABLE IF NOT EXISTS datanodes (id TEXT PRIMARY KEY, address TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS datanodes (id TEXT PRIMARY KEY, address TEXT NOT NULL, data_address TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS pending_deletes (
     datanode_id TEXT NOT NULL,
     group_id    INTEGER NOT NULL,
@@ -99,6 +99,7 @@ class Database:
             1: [("pending_deletes", "stale INTEGER NOT NULL DEFAULT 0")],
             # Units mapped before receipts existed were stored by the writer's word, as before.
             2: [("units", "reported INTEGER NOT NULL DEFAULT 1"), ("units", "corrupt INTEGER NOT NULL DEFAULT 0")],
+            3: [("datanodes", "data_address TEXT NOT NULL DEFAULT ''")],
         }
         while version in migrations:
             with self.tx() as c:

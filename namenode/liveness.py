@@ -21,8 +21,9 @@ HEAT_MINUTES = 60   # how much read-latency history the NameNode keeps per DataN
 @dataclass
 class DataNodeState:
     id: str
-    address: str
+    address: str      # gRPC (control)
     last_seen: float
+    data_address: str = ""   # data transfer (unit reads and writes)
     used_bytes: int = 0
     units: int = 0
     active_repairs: int = 0
@@ -40,15 +41,15 @@ class Liveness:
         self.clock = clock
         self._nodes: dict[str, DataNodeState] = {}
 
-    def load(self, known: dict[str, str]) -> None:
+    def load(self, known: dict[str, tuple[str, str]]) -> None:
         now = self.clock()
-        for datanode_id, address in known.items():
-            self._nodes[datanode_id] = DataNodeState(datanode_id, address, now)
+        for datanode_id, (address, data_address) in known.items():
+            self._nodes[datanode_id] = DataNodeState(datanode_id, address, now, data_address)
 
     def knows(self, datanode_id: str) -> bool:
         return datanode_id in self._nodes
 
-    def seen(self, datanode_id: str, address: str | None = None) -> DataNodeState:
+    def seen(self, datanode_id: str, address: str | None = None, data_address: str | None = None) -> DataNodeState:
         """Record a sign of life (register, heartbeat, report); creates the entry if new."""
         node = self._nodes.get(datanode_id)
         if node is None:
@@ -56,11 +57,13 @@ class Liveness:
         node.last_seen = self.clock()
         if address:
             node.address = address
+        if data_address:
+            node.data_address = data_address
         return node
 
     def heartbeat(self, datanode_id: str, address: str, used_bytes: int, units: int, active_repairs: int,
-                  stats: DataNodeStats | None = None) -> None:
-        node = self.seen(datanode_id, address)
+                  stats: DataNodeStats | None = None, data_address: str = "") -> None:
+        node = self.seen(datanode_id, address, data_address)
         node.used_bytes, node.units, node.active_repairs = used_bytes, units, active_repairs
         node.allocated_bytes = 0
         if stats is not None:
@@ -84,6 +87,10 @@ class Liveness:
     def address(self, datanode_id: str) -> str:
         node = self._nodes.get(datanode_id)
         return node.address if node else ""
+
+    def data_address(self, datanode_id: str) -> str:
+        node = self._nodes.get(datanode_id)
+        return node.data_address if node else ""
 
     def all(self) -> list[DataNodeState]:
         return [self._nodes[d] for d in sorted(self._nodes)]

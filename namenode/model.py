@@ -11,7 +11,8 @@ from hedgefs.namenode.namespace import Entry
 class UnitLocation:
     index: int
     datanode_id: str
-    address: str
+    address: str            # gRPC
+    data_address: str = ""  # data transfer
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class DataNodeReport:
     pending_repairs: int
     pending_deletes: int
     scrub: "ScrubStatus | None" = None
+    data_address: str = ""
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,7 @@ class Namesystem:
             self.ns.renew_lease(file_id)
         for d in targets:
             self.liveness.note_allocated(d, node.block_size)
-        return GroupInfo(group.id, 0, [UnitLocation(j, d, self.liveness.address(d)) for j, d in enumerate(targets)])
+        return GroupInfo(group.id, 0, [self._location(j, d) for j, d in enumerate(targets)])
 
     @_locked
     def renew_lease(self, file_id: int) -> None:
@@ -308,13 +308,16 @@ class Namesystem:
         if not self.liveness.knows(datanode_id):
             raise FailedPrecondition(f"unknown DataNode {datanode_id!r}: register first")
 
+    def _location(self, index: int, datanode_id: str) -> UnitLocation:
+        return UnitLocation(index, datanode_id, self.liveness.address(datanode_id), self.liveness.data_address(datanode_id))
+
     @_locked
-    def register(self, datanode_id: str, address: str) -> None:
+    def register(self, datanode_id: str, address: str, data_address: str = "") -> None:
         if not datanode_id or not address:
             raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
         with self.db.tx():
-            self.blocks.save_datanode(datanode_id, address)
-        self.liveness.seen(datanode_id, address)
+            self.blocks.save_datanode(datanode_id, address, data_address)
+        self.liveness.seen(datanode_id, address, data_address)
         self._registered.add(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
@@ -324,20 +327,23 @@ class Namesystem:
 
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
-                  active_repairs: int = 0, stats: DataNodeStats | None = None) -> HeartbeatReply:
+                  active_repairs: int = 0, stats: DataNodeStats | None = None,
+                  data_address: str = "") -> HeartbeatReply:
         if not self.liveness.knows(datanode_id):
             return HeartbeatReply([], reregister=True)
         if datanode_id not in self._registered:
             # Known from SQLite but not yet heard by this NameNode process (it restarted): it
             # stays live for reads, and is asked to register and report its units, so that the
             # block map is rebuilt from what the DataNodes really hold.
-            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats)
+            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
             return HeartbeatReply([], reregister=True)
-        if address and address != self.liveness.address(datanode_id):
+        if (address and address != self.liveness.address(datanode_id)) or \
+                (data_address and data_address != self.liveness.data_address(datanode_id)):
             with self.db.tx():
-                self.blocks.save_datanode(datanode_id, address)
-            log.info("datanode %s now at %s", datanode_id, address)
-        self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats)
+                self.blocks.save_datanode(datanode_id, address or self.liveness.address(datanode_id),
+                                          data_address or self.liveness.data_address(datanode_id))
+            log.info("datanode %s now at %s (data %s)", datanode_id, address, data_address)
+        self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
         commands: list[DeleteUnit | RepairUnit] = self._deletes_to_send(datanode_id)
         for repair in self.repairs.take(datanode_id):
             command = self._repair_command(repair)
@@ -376,7 +382,7 @@ class Namesystem:
             return None
         if repair.target in group.units.values():  # it got another unit of the group meanwhile
             return None
-        sources = [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(group.good(self._usable).items())]
+        sources = [self._location(i, d) for i, d in sorted(group.good(self._usable).items())]
         if len(sources) < policy.k:
             return None
         return RepairUnit(group.id, repair.index, policy.name, group.length, sources)
@@ -459,8 +465,7 @@ class Namesystem:
             units = group.good(self.liveness.is_live)
             if len(units) < k:
                 units = self._readable_units(group)
-        return GroupInfo(group.id, group.length,
-                         [UnitLocation(i, d, self.liveness.address(d)) for i, d in sorted(units.items())])
+        return GroupInfo(group.id, group.length, [self._location(i, d) for i, d in sorted(units.items())])
 
     def _readable_units(self, group: GroupRow) -> dict[int, str]:
         """Good units and live corrupt ones."""
@@ -513,7 +518,8 @@ class Namesystem:
         deletes = self.blocks.pending_delete_counts()
         nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
-                                self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub)
+                                self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
+                                data_address=n.data_address)
                  for n in self.liveness.all()]
         return ClusterReport(nodes, len(self._needs()), self.repairs.done, self.blocks.corrupt_count())
 

@@ -59,7 +59,7 @@ def _entry(e: Entry) -> pb.FileInfo:
 
 
 def _unit(u: model.UnitLocation) -> pb.UnitLocation:
-    return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address)
+    return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address, data_address=u.data_address)
 
 
 def _group(g: model.GroupInfo) -> pb.BlockGroup:
@@ -170,7 +170,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         r = self.nn.report()
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
-            datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, state=d.state,
+            datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, data_address=d.data_address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
                                        pending_deletes=d.pending_deletes,
@@ -180,13 +180,14 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
-        self.nn.register(request.datanode_id, request.address)
+        self.nn.register(request.datanode_id, request.address, request.data_address)
         return pb.Empty()
 
     @_rpc
     def Heartbeat(self, request):
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
-                                  request.active_repairs, _stats(request) if request.HasField("stats") else None)
+                                  request.active_repairs, _stats(request) if request.HasField("stats") else None,
+                                  request.data_address)
         return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister)
 
     @_rpc

@@ -1,12 +1,12 @@
-"""The wire protocol: hedgefs.proto and the modules grpc_tools generates from it (committed).
+"""The wire protocols: hedgefs.proto (gRPC: every control call) with the modules grpc_tools
+generates from it (committed), and datatransfer.py (plain TCP: unit reads and writes).
 
-Cells are up to a few MiB; gRPC's default 4 MiB message cap is raised deliberately, once, here,
-for every channel of the project and the DataNode's server; the NameNode's server keeps 4 MiB.
+gRPC carries no cell bytes any more; its 4 MiB default message cap is raised deliberately, once,
+here, for the clients' channels and the DataNode's server (a large file's FileInfo, a block
+report); the NameNode's server keeps 4 MiB.
 """
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-# Data moves in messages of at most this many bytes (cells are split, never sent whole if larger).
-CHUNK_BYTES = 1024 * 1024
 
 # The NameNode handles metadata only: 4 MiB (gRPC's default) bounds what one call can make it
 # parse or build. Listings are paged to stay far below it; a block report fits ~300,000 units.

@@ -11,14 +11,16 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class UnitLocation(_message.Message):
-    __slots__ = ("index", "datanode_id", "address")
+    __slots__ = ("index", "datanode_id", "address", "data_address")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     index: int
     datanode_id: str
     address: str
-    def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    data_address: str
+    def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class BlockGroup(_message.Message):
     __slots__ = ("id", "length", "units")
@@ -247,7 +249,7 @@ class FsckResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -257,6 +259,7 @@ class DataNodeInfo(_message.Message):
     PENDING_REPAIRS_FIELD_NUMBER: _ClassVar[int]
     PENDING_DELETES_FIELD_NUMBER: _ClassVar[int]
     SCRUB_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -266,7 +269,8 @@ class DataNodeInfo(_message.Message):
     pending_repairs: int
     pending_deletes: int
     scrub: ScrubStatus
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ...) -> None: ...
+    data_address: str
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units")
@@ -281,28 +285,32 @@ class ReportResponse(_message.Message):
     def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("datanode_id", "address")
+    __slots__ = ("datanode_id", "address", "data_address")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+    data_address: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats")
+    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats", "data_address")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_REPAIRS_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     used_bytes: int
     units: int
     active_repairs: int
     stats: DataNodeStats
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ...) -> None: ...
+    data_address: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class DataNodeStats(_message.Message):
     __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults", "scrub")
@@ -421,72 +429,8 @@ class UnitStoredRequest(_message.Message):
     units: _containers.RepeatedCompositeFieldContainer[StoredUnit]
     def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
 
-class WriteChunk(_message.Message):
-    __slots__ = ("group_id", "index", "expected_length", "data", "finalize")
-    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    EXPECTED_LENGTH_FIELD_NUMBER: _ClassVar[int]
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    FINALIZE_FIELD_NUMBER: _ClassVar[int]
-    group_id: int
-    index: int
-    expected_length: int
-    data: bytes
-    finalize: bool
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., expected_length: _Optional[int] = ..., data: _Optional[bytes] = ..., finalize: _Optional[bool] = ...) -> None: ...
-
-class WriteResult(_message.Message):
-    __slots__ = ("length",)
-    LENGTH_FIELD_NUMBER: _ClassVar[int]
-    length: int
-    def __init__(self, length: _Optional[int] = ...) -> None: ...
-
-class ReadRequest(_message.Message):
-    __slots__ = ("group_id", "index", "offset", "length")
-    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    OFFSET_FIELD_NUMBER: _ClassVar[int]
-    LENGTH_FIELD_NUMBER: _ClassVar[int]
-    group_id: int
-    index: int
-    offset: int
-    length: int
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
-
-class ReadChunk(_message.Message):
-    __slots__ = ("data",)
-    DATA_FIELD_NUMBER: _ClassVar[int]
-    data: bytes
-    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
-
-class ChunkChecksumsRequest(_message.Message):
-    __slots__ = ("group_id", "index")
-    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    group_id: int
-    index: int
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
-
-class ChunkChecksums(_message.Message):
-    __slots__ = ("length", "chunk_size", "crcs")
-    LENGTH_FIELD_NUMBER: _ClassVar[int]
-    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
-    CRCS_FIELD_NUMBER: _ClassVar[int]
-    length: int
-    chunk_size: int
-    crcs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, length: _Optional[int] = ..., chunk_size: _Optional[int] = ..., crcs: _Optional[_Iterable[int]] = ...) -> None: ...
-
-class SourceRequest(_message.Message):
-    __slots__ = ("total_bytes", "chunk_bytes")
-    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
-    CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
-    total_bytes: int
-    chunk_bytes: int
-    def __init__(self, total_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ...) -> None: ...
-
 class FaultConfig(_message.Message):
-    __slots__ = ("token", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps")
+    __slots__ = ("token", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "wire_corrupt_probability")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     READ_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     PROBABILITY_FIELD_NUMBER: _ClassVar[int]
@@ -495,6 +439,7 @@ class FaultConfig(_message.Message):
     ERROR_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_BPS_FIELD_NUMBER: _ClassVar[int]
+    WIRE_CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     token: str
     read_delay_ms: int
     probability: float
@@ -503,7 +448,8 @@ class FaultConfig(_message.Message):
     error_probability: float
     corrupt_probability: float
     bandwidth_bps: int
-    def __init__(self, token: _Optional[str] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ...) -> None: ...
+    wire_corrupt_probability: float
+    def __init__(self, token: _Optional[str] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., wire_corrupt_probability: _Optional[float] = ...) -> None: ...
 
 class FaultClearRequest(_message.Message):
     __slots__ = ("token",)
@@ -512,7 +458,7 @@ class FaultClearRequest(_message.Message):
     def __init__(self, token: _Optional[str] = ...) -> None: ...
 
 class FaultState(_message.Message):
-    __slots__ = ("enabled", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "calls", "cancelled_reads", "stalled_reads")
+    __slots__ = ("enabled", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "calls", "cancelled_reads", "stalled_reads", "wire_corrupt_probability")
     class CallsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -531,6 +477,7 @@ class FaultState(_message.Message):
     CALLS_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_READS_FIELD_NUMBER: _ClassVar[int]
     STALLED_READS_FIELD_NUMBER: _ClassVar[int]
+    WIRE_CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     read_delay_ms: int
     probability: float
@@ -542,4 +489,5 @@ class FaultState(_message.Message):
     calls: _containers.ScalarMap[str, int]
     cancelled_reads: int
     stalled_reads: int
-    def __init__(self, enabled: _Optional[bool] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., calls: _Optional[_Mapping[str, int]] = ..., cancelled_reads: _Optional[int] = ..., stalled_reads: _Optional[int] = ...) -> None: ...
+    wire_corrupt_probability: float
+    def __init__(self, enabled: _Optional[bool] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., calls: _Optional[_Mapping[str, int]] = ..., cancelled_reads: _Optional[int] = ..., stalled_reads: _Optional[int] = ..., wire_corrupt_probability: _Optional[float] = ...) -> None: ...

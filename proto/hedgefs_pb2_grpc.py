@@ -931,6 +931,8 @@ class NameNode:
 class DataNodeStub:
     """---------------------------------------------------------------- DataNode
 
+    Unit reads and writes do not go through gRPC: they use the DataNode's data port
+    (proto/datatransfer.py). This service is the DataNode's control face.
     """
 
     def __init__(self, channel):
@@ -939,21 +941,6 @@ class DataNodeStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.WriteUnit = channel.stream_unary(
-                '/hedgefs.DataNode/WriteUnit',
-                request_serializer=hedgefs__pb2.WriteChunk.SerializeToString,
-                response_deserializer=hedgefs__pb2.WriteResult.FromString,
-                _registered_method=True)
-        self.ReadUnit = channel.unary_stream(
-                '/hedgefs.DataNode/ReadUnit',
-                request_serializer=hedgefs__pb2.ReadRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.ReadChunk.FromString,
-                _registered_method=True)
-        self.GetChunkChecksums = channel.unary_unary(
-                '/hedgefs.DataNode/GetChunkChecksums',
-                request_serializer=hedgefs__pb2.ChunkChecksumsRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.ChunkChecksums.FromString,
-                _registered_method=True)
         self.SetFaults = channel.unary_unary(
                 '/hedgefs.DataNode/SetFaults',
                 request_serializer=hedgefs__pb2.FaultConfig.SerializeToString,
@@ -969,45 +956,14 @@ class DataNodeStub:
                 request_serializer=hedgefs__pb2.FaultClearRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.FaultState.FromString,
                 _registered_method=True)
-        self.Sink = channel.stream_unary(
-                '/hedgefs.DataNode/Sink',
-                request_serializer=hedgefs__pb2.ReadChunk.SerializeToString,
-                response_deserializer=hedgefs__pb2.WriteResult.FromString,
-                _registered_method=True)
-        self.Source = channel.unary_stream(
-                '/hedgefs.DataNode/Source',
-                request_serializer=hedgefs__pb2.SourceRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.ReadChunk.FromString,
-                _registered_method=True)
 
 
 class DataNodeServicer:
     """---------------------------------------------------------------- DataNode
 
+    Unit reads and writes do not go through gRPC: they use the DataNode's data port
+    (proto/datatransfer.py). This service is the DataNode's control face.
     """
-
-    def WriteUnit(self, request_iterator, context):
-        """Stream one internal block: the first message names it, the last one has finalize set.
-        A stream that ends without finalize leaves nothing behind.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReadUnit(self, request, context):
-        """A byte range of one internal block, checksum-verified, in chunks of at most 1 MiB.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetChunkChecksums(self, request, context):
-        """The CRC32C of every checksum chunk of one internal block, as stored (no data is read):
-        what a file checksum is combined from.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
 
     def SetFaults(self, request, context):
         """fault injection (refused unless the DataNode was started with faults enabled)
@@ -1028,37 +984,9 @@ class DataNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Sink(self, request_iterator, context):
-        """raw transport probes for `hedgefs bench transport`: no disk, no checksums
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Source(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_DataNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'WriteUnit': grpc.stream_unary_rpc_method_handler(
-                    servicer.WriteUnit,
-                    request_deserializer=hedgefs__pb2.WriteChunk.FromString,
-                    response_serializer=hedgefs__pb2.WriteResult.SerializeToString,
-            ),
-            'ReadUnit': grpc.unary_stream_rpc_method_handler(
-                    servicer.ReadUnit,
-                    request_deserializer=hedgefs__pb2.ReadRequest.FromString,
-                    response_serializer=hedgefs__pb2.ReadChunk.SerializeToString,
-            ),
-            'GetChunkChecksums': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetChunkChecksums,
-                    request_deserializer=hedgefs__pb2.ChunkChecksumsRequest.FromString,
-                    response_serializer=hedgefs__pb2.ChunkChecksums.SerializeToString,
-            ),
             'SetFaults': grpc.unary_unary_rpc_method_handler(
                     servicer.SetFaults,
                     request_deserializer=hedgefs__pb2.FaultConfig.FromString,
@@ -1074,16 +1002,6 @@ def add_DataNodeServicer_to_server(servicer, server):
                     request_deserializer=hedgefs__pb2.FaultClearRequest.FromString,
                     response_serializer=hedgefs__pb2.FaultState.SerializeToString,
             ),
-            'Sink': grpc.stream_unary_rpc_method_handler(
-                    servicer.Sink,
-                    request_deserializer=hedgefs__pb2.ReadChunk.FromString,
-                    response_serializer=hedgefs__pb2.WriteResult.SerializeToString,
-            ),
-            'Source': grpc.unary_stream_rpc_method_handler(
-                    servicer.Source,
-                    request_deserializer=hedgefs__pb2.SourceRequest.FromString,
-                    response_serializer=hedgefs__pb2.ReadChunk.SerializeToString,
-            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'hedgefs.DataNode', rpc_method_handlers)
@@ -1095,88 +1013,9 @@ def add_DataNodeServicer_to_server(servicer, server):
 class DataNode:
     """---------------------------------------------------------------- DataNode
 
+    Unit reads and writes do not go through gRPC: they use the DataNode's data port
+    (proto/datatransfer.py). This service is the DataNode's control face.
     """
-
-    @staticmethod
-    def WriteUnit(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_unary(
-            request_iterator,
-            target,
-            '/hedgefs.DataNode/WriteUnit',
-            hedgefs__pb2.WriteChunk.SerializeToString,
-            hedgefs__pb2.WriteResult.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReadUnit(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_stream(
-            request,
-            target,
-            '/hedgefs.DataNode/ReadUnit',
-            hedgefs__pb2.ReadRequest.SerializeToString,
-            hedgefs__pb2.ReadChunk.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetChunkChecksums(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/hedgefs.DataNode/GetChunkChecksums',
-            hedgefs__pb2.ChunkChecksumsRequest.SerializeToString,
-            hedgefs__pb2.ChunkChecksums.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
 
     @staticmethod
     def SetFaults(request,
@@ -1249,60 +1088,6 @@ class DataNode:
             '/hedgefs.DataNode/GetFaults',
             hedgefs__pb2.FaultClearRequest.SerializeToString,
             hedgefs__pb2.FaultState.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Sink(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_unary(
-            request_iterator,
-            target,
-            '/hedgefs.DataNode/Sink',
-            hedgefs__pb2.ReadChunk.SerializeToString,
-            hedgefs__pb2.WriteResult.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Source(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_stream(
-            request,
-            target,
-            '/hedgefs.DataNode/Source',
-            hedgefs__pb2.SourceRequest.SerializeToString,
-            hedgefs__pb2.ReadChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,19 +19,30 @@ def test_bench_codec_json_has_one_line_per_backend():
         assert all(row[k] > 0 for k in ("encode_mb_s", "decode1_mb_s", "decode3_mb_s"))
 
 
-def test_bench_transport_and_throughput_against_the_cluster(cluster):
-    transport = run_cli("bench", "transport", "--json", "--size", str(8 << 20), namenode=cluster.namenode)
-    assert transport.code == 0, transport.stderr
-    doc = json.loads(transport.stdout)
-    assert doc["download_mb_s"] > 0 and doc["upload_mb_s"] > 0 and doc["datanode"].startswith("dn")
-
-    result = run_cli("bench", "throughput", "--json", "--size", str(3 << 20), namenode=cluster.namenode)
+def test_bench_transport_probe_moves_bytes_both_ways():
+    result = run_cli("bench", "transport", "--json", "--size", str(8 << 20), "--streams", "2")
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"size", "put_mb_s", "get_mb_s", "transport_mb_s", "put_ratio", "get_ratio", "peak_rss_mb"}
-    assert doc["size"] == 3 << 20 and doc["put_mb_s"] > 0 and doc["get_mb_s"] > 0 and 0 < doc["peak_rss_mb"] < 1000
+    assert set(doc["streams"]) == {"1", "2"} and doc["bytes"] == 8 << 20
+    for row in doc["streams"].values():
+        assert row["download_mb_s"] > 0 and row["upload_mb_s"] > 0
 
 
-def test_bench_transport_names_an_unknown_datanode(cluster):
-    result = run_cli("bench", "transport", "--datanode", "dn99", namenode=cluster.namenode)
-    assert_one_line_error(result, "dn99")
+def test_bench_throughput_reports_every_figure(cluster):
+    result = run_cli("bench", "throughput", "--json", "--size", str(3 << 20), "--rss-size", str(2 << 20),
+                     "--reads", "20", namenode=cluster.namenode)
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"size", "probe", "put", "get_to_file", "cat_to_null", "random_64k_one_thread", "startup",
+                        "rss", "load_average", "ratios"}
+    for key in ("put", "get_to_file", "cat_to_null"):
+        assert doc[key]["mb_s"] > 0 and doc[key]["cpu_s_per_gib"] > 0 and 0 < doc[key]["peak_rss_mb"] < 1000
+    assert doc["random_64k_one_thread"]["reads"] == 20 and doc["random_64k_one_thread"]["p50_ms"] > 0
+    assert 0 < doc["startup"]["cat_1_byte_s"] < 60
+    assert doc["rss"]["size"] == 2 << 20 and doc["rss"]["get_peak_rss_mb"] > 0
+    assert all(v > 0 for v in doc["ratios"].values())
+
+
+def test_bench_throughput_without_a_namenode_fails_in_one_line():
+    result = run_cli("bench", "throughput", "--size", str(1 << 20), "--namenode", "127.0.0.1:1")
+    assert_one_line_error(result)

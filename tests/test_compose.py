@@ -331,6 +331,9 @@ def test_servers_listen_everywhere_in_container_and_only_the_namenode_is_publish
         assert http_port in container_ports(svc), f"{name}: --http-port {http_port} is not in its ports/expose"
         if name != "namenode":
             assert not svc.get("ports"), f"{name}: only the NameNode is published"
+            data_port = flag_value(command, "--data-port")
+            assert data_port in container_ports(svc) and data_port != port, \
+                f"{name}: --data-port {data_port} must be its own port, in its expose {container_ports(svc)}"
     assert compose["services"]["namenode"]["ports"] == ["127.0.0.1:8020:8020", "127.0.0.1:9870:9870"]
     assert compose["services"]["client"].get("ports") is None
 
@@ -596,6 +599,9 @@ def test_compose_cluster_runs_as_local_processes(tmp_path):
         for dn in report.datanodes:
             port = remap.ports[(dn.id, flag_value(compose["services"][dn.id]["command"], "--port"))]
             assert dn.address == f"127.0.0.1:{port}", f"{dn.id} advertises {dn.address}, runs on port {port}"
+            data_port = remap.ports[(dn.id, flag_value(compose["services"][dn.id]["command"], "--data-port"))]
+            assert dn.data_address == f"127.0.0.1:{data_port}", \
+                f"{dn.id} advertises data address {dn.data_address}, its data port is {data_port}"
 
         # Every server's health check passes; the same check fails where nothing answers, where
         # the wrong server answers, and on a frozen process whose port still accepts connections

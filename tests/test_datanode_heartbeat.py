@@ -23,6 +23,7 @@ from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
+from hedgefs.proto.datatransfer import ChecksumMismatch, TransferError, read_range
 
 
 class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
@@ -144,22 +145,31 @@ def test_periodic_block_reports(tmp_path, namenode):
         dn.stop()
 
 
-def test_checksum_failure_is_reported_as_bad_unit(tmp_path, namenode):
+def test_damaged_unit_is_caught_by_the_reader_and_a_damaged_sidecar_is_reported(tmp_path, namenode):
+    """The DataNode sends a unit's bytes without reading them: bad bytes on disk are the
+    reader's to catch (end-to-end checksums, reported by the reader); a sidecar the DataNode
+    cannot parse it sees itself, and reports."""
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr)
     try:
-        w = dn.store.open_writer(7, 3, 100)
-        w.write(b"x" * 100)
-        w.commit()
+        for index in (3, 4):
+            w = dn.store.open_writer(7, index, 100)
+            w.write(b"x" * 100)
+            w.commit()
         path = dn.store.block_path(7, 3)
         path.write_bytes(b"y" + path.read_bytes()[1:])
-        with grpc.insecure_channel(dn.address, options=GRPC_OPTIONS) as ch:
-            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
-            with pytest.raises(grpc.RpcError) as e:
-                list(stub.ReadUnit(pb.ReadRequest(group_id=7, index=3, offset=0, length=100)))
-        assert e.value.code() == grpc.StatusCode.DATA_LOSS
+        sidecar = dn.store.block_path(7, 4).with_suffix(".crc")
+        sidecar.write_bytes(sidecar.read_bytes()[:-1])
+        with socket.create_connection(("127.0.0.1", dn.data_port), timeout=10) as s:
+            with pytest.raises(ChecksumMismatch) as e:
+                read_range(s, 7, 3, 0, 100, where="dn1")
+            assert e.value.offset == 0
+        with socket.create_connection(("127.0.0.1", dn.data_port), timeout=10) as s:
+            with pytest.raises(TransferError) as e:
+                read_range(s, 7, 4, 0, 100, where="dn1")
+            assert e.value.status == "DATA_LOSS"
         bad = wait_for(lambda: nn.of("bad"))
-        assert bad == [("bad", "dn1", 7, 3, "checksum mismatch in unit 7/3 at offset 0")]
+        assert bad == [("bad", "dn1", 7, 4, "checksum mismatch in unit 7/4 at offset 0")]
     finally:
         dn.stop()
 
@@ -190,7 +200,7 @@ def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
         cmd = pb.RepairUnitCommand(group_id=50, index=2, policy=policy.name,
                                    group_length=group_length,
                                    sources=[pb.UnitLocation(index=u, datanode_id=dn.datanode_id,
-                                                    address=dn.address)
+                                                    address=dn.address, data_address=dn.data_address)
                                             for dn, u in zip(sources, (0, 1, 3))])
         with nn.lock:
             nn.commands["dn9"] = [pb.Command(repair_unit=cmd)]

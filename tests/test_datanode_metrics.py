@@ -16,10 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from hedgefs.datanode.metrics import ReadWindows
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS
+from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 from nn_support import FakeClock
-from test_datanode_server import closed_port, stop, write
+from test_datanode_server import Data, closed_port, stop
 
 ODD_ID = 'dn"7\\<x>'
 
@@ -69,14 +70,15 @@ def test_datanode_serves_metrics_and_health(tmp_path):
         base = f"http://127.0.0.1:{ports['http']}"
         with grpc.insecure_channel(f"127.0.0.1:{ports['rpc']}", options=GRPC_OPTIONS) as channel:
             stub = hedgefs_pb2_grpc.DataNodeStub(channel)
-            write(stub, 1, 0, b"x" * 1000)
-            assert b"".join(c.data for c in stub.ReadUnit(pb.ReadRequest(group_id=1, index=0, length=1000))) \
-                == b"x" * 1000
+            data = Data(ports["data"])
+            data.write(1, 0, b"x" * 1000)
+            assert data.read(1, 0, 0, 1000) == b"x" * 1000
             stub.SetFaults(pb.FaultConfig(stall=True))
-            call = stub.ReadUnit(pb.ReadRequest(group_id=1, index=0, length=1000))
+            sock = data.connect()
+            sock.sendall(dt.pack_request(dt.OP_READ, 1, 0, 0, 1000))
             while stub.GetFaults(pb.FaultClearRequest()).stalled_reads == 0:
                 time.sleep(0.01)
-            call.cancel()
+            sock.close()   # the cancel
             while stub.GetFaults(pb.FaultClearRequest()).cancelled_reads == 0:
                 time.sleep(0.01)
         status, text = http_get(base + "/metrics")

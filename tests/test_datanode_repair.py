@@ -1,4 +1,4 @@
-"""The repair worker against real in-process DataNodes (real gRPC on loopback, no NameNode).
+"""The repair worker against real in-process DataNodes (their data ports on loopback, no NameNode).
 
 Group layout for RS-3-2-4k: a group of 5 full stripes and a short last stripe (data cells of
 4096, 904, 0 bytes; parity 4096), so every unit has a different length; one group shorter than
@@ -70,7 +70,8 @@ def command(nodes, gid, index, group_length, sources=None) -> pb.RepairUnitComma
     sources = range(P.units) if sources is None else sources
     return pb.RepairUnitCommand(
         group_id=gid, index=index, policy=POLICY, group_length=group_length,
-        sources=[pb.UnitLocation(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address)
+        sources=[pb.UnitLocation(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address,
+                                 data_address=nodes[u].data_address)
                  for u in sources if u != index])
 
 
@@ -125,17 +126,19 @@ def test_a_source_failing_mid_unit_is_replaced_at_the_current_stripe(nodes):
     data = os.urandom(GROUP_LENGTH)
     units = store_group(nodes, 103, data)
     # dn2 serves unit 1's first cell, then its disk goes away: stripes 1.. come from unit 4
-    real_read = nodes[1].store.read
+    real_open = nodes[1].store.open_unit
+    calls = []
 
-    def read_then_fail(g, i, off, n, **kw):
-        for chunk in real_read(g, i, off, n, piece=P.cell_size):
-            yield chunk
+    def open_then_fail(g, i):
+        calls.append(i)
+        if len(calls) > 1:
             raise OSError("disk went away")
-    nodes[1].store.read = read_then_fail
+        return real_open(g, i)
+    nodes[1].store.open_unit = open_then_fail
     try:
         _, used = repair_unit(command(nodes, 103, 0, GROUP_LENGTH), nodes[6].store)
     finally:
-        del nodes[1].store.read
+        del nodes[1].store.open_unit
     assert stored(nodes[6], 103, 0) == units[0]
     assert used == ["dn2", "dn3", "dn4", "dn5"]
 

@@ -168,56 +168,62 @@ def bench_codec(cell_size: int, seconds: float, as_json: bool) -> None:
         click.echo(f"{row['backend']:<8} {row['encode_mb_s']:>10.1f} {row['decode1_mb_s']:>10.1f} {row['decode3_mb_s']:>10.1f}")
 
 
-def _datanode_address(namenode: str | None, datanode_id: str | None) -> tuple[str, str]:
-    from hedgefs.proto import hedgefs_pb2 as pb
-
-    with open_fs(namenode) as fs:
-        live = [d for d in fs.rpc("Report", pb.Empty()).datanodes if d.state == "live"]
-    for d in live:
-        if datanode_id in (None, d.id):
-            return d.id, d.address
-    raise UsageError(f"no live DataNode {datanode_id}" if datanode_id else "no live DataNode")
-
-
 @bench.command("transport", context_settings=CONTEXT)
-@click.option("--datanode", "datanode_id", metavar="DN_ID", help="DataNode to measure against [the first live one].")
-@click.option("--size", type=click.IntRange(1), default=256 << 20, show_default=True, metavar="BYTES")
+@click.option("--size", type=click.IntRange(1 << 20), default=256 << 20, show_default=True, metavar="BYTES")
 @click.option("--streams", type=click.IntRange(1, 64), default=6, show_default=True, help="Concurrent streams (a stripe reads 6).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line.")
-@namenode_option
-def bench_transport(datanode_id, size, streams, as_json, namenode) -> None:
-    """Raw gRPC throughput between this process and one DataNode: the data path's ceiling."""
-    from hedgefs.bench.transport import run_transport_bench
+def bench_transport(size, streams, as_json) -> None:
+    """The machine's limit: sendfile -> recv_into between two processes on loopback, no hedgefs code.
 
-    dn, address = _datanode_address(namenode, datanode_id)
-    result = {"datanode": dn, **run_transport_bench(address, total_bytes=size, streams=streams)}
+    \b
+    Examples:
+      hedgefs bench transport --size 268435456 --streams 6
+    """
+    import tempfile
+
+    from hedgefs.bench.throughput import write_random_file
+    from hedgefs.bench.transport import run_socket_probe
+
+    with tempfile.TemporaryDirectory(prefix="hedgefs-probe-") as tmp:
+        path = f"{tmp}/probe.bin"
+        write_random_file(path, size)
+        result = run_socket_probe(path, size, streams)
     if as_json:
         click.echo(json.dumps(result))
-    else:
-        click.echo(f"{dn} ({address}), {streams} streams of 1 MiB messages: "
-                   f"download {result['download_mb_s']:.0f} MB/s, upload {result['upload_mb_s']:.0f} MB/s")
+        return
+    for n, row in result["streams"].items():
+        click.echo(f"{n} stream(s): download {row['download_mb_s']:.0f} MB/s ({row['download_cpu_s_per_gib']:.2f} "
+                   f"client CPU s/GiB), upload {row['upload_mb_s']:.0f} MB/s ({row['upload_cpu_s_per_gib']:.2f})")
 
 
 @bench.command("throughput", context_settings=CONTEXT)
-@click.option("--size", type=click.IntRange(1), default=256 << 20, show_default=True, metavar="BYTES")
-@click.option("--datanode", "datanode_id", metavar="DN_ID", help="DataNode for the transport ceiling [the first live one].")
+@click.option("--size", type=click.IntRange(1 << 20), default=256 << 20, show_default=True, metavar="BYTES",
+              help="File size for put, get and cat.")
+@click.option("--rss-size", type=click.IntRange(0), default=1 << 30, show_default=True, metavar="BYTES",
+              help="File size for the peak-RSS put and get (0 skips them).")
+@click.option("--streams", type=click.IntRange(1, 64), default=6, show_default=True, help="Streams of the socket probe.")
+@click.option("--reads", type=click.IntRange(1), default=2000, show_default=True, help="64 KiB random reads (one thread).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line.")
 @namenode_option
-def bench_throughput(size, datanode_id, as_json, namenode) -> None:
-    """Whole-file put and get through the CLI's code path, as a fraction of raw transport.
+def bench_throughput(size, rss_size, streams, reads, as_json, namenode) -> None:
+    """put / get / cat through the CLI's code path beside the socket probe, in one run.
 
-    Each transfer runs `hedgefs put` / `hedgefs get` in a child process that times the command
-    itself (not Python's start-up) and reports its peak RSS.
+    Reports MB/s, the ratio to the probe, the client's CPU seconds per GiB, 64 KiB random-read
+    p50/p99 (one thread), the start-up of `hedgefs cat` on a 1-byte file, peak client RSS of a
+    1 GiB put and get, and the load average. Each transfer runs in a child process that times the
+    command itself (not Python's start-up).
+
+    \b
+    Examples:
+      hedgefs cluster up && hedgefs bench throughput
+      hedgefs bench throughput --size 67108864 --rss-size 0 --json
     """
-    from hedgefs.bench.throughput import run_throughput_bench
+    from hedgefs.bench.throughput import format_result, run_throughput_bench
     from hedgefs.client.fs import namenode_address
 
-    _, address = _datanode_address(namenode, datanode_id)
-    result = run_throughput_bench(namenode_address(namenode), address, size=size)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        t = result["transport_mb_s"]
-        click.echo(f"{size} bytes: put {result['put_mb_s']:.0f} MB/s ({result['put_ratio']:.2f} of upload {t['upload']:.0f}), "
-                   f"get {result['get_mb_s']:.0f} MB/s ({result['get_ratio']:.2f} of download {t['download']:.0f}), "
-                   f"peak client RSS {result['peak_rss_mb']:.0f} MB")
+    try:
+        result = run_throughput_bench(namenode_address(namenode), size=size, rss_size=rss_size, streams=streams,
+                                      reads=reads)
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    click.echo(json.dumps(result) if as_json else format_result(result))

@@ -75,7 +75,8 @@ def print_stats(fs: FileSystem) -> None:
     click.echo(
         f"reads={c['reads']} cell_reads={c['cell_reads']} hedges={c['hedges']} hedge_wins={c['hedge_wins']} "
         f"hedges_refused={refused} (breaker={c['hedges_refused_breaker']} rate={c['hedges_refused_rate']}) "
-        f"breaker_trips={stats.breaker_trips} decodes_on_failure={c['decodes_on_failure']}",
+        f"breaker_trips={stats.breaker_trips} decodes_on_failure={c['decodes_on_failure']} "
+        f"checksum_failures={c['checksum_failures']}",
         err=True,
     )
     for dn, row in stats.per_datanode.items():

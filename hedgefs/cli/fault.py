@@ -45,6 +45,8 @@ def _fault_line(datanode_id: str, s: pb.FaultState) -> str:
         parts.append(f"errors p={s.error_probability:g}")
     if s.corrupt_probability:
         parts.append(f"corrupt p={s.corrupt_probability:g}")
+    if s.wire_corrupt_probability:
+        parts.append(f"wire-corrupt p={s.wire_corrupt_probability:g}")
     if s.bandwidth_bps:
         parts.append(f"bandwidth {s.bandwidth_bps} B/s")
     calls = ", ".join(f"{k}={v}" for k, v in sorted(s.calls.items()))
@@ -60,6 +62,7 @@ def fault() -> None:
       hedgefs fault set dn3 --read-delay-ms 2000            # every read +2 s
       hedgefs fault set dn4 --read-delay-ms 2000 --probability 0.01
       hedgefs fault set dn5 --stall                         # accept reads, never answer
+      hedgefs fault set dn6 --wire-corrupt-probability 1    # the reader's checksums catch it
       hedgefs fault clear dn3
       hedgefs fault show
     """
@@ -72,7 +75,10 @@ def fault() -> None:
 @click.option("--jitter-ms", type=click.IntRange(0), help="Uniform +/- jitter on the delay.")
 @click.option("--stall/--no-stall", default=None, help="Hold every read unanswered until cleared.")
 @click.option("--error-probability", type=click.FloatRange(0, 1), help="Chance a read fails (UNAVAILABLE).")
-@click.option("--corrupt-probability", type=click.FloatRange(0, 1), help="Chance a read's bytes fail their checksum.")
+@click.option("--corrupt-probability", type=click.FloatRange(0, 1),
+              help="A bad disk: chance a read's bytes come off the disk with one byte flipped.")
+@click.option("--wire-corrupt-probability", type=click.FloatRange(0, 1),
+              help="A bad link: chance a read's bytes get one byte flipped after the DataNode's storage.")
 @click.option("--bandwidth", type=click.IntRange(0), help="Cap on read bytes per second (0 = none).")
 @namenode_option
 def fault_set(datanode_id, namenode, **knobs) -> None:
@@ -80,7 +86,7 @@ def fault_set(datanode_id, namenode, **knobs) -> None:
     fields = {"read_delay_ms": knobs["read_delay_ms"], "probability": knobs["probability"],
               "jitter_ms": knobs["jitter_ms"], "stall": knobs["stall"],
               "error_probability": knobs["error_probability"], "corrupt_probability": knobs["corrupt_probability"],
-              "bandwidth_bps": knobs["bandwidth"]}
+              "wire_corrupt_probability": knobs["wire_corrupt_probability"], "bandwidth_bps": knobs["bandwidth"]}
     request = pb.FaultConfig(token=os.environ.get("HEDGEFS_TOKEN", ""), **{k: v for k, v in fields.items() if v is not None})
     click.echo(_fault_line(datanode_id, _fault_rpc(namenode, datanode_id, "SetFaults", request)))
 

@@ -43,15 +43,18 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
 
 @click.command(context_settings=CONTEXT)
 @click.option("--id", "datanode_id", required=True, help="DataNode id, e.g. dn3.")
-@click.option("--port", type=int, default=0, show_default=True, help="Port (0 picks a free one).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=int, default=0, show_default=True, help="gRPC port: fault knobs (0 picks a free one).")
+@click.option("--data-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Data port: unit reads and writes (0 picks a free one). Advertised to the NameNode.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (both ports).")
 @click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
 @namenode_option
 @click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
 @click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
               help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
-                   "corrupt-probability, bandwidth. Repeatable. Also HEDGEFS_FAULT_* variables.")
+                   "corrupt-probability, wire-corrupt-probability, bandwidth. Repeatable. "
+                   "Also HEDGEFS_FAULT_* variables.")
 @click.option("--token", envvar="HEDGEFS_TOKEN", metavar="TOKEN",
               help="Cluster token that fault RPCs must carry (default: $HEDGEFS_TOKEN; none = not checked).")
 @click.option("--heartbeat-interval-s", type=float, default=3.0, show_default=True)
@@ -63,18 +66,26 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
               help="Re-read and verify every stored unit once per this many seconds, reporting bad ones (0 = never).")
 @click.option("--scrub-bandwidth", default="4M", show_default=True, metavar="BYTES/S",
               help="Cap on the scrubber's reads: 1048576, 512k, 10M, 1GiB...")
+@click.option("--max-streams", type=click.IntRange(1), default=64, show_default=True,
+              help="Unit reads and writes served at once; more get a BUSY answer (readers rebuild from other units).")
+@click.option("--write-idle-s", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="A unit write that sends nothing for this long is dropped.")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync on finalize (tests, benchmarks).")
 @click.option("--http-port", type=int, help="Serve Prometheus metrics at http://HOST:PORT/metrics and a probe at "
                                             "/health (0 picks a free port).")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port(s) here once serving.")
-def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
-             heartbeat_interval_s, block_report_interval_s, max_repairs, scrub_interval_s, scrub_bandwidth, no_fsync,
-             http_port, port_file) -> None:
+@click.option("--port-file", type=click.Path(dir_okay=False),
+              help="Write the bound ports here once serving (gRPC first, then data=, http=).")
+def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
+             heartbeat_interval_s, block_report_interval_s, max_repairs, scrub_interval_s, scrub_bandwidth, max_streams,
+             write_idle_s, no_fsync, http_port, port_file) -> None:
     """Run a DataNode (internal blocks on local disk, CRC32C-checked, scrubbed).
+
+    Two ports: --port (gRPC: fault knobs) and --data-port (unit reads and writes, sendfile from
+    the page cache). Both are advertised to the NameNode as --advertise-host:PORT.
 
     \b
     Examples:
-      hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866
+      hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866 --data-port 9867
       hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
     """
     from hedgefs.datanode.faults import parse_bandwidth
@@ -92,7 +103,8 @@ def datanode(datanode_id, port, host, advertise_host, data_dir, namenode, enable
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
               fault_specs=list(fault_specs), token=token or None, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
-              http_port=http_port, scrub_interval_s=scrub_interval_s, scrub_bandwidth_bps=scrub_bandwidth_bps)
+              http_port=http_port, scrub_interval_s=scrub_interval_s, scrub_bandwidth_bps=scrub_bandwidth_bps,
+              data_port=data_port, max_streams=max_streams, write_idle_s=write_idle_s)
     except ValueError as err:
         raise UsageError(str(err)) from None
     except DataDirInUse as err:
