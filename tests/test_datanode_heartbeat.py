@@ -238,10 +238,9 @@ def test_a_written_unit_is_receipted_and_a_scrub_pass_finds_a_flipped_byte(tmp_p
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr, scrub_interval_s=0.1, scrub_bandwidth_bps=0)
     try:
-        with grpc.insecure_channel(dn.address, options=GRPC_OPTIONS) as ch:
-            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
-            stub.WriteUnit(iter([pb.WriteChunk(group_id=9, index=4, expected_length=70_000, data=b"z" * 70_000),
-                                 pb.WriteChunk(finalize=True)]), timeout=10)
+        from test_datanode_server import Data
+
+        assert Data(dn.data_port).write(9, 4, b"z" * 70_000, expected=70_000) == 70_000
         assert wait_for(lambda: nn.of("stored")) == [("stored", "dn1", 9, 4, 70_000)]
         wait_for(lambda: any(e[2] >= 1 for e in nn.of("scrub")))       # a clean pass: nothing reported
         assert nn.of("bad") == []
