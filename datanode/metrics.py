@@ -170,6 +170,9 @@ class MeasuredStore:
         plan.done = done
         return plan
 
+    def chunk_checksums(self, group_id: int, index: int):
+        return self.store.chunk_checksums(group_id, index)   # metadata: not a read
+
     def open_writer(self, group_id: int, index: int, expected_length: int | None):
         return _MeasuredWriter(self.store.open_writer(group_id, index, expected_length), self)
 

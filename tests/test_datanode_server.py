@@ -7,6 +7,7 @@ polls GetFaults against a deadline; no sleep stands in for synchronisation.
 
 import os
 import signal
+import struct
 import socket
 import subprocess
 import sys
@@ -167,6 +168,15 @@ def test_a_read_sends_whole_checksum_chunks_with_their_crcs(data):
         assert body == DATA[65536:131072]
         # the same connection carries the next request
         assert bytes(dt.read_range(s, 20, 0, len(DATA) - 5, 5)) == DATA[-5:]
+        # and the unit's chunk checksums alone (a file checksum is combined from them)
+        s.sendall(dt.pack_request(dt.OP_CHECKSUMS, 20, 0, 0, 0))
+        dt.recv_response(s, "dn3")
+        info = bytearray(dt.UNIT_INFO.size)
+        dt.recv_exactly(s, memoryview(info))
+        assert dt.UNIT_INFO.unpack(info) == (len(DATA), 65536)
+        raw = bytearray(4 * 33)
+        dt.recv_exactly(s, memoryview(raw))
+        assert struct.unpack("<33I", raw)[1] == crcs[0]
 
 
 def test_expected_length_may_come_with_finalize(data):
