@@ -177,7 +177,9 @@ class LocalCluster:
         else:
             args = ["datanode", "--id", name, "--port", str(entry["port"]), "--data-dir", str(data_dir),
                     "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"]),
-                    "--data-port", str(entry.get("data_port", 0))]
+                    # A fresh data port each start (the NameNode hears it at registration, readers
+                    # relocate): the old one may be some client's ephemeral port by now.
+                    "--data-port", "0"]
             if options.get("enable_faults"):
                 args.append("--enable-faults")
             if not options.get("fsync", True):

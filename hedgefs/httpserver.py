@@ -102,7 +102,8 @@ class HttpServer:
         return self.port
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():   # shutdown() of a server that never served would wait forever
+            self._server.shutdown()
         self._server.server_close()
 
 
