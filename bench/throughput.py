@@ -4,7 +4,9 @@ One run measures, on the same machine at the same time:
 
 - the socket probe (bench/transport.py): sendfile -> recv_into, 1 and k streams, both ways;
 - ``hedgefs put`` from a file, ``hedgefs get`` to a file, ``hedgefs cat`` to /dev/null: MB/s,
-  their ratio to the probe (k streams), and the client's CPU seconds per GiB;
+  their ratio to the probe (k streams), and the client's CPU seconds per GiB; beside them, what
+  copying the same bytes from one local file to another costs here (a get to a file pays that
+  local write on top of the transfer);
 - 64 KiB random reads, one thread, healthy cluster: p50 / p99;
 - ``hedgefs cat`` of a 1-byte file: time from starting the process to its first byte;
 - peak client RSS of a put and a get of ``rss_size`` bytes (1 GiB by default).
@@ -109,6 +111,21 @@ def random_reads(namenode: str, remote: str, reads: int) -> dict:
     return {"reads": doc["reads"], "p50_ms": doc["p50_ms"], "p99_ms": doc["p99_ms"], "hedges": doc["hedges"]}
 
 
+def local_copy(src: str, dst: str, block: int = 6 << 20) -> dict:
+    """MB/s and CPU s/GiB of copying ``src`` (in the page cache) to a new file ``dst``."""
+    buf = memoryview(bytearray(block))
+    cpu0, t0 = os.times(), time.perf_counter()
+    total = 0
+    with open(src, "rb", buffering=0) as f, open(dst, "wb", buffering=0) as out:
+        while n := f.readinto(buf):
+            out.write(buf[:n])
+            total += n
+    wall, cpu1 = time.perf_counter() - t0, os.times()
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    os.unlink(dst)
+    return {"mb_s": round(total / wall / 1e6, 1), "cpu_s_per_gib": round(cpu / (total / GiB), 3)}
+
+
 def _rate(size: int, run: dict) -> dict:
     return {"mb_s": round(size / run["seconds"] / 1e6, 1), "cpu_s_per_gib": round(run["cpu_s"] / (size / GiB), 3),
             "seconds": round(run["seconds"], 3), "peak_rss_mb": round(run["peak_rss_mb"], 1)}
@@ -129,6 +146,7 @@ def run_throughput_bench(namenode: str, size: int = 256 << 20, rss_size: int = G
         if _sha256(dst) != digest:
             raise RuntimeError("the file read back differs from the file put")
         os.unlink(dst)
+        local = local_copy(src, dst)
         random = random_reads(namenode, remote, reads)
         with open(os.path.join(tmp, "one.bin"), "wb") as f:
             f.write(b"1")
@@ -154,6 +172,7 @@ def run_throughput_bench(namenode: str, size: int = 256 << 20, rss_size: int = G
         "put": _rate(size, put),
         "get_to_file": _rate(size, get),
         "cat_to_null": _rate(size, cat),
+        "local_file_copy": local,
         "random_64k_one_thread": random,
         "startup": startup,
         "rss": rss,
@@ -181,6 +200,8 @@ def format_result(r: dict) -> str:
         row = r[key]
         lines.append(f"{name:<14}{row['mb_s']:>8.0f} {r['ratios'][ratio]:>8.2f} {row['cpu_s_per_gib']:>10.2f} "
                      f"{row['peak_rss_mb']:>7.0f} MB")
+    lc = r["local_file_copy"]
+    lines.append(f"(a local file copy of the same bytes: {lc['mb_s']:.0f} MB/s, {lc['cpu_s_per_gib']:.2f} CPU s/GiB)")
     rr = r["random_64k_one_thread"]
     lines.append(f"64 KiB random reads, 1 thread: p50 {rr['p50_ms']:.2f} ms, p99 {rr['p99_ms']:.2f} ms ({rr['reads']} reads)")
     s = r["startup"]

@@ -23,14 +23,13 @@ import dataclasses
 import logging
 from typing import Awaitable, Callable
 
-import crc32c
-
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.client.reader import GroupLocation
 from hedgefs.ec import layout
 from hedgefs.ec.crc import combine, combine_all
 from hedgefs.ec.policy import Policy
 from hedgefs.plumbing import describe
+from hedgefs.proto.datatransfer import crc32c
 
 log = logging.getLogger("hedgefs.client.checksum")
 
@@ -154,7 +153,7 @@ async def _read_crc(read: ReadFn, piece: ByteRange) -> int:
     crc = 0
     for start in range(piece.offset_in_file, piece.offset_in_file + piece.length, READ_STEP):
         n = min(READ_STEP, piece.offset_in_file + piece.length - start)
-        crc = crc32c.crc32c(await read(start, n), crc)
+        crc = crc32c(await read(start, n), crc)
     return crc
 
 
@@ -166,6 +165,6 @@ def local_file_checksum(path: str) -> FileChecksum:
             data = f.read(READ_STEP)
             if not data:
                 break
-            crc = crc32c.crc32c(data, crc)
+            crc = crc32c(data, crc)
             total += len(data)
     return FileChecksum(crc, total)

@@ -11,11 +11,10 @@ import dataclasses
 import io
 import logging
 import os
-from typing import BinaryIO, Callable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
 
 import grpc
 
-from hedgefs.client import checksum as _checksum
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
@@ -23,11 +22,13 @@ from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
 from hedgefs.client.transport import DataNodeClient, TransferError
-from hedgefs.client.writer import StripedWriter
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+
+if TYPE_CHECKING:
+    from hedgefs.client.checksum import FileChecksum
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
@@ -77,7 +78,6 @@ class FileSystem:
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
         self.datanodes = DataNodeClient()
         self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self._report_bad)
-        self._writer = StripedWriter(self.datanodes, self._rpc)
         self._reported: set[tuple[int, int, str]] = set()
         self._reports: set[asyncio.Task] = set()
 
@@ -190,7 +190,11 @@ class FileSystem:
               progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:
         """Store everything `source` yields at `path`; visible only once complete. Returns the length.
         ``block_size`` 0 = the NameNode's default for the policy."""
-        return self._call(self._writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
+        # Imported here, like the checksum below: `hedgefs cat` starts faster without them.
+        from hedgefs.client.writer import StripedWriter
+
+        writer = StripedWriter(self.datanodes, self._rpc)
+        return self._call(writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
                                                   progress=progress or (lambda n: None), block_size=block_size))
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
@@ -208,7 +212,7 @@ class FileSystem:
         with self.open(path) as f:
             return f.pread(0, f.length)
 
-    def checksum(self, path: str) -> _checksum.FileChecksum:
+    def checksum(self, path: str) -> "FileChecksum":
         """The file's COMPOSITE-CRC32C (client/checksum.py): the same for any layout of the same
         bytes, combined from the DataNodes' stored chunk CRCs without moving data where it can."""
         with self.open(path) as f:
@@ -221,11 +225,12 @@ class FileSystem:
         return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
 
     async def _pread(self, status: FileStatus, offset: int, length: int,
-                     avoid: frozenset[str] = frozenset()) -> bytearray:
+                     avoid: frozenset[str] = frozenset(), into: bytearray | None = None) -> bytearray | memoryview:
+        """The bytes [offset, offset+length): a new bytearray, or a view of ``into`` filled with them."""
         self.metrics.incr("reads")
         policy = parse_policy(status.policy)
-        out = bytearray(length)
-        view = memoryview(out)
+        out = bytearray(length) if into is None else into
+        view = memoryview(out)[:length]
         pieces = layout.file_range_to_groups(offset, length, policy, status.block_size, status.length)
         await gather_or_cancel(
             self._reader.read_group_range(
@@ -233,7 +238,7 @@ class FileSystem:
                 view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], avoid)
             for p in pieces
         )
-        return out
+        return out if into is None else view
 
 
 def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
@@ -265,41 +270,53 @@ class FileReader:
         length = max(0, min(length, self.length - offset))
         return self._fs._submit(self._read(offset, length, avoid))
 
-    async def _read(self, offset: int, length: int, avoid: frozenset[str] = frozenset()) -> bytearray:
+    async def _read(self, offset: int, length: int, avoid: frozenset[str] = frozenset(),
+                    into: bytearray | None = None) -> bytearray | memoryview:
         """Read with the cached unit locations; if too few units answer, locate again once.
 
         Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
         groups do not, so fresh locations for the same groups are safe to retry with.
         """
         try:
-            return await self._fs._pread(self.status, offset, length, avoid)
+            return await self._fs._pread(self.status, offset, length, avoid, into)
         except DataUnavailable:
             fresh = await self._fs._stat(self.status.path)
             if not _new_locations(self.status, fresh):
                 raise  # nothing moved: reading again would only wait on the same DataNodes
             self.status = fresh
-            return await self._fs._pread(fresh, offset, length, avoid)
+            return await self._fs._pread(fresh, offset, length, avoid, into)
 
-    def checksum(self) -> _checksum.FileChecksum:
+    def checksum(self) -> "FileChecksum":
+        from hedgefs.client import checksum as _checksum
+
         status = self.status
         return self._fs._call(_checksum.file_checksum(
             self._fs.datanodes, parse_policy(status.policy), status.groups, status.length, self._read))
 
-    def chunks(self, read_ahead: int = 2) -> Iterator[bytearray]:
-        """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight."""
+    def chunks(self, read_ahead: int = 2, reuse: bool = False) -> Iterator[bytearray | memoryview]:
+        """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight.
+
+        ``reuse``: chunks are views of ``read_ahead + 1`` buffers used again and again, each valid
+        only until the next chunk is asked for: what a copy to a file or a pipe needs, without
+        a fresh (zeroed, page-faulted) buffer per chunk."""
         policy = parse_policy(self.status.policy)
         size = policy.stripe_data_size * max(1, (8 << 20) // policy.stripe_data_size)
         offsets = list(range(0, self.length, size))
-        inflight: list = []
+        inflight: list = []   # (buffer or None, future)
+        free: list[bytearray] = []
         try:
             for offset in offsets:
-                inflight.append(self._fs._submit(self._read(offset, min(size, self.length - offset))))
+                buf = (free.pop() if free else bytearray(size)) if reuse else None
+                inflight.append((buf, self._fs._submit(self._read(offset, min(size, self.length - offset), into=buf))))
                 if len(inflight) > read_ahead:
-                    yield inflight.pop(0).result()
+                    buf, future = inflight.pop(0)
+                    yield future.result()
+                    if buf is not None:
+                        free.append(buf)   # the consumer asked for the next chunk: done with this one
             while inflight:
-                yield inflight.pop(0).result()
+                yield inflight.pop(0)[1].result()
         finally:
-            for future in inflight:
+            for _buf, future in inflight:
                 future.cancel()
 
     def close(self) -> None:

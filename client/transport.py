@@ -155,8 +155,12 @@ class DataNodeClient:
             raise TransferError("UNAVAILABLE", f"no data address for this DataNode ({address!r})")
         host = host.strip("[]")
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-            family, _, _, _, sockaddr = infos[0]
+            family = _ip_family(host)
+            if family is not None:   # an address already: no lookup (it would take a worker thread)
+                sockaddr = (host, int(port))
+            else:
+                infos = await asyncio.get_running_loop().getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+                family, _, _, _, sockaddr = infos[0]
             sock = socket.socket(family, socket.SOCK_STREAM)
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"cannot resolve {address}: {e.strerror or e}") from None
@@ -350,6 +354,16 @@ class UnitWrite:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _ip_family(host: str):
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return family
+        except OSError:
+            pass
+    return None
 
 
 async def _guarded(awaitable, address: str):

@@ -71,7 +71,7 @@ def _load_crc32c():
     return crc32c
 
 
-_crc32c = _load_crc32c()
+crc32c = _load_crc32c()   # crc32c(data, crc=0) -> int
 
 MAGIC = b"HFDT"
 VERSION = 1
@@ -160,7 +160,7 @@ def chunk_span(offset: int, length: int, chunk: int, unit_length: int) -> tuple[
 def first_bad_chunk(view: memoryview, crcs, chunk: int) -> int | None:
     """Offset in ``view`` of the first chunk whose CRC32C differs from ``crcs``, or None."""
     for n, pos in enumerate(range(0, len(view), chunk)):
-        if _crc32c(view[pos:pos + chunk]) != crcs[n]:
+        if crc32c(view[pos:pos + chunk]) != crcs[n]:
             return pos
     return None
 

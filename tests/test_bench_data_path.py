@@ -33,8 +33,8 @@ def test_bench_throughput_reports_every_figure(cluster):
                      "--reads", "20", namenode=cluster.namenode)
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"size", "probe", "put", "get_to_file", "cat_to_null", "random_64k_one_thread", "startup",
-                        "rss", "load_average", "ratios"}
+    assert set(doc) == {"size", "probe", "put", "get_to_file", "cat_to_null", "local_file_copy",
+                        "random_64k_one_thread", "startup", "rss", "load_average", "ratios"}
     for key in ("put", "get_to_file", "cat_to_null"):
         assert doc[key]["mb_s"] > 0 and doc[key]["cpu_s_per_gib"] > 0 and 0 < doc[key]["peak_rss_mb"] < 1000
     assert doc["random_64k_one_thread"]["reads"] == 20 and doc["random_64k_one_thread"]["p50_ms"] > 0

@@ -119,7 +119,7 @@ def _stdout_pipe_like_cat():
 
 def _copy_out(f, out, progress: Progress | None) -> None:
     try:
-        for chunk in f.chunks():
+        for chunk in f.chunks(reuse=True):
             out.write(chunk)
             if progress:
                 progress.advance(len(chunk))
