@@ -82,10 +82,6 @@ class LocalCluster:
         """The DataNode's gRPC address (fault knobs)."""
         return f"127.0.0.1:{self._entry(name)['port']}"
 
-    def datanode_data_address(self, name: str) -> str:
-        """The DataNode's data address (unit reads and writes)."""
-        return f"127.0.0.1:{self._entry(name)['data_port']}"
-
     def datanode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
         """Call a DataNode's RPC by name: SetFaults, ClearFaults, GetFaults (what tests and tools
         use to inject faults into the processes of this cluster)."""
