@@ -203,7 +203,7 @@ class Namespace:
         rest = paths.components(start_after)[len(paths.components(path)):]
         if not paths.is_under(start_after, path) or not rest or (not recursive and len(rest) > 1):
             raise InvalidArgument(f"start_after {start_after!r} is not an entry of the listing of {path}")
-        for depth, name in enumerate(rest):
+        for name in rest:
             frame = frames[-1]
             frame.after = name
             if not recursive:

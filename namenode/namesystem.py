@@ -44,7 +44,7 @@ import time
 from typing import Callable, Iterable
 
 from hedgefs.ec.policy import DEFAULT_POLICY, Policy
-from hedgefs.namenode import placement
+from hedgefs.namenode import paths, placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
@@ -609,9 +609,9 @@ class Namesystem:
             info = FileInfo(entry, [self._group_info(g, 0, keep_dead=True) for g in self.blocks.groups(node.id)])
             holders = {u.datanode_id for g in info.groups for u in g.units}
             return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
-        entries, more = self.ns.list_page(path, False, paths.join(path, after) if after else "", limit,
+        entries, more = self.ns.list_page(path, False, paths.join(path, after) if after else "", limit + 1,
                                           LIST_PAGE_BYTES)
-        return Listing(path, entries, more)
+        return Listing(path, entries[:limit], len(entries) > limit or (more and len(entries) < limit + 1))
 
     @_locked
     def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:

@@ -276,3 +276,13 @@ def test_a_1000_level_path(nn):
     assert len(entries) == 1001 and pages == 11
     nn.delete("/d", recursive=True)
     assert nn.list("/") == []
+
+
+def test_the_status_pages_directory_listing_is_paged_by_name(nn):
+    for name in ("a", "b", "c", "d"):
+        nn.mkdir(f"/d/{name}/x", parents=True)
+    assert not nn.browse("/d", limit=4).more
+    first = nn.browse("/d", limit=3)
+    assert names(first.entries) == ["/d/a", "/d/b", "/d/c"] and first.more
+    second = nn.browse("/d", after="c", limit=3)
+    assert names(second.entries) == ["/d/d"] and not second.more
