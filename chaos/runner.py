@@ -4,7 +4,7 @@ after every step.
     seed ──> schedule (every step drawn up front: printable, diffable, a prefix of any longer run)
               │
     cluster <─┤ apply step n: kill / freeze / thaw / restart a DataNode, set or clear a fault
-              │ (delay, bandwidth, stall, error, corrupt), flip bytes of units on a DataNode's
+              │ (delay, bandwidth, stall, error, corrupt, wire), flip bits of units on a DataNode's
               │ disk (rot), kill -9 + restart the NameNode
               │ ... writers and readers run all along ...
               └ check: every file whose put returned success reads back with its SHA-256

@@ -2,8 +2,9 @@
 
     seed ──> schedule (every step drawn up front: printable, diffable, a prefix of any longer run)
 
-A DataNode is *lost* while it is killed, frozen, stalled, erroring or corrupting (a delay or a
-bandwidth cap only makes it slow), and from the moment a byte of some of its units is flipped on
+A DataNode is *lost* while it is killed, frozen, stalled, erroring or corrupting (its disk reads
+fail their checksums: "corrupt"; or bytes flip on their way to the reader, after the DataNode's own
+check: "wire", which only the reader's check catches) (a delay or a bandwidth cap only makes it slow), and from the moment a byte of some of its units is flipped on
 disk ("rot": bit rot in units nobody is reading) until the step that clears it; the rotten units
 themselves stay bad until the scrubber or a reader finds them and they are repaired. The schedule never loses more DataNodes than the policy's m,
 except in steps it marks BEYOND TOLERANCE.
@@ -23,7 +24,7 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 POLICY = parse_policy("RS-6-3-64k")
 BLOCK_SIZE = 256 * 1024                   # a block group is 1.5 MiB of data: boundaries come often
-LOSS_FAULTS = ("stall", "error", "corrupt", "rot")
+LOSS_FAULTS = ("stall", "error", "corrupt", "wire", "rot")
 SLOW_FAULTS = ("delay", "bandwidth")
 BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
 
@@ -126,7 +127,8 @@ def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int) -> S
     kind = rng.choices(list(weights), weights=list(weights.values()))[0]
     if kind == "harm":
         target = rng.choice(healthy)
-        action = rng.choices(["kill", "freeze", "stall", "error", "corrupt", "rot"], [3, 2, 1.5, 1.5, 1.5, 1.5])[0]
+        action = rng.choices(["kill", "freeze", "stall", "error", "corrupt", "wire", "rot"],
+                             [3, 2, 1.5, 1.5, 1.5, 1.5, 1.5])[0]
         return _fault_step(rng, n, target, action) if action in LOSS_FAULTS else Step(n, action, target)
     if kind == "slow":
         target = rng.choice([d for d in healthy if not fault[d]])
@@ -153,6 +155,7 @@ def _fault_step(rng: random.Random, n: int, target: str, kind: str) -> Step:
         "stall": lambda: (("stall", True),),
         "error": lambda: (("error_probability", rng.choice([0.3, 0.7, 1.0])),),
         "corrupt": lambda: (("corrupt_probability", rng.choice([0.3, 0.7, 1.0])),),
+        "wire": lambda: (("wire_corrupt_probability", rng.choice([0.3, 0.7, 1.0])),),
         "rot": lambda: (("units", rng.choice([1, 2, 3])), ("salt", rng.randrange(2**32))),
     }[kind]()
     return Step(n, "fault", target, kind, knobs)

@@ -28,7 +28,8 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
     on a seeded schedule while writers and readers run; after every step, every stored file must
     read back identical.
 
-    The schedule never loses more DataNodes (killed, frozen, stalled, erroring, corrupting, rotting) than
+    The schedule never loses more DataNodes (killed, frozen, stalled, erroring, corrupting reads on
+    disk or on the wire, rotting) than
     the policy's m = 3, except in steps marked BEYOND TOLERANCE, where a block group short of 6
     reachable units may fail to read, but only cleanly. Wrong bytes always fail the run. At the
     end every fault is cleared, fsck must reach HEALTHY and every rotten unit must have been found
