@@ -368,14 +368,14 @@ class DataServer:
                     if error is None:      # after an error, read on to the end: the stream stays in step
                         try:
                             writer.write(piece)
-                        except storage.LengthMismatch as e:
+                        except storage.StorageError as e:
                             error = (dt.INVALID_ARGUMENT, str(e))
                         except OSError as e:
                             error = (_os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
             if error is None:
                 try:
                     stored = writer.commit(value or length or 0)
-                except storage.LengthMismatch as e:
+                except storage.StorageError as e:
                     error = (dt.INVALID_ARGUMENT, str(e))
                 except OSError as e:
                     error = (_os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
