@@ -137,6 +137,13 @@ STATE_HELP = {
     "repairs_failed": "Repairs that failed here since start.",
     "fault": "Fault knobs in effect (0 = off); see hedgefs fault.",
     "namenode_reachable": "1 if the last heartbeat reached the NameNode.",
+    "scrub_enabled": "1 if the scrubber runs (--scrub-interval-s > 0).",
+    "scrub_passes": "Scrub passes finished since start.",
+    "scrub_pass_units": "Units in the current (or last) scrub pass.",
+    "scrub_pass_units_done": "Units of the current (or last) scrub pass verified so far.",
+    "scrub_bytes_verified": "Bytes the scrubber has read and verified since start.",
+    "scrub_bad_units": "Units the scrubber found damaged (and reported) since start.",
+    "scrub_last_pass_seconds": "How long the last finished scrub pass took.",
 }
 
 

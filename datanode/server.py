@@ -172,8 +172,15 @@ class DataNode:
             "repairs_failed": repairs.failed if repairs else 0,
             "namenode_reachable": int(bool(self.link and self.link.reachable)),
             "fault": {k: float(v) for k, v in config.items()},
-            # scrub progress goes here when the scrubber exists
+            **self._scrub_gauges(),
         }
+
+    def _scrub_gauges(self) -> dict:
+        s = self.scrubber.status()
+        return {"scrub_enabled": float(s["enabled"]), "scrub_passes": s["passes"],
+                "scrub_pass_units": s["pass_units"], "scrub_pass_units_done": s["pass_units_done"],
+                "scrub_bytes_verified": s["bytes_verified"], "scrub_bad_units": s["bad_units"],
+                "scrub_last_pass_seconds": s["last_pass_s"]}
 
     def _http(self, request: httpserver.Request) -> httpserver.Response:
         if request.path == "/metrics":

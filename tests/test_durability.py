@@ -18,11 +18,13 @@ import io
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -433,6 +435,10 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         assert doc["problems"] == [{"path": path, "group": gid, "live_units": 8, "corrupt_units": 1,
                                     "needed_units": 6, "status": "DEGRADED"}]
         assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
+        port = scrubbed.state["datanodes"][bad_dn]["http_port"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        assert re.search(rf'^hedgefs_datanode_scrub_bad_units{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
         assert blk.exists()          # kept until its replacement lands
         scrubbed.thaw(spare)
         wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "the repair onto the spare (fsck HEALTHY)",
