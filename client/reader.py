@@ -221,9 +221,9 @@ class HedgedReader:
         """Decode unit `want`'s block range [start, end) from k other units."""
         # A hedge is already late: read one spare source, so one more straggler costs nothing.
         sources = await self._gather_k(read, want, start, end, spare=1 if reason == "hedge" else 0)
-        from hedgefs.ec.codec import get_codec  # here, not at the top: a healthy read never loads numpy
+        from hedgefs.ec.codec import codec_for  # here, not at the top: a healthy read never loads numpy
 
-        codec = get_codec(read.policy.k, read.policy.m)
+        codec = codec_for(read.policy)
         length = end - start
         if length <= _INLINE_DECODE_BYTES:
             decoded = codec.decode(sources, [want], length)

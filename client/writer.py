@@ -4,8 +4,15 @@ The source is read a stripe at a time, encoded and streamed as k+m internal bloc
 group: AddBlockGroup gives k+m DataNodes; one unit write stream per unit (the data transfer
 protocol: each cell goes out with ``sendmsg``, straight from the encoder's buffers); stripe n+1
 is read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
-that fails mid-write is dropped; the group carries on while at least k units are still being
-written, and the NameNode repairs the rest. The next group is placed away from DataNodes that
+that fails mid-write is dropped; the group carries on while at least ``min_units`` (k) units are
+still being written, and the NameNode repairs the rest.
+
+A replicated block (REPLICATE-n) is written the same way: a parallel fan-out of the same buffers
+to n DataNodes (the codec's "parity" is the data itself), not HDFS's pipeline through them. Why:
+a pipeline is as slow as its slowest DataNode on every packet and needs recovery when one
+breaks; a fan-out drops a slow or dead replica and carries on while ``min_units`` (the NameNode's
+--min-replicas) remain, exactly as an EC group drops a unit, with the same receipts, checks and
+repair. The cost is the client's uplink: n copies leave it (3x for REPLICATE-3, 1.5x for RS-6-3). The next group is placed away from DataNodes that
 failed. Complete is called only after every surviving unit has been finalized (fsync'd and
 renamed into place) on its DataNode; any failure abandons the file, so nothing half-written is
 ever visible. The write renews its lease every third of the NameNode's lease timeout while it
@@ -115,25 +122,29 @@ class StripedWriter:
         self._rpc = rpc
 
     async def write_file(self, path: str, read: ReadFn, *, overwrite: bool, policy_name: str | None,
-                         progress: Callable[[int], None], block_size: int = 0) -> int:
-        """Store everything ``read`` yields at ``path``; visible only once complete. Returns the length."""
+                         progress: Callable[[int], None], block_size: int = 0,
+                         convert_from: pb.FileVersion | None = None) -> int:
+        """Store everything ``read`` yields at ``path``; visible only once complete. Returns the length.
+        ``convert_from``: this rewrites that version of ``path`` in another policy (``ec convert``)."""
         created = await self._rpc("Create", pb.CreateRequest(
             path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
-            client_name=f"pid-{os.getpid()}"))
+            client_name=f"pid-{os.getpid()}", convert_from=convert_from))
         source = StripeSource(read)
         renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:
             policy = parse_policy(created.policy)
+            min_units = created.min_units or policy.k   # (a NameNode that does not say: k)
             commits, total, failed = [], 0, set()
             data = await source.read(policy.stripe_data_size)
             while data:
                 group = await self._add_block_group(created.file_id, failed)
-                written = await self.write_group(group, policy, created.block_size, data, source, progress)
+                written = await self.write_group(group, policy, created.block_size, data, source, progress, min_units)
                 commits.append(pb.GroupCommit(group_id=group.id, length=written.length, stored_units=written.stored_units))
                 failed.update(written.failed_datanodes)
                 total += written.length
                 data = written.next_stripe
-            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits))
+            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits,
+                                                    convert_from=convert_from))
             return total
         except BaseException:
             try:
@@ -179,12 +190,15 @@ class StripedWriter:
                 await asyncio.sleep(0.5 * 2 ** attempt)
 
     async def write_group(self, group: pb.BlockGroup, policy: Policy, block_size: int, first_stripe: bytes,
-                          source: "StripeSource", progress: Callable[[int], None]) -> "GroupWritten":
-        """Write one block group starting with `first_stripe`, reading further stripes from `source`."""
+                          source: "StripeSource", progress: Callable[[int], None],
+                          min_units: int | None = None) -> "GroupWritten":
+        """Write one block group starting with `first_stripe`, reading further stripes from `source`;
+        fail once fewer than ``min_units`` (default k) of its units are still being written."""
+        min_units = min_units or policy.k
         streams = [_UnitStream(self._datanodes, group.id, loc) for loc in sorted(group.units, key=lambda u: u.index)]
-        from hedgefs.ec.codec import get_codec  # here: reads never pay for loading the codec (numpy)
+        from hedgefs.ec.codec import codec_for  # here: reads never pay for loading the codec (numpy)
 
-        codec = get_codec(policy.k, policy.m)
+        codec = codec_for(policy)
         loop = asyncio.get_running_loop()
         stripes_per_group = layout.num_stripes(policy, layout.group_data_size(policy, block_size))
         stripe_bytes = policy.stripe_data_size
@@ -196,7 +210,7 @@ class StripedWriter:
                 cells = await loop.run_in_executor(None, _encode, codec, policy, data)
                 if sending is not None:
                     await sending
-                self._check_enough(streams, policy, group.id)
+                self._check_enough(streams, policy, group.id, min_units)
                 sending = asyncio.ensure_future(self._send_stripe(streams, cells))
                 length += len(data)
                 progress(len(data))
@@ -210,7 +224,7 @@ class StripedWriter:
                 await sending
             lengths = layout.unit_lengths(policy, length)
             await asyncio.gather(*(self._finish(s, lengths[s.index]) for s in streams if s.alive))
-            self._check_enough(streams, policy, group.id)
+            self._check_enough(streams, policy, group.id, min_units)
         except BaseException:
             for s in streams:
                 s.abort()
@@ -234,13 +248,14 @@ class StripedWriter:
             stream.fail(err)
 
     @staticmethod
-    def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int) -> None:
+    def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int, min_units: int) -> None:
         alive = sum(s.alive for s in streams)
-        if alive < policy.k:
+        if alive < min_units:
             failures = "; ".join(f"{s.datanode_id}: {s.error}" for s in streams if not s.alive)
+            what = (f"{policy.units} replicas of block {group_id}" if policy.replicated
+                    else f"{policy.units} units of block group {group_id}")
             raise HedgefsError(
-                f"write failed: only {alive} of {policy.units} units of block group {group_id} "
-                f"are being written, {policy.k} needed ({failures})"
+                f"write failed: only {alive} of {what} are being written, {min_units} needed ({failures})"
             )
 
 

@@ -20,7 +20,7 @@ import socket
 
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec import layout
-from hedgefs.ec.codec import get_codec
+from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -94,7 +94,7 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     k, want, gid, glen = policy.k, cmd.index, cmd.group_id, cmd.group_length
     if want >= policy.units:
         raise RepairError(f"unit index {want} out of range for {policy.name}")
-    codec = get_codec(k, policy.m)
+    codec = codec_for(policy)
     total = layout.unit_length(policy, glen, want)
 
     seen: set[int] = set()

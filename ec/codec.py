@@ -8,6 +8,10 @@ cell is the same as a cell padded with zeros.
 
 Backends, behind ``Codec``: ``isal`` (ISA-L through ctypes, when a libisal can be loaded) and
 ``numpy`` (always). ``HEDGEFS_EC_BACKEND=numpy|isal`` forces one.
+
+A replicated policy's codec is ``CopyCodec``: the same interface, where parity is the data unit
+itself and any unit decodes every other. ``codec_for(policy)`` picks the right one; callers that
+hold a policy never ask for RS(k, m) by hand.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from hedgefs.ec import backend_isal
 from hedgefs.ec.backend_numpy import NumpyKernel
 from hedgefs.ec.gf256 import decode_matrix, generator_matrix
+from hedgefs.ec.policy import Policy
 
 log = logging.getLogger("hedgefs.ec")
 
@@ -199,3 +204,42 @@ def get_codec(k: int, m: int, backend: str | None = None) -> Codec:
             _announced.add(name)
             log.debug("ec backend %s (%s)", name, kernel.library or "numpy lookup tables")
         return codec
+
+
+class CopyCodec:
+    """``REPLICATE-n`` behind the codec interface: one data unit and n - 1 copies of it. Encoding
+    hands back the data cell itself as every "parity" cell (nothing is computed or copied: a
+    writer sends the same buffer to n DataNodes); decoding hands back any unit's bytes."""
+
+    backend = "copy"
+    library = None
+
+    def __init__(self, n: int):
+        self.k, self.m = 1, n - 1
+
+    def __repr__(self) -> str:
+        return f"CopyCodec(n={self.k + self.m})"
+
+    def encode(self, data_cells: Sequence[Buffer], out=None) -> list:
+        if len(data_cells) != 1:
+            raise ValueError(f"need 1 data cell, got {len(data_cells)}")
+        return [data_cells[0]] * self.m
+
+    def decode(self, units: Mapping[int, Buffer], want: Sequence[int], length: int) -> dict[int, np.ndarray]:
+        n = self.k + self.m
+        for unit in list(units) + list(want):
+            if not 0 <= unit < n:
+                raise ValueError(f"unit index {unit} out of range for REPLICATE-{n}")
+        if not units:
+            raise ValueError("need 1 unit, got 0")
+        have = as_u8(units[min(units)])[:length]
+        if len(have) < length:   # a short cell, as Codec.decode pads it
+            have = np.concatenate([have, np.zeros(length - len(have), dtype=np.uint8)])
+        return {unit: have for unit in dict.fromkeys(want)}
+
+
+def codec_for(policy: Policy, backend: str | None = None) -> "Codec | CopyCodec":
+    """The codec of a file's own policy: RS(k, m) on ``backend``, or copies for REPLICATE-n."""
+    if policy.replicated:
+        return CopyCodec(policy.units)
+    return get_codec(policy.k, policy.m, backend)

@@ -12,6 +12,11 @@ DataNode, client):
   unit index      a unit's position, 0..k-1 data, k..k+m-1 parity; in code always ``index``
   internal block  a unit's bytes: its cells of every stripe of the group, back to back, stored on
                   one DataNode and named (group id, index)
+  replica         a unit of a replicated policy (``REPLICATE-n``: k = 1, m = n - 1): every unit
+                  of its group holds the same bytes, so each is a full copy of the group's data,
+                  which users call a *block* (HDFS's word for a replicated file's block). The
+                  math below holds unchanged: with k = 1 the data unit's internal block is the
+                  group's data, byte for byte (``offset_in_block == offset_in_group``)
 
 File bytes are dealt round-robin in cells: cell i of a block group's data goes to data unit
 ``i mod k``, stripe ``i div k`` (stripes restart at 0 in each group). RS(3,2), 6.5 cells:

@@ -159,9 +159,10 @@ class BlockMap:
                         unreported=set(range(len(datanode_ids))))
 
     def commit(self, file_id: int, length: int, commits: list[GroupCommit], policy: Policy,
-               block_size: int) -> None:
+               block_size: int, min_units: int) -> None:
         """Record what a writer stored: group lengths and order. Units without a receipt leave the
-        map (and are deleted, should they be stored after all); fewer than k in a group is a refusal.
+        map (and are deleted, should they be stored after all); fewer than ``min_units`` in a group
+        (k, or the minimum replicas) is a refusal.
 
         Groups of the file not listed are dropped (a writer may give up on a group). Every group
         but the last must be full (k * block_size), as the striping math assumes.
@@ -183,10 +184,10 @@ class BlockMap:
                 raise InvalidArgument(f"group {c.group_id}: unit index out of range for {policy.name}")
             group = own[c.group_id]
             received = [i for i in group.units if i not in group.unreported]
-            if len(received) < policy.k:
+            if len(received) < min_units:
                 raise FailedPrecondition(
                     f"group {c.group_id} has only {len(received)} stored units reported by their DataNodes "
-                    f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {policy.k}")
+                    f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {min_units}")
             total += c.length
         if total != length:
             raise InvalidArgument(f"file length {length} is not the sum of its group lengths ({total})")

@@ -34,6 +34,7 @@ class Created:
     policy: str
     block_size: int
     lease_timeout_ms: int
+    min_units: int   # units each group needs stored (k, or the minimum replicas)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class FsckProblem:
     needed_units: int
     status: str  # DEGRADED | MISSING
     corrupt_units: int = 0
+    total_units: int = 0   # k + m (n replicas)
+    policy: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class ClusterReport:
     groups_waiting_repair: int
     repairs_done: int
     corrupt_units: int = 0
+    blocks_under_replicated: int = 0   # of the groups waiting: replicated blocks lacking replicas
 
 
 # ---------------------------------------------------------------------- the operator's view

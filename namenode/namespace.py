@@ -21,6 +21,7 @@ from hedgefs.namenode.db import ROOT_ID, Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 
 Release = Callable[[list[int]], None]
+Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw
 
 
 @lru_cache(maxsize=256)
@@ -334,13 +335,24 @@ class Namespace:
 
     # ------------------------------------------------------------------ write path
 
-    def create(self, path: str, overwrite: bool, policy_name: str, block_size: int) -> tuple[Inode, Policy]:
-        """Add an invisible 'writing' file; refuses what Complete would refuse, before data moves."""
+    def create(self, path: str, overwrite: bool, policy_name: str, block_size: int,
+               convert_from: Version | None = None) -> tuple[Inode, Policy]:
+        """Add an invisible 'writing' file; refuses what Complete would refuse, before data moves.
+
+        ``convert_from`` (``ec convert``): the file at ``path`` must be that version, and the new
+        policy another one; the new file will replace it (see ``complete``)."""
         if not paths.components(path):
             raise FailedPrecondition("is a directory: /")
         chain = self._parent_dir(path)
         name = path.rsplit("/", 1)[1]
         existing = self._child(chain[-1].id, name)
+        if convert_from is not None:
+            self._check_version(path, existing, convert_from)
+            if not policy_name:
+                raise InvalidArgument("a conversion needs the policy to convert to")
+            if load_policy(policy_name).name == existing.policy:
+                raise InvalidArgument(f"{path} is already {existing.policy}: nothing to convert")
+            overwrite = True
         if existing is not None:
             if existing.is_dir:
                 raise FailedPrecondition(f"is a directory: {path}")
@@ -375,23 +387,46 @@ class Namespace:
     def renew_lease(self, file_id: int) -> None:
         self.db.conn.execute("UPDATE inodes SET lease_ms = ? WHERE id = ?", (self.wall_ms(), file_id))
 
-    def complete(self, file_id: int, length: int, release: Release) -> str:
-        """Make a writing file visible, replacing a complete file at its path. Returns the path."""
+    def complete(self, file_id: int, length: int, release: Release, convert_from: Version | None = None) -> str:
+        """Make a writing file visible, replacing a complete file at its path. Returns the path.
+
+        A replacement's mtime is later than the replaced file's, even within one millisecond, so
+        (length, mtime) names one version of a path's bytes; a conversion (``convert_from``, which
+        the file must still be) keeps the mtime: the bytes are the same."""
         node = self.writing(file_id)
         path = self.path_of(file_id)
         existing = self._child(node.parent, node.name)
+        mtime = self.wall_ms()
+        if convert_from is not None:
+            self._check_version(path, existing, convert_from)
+            if length != existing.length:
+                raise InvalidArgument(f"{path}: the conversion wrote {length} bytes of {existing.length}")
+            mtime = existing.mtime_ms
         if existing is not None:
             if existing.is_dir:
                 raise FailedPrecondition(f"is a directory: {path}")
             if not node.overwrite:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
+            if convert_from is None:
+                mtime = max(mtime, existing.mtime_ms + 1)
             release([existing.id])
             self._remove(existing.id)
         self.db.conn.execute(
             "UPDATE inodes SET state = 'complete', length = ?, mtime_ms = ?, lease_ms = NULL WHERE id = ?",
-            (length, self.wall_ms(), file_id))
+            (length, mtime, file_id))
         self._touch(node.parent)
         return path
+
+    @staticmethod
+    def _check_version(path: str, existing: Inode | None, version: Version) -> None:
+        """The file a conversion rewrites must be the very one its client read."""
+        if existing is None:
+            raise NotFound(f"no such file or directory: {path}")
+        if existing.is_dir:
+            raise FailedPrecondition(f"is a directory: {path}")
+        if (existing.length, existing.mtime_ms) != version:
+            raise FailedPrecondition(f"{path} changed during the conversion (now {existing.length} bytes, "
+                                     f"mtime {existing.mtime_ms}): left as it is")
 
     def concat(self, target: str, sources: list[str], overwrite: bool, release: Release,
                move_groups: Callable[[list[int], int], None]) -> int:
@@ -431,11 +466,13 @@ class Namespace:
         chain = self._parent_dir(target)
         name = target.rsplit("/", 1)[1]
         existing = self._child(chain[-1].id, name)
+        mtime = self.wall_ms()
         if existing is not None:
             if existing.is_dir:
                 raise FailedPrecondition(f"is a directory: {target}")
             if not overwrite:
                 raise AlreadyExists(f"file exists: {target}")
+            mtime = max(mtime, existing.mtime_ms + 1)   # a new version of the target: see complete
             release([existing.id])
             self._remove(existing.id)
         move_groups([p.id for p in parts[1:]], first.id)
@@ -444,7 +481,7 @@ class Namespace:
             self._touch(node.parent)
         length = sum(p.length for p in parts)
         self.db.conn.execute("UPDATE inodes SET parent = ?, name = ?, length = ?, mtime_ms = ? WHERE id = ?",
-                             (chain[-1].id, name, length, self.wall_ms(), first.id))
+                             (chain[-1].id, name, length, mtime, first.id))
         self._touch(first.parent)
         self._touch(chain[-1].id)
         return length

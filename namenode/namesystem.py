@@ -88,6 +88,7 @@ LIST_PAGE_MAX = 10000
 LIST_PAGE_BYTES = 1 << 20    # a page stops past about this many bytes: far below the 4 MiB message limit
 MAX_UNITS_STORED_PER_CALL = 10000
 FULL_SCAN_S = 10.0           # the repair scan runs at least this often even when nothing changed
+MIN_REPLICAS = 2             # a replicated block is durable once this many replicas are stored (HDFS's replication.min)
 
 
 def _locked(method):
@@ -102,7 +103,7 @@ class Namesystem:
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
-                 receipt_wait_s: float = RECEIPT_WAIT_S,
+                 receipt_wait_s: float = RECEIPT_WAIT_S, min_replicas: int = MIN_REPLICAS,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None):
         try:
@@ -115,6 +116,9 @@ class Namesystem:
         self.wall_ms = lambda: int(wall_clock() * 1000)
         self.lease_timeout_s = lease_timeout_s
         self.receipt_wait_s = receipt_wait_s
+        if min_replicas < 1:
+            raise ValueError(f"--min-replicas must be >= 1 (got {min_replicas})")
+        self.min_replicas = min_replicas
         self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
         self.db = Database(os.path.join(data_dir, DB_FILE))
@@ -181,6 +185,8 @@ class Namesystem:
 
     @_locked
     def set_policy(self, path: str, policy: str) -> None:
+        if policy:
+            self._check_placeable(load_policy(policy))
         with self.db.tx():
             name = self.ns.set_policy(path, policy)
         log.info("policy of %s set to %s", path, name or "(inherited)")
@@ -216,15 +222,22 @@ class Namesystem:
             raise FailedPrecondition(message)
         return usable
 
+    def _check_placeable(self, policy: Policy) -> None:
+        """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
+        live = len(self._usable_ids())
+        if live < policy.units:
+            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live")
+
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
-               client_name: str = "") -> Created:
+               client_name: str = "", convert_from: tuple[int, int] | None = None) -> Created:
         with self.db.tx():
-            node, pol = self.ns.create(path, overwrite, policy, block_size)
-            self._live_targets(pol)
-        log.info("create %s: file %d, %s, block size %d, client %r", path, node.id, pol.name,
-                 node.block_size, client_name)
-        return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000))
+            node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from)
+            self._check_placeable(pol)
+        log.info("create %s: file %d, %s, block size %d, client %r%s", path, node.id, pol.name,
+                 node.block_size, client_name, " (a conversion)" if convert_from else "")
+        return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000),
+                       pol.min_stored(self.min_replicas))
 
     @_locked
     def add_block_group(self, file_id: int, exclude: Iterable[str] = ()) -> GroupInfo:
@@ -248,7 +261,8 @@ class Namesystem:
             self.ns.renew_lease(file_id)
 
     @_locked
-    def complete(self, file_id: int, length: int, groups: list[GroupCommit]) -> None:
+    def complete(self, file_id: int, length: int, groups: list[GroupCommit],
+                 convert_from: tuple[int, int] | None = None) -> None:
         node = self.ns.file(file_id)
         if node is not None and node.state == "complete":
             if node.length == length:
@@ -260,8 +274,9 @@ class Namesystem:
             return  # a retry that arrived while this call waited, and won
         with self.db.tx():
             node = self.ns.writing(file_id)
-            self.blocks.commit(file_id, length, groups, load_policy(node.policy), node.block_size)
-            path = self.ns.complete(file_id, length, self.blocks.forget_files)
+            policy = load_policy(node.policy)
+            self.blocks.commit(file_id, length, groups, policy, node.block_size, policy.min_stored(self.min_replicas))
+            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from)
         self._scan_needed = True
         log.info("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
 
@@ -482,7 +497,7 @@ class Namesystem:
             if len(good) < policy.units:
                 needs.append(GroupNeed(group.id, policy.k, {i: d for i, d in good.items() if self._usable(d)},
                                        [i for i in range(policy.units) if i not in good],
-                                       frozenset(group.units.values())))
+                                       frozenset(group.units.values()), policy.replicated))
         return needs
 
     @_locked
@@ -508,7 +523,8 @@ class Namesystem:
                     missing += 1
                     file_missing = True
                 if len(problems) < MAX_FSCK_PROBLEMS:
-                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt))
+                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt,
+                                                policy.units, policy.name))
             corrupt_files += file_missing
         status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
         return FsckReport(len(files), groups, healthy, degraded, missing, status, problems, corrupt_files)
@@ -521,7 +537,9 @@ class Namesystem:
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
                                 data_address=n.data_address)
                  for n in self.liveness.all()]
-        return ClusterReport(nodes, len(self._needs()), self.repairs.done, self.blocks.corrupt_count())
+        needs = self._needs()
+        return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
+                             sum(n.replicated for n in needs))
 
     # ------------------------------------------------------------------ the monitor's pass
 

@@ -255,25 +255,29 @@ def listing(data: Listing) -> str:
 def file_page(data: FilePage) -> str:
     info, states = data.info, data.states
     e = info.entry
-    k = parse_policy(e.policy).k
+    policy = parse_policy(e.policy)
+    # A replicated file's groups are blocks and its units replicas (ec/layout.py's glossary).
+    group_word, unit_word = ("block", "replica") if policy.replicated else ("block group", "unit")
     meta = "".join([card("length", h(f"{size(e.length)} ({e.length} bytes)")), card("policy", h(e.policy)),
-                    card("block size", h(size(e.block_size))), card("block groups", h(len(info.groups))),
-                    card("modified (UTC)", h(mtime(e.mtime_ms)))])
+                    card("block size", h(size(e.block_size))), card(f"{group_word}s", h(len(info.groups))),
+                    card("disk per byte", h(f"{policy.overhead:.2f}")), card("modified (UTC)", h(mtime(e.mtime_ms)))])
     sections = []
     for g in info.groups:
         rows = []
         for u in g.units:
             state = states.get(u.datanode_id, "unknown")
+            role = "replica" if policy.replicated else "data" if u.index < policy.k else "parity"
             rows.append(f'<tr class="unit" data-index="{u.index}" data-datanode="{h(u.datanode_id)}">'
-                        f'<td class="n">{u.index}</td><td>{"data" if u.index < k else "parity"}</td>'
+                        f'<td class="n">{u.index}</td><td>{role}</td>'
                         f'<td>{datanode_link(u.datanode_id)}</td><td>{h(u.address)}</td>'
                         f'<td><span class="state state-{h(state)}">{h(state)}</span></td></tr>')
-        sections.append(f'<h2>Block group {g.id} <span class="muted">({h(size(g.length))}, '
-                        f'{len(g.units)} units)</span></h2><table class="units" data-group="{g.id}">'
-                        f'<tr><th>unit</th><th>role</th><th>DataNode</th><th>address</th><th>state</th></tr>'
+        sections.append(f'<h2>{group_word.capitalize()} {g.id} <span class="muted">({h(size(g.length))}, '
+                        f'{len(g.units)} of {policy.units} {unit_word}s)</span></h2>'
+                        f'<table class="units" data-group="{g.id}">'
+                        f'<tr><th>{unit_word}</th><th>role</th><th>DataNode</th><th>address</th><th>state</th></tr>'
                         f'{"".join(rows)}</table>')
     if not info.groups:
-        sections.append('<p class="muted">no block groups (an empty file)</p>')
+        sections.append(f'<p class="muted">no {group_word}s (an empty file)</p>')
     return page(e.path, f'<h1>{breadcrumbs(e.path)}</h1><div class="cards">{meta}</div>{"".join(sections)}')
 
 

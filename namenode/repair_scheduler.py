@@ -28,6 +28,7 @@ class GroupNeed:
     live: dict[int, str]        # unit index -> live DataNode it can be read from (a repair source)
     missing: list[int]          # unit indexes without a live copy
     holders: frozenset[str]     # every DataNode the map puts a unit of this group on (dead ones too)
+    replicated: bool = False    # a REPLICATE-n block: its units are replicas (re-replication)
 
 
 @dataclass

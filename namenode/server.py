@@ -43,7 +43,7 @@ def _lock_data_dir(data_dir: str):
 def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str | None = None,
           dead_interval_s: float = 30.0, default_block_size: int = 128 * 1024 * 1024,
           default_policy: str = "RS-6-3-1024k", repair_interval_s: float = 1.0,
-          lease_timeout_s: float = 600.0, http_port: int | None = None) -> None:
+          lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -56,7 +56,8 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
     try:
         with stop_on_signal() as stop:
             namenode = Namesystem(data_dir, default_policy=default_policy, default_block_size=default_block_size,
-                                  dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s)
+                                  dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
+                                  min_replicas=min_replicas)
             # SO_REUSEPORT (gRPC's default on Linux) would let a second NameNode share the port silently.
             server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="namenode-rpc"),
                                  options=_SERVER_OPTIONS)

@@ -62,6 +62,14 @@ def _unit(u: model.UnitLocation) -> pb.UnitLocation:
     return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address, data_address=u.data_address)
 
 
+def _version(request, field: str) -> tuple[int, int] | None:
+    """(length, mtime_ms) of a FileVersion field, None when unset."""
+    if not request.HasField(field):
+        return None
+    v = getattr(request, field)
+    return v.length, v.mtime_ms
+
+
 def _group(g: model.GroupInfo) -> pb.BlockGroup:
     return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units])
 
@@ -120,9 +128,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def Create(self, request):
         c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
-                           request.client_name)
+                           request.client_name, _version(request, "convert_from"))
         return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
-                                 lease_timeout_ms=c.lease_timeout_ms)
+                                 lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
 
     @_rpc
     def AddBlockGroup(self, request):
@@ -131,7 +139,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def Complete(self, request):
         self.nn.complete(request.file_id, request.length,
-                         [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups])
+                         [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
+                         _version(request, "convert_from"))
         return pb.Empty()
 
     @_rpc
@@ -162,7 +171,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
             files=r.files, groups=r.groups, healthy=r.healthy, degraded=r.degraded, missing=r.missing,
             status=r.status, corrupt_files=r.corrupt_files,
             problems=[pb.FsckProblem(path=p.path, group_id=p.group_id, live_units=p.live_units,
-                                     needed_units=p.needed_units, status=p.status, corrupt_units=p.corrupt_units)
+                                     needed_units=p.needed_units, status=p.status, corrupt_units=p.corrupt_units,
+                                     total_units=p.total_units, policy=p.policy)
                       for p in r.problems])
 
     @_rpc
@@ -170,6 +180,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         r = self.nn.report()
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
+            blocks_under_replicated=r.blocks_under_replicated,
             datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, data_address=d.data_address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,

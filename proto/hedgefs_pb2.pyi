@@ -118,31 +118,43 @@ class PolicyResponse(_message.Message):
     default_block_size: int
     def __init__(self, policy: _Optional[str] = ..., source_path: _Optional[str] = ..., default_block_size: _Optional[int] = ...) -> None: ...
 
+class FileVersion(_message.Message):
+    __slots__ = ("length", "mtime_ms")
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    length: int
+    mtime_ms: int
+    def __init__(self, length: _Optional[int] = ..., mtime_ms: _Optional[int] = ...) -> None: ...
+
 class CreateRequest(_message.Message):
-    __slots__ = ("path", "overwrite", "policy", "block_size", "client_name")
+    __slots__ = ("path", "overwrite", "policy", "block_size", "client_name", "convert_from")
     PATH_FIELD_NUMBER: _ClassVar[int]
     OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    CONVERT_FROM_FIELD_NUMBER: _ClassVar[int]
     path: str
     overwrite: bool
     policy: str
     block_size: int
     client_name: str
-    def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+    convert_from: FileVersion
+    def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
-    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms")
+    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms", "min_units")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_UNITS_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     policy: str
     block_size: int
     lease_timeout_ms: int
-    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ...) -> None: ...
+    min_units: int
+    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., min_units: _Optional[int] = ...) -> None: ...
 
 class AddBlockGroupRequest(_message.Message):
     __slots__ = ("file_id", "exclude_datanodes")
@@ -163,14 +175,16 @@ class GroupCommit(_message.Message):
     def __init__(self, group_id: _Optional[int] = ..., length: _Optional[int] = ..., stored_units: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("file_id", "length", "groups")
+    __slots__ = ("file_id", "length", "groups", "convert_from")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    CONVERT_FROM_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     length: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupCommit]
-    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ...) -> None: ...
+    convert_from: FileVersion
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ...) -> None: ...
 
 class AbandonRequest(_message.Message):
     __slots__ = ("file_id",)
@@ -213,20 +227,24 @@ class BadUnitsRequest(_message.Message):
     def __init__(self, units: _Optional[_Iterable[_Union[BadUnit, _Mapping]]] = ...) -> None: ...
 
 class FsckProblem(_message.Message):
-    __slots__ = ("path", "group_id", "live_units", "needed_units", "status", "corrupt_units")
+    __slots__ = ("path", "group_id", "live_units", "needed_units", "status", "corrupt_units", "total_units", "policy")
     PATH_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     LIVE_UNITS_FIELD_NUMBER: _ClassVar[int]
     NEEDED_UNITS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_UNITS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     path: str
     group_id: int
     live_units: int
     needed_units: int
     status: str
     corrupt_units: int
-    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ..., corrupt_units: _Optional[int] = ...) -> None: ...
+    total_units: int
+    policy: str
+    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ..., corrupt_units: _Optional[int] = ..., total_units: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
 
 class FsckResponse(_message.Message):
     __slots__ = ("files", "groups", "healthy", "degraded", "missing", "status", "problems", "corrupt_files")
@@ -273,16 +291,18 @@ class DataNodeInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
-    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units")
+    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated")
     DATANODES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_WAITING_REPAIR_FIELD_NUMBER: _ClassVar[int]
     REPAIRS_DONE_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_UNDER_REPLICATED_FIELD_NUMBER: _ClassVar[int]
     datanodes: _containers.RepeatedCompositeFieldContainer[DataNodeInfo]
     groups_waiting_repair: int
     repairs_done: int
     corrupt_units: int
-    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ...) -> None: ...
+    blocks_under_replicated: int
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("datanode_id", "address", "data_address")

@@ -328,3 +328,22 @@ def test_encode_into_reused_buffers(backend):
         codec.encode(random_cells(6, 101), out=out)  # too small
     with pytest.raises(ValueError):
         codec.encode(random_cells(6, 10), out=out[:2])
+
+
+def test_a_replicated_policy_codes_by_copying():
+    """REPLICATE-n through the codec interface: parity is the data cell itself (no copy, no
+    arithmetic) and any unit decodes every other, padded like a short RS cell."""
+    from hedgefs.ec.codec import CopyCodec, codec_for
+    from hedgefs.ec.policy import parse_policy
+
+    codec = codec_for(parse_policy("REPLICATE-3"))
+    assert isinstance(codec, CopyCodec) and (codec.k, codec.m) == (1, 2)
+    cell = memoryview(bytes(range(200)))
+    assert all(p is cell for p in codec.encode([cell]))
+    out = codec.decode({2: bytes(range(150))}, [0, 1], 200)
+    assert bytes(out[0]) == bytes(range(150)) + bytes(50) and bytes(out[1]) == bytes(out[0])
+    with pytest.raises(ValueError):
+        codec.decode({}, [0], 10)
+    with pytest.raises(ValueError):
+        codec.decode({3: b"x"}, [0], 1)
+    assert codec_for(parse_policy("RS-6-3-1024k")).m == 3

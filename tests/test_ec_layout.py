@@ -36,6 +36,7 @@ from hedgefs.ec.layout import (
     group_data_size,
     group_lengths,
     group_range_to_cells,
+    group_range_to_units,
     iter_stripes,
     num_stripes,
     split_stripe,
@@ -362,3 +363,18 @@ def test_unit_ranges_are_contiguous_and_cover_exactly_the_cells(group_length):
         ul = unit_length(policy, group_length, unit)
         assert block_bytes_held(policy, group_length, unit, 0, ul + 5) == ul
         assert block_bytes_held(policy, group_length, unit, ul, 7) == 0
+
+
+@pytest.mark.parametrize("length", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20])
+def test_a_replicated_block_is_its_data_byte_for_byte(length):
+    """REPLICATE-3 (k = 1): every unit is the whole block; any range of the block's data is the
+    same range of any unit's internal block."""
+    policy = parse_policy("REPLICATE-3")
+    assert unit_lengths(policy, length) == [length] * 3
+    assert group_data_size(policy, 4 << 20) == 4 << 20
+    for offset, n in [(0, length), (length // 3, length // 2), (max(0, length - 1), min(1, length))]:
+        ranges = group_range_to_units(policy, length, offset, n)
+        if n:
+            assert [(r.index, r.offset_in_block, r.length) for r in ranges] == [(0, offset, n)]
+        else:
+            assert ranges == []

@@ -83,13 +83,41 @@ def test_bad_names_raise_a_one_line_value_error(name):
     message = str(info.value)
     assert "\n" not in message
     assert repr(name) in message
-    assert "e.g. RS-6-3-1024k" in message
+    assert "e.g. RS-6-3-1024k" in message or "REPLICATE-<n> keeps 1 to 5 replicas" in message
 
 
 def test_unknown_policy_message_is_the_documented_one():
-    with pytest.raises(ValueError, match=r"^unknown policy 'RS-6-3': expected RS-<k>-<m>-<cell>k, "
-                                         r"e\.g\. RS-6-3-1024k$"):
+    with pytest.raises(ValueError, match=r"^unknown policy 'RS-6-3': expected RS-<k>-<m>-<cell>k "
+                                         r"\(e\.g\. RS-6-3-1024k\) or REPLICATE-<n> \(n = 1\.\.5\)$"):
         parse_policy("RS-6-3")
+
+
+@pytest.mark.parametrize("name, n", [("REPLICATE-1", 1), ("REPLICATE-3", 3), ("replicate-05", 5), (" REPLICATE-2\n", 2)])
+def test_replication_is_one_data_unit_and_copies(name, n):
+    policy = parse_policy(name)
+    assert policy.name == f"REPLICATE-{n}" and policy.replicated
+    assert (policy.k, policy.m, policy.units) == (1, n - 1, n)
+    assert policy.overhead == n
+    assert policy.min_stored(2) == min(n, 2)   # --min-replicas, at most n
+    assert parse_policy(policy.name) == policy
+
+
+def test_disk_bytes_per_file_byte():
+    assert parse_policy("RS-6-3-1024k").overhead == 1.5
+    assert parse_policy("REPLICATE-3").overhead == 3.0
+    assert parse_policy("RS-6-3-1024k").min_stored(2) == 6   # EC: k, whatever --min-replicas says
+
+
+@pytest.mark.parametrize("name, n", [("REPLICATE-0", 0), ("REPLICATE-9", 9), ("REPLICATE-6", 6)])
+def test_replica_counts_out_of_range_say_so(name, n):
+    with pytest.raises(ValueError, match=rf"^bad policy '{name}': REPLICATE-<n> keeps 1 to 5 replicas \(got {n}\)$"):
+        parse_policy(name)
+
+
+@pytest.mark.parametrize("name", ["REPLICATE", "REPLICATE-", "REPLICATE-3x", "REPLICATE-1-1", "REPLICATION-3", "REP-3"])
+def test_bad_replication_names(name):
+    with pytest.raises(ValueError, match="^unknown policy"):
+        parse_policy(name)
 
 
 def test_non_string_raises_value_error():

@@ -127,16 +127,16 @@ def test_rename_refusals(nn, src, dst, error, message):
 def test_policy_inheritance_from_nearest_ancestor(nn):
     nn.mkdir("/a/b/c", parents=True)
     assert nn.get_policy("/a/b/c") == ("RS-3-2-1k", "")
-    nn.set_policy("/a", "RS-6-3-64k")
-    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    nn.set_policy("/a", "RS-3-2-64k")
+    assert nn.get_policy("/a/b/c") == ("RS-3-2-64k", "/a")
     nn.set_policy("/a/b", "rs-3-2-2k")  # canonicalised
     assert nn.get_policy("/a/b/c") == ("RS-3-2-2k", "/a/b")
     assert nn.file_info("/a/b/c").entry.policy == "RS-3-2-2k"
-    assert [e.policy for e in nn.list("/", recursive=True)] == ["RS-6-3-64k", "RS-3-2-2k", "RS-3-2-2k"]
+    assert [e.policy for e in nn.list("/", recursive=True)] == ["RS-3-2-64k", "RS-3-2-2k", "RS-3-2-2k"]
     nn.set_policy("/a/b", "")  # clear
-    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    assert nn.get_policy("/a/b/c") == ("RS-3-2-64k", "/a")
     nn.set_policy("/", "RS-3-2-4k")
-    assert nn.get_policy("/a/b/c") == ("RS-6-3-64k", "/a")
+    assert nn.get_policy("/a/b/c") == ("RS-3-2-64k", "/a")
     assert nn.get_policy("/") == ("RS-3-2-4k", "/")
 
 

@@ -100,7 +100,7 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     assert refused(nn.Create, pb.CreateRequest(path="/a/b/f")) == \
         (C.ALREADY_EXISTS, "file exists: /a/b/f (use -f to overwrite)")
     assert refused(nn.Create, pb.CreateRequest(path="/big", policy="RS-6-3-1024k")) == \
-        (C.FAILED_PRECONDITION, "policy RS-6-3-1024k needs 9 live DataNodes, only 5 are live")
+        (C.INVALID_ARGUMENT, "policy RS-6-3-1024k needs 9 live DataNodes, only 5 are live")
     assert refused(nn.Delete, pb.DeleteRequest(path="/a")) == (C.FAILED_PRECONDITION, "directory not empty: /a")
     assert refused(nn.Mkdir, pb.MkdirRequest(path="/a/b/f/x")) == (C.FAILED_PRECONDITION, "not a directory: /a/b/f")
     code, details = refused(nn.SetPolicy, pb.SetPolicyRequest(path="/a", policy="bogus"))

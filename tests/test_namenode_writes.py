@@ -67,11 +67,22 @@ def test_create_refusals(nn):
 
 
 def test_create_needs_k_plus_m_live_datanodes(nn):
+    """A policy the live DataNodes cannot hold is bad input (exit 2), for EC and replication alike."""
     add_datanodes(nn, 5)
-    with pytest.raises(FailedPrecondition,
+    with pytest.raises(InvalidArgument,
                        match=r"^policy RS-6-3-1024k needs 9 live DataNodes, only 5 are live$"):
         nn.create("/big", policy="RS-6-3-1024k")
     assert nn.list("/") == []  # nothing left behind
+    nn.mkdir("/d")
+    nn.set_policy("/d", "REPLICATE-5")   # five are live: enough
+    nn.clock.advance(nn.liveness.dead_interval_s + 1)
+    heartbeat_all(nn, ["dn1", "dn2", "dn3", "dn4"])   # dn5 falls silent
+    with pytest.raises(InvalidArgument, match=r"^policy REPLICATE-5 needs 5 live DataNodes, only 4 are live$"):
+        nn.create("/d/f")
+    with pytest.raises(InvalidArgument, match=r"^policy REPLICATE-5 needs 5 live DataNodes, only 4 are live$"):
+        nn.set_policy("/", "REPLICATE-5")
+    assert nn.get_policy("/") == ("RS-3-2-1k", "")   # unchanged
+    assert [e.path for e in nn.list("/", recursive=True)] == ["/d"]
 
 
 def test_placement_uses_distinct_live_nodes_and_honours_exclusions(nn, clock):

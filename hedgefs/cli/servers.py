@@ -25,9 +25,12 @@ from hedgefs.client.fs import namenode_address
               help="A write silent this long is abandoned (its client died) and its units deleted.")
 @click.option("--block-size", type=int, default=128 * 1024 * 1024, show_default=True, help="Bytes per internal block in a full group.")
 @click.option("--default-policy", default="RS-6-3-1024k", show_default=True, help="Policy where no directory sets one.")
+@click.option("--min-replicas", type=click.IntRange(1, None), default=2, show_default=True,
+              help="Replicas of a REPLICATE-n block that must be stored for a write to succeed (at most n; "
+                   "the NameNode re-replicates the rest).")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
 def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, lease_timeout_s, block_size,
-             default_policy, port_file) -> None:
+             default_policy, min_replicas, port_file) -> None:
     """Run a NameNode (namespace and block-group map in SQLite)."""
     from hedgefs.namenode.server import serve
 
@@ -36,7 +39,7 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
-              lease_timeout_s=lease_timeout_s, http_port=http_port)
+              lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas)
     except (ValueError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
 
