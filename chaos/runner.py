@@ -49,6 +49,7 @@ import grpc
 from hedgefs.chaos.schedule import (
     BLOCK_SIZE,
     POLICY,
+    REPLICATED,
     ChaosConfig,
     Step,
     differing_bytes,
@@ -152,7 +153,7 @@ class Chaos:
                                 heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
                                 scrub_interval_s=SCRUB_INTERVAL_S))
         self.out(f"cluster: {self.cluster.root} (NameNode {self.cluster.namenode}, {c.datanodes} DataNodes, "
-                 f"{POLICY.name}, {BLOCK_SIZE // 1024} KiB blocks)")
+                 f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks)")
         verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000)  # the checker never waits out a breaker
         with FileSystem(self.cluster.namenode) as wfs, FileSystem(self.cluster.namenode) as rfs, \
                 FileSystem(self.cluster.namenode, hedge=verify_hedge) as vfs, ThreadPoolExecutor(4) as pool:
@@ -421,8 +422,9 @@ class Chaos:
                 self._quietly(lambda: fs.delete(old), f"writer {w}: delete {old}")
             data = file_content(self.config.seed, w, index, file_size(rng, self.config.max_file_bytes))
             path = f"/chaos/w{w}/f{index:05d}"
+            policy = REPLICATED.name if index % 2 else None   # None: the cluster's RS-6-3
             index += 1
-            if self._quietly(lambda: fs.write_bytes(path, data), f"writer {w}: put {path}"):
+            if self._quietly(lambda: fs.write_bytes(path, data, policy=policy), f"writer {w}: put {path}"):
                 with self._lock:
                     self._files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), self._step)
                     self.report.files += 1

@@ -7,7 +7,8 @@ fail their checksums: "corrupt"; or bytes flip on their way to the reader, after
 check: "wire", which only the reader's check catches) (a delay or a bandwidth cap only makes it slow), and from the moment a byte of some of its units is flipped on
 disk ("rot": bit rot in units nobody is reading) until the step that clears it; the rotten units
 themselves stay bad until the scrubber or a reader finds them and they are repaired. The schedule never loses more DataNodes than the policy's m,
-except in steps it marks BEYOND TOLERANCE.
+except in steps it marks BEYOND TOLERANCE. Every other file is replicated (REPLICATED: four
+replicas tolerate the same m = 3 lost DataNodes as RS-6-3, so that budget is every file's).
 
 Everything random comes from the seed: the schedule, file sizes and contents, what readers read.
 """
@@ -19,11 +20,14 @@ import random
 
 import numpy as np
 
+from hedgefs.ec.layout import block_size_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
 POLICY = parse_policy("RS-6-3-64k")
+REPLICATED = parse_policy("REPLICATE-4")  # odd-numbered files; tolerates POLICY.m lost DataNodes too
 BLOCK_SIZE = 256 * 1024                   # a block group is 1.5 MiB of data: boundaries come often
+REPLICA_BLOCK = block_size_for(REPLICATED, BLOCK_SIZE)   # a replicated block: 1 MiB (whole cells)
 LOSS_FAULTS = ("stall", "error", "corrupt", "wire", "rot")
 SLOW_FAULTS = ("delay", "bandwidth")
 BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
@@ -164,9 +168,11 @@ def _fault_step(rng: random.Random, n: int, target: str, kind: str) -> Step:
 # ---------------------------------------------------------------------------- data
 
 def file_size(rng: random.Random, max_bytes: int) -> int:
-    """Sizes at every layout boundary (cell, stripe, group; +-1) and some anywhere in between."""
+    """Sizes at every layout boundary (cell, stripe, group, replicated block; +-1) and some
+    anywhere in between."""
     cell, stripe, group = POLICY.cell_size, POLICY.stripe_data_size, POLICY.k * BLOCK_SIZE
-    edges = [0, 1, cell - 1, cell, cell + 1, stripe - 1, stripe, stripe + 1, group - 1, group, group + 1]
+    edges = [0, 1, cell - 1, cell, cell + 1, stripe - 1, stripe, stripe + 1, group - 1, group, group + 1,
+             REPLICA_BLOCK - 1, REPLICA_BLOCK, REPLICA_BLOCK + 1]
     if rng.random() < 0.4:
         return min(rng.choice(edges), max_bytes)
     return rng.randrange(1, max_bytes + 1)

@@ -12,8 +12,8 @@ last, shorter chunk), and CRCs combine (ec/crc.py). So:
                     need be) every group whose cells do not align with chunks (tiny cells) or whose
                     units cannot all be asked (a dead DataNode, a unit being repaired); combines
 
-Another layout plugs in with its own planner: a replicated block is one ChunkRun over a replica's
-whole block (``index`` = the replica), and everything after planning stays as it is.
+A replicated block (REPLICATE-n) is one ChunkRun over a replica's whole block: any replica's
+stored CRCs will do, so the next replica is asked before the block is read instead.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def plan_pieces(policy: Policy, group_lengths: list[int], chunk: int = STORED_CH
     pieces: list[ChunkRun | ByteRange] = []
     offset = 0
     for group_index, group_length in enumerate(group_lengths):
-        if policy.cell_size % chunk:
+        if policy.replicated:
+            pieces.append(ChunkRun(group_index, 0, 0, group_length))   # the block, in any replica
+        elif policy.cell_size % chunk:
             pieces.append(ByteRange(offset, group_length))  # cells split chunks: no CRC covers a cell
         else:
             for cell in layout.group_range_to_cells(policy, group_length, 0, group_length):
@@ -130,7 +132,19 @@ async def file_checksum(datanodes: DataNodeClient, policy: Policy, groups: tuple
 
 async def _unit_crcs(datanodes: DataNodeClient, limit: asyncio.Semaphore, policy: Policy,
                      group: GroupLocation, index: int) -> tuple[int, ...] | None:
-    """A unit's stored chunk CRCs, or None if its DataNode cannot give them as planned."""
+    """A unit's stored chunk CRCs, or None if its DataNode cannot give them as planned. For a
+    replicated policy, any replica's (unit ``index``'s first)."""
+    if policy.replicated:
+        for replica in sorted(group.units, key=lambda i: (i != index, i)):
+            crcs = await _one_unit_crcs(datanodes, limit, policy, group, replica)
+            if crcs is not None:
+                return crcs
+        return None
+    return await _one_unit_crcs(datanodes, limit, policy, group, index)
+
+
+async def _one_unit_crcs(datanodes: DataNodeClient, limit: asyncio.Semaphore, policy: Policy,
+                         group: GroupLocation, index: int) -> tuple[int, ...] | None:
     loc = group.units.get(index)
     if loc is None:
         return None

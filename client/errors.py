@@ -34,7 +34,12 @@ class Unavailable(HedgefsError):
 
 
 class DataUnavailable(HedgefsError):
-    """Too few units of a stripe could be read: the bytes cannot be rebuilt."""
+    """Too few units of a stripe, or no replica of a block, could be read: the bytes cannot be had.
+    Its message always starts "data unavailable", whichever step found out."""
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return message if message.startswith("data unavailable") else f"data unavailable: {message}"
 
 
 _BY_CODE = {

@@ -17,7 +17,7 @@ import grpc
 
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, from_namenode_error
+from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, NotFound, from_namenode_error
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
+_RELOCATIONS = 3   # times a read locates its file again (units moved, the file was converted)
 
 log = logging.getLogger("hedgefs.client.fs")
 
@@ -200,6 +201,43 @@ class FileSystem:
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
 
+    def convert(self, path: str, policy: str, progress: Callable[[int], None] | None = None) -> int:
+        """Rewrite the file at ``path`` in ``policy`` (EC <-> replication included), atomically:
+        the new layout is written as an invisible file that replaces the old one in one NameNode
+        transaction, and only if the old one is still the version read. Readers see the old file
+        or the new one, never a mix (one holding the old layout carries on with the new: see
+        FileReader._read); a crash or a failure leaves the old one. Returns the bytes rewritten.
+
+        The NameNode refuses a file already in ``policy`` (UsageError) and one that changed
+        meanwhile (HedgefsError)."""
+        from hedgefs.client.writer import StripedWriter
+
+        with self.open(path) as f:
+            chunks = f.chunks()
+            pending = bytearray()
+
+            def read(n: int) -> bytes:
+                # Called in the writer's source thread, which may block on our reads.
+                while len(pending) < n:
+                    chunk = next(chunks, None)
+                    if chunk is None:
+                        break
+                    pending.extend(chunk)
+                out = bytes(pending[:n])
+                del pending[:n]
+                return out
+
+            version = pb.FileVersion(length=f.length, mtime_ms=f.status.mtime_ms)
+            writer = StripedWriter(self.datanodes, self._rpc)
+            try:
+                return self._call(writer.write_file(path, read, overwrite=True, policy_name=policy,
+                                                    progress=progress or (lambda n: None), convert_from=version))
+            finally:
+                try:
+                    chunks.close()   # cancels the reads still in flight
+                except ValueError:
+                    pass   # the writer's source thread is still inside it: it stops at its next read
+
     # ------------------------------------------------------------------ read
 
     def open(self, path: str) -> "FileReader":
@@ -248,6 +286,13 @@ def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
     return any(loc != old.units.get(i) for new, old in zip(fresh.groups, cached.groups) for i, loc in new.units.items())
 
 
+def _converted(cached: FileStatus, fresh: FileStatus) -> bool:
+    """Is `fresh` the bytes of `cached` in another policy (``ec convert``)? A conversion keeps the
+    mtime, and every other replacement of a file gets a later one (the NameNode sees to it)."""
+    return (fresh.policy != cached.policy and not fresh.is_dir and
+            (fresh.length, fresh.mtime_ms) == (cached.length, cached.mtime_ms))
+
+
 class FileReader:
     """An open file: positional reads, and sequential chunks with read-ahead."""
 
@@ -272,19 +317,42 @@ class FileReader:
 
     async def _read(self, offset: int, length: int, avoid: frozenset[str] = frozenset(),
                     into: bytearray | None = None) -> bytearray | memoryview:
-        """Read with the cached unit locations; if too few units answer, locate again once.
+        """Read with the cached unit locations; if too few units answer, locate again.
 
         Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
-        groups do not, so fresh locations for the same groups are safe to retry with.
+        groups do not, so fresh locations for the same groups are safe to retry with. A file
+        converted to another policy meanwhile has new groups holding the same bytes: the whole
+        range is read again from them, never a mix of the two layouts.
         """
-        try:
-            return await self._fs._pread(self.status, offset, length, avoid, into)
-        except DataUnavailable:
-            fresh = await self._fs._stat(self.status.path)
-            if not _new_locations(self.status, fresh):
-                raise  # nothing moved: reading again would only wait on the same DataNodes
-            self.status = fresh
-            return await self._fs._pread(fresh, offset, length, avoid, into)
+        for attempt in range(_RELOCATIONS + 1):
+            status = self.status
+            try:
+                return await self._fs._pread(status, offset, length, avoid, into)
+            except DataUnavailable:
+                if attempt == _RELOCATIONS:
+                    raise
+                try:
+                    fresh = await self._fs._stat(status.path)
+                except NotFound:
+                    raise DataUnavailable(f"{status.path} was deleted while being read") from None
+                if not _new_locations(status, fresh) and not _converted(status, fresh):
+                    raise  # nothing moved: reading again would only wait on the same DataNodes
+                if _converted(status, fresh):
+                    log.info("%s was converted from %s to %s while being read: reading the new layout",
+                             status.path, status.policy, fresh.policy)
+                if self.status is status:
+                    self.status = fresh
+
+    def check_available(self) -> None:
+        """DataUnavailable if a block group has fewer live units than a read needs (k, or one
+        replica), as the NameNode sees it: a caller checks before writing out any byte, so a file
+        known to be unreadable gives a clean error and no partial output."""
+        policy = parse_policy(self.status.policy)
+        for g in self.status.groups:
+            if len(g.units) < policy.k:
+                where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
+                         f"block group {g.id} has {len(g.units)} live units, {policy.k} needed")
+                raise DataUnavailable(f"data unavailable: {self.status.path}: {where}")
 
     def checksum(self) -> "FileChecksum":
         from hedgefs.client import checksum as _checksum

@@ -304,8 +304,8 @@ def test_lost_datanode_is_repaired_onto_the_spare_and_then_any_3_more_losses_rea
     wait_until(lambda: fsck(fs).status == "DEGRADED", 20, "fsck DEGRADED after the kill")
     degraded = fsck_cli(nn)
     assert degraded["status"] == "DEGRADED" and degraded["missing"] == 0, degraded
-    assert {"path": path, "group": gid, "live_units": 8, "corrupt_units": 0, "needed_units": 6, "status": "DEGRADED"} \
-        in degraded["problems"], degraded
+    assert {"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8, "corrupt_units": 0, "needed_units": 6,
+            "total_units": 9, "status": "DEGRADED"} in degraded["problems"], degraded
     assert run_cli("cat", path, namenode=nn).stdout == data  # degraded still reads
 
     dfs.thaw(spare)
@@ -432,8 +432,8 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         flip_byte(blk, blk.stat().st_size - 3)
         doc = wait_until(lambda: (d := fsck_cli(nn))["status"] == "DEGRADED" and d, 20,
                          "the scrubber to find the flipped byte (fsck DEGRADED)")
-        assert doc["problems"] == [{"path": path, "group": gid, "live_units": 8, "corrupt_units": 1,
-                                    "needed_units": 6, "status": "DEGRADED"}]
+        assert doc["problems"] == [{"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8,
+                                    "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
         assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
         port = scrubbed.state["datanodes"][bad_dn]["http_port"]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:

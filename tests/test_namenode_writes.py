@@ -356,3 +356,76 @@ def test_renewed_lease_keeps_a_slow_write_and_an_unrenewed_one_expires(tmp_path,
     with pytest.raises(NotFound):
         nn.renew_lease(slow.file_id)    # complete: nothing to renew
     nn.close()
+
+
+# ---------------------------------------------------------------------------- replication, conversion
+
+
+def _write(nn, path, length, policy="", overwrite=False, convert_from=None):
+    created = nn.create(path, overwrite=overwrite, policy=policy, convert_from=convert_from)
+    group = nn.add_block_group(created.file_id)
+    nn.complete(created.file_id, length, [stored(nn, group, length)], convert_from=convert_from)
+    return created
+
+
+def test_a_replicated_block_needs_min_replicas_stored(tmp_path, clock):
+    """REPLICATE-3 with --min-replicas 2: two receipts make a block durable, one does not; the
+    writer is told (min_units) so that it stops at the same point. EC needs k whatever it says."""
+    nn = make_namenode(tmp_path / "nn", clock, min_replicas=2)
+    add_datanodes(nn, 5)
+    created = nn.create("/two", policy="REPLICATE-3")
+    assert (created.policy, created.min_units) == ("REPLICATE-3", 2)
+    group = nn.add_block_group(created.file_id)
+    assert len({u.datanode_id for u in group.units}) == 3
+    nn.complete(created.file_id, 100, [stored(nn, group, 100, (0, 2))])
+    assert {u.index for u in nn.file_info("/two").groups[0].units} == {0, 2}
+    assert nn.fsck("/two").status == "DEGRADED"   # under-replicated: the monitor re-replicates it
+    assert nn.report().blocks_under_replicated == 1
+
+    created = nn.create("/one", policy="REPLICATE-3")
+    group = nn.add_block_group(created.file_id)
+    with pytest.raises(FailedPrecondition, match="policy REPLICATE-3 needs at least 2$"):
+        nn.complete(created.file_id, 100, [stored(nn, group, 100, (1,))])
+    assert nn.create("/r1", policy="REPLICATE-1").min_units == 1      # never more than n
+    assert nn.create("/ec", policy="RS-3-2-1k").min_units == 3       # k
+    nn.close()
+
+
+def test_convert_replaces_only_the_version_read_and_keeps_its_mtime(nn, clock):
+    add_datanodes(nn, 5)
+    _write(nn, "/f", 100)
+    old = nn.file_info("/f").entry
+    version = (old.length, old.mtime_ms)
+    clock.advance(5)
+    with pytest.raises(InvalidArgument, match=r"^/f is already RS-3-2-1k: nothing to convert$"):
+        nn.create("/f", policy="rs-3-2-1k", convert_from=version)
+    with pytest.raises(FailedPrecondition, match="/f changed during the conversion"):
+        nn.create("/f", policy="REPLICATE-3", convert_from=(old.length, old.mtime_ms - 1))
+    with pytest.raises(NotFound):
+        nn.create("/nope", policy="REPLICATE-3", convert_from=version)
+
+    _write(nn, "/f", 100, policy="REPLICATE-3", convert_from=version)
+    new = nn.file_info("/f")
+    assert (new.entry.policy, new.entry.length, new.entry.mtime_ms) == ("REPLICATE-3", 100, old.mtime_ms)
+    assert [len(g.units) for g in new.groups] == [3]
+
+    # A file replaced while its conversion was being written is left as the newer writer made it.
+    created = nn.create("/f", policy="RS-3-2-1k", convert_from=version)
+    group = nn.add_block_group(created.file_id)
+    _write(nn, "/f", 7, overwrite=True)
+    with pytest.raises(FailedPrecondition, match="/f changed during the conversion"):
+        nn.complete(created.file_id, 100, [stored(nn, group, 100)], convert_from=version)
+    assert (nn.file_info("/f").entry.length, nn.file_info("/f").entry.policy) == (7, "RS-3-2-1k")
+
+
+def test_every_replacement_gets_a_later_mtime_even_within_a_millisecond(nn):
+    """(length, mtime) names one version of a path's bytes: a reader holding the old version must
+    never take a plain overwrite for a conversion of it (the clock does not move here)."""
+    add_datanodes(nn, 5)
+    _write(nn, "/f", 10)
+    first = nn.file_info("/f").entry.mtime_ms
+    _write(nn, "/f", 10, overwrite=True)
+    second = nn.file_info("/f").entry.mtime_ms
+    _write(nn, "/p", 10)
+    nn.concat("/f", ["/p"], overwrite=True)
+    assert first < second < nn.file_info("/f").entry.mtime_ms

@@ -25,17 +25,19 @@ from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
 @click.argument("local")
 @click.argument("remote")
 @click.option("-f", "--force", is_flag=True, help="Overwrite REMOTE if it exists.")
-@click.option("--policy", metavar="NAME", help="Erasure-coding policy for this file (default: inherited).")
+@click.option("--policy", metavar="NAME", help="Policy for this file: RS-6-3-1024k, REPLICATE-3, ... (default: inherited).")
 @namenode_option
 def put(local: str, remote: str, force: bool, policy: str | None, namenode: str | None) -> None:
     """Copy LOCAL (a file, or - for stdin) to REMOTE.
 
-    The file becomes visible only when every block group is durable on at least k DataNodes.
+    The file becomes visible only when every block group is durable on at least k DataNodes (a
+    replicated block: on --min-replicas of its n, default 2; the NameNode re-replicates the rest).
 
     \b
     Examples:
       hedgefs put report.csv /data/report.csv
       tar c dir | hedgefs put - /backups/dir.tar
+      hedgefs put --policy REPLICATE-3 hot.hfile /hbase/hot.hfile
     """
     if policy:
         check_policy(policy)
@@ -78,6 +80,7 @@ def get(remote: str, local: str, namenode: str | None, stats: bool, **hedge) -> 
     with open_fs(namenode, config) as fs:
         try:
             with fs.open(remote) as f:
+                f.check_available()
                 if local == "-":
                     _copy_out(f, _stdout_pipe_like_cat(), Progress(f"get {remote}", f.length))
                 else:
@@ -103,6 +106,8 @@ def cat(remotes: tuple[str, ...], namenode: str | None, stats: bool, **hedge) ->
     with open_fs(namenode, config) as fs:
         try:
             readers = [fs.open(path) for path in remotes]  # every path is checked before any output
+            for f in readers:
+                f.check_available()
             out = _stdout_pipe_like_cat()
             for f in readers:
                 _copy_out(f, out, None)
@@ -207,15 +212,32 @@ def mv(src: str, dst: str, namenode: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
 def stat(path: str, as_json: bool, namenode: str | None) -> None:
-    """Show size, policy, block groups and where each unit lives."""
+    """Show size, policy, and where each unit (EC) or replica (REPLICATE-n) lives.
+
+    An erasure-coded file lists its block groups and their units ("groups", "units"); a
+    replicated file lists its blocks and their replicas ("blocks", "replicas"). Only live copies
+    are listed.
+
+    \b
+    Examples:
+      hedgefs stat /data/big.bin
+      hedgefs stat --json /hbase/hot.hfile | jq '.blocks[].replicas | length'
+    """
     from hedgefs.ec import layout
     from hedgefs.ec.policy import parse_policy
 
     with open_fs(namenode) as fs:
         st = fs.stat(path)
     doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy}
-    if not st.is_dir:
-        policy = parse_policy(st.policy)
+    policy = None if st.is_dir else parse_policy(st.policy)
+    if policy is not None and policy.replicated:
+        doc["replication"] = policy.units
+        doc["blocks"] = [
+            {"id": g.id, "length": g.length,
+             "replicas": [{"index": u.index, "datanode": u.datanode_id} for _, u in sorted(g.units.items())]}
+            for g in st.groups
+        ]
+    elif policy is not None:
         doc["groups"] = [
             {"id": g.id, "length": g.length,
              "units": [{"index": u.index, "datanode": u.datanode_id, "length": layout.unit_length(policy, g.length, u.index)}
@@ -229,3 +251,7 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
     for g in doc.get("groups", []):
         units = " ".join(f"{u['index']}@{u['datanode']}" for u in g["units"])
         click.echo(f"group {g['id']}: {g['length']} bytes, units {units}")
+    for b in doc.get("blocks", []):
+        replicas = " ".join(r["datanode"] for r in b["replicas"])
+        click.echo(f"block {b['id']}: {b['length']} bytes, {len(b['replicas'])} of {doc['replication']} "
+                   f"replicas live: {replicas}")

@@ -1,13 +1,19 @@
-"""`hedgefs ec ...`: erasure-coding policies on directories."""
+"""`hedgefs ec ...`: storage policies (erasure coding and replication) on directories and files."""
 
 import click
 
 from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs
+from hedgefs.cli.progress import Progress
+from hedgefs.client.errors import HedgefsError, UsageError
 
 
 @click.group(cls=Group, context_settings=CONTEXT)
 def ec() -> None:
-    """Erasure-coding policies (set on directories, inherited by new files)."""
+    """Storage policies: erasure coding (RS-k-m-cell) or replication (REPLICATE-n).
+
+    A directory's policy is inherited by files created below it; a file keeps the policy it was
+    written with until `hedgefs ec convert` rewrites it.
+    """
 
 
 @ec.command("set-policy", context_settings=CONTEXT)
@@ -15,7 +21,13 @@ def ec() -> None:
 @click.argument("name")
 @namenode_option
 def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
-    """Set policy NAME (e.g. RS-6-3-1024k) on directory PATH."""
+    """Set policy NAME on directory PATH (new files below it get it).
+
+    \b
+    Examples:
+      hedgefs ec set-policy /data RS-6-3-1024k
+      hedgefs ec set-policy /hbase REPLICATE-3
+    """
     check_policy(name)
     with open_fs(namenode) as fs:
         fs.set_policy(path, name)
@@ -34,11 +46,85 @@ def ec_get_policy(path: str, namenode: str | None) -> None:
 
 @ec.command("list-policies", context_settings=CONTEXT)
 def ec_list_policies() -> None:
-    """List the built-in policies (any RS-<k>-<m>-<cell>k is accepted)."""
+    """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted)."""
     from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, parse_policy
 
     for name in BUILTIN_POLICIES:
         p = parse_policy(name)
         mark = "  (default)" if name == DEFAULT_POLICY else ""
-        click.echo(f"{name:<14} {p.k} data + {p.m} parity units, {p.cell_size // 1024} KiB cells, "
-                   f"tolerates {p.m} lost DataNodes{mark}")
+        if p.replicated:
+            what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
+        else:
+            what = f"{p.k} data + {p.m} parity units, {p.cell_size // 1024} KiB cells"
+        click.echo(f"{name:<14} {what}, tolerates {p.m} lost DataNodes, {p.overhead:.2f} bytes on disk "
+                   f"per byte{mark}")
+
+
+@ec.command("convert", context_settings=CONTEXT)
+@click.argument("path")
+@click.option("--policy", "name", required=True, metavar="NAME", help="The policy to rewrite into.")
+@click.option("-r", "recursive", is_flag=True, help="PATH is a directory: convert every file under it, "
+                                                    "and set NAME on it for new files.")
+@namenode_option
+def ec_convert(path: str, name: str, recursive: bool, namenode: str | None) -> None:
+    """Rewrite a file (or with -r a tree) into policy NAME, EC <-> replication included.
+
+    Each file is rewritten atomically: readers see the old file or the new one, never a mix, and
+    a crash or a failure leaves the old one. The file keeps its mtime; a file changed while it is
+    being converted is left as it is (and reported). Files already in NAME are skipped (a single
+    file already in NAME is an error).
+
+    \b
+    Examples:
+      hedgefs ec convert /hbase/hot.hfile --policy REPLICATE-3
+      hedgefs ec convert -r /archive --policy RS-6-3-1024k
+    """
+    from hedgefs.ec.policy import parse_policy
+
+    check_policy(name)
+    target = parse_policy(name).name
+    with open_fs(namenode) as fs:
+        st = fs.stat(path)
+        if not st.is_dir:
+            _convert_one(fs, path, st.length, target)
+            return
+        if not recursive:
+            raise UsageError(f"{path} is a directory: use -r to convert every file under it")
+        if fs.get_policy(path).policy == target and all(
+                e.policy == target for e in fs.iter_list(path, recursive=True) if not e.is_dir):
+            raise UsageError(f"{path} and every file under it are already {target}: nothing to convert")
+        fs.set_policy(path, target)   # first: files created from now on get it too
+        files = [e for e in fs.iter_list(path, recursive=True) if not e.is_dir]
+        todo = [e for e in files if e.policy != target]
+        failed = []
+        for e in todo:
+            try:
+                _convert_one(fs, e.path, e.length, target)
+            except HedgefsError as err:
+                if _now_in(fs, e.path, target):
+                    continue   # converted by someone else meanwhile, or gone
+                click.echo(f"hedgefs: {e.path}: {err}", err=True)
+                failed.append(e.path)
+        click.echo(f"converted {len(todo) - len(failed)} of {len(files)} files under {path} to {target} "
+                   f"({len(files) - len(todo)} were already); {path} now has policy {target}", err=True)
+        if failed:
+            raise HedgefsError(f"{len(failed)} files not converted: {', '.join(failed[:5])}"
+                               + (" ..." if len(failed) > 5 else ""))
+
+
+def _now_in(fs, path: str, target: str) -> bool:
+    """After a failed conversion: is the file gone, or in ``target`` after all?"""
+    from hedgefs.client.errors import NotFound
+
+    try:
+        return fs.stat(path).policy == target
+    except NotFound:
+        return True
+
+
+def _convert_one(fs, path: str, length: int, target: str) -> None:
+    progress = Progress(f"convert {path}", length)
+    try:
+        fs.convert(path, target, progress=progress.advance)
+    finally:
+        progress.finish()
