@@ -1,0 +1,403 @@
+"""What the client knows about each DataNode's speed: the object the read path asks (STYLE habit 17).
+
+    model = LatencyModel()
+    token = model.started("dn3")                 # a unit read goes out
+    model.finished(token, nbytes)                # ... it answered with data (an error: failed)
+    model.abandoned(token, nbytes, overdue=True) # ... or we cancelled it (a hedge won)
+
+    model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
+    model.is_slow("dn3")      # far slower than its peers lately: read around it
+    model.is_black_hole("dn3")# reads in flight, nothing answered for far longer than peers take
+    model.probe_due("dn3")    # time to send one read to a slow DataNode, to notice its recovery
+
+Per DataNode and size class (reads up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger), a
+decayed latency histogram (log buckets, forward decay with a 5 s half-life: recording is one
+bucket update, memory is fixed). What *healthy* DataNodes take for a size is the median, over
+DataNodes, of their p99 for it: a minority of slow DataNodes cannot move it, a uniformly slow
+host (CPU contention) moves it for everyone. ``threshold`` is 1.5 x that, kept within a floor
+(10 ms) and a ceiling (250 ms, today's fixed threshold, for a cell-sized read, plus the
+transfer at 32 MiB/s for bigger ones). Until three DataNodes have a few reads of a size (a new
+client): the ceiling.
+
+Each read is also judged against the threshold of its size (so a 4 MiB read is not judged by a
+64 KiB read's clock): a DataNode is *slow* when most of its recent reads went overdue (recent:
+the last 0.25 s, or its last 6 reads if it had fewer; at least 4) *and* its recent median read
+is 4 x that of the median DataNode right now. Since both yardsticks are its peers, one DataNode
+slower than the rest is slow, while a host that is slow all over (CPU contention), or a client
+that stalls for a moment (every read in flight late at once), makes nobody slow. A read that crosses its threshold counts at that moment (and again when it ends), so a
+DataNode that stops answering is judged in a fraction of a second, not when its reads finish.
+Being recent, a few fast probes bring a recovered DataNode back; slowness without fresh
+evidence is forgotten after 10 s.
+
+A *black hole* is a DataNode with reads in flight that has answered nothing (no data, no
+error) for max(1 s, 20 x the healthy p99 of the smallest reads): reads never wait on one,
+whatever the breaker says.
+
+Thread-safe (one lock); the read path calls it from the client's event loop, ``--stats`` and
+benchmarks from other threads. The clock is injectable, so tests drive it by hand.
+"""
+
+import array
+import collections
+import dataclasses
+import logging
+import math
+import statistics
+import threading
+import time
+from typing import Callable
+
+log = logging.getLogger("hedgefs.client.latency")
+
+# Size classes: reads up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, and larger.
+CLASS_LIMITS = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+
+HALF_LIFE_S = 5.0           # memory of what a DataNode's reads of a size take
+CLASS_MIN_WEIGHT = 4.0      # reads (decayed) of a size before a DataNode's p99 for it counts
+CLASS_MIN_DATANODES = 3     # DataNodes with such a p99 before the threshold is learned, not the ceiling
+HEDGE_FACTOR = 1.5          # threshold = 1.5 x the healthy p99 for the size
+FLOOR_S = 0.010             # never hedge sooner than this
+CEILING_S = 0.250           # never later than this, for a cell-sized read (today's fixed default)...
+CEILING_BYTES_PER_S = 32 << 20   # ... plus the transfer at this rate for bigger ones
+THRESHOLD_CACHE_S = 0.05    # thresholds are recomputed at most this often
+RECENT_S = 0.25             # a DataNode is judged on its reads of the last 0.25 s ...
+RECENT_MIN = 6              # ... or its last 6, if it had fewer
+JUDGE_MIN = 4               # reads before a DataNode can be judged slow at all
+PEER_FACTOR = 4.0           # ... and its recent median must be 4 x the median DataNode's
+PEERS_MIN = 3               # DataNodes with recent reads needed to compare with
+SLOW_FORGET_S = 10.0        # slowness without fresh evidence for this long is forgotten
+PROBE_INTERVAL_S = 0.25     # at most one probe per DataNode this often, one at a time
+BLACK_HOLE_MIN_S = 1.0      # silent this long (at least) with reads in flight: a black hole
+BLACK_HOLE_FACTOR = 20.0    # ... or 20 x the healthy p99, whichever is longer
+FAILURE_MEMORY_S = 10.0     # a DataNode whose read failed this recently is a rebuild's last choice
+MAX_DATANODES = 2048        # DataNodes remembered (~10 KiB each at most); the least recent is forgotten
+
+
+def size_class(nbytes: int) -> int:
+    for i, limit in enumerate(CLASS_LIMITS):
+        if nbytes <= limit:
+            return i
+    return len(CLASS_LIMITS)
+
+
+def ceiling(nbytes: int) -> float:
+    """The latest a read of ``nbytes`` is hedged: 250 ms for a cell, plus the transfer at 32 MiB/s."""
+    return CEILING_S + nbytes / CEILING_BYTES_PER_S
+
+
+class DecayedHistogram:
+    """Counts in log-spaced buckets where a sample's weight halves every ``half_life_s``.
+
+    Forward decay: a sample recorded at t weighs 2^((t - landmark) / half_life); the landmark
+    moves (and every count is rescaled) when weights grow large, so recording is O(1) and a
+    quantile O(buckets). Decay scales every count alike, so quantiles change only when samples
+    arrive. Not locked: its owner locks."""
+
+    __slots__ = ("_lo", "_log_growth", "_counts", "_half_life", "_landmark")
+
+    def __init__(self, lo: float, hi: float, growth: float, half_life_s: float, now: float):
+        self._lo = lo
+        self._log_growth = math.log(growth)
+        self._counts = array.array("d", bytes(8 * (int(math.log(hi / lo) / self._log_growth) + 2)))
+        self._half_life = half_life_s
+        self._landmark = now
+
+    def record(self, value: float, now: float) -> None:
+        age = (now - self._landmark) / self._half_life
+        if age > 40:   # 2^40: rescale before the floats lose precision
+            factor = 2.0 ** -age
+            for i, c in enumerate(self._counts):
+                self._counts[i] = c * factor
+            self._landmark, age = now, 0.0
+        if value <= self._lo:
+            index = 0
+        else:
+            index = min(len(self._counts) - 1, 1 + int(math.log(value / self._lo) / self._log_growth))
+        self._counts[index] += 2.0 ** age
+
+    def weight(self, now: float) -> float:
+        """The decayed number of samples: what is remembered now."""
+        return sum(self._counts) * 2.0 ** (-(now - self._landmark) / self._half_life)
+
+    def quantile(self, q: float) -> float:
+        """Upper bound of the bucket holding quantile q (0..1); 0 when empty."""
+        total = sum(self._counts)
+        if total <= 0:
+            return 0.0
+        rank, seen = total * q, 0.0
+        for i, c in enumerate(self._counts):
+            seen += c
+            if seen >= rank:
+                return self._lo * math.exp(self._log_growth * i)
+        return self._lo * math.exp(self._log_growth * (len(self._counts) - 1))
+
+
+def latency_histogram(now: float) -> DecayedHistogram:
+    """100 us .. 2 min in 15 % buckets (100 of them), half-life 5 s."""
+    return DecayedHistogram(100e-6, 120.0, 1.15, HALF_LIFE_S, now)
+
+
+@dataclasses.dataclass
+class _DataNode:
+    classes: dict            # size class -> DecayedHistogram of its reads' latency
+    p99: dict                # size class -> its p99, while its histogram has enough weight (kept fresh)
+    recent: collections.deque   # (time, latency as a multiple of the threshold) of its last reads
+    recent_p50: float = 0.0     # the median of those, as of its last read
+    slow: bool = False
+    slow_since: float = 0.0
+    evidence: float = 0.0       # last sample
+    inflight: int = 0
+    busy_since: float = 0.0     # when reads in flight went from 0 to 1
+    last_answer: float = -math.inf   # last time a read finished (data or error)
+    last_failure: float = -math.inf
+    last_probe: float = -math.inf
+    probing: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    """One unit read in flight (from ``started``)."""
+    datanode: str
+    began: float
+
+
+class LatencyModel:
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 on_change: Callable[[str, str], None] = lambda datanode, state: None):
+        self._clock = clock
+        self._on_change = on_change    # (DataNode, "slow" | "recovered"), called outside our lock
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _DataNode] = {}
+        self._thresholds: dict[int, tuple[float, float]] = {}  # size class -> (until, healthy p99 or inf)
+        self._peers: tuple[float, float] = (-math.inf, math.inf)  # (until, median DataNode's recent_p50 or inf)
+        self._slow: frozenset[str] = frozenset()
+        self.last_trouble = -math.inf   # last time a DataNode was judged slow or found silent
+
+    # ---------------------------------------------------------------- recording
+
+    def started(self, datanode: str) -> Token:
+        now = self._clock()
+        with self._lock:
+            node = self._node(datanode, now)
+            if node.inflight == 0:
+                node.busy_since = now
+            node.inflight += 1
+        return Token(datanode, now)
+
+    def age(self, token: Token) -> float:
+        return self._clock() - token.began
+
+    def finished(self, token: Token, nbytes: int) -> float:
+        """The read answered with its data; returns its latency (seconds)."""
+        return self._end(token, nbytes, answered=True, sample=True)
+
+    def failed(self, token: Token) -> None:
+        """The read failed (an error, a refused connection, a bad checksum): an answer, but none
+        about speed; rebuilds prefer other sources for a while."""
+        self._end(token, 0, answered=True, sample=False, failure=True)
+
+    def abandoned(self, token: Token, nbytes: int, overdue: bool) -> None:
+        """We cancelled the read. Its age is a lower bound on its latency: a sample when it was
+        overdue (a hedge won against it), nothing when it was cancelled early."""
+        self._end(token, nbytes, answered=False, sample=overdue)
+
+    def overdue(self, datanode: str, nbytes: int, age: float) -> None:
+        """A read crossed its threshold and is still running: count it now as a read of ``age``."""
+        now = self._clock()
+        with self._lock:
+            change = self._sample(self._node(datanode, now), datanode, nbytes, age, now)
+        self._announce(change)
+
+    def _end(self, token: Token, nbytes: int, answered: bool, sample: bool, failure: bool = False) -> float:
+        now = self._clock()
+        seconds = now - token.began
+        change = None
+        with self._lock:
+            node = self._node(token.datanode, now)
+            node.inflight = max(0, node.inflight - 1)
+            if answered:
+                node.last_answer = now
+            if failure:
+                node.last_failure = now
+            if sample:
+                change = self._sample(node, token.datanode, nbytes, seconds, now)
+        self._announce(change)
+        return seconds
+
+    def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float) -> tuple[str, str] | None:
+        cls = size_class(nbytes)
+        hist = node.classes.get(cls)
+        if hist is None:
+            hist = node.classes[cls] = latency_histogram(now)
+        hist.record(seconds, now)
+        if hist.weight(now) >= CLASS_MIN_WEIGHT:
+            node.p99[cls] = hist.quantile(0.99)
+        node.recent.append((now, seconds / self._threshold(cls, nbytes, now)))
+        node.evidence = now
+        return self._judge(node, name, now)
+
+    def _judge(self, node: _DataNode, name: str, now: float) -> tuple[str, str] | None:
+        recent = [r for t, r in node.recent if now - t <= RECENT_S]
+        if len(recent) < RECENT_MIN:
+            recent = [r for t, r in list(node.recent)[-RECENT_MIN:] if now - t < SLOW_FORGET_S]
+        node.recent_p50 = statistics.median(recent) if recent else 0.0
+        slow = (len(recent) >= (0 if node.slow else JUDGE_MIN) and node.recent_p50 >= 1.0
+                and node.recent_p50 >= PEER_FACTOR * self._peer_p50(now))
+        if slow == node.slow:
+            return None
+        node.slow = slow
+        if slow:
+            node.slow_since = self.last_trouble = now
+        self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
+        return (name, "slow" if slow else "recovered")
+
+    def _peer_p50(self, now: float) -> float:
+        """The median DataNode's recent median read (as a multiple of its threshold), where a
+        DataNode silent with reads in flight counts as late as its silence; inf while fewer than
+        3 DataNodes have read lately (nobody to compare with). Silence counts because when the
+        client itself stalls, the DataNodes whose answers it has not yet looked at are as late
+        as the first one it looks at."""
+        until, value = self._peers
+        if now >= until:
+            unit = self._threshold(0, CLASS_LIMITS[0], now)
+            medians = [max(n.recent_p50, (now - max(n.busy_since, n.last_answer)) / unit if n.inflight else 0.0)
+                       for n in self._nodes.values() if now - n.evidence < SLOW_FORGET_S and n.recent]
+            value = statistics.median(medians) if len(medians) >= PEERS_MIN else math.inf
+            self._peers = (now + THRESHOLD_CACHE_S, value)
+        return value
+
+    def _announce(self, change: tuple[str, str] | None) -> None:
+        if change is None:
+            return
+        name, state = change
+        if state == "slow":
+            log.info("%s is slow: most of its recent reads went overdue; reading around it", name)
+        else:
+            log.info("%s recovered: its reads are back in line with its peers'", name)
+        self._on_change(name, state)
+
+    def _healthy_p99(self, cls: int, now: float) -> float:
+        """The median over DataNodes of their p99 for this size class (inf: not known yet)."""
+        until, value = self._thresholds.get(cls, (-math.inf, math.inf))
+        if now >= until:
+            p99s = [node.p99[cls] for node in self._nodes.values() if cls in node.p99]
+            value = statistics.median(p99s) if len(p99s) >= CLASS_MIN_DATANODES else math.inf
+            self._thresholds[cls] = (now + THRESHOLD_CACHE_S, value)
+        return value
+
+    def _threshold(self, cls: int, nbytes: int, now: float) -> float:
+        return min(ceiling(nbytes), max(FLOOR_S, HEDGE_FACTOR * self._healthy_p99(cls, now)))
+
+    def _node(self, datanode: str, now: float) -> _DataNode:
+        node = self._nodes.pop(datanode, None)   # re-inserted: the dict's order is recency
+        if node is None:
+            node = _DataNode({}, {}, collections.deque(maxlen=64))
+            if len(self._nodes) >= MAX_DATANODES:
+                del self._nodes[next(iter(self._nodes))]
+        self._nodes[datanode] = node
+        return node
+
+    # ---------------------------------------------------------------- questions
+
+    def threshold(self, nbytes: int) -> float:
+        """Seconds after which a read of ``nbytes`` still running is overdue (hedged)."""
+        now = self._clock()
+        with self._lock:
+            return self._threshold(size_class(nbytes), nbytes, now)
+
+    def healthy_p99(self, nbytes: int) -> float | None:
+        """What healthy DataNodes' reads of this size take at the 99th percentile, if known."""
+        now = self._clock()
+        with self._lock:
+            value = self._healthy_p99(size_class(nbytes), now)
+        return None if math.isinf(value) else value
+
+    def is_slow(self, datanode: str) -> bool:
+        if datanode not in self._slow:   # the common case, without the lock
+            return False
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or not node.slow:
+                return False
+            if now - node.evidence < SLOW_FORGET_S:
+                return True
+            node.slow = False   # no news for long: give it another chance
+            self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
+        log.info("%s: no news for %.0f s; no longer avoided", datanode, SLOW_FORGET_S)
+        return False
+
+    def slow_datanodes(self, for_at_least: float = 0.0) -> frozenset[str]:
+        """The DataNodes slow now (and continuously for at least ``for_at_least`` seconds)."""
+        slow = [dn for dn in self._slow if self.is_slow(dn)]
+        if for_at_least <= 0 or not slow:
+            return frozenset(slow)
+        now = self._clock()
+        with self._lock:
+            return frozenset(dn for dn in slow if dn in self._nodes and now - self._nodes[dn].slow_since >= for_at_least)
+
+    def silent_for(self, datanode: str) -> float:
+        """Seconds a DataNode with reads in flight has answered nothing (0 with none in flight)."""
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or node.inflight == 0:
+                return 0.0
+            return now - max(node.busy_since, node.last_answer)
+
+    def black_hole_after(self) -> float:
+        """Silence (with reads in flight) that makes a DataNode a black hole: max(1 s, 20 x p99)."""
+        now = self._clock()
+        with self._lock:
+            p99 = self._healthy_p99(0, now)
+        return max(BLACK_HOLE_MIN_S, BLACK_HOLE_FACTOR * p99) if not math.isinf(p99) else BLACK_HOLE_MIN_S
+
+    def is_black_hole(self, datanode: str) -> bool:
+        silent = self.silent_for(datanode)
+        if silent <= 0 or silent < self.black_hole_after():
+            return False
+        self.last_trouble = self._clock()
+        return True
+
+    def failed_recently(self, datanode: str) -> bool:
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            return node is not None and now - node.last_failure < FAILURE_MEMORY_S
+
+    def score(self, datanode: str) -> float:
+        """A DataNode's median recent read as a multiple of its threshold (0 = unknown): lower
+        is a better rebuild source."""
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or not node.recent:
+                return 0.0
+            return statistics.median(r for _, r in node.recent)
+
+    def probe_due(self, datanode: str) -> bool:
+        """True (and the probe is booked) if a read should go to this slow DataNode now: at most
+        one every 250 ms, one at a time. Call ``probe_done`` when it ends."""
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or node.probing or now - node.last_probe < PROBE_INTERVAL_S:
+                return False
+            node.probing, node.last_probe = True, now
+            return True
+
+    def probe_done(self, datanode: str) -> None:
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is not None:
+                node.probing = False
+
+    def snapshot(self) -> dict[str, dict]:
+        """Per DataNode: slow, its median recent read as a multiple of the threshold, reads in
+        flight, seconds silent."""
+        now = self._clock()
+        with self._lock:
+            return {name: {"slow": node.slow,
+                           "recent_p50": round(statistics.median(r for _, r in node.recent), 3) if node.recent else None,
+                           "inflight": node.inflight,
+                           "silent_s": round(now - max(node.busy_since, node.last_answer), 3) if node.inflight else 0.0}
+                    for name, node in self._nodes.items()}

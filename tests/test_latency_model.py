@@ -1,0 +1,274 @@
+"""The per-DataNode latency model (client/latency.py) on a hand-driven clock.
+
+Reads are played one after another: ``read(dn, ms)`` starts a unit read, advances the clock by
+its latency and finishes it, so time passes only as the test says.
+"""
+
+import threading
+
+import pytest
+
+from hedgefs.client import latency
+from hedgefs.client.latency import LatencyModel, ceiling, size_class
+
+CELL = 64 * 1024
+PEERS = [f"dn{i}" for i in range(1, 11)]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def changes():
+    return []
+
+
+@pytest.fixture
+def model(clock, changes):
+    return LatencyModel(clock, on_change=lambda dn, state: changes.append((dn, state)))
+
+
+def read(model, clock, dn, ms, nbytes=CELL):
+    token = model.started(dn)
+    clock.advance(ms / 1000)
+    return model.finished(token, nbytes)
+
+
+def warm(model, clock, ms=2.0, rounds=20, nbytes=CELL, peers=PEERS):
+    """Every DataNode reads ``rounds`` times at about ``ms`` (a little spread, as real reads)."""
+    for r in range(rounds):
+        for i, dn in enumerate(peers):
+            read(model, clock, dn, ms * (0.8 + 0.04 * ((r * 7 + i * 3) % 11)), nbytes)
+
+
+def test_size_classes_and_the_ceiling():
+    assert [size_class(n) for n in (1, CELL, CELL + 1, 1 << 20, 4 << 20, 16 << 20, 64 << 20)] == [0, 0, 1, 2, 3, 4, 5]
+    assert ceiling(CELL) == pytest.approx(0.252, abs=1e-3)
+    assert ceiling(4 << 20) == pytest.approx(0.375)
+
+
+def test_a_new_model_hedges_at_the_ceiling(model):
+    assert model.threshold(CELL) == ceiling(CELL)
+    assert model.threshold(8 << 20) == ceiling(8 << 20) > model.threshold(CELL)
+    assert model.healthy_p99(CELL) is None
+
+
+def test_threshold_is_1_5_x_the_healthy_p99_within_floor_and_ceiling(model, clock):
+    warm(model, clock, ms=2.0)
+    assert model.threshold(CELL) == latency.FLOOR_S          # 1.5 x ~2.4 ms is under the floor
+    warm(model, clock, ms=40.0, rounds=200)                   # the machine got busy: 40 ms reads
+    assert 0.048 * 1.5 <= model.threshold(CELL) <= 0.048 * 1.15 * 1.5   # the slowest, in a 15 % bucket
+    warm(model, clock, ms=400.0, rounds=50)
+    assert model.threshold(CELL) == ceiling(CELL)            # never later than the ceiling
+
+
+def test_sizes_are_judged_by_their_own_clock(model, clock):
+    """4 MiB reads taking 40 ms are normal for 4 MiB; a 64 KiB read taking 40 ms is not."""
+    warm(model, clock, ms=2.0)
+    warm(model, clock, ms=40.0, nbytes=4 << 20)
+    assert model.threshold(CELL) == latency.FLOOR_S
+    assert model.threshold(4 << 20) > 0.05
+    assert not model.slow_datanodes()
+    for _ in range(5):
+        read(model, clock, "dn3", 40.0, CELL)
+        read(model, clock, "dn4", 40.0, 4 << 20)
+    assert model.slow_datanodes() == {"dn3"}
+
+
+def test_uniform_slowness_makes_nobody_slow(model, clock, changes):
+    """A CPU hog: every DataNode's reads take 10 x longer, at once. Each is still like its peers."""
+    warm(model, clock, ms=2.0)
+    for _ in range(30):
+        warm(model, clock, ms=20.0, rounds=1)
+    warm(model, clock, ms=20.0, rounds=100)
+    assert not model.slow_datanodes() and changes == []
+    assert model.threshold(CELL) > 0.025
+
+
+def test_a_moment_when_every_read_is_late_makes_nobody_slow(model, clock, changes):
+    """The client stalls for 300 ms (its event loop busy, the host swapping): every read in flight,
+    on every DataNode, ends late at once. That is nobody's fault in particular."""
+    warm(model, clock, ms=2.0, rounds=50)
+    tokens = [model.started(dn) for dn in PEERS for _ in range(6)]
+    clock.advance(0.3)
+    for token in tokens:
+        model.finished(token, CELL)
+    warm(model, clock, ms=2.0, rounds=5)
+    assert changes == [] and not model.slow_datanodes()
+
+
+def test_one_datanode_500ms_slower_is_slow_after_a_few_reads(model, clock, changes):
+    warm(model, clock, ms=2.0)
+    reads = 0
+    while not model.is_slow("dn7"):
+        read(model, clock, "dn7", 502.0)
+        warm(model, clock, ms=2.0, rounds=1, peers=[p for p in PEERS if p != "dn7"])
+        reads += 1
+        assert reads <= 5, "dn7 should have been judged slow after a few reads"
+    assert changes == [("dn7", "slow")]
+    assert model.slow_datanodes() == {"dn7"}
+    assert model.score("dn7") > model.score("dn1")
+
+
+def test_a_datanode_that_stops_answering_is_slow_within_a_quarter_second(model, clock):
+    """Reads keep going to dn2 every 10 ms, as before, but none of them ends: each crosses its
+    threshold, and that alone is the evidence."""
+    for _ in range(50):   # a busy client: every DataNode read every 10 ms, at ~2 ms
+        for dn in PEERS:
+            read(model, clock, dn, 1.0 if dn != "dn2" else 2.0)
+    stopped, pending = clock.now, []
+    while not model.is_slow("dn2"):
+        pending.append(clock.now)
+        model.started("dn2")
+        for dn in PEERS[2:]:
+            read(model, clock, dn, 10 / 8)
+        threshold = model.threshold(CELL)
+        for began in [t for t in pending if clock.now - t >= threshold]:
+            model.overdue("dn2", CELL, clock.now - began)
+            pending.remove(began)
+        assert clock.now - stopped < 0.25 + model.threshold(CELL), "dn2 should be slow by now"
+
+
+def test_probes_notice_recovery_within_seconds(model, clock, changes):
+    warm(model, clock, ms=2.0)
+    for _ in range(5):
+        read(model, clock, "dn7", 502.0)
+    assert model.is_slow("dn7")
+    # Fixed: reads go around dn7; a probe at most every 250 ms, one at a time.
+    probes, started = 0, clock.now
+    while model.is_slow("dn7"):
+        if model.probe_due("dn7"):
+            assert not model.probe_due("dn7")   # one at a time
+            read(model, clock, "dn7", 2.0)
+            model.probe_done("dn7")
+            probes += 1
+        warm(model, clock, ms=2.0, rounds=1, peers=PEERS[:3])
+        assert clock.now - started < 3.0, f"not recovered after {probes} probes"
+    assert changes == [("dn7", "slow"), ("dn7", "recovered")]
+    assert 1 <= probes <= 8
+
+
+def test_probes_are_spaced(model, clock):
+    assert model.probe_due("dn1") is False   # unknown DataNode: nothing to probe
+    model.started("dn1")
+    assert model.probe_due("dn1")
+    model.probe_done("dn1")
+    clock.advance(0.249)
+    assert not model.probe_due("dn1")
+    clock.advance(0.001)
+    assert model.probe_due("dn1")
+
+
+def test_a_silent_datanode_with_reads_in_flight_is_a_black_hole(model, clock):
+    warm(model, clock, ms=2.0)
+    assert model.black_hole_after() == latency.BLACK_HOLE_MIN_S
+    assert not model.is_black_hole("dn5")
+    model.started("dn5")
+    clock.advance(0.999)
+    assert not model.is_black_hole("dn5")
+    clock.advance(0.001)
+    assert model.is_black_hole("dn5") and model.silent_for("dn5") == pytest.approx(1.0)
+    model.started("dn5")                  # more reads do not reset the silence
+    clock.advance(0.5)
+    assert model.is_black_hole("dn5")
+    read(model, clock, "dn5", 3.0)        # any answer does
+    assert not model.is_black_hole("dn5")
+
+
+def test_black_hole_is_relative_to_peers(model, clock):
+    warm(model, clock, ms=100.0, rounds=50)   # a slow cluster: p99 ~ 120 ms
+    assert model.black_hole_after() > 2.0
+
+
+def test_a_datanode_idle_for_long_is_no_black_hole(model, clock):
+    read(model, clock, "dn1", 2.0)
+    clock.advance(3600)
+    model.started("dn1")                   # its first read in an hour
+    clock.advance(0.5)
+    assert not model.is_black_hole("dn1")
+
+
+def test_failures_are_answers_but_not_latencies(model, clock):
+    warm(model, clock, ms=2.0)
+    token = model.started("dn4")
+    clock.advance(0.9)
+    model.failed(token)
+    assert model.failed_recently("dn4") and not model.is_slow("dn4") and not model.is_black_hole("dn4")
+    clock.advance(latency.FAILURE_MEMORY_S)
+    assert not model.failed_recently("dn4")
+
+
+def test_a_read_cancelled_early_says_nothing(model, clock):
+    warm(model, clock, ms=2.0)
+    for _ in range(10):
+        token = model.started("dn6")
+        clock.advance(0.001)
+        model.abandoned(token, CELL, overdue=False)
+    assert model.score("dn6") < 1 and not model.is_slow("dn6")
+
+
+def test_slowness_without_news_is_forgotten(model, clock):
+    warm(model, clock, ms=2.0)
+    for _ in range(5):
+        read(model, clock, "dn9", 502.0)
+    assert model.is_slow("dn9")
+    clock.advance(latency.SLOW_FORGET_S)
+    assert not model.is_slow("dn9") and not model.slow_datanodes()
+
+
+def test_memory_is_bounded(model, clock):
+    for i in range(latency.MAX_DATANODES + 500):
+        read(model, clock, f"dn{i}", 1.0)
+    assert len(model.snapshot()) == latency.MAX_DATANODES
+    assert "dn0" not in model.snapshot() and f"dn{latency.MAX_DATANODES + 499}" in model.snapshot()
+
+
+def test_threads_record_at_once(model):
+    """The real clock, eight threads: every read in flight is accounted for at the end."""
+    real = LatencyModel()
+
+    def work(n):
+        for i in range(2000):
+            token = real.started(f"dn{(n + i) % 10}")
+            if i % 3:
+                real.finished(token, CELL)
+            else:
+                real.abandoned(token, CELL, overdue=False)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    snap = real.snapshot()
+    assert sorted(snap) == sorted(f"dn{i}" for i in range(10))
+    assert all(row["inflight"] == 0 for row in snap.values())
+    assert real.threshold(CELL) == latency.FLOOR_S
+
+
+def test_decayed_histogram_forgets_by_half_lives(clock):
+    h = latency.DecayedHistogram(1e-4, 100.0, 1.1, half_life_s=1.0, now=clock.now)
+    for _ in range(100):
+        h.record(0.002, clock.now)
+    assert h.weight(clock.now) == pytest.approx(100)
+    clock.advance(1.0)
+    assert h.weight(clock.now) == pytest.approx(50)
+    for _ in range(60):
+        h.record(0.050, clock.now)
+    assert h.quantile(0.5) == pytest.approx(0.050, rel=0.1)   # 60 new outweigh 100 a half-life old
+    clock.advance(100.0)                                        # far past the rescaling point
+    h.record(0.010, clock.now)
+    assert h.weight(clock.now) == pytest.approx(1.0, rel=1e-6) and h.quantile(0.5) == pytest.approx(0.010, rel=0.1)
