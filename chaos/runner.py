@@ -154,7 +154,8 @@ class Chaos:
                                 scrub_interval_s=SCRUB_INTERVAL_S))
         self.out(f"cluster: {self.cluster.root} (NameNode {self.cluster.namenode}, {c.datanodes} DataNodes, "
                  f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks)")
-        verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000)  # the checker never waits out a breaker
+        # The checker never waits out a breaker or an extra-read budget.
+        verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000, budget_pct=1000)
         with FileSystem(self.cluster.namenode) as wfs, FileSystem(self.cluster.namenode) as rfs, \
                 FileSystem(self.cluster.namenode, hedge=verify_hedge) as vfs, ThreadPoolExecutor(4) as pool:
             self.vfs, self.pool = vfs, pool

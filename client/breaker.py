@@ -1,71 +1,144 @@
-"""The hedging circuit breaker: stop hedging when too many DataNodes look slow at once.
+"""The hedging circuit breaker: every extra read asks it, and it says no when too much is slow.
 
-A DataNode is *impaired* when one of its reads crosses the hedge threshold. When the
-(max_impaired_nodes + 1)-th distinct DataNode turns impaired inside impaired_window_ms, the
-breaker opens: no hedges for cooldown_ms, and reads simply wait for slow DataNodes. Independently,
-at most max_per_second hedges start in any one-second window. One breaker per client process.
+*Impaired* DataNodes: with the adaptive threshold (the default), the ones the latency model has
+judged slow compared with their peers for a second on end (so a uniformly slow host impairs
+nobody, and neither does a moment's stall); with a fixed threshold, HubSpot's rule: any
+DataNode one of whose reads crossed the threshold. When the (max_impaired_nodes + 1)-th
+distinct DataNode turns impaired inside impaired_window_ms, the breaker opens for cooldown_ms:
+no hedges, no reading around slow DataNodes, no extra sources; reads wait for slow DataNodes
+(never for black holes: see the reader). Reading around slow DataNodes also pauses, without a
+trip, while more than max_impaired_nodes are slow at once: the first second of a broad
+slowdown costs no more than its hedges.
+
+The extra-read budget (adaptive only; Marc Brooker's retry token bucket): every unit read a read
+needs earns budget_pct % of a token, up to a small burst; every extra unit read (a hedge's
+sources, a rebuild's next source, a probe) spends one, and is refused when none is left. So over
+any stretch, extra reads stay within budget_pct % of the reads plus the burst. Independently, at
+most max_per_second hedges start in any one-second window (the absolute ceiling). One breaker
+per client process.
 """
+
+from __future__ import annotations
 
 import collections
 import logging
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from hedgefs.client.config import HedgeConfig
+
+if TYPE_CHECKING:
+    from hedgefs.client.latency import LatencyModel
 
 log = logging.getLogger("hedgefs.client.breaker")
 
 ALLOWED = "allowed"
 REFUSED_BREAKER = "breaker"
-REFUSED_RATE = "rate"
+REFUSED_RATE = "rate"   # the budget or the per-second cap
+
+BURST = 64  # extra unit reads the budget can hold: a few hedges of one-cell reads at once
+IMPAIRED_AFTER_S = 1.0  # adaptive: slow this long on end before a DataNode counts as impaired
 
 
 class CircuitBreaker:
     def __init__(self, config: HedgeConfig, clock: Callable[[], float] = time.monotonic,
-                 on_trip: Callable[[], None] = lambda: None):
+                 on_trip: Callable[[], None] = lambda: None, model: "LatencyModel | None" = None):
         self._config = config
         self._on_trip = on_trip
         self._clock = clock
+        self._model = model if config.adaptive else None
         self._lock = threading.Lock()
-        self._impaired: dict[str, float] = {}  # DataNode -> last time it crossed the threshold
+        self._impaired: dict[str, float] = {}  # DataNode -> last time it was seen impaired
         self._open_until: float | None = None
         self._tripped_by: list[str] = []
         self._recent_hedges: collections.deque[float] = collections.deque()
+        self._tokens = float(BURST)
         self.trips = 0
 
     def record_slow(self, datanode: str) -> None:
-        """A read on this DataNode crossed the threshold; may open the breaker."""
+        """A read on this DataNode crossed a fixed threshold; may open the breaker (fixed mode:
+        with the adaptive threshold, impaired DataNodes come from the latency model)."""
+        if self._model is not None:
+            return
         with self._lock:
             now = self._clock()
-            self._close_if_cooled(now)
-            if self._open_until is not None:
-                return
-            window = self._config.impaired_window_ms / 1000.0
-            self._impaired = {dn: t for dn, t in self._impaired.items() if now - t < window}
-            self._impaired[datanode] = now
-            if len(self._impaired) > self._config.max_impaired_nodes:
-                self._trip(now)
+            if not self._refresh(now):
+                self._note_impaired([datanode], now)
 
-    def try_hedge(self) -> str:
-        """ALLOWED (and counted against the rate cap), or why the hedge is refused."""
+    def earn(self, unit_reads: int) -> None:
+        """A read needs this many unit reads: the budget grows by budget_pct % of them."""
+        with self._lock:
+            self._tokens = min(float(BURST), self._tokens + unit_reads * self._config.budget_pct / 100.0)
+
+    def try_hedge(self, cost: int = 1) -> str:
+        """ALLOWED (counted against the cap, ``cost`` unit reads spent), or why the hedge is refused."""
         with self._lock:
             now = self._clock()
-            self._close_if_cooled(now)
-            if self._open_until is not None:
+            if self._refresh(now):
                 return REFUSED_BREAKER
             while self._recent_hedges and now - self._recent_hedges[0] >= 1.0:
                 self._recent_hedges.popleft()
-            if len(self._recent_hedges) >= self._config.max_per_second:
+            if len(self._recent_hedges) >= self._config.max_per_second or not self._spend(cost):
                 return REFUSED_RATE
             self._recent_hedges.append(now)
             return ALLOWED
 
+    def try_extra(self, cost: int = 1) -> str:
+        """An extra unit read that is not a hedge (a rebuild's next source, a probe). Fixed mode
+        keeps today's behaviour: always."""
+        if self._model is None:
+            return ALLOWED
+        with self._lock:
+            if self._refresh(self._clock()):
+                return REFUSED_BREAKER
+            return ALLOWED if self._spend(cost) else REFUSED_RATE
+
+    def allows_read_around(self) -> bool:
+        """May reads skip slow DataNodes (read parity and decode instead)? Not while open, nor
+        while more DataNodes are slow than may be impaired."""
+        if self.is_open:
+            return False
+        return self._model is None or len(self._model.slow_datanodes()) <= self._config.max_impaired_nodes
+
     @property
     def is_open(self) -> bool:
         with self._lock:
-            self._close_if_cooled(self._clock())
-            return self._open_until is not None
+            return self._refresh(self._clock())
+
+    @property
+    def impaired(self) -> list[str]:
+        """The DataNodes counted impaired in the current window."""
+        with self._lock:
+            self._refresh(self._clock())
+            return sorted(self._impaired)
+
+    def _spend(self, cost: int) -> bool:
+        if self._model is None:
+            return True   # fixed mode: no budget (the per-second cap is today's only limit)
+        if self._tokens < cost:
+            return False
+        self._tokens -= cost
+        return True
+
+    def _refresh(self, now: float) -> bool:
+        """Close after the cooldown, count what the model says is slow now; True if open."""
+        if self._open_until is not None and now >= self._open_until:
+            self._open_until = None
+            log.warning("hedging ON again after cooldown (tripped by %s)", ", ".join(self._tripped_by))
+        if self._model is not None and self._open_until is None:
+            slow = self._model.slow_datanodes(for_at_least=IMPAIRED_AFTER_S)
+            if slow:
+                self._note_impaired(slow, now)
+        return self._open_until is not None
+
+    def _note_impaired(self, datanodes, now: float) -> None:
+        window = self._config.impaired_window_ms / 1000.0
+        self._impaired = {dn: t for dn, t in self._impaired.items() if now - t < window}
+        for dn in datanodes:
+            self._impaired[dn] = now
+        if len(self._impaired) > self._config.max_impaired_nodes:
+            self._trip(now)
 
     def _trip(self, now: float) -> None:
         self.trips += 1
@@ -79,8 +152,3 @@ class CircuitBreaker:
             len(self._tripped_by), self._config.impaired_window_ms,
             ", ".join(self._tripped_by), self._config.cooldown_ms,
         )
-
-    def _close_if_cooled(self, now: float) -> None:
-        if self._open_until is not None and now >= self._open_until:
-            self._open_until = None
-            log.warning("hedging ON again after cooldown (tripped by %s)", ", ".join(self._tripped_by))

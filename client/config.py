@@ -1,7 +1,7 @@
-"""Client read settings: the hedge threshold and the circuit breaker's keys.
+"""Client read settings: the hedge threshold, the circuit breaker's keys, the extra-read budget.
 
 Each key can come from a CLI flag or a HEDGEFS_HEDGE_* environment variable; flags win, then the
-environment, then the defaults below (HubSpot's production defaults).
+environment, then the defaults below (the breaker's are HubSpot's production defaults).
 """
 
 import dataclasses
@@ -12,11 +12,21 @@ from typing import Mapping
 @dataclasses.dataclass(frozen=True)
 class HedgeConfig:
     enabled: bool = True
-    threshold_ms: float = 250.0  # a cell read slower than this is hedged
+    # None = auto: the latency model's threshold per read size, reading around slow DataNodes
+    # (client/latency.py). A number = a fixed threshold and nothing else: hedgefs before issue 12.
+    threshold_ms: float | None = None
     max_impaired_nodes: int = 2  # one more distinct impaired DataNode in the window trips the breaker
     impaired_window_ms: float = 60_000.0
     cooldown_ms: float = 30_000.0  # hedging stays off this long after a trip
     max_per_second: int = 200  # hard cap on hedges started per second
+    # auto: extra unit reads (hedges, a rebuild's extra sources, probes) earn at most this share of
+    # the unit reads the reads themselves need (a token bucket with a small burst)
+    budget_pct: float = 5.0
+    read_extra: int = 0  # late binding: a whole-stripe read reads k + N units and uses the first k
+
+    @property
+    def adaptive(self) -> bool:
+        return self.threshold_ms is None
 
     @classmethod
     def from_sources(cls, flags: Mapping[str, object] | None = None, environ: Mapping[str, str] | None = None) -> "HedgeConfig":
@@ -38,27 +48,38 @@ class HedgeConfig:
         return config
 
     def validate(self) -> None:
-        if self.threshold_ms <= 0:
-            raise ValueError("hedge threshold must be > 0 ms")
+        if self.threshold_ms is not None and self.threshold_ms <= 0:
+            raise ValueError("hedge threshold must be > 0 ms (or auto)")
         if self.max_impaired_nodes < 0 or self.max_per_second < 0:
             raise ValueError("hedge limits must be >= 0")
         if self.impaired_window_ms < 0 or self.cooldown_ms < 0:
             raise ValueError("hedge windows must be >= 0 ms")
+        if not 0 <= self.budget_pct <= 1000:
+            raise ValueError("the extra-read budget must be 0..1000 %")
+        if self.read_extra < 0:
+            raise ValueError("--read-extra must be >= 0")
 
 
 def _coerce(name: str, type_name: object, raw: object, env_name: str) -> object:
-    if isinstance(raw, str):
-        text = raw.strip().lower()
-        try:
-            if type_name in (bool, "bool"):
-                if text in ("1", "true", "yes", "on"):
-                    return True
-                if text in ("0", "false", "no", "off"):
-                    return False
-                raise ValueError
-            if type_name in (int, "int"):
-                return int(text)
-            return float(text)
-        except ValueError:
-            raise ValueError(f"bad value {raw!r} for {env_name}") from None
-    return raw
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip().lower()
+    try:
+        if name == "threshold_ms":
+            return None if text == "auto" else float(text)
+        if type_name in (bool, "bool"):
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if type_name in (int, "int"):
+            return int(text)
+        return float(text)
+    except ValueError:
+        raise ValueError(f"bad value {raw!r} for {env_name}") from None
+
+
+def parse_threshold(text: str) -> float | None:
+    """``auto`` or a positive number of milliseconds (the CLI's --hedge-threshold-ms)."""
+    return _coerce("threshold_ms", None, text, "--hedge-threshold-ms")

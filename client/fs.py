@@ -11,13 +11,16 @@ import dataclasses
 import io
 import logging
 import os
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
+import threading
+import time
+from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 import grpc
 
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, NotFound, from_namenode_error
+from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
@@ -33,6 +36,10 @@ if TYPE_CHECKING:
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
 _RELOCATIONS = 3   # times a read locates its file again (units moved, the file was converted)
+# While the latency model reports trouble (a slow or silent DataNode), an open file asks the
+# NameNode where its units are at most this often: a DataNode it declared dead drops out, and
+# units it has rebuilt elsewhere are read there.
+RELOCATE_S = 5.0
 
 log = logging.getLogger("hedgefs.client.fs")
 
@@ -69,7 +76,8 @@ class FileSystem:
         self.namenode = namenode_address(namenode)
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
-        self.breaker = CircuitBreaker(self.hedge, on_trip=breaker_tripped)
+        self.model = LatencyModel()   # per-DataNode latency: thresholds, who is slow or silent
+        self.breaker = CircuitBreaker(self.hedge, on_trip=breaker_tripped, model=self.model)
         watch_breaker(self.breaker)
         self._loop = LoopThread()
         self._call(self._init_channels())
@@ -78,7 +86,7 @@ class FileSystem:
         self._nn_channel = grpc.aio.insecure_channel(self.namenode, options=GRPC_OPTIONS)
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
         self.datanodes = DataNodeClient()
-        self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self._report_bad)
+        self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self.model, self._report_bad)
         self._reported: set[tuple[int, int, str]] = set()
         self._reports: set[asyncio.Task] = set()
 
@@ -190,13 +198,28 @@ class FileSystem:
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
               progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:
         """Store everything `source` yields at `path`; visible only once complete. Returns the length.
-        ``block_size`` 0 = the NameNode's default for the policy."""
+        ``block_size`` 0 = the NameNode's default for the policy. ``progress(n)`` runs on this
+        thread, never on the I/O thread: a callback that blocks (a stalled terminal) holds up
+        nothing but itself, and gets the bytes written meanwhile in one call."""
         # Imported here, like the checksum below: `hedgefs cat` starts faster without them.
         from hedgefs.client.writer import StripedWriter
 
         writer = StripedWriter(self.datanodes, self._rpc)
-        return self._call(writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
-                                                  progress=progress or (lambda n: None), block_size=block_size))
+        return self._write(lambda relay: writer.write_file(path, source.read, overwrite=overwrite, policy_name=policy,
+                                                           progress=relay, block_size=block_size), progress)
+
+    def _write(self, start: Callable[[Callable[[int], None]], Awaitable[int]],
+               progress: Callable[[int], None] | None) -> int:
+        """Run a write on the I/O thread while this thread calls ``progress`` with what it reports."""
+        relay = _ProgressRelay()
+        future = self._submit(start(relay.add))
+        future.add_done_callback(lambda _f: relay.close())
+        try:
+            relay.deliver(progress)
+            return future.result()
+        except BaseException:
+            future.cancel()   # interrupted (or the callback failed): the write is abandoned, not left running
+            raise
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
@@ -230,8 +253,8 @@ class FileSystem:
             version = pb.FileVersion(length=f.length, mtime_ms=f.status.mtime_ms)
             writer = StripedWriter(self.datanodes, self._rpc)
             try:
-                return self._call(writer.write_file(path, read, overwrite=True, policy_name=policy,
-                                                    progress=progress or (lambda n: None), convert_from=version))
+                return self._write(lambda relay: writer.write_file(path, read, overwrite=True, policy_name=policy,
+                                                                   progress=relay, convert_from=version), progress)
             finally:
                 try:
                     chunks.close()   # cancels the reads still in flight
@@ -257,7 +280,11 @@ class FileSystem:
             return f.checksum()
 
     def stats(self) -> ReadStats:
-        return self.metrics.snapshot(breaker_trips=self.breaker.trips)
+        stats = self.metrics.snapshot(breaker_trips=self.breaker.trips)
+        slow = self.model.slow_datanodes()
+        for dn, row in stats.per_datanode.items():
+            row["slow"] = dn in slow
+        return stats
 
     async def _stat(self, path: str) -> FileStatus:
         return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
@@ -277,6 +304,37 @@ class FileSystem:
             for p in pieces
         )
         return out if into is None else view
+
+
+class _ProgressRelay:
+    """Bytes written, handed from the event loop to the caller's thread: the loop only adds to
+    a counter, so the unit streams never wait on a progress bar."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._closed = False
+
+    def add(self, n: int) -> None:
+        with self._cond:
+            self._pending += n
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def deliver(self, callback: Callable[[int], None] | None) -> None:
+        """Call ``callback`` with what was written since its last call, until ``close``."""
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._closed)
+                n, self._pending, closed = self._pending, 0, self._closed
+            if n and callback is not None:
+                callback(n)
+            if closed:
+                return
 
 
 def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
@@ -300,6 +358,8 @@ class FileReader:
         self._fs = fs
         self.status = status
         self.length = status.length
+        self._located = time.monotonic()
+        self._relocating: asyncio.Task | None = None
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0:
@@ -324,6 +384,7 @@ class FileReader:
         converted to another policy meanwhile has new groups holding the same bytes: the whole
         range is read again from them, never a mix of the two layouts.
         """
+        self._maybe_relocate()
         for attempt in range(_RELOCATIONS + 1):
             status = self.status
             try:
@@ -342,6 +403,30 @@ class FileReader:
                              status.path, status.policy, fresh.policy)
                 if self.status is status:
                     self.status = fresh
+
+    def _maybe_relocate(self) -> None:
+        """Ask the NameNode again where the units are (in the background) when the latency model
+        has seen trouble since we last asked, at most every RELOCATE_S: reads then skip a DataNode
+        it has declared dead, even while the breaker is open."""
+        now = time.monotonic()
+        if (self._relocating is not None or self._fs.model.last_trouble <= self._located
+                or now - self._located < RELOCATE_S):
+            return
+        self._located = now
+        self._relocating = asyncio.ensure_future(self._relocate())
+
+    async def _relocate(self) -> None:
+        try:
+            fresh = await self._fs._stat(self.status.path)
+            same_groups = [g.id for g in fresh.groups] == [g.id for g in self.status.groups]
+            if same_groups and fresh.groups != self.status.groups:
+                log.info("%s: unit locations changed (a DataNode died or units moved); reading the new ones",
+                         self.status.path)
+                self.status = fresh
+        except HedgefsError as err:
+            log.info("cannot locate %s again: %s", self.status.path, err)
+        finally:
+            self._relocating = None
 
     def check_available(self) -> None:
         """DataUnavailable if a block group has fewer live units than a read needs (k, or one

@@ -14,6 +14,7 @@ from hedgefs.histogram import LatencyHistogram
 COUNTER_NAMES = (
     "reads",  # pread calls
     "cell_reads",  # unit-range reads sent to DataNodes, hedges and rebuilds included
+    "cell_reads_needed",  # unit-range reads the reads themselves needed (cell_reads beyond these are extra)
     "cell_read_errors",  # of those, the ones that failed (error status, dead DataNode, checksum)
     "hedges",  # hedges started (a slow cell rebuilt from other units, raced with the original)
     "hedge_wins",  # hedges whose rebuild finished before the original read
@@ -22,6 +23,8 @@ COUNTER_NAMES = (
     "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
     "cancelled_reads",  # losing cell reads cancelled by the client
     "checksum_failures",  # unit reads whose bytes did not match the DataNode's CRC32C (rebuilt, reported)
+    "avoided",  # unit reads rebuilt from other units instead of waiting on a slow or silent DataNode
+    "probes",  # reads sent to an avoided DataNode anyway, to notice its recovery
 )
 
 
@@ -35,14 +38,17 @@ class ReadStats:
 _HELP = {
     "reads": "pread calls.",
     "cell_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
+    "cell_reads_needed": "Unit-range reads the reads themselves needed; cell_reads beyond these are extra.",
     "cell_read_errors": "Unit-range reads that failed (error status, dead DataNode, checksum).",
     "hedges": "Hedges started: a slow read rebuilt from other units, raced with the original.",
     "hedge_wins": "Hedges whose rebuild finished before the original read.",
     "hedges_refused_breaker": "Hedges not started because the circuit breaker was open.",
-    "hedges_refused_rate": "Hedges not started because of the per-second cap.",
+    "hedges_refused_rate": "Hedges not started because of the extra-read budget or the per-second cap.",
     "decodes_on_failure": "Reads rebuilt because the original failed.",
     "cancelled_reads": "Losing reads cancelled by the client.",
     "checksum_failures": "Unit reads whose bytes failed the DataNode's CRC32C (rebuilt; the DataNode checks its copy).",
+    "avoided": "Unit reads rebuilt from other units instead of waiting on a slow or silent DataNode.",
+    "probes": "Reads sent to an avoided DataNode anyway, to notice its recovery.",
 }
 _BREAKERS: "weakref.WeakSet" = weakref.WeakSet()
 
@@ -63,6 +69,8 @@ class _Families:
                                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
         self.overdue = Counter("hedgefs_client_overdue_reads", "Reads that crossed the hedge threshold, by DataNode.",
                                ["datanode"], registry=r)
+        self.avoided = Counter("hedgefs_client_avoided_reads", "Unit reads that went around a slow or silent DataNode, "
+                               "by DataNode.", ["datanode"], registry=r)
         self.trips = Counter("hedgefs_client_breaker_trips", "Times a circuit breaker turned hedging off.", registry=r)
         Gauge("hedgefs_client_breaker_open", "Circuit breakers of this process now open (hedging off).",
               registry=r).set_function(lambda: sum(b.is_open for b in list(_BREAKERS)))
@@ -98,12 +106,18 @@ class ClientMetrics:
         self._counters = dict.fromkeys(COUNTER_NAMES, 0)
         self._per_datanode: dict[str, LatencyHistogram] = {}
         self._overdue: dict[str, int] = {}
+        self._avoided: dict[str, int] = {}
+        self._probes: dict[str, int] = {}
 
     def incr(self, name: str, n: int = 1) -> None:
         with self._lock:
             self._counters[name] += n
         if _PROM is not None:
             _PROM.counters[name].inc(n)
+
+    def counter(self, name: str) -> int:
+        with self._lock:
+            return self._counters[name]
 
     def record_cell_read(self, datanode: str, seconds: float) -> None:
         with self._lock:
@@ -120,23 +134,37 @@ class ClientMetrics:
         if _PROM is not None:
             _PROM.overdue.labels(datanode).inc()
 
+    def record_avoided(self, datanode: str) -> None:
+        """A unit read of this DataNode was rebuilt from others instead (it is slow or silent)."""
+        with self._lock:
+            self._per_datanode.setdefault(datanode, LatencyHistogram())
+            self._avoided[datanode] = self._avoided.get(datanode, 0) + 1
+            self._counters["avoided"] += 1
+        if _PROM is not None:
+            _PROM.counters["avoided"].inc()
+            _PROM.avoided.labels(datanode).inc()
+
+    def record_probe(self, datanode: str) -> None:
+        with self._lock:
+            self._probes[datanode] = self._probes.get(datanode, 0) + 1
+            self._counters["probes"] += 1
+        if _PROM is not None:
+            _PROM.counters["probes"].inc()
+
     def overdue_counts(self) -> dict[str, int]:
         """Reads per DataNode that crossed the hedge threshold so far."""
         with self._lock:
             return dict(self._overdue)
-
-    def datanode_p50(self, datanode: str) -> float:
-        hist = self._per_datanode.get(datanode)
-        return hist.percentile(50) if hist else 0.0
 
     def snapshot(self, breaker_trips: int = 0) -> ReadStats:
         with self._lock:
             counters = dict(self._counters)
             hists = dict(self._per_datanode)
             overdue = dict(self._overdue)
+            avoided, probes = dict(self._avoided), dict(self._probes)
         per_dn = {
             dn: {"p50_ms": h.percentile(50) * 1000, "p99_ms": h.percentile(99) * 1000, "cell_reads": h.count,
-                 "overdue": overdue.get(dn, 0)}
+                 "overdue": overdue.get(dn, 0), "avoided": avoided.get(dn, 0), "probes": probes.get(dn, 0)}
             for dn, h in sorted(hists.items(), key=lambda kv: natural_key(kv[0]))
         }
         return ReadStats(counters=counters, breaker_trips=breaker_trips, per_datanode=per_dn)

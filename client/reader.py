@@ -4,15 +4,24 @@ A read of a block group's data range asks each data unit it touches for one cont
 of that unit's internal block (a cell range, or a run of cells over several stripes: a unit's
 cells sit back to back in its block). For each such *unit read*:
 
-    start every unit read                      (read_group_range)
-      -> it fails: rebuild it now              (_read_unit -> _result_or_rebuild -> _rebuild)
-      -> it is overdue (threshold):            (_read_unit)
-           mark its DataNode impaired; if the breaker allows, start a hedge: rebuild the same
-           block range from k other units and race it against the original, which keeps
-           running. The first complete answer wins; the loser is cancelled.   (_race)
-      -> rebuild = gather any k units' ranges  (_gather_k: in-flight reads first, then other
-           data units, then parity, healthiest DataNode first; a hedge reads one spare; a
-           source that is itself overdue or failed brings in the next one) and decode.
+    route it                                   (read_group_range -> _route)
+      -> no live copy, or its DataNode is known slow or silent (the latency model): read
+           around it: rebuild the range from k other units at once, never waiting for it;
+           now and then the DataNode is asked anyway, as a probe of its recovery
+      -> else ask its DataNode                 (_read_unit)
+    it fails: rebuild it now                   (_result_or_rebuild -> _rebuild)
+    it is overdue (threshold: the model's for its size, or a fixed one):
+           if the breaker allows, start a hedge: rebuild the same block range from k other
+           units and race it against the original, which keeps running. The first complete
+           answer wins; the loser is cancelled.                              (_race)
+           Refused (breaker open, budget spent): wait, but go around the DataNode as soon as
+           the model calls it slow (breaker closed) or a black hole (always).  (_wait_or_rescue)
+    rebuild = gather any k units' ranges       (_gather_k: in-flight reads first, then other
+           data units, then parity, best DataNodes first; a hedge reads one spare; a source
+           that is itself overdue brings in the next one, budget permitting) and decode.
+
+Late binding (``read_extra`` N): a read of whole stripes asks k + N units and decodes from the
+first k to answer (EC-Cache), so one straggler among them costs nothing.
 
 Decoding a range that spans stripes is sound: at every block offset the k + m units hold one
 codeword, and bytes past a unit's end are zeros, exactly as the encoder padded them.
@@ -29,14 +38,14 @@ copy on disk and, if that is damaged, has the NameNode repair it.
 import asyncio
 import dataclasses
 import logging
-import time
 from typing import Callable
 
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.transport import Busy, ChecksumMismatch, DataNodeClient, TransferError
 from hedgefs.client.errors import DataUnavailable
+from hedgefs.client.latency import LatencyModel
 from hedgefs.client.metrics import ClientMetrics
+from hedgefs.client.transport import Busy, ChecksumMismatch, DataNodeClient, TransferError
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
 from hedgefs.plumbing import describe
@@ -45,11 +54,13 @@ log = logging.getLogger("hedgefs.client.reader")
 
 # Decoding less than this runs inline on the event loop; more goes to a worker thread.
 _INLINE_DECODE_BYTES = 256 * 1024
-# A DataNode whose read failed this recently is the last choice as a rebuild source.
-_FAILURE_MEMORY_S = 10.0
 # Sources that answered BUSY (--max-streams) are asked again, after a pause, once no other is left.
 _BUSY_RETRIES = 20
 _BUSY_BACKOFF_S = 0.02
+# A read whose hedge was refused looks this often whether its DataNode turned slow or silent.
+_RESCUE_POLL_S = 0.05
+# Spare sources of a rebuild started because a read is late (a hedge): one more straggler is free.
+_HEDGE_SPARE = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +91,10 @@ class _GroupRead:
         loc = self.group.units.get(index)
         return loc is not None and loc.datanode_id in self.avoid
 
+    def datanode(self, index: int) -> str | None:
+        loc = self.group.units.get(index)
+        return loc.datanode_id if loc else None
+
     def held(self, index: int, start: int, end: int) -> int:
         return layout.block_bytes_held(self.policy, self.group.length, index, start, end - start)
 
@@ -91,13 +106,35 @@ class _GroupRead:
 
 class HedgedReader:
     def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics,
+                 model: LatencyModel,
                  report_bad: Callable[[int, int, UnitLocation], None] = lambda group_id, index, loc: None):
         self._datanodes = datanodes
         self._config = config
         self._breaker = breaker
         self._metrics = metrics
+        self._model = model
+        self._adaptive = config.enabled and config.adaptive  # read around what the model says is slow
         self._report_bad = report_bad  # (group id, index, where): a read of the unit failed its checksum
-        self._last_failure: dict[str, float] = {}  # DataNode -> when a read from it last failed
+
+    def _threshold(self, nbytes: int) -> float:
+        if self._config.adaptive:
+            return self._model.threshold(nbytes)
+        return self._config.threshold_ms / 1000.0
+
+    def _route(self, read: _GroupRead, index: int) -> str | None:
+        """Why unit ``index`` is rebuilt from other units instead of asked for (None: ask)."""
+        datanode = read.datanode(index)
+        if datanode is None:
+            return "no live copy"
+        if datanode in read.avoid:
+            return "avoided"
+        if not self._adaptive:
+            return None
+        if self._model.is_black_hole(datanode):
+            return "silent"   # never waited on, breaker or not
+        if self._model.is_slow(datanode) and self._breaker.allows_read_around():
+            return "slow"
+        return None
 
     async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview,
                                avoid: frozenset[str] = frozenset()) -> None:
@@ -108,13 +145,14 @@ class HedgedReader:
         """
         wanted = layout.group_range_to_units(policy, group.length, offset, length)
         read = _GroupRead(policy, group, avoid)
-        # Start every original read before awaiting any, so rebuilds can count them as in flight.
-        for r in wanted:
-            if r.index in group.units and not read.avoided(r.index):
-                self._fetch(read, r.index, r.offset_in_block, r.offset_in_block + r.length)
+        needed = sum(1 for r in wanted if read.held(r.index, r.offset_in_block, r.offset_in_block + r.length))
+        self._metrics.incr("cell_reads_needed", needed)
+        self._breaker.earn(needed)
         try:
-            results = await gather_or_cancel(
-                self._read_unit(read, r.index, r.offset_in_block, r.offset_in_block + r.length) for r in wanted)
+            if self._late_binding(read, wanted):
+                results = await self._read_late_bound(read, wanted)
+            else:
+                results = await self._read_units(read, wanted)
             for r, data in zip(wanted, results):
                 for cell in r.cells:
                     src = cell.offset_in_block - r.offset_in_block
@@ -127,49 +165,131 @@ class HedgedReader:
                     # Every use of the unit reads' buffers (copies above, decodes) is over.
                     self._datanodes.buffers.give(task.result())
 
-    async def _read_unit(self, read: _GroupRead, index: int, start: int, end: int):
-        if index not in read.group.units:
+    async def _read_units(self, read: _GroupRead, wanted) -> list:
+        routes = {r.index: self._route(read, r.index) for r in wanted}
+        probes = set()
+        # Start every read we will wait for before awaiting any, so rebuilds can count them as in flight.
+        for r in wanted:
+            route = routes[r.index]
+            if route in ("slow", "silent") and self._model.probe_due(read.datanode(r.index)):
+                if self._breaker.try_extra(1) != ALLOWED:
+                    self._model.probe_done(read.datanode(r.index))
+                    continue
+                probes.add(r.index)
+            elif route is not None:
+                continue
+            task = self._fetch(read, r.index, r.offset_in_block, r.offset_in_block + r.length)
+            if r.index in probes:
+                datanode = read.datanode(r.index)
+                self._metrics.record_probe(datanode)
+                task.add_done_callback(lambda _t, dn=datanode: self._model.probe_done(dn))
+        return await gather_or_cancel(
+            self._read_unit(read, r.index, r.offset_in_block, r.offset_in_block + r.length, routes[r.index],
+                            r.index in probes)
+            for r in wanted)
+
+    async def _read_unit(self, read: _GroupRead, index: int, start: int, end: int, route: str | None = None,
+                         probe: bool = False):
+        if route == "no live copy":
             self._metrics.incr("decodes_on_failure")
-            return await self._rebuild(read, index, start, end, reason="no live copy")
-        if read.avoided(index):
-            return await self._rebuild(read, index, start, end, reason="avoided")
+            return await self._rebuild(read, index, start, end, reason=route)
+        if route == "avoided":
+            return await self._rebuild(read, index, start, end, reason=route)
+        if route is not None:
+            return await self._read_around(read, index, start, end, route, probe)
         original = self._fetch(read, index, start, end)
-        await asyncio.wait({original}, timeout=self._config.threshold_ms / 1000.0)
+        threshold = self._threshold(end - start)
+        await asyncio.wait({original}, timeout=threshold)
         if original.done():
             return await self._result_or_rebuild(read, index, start, end, original)
-        datanode = read.group.units[index].datanode_id
+        datanode = read.datanode(index)
         self._metrics.record_overdue(datanode)
+        self._model.overdue(datanode, end - start, threshold)
         if not self._config.enabled:
             return await self._result_or_rebuild(read, index, start, end, original)
 
         self._breaker.record_slow(datanode)
-        verdict = self._breaker.try_hedge()
+        verdict = self._breaker.try_hedge(self._rebuild_cost(read, index, start, end, _HEDGE_SPARE))
         if verdict != ALLOWED:
             self._metrics.incr("hedges_refused_breaker" if verdict == REFUSED_BREAKER else "hedges_refused_rate")
-            return await self._result_or_rebuild(read, index, start, end, original)
+            return await self._wait_or_rescue(read, index, start, end, original)
 
         self._metrics.incr("hedges")
-        log.info("hedging %s: no answer after %.0f ms", read.describe(index, start, end), self._config.threshold_ms)
+        log.info("hedging %s: no answer after %.0f ms", read.describe(index, start, end), threshold * 1000)
         hedge = asyncio.ensure_future(self._rebuild(read, index, start, end, reason="hedge"))
         try:
             return await self._race(read, index, start, end, original, hedge)
         finally:
             hedge.cancel()  # if our caller gave up on this read, the hedge goes with it
 
-    async def _race(self, read: _GroupRead, index: int, start: int, end: int, original: asyncio.Task, hedge: asyncio.Future):
-        pending = {original, hedge}
+    async def _read_around(self, read: _GroupRead, index: int, start: int, end: int, why: str, probe: bool):
+        """Rebuild a unit read of a slow or silent DataNode from other units. A probe (a read of
+        that DataNode sent anyway) races the rebuild; if it loses it still runs to its end, alone,
+        so its latency tells whether the DataNode recovered."""
+        datanode = read.datanode(index)
+        self._metrics.record_avoided(datanode)
+        log.debug("reading around %s (%s)", read.describe(index, start, end), why)
+        around = asyncio.ensure_future(self._rebuild(read, index, start, end, reason=why))
+        if not probe:
+            return await around
+        key = (index, start, end)
+        task = read.fetches[key]
+        pending = {task, around}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    if _failed(t):
+                        continue
+                    if t is around and not task.done() and read.fetches.get(key) is task:
+                        del read.fetches[key]   # detached: the group read's end does not cancel it
+                        task.add_done_callback(self._give_back)
+                    return t.result()
+        finally:
+            around.cancel()
+        raise _as_unavailable(read, index, start, end, None if around.cancelled() else around.exception())
+
+    def _give_back(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._datanodes.buffers.give(task.result())
+
+    async def _wait_or_rescue(self, read: _GroupRead, index: int, start: int, end: int, original: asyncio.Task):
+        """The hedge was refused: wait for the original, but no longer once the model calls its
+        DataNode a black hole (whatever the breaker says) or slow (while reading around is
+        allowed); then rebuild it and race the two, as a new read would have gone around."""
+        if not self._adaptive:
+            return await self._result_or_rebuild(read, index, start, end, original)
+        while True:
+            await asyncio.wait({original}, timeout=_RESCUE_POLL_S)
+            if original.done():
+                return await self._result_or_rebuild(read, index, start, end, original)
+            why = self._route(read, index)
+            if why is None:
+                continue
+            self._metrics.record_avoided(read.datanode(index))
+            log.info("reading around %s: its DataNode is %s", read.describe(index, start, end), why)
+            around = asyncio.ensure_future(self._rebuild(read, index, start, end, reason=why))
+            try:
+                return await self._race(read, index, start, end, original, around, wins=None)
+            finally:
+                around.cancel()
+
+    async def _race(self, read: _GroupRead, index: int, start: int, end: int, original: asyncio.Task,
+                    rebuild: asyncio.Future, wins: str | None = "hedge_wins"):
+        pending = {original, rebuild}
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 if _failed(task):
                     continue
-                if task is hedge:
+                if task is rebuild:
                     self._cancel(original)
-                    self._metrics.incr("hedge_wins")
-                    log.info("hedge won for %s", read.describe(index, start, end))
+                    if wins:
+                        self._metrics.incr(wins)
+                        log.info("hedge won for %s", read.describe(index, start, end))
                 return task.result()
         # Both failed: the rebuild's reason (too few units) says more than the original's.
-        raise _as_unavailable(read, index, start, end, None if hedge.cancelled() else hedge.exception())
+        raise _as_unavailable(read, index, start, end, None if rebuild.cancelled() else rebuild.exception())
 
     async def _result_or_rebuild(self, read: _GroupRead, index: int, start: int, end: int, task: asyncio.Task):
         try:
@@ -201,11 +321,19 @@ class HedgedReader:
             return b""
         loc = read.group.units[index]
         self._metrics.incr("cell_reads")
-        began = time.monotonic()
+        token = self._model.started(loc.datanode_id)
         try:
             data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held)
+        except asyncio.CancelledError:
+            # A read cancelled past its threshold (a hedge won) took at least this long.
+            age = self._model.age(token)
+            self._model.abandoned(token, held, overdue=age >= self._threshold(held))
+            raise
         except TransferError as err:
-            self._last_failure[loc.datanode_id] = time.monotonic()
+            if err.status == "DEADLINE_EXCEEDED":
+                self._model.abandoned(token, held, overdue=True)   # our own time limit: no answer
+            else:
+                self._model.failed(token)
             self._metrics.incr("cell_read_errors")
             if isinstance(err, ChecksumMismatch):
                 self._metrics.incr("checksum_failures")
@@ -213,39 +341,71 @@ class HedgedReader:
                             read.describe(index, start, end), err)
                 self._report_bad(read.group.id, index, loc)
             raise
-        # Only completed reads are latencies: a cancelled or failed read says nothing of speed.
-        self._metrics.record_cell_read(loc.datanode_id, time.monotonic() - began)
+        self._metrics.record_cell_read(loc.datanode_id, self._model.finished(token, held))
         return data
+
+    def _rebuild_cost(self, read: _GroupRead, want: int, start: int, end: int, spare: int) -> int:
+        """Unit reads a rebuild would add: k + spare sources, less the reads already in flight."""
+        in_flight = sum(1 for (u, s, e), t in read.fetches.items()
+                        if u != want and (s, e) == (start, end) and not _failed(t))
+        return max(0, read.policy.k + spare - in_flight)
 
     async def _rebuild(self, read: _GroupRead, want: int, start: int, end: int, reason: str):
         """Decode unit `want`'s block range [start, end) from k other units."""
         # A hedge is already late: read one spare source, so one more straggler costs nothing.
-        sources = await self._gather_k(read, want, start, end, spare=1 if reason == "hedge" else 0)
-        from hedgefs.ec.codec import codec_for  # here, not at the top: a healthy read never loads numpy
-
-        codec = codec_for(read.policy)
-        length = end - start
-        if length <= _INLINE_DECODE_BYTES:
-            decoded = codec.decode(sources, [want], length)
-        else:
-            decoded = await asyncio.get_running_loop().run_in_executor(None, codec.decode, sources, [want], length)
+        sources = await self._gather_k(read, want, start, end, spare=_HEDGE_SPARE if reason == "hedge" else 0)
+        decoded = await self._decode(read, sources, [want], end - start)
         log.debug("rebuilt %s from units %s (%s)", read.describe(want, start, end), sorted(sources), reason)
         return decoded[want]
 
-    def _candidates(self, read: _GroupRead, want: int, start: int, end: int) -> list[int]:
-        """Units to rebuild from, best first: all zeros (free), in flight, data, parity; within
-        each, DataNodes without a recent failure first, then by their median latency."""
+    async def _decode(self, read: _GroupRead, sources: dict, wants: list[int], length: int) -> dict:
+        from hedgefs.ec.codec import codec_for  # here, not at the top: a healthy read never loads numpy
+
+        codec = codec_for(read.policy)
+        if length * len(wants) <= _INLINE_DECODE_BYTES:
+            return codec.decode(sources, wants, length)
+        return await asyncio.get_running_loop().run_in_executor(None, codec.decode, sources, wants, length)
+
+    # ---------------------------------------------------------------- late binding
+
+    def _late_binding(self, read: _GroupRead, wanted) -> bool:
+        """Read k + N units and use the first k? Only for whole stripes (every data unit wanted,
+        over the same block range): a smaller read would need k - j + N more unit reads than the
+        j it wants. Not while the breaker is open."""
         k = read.policy.k
-        now = time.monotonic()
+        extra = min(self._config.read_extra, read.policy.m)
+        if not extra or not self._config.enabled or len(wanted) != k:
+            return False
+        if len({(r.offset_in_block, r.length) for r in wanted}) != 1 or not self._breaker.allows_read_around():
+            return False
+        return sum(1 for u in range(read.policy.units) if u in read.group.units and not read.avoided(u)) >= k + 1
+
+    async def _read_late_bound(self, read: _GroupRead, wanted) -> list:
+        start, end = wanted[0].offset_in_block, wanted[0].offset_in_block + wanted[0].length
+        extra = min(self._config.read_extra, read.policy.m)
+        sources = await self._gather_k(read, -1, start, end, spare=extra)
+        missing = [r.index for r in wanted if r.index not in sources]
+        decoded = await self._decode(read, sources, missing, end - start) if missing else {}
+        return [sources[r.index] if r.index in sources else decoded[r.index] for r in wanted]
+
+    # ---------------------------------------------------------------- sources
+
+    def _candidates(self, read: _GroupRead, want: int, start: int, end: int) -> list[int]:
+        """Units to rebuild from, best first: all zeros (free), then (adaptive) away from slow or
+        silent DataNodes, in flight, data, parity; within each, DataNodes without a recent
+        failure first, then the ones the model rates fastest."""
+        k = read.policy.k
+        model = self._model
 
         def rank(u: int):
             free = read.held(u, start, end) == 0
             fetch = read.fetches.get((u, start, end))
             in_flight = fetch is not None and not _failed(fetch)
-            loc = read.group.units.get(u)
-            failed_lately = loc is not None and now - self._last_failure.get(loc.datanode_id, -1e9) < _FAILURE_MEMORY_S
-            latency = self._metrics.datanode_p50(loc.datanode_id) if loc else 0.0
-            return (not free, read.avoided(u), not in_flight, u >= k, failed_lately, latency, u)
+            dn = read.datanode(u)
+            troubled = self._adaptive and dn is not None and (model.is_slow(dn) or model.is_black_hole(dn))
+            failed_lately = dn is not None and model.failed_recently(dn)
+            score = model.score(dn) if dn else 0.0
+            return (not free, read.avoided(u), troubled, not in_flight, u >= k, failed_lately, score, u)
 
         usable = (u for u in range(read.policy.units)
                   if u != want and (u in read.group.units or read.held(u, start, end) == 0))
@@ -272,7 +432,7 @@ class HedgedReader:
 
         for _ in range(k + spare):
             launch_next()
-        threshold = self._config.threshold_ms / 1000.0
+        threshold = self._threshold(end - start)
         busy: list[int] = []   # sources that answered BUSY: asked again when nothing else is left
         retries = 0
         try:
@@ -293,7 +453,11 @@ class HedgedReader:
                         f"of the {k} units needed could be read")
                 done, _ = await asyncio.wait(set(active), timeout=threshold, return_when=asyncio.FIRST_COMPLETED)
                 if not done:
-                    launch_next()  # a source is overdue too: bring in one more
+                    # A source is overdue too: bring in one more, if the budget has one to spare
+                    # (always instead of a black hole: that is not extra, it is a failure).
+                    silent = self._adaptive and any(self._model.is_black_hole(read.datanode(i)) for i in active.values())
+                    if candidates and (silent or self._breaker.try_extra(1) == ALLOWED):
+                        launch_next()
                     continue
                 for task in done:
                     index = active.pop(task)

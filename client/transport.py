@@ -263,6 +263,12 @@ class DataNodeClient:
 
     async def chunk_checksums(self, address: str, group_id: int, index: int) -> "ChunkChecksums":
         """The stored CRC32C of every chunk of one internal block (no data is read)."""
+        try:
+            return await self._chunk_checksums(address, group_id, index)
+        except OSError as e:   # reset by a DataNode that died meanwhile, like a read's
+            raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
+
+    async def _chunk_checksums(self, address: str, group_id: int, index: int) -> "ChunkChecksums":
         async with asyncio.timeout(CHECKSUMS_TIMEOUT_S):
             conn, status, message = await self._request(
                 address, dt.pack_request(dt.OP_CHECKSUMS, group_id, index, 0, 0, self.token))

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from hedgefs.client.config import HedgeConfig
+from hedgefs.client.config import HedgeConfig, parse_threshold
 from hedgefs.client.errors import HedgefsError, UsageError
 from hedgefs.client.fs import FileSystem, namenode_address
 
@@ -35,16 +35,38 @@ def namenode_option(f):
                         help="NameNode address (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")(f)
 
 
+class _Threshold(click.ParamType):
+    name = "auto|MS"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, float):
+            return value
+        try:
+            threshold = parse_threshold(str(value))
+        except ValueError:
+            self.fail(f"{value!r}: expected auto or a number of milliseconds", param, ctx)
+        return "auto" if threshold is None else threshold
+
+
 def hedge_options(f):
-    """The read-side flags: hedge threshold and breaker keys (flags win over HEDGEFS_HEDGE_*)."""
+    """The read-side flags: hedge threshold, breaker keys, budget (flags win over HEDGEFS_HEDGE_*)."""
     opts = [
-        click.option("--stats", is_flag=True, help="Print read counters (hedges, wins, latencies) to stderr."),
+        click.option("--stats", is_flag=True,
+                     help="Print read counters (hedges, wins, reads avoided, latencies per DataNode) to stderr."),
+        click.option("--read-extra", "read_extra", type=click.IntRange(0), metavar="N",
+                     help="Late binding: whole-stripe reads ask k+N units and use the first k [0]."),
+        click.option("--hedge-budget-pct", "budget_pct", type=click.FloatRange(0, 1000), metavar="PCT",
+                     help="Extra unit reads (hedges, probes, extra sources) at most PCT % of the reads "
+                          "needed, plus a small burst (auto threshold only) [5]."),
         click.option("--hedge-max-per-second", "max_per_second", type=int, help="Hard cap on hedges started per second [200]."),
         click.option("--hedge-cooldown-ms", "cooldown_ms", type=float, help="Hedging stays off this long after a trip [30000]."),
         click.option("--hedge-impaired-window-ms", "impaired_window_ms", type=float, help="Window for counting impaired DataNodes [60000]."),
         click.option("--hedge-max-impaired-nodes", "max_impaired_nodes", type=int, help="Impaired DataNodes allowed before the breaker trips [2]."),
         click.option("--no-hedge", "no_hedge", is_flag=True, help="Never hedge; failed reads are still rebuilt."),
-        click.option("--hedge-threshold-ms", "threshold_ms", type=float, help="Hedge a cell read slower than this [250]."),
+        click.option("--hedge-threshold-ms", "threshold_ms", type=_Threshold(),
+                     help="auto: learn it per read size from the DataNodes' latency (1.5 x the healthy p99, "
+                          "10 ms..250 ms for a cell) and read around slow DataNodes; a number: hedge a read "
+                          "slower than that, nothing more (the behaviour before auto) [auto]."),
     ]
     for opt in opts:
         f = opt(f)
@@ -53,7 +75,8 @@ def hedge_options(f):
 
 def hedge_config(kwargs: dict) -> HedgeConfig:
     flags = {key: kwargs.pop(key, None) for key in
-             ("threshold_ms", "max_impaired_nodes", "impaired_window_ms", "cooldown_ms", "max_per_second")}
+             ("threshold_ms", "max_impaired_nodes", "impaired_window_ms", "cooldown_ms", "max_per_second",
+              "budget_pct", "read_extra")}
     if kwargs.pop("no_hedge", False):
         flags["enabled"] = False
     try:
@@ -76,12 +99,13 @@ def print_stats(fs: FileSystem) -> None:
         f"reads={c['reads']} cell_reads={c['cell_reads']} hedges={c['hedges']} hedge_wins={c['hedge_wins']} "
         f"hedges_refused={refused} (breaker={c['hedges_refused_breaker']} rate={c['hedges_refused_rate']}) "
         f"breaker_trips={stats.breaker_trips} decodes_on_failure={c['decodes_on_failure']} "
-        f"checksum_failures={c['checksum_failures']}",
+        f"avoided={c['avoided']} probes={c['probes']} checksum_failures={c['checksum_failures']}",
         err=True,
     )
     for dn, row in stats.per_datanode.items():
         click.echo(f"  {dn:>6}: cell_reads={row['cell_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms "
-                   f"overdue={row['overdue']}", err=True)
+                   f"overdue={row['overdue']} avoided={row['avoided']} probes={row['probes']}"
+                   + (" SLOW" if row.get("slow") else ""), err=True)
 
 
 # ---------------------------------------------------------------------------- groups
