@@ -5,7 +5,12 @@ group: AddBlockGroup gives k+m DataNodes; one unit write stream per unit (the da
 protocol: each cell goes out with ``sendmsg``, straight from the encoder's buffers); stripe n+1
 is read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
 that fails mid-write is dropped; the group carries on while at least ``min_units`` (k) units are
-still being written, and the NameNode repairs the rest.
+still being written, and the NameNode repairs the rest. A DataNode that stops making progress
+(frozen, or far slower than its peers) is dropped too, without waiting out a fixed timeout: once
+k + 1 of the group's streams (and at least ``min_units``) have finished a step (a stripe's cells,
+or the finish), the others have max(0.25 s, 8 x the time those took) to finish it (1 s for the
+finish, which includes an fsync), and the late ones are dropped. With fewer to spare, a step may
+take up to 20 s before the stream is dropped, as before.
 
 A replicated block (REPLICATE-n) is written the same way: a parallel fan-out of the same buffers
 to n DataNodes (the codec's "parity" is the data itself), not HDFS's pipeline through them. Why:
@@ -37,6 +42,10 @@ log = logging.getLogger("hedgefs.client.writer")
 
 # One step of a unit write (a cell, the finish) that takes longer than this means the DataNode is gone.
 WRITE_TIMEOUT_S = 20.0
+# A stream still busy with a step its peers have finished: dropped after max(floor, factor x their time).
+STALL_FACTOR = 8.0
+STALL_FLOOR_S = 0.25
+FINISH_STALL_FLOOR_S = 1.0
 _COMPLETE_ATTEMPTS = 4  # 0.5 + 1 + 2 s of back-off: rides out a NameNode restart
 
 ReadFn = Callable[[int], bytes]
@@ -67,9 +76,9 @@ class _UnitStream:
         if stored != length:
             raise HedgefsError(f"{self.datanode_id} stored {stored} of {length} bytes")
 
-    def fail(self, err: BaseException) -> None:
+    def fail(self, err: BaseException | str) -> None:
         if self.error is None:
-            self.error = _describe(err)
+            self.error = err if isinstance(err, str) else _describe(err)
             # INFO, not WARNING: the put carries on (or fails with one error naming every failed
             # unit); the CLI's stderr is one line per error, and -v shows this.
             log.info("unit %d/%d on %s failed: %s", self.group_id, self.index, self.datanode_id, self.error)
@@ -211,7 +220,7 @@ class StripedWriter:
                 if sending is not None:
                     await sending
                 self._check_enough(streams, policy, group.id, min_units)
-                sending = asyncio.ensure_future(self._send_stripe(streams, cells))
+                sending = asyncio.ensure_future(self._send_stripe(streams, cells, max(policy.k + 1, min_units)))
                 length += len(data)
                 progress(len(data))
                 if len(data) < stripe_bytes:
@@ -222,8 +231,7 @@ class StripedWriter:
                     break
             if sending is not None:
                 await sending
-            lengths = layout.unit_lengths(policy, length)
-            await asyncio.gather(*(self._finish(s, lengths[s.index]) for s in streams if s.alive))
+            await self._finish_all(streams, layout.unit_lengths(policy, length), max(policy.k + 1, min_units))
             self._check_enough(streams, policy, group.id, min_units)
         except BaseException:
             for s in streams:
@@ -232,20 +240,51 @@ class StripedWriter:
         return GroupWritten(length, [s.index for s in streams if s.alive],
                             [s.datanode_id for s in streams if not s.alive], data)
 
-    async def _send_stripe(self, streams: list[_UnitStream], cells: list) -> None:
-        async def send(stream: _UnitStream, cell) -> None:
+    async def _send_stripe(self, streams: list[_UnitStream], cells: list, keep: int) -> None:
+        async def send(stream: _UnitStream) -> None:
             try:
-                await stream.send(cell)
+                await stream.send(cells[stream.index])
             except (TransferError, TimeoutError, HedgefsError) as err:
                 stream.fail(err)
 
-        await asyncio.gather(*(send(s, cells[s.index]) for s in streams if s.alive and len(cells[s.index])))
+        await self._step([s for s in streams if s.alive and len(cells[s.index])], send, keep, STALL_FLOOR_S)
 
-    async def _finish(self, stream: _UnitStream, length: int) -> None:
+    async def _finish_all(self, streams: list[_UnitStream], lengths: list[int], keep: int) -> None:
+        async def finish(stream: _UnitStream) -> None:
+            try:
+                await stream.finish(lengths[stream.index])
+            except (TransferError, TimeoutError, HedgefsError) as err:
+                stream.fail(err)
+
+        await self._step([s for s in streams if s.alive], finish, keep, FINISH_STALL_FLOOR_S)
+
+    @staticmethod
+    async def _step(streams: list[_UnitStream], work, keep: int, floor_s: float) -> None:
+        """Run ``work`` on every stream at once. Once ``keep`` (k + 1, at least min_units) have
+        finished it, the rest get max(floor_s, 8 x that time) more; a stream still busy then is
+        dropped (its DataNode is frozen or far slower than its peers)."""
+        loop = asyncio.get_running_loop()
+        tasks = {asyncio.ensure_future(work(s)): s for s in streams}
+        pending, began, deadline = set(tasks), loop.time(), None
         try:
-            await stream.finish(length)
-        except (TransferError, TimeoutError, HedgefsError) as err:
-            stream.fail(err)
+            while pending:
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                done, pending = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finished = sum(1 for t, s in tasks.items() if t.done() and s.alive)
+                if done:
+                    if deadline is None and pending and finished >= keep:
+                        deadline = began + max(floor_s, STALL_FACTOR * (loop.time() - began))
+                    continue
+                late = loop.time() - began
+                for task in pending:
+                    task.cancel()
+                    tasks[task].fail(f"no progress for {late:.2f} s while {finished} other DataNodes of the "
+                                     f"group finished the same step")
+                await asyncio.wait(pending)
+                return
+        finally:
+            for task in pending:
+                task.cancel()
 
     @staticmethod
     def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int, min_units: int) -> None:
