@@ -1,21 +1,36 @@
-"""Read load generator: N threads doing random positional reads of one file through one client.
+"""Read load generator: random positional reads of one file through one client, open or closed loop.
 
     from hedgefs.bench.read import run_read_bench
-    run = run_read_bench(fs, "/bench/data.bin", threads=8, duration_s=30)
+    run = run_read_bench(fs, "/bench/data.bin", rate=400, duration_s=30)         # open loop
+    run = run_read_bench(fs, "/bench/data.bin", threads=8, duration_s=30)        # closed loop
+    run = run_read_bench(fs, "/bench/data.bin", rate=20, fanout=20, duration_s=30)  # pages of 20
     run.summary()      # the one-line JSON dict of `hedgefs bench read --json`
     run.to_dict()      # summary + counters, percentile curve, time series, events (for plots)
 
-Every reader thread loops: pick an offset at random (seeded per thread), `pread` `read_size`
-bytes, record the latency. Offsets are multiples of `read_size`, so with the default 64 KiB reads
-and 1 MiB cells every read lies inside one cell: one cell read, one DataNode.
+**Open loop** (``rate``, what the suite uses; as wrk2 does): reads start on a Poisson schedule
+of ``rate`` per second whether or not earlier ones have finished, and a read's latency counts
+from its *scheduled* start. A read stuck behind a slow one is therefore measured with the wait,
+and so is any lag of the load generator itself. (A closed loop, where each of N threads starts
+its next read when its last one returns, stops issuing reads exactly when the system stalls, and
+its percentiles hide the stall: coordinated omission.) Reads are issued without a thread each
+(``FileReader.submit``), so thousands can be outstanding.
 
-Memory stays fixed however many reads are made: the latencies go into a LatencyHistogram
-(HDR-style log buckets), and the time series keeps, per 100 ms of run time (by the read's start
-time), only a count and a small histogram (for p50 / p99 / max of that bucket).
+**Fan-out** (``fanout`` N): each scheduled event is a *page* of N random reads issued together,
+and the page's latency is its slowest read's (the HBase guide's 20-row page: 1 - 0.99^20 = 18 %
+of pages see some read's p99). Percentiles are then page percentiles; counts are of reads.
 
-Bench-only instrumentation: the client's circuit breaker object is wrapped (its `record_slow`
-and `try_hedge`, on this FileSystem's instance only) to time-stamp hedges, refusals, impaired
-DataNodes and breaker trips. Nothing in the client's behaviour changes.
+Offsets are random multiples of ``read_size`` (seeded), so with the default 64 KiB reads and
+1 MiB cells every read lies inside one cell: one unit read, one DataNode.
+
+Memory stays fixed however many reads are made: latencies go into a LatencyHistogram (HDR-style
+log buckets), and the time series keeps, per 100 ms of run time (by scheduled start), a count
+and a small histogram. Every 100 ms a sampler also notes the client's unit reads, the ones the
+reads needed, the breaker and the DataNodes the latency model calls slow, so extra reads can be
+checked over every one-second window.
+
+Bench-only instrumentation: the client's breaker object is wrapped (``record_slow``,
+``try_hedge``, ``try_extra``, on this FileSystem's instance only) to time-stamp hedges, refusals
+and trips. Nothing in the client's behaviour changes.
 """
 
 from __future__ import annotations
@@ -37,6 +52,10 @@ from hedgefs.ec.policy import parse_policy
 DEFAULT_READ_SIZE = 64 * 1024
 DEFAULT_THREADS = 8
 BUCKET_S = 0.1
+# Open loop: reads outstanding at most (then the generator waits, and the run says it saturated).
+MAX_OUTSTANDING = 20_000
+# Reads still running this long after the run's end are cancelled and counted as errors.
+DRAIN_S = 120.0
 
 # Percentiles sampled for the percentile-curve plot (HDR style: 0 .. 99.999).
 CURVE_PERCENTILES = (0, 10, 25, 50, 75, 90, 95, 97, 98, 99, 99.3, 99.5, 99.7, 99.8, 99.9, 99.93, 99.95,
@@ -44,7 +63,7 @@ CURVE_PERCENTILES = (0, 10, 25, 50, 75, 90, 95, 97, 98, 99, 99.3, 99.5, 99.7, 99
 
 SUMMARY_KEYS = ("reads", "reads_per_s", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "hedges",
                 "hedge_wins", "hedges_refused", "breaker_trips", "decodes", "extra_cell_reads_pct",
-                "per_datanode")
+                "max_extra_pct_1s", "avoided", "probes", "load", "per_datanode")
 
 
 @dataclass
@@ -65,7 +84,7 @@ class _Bucket:
 
 
 class TimeSeries:
-    """Per-bucket (default 100 ms) latency summaries, keyed by the read's start time."""
+    """Per-bucket (default 100 ms) latency summaries, keyed by the read's (scheduled) start time."""
 
     def __init__(self, bucket_s: float = BUCKET_S):
         self.bucket_s = bucket_s
@@ -89,36 +108,43 @@ class TimeSeries:
                  "max_ms": _ms(b.hist.max_s)} for i, b in items]
 
 
-class BreakerProbe:
-    """Time-stamps what the client's breaker decides, by wrapping one breaker instance."""
+class ClientProbe:
+    """Time-stamps what the client's breaker decides (by wrapping one breaker instance) and
+    samples, every bucket, its unit reads, the reads' needs, the breaker and the model."""
 
-    def __init__(self, breaker, t0: float, bucket_s: float = BUCKET_S):
-        self._breaker = breaker
+    def __init__(self, fs, t0: float, bucket_s: float = BUCKET_S):
+        self._fs = fs
+        self._breaker = breaker = fs.breaker
         self._t0 = t0
         self.bucket_s = bucket_s
         self._lock = threading.Lock()
-        self.first_slow: dict[str, float] = {}  # DataNode -> first time one of its reads crossed the threshold
+        self.first_slow: dict[str, float] = {}  # DataNode -> first time it was impaired (slow)
+        self.slow_spans: dict[str, list[list[float]]] = {}  # DataNode -> [start, end] while the model called it slow
         self.trips: list[dict] = []  # {"t", "impaired": [...]}
         self._per_bucket: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # hedges, refused breaker, refused rate
         self._window: collections.deque[float] = collections.deque()
         self.max_hedges_in_1s = 0
         self.open_samples: list[tuple[float, bool]] = []
+        self.samples: list[tuple[float, int, int]] = []  # (t, unit reads so far, unit reads needed so far)
+        self._slow_now: set[str] = set()
         orig_slow, orig_try = breaker.record_slow, breaker.try_hedge
 
-        def record_slow(datanode: str) -> None:
+        def record_slow(datanode: str) -> None:  # fixed threshold: impaired = crossed it
             before = breaker.trips
             orig_slow(datanode)
             now = time.monotonic() - self._t0
             with self._lock:
                 self.first_slow.setdefault(datanode, now)
                 if breaker.trips != before:
-                    self.trips.append({"t": round(now, 4), "after_slow_on": datanode,
-                                       "impaired": list(getattr(breaker, "_tripped_by", []))})
+                    self._trip(now, datanode)
 
-        def try_hedge() -> str:
-            verdict = orig_try()
+        def try_hedge(cost: int = 1) -> str:
+            before = breaker.trips
+            verdict = orig_try(cost)
             now = time.monotonic() - self._t0
             with self._lock:
+                if breaker.trips != before:
+                    self._trip(now, None)
                 slot = self._per_bucket[int(now / self.bucket_s)]
                 if verdict == ALLOWED:
                     slot[0] += 1
@@ -135,26 +161,65 @@ class BreakerProbe:
         breaker.record_slow = record_slow
         breaker.try_hedge = try_hedge
 
-    def sample_open(self) -> None:
-        self.open_samples.append((round(time.monotonic() - self._t0, 3), bool(self._breaker.is_open)))
+    def _trip(self, now: float, after: str | None) -> None:
+        self.trips.append({"t": round(now, 4), "after_slow_on": after,
+                           "impaired": list(getattr(self._breaker, "_tripped_by", []))})
+
+    def sample(self) -> None:
+        now = round(time.monotonic() - self._t0, 3)
+        trips = self._breaker.trips
+        self.open_samples.append((now, bool(self._breaker.is_open)))
+        slow = set(self._fs.model.slow_datanodes())
+        with self._lock:
+            if trips > len(self.trips):   # a trip inside the breaker's own refresh (adaptive)
+                self._trip(now, None)
+            # The client's own count of what its reads needed: both counted as unit reads start.
+            self.samples.append((now, self._fs.metrics.counter("cell_reads"), self._fs.metrics.counter("cell_reads_needed")))
+            for dn in slow - self._slow_now:
+                self.first_slow.setdefault(dn, now)
+                self.slow_spans.setdefault(dn, []).append([now, now])
+            for dn in slow:
+                self.slow_spans[dn][-1][1] = now
+            self._slow_now = slow
+
+    def max_extra_pct_1s(self) -> float | None:
+        """The largest share of extra unit reads (over the reads' needs) in any 1 s window
+        (between samples at least 1 s apart, as close to 1 s as the samples allow)."""
+        samples = self.samples
+        worst, j = None, 0
+        for i in range(len(samples)):
+            while j + 1 < i and samples[i][0] - samples[j + 1][0] >= 1.0:
+                j += 1
+            if samples[i][0] - samples[j][0] < 1.0:
+                continue
+            needed = samples[i][2] - samples[j][2]
+            if needed > 0:
+                pct = 100.0 * ((samples[i][1] - samples[j][1]) - needed) / needed
+                worst = pct if worst is None else max(worst, pct)
+        return None if worst is None else round(worst, 2)
 
     def to_dict(self) -> dict:
         with self._lock:
             buckets = sorted(self._per_bucket.items())
         return {
             "first_slow_s": {dn: round(t, 4) for dn, t in sorted(self.first_slow.items(), key=lambda kv: kv[1])},
+            "slow_spans": self.slow_spans,
             "trips": self.trips,
             "max_hedges_in_any_1s": self.max_hedges_in_1s,
+            "max_extra_pct_1s": self.max_extra_pct_1s(),
             "hedge_series": [{"t": round(i * self.bucket_s, 3), "hedges": h, "refused_breaker": rb, "refused_rate": rr}
                              for i, (h, rb, rr) in buckets],
             # Breaker state sampled every bucket: only the changes are kept.
             "breaker_open": _changes(self.open_samples),
+            "unit_reads": [{"t": t, "sent": sent, "needed": needed} for t, sent, needed in self.samples],
         }
 
 
 @dataclass
 class BenchRun:
     threads: int
+    rate: float | None
+    fanout: int
     read_size: int
     seed: int
     path: str
@@ -162,19 +227,20 @@ class BenchRun:
     policy: str
     hedge: dict
     wall_s: float
-    reads: int
+    reads: int      # pages (reads, with fanout 1) completed
     errors: int
     error_samples: list[str]
     expected_cell_reads: int
     hist: LatencyHistogram
     series: TimeSeries
     stats: object  # client ReadStats at the end
-    probe: BreakerProbe
+    probe: ClientProbe
+    saturated: bool = False
     events: list[dict] = field(default_factory=list)
     host: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
-        """Exactly the keys of `hedgefs bench read --json` (issue 5)."""
+        """The keys of `hedgefs bench read --json`."""
         c = self.stats.counters
         extra = 0.0
         if self.expected_cell_reads:
@@ -194,18 +260,25 @@ class BenchRun:
             # Cells rebuilt because their read failed (dead DataNode, error, bad checksum); a
             # hedge's rebuild is counted in "hedges".
             "decodes": c["decodes_on_failure"],
-            # Cell reads beyond the ones the reads themselves needed: hedges and rebuilds.
+            # Unit reads beyond the ones the reads themselves needed: hedges, reading around,
+            # probes, rebuilds, late binding.
             "extra_cell_reads_pct": round(extra, 4),
+            "max_extra_pct_1s": self.probe.max_extra_pct_1s(),
+            "avoided": c["avoided"],
+            "probes": c["probes"],
+            "load": {"mode": "open" if self.rate else "closed", "rate": self.rate, "threads": self.threads,
+                     "fanout": self.fanout, "saturated": self.saturated},
             "per_datanode": {dn: {"p50_ms": round(row["p50_ms"], 2), "p99_ms": round(row["p99_ms"], 2),
-                                  "cell_reads": row["cell_reads"]}
+                                  "cell_reads": row["cell_reads"], "avoided": row["avoided"], "probes": row["probes"]}
                              for dn, row in self.stats.per_datanode.items()},
         }
 
     def to_dict(self) -> dict:
         return {
             "summary": self.summary(),
-            "config": {"threads": self.threads, "read_size": self.read_size, "seed": self.seed, "path": self.path,
-                       "file_length": self.file_length, "policy": self.policy, "hedge": self.hedge},
+            "config": {"threads": self.threads, "rate": self.rate, "fanout": self.fanout, "read_size": self.read_size,
+                       "seed": self.seed, "path": self.path, "file_length": self.file_length, "policy": self.policy,
+                       "hedge": self.hedge},
             "wall_s": round(self.wall_s, 3),
             "errors": self.errors,
             "error_samples": self.error_samples,
@@ -237,18 +310,78 @@ class BenchRun:
         }
 
 
+class _Tally:
+    """What every page and read did, from whichever thread finishes it."""
+
+    def __init__(self, t0: float, hist: LatencyHistogram, series: TimeSeries):
+        self.t0, self.hist, self.series = t0, hist, series
+        self.lock = threading.Condition()
+        self.reads = self.errors = self.cells = self.outstanding = 0
+        self.error_samples: list[str] = []
+        self.last_done = t0
+
+    def page_done(self, scheduled: float, cells: int, error: BaseException | None) -> None:
+        done = time.monotonic()
+        if error is None:
+            self.hist.record(done - scheduled)
+            self.series.record(scheduled - self.t0, done - scheduled)
+        with self.lock:
+            if error is None:
+                self.reads += 1
+                self.cells += cells
+                self.last_done = max(self.last_done, done)
+            else:
+                self.errors += 1
+                if len(self.error_samples) < 5:
+                    self.error_samples.append(f"{type(error).__name__}: {error}")
+
+    def started(self, n: int) -> None:
+        with self.lock:
+            self.outstanding += n
+
+    def ended(self, n: int) -> None:
+        with self.lock:
+            self.outstanding -= n
+            self.lock.notify_all()
+
+
+class _Page:
+    """N reads issued together; done when the last one is (its latency is the page's)."""
+
+    def __init__(self, tally: _Tally, scheduled: float, cells: int, n: int):
+        self.tally, self.scheduled, self.cells, self.left = tally, scheduled, cells, n
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def read_done(self, future) -> None:
+        error = None
+        if future.cancelled():
+            error = RuntimeError("cancelled at the end of the run")
+        elif future.exception() is not None:
+            error = future.exception()
+        with self._lock:
+            self.left -= 1
+            self.error = self.error or error
+            last = self.left == 0
+        self.tally.ended(1)
+        if last:
+            self.tally.page_done(self.scheduled, self.cells, self.error)
+
+
 def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s: float | None = None,
                    reads: int | None = None, read_size: int = DEFAULT_READ_SIZE, seed: int = 0,
-                   timeline: Iterable[TimelineEvent] = (), bucket_s: float = BUCKET_S) -> BenchRun:
-    """Run the load; stop after `duration_s` seconds or `reads` reads (reads in flight finish).
+                   timeline: Iterable[TimelineEvent] = (), bucket_s: float = BUCKET_S,
+                   rate: float | None = None, fanout: int = 1) -> BenchRun:
+    """Run the load; stop after `duration_s` seconds or `reads` pages (reads in flight finish).
 
-    `timeline` actions run on a helper thread at their time into the run; what they did and when
-    is in `BenchRun.events`.
+    ``rate`` (pages per second): open loop; else ``threads`` closed-loop readers. `timeline`
+    actions run on a helper thread at their time into the run; what they did and when is in
+    `BenchRun.events`.
     """
     if (duration_s is None) == (reads is None):
         raise ValueError("give exactly one of duration_s and reads")
-    if threads < 1 or read_size < 1:
-        raise ValueError("threads and read_size must be >= 1")
+    if threads < 1 or read_size < 1 or fanout < 1 or (rate is not None and rate <= 0):
+        raise ValueError("threads, read_size and fanout must be >= 1, and a rate > 0")
     f = fs.open(path)
     status = f.status
     policy = parse_policy(status.policy)
@@ -256,42 +389,58 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
 
     hist = LatencyHistogram()
     series = TimeSeries(bucket_s)
-    lock = threading.Lock()
-    counts = {"reads": 0, "errors": 0, "cells": 0}
-    error_samples: list[str] = []
     ticket = itertools.count()
     stop = threading.Event()
     t0 = time.monotonic()
-    probe = BreakerProbe(fs.breaker, t0, bucket_s)
+    tally = _Tally(t0, hist, series)
+    probe = ClientProbe(fs, t0, bucket_s)
     deadline = t0 + duration_s if duration_s is not None else None
-    last_done = [t0]
+    saturated = [False]
 
-    def reader(index: int) -> None:
+    def more(now: float) -> bool:
+        if deadline is not None:
+            return now < deadline
+        return next(ticket) < reads
+
+    def page_offsets(rng: random.Random) -> tuple[list[int], int]:
+        offsets = [rng.randrange(slots) * read_size for _ in range(fanout)]
+        cells = sum(_cells_touched(status, policy, o, read_size) for o in offsets)
+        return offsets, cells
+
+    def issue(offsets: list[int], cells: int, scheduled: float) -> list:
+        page = _Page(tally, scheduled, cells, len(offsets))
+        tally.started(len(offsets))
+        futures = []
+        for offset in offsets:
+            future = f.submit(offset, read_size)
+            future.add_done_callback(page.read_done)
+            futures.append(future)
+        return futures
+
+    def closed_reader(index: int) -> None:
         rng = random.Random(seed * 1_000_003 + index)
-        while not stop.is_set():
-            if deadline is not None:
-                if time.monotonic() >= deadline:
-                    return
-            elif next(ticket) >= reads:
+        while not stop.is_set() and more(time.monotonic()):
+            offsets, cells = page_offsets(rng)
+            for future in issue(offsets, cells, time.monotonic()):
+                try:
+                    future.result()
+                except Exception:  # noqa: BLE001 - counted by the page
+                    pass
+
+    def open_dispatcher() -> None:
+        rng = random.Random(seed)
+        scheduled = t0 + rng.expovariate(rate)
+        while more(scheduled) and not stop.is_set():
+            delay = scheduled - time.monotonic()
+            if delay > 0 and stop.wait(delay):
                 return
-            offset = rng.randrange(slots) * read_size
-            cells = _cells_touched(status, policy, offset, read_size)
-            began = time.monotonic()
-            try:
-                f.pread(offset, read_size)
-            except Exception as err:  # noqa: BLE001 - a failed read is counted and reported, not fatal
-                with lock:
-                    counts["errors"] += 1
-                    if len(error_samples) < 5:
-                        error_samples.append(f"{type(err).__name__}: {err}")
-                continue
-            done = time.monotonic()
-            hist.record(done - began)
-            series.record(began - t0, done - began)
-            with lock:
-                counts["reads"] += 1
-                counts["cells"] += cells
-                last_done[0] = max(last_done[0], done)
+            with tally.lock:
+                while tally.outstanding >= MAX_OUTSTANDING and not stop.is_set():
+                    saturated[0] = True
+                    tally.lock.wait(0.1)
+            offsets, cells = page_offsets(rng)
+            issue(offsets, cells, scheduled)   # latency counts from `scheduled`, however late this is
+            scheduled += rng.expovariate(rate)
 
     events: list[dict] = []
 
@@ -324,10 +473,14 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
 
     def sampler() -> None:
         while not stop.wait(bucket_s):
-            probe.sample_open()
+            probe.sample()
             loop_lag_sample()
 
-    workers = [threading.Thread(target=reader, args=(i,), name=f"bench-reader-{i}", daemon=True) for i in range(threads)]
+    if rate is None:
+        workers = [threading.Thread(target=closed_reader, args=(i,), name=f"bench-reader-{i}", daemon=True)
+                   for i in range(threads)]
+    else:
+        workers = [threading.Thread(target=open_dispatcher, name="bench-dispatcher", daemon=True)]
     helpers = [threading.Thread(target=scheduler, name="bench-timeline", daemon=True),
                threading.Thread(target=sampler, name="bench-sampler", daemon=True)]
     cpu0, load0 = time.process_time(), os.getloadavg()
@@ -337,17 +490,33 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
         for t in workers:
             while t.is_alive():
                 t.join(0.2)
+        with tally.lock:   # the open loop's last reads
+            tally.lock.wait_for(lambda: tally.outstanding == 0, timeout=DRAIN_S)
     finally:
         stop.set()
         for t in helpers:
             t.join(10)
-    wall = last_done[0] - t0
+    probe.sample()
+    wall = tally.last_done - t0
     host = {"client_cpu_s": round(time.process_time() - cpu0, 2), "loadavg_start": [round(x, 2) for x in load0],
             "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loop_lag": lags}
-    return BenchRun(threads=threads, read_size=read_size, seed=seed, path=path, file_length=f.length,
-                    policy=status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall, reads=counts["reads"],
-                    errors=counts["errors"], error_samples=error_samples, expected_cell_reads=counts["cells"],
-                    hist=hist, series=series, stats=fs.stats(), probe=probe, events=events, host=host)
+    return BenchRun(threads=threads, rate=rate, fanout=fanout, read_size=read_size, seed=seed, path=path,
+                    file_length=f.length, policy=status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
+                    reads=tally.reads, errors=tally.errors, error_samples=tally.error_samples,
+                    expected_cell_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
+                    saturated=saturated[0], events=events, host=host)
+
+
+def measure_capacity(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s: float = 5.0,
+                     read_size: int = DEFAULT_READ_SIZE, fanout: int = 1, seed: int = 1) -> float:
+    """Pages per second ``threads`` closed-loop readers sustain: the healthy capacity that
+    ``--rate auto`` halves."""
+    run = run_read_bench(fs, path, threads=threads, duration_s=duration_s, read_size=read_size, fanout=fanout,
+                         seed=seed)
+    if run.errors or not run.reads:
+        raise RuntimeError(f"measuring capacity: {run.errors} of {run.errors + run.reads} reads failed"
+                           + (f"; first: {run.error_samples[0]}" if run.error_samples else ""))
+    return run.reads / run.wall_s
 
 
 def _cells_touched(status, policy, offset: int, length: int) -> int:
@@ -384,13 +553,20 @@ def _ms(seconds: float) -> float:
 def format_summary(summary: dict) -> str:
     """A few human lines for `hedgefs bench read` without --json."""
     s = summary
+    load = s["load"]
+    what = "pages" if load["fanout"] > 1 else "reads"
+    how = (f"open loop at {load['rate']:.1f}/s" if load["mode"] == "open" else f"closed loop, {load['threads']} threads") \
+        + (f", pages of {load['fanout']} reads" if load["fanout"] > 1 else "") \
+        + (" (SATURATED: the generator had to wait)" if load["saturated"] else "")
     lines = [
-        f"reads {s['reads']}  ({s['reads_per_s']:.1f}/s)",
+        f"{what} {s['reads']}  ({s['reads_per_s']:.1f}/s; {how})",
         f"latency ms: p50 {s['p50_ms']:.1f}  p90 {s['p90_ms']:.1f}  p99 {s['p99_ms']:.1f}  "
         f"p99.9 {s['p999_ms']:.1f}  max {s['max_ms']:.1f}",
-        f"hedges {s['hedges']} (wins {s['hedge_wins']}, refused {s['hedges_refused']}), breaker trips "
-        f"{s['breaker_trips']}, decodes on failure {s['decodes']}, extra cell reads {s['extra_cell_reads_pct']:.3f} %",
+        f"hedges {s['hedges']} (wins {s['hedge_wins']}, refused {s['hedges_refused']}), reads avoided {s['avoided']}, "
+        f"probes {s['probes']}, breaker trips {s['breaker_trips']}, decodes on failure {s['decodes']}, "
+        f"extra cell reads {s['extra_cell_reads_pct']:.3f} % (worst second {s['max_extra_pct_1s']} %)",
     ]
     for dn, row in s["per_datanode"].items():
-        lines.append(f"  {dn:>6}: cell_reads {row['cell_reads']:<7} p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms")
+        lines.append(f"  {dn:>6}: cell_reads {row['cell_reads']:<7} p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms"
+                     f"  avoided {row['avoided']}")
     return "\n".join(lines)

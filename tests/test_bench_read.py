@@ -1,15 +1,16 @@
-"""`hedgefs bench read`: the one-line JSON of issue 5, and no hedging in a healthy cluster.
+"""`hedgefs bench read`: the one-line JSON, open and closed loop, pages, and no hedging in a healthy cluster.
 
 Speed targets live in the benchmark suite (bench/scenarios.py), not here: these only check the
 shape and sanity of what the load generator reports.
 """
 
 import json
+import time
 
 import pytest
 
 from conftest import CELL, GROUP, pattern, run_cli
-from hedgefs.bench.read import SUMMARY_KEYS, run_read_bench
+from hedgefs.bench.read import SUMMARY_KEYS, TimelineEvent, run_read_bench
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 
@@ -47,11 +48,36 @@ def test_bench_read_json_line(cluster, bench_file):
     per_dn = doc["per_datanode"]
     assert per_dn and all(name.startswith("dn") for name in per_dn)
     for row in per_dn.values():
-        assert set(row) == {"p50_ms", "p99_ms", "cell_reads"}
+        assert set(row) == {"p50_ms", "p99_ms", "cell_reads", "avoided", "probes"}
         assert row["cell_reads"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
     assert sum(row["cell_reads"] for row in per_dn.values()) >= 50
+    assert doc["load"] == {"mode": "closed", "rate": None, "threads": 4, "fanout": 1, "saturated": False}
 
 
+def test_bench_read_open_loop_pages(cluster, bench_file):
+    """--rate: reads start on a schedule, not when earlier ones end; --fanout: pages of N reads,
+    each counted in the unit reads needed."""
+    result = run_cli("bench", "read", bench_file, "--rate", "40", "--fanout", "5", "--reads", "30", "--json",
+                     "--hedge-threshold-ms", "60000", namenode=cluster.namenode)
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["reads"] == 30 and doc["load"]["mode"] == "open" and doc["load"]["fanout"] == 5
+    assert sum(row["cell_reads"] for row in doc["per_datanode"].values()) == 150   # 30 pages x 5 one-cell reads
+    assert doc["extra_cell_reads_pct"] == 0 and doc["hedges"] == 0
+    bad = run_cli("bench", "read", bench_file, "--rate", "fast", namenode=cluster.namenode)
+    assert bad.code == 2 and "--rate" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_open_loop_counts_latency_from_the_scheduled_start(cluster, bench_file):
+    """The client's event loop is blocked for 0.5 s early in a 1 s open-loop run of 400 reads a
+    second. In a closed loop that stall is one slow read per thread; here every read scheduled
+    during it carries its wait, so at least a quarter of them take 100 ms or more."""
+    with FileSystem(cluster.namenode, hedge=HedgeConfig(threshold_ms=60_000)) as fs:
+        stall = TimelineEvent(0.05, "stall", lambda: fs.call_soon(lambda: time.sleep(0.5)))
+        run = run_read_bench(fs, bench_file, rate=400, reads=400, seed=2, timeline=[stall])
+    s = run.summary()
+    assert run.errors == 0 and s["reads"] == 400
+    assert run.hist.percentile(75) >= 0.1 and s["max_ms"] >= 400, s
 def test_bench_read_duration_or_reads(cluster, bench_file):
     result = run_cli("bench", "read", bench_file, "--reads", "5", "--duration", "1", namenode=cluster.namenode)
     assert result.code == 2
