@@ -1,10 +1,12 @@
 """PNG plots of tail-latency results, drawn from the result dicts (the JSON files) alone.
 
-    python -m hedgefs.bench.plots bench/results/2025-01-01-*.json   # redraw from saved results
+    python -m hedgefs.bench.plots bench/results/<date>-adaptive.json   # redraw from saved results
 
-Per scenario: the latency percentile curve (HDR style, log scales, hedging off vs on), the latency
-over time (slowest read and median per 100 ms, fault start / end marked, breaker-open spans
-shaded), and for the broad-slowdown scenario the hedges started per second against the cap.
+For the suite (``suite_plots``): the p99.9 ratio to healthy per scenario (adaptive vs static);
+per fault scenario, the latency percentile curves (HDR style) and the latency over time (slowest
+read and median per 100 ms, fault and breaker marked, the DataNodes the model called slow); for
+the broad slowdown, extra unit reads per second as a share of the reads' own. ``run_plot`` draws
+one `hedgefs bench read --plot` run.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import math
 import pathlib
 import sys
 
-COLORS = {"off": "#c0392b", "on": "#1f5fa8", "on_cap": "#2e8b57"}
-LABELS = {"off": "hedging off", "on": "hedging on", "on_cap": "hedging on, low cap, no node limit"}
+COLORS = {"adaptive": "#1f5fa8", "static": "#e67e22", "off": "#c0392b"}
 
 
 def _plt():
@@ -34,34 +35,32 @@ def _nines(p: float) -> float:
     return -math.log10(max(1e-6, 1.0 - p / 100.0))
 
 
-def _label(mode: str, run: dict) -> str:
-    if mode == "on_cap":
-        return f"hedging on, cap {run['config']['hedge']['max_per_second']}/s, no node limit"
-    return LABELS.get(mode, mode)
+def _label(run: dict) -> str:
+    mode = run.get("mode") or ("adaptive" if run["config"]["hedge"].get("threshold_ms") is None else "static")
+    if not run["config"]["hedge"]["enabled"]:
+        mode = "off"
+    extra = run.get("read_extra") or run["config"]["hedge"].get("read_extra", 0)
+    return mode + (f", read-extra {extra}" if extra else "")
 
 
-def percentile_plot(runs: dict, path: pathlib.Path, title: str, threshold_ms: float | None = None) -> pathlib.Path:
+def _color(run: dict, i: int = 0) -> str:
+    return COLORS.get(run.get("mode", ""), ["#2e8b57", "#8e44ad", "#555555"][i % 3])
+
+
+def percentile_plot(runs: list[dict], path: pathlib.Path, title: str) -> pathlib.Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    top = 0.0
-    for mode, run in runs.items():
+    for i, run in enumerate(runs):
         points = [pt for pt in run["percentile_curve"] if pt["p"] < 100 and pt["ms"] > 0]
         xs = [_nines(pt["p"]) for pt in points]
-        ys = [pt["ms"] for pt in points]
-        ax.plot(xs, ys, marker=".", color=COLORS.get(mode), label=_label(mode, run))
-        smax = run["summary"]["max_ms"]
-        ax.plot([xs[-1] + 0.35], [smax], marker="v", color=COLORS.get(mode), linestyle="none")
-        top = max(top, smax)
-    if threshold_ms:
-        ax.axhline(threshold_ms, color="gray", linestyle="--", linewidth=1)
-        ax.text(0.02, threshold_ms * 1.06, f"hedge threshold {threshold_ms:g} ms", color="gray", fontsize=8,
-                transform=ax.get_yaxis_transform())
+        ax.plot(xs, [pt["ms"] for pt in points], marker=".", color=_color(run, i), label=_label(run))
+        ax.plot([xs[-1] + 0.35], [run["summary"]["max_ms"]], marker="v", color=_color(run, i), linestyle="none")
     ticks = [0, 50, 90, 99, 99.9, 99.99, 99.999]
     ax.set_xticks([_nines(p) for p in ticks] + [5.35])
     ax.set_xticklabels([f"{p:g}" for p in ticks] + ["max"])
     ax.set_yscale("log")
     ax.set_xlabel("percentile")
-    ax.set_ylabel("read latency (ms, log)")
+    ax.set_ylabel("latency from scheduled start (ms, log)")
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
@@ -71,8 +70,11 @@ def percentile_plot(runs: dict, path: pathlib.Path, title: str, threshold_ms: fl
     return path
 
 
+def _end(run: dict) -> float:
+    return run["series"][-1]["t"] + run["series_bucket_s"] if run["series"] else 0.0
+
+
 def _fault_spans(run: dict) -> list[tuple[float, float]]:
-    end_t = run["series"][-1]["t"] + run["series_bucket_s"] if run["series"] else 0.0
     spans, open_at = [], None
     for ev in run["events"]:
         if ev["kind"] == "fault-start":
@@ -81,22 +83,20 @@ def _fault_spans(run: dict) -> list[tuple[float, float]]:
             spans.append((open_at, ev["t"]))
             open_at = None
     if open_at is not None:
-        spans.append((open_at, end_t))
+        spans.append((open_at, _end(run)))
     return spans
 
 
 def _breaker_spans(run: dict) -> list[tuple[float, float]]:
-    changes = run.get("breaker", {}).get("breaker_open", [])
-    end_t = run["series"][-1]["t"] + run["series_bucket_s"] if run["series"] else 0.0
     spans, opened = [], None
-    for ch in changes:
+    for ch in run.get("breaker", {}).get("breaker_open", []):
         if ch["open"] and opened is None:
             opened = ch["t"]
         elif not ch["open"] and opened is not None:
             spans.append((opened, ch["t"]))
             opened = None
     if opened is not None:
-        spans.append((opened, end_t))
+        spans.append((opened, _end(run)))
     return spans
 
 
@@ -117,41 +117,45 @@ def _gapped(run: dict) -> tuple[list, list, list]:
     return ts, maxes, medians
 
 
-def timeline_plot(runs: dict, path: pathlib.Path, title: str, threshold_ms: float | None = None) -> pathlib.Path:
+def _timeline_axes(ax, run: dict, i: int = 0) -> None:
+    ts, maxes, medians = _gapped(run)
+    ax.plot(ts, maxes, color=_color(run, i), linewidth=1, marker=".", markersize=2.5, label="slowest read / 100 ms")
+    ax.plot(ts, medians, color="black", linewidth=0.6, alpha=0.6, label="median / 100 ms")
+    lag = [(t, ms) for t, ms in run.get("host", {}).get("loop_lag", []) if ms > 0]
+    if lag:
+        ax.plot([t for t, _ in lag], [ms for _, ms in lag], color="purple", linewidth=0.6, alpha=0.6,
+                label="client event-loop lag")
+    for k, (a, b) in enumerate(_fault_spans(run)):
+        ax.axvspan(a, b, color="orange", alpha=0.15, label="fault" if k == 0 else None)
+    for k, (a, b) in enumerate(_breaker_spans(run)):
+        ax.axvspan(a, b, ymin=0.0, ymax=0.06, color="purple", alpha=0.5, label="breaker open" if k == 0 else None)
+    for k, (dn, spans) in enumerate(sorted(run.get("breaker", {}).get("slow_spans", {}).items())):
+        for a, b in spans:
+            ax.plot([a, max(b, a + 0.1)], [0.75 + 0.12 * k] * 2, color="red", linewidth=3, solid_capstyle="butt",
+                    transform=ax.get_xaxis_transform())
+        ax.text(spans[0][0], 0.77 + 0.12 * k, f" {dn} slow", color="red", fontsize=7, transform=ax.get_xaxis_transform())
+    for ev in run["events"]:
+        color = {"fault-start": "darkorange", "fault-end": "green"}.get(ev["kind"], "gray")
+        ax.axvline(ev["t"], color=color, linewidth=1.0)
+    for trip in run.get("breaker", {}).get("trips", []):
+        ax.axvline(trip["t"], color="purple", linestyle="--", linewidth=1)
+    s = run["summary"]
+    ax.set_title(f"{_label(run)}: p99.9 {s['p999_ms']:.0f} ms, max {s['max_ms']:.0f} ms, {s['hedges']} hedges, "
+                 f"{s['avoided']} reads avoided, {s['breaker_trips']} trips", fontsize=9, loc="right", pad=4)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.5)
+    ax.set_ylabel("ms (log)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def timeline_plot(runs: list[dict], path: pathlib.Path, title: str) -> pathlib.Path:
     plt = _plt()
     fig, axes = plt.subplots(len(runs), 1, figsize=(10, 2.6 * len(runs) + 0.6), sharex=True, sharey=True,
                              squeeze=False)
-    for ax, (mode, run) in zip(axes[:, 0], runs.items()):
-        ts, maxes, medians = _gapped(run)
-        ax.plot(ts, maxes, color=COLORS.get(mode), linewidth=1, marker=".", markersize=2.5,
-                label="slowest read / 100 ms")
-        ax.plot(ts, medians, color="black", linewidth=0.6, alpha=0.6, label="median / 100 ms")
-        lag = [(t, ms) for t, ms in run.get("host", {}).get("loop_lag", []) if ms > 0]
-        if lag:
-            ax.plot([t for t, _ in lag], [ms for _, ms in lag], color="purple", linewidth=0.6, alpha=0.7,
-                    label="client event-loop lag")
-        for i, (a, b) in enumerate(_fault_spans(run)):
-            ax.axvspan(a, b, color="orange", alpha=0.15, label="fault" if i == 0 else None)
-        for i, (a, b) in enumerate(_breaker_spans(run)):
-            ax.axvspan(a, b, ymin=0.0, ymax=0.06, color="purple", alpha=0.5, label="breaker open" if i == 0 else None)
-        for i, ev in enumerate(run["events"]):
-            style = {"fault-start": ("darkorange", "-"), "fault-end": ("green", "-")}.get(ev["kind"], ("gray", ":"))
-            ax.axvline(ev["t"], color=style[0], linestyle=style[1], linewidth=1.2)
-            ax.text(ev["t"], 0.97 - 0.1 * (i % 3), f" {ev['label']} ({ev['t']:.1f} s)", transform=ax.get_xaxis_transform(),
-                    fontsize=7, color=style[0], va="top")
-        for trip in run.get("breaker", {}).get("trips", []):
-            ax.axvline(trip["t"], color="purple", linestyle="--", linewidth=1)
-        if threshold_ms:
-            ax.axhline(threshold_ms, color="gray", linestyle="--", linewidth=0.8)
-        s = run["summary"]
-        ax.set_title(f"{_label(mode, run)}: p99.9 {s['p999_ms']:.0f} ms, max {s['max_ms']:.0f} ms, "
-                     f"{s['hedges']} hedges, {s['breaker_trips']} breaker trips", fontsize=9, loc="right", pad=4)
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=0.5)  # event-loop lag under 0.5 ms is not worth the room
-        ax.set_ylabel("ms (log)")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(loc="lower left", fontsize=7, ncol=4)
-    axes[-1, 0].set_xlabel("time into run (s), by read start")
+    for i, (ax, run) in enumerate(zip(axes[:, 0], runs)):
+        _timeline_axes(ax, run, i)
+    axes[0, 0].legend(loc="lower left", fontsize=7, ncol=5)
+    axes[-1, 0].set_xlabel("time into run (s), by scheduled start")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -159,136 +163,121 @@ def timeline_plot(runs: dict, path: pathlib.Path, title: str, threshold_ms: floa
     return path
 
 
-def hedges_plot(runs: dict, path: pathlib.Path, title: str) -> pathlib.Path:
-    """Hedges started (and refused) per second, against each run's cap; breaker trips marked."""
+def extra_reads_plot(runs: list[dict], path: pathlib.Path, title: str) -> pathlib.Path:
+    """Extra unit reads in each 1 s (sliding by 100 ms) as % of the unit reads the reads needed."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(10, 4.8))
-    peak, caps = 0, []
-    for mode, run in runs.items():
-        if not run["config"]["hedge"]["enabled"]:
-            continue
-        color = COLORS.get(mode)
-        per_s: dict[int, list[int]] = {}
-        for row in run["breaker"]["hedge_series"]:
-            slot = per_s.setdefault(int(row["t"]), [0, 0, 0])
-            slot[0] += row["hedges"]
-            slot[1] += row["refused_breaker"]
-            slot[2] += row["refused_rate"]
-        end = int(run["series"][-1]["t"]) + 1 if run["series"] else 0
-        xs = list(range(end + 1))
-        rows = [per_s.get(x, [0, 0, 0]) for x in xs]
-        name = _label(mode, run)
-        ax.step(xs, [r[0] for r in rows], where="post", color=color, linewidth=2,
-                label=f"hedges started ({name}); peak in any 1 s window: {run['breaker']['max_hedges_in_any_1s']}")
-        if any(r[1] for r in rows):
-            ax.step(xs, [r[1] for r in rows], where="post", color=color, linestyle=":", linewidth=1.2,
-                    label=f"refused by the breaker ({name})")
-        if any(r[2] for r in rows):
-            ax.step(xs, [r[2] for r in rows], where="post", color=color, linestyle="-.", linewidth=1.2,
-                    label=f"refused by the rate cap ({name})")
-        peak = max(peak, *(max(r) for r in rows)) if rows else peak
-        caps.append((run["config"]["hedge"]["max_per_second"], color, mode))
-        for trip in run["breaker"]["trips"]:
-            ax.axvline(trip["t"], color=color, linestyle="--", linewidth=1)
-            ax.text(trip["t"], 0.98, f" breaker trips ({mode}) {trip['t']:.2f} s", color=color, fontsize=7,
-                    transform=ax.get_xaxis_transform(), va="top")
-    top = max(peak, min((c for c, _, _ in caps), default=1)) * 1.35 + 1
-    for cap, color, mode in caps:
-        if cap <= top:
-            ax.axhline(cap, color=color, linestyle="--", linewidth=0.8)
-            ax.text(0.995, cap, f"cap {cap}/s ({mode})", color=color, fontsize=7, ha="right", va="bottom",
-                    transform=ax.get_yaxis_transform())
-        else:
-            ax.text(0.995, 0.9, f"cap {cap}/s ({mode}) is above the chart", color=color, fontsize=7, ha="right",
-                    transform=ax.transAxes)
-    first = next(iter(runs.values()))
-    for i, (a, b) in enumerate(_fault_spans(first)):
-        ax.axvspan(a, b, color="orange", alpha=0.12, label="fault" if i == 0 else None)
-    ax.set_ylim(0, top)
-    ax.set_xlabel("time into run (s)")
-    ax.set_ylabel("per second")
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    for i, run in enumerate(runs):
+        samples = run["breaker"].get("unit_reads", [])
+        xs, ys, j = [], [], 0
+        for k, row in enumerate(samples):
+            while j + 1 < k and row["t"] - samples[j + 1]["t"] >= 1.0:
+                j += 1
+            if row["t"] - samples[j]["t"] >= 1.0 and row["needed"] > samples[j]["needed"]:
+                needed = row["needed"] - samples[j]["needed"]
+                xs.append(row["t"])
+                ys.append(100.0 * ((row["sent"] - samples[j]["sent"]) - needed) / needed)
+        ax.plot(xs, ys, color=_color(run, i), label=f"{_label(run)} (worst {run['summary']['max_extra_pct_1s']} %)")
+        for trip in run["breaker"].get("trips", []):
+            ax.axvline(trip["t"], color=_color(run, i), linestyle="--", linewidth=1)
+    for k, (a, b) in enumerate(_fault_spans(runs[0])):
+        ax.axvspan(a, b, color="orange", alpha=0.12, label="fault" if k == 0 else None)
+    ax.axhline(5.0, color="gray", linestyle=":", linewidth=1)
+    ax.text(0.995, 5.0, "5 %", color="gray", fontsize=7, ha="right", va="bottom", transform=ax.get_yaxis_transform())
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_xlabel("time into run (s); dashed: breaker trips")
+    ax.set_ylabel("extra unit reads, % of needed (last 1 s)")
     ax.set_title(title, fontsize=11)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, ncol=2)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def scenario_plots(doc: dict, out: pathlib.Path) -> list[pathlib.Path]:
-    base = out / f"{doc['date']}-{doc['slug']}"
-    runs = doc["runs"]
-    threshold = runs["on"]["config"]["hedge"]["threshold_ms"]
-    title = f"scenario {doc['scenario']}: {doc['title']}"
-    victims = ", ".join(doc.get("victims", []))
-    if victims:
-        title += f" ({victims})"
-    paths = [
-        percentile_plot(runs, base.with_name(base.name + "-percentiles.png"), title, threshold),
-        timeline_plot(runs, base.with_name(base.name + "-timeline.png"), title, threshold),
-    ]
-    if doc["scenario"] == 5:
-        paths.append(hedges_plot(runs, base.with_name(base.name + "-hedges.png"), title + ": hedges per second"))
-    return paths
-
-
-def overview_plot(docs: list[dict], path: pathlib.Path) -> pathlib.Path:
-    """p99.9 and max per scenario, hedging off vs on (log scale)."""
+def ratio_plot(doc: dict, path: pathlib.Path) -> pathlib.Path:
+    """p99.9 / healthy p99.9 per scenario, adaptive vs static (pages: page p99 ratio)."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
-    names = [f"{d['scenario']}. {d['title']}" for d in docs]
-    width = 0.38
-    for ax, key, label in ((axes[0], "p999_ms", "p99.9"), (axes[1], "max_ms", "max")):
-        for j, mode in enumerate(("off", "on")):
-            values = [d["runs"][mode]["summary"][key] for d in docs]
-            xs = [i + (j - 0.5) * width for i in range(len(docs))]
-            bars = ax.bar(xs, values, width, color=COLORS[mode], label=LABELS[mode])
-            for bar, v in zip(bars, values):
-                ax.text(bar.get_x() + bar.get_width() / 2, v * 1.05, f"{v:.0f}", ha="center", fontsize=7)
-        threshold = docs[0]["runs"]["on"]["config"]["hedge"]["threshold_ms"]
-        ax.axhline(threshold, color="gray", linestyle="--", linewidth=0.8)
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(docs)))
-        ax.set_xticklabels(names, rotation=25, ha="right", fontsize=8)
-        ax.set_title(f"{label} read latency (ms, log)", fontsize=10)
-        ax.grid(True, axis="y", which="both", alpha=0.3)
-    axes[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle("hedged striped reads: tail latency per scenario (dashed: 250 ms threshold)", fontsize=11)
+    healthy = _find(doc, "healthy", "adaptive")
+    pages = _find(doc, "fanout-healthy", "adaptive")
+    names = []
+    for run in doc["runs"]:
+        if run["scenario"] not in names and not run["scenario"].startswith("stripes"):
+            names.append(run["scenario"])
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    modes = ["adaptive", "static", "off"]
+    width = 0.27
+    for j, mode in enumerate(modes):
+        xs, values = [], []
+        for i, name in enumerate(names):
+            run = _find(doc, name, mode)
+            if run is None:
+                continue
+            key, base = ("p99_ms", pages) if name.startswith("fanout") else ("p999_ms", healthy)
+            xs.append(i + (j - 1) * width)
+            values.append(run["summary"][key] / max(base["summary"][key], 1e-9))
+        bars = ax.bar(xs, values, width, color=COLORS[mode], label=mode)
+        for bar, v in zip(bars, values):
+            ax.text(bar.get_x() + bar.get_width() / 2, v * 1.05, f"{v:.2g}", ha="center", fontsize=7)
+    ax.axhline(1.2, color="gray", linestyle="--", linewidth=0.8)
+    ax.text(len(names) - 0.5, 1.2, "1.2 x", color="gray", fontsize=7, va="bottom", ha="right")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("p99.9 / healthy p99.9 (pages: p99), log")
+    ax.set_title(f"tail latency vs healthy, open loop at {doc['load']['rate']:.0f} reads/s ({doc['date']})", fontsize=11)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _find(doc: dict, scenario: str, mode: str, read_extra: int = 0) -> dict | None:
+    return next((r for r in doc["runs"] if r["scenario"] == scenario and r["mode"] == mode
+                 and r["read_extra"] == read_extra), None)
+
+
+def suite_plots(doc: dict, out: pathlib.Path, base: str) -> list[pathlib.Path]:
+    paths = [ratio_plot(doc, out / f"{base}-ratios.png")]
+    names = []
+    for run in doc["runs"]:
+        if run["scenario"] not in names:
+            names.append(run["scenario"])
+    for name in names:
+        runs = [r for r in doc["runs"] if r["scenario"] == name]
+        title = f"{name}" + (f" ({', '.join(runs[0]['victims'])})" if runs[0].get("victims") else "")
+        if name != "healthy" and not name.startswith("fanout-healthy"):
+            paths.append(percentile_plot(runs + ([_find(doc, "healthy", "adaptive")] if not name.startswith(("fanout",
+                                                  "stripes")) else []), out / f"{base}-{name}-percentiles.png", title))
+        if runs[0]["events"]:
+            paths.append(timeline_plot(runs, out / f"{base}-{name}-timeline.png", title))
+        if name.startswith("broad"):
+            paths.append(extra_reads_plot(runs, out / f"{base}-{name}-extra-reads.png",
+                                          title + ": extra unit reads per second"))
+    return paths
 
 
 def run_plot(run: dict, path: pathlib.Path, title: str) -> pathlib.Path:
     """`hedgefs bench read --plot`: one run, percentile curve and latency over time side by side."""
     plt = _plt()
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
-    mode = "on" if run["config"]["hedge"]["enabled"] else "off"
-    threshold = run["config"]["hedge"]["threshold_ms"]
     points = [pt for pt in run["percentile_curve"] if pt["p"] < 100 and pt["ms"] > 0]
-    left.plot([_nines(pt["p"]) for pt in points], [pt["ms"] for pt in points], marker=".", color=COLORS[mode],
-              label=LABELS[mode])
+    left.plot([_nines(pt["p"]) for pt in points], [pt["ms"] for pt in points], marker=".", color=_color(run),
+              label=_label(run))
     ticks = [0, 50, 90, 99, 99.9, 99.99, 99.999]
     left.set_xticks([_nines(p) for p in ticks])
     left.set_xticklabels([f"{p:g}" for p in ticks])
     left.set_yscale("log")
     left.set_xlabel("percentile")
     left.set_ylabel("read latency (ms, log)")
-    left.axhline(threshold, color="gray", linestyle="--", linewidth=0.8)
     left.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=8)
-    ts, maxes, medians = _gapped(run)
-    right.plot(ts, maxes, color=COLORS[mode], linewidth=1, marker=".", markersize=2.5, label="slowest read / 100 ms")
-    right.plot(ts, medians, color="black", linewidth=0.6, alpha=0.6, label="median / 100 ms")
-    for a, b in _breaker_spans(run):
-        right.axvspan(a, b, color="purple", alpha=0.1)
-    right.axhline(threshold, color="gray", linestyle="--", linewidth=0.8)
-    right.set_yscale("log")
+    _timeline_axes(right, run)
     right.set_xlabel("time into run (s)")
-    right.grid(True, alpha=0.3)
-    right.legend(fontsize=8)
+    right.legend(loc="lower left", fontsize=7, ncol=3)
     s = run["summary"]
     fig.suptitle(f"{title}: {s['reads']} reads, p99 {s['p99_ms']:.1f} ms, p99.9 {s['p999_ms']:.1f} ms, "
                  f"max {s['max_ms']:.1f} ms, {s['hedges']} hedges", fontsize=10)
@@ -299,18 +288,13 @@ def run_plot(run: dict, path: pathlib.Path, title: str) -> pathlib.Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    files = [pathlib.Path(a) for a in (sys.argv[1:] if argv is None else argv)]
-    docs = []
-    for f in files:
+    for f in [pathlib.Path(a) for a in (sys.argv[1:] if argv is None else argv)]:
         doc = json.loads(f.read_text())
-        if "runs" not in doc:
+        if "runs" not in doc or not isinstance(doc["runs"], list):
+            print(f"{f}: not a suite result (issue 12's format)", file=sys.stderr)
             continue
-        for png in scenario_plots(doc, f.parent):
+        for png in suite_plots(doc, f.parent, f.stem):
             print(png)
-        docs.append(doc)
-    if len(docs) > 1:
-        docs.sort(key=lambda d: d["scenario"])
-        print(overview_plot(docs, files[0].parent / f"{docs[0]['date']}-overview.png"))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ nobody, and neither does a moment's stall); with a fixed threshold, HubSpot's ru
 DataNode one of whose reads crossed the threshold. When the (max_impaired_nodes + 1)-th
 distinct DataNode turns impaired inside impaired_window_ms, the breaker opens for cooldown_ms:
 no hedges, no reading around slow DataNodes, no extra sources; reads wait for slow DataNodes
-(never for black holes: see the reader). Reading around slow DataNodes also pauses, without a
-trip, while more than max_impaired_nodes are slow at once: the first second of a broad
-slowdown costs no more than its hedges.
+(never for black holes: see the reader). Without a trip, extra reads also pause while more
+than max_impaired_nodes DataNodes are slow at once (no reading around them: the first second
+of a broad slowdown costs no more than its hedges), and everything extra pauses while the
+model finds the cluster *crowded* (the median DataNode's reads overdue: an overload, which
+extra reads would only deepen).
 
 The extra-read budget (adaptive only; Marc Brooker's retry token bucket): every unit read a read
 needs earns budget_pct % of a token, up to a small burst; every extra unit read (a hedge's
@@ -75,7 +77,7 @@ class CircuitBreaker:
         """ALLOWED (counted against the cap, ``cost`` unit reads spent), or why the hedge is refused."""
         with self._lock:
             now = self._clock()
-            if self._refresh(now):
+            if self._refresh(now) or self._crowded():
                 return REFUSED_BREAKER
             while self._recent_hedges and now - self._recent_hedges[0] >= 1.0:
                 self._recent_hedges.popleft()
@@ -90,7 +92,7 @@ class CircuitBreaker:
         if self._model is None:
             return ALLOWED
         with self._lock:
-            if self._refresh(self._clock()):
+            if self._refresh(self._clock()) or self._crowded():
                 return REFUSED_BREAKER
             return ALLOWED if self._spend(cost) else REFUSED_RATE
 
@@ -99,7 +101,8 @@ class CircuitBreaker:
         while more DataNodes are slow than may be impaired."""
         if self.is_open:
             return False
-        return self._model is None or len(self._model.slow_datanodes()) <= self._config.max_impaired_nodes
+        return self._model is None or (len(self._model.slow_datanodes()) <= self._config.max_impaired_nodes
+                                       and not self._model.crowded())
 
     @property
     def is_open(self) -> bool:
@@ -112,6 +115,9 @@ class CircuitBreaker:
         with self._lock:
             self._refresh(self._clock())
             return sorted(self._impaired)
+
+    def _crowded(self) -> bool:
+        return self._model is not None and self._model.crowded()
 
     def _spend(self, cost: int) -> bool:
         if self._model is None:

@@ -20,14 +20,20 @@ transfer at 32 MiB/s for bigger ones). Until three DataNodes have a few reads of
 client): the ceiling.
 
 Each read is also judged against the threshold of its size (so a 4 MiB read is not judged by a
-64 KiB read's clock): a DataNode is *slow* when most of its recent reads went overdue (recent:
-the last 0.25 s, or its last 6 reads if it had fewer; at least 4) *and* its recent median read
-is 4 x that of the median DataNode right now. Since both yardsticks are its peers, one DataNode
-slower than the rest is slow, while a host that is slow all over (CPU contention), or a client
-that stalls for a moment (every read in flight late at once), makes nobody slow. A read that crosses its threshold counts at that moment (and again when it ends), so a
-DataNode that stops answering is judged in a fraction of a second, not when its reads finish.
-Being recent, a few fast probes bring a recovered DataNode back; slowness without fresh
-evidence is forgotten after 10 s.
+64 KiB read's clock): a DataNode becomes *slow* when most of its recent reads took at least
+twice their threshold (recent: the last 0.25 s, or its last 6 reads if it had fewer; at least
+4) *and* its recent median read is 4 x that of the median DataNode right now. Since both
+yardsticks are its peers, one DataNode slower than the rest is slow, while a host that is slow
+all over (CPU contention), or a client that stalls for a moment (every read in flight late at
+once), makes nobody slow. It stays slow until most of its recent reads are back under twice
+their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
+too. A read still running at twice its threshold counts at that moment (``overdue``, and again
+when it ends), so a DataNode that stops answering is judged in a fraction of a second, not when
+its reads finish; a cancelled read (a lower bound) counts only once it was that late.
+Slowness without fresh evidence is forgotten after 10 s.
+
+The cluster is *crowded* when the median DataNode's recent reads are overdue: everything is
+late (an overload, not one slow DataNode), and extra reads would only lengthen the queues.
 
 A *black hole* is a DataNode with reads in flight that has answered nothing (no data, no
 error) for max(1 s, 20 x the healthy p99 of the smallest reads): reads never wait on one,
@@ -63,6 +69,7 @@ THRESHOLD_CACHE_S = 0.05    # thresholds are recomputed at most this often
 RECENT_S = 0.25             # a DataNode is judged on its reads of the last 0.25 s ...
 RECENT_MIN = 6              # ... or its last 6, if it had fewer
 JUDGE_MIN = 4               # reads before a DataNode can be judged slow at all
+SLOW_RATIO = 2.0            # a slow read: at least twice its threshold (3 x the healthy p99)
 PEER_FACTOR = 4.0           # ... and its recent median must be 4 x the median DataNode's
 PEERS_MIN = 3               # DataNodes with recent reads needed to compare with
 SLOW_FORGET_S = 10.0        # slowness without fresh evidence for this long is forgotten
@@ -196,19 +203,25 @@ class LatencyModel:
         about speed; rebuilds prefer other sources for a while."""
         self._end(token, 0, answered=True, sample=False, failure=True)
 
-    def abandoned(self, token: Token, nbytes: int, overdue: bool) -> None:
-        """We cancelled the read. Its age is a lower bound on its latency: a sample when it was
-        overdue (a hedge won against it), nothing when it was cancelled early."""
-        self._end(token, nbytes, answered=False, sample=overdue)
+    def abandoned(self, token: Token, nbytes: int) -> None:
+        """We cancelled the read. Its age is a lower bound on its latency: it counts only if it
+        is already a slow read's (it says nothing about how much faster it might have been)."""
+        self._end(token, nbytes, answered=False, sample=True, censored=True)
 
-    def overdue(self, datanode: str, nbytes: int, age: float) -> None:
-        """A read crossed its threshold and is still running: count it now as a read of ``age``."""
+    def overdue(self, token: Token, nbytes: int) -> None:
+        """The read is still running at twice its threshold: count it now as a slow read."""
         now = self._clock()
         with self._lock:
-            change = self._sample(self._node(datanode, now), datanode, nbytes, age, now)
+            change = self._sample(self._node(token.datanode, now), token.datanode, nbytes, now - token.began, now,
+                                  censored=True, slow=True)
         self._announce(change)
 
-    def _end(self, token: Token, nbytes: int, answered: bool, sample: bool, failure: bool = False) -> float:
+    def slow_after(self, nbytes: int) -> float:
+        """Seconds after which a read of ``nbytes`` still running is evidence of slowness."""
+        return SLOW_RATIO * self.threshold(nbytes)
+
+    def _end(self, token: Token, nbytes: int, answered: bool, sample: bool, failure: bool = False,
+             censored: bool = False) -> float:
         now = self._clock()
         seconds = now - token.began
         change = None
@@ -220,19 +233,25 @@ class LatencyModel:
             if failure:
                 node.last_failure = now
             if sample:
-                change = self._sample(node, token.datanode, nbytes, seconds, now)
+                change = self._sample(node, token.datanode, nbytes, seconds, now, censored)
         self._announce(change)
         return seconds
 
-    def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float) -> tuple[str, str] | None:
+    def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
+                censored: bool = False, slow: bool = False) -> tuple[str, str] | None:
         cls = size_class(nbytes)
+        ratio = seconds / self._threshold(cls, nbytes, now)
+        if slow:
+            ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
+        if censored and ratio < SLOW_RATIO:
+            return None   # "at least this long", and that is not slow: no evidence either way
         hist = node.classes.get(cls)
         if hist is None:
             hist = node.classes[cls] = latency_histogram(now)
         hist.record(seconds, now)
         if hist.weight(now) >= CLASS_MIN_WEIGHT:
             node.p99[cls] = hist.quantile(0.99)
-        node.recent.append((now, seconds / self._threshold(cls, nbytes, now)))
+        node.recent.append((now, ratio))
         node.evidence = now
         return self._judge(node, name, now)
 
@@ -241,8 +260,9 @@ class LatencyModel:
         if len(recent) < RECENT_MIN:
             recent = [r for t, r in list(node.recent)[-RECENT_MIN:] if now - t < SLOW_FORGET_S]
         node.recent_p50 = statistics.median(recent) if recent else 0.0
-        slow = (len(recent) >= (0 if node.slow else JUDGE_MIN) and node.recent_p50 >= 1.0
-                and node.recent_p50 >= PEER_FACTOR * self._peer_p50(now))
+        slow = node.recent_p50 >= SLOW_RATIO
+        if slow and not node.slow:   # becoming slow takes more than staying slow
+            slow = len(recent) >= JUDGE_MIN and node.recent_p50 >= PEER_FACTOR * self._peer_p50(now)
         if slow == node.slow:
             return None
         node.slow = slow
@@ -326,6 +346,14 @@ class LatencyModel:
             self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
         log.info("%s: no news for %.0f s; no longer avoided", datanode, SLOW_FORGET_S)
         return False
+
+    def crowded(self) -> bool:
+        """Is the median DataNode's typical recent read overdue? Then the cluster (or this client)
+        is overloaded, not one DataNode slow: extra reads would only add to the queue."""
+        now = self._clock()
+        with self._lock:
+            median = self._peer_p50(now)
+        return not math.isinf(median) and median >= 1.0
 
     def slow_datanodes(self, for_at_least: float = 0.0) -> frozenset[str]:
         """The DataNodes slow now (and continuously for at least ``for_at_least`` seconds)."""

@@ -115,6 +115,7 @@ class HedgedReader:
         self._model = model
         self._adaptive = config.enabled and config.adaptive  # read around what the model says is slow
         self._report_bad = report_bad  # (group id, index, where): a read of the unit failed its checksum
+        self._running: dict[asyncio.Task, tuple] = {}  # unit read -> (its model token, bytes)
 
     def _threshold(self, nbytes: int) -> float:
         if self._config.adaptive:
@@ -204,7 +205,6 @@ class HedgedReader:
             return await self._result_or_rebuild(read, index, start, end, original)
         datanode = read.datanode(index)
         self._metrics.record_overdue(datanode)
-        self._model.overdue(datanode, end - start, threshold)
         if not self._config.enabled:
             return await self._result_or_rebuild(read, index, start, end, original)
 
@@ -249,6 +249,24 @@ class HedgedReader:
             around.cancel()
         raise _as_unavailable(read, index, start, end, None if around.cancelled() else around.exception())
 
+    def _retire(self, read: _GroupRead, task: asyncio.Task) -> None:
+        """A read that lost its race: its answer is no longer needed, but it runs on (detached from
+        its group read) until it has run twice its threshold, so the latency model learns whether
+        its DataNode is slow; then it is cancelled. (Cancelled at once, a read beaten by a rebuild
+        would only ever tell the model "at least this long", and never that it is slow.)"""
+        running = self._running.get(task)
+        if running is None or task.done() or not self._adaptive:
+            return self._cancel(task)
+        token, held = running
+        left = self._model.slow_after(held) - self._model.age(token)
+        if left <= 0:
+            return self._cancel(task)
+        for key, fetch in list(read.fetches.items()):
+            if fetch is task:
+                del read.fetches[key]
+        task.add_done_callback(self._give_back)
+        asyncio.get_running_loop().call_later(left + 0.005, self._cancel, task)
+
     def _give_back(self, task: asyncio.Task) -> None:
         if not task.cancelled() and task.exception() is None:
             self._datanodes.buffers.give(task.result())
@@ -283,7 +301,7 @@ class HedgedReader:
                 if _failed(task):
                     continue
                 if task is rebuild:
-                    self._cancel(original)
+                    self._retire(read, original)
                     if wins:
                         self._metrics.incr(wins)
                         log.info("hedge won for %s", read.describe(index, start, end))
@@ -322,16 +340,19 @@ class HedgedReader:
         loc = read.group.units[index]
         self._metrics.incr("cell_reads")
         token = self._model.started(loc.datanode_id)
+        # Still running at twice its threshold: the latency model hears of it then, not at the end.
+        task = asyncio.current_task()
+        self._running[task] = (token, held)
+        late = asyncio.get_running_loop().call_later(
+            self._model.slow_after(held), lambda: task.done() or self._model.overdue(token, held))
         try:
             data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held)
         except asyncio.CancelledError:
-            # A read cancelled past its threshold (a hedge won) took at least this long.
-            age = self._model.age(token)
-            self._model.abandoned(token, held, overdue=age >= self._threshold(held))
+            self._model.abandoned(token, held)   # a hedge won: it took at least this long
             raise
         except TransferError as err:
             if err.status == "DEADLINE_EXCEEDED":
-                self._model.abandoned(token, held, overdue=True)   # our own time limit: no answer
+                self._model.abandoned(token, held)   # our own time limit: no answer
             else:
                 self._model.failed(token)
             self._metrics.incr("cell_read_errors")
@@ -341,6 +362,9 @@ class HedgedReader:
                             read.describe(index, start, end), err)
                 self._report_bad(read.group.id, index, loc)
             raise
+        finally:
+            late.cancel()
+            self._running.pop(task, None)
         self._metrics.record_cell_read(loc.datanode_id, self._model.finished(token, held))
         return data
 

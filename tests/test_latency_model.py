@@ -110,6 +110,20 @@ def test_a_moment_when_every_read_is_late_makes_nobody_slow(model, clock, change
     assert changes == [] and not model.slow_datanodes()
 
 
+def test_everyone_late_at_once_is_crowded_not_slow(model, clock):
+    """Every DataNode has reads in flight and none has answered for 300 ms (the client stalled, or
+    the host is overloaded): the cluster is crowded, which pauses extra reads; nobody is slow."""
+    warm(model, clock, ms=2.0, rounds=50)
+    assert not model.crowded()
+    tokens = [model.started(dn) for dn in PEERS for _ in range(3)]
+    clock.advance(0.3)
+    assert model.crowded() and not model.slow_datanodes()
+    for token in tokens:
+        model.finished(token, CELL)
+    warm(model, clock, ms=2.0, rounds=30)
+    assert not model.crowded() and not model.slow_datanodes()
+
+
 def test_one_datanode_500ms_slower_is_slow_after_a_few_reads(model, clock, changes):
     warm(model, clock, ms=2.0)
     reads = 0
@@ -131,15 +145,30 @@ def test_a_datanode_that_stops_answering_is_slow_within_a_quarter_second(model, 
             read(model, clock, dn, 1.0 if dn != "dn2" else 2.0)
     stopped, pending = clock.now, []
     while not model.is_slow("dn2"):
-        pending.append(clock.now)
-        model.started("dn2")
+        pending.append(model.started("dn2"))
         for dn in PEERS[2:]:
             read(model, clock, dn, 10 / 8)
-        threshold = model.threshold(CELL)
-        for began in [t for t in pending if clock.now - t >= threshold]:
-            model.overdue("dn2", CELL, clock.now - began)
-            pending.remove(began)
-        assert clock.now - stopped < 0.25 + model.threshold(CELL), "dn2 should be slow by now"
+        for token in [t for t in pending if model.age(t) >= model.slow_after(CELL)]:
+            model.overdue(token, CELL)     # what the reader's timer does for a read still running
+            pending.remove(token)
+        assert clock.now - stopped < 0.25 + model.slow_after(CELL), "dn2 should be slow by now"
+
+
+def test_a_frozen_datanode_stays_slow_when_its_peers_slow_down_too(model, clock):
+    """Recovery takes fast reads of its own: a host getting busy is no evidence that the
+    DataNode answering nothing is back."""
+    warm(model, clock, ms=2.0)
+    for _ in range(20):
+        token = model.started("dn2")
+        clock.advance(model.slow_after(CELL))
+        model.overdue(token, CELL)
+    assert model.is_slow("dn2")
+    warm(model, clock, ms=200.0, rounds=3, peers=PEERS[2:])   # everyone else 100 x slower now
+    assert model.is_slow("dn2")
+    token = model.started("dn2")
+    clock.advance(0.001)
+    model.abandoned(token, CELL)       # cancelled early: "at least 1 ms" says nothing
+    assert model.is_slow("dn2")
 
 
 def test_probes_notice_recovery_within_seconds(model, clock, changes):
@@ -216,7 +245,7 @@ def test_a_read_cancelled_early_says_nothing(model, clock):
     for _ in range(10):
         token = model.started("dn6")
         clock.advance(0.001)
-        model.abandoned(token, CELL, overdue=False)
+        model.abandoned(token, CELL)
     assert model.score("dn6") < 1 and not model.is_slow("dn6")
 
 
@@ -246,7 +275,7 @@ def test_threads_record_at_once(model):
             if i % 3:
                 real.finished(token, CELL)
             else:
-                real.abandoned(token, CELL, overdue=False)
+                real.abandoned(token, CELL)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
     for t in threads:
