@@ -119,6 +119,7 @@ def _gapped(run: dict) -> tuple[list, list, list]:
 
 def _timeline_axes(ax, run: dict, i: int = 0) -> None:
     ts, maxes, medians = _gapped(run)
+    ax.set_xlim(0, max(_end(run), 1.0))
     ax.plot(ts, maxes, color=_color(run, i), linewidth=1, marker=".", markersize=2.5, label="slowest read / 100 ms")
     ax.plot(ts, medians, color="black", linewidth=0.6, alpha=0.6, label="median / 100 ms")
     lag = [(t, ms) for t, ms in run.get("host", {}).get("loop_lag", []) if ms > 0]
@@ -129,11 +130,16 @@ def _timeline_axes(ax, run: dict, i: int = 0) -> None:
         ax.axvspan(a, b, color="orange", alpha=0.15, label="fault" if k == 0 else None)
     for k, (a, b) in enumerate(_breaker_spans(run)):
         ax.axvspan(a, b, ymin=0.0, ymax=0.06, color="purple", alpha=0.5, label="breaker open" if k == 0 else None)
-    for k, (dn, spans) in enumerate(sorted(run.get("breaker", {}).get("slow_spans", {}).items())):
+    end = _end(run)
+    slow = sorted(run.get("breaker", {}).get("slow_spans", {}).items(), key=lambda kv: kv[1][0][0])
+    for k, (dn, spans) in enumerate(slow[:6]):   # the model's verdicts: thin red bars near the top
+        y = 0.93 - 0.05 * k
         for a, b in spans:
-            ax.plot([a, max(b, a + 0.1)], [0.75 + 0.12 * k] * 2, color="red", linewidth=3, solid_capstyle="butt",
-                    transform=ax.get_xaxis_transform())
-        ax.text(spans[0][0], 0.77 + 0.12 * k, f" {dn} slow", color="red", fontsize=7, transform=ax.get_xaxis_transform())
+            if a < end:
+                ax.plot([a, min(end, max(b, a + 0.1))], [y, y], color="red", linewidth=2.5, solid_capstyle="butt",
+                        transform=ax.get_xaxis_transform())
+        ax.text(min(spans[0][0], end), y, f" {dn} slow", color="red", fontsize=6.5, va="center",
+                transform=ax.get_xaxis_transform())
     for ev in run["events"]:
         color = {"fault-start": "darkorange", "fault-end": "green"}.get(ev["kind"], "gray")
         ax.axvline(ev["t"], color=color, linewidth=1.0)

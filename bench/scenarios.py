@@ -507,8 +507,32 @@ def summary_markdown(doc: dict) -> str:
     for t in doc["targets"]:
         lines.append(f"| {t['scenario']} | {t['target']} | {t['measured']} | {'met' if t['met'] else '**missed**'} | "
                      f"{t['margin']} |")
+    lines += ["", "## How to read these numbers", ""] + [f"- {note}" for note in notes(doc)]
     lines += ["", "## Plots", ""] + [f"- [{name}]({name})" for name in doc.get("plots", [])] + [""]
     return "\n".join(lines)
+
+
+def notes(doc: dict) -> list[str]:
+    """What the table owes to arithmetic and to the machine, computed from the runs."""
+    out = ["Open loop: a read's latency counts from when it was scheduled, so a read queued behind "
+           "others (in the client, or on a DataNode) is measured with its wait; a closed loop would "
+           "stop issuing reads exactly then. Percentiles are upper bounds of ~2 % histogram buckets."]
+    off = _run(doc, "slow-500ms", "off")
+    if off and off["victims"]:
+        k = parse_policy(doc["cluster"]["policy"]).k
+        victim = off["victims"][0]
+        share = off["summary"]["per_datanode"].get(victim, {}).get("cell_reads", 0) / max(off["expected_cell_reads"], 1)
+        out.append(f"Reading around one DataNode costs k - 1 = {k - 1} extra unit reads per 64 KiB read that needs "
+                   f"it (its cell is rebuilt from {k} others). {victim} holds the cells of {share:.1%} of the reads "
+                   f"(hedging off), so any scheme that never waits for it reads at least {share * (k - 1):.0%} more "
+                   f"unit reads than the reads need: a 5 % target for that scenario cannot be met by a read of one "
+                   f"cell, only by whole-stripe reads (where parity replaces the slow unit at no extra cost).")
+    out.append("Everything (NameNode, 10 DataNodes, the client, and whatever else the host runs) shares the "
+               "host's 2 cores: extra unit reads are CPU every read waits for, and a run at half the healthy "
+               "capacity that reads 60 % more unit reads runs at ~80 % of it, where queues grow. The load "
+               "average per row and the client's event-loop lag tell the host's noise from the read path's own "
+               "cost.")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
