@@ -83,6 +83,18 @@ def test_bad_hedge_environment_is_a_usage_error_for_every_verb(nn):
     assert result.code == 2
 
 
+def test_bad_hedge_flags_are_one_line_usage_errors(nn):
+    for args, fragment in ((("--hedge-threshold-ms", "soon"), "auto or a number"),
+                           (("--hedge-threshold-ms", "0"), "> 0 ms"),
+                           (("--read-extra", "-1"), "--read-extra"),
+                           (("--hedge-budget-pct", "-5"), "--hedge-budget-pct")):
+        result = run_cli("cat", *args, "/nothing", namenode=nn)
+        assert_one_line_error(result, fragment)
+        assert result.code == 2, (args, result)
+    result = run_cli("ls", "/", namenode=nn, env={"HEDGEFS_HEDGE_THRESHOLD_MS": "auto"})
+    assert result.code == 0, result.stderr
+
+
 def test_cat_into_a_closed_pipe_ends_quietly(nn):
     import subprocess
     import sys
