@@ -255,7 +255,8 @@ class Chaos:
         blocks = sorted((self.cluster.root / step.target / "blocks").glob("*/*.blk"))
         flipped = []
         for path in rng.sample(blocks, min(knobs["units"], len(blocks))):
-            name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+)?\.blk", path.name)  # <group>_<index>_<version>.blk
+            # <group>_<index>_<generation>_<version>.blk (datanode/storage.py)
+            name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+){0,2}\.blk", path.name)
             if name is None:
                 continue
             group_id, index = int(name[1]), int(name[2])

@@ -22,6 +22,7 @@ COUNTER_NAMES = (
     "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
     "cancelled_reads",  # losing cell reads cancelled by the client
     "checksum_failures",  # unit reads whose bytes did not match the DataNode's CRC32C (rebuilt, reported)
+    "token_refreshes",  # block tokens of an open file renewed (a secure cluster; they expire)
 )
 
 
@@ -43,6 +44,7 @@ _HELP = {
     "decodes_on_failure": "Reads rebuilt because the original failed.",
     "cancelled_reads": "Losing reads cancelled by the client.",
     "checksum_failures": "Unit reads whose bytes failed the DataNode's CRC32C (rebuilt; the DataNode checks its copy).",
+    "token_refreshes": "Block tokens of an open file renewed from the NameNode before (or as) they expired.",
 }
 _BREAKERS: "weakref.WeakSet" = weakref.WeakSet()
 

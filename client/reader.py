@@ -58,6 +58,8 @@ class UnitLocation:
     datanode_id: str
     address: str            # gRPC (control)
     data_address: str = ""  # where its unit reads and writes go
+    # Its block token (a secure cluster): renewed with every lookup, so not part of where it is.
+    token: bytes = dataclasses.field(default=b"", compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +67,7 @@ class GroupLocation:
     id: int
     length: int
     units: dict[int, UnitLocation]
+    generation: int = 0
 
 
 class _GroupRead:
@@ -91,7 +94,7 @@ class _GroupRead:
 
 class HedgedReader:
     def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics,
-                 report_bad: Callable[[int, int, UnitLocation], None] = lambda group_id, index, loc: None):
+                 report_bad: Callable[[GroupLocation, int, UnitLocation], None] = lambda group, index, loc: None):
         self._datanodes = datanodes
         self._config = config
         self._breaker = breaker
@@ -203,7 +206,8 @@ class HedgedReader:
         self._metrics.incr("cell_reads")
         began = time.monotonic()
         try:
-            data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held)
+            data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held,
+                                              generation=read.group.generation, token=loc.token, peer=loc.datanode_id)
         except TransferError as err:
             self._last_failure[loc.datanode_id] = time.monotonic()
             self._metrics.incr("cell_read_errors")
@@ -211,7 +215,7 @@ class HedgedReader:
                 self._metrics.incr("checksum_failures")
                 log.warning("read of %s failed its checksum (%s): rebuilding it; its DataNode will check its copy",
                             read.describe(index, start, end), err)
-                self._report_bad(read.group.id, index, loc)
+                self._report_bad(read.group, index, loc)
             raise
         # Only completed reads are latencies: a cancelled or failed read says nothing of speed.
         self._metrics.record_cell_read(loc.datanode_id, time.monotonic() - began)

@@ -43,7 +43,7 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
 
     def RegisterDataNode(self, request, context):
         self._record("register", request.datanode_id, request.address)
-        return pb.Empty()
+        return pb.RegisterResponse(cluster_id="CID-recording")
 
     def BlockReport(self, request, context):
         self._record("report", request.datanode_id,
@@ -262,8 +262,8 @@ def test_receipts_wait_while_the_namenode_is_away_and_go_when_it_is_back(tmp_pat
     dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", block_report_interval_s=3600)
     try:
         dn.link.reports.retry_s = 0.05
-        dn.link.unit_stored(3, 1, 10)
-        dn.link.report_bad_unit(3, 2, "checksum mismatch")
+        dn.link.unit_stored(3, 1, 0, 10)
+        dn.link.report_bad_unit(3, 2, 0, "checksum mismatch")
         assert dn.link.reports.pending() == (1, 1)
         nn, server, _ = start_namenode(port)
         try:

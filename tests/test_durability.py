@@ -91,7 +91,7 @@ def holders(fs: FileSystem, path: str, group: int = 0) -> dict[int, str]:
 def unit_file(cluster: LocalCluster, dn: str, group_id: int, index: int) -> Path:
     """The block file of a unit on a DataNode (its newest version; a path that does not exist if none)."""
     d = cluster.root / dn / "blocks" / f"{group_id % 256:02x}"
-    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[2])
+    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[3])
     return found[-1] if found else d / f"{group_id}_{index}_1.blk"
 
 
@@ -379,9 +379,10 @@ def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
 
     from hedgefs.proto.datatransfer import read_range
 
-    host, _, port = fs.stat(path).groups[0].units[index].data_address.rpartition(":")
+    group = fs.stat(path).groups[0]
+    host, _, port = group.units[index].data_address.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        assert bytes(read_range(sock, gid, index, 0, len(original))) == original
+        assert bytes(read_range(sock, gid, index, 0, len(original), generation=group.generation)) == original
     # ...and a fresh client reads the file without rebuilding anything.
     with FileSystem(nn, hedge=NO_HEDGE) as fresh:
         assert fresh.read_bytes(path) == data
