@@ -125,7 +125,7 @@ class BenchCluster:
         # No repair during a run: a DataNode is declared dead only after 120 s, longer than any run.
         self.cluster.up(Options(datanodes=10, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
                                 dead_interval_s=120.0))
-        with FileSystem(self.cluster.namenode) as fs:
+        with FileSystem(self.cluster.namenode, credentials=self.cluster.credentials) as fs:
             fs.mkdir(os.path.dirname(PATH), parents=True)
             started = time.monotonic()
             fs.write(PATH, _RandomSource(file_bytes, seed), overwrite=True)
@@ -211,7 +211,7 @@ class FreshClientProbe:
 
     def _run(self) -> None:
         try:
-            with FileSystem(self.namenode, hedge=self.hedge) as fs:
+            with FileSystem(self.namenode, hedge=self.hedge, credentials=None) as fs:   # an insecure bench cluster
                 f = fs.open(PATH)
                 for offset in self.offsets:
                     began = time.monotonic()
@@ -286,7 +286,7 @@ def run_scenario(sc: Scenario, out: pathlib.Path, date: str, file_bytes: int, co
                 if sc.kind == "freeze":
                     extras["fresh_client"] = FreshClientProbe(bc.namenode, hedge, bc.cell_offsets_on(victims[0], 8),
                                                               DEFAULT_READ_SIZE)
-                with FileSystem(bc.namenode, hedge=hedge) as fs:
+                with FileSystem(bc.namenode, hedge=hedge, credentials=bc.cluster.credentials) as fs:
                     run = run_read_bench(fs, PATH, threads=threads, duration_s=sc.duration_s, seed=seed,
                                          timeline=_timeline(sc, bc, victims, extras))
                 result = run.to_dict()

@@ -42,7 +42,7 @@ from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
-from hedgefs.security.material import NAMENODE_NAME, Credential, CredentialError, load_credential
+from hedgefs.security.identity import NAMENODE_NAME, Credential, CredentialError
 
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
@@ -69,6 +69,8 @@ def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> 
     path = os.environ.get("HEDGEFS_CREDENTIALS") if explicit == FROM_ENVIRONMENT else explicit
     if not path:
         return None
+    from hedgefs.security.material import load_credential   # cryptography: only when secure
+
     try:
         return load_credential(path)
     except CredentialError as err:

@@ -36,7 +36,7 @@ import time
 
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto.datatransfer import Busy, ChecksumMismatch, TransferError
-from hedgefs.security.material import DATANODE, server_name
+from hedgefs.security.identity import DATANODE, server_name
 
 __all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch", "BufferPool"]
 

@@ -130,6 +130,11 @@ class LocalCluster:
         stat = _proc_stat(pid)
         return stat is not None and stat[0] != "Z" and stat[1] == entry.get("started")
 
+    def exit_code(self, name: str) -> int | None:
+        """How a process started by this launcher ended (None: running, or not ours)."""
+        proc = self._children.get(self._entry(name).get("pid") or -1)
+        return proc.poll() if proc is not None else None
+
     def process_state(self, name: str) -> str:
         """running | frozen | stopped"""
         if not self.is_running(name):

@@ -32,7 +32,7 @@ from hedgefs.plumbing import describe
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
-from hedgefs.security.material import NAMENODE_NAME, Credential, Refused
+from hedgefs.security.identity import NAMENODE_NAME, Credential, Refused
 
 log = logging.getLogger("hedgefs.datanode")
 

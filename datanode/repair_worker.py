@@ -30,7 +30,7 @@ from hedgefs.plumbing import describe
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto.datatransfer import ChecksumMismatch, TransferError, connect, read_range, verify
 from hedgefs.security import tls
-from hedgefs.security.material import DATANODE, Credential, server_name
+from hedgefs.security.identity import DATANODE, Credential, server_name
 
 log = logging.getLogger("hedgefs.datanode")
 

@@ -35,7 +35,7 @@ from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
-from hedgefs.security.material import DATANODE, Credential, Refused
+from hedgefs.security.identity import DATANODE, Credential, Refused
 from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.datanode")

@@ -39,7 +39,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
-from hedgefs.security.material import Refused
+from hedgefs.security.identity import Refused
 
 SCHEMA_VERSION = 5  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address;
                     # 5: owners, groups and modes, generations

@@ -98,6 +98,7 @@ class DataNodeReport:
     pending_deletes: int
     scrub: "ScrubStatus | None" = None
     data_address: str = ""
+    foreign_units: int = 0     # units it holds of generations this namespace never issued (left alone)
 
 
 @dataclass(frozen=True)

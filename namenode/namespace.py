@@ -26,7 +26,7 @@ from hedgefs.namenode import paths
 from hedgefs.namenode.db import DIR_MODE, FILE_MODE, ROOT_ID, Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from hedgefs.namenode.permissions import EXECUTE, MAX_MODE, READ, WRITE, allowed, check, check_owner, check_sticky
-from hedgefs.security.material import ADMIN, SUPERUSER, Identity, check_name
+from hedgefs.security.identity import ADMIN, SUPERUSER, Identity, check_name
 
 Release = Callable[[list[int]], None]
 Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw

@@ -80,7 +80,7 @@ from hedgefs.namenode.model import (
 from hedgefs.namenode.namespace import SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, InFlight, RepairScheduler
 from hedgefs.security import tokens as token_ops
-from hedgefs.security.material import Identity
+from hedgefs.security.identity import Identity
 from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")
@@ -463,6 +463,7 @@ class Namesystem:
         self._scan_needed = True
         if counts.get("received"):
             self._receipts.notify_all()
+        self.liveness.seen(datanode_id).foreign_units = counts.get("foreign", 0)
         if counts.get("foreign"):
             log.warning("%s holds %d units of generations this namespace never issued (another namespace, "
                         "or a wiped NameNode database?): left alone, never served or deleted from here",
@@ -589,7 +590,7 @@ class Namesystem:
         nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
-                                data_address=n.data_address)
+                                data_address=n.data_address, foreign_units=n.foreign_units)
                  for n in self.liveness.all()]
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),

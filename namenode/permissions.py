@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from hedgefs.namenode.errors import PermissionDenied
-from hedgefs.security.material import Identity
+from hedgefs.security.identity import Identity
 
 READ, WRITE, EXECUTE = 4, 2, 1
 STICKY = 0o1000

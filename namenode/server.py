@@ -26,7 +26,7 @@ from hedgefs.namenode.servicer import NameNodeServicer, authorizer
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
 from hedgefs.security import tls
-from hedgefs.security.material import NAMENODE, Credential, Refused
+from hedgefs.security.identity import NAMENODE, Credential, Refused
 from hedgefs.security.tokens import DEFAULT_LIFETIME_S, BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")

@@ -235,7 +235,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
             datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, data_address=d.data_address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
-                                       pending_deletes=d.pending_deletes,
+                                       pending_deletes=d.pending_deletes, foreign_units=d.foreign_units,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes])
 

@@ -40,60 +40,28 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-NAMENODE, DATANODE, ADMIN, USER = "namenode", "datanode", "admin", "user"
-ROLES = (NAMENODE, DATANODE, ADMIN, USER)
+from hedgefs.security.identity import (  # noqa: F401 (the vocabulary, for material's callers too)
+    ADMIN,
+    DATANODE,
+    NAMENODE,
+    NAMENODE_NAME,
+    ROLES,
+    SUPERUSER,
+    USER,
+    Credential,
+    CredentialError,
+    Identity,
+    Refused,
+    check_name,
+    server_name,
+)
 
-NAMENODE_NAME = "namenode.hedgefs"          # the DNS SAN of the NameNode's certificate
-SUPERUSER = "hedgefs"                       # the admin `cluster up --secure` makes; everyone, when insecure
 CA_DAYS = 3650
 DAYS = 825                                  # certificates of servers and users (browsers' longest)
 CLUSTER_KEY_BYTES = 32
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_DATANODE_ID = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")   # one DNS label
 _GROUP_URI = "hedgefs:group:"
 _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)\r?\n-----END \1-----", re.S)
-
-
-class CredentialError(Exception):
-    """A credential file that cannot be used; ``str()`` is one line saying why."""
-
-
-class Refused(Exception):
-    """A server refuses to serve with what it was given (another cluster's NameNode or data dir,
-    a credential of someone else); ``str()`` is one line. The CLI exits 4 (not allowed)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Identity:
-    """Who a caller is, as its certificate says."""
-
-    name: str
-    role: str
-    groups: tuple[str, ...] = ()
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == ADMIN
-
-    def __str__(self) -> str:
-        return f"{self.role} {self.name}"
-
-
-def check_name(name: str, role: str) -> str:
-    """A name a certificate may carry (user, group, DataNode id); ValueError saying why not."""
-    if role == DATANODE:
-        if not _DATANODE_ID.match(name or ""):
-            raise ValueError(f"bad DataNode id {name!r}: letters, digits and '-' (a DNS label) in secure mode")
-    elif not _NAME.match(name or ""):
-        raise ValueError(f"bad {role} name {name!r}: 1-64 of letters, digits, '.', '_', '-', "
-                         f"starting with a letter or digit")
-    return name
-
-
-def server_name(role: str, name: str) -> str:
-    """The DNS name a server's certificate carries and its clients check."""
-    return NAMENODE_NAME if role == NAMENODE else f"{name}.datanode.hedgefs"
 
 
 def new_cluster_id() -> str:
@@ -196,25 +164,6 @@ def identity_of(cert: x509.Certificate) -> Identity:
 
 
 # ---------------------------------------------------------------------------- credential files
-
-@dataclasses.dataclass(frozen=True)
-class Credential:
-    """A loaded credential file (see the module docstring)."""
-
-    path: str
-    key_pem: bytes            # this process's private key
-    cert_pem: bytes           # its certificate
-    ca_pem: bytes             # the cluster CA's certificate
-    identity: Identity
-    cluster_id: str
-    not_after: datetime.datetime
-    cluster_key: bytes | None = None   # servers: signs and checks block tokens
-    ca_key_pem: bytes | None = None    # the NameNode: issues credentials
-
-    @property
-    def server_name(self) -> str:
-        return server_name(self.identity.role, self.identity.name)
-
 
 def bundle(key_pem_bytes: bytes, cert: bytes, ca: bytes, *, cluster_key: bytes | None = None,
            ca_key: bytes | None = None, comment: str = "") -> bytes:

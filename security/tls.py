@@ -19,7 +19,7 @@ import ssl
 
 import grpc
 
-from hedgefs.security.material import Credential
+from hedgefs.security.identity import Credential
 
 # gRPC checks the server's certificate against this name, not the address dialled.
 _NAME_OVERRIDE = "grpc.ssl_target_name_override"
@@ -74,15 +74,6 @@ def server_context(cred: Credential, *, client_cert: str = "required") -> ssl.SS
 def client_context(cred: Credential) -> ssl.SSLContext:
     """For a client socket; ``wrap_socket(..., server_hostname=server_name(...))`` checks who answers."""
     return _context(cred, ssl.Purpose.SERVER_AUTH)
-
-
-def peer_identity(ssl_sock) -> tuple[str, str] | None:
-    """(role, name) from a verified peer certificate (``ssl``'s parsed form), None without one."""
-    cert = ssl_sock.getpeercert()
-    if not cert:
-        return None
-    fields = {k: v for rdn in cert.get("subject", ()) for k, v in rdn}
-    return fields.get("organizationalUnitName", ""), fields.get("commonName", "")
 
 
 def diagnose(address: str, cred: Credential | None, server_name: str, what: str,

@@ -295,3 +295,42 @@ def test_a_second_store_on_the_same_dir_is_refused_until_the_first_closes(tmp_pa
 def test_unknown_crash_step_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown commit step 'later'"):
         BlockStore(tmp_path, crash_at="later")
+
+
+def test_units_of_one_group_id_and_index_but_two_generations_are_two_units(tmp_path):
+    """A wiped NameNode's successor reuses group ids; the generation keeps its units apart."""
+    store = BlockStore(tmp_path)
+    for generation, data in ((5, b"old namespace"), (2**62 + 3, b"new one")):
+        with store.open_writer(7, 1, len(data), generation=generation) as w:
+            w.write(data)
+            w.commit()
+    assert sorted(store.units()) == [(7, 1, 5, 13), (7, 1, 2**62 + 3, 7)]
+    assert b"".join(store.read(7, 1, 0, 7, generation=2**62 + 3)) == b"new one"
+    assert store.block_path(7, 1, generation=5).name == "7_1_5_1.blk"
+    with pytest.raises(UnitNotFound, match="unit 7/1 generation 6 not found"):
+        store.open_unit(7, 1, generation=6)
+    assert not store.delete(7, 1)                       # generation 0: not here
+    assert store.delete(7, 1, generation=5)             # only that one goes
+    assert store.units() == [(7, 1, 2**62 + 3, 7)]
+    store.close()
+    again = BlockStore(tmp_path)
+    assert again.units() == [(7, 1, 2**62 + 3, 7)]
+    again.close()
+
+
+def test_a_write_once_writer_never_replaces_a_stored_unit(tmp_path):
+    from hedgefs.datanode.storage import UnitExists
+
+    store = BlockStore(tmp_path)
+    first = store.open_writer(3, 0, 5, generation=9, once=True)
+    second = store.open_writer(3, 0, 6, generation=9, once=True)   # both open before either commits
+    first.write(b"first")
+    assert first.commit() == 5
+    second.write(b"second")
+    with pytest.raises(UnitExists, match="stored by another write meanwhile"):
+        second.commit()
+    with pytest.raises(UnitExists, match="is stored already"):
+        store.open_writer(3, 0, 5, generation=9, once=True)
+    assert b"".join(store.read(3, 0, 0, 5, generation=9)) == b"first"
+    assert leftovers(tmp_path / "tmp") == []
+    store.close()

@@ -73,7 +73,7 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
         r = fs.rpc("Report", pb.Empty())
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "units": d.units, "pending_repairs": d.pending_repairs,
-             "pending_deletes": d.pending_deletes, "scrub": _scrub(d)}
+             "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
         click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
@@ -90,6 +90,10 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
     click.echo(f"groups waiting for repair: {r.groups_waiting_repair} (under-replicated blocks among them: "
                f"{r.blocks_under_replicated}); repairs done: {r.repairs_done}; "
                f"corrupt units awaiting replacement: {r.corrupt_units}")
+    foreign = {row["id"]: row["foreign_units"] for row in rows if row["foreign_units"]}
+    if foreign:
+        click.echo("foreign units (another namespace's, e.g. of a wiped NameNode's predecessor; never served, "
+                   "adopted or deleted from here): " + ", ".join(f"{dn} {n}" for dn, n in foreign.items()))
 
 
 def _scrub(d: pb.DataNodeInfo) -> dict:

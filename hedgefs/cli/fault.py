@@ -17,7 +17,7 @@ from hedgefs.client.metrics import natural_key
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
-from hedgefs.security.material import DATANODE, server_name
+from hedgefs.security.identity import DATANODE, server_name
 
 
 def _registered(namenode: str | None) -> pb.ReportResponse:

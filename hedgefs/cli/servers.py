@@ -14,7 +14,7 @@ import click
 from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.fs import namenode_address
-from hedgefs.security.material import Refused
+from hedgefs.security.identity import Refused
 
 
 def server_credentials_option(f):
