@@ -6,7 +6,9 @@ block group 1.5 MiB: every boundary (cell, stripe, group) is a few hundred KiB a
 Secure and insecure: the test modules in SECURE_SUITES (round trips, hedged reads, durability,
 the short chaos run) run every test that uses a cluster twice, on an insecure cluster and on a
 secure one (TLS on every channel, credentials, block tokens, permissions); the ``security``
-fixture says which (``"insecure"`` / ``"secure"``). ``run_cli`` and ``client`` know the
+fixture says which (``"insecure"`` / ``"secure"``). A test marked ``insecure_only`` (a reason
+given) runs once: it checks logic no channel touches (lease timing, the breaker, the scrubber),
+and `make test` must stay well under 15 minutes. ``run_cli`` and ``client`` know the
 credentials of every cluster started here, so a test needs no change to run in both.
 """
 
@@ -34,7 +36,8 @@ CREDENTIALS: dict[str, str] = {}
 
 def pytest_generate_tests(metafunc):
     if "security" in metafunc.fixturenames:
-        modes = ["insecure", "secure"] if metafunc.module.__name__ in SECURE_SUITES else ["insecure"]
+        both = metafunc.module.__name__ in SECURE_SUITES and not metafunc.definition.get_closest_marker("insecure_only")
+        modes = ["insecure", "secure"] if both else ["insecure"]
         metafunc.parametrize("security", modes, indirect=True, scope="session")
 
 
@@ -83,6 +86,23 @@ def data_socket(namenode: str, location):
         name = material.server_name(material.DATANODE, location.datanode_id)
         wrap = lambda sock: ctx.wrap_socket(sock, server_hostname=name)  # noqa: E731
     return connect(location.data_address, 10, wrap)
+
+
+def fetch(cluster: LocalCluster, port: int, path: str) -> str:
+    """GET http(s)://127.0.0.1:PORT/PATH of a server of ``cluster`` (HTTPS checked against its CA if
+    secure; no client certificate: what /metrics and /health serve to anyone)."""
+    import ssl
+    import urllib.request
+
+    context = None
+    if cluster.secure:
+        from hedgefs.security.material import load_credential
+
+        context = ssl.create_default_context(cadata=load_credential(cluster.credentials).ca_pem.decode())
+        context.check_hostname = False   # the certificate names the server, not 127.0.0.1
+    scheme = "https" if cluster.secure else "http"
+    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/{path.lstrip('/')}", timeout=10, context=context) as r:
+        return r.read().decode()
 
 
 def client(namenode: str, **kwargs):

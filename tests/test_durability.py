@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from conftest import (
     cli_env,
     client,
     data_socket,
+    fetch,
     pattern,
     run_cli,
     start_cluster,
@@ -429,6 +429,7 @@ def flip_byte(path: Path, offset: int) -> None:
         f.write(bytes([b[0] ^ 0x20]))
 
 
+@pytest.mark.insecure_only("the scrubber reads its own disk")
 def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrubbed):
     nn, path = scrubbed.namenode, "/cold"
     with client(nn) as fs:
@@ -447,8 +448,7 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
                                     "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
         assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
         port = scrubbed.state["datanodes"][bad_dn]["http_port"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            metrics = response.read().decode()
+        metrics = fetch(scrubbed, port, "/metrics")
         assert re.search(rf'^hedgefs_datanode_scrub_bad_units{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
         assert blk.exists()          # kept until its replacement lands
         scrubbed.thaw(spare)
@@ -460,6 +460,7 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         fs.delete(path)
 
 
+@pytest.mark.insecure_only("NameNode bookkeeping of corrupt units")
 def test_corrupt_unit_at_k_plus_1_good_units_is_not_deleted_before_the_repair_lands(scrubbed):
     """Two DataNodes of a group dead (7 good units = k+1), then a third unit goes bad on disk. It
     used to be deleted at once (leaving exactly k); now it stays until the group is whole again."""
@@ -621,6 +622,7 @@ def test_client_killed_mid_put_leaves_no_visible_file(dfs, fs):
     assert_invisible(fs, nn, path)
 
 
+@pytest.mark.insecure_only("lease timing: no channel involved")
 def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned(tmp_path, security):
     """The lease is 2 s here. A `put -` fed at 100 KB/s for 6 s (three leases) renews its lease
     while it writes and completes; a put killed mid-write stops renewing and is abandoned."""

@@ -126,6 +126,7 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
     wait_until(released, 10, "the DataNode to count the losing read cancelled and release its thread")
 
 
+@pytest.mark.insecure_only("the breaker's logic")
 def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, faults, two_stripes):
     data, units = two_stripes
     for dn in units[:3]:
