@@ -303,14 +303,22 @@ def add_datanode(directory: str | os.PathLike, datanode_id: str, days: int = DAY
     return path
 
 
-def init_material(directory: str | os.PathLike, datanodes: list[str], *, cluster_id: str | None = None,
-                  admin: str = SUPERUSER, days: int = DAYS) -> Material:
-    """A new cluster's CA, cluster key and credentials: namenode.pem, <id>.pem per DataNode,
-    admin.pem, and ca.pem (the CA's certificate alone: public, for anyone who must check the
-    servers, e.g. Prometheus). Refuses a directory that already holds a CA."""
+def material_path(directory: str | os.PathLike, name: str, split: bool = False) -> Path:
+    """Where ``init_material`` puts ``name``'s credential: DIR/<name>.pem, or DIR/<name>/<name>.pem
+    when ``split`` (a directory per holder, so each can be a volume of its own)."""
     directory = Path(directory)
-    if (directory / "ca.pem").exists():
-        raise FileExistsError(f"{directory} already holds a cluster's material (ca.pem)")
+    return directory / name / f"{name}.pem" if split else directory / f"{name}.pem"
+
+
+def init_material(directory: str | os.PathLike, datanodes: list[str], *, cluster_id: str | None = None,
+                  admin: str = SUPERUSER, days: int = DAYS, split: bool = False) -> Material:
+    """A new cluster's CA, cluster key and credentials: namenode.pem, <id>.pem per DataNode,
+    admin.pem (each in a directory of its own with ``split``), and ca.pem (the CA's certificate
+    alone: public, for anyone who must check the servers, e.g. Prometheus). Refuses a directory
+    that already holds a cluster's material."""
+    directory = Path(directory)
+    if (directory / "ca.pem").exists() or material_path(directory, NAMENODE, split).exists():
+        raise FileExistsError(f"{directory} already holds a cluster's material")
     cluster_id = cluster_id or new_cluster_id()
     check_name(cluster_id, "cluster")
     for d in datanodes:
@@ -325,13 +333,13 @@ def init_material(directory: str | os.PathLike, datanodes: list[str], *, cluster
         return bundle(key_pem(key), cert_pem(cert), ca_bytes, comment=f"{identity} of cluster {cluster_id}", **extra)
 
     directory.mkdir(parents=True, exist_ok=True)
-    namenode = directory / "namenode.pem"
+    namenode = material_path(directory, NAMENODE, split)
     write_private(namenode, credential(Identity(NAMENODE, NAMENODE), cluster_key=cluster_key, ca_key=ca_key_bytes))
     paths = {}
     for d in datanodes:
-        paths[d] = directory / f"{d}.pem"
+        paths[d] = material_path(directory, d, split)
         write_private(paths[d], credential(Identity(d, DATANODE), cluster_key=cluster_key))
-    admin_path = directory / "admin.pem"
+    admin_path = material_path(directory, "admin", split)
     write_private(admin_path, credential(Identity(admin, ADMIN)))
     (directory / "ca.pem").write_bytes(ca_bytes)
     return Material(directory, cluster_id, namenode, paths, admin_path, directory / "ca.pem")

@@ -161,7 +161,10 @@ def admin_credential(user, as_admin, groups, datanode_id, days, out, namenode) -
                                                  "namespace, give its id (the status page shows it).")
 @click.option("--admin-user", default="hedgefs", show_default=True, help="Name of the admin credential's user.")
 @click.option("--days", type=click.IntRange(1, 3650), default=825, show_default=True)
-def admin_init_security(directory, datanodes, cluster_id, admin_user, days) -> None:
+@click.option("--if-missing", is_flag=True, help="Do nothing (exit 0) if DIRECTORY already holds a cluster's material.")
+@click.option("--split", is_flag=True, help="Each credential in a directory of its own (DIR/dn3/dn3.pem), so each "
+                                            "can be its holder's volume and nobody else's.")
+def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_missing, split) -> None:
     """Make a new cluster's security material in DIRECTORY (no NameNode needed).
 
     Writes ca.pem (the CA's certificate: public), namenode.pem (with the CA key and the cluster
@@ -178,8 +181,11 @@ def admin_init_security(directory, datanodes, cluster_id, admin_user, days) -> N
     from hedgefs.security import material
 
     ids = [d for d in datanodes.split(",") if d]
+    if if_missing and material.material_path(directory, material.NAMENODE, split).exists():
+        click.echo(f"{directory} already holds a cluster's material: kept")
+        return
     try:
-        made = material.init_material(directory, ids, cluster_id=cluster_id, admin=admin_user, days=days)
+        made = material.init_material(directory, ids, cluster_id=cluster_id, admin=admin_user, days=days, split=split)
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
     click.echo(f"cluster {made.cluster_id}: wrote {made.ca.name}, {made.namenode.name}, "

@@ -18,9 +18,12 @@ from hedgefs.security.identity import Refused
 
 
 def server_credentials_option(f):
-    return click.option("--credentials", "credentials", type=click.Path(dir_okay=False), metavar="FILE",
+    # Not HEDGEFS_CREDENTIALS: that is a client's (an admin's, often), set in the shell that may
+    # start a server too.
+    return click.option("--credentials", "credentials", metavar="FILE", envvar="HEDGEFS_SERVER_CREDENTIALS",
                         help="This server's credential file (a secure cluster: TLS on every port, every call "
-                             "checked). Without it the server is insecure: anyone who reaches it may do anything.")(f)
+                             "checked; default: $HEDGEFS_SERVER_CREDENTIALS). Without it the server is insecure: "
+                             "anyone who reaches it may do anything.")(f)
 
 
 @click.command(context_settings=CONTEXT)
