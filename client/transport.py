@@ -157,6 +157,7 @@ class _TlsConnection(_Connection):
         super().__init__(sock, address)
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self._tls = context.wrap_bio(self._in, self._out, server_side=False, server_hostname=peer_name)
+        self._records = memoryview(bytearray(self._RECORDS))   # reused: no 256 KiB allocation per fill
 
     async def handshake(self) -> None:
         while True:
@@ -173,10 +174,10 @@ class _TlsConnection(_Connection):
             await super().send([self._out.read()])
 
     async def _fill(self) -> None:
-        data = await self._loop.sock_recv(self.sock, self._RECORDS)
-        if not data:
+        n = await self._loop.sock_recv_into(self.sock, self._records)
+        if not n:
             raise ConnectionError(f"connection closed by {self.address}")
-        self._in.write(data)
+        self._in.write(self._records[:n])
 
     async def send(self, buffers) -> None:
         for b in buffers:
