@@ -107,6 +107,12 @@ def test_no_credential_is_refused_and_nothing_changes(sc):
         assert_one_line_error(result, f"the NameNode at {sc.namenode} requires TLS",
                               "--credentials or HEDGEFS_CREDENTIALS")
         assert result.stdout == b""
+    # A client that speaks TLS (it trusts the cluster's CA) but shows no certificate of its own.
+    ca = material.load_credential(sc.credentials).ca_pem
+    with grpc.secure_channel(sc.namenode, grpc.ssl_channel_credentials(ca),
+                             options=tls.channel_options(GRPC_OPTIONS, NAMENODE_NAME)) as channel:
+        code, _ = refused(hedgefs_pb2_grpc.NameNodeStub(channel).Mkdir, pb.MkdirRequest(path="/anonymous"))
+    assert code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED)
     assert namespace(sc) == before
     unchanged(sc)
 
