@@ -48,9 +48,12 @@ def _serve(path: str, material_dir: str | None = None) -> None:
         if context is not None:
             conn = context.wrap_socket(conn, server_side=True)
         with conn:
-            head = conn.recv(_REQUEST.size, socket.MSG_WAITALL)
-            if len(head) < _REQUEST.size:
-                return
+            head = b""
+            while len(head) < _REQUEST.size:   # (no MSG_WAITALL: an ssl socket takes no flags)
+                more = conn.recv(_REQUEST.size - len(head))
+                if not more:
+                    return
+                head += more
             op, offset, length = _REQUEST.unpack(head)
             if op == b"D" and context is not None:
                 buf = memoryview(bytearray(256 << 10))
@@ -104,13 +107,23 @@ def _stream(port: int, op: bytes, offset: int, length: int, context=None) -> Non
 def _timed(port: int, op: bytes, size: int, streams: int, context=None) -> tuple[float, float]:
     """(MB/s, client CPU seconds per GiB) of moving ``size`` bytes in ``streams`` streams."""
     share = size // streams
-    threads = [threading.Thread(target=_stream, args=(port, op, i * share, share, context)) for i in range(streams)]
+    errors: list[BaseException] = []
+
+    def stream(i: int) -> None:
+        try:
+            _stream(port, op, i * share, share, context)
+        except BaseException as err:   # a stream that failed must not pass for a fast one
+            errors.append(err)
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(streams)]
     cpu0, t0 = os.times(), time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall, cpu1 = time.perf_counter() - t0, os.times()
+    if errors:
+        raise RuntimeError(f"socket probe: {len(errors)} of {streams} streams failed: {errors[0]!r}")
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     moved = share * streams
     return moved / wall / 1e6, cpu / (moved / (1 << 30))
