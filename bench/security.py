@@ -3,9 +3,9 @@
 Two local clusters of ten DataNodes run side by side, one insecure and one secure (TLS on every
 channel, credentials checked on every call, block tokens checked on every unit request; no
 ``sendfile``: TLS bytes pass through ``ssl``). The measurements alternate A B B A (insecure,
-secure, secure, insecure), so a change of the machine's load during the run weighs on both sides
-alike; each mode's figure is the mean of its two runs, and every figure is given beside its ratio
-(secure / insecure). The machine's load average is recorded before and after. Beside them, what
+secure, secure, insecure), ``rounds`` times, so a change of the machine's load during the run
+weighs on both sides alike; each mode's figure is the median of its runs, and every figure is
+given beside its ratio (secure / insecure). The machine's load average is recorded before and after. Beside them, what
 TLS itself costs on this machine: the socket probe of bench/transport.py, plain and in TLS (both
 ends ``ssl``, as the data port), measured in every run.
 
@@ -34,7 +34,7 @@ from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster, Options
 
 READ_FILE = "/bench/read.bin"
-ORDER = ("insecure", "secure", "secure", "insecure")
+ROUND = ("insecure", "secure", "secure", "insecure")
 
 
 def _figures(throughput: dict, read: dict, tls_probe: dict) -> dict:
@@ -60,7 +60,8 @@ def _figures(throughput: dict, read: dict, tls_probe: dict) -> dict:
 
 
 def run(out_dir: pathlib.Path, *, size: int = 128 << 20, read_file_size: int = 64 << 20, read_s: float = 15.0,
-        threads: int = 8, command: str = "", say: Callable[[str], None] = print) -> dict:
+        threads: int = 8, rounds: int = 2, command: str = "", say: Callable[[str], None] = print) -> dict:
+    order = ROUND * rounds
     load_before = [round(x, 2) for x in os.getloadavg()]
     clusters: dict[str, LocalCluster] = {}
     runs: list[dict] = []
@@ -75,12 +76,12 @@ def run(out_dir: pathlib.Path, *, size: int = 128 << 20, read_file_size: int = 6
                 with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs, open(local, "rb") as f:
                     fs.mkdir("/bench", parents=True)
                     fs.write(READ_FILE, f, overwrite=True)
-            for n, mode in enumerate(ORDER, 1):
+            for n, mode in enumerate(order, 1):
                 cluster = clusters[mode]
-                say(f"run {n}/{len(ORDER)}: {mode}: throughput ({size >> 20} MiB)...")
+                say(f"run {n}/{len(order)}: {mode}: throughput ({size >> 20} MiB)...")
                 throughput = run_throughput_bench(cluster.namenode, size=size, rss_size=0, reads=1000,
                                                   credentials=cluster.credentials, workdir=tmp)
-                say(f"run {n}/{len(ORDER)}: {mode}: bench read ({threads} threads, {read_s:.0f} s)...")
+                say(f"run {n}/{len(order)}: {mode}: bench read ({threads} threads, {read_s:.0f} s)...")
                 with FileSystem(cluster.namenode, credentials=cluster.credentials,
                                 hedge=HedgeConfig.from_sources()) as fs:
                     read = run_read_bench(fs, READ_FILE, threads=threads, duration_s=read_s).summary()
@@ -93,11 +94,11 @@ def run(out_dir: pathlib.Path, *, size: int = 128 << 20, read_file_size: int = 6
         finally:
             for cluster in clusters.values():
                 cluster.down()
-    means = {mode: {k: round(statistics.mean(r["figures"][k] for r in runs if r["mode"] == mode), 3)
+    means = {mode: {k: round(statistics.median(r["figures"][k] for r in runs if r["mode"] == mode), 3)
                     for k in runs[0]["figures"]} for mode in ("insecure", "secure")}
     ratios = {k: round(means["secure"][k] / means["insecure"][k], 3) if means["insecure"][k] else None
               for k in means["insecure"]}
-    result = {"command": command, "date": datetime.date.today().isoformat(), "order": list(ORDER),
+    result = {"command": command, "date": datetime.date.today().isoformat(), "order": list(order),
               "size": size, "read_file_size": read_file_size, "read_s": read_s, "threads": threads,
               "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
               "insecure": means["insecure"], "secure": means["secure"], "secure_over_insecure": ratios,
@@ -130,7 +131,7 @@ _LABELS = {
 def markdown(r: dict) -> str:
     lines = [f"# Secure vs insecure: bench throughput and bench read ({r['date']})", "",
              f"Command: `{r['command']}`. Two local 10-DataNode clusters (RS-6-3-1024k), runs in the order "
-             f"{', '.join(r['order'])}; each figure is its mode's mean of two runs. File {r['size'] >> 20} MiB "
+             f"{', '.join(r['order'])}; each figure is its mode's median. File {r['size'] >> 20} MiB "
              f"(throughput), {r['read_file_size'] >> 20} MiB (bench read, {r['read_s']:.0f} s). Load average "
              f"{r['load_average']['before']} before, {r['load_average']['after']} after (2 cores, shared).", "",
              "| figure | insecure | secure | secure / insecure |", "|---|---:|---:|---:|"]

@@ -152,13 +152,16 @@ def bench_distcp(segments, delay_ms, probability, workers, out) -> None:
 @click.option("--read-seconds", type=click.FloatRange(min=1), default=15.0, show_default=True,
               help="Length of each bench read run.")
 @click.option("--threads", type=click.IntRange(1, 1024), default=8, show_default=True, help="bench read threads.")
+@click.option("--rounds", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Rounds of insecure, secure, secure, insecure.")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
-def bench_security(size, read_seconds, threads, out) -> None:
+def bench_security(size, read_seconds, threads, rounds, out) -> None:
     """bench throughput and bench read on a secure cluster beside an insecure one, in one run.
 
-    Two local clusters side by side; runs alternate insecure, secure, secure, insecure; each
-    figure is a mode's mean and its ratio secure / insecure (TLS, checked calls, block tokens).
-    Writes <date>-security.json and .md. About 4 minutes.
+    Two local clusters side by side; runs alternate insecure, secure, secure, insecure (--rounds
+    times); each figure is a mode's median and its ratio secure / insecure (TLS, checked calls,
+    block tokens), beside a socket probe plain and in TLS. Writes <date>-security.json and .md.
+    About 4 minutes.
     """
     import sys
 
@@ -167,7 +170,7 @@ def bench_security(size, read_seconds, threads, out) -> None:
 
     command = "hedgefs " + " ".join(sys.argv[1:])
     result = security.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, read_s=read_seconds,
-                          threads=threads, command=command, say=lambda s: click.echo(s))
+                          threads=threads, rounds=rounds, command=command, say=lambda s: click.echo(s))
     click.echo(security.markdown(result))
 
 
