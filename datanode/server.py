@@ -273,9 +273,9 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
             if port_file:
                 write_port_file(port_file, bound, data=node.data_port,
                                 **({"http": node.http_port} if node.http else {}))
-            log.info("datanode %s listening on %s, data port %d (data %s, namenode %s%s)", datanode_id,
+            log.info("datanode %s listening on %s, data port %d (data %s, namenode %s%s%s)", datanode_id,
                      hostport(host, bound), node.data_port, data_dir, namenode,
-                     ", faults enabled" if enable_faults else "")
+                     ", faults enabled" if enable_faults else "", ", secure" if credential else "")
             if node.http:
                 log.info("datanode %s metrics on %smetrics", datanode_id, node.http.url)
             serve_until(stop)

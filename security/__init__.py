@@ -1,5 +1,7 @@
 """Security for a hedgefs cluster: who is calling, and what they may do.
 
+    identity.py   who is who: roles, names, a loaded credential as data (no cryptography: every
+                  client imports it)
     material.py   the cluster's keys and certificates: a small CA, a certificate per server and
                   per user, credential files, the cluster key (``cryptography``; no shell-outs)
     tokens.py     block access tokens: the NameNode signs, DataNodes check (HMAC-SHA256)

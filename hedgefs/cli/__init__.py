@@ -72,7 +72,7 @@ def cli(verbose: bool) -> None:
 
     \b
     Examples:
-      hedgefs cluster up                 # a local NameNode + 10 DataNodes
+      hedgefs cluster up                 # a local NameNode + 10 DataNodes (--secure: TLS, credentials)
       hedgefs put big.bin /data/big.bin  # write, RS-6-3-1024k by default
       hedgefs cat /data/big.bin | sha256sum
       hedgefs cluster freeze dn3         # SIGSTOP a DataNode: reads hedge around it
