@@ -441,3 +441,19 @@ def test_status_pages_need_an_admin_and_metrics_show_no_secret(sc):
         assert all(u.token.hex() not in text for u in group.units.values())
     key = material.load_credential(sc.security_dir / "namenode.pem").cluster_key
     assert key.hex() not in metrics and key.hex() not in page
+
+
+def test_a_conversion_is_checked_like_an_overwrite_and_keeps_the_owner(sc):
+    """`ec convert` rewrites a file: bob may not; the admin may, and alice's file stays hers."""
+    data = pattern(300_000, seed=16)
+    assert run_cli("put", "-", "/user/alice/convert-me", namenode=sc.namenode, input=data,
+                   env=as_("alice", sc)).code == 0
+    result = run_cli("ec", "convert", "/user/alice/convert-me", "--policy", "REPLICATE-3", namenode=sc.namenode,
+                     env=as_("bob", sc))
+    assert result.code == 4, result.stderr
+    assert "user bob may not create /user/alice/convert-me" in result.stderr
+    assert run_cli("ec", "convert", "/user/alice/convert-me", "--policy", "REPLICATE-3",
+                   namenode=sc.namenode).code == 0
+    [entry] = [e for e in namespace(sc) if e[0] == "/user/alice/convert-me"]
+    assert entry == ("/user/alice/convert-me", len(data), "alice", "staff", 0o644)
+    assert run_cli("cat", "/user/alice/convert-me", namenode=sc.namenode, env=as_("alice", sc)).stdout == data
