@@ -30,27 +30,29 @@ COPY . .
 RUN pip install --no-deps . \
  && pip check
 
-# Unprivileged user; /data is where a server keeps its state (mount a volume there).
+# Unprivileged user; /data is where a server keeps its state (mount a volume there), /security
+# a secure cluster's credentials (docker-compose.yml's security-* volumes: the directories exist,
+# owned by this user, so an empty volume mounted on one is writable by it).
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/hedgefs \
         --shell /usr/sbin/nologin hedgefs \
- && mkdir -p /data \
- && chown hedgefs:hedgefs /data
+ && mkdir -p /data /security/namenode /security/admin $(seq -f /security/dn%g 1 10) \
+ && chown -R hedgefs:hedgefs /data /security
 USER hedgefs
 WORKDIR /home/hedgefs
 
 # 8020: NameNode RPC, 9870: its status page; 9866: DataNode RPC, 9864: its /metrics (as HDFS).
 EXPOSE 8020 9870 9866 9864
 
-# Health: one real RPC to this container's own server, 3 s deadline. HEDGEFS_HEALTH_PORT and
-# HEDGEFS_HEALTH_RPC say which server this container runs; the defaults fit a NameNode, a DataNode
-# sets 9866 and /hedgefs.DataNode/GetFaults. Healthy only if the server's handler answered: OK, or
-# PERMISSION_DENIED (GetFaults on a DataNode without fault injection or with a cluster token).
-# Nothing listening (UNAVAILABLE), a frozen or wedged process (DEADLINE_EXCEEDED) and the wrong
-# server on that port (UNIMPLEMENTED) are all unhealthy.
+# Health: one real RPC to this container's own server, 3 s deadline (hedgefs/cli/healthcheck.py).
+# HEDGEFS_HEALTH_PORT and HEDGEFS_HEALTH_RPC say which server this container runs; the defaults fit
+# a NameNode, a DataNode sets 9866 and /hedgefs.DataNode/GetFaults. In a secure cluster the call is
+# TLS with the server's own credential (HEDGEFS_SERVER_CREDENTIALS). Healthy only if the server's
+# handler answered; nothing listening, a frozen or wedged process and the wrong server on that port
+# are all unhealthy.
 ENV HEDGEFS_HEALTH_PORT=8020 \
     HEDGEFS_HEALTH_RPC=/hedgefs.NameNode/Report
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import grpc, os, sys; rpc = os.environ['HEDGEFS_HEALTH_RPC']; call = grpc.insecure_channel('127.0.0.1:' + os.environ['HEDGEFS_HEALTH_PORT']).unary_unary(rpc).future(b'', timeout=3); code = call.code(); print(rpc, code.name); sys.exit(code not in (grpc.StatusCode.OK, grpc.StatusCode.PERMISSION_DENIED))"]
+    CMD ["python", "-m", "hedgefs.cli.healthcheck"]
 
 ENTRYPOINT ["hedgefs"]
 CMD ["--help"]

@@ -59,7 +59,7 @@ def run(out_dir: pathlib.Path, *, segments: int = 200, delay_ms: int = 30_000, p
             src.up(options)
             dst.up(options)
             say(f"clusters up: source {src.namenode}, destination {dst.namenode}; writing {size / 2**30:.2f} GiB")
-            with FileSystem(src.namenode) as fs:
+            with FileSystem(src.namenode, credentials=src.credentials) as fs:
                 fs.write("/big.bin", _PatternSource(size))
                 expected = fs.checksum("/big.bin")
             runs = {}
@@ -100,7 +100,7 @@ def run(out_dir: pathlib.Path, *, segments: int = 200, delay_ms: int = 30_000, p
 def _copy(src: LocalCluster, dst: LocalCluster, target: str, hedging: bool, workers: int, read_step: int,
           expected) -> dict:
     options = Options(workers=workers, hedging=hedging, max_hedged_percent=10.0, read_step=read_step)
-    with FileSystem(src.namenode, hedge=HedgeConfig(enabled=False)) as sfs, FileSystem(dst.namenode) as dfs:
+    with FileSystem(src.namenode, hedge=HedgeConfig(enabled=False), credentials=src.credentials) as sfs, FileSystem(dst.namenode, credentials=dst.credentials) as dfs:
         job = DistCp([Location(src.namenode, "/big.bin")], Location(dst.namenode, target), options,
                      {src.namenode: ClusterSide(sfs)}, ClusterSide(dfs), dfs)
         report = job.run()

@@ -59,7 +59,7 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
                       repair_interval_s=repair_interval_s, fsync=fsync)
     try:
         cluster.up(options)
-        with FileSystem(cluster.namenode) as fs:
+        with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
             fs.mkdir("/bench", parents=True)
             rng = np.random.default_rng(0)
             per_file = int(size_mib * 1024 * 1024) // files

@@ -134,7 +134,7 @@ class BenchCluster:
         # No DataNode is declared dead during a run (120 s); a repair comes only from a put.
         self.cluster.up(Options(datanodes=10, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
                                 dead_interval_s=120.0))
-        with FileSystem(self.cluster.namenode) as fs:
+        with FileSystem(self.cluster.namenode, credentials=self.cluster.credentials) as fs:
             fs.mkdir(os.path.dirname(PATH), parents=True)
             started = time.monotonic()
             fs.write(PATH, _RandomSource(file_bytes, seed), overwrite=True)
@@ -186,7 +186,7 @@ class BenchCluster:
             self.set_faults(name, None)
 
     def fsck(self) -> pb.FsckResponse:
-        with FileSystem(self.namenode) as fs:
+        with FileSystem(self.namenode, credentials=self.cluster.credentials) as fs:
             return fs.rpc("Fsck", pb.PathRequest(path="/"))
 
     def down(self) -> None:
@@ -247,9 +247,9 @@ def run_one(sc: Scenario, mode: str, read_extra: int, bc: BenchCluster, rate: fl
             if sc.kind == "hog":
                 # The hogs take half the CPU: the healthy rate would only measure an overload.
                 # Half of what the cluster sustains with them running, instead.
-                with FileSystem(bc.namenode) as fs:
+                with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
                     pages = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S) / 2
-            with FileSystem(bc.namenode, hedge=hedge) as fs:
+            with FileSystem(bc.namenode, hedge=hedge, credentials=bc.cluster.credentials) as fs:
                 run = run_read_bench(fs, PATH, duration_s=duration_s, rate=round(pages, 2), fanout=sc.fanout,
                                      read_size=read_size, timeline=timeline)
     finally:
@@ -272,7 +272,7 @@ def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], N
     frozen = bc.least_loaded()
     times: dict[str, list[float]] = {"healthy": [], "frozen": []}
     dropped = []
-    with FileSystem(bc.namenode) as fs:
+    with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
         for i in range(puts):
             for kind in ("healthy", "frozen"):
                 path = f"/bench/put-{kind}-{i}.bin"
@@ -423,7 +423,7 @@ def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[s
                               "data_cells_per_datanode": bc.data_cells_per_datanode()}
             say(f"== cluster up, {file_bytes >> 20} MiB written in {time.monotonic() - t:.1f} s; load average "
                 f"{os.getloadavg()[0]:.1f}")
-            with FileSystem(bc.namenode) as fs:
+            with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
                 capacity = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S)
             rate = round(capacity / 2, 1)
             doc["load"] = {"capacity_reads_per_s": round(capacity, 1), "rate": rate, "duration_s": duration_s,

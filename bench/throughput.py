@@ -51,8 +51,17 @@ print(json.dumps({"seconds": elapsed, "cpu_s": cpu, "peak_rss_mb": rss_mb}), fil
 GiB = 1 << 30
 
 
-def timed_cli(*args: str, namenode: str, stdout=subprocess.DEVNULL) -> dict:
+def _env(namenode: str, credentials: str | None) -> dict:
+    """A CLI child's environment: this cluster, with this credential (a secure one) or none."""
     env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+    env.pop("HEDGEFS_CREDENTIALS", None)
+    if credentials:
+        env["HEDGEFS_CREDENTIALS"] = credentials
+    return env
+
+
+def timed_cli(*args: str, namenode: str, stdout=subprocess.DEVNULL, credentials: str | None = None) -> dict:
+    env = _env(namenode, credentials)
     proc = subprocess.run([sys.executable, "-c", _CHILD, *args], stdout=stdout, stderr=subprocess.PIPE,
                           env=env, text=True)
     if proc.returncode != 0:
@@ -81,10 +90,10 @@ def _sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def time_to_first_byte(namenode: str, remote: str, runs: int = 5) -> dict:
+def time_to_first_byte(namenode: str, remote: str, runs: int = 5, credentials: str | None = None) -> dict:
     """Seconds from starting ``hedgefs cat REMOTE`` to its first byte on stdout (median of runs),
     beside the same for a bare ``python -c pass`` (the interpreter's own start-up)."""
-    env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+    env = _env(namenode, credentials)
 
     def once(argv) -> float:
         started = time.perf_counter()
@@ -101,8 +110,8 @@ def time_to_first_byte(namenode: str, remote: str, runs: int = 5) -> dict:
     return {"cat_1_byte_s": round(cat[runs // 2], 3), "python_alone_s": round(bare[runs // 2], 3)}
 
 
-def random_reads(namenode: str, remote: str, reads: int) -> dict:
-    env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+def random_reads(namenode: str, remote: str, reads: int, credentials: str | None = None) -> dict:
+    env = _env(namenode, credentials)
     proc = subprocess.run([sys.executable, "-m", "hedgefs", "bench", "read", remote, "--threads", "1",
                            "--reads", str(reads), "--json"], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -132,35 +141,38 @@ def _rate(size: int, run: dict) -> dict:
 
 
 def run_throughput_bench(namenode: str, size: int = 256 << 20, rss_size: int = GiB, streams: int = 6,
-                         reads: int = 2000, remote_dir: str = "/bench", workdir: str | None = None) -> dict:
+                         reads: int = 2000, remote_dir: str = "/bench", workdir: str | None = None,
+                         credentials: str | None = None) -> dict:
+    """``credentials``: the file a secure cluster's client uses (None: an insecure cluster)."""
     load_before = os.getloadavg()
+    cred = {"credentials": credentials}
     remote = f"{remote_dir}/throughput.bin"
     with tempfile.TemporaryDirectory(dir=workdir, prefix="hedgefs-throughput-") as tmp:
         src, dst = os.path.join(tmp, "src.bin"), os.path.join(tmp, "dst.bin")
         digest = write_random_file(src, size)
         probe = run_socket_probe(src, size, streams)
-        timed_cli("mkdir", "-p", remote_dir, namenode=namenode)
-        put = timed_cli("put", "-f", src, remote, namenode=namenode)
-        cat = timed_cli("cat", remote, namenode=namenode)
-        get = timed_cli("get", remote, dst, namenode=namenode)
+        timed_cli("mkdir", "-p", remote_dir, namenode=namenode, **cred)
+        put = timed_cli("put", "-f", src, remote, namenode=namenode, **cred)
+        cat = timed_cli("cat", remote, namenode=namenode, **cred)
+        get = timed_cli("get", remote, dst, namenode=namenode, **cred)
         if _sha256(dst) != digest:
             raise RuntimeError("the file read back differs from the file put")
         os.unlink(dst)
         local = local_copy(src, dst)
-        random = random_reads(namenode, remote, reads)
+        random = random_reads(namenode, remote, reads, **cred)
         with open(os.path.join(tmp, "one.bin"), "wb") as f:
             f.write(b"1")
-        timed_cli("put", "-f", os.path.join(tmp, "one.bin"), f"{remote_dir}/one-byte", namenode=namenode)
-        startup = time_to_first_byte(namenode, f"{remote_dir}/one-byte")
-        timed_cli("rm", remote, namenode=namenode)
+        timed_cli("put", "-f", os.path.join(tmp, "one.bin"), f"{remote_dir}/one-byte", namenode=namenode, **cred)
+        startup = time_to_first_byte(namenode, f"{remote_dir}/one-byte", **cred)
+        timed_cli("rm", remote, namenode=namenode, **cred)
         rss = {}
         if rss_size:
             os.unlink(src)
             write_random_file(src, rss_size)
             big = f"{remote_dir}/rss.bin"
-            rss_put = timed_cli("put", "-f", src, big, namenode=namenode)
-            rss_get = timed_cli("get", big, "-", namenode=namenode)
-            timed_cli("rm", big, namenode=namenode)
+            rss_put = timed_cli("put", "-f", src, big, namenode=namenode, **cred)
+            rss_get = timed_cli("get", big, "-", namenode=namenode, **cred)
+            timed_cli("rm", big, namenode=namenode, **cred)
             rss = {"size": rss_size, "put_peak_rss_mb": round(rss_put["peak_rss_mb"], 1),
                    "get_peak_rss_mb": round(rss_get["peak_rss_mb"], 1),
                    "put_mb_s": round(rss_size / rss_put["seconds"] / 1e6, 1),

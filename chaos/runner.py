@@ -151,13 +151,14 @@ class Chaos:
         c = self.config
         self.cluster.up(Options(datanodes=c.datanodes, namenode_port=0, policy=POLICY.name, block_size=BLOCK_SIZE,
                                 heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
-                                scrub_interval_s=SCRUB_INTERVAL_S))
+                                scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure))
         self.out(f"cluster: {self.cluster.root} (NameNode {self.cluster.namenode}, {c.datanodes} DataNodes, "
-                 f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks)")
+                 f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks{', secure' if c.secure else ''})")
         # The checker never waits out a breaker or an extra-read budget.
         verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000, budget_pct=1000)
-        with FileSystem(self.cluster.namenode) as wfs, FileSystem(self.cluster.namenode) as rfs, \
-                FileSystem(self.cluster.namenode, hedge=verify_hedge) as vfs, ThreadPoolExecutor(4) as pool:
+        nn, cred = self.cluster.namenode, self.cluster.credentials
+        with FileSystem(nn, credentials=cred) as wfs, FileSystem(nn, credentials=cred) as rfs, \
+                FileSystem(nn, hedge=verify_hedge, credentials=cred) as vfs, ThreadPoolExecutor(4) as pool:
             self.vfs, self.pool = vfs, pool
             for w in range(c.writers):
                 wfs.mkdir(f"/chaos/w{w}", parents=True)
@@ -256,7 +257,8 @@ class Chaos:
         blocks = sorted((self.cluster.root / step.target / "blocks").glob("*/*.blk"))
         flipped = []
         for path in rng.sample(blocks, min(knobs["units"], len(blocks))):
-            name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+)?\.blk", path.name)  # <group>_<index>_<version>.blk
+            # <group>_<index>_<generation>_<version>.blk (datanode/storage.py)
+            name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+){0,2}\.blk", path.name)
             if name is None:
                 continue
             group_id, index = int(name[1]), int(name[2])

@@ -42,10 +42,11 @@ class ChaosConfig:
     readers: int = 2
     files_per_writer: int = 12            # a writer deletes its oldest file beyond this many
     max_file_bytes: int = 2 * POLICY.k * BLOCK_SIZE + POLICY.stripe_data_size
+    secure: bool = False                  # TLS, credentials and block tokens on every channel
 
     def replay_command(self, steps: int) -> str:
         return (f"hedgefs chaos --seed {self.seed} --steps {steps} --datanodes {self.datanodes} "
-                f"--writers {self.writers} --readers {self.readers}")
+                f"--writers {self.writers} --readers {self.readers}" + (" --secure" if self.secure else ""))
 
 
 # ---------------------------------------------------------------------------- the schedule

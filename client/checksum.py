@@ -150,7 +150,8 @@ async def _one_unit_crcs(datanodes: DataNodeClient, limit: asyncio.Semaphore, po
         return None
     async with limit:
         try:
-            answer = await datanodes.chunk_checksums(loc.data_address, group.id, index)
+            answer = await datanodes.chunk_checksums(loc.data_address, group.id, index, generation=group.generation,
+                                                     token=loc.token, peer=loc.datanode_id)
         except (TransferError, TimeoutError) as err:
             log.info("no chunk checksums for unit %d/%d from %s (%s): reading its group instead",
                      group.id, index, loc.datanode_id, describe(err))

@@ -1,7 +1,8 @@
 """The errors a user can see, each with a one-line message and an exit code scripts can rely on.
 
 Exit codes: 1 = operation failed (I/O, unreadable data, refused by the cluster),
-2 = usage / bad input (bad path, unknown policy, file exists), 3 = NameNode unreachable.
+2 = usage / bad input (bad path, unknown policy, file exists), 3 = NameNode unreachable,
+4 = not allowed (no or the wrong credential, an admin's call, file permissions, TLS refused).
 """
 
 import grpc
@@ -33,6 +34,12 @@ class Unavailable(HedgefsError):
     exit_code = 3
 
 
+class NotAllowed(HedgefsError):
+    """The cluster refused who we are, or what we asked, on security grounds."""
+
+    exit_code = 4
+
+
 class DataUnavailable(HedgefsError):
     """Too few units of a stripe, or no replica of a block, could be read: the bytes cannot be had.
     Its message always starts "data unavailable", whichever step found out."""
@@ -48,13 +55,17 @@ _BY_CODE = {
     grpc.StatusCode.INVALID_ARGUMENT: UsageError,
     grpc.StatusCode.OUT_OF_RANGE: UsageError,
     grpc.StatusCode.FAILED_PRECONDITION: HedgefsError,
-    grpc.StatusCode.PERMISSION_DENIED: HedgefsError,
+    grpc.StatusCode.PERMISSION_DENIED: NotAllowed,
+    grpc.StatusCode.UNAUTHENTICATED: NotAllowed,
 }
 
 
-def from_namenode_error(err: grpc.RpcError, address: str) -> HedgefsError:
-    """Turn a NameNode RPC failure into the error the user should read."""
+def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | None = None) -> HedgefsError:
+    """Turn a NameNode RPC failure into the error the user should read. ``tls_refusal``: why TLS
+    refused the connection, when it did (``security.tls.diagnose``)."""
     code = err.code()
+    if tls_refusal and code == grpc.StatusCode.UNAVAILABLE:
+        return NotAllowed(tls_refusal)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
     cls = _BY_CODE.get(code, HedgefsError)

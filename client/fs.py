@@ -3,6 +3,13 @@
 The public methods are ordinary blocking calls, safe to use from several threads at once; the
 network I/O behind them runs on one private event loop (loop.py). Writes are the writer's job
 (writer.py), reads the hedged reader's (reader.py); this module names files and hands over.
+
+A secure cluster: given a credential (``credentials``, else the file ``HEDGEFS_CREDENTIALS``
+names), every channel is TLS with it and the block tokens that come with unit locations go with
+every unit read and write. Tokens expire: an open file renews its locations (and tokens) when
+three quarters of their lifetime have passed, and once more if a read fails anyway, so a long
+``cat`` or benchmark never notices. A connection TLS refuses is explained (``tls.diagnose``) and
+is a NotAllowed error (exit 4), not "unreachable".
 """
 
 import asyncio
@@ -19,7 +26,14 @@ import grpc
 
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.errors import DataUnavailable, HedgefsError, IsADirectory, NotFound, from_namenode_error
+from hedgefs.client.errors import (
+    DataUnavailable,
+    HedgefsError,
+    IsADirectory,
+    NotFound,
+    UsageError,
+    from_namenode_error,
+)
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
@@ -29,6 +43,8 @@ from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.security import tls
+from hedgefs.security.identity import NAMENODE_NAME, Credential, CredentialError
 
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
@@ -48,6 +64,25 @@ def namenode_address(explicit: str | None = None) -> str:
     return explicit or os.environ.get("HEDGEFS_NAMENODE") or DEFAULT_NAMENODE
 
 
+FROM_ENVIRONMENT = "$HEDGEFS_CREDENTIALS"
+
+
+def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> Credential | None:
+    """The client's credential: ``explicit`` (a path, or a loaded one; None: none, an insecure
+    cluster), by default the file ``HEDGEFS_CREDENTIALS`` names (if set). A bad file is a UsageError."""
+    if explicit is None or isinstance(explicit, Credential):
+        return explicit
+    path = os.environ.get("HEDGEFS_CREDENTIALS") if explicit == FROM_ENVIRONMENT else explicit
+    if not path:
+        return None
+    from hedgefs.security.material import load_credential   # cryptography: only when secure
+
+    try:
+        return load_credential(path)
+    except CredentialError as err:
+        raise UsageError(str(err)) from None
+
+
 @dataclasses.dataclass(frozen=True)
 class FileStatus:
     path: str
@@ -57,6 +92,11 @@ class FileStatus:
     block_size: int
     mtime_ms: int
     groups: tuple[GroupLocation, ...] = ()
+    owner: str = ""
+    group: str = ""
+    permission: int = 0
+    # When its block tokens should be renewed (time.monotonic(); 0 = it has none).
+    renew_tokens_at: float = 0.0
 
     @classmethod
     def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
@@ -64,16 +104,22 @@ class FileStatus:
             GroupLocation(
                 id=g.id,
                 length=g.length,
-                units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address) for u in g.units},
+                units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address, u.token)
+                       for u in g.units},
+                generation=g.generation,
             )
             for g in info.groups
         )
-        return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups)
+        renew = time.monotonic() + 0.75 * info.token_lifetime_ms / 1000 if info.token_lifetime_ms else 0.0
+        return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
+                   info.owner, info.group, info.permission, renew)
 
 
 class FileSystem:
-    def __init__(self, namenode: str | None = None, hedge: HedgeConfig | None = None):
+    def __init__(self, namenode: str | None = None, hedge: HedgeConfig | None = None,
+                 credentials: "str | Credential | None" = FROM_ENVIRONMENT):
         self.namenode = namenode_address(namenode)
+        self.credential = credentials_from(credentials)
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
         self.model = LatencyModel()   # per-DataNode latency: thresholds, who is slow or silent
@@ -83,17 +129,18 @@ class FileSystem:
         self._call(self._init_channels())
 
     async def _init_channels(self) -> None:
-        self._nn_channel = grpc.aio.insecure_channel(self.namenode, options=GRPC_OPTIONS)
+        self._nn_channel = tls.channel(self.namenode, self.credential, NAMENODE_NAME, GRPC_OPTIONS, aio=True)
         self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
-        self.datanodes = DataNodeClient()
+        self.datanodes = DataNodeClient(tls=tls.client_context(self.credential) if self.credential else None)
         self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self.model, self._report_bad)
         self._reported: set[tuple[int, int, str]] = set()
         self._reports: set[asyncio.Task] = set()
 
-    def _report_bad(self, group_id: int, index: int, loc: UnitLocation) -> None:
+    def _report_bad(self, group: GroupLocation, index: int, loc: UnitLocation) -> None:
         """A read of a unit failed its checksum: ask its DataNode to check its copy on disk (in
         the background, once per unit); a damaged copy it reports to the NameNode for repair,
         an intact one means the bytes went bad on the way (and no healthy unit is dropped)."""
+        group_id = group.id
         key = (group_id, index, loc.datanode_id)
         if key in self._reported:
             return
@@ -101,7 +148,8 @@ class FileSystem:
 
         async def report() -> None:
             try:
-                answer = await self.datanodes.verify(loc.data_address, group_id, index)
+                answer = await self.datanodes.verify(loc.data_address, group_id, index, generation=group.generation,
+                                                     token=loc.token, peer=loc.datanode_id)
                 log.info("%s checked unit %d/%d: %s", loc.datanode_id, group_id, index, answer)
             except (TransferError, TimeoutError) as err:
                 log.info("cannot have %s check unit %d/%d: %s", loc.datanode_id, group_id, index, err)
@@ -120,7 +168,12 @@ class FileSystem:
         try:
             return await getattr(self._nn, method)(request, timeout=NAMENODE_TIMEOUT_S)
         except grpc.RpcError as err:
-            raise from_namenode_error(err, self.namenode) from None
+            refusal = None
+            if err.code() == grpc.StatusCode.UNAVAILABLE:
+                # gRPC says "Socket closed" whether TLS refused us or the NameNode is down: ask.
+                refusal = await asyncio.get_running_loop().run_in_executor(
+                    None, tls.diagnose, self.namenode, self.credential, NAMENODE_NAME, "the NameNode")
+            raise from_namenode_error(err, self.namenode, refusal) from None
 
     def call_soon(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the client's I/O thread as soon as it is free: how late it runs is
@@ -186,6 +239,12 @@ class FileSystem:
         """Make the complete files ``sources`` one file at ``target``, atomically, without copying:
         every source but the last must end on a block group boundary (see the NameNode)."""
         self.rpc("Concat", pb.ConcatRequest(target=target, sources=sources, overwrite=overwrite))
+
+    def set_permission(self, path: str, mode: int) -> None:
+        self.rpc("SetPermission", pb.SetPermissionRequest(path=path, permission=mode))
+
+    def set_owner(self, path: str, owner: str = "", group: str = "") -> None:
+        self.rpc("SetOwner", pb.SetOwnerRequest(path=path, owner=owner, group=group))
 
     def set_policy(self, path: str, policy: str) -> None:
         self.rpc("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
@@ -360,6 +419,7 @@ class FileReader:
         self.length = status.length
         self._located = time.monotonic()
         self._relocating: asyncio.Task | None = None
+        self._renewing: asyncio.Future | None = None
 
     def pread(self, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0:
@@ -382,11 +442,14 @@ class FileReader:
         Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
         groups do not, so fresh locations for the same groups are safe to retry with. A file
         converted to another policy meanwhile has new groups holding the same bytes: the whole
-        range is read again from them, never a mix of the two layouts.
+        range is read again from them, never a mix of the two layouts. Block tokens expire: they
+        are renewed before they do, and once more after a failed read.
         """
         self._maybe_relocate()
         for attempt in range(_RELOCATIONS + 1):
             status = self.status
+            if status.renew_tokens_at and time.monotonic() >= status.renew_tokens_at:
+                status = await self._renew(status)
             try:
                 return await self._fs._pread(status, offset, length, avoid, into)
             except DataUnavailable:
@@ -396,11 +459,15 @@ class FileReader:
                     fresh = await self._fs._stat(status.path)
                 except NotFound:
                     raise DataUnavailable(f"{status.path} was deleted while being read") from None
-                if not _new_locations(status, fresh) and not _converted(status, fresh):
+                converted = _converted(status, fresh)
+                renewed = bool(status.renew_tokens_at) and [g.id for g in fresh.groups] == [g.id for g in status.groups]
+                if not _new_locations(status, fresh) and not converted and not renewed:
                     raise  # nothing moved: reading again would only wait on the same DataNodes
-                if _converted(status, fresh):
+                if converted:
                     log.info("%s was converted from %s to %s while being read: reading the new layout",
                              status.path, status.policy, fresh.policy)
+                elif renewed:
+                    self._fs.metrics.incr("token_refreshes")
                 if self.status is status:
                     self.status = fresh
 
@@ -438,6 +505,18 @@ class FileReader:
                 where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
                          f"block group {g.id} has {len(g.units)} live units, {policy.k} needed")
                 raise DataUnavailable(f"data unavailable: {self.status.path}: {where}")
+
+    async def _renew(self, status: FileStatus) -> FileStatus:
+        """Fresh locations and tokens for the same file (reads in flight share one renewal)."""
+        if self._renewing is None or self._renewing.done():
+            async def renew() -> FileStatus:
+                fresh = await self._fs._stat(status.path)
+                if [g.id for g in fresh.groups] == [g.id for g in status.groups]:
+                    self.status = fresh
+                    self._fs.metrics.incr("token_refreshes")
+                return self.status
+            self._renewing = asyncio.ensure_future(renew())
+        return await asyncio.shield(self._renewing)
 
     def checksum(self) -> "FileChecksum":
         from hedgefs.client import checksum as _checksum

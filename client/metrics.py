@@ -25,6 +25,7 @@ COUNTER_NAMES = (
     "checksum_failures",  # unit reads whose bytes did not match the DataNode's CRC32C (rebuilt, reported)
     "avoided",  # unit reads rebuilt from other units instead of waiting on a slow or silent DataNode
     "probes",  # reads sent to an avoided DataNode anyway, to notice its recovery
+    "token_refreshes",  # block tokens of an open file renewed (a secure cluster; they expire)
 )
 
 
@@ -49,6 +50,7 @@ _HELP = {
     "checksum_failures": "Unit reads whose bytes failed the DataNode's CRC32C (rebuilt; the DataNode checks its copy).",
     "avoided": "Unit reads rebuilt from other units instead of waiting on a slow or silent DataNode.",
     "probes": "Reads sent to an avoided DataNode anyway, to notice its recovery.",
+    "token_refreshes": "Block tokens of an open file renewed from the NameNode before (or as) they expired.",
 }
 _BREAKERS: "weakref.WeakSet" = weakref.WeakSet()
 

@@ -69,6 +69,8 @@ class UnitLocation:
     datanode_id: str
     address: str            # gRPC (control)
     data_address: str = ""  # where its unit reads and writes go
+    # Its block token (a secure cluster): renewed with every lookup, so not part of where it is.
+    token: bytes = dataclasses.field(default=b"", compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +78,7 @@ class GroupLocation:
     id: int
     length: int
     units: dict[int, UnitLocation]
+    generation: int = 0
 
 
 class _GroupRead:
@@ -107,7 +110,7 @@ class _GroupRead:
 class HedgedReader:
     def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics,
                  model: LatencyModel,
-                 report_bad: Callable[[int, int, UnitLocation], None] = lambda group_id, index, loc: None):
+                 report_bad: Callable[[GroupLocation, int, UnitLocation], None] = lambda group, index, loc: None):
         self._datanodes = datanodes
         self._config = config
         self._breaker = breaker
@@ -346,7 +349,8 @@ class HedgedReader:
         late = asyncio.get_running_loop().call_later(
             self._model.slow_after(held), lambda: task.done() or self._model.overdue(token, held))
         try:
-            data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held)
+            data = await self._datanodes.read(loc.data_address, read.group.id, index, start, held,
+                                              generation=read.group.generation, token=loc.token, peer=loc.datanode_id)
         except asyncio.CancelledError:
             self._model.abandoned(token, held)   # a hedge won: it took at least this long
             raise
@@ -360,7 +364,7 @@ class HedgedReader:
                 self._metrics.incr("checksum_failures")
                 log.warning("read of %s failed its checksum (%s): rebuilding it; its DataNode will check its copy",
                             read.describe(index, start, end), err)
-                self._report_bad(read.group.id, index, loc)
+                self._report_bad(read.group, index, loc)
             raise
         finally:
             late.cancel()

@@ -20,18 +20,23 @@ one that the DataNode closed while idle is noticed on reuse and replaced once.
 Every failure is a ``TransferError`` whose text is ``STATUS: why``; ``Busy`` (the DataNode's
 --max-streams) and ``ChecksumMismatch`` are its kinds the reader counts apart.
 
-Security (block tokens, TLS) plugs in here: ``token`` is what each request carries (empty until
-the NameNode hands out block tokens), and ``_connect`` is where a socket would be TLS-wrapped.
+Every request names its unit fully, (group id, index, generation), and carries the unit's block
+token from the NameNode (empty in an insecure cluster). Given an ``ssl.SSLContext`` (a secure
+cluster) every connection is TLS, driven through a MemoryBIO on the same non-blocking socket
+(``_TlsConnection``), and checked to be the DataNode the NameNode named (``peer``): its
+certificate must say so. The handshake is part of connecting, so the hedge timer covers it.
 """
 
 import asyncio
 import dataclasses
 import socket
+import ssl
 import struct
 import time
 
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto.datatransfer import Busy, ChecksumMismatch, TransferError
+from hedgefs.security.identity import DATANODE, server_name
 
 __all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch", "BufferPool"]
 
@@ -87,9 +92,10 @@ class BufferPool:
 class _Connection:
     """One non-blocking TCP connection to a DataNode's data port, driven by the event loop."""
 
-    def __init__(self, sock: socket.socket, address: str):
+    def __init__(self, sock: socket.socket, address: str, peer: str = ""):
         self.sock = sock
         self.address = address
+        self.key = (address, peer)   # what the pool keeps it under
         self.idle_since = 0.0
         self._loop = asyncio.get_running_loop()
 
@@ -140,16 +146,76 @@ class _Connection:
         self.sock.close()
 
 
+class _TlsConnection(_Connection):
+    """A TLS connection on the same non-blocking socket: ``ssl``'s SSLObject over two MemoryBIOs,
+    records moved by the event loop (what asyncio's own SSL transport does), so the pooled,
+    cancel-by-closing design stays as it is. Decrypted bytes land straight in the caller's view."""
+
+    _RECORDS = 256 * 1024   # bytes of TLS records taken off the socket at a time
+
+    def __init__(self, sock: socket.socket, address: str, context: ssl.SSLContext, peer_name: str):
+        super().__init__(sock, address)
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._in, self._out, server_side=False, server_hostname=peer_name)
+        self._records = memoryview(bytearray(self._RECORDS))   # reused: no 256 KiB allocation per fill
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._fill()
+        await self._flush()
+
+    async def _flush(self) -> None:
+        if self._out.pending:
+            await super().send([self._out.read()])
+
+    async def _fill(self) -> None:
+        n = await self._loop.sock_recv_into(self.sock, self._records)
+        if not n:
+            raise ConnectionError(f"connection closed by {self.address}")
+        self._in.write(self._records[:n])
+
+    async def send(self, buffers) -> None:
+        for b in buffers:
+            view = memoryview(b).cast("B")
+            for pos in range(0, len(view), self._RECORDS):
+                self._tls.write(view[pos:pos + self._RECORDS])
+                if self._out.pending >= self._RECORDS:
+                    await self._flush()
+        await self._flush()
+
+    async def recv_into(self, view: memoryview) -> None:
+        got, n = 0, len(view)
+        while got < n:
+            try:
+                r = self._tls.read(n - got, view[got:])
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._fill()
+                continue
+            except ssl.SSLZeroReturnError:
+                r = 0
+            if not r:
+                raise ConnectionError(f"connection closed by {self.address}")
+            got += r
+        if self._out.pending:   # what reading made TLS say (key updates): send it on
+            await self._flush()
+
+
 class DataNodeClient:
-    def __init__(self, *, buffers: BufferPool | None = None, token: bytes = b""):
+    def __init__(self, *, buffers: BufferPool | None = None, tls: ssl.SSLContext | None = None):
         self.buffers = buffers or BufferPool()
-        self.token = token
-        self._idle: dict[str, list[_Connection]] = {}
+        self.tls = tls
+        self._idle: dict[tuple[str, str], list[_Connection]] = {}
         self._slots: dict[str, asyncio.Semaphore] = {}
 
     # ---------------------------------------------------------------- connections
 
-    async def _connect(self, address: str) -> _Connection:
+    async def _connect(self, address: str, peer: str) -> _Connection:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise TransferError("UNAVAILABLE", f"no data address for this DataNode ({address!r})")
@@ -173,11 +239,23 @@ class DataNodeClient:
             if isinstance(e, OSError):
                 raise TransferError("UNAVAILABLE", f"cannot connect to {address}: {e.strerror or e}") from None
             raise
-        # TLS (security) would wrap ``sock`` here, before the first request.
-        return _Connection(sock, address)
+        if self.tls is None:
+            return _Connection(sock, address)
+        conn = _TlsConnection(sock, address, self.tls, server_name(DATANODE, peer))
+        conn.key = (address, peer)
+        try:
+            await conn.handshake()
+        except ssl.SSLError as e:
+            conn.close()
+            raise TransferError("PERMISSION_DENIED", f"TLS with {peer or address} at {address} failed: "
+                                                     f"{e.verify_message if isinstance(e, ssl.SSLCertVerificationError) else e.reason or e}") from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-    def _pooled(self, address: str) -> _Connection | None:
-        idle = self._idle.get(address)
+    def _pooled(self, key: tuple[str, str]) -> _Connection | None:
+        idle = self._idle.get(key)
         now = time.monotonic()
         while idle:
             conn = idle.pop()
@@ -187,17 +265,18 @@ class DataNodeClient:
         return None
 
     def _release(self, conn: _Connection) -> None:
-        idle = self._idle.setdefault(conn.address, [])
+        idle = self._idle.setdefault(conn.key, [])
         if len(idle) >= _MAX_IDLE_PER_DATANODE:
             conn.close()
             return
         conn.idle_since = time.monotonic()
         idle.append(conn)
 
-    async def _request(self, address: str, request: bytes) -> tuple[_Connection, int, str]:
+    async def _request(self, address: str, peer: str, request: bytes) -> tuple[_Connection, int, str]:
         """Send a request on a pooled (or new) connection and read the response header. A pooled
-        connection the DataNode has closed meanwhile fails at once: then once more, on a new one."""
-        conn = self._pooled(address)
+        connection the DataNode has closed meanwhile fails at once: then once more, on a new one.
+        ``peer``: the DataNode id the NameNode gave for ``address`` (TLS checks it is that one)."""
+        conn = self._pooled((address, peer if self.tls else ""))
         if conn is not None:
             try:
                 await conn.send([request])
@@ -205,7 +284,7 @@ class DataNodeClient:
                 return conn, status, message
             except OSError:
                 conn.close()
-        conn = await self._connect(address)
+        conn = await self._connect(address, peer)
         try:
             await conn.send([request])
             status, message = await conn.recv_response()
@@ -216,7 +295,8 @@ class DataNodeClient:
 
     # ---------------------------------------------------------------- reads
 
-    async def read(self, address: str, group_id: int, index: int, offset: int, length: int) -> memoryview:
+    async def read(self, address: str, group_id: int, index: int, offset: int, length: int, *,
+                   generation: int, token: bytes = b"", peer: str = "") -> memoryview:
         """Bytes [offset, offset+length) of one internal block, every chunk verified.
 
         Returns a view of a pooled buffer: give it back with ``buffers.give(view)`` when done.
@@ -226,15 +306,15 @@ class DataNodeClient:
             slots = self._slots[address] = asyncio.Semaphore(_MAX_READS_PER_DATANODE)
         try:
             async with asyncio.timeout(CELL_READ_TIMEOUT_S), slots:
-                return await self._read(address, group_id, index, offset, length)
+                return await self._read(address, peer, group_id, index, generation, offset, length, token)
         except TimeoutError:
             raise TransferError("DEADLINE_EXCEEDED", f"no answer from {address} in {CELL_READ_TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
 
-    async def _read(self, address, group_id, index, offset, length) -> memoryview:
-        request = dt.pack_request(dt.OP_READ, group_id, index, offset, length, self.token)
-        conn, status, message = await self._request(address, request)
+    async def _read(self, address, peer, group_id, index, generation, offset, length, token) -> memoryview:
+        request = dt.pack_request(dt.OP_READ, group_id, index, offset, length, token, generation=generation)
+        conn, status, message = await self._request(address, peer, request)
         if status != dt.OK:
             self._release(conn)
             raise dt.error_for(status, message or f"refused by {address}")
@@ -261,17 +341,18 @@ class DataNodeClient:
             raise ChecksumMismatch(group_id, index, start + bad, address)
         return view[offset - start:offset - start + length]
 
-    async def chunk_checksums(self, address: str, group_id: int, index: int) -> "ChunkChecksums":
+    async def chunk_checksums(self, address: str, group_id: int, index: int, *, generation: int,
+                              token: bytes = b"", peer: str = "") -> "ChunkChecksums":
         """The stored CRC32C of every chunk of one internal block (no data is read)."""
         try:
-            return await self._chunk_checksums(address, group_id, index)
-        except OSError as e:   # reset by a DataNode that died meanwhile, like a read's
+            return await self._chunk_checksums(address, group_id, index, generation, token, peer)
+        except OSError as e:   # reset, refused: a failed call like any other (TransferError)
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
 
-    async def _chunk_checksums(self, address: str, group_id: int, index: int) -> "ChunkChecksums":
+    async def _chunk_checksums(self, address, group_id, index, generation, token, peer) -> "ChunkChecksums":
         async with asyncio.timeout(CHECKSUMS_TIMEOUT_S):
             conn, status, message = await self._request(
-                address, dt.pack_request(dt.OP_CHECKSUMS, group_id, index, 0, 0, self.token))
+                address, peer, dt.pack_request(dt.OP_CHECKSUMS, group_id, index, 0, 0, token, generation=generation))
             try:
                 if status != dt.OK:
                     raise dt.error_for(status, message or f"refused by {address}")
@@ -287,19 +368,24 @@ class DataNodeClient:
         self._release(conn)
         return ChunkChecksums(length, chunk, struct.unpack(f"<{count}I", raw))
 
-    async def verify(self, address: str, group_id: int, index: int) -> str:
+    async def verify(self, address: str, group_id: int, index: int, *, generation: int, token: bytes = b"",
+                     peer: str = "") -> str:
         """Ask a DataNode to check its stored copy of a unit (a read of it failed its checksum);
         its one-line answer. It reports a damaged unit to the NameNode itself."""
-        async with asyncio.timeout(CELL_READ_TIMEOUT_S):
-            conn, status, message = await self._request(
-                address, dt.pack_request(dt.OP_VERIFY, group_id, index, 0, 0, self.token))
+        try:
+            async with asyncio.timeout(CELL_READ_TIMEOUT_S):
+                conn, status, message = await self._request(
+                    address, peer, dt.pack_request(dt.OP_VERIFY, group_id, index, 0, 0, token, generation=generation))
+        except OSError as e:
+            raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
         self._release(conn)
         return f"{dt.STATUS_NAMES.get(status, status)}: {message}"
 
     # ---------------------------------------------------------------- writes
 
-    def open_write(self, address: str, group_id: int, index: int) -> "UnitWrite":
-        return UnitWrite(self, address, group_id, index)
+    def open_write(self, address: str, group_id: int, index: int, *, generation: int, token: bytes = b"",
+                   peer: str = "") -> "UnitWrite":
+        return UnitWrite(self, address, group_id, index, generation, token, peer)
 
     async def close(self) -> None:
         for idle in self._idle.values():
@@ -314,18 +400,22 @@ class UnitWrite:
     The connection is opened by the first ``send`` (the DataNode says OK or BUSY before any data
     moves). Errors are TransferError; time limits are the caller's (asyncio.timeout)."""
 
-    def __init__(self, client: DataNodeClient, address: str, group_id: int, index: int):
+    def __init__(self, client: DataNodeClient, address: str, group_id: int, index: int, generation: int,
+                 token: bytes, peer: str):
         self._client = client
         self.address = address
-        self.group_id, self.index = group_id, index
+        self.group_id, self.index, self.generation = group_id, index, generation
+        self._token, self._peer = token, peer
         self._conn: _Connection | None = None
         self._closed = False
 
     async def _open(self) -> _Connection:
         if self._conn is None:
             # The unit's length is known only at the end (stdin has no size): 0 = given with END.
-            request = dt.pack_request(dt.OP_WRITE, self.group_id, self.index, 0, 0, self._client.token)
-            conn, status, message = await _guarded(self._client._request(self.address, request), self.address)
+            request = dt.pack_request(dt.OP_WRITE, self.group_id, self.index, 0, 0, self._token,
+                                      generation=self.generation)
+            conn, status, message = await _guarded(self._client._request(self.address, self._peer, request),
+                                                   self.address)
             if status != dt.OK:
                 self._client._release(conn)
                 raise dt.error_for(status, message or f"refused by {self.address}")

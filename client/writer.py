@@ -55,11 +55,12 @@ NameNodeRpc = Callable[[str, object], Awaitable]  # (method, request) -> respons
 class _UnitStream:
     """One internal block being written to one DataNode."""
 
-    def __init__(self, datanodes: DataNodeClient, group_id: int, loc: pb.UnitLocation):
+    def __init__(self, datanodes: DataNodeClient, group_id: int, generation: int, loc: pb.UnitLocation):
         self.index = loc.index
         self.datanode_id = loc.datanode_id
         self.group_id = group_id
-        self.write = datanodes.open_write(loc.data_address, group_id, loc.index)
+        self.write = datanodes.open_write(loc.data_address, group_id, loc.index, generation=generation,
+                                          token=loc.token, peer=loc.datanode_id)
         self.error: str | None = None
 
     @property
@@ -204,7 +205,8 @@ class StripedWriter:
         """Write one block group starting with `first_stripe`, reading further stripes from `source`;
         fail once fewer than ``min_units`` (default k) of its units are still being written."""
         min_units = min_units or policy.k
-        streams = [_UnitStream(self._datanodes, group.id, loc) for loc in sorted(group.units, key=lambda u: u.index)]
+        streams = [_UnitStream(self._datanodes, group.id, group.generation, loc)
+                   for loc in sorted(group.units, key=lambda u: u.index)]
         from hedgefs.ec.codec import codec_for  # here: reads never pay for loading the codec (numpy)
 
         codec = codec_for(policy)

@@ -5,6 +5,8 @@ Everything about a cluster lives in one directory:
     <dir>/cluster.json        what was started: RPC and HTTP ports, pids, options
     <dir>/namenode/           NameNode data (SQLite)      <dir>/logs/namenode.log
     <dir>/dn1/ ... <dir>/dnN/ DataNode data               <dir>/logs/dn1.log ...
+    <dir>/security/           a secure cluster's CA, credentials and cluster key (security/material.py)
+                              admin.pem is the credential of the superuser, for this launcher and you
 
 Processes run in their own sessions, so `hedgefs cluster up` can return and leave them running;
 `kill`, `freeze` and `thaw` are SIGKILL, SIGSTOP and SIGCONT from the OS.
@@ -22,8 +24,9 @@ import time
 import grpc
 
 from hedgefs.plumbing import read_port_file
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
+from hedgefs.security import material, tls
 
 STATE_FILE = "cluster.json"
 
@@ -50,6 +53,8 @@ class Options:
     fsync: bool = True
     enable_faults: bool = True
     scrub_interval_s: float | None = None   # None: the DataNode's default
+    secure: bool = False                     # credentials for every process: TLS, checked calls, tokens
+    block_token_lifetime_s: float | None = None   # secure only; None: the NameNode's default
     # Extra `hedgefs datanode` flags for some DataNodes, e.g. {"dn3": ["--max-streams", "16"]}.
     datanode_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
@@ -69,10 +74,26 @@ class LocalCluster:
         return f"127.0.0.1:{self.state['namenode']['port']}"
 
     @property
+    def secure(self) -> bool:
+        return bool(self.state.get("options", {}).get("secure"))
+
+    @property
+    def security_dir(self) -> pathlib.Path:
+        return self.root / "security"
+
+    @property
+    def credentials(self) -> str | None:
+        """The admin's credential file of a secure cluster (None: insecure)."""
+        return str(self.security_dir / "admin.pem") if self.secure else None
+
+    def _admin(self) -> "material.Credential | None":
+        return material.load_credential(self.credentials) if self.secure else None
+
+    @property
     def http_url(self) -> str:
         """The NameNode's status page."""
         port = self.state["namenode"].get("http_port")
-        return f"http://127.0.0.1:{port}/" if port else ""
+        return f"{'https' if self.secure else 'http'}://127.0.0.1:{port}/" if port else ""
 
     @property
     def datanode_ids(self) -> list[str]:
@@ -85,7 +106,8 @@ class LocalCluster:
     def datanode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
         """Call a DataNode's RPC by name: SetFaults, ClearFaults, GetFaults (what tests and tools
         use to inject faults into the processes of this cluster)."""
-        with grpc.insecure_channel(self.datanode_address(name)) as channel:
+        name_checked = material.server_name(material.DATANODE, name)
+        with tls.channel(self.datanode_address(name), self._admin(), name_checked, GRPC_OPTIONS) as channel:
             return getattr(hedgefs_pb2_grpc.DataNodeStub(channel), method)(request, timeout=timeout)
 
     def pid(self, name: str) -> int | None:
@@ -108,6 +130,11 @@ class LocalCluster:
         stat = _proc_stat(pid)
         return stat is not None and stat[0] != "Z" and stat[1] == entry.get("started")
 
+    def exit_code(self, name: str) -> int | None:
+        """How a process started by this launcher ended (None: running, or not ours)."""
+        proc = self._children.get(self._entry(name).get("pid") or -1)
+        return proc.poll() if proc is not None else None
+
     def process_state(self, name: str) -> str:
         """running | frozen | stopped"""
         if not self.is_running(name):
@@ -125,6 +152,8 @@ class LocalCluster:
                       "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
+        if options.secure and not (self.security_dir / "ca.pem").exists():
+            material.init_material(self.security_dir, self.datanode_ids)
         try:
             self.start("namenode")
             for name in self.datanode_ids:
@@ -170,6 +199,10 @@ class LocalCluster:
                 args += ["--default-policy", options["policy"]]
             if options.get("block_size"):
                 args += ["--block-size", str(options["block_size"])]
+            if options.get("secure"):
+                args += ["--credentials", str(self.security_dir / "namenode.pem")]
+                if options.get("block_token_lifetime_s"):
+                    args += ["--block-token-lifetime-s", str(options["block_token_lifetime_s"])]
         else:
             args = ["datanode", "--id", name, "--port", str(entry["port"]), "--data-dir", str(data_dir),
                     "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"]),
@@ -182,8 +215,16 @@ class LocalCluster:
                 args.append("--no-fsync")
             if options.get("scrub_interval_s") is not None:
                 args += ["--scrub-interval-s", str(options["scrub_interval_s"]), "--scrub-bandwidth", "64M"]
+            if options.get("secure"):
+                credential = self.security_dir / f"{name}.pem"
+                if not credential.exists():
+                    material.add_datanode(self.security_dir, name)
+                args += ["--credentials", str(credential)]
             args += options.get("datanode_args", {}).get(name, [])
-        args += ["--http-port", str(entry.get("http_port", 0)), "--port-file", str(port_file)]
+        # A DataNode takes a fresh HTTP port each start, as its data port (the NameNode hears it in
+        # heartbeats): on a busy machine its old one may be some process's ephemeral port by now.
+        http_port = entry.get("http_port", 0) if name == "namenode" else 0
+        args += ["--http-port", str(http_port), "--port-file", str(port_file)]
         log = open(self.root / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
@@ -228,7 +269,7 @@ class LocalCluster:
     def wait_live(self, names: list[str], timeout_s: float = 60.0) -> None:
         """Block until the NameNode reports every one of `names` live."""
         deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(self.namenode) as channel:
+        with tls.channel(self.namenode, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
             stub = hedgefs_pb2_grpc.NameNodeStub(channel)
             live: set[str] = set()
             while time.monotonic() < deadline:

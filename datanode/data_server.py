@@ -12,6 +12,12 @@ Limits, so a DataNode stays responsive under any load:
 - a write stream that sends nothing for ``write_idle_s`` is dropped, its temp file deleted;
 - a connection idle between requests for ``idle_s`` is closed (clients keep theirs shorter).
 
+Security (a secure cluster): every connection is mutual TLS (the handshake runs on the
+connection's thread), and every request's block token is checked, before anything else, against
+exactly the unit (group, index, generation) and the operation it asks for (security/tokens.py):
+no call to the NameNode. TLS means no ``sendfile``: the bytes go through ``ssl`` in 256 KiB
+pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not.
+
 Cancellation: a client cancels a read by closing its connection. While a read waits on a knob
 (stall, delay, bandwidth) the connection is watched (``HangupWatcher``) and the hang-up wakes
 the wait; during ``sendfile`` it shows as a broken pipe. Either way the read is counted in
@@ -25,6 +31,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable
@@ -33,6 +40,8 @@ from hedgefs.datanode import storage
 from hedgefs.datanode.faults import InjectedError, ReadCancelled, ReadGuard, ReadPlan
 from hedgefs.plumbing import hostport
 from hedgefs.proto import datatransfer as dt
+from hedgefs.security import tokens as token_ops
+from hedgefs.security.tokens import BlockTokens, TokenError
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -40,6 +49,10 @@ _PIECE = 1024 * 1024        # bytes read, tampered with or paced at a time (faul
 _RECV_BYTES = 1024 * 1024   # a write stream's receive buffer
 _SEND_TIMEOUT_S = 60.0      # a reader that takes nothing for this long is gone
 _MAX_CONNECTIONS = 1024
+_HANDSHAKE_S = 10.0         # a TLS client that has not finished its handshake by then is dropped
+_TLS_PIECE = 256 * 1024     # bytes read and sent at a time over TLS (no sendfile)
+_TOKEN_OPS = {dt.OP_READ: token_ops.READ, dt.OP_CHECKSUMS: token_ops.READ, dt.OP_VERIFY: token_ops.READ,
+              dt.OP_WRITE: token_ops.WRITE}
 
 
 class HangupWatcher:
@@ -91,11 +104,12 @@ class HangupWatcher:
 class DataServer:
     def __init__(self, datanode_id: str, store, blocks: storage.BlockStore, *, host: str = "127.0.0.1",
                  port: int = 0, max_streams: int = 64, write_idle_s: float = 30.0, idle_s: float = 300.0,
-                 on_bad_unit: Callable[[int, int, str], None] | None = None,
-                 on_stored: Callable[[int, int, int], None] | None = None):
+                 on_bad_unit: Callable[[int, int, int, str], None] | None = None,
+                 on_stored: Callable[[int, int, int, int], None] | None = None,
+                 tls: ssl.SSLContext | None = None, tokens: BlockTokens | None = None):
         """``store`` is what reads and writes go through (``open_read``, ``open_writer``: the fault
         knobs and metrics wrapped around the block store); ``blocks`` the block store itself,
-        which VERIFY checks with no knob in the way."""
+        which VERIFY checks with no knob in the way. ``tls`` and ``tokens``: a secure cluster's."""
         self.datanode_id = datanode_id
         self.store = store
         self.blocks = blocks
@@ -104,9 +118,11 @@ class DataServer:
         self.max_streams = max_streams
         self.write_idle_s = write_idle_s
         self.idle_s = idle_s
-        self.on_bad_unit = on_bad_unit or (lambda group_id, index, reason: None)
+        self.on_bad_unit = on_bad_unit or (lambda group_id, index, generation, reason: None)
         # The receipt: the NameNode counts a unit only once its DataNode says it is stored.
-        self.on_stored = on_stored or (lambda group_id, index, length: None)
+        self.on_stored = on_stored or (lambda group_id, index, generation, length: None)
+        self.tls = tls
+        self.tokens = tokens
         self._slots = threading.BoundedSemaphore(max_streams)
         self._listener: socket.socket | None = None
         self._watcher: HangupWatcher | None = None
@@ -167,15 +183,47 @@ class DataServer:
             self.faults.count("connections")   # clients pool theirs: few, however many reads
             threading.Thread(target=self._serve, args=(conn,), name="dn-data", daemon=True).start()
 
+    def _handshake(self, conn: socket.socket) -> socket.socket | None:
+        """The TLS side of a new connection (None: the client failed it, and is gone)."""
+        raw = conn
+        try:
+            raw.settimeout(_HANDSHAKE_S)
+            conn = self.tls.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError) as e:
+            self.faults.count("tls_refused")
+            log.info("data connection to %s refused in TLS: %s", self.datanode_id, e)
+            raw.close()
+            return None
+        with self._lock:
+            self._connections.discard(raw)
+            self._connections.add(conn)
+        return conn
+
     def _serve(self, conn: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                secured = self._handshake(conn)
+                if secured is None:
+                    with self._lock:
+                        self._connections.discard(conn)
+                    return
+                conn = secured
             while not self._stopping.is_set():
                 conn.settimeout(self.idle_s)
                 request = self._recv_request(conn)
                 if request is None:
                     return
-                op, group_id, index, offset, length, _token = request
-                # The token (block tokens, security) will be checked here, before anything else.
+                op, group_id, index, generation, offset, length, token = request
+                if self.tokens is not None:
+                    try:
+                        self.tokens.check(token, _TOKEN_OPS[op], group_id, index, generation)
+                    except TokenError as e:
+                        self.faults.count("token_refused")
+                        log.warning("%s refused a request: %s", self.datanode_id, e)
+                        conn.sendall(dt.pack_response(dt.PERMISSION_DENIED, f"{self.datanode_id}: {e}"))
+                        if op == dt.OP_WRITE:
+                            return   # whatever it sends next is data, not a request
+                        continue
                 if not self._slots.acquire(blocking=False):
                     self.faults.count("busy")
                     conn.sendall(dt.pack_response(
@@ -184,13 +232,13 @@ class DataServer:
                 try:
                     conn.settimeout(_SEND_TIMEOUT_S)
                     if op == dt.OP_READ:
-                        keep = self._read(conn, group_id, index, offset, length)
+                        keep = self._read(conn, group_id, index, generation, offset, length)
                     elif op == dt.OP_WRITE:
-                        keep = self._write(conn, group_id, index, length)
+                        keep = self._write(conn, group_id, index, generation, length)
                     elif op == dt.OP_CHECKSUMS:
-                        keep = self._checksums(conn, group_id, index)
+                        keep = self._checksums(conn, group_id, index, generation)
                     else:
-                        keep = self._verify(conn, group_id, index)
+                        keep = self._verify(conn, group_id, index, generation)
                 finally:
                     self._slots.release()
                 if not keep:
@@ -210,7 +258,7 @@ class DataServer:
             dt.recv_exactly(conn, memoryview(head))
         except (ConnectionError, TimeoutError, OSError):
             return None
-        magic, version, op, _flags, group_id, index, offset, length, token_len = dt.REQUEST.unpack(head)
+        magic, version, op, _flags, group_id, index, generation, offset, length, token_len = dt.REQUEST.unpack(head)
         if magic != dt.MAGIC or version != dt.VERSION or op not in (dt.OP_READ, dt.OP_WRITE, dt.OP_VERIFY,
                                                                        dt.OP_CHECKSUMS) \
                 or token_len > dt.MAX_TOKEN_BYTES:
@@ -220,11 +268,11 @@ class DataServer:
             return None
         token = bytearray(token_len)
         dt.recv_exactly(conn, memoryview(token))
-        return op, group_id, index, offset, length, bytes(token)
+        return op, group_id, index, generation, offset, length, bytes(token)
 
     # ---------------------------------------------------------------- reads
 
-    def _read(self, conn: socket.socket, group_id: int, index: int, offset: int, length: int) -> bool:
+    def _read(self, conn: socket.socket, group_id: int, index: int, generation: int, offset: int, length: int) -> bool:
         """Serve one read; True if the connection can carry another request."""
         self.faults.count("ReadUnit")
         guard = self.faults.guard()
@@ -232,7 +280,7 @@ class DataServer:
         if watched:
             self._watcher.watch(conn, guard.cancel)
         try:
-            return self._send_range(conn, group_id, index, offset, length, guard)
+            return self._send_range(conn, group_id, index, generation, offset, length, guard)
         except (ConnectionError, TimeoutError):
             guard.cancel()      # the client hung up (or stopped reading) mid-transfer
             return False
@@ -241,9 +289,9 @@ class DataServer:
                 self._watcher.unwatch(conn)
             guard.finish()
 
-    def _send_range(self, conn, group_id, index, offset, length, guard: ReadGuard) -> bool:
+    def _send_range(self, conn, group_id, index, generation, offset, length, guard: ReadGuard) -> bool:
         try:
-            plan = self.store.open_read(group_id, index, offset, length, guard)
+            plan = self.store.open_read(group_id, index, offset, length, guard, generation=generation)
         except ReadCancelled:
             return False
         except InjectedError as e:
@@ -254,7 +302,7 @@ class DataServer:
             return self._refuse(conn, dt.OUT_OF_RANGE, str(e))
         except storage.ChecksumError as e:   # its sidecar is damaged
             log.warning("%s on %s", e, self.datanode_id)
-            self.on_bad_unit(e.group_id, e.index, str(e))
+            self.on_bad_unit(e.group_id, e.index, generation, str(e))
             return self._refuse(conn, dt.DATA_LOSS, str(e))
         except (ValueError, OSError) as e:
             return self._refuse(conn, dt.INTERNAL, f"cannot read unit {group_id}/{index}: {e}")
@@ -264,8 +312,10 @@ class DataServer:
                 conn.sendall(b"".join((dt.pack_response(dt.OK), dt.READ_INFO.pack(plan.start, plan.nbytes, plan.unit.chunk),
                                        struct.pack(f"<{len(plan.crcs)}I", *plan.crcs))))
                 if plan.tamper is None and plan.pace is None:
-                    if plan.nbytes:
+                    if plan.nbytes and self.tls is None:
                         conn.sendfile(plan.unit.file, plan.start, plan.nbytes)
+                    elif plan.nbytes:
+                        _send_tls(conn, plan.unit.fileno(), plan.start, plan.nbytes)
                     outcome = "ok"
                     return True
                 keep = self._send_slowly(conn, plan, guard)
@@ -300,15 +350,15 @@ class DataServer:
         conn.sendall(dt.pack_response(status, message))
         return True
 
-    def _checksums(self, conn: socket.socket, group_id: int, index: int) -> bool:
+    def _checksums(self, conn: socket.socket, group_id: int, index: int, generation: int) -> bool:
         """The unit's stored chunk CRCs (metadata: no byte of it is read, no read knob applies)."""
         self.faults.count("ChunkChecksums")
         try:
-            length, chunk, crcs = self.store.chunk_checksums(group_id, index)
+            length, chunk, crcs = self.store.chunk_checksums(group_id, index, generation=generation)
         except storage.UnitNotFound as e:
             return self._refuse(conn, dt.NOT_FOUND, f"{e} on {self.datanode_id}")
         except storage.ChecksumError as e:
-            self.on_bad_unit(e.group_id, e.index, "damaged checksum sidecar")
+            self.on_bad_unit(e.group_id, e.index, generation, "damaged checksum sidecar")
             return self._refuse(conn, dt.DATA_LOSS, f"{e} on {self.datanode_id}")
         except OSError as e:
             return self._refuse(conn, dt.INTERNAL, f"cannot read the checksums of unit {group_id}/{index}: {e}")
@@ -316,19 +366,20 @@ class DataServer:
                                struct.pack(f"<{len(crcs)}I", *crcs))))
         return True
 
-    def _verify(self, conn: socket.socket, group_id: int, index: int) -> bool:
+    def _verify(self, conn: socket.socket, group_id: int, index: int, generation: int) -> bool:
         """A reader saw this unit's bytes fail their checksum: check the copy on disk (no fault
         knob applies: they model what happens to a read), report it to the NameNode if damaged."""
         self.faults.count("VerifyUnit")
         store = self.blocks
         try:
-            for _ in store.read(group_id, index, 0, store.length(group_id, index)):
+            for _ in store.read(group_id, index, 0, store.length(group_id, index, generation=generation),
+                                generation=generation):
                 pass
         except storage.UnitNotFound as e:
             return self._refuse(conn, dt.NOT_FOUND, f"{e} on {self.datanode_id}")
         except storage.ChecksumError as e:
             log.warning("%s on %s (a reader noticed): reported", e, self.datanode_id)
-            self.on_bad_unit(e.group_id, e.index, str(e))
+            self.on_bad_unit(e.group_id, e.index, generation, str(e))
             return self._refuse(conn, dt.DATA_LOSS, f"{e} on {self.datanode_id}: reported to the NameNode")
         except OSError as e:
             return self._refuse(conn, dt.INTERNAL, f"cannot read unit {group_id}/{index}: {e}")
@@ -338,11 +389,14 @@ class DataServer:
 
     # ---------------------------------------------------------------- writes
 
-    def _write(self, conn: socket.socket, group_id: int, index: int, length: int) -> bool:
+    def _write(self, conn: socket.socket, group_id: int, index: int, generation: int, length: int) -> bool:
         """Receive one unit; True if the connection can carry another request."""
         self.faults.count("WriteUnit")
         try:
-            writer = self.store.open_writer(group_id, index, length or None)
+            writer = self.store.open_writer(group_id, index, length or None, generation=generation, once=True)
+        except storage.UnitExists as e:
+            log.warning("%s refused a write: %s", self.datanode_id, e)
+            return self._refuse(conn, dt.ALREADY_EXISTS, f"{self.datanode_id}: {e}")
         except (ValueError, storage.StorageError) as e:
             return self._refuse(conn, dt.INVALID_ARGUMENT, str(e))
         except OSError as e:
@@ -375,13 +429,15 @@ class DataServer:
             if error is None:
                 try:
                     stored = writer.commit(value or length or 0)
+                except storage.UnitExists as e:
+                    error = (dt.ALREADY_EXISTS, f"{self.datanode_id}: {e}")
                 except storage.StorageError as e:
                     error = (dt.INVALID_ARGUMENT, str(e))
                 except OSError as e:
                     error = (_os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
             if error is not None:
                 return self._refuse(conn, *error)
-            self.on_stored(group_id, index, stored)
+            self.on_stored(group_id, index, generation, stored)
             conn.sendall(dt.pack_response(dt.OK) + dt.STORED.pack(stored))
             return True
         except TimeoutError:
@@ -392,6 +448,18 @@ class DataServer:
             return False
         finally:
             writer.abort()   # no-op after a commit
+
+
+def _send_tls(conn: ssl.SSLSocket, fd: int, offset: int, nbytes: int) -> None:
+    """``sendfile`` for a TLS socket: the bytes must pass through ssl, a piece at a time."""
+    buf = memoryview(bytearray(min(_TLS_PIECE, nbytes)))
+    end = offset + nbytes
+    while offset < end:
+        n = os.preadv(fd, [buf[:min(len(buf), end - offset)]], offset)
+        if n <= 0:
+            raise ConnectionError("unit shorter than its sidecar")   # ends the read; the reader rebuilds
+        conn.sendall(buf[:n])
+        offset += n
 
 
 def _os_status(e: OSError) -> int:

@@ -343,29 +343,31 @@ class FaultyStore:
         self.store = store
         self.faults = faults
 
-    def open_writer(self, group_id: int, index: int, expected_length: int | None):
-        return self.store.open_writer(group_id, index, expected_length)   # writes are never slowed
+    def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int,
+                    once: bool = False):
+        # writes are never slowed
+        return self.store.open_writer(group_id, index, expected_length, generation=generation, once=once)
 
-    def chunk_checksums(self, group_id: int, index: int) -> tuple[int, int, tuple[int, ...]]:
+    def chunk_checksums(self, group_id: int, index: int, *, generation: int) -> tuple[int, int, tuple[int, ...]]:
         """(unit length, chunk size, CRC32C per chunk) of the committed version, as stored: no data
         is read, and the read knobs do not apply (it is metadata)."""
-        with self.store.open_unit(group_id, index) as unit:
+        with self.store.open_unit(group_id, index, generation=generation) as unit:
             return unit.length, unit.chunk, unit.crcs
 
-
-    def open_read(self, group_id: int, index: int, offset: int, length: int, guard: ReadGuard) -> ReadPlan:
+    def open_read(self, group_id: int, index: int, offset: int, length: int, guard: ReadGuard, *,
+                  generation: int) -> ReadPlan:
         """The whole checksum chunks to send for [offset, offset+length) (see ``ReadPlan``), after
         the stall and the delay, with the error knob drawn and what to do to the bytes on the way.
         Raises ReadCancelled if the client leaves during a wait, InjectedError if the error knob
         fires, and the store's UnitNotFound / RangeError / ChecksumError (a damaged sidecar)."""
         faults = self.faults
         if not faults.enabled:
-            return ReadPlan.of(self.store.open_unit(group_id, index), offset, length)
+            return ReadPlan.of(self.store.open_unit(group_id, index, generation=generation), offset, length)
         if faults.hold_if_stalled(guard) or guard.wait(faults.read_delay_s()):
             raise ReadCancelled()
         if faults.draw_error():
             raise InjectedError(f"injected error on {faults.datanode_id}")
-        unit = self.store.open_unit(group_id, index)
+        unit = self.store.open_unit(group_id, index, generation=generation)
         tamper = faults.corrupter() if faults.draw_corrupt() or faults.draw_wire_corrupt() else None
         paced = faults.config().bandwidth_bps > 0
         return ReadPlan.of(unit, offset, length, tamper, (lambda n: faults.pace(guard, n)) if paced else None)

@@ -8,6 +8,12 @@ One background thread::
 
 Commands in heartbeat replies are executed here: deletes at once, repairs handed to the
 RepairRunner. An unreachable NameNode is logged once per outage, and retried forever.
+
+The cluster: the DataNode sends the cluster id its data dir joined (none yet: it records the
+NameNode's at its first registration); a NameNode of another cluster, or one that refuses this
+DataNode (another cluster, a credential that is not this DataNode's, TLS that fails both ways)
+is fatal: ``on_fatal(why)`` and the loop ends (the DataNode exits 4). Being refused is not an
+outage: retrying would only be refused again.
 Receipts for units just stored and bad-unit reports (checksum mismatches seen by reads and the
 scrubber) go out on their own thread, bounded and retried (``reports.Reports``), so neither a
 write nor a read ever waits for the NameNode.
@@ -18,13 +24,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+
 import grpc
 
 from hedgefs.datanode.reports import Reports
-
 from hedgefs.plumbing import describe
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.security import tls
+from hedgefs.security.identity import NAMENODE_NAME, Credential, Refused
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -32,7 +40,8 @@ log = logging.getLogger("hedgefs.datanode")
 class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
-                 rpc_timeout_s: float = 10.0, repairs=None, stats=None):
+                 rpc_timeout_s: float = 10.0, repairs=None, stats=None, credential: Credential | None = None,
+                 on_fatal=None):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
@@ -43,12 +52,16 @@ class NameNodeLink:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.block_report_interval_s = block_report_interval_s
         self.rpc_timeout_s = rpc_timeout_s
-        self._channel = grpc.insecure_channel(namenode, options=GRPC_OPTIONS)
+        self.credential = credential
+        self.on_fatal = on_fatal or (lambda why: None)   # (why): refused for good; the DataNode exits
+        self.fatal: str | None = None
+        self._channel = tls.channel(namenode, credential, NAMENODE_NAME, GRPC_OPTIONS)
         self._stub = hedgefs_pb2_grpc.NameNodeStub(self._channel)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.reports = Reports(send_stored=self._send_stored, send_bad=self._send_bad,
-                               has_unit=store.has, want_block_report=self.request_block_report)
+                               has_unit=lambda g, i, gen: store.has(g, i, generation=gen),
+                               want_block_report=self.request_block_report)
         self._registered = False
         self._outage = False
         self.reachable = False            # did the last heartbeat get through?
@@ -76,7 +89,14 @@ class NameNodeLink:
             again = False
             try:
                 again = self.beat()
+            except Refused as e:
+                self._refused(str(e))
+                return
             except grpc.RpcError as e:
+                refusal = self._refusal(e)
+                if refusal:
+                    self._refused(refusal)
+                    return
                 self._unreachable(e)
             except Exception:   # a bug must not silence the DataNode for good
                 log.exception("heartbeat to namenode %s failed", self.namenode)
@@ -91,10 +111,17 @@ class NameNodeLink:
         Returns True when the NameNode asked this DataNode to register again.
         """
         if not self._registered:
-            self._stub.RegisterDataNode(
+            joined = self.store.cluster_id
+            reply = self._stub.RegisterDataNode(
                 pb.RegisterRequest(datanode_id=self.datanode_id, address=self.address,
-                                   data_address=self.data_address),
+                                   data_address=self.data_address, cluster_id=joined),
                 timeout=self.rpc_timeout_s)
+            if joined and reply.cluster_id != joined:
+                raise Refused(f"namenode {self.namenode} is of cluster {reply.cluster_id}; this DataNode's data "
+                              f"dir belongs to cluster {joined}")
+            if not joined and reply.cluster_id:
+                self.store.record_cluster_id(reply.cluster_id)
+                log.info("datanode %s joined cluster %s", self.datanode_id, reply.cluster_id)
             self._registered = True
             log.info("datanode %s registered with namenode %s as %s", self.datanode_id,
                      self.namenode, self.address)
@@ -118,11 +145,11 @@ class NameNodeLink:
 
     def block_report(self) -> None:
         stored = self.store.units()
-        units = [pb.StoredUnit(group_id=g, index=i, length=n) for g, i, n in stored]
+        units = [pb.StoredUnit(group_id=g, index=i, generation=gen, length=n) for g, i, gen, n in stored]
         self._stub.BlockReport(pb.BlockReportRequest(datanode_id=self.datanode_id, units=units),
                                timeout=self.rpc_timeout_s)
         self._next_block_report = time.monotonic() + self.block_report_interval_s
-        self.reports.covered((g, i) for g, i, _n in stored)
+        self.reports.covered((g, i, gen) for g, i, gen, _n in stored)
         log.debug("block report: %d units", len(units))
 
     def request_block_report(self) -> None:
@@ -133,7 +160,7 @@ class NameNodeLink:
         kind = command.WhichOneof("command")
         if kind == "delete_unit":
             c = command.delete_unit
-            if self.store.delete(c.group_id, c.index):
+            if self.store.delete(c.group_id, c.index, generation=c.generation):
                 log.info("deleted unit %d/%d", c.group_id, c.index)
         elif kind == "repair_unit":
             if self.repairs is None:
@@ -143,6 +170,23 @@ class NameNodeLink:
                 self.repairs.submit(command.repair_unit)
         else:
             log.warning("unknown command from namenode: %s", command)
+
+    def _refusal(self, e: grpc.RpcError) -> str | None:
+        """Why the NameNode refuses this DataNode for good, if it does."""
+        code = e.code() if hasattr(e, "code") else None
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            return f"namenode {self.namenode} refused {self.datanode_id}: {e.details()}"
+        if code == grpc.StatusCode.UNAVAILABLE and self.credential is not None and not self._registered:
+            why = tls.diagnose(self.namenode, self.credential, NAMENODE_NAME, "namenode")
+            if why:
+                return why
+        return None
+
+    def _refused(self, why: str) -> None:
+        self.reachable = False
+        self.fatal = why
+        log.error("%s: giving up", why)
+        self.on_fatal(why)
 
     def _unreachable(self, e: grpc.RpcError) -> None:
         self.reachable = False
@@ -159,21 +203,22 @@ class NameNodeLink:
 
     # ---------------------------------------------------------------- reports from other threads
 
-    def report_bad_unit(self, group_id: int, index: int, reason: str) -> None:
+    def report_bad_unit(self, group_id: int, index: int, generation: int, reason: str) -> None:
         """Tell the NameNode a stored unit failed its checksum (asynchronously): its sidecar is
         damaged, or a reader's failed check made this DataNode check the unit and it is damaged."""
-        self.reports.bad(group_id, index, reason)
+        self.reports.bad(group_id, index, generation, reason)
 
-    def unit_stored(self, group_id: int, index: int, length: int) -> None:
+    def unit_stored(self, group_id: int, index: int, generation: int, length: int) -> None:
         """Tell the NameNode a unit is stored here: its receipt (asynchronously)."""
-        self.reports.stored(group_id, index, length)
+        self.reports.stored(group_id, index, generation, length)
 
-    def _send_stored(self, units: list[tuple[int, int, int]]) -> None:
+    def _send_stored(self, units: list[tuple[int, int, int, int]]) -> None:
         self._stub.UnitStored(pb.UnitStoredRequest(
             datanode_id=self.datanode_id,
-            units=[pb.StoredUnit(group_id=g, index=i, length=n) for g, i, n in units]), timeout=self.rpc_timeout_s)
-
-    def _send_bad(self, units: list[tuple[int, int, str]]) -> None:
-        self._stub.ReportBadUnits(pb.BadUnitsRequest(units=[
-            pb.BadUnit(group_id=g, index=i, datanode_id=self.datanode_id, reason=reason) for g, i, reason in units]),
+            units=[pb.StoredUnit(group_id=g, index=i, generation=gen, length=n) for g, i, gen, n in units]),
             timeout=self.rpc_timeout_s)
+
+    def _send_bad(self, units: list[tuple[int, int, int, str]]) -> None:
+        self._stub.ReportBadUnits(pb.BadUnitsRequest(units=[
+            pb.BadUnit(group_id=g, index=i, generation=gen, datanode_id=self.datanode_id, reason=reason)
+            for g, i, gen, reason in units]), timeout=self.rpc_timeout_s)

@@ -156,7 +156,7 @@ class MeasuredStore:
         self.metrics = metrics
         self.clock = clock
 
-    def open_read(self, group_id: int, index: int, offset: int, length: int, guard) -> ReadPlan:
+    def open_read(self, group_id: int, index: int, offset: int, length: int, guard, *, generation: int) -> ReadPlan:
         """``FaultyStore.open_read``, timed from the request (stalls and delays included) to the
         plan's ``done(sent, outcome)``, which the data server calls when the last byte is sent,
         the read failed or its client went away."""
@@ -164,7 +164,7 @@ class MeasuredStore:
         streams = self.metrics.streams.labels(self.metrics.datanode_id, "read")
         streams.inc()
         try:
-            plan = self.store.open_read(group_id, index, offset, length, guard)
+            plan = self.store.open_read(group_id, index, offset, length, guard, generation=generation)
         except BaseException as err:
             streams.dec()
             self.metrics.read_done(self.clock() - start, 0, _outcome(err))
@@ -177,11 +177,13 @@ class MeasuredStore:
         plan.done = done
         return plan
 
-    def chunk_checksums(self, group_id: int, index: int):
-        return self.store.chunk_checksums(group_id, index)   # metadata: not a read
+    def chunk_checksums(self, group_id: int, index: int, *, generation: int):
+        return self.store.chunk_checksums(group_id, index, generation=generation)   # metadata: not a read
 
-    def open_writer(self, group_id: int, index: int, expected_length: int | None):
-        return _MeasuredWriter(self.store.open_writer(group_id, index, expected_length), self)
+    def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int,
+                    once: bool = False):
+        return _MeasuredWriter(self.store.open_writer(group_id, index, expected_length, generation=generation,
+                                                      once=once), self)
 
 
 class _MeasuredWriter:

@@ -6,17 +6,21 @@ checked against the source's CRC32C), decodes the wanted unit's cell with the gr
 and appends it to a local temp unit. A source that fails or stalls is dropped and another one is opened at
 the start of the current stripe. Memory is a stripe's worth of cells, never the whole unit.
 On success the unit is committed (with its CRC sidecar) and ``on_stored`` tells the NameNode.
+Everything is of the command's generation: the sources read and the unit made. In a secure
+cluster each source is read over TLS, checked to be the DataNode the command names, with the
+read token the command carries for it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import socket
+import ssl
 import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
-
-import socket
 
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec import layout
@@ -24,7 +28,9 @@ from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto.datatransfer import ChecksumMismatch, TransferError, read_range, verify
+from hedgefs.proto.datatransfer import ChecksumMismatch, TransferError, connect, read_range, verify
+from hedgefs.security import tls
+from hedgefs.security.identity import DATANODE, Credential, server_name
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -39,10 +45,13 @@ class _Source:
     Every chunk is checked against the source DataNode's CRC32C (``read_range``); a mismatch
     fails the source like any error (another one is opened) and is reported."""
 
-    def __init__(self, loc: pb.UnitLocation, group_id: int, offset: int, timeout_s: float):
+    def __init__(self, loc: pb.UnitLocation, group_id: int, generation: int, offset: int, timeout_s: float,
+                 wrap=None):
         self.loc = loc
         self.index = loc.index
         self.group_id = group_id
+        self.generation = generation
+        self._wrap = wrap   # (sock, datanode_id) -> TLS socket, in a secure cluster
         self._offset = offset
         self._timeout_s = timeout_s
         self._sock: socket.socket | None = None
@@ -57,14 +66,17 @@ class _Source:
             if self._cancelled:
                 raise RepairError("cancelled")
             if self._sock is None:
-                host, _, port = self.loc.data_address.rpartition(":")
-                if not host:
+                if not self.loc.data_address.rpartition(":")[0]:
                     raise RepairError(f"no data address for {self.loc.datanode_id}")
-                self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=self._timeout_s)
-                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                wrap = functools.partial(self._wrap, datanode_id=self.loc.datanode_id) if self._wrap else None
+                try:
+                    self._sock = connect(self.loc.data_address, self._timeout_s, wrap)
+                except (OSError, ssl.SSLError) as e:
+                    raise RepairError(f"unit {self.index} on {self.loc.datanode_id}: {describe(e)}") from None
             sock = self._sock
         try:
-            data = read_range(sock, self.group_id, self.index, self._offset, n, where=self.loc.datanode_id)
+            data = read_range(sock, self.group_id, self.index, self._offset, n, where=self.loc.datanode_id,
+                              token=self.loc.token, generation=self.generation)
         except OSError as e:   # a closed or reset connection, or a timeout
             raise RepairError(f"unit {self.index} on {self.loc.datanode_id}: {describe(e)}") from None
         self._offset += n
@@ -83,12 +95,13 @@ class _Source:
 
 
 def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_s: float = 30.0,
-                stop: threading.Event | None = None, on_bad_source=None) -> tuple[int, list[str]]:
+                stop: threading.Event | None = None, on_bad_source=None, wrap=None) -> tuple[int, list[str]]:
     """Rebuild unit ``cmd.index`` of group ``cmd.group_id`` into ``store``.
 
     Returns (bytes stored, ids of the DataNodes read from). Raises RepairError (or ValueError
     for a bad policy) and leaves nothing behind on failure. ``on_bad_source(group_id, index,
-    loc)`` hears of a source whose bytes failed their checksum.
+    loc)`` hears of a source whose bytes failed their checksum. ``wrap(sock, datanode_id=...)``
+    makes a source's connection TLS (a secure cluster).
     """
     policy = parse_policy(cmd.policy)   # the group's own policy, never a default
     k, want, gid, glen = policy.k, cmd.index, cmd.group_id, cmd.group_length
@@ -112,10 +125,10 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     def open_source(loc: pb.UnitLocation) -> _Source:
         if loc.datanode_id not in used:
             used.append(loc.datanode_id)
-        return _Source(loc, gid, stripe_at, stripe_timeout_s)
+        return _Source(loc, gid, cmd.generation, stripe_at, stripe_timeout_s, wrap)
 
     # The writer first: if it cannot open (disk full), no source connection has been opened yet.
-    writer = store.open_writer(gid, want, total)
+    writer = store.open_writer(gid, want, total, generation=cmd.generation)
     active: list[_Source] = []
     pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
     try:
@@ -154,7 +167,7 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
             elif f.exception() is not None:
                 error = describe(f.exception())
                 if isinstance(f.exception(), ChecksumMismatch) and on_bad_source is not None:
-                    on_bad_source(gid, src.index, src.loc)
+                    on_bad_source(gid, src.index, src.generation, src.loc)
             if error is None:
                 cells[src.index] = f.result()
                 continue
@@ -172,24 +185,17 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
     return cells
 
 
-def _have_source_checked(group_id: int, index: int, loc: pb.UnitLocation) -> None:
-    """Ask a source whose bytes failed their checksum to check its copy (it reports a damaged one)."""
-    try:
-        log.info("unit %d/%d on %s failed its checksum here; %s says: %s", group_id, index, loc.datanode_id,
-                 loc.datanode_id, verify(loc.data_address, group_id, index, timeout=10))
-    except (OSError, TransferError) as e:
-        log.info("cannot have %s check unit %d/%d: %s", loc.datanode_id, group_id, index, describe(e))
-
-
 class RepairRunner:
     """Runs repairs from heartbeat commands, at most ``max_repairs`` at once, no duplicates."""
 
     def __init__(self, datanode_id: str, store: BlockStore, *, max_repairs: int = 2,
-                 on_stored=None, stripe_timeout_s: float = 30.0):
+                 on_stored=None, stripe_timeout_s: float = 30.0, credential: Credential | None = None):
         self.datanode_id = datanode_id
         self.store = store
-        self.on_stored = on_stored or (lambda group_id, index, length: None)
-        self.on_bad_source = _have_source_checked   # (group_id, index, loc): a source failed its checksum
+        self.on_stored = on_stored or (lambda group_id, index, generation, length: None)
+        # (group_id, index, generation, loc): a source failed its checksum
+        self.on_bad_source = self._have_source_checked
+        self._tls = tls.client_context(credential) if credential is not None else None
         self.stripe_timeout_s = stripe_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=max(1, max_repairs),
                                         thread_name_prefix="dn-repair")
@@ -213,15 +219,31 @@ class RepairRunner:
         copy.CopyFrom(cmd)
         return self._pool.submit(self._run, copy)
 
+    def _wrap(self, sock: socket.socket, *, datanode_id: str) -> socket.socket:
+        """TLS to a source, which must be the DataNode the command names."""
+        return self._tls.wrap_socket(sock, server_hostname=server_name(DATANODE, datanode_id))
+
+    def _have_source_checked(self, group_id: int, index: int, generation: int, loc: pb.UnitLocation) -> None:
+        """Ask a source whose bytes failed their checksum to check its copy (it reports a damaged one)."""
+        wrap = functools.partial(self._wrap, datanode_id=loc.datanode_id) if self._tls else None
+        try:
+            answer = verify(loc.data_address, group_id, index, timeout=10, token=loc.token, generation=generation,
+                            wrap=wrap)
+            log.info("unit %d/%d on %s failed its checksum here; %s says: %s", group_id, index, loc.datanode_id,
+                     loc.datanode_id, answer)
+        except (OSError, TransferError) as e:
+            log.info("cannot have %s check unit %d/%d: %s", loc.datanode_id, group_id, index, describe(e))
+
     def _run(self, cmd: pb.RepairUnitCommand) -> None:
         g, i = cmd.group_id, cmd.index
         t0 = time.monotonic()
         try:
             length, used = repair_unit(cmd, self.store, stripe_timeout_s=self.stripe_timeout_s,
-                                       stop=self._stop, on_bad_source=self.on_bad_source)
+                                       stop=self._stop, on_bad_source=self.on_bad_source,
+                                       wrap=self._wrap if self._tls else None)
             log.info("repaired unit %d/%d (%d bytes) from %s in %.2f s", g, i, length,
                      ",".join(used), time.monotonic() - t0)
-            self.on_stored(g, i, length)
+            self.on_stored(g, i, cmd.generation, length)
             self.done += 1
         except Exception as e:
             self.failed += 1

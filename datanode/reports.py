@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable
 
 log = logging.getLogger("hedgefs.datanode")
 
-Unit = tuple[int, int]
+Unit = tuple[int, int, int]   # (group id, index, generation)
 
 
 class Reports:
-    def __init__(self, *, send_stored: Callable[[list[tuple[int, int, int]]], None],
-                 send_bad: Callable[[list[tuple[int, int, str]]], None],
-                 has_unit: Callable[[int, int], bool], want_block_report: Callable[[], None],
+    def __init__(self, *, send_stored: Callable[[list[tuple[int, int, int, int]]], None],
+                 send_bad: Callable[[list[tuple[int, int, int, str]]], None],
+                 has_unit: Callable[[int, int, int], bool], want_block_report: Callable[[], None],
                  limit: int = 10_000, batch: int = 1000, retry_s: float = 1.0):
         self._send_stored, self._send_bad = send_stored, send_bad
         self._has_unit, self._want_block_report = has_unit, want_block_report
@@ -50,24 +50,26 @@ class Reports:
 
     # ---------------------------------------------------------------- from any thread
 
-    def stored(self, group_id: int, index: int, length: int) -> None:
+    def stored(self, group_id: int, index: int, generation: int, length: int) -> None:
+        unit = (group_id, index, generation)
         with self._cond:
-            if (group_id, index) not in self._stored and len(self._stored) >= self.limit:
+            if unit not in self._stored and len(self._stored) >= self.limit:
                 self.dropped_receipts += 1
                 full = True
             else:
-                self._stored[(group_id, index)] = length
+                self._stored[unit] = length
                 self._cond.notify()
                 full = False
         if full:
             self._want_block_report()
 
-    def bad(self, group_id: int, index: int, reason: str) -> None:
+    def bad(self, group_id: int, index: int, generation: int, reason: str) -> None:
+        unit = (group_id, index, generation)
         with self._cond:
-            if (group_id, index) not in self._bad and len(self._bad) >= self.limit:
+            if unit not in self._bad and len(self._bad) >= self.limit:
                 self.dropped_bad += 1
                 return
-            self._bad[(group_id, index)] = reason
+            self._bad[unit] = reason
             self._cond.notify()
 
     def covered(self, units: Iterable[Unit]) -> None:
@@ -94,10 +96,10 @@ class Reports:
             ok = True
             if stored:
                 # A unit deleted since it was stored must not be announced.
-                live = [(g, i, n) for (g, i), n in stored.items() if self._has_unit(g, i)]
+                live = [(*unit, n) for unit, n in stored.items() if self._has_unit(*unit)]
                 ok = self._send(self._send_stored, live, stored, self._stored)
             if bad and ok:
-                ok = self._send(self._send_bad, [(g, i, r) for (g, i), r in bad.items()], bad, self._bad)
+                ok = self._send(self._send_bad, [(*unit, r) for unit, r in bad.items()], bad, self._bad)
             elif bad:
                 self._put_back(bad, self._bad)
             if not ok:

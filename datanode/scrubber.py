@@ -31,7 +31,7 @@ DEFAULT_BANDWIDTH_BPS = 4 * 1024 * 1024
 class Scrubber:
     def __init__(self, store: BlockStore, *, interval_s: float = DEFAULT_INTERVAL_S,
                  bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS,
-                 on_bad: Callable[[int, int, str], None] = lambda g, i, reason: None,
+                 on_bad: Callable[[int, int, int, str], None] = lambda g, i, generation, reason: None,
                  clock: Callable[[], float] = time.monotonic):
         self.store = store
         self.interval_s = interval_s
@@ -70,18 +70,18 @@ class Scrubber:
                 log.exception("scrub pass failed")
             self._stop.wait(max(0.0, started + self.interval_s - self.clock()))
 
-    def run_pass(self) -> list[tuple[int, int]]:
+    def run_pass(self) -> list[tuple[int, int, int]]:
         """Verify every unit stored now; returns the bad ones (each already reported)."""
         units = sorted(self.store.units())
         started = self.clock()
         with self._lock:
             self._status.update(pass_units_done=0, pass_units=len(units))
         bad = []
-        for g, i, length in units:
+        for g, i, generation, length in units:
             if self._stop.is_set():
                 return bad
-            if not self._verify(g, i, length):
-                bad.append((g, i))
+            if not self._verify(g, i, generation, length):
+                bad.append((g, i, generation))
             with self._lock:
                 self._status["pass_units_done"] += 1
         with self._lock:
@@ -89,13 +89,13 @@ class Scrubber:
             self._status["last_pass_s"] = self.clock() - started
         if bad:
             log.warning("scrub pass: %d of %d units are bad: %s", len(bad), len(units),
-                        ", ".join(f"{g}/{i}" for g, i in bad[:20]))
+                        ", ".join(f"{g}/{i}" for g, i, _ in bad[:20]))
         return bad
 
-    def _verify(self, g: int, i: int, length: int) -> bool:
+    def _verify(self, g: int, i: int, generation: int, length: int) -> bool:
         """Read the whole unit, paced; False (and reported) if a checksum fails."""
         try:
-            for piece in self.store.read(g, i, 0, length, piece=READ_BATCH):
+            for piece in self.store.read(g, i, 0, length, generation=generation, piece=READ_BATCH):
                 with self._lock:
                     self._status["bytes_verified"] += len(piece)
                 if self._pace(len(piece)):
@@ -104,7 +104,7 @@ class Scrubber:
             log.warning("scrub: %s", e)
             with self._lock:
                 self._status["bad_units"] += 1
-            self.on_bad(g, i, f"scrub: {e}")
+            self.on_bad(g, i, generation, f"scrub: {e}")
             return False
         except (StorageError, OSError):
             pass    # deleted or replaced since the pass began: the next pass sees the new state

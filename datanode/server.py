@@ -3,6 +3,11 @@
 
 ``DataNode.start()`` binds and serves and returns; ``stop()`` shuts everything down.
 ``serve()`` is what ``hedgefs datanode`` runs; tests may run several DataNodes in one process.
+
+Given a credential (a secure cluster: a DataNode's, for this id, holding the cluster key) every
+port speaks mutual TLS with it, fault RPCs need an admin, the data port checks block tokens and
+repairs read their sources over TLS with the tokens their commands carry. A data dir that joined
+another cluster, or a NameNode that refuses this DataNode, stops it (``Refused``: exit 4).
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from hedgefs.datanode.heartbeat import NameNodeLink
 from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
 from hedgefs.datanode.repair_worker import RepairRunner
 from hedgefs.datanode.scrubber import DEFAULT_BANDWIDTH_BPS, DEFAULT_INTERVAL_S, Scrubber
-from hedgefs.datanode.servicer import DataNodeServicer, add_to_server
+from hedgefs.datanode.servicer import DataNodeServicer, add_to_server, authorizer
 from hedgefs import httpserver
-from hedgefs.plumbing import hostport, serve_until, stop_on_signal, write_port_file
+from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.security import tls
+from hedgefs.security.identity import DATANODE, Credential, Refused
+from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -43,7 +51,7 @@ class DataNode:
     def __init__(self, *, datanode_id: str, port: int, data_dir: str, namenode: str,
                  host: str = "127.0.0.1", advertise_host: str | None = None,
                  enable_faults: bool = False, fault_specs: Sequence[str] = (),
-                 token: str | None = None, heartbeat_interval_s: float = 3.0,
+                 credential: Credential | None = None, heartbeat_interval_s: float = 3.0,
                  block_report_interval_s: float = 60.0, fsync: bool = True, max_repairs: int = 2,
                  http_port: int | None = None, scrub_interval_s: float = DEFAULT_INTERVAL_S,
                  scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS, data_port: int = 0, max_streams: int = 64,
@@ -51,6 +59,14 @@ class DataNode:
         environ = os.environ if environ is None else environ
         if not datanode_id:
             raise ValueError("a DataNode needs an id (--id)")
+        if credential is not None:
+            if credential.identity.role != DATANODE or credential.cluster_key is None:
+                raise Refused(f"{credential.path} is not a DataNode's credential ({credential.identity})")
+            if credential.identity.name != datanode_id:
+                raise Refused(f"the credential {credential.path} is DataNode {credential.identity.name}'s, "
+                              f"not {datanode_id}'s")
+        else:
+            warn_if_open(f"datanode {datanode_id}", host)
         if fault_specs and not enable_faults:
             raise ValueError(f"--fault given but fault injection is disabled on {datanode_id} "
                              f"(add --enable-faults)")
@@ -77,6 +93,13 @@ class DataNode:
         # Opening the store takes the data dir's lock (DataDirInUse if another DataNode has it)
         # and recovers from a crash mid-commit. HEDGEFS_DEBUG_CRASH_AT is a test knob.
         self.store = storage.BlockStore(data_dir, fsync=fsync, crash_at=environ.get("HEDGEFS_DEBUG_CRASH_AT"))
+        joined = self.store.cluster_id
+        if credential is not None and joined and joined != credential.cluster_id:
+            self.store.close()
+            raise Refused(f"data dir {data_dir} belongs to cluster {joined}; the credential is of cluster "
+                          f"{credential.cluster_id}")
+        self.credential = credential
+        self.on_fatal = lambda why: None   # serve() stops the process on a refusal
         self.faults = Faults(datanode_id, enable_faults, initial)
         self.metrics = DataNodeMetrics(datanode_id)
         self.metrics.add_state(self._state_gauges)
@@ -85,7 +108,6 @@ class DataNode:
         self.data_store = MeasuredStore(FaultyStore(self.store, self.faults), self.metrics)
         self.http_port = http_port
         self.http: httpserver.HttpServer | None = None
-        self.token = token
         self.heartbeat_interval_s = heartbeat_interval_s
         self.block_report_interval_s = block_report_interval_s
         self.max_repairs = max_repairs
@@ -99,13 +121,18 @@ class DataNode:
         self.data_address = ""
 
     def start(self) -> int:
+        cred = self.credential
         if self.http_port is not None:
-            self.http = httpserver.open_server(self.host, self.http_port, self._http, self.datanode_id)
+            self.http = httpserver.open_server(self.host, self.http_port, self._http, self.datanode_id,
+                                               tls=tls.server_context(cred, client_cert="optional") if cred else None)
             self.http_port = self.http.port
         server = grpc.server(ThreadPoolExecutor(max_workers=64, thread_name_prefix="dn-rpc"),
-                             options=GRPC_OPTIONS)
+                             options=GRPC_OPTIONS, interceptors=[authorizer(secure=cred is not None)])
         try:
-            bound = server.add_insecure_port(hostport(self.host, self.port))
+            if cred is None:
+                bound = server.add_insecure_port(hostport(self.host, self.port))
+            else:
+                bound = server.add_secure_port(hostport(self.host, self.port), tls.grpc_server_credentials(cred))
         except RuntimeError:
             bound = 0
         if not bound:
@@ -113,7 +140,9 @@ class DataNode:
         self.port = bound
         self.address = hostport(self.advertise_host, bound)
         data_server = DataServer(self.datanode_id, self.data_store, self.store, host=self.host, port=self.data_port,
-                                 max_streams=self.max_streams, write_idle_s=self.write_idle_s)
+                                 max_streams=self.max_streams, write_idle_s=self.write_idle_s,
+                                 tls=tls.server_context(cred) if cred else None,
+                                 tokens=BlockTokens(cred.cluster_key) if cred else None)
         try:
             self.data_port = data_server.start()
         except OSError:
@@ -125,16 +154,16 @@ class DataNode:
                                  address=self.address, data_address=self.data_address, store=self.store,
                                  heartbeat_interval_s=self.heartbeat_interval_s,
                                  block_report_interval_s=self.block_report_interval_s,
-                                 stats=self._stats)
+                                 stats=self._stats, credential=cred, on_fatal=lambda why: self.on_fatal(why))
         self.repairs = RepairRunner(self.datanode_id, self.store, max_repairs=self.max_repairs,
-                                    on_stored=self.link.unit_stored)
+                                    on_stored=self.link.unit_stored, credential=cred)
         self.link.repairs = self.repairs
         self.scrubber.on_bad = self.link.report_bad_unit
         # The data server sends each stored unit's receipt (link.unit_stored): the NameNode counts
         # a unit only once its DataNode says it is stored.
         data_server.on_bad_unit = self.link.report_bad_unit
         data_server.on_stored = self.link.unit_stored
-        add_to_server(DataNodeServicer(self.datanode_id, self.faults, token=self.token), server)
+        add_to_server(DataNodeServicer(self.datanode_id, self.faults), server)
         server.start()
         self.server = server
         self.link.start()
@@ -210,7 +239,7 @@ class DataNode:
 
 def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: str = "127.0.0.1",
           advertise_host: str | None = None, port_file: str | None = None,
-          enable_faults: bool = False, fault_specs: Sequence[str] = (), token: str | None = None,
+          enable_faults: bool = False, fault_specs: Sequence[str] = (), credential: Credential | None = None,
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
           fsync: bool = True, max_repairs: int = 2, http_port: int | None = None,
           scrub_interval_s: float = DEFAULT_INTERVAL_S, scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS,
@@ -218,29 +247,40 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: st
     """Run a DataNode until SIGTERM/SIGINT.
 
     Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
-    storage.DataDirInUse when another DataNode has the data dir, and OSError when the port cannot
-    be bound or the data directory cannot be used; all carry a one-line message for the CLI.
+    storage.DataDirInUse when another DataNode has the data dir, OSError when the port cannot
+    be bound or the data directory cannot be used, and Refused when it may not serve (another
+    cluster's data dir or NameNode, someone else's credential, refused by the NameNode); all
+    carry a one-line message for the CLI.
     """
     node = DataNode(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode,
                     host=host, advertise_host=advertise_host, enable_faults=enable_faults,
-                    fault_specs=fault_specs, token=token,
+                    fault_specs=fault_specs, credential=credential,
                     heartbeat_interval_s=heartbeat_interval_s,
                     block_report_interval_s=block_report_interval_s, fsync=fsync,
                     max_repairs=max_repairs, http_port=http_port, scrub_interval_s=scrub_interval_s,
                     scrub_bandwidth_bps=scrub_bandwidth_bps, data_port=data_port, max_streams=max_streams,
                     write_idle_s=write_idle_s)
     with stop_on_signal() as stop:
+        refused: list[str] = []
+
+        def on_fatal(why: str) -> None:
+            refused.append(why)
+            stop.set()
+
+        node.on_fatal = on_fatal
         try:
             bound = node.start()
             if port_file:
                 write_port_file(port_file, bound, data=node.data_port,
                                 **({"http": node.http_port} if node.http else {}))
-            log.info("datanode %s listening on %s, data port %d (data %s, namenode %s%s)", datanode_id,
+            log.info("datanode %s listening on %s, data port %d (data %s, namenode %s%s%s)", datanode_id,
                      hostport(host, bound), node.data_port, data_dir, namenode,
-                     ", faults enabled" if enable_faults else "")
+                     ", faults enabled" if enable_faults else "", ", secure" if credential else "")
             if node.http:
                 log.info("datanode %s metrics on %smetrics", datanode_id, node.http.url)
             serve_until(stop)
             log.info("datanode %s stopping", datanode_id)
         finally:
             node.stop()
+        if refused:
+            raise Refused(refused[0])

@@ -1,11 +1,12 @@
 """The DataNode's gRPC face: the fault knobs (set, clear, show), a thin sync servicer.
 
-Unit reads and writes do not come here: they use the data port (``data_server.py``).
+Unit reads and writes do not come here: they use the data port (``data_server.py``). Every
+method here needs an admin's credential in a secure cluster (``AUTHORIZATION``, enforced by
+security/rpc.py for every call), and fault injection enabled (``--enable-faults``).
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 
 import grpc
@@ -13,6 +14,13 @@ import grpc
 from hedgefs.datanode.faults import FIELDS, Faults
 from hedgefs.proto import hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.security import rpc as authz
+
+AUTHORIZATION: dict[str, authz.Rule] = {
+    "SetFaults": authz.admin(),
+    "ClearFaults": authz.admin(),
+    "GetFaults": authz.admin(),
+}
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -20,22 +28,18 @@ _PROBABILITY_FIELDS = ("probability", "error_probability", "corrupt_probability"
 
 
 class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
-    def __init__(self, datanode_id: str, faults: Faults, *, token: str | None = None):
+    def __init__(self, datanode_id: str, faults: Faults):
         self.datanode_id = datanode_id
         self.faults = faults
-        self.token = token
 
     # ---------------------------------------------------------------- fault admin
 
     def _admit(self, request, context, method: str) -> None:
         self.faults.count(method)
         if not self.faults.enabled:
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           f"fault injection is disabled on {self.datanode_id} "
                           f"(start it with --enable-faults)")
-        if self.token and not hmac.compare_digest(request.token.encode(), self.token.encode()):
-            context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                          f"bad or missing cluster token for fault injection on {self.datanode_id}")
 
     def SetFaults(self, request, context):
         self._admit(request, context, "SetFaults")
@@ -64,3 +68,8 @@ class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
 
 def add_to_server(servicer: "DataNodeServicer", server: grpc.Server) -> None:
     hedgefs_pb2_grpc.add_DataNodeServicer_to_server(servicer, server)
+
+
+def authorizer(secure: bool) -> authz.Authorizer:
+    """The interceptor that enforces ``AUTHORIZATION`` on this service."""
+    return authz.Authorizer("DataNode", AUTHORIZATION, secure=secure)

@@ -1,19 +1,24 @@
 """Internal blocks on a DataNode's local disk, with CRC32C checksums. No gRPC here.
 
-One internal block ("unit") ``(group_id, index)`` is two files, named from integers only::
+One internal block ("unit") ``(group_id, index, generation)`` is two files, named from integers
+only (``generation`` is the one the NameNode issued with the block group: a unit of the same
+group id and index but another generation is another unit, e.g. of a wiped NameNode's
+predecessor, and both may sit here side by side)::
 
-    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<gen>.blk   exactly the unit's bytes
-    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<gen>.crc   header + CRC32C per 64 KiB
+    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<generation>_<version>.blk   the unit's bytes
+    <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<generation>_<version>.crc   header + CRC32C per 64 KiB
     <data_dir>/tmp/                                                       writes in progress
     <data_dir>/datanode.lock                                              one DataNode per directory
+    <data_dir>/VERSION                                                    the cluster id it joined
 
-``gen`` counts the versions of a unit on this disk (the first is 1; names without it, from before
-it existed, are version 0). A unit's version is *committed* once both of its files are in place:
+Units of generation 0 (from before generations) keep the older names, ``<group_id>_<index>_<version>``
+and ``<group_id>_<index>`` (version 0). ``version`` counts the versions of a unit on this disk
+(the first is 1). A unit's version is *committed* once both of its files are in place:
 
     1 block-synced     the bytes are in tmp/, fsynced
     2 sidecar-synced   the checksums too
-    3 block-renamed    tmp block -> <stem>_<gen>.blk   (invisible: no sidecar of that gen yet)
-    4 sidecar-renamed  tmp sidecar -> <stem>_<gen>.crc  (the commit point)
+    3 block-renamed    tmp block -> <stem>_<version>.blk   (invisible: no sidecar of that version yet)
+    4 sidecar-renamed  tmp sidecar -> <stem>_<version>.crc  (the commit point)
     5 dir-synced       the directory entries are on disk
     6 old-removed      the older version's sidecar, then its block, are unlinked
 
@@ -24,7 +29,11 @@ unit or the new one, never new checksums over old bytes. ``crash_at`` (a debug k
 ``HEDGEFS_DEBUG_CRASH_AT`` variable of ``hedgefs datanode``) SIGKILLs the process at one step,
 so tests can check exactly that.
 
-Read side (stable: the servicer, the scrubber and any data plane use only this):
+A writer opened ``once=True`` (the data port's) never replaces a stored unit: it is refused
+(``UnitExists``) at open and, should another write commit the unit first, at commit.
+
+Read side (stable: the servicer, the scrubber and any data plane use only this; ``generation`` is
+a keyword of every call):
 
     open_unit(g, i) -> OpenUnit   the block file opened for reading (``fileno()`` for sendfile,
                                   offsets are unit offsets: the file holds nothing else), its
@@ -61,6 +70,7 @@ _MAGIC = b"HFSCRC1\0"
 _HEADER = struct.Struct("<8sQI")      # magic, unit length, checksum chunk size
 _FILE_COUNTER = itertools.count()
 LOCK_FILE = "datanode.lock"
+VERSION_FILE = "VERSION"
 COMMIT_STEPS = ("block-synced", "sidecar-synced", "block-renamed", "sidecar-renamed", "dir-synced",
                 "old-removed")
 
@@ -85,29 +95,45 @@ class DataDirInUse(StorageError):
     pass
 
 
+class UnitExists(StorageError):
+    """A unit is written once: this one is stored already."""
+
+
 class ChecksumError(StorageError):
     def __init__(self, group_id: int, index: int, offset: int):
         super().__init__(f"checksum mismatch in unit {group_id}/{index} at offset {offset}")
         self.group_id, self.index, self.offset = group_id, index, offset
 
 
-def _check_ids(group_id: int, index: int) -> tuple[int, int]:
-    group_id, index = int(group_id), int(index)
-    if group_id < 0 or index < 0:
-        raise ValueError(f"bad unit id {group_id}/{index}")
-    return group_id, index
+Unit = tuple[int, int, int]   # (group id, index, generation)
 
 
-def parse_name(name: str) -> tuple[int, int, int] | None:
-    """(group id, index, gen) of a unit file name (``7_3_2.blk``, or ``7_3.blk`` = gen 0)."""
+def _check_ids(group_id: int, index: int, generation: int = 0) -> Unit:
+    group_id, index, generation = int(group_id), int(index), int(generation)
+    if group_id < 0 or index < 0 or generation < 0:
+        raise ValueError(f"bad unit id {group_id}/{index} generation {generation}")
+    return group_id, index, generation
+
+
+def _name(key: Unit) -> str:
+    g, i, generation = key
+    return f"{g}/{i}" + (f" generation {generation}" if generation else "")
+
+
+def parse_name(name: str) -> tuple[int, int, int, int] | None:
+    """(group id, index, generation, version) of a unit file name: ``7_3_1234_2.blk``; the older
+    ``7_3_2.blk`` and ``7_3.blk`` are generation 0 (versions 2 and 0)."""
     stem, dot, suffix = name.rpartition(".")
     if not dot or suffix not in ("blk", "crc"):
         return None
     parts = stem.split("_")
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
+    if len(parts) not in (2, 3, 4) or not all(p.isdigit() for p in parts):
         return None
-    g, i, gen = (int(p) for p in parts + ["0"] * (3 - len(parts)))
-    return g, i, gen
+    if len(parts) == 4:
+        g, i, generation, version = (int(p) for p in parts)
+        return g, i, generation, version
+    g, i, version = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+    return g, i, 0, version
 
 
 @dataclass
@@ -116,6 +142,7 @@ class OpenUnit:
 
     group_id: int
     index: int
+    generation: int
     length: int
     chunk: int                   # bytes covered by one CRC
     crcs: tuple[int, ...]        # CRC32C of chunk n = bytes [n * chunk, (n + 1) * chunk)
@@ -160,7 +187,7 @@ class BlockStore:
         # Held while a reader opens a unit's files and while a commit or delete changes them, so
         # a reader always pairs a block with its own sidecar.
         self._lock = threading.Lock()
-        self._units: dict[tuple[int, int], tuple[int, int]] = {}   # (g, i) -> (gen, length)
+        self._units: dict[Unit, tuple[int, int]] = {}   # (g, i, generation) -> (version, length)
         self._clean_tmp()
         self._recover()
 
@@ -175,19 +202,22 @@ class BlockStore:
     def _dir(self, group_id: int) -> Path:
         return self._blocks / f"{group_id % 256:02x}"
 
-    def _paths(self, group_id: int, index: int, gen: int) -> tuple[Path, Path]:
-        stem = f"{group_id}_{index}" + (f"_{gen}" if gen else "")
+    def _paths(self, group_id: int, index: int, generation: int, version: int) -> tuple[Path, Path]:
+        if generation:
+            stem = f"{group_id}_{index}_{generation}_{version}"
+        else:
+            stem = f"{group_id}_{index}" + (f"_{version}" if version else "")
         d = self._dir(group_id)
         return d / f"{stem}.blk", d / f"{stem}.crc"
 
-    def block_path(self, group_id: int, index: int) -> Path:
+    def block_path(self, group_id: int, index: int, *, generation: int = 0) -> Path:
         """The block file of the unit's committed version (tests flip bytes in it)."""
-        group_id, index = _check_ids(group_id, index)
+        key = _check_ids(group_id, index, generation)
         with self._lock:
-            entry = self._units.get((group_id, index))
+            entry = self._units.get(key)
         if entry is None:
-            raise UnitNotFound(f"unit {group_id}/{index} not found")
-        return self._paths(group_id, index, entry[0])[0]
+            raise UnitNotFound(f"unit {_name(key)} not found")
+        return self._paths(*key, entry[0])[0]
 
     def _clean_tmp(self) -> None:
         for p in self._tmp.iterdir():
@@ -202,18 +232,18 @@ class BlockStore:
         for d in self._blocks.iterdir():
             if not d.is_dir():
                 continue
-            files: dict[tuple[int, int], dict[int, set[str]]] = {}
+            files: dict[Unit, dict[int, set[str]]] = {}
             for p in d.iterdir():
                 parsed = parse_name(p.name)
                 if parsed is None:
                     continue
-                g, i, gen = parsed
-                files.setdefault((g, i), {}).setdefault(gen, set()).add(p.suffix)
-            for (g, i), versions in files.items():
+                g, i, generation, version = parsed
+                files.setdefault((g, i, generation), {}).setdefault(version, set()).add(p.suffix)
+            for key, versions in files.items():
                 kept = None
-                for gen in sorted(versions, reverse=True):
-                    if kept is None and versions[gen] == {".blk", ".crc"}:
-                        blk, crc = self._paths(g, i, gen)
+                for version in sorted(versions, reverse=True):
+                    if kept is None and versions[version] == {".blk", ".crc"}:
+                        blk, crc = self._paths(*key, version)
                         try:
                             length = _read_header(crc)
                             size = blk.stat().st_size
@@ -221,15 +251,15 @@ class BlockStore:
                             log.warning("dropping damaged unit files %s: %s", crc.stem, e)
                         else:
                             if size == length:
-                                kept = gen
-                                self._units[(g, i)] = (gen, length)
+                                kept = version
+                                self._units[key] = (version, length)
                                 continue
                             log.warning("dropping unit files %s: block is %d bytes, sidecar says %d",
                                         crc.stem, size, length)
-                    self._unlink_version(g, i, gen, why="superseded" if kept is not None else "incomplete")
+                    self._unlink_version(key, version, why="superseded" if kept is not None else "incomplete")
 
-    def _unlink_version(self, g: int, i: int, gen: int, why: str = "") -> None:
-        blk, crc = self._paths(g, i, gen)
+    def _unlink_version(self, key: Unit, version: int, why: str = "") -> None:
+        blk, crc = self._paths(*key, version)
         if why:
             log.info("removing %s unit files %s", why, blk.stem)
         crc.unlink(missing_ok=True)   # the sidecar first: a block without one is never visible
@@ -242,10 +272,10 @@ class BlockStore:
 
     # ---------------------------------------------------------------- index
 
-    def units(self) -> list[tuple[int, int, int]]:
-        """(group_id, index, length) of every stored unit."""
+    def units(self) -> list[tuple[int, int, int, int]]:
+        """(group_id, index, generation, length) of every stored unit."""
         with self._lock:
-            return [(g, i, n) for (g, i), (_gen, n) in self._units.items()]
+            return [(g, i, generation, n) for (g, i, generation), (_version, n) in self._units.items()]
 
     def unit_count(self) -> int:
         with self._lock:
@@ -253,34 +283,63 @@ class BlockStore:
 
     def used_bytes(self) -> int:
         with self._lock:
-            return sum(n for _gen, n in self._units.values())
+            return sum(n for _version, n in self._units.values())
 
-    def length(self, group_id: int, index: int) -> int:
+    def length(self, group_id: int, index: int, *, generation: int = 0) -> int:
+        key = _check_ids(group_id, index, generation)
         with self._lock:
-            entry = self._units.get(_check_ids(group_id, index))
+            entry = self._units.get(key)
         if entry is None:
-            raise UnitNotFound(f"unit {group_id}/{index} not found")
+            raise UnitNotFound(f"unit {_name(key)} not found")
         return entry[1]
 
-    def has(self, group_id: int, index: int) -> bool:
+    def has(self, group_id: int, index: int, *, generation: int = 0) -> bool:
         with self._lock:
-            return _check_ids(group_id, index) in self._units
+            return _check_ids(group_id, index, generation) in self._units
 
-    def delete(self, group_id: int, index: int) -> bool:
-        """Remove a unit; False if it was not there."""
-        group_id, index = _check_ids(group_id, index)
+    def delete(self, group_id: int, index: int, *, generation: int = 0) -> bool:
+        """Remove a unit (of that generation only); False if it was not there."""
+        key = _check_ids(group_id, index, generation)
         with self._lock:
-            entry = self._units.pop((group_id, index), None)
+            entry = self._units.pop(key, None)
             if entry is not None:
-                self._unlink_version(group_id, index, entry[0])
+                self._unlink_version(key, entry[0])
         return entry is not None
+
+    # ---------------------------------------------------------------- the cluster this dir belongs to
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster this data dir joined ("" before its first registration)."""
+        try:
+            for line in (self.root / VERSION_FILE).read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster_id":
+                    return value.strip()
+        except FileNotFoundError:
+            pass
+        return ""
+
+    def record_cluster_id(self, cluster_id: str) -> None:
+        """Remember the cluster joined (atomically, durably): any other one is refused from now on."""
+        tmp = self.root / (VERSION_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"cluster_id={cluster_id}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.root / VERSION_FILE)
+        _fsync_dir(self.root)
 
     # ---------------------------------------------------------------- write
 
-    def open_writer(self, group_id: int, index: int, expected_length: int | None) -> UnitWriter:
-        """A writer for one unit; ``expected_length`` None = not known yet (given to commit)."""
-        return UnitWriter(self, *_check_ids(group_id, index),
-                          None if expected_length is None else int(expected_length))
+    def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int = 0,
+                    once: bool = False) -> UnitWriter:
+        """A writer for one unit; ``expected_length`` None = not known yet (given to commit).
+        ``once``: refuse (UnitExists) if the unit is stored, now or by the time of the commit."""
+        key = _check_ids(group_id, index, generation)
+        if once and self.has(*key[:2], generation=key[2]):
+            raise UnitExists(f"unit {_name(key)} is stored already: a unit is written once")
+        return UnitWriter(self, *key, None if expected_length is None else int(expected_length), once=once)
 
     def _commit(self, w: UnitWriter, crc_tmp: Path) -> None:
         """Steps 3 to 6 of a commit (see the module docstring)."""
@@ -289,47 +348,50 @@ class BlockStore:
             d.mkdir(exist_ok=True)
             if self.fsync:
                 _fsync_dir(self._blocks)
+        key = (w.group_id, w.index, w.generation)
         with self._lock:
-            old = self._units.get((w.group_id, w.index))
-            gen = (old[0] if old else 0) + 1
-            blk, crc = self._paths(w.group_id, w.index, gen)
+            old = self._units.get(key)
+            if old is not None and w.once:
+                raise UnitExists(f"unit {_name(key)} was stored by another write meanwhile: a unit is written once")
+            version = (old[0] if old else 0) + 1
+            blk, crc = self._paths(*key, version)
             os.replace(w.tmp_path, blk)
             self._step("block-renamed")
             os.replace(crc_tmp, crc)
             self._step("sidecar-renamed")
-            self._units[(w.group_id, w.index)] = (gen, w.length)
+            self._units[key] = (version, w.length)
         # Readers now open the new version; one that opened the old one keeps its open file.
         if self.fsync:
             _fsync_dir(d)
         self._step("dir-synced")
         if old is not None:
-            self._unlink_version(w.group_id, w.index, old[0])
+            self._unlink_version(key, old[0])
             self._step("old-removed")
 
     # ---------------------------------------------------------------- read
 
-    def open_unit(self, group_id: int, index: int) -> OpenUnit:
+    def open_unit(self, group_id: int, index: int, *, generation: int = 0) -> OpenUnit:
         """The unit's committed version, open (see the module docstring). UnitNotFound if there is
         none; ChecksumError (offset 0) if its sidecar is damaged: the unit is bad."""
-        group_id, index = _check_ids(group_id, index)
+        key = _check_ids(group_id, index, generation)
         with self._lock:
-            entry = self._units.get((group_id, index))
+            entry = self._units.get(key)
             if entry is None:
-                raise UnitNotFound(f"unit {group_id}/{index} not found")
-            blk, crc = self._paths(group_id, index, entry[0])
+                raise UnitNotFound(f"unit {_name(key)} not found")
+            blk, crc = self._paths(*key, entry[0])
             try:
                 raw = crc.read_bytes()
                 f = open(blk, "rb", buffering=0)
             except FileNotFoundError:
-                raise UnitNotFound(f"unit {group_id}/{index} not found") from None
+                raise UnitNotFound(f"unit {_name(key)} not found") from None
         try:
             length, chunk, crcs = _parse_sidecar(raw)
         except StorageError:
             f.close()
             raise ChecksumError(group_id, index, 0) from None
-        return OpenUnit(group_id, index, length, chunk, crcs, f, blk)
+        return OpenUnit(group_id, index, generation, length, chunk, crcs, f, blk)
 
-    def read(self, group_id: int, index: int, offset: int, length: int, *,
+    def read(self, group_id: int, index: int, offset: int, length: int, *, generation: int = 0,
              piece: int = READ_BATCH,
              tamper: Callable[[memoryview, int], None] | None = None) -> Iterator[bytes]:
         """Yield bytes [offset, offset+length) of a unit in pieces of at most ``piece`` bytes.
@@ -339,10 +401,10 @@ class BlockStore:
         from disk before they are verified (fault injection: a bad disk).
         Range errors are raised at the call, not at the first ``next()``.
         """
-        group_id, index = _check_ids(group_id, index)
+        group_id, index, generation = _check_ids(group_id, index, generation)
         if offset < 0 or length < 0:
             raise RangeError(f"bad range {offset}+{length}")
-        unit = self.open_unit(group_id, index)
+        unit = self.open_unit(group_id, index, generation=generation)
         if offset + length > unit.length:
             unit.close()
             raise RangeError(f"range {offset}+{length} exceeds unit {group_id}/{index} "
@@ -383,11 +445,12 @@ def _read_iter(unit: OpenUnit, offset, length, piece, tamper) -> Iterator[bytes]
 class UnitWriter:
     """One unit being written: appended to a temp file, checksummed on the fly, committed once."""
 
-    def __init__(self, store: BlockStore, group_id: int, index: int,
-                 expected_length: int | None):
+    def __init__(self, store: BlockStore, group_id: int, index: int, generation: int,
+                 expected_length: int | None, *, once: bool = False):
         if expected_length is not None and expected_length < 0:
             raise LengthMismatch(f"bad expected length {expected_length}")
-        self.store, self.group_id, self.index = store, group_id, index
+        self.store, self.group_id, self.index, self.generation = store, group_id, index, generation
+        self.once = once
         self.expected_length = expected_length
         self.length = 0
         self.tmp_path = store._tmp / f"{group_id}_{index}_{os.getpid()}_{next(_FILE_COUNTER)}.blk"

@@ -4,12 +4,17 @@ The owner passes one function, ``handle(Request) -> Response``; this module does
 (GET and HEAD only, one line of error for anything else) and offers the two answers every side
 door has: ``metrics(registry)`` (Prometheus text, formatted and escaped by ``prometheus_client``)
 and ``health()``. Requests are served on daemon threads, so a slow browser never blocks a scrape.
+
+Given an ``ssl.SSLContext`` (a secure cluster) it serves HTTPS; the TLS handshake happens on the
+request's own thread, and the client certificate, if the client showed one the context verified,
+is in ``Request.peer`` as (role, name) for the handler to judge.
 """
 
 from __future__ import annotations
 
 import http.server
 import logging
+import ssl
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -30,6 +35,7 @@ disable_created_metrics()
 class Request:
     path: str                                        # percent-decoded, without the query
     query: dict[str, str] = field(default_factory=dict)
+    peer: tuple[str, str] | None = None              # HTTPS: (OU, CN) of a verified client certificate
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ Handler = Callable[[Request], Response]
 class HttpServer:
     """Binds at construction (so a taken port fails at once, with its OS reason); ``start`` serves."""
 
-    def __init__(self, host: str, port: int, handle: Handler, name: str = "http"):
+    def __init__(self, host: str, port: int, handle: Handler, name: str = "http", tls: ssl.SSLContext | None = None):
         class RequestHandler(http.server.BaseHTTPRequestHandler):
             server_version = "hedgefs"
 
@@ -70,7 +76,7 @@ class HttpServer:
             def _answer(self, send_body: bool) -> None:
                 split = urllib.parse.urlsplit(self.path)
                 request = Request(urllib.parse.unquote(split.path),
-                                  dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True)))
+                                  dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True)), _peer(self.connection))
                 try:
                     response = handle(request)
                 except Exception as err:  # one bad page must not take the server down
@@ -87,15 +93,17 @@ class HttpServer:
             def log_message(self, *args) -> None:  # page views and scrapes are not news
                 pass
 
-        self._server = http.server.ThreadingHTTPServer((host, port), RequestHandler)
+        self._server = (_TlsServer if tls else http.server.ThreadingHTTPServer)((host, port), RequestHandler)
         self._server.daemon_threads = True
+        self._server.tls = tls
         self.host = host
         self.port = self._server.server_address[1]
+        self.tls = tls is not None
         self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://{hostport(self.host, self.port)}/"
+        return f"{'https' if self.tls else 'http'}://{hostport(self.host, self.port)}/"
 
     def start(self) -> int:
         self._thread.start()
@@ -107,9 +115,37 @@ class HttpServer:
         self._server.server_close()
 
 
-def open_server(host: str, port: int, handle: Handler, what: str) -> HttpServer:
+class _TlsServer(http.server.ThreadingHTTPServer):
+    """HTTPS: each connection's handshake on its own thread (a slow client holds only that one)."""
+
+    tls: ssl.SSLContext
+
+    def finish_request(self, request, client_address) -> None:
+        request.settimeout(30)
+        try:
+            request = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as err:
+            log.debug("TLS handshake with %s failed: %s", client_address, err)
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request, client_address) -> None:   # a client that went away: no traceback
+        log.debug("connection from %s ended badly", client_address)
+
+
+def _peer(connection) -> tuple[str, str] | None:
+    if not isinstance(connection, ssl.SSLSocket):
+        return None
+    cert = connection.getpeercert()
+    if not cert:
+        return None
+    fields = {k: v for rdn in cert.get("subject", ()) for k, v in rdn}
+    return fields.get("organizationalUnitName", ""), fields.get("commonName", "")
+
+
+def open_server(host: str, port: int, handle: Handler, what: str, tls: ssl.SSLContext | None = None) -> HttpServer:
     """An HttpServer, or RuntimeError with one line saying why the port cannot be used."""
     try:
-        return HttpServer(host, port, handle, name=f"{what}-http")
+        return HttpServer(host, port, handle, name=f"{what}-http", tls=tls)
     except OSError as err:
         raise RuntimeError(f"{what}: cannot serve HTTP on {hostport(host, port)} ({err.strerror or err})") from None

@@ -69,6 +69,28 @@ def serve_until(stop: threading.Event) -> None:
         pass
 
 
+def is_loopback(host: str) -> bool:
+    """Does binding ``host`` keep a server to this machine?"""
+    import ipaddress
+
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False   # a host name: it may well resolve to a public address
+
+
+def warn_if_open(what: str, host: str) -> None:
+    """The one warning line of an insecure server that other machines can reach."""
+    if not is_loopback(host):
+        import logging
+
+        logging.getLogger("hedgefs.security").warning(
+            "%s listens on %s without --credentials: anyone who can reach it owns the cluster "
+            "(see the README's Security section)", what, host)
+
+
 def describe(err: BaseException) -> str:
     """One line for a failed call: ``CODE: details`` for an RPC error, else the error's text."""
     if isinstance(err, grpc.RpcError):

@@ -13,6 +13,12 @@ No premature deletes: a copy of a unit of a live group (a surplus copy, or a cor
 repaired copy replaced) is deleted only once every unit of its group is good elsewhere
 (``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
 
+Generations: a group's units carry the generation issued with it, and a unit is this group's
+only with that generation. A unit of a generation this namespace never issued is *foreign* (a
+DataNode that also served another namespace, or a wiped NameNode's predecessor): it is never
+mapped, served or deleted from here. (Group ids alone cannot tell: a new namespace's ids start at
+1 again.)
+
 Reconciliation rules (block reports, UnitStored) are in ``claim`` and ``reconcile``.
 All methods run inside the caller's transaction.
 """
@@ -31,6 +37,8 @@ from hedgefs.namenode.namespace import load_policy
 
 IsLive = Callable[[str], bool]
 
+Unit = tuple[int, int, int]   # (group id, unit index, generation): a unit as a DataNode names it
+
 # pending_deletes.stale: what kind of copy a pending delete removes
 PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
 SURPLUS = 1   # an extra copy of a unit the map puts elsewhere: goes once its group is whole
@@ -43,6 +51,7 @@ class GroupRow:
     file_id: int
     seq: int
     length: int
+    generation: int = 0
     units: dict[int, str] = field(default_factory=dict)  # unit index -> DataNode id
     corrupt: set[int] = field(default_factory=set)      # indexes whose mapped copy is reported corrupt
     unreported: set[int] = field(default_factory=set)   # writer's targets without a receipt yet
@@ -98,10 +107,10 @@ class BlockMap:
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             rows = self.db.query(
-                f"SELECT id, file_id, seq, length FROM groups WHERE file_id IN ({','.join('?' * len(chunk))}) "
+                f"SELECT id, file_id, seq, length, generation FROM groups WHERE file_id IN ({','.join('?' * len(chunk))}) "
                 "ORDER BY file_id, seq", chunk)
             for r in rows:
-                g = GroupRow(r[0], r[1], r[2], r[3])
+                g = GroupRow(r[0], r[1], r[2], r[3], r[4])
                 out[g.file_id].append(g)
                 by_id[g.id] = g
         self._load_units(by_id)
@@ -113,25 +122,32 @@ class BlockMap:
     def group(self, group_id: int) -> tuple[GroupRow, str, str] | None:
         """(group, its file's state, its file's policy name), or None if no such group."""
         row = self.db.one(
-            "SELECT g.id, g.file_id, g.seq, g.length, f.state, f.policy FROM groups g "
+            "SELECT g.id, g.file_id, g.seq, g.length, f.state, f.policy, g.generation FROM groups g "
             "JOIN inodes f ON f.id = g.file_id WHERE g.id = ?", (group_id,))
         if row is None:
             return None
-        g = GroupRow(row[0], row[1], row[2], row[3])
+        g = GroupRow(row[0], row[1], row[2], row[3], row[6])
         self._load_units({g.id: g})
         return g, row[4], row[5]
 
-    def max_group_id(self) -> int:
-        """The highest group id ever allocated (AUTOINCREMENT keeps it across deletes)."""
-        row = self.db.one("SELECT seq FROM sqlite_sequence WHERE name = 'groups'")
-        return row[0] if row else 0
+    def ours(self, group_id: int, generation: int) -> bool:
+        """Did this namespace issue the unit (group id, generation)? Generation 0: a group from
+        before generations existed, which only a namespace that had such groups can own."""
+        if generation == 0:
+            return group_id <= int(self.db.meta("legacy_max_group"))
+        return int(self.db.meta("generation_first")) <= generation < int(self.db.meta("generation_next"))
+
+    def _next_generation(self) -> int:
+        generation = int(self.db.meta("generation_next"))
+        self.db.conn.execute("UPDATE meta SET value = ? WHERE key = 'generation_next'", (str(generation + 1),))
+        return generation
 
     def complete_groups(self) -> list[tuple[GroupRow, str]]:
         """Every group of every complete file, with its file's policy name."""
         rows = self.db.query(
-            "SELECT g.id, g.file_id, g.seq, g.length, f.policy FROM groups g "
+            "SELECT g.id, g.file_id, g.seq, g.length, f.policy, g.generation FROM groups g "
             "JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete' ORDER BY g.id")
-        groups = {r[0]: (GroupRow(r[0], r[1], r[2], r[3]), r[4]) for r in rows}
+        groups = {r[0]: (GroupRow(r[0], r[1], r[2], r[3], r[5]), r[4]) for r in rows}
         for r in self.db.query(
                 "SELECT u.group_id, u.idx, u.datanode_id, u.reported, u.corrupt FROM units u "
                 "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'"):
@@ -150,12 +166,14 @@ class BlockMap:
     def add_group(self, file_id: int, datanode_ids: list[str]) -> GroupRow:
         """A new group at the end of a file being written; unit j goes to datanode_ids[j], unreported."""
         seq = self.db.one("SELECT COALESCE(MAX(seq) + 1, 0) FROM groups WHERE file_id = ?", (file_id,))[0]
-        cur = self.db.conn.execute("INSERT INTO groups(file_id, seq, length) VALUES (?, ?, 0)", (file_id, seq))
+        generation = self._next_generation()
+        cur = self.db.conn.execute("INSERT INTO groups(file_id, seq, length, generation) VALUES (?, ?, 0, ?)",
+                                   (file_id, seq, generation))
         now = self.wall_ms()
         self.db.conn.executemany(
             "INSERT INTO units(group_id, idx, datanode_id, added_ms, reported) VALUES (?, ?, ?, ?, 0)",
             [(cur.lastrowid, j, dn, now) for j, dn in enumerate(datanode_ids)])
-        return GroupRow(cur.lastrowid, file_id, seq, 0, dict(enumerate(datanode_ids)),
+        return GroupRow(cur.lastrowid, file_id, seq, 0, generation, dict(enumerate(datanode_ids)),
                         unreported=set(range(len(datanode_ids))))
 
     def commit(self, file_id: int, length: int, commits: list[GroupCommit], policy: Policy,
@@ -201,7 +219,7 @@ class BlockMap:
                                          (now, c.group_id, idx))
                 else:
                     self._drop(c.group_id, idx)
-                    self.queue_delete(dn, c.group_id, idx)
+                    self.queue_delete(dn, c.group_id, idx, own[c.group_id].generation)
         self._forget_groups([g for gid, g in own.items() if gid not in seen])
 
     def append_groups(self, from_file_ids: list[int], to_file_id: int) -> None:
@@ -221,7 +239,7 @@ class BlockMap:
     def _forget_groups(self, groups: list[GroupRow]) -> None:
         for g in groups:
             for idx, dn in g.units.items():
-                self.queue_delete(dn, g.id, idx)
+                self.queue_delete(dn, g.id, idx, g.generation)
             # Extra copies elsewhere go too, whoever holds the unit.
             self.db.conn.execute("UPDATE pending_deletes SET stale = ? WHERE group_id = ?", (PLAIN, g.id))
             self.db.conn.execute("DELETE FROM units WHERE group_id = ?", (g.id,))
@@ -232,7 +250,7 @@ class BlockMap:
     def _drop(self, group_id: int, idx: int) -> None:
         self.db.conn.execute("DELETE FROM units WHERE group_id = ? AND idx = ?", (group_id, idx))
 
-    def claim(self, datanode_id: str, group_id: int, idx: int, is_live: IsLive) -> str:
+    def claim(self, datanode_id: str, group_id: int, idx: int, generation: int, is_live: IsLive) -> str:
         """A DataNode says it holds a unit (block report or UnitStored). Returns what we made of it:
 
         received  a unit of a file being written, on the DataNode the writer was given: its receipt
@@ -246,17 +264,17 @@ class BlockMap:
                   DataNode: left alone (neither mapped nor deleted), as a group's units stay on
                   distinct DataNodes; repair rebuilds the unit elsewhere, then this copy is stale
         unknown   no such group (deleted, abandoned) or no such unit index: delete it
-        foreign   a group id this NameNode never allocated (a DataNode of another namespace, or
-                  of a NameNode whose database was wiped): left alone, never deleted
+        foreign   a generation this namespace never issued (a DataNode of another namespace, or
+                  of a NameNode whose database was wiped): left alone, never mapped or deleted
         deleting  a delete of this copy is pending: it is on its way out. A surplus or corrupt
                   copy's pending delete is cancelled instead when no good copy is mapped elsewhere
                   any more, and the copy adopted or moved here (still corrupt, if it was).
         """
+        if not self.ours(group_id, generation):
+            return "foreign"
         found = self.group(group_id)
-        if found is None:
-            if group_id > self.max_group_id():
-                return "foreign"
-            self.queue_delete(datanode_id, group_id, idx)
+        if found is None or found[0].generation != generation:
+            self.queue_delete(datanode_id, group_id, idx, generation)
             return "unknown"
         group, state, policy_name = found
         current = group.units.get(idx)
@@ -272,10 +290,10 @@ class BlockMap:
         if pending is not None and (pending == PLAIN or current_good):
             return "deleting"
         if idx >= load_policy(policy_name).units:
-            self.queue_delete(datanode_id, group_id, idx)
+            self.queue_delete(datanode_id, group_id, idx, generation)
             return "unknown"
         if current_good:
-            self.queue_delete(datanode_id, group_id, idx, SURPLUS)
+            self.queue_delete(datanode_id, group_id, idx, generation, SURPLUS)
             return "stale"
         if datanode_id in group.units.values():
             return "extra"
@@ -290,10 +308,10 @@ class BlockMap:
             return "adopted"
         self.db.conn.execute("UPDATE units SET datanode_id = ?, added_ms = ?, reported = 1, corrupt = ? "
                              "WHERE group_id = ? AND idx = ?", (datanode_id, now, int(corrupt), group_id, idx))
-        self.queue_delete(current, group_id, idx, CORRUPT if idx in group.corrupt else SURPLUS)
+        self.queue_delete(current, group_id, idx, generation, CORRUPT if idx in group.corrupt else SURPLUS)
         return "moved"
 
-    def reconcile(self, datanode_id: str, reported: set[tuple[int, int]], is_live: IsLive,
+    def reconcile(self, datanode_id: str, reported: set[Unit], is_live: IsLive,
                   grace_ms: int) -> dict[str, int]:
         """Apply a DataNode's full block report; returns counts by outcome (see ``claim``).
 
@@ -305,29 +323,31 @@ class BlockMap:
         """
         counts: dict[str, int] = defaultdict(int)
         mapped = self.db.query(
-            "SELECT u.group_id, u.idx, u.added_ms, f.state, u.reported FROM units u JOIN groups g ON g.id = u.group_id "
-            "JOIN inodes f ON f.id = g.file_id WHERE u.datanode_id = ?", (datanode_id,))
+            "SELECT u.group_id, u.idx, g.generation, u.added_ms, f.state, u.reported FROM units u "
+            "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE u.datanode_id = ?",
+            (datanode_id,))
         recent = self.wall_ms() - grace_ms
-        for group_id, idx, added_ms, state, was_reported in mapped:
-            if (group_id, idx) in reported and not was_reported:   # a receipt that UnitStored did not bring
+        for group_id, idx, generation, added_ms, state, was_reported in mapped:
+            present = (group_id, idx, generation) in reported
+            if present and not was_reported:   # a receipt that UnitStored did not bring
                 self.db.conn.execute("UPDATE units SET reported = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
                 counts["received"] += 1
-            if (group_id, idx) in reported or state == "writing" or added_ms > recent:
+            if present or state == "writing" or added_ms > recent:
                 continue
             self._drop(group_id, idx)
             counts["missing"] += 1
-        mapped_keys = {(r[0], r[1]) for r in mapped}
-        for group_id, idx in sorted(reported - mapped_keys):
-            counts[self.claim(datanode_id, group_id, idx, is_live)] += 1
-        for group_id, idx in self.pending_deletes(datanode_id):
-            if (group_id, idx) not in reported:
+        mapped_keys = {(r[0], r[1], r[2]) for r in mapped}
+        for group_id, idx, generation in sorted(reported - mapped_keys):
+            counts[self.claim(datanode_id, group_id, idx, generation, is_live)] += 1
+        for group_id, idx, generation in self.pending_deletes(datanode_id):
+            if (group_id, idx, generation) not in reported:
                 self.db.conn.execute(
                     "DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
                     (datanode_id, group_id, idx))
                 counts["deleted"] += 1
         return dict(counts)
 
-    def mark_bad(self, datanode_id: str, group_id: int, idx: int) -> str:
+    def mark_bad(self, datanode_id: str, group_id: int, idx: int, generation: int) -> str:
         """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it). Returns:
 
         marked    it is the mapped copy: marked corrupt. It stays (its other chunks may still be
@@ -337,10 +357,13 @@ class BlockMap:
         deleted   not the mapped copy: a surplus one, or a report about a deleted group. Deleted
                   once its group is whole again (at once if there is no group)
         writing   a unit of a file being written: left alone
+        foreign   not a unit of this namespace (see ``claim``): left alone
         """
+        if not self.ours(group_id, generation):
+            return "foreign"
         found = self.group(group_id)
-        if found is None:
-            self.queue_delete(datanode_id, group_id, idx)
+        if found is None or found[0].generation != generation:
+            self.queue_delete(datanode_id, group_id, idx, generation)
             return "deleted"
         group, state, _policy = found
         if state == "writing":
@@ -350,19 +373,20 @@ class BlockMap:
                 return "known"
             self.db.conn.execute("UPDATE units SET corrupt = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
             return "marked"
-        self.queue_delete(datanode_id, group_id, idx, CORRUPT)
+        self.queue_delete(datanode_id, group_id, idx, generation, CORRUPT)
         return "deleted"
 
     # ------------------------------------------------------------------ pending deletes
 
-    def queue_delete(self, datanode_id: str, group_id: int, idx: int, kind: int = PLAIN) -> None:
+    def queue_delete(self, datanode_id: str, group_id: int, idx: int, generation: int, kind: int = PLAIN) -> None:
         """Owe ``datanode_id`` a delete of one copy (``kind``: PLAIN, SURPLUS or CORRUPT, see
         ``deletes_due``). A plain delete of the same copy overrides the others; corrupt overrides surplus."""
         self.db.conn.execute(
-            "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale) VALUES (?, ?, ?, ?, ?) "
+            "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale, generation) "
+            "VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = CASE WHEN stale = 0 OR excluded.stale = 0 "
             "THEN 0 ELSE MAX(stale, excluded.stale) END",
-            (datanode_id, group_id, idx, self.wall_ms(), kind))
+            (datanode_id, group_id, idx, self.wall_ms(), kind, generation))
 
     def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> int | None:
         """None if no delete of this copy is pending, else its kind."""
@@ -370,12 +394,12 @@ class BlockMap:
                           (datanode_id, group_id, idx))
         return None if row is None else row[0]
 
-    def pending_deletes(self, datanode_id: str) -> list[tuple[int, int]]:
-        rows = self.db.query("SELECT group_id, idx FROM pending_deletes WHERE datanode_id = ? "
+    def pending_deletes(self, datanode_id: str) -> list[Unit]:
+        rows = self.db.query("SELECT group_id, idx, generation FROM pending_deletes WHERE datanode_id = ? "
                              "ORDER BY queued_ms, group_id, idx", (datanode_id,))
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]
 
-    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[tuple[int, int]]:
+    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[Unit]:
         """The pending deletes that may be sent now, oldest first.
 
         A plain delete always goes. A surplus or corrupt copy goes only once its group is whole:
@@ -384,18 +408,18 @@ class BlockMap:
         (``claim``). So no delete ever takes a group below full redundancy.
         """
         rows = self.db.query(
-            "SELECT group_id, idx, stale FROM pending_deletes WHERE datanode_id = ? "
+            "SELECT group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
             "ORDER BY queued_ms, group_id, idx", (datanode_id,))
         whole: dict[int, GroupRow | None] = {}
         due = []
-        for group_id, idx, kind in rows:
+        for group_id, idx, kind, generation in rows:
             if kind != PLAIN:
                 if group_id not in whole:
                     whole[group_id] = self._whole_group(group_id, is_live)
                 group = whole[group_id]
                 if group is None or group.units.get(idx) == datanode_id:
                     continue
-            due.append((group_id, idx))
+            due.append((group_id, idx, generation))
         return due
 
     def _whole_group(self, group_id: int, is_live: IsLive) -> GroupRow | None:

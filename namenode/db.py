@@ -5,11 +5,19 @@ power cut) loses no completed file. Callers serialise access (the NameNode holds
 ``tx()`` nests, so a composite change (complete = namespace + block map) is one transaction.
 
 Tables
-  inodes           directories and files. A file being written ('writing') is invisible: the
-                   unique (parent, name) index covers only 'complete' rows, so the old file at the
-                   same path stays readable until the new one is completed.
+  meta             schema_version; cluster_id (made when the namespace is first formatted, or
+                   given); generation_first/_next: the generations this namespace has issued
+                   (a random start, so another namespace's are not these); legacy_max_group: the
+                   groups from before generations (their units carry generation 0)
+  inodes           directories and files, each with an owner, a group and mode bits (HDFS's). A
+                   file being written ('writing') is invisible: the unique (parent, name) index
+                   covers only 'complete' rows, so the old file at the same path stays readable
+                   until the new one is completed. Its owner is its writer: only they (or an
+                   admin) may add to, complete or abandon the write.
   groups           block groups of a file, ``seq`` = order in the file. IDs are AUTOINCREMENT:
                    never reused, because a DataNode may still hold units of a deleted group.
+                   ``generation``: issued with the group; its units carry it, and a unit of
+                   another generation is not this group's.
   units            the block map: (group, unit index) -> the DataNode holding it. ``reported`` = 0:
                    a writer's target whose DataNode has not yet said it stored the unit (only
                    files being written have such rows: Complete drops them). ``corrupt`` = 1:
@@ -24,12 +32,20 @@ Tables
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
+import uuid
 from contextlib import contextmanager
 from typing import Iterator
 
-SCHEMA_VERSION = 4  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address
+from hedgefs.security.identity import Refused
+
+SCHEMA_VERSION = 5  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address;
+                    # 5: owners, groups and modes, generations
 ROOT_ID = 1
+SUPERGROUP = "supergroup"        # HDFS's name for the superusers' group: the root's group
+DIR_MODE, FILE_MODE = 0o755, 0o644
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -44,7 +60,10 @@ CREATE TABLE IF NOT EXISTS inodes (
     state      TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('writing', 'complete')),
     overwrite  INTEGER NOT NULL DEFAULT 0,
     mtime_ms   INTEGER NOT NULL,
-    lease_ms   INTEGER              -- writing files: wall time of Create / the last AddBlockGroup
+    lease_ms   INTEGER,             -- writing files: wall time of Create / the last AddBlockGroup
+    owner      TEXT NOT NULL DEFAULT 'hedgefs',
+    grp        TEXT NOT NULL DEFAULT 'supergroup',
+    mode       INTEGER NOT NULL DEFAULT 493     -- 0755
 );
 CREATE UNIQUE INDEX IF NOT EXISTS inodes_visible ON inodes(parent, name) WHERE state = 'complete';
 CREATE INDEX IF NOT EXISTS inodes_parent ON inodes(parent);
@@ -52,7 +71,8 @@ CREATE TABLE IF NOT EXISTS groups (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
     file_id INTEGER NOT NULL REFERENCES inodes(id),
     seq     INTEGER NOT NULL,
-    length  INTEGER NOT NULL DEFAULT 0
+    length  INTEGER NOT NULL DEFAULT 0,
+    generation INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS groups_file ON groups(file_id, seq);
 CREATE TABLE IF NOT EXISTS units (
@@ -72,15 +92,20 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
     idx         INTEGER NOT NULL,
     queued_ms   INTEGER NOT NULL,
     stale       INTEGER NOT NULL DEFAULT 0,
+    generation  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (datanode_id, group_id, idx)
 ) WITHOUT ROWID;
 """
 
 
 class Database:
-    """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself."""
+    """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself.
 
-    def __init__(self, path: str):
+    ``cluster_id``: the cluster this namespace must belong to (a secure NameNode's credential
+    says); a new namespace takes it, an existing one of another cluster is refused (Refused).
+    """
+
+    def __init__(self, path: str, cluster_id: str | None = None, superuser: str = "hedgefs"):
         self.path = path
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
@@ -92,24 +117,53 @@ class Database:
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                       (str(SCHEMA_VERSION),))
-            c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms) "
-                      "VALUES (?, NULL, '', 1, 0)", (ROOT_ID,))
+            c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms, owner, grp, mode) "
+                      "VALUES (?, NULL, '', 1, 0, ?, ?, ?)", (ROOT_ID, superuser, SUPERGROUP, DIR_MODE))
         version = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
         migrations = {
             1: [("pending_deletes", "stale INTEGER NOT NULL DEFAULT 0")],
             # Units mapped before receipts existed were stored by the writer's word, as before.
             2: [("units", "reported INTEGER NOT NULL DEFAULT 1"), ("units", "corrupt INTEGER NOT NULL DEFAULT 0")],
             3: [("datanodes", "data_address TEXT NOT NULL DEFAULT ''")],
+            # Everything from before permissions belongs to the superuser (files 0644, dirs 0755);
+            # groups from before generations have generation 0 (legacy_max_group below).
+            4: [("inodes", "owner TEXT NOT NULL DEFAULT 'hedgefs'"), ("inodes", "grp TEXT NOT NULL DEFAULT 'supergroup'"),
+                ("inodes", "mode INTEGER NOT NULL DEFAULT 493"), ("groups", "generation INTEGER NOT NULL DEFAULT 0"),
+                ("pending_deletes", "generation INTEGER NOT NULL DEFAULT 0")],
         }
         while version in migrations:
             with self.tx() as c:
                 for table, column in migrations[version]:
                     if column.split()[0] not in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}:
                         c.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+                if version == 4:
+                    c.execute("UPDATE inodes SET mode = ? WHERE is_dir = 0", (FILE_MODE,))
+                    c.execute("INSERT OR IGNORE INTO meta(key, value) SELECT 'legacy_max_group', "
+                              "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'groups'), 0)")
                 version += 1
                 c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
         if version != SCHEMA_VERSION:
             raise RuntimeError(f"{path}: schema version {version}, this NameNode understands {SCHEMA_VERSION}")
+        self._identity(cluster_id)
+
+    def _identity(self, cluster_id: str | None) -> None:
+        """The cluster id and the generation range, made once (a new namespace) and kept."""
+        with self.tx() as c:
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('legacy_max_group', '0')")
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('cluster_id', ?)",
+                      (cluster_id or f"CID-{uuid.uuid4()}",))
+            # Generations start at a random point of a 2^61-wide space: the ranges two namespaces
+            # issue (a wiped NameNode's and its successor's) meet with odds of (n1 + n2) / 2^61.
+            first = str(secrets.randbelow(1 << 61) + (1 << 40))
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation_first', ?)", (first,))
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('generation_next', ?)", (first,))
+        self.cluster_id = self.meta("cluster_id")
+        if cluster_id and cluster_id != self.cluster_id:
+            raise Refused(f"the namespace in {os.path.dirname(self.path) or '.'} belongs to cluster "
+                             f"{self.cluster_id}, not {cluster_id}")
+
+    def meta(self, key: str) -> str:
+        return self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:

@@ -25,3 +25,7 @@ class FailedPrecondition(NameNodeError):
 
     Not a directory, directory not empty, too few live DataNodes, too few stored units.
     """
+
+
+class PermissionDenied(NameNodeError):
+    """The caller may not: file permissions, a write that is someone else's."""

@@ -30,6 +30,7 @@ class DataNodeState:
     # Units placed on it since its last heartbeat, as bytes: spreads placements between heartbeats.
     allocated_bytes: int = 0
     was_live: bool = True
+    foreign_units: int = 0   # of generations this namespace never issued, as its last block report said
     stats: DataNodeStats = DataNodeStats()
     # unix minute -> the DataNode's read p99 (ms) in that minute, the last HEAT_MINUTES of them
     p99_by_minute: dict[int, float] = field(default_factory=dict)

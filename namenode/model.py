@@ -13,6 +13,7 @@ class UnitLocation:
     datanode_id: str
     address: str            # gRPC
     data_address: str = ""  # data transfer
+    token: bytes = b""      # a block access token for it (a secure cluster)
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class GroupInfo:
     id: int
     length: int
     units: list[UnitLocation]
+    generation: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Created:
 class DeleteUnit:
     group_id: int
     index: int
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class RepairUnit:
     policy: str
     group_length: int
     sources: list[UnitLocation]
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class DataNodeReport:
     pending_deletes: int
     scrub: "ScrubStatus | None" = None
     data_address: str = ""
+    foreign_units: int = 0     # units it holds of generations this namespace never issued (left alone)
 
 
 @dataclass(frozen=True)

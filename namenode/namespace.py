@@ -6,6 +6,12 @@ before the inode rows go, in the same transaction.
 
 A file being written has state 'writing' and is invisible to every lookup here; ``complete``
 makes it visible, replacing (atomically) a complete file at the same path.
+
+Permissions (permissions.py) are checked here, where the chains of directories are walked, as
+HDFS does: each operation names the caller (``who``) and checks what HDFS checks for it (noted
+at each method). A new file or directory belongs to its creator and to its parent's group
+(HDFS's BSD rule), mode 0644 or 0755 (HDFS's default umask, 022). The superuser (every caller of
+an insecure cluster) passes every check.
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ from typing import Callable
 from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
 from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.namenode import paths
-from hedgefs.namenode.db import ROOT_ID, Database
-from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from hedgefs.namenode.db import DIR_MODE, FILE_MODE, ROOT_ID, Database
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from hedgefs.namenode.permissions import EXECUTE, MAX_MODE, READ, WRITE, allowed, check, check_owner, check_sticky
+from hedgefs.security.identity import ADMIN, SUPERUSER, Identity, check_name
 
 Release = Callable[[list[int]], None]
 Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw
+SUPER = Identity(SUPERUSER, ADMIN)   # the default caller of tests and tools that drive this directly
 
 
 @lru_cache(maxsize=256)
@@ -46,12 +55,15 @@ class Inode:
     overwrite: bool
     mtime_ms: int
     lease_ms: int | None
+    owner: str
+    group: str
+    mode: int
 
     @classmethod
     def from_row(cls, row) -> "Inode":
         return cls(row["id"], row["parent"], row["name"], bool(row["is_dir"]), row["policy"],
                    row["length"], row["block_size"], row["state"], bool(row["overwrite"]),
-                   row["mtime_ms"], row["lease_ms"])
+                   row["mtime_ms"], row["lease_ms"], row["owner"], row["grp"], row["mode"])
 
 
 @dataclass
@@ -74,6 +86,9 @@ class Entry:
     policy: str
     block_size: int
     mtime_ms: int
+    owner: str = SUPERUSER
+    group: str = "supergroup"
+    mode: int = 0
 
 
 class Namespace:
@@ -100,13 +115,15 @@ class Namespace:
                              (parent_id,))
         return [Inode.from_row(r) for r in rows]
 
-    def _walk(self, path: str) -> list[Inode]:
-        """The visible inodes from the root to ``path``; NOT_FOUND / not a directory otherwise."""
+    def _walk(self, path: str, who: Identity = SUPER) -> list[Inode]:
+        """The visible inodes from the root to ``path``; NOT_FOUND / not a directory otherwise.
+        Every directory passed through must let ``who`` traverse it (x), as HDFS checks."""
         node = self._get(ROOT_ID)
         chain, here = [node], paths.ROOT
         for part in paths.components(path):
             if not node.is_dir:
                 raise FailedPrecondition(f"not a directory: {here}")
+            check(who, node, EXECUTE, here, f"look up {path}")
             here = paths.join(here, part)
             node = self._child(node.id, part)
             if node is None:
@@ -114,19 +131,19 @@ class Namespace:
             chain.append(node)
         return chain
 
-    def _parent_dir(self, path: str) -> list[Inode]:
+    def _parent_dir(self, path: str, who: Identity = SUPER) -> list[Inode]:
         """The chain to the directory that holds (or would hold) non-root ``path``."""
         parent = paths.parent_of(path)
         try:
-            chain = self._walk(parent)
+            chain = self._walk(parent, who)
         except NotFound:
             raise NotFound(f"no such file or directory: {parent}") from None
         if not chain[-1].is_dir:
             raise FailedPrecondition(f"not a directory: {parent}")
         return chain
 
-    def lookup(self, path: str) -> Inode:
-        return self._walk(path)[-1]
+    def lookup(self, path: str, who: Identity = SUPER) -> Inode:
+        return self._walk(path, who)[-1]
 
     def path_of(self, inode_id: int) -> str:
         names = []
@@ -147,31 +164,39 @@ class Namespace:
 
     def _entry(self, node: Inode, path: str, dir_policy: str) -> Entry:
         if node.is_dir:
-            return Entry(path, True, 0, dir_policy, 0, node.mtime_ms)
-        return Entry(path, False, node.length, node.policy, node.block_size, node.mtime_ms)
+            return Entry(path, True, 0, dir_policy, 0, node.mtime_ms, node.owner, node.group, node.mode)
+        return Entry(path, False, node.length, node.policy, node.block_size, node.mtime_ms, node.owner, node.group,
+                     node.mode)
 
     # ------------------------------------------------------------------ reads
 
-    def stat(self, path: str) -> tuple[Inode, Entry]:
-        chain = self._walk(path)
+    def stat(self, path: str, who: Identity = SUPER, read_file: bool = False) -> tuple[Inode, Entry]:
+        """Traverse; ``read_file``: a file must also be readable (its locations are asked for)."""
+        chain = self._walk(path, who)
         node = chain[-1]
+        if read_file and not node.is_dir:
+            check(who, node, READ, path, f"read {path}")
         return node, self._entry(node, path, self._effective_policy(chain, path)[0])
 
     def list_page(self, path: str, recursive: bool, start_after: str, limit: int,
-                  max_bytes: int) -> tuple[list[Entry], bool]:
+                  max_bytes: int, who: Identity = SUPER) -> tuple[list[Entry], bool]:
         """One page of a listing: up to ``limit`` entries after ``start_after`` (a path the last
         page ended with, "" = from the start), stopping early past about ``max_bytes``.
         Returns (entries, more). Depth first, names in byte order; iterative, so depth is no limit.
 
         A page resumes from the path alone: the directories on it are looked up again, and where
         one is gone the listing carries on after its name in the nearest one still there.
+
+        Permissions: ``path`` needs r-x (HDFS's listStatus); a recursive listing shows the entry
+        of a subdirectory ``who`` may not list (r-x) but not what is inside it.
         """
-        chain = self._walk(path)
+        chain = self._walk(path, who)
         node = chain[-1]
         if not node.is_dir:
             return ([] if start_after else [self._entry(node, path, "")]), False
+        check(who, node, READ | EXECUTE, path, f"list {path}")
         policy = self._effective_policy(chain, path)[0]
-        frames = self._resume(node, path, policy, start_after, recursive)
+        frames = self._resume(node, path, policy, start_after, recursive, who)
         out: list[Entry] = []
         size = 0
         while frames:
@@ -187,7 +212,7 @@ class Namespace:
                 frame.after = child.name
                 if len(out) >= limit or size >= max_bytes:
                     return out, True
-                if recursive and child.is_dir:
+                if recursive and child.is_dir and allowed(who, child, READ | EXECUTE):
                     frames.append(_Frame(child.id, child_path, child_policy, ""))
                     descended = True
                     break
@@ -195,7 +220,8 @@ class Namespace:
                 frames.pop()
         return out, False
 
-    def _resume(self, node: Inode, path: str, policy: str, start_after: str, recursive: bool) -> list["_Frame"]:
+    def _resume(self, node: Inode, path: str, policy: str, start_after: str, recursive: bool,
+                who: Identity) -> list["_Frame"]:
         """The directories a listing of ``path`` is inside of right after ``start_after``, outermost
         first, each with the name to carry on after."""
         frames = [_Frame(node.id, path, policy, "")]
@@ -210,8 +236,8 @@ class Namespace:
             if not recursive:
                 break
             child = self._child(frame.id, name)
-            if child is None or not child.is_dir:
-                break   # gone (or a file): carry on after its name here
+            if child is None or not child.is_dir or not allowed(who, child, READ | EXECUTE):
+                break   # gone (or a file, or not ours to list): carry on after its name here
             frames.append(_Frame(child.id, paths.join(frame.path, name), child.policy or frame.policy, ""))
         return frames
 
@@ -238,8 +264,8 @@ class Namespace:
         out.sort(key=lambda f: f[1])
         return out
 
-    def get_policy(self, path: str) -> tuple[str, str]:
-        chain = self._walk(path)
+    def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
+        chain = self._walk(path, who)
         node = chain[-1]
         if not node.is_dir:
             return node.policy, path
@@ -250,7 +276,8 @@ class Namespace:
     def _touch(self, inode_id: int) -> None:
         self.db.conn.execute("UPDATE inodes SET mtime_ms = ? WHERE id = ?", (self.wall_ms(), inode_id))
 
-    def mkdir(self, path: str, parents: bool) -> None:
+    def mkdir(self, path: str, parents: bool, who: Identity = SUPER) -> None:
+        """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor)."""
         parts = paths.components(path)
         if not parts:
             if parents:
@@ -259,14 +286,17 @@ class Namespace:
         node, here = self._get(ROOT_ID), paths.ROOT
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
+            parent_path = here
             here = paths.join(here, part)
+            check(who, node, EXECUTE, parent_path, f"look up {path}")
             child = self._child(node.id, part)
             if child is None:
                 if not last and not parents:
                     raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
+                check(who, node, WRITE, parent_path, f"create {here}")
                 cur = self.db.conn.execute(
-                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, ?, 1, ?)",
-                    (node.id, part, self.wall_ms()))
+                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms, owner, grp, mode) VALUES (?, ?, 1, ?, ?, ?, ?)",
+                    (node.id, part, self.wall_ms(), who.name, node.group, DIR_MODE))
                 self._touch(node.id)
                 child = self._get(cur.lastrowid)
             elif not child.is_dir:
@@ -291,14 +321,22 @@ class Namespace:
         checked at the end of each statement (deleting in chunks, parents first, would break it)."""
         self.db.conn.execute(self._SUBTREE + "DELETE FROM inodes WHERE id IN (SELECT id FROM sub)", (inode_id,))
 
-    def delete(self, path: str, recursive: bool, release: Release) -> int:
-        """Remove ``path``; returns how many files went. ``release`` frees their groups first."""
+    def delete(self, path: str, recursive: bool, release: Release, who: Identity = SUPER) -> int:
+        """Remove ``path``; returns how many files went. ``release`` frees their groups first.
+
+        Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
+        a tree removed with it, so nobody removes what they could not remove piece by piece."""
         if path == paths.ROOT:
             paths.check(path)
             raise InvalidArgument("cannot delete the root directory '/'")
-        node = self.lookup(path)
+        chain = self._walk(path, who)
+        node, parent = chain[-1], chain[-2]
+        check(who, parent, WRITE, paths.parent_of(path), f"delete {path}")
+        check_sticky(who, parent, node, paths.parent_of(path), path, "delete")
         if node.is_dir and not recursive and self._children(node.id):
             raise FailedPrecondition(f"directory not empty: {path}")
+        if node.is_dir and not who.is_admin:
+            self._check_subtree(node, path, who)
         subtree = self._subtree(node.id)
         files = [i for i, is_dir in subtree if not is_dir]
         release(files)
@@ -306,13 +344,27 @@ class Namespace:
         self._touch(node.parent)
         return len(files)
 
-    def rename(self, src: str, dst: str) -> None:
-        node = self.lookup(src)
+    def _check_subtree(self, node: Inode, path: str, who: Identity) -> None:
+        rows = self.db.query(self._SUBTREE + "SELECT inodes.* FROM inodes JOIN sub ON inodes.id = sub.id "
+                             "WHERE inodes.is_dir = 1 AND inodes.state = 'complete'", (node.id,))
+        for row in rows:
+            sub = Inode.from_row(row)
+            if not allowed(who, sub, READ | WRITE | EXECUTE):
+                where = self.path_of(sub.id)
+                check(who, sub, READ | WRITE | EXECUTE, where, f"delete {path} (it holds {where})")
+
+    def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
+        """Permissions (HDFS): w on the source's parent (and the sticky rule), w on the target's."""
+        chain = self._walk(src, who)
+        node = chain[-1]
         if node.id == ROOT_ID:
             raise InvalidArgument("cannot rename the root directory '/'")
+        check(who, chain[-2], WRITE, paths.parent_of(src), f"move {src}")
+        check_sticky(who, chain[-2], node, paths.parent_of(src), src, "move")
         if not paths.components(dst):
             raise AlreadyExists("directory exists: /")
-        parent = self._parent_dir(dst)[-1]
+        parent = self._parent_dir(dst, who)[-1]
+        check(who, parent, WRITE, paths.parent_of(dst), f"move {src} to {dst}")
         name = dst.rsplit("/", 1)[1]
         existing = self._child(parent.id, name)
         if existing is not None:
@@ -324,27 +376,62 @@ class Namespace:
         self._touch(node.parent)
         self._touch(parent.id)
 
-    def set_policy(self, path: str, policy_name: str) -> str:
-        """Set (or with "" clear) a directory's explicit policy; returns the canonical name."""
-        node = self.lookup(path)
+    def set_policy(self, path: str, policy_name: str, who: Identity = SUPER) -> str:
+        """Set (or with "" clear) a directory's explicit policy; returns the canonical name.
+        Needs w on the directory (HDFS)."""
+        node = self.lookup(path, who)
         if not node.is_dir:
             raise FailedPrecondition(f"not a directory: {path} (policies are set on directories)")
+        check(who, node, WRITE, path, f"set the policy of {path}")
         name = load_policy(policy_name).name if policy_name else None
         self.db.conn.execute("UPDATE inodes SET policy = ? WHERE id = ?", (name, node.id))
         return name or ""
 
+    def set_permission(self, path: str, mode: int, who: Identity = SUPER) -> None:
+        """chmod: the owner or the superuser (HDFS)."""
+        if not 0 <= mode <= MAX_MODE:
+            raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
+        node = self.lookup(path, who)
+        check_owner(who, node, path, "change the mode of")
+        self.db.conn.execute("UPDATE inodes SET mode = ? WHERE id = ?", (mode, node.id))
+
+    def set_owner(self, path: str, owner: str, group: str, who: Identity = SUPER) -> None:
+        """chown: a new owner only by the superuser; a new group by the superuser, or by the owner
+        if it is one of the owner's groups (HDFS)."""
+        if not owner and not group:
+            raise InvalidArgument("chown needs an owner, a group, or both")
+        for name, what in ((owner, "user"), (group, "group")):
+            if name:
+                try:
+                    check_name(name, what)
+                except ValueError as err:
+                    raise InvalidArgument(str(err)) from None
+        node = self.lookup(path, who)
+        if owner and owner != node.owner and not who.is_admin:
+            raise PermissionDenied(f"permission denied: only an admin may give {path} to another user "
+                                   f"(user {who.name} is not one)")
+        if group and group != node.group and not who.is_admin:
+            check_owner(who, node, path, "change the group of")
+            if group not in who.groups:
+                raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
+        self.db.conn.execute("UPDATE inodes SET owner = ?, grp = ? WHERE id = ?",
+                             (owner or node.owner, group or node.group, node.id))
+
     # ------------------------------------------------------------------ write path
 
     def create(self, path: str, overwrite: bool, policy_name: str, block_size: int,
-               convert_from: Version | None = None) -> tuple[Inode, Policy]:
+               convert_from: Version | None = None, who: Identity = SUPER) -> tuple[Inode, Policy]:
         """Add an invisible 'writing' file; refuses what Complete would refuse, before data moves.
 
         ``convert_from`` (``ec convert``): the file at ``path`` must be that version, and the new
-        policy another one; the new file will replace it (see ``complete``)."""
+        policy another one; the new file will replace it (see ``complete``), keeping its owner,
+        group and mode. Permissions (HDFS): w on the parent, and on the file an overwrite or a
+        conversion replaces."""
         if not paths.components(path):
             raise FailedPrecondition("is a directory: /")
-        chain = self._parent_dir(path)
+        chain = self._parent_dir(path, who)
         name = path.rsplit("/", 1)[1]
+        check(who, chain[-1], WRITE, paths.parent_of(path), f"create {path}")
         existing = self._child(chain[-1].id, name)
         if convert_from is not None:
             self._check_version(path, existing, convert_from)
@@ -358,6 +445,7 @@ class Namespace:
                 raise FailedPrecondition(f"is a directory: {path}")
             if not overwrite:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
+            check(who, existing, WRITE, path, f"overwrite {path}")
         if not policy_name:
             policy_name = self._effective_policy(chain, paths.parent_of(path))[0]
         policy = load_policy(policy_name)
@@ -369,19 +457,23 @@ class Namespace:
             raise InvalidArgument(str(err)) from None
         now = self.wall_ms()
         cur = self.db.conn.execute(
-            "INSERT INTO inodes(parent, name, is_dir, policy, block_size, state, overwrite, mtime_ms, lease_ms) "
-            "VALUES (?, ?, 0, ?, ?, 'writing', ?, ?, ?)",
-            (chain[-1].id, name, policy.name, block_size, int(overwrite), now, now))
+            "INSERT INTO inodes(parent, name, is_dir, policy, block_size, state, overwrite, mtime_ms, lease_ms, "
+            "owner, grp, mode) VALUES (?, ?, 0, ?, ?, 'writing', ?, ?, ?, ?, ?, ?)",
+            (chain[-1].id, name, policy.name, block_size, int(overwrite), now, now, who.name, chain[-1].group, FILE_MODE))
         return self._get(cur.lastrowid), policy
 
     def file(self, file_id: int) -> Inode | None:
         node = self._get(file_id)
         return node if node is not None and not node.is_dir else None
 
-    def writing(self, file_id: int) -> Inode:
+    def writing(self, file_id: int, who: Identity = SUPER) -> Inode:
+        """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
         node = self.file(file_id)
         if node is None or node.state != "writing":
             raise NotFound(f"no file is being written with id {file_id} (completed, abandoned or expired)")
+        if who.name != node.owner and not who.is_admin:
+            raise PermissionDenied(f"permission denied: file {file_id} is being written by {node.owner}, "
+                                   f"not by user {who.name}")
         return node
 
     def renew_lease(self, file_id: int) -> None:
@@ -409,6 +501,9 @@ class Namespace:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             if convert_from is None:
                 mtime = max(mtime, existing.mtime_ms + 1)
+            else:   # the same file in another layout: its owner, group and mode stay
+                self.db.conn.execute("UPDATE inodes SET owner = ?, grp = ?, mode = ? WHERE id = ?",
+                                     (existing.owner, existing.group, existing.mode, file_id))
             release([existing.id])
             self._remove(existing.id)
         self.db.conn.execute(
@@ -429,13 +524,16 @@ class Namespace:
                                      f"mtime {existing.mtime_ms}): left as it is")
 
     def concat(self, target: str, sources: list[str], overwrite: bool, release: Release,
-               move_groups: Callable[[list[int], int], None]) -> int:
+               move_groups: Callable[[list[int], int], None], who: Identity = SUPER) -> int:
         """Make the complete files ``sources`` one file at ``target`` (HDFS's concat, as a rename):
         the first part's inode becomes the target, the other parts' groups are appended to it in
         order (``move_groups(from_ids, to_id)``), and the other parts go. Returns the length.
 
         Every part but the last must end on a block group boundary, and all must share one policy
         and block size, so that every group but the last of the result is full.
+
+        Permissions (HDFS): r on every part and w on its parent (the parts go), w on the
+        target's parent, and on a target an overwrite replaces.
         """
         if not sources:
             raise InvalidArgument("concat needs at least one source")
@@ -447,9 +545,13 @@ class Namespace:
             raise FailedPrecondition("is a directory: /")
         parts = []
         for source in sources:
-            node = self.lookup(source)
+            chain = self._walk(source, who)
+            node = chain[-1]
             if node.is_dir:
                 raise FailedPrecondition(f"is a directory: {source}")
+            check(who, node, READ, source, f"concat {source}")
+            check(who, chain[-2], WRITE, paths.parent_of(source), f"concat {source} (it goes)")
+            check_sticky(who, chain[-2], node, paths.parent_of(source), source, "concat")
             parts.append(node)
         first = parts[0]
         full = group_data_size(load_policy(first.policy), first.block_size)
@@ -463,8 +565,9 @@ class Namespace:
                 raise InvalidArgument(
                     f"concat: {source} is {node.length} bytes, not a multiple of its block group size "
                     f"{full} (only the last part may end inside a group)")
-        chain = self._parent_dir(target)
+        chain = self._parent_dir(target, who)
         name = target.rsplit("/", 1)[1]
+        check(who, chain[-1], WRITE, paths.parent_of(target), f"create {target}")
         existing = self._child(chain[-1].id, name)
         mtime = self.wall_ms()
         if existing is not None:
@@ -473,6 +576,7 @@ class Namespace:
             if not overwrite:
                 raise AlreadyExists(f"file exists: {target}")
             mtime = max(mtime, existing.mtime_ms + 1)   # a new version of the target: see complete
+            check(who, existing, WRITE, target, f"overwrite {target}")
             release([existing.id])
             self._remove(existing.id)
         move_groups([p.id for p in parts[1:]], first.id)
@@ -486,11 +590,12 @@ class Namespace:
         self._touch(chain[-1].id)
         return length
 
-    def abandon(self, file_id: int, release: Release) -> bool:
+    def abandon(self, file_id: int, release: Release, who: Identity = SUPER) -> bool:
         """Drop a writing file; False if there is none with that id."""
         node = self.file(file_id)
         if node is None or node.state != "writing":
             return False
+        self.writing(file_id, who)
         release([file_id])
         self._remove(file_id)
         return True

@@ -26,6 +26,14 @@ a group has fewer than k.
 A unit reported corrupt stays mapped, marked, read only when a group has nothing better, until a
 repaired copy replaces it; fsck counts it neither healthy nor missing.
 
+Security: the namespace methods take the caller (``who``, from the servicer) and check file
+permissions (namespace.py); a write in progress is its creator's. The cluster id is made when the
+namespace is formatted (or given: a secure NameNode's credential names it) and a DataNode of
+another cluster is refused. Every unit location handed out carries a block token (``tokens``, in
+a secure cluster): a read token in GetFileInfo's locations and repair sources, a write token from
+AddBlockGroup. A unit is (group, index, generation): a DataNode's unit of a generation this
+namespace never issued is foreign, left alone (blockmap.py).
+
 Commands reach a DataNode in its heartbeat reply. A pending delete is sent (a surplus or corrupt
 copy's only once its group is whole again: ``BlockMap.deletes_due``), then re-sent every
 ``DELETE_RESEND_S`` until a block report no longer lists the unit, or ``DELETE_TTL_S`` passes (a
@@ -47,7 +55,7 @@ from hedgefs.ec.policy import DEFAULT_POLICY, Policy
 from hedgefs.namenode import paths, placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
-from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from hedgefs.namenode.health import Health
 from hedgefs.namenode.liveness import HEAT_MINUTES, Liveness
 from hedgefs.namenode.model import (
@@ -69,8 +77,11 @@ from hedgefs.namenode.model import (
     UnitLocation,
     UnitsPage,
 )
-from hedgefs.namenode.namespace import Entry, Namespace, load_policy
+from hedgefs.namenode.namespace import SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, InFlight, RepairScheduler
+from hedgefs.security import tokens as token_ops
+from hedgefs.security.identity import Identity
+from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -105,7 +116,8 @@ class Namesystem:
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
                  receipt_wait_s: float = RECEIPT_WAIT_S, min_replicas: int = MIN_REPLICAS,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, cluster_id: str | None = None,
+                 tokens: BlockTokens | None = None):
         try:
             load_policy(default_policy)
         except InvalidArgument as err:
@@ -121,7 +133,9 @@ class Namesystem:
         self.min_replicas = min_replicas
         self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
-        self.db = Database(os.path.join(data_dir, DB_FILE))
+        self.db = Database(os.path.join(data_dir, DB_FILE), cluster_id)
+        self.cluster_id = self.db.cluster_id
+        self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
                             wall_ms=self.wall_ms)
         self.blocks = BlockMap(self.db, self.wall_ms)
@@ -145,23 +159,28 @@ class Namesystem:
     # ------------------------------------------------------------------ namespace
 
     @_locked
-    def mkdir(self, path: str, parents: bool = False) -> None:
+    def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER) -> None:
         with self.db.tx():
-            self.ns.mkdir(path, parents)
+            self.ns.mkdir(path, parents, who)
 
     @_locked
-    def file_info(self, path: str) -> FileInfo:
-        node, entry = self.ns.stat(path)
-        groups = [] if node.is_dir else [self._group_info(g, load_policy(node.policy).k)
+    def file_info(self, path: str, who: Identity = SUPER) -> FileInfo:
+        """A file's entry and its groups, every unit with a read token (the file must be readable)."""
+        node, entry = self.ns.stat(path, who, read_file=True)
+        groups = [] if node.is_dir else [self._group_info(g, load_policy(node.policy).k, op=token_ops.READ)
                                          for g in self.blocks.groups(node.id)]
         return FileInfo(entry, groups)
 
+    @property
+    def token_lifetime_ms(self) -> int:
+        return int(self.tokens.lifetime_s * 1000) if self.tokens else 0
+
     @_locked
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
-                  limit: int = 0) -> tuple[list[Entry], bool]:
+                  limit: int = 0, who: Identity = SUPER) -> tuple[list[Entry], bool]:
         """One page of a listing (``Namespace.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
-        return self.ns.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES)
+        return self.ns.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who)
 
     def list(self, path: str, recursive: bool = False) -> list[Entry]:
         """Every page of a listing (for tests and tools; the RPC is paged)."""
@@ -172,29 +191,41 @@ class Namesystem:
         return out
 
     @_locked
-    def delete(self, path: str, recursive: bool = False) -> None:
+    def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
         with self.db.tx():
-            files = self.ns.delete(path, recursive, self.blocks.forget_files)
-        log.info("deleted %s (%d files)", path, files)
+            files = self.ns.delete(path, recursive, self.blocks.forget_files, who)
+        log.info("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
-    def rename(self, src: str, dst: str) -> None:
+    def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
         with self.db.tx():
-            self.ns.rename(src, dst)
-        log.info("renamed %s to %s", src, dst)
+            self.ns.rename(src, dst, who)
+        log.info("renamed %s to %s for %s", src, dst, who.name)
 
     @_locked
-    def set_policy(self, path: str, policy: str) -> None:
+    def set_policy(self, path: str, policy: str, who: Identity = SUPER) -> None:
         if policy:
             self._check_placeable(load_policy(policy))
         with self.db.tx():
-            name = self.ns.set_policy(path, policy)
+            name = self.ns.set_policy(path, policy, who)
         log.info("policy of %s set to %s", path, name or "(inherited)")
 
     @_locked
-    def get_policy(self, path: str) -> tuple[str, str]:
+    def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
         """(policy name, directory it comes from; "" = the cluster default)."""
-        return self.ns.get_policy(path)
+        return self.ns.get_policy(path, who)
+
+    @_locked
+    def set_permission(self, path: str, mode: int, who: Identity = SUPER) -> None:
+        with self.db.tx():
+            self.ns.set_permission(path, mode, who)
+        log.info("mode of %s set to %04o by %s", path, mode, who.name)
+
+    @_locked
+    def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER) -> None:
+        with self.db.tx():
+            self.ns.set_owner(path, owner, group, who)
+        log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
 
     @property
     def default_block_size(self) -> int:
@@ -230,19 +261,21 @@ class Namesystem:
 
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
-               client_name: str = "", convert_from: tuple[int, int] | None = None) -> Created:
+               client_name: str = "", convert_from: tuple[int, int] | None = None,
+               who: Identity = SUPER) -> Created:
         with self.db.tx():
-            node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from)
+            node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from, who)
             self._check_placeable(pol)
-        log.info("create %s: file %d, %s, block size %d, client %r%s", path, node.id, pol.name,
-                 node.block_size, client_name, " (a conversion)" if convert_from else "")
+        log.info("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
+                 node.block_size, client_name, who.name, " (a conversion)" if convert_from else "")
         return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000),
                        pol.min_stored(self.min_replicas))
 
     @_locked
-    def add_block_group(self, file_id: int, exclude: Iterable[str] = ()) -> GroupInfo:
+    def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER) -> GroupInfo:
+        """A new group for a write in progress (the caller's), every unit with a write token."""
         with self.db.tx():
-            node = self.ns.writing(file_id)
+            node = self.ns.writing(file_id, who)
             policy = load_policy(node.policy)
             targets = placement.choose(self._live_targets(policy, exclude), policy.units,
                                        self.liveness.load_key, self.rng)
@@ -252,18 +285,21 @@ class Namesystem:
             self.ns.renew_lease(file_id)
         for d in targets:
             self.liveness.note_allocated(d, node.block_size)
-        return GroupInfo(group.id, 0, [self._location(j, d) for j, d in enumerate(targets)])
+        return GroupInfo(group.id, 0, [self._location(j, d, group.id, group.generation, token_ops.WRITE)
+                                       for j, d in enumerate(targets)], group.generation)
 
     @_locked
-    def renew_lease(self, file_id: int) -> None:
+    def renew_lease(self, file_id: int, who: Identity = SUPER) -> None:
         with self.db.tx():
-            self.ns.writing(file_id)
+            self.ns.writing(file_id, who)
             self.ns.renew_lease(file_id)
 
     @_locked
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
-                 convert_from: tuple[int, int] | None = None) -> None:
+                 convert_from: tuple[int, int] | None = None, who: Identity = SUPER) -> None:
         node = self.ns.file(file_id)
+        if node is not None and node.state == "writing":
+            self.ns.writing(file_id, who)       # someone else's write: refused before anything waits
         if node is not None and node.state == "complete":
             if node.length == length:
                 return  # a retry of a Complete that succeeded
@@ -273,7 +309,7 @@ class Namesystem:
         if node is not None and node.state == "complete" and node.length == length:
             return  # a retry that arrived while this call waited, and won
         with self.db.tx():
-            node = self.ns.writing(file_id)
+            node = self.ns.writing(file_id, who)
             policy = load_policy(node.policy)
             self.blocks.commit(file_id, length, groups, policy, node.block_size, policy.min_stored(self.min_replicas))
             path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from)
@@ -302,18 +338,19 @@ class Namesystem:
             self._receipts.wait(left)
 
     @_locked
-    def concat(self, target: str, sources: list[str], overwrite: bool = False) -> None:
+    def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER) -> None:
         """One file at ``target`` from the parts ``sources``, in one transaction: a reader sees
         no target (or the old one) until the commit, then all of it."""
         with self.db.tx():
-            length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups)
+            length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
+                                    who)
         self._scan_needed = True
         log.info("concat %s: %d parts, %d bytes", target, len(sources), length)
 
     @_locked
-    def abandon(self, file_id: int) -> None:
+    def abandon(self, file_id: int, who: Identity = SUPER) -> None:
         with self.db.tx():
-            dropped = self.ns.abandon(file_id, self.blocks.forget_files)
+            dropped = self.ns.abandon(file_id, self.blocks.forget_files, who)
         if dropped:
             log.info("abandoned file %d", file_id)
 
@@ -323,13 +360,22 @@ class Namesystem:
         if not self.liveness.knows(datanode_id):
             raise FailedPrecondition(f"unknown DataNode {datanode_id!r}: register first")
 
-    def _location(self, index: int, datanode_id: str) -> UnitLocation:
-        return UnitLocation(index, datanode_id, self.liveness.address(datanode_id), self.liveness.data_address(datanode_id))
+    def _location(self, index: int, datanode_id: str, group_id: int = 0, generation: int = 0,
+                  op: int = token_ops.READ) -> UnitLocation:
+        token = self.tokens.sign(op, group_id, index, generation) if self.tokens else b""
+        return UnitLocation(index, datanode_id, self.liveness.address(datanode_id),
+                            self.liveness.data_address(datanode_id), token)
 
     @_locked
-    def register(self, datanode_id: str, address: str, data_address: str = "") -> None:
+    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "") -> str:
+        """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
+        another cluster is refused."""
         if not datanode_id or not address:
             raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
+        if cluster_id and cluster_id != self.cluster_id:
+            log.warning("refused DataNode %s of cluster %s (this is cluster %s)", datanode_id, cluster_id, self.cluster_id)
+            raise PermissionDenied(f"DataNode {datanode_id} belongs to cluster {cluster_id}; this NameNode's "
+                                   f"cluster is {self.cluster_id}")
         with self.db.tx():
             self.blocks.save_datanode(datanode_id, address, data_address)
         self.liveness.seen(datanode_id, address, data_address)
@@ -339,6 +385,7 @@ class Namesystem:
         self._forget_sent(datanode_id)
         self._scan_needed = True
         log.info("datanode %s registered at %s", datanode_id, address)
+        return self.cluster_id
 
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
@@ -372,12 +419,12 @@ class Namesystem:
 
     def _deletes_to_send(self, datanode_id: str) -> list[DeleteUnit]:
         now, out = self.clock(), []
-        for group_id, index in self.blocks.deletes_due(datanode_id, self._usable):
+        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self._usable):
             key = (datanode_id, group_id, index)
             sent = self._delete_sent.get(key)
             if sent is None or now - sent >= DELETE_RESEND_S:
                 self._delete_sent[key] = now
-                out.append(DeleteUnit(group_id, index))
+                out.append(DeleteUnit(group_id, index, generation))
                 if len(out) >= MAX_DELETES_PER_HEARTBEAT:
                     break
         return out
@@ -397,13 +444,15 @@ class Namesystem:
             return None
         if repair.target in group.units.values():  # it got another unit of the group meanwhile
             return None
-        sources = [self._location(i, d) for i, d in sorted(group.good(self._usable).items())]
+        sources = [self._location(i, d, group.id, group.generation)
+                   for i, d in sorted(group.good(self._usable).items())]
         if len(sources) < policy.k:
             return None
-        return RepairUnit(group.id, repair.index, policy.name, group.length, sources)
+        return RepairUnit(group.id, repair.index, policy.name, group.length, sources, group.generation)
 
     @_locked
-    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int]]) -> dict[str, int]:
+    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> dict[str, int]:
+        """A DataNode's full list of (group id, index, generation); counts by outcome."""
         self._require_known(datanode_id)
         self.liveness.seen(datanode_id)
         reported = set(units)
@@ -414,9 +463,11 @@ class Namesystem:
         self._scan_needed = True
         if counts.get("received"):
             self._receipts.notify_all()
+        self.liveness.seen(datanode_id).foreign_units = counts.get("foreign", 0)
         if counts.get("foreign"):
-            log.warning("%s holds %d units of groups this NameNode never allocated (another namespace, "
-                        "or a wiped NameNode database?): left alone", datanode_id, counts["foreign"])
+            log.warning("%s holds %d units of generations this namespace never issued (another namespace, "
+                        "or a wiped NameNode database?): left alone, never served or deleted from here",
+                        datanode_id, counts["foreign"])
         notable = {k: v for k, v in counts.items() if k != "mapped"}
         if notable:
             log.info("block report from %s: %d units, %s", datanode_id, len(reported),
@@ -424,7 +475,7 @@ class Namesystem:
         return counts
 
     @_locked
-    def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int]]) -> list[str]:
+    def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> list[str]:
         """A DataNode's receipts for units it has just stored (a writer's, or a repair's); returns
         each one's outcome (``BlockMap.claim``)."""
         self._require_known(datanode_id)
@@ -433,9 +484,9 @@ class Namesystem:
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
         with self.db.tx():
-            outcomes = [self.blocks.claim(datanode_id, g, i, self._usable) for g, i in units]
+            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._usable) for g, i, gen in units]
         self._scan_needed = True
-        for (group_id, index), outcome in zip(units, outcomes):
+        for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))
             if repair is not None and (repair.target == datanode_id or outcome in ("adopted", "moved")):
                 self.repairs.drop(group_id, index)
@@ -448,19 +499,19 @@ class Namesystem:
             self._receipts.notify_all()
         return outcomes
 
-    def unit_stored(self, datanode_id: str, group_id: int, index: int) -> str:
-        return self.units_stored(datanode_id, [(group_id, index)])[0]
+    def unit_stored(self, datanode_id: str, group_id: int, index: int, generation: int) -> str:
+        return self.units_stored(datanode_id, [(group_id, index, generation)])[0]
 
     @_locked
-    def report_bad_units(self, units: Iterable[tuple[int, int, str, str]]) -> None:
-        """(group id, unit index, DataNode id, reason) of corrupt copies."""
+    def report_bad_units(self, units: Iterable[tuple[int, int, int, str, str]]) -> None:
+        """(group id, unit index, generation, DataNode id, reason) of corrupt copies."""
         units = list(units)
         if len(units) > MAX_BAD_UNITS_PER_CALL:
             raise InvalidArgument(f"at most {MAX_BAD_UNITS_PER_CALL} bad units per report, got {len(units)}")
         self._scan_needed = True
         with self.db.tx():
-            for group_id, index, datanode_id, reason in units:
-                outcome = self.blocks.mark_bad(datanode_id, group_id, index)
+            for group_id, index, generation, datanode_id, reason in units:
+                outcome = self.blocks.mark_bad(datanode_id, group_id, index, generation)
                 if outcome == "marked":
                     log.warning("unit %d/%d on %s is corrupt (%s): marked, kept until a repaired copy replaces it",
                                 group_id, index, datanode_id, reason or "no reason given")
@@ -470,17 +521,21 @@ class Namesystem:
 
     # ------------------------------------------------------------------ health
 
-    def _group_info(self, group: GroupRow, k: int, keep_dead: bool = False) -> GroupInfo:
+    def _group_info(self, group: GroupRow, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
         """Good units. Units on dead DataNodes are left out (a reader would only wait on them), and
         corrupt ones too unless fewer than k are good (a corrupt unit's other chunks still read).
-        ``keep_dead`` (the operator's file page): every reported unit."""
+        ``keep_dead`` (the operator's file page): every reported unit. ``op``: sign tokens for it."""
         if keep_dead:
             units = {i: d for i, d in group.units.items() if i not in group.unreported}
         else:
             units = group.good(self.liveness.is_live)
             if len(units) < k:
                 units = self._readable_units(group)
-        return GroupInfo(group.id, group.length, [self._location(i, d) for i, d in sorted(units.items())])
+        if op is None:
+            locations = [self._location(i, d) for i, d in sorted(units.items())]
+        else:
+            locations = [self._location(i, d, group.id, group.generation, op) for i, d in sorted(units.items())]
+        return GroupInfo(group.id, group.length, locations, group.generation)
 
     def _readable_units(self, group: GroupRow) -> dict[int, str]:
         """Good units and live corrupt ones."""
@@ -535,7 +590,7 @@ class Namesystem:
         nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
-                                data_address=n.data_address)
+                                data_address=n.data_address, foreign_units=n.foreign_units)
                  for n in self.liveness.all()]
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
@@ -609,7 +664,7 @@ class Namesystem:
                 [n.p99_by_minute.get(m) for m in range(first, minute + 1)]))
         live = [d for d in nodes if d.state != "dead"]
         return ClusterStatus(
-            cluster_id="", started_ms=self.started_ms, now_ms=now_ms,
+            cluster_id=self.cluster_id, started_ms=self.started_ms, now_ms=now_ms,
             capacity_bytes=sum(d.capacity_bytes for d in live), used_bytes=sum(d.used_bytes for d in live),
             files=sum(tallies["files"].values()), directories=sum(tallies["dirs"].values()),
             policies=dict(sorted(tallies["files"].items())),

@@ -2,6 +2,11 @@
 
 ``serve`` is what ``hedgefs namenode`` runs: it locks the data dir, opens the namesystem, serves
 until SIGTERM or SIGINT and shuts everything down in order.
+
+Given a credential (a secure cluster) every port speaks TLS with it, every RPC is checked
+(servicer.AUTHORIZATION), block tokens are signed with its cluster key and the namespace must be
+of its cluster. Without one, the NameNode is as open as before and says so once when it binds
+an address other machines can reach.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from hedgefs import httpserver
 from hedgefs.namenode import web
 from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namesystem import Namesystem
-from hedgefs.namenode.servicer import NameNodeServicer
-from hedgefs.plumbing import hostport, serve_until, stop_on_signal, write_port_file
+from hedgefs.namenode.servicer import NameNodeServicer, authorizer
+from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
+from hedgefs.security import tls
+from hedgefs.security.identity import NAMENODE, Credential, Refused
+from hedgefs.security.tokens import DEFAULT_LIFETIME_S, BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -43,12 +51,25 @@ def _lock_data_dir(data_dir: str):
 def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str | None = None,
           dead_interval_s: float = 30.0, default_block_size: int = 128 * 1024 * 1024,
           default_policy: str = "RS-6-3-1024k", repair_interval_s: float = 1.0,
-          lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2) -> None:
+          lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2,
+          credential: Credential | None = None, cluster_id: str | None = None,
+          block_token_lifetime_s: float = DEFAULT_LIFETIME_S) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
-    data dir in use by another NameNode, bad default policy).
+    data dir in use by another NameNode, bad default policy, a credential that is not a
+    NameNode's, a namespace of another cluster).
     """
+    tokens = None
+    if credential is not None:
+        if credential.identity.role != NAMENODE or credential.cluster_key is None:
+            raise Refused(f"{credential.path} is not a NameNode's credential ({credential.identity})")
+        if cluster_id and cluster_id != credential.cluster_id:
+            raise Refused(f"--cluster-id {cluster_id} but the credential is of cluster {credential.cluster_id}")
+        cluster_id = credential.cluster_id
+        tokens = BlockTokens(credential.cluster_key, block_token_lifetime_s)
+    else:
+        warn_if_open("namenode", host)
     os.makedirs(data_dir, exist_ok=True)
     dir_lock = _lock_data_dir(data_dir)
     namenode = server = monitor = http = None
@@ -57,13 +78,16 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
         with stop_on_signal() as stop:
             namenode = Namesystem(data_dir, default_policy=default_policy, default_block_size=default_block_size,
                                   dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
-                                  min_replicas=min_replicas)
+                                  min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens)
             # SO_REUSEPORT (gRPC's default on Linux) would let a second NameNode share the port silently.
             server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="namenode-rpc"),
-                                 options=_SERVER_OPTIONS)
-            hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(namenode), server)
+                                 options=_SERVER_OPTIONS, interceptors=[authorizer(secure=credential is not None)])
+            hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(namenode, credential), server)
             try:
-                bound = server.add_insecure_port(address)
+                if credential is None:
+                    bound = server.add_insecure_port(address)
+                else:
+                    bound = server.add_secure_port(address, tls.grpc_server_credentials(credential))
             except RuntimeError:
                 bound = 0
             if bound == 0:
@@ -72,12 +96,15 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
             monitor = Monitor(namenode, repair_interval_s)
             monitor.start()
             if http_port is not None:
-                http = httpserver.open_server(host, http_port, web.handler(namenode), "namenode")
+                http = httpserver.open_server(
+                    host, http_port, web.handler(namenode, secure=credential is not None), "namenode",
+                    tls=tls.server_context(credential, client_cert="optional") if credential else None)
                 http.start()
                 log.info("namenode status page on %s (metrics at %smetrics)", http.url, http.url)
             if port_file:
                 write_port_file(port_file, bound, **({"http": http.port} if http else {}))
-            log.info("namenode listening on %s", hostport(host, bound))
+            log.info("namenode listening on %s (cluster %s, %s)", hostport(host, bound), namenode.cluster_id,
+                     "secure: TLS, every call checked" if credential else "insecure")
             serve_until(stop)
             log.info("namenode stopping")
     finally:

@@ -1,7 +1,12 @@
-"""The NameNode's gRPC face: a thin servicer over ``namesystem.Namesystem``, and ``serve``.
+"""The NameNode's gRPC face: a thin servicer over ``namesystem.Namesystem``.
 
 Each method unpacks its request, calls the NameNode and packs the answer. Our refusals become
 status codes with the refusal's one-line message; anything else is INTERNAL (and logged).
+
+Who may call what is ``AUTHORIZATION``, the one table for this service (security/rpc.py enforces
+it for every call, before the method runs; a method missing from it is refused): namespace calls
+need a user's credential (file permissions, in the namesystem, decide the rest), the DataNode
+protocol a DataNode's own, and health and administration calls an admin's.
 """
 
 from __future__ import annotations
@@ -14,11 +19,22 @@ import grpc
 
 from hedgefs.namenode import model
 from hedgefs.namenode.blockmap import GroupCommit
-from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NameNodeError, NotFound
+from hedgefs.namenode.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NameNodeError,
+    NotFound,
+    PermissionDenied,
+)
 from hedgefs.namenode.namespace import Entry
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
+from hedgefs.security import material
+from hedgefs.security import rpc as authz
+from hedgefs.security.material import Credential, Identity
+from hedgefs.security.rpc import caller
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -29,6 +45,24 @@ _CODES = {
     AlreadyExists: grpc.StatusCode.ALREADY_EXISTS,
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+}
+
+AUTHORIZATION: dict[str, authz.Rule] = {
+    # namespace and the write path: any user (file permissions, and a write's owner, decide)
+    **{name: authz.user() for name in (
+        "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
+        "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat")},
+    # the DataNode protocol: a DataNode, for itself only
+    "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
+    "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
+    "BlockReport": authz.datanode(lambda r: [r.datanode_id]),
+    "UnitStored": authz.datanode(lambda r: [r.datanode_id]),
+    "ReportBadUnits": authz.datanode(lambda r: [u.datanode_id for u in r.units]),
+    # health and administration
+    "Fsck": authz.admin(),
+    "Report": authz.admin(),
+    "IssueCredential": authz.admin(),
 }
 
 
@@ -55,11 +89,13 @@ def _rpc(method):
 
 def _entry(e: Entry) -> pb.FileInfo:
     return pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
-                       block_size=e.block_size, mtime_ms=e.mtime_ms)
+                       block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
+                       permission=e.mode)
 
 
 def _unit(u: model.UnitLocation) -> pb.UnitLocation:
-    return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address, data_address=u.data_address)
+    return pb.UnitLocation(index=u.index, datanode_id=u.datanode_id, address=u.address, data_address=u.data_address,
+                           token=u.token)
 
 
 def _version(request, field: str) -> tuple[int, int] | None:
@@ -71,97 +107,112 @@ def _version(request, field: str) -> tuple[int, int] | None:
 
 
 def _group(g: model.GroupInfo) -> pb.BlockGroup:
-    return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units])
+    return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units], generation=g.generation)
 
 
 def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
     if isinstance(c, model.DeleteUnit):
-        return pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=c.group_id, index=c.index))
+        return pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=c.group_id, index=c.index,
+                                                           generation=c.generation))
     return pb.Command(repair_unit=pb.RepairUnitCommand(
         group_id=c.group_id, index=c.index, policy=c.policy, group_length=c.group_length,
-        sources=[_unit(u) for u in c.sources]))
+        sources=[_unit(u) for u in c.sources], generation=c.generation))
 
 
 class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
-    def __init__(self, namenode: Namesystem):
+    def __init__(self, namenode: Namesystem, credential: Credential | None = None):
         self.nn = namenode
+        self.credential = credential      # a secure NameNode's: it holds the CA key
 
     # namespace
     @_rpc
     def Mkdir(self, request):
-        self.nn.mkdir(request.path, request.parents)
+        self.nn.mkdir(request.path, request.parents, caller())
         return pb.Empty()
 
     @_rpc
     def GetFileInfo(self, request):
-        info = self.nn.file_info(request.path)
+        info = self.nn.file_info(request.path, caller())
         out = _entry(info.entry)
         out.groups.extend(_group(g) for g in info.groups)
+        if info.groups:
+            out.token_lifetime_ms = self.nn.token_lifetime_ms
         return out
 
     @_rpc
     def List(self, request):
-        entries, more = self.nn.list_page(request.path, request.recursive, request.start_after, request.limit)
+        entries, more = self.nn.list_page(request.path, request.recursive, request.start_after, request.limit,
+                                          caller())
         return pb.ListResponse(entries=[_entry(e) for e in entries], more=more)
 
     @_rpc
     def Delete(self, request):
-        self.nn.delete(request.path, request.recursive)
+        self.nn.delete(request.path, request.recursive, caller())
         return pb.Empty()
 
     @_rpc
     def Rename(self, request):
-        self.nn.rename(request.src, request.dst)
+        self.nn.rename(request.src, request.dst, caller())
         return pb.Empty()
 
     @_rpc
     def SetPolicy(self, request):
-        self.nn.set_policy(request.path, request.policy)
+        self.nn.set_policy(request.path, request.policy, caller())
         return pb.Empty()
 
     @_rpc
     def GetPolicy(self, request):
-        policy, source = self.nn.get_policy(request.path)
+        policy, source = self.nn.get_policy(request.path, caller())
         return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=self.nn.default_block_size)
+
+    @_rpc
+    def SetPermission(self, request):
+        self.nn.set_permission(request.path, request.permission, caller())
+        return pb.Empty()
+
+    @_rpc
+    def SetOwner(self, request):
+        self.nn.set_owner(request.path, request.owner, request.group, caller())
+        return pb.Empty()
 
     # write path
     @_rpc
     def Create(self, request):
         c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
-                           request.client_name, _version(request, "convert_from"))
+                           request.client_name, _version(request, "convert_from"), caller())
         return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
                                  lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
 
     @_rpc
     def AddBlockGroup(self, request):
-        return _group(self.nn.add_block_group(request.file_id, list(request.exclude_datanodes)))
+        return _group(self.nn.add_block_group(request.file_id, list(request.exclude_datanodes), caller()))
 
     @_rpc
     def Complete(self, request):
         self.nn.complete(request.file_id, request.length,
                          [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
-                         _version(request, "convert_from"))
+                         _version(request, "convert_from"), caller())
         return pb.Empty()
 
     @_rpc
     def Concat(self, request):
-        self.nn.concat(request.target, list(request.sources), request.overwrite)
+        self.nn.concat(request.target, list(request.sources), request.overwrite, caller())
         return pb.Empty()
 
     @_rpc
     def Abandon(self, request):
-        self.nn.abandon(request.file_id)
+        self.nn.abandon(request.file_id, caller())
         return pb.Empty()
 
     @_rpc
     def RenewLease(self, request):
-        self.nn.renew_lease(request.file_id)
+        self.nn.renew_lease(request.file_id, caller())
         return pb.Empty()
 
     # health
     @_rpc
     def ReportBadUnits(self, request):
-        self.nn.report_bad_units((u.group_id, u.index, u.datanode_id, u.reason) for u in request.units)
+        self.nn.report_bad_units((u.group_id, u.index, u.generation, u.datanode_id, u.reason) for u in request.units)
         return pb.Empty()
 
     @_rpc
@@ -184,15 +235,36 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
             datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, data_address=d.data_address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
-                                       pending_deletes=d.pending_deletes,
+                                       pending_deletes=d.pending_deletes, foreign_units=d.foreign_units,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes])
+
+    # security
+    @_rpc
+    def IssueCredential(self, request):
+        cred = self.credential
+        if cred is None or cred.ca_key_pem is None:
+            raise FailedPrecondition("this cluster is not secure (or its NameNode holds no CA key): no credentials "
+                                     "to issue")
+        if request.role not in (material.USER, material.ADMIN, material.DATANODE):
+            raise InvalidArgument(f"a credential is for a user, an admin or a DataNode, not {request.role!r}")
+        identity = Identity(request.name, request.role, tuple(request.groups))
+        try:
+            cert = material.issue(cred.ca_key_pem, cred.ca_pem, identity, request.public_key_pem,
+                                  request.days or material.DAYS)
+        except ValueError as err:
+            raise InvalidArgument(f"cannot issue a credential: {err}") from None
+        log.info("issued a credential for %s (%s) at the request of %s", identity, ",".join(identity.groups) or
+                 "no groups", caller())
+        return pb.IssueCredentialResponse(
+            certificate_pem=cert, ca_pem=cred.ca_pem, cluster_id=cred.cluster_id,
+            cluster_key=cred.cluster_key if request.role == material.DATANODE else b"")
 
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
-        self.nn.register(request.datanode_id, request.address, request.data_address)
-        return pb.Empty()
+        cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id)
+        return pb.RegisterResponse(cluster_id=cluster_id)
 
     @_rpc
     def Heartbeat(self, request):
@@ -203,13 +275,18 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def BlockReport(self, request):
-        self.nn.block_report(request.datanode_id, [(u.group_id, u.index) for u in request.units])
+        self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
         return pb.Empty()
 
     @_rpc
     def UnitStored(self, request):
-        self.nn.units_stored(request.datanode_id, [(u.group_id, u.index) for u in request.units])
+        self.nn.units_stored(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
         return pb.Empty()
+
+
+def authorizer(secure: bool) -> authz.Authorizer:
+    """The interceptor that enforces ``AUTHORIZATION`` on this service."""
+    return authz.Authorizer("NameNode", AUTHORIZATION, secure=secure)
 
 
 def _latency(r: pb.ReadLatency) -> model.ReadLatency:

@@ -8,6 +8,11 @@
 Each page makes one call to the namesystem (one short read under its lock: ``status``,
 ``browse`` or ``datanode_units``) and renders the answer after the lock is released. Anything
 else is a 404 page.
+
+In a secure cluster the server speaks HTTPS (the NameNode's certificate) and the pages, which
+show the whole namespace whatever its permissions, answer only a client with an admin's
+certificate (HTTP 403 otherwise). /metrics and /health answer anyone: counts, DataNode ids and
+addresses, never a path, a token or a key, so Prometheus needs only the CA certificate.
 """
 
 from __future__ import annotations
@@ -26,7 +31,16 @@ JSON = "application/json"
 
 
 def _json(status: int, data) -> Response:
-    return Response(status, (json.dumps(data, indent=1) + "\n").encode(), JSON)
+    return Response(status, (json.dumps(_public(data), indent=1) + "\n").encode(), JSON)
+
+
+def _public(data):
+    """What a page may show: unit locations lose their block tokens (secrets, and no page's)."""
+    if isinstance(data, dict):
+        return {k: _public(v) for k, v in data.items() if k != "token"}
+    if isinstance(data, list):
+        return [_public(v) for v in data]
+    return data
 
 
 def _not_found(as_json: bool, what: str) -> Response:
@@ -35,11 +49,15 @@ def _not_found(as_json: bool, what: str) -> Response:
     return Response(404, pages.not_found(what).encode(), HTML)
 
 
-def handler(nn):
+def handler(nn, *, secure: bool = False):
     registry = metrics.registry(nn.status)
 
     def handle(request: Request) -> Response:
         path = request.path
+        if secure and path not in ("/metrics", "/health") and (request.peer or ("", ""))[0] != "admin":
+            who = f"{request.peer[0]} {request.peer[1]}" if request.peer else "a client without a certificate"
+            return httpserver.text(403, f"forbidden: the status pages of a secure cluster need an admin credential "
+                                        f"(a client certificate); this is {who}\n")
         as_json = path == "/api" or path.startswith("/api/") or request.query.get("format") == "json"
         if path == "/api" or path.startswith("/api/"):
             path = path[len("/api"):] or "/"

@@ -6,10 +6,17 @@ DataTransferProtocol), so a read is one request, a few bytes of header and then 
 the page cache into the socket, and the client ``recv_into``'s its own buffer: no per-message
 work, no copies in between. All integers are little-endian.
 
-Request (client -> DataNode), then ``token_length`` bytes of block token (empty until block tokens
-exist; the DataNode will check it before anything else)::
+Request (client -> DataNode), then ``token_length`` bytes of block token (security/tokens.py: a
+secure DataNode checks it before anything else, and refuses with PERMISSION_DENIED; an insecure
+one ignores it)::
 
-    magic "HFDT" | version u8 | op u8 | flags u16 | group_id u64 | index u32 | offset u64 | length u64 | token_length u16
+    magic "HFDT" | version u8 | op u8 | flags u16 | group_id u64 | index u32 | generation u64 |
+    offset u64 | length u64 | token_length u16
+
+A unit is (group_id, index, generation): the generation the NameNode issued with its block group.
+A DataNode holding the unit (group_id, index) of another generation answers NOT_FOUND.
+
+In a secure cluster the connection is TLS (mutual, against the cluster CA) from its first byte.
 
 Response header (DataNode -> client), then ``message_length`` bytes of UTF-8 (errors say why)::
 
@@ -22,8 +29,10 @@ serves), and the bytes::
 
     start u64 | nbytes u64 | chunk u32 | CRC32C u32 x ceil(nbytes / chunk) | nbytes bytes
 
-WRITE (``length``: the unit's length if known, else 0 and given at the end). The DataNode answers
-with a header at once (OK: send; else why not, e.g. BUSY), then the client sends packets::
+WRITE (``length``: the unit's length if known, else 0 and given at the end). A unit is written
+once: a WRITE of a unit the DataNode holds is refused (ALREADY_EXISTS), and so is one that another
+write commits first. The DataNode answers with a header at once (OK: send; else why not, e.g.
+BUSY), then the client sends packets::
 
     kind u8 | value u64        DATA: value = number of bytes that follow; END: value = unit length
 
@@ -74,14 +83,14 @@ def _load_crc32c():
 crc32c = _load_crc32c()   # crc32c(data, crc=0) -> int
 
 MAGIC = b"HFDT"
-VERSION = 1
+VERSION = 2     # 2: generations (and block tokens checked)
 
 OP_READ = 1
 OP_WRITE = 2
 OP_VERIFY = 3
 OP_CHECKSUMS = 4
 
-REQUEST = struct.Struct("<4sBBHQIQQH")
+REQUEST = struct.Struct("<4sBBHQIQQQH")
 RESPONSE = struct.Struct("<BBH")
 READ_INFO = struct.Struct("<QQI")
 UNIT_INFO = struct.Struct("<QI")
@@ -101,12 +110,13 @@ DATA_LOSS = 5         # the stored unit is damaged (e.g. its sidecar)
 INVALID_ARGUMENT = 6  # a malformed request, or a write whose length does not add up
 INTERNAL = 7          # local I/O failed on the DataNode
 RESOURCE_EXHAUSTED = 8  # disk full
-PERMISSION_DENIED = 9   # a bad or missing block token (security)
+PERMISSION_DENIED = 9   # a bad, expired or missing block token (security)
+ALREADY_EXISTS = 10     # a WRITE of a unit that is stored: units are written once
 
 STATUS_NAMES = {OK: "OK", BUSY: "BUSY", NOT_FOUND: "NOT_FOUND", OUT_OF_RANGE: "OUT_OF_RANGE",
                 UNAVAILABLE: "UNAVAILABLE", DATA_LOSS: "DATA_LOSS", INVALID_ARGUMENT: "INVALID_ARGUMENT",
                 INTERNAL: "INTERNAL", RESOURCE_EXHAUSTED: "RESOURCE_EXHAUSTED",
-                PERMISSION_DENIED: "PERMISSION_DENIED"}
+                PERMISSION_DENIED: "PERMISSION_DENIED", ALREADY_EXISTS: "ALREADY_EXISTS"}
 
 MAX_TOKEN_BYTES = 4096
 
@@ -141,8 +151,9 @@ def error_for(status: int, message: str) -> TransferError:
     return TransferError(STATUS_NAMES.get(status, f"STATUS_{status}"), message)
 
 
-def pack_request(op: int, group_id: int, index: int, offset: int, length: int, token: bytes = b"") -> bytes:
-    return REQUEST.pack(MAGIC, VERSION, op, 0, group_id, index, offset, length, len(token)) + token
+def pack_request(op: int, group_id: int, index: int, offset: int, length: int, token: bytes = b"", *,
+                 generation: int = 0) -> bytes:
+    return REQUEST.pack(MAGIC, VERSION, op, 0, group_id, index, generation, offset, length, len(token)) + token
 
 
 def pack_response(status: int, message: str = "") -> bytes:
@@ -200,11 +211,25 @@ def recv_read_info(sock: socket.socket) -> tuple[int, int, int, tuple[int, ...]]
     return start, nbytes, chunk, struct.unpack(f"<{count}I", crcs)
 
 
-def verify(address: str, group_id: int, index: int, *, timeout: float = 30.0, token: bytes = b"") -> str:
-    """Ask the DataNode at ``address`` to check its copy of a unit (OP_VERIFY); its answer."""
+def connect(address: str, timeout: float, wrap=None) -> socket.socket:
+    """A blocking connection to a data port; ``wrap(sock)`` makes it TLS (a secure cluster)."""
     host, _, port = address.rpartition(":")
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-        sock.sendall(pack_request(OP_VERIFY, group_id, index, 0, 0, token))
+    sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if wrap is not None:
+        try:
+            sock = wrap(sock)
+        except BaseException:
+            sock.close()
+            raise
+    return sock
+
+
+def verify(address: str, group_id: int, index: int, *, timeout: float = 30.0, token: bytes = b"",
+           generation: int = 0, wrap=None) -> str:
+    """Ask the DataNode at ``address`` to check its copy of a unit (OP_VERIFY); its answer."""
+    with connect(address, timeout, wrap) as sock:
+        sock.sendall(pack_request(OP_VERIFY, group_id, index, 0, 0, token, generation=generation))
         head = bytearray(RESPONSE.size)
         recv_exactly(sock, memoryview(head))
         status, _, n = RESPONSE.unpack(head)
@@ -214,10 +239,10 @@ def verify(address: str, group_id: int, index: int, *, timeout: float = 30.0, to
 
 
 def read_range(sock: socket.socket, group_id: int, index: int, offset: int, length: int, *,
-               where: str = "the DataNode", token: bytes = b"") -> memoryview:
+               where: str = "the DataNode", token: bytes = b"", generation: int = 0) -> memoryview:
     """Bytes [offset, offset+length) of a unit over a connected blocking socket, every chunk
     verified against the DataNode's CRC32C. The socket may be reused afterwards."""
-    sock.sendall(pack_request(OP_READ, group_id, index, offset, length, token))
+    sock.sendall(pack_request(OP_READ, group_id, index, offset, length, token, generation=generation))
     recv_response(sock, where)
     start, nbytes, chunk, crcs = recv_read_info(sock)
     if start > offset or start + nbytes < offset + length:

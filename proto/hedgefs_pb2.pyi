@@ -11,29 +11,33 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class UnitLocation(_message.Message):
-    __slots__ = ("index", "datanode_id", "address", "data_address")
+    __slots__ = ("index", "datanode_id", "address", "data_address", "token")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     index: int
     datanode_id: str
     address: str
     data_address: str
-    def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ...) -> None: ...
+    token: bytes
+    def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class BlockGroup(_message.Message):
-    __slots__ = ("id", "length", "units")
+    __slots__ = ("id", "length", "units", "generation")
     ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     id: int
     length: int
     units: _containers.RepeatedCompositeFieldContainer[UnitLocation]
-    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ...) -> None: ...
+    generation: int
+    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms")
     PATH_FIELD_NUMBER: _ClassVar[int]
     IS_DIR_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +45,10 @@ class FileInfo(_message.Message):
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     MTIME_MS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -48,7 +56,11 @@ class FileInfo(_message.Message):
     block_size: int
     mtime_ms: int
     groups: _containers.RepeatedCompositeFieldContainer[BlockGroup]
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ...) -> None: ...
+    owner: str
+    group: str
+    permission: int
+    token_lifetime_ms: int
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ...) -> None: ...
 
 class PathRequest(_message.Message):
     __slots__ = ("path",)
@@ -107,6 +119,50 @@ class SetPolicyRequest(_message.Message):
     path: str
     policy: str
     def __init__(self, path: _Optional[str] = ..., policy: _Optional[str] = ...) -> None: ...
+
+class SetPermissionRequest(_message.Message):
+    __slots__ = ("path", "permission")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    permission: int
+    def __init__(self, path: _Optional[str] = ..., permission: _Optional[int] = ...) -> None: ...
+
+class SetOwnerRequest(_message.Message):
+    __slots__ = ("path", "owner", "group")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    owner: str
+    group: str
+    def __init__(self, path: _Optional[str] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class IssueCredentialRequest(_message.Message):
+    __slots__ = ("name", "role", "groups", "public_key_pem", "days")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_PEM_FIELD_NUMBER: _ClassVar[int]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: str
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    public_key_pem: bytes
+    days: int
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., public_key_pem: _Optional[bytes] = ..., days: _Optional[int] = ...) -> None: ...
+
+class IssueCredentialResponse(_message.Message):
+    __slots__ = ("certificate_pem", "ca_pem", "cluster_key", "cluster_id")
+    CERTIFICATE_PEM_FIELD_NUMBER: _ClassVar[int]
+    CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    certificate_pem: bytes
+    ca_pem: bytes
+    cluster_key: bytes
+    cluster_id: str
+    def __init__(self, certificate_pem: _Optional[bytes] = ..., ca_pem: _Optional[bytes] = ..., cluster_key: _Optional[bytes] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class PolicyResponse(_message.Message):
     __slots__ = ("policy", "source_path", "default_block_size")
@@ -209,16 +265,18 @@ class ConcatRequest(_message.Message):
     def __init__(self, target: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., overwrite: _Optional[bool] = ...) -> None: ...
 
 class BadUnit(_message.Message):
-    __slots__ = ("group_id", "index", "datanode_id", "reason")
+    __slots__ = ("group_id", "index", "datanode_id", "reason", "generation")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     group_id: int
     index: int
     datanode_id: str
     reason: str
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    generation: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., reason: _Optional[str] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class BadUnitsRequest(_message.Message):
     __slots__ = ("units",)
@@ -267,7 +325,7 @@ class FsckResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -278,6 +336,7 @@ class DataNodeInfo(_message.Message):
     PENDING_DELETES_FIELD_NUMBER: _ClassVar[int]
     SCRUB_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FOREIGN_UNITS_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -288,7 +347,8 @@ class DataNodeInfo(_message.Message):
     pending_deletes: int
     scrub: ScrubStatus
     data_address: str
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
+    foreign_units: int
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated")
@@ -305,14 +365,22 @@ class ReportResponse(_message.Message):
     def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "data_address")
+    __slots__ = ("datanode_id", "address", "data_address", "cluster_id")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     data_address: str
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("cluster_id",)
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    def __init__(self, cluster_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats", "data_address")
@@ -386,26 +454,30 @@ class ScrubStatus(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., passes: _Optional[int] = ..., pass_units_done: _Optional[int] = ..., pass_units: _Optional[int] = ..., bytes_verified: _Optional[int] = ..., bad_units: _Optional[int] = ..., last_pass_s: _Optional[float] = ...) -> None: ...
 
 class DeleteUnitCommand(_message.Message):
-    __slots__ = ("group_id", "index")
+    __slots__ = ("group_id", "index", "generation")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     group_id: int
     index: int
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+    generation: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class RepairUnitCommand(_message.Message):
-    __slots__ = ("group_id", "index", "policy", "group_length", "sources")
+    __slots__ = ("group_id", "index", "policy", "group_length", "sources", "generation")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     GROUP_LENGTH_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     group_id: int
     index: int
     policy: str
     group_length: int
     sources: _containers.RepeatedCompositeFieldContainer[UnitLocation]
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., policy: _Optional[str] = ..., group_length: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ...) -> None: ...
+    generation: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., policy: _Optional[str] = ..., group_length: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ("delete_unit", "repair_unit")
@@ -424,14 +496,16 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., reregister: _Optional[bool] = ...) -> None: ...
 
 class StoredUnit(_message.Message):
-    __slots__ = ("group_id", "index", "length")
+    __slots__ = ("group_id", "index", "length", "generation")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     group_id: int
     index: int
     length: int
-    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+    generation: int
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., length: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class BlockReportRequest(_message.Message):
     __slots__ = ("datanode_id", "units")
@@ -450,8 +524,7 @@ class UnitStoredRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
 
 class FaultConfig(_message.Message):
-    __slots__ = ("token", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "wire_corrupt_probability")
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "wire_corrupt_probability")
     READ_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
@@ -460,7 +533,6 @@ class FaultConfig(_message.Message):
     CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_BPS_FIELD_NUMBER: _ClassVar[int]
     WIRE_CORRUPT_PROBABILITY_FIELD_NUMBER: _ClassVar[int]
-    token: str
     read_delay_ms: int
     probability: float
     jitter_ms: int
@@ -469,13 +541,11 @@ class FaultConfig(_message.Message):
     corrupt_probability: float
     bandwidth_bps: int
     wire_corrupt_probability: float
-    def __init__(self, token: _Optional[str] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., wire_corrupt_probability: _Optional[float] = ...) -> None: ...
+    def __init__(self, read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., wire_corrupt_probability: _Optional[float] = ...) -> None: ...
 
 class FaultClearRequest(_message.Message):
-    __slots__ = ("token",)
-    TOKEN_FIELD_NUMBER: _ClassVar[int]
-    token: str
-    def __init__(self, token: _Optional[str] = ...) -> None: ...
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class FaultState(_message.Message):
     __slots__ = ("enabled", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "calls", "cancelled_reads", "stalled_reads", "wire_corrupt_probability")

@@ -71,6 +71,16 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.PathRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.PolicyResponse.FromString,
                 _registered_method=True)
+        self.SetPermission = channel.unary_unary(
+                '/hedgefs.NameNode/SetPermission',
+                request_serializer=hedgefs__pb2.SetPermissionRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
+        self.SetOwner = channel.unary_unary(
+                '/hedgefs.NameNode/SetOwner',
+                request_serializer=hedgefs__pb2.SetOwnerRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
         self.Create = channel.unary_unary(
                 '/hedgefs.NameNode/Create',
                 request_serializer=hedgefs__pb2.CreateRequest.SerializeToString,
@@ -116,10 +126,15 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.Empty.SerializeToString,
                 response_deserializer=hedgefs__pb2.ReportResponse.FromString,
                 _registered_method=True)
+        self.IssueCredential = channel.unary_unary(
+                '/hedgefs.NameNode/IssueCredential',
+                request_serializer=hedgefs__pb2.IssueCredentialRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.IssueCredentialResponse.FromString,
+                _registered_method=True)
         self.RegisterDataNode = channel.unary_unary(
                 '/hedgefs.NameNode/RegisterDataNode',
                 request_serializer=hedgefs__pb2.RegisterRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.Empty.FromString,
+                response_deserializer=hedgefs__pb2.RegisterResponse.FromString,
                 _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/hedgefs.NameNode/Heartbeat',
@@ -186,6 +201,20 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetPermission(self, request, context):
+        """chmod: the owner or an admin
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetOwner(self, request, context):
+        """chown: an admin (or the owner, group only)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Create(self, request, context):
         """write path: Create -> AddBlockGroup* -> Complete (or Abandon)
         """
@@ -242,6 +271,14 @@ class NameNodeServicer:
 
     def Report(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IssueCredential(self, request, context):
+        """security: an admin has the NameNode (which holds the CA key) sign a certificate for a key
+        made by the caller; the private key never travels.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -309,6 +346,16 @@ def add_NameNodeServicer_to_server(servicer, server):
                     request_deserializer=hedgefs__pb2.PathRequest.FromString,
                     response_serializer=hedgefs__pb2.PolicyResponse.SerializeToString,
             ),
+            'SetPermission': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPermission,
+                    request_deserializer=hedgefs__pb2.SetPermissionRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'SetOwner': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetOwner,
+                    request_deserializer=hedgefs__pb2.SetOwnerRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
             'Create': grpc.unary_unary_rpc_method_handler(
                     servicer.Create,
                     request_deserializer=hedgefs__pb2.CreateRequest.FromString,
@@ -354,10 +401,15 @@ def add_NameNodeServicer_to_server(servicer, server):
                     request_deserializer=hedgefs__pb2.Empty.FromString,
                     response_serializer=hedgefs__pb2.ReportResponse.SerializeToString,
             ),
+            'IssueCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueCredential,
+                    request_deserializer=hedgefs__pb2.IssueCredentialRequest.FromString,
+                    response_serializer=hedgefs__pb2.IssueCredentialResponse.SerializeToString,
+            ),
             'RegisterDataNode': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterDataNode,
                     request_deserializer=hedgefs__pb2.RegisterRequest.FromString,
-                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+                    response_serializer=hedgefs__pb2.RegisterResponse.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
@@ -566,6 +618,60 @@ class NameNode:
             '/hedgefs.NameNode/GetPolicy',
             hedgefs__pb2.PathRequest.SerializeToString,
             hedgefs__pb2.PolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPermission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SetPermission',
+            hedgefs__pb2.SetPermissionRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetOwner(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SetOwner',
+            hedgefs__pb2.SetOwnerRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -820,6 +926,33 @@ class NameNode:
             _registered_method=True)
 
     @staticmethod
+    def IssueCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/IssueCredential',
+            hedgefs__pb2.IssueCredentialRequest.SerializeToString,
+            hedgefs__pb2.IssueCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def RegisterDataNode(request,
             target,
             options=(),
@@ -835,7 +968,7 @@ class NameNode:
             target,
             '/hedgefs.NameNode/RegisterDataNode',
             hedgefs__pb2.RegisterRequest.SerializeToString,
-            hedgefs__pb2.Empty.FromString,
+            hedgefs__pb2.RegisterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -966,7 +1099,7 @@ class DataNodeServicer:
     """
 
     def SetFaults(self, request, context):
-        """fault injection (refused unless the DataNode was started with faults enabled)
+        """fault injection (refused unless the DataNode was started with faults enabled; an admin's, when secure)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -8,6 +8,10 @@
                                    /metrics from inside the network
     down -v                        always, even after a failure
 
+and again with HEDGEFS_SECURE=1 (the secure mode: the `security` service's material, TLS, every
+call checked): up, admin report, 64 MiB identical, a client without a credential refused (exit 4),
+the status page over HTTPS (403 without an admin's certificate, /metrics open), down -v.
+
 Not part of `make test` (it needs an engine and a minute or two); it skips, saying why, where no
 engine answers. The host ports are picked by the engine (a small override file maps 8020 and 9870
 to free loopback ports) so the test never collides with a cluster already on 8020/9870. The
@@ -53,14 +57,14 @@ def engine_or_skip() -> None:
 
 
 class Compose:
-    def __init__(self, tmp: pathlib.Path):
-        self.project = f"hedgefs-ct-{os.getpid()}"
+    def __init__(self, tmp: pathlib.Path, **variables: str):
+        self.project = f"hedgefs-ct-{os.getpid()}" + ("-secure" if variables else "")
         override = tmp / "ports.override.yml"
         override.write_text(OVERRIDE)
         self.base = ["docker", "compose", "-p", self.project, "-f", str(ROOT / "docker-compose.yml"),
                      "-f", str(override)]
         # The classic builder: BuildKit would fetch its Dockerfile frontend from a registry.
-        self.env = dict(os.environ, DOCKER_BUILDKIT="0")
+        self.env = dict(os.environ, DOCKER_BUILDKIT="0", **variables)
         self.timings: list[tuple[str, float]] = []
 
     def __call__(self, *args: str, input: bytes | None = None, timeout: float = 300, step: str | None = None,
@@ -133,3 +137,41 @@ def test_compose_on_a_real_engine(tmp_path):
     assert not left, f"containers left behind: {left}"
     print(f"  dn1..dn10 live; 64 MiB identical; {holder} (unit 0) paused: hedges={hedges} hedge_wins={wins}; "
           f"status page on 127.0.0.1:{http} lists 10 DataNodes")
+
+
+def test_secure_compose_on_a_real_engine(tmp_path):
+    import ssl
+    import urllib.error
+
+    engine_or_skip()
+    compose = Compose(tmp_path, HEDGEFS_SECURE="1")
+    start = time.monotonic()
+    try:
+        compose("up", "-d", "--build", "--wait", timeout=900, step="up -d --build --wait (secure)")
+        report = json.loads(compose("run", "--rm", "client", "admin", "report", "--json",
+                                    step="run client admin report").stdout)
+        assert {d["id"]: d["state"] for d in report["datanodes"]} == dict.fromkeys(DATANODES, "live")
+        data = os.urandom(64 * 1024 * 1024)
+        compose("run", "--rm", "-T", "client", "put", "-", "/big.bin", input=data, step="put 64 MiB (TLS, tokens)")
+        copy = compose("run", "--rm", "-T", "client", "cat", "/big.bin", step="cat 64 MiB (TLS, tokens)").stdout
+        assert hashlib.sha256(copy).digest() == hashlib.sha256(data).digest()
+        refused = compose("run", "--rm", "-e", "HEDGEFS_CREDENTIALS=", "client", "ls", "/", check=False,
+                          step="run client without a credential")
+        assert refused.returncode == 4, refused.stderr
+        assert b"requires TLS (a secure cluster)" in refused.stderr
+        http = compose.port("namenode", 9870)
+        anyone = ssl.create_default_context()
+        anyone.check_hostname, anyone.verify_mode = False, ssl.CERT_NONE   # (the CA is inside the volume)
+        with urllib.request.urlopen(f"https://127.0.0.1:{http}/metrics", timeout=10, context=anyone) as r:
+            assert b"hedgefs_datanodes" in r.read()
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"https://127.0.0.1:{http}/", timeout=10, context=anyone)
+        assert err.value.code == 403
+    finally:
+        compose("down", "-v", "--remove-orphans", timeout=300, step="down -v", check=False)
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={compose.project}"],
+                              capture_output=True, text=True).stdout.strip()
+        print(f"\nsecure compose test on a real engine: {time.monotonic() - start:.1f} s")
+        for step, seconds in compose.timings:
+            print(f"  {seconds:6.1f} s  {step}")
+    assert not left, f"containers left behind: {left}"

@@ -2,6 +2,14 @@
 
 The shared cluster uses RS-6-3-64k and 256 KiB internal blocks, so a stripe is 384 KiB and a
 block group 1.5 MiB: every boundary (cell, stripe, group) is a few hundred KiB away.
+
+Secure and insecure: the test modules in SECURE_SUITES (round trips, hedged reads, durability,
+the short chaos run) run every test that uses a cluster twice, on an insecure cluster and on a
+secure one (TLS on every channel, credentials, block tokens, permissions); the ``security``
+fixture says which (``"insecure"`` / ``"secure"``). A test marked ``insecure_only`` (a reason
+given) runs once: it checks logic no channel touches (lease timing, the breaker, the scrubber),
+and `make test` must stay well under 15 minutes. ``run_cli`` and ``client`` know the
+credentials of every cluster started here, so a test needs no change to run in both.
 """
 
 import dataclasses
@@ -21,43 +29,108 @@ STRIPE = 6 * CELL
 GROUP = 6 * BLOCK_SIZE
 
 
+SECURE_SUITES = {"test_put_get_cat", "test_hedged_reads", "test_durability", "test_chaos"}
+# The NameNode address of every cluster started here -> its admin's credential file (secure ones).
+CREDENTIALS: dict[str, str] = {}
+
+
+def pytest_generate_tests(metafunc):
+    if "security" in metafunc.fixturenames:
+        both = metafunc.module.__name__ in SECURE_SUITES and not metafunc.definition.get_closest_marker("insecure_only")
+        modes = ["insecure", "secure"] if both else ["insecure"]
+        metafunc.parametrize("security", modes, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def security(request) -> str:
+    """``"insecure"`` or ``"secure"``: how the clusters of this test run (see the module docstring)."""
+    return getattr(request, "param", "insecure")
+
+
 def cluster_options(**overrides) -> Options:
     base = Options(datanodes=10, namenode_port=0, policy=POLICY, block_size=BLOCK_SIZE, heartbeat_interval_s=0.3,
                    dead_interval_s=3.0, repair_interval_s=0.3, fsync=False)
     return dataclasses.replace(base, **overrides)
 
 
-def start_cluster(root, **overrides) -> LocalCluster:
+def start_cluster(root, security: str = "insecure", **overrides) -> LocalCluster:
     cluster = LocalCluster(root)
     try:
-        cluster.up(cluster_options(**overrides))
+        cluster.up(cluster_options(secure=security == "secure", **overrides))
     except BaseException:
         cluster.down()
         raise
+    if cluster.credentials:
+        CREDENTIALS[cluster.namenode] = cluster.credentials
     return cluster
 
 
+def cli_env(namenode: str) -> dict:
+    """The environment of a CLI process for a cluster started here (its credentials if secure)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HEDGEFS_NAMENODE", "HEDGEFS_CREDENTIALS")}
+    env["HEDGEFS_NAMENODE"] = namenode
+    if namenode in CREDENTIALS:
+        env["HEDGEFS_CREDENTIALS"] = CREDENTIALS[namenode]
+    return env
+
+
+def data_socket(namenode: str, location):
+    """A blocking connection to the data port of the DataNode holding ``location`` (a client
+    UnitLocation) of a cluster started here: TLS, checked to be that DataNode, if it is secure."""
+    from hedgefs.proto.datatransfer import connect
+    from hedgefs.security import material, tls
+
+    wrap = None
+    if namenode in CREDENTIALS:
+        ctx = tls.client_context(material.load_credential(CREDENTIALS[namenode]))
+        name = material.server_name(material.DATANODE, location.datanode_id)
+        wrap = lambda sock: ctx.wrap_socket(sock, server_hostname=name)  # noqa: E731
+    return connect(location.data_address, 10, wrap)
+
+
+def fetch(cluster: LocalCluster, port: int, path: str) -> str:
+    """GET http(s)://127.0.0.1:PORT/PATH of a server of ``cluster`` (HTTPS checked against its CA if
+    secure; no client certificate: what /metrics and /health serve to anyone)."""
+    import ssl
+    import urllib.request
+
+    context = None
+    if cluster.secure:
+        from hedgefs.security.material import load_credential
+
+        context = ssl.create_default_context(cadata=load_credential(cluster.credentials).ca_pem.decode())
+        context.check_hostname = False   # the certificate names the server, not 127.0.0.1
+    scheme = "https" if cluster.secure else "http"
+    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/{path.lstrip('/')}", timeout=10, context=context) as r:
+        return r.read().decode()
+
+
+def client(namenode: str, **kwargs):
+    """A FileSystem for a cluster started here, with its credentials if it is secure."""
+    from hedgefs.client.fs import FileSystem
+
+    return FileSystem(namenode, credentials=CREDENTIALS.get(namenode), **kwargs)
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, security):
     """One cluster for the tests that leave it as they found it."""
-    c = start_cluster(tmp_path_factory.mktemp("cluster"))
+    c = start_cluster(tmp_path_factory.mktemp(f"cluster-{security}"), security)
     yield c
     c.down()
 
 
 @pytest.fixture
-def private_cluster(tmp_path):
+def private_cluster(tmp_path, security):
     """A cluster of the test's own, for tests that kill, freeze or slow its processes."""
-    c = start_cluster(tmp_path / "cluster")
+    c = start_cluster(tmp_path / "cluster", security)
     yield c
     c.down()
 
 
 @pytest.fixture
 def fs(cluster):
-    from hedgefs.client.fs import FileSystem
-
-    with FileSystem(cluster.namenode) as f:
+    with client(cluster.namenode) as f:
         yield f
 
 
@@ -96,10 +169,15 @@ class Result:
 
 def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None, timeout: float = 120,
             env: dict | None = None) -> Result:
+    """The CLI as a user runs it; against a secure cluster started here, with its admin's credential
+    (``env`` may give another, or none: ``HEDGEFS_CREDENTIALS=""``)."""
     full_env = dict(os.environ)
     full_env.pop("HEDGEFS_NAMENODE", None)
+    full_env.pop("HEDGEFS_CREDENTIALS", None)
     if namenode:
         full_env["HEDGEFS_NAMENODE"] = namenode
+        if namenode in CREDENTIALS:
+            full_env["HEDGEFS_CREDENTIALS"] = CREDENTIALS[namenode]
     full_env.update(env or {})
     proc = subprocess.run([sys.executable, "-m", "hedgefs", *args], input=input, capture_output=True,
                           timeout=timeout, env=full_env)

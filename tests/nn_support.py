@@ -41,8 +41,13 @@ def stored(nn: Namesystem, group, length: int, indexes=None) -> GroupCommit:
     indexes = tuple(u.index for u in group.units) if indexes is None else tuple(indexes)
     for u in group.units:
         if u.index in indexes:
-            nn.unit_stored(u.datanode_id, group.id, u.index)
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
     return GroupCommit(group.id, length, indexes)
+
+
+def generation(nn: Namesystem, group_id: int) -> int:
+    """The generation the NameNode issued with a group (its units carry it)."""
+    return nn.blocks.group(group_id)[0].generation
 
 
 def add_datanodes(nn: Namesystem, count: int, start: int = 1) -> list[str]:

@@ -57,10 +57,11 @@ def test_dry_run_prints_the_seed_first_then_the_same_schedule_every_time():
     assert runs[0].stdout == runs[1].stdout
 
 
-def test_30_seeded_steps_of_chaos_keep_every_byte(tmp_path):
+def test_30_seeded_steps_of_chaos_keep_every_byte(tmp_path, security):
     lines: list[str] = []
     config = ChaosConfig(seed=SHORT_SEED, steps=SHORT_STEPS, datanodes=12, writers=2, readers=2,
-                         files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1)
+                         files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1,
+                         secure=security == "secure")
     report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
     log = "\n".join(line for line in lines if not line.startswith("step "))
     assert report.wrong_bytes == 0, log

@@ -7,10 +7,12 @@ volume per DataNode, health checks, restart policies, depends_on conditions.
 
 The parity test then runs the compose file: each service's `command` and `environment`, under the
 image's ENV and ENTRYPOINT from the Dockerfile, started as a local process in depends_on order
-(waiting on `service_healthy` with the image's own HEALTHCHECK command), until the NameNode reports
-all DataNodes live; then a file goes in and comes back out through the `client` service's
-entrypoint and environment, as `docker compose run --rm client put|cat ...` would. No command line
-is written down here: they all come from docker-compose.yml.
+(waiting on `service_healthy` with the image's own HEALTHCHECK command, and for a one-shot
+service on `service_completed_successfully`), until the NameNode reports all DataNodes live; then
+a file goes in and comes back out through the `client` service's entrypoint and environment, as
+`docker compose run --rm client put|cat ...` would. It runs twice: as `docker compose up` and as
+`HEDGEFS_SECURE=1 docker compose up` (the secure mode: the `security` service's material, TLS,
+credentials). No command line is written down here: they all come from docker-compose.yml.
 
 What a container has and a local process does not is remapped, and only this (see `Remap`):
 
@@ -21,6 +23,7 @@ What a container has and a local process does not is remapped, and only this (se
   * a service's own container port         -> its free loopback port (`--port 9866`, HEDGEFS_HEALTH_PORT)
   * `--advertise-host <own service name>`  -> `--advertise-host 127.0.0.1`
   * a volume's mount path (and paths under it) -> a temp dir per named volume
+  * a directory holding a service's mounts -> a temp dir where each mount is a link to its volume
   * `${VAR}`, `${VAR:-default}` & co.      -> interpolated as compose does, from VARIABLES below
                                               (not from the shell running the tests)
 
@@ -54,6 +57,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 
 # What `DN3_READ_DELAY_MS=400 docker compose up` would see: a slow dn3, nothing else set.
 VARIABLES = {"DN3_READ_DELAY_MS": "400"}
+SECURE = {**VARIABLES, "HEDGEFS_SECURE": "1"}
 SLOW_DN, SLOW_DN_DELAY_MS = "dn3", 400
 
 DATANODES = [f"dn{i}" for i in range(1, 11)]
@@ -187,9 +191,14 @@ def _exec_form(what: str, text: str) -> list[str]:
     return value
 
 
-def servers(compose: dict) -> dict[str, dict]:
-    """The services `docker compose up` starts (those without a profile)."""
+def started(compose: dict) -> dict[str, dict]:
+    """The services `docker compose up` starts (those without a profile): servers and one-shots."""
     return {name: svc for name, svc in compose["services"].items() if not svc.get("profiles")}
+
+
+def servers(compose: dict) -> dict[str, dict]:
+    """The long-running servers `up` starts: a NameNode and DataNodes."""
+    return {name: svc for name, svc in started(compose).items() if svc["command"][0] in ("namenode", "datanode")}
 
 
 def environment(svc: dict) -> dict[str, str]:
@@ -290,7 +299,7 @@ def test_dockerfile_is_one_slim_nonroot_image_with_an_honest_healthcheck():
     assert "pyproject.toml" in runs and re.search(r"pip install [^&]*\.(\s|$)", runs), \
         "dependencies must come from pyproject.toml's pins and hedgefs from the source tree (pip install .)"
     hc = image["HEALTHCHECK"]
-    assert hc and hc["cmd"][0] == "python" and "HEDGEFS_HEALTH_PORT" in " ".join(hc["cmd"]), hc
+    assert hc and hc["cmd"] == ["python", "-m", "hedgefs.cli.healthcheck"], hc
     assert {"interval", "timeout", "retries"} <= set(hc["options"]), hc["options"]
     assert {"HEDGEFS_HEALTH_PORT", "HEDGEFS_HEALTH_RPC"} <= set(image["ENV"]), image["ENV"]
     ignored = (ROOT / ".dockerignore").read_text().split()
@@ -345,11 +354,35 @@ def test_each_datanode_has_its_own_named_volume_at_its_data_dir():
     for name, svc in servers(compose).items():
         mounts = volume_mounts(svc)
         data_dir = flag_value(svc["command"], "--data-dir")
-        assert [t for _s, t in mounts] == [data_dir], f"{name}: --data-dir {data_dir} must be its one volume: {mounts}"
-        source = mounts[0][0]
-        assert source in declared, f"{name}: volume {source!r} is not declared under top-level `volumes:`"
-        assert source not in owners, f"{name} and {owners.get(source)} share volume {source!r}"
-        owners[source] = name
+        assert [t for _s, t in mounts] == [data_dir, "/security"], \
+            f"{name}: --data-dir {data_dir} must be its volume, then its credential's: {mounts}"
+        for source, _target in mounts:
+            assert source in declared, f"{name}: volume {source!r} is not declared under top-level `volumes:`"
+            assert source not in owners, f"{name} and {owners.get(source)} share volume {source!r}"
+            owners[source] = name
+
+
+def test_secure_mode_gives_each_server_its_own_credential_and_no_one_elses():
+    """With HEDGEFS_SECURE set, each server reads its own credential from a volume only it (and the
+    one-shot that writes them) mounts, read-only; without it, none; the client gets the admin's."""
+    raw, insecure, secure = yaml.safe_load(COMPOSE_FILE.read_text()), load_compose(), load_compose(SECURE)
+    writer = secure["services"]["security"]
+    assert writer["command"][:3] == ["admin", "init-security", "/security"] and "--split" in writer["command"]
+    assert flag_value(writer["command"], "--datanodes").split(",") == DATANODES
+    written = dict(volume_mounts(writer))       # volume -> where the writer mounts it
+    for name, svc in servers(secure).items():
+        own = f"security-{name}"
+        assert environment(svc)["HEDGEFS_SERVER_CREDENTIALS"] == f"/security/{name}.pem"
+        assert environment(servers(insecure)[name])["HEDGEFS_SERVER_CREDENTIALS"] == ""
+        assert f"{own}:/security:ro" in raw["services"][name]["volumes"], f"{name}: mount {own} read-only"
+        assert written[own] == f"/security/{name}"           # init-security --split writes <name>/<name>.pem
+        holders = [n for n, s in secure["services"].items() if any(src == own for src, _ in volume_mounts(s))]
+        assert sorted(holders) == sorted([name, "security"]), f"{own} is mounted by {holders}"
+    client = secure["services"]["client"]
+    assert environment(client)["HEDGEFS_CREDENTIALS"] == "/security/admin.pem"
+    assert dict(volume_mounts(client)) == {"security-admin": "/security"} and written["security-admin"] == "/security/admin"
+    assert secure["services"]["namenode"]["depends_on"] == {"security": {"condition": "service_completed_successfully"}}
+    assert writer.get("restart") == "no" and writer.get("healthcheck") == {"disable": True}
 
 
 def test_healthchecks_restart_policies_and_startup_order():
@@ -362,7 +395,7 @@ def test_healthchecks_restart_policies_and_startup_order():
             assert svc.get("depends_on") == {"namenode": {"condition": "service_healthy"}}, \
                 f"{name}: depends_on {svc.get('depends_on')}"
     assert environment(compose["services"]["namenode"])["HEDGEFS_HEALTH_RPC"].startswith("/hedgefs.NameNode/")
-    assert "depends_on" not in compose["services"]["namenode"]
+    assert set(compose["services"]["namenode"]["depends_on"]) == {"security"}   # the one-shot: see above
 
 
 def test_datanode_commands_agree_with_their_service():
@@ -480,12 +513,24 @@ class Remap:
             return f"127.0.0.1:{self.ports[(host, port)]}"
         if (service, word) in self.ports:
             return str(self.ports[(service, word)])
-        for source, target in volume_mounts(self.services[service]):
+        mounts = volume_mounts(self.services[service])
+        for source, target in mounts:
             if word == target or word.startswith(target.rstrip("/") + "/"):
-                local = self.tmp / "volumes" / source
-                local.mkdir(parents=True, exist_ok=True)
-                return str(local) + word[len(target):]
+                return str(self.volume(source)) + word[len(target):]
+        if word.startswith("/") and any(t.startswith(word.rstrip("/") + "/") for _s, t in mounts):
+            root = self.tmp / "roots" / service    # the service's view: its mounts below `word`
+            for source, target in mounts:
+                link = root / target.lstrip("/")
+                link.parent.mkdir(parents=True, exist_ok=True)
+                if not link.is_symlink():
+                    link.symlink_to(self.volume(source))
+            return str(root / word.lstrip("/"))
         return word
+
+    def volume(self, source: str) -> pathlib.Path:
+        local = self.tmp / "volumes" / source
+        local.mkdir(parents=True, exist_ok=True)
+        return local
 
     def argv(self, service: str, words: list[str]) -> list[str]:
         return [self.word(service, w, words[i - 1] if i else None) for i, w in enumerate(words)]
@@ -496,7 +541,9 @@ class Remap:
         env.update({k: self.word(service, v) for k, v in service_env.items()})
         return env
 
-    def health(self, service: str, argv: list[str]) -> list[str]:
+    def health(self, service: str, argv: list[str] | None) -> list[str] | None:
+        if argv is None:
+            return None
         assert argv[0] == "python", f"{service}: health check must run the image's python, got {argv}"
         return [sys.executable, *self.argv(service, argv[1:])]
 
@@ -517,6 +564,17 @@ class Processes:
             proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = (proc, argv, log_path)
+
+    def wait_completed(self, name: str, waiting: str) -> None:
+        """depends_on: condition: service_completed_successfully: the one-shot exits 0."""
+        proc, argv, _log = self.procs[name]
+        try:
+            code = proc.wait(timeout=START_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} did not finish in {START_DEADLINE_S:.0f} s (needed by {waiting})", pytrace=False)
+        if code != 0:
+            pytest.fail(f"{name} exited {code} (needed by {waiting}); command: {shlex.join(argv)}\n"
+                        f"  its log:\n{self.tail(name)}", pytrace=False)
 
     def check_running(self, name: str, waiting_for: str) -> None:
         proc, argv, log_path = self.procs[name]
@@ -552,7 +610,7 @@ class Processes:
 def startup_order(compose: dict) -> list[str]:
     """The services `up` starts, dependencies first."""
     order: list[str] = []
-    pending = dict(servers(compose))
+    pending = dict(started(compose))
     while pending:
         ready = [n for n, svc in pending.items() if set(svc.get("depends_on") or {}) <= set(order)]
         assert ready, f"depends_on cycle or dependency on a service `up` does not start: {sorted(pending)}"
@@ -570,8 +628,10 @@ def run_health(cmds: dict[str, list[str]], env: dict[str, dict[str, str]]) -> di
         return {name: f.result() for name, f in futures.items()}
 
 
-def test_compose_cluster_runs_as_local_processes(tmp_path):
-    compose, image = load_compose(VARIABLES), dockerfile()
+@pytest.mark.parametrize("variables", [VARIABLES, SECURE], ids=["insecure", "secure"])
+def test_compose_cluster_runs_as_local_processes(tmp_path, variables):
+    compose, image = load_compose(variables), dockerfile()
+    secure = bool(variables.get("HEDGEFS_SECURE"))
     remap = Remap(compose, tmp_path)
     procs = Processes(tmp_path)
     env: dict[str, dict[str, str]] = {}
@@ -585,6 +645,8 @@ def test_compose_cluster_runs_as_local_processes(tmp_path):
                 if spec.get("condition") == "service_healthy" and dep not in healthy:
                     wait_healthy(procs, dep, health[dep], env[dep], waiting=name)
                     healthy.add(dep)
+                if spec.get("condition") == "service_completed_successfully":
+                    procs.wait_completed(dep, waiting=name)
             argv = remap.entrypoint(svc.get("entrypoint") or image["ENTRYPOINT"]) + remap.argv(name, svc["command"])
             assert "0.0.0.0" not in argv
             env[name] = remap.env(name, image["ENV"], environment(svc))
@@ -593,7 +655,12 @@ def test_compose_cluster_runs_as_local_processes(tmp_path):
 
         nn_port = flag_value(compose["services"]["namenode"]["command"], "--port")
         namenode = f"127.0.0.1:{remap.ports[('namenode', nn_port)]}"
-        report = wait_registered(procs, namenode, DATANODES)
+        admin = None
+        if secure:     # the admin's credential, as the `security` service wrote it for the client
+            from hedgefs.security.material import load_credential
+
+            admin = load_credential(remap.word("client", environment(compose["services"]["client"])["HEDGEFS_CREDENTIALS"]))
+        report = wait_registered(procs, namenode, DATANODES, admin)
 
         # Each DataNode advertises the loopback address and port it was given, and answers there.
         for dn in report.datanodes:
@@ -606,7 +673,7 @@ def test_compose_cluster_runs_as_local_processes(tmp_path):
         # Every server's health check passes; the same check fails where nothing answers, where
         # the wrong server answers, and on a frozen process whose port still accepts connections
         # (what a TCP-connect check would call healthy), so it is not a check that always passes.
-        results = run_health(health, env)
+        results = run_health({n: cmd for n, cmd in health.items() if cmd}, env)
         bad = {n: (r.returncode, r.stdout + r.stderr) for n, r in results.items() if r.returncode != 0}
         assert not bad, f"health checks failing on a running cluster: {bad}"
         frozen = DATANODES[-1]
@@ -624,7 +691,7 @@ def test_compose_cluster_runs_as_local_processes(tmp_path):
 
         # Fault injection is on everywhere, and DN3_READ_DELAY_MS reached dn3 (and only dn3).
         for dn in report.datanodes:
-            with grpc.insecure_channel(dn.address) as channel:
+            with channel_to(dn.address, admin, f"{dn.id}.datanode.hedgefs") as channel:
                 state = hedgefs_pb2_grpc.DataNodeStub(channel).GetFaults(pb.FaultClearRequest(), timeout=5)
             assert state.enabled, f"{dn.id}: fault injection is off"
             expected = SLOW_DN_DELAY_MS if dn.id == SLOW_DN else 0
@@ -672,11 +739,17 @@ def wait_healthy(procs: Processes, name: str, cmd: list[str], env: dict[str, str
                 pytrace=False)
 
 
-def wait_registered(procs: Processes, namenode: str, names: list[str]) -> pb.ReportResponse:
+def channel_to(address: str, credential, server_name: str):
+    from hedgefs.security import tls
+
+    return tls.channel(address, credential, server_name, [])
+
+
+def wait_registered(procs: Processes, namenode: str, names: list[str], credential=None) -> pb.ReportResponse:
     """Until the NameNode reports every DataNode live (or one of them exits, or the deadline)."""
     deadline = time.monotonic() + START_DEADLINE_S
     live: set[str] = set()
-    with grpc.insecure_channel(namenode) as channel:
+    with channel_to(namenode, credential, "namenode.hedgefs") as channel:
         stub = hedgefs_pb2_grpc.NameNodeStub(channel)
         while True:
             for name in ["namenode", *names]:

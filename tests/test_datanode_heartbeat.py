@@ -43,7 +43,7 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
 
     def RegisterDataNode(self, request, context):
         self._record("register", request.datanode_id, request.address)
-        return pb.Empty()
+        return pb.RegisterResponse(cluster_id="CID-recording")
 
     def BlockReport(self, request, context):
         self._record("report", request.datanode_id,
@@ -262,8 +262,8 @@ def test_receipts_wait_while_the_namenode_is_away_and_go_when_it_is_back(tmp_pat
     dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", block_report_interval_s=3600)
     try:
         dn.link.reports.retry_s = 0.05
-        dn.link.unit_stored(3, 1, 10)
-        dn.link.report_bad_unit(3, 2, "checksum mismatch")
+        dn.link.unit_stored(3, 1, 0, 10)
+        dn.link.report_bad_unit(3, 2, 0, "checksum mismatch")
         assert dn.link.reports.pending() == (1, 1)
         nn, server, _ = start_namenode(port)
         try:
@@ -274,5 +274,30 @@ def test_receipts_wait_while_the_namenode_is_away_and_go_when_it_is_back(tmp_pat
             assert nn.of("stored") == []
         finally:
             server.stop(0)
+    finally:
+        dn.stop()
+
+
+def test_a_datanode_records_the_cluster_it_joins_and_refuses_a_namenode_of_another(tmp_path, namenode):
+    nn, addr = namenode
+    dn = datanode(tmp_path, "dn1", addr)
+    try:
+        wait_for(lambda: nn.of("heartbeat"))
+        assert (tmp_path / "dn1" / "VERSION").read_text() == "cluster_id=CID-recording\n"
+    finally:
+        dn.stop()
+    (tmp_path / "dn2").mkdir()
+    (tmp_path / "dn2" / "VERSION").write_text("cluster_id=CID-elsewhere\n")
+    refusals = []
+    dn = DataNode(datanode_id="dn2", port=0, data_dir=str(tmp_path / "dn2"), namenode=addr,
+                  heartbeat_interval_s=0.05, fsync=False)
+    dn.on_fatal = refusals.append
+    dn.start()
+    try:
+        wait_for(lambda: refusals)
+        assert refusals == [f"namenode {addr} is of cluster CID-recording; this DataNode's data dir belongs to "
+                            f"cluster CID-elsewhere"]
+        assert [e for e in nn.of("heartbeat") if e[1] == "dn2"] == []   # it never went on to heartbeat
+        assert (tmp_path / "dn2" / "VERSION").read_text() == "cluster_id=CID-elsewhere\n"
     finally:
         dn.stop()

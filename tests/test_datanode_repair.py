@@ -129,11 +129,11 @@ def test_a_source_failing_mid_unit_is_replaced_at_the_current_stripe(nodes):
     real_open = nodes[1].store.open_unit
     calls = []
 
-    def open_then_fail(g, i):
+    def open_then_fail(g, i, **kw):
         calls.append(i)
         if len(calls) > 1:
             raise OSError("disk went away")
-        return real_open(g, i)
+        return real_open(g, i, **kw)
     nodes[1].store.open_unit = open_then_fail
     try:
         _, used = repair_unit(command(nodes, 103, 0, GROUP_LENGTH), nodes[6].store)
@@ -173,7 +173,7 @@ def test_runner_reports_stored_units_and_skips_duplicates(nodes):
     got = []
     done = threading.Event()
 
-    def on_stored(g, i, n):
+    def on_stored(g, i, _gen, n):
         got.append((g, i, n))
         done.set()
     nodes[0].faults.set(read_delay_ms=300)   # keep the first repair busy while we resubmit

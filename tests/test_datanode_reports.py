@@ -40,22 +40,22 @@ def wait_for(cond, timeout=10.0):
 
 def test_reports_are_bounded_deduplicated_retried_and_a_full_report_covers_dropped_receipts():
     nn = FakeNameNode()
-    r = Reports(send_stored=nn.send_stored, send_bad=nn.send_bad, has_unit=lambda g, i: (g, i) != (9, 9),
+    r = Reports(send_stored=nn.send_stored, send_bad=nn.send_bad, has_unit=lambda g, i, gen: (g, i) != (9, 9),
                 want_block_report=nn.want_block_report, limit=3, retry_s=0.01)
     for unit in [(1, 0), (1, 1), (1, 0), (1, 2), (9, 9)]:
-        r.stored(*unit, 100)
+        r.stored(*unit, 7, 100)
     for unit in [(2, 0), (2, 0), (2, 1), (2, 2), (2, 3)]:
-        r.bad(*unit, "bad")
+        r.bad(*unit, 7, "bad")
     assert r.pending() == (3, 3)
     assert (r.dropped_receipts, nn.block_reports_asked) == (1, 1)   # (9, 9): a full report will cover it
     assert r.dropped_bad == 1
-    r.covered([(1, 1)])                     # a full block report listed it
+    r.covered([(1, 1, 7)])                  # a full block report listed it
     r.start()
     try:
         wait_for(lambda: nn.calls >= 3)     # the NameNode is down: retried, nothing lost
         nn.up = True
         wait_for(lambda: r.pending() == (0, 0))
-        assert sorted(nn.stored) == [(1, 0, 100), (1, 2, 100)]
-        assert sorted(nn.bad) == [(2, 0, "bad"), (2, 1, "bad"), (2, 2, "bad")]
+        assert sorted(nn.stored) == [(1, 0, 7, 100), (1, 2, 7, 100)]
+        assert sorted(nn.bad) == [(2, 0, 7, "bad"), (2, 1, 7, "bad"), (2, 2, 7, "bad")]
     finally:
         r.stop()

@@ -75,11 +75,11 @@ class Data:
     def connect(self, timeout=10.0) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
-    def write(self, g, i, data, finalize=True, expected=None, chunk=MiB, end_length=None):
+    def write(self, g, i, data, finalize=True, expected=None, chunk=MiB, end_length=None, generation=0):
         """Stream a unit; its length goes with END (``end_length``, default ``expected`` or the
         data's length); ``expected`` also goes up front when given."""
         with self.connect() as s:
-            s.sendall(dt.pack_request(dt.OP_WRITE, g, i, 0, expected or 0))
+            s.sendall(dt.pack_request(dt.OP_WRITE, g, i, 0, expected or 0, generation=generation))
             dt.recv_response(s, "dn3")
             for p in range(0, len(data), chunk):
                 s.sendall(dt.PACKET.pack(dt.PACKET_DATA, len(data[p:p + chunk])) + data[p:p + chunk])
@@ -93,9 +93,9 @@ class Data:
             dt.recv_exactly(s, memoryview(stored))
             return dt.STORED.unpack(stored)[0]
 
-    def read(self, g, i, off, n, timeout=10.0):
+    def read(self, g, i, off, n, timeout=10.0, generation=0):
         with self.connect(timeout) as s:
-            return bytes(dt.read_range(s, g, i, off, n, where="dn3"))
+            return bytes(dt.read_range(s, g, i, off, n, where="dn3", generation=generation))
 
 
 @pytest.fixture(scope="module")
@@ -260,14 +260,15 @@ def test_injected_error_is_unavailable(data, stub):
 def test_corruption_is_caught_by_the_reader(data, stub, knob, counter):
     """The DataNode sends without reading (sendfile); the reader's checksum check catches a bad
     disk and a bad link alike, at the chunk that was hit."""
-    data.write(16, 2, DATA)
+    gid = {"corrupt_probability": 16, "wire_corrupt_probability": 23}[knob]
+    data.write(gid, 2, DATA)
     stub.SetFaults(pb.FaultConfig(**{knob: 1.0}))
-    status, details = error_of(data.read, 16, 2, 70_000, 10)
+    status, details = error_of(data.read, gid, 2, 70_000, 10)
     assert status == "DATA_LOSS"
-    assert details == "checksum mismatch in unit 16/2 at offset 65536 from dn3"
+    assert details == f"checksum mismatch in unit {gid}/2 at offset 65536 from dn3"
     assert state(stub).calls[counter] >= 1
     stub.ClearFaults(pb.FaultClearRequest())
-    assert data.read(16, 2, 70_000, 10) == DATA[70_000:70_010]   # the disk was never touched
+    assert data.read(gid, 2, 70_000, 10) == DATA[70_000:70_010]   # the disk was never touched
 
 
 def test_bandwidth_cap(data, stub):
@@ -324,7 +325,7 @@ def test_a_foreign_protocol_is_refused_in_one_line(data):
         s.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(40))
         with pytest.raises(dt.TransferError) as e:
             dt.recv_response(s, "dn3")
-        assert e.value.status == "INVALID_ARGUMENT" and "data transfer version 1" in e.value.message
+        assert e.value.status == "INVALID_ARGUMENT" and f"data transfer version {dt.VERSION}" in e.value.message
 
 
 def code_of(fn, *args, **kw):
@@ -356,7 +357,7 @@ def test_faults_refused_when_disabled(tmp_path):
                              (stub.ClearFaults, pb.FaultClearRequest()),
                              (stub.GetFaults, pb.FaultClearRequest())):
                 assert code_of(rpc, req) == (
-                    grpc.StatusCode.PERMISSION_DENIED,
+                    grpc.StatusCode.FAILED_PRECONDITION,
                     "fault injection is disabled on dn4 (start it with --enable-faults)")
             assert Data(data_port).write(1, 0, b"ok") == 2
     finally:
@@ -377,21 +378,16 @@ def test_bad_fault_spec_refuses_to_start(tmp_path, args, message):
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 
-def test_token_is_required_when_set(tmp_path):
-    dn = DataNode(datanode_id="dn6", port=0, data_dir=str(tmp_path), namenode="127.0.0.1:1",
-                  enable_faults=True, token="s3cret", fsync=False)
-    port = dn.start()
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as ch:
-            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
-            assert code_of(stub.GetFaults, pb.FaultClearRequest())[0] == \
-                grpc.StatusCode.PERMISSION_DENIED
-            assert code_of(stub.SetFaults, pb.FaultConfig(token="nope", stall=True))[0] == \
-                grpc.StatusCode.PERMISSION_DENIED
-            assert stub.SetFaults(pb.FaultConfig(token="s3cret", stall=True)).stall
-            assert not stub.ClearFaults(pb.FaultClearRequest(token="s3cret")).stall
-    finally:
-        dn.stop()
+def test_a_unit_is_written_once_and_is_the_unit_of_its_generation(data):
+    """A WRITE of a stored unit is refused (its bytes stay); (group, index) of another generation
+    is another unit, and a read of one generation never gets the other's bytes."""
+    assert data.write(24, 1, b"first") == 5
+    status, details = error_of(data.write, 24, 1, b"forged")
+    assert status == "ALREADY_EXISTS" and "unit 24/1 is stored already: a unit is written once" in details
+    assert data.read(24, 1, 0, 5) == b"first"
+    assert data.write(24, 1, b"other namespace", generation=77) == 15
+    assert data.read(24, 1, 0, 5) == b"first" and data.read(24, 1, 0, 15, generation=77) == b"other namespace"
+    assert error_of(data.read, 24, 1, 0, 5, generation=78)[0] == "NOT_FOUND"
 
 
 def test_a_second_datanode_on_the_same_data_dir_refuses_to_start(tmp_path):
@@ -407,21 +403,16 @@ def test_a_second_datanode_on_the_same_data_dir_refuses_to_start(tmp_path):
         stop(proc)
 
 
-def test_a_datanode_killed_at_any_step_of_a_commit_keeps_the_old_unit_or_the_new_one(tmp_path):
+def test_a_datanode_killed_at_any_step_of_a_write_keeps_no_unit_or_the_whole_new_one(tmp_path):
     """Each step of storage.COMMIT_STEPS in its own DataNode process (started together), which
-    the debug knob SIGKILLs at that step while it replaces unit 5/2; then the data dir is opened
-    again, as the restarted DataNode would."""
+    the debug knob SIGKILLs at that step of a write of unit 5/2 over its data port; then the data
+    dir is opened again, as the restarted DataNode would. (A first write has no old version to
+    remove: that step is reached only by a replace, below.)"""
     from hedgefs.datanode.storage import COMMIT_STEPS, BlockStore
 
-    old, new = pattern_bytes(200_000, 1), pattern_bytes(150_001, 2)
-    procs = {}
-    for step in COMMIT_STEPS:
-        store = BlockStore(tmp_path / step)
-        with store.open_writer(5, 2, len(old)) as w:
-            w.write(old)
-            w.commit()
-        store.close()
-        procs[step] = launch(tmp_path, name=step, env={"HEDGEFS_DEBUG_CRASH_AT": step}, wait=False)
+    new = pattern_bytes(150_001, 2)
+    steps = [s for s in COMMIT_STEPS if s != "old-removed"]
+    procs = {step: launch(tmp_path, name=step, env={"HEDGEFS_DEBUG_CRASH_AT": step}, wait=False) for step in steps}
     outcomes = {}
     for step, (proc, port_file) in procs.items():
         proc, _port, data_port = wait_port(proc, port_file)
@@ -430,14 +421,52 @@ def test_a_datanode_killed_at_any_step_of_a_commit_keeps_the_old_unit_or_the_new
         assert proc.wait(10) == -signal.SIGKILL
         proc.stdout.close()
         proc.stderr.close()
+        outcomes[step] = _what_survived(tmp_path / step, None, new)
+    assert outcomes == {"block-synced": "none", "sidecar-synced": "none", "block-renamed": "none",
+                        "sidecar-renamed": "new", "dir-synced": "new"}
+
+
+def test_a_store_killed_at_any_step_of_a_replace_keeps_the_old_unit_or_the_new_one(tmp_path):
+    """The data port never replaces a unit (written once), but the store can (a repair onto a
+    copy it holds): each step in its own process that opens the store with the debug knob and
+    replaces unit 5/2, SIGKILLed at that step."""
+    from hedgefs.datanode.storage import COMMIT_STEPS, BlockStore
+
+    old, new = pattern_bytes(200_000, 1), pattern_bytes(150_001, 2)
+    script = ("import sys; from hedgefs.datanode.storage import BlockStore; "
+              "s = BlockStore(sys.argv[1], crash_at=sys.argv[2]); w = s.open_writer(5, 2, None); "
+              "data = open(sys.argv[3], 'rb').read(); w.write(data); w.commit(len(data))")
+    (tmp_path / "new").write_bytes(new)
+    procs = {}
+    for step in COMMIT_STEPS:
         store = BlockStore(tmp_path / step)
-        data = b"".join(store.read(5, 2, 0, store.length(5, 2)))   # every chunk verified
-        outcomes[step] = "new" if data == new else "old" if data == old else "neither"
-        files = sorted(p.name for p in (tmp_path / step).rglob("*") if p.is_file() and p.suffix in (".blk", ".crc"))
-        assert len(files) == 2, (step, files)   # one version, no leftovers in blocks/ or tmp/
+        with store.open_writer(5, 2, len(old)) as w:
+            w.write(old)
+            w.commit()
         store.close()
+        procs[step] = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / step), step, str(tmp_path / "new")])
+    outcomes = {}
+    for step, proc in procs.items():
+        assert proc.wait(30) == -signal.SIGKILL
+        outcomes[step] = _what_survived(tmp_path / step, old, new)
     assert outcomes == {"block-synced": "old", "sidecar-synced": "old", "block-renamed": "old",
                         "sidecar-renamed": "new", "dir-synced": "new", "old-removed": "new"}
+
+
+def _what_survived(data_dir, old, new) -> str:
+    from hedgefs.datanode.storage import BlockStore
+
+    store = BlockStore(data_dir)
+    try:
+        files = sorted(p.name for p in data_dir.rglob("*") if p.is_file() and p.suffix in (".blk", ".crc"))
+        if not store.has(5, 2):
+            assert files == [], files           # nothing half-written left behind
+            return "none"
+        data = b"".join(store.read(5, 2, 0, store.length(5, 2)))   # every chunk verified
+        assert len(files) == 2, files   # one version, no leftovers in blocks/ or tmp/
+        return "new" if data == new else "old" if data == old else "neither"
+    finally:
+        store.close()
 
 
 def pattern_bytes(n: int, seed: int) -> bytes:

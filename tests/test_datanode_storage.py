@@ -38,7 +38,7 @@ def test_round_trip_multi_chunk(tmp_path):
     data = os.urandom(3 * CHECKSUM_CHUNK * 7 + 123)
     assert put(store, 42, 3, data, piece=77_777) == len(data)
     assert read(store, 42, 3, 0, len(data)) == data
-    assert store.units() == [(42, 3, len(data))]
+    assert store.units() == [(42, 3, 0, len(data))]
     assert store.used_bytes() == len(data) and store.unit_count() == 1
     assert store.length(42, 3) == len(data)
     # pieces never exceed the requested size, so a large read is never one buffer
@@ -67,7 +67,7 @@ def test_zero_length_unit(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 9, 5, b"")
     assert read(store, 9, 5, 0, 0) == b""
-    assert store.units() == [(9, 5, 0)]
+    assert store.units() == [(9, 5, 0, 0)]
 
 
 def test_flipped_byte_on_disk_is_caught_by_its_chunk(tmp_path):
@@ -153,7 +153,7 @@ def test_length_given_at_commit(tmp_path):
     w.write(b"abcd")
     with pytest.raises(LengthMismatch, match="at finalize"):
         w.commit(5)
-    assert store.units() == [(6, 0, 4)] and leftovers(tmp_path / "tmp") == []
+    assert store.units() == [(6, 0, 0, 4)] and leftovers(tmp_path / "tmp") == []
 
 
 def test_replacing_a_unit(tmp_path):
@@ -164,7 +164,7 @@ def test_replacing_a_unit(tmp_path):
     assert read(store, 8, 0, 0, 6) == b"oldold"     # the old unit until the commit
     w.commit()
     assert read(store, 8, 0, 0, 5) == b"new!!"
-    assert store.units() == [(8, 0, 5)]
+    assert store.units() == [(8, 0, 0, 5)]
     assert store.delete(8, 0) is True
     assert store.delete(8, 0) is False
     assert leftovers(tmp_path) == []
@@ -177,7 +177,7 @@ def test_tmp_is_emptied_and_units_found_on_open(tmp_path):
     store.close()
     again = BlockStore(tmp_path)
     assert list((tmp_path / "tmp").iterdir()) == []
-    assert again.units() == [(300, 4, 5)]
+    assert again.units() == [(300, 4, 0, 5)]
     assert read(again, 300, 4, 0, 5) == b"hello"
 
 
@@ -190,7 +190,7 @@ def test_damaged_leftovers_are_dropped_on_open(tmp_path):
     store.block_path(1, 1).with_suffix(".crc").unlink()           # block without sidecar
     store.close()
     again = BlockStore(tmp_path)
-    assert again.units() == [(1, 2, 10)]
+    assert again.units() == [(1, 2, 0, 10)]
     assert leftovers(tmp_path) == ["blocks/01/1_2_1.blk", "blocks/01/1_2_1.crc"]
 
 
@@ -295,3 +295,42 @@ def test_a_second_store_on_the_same_dir_is_refused_until_the_first_closes(tmp_pa
 def test_unknown_crash_step_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown commit step 'later'"):
         BlockStore(tmp_path, crash_at="later")
+
+
+def test_units_of_one_group_id_and_index_but_two_generations_are_two_units(tmp_path):
+    """A wiped NameNode's successor reuses group ids; the generation keeps its units apart."""
+    store = BlockStore(tmp_path)
+    for generation, data in ((5, b"old namespace"), (2**62 + 3, b"new one")):
+        with store.open_writer(7, 1, len(data), generation=generation) as w:
+            w.write(data)
+            w.commit()
+    assert sorted(store.units()) == [(7, 1, 5, 13), (7, 1, 2**62 + 3, 7)]
+    assert b"".join(store.read(7, 1, 0, 7, generation=2**62 + 3)) == b"new one"
+    assert store.block_path(7, 1, generation=5).name == "7_1_5_1.blk"
+    with pytest.raises(UnitNotFound, match="unit 7/1 generation 6 not found"):
+        store.open_unit(7, 1, generation=6)
+    assert not store.delete(7, 1)                       # generation 0: not here
+    assert store.delete(7, 1, generation=5)             # only that one goes
+    assert store.units() == [(7, 1, 2**62 + 3, 7)]
+    store.close()
+    again = BlockStore(tmp_path)
+    assert again.units() == [(7, 1, 2**62 + 3, 7)]
+    again.close()
+
+
+def test_a_write_once_writer_never_replaces_a_stored_unit(tmp_path):
+    from hedgefs.datanode.storage import UnitExists
+
+    store = BlockStore(tmp_path)
+    first = store.open_writer(3, 0, 5, generation=9, once=True)
+    second = store.open_writer(3, 0, 6, generation=9, once=True)   # both open before either commits
+    first.write(b"first")
+    assert first.commit() == 5
+    second.write(b"second")
+    with pytest.raises(UnitExists, match="stored by another write meanwhile"):
+        second.commit()
+    with pytest.raises(UnitExists, match="is stored already"):
+        store.open_writer(3, 0, 5, generation=9, once=True)
+    assert b"".join(store.read(3, 0, 0, 5, generation=9)) == b"first"
+    assert leftovers(tmp_path / "tmp") == []
+    store.close()

@@ -24,13 +24,25 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import CELL, GROUP, STRIPE, Result, assert_one_line_error, pattern, run_cli, start_cluster
+from conftest import (
+    CELL,
+    GROUP,
+    STRIPE,
+    Result,
+    assert_one_line_error,
+    cli_env,
+    client,
+    data_socket,
+    fetch,
+    pattern,
+    run_cli,
+    start_cluster,
+)
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.client.fs import FileSystem
@@ -91,7 +103,7 @@ def holders(fs: FileSystem, path: str, group: int = 0) -> dict[int, str]:
 def unit_file(cluster: LocalCluster, dn: str, group_id: int, index: int) -> Path:
     """The block file of a unit on a DataNode (its newest version; a path that does not exist if none)."""
     d = cluster.root / dn / "blocks" / f"{group_id % 256:02x}"
-    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[2])
+    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[3])
     return found[-1] if found else d / f"{group_id}_{index}_1.blk"
 
 
@@ -214,7 +226,7 @@ class PipedPut:
     """`hedgefs put - PATH` in a subprocess, fed by the test through a pipe."""
 
     def __init__(self, nn: str, path: str):
-        env = dict(os.environ, HEDGEFS_NAMENODE=nn)
+        env = cli_env(nn)
         self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "put", "-", path], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
@@ -260,8 +272,8 @@ class PipedPut:
 
 
 @pytest.fixture(scope="module")
-def shared_cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("durability"))
+def shared_cluster(tmp_path_factory, security):
+    c = start_cluster(tmp_path_factory.mktemp("durability"), security)
     yield c
     c.down()
 
@@ -269,14 +281,14 @@ def shared_cluster(tmp_path_factory):
 @pytest.fixture
 def dfs(shared_cluster):
     """The shared cluster, every process up and fsck HEALTHY."""
-    with FileSystem(shared_cluster.namenode) as fs:
+    with FileSystem(shared_cluster.namenode, credentials=shared_cluster.credentials) as fs:
         restore(shared_cluster, fs)
     return shared_cluster
 
 
 @pytest.fixture
 def fs(dfs):
-    with FileSystem(dfs.namenode) as f:
+    with FileSystem(dfs.namenode, credentials=dfs.credentials) as f:
         for directory in ("/repair", "/space", "/writes", "/stream"):
             f.mkdir(directory, parents=True)
         yield f
@@ -361,7 +373,7 @@ def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
 
     # Detected on read: the checksum fails, the client rebuilds the cell and returns exact bytes.
     # (No hedging: on a loaded machine a hedge could win before the failure is even seen.)
-    with FileSystem(nn, hedge=NO_HEDGE) as reader:
+    with client(nn, hedge=NO_HEDGE) as reader:
         assert reader.read_bytes(path) == data
         assert reader.stats().counters["decodes_on_failure"] >= 1
     # Reported and repaired: the unit leaves the corrupt DataNode, is rebuilt elsewhere, and the
@@ -375,24 +387,23 @@ def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
     wait_until(lambda: not blk.exists(), 30, f"corrupt copy of {gid}/{index} deleted on {bad_dn}")
     assert fsck_cli(nn)["status"] == "HEALTHY"
     # The new copy reads correctly through its DataNode (every chunk checked against its CRC32C)...
-    import socket
-
     from hedgefs.proto.datatransfer import read_range
 
-    host, _, port = fs.stat(path).groups[0].units[index].data_address.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        assert bytes(read_range(sock, gid, index, 0, len(original))) == original
+    group = fs.stat(path).groups[0]
+    with data_socket(nn, group.units[index]) as sock:
+        assert bytes(read_range(sock, gid, index, 0, len(original), generation=group.generation,
+                                token=group.units[index].token)) == original
     # ...and a fresh client reads the file without rebuilding anything.
-    with FileSystem(nn, hedge=NO_HEDGE) as fresh:
+    with client(nn, hedge=NO_HEDGE) as fresh:
         assert fresh.read_bytes(path) == data
         assert fresh.stats().counters["decodes_on_failure"] == 0
 
 
 @pytest.fixture(scope="module")
-def scrubbed(tmp_path_factory):
+def scrubbed(tmp_path_factory, security):
     """A cluster whose DataNodes scrub every unit twice a second (not the shared one: its scrubbing
     would read every other test's data)."""
-    c = start_cluster(tmp_path_factory.mktemp("scrubbed"), scrub_interval_s=0.5)
+    c = start_cluster(tmp_path_factory.mktemp("scrubbed"), security, scrub_interval_s=0.5)
     yield c
     c.down()
 
@@ -418,9 +429,10 @@ def flip_byte(path: Path, offset: int) -> None:
         f.write(bytes([b[0] ^ 0x20]))
 
 
+@pytest.mark.insecure_only("the scrubber reads its own disk")
 def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrubbed):
     nn, path = scrubbed.namenode, "/cold"
-    with FileSystem(nn) as fs:
+    with client(nn) as fs:
         data = pattern(GROUP - 5000, seed=88)
         fs.write_bytes(path, data)
         gid = fs.stat(path).groups[0].id
@@ -436,8 +448,7 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
                                     "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
         assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
         port = scrubbed.state["datanodes"][bad_dn]["http_port"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            metrics = response.read().decode()
+        metrics = fetch(scrubbed, port, "/metrics")
         assert re.search(rf'^hedgefs_datanode_scrub_bad_units{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
         assert blk.exists()          # kept until its replacement lands
         scrubbed.thaw(spare)
@@ -449,11 +460,12 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         fs.delete(path)
 
 
+@pytest.mark.insecure_only("NameNode bookkeeping of corrupt units")
 def test_corrupt_unit_at_k_plus_1_good_units_is_not_deleted_before_the_repair_lands(scrubbed):
     """Two DataNodes of a group dead (7 good units = k+1), then a third unit goes bad on disk. It
     used to be deleted at once (leaving exactly k); now it stays until the group is whole again."""
     nn, path = scrubbed.namenode, "/k-plus-1"
-    with FileSystem(nn) as fs:
+    with client(nn) as fs:
         data = pattern(GROUP - 7000, seed=99)
         fs.write_bytes(path, data)
         gid = fs.stat(path).groups[0].id
@@ -610,12 +622,13 @@ def test_client_killed_mid_put_leaves_no_visible_file(dfs, fs):
     assert_invisible(fs, nn, path)
 
 
-def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned(tmp_path):
+@pytest.mark.insecure_only("lease timing: no channel involved")
+def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned(tmp_path, security):
     """The lease is 2 s here. A `put -` fed at 100 KB/s for 6 s (three leases) renews its lease
     while it writes and completes; a put killed mid-write stops renewing and is abandoned."""
-    cluster = start_cluster(tmp_path / "lease", lease_timeout_s=2.0)
+    cluster = start_cluster(tmp_path / "lease", security, lease_timeout_s=2.0)
     try:
-        with FileSystem(cluster.namenode) as fs:
+        with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
             fs.mkdir("/lease")
             data = pattern(600_000, seed=76)
             put = PipedPut(cluster.namenode, "/lease/slow")
@@ -630,7 +643,7 @@ def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned
             fs.delete("/lease/slow")
 
         nn, path = cluster.namenode, "/lease/client-killed"
-        with FileSystem(nn) as fs:
+        with client(nn) as fs:
             data = pattern(2 * GROUP, seed=77)
             put = PipedPut(nn, path)
             try:
@@ -676,11 +689,11 @@ def test_namenode_kill_9_during_a_stream_of_puts(dfs, fs):
         return entry
 
     def loop():
-        with FileSystem(nn) as client:
+        with client(nn) as looping:
             for i in itertools.count():
                 if stop.is_set():
                     return
-                entry = put_one(client, f"/stream/f{i}", (i * 97_531) % (GROUP + 3 * STRIPE) + 1, seed=i)
+                entry = put_one(looping, f"/stream/f{i}", (i * 97_531) % (GROUP + 3 * STRIPE) + 1, seed=i)
                 if not entry["ok"]:
                     stop.wait(0.05)  # do not spin while the NameNode is down
 
@@ -693,8 +706,8 @@ def test_namenode_kill_9_during_a_stream_of_puts(dfs, fs):
     thread.start()
     try:
         wait_until(lambda: successes() >= 5, 30, "5 puts to succeed before the kill")
-        with FileSystem(nn) as client:
-            held_put = threading.Thread(target=put_one, args=(client, "/stream/held", held_size, 1000, held),
+        with client(nn) as holding:
+            held_put = threading.Thread(target=put_one, args=(holding, "/stream/held", held_size, 1000, held),
                                         daemon=True)
             held_put.start()
             assert held.reached.wait(30), "the held put never got to its pause"
@@ -718,7 +731,7 @@ def test_namenode_kill_9_during_a_stream_of_puts(dfs, fs):
     failed = [o for o in outcomes if not o["ok"]]
     held_outcome = next(o for o in outcomes if o["path"] == "/stream/held")
     assert not held_outcome["ok"] and not held_outcome["in_doubt"], held_outcome
-    with FileSystem(nn) as reader:
+    with client(nn) as reader:
         for o in ok:
             assert reader.read_bytes(o["path"]) == pattern(o["size"], seed=o["seed"]), o["path"]
         visible = {e.path for e in reader.list("/stream")}

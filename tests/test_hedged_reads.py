@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import CELL, STRIPE, pattern, run_cli, start_cluster
+from conftest import CELL, STRIPE, cli_env, pattern, run_cli, start_cluster
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -23,8 +23,8 @@ NEVER_BY_TIME = HedgeConfig(threshold_ms=60_000)   # no read hedges by slowness 
 
 
 @pytest.fixture(scope="module")
-def hcluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("hedge"))
+def hcluster(tmp_path_factory, security):
+    c = start_cluster(tmp_path_factory.mktemp("hedge"), security)
     yield c
     c.down()
 
@@ -68,7 +68,7 @@ def wait_until(predicate, timeout: float, what: str):
 @pytest.fixture(scope="module")
 def two_stripes(hcluster):
     data = pattern(2 * STRIPE, seed=11)
-    with FileSystem(hcluster.namenode) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials) as fs:
         fs.mkdir("/h", parents=True)
         fs.write_bytes("/h/two-stripes", data, overwrite=True)
         return data, holders(fs, "/h/two-stripes")
@@ -113,7 +113,7 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
     data, units = two_stripes
     faults(units[2], stall=True)
     before = fault_state(hcluster, units[2]).cancelled_reads
-    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=COUNTED) as fs:
         with fs.open("/h/two-stripes") as f:
             assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]  # exactly unit 2's first cell
         stats = fs.stats()
@@ -126,11 +126,12 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
     wait_until(released, 10, "the DataNode to count the losing read cancelled and release its thread")
 
 
+@pytest.mark.insecure_only("the breaker's logic")
 def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, faults, two_stripes):
     data, units = two_stripes
     for dn in units[:3]:
         faults(dn, read_delay_ms=3000)
-    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
         for unit in range(3):  # one cell each on three slow DataNodes, one after another
             assert f.pread(unit * CELL, CELL) == data[unit * CELL:(unit + 1) * CELL]
         assert fs.breaker.is_open
@@ -148,7 +149,7 @@ def test_three_slow_datanodes_trip_the_breaker_and_reads_stay_correct(hcluster, 
 def test_corrupt_cell_is_rebuilt_and_bytes_are_exact(hcluster, faults, two_stripes):
     data, units = two_stripes
     faults(units[3], corrupt_probability=1.0)
-    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=NEVER_BY_TIME) as fs:
         assert fs.read_bytes("/h/two-stripes") == data
         stats = fs.stats()
     assert stats.counters["decodes_on_failure"] == 1  # one read of unit 3, both stripes
@@ -158,7 +159,7 @@ def test_corrupt_cell_is_rebuilt_and_bytes_are_exact(hcluster, faults, two_strip
 def test_erroring_datanode_is_rebuilt_even_with_hedging_off(hcluster, faults, two_stripes):
     data, units = two_stripes
     faults(units[4], error_probability=1.0)
-    with FileSystem(hcluster.namenode, hedge=HedgeConfig(enabled=False)) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=HedgeConfig(enabled=False)) as fs:
         assert fs.read_bytes("/h/two-stripes") == data
         assert fs.stats().counters["decodes_on_failure"] == 1
 
@@ -166,7 +167,7 @@ def test_erroring_datanode_is_rebuilt_even_with_hedging_off(hcluster, faults, tw
 def test_hedge_in_short_last_stripe(hcluster, faults):
     tail = CELL + CELL // 2  # last stripe: unit 0 full, unit 1 half a cell, units 2..5 empty
     data = pattern(STRIPE + tail, seed=5)
-    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=COUNTED) as fs:
         fs.write_bytes("/h/short-tail", data, overwrite=True)
         units = holders(fs, "/h/short-tail")
         faults(units[1], read_delay_ms=5000)
@@ -185,7 +186,7 @@ def test_slow_hedge_source_brings_in_another_unit(hcluster, faults, two_stripes)
     data, units = two_stripes
     faults(units[0], read_delay_ms=8000)
     hcluster.freeze(units[1])
-    with FileSystem(hcluster.namenode, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=COUNTED) as fs, fs.open("/h/two-stripes") as f:
         start = time.monotonic()
         assert f.pread(0, CELL) == data[:CELL]
         elapsed = time.monotonic() - start
@@ -210,7 +211,7 @@ def test_healthy_reads_read_each_data_unit_once_over_1000_reads(hcluster, two_st
     data, _ = two_stripes
     rng = random.Random(1)
     expected = 0
-    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs, fs.open("/h/two-stripes") as f:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=NEVER_BY_TIME) as fs, fs.open("/h/two-stripes") as f:
         for _ in range(1000):
             offset = rng.randrange(0, len(data) - 65536)
             assert f.pread(offset, 65536) == data[offset:offset + 65536]
@@ -241,7 +242,7 @@ def test_no_hedge_never_trips_the_breaker(hcluster, faults, two_stripes):
     data, units = two_stripes
     for dn in units[:3]:
         faults(dn, read_delay_ms=400)
-    with FileSystem(hcluster.namenode, hedge=HedgeConfig(enabled=False)) as fs, fs.open("/h/two-stripes") as f:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=HedgeConfig(enabled=False)) as fs, fs.open("/h/two-stripes") as f:
         for unit in range(3):
             assert f.pread(unit * CELL, CELL) == data[unit * CELL:(unit + 1) * CELL]
         stats = fs.stats()
@@ -254,7 +255,7 @@ def test_whole_file_reads_of_a_healthy_cluster_make_no_extra_unit_reads(hcluster
     nor make work beyond one read per data unit range. The threshold is one no read reaches, so a
     slow machine cannot start a hedge: what is checked is counted, not timed."""
     data = pattern(24 << 20, seed=24)
-    with FileSystem(hcluster.namenode, hedge=NEVER_BY_TIME) as fs:
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=NEVER_BY_TIME) as fs:
         fs.write_bytes("/h/big", data, overwrite=True)
         whole = expected_unit_reads(fs, "/h/big", 0, len(data))
         assert fs.read_bytes("/h/big") == data
@@ -276,7 +277,7 @@ def test_get_killed_with_sigterm_leaves_no_partial_file(hcluster, faults, two_st
 
     _, units = two_stripes
     faults(units[4], stall=True)  # with hedging off, the get waits on this DataNode
-    env = {**os.environ, "HEDGEFS_NAMENODE": hcluster.namenode}
+    env = cli_env(hcluster.namenode)
     target = tmp_path / "copy.bin"
     get = subprocess.Popen([sys.executable, "-m", "hedgefs", "get", "--no-hedge", "/h/two-stripes", str(target)],
                            stderr=subprocess.PIPE, env=env)

@@ -1,8 +1,9 @@
 """The house rules, read from the source: which package may import which, and no cycles.
 
     ec, proto, plumbing          import nothing of ours above them (ec is pure: no gRPC)
-    client, namenode, datanode   ec, proto, plumbing only
-    cluster (the launcher)       proto, plumbing: no client, no servers
+    security                     credentials, tokens, TLS, RPC authorization: plumbing only
+    client, namenode, datanode   ec, proto, plumbing, security only
+    cluster (the launcher)       proto, plumbing, security: no client, no servers
     chaos, bench                 sit on top: client, cluster, ec, proto, plumbing (bench: distcp too)
     distcp                       a product feature on the client: client, ec, proto, plumbing
     cli (hedgefs/cli)            the composition root: anything
@@ -33,15 +34,16 @@ ALLOWED = {
     "ec": {"ec"},
     "proto": {"proto"},
     "plumbing": {"plumbing"},
-    "client": {"client", "ec", "proto", "plumbing"},
-    "namenode": {"namenode", "ec", "proto", "plumbing"},
-    "datanode": {"datanode", "ec", "proto", "plumbing"},
-    "cluster": {"cluster", "proto", "plumbing"},
-    "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing"},
-    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp"},
-    "distcp": {"distcp", "client", "ec", "proto", "plumbing"},
+    "security": {"security", "plumbing"},
+    "client": {"client", "ec", "proto", "plumbing", "security"},
+    "namenode": {"namenode", "ec", "proto", "plumbing", "security"},
+    "datanode": {"datanode", "ec", "proto", "plumbing", "security"},
+    "cluster": {"cluster", "proto", "plumbing", "security"},
+    "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "security"},
+    "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
     "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "ec", "proto",
-            "plumbing"},
+            "plumbing", "security"},
 }
 
 # Third-party modules a package must not touch: the library and the servers know nothing of the
@@ -50,6 +52,7 @@ FORBIDDEN_EXTERNAL = {
     "ec": {"grpc", "click"},
     "proto": {"click"},
     "plumbing": {"click"},
+    "security": {"click"},
     "client": {"click"},
     "namenode": {"click"},
     "datanode": {"click"},
@@ -207,6 +210,7 @@ def scratch(tmp_path):
     ("ec/codec.py", "import grpc", "ec must not depend on grpc"),
     ("datanode/storage.py", "import grpc", "must not depend on grpc"),
     ("namenode/namesystem.py", "from hedgefs.datanode import storage", "namenode may import only"),
+    ("security/tls.py", "from hedgefs.client.fs import FileSystem", "security may import only"),
     ("distcp/job.py", "from hedgefs.cluster.launcher import LocalCluster", "distcp may import only"),
     ("datanode/storage.py", "from hedgefs.datanode import faults", "module cycle"),
 ])

@@ -31,7 +31,8 @@ def test_up_to_3_lost_units_read_back_exactly(fs, lost):
     random.Random(lost).shuffle(patterns)
     for gone in patterns[:12]:
         group = status.groups[0]
-        crippled = GroupLocation(group.id, group.length, {i: u for i, u in group.units.items() if i not in gone})
+        crippled = GroupLocation(group.id, group.length, {i: u for i, u in group.units.items() if i not in gone},
+                                 group.generation)
         crippled_status = dataclasses.replace(status, groups=(crippled,))
         got = fs._call(fs._pread(crippled_status, 0, status.length))
         assert bytes(got) == data, f"lost units {gone}"

@@ -5,7 +5,7 @@ import pytest
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition
-from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 
@@ -17,8 +17,8 @@ def one_group(nn, path="/f", length=100):
     return group.id, {u.index: u.datanode_id for u in group.units}
 
 
-def units_on(placed, dn, group_id):
-    return [(group_id, i) for i, d in placed.items() if d == dn]
+def units_on(nn, placed, dn, group_id):
+    return [(group_id, i, generation(nn, group_id)) for i, d in placed.items() if d == dn]
 
 
 def test_heartbeat_from_unknown_datanode_asks_to_register(nn):
@@ -34,26 +34,33 @@ def test_block_report_reconciliation(nn, clock):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)  # keep dn6 out of the placement
     gid, placed = one_group(nn)
+    g = generation(nn, gid)
     gone, _ = one_group(nn, "/gone")
+    gone_g = generation(nn, gone)
     nn.delete("/gone")
     clock.advance(REPORT_GRACE_S + 1)
     heartbeat_all(nn)
     holder, other = placed[0], placed[1]
-    # holds its unit, a unit of a deleted group (delete it) and one of a group this NameNode
-    # never allocated (another namespace: leave it alone)
-    counts = nn.block_report(holder, units_on(placed, holder, gid) + [(gone, 0), (9999, 0)])
-    assert (counts["unknown"], counts["foreign"]) == (1, 1)  # (+ "deleted": its other /gone unit, if any)
-    assert (gone, 0) in nn.blocks.pending_deletes(holder)
-    assert (9999, 0) not in nn.blocks.pending_deletes(holder)
+    # holds its unit, a unit of a deleted group (delete it), one of a group id this NameNode never
+    # allocated and one of its own group id but a generation it never issued (another namespace's,
+    # e.g. a wiped NameNode's predecessor: leave both alone)
+    counts = nn.block_report(holder, units_on(nn, placed, holder, gid) + [(gone, 0, gone_g), (9999, 0, 7),
+                                                                          (gid, 0, g ^ (1 << 62))])
+    assert (counts["unknown"], counts["foreign"]) == (1, 2)  # (+ "deleted": its other /gone unit, if any)
+    assert (gone, 0, gone_g) in nn.blocks.pending_deletes(holder)
+    assert all(g2 in (gone, gid) for g2, _i, _gen in nn.blocks.pending_deletes(holder))
+    assert (gid, 0, g ^ (1 << 62)) not in nn.blocks.pending_deletes(holder)
     # reports nothing: its unit is missing and leaves the map
     assert nn.block_report(other, []).get("missing") == 1
     assert 1 not in {u.index for u in nn.file_info("/f").groups[0].units}
     # an extra copy of a unit that a live DataNode holds -> delete the extra
-    assert nn.block_report("dn6", [(gid, 0)]).get("stale") == 1
-    assert (gid, 0) in nn.blocks.pending_deletes("dn6")
+    assert nn.block_report("dn6", [(gid, 0, g)]).get("stale") == 1
+    assert (gid, 0, g) in nn.blocks.pending_deletes("dn6")
     assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == holder
-    # the missing unit turns up again -> adopted
-    assert nn.block_report(other, [(gid, 1)]).get("adopted") == 1
+    # the missing unit turns up again -> adopted; of another generation it would not be
+    assert nn.block_report(other, [(gid, 1, g ^ (1 << 62))]).get("foreign") == 1
+    assert 1 not in {u.index for u in nn.file_info("/f").groups[0].units}
+    assert nn.block_report(other, [(gid, 1, g)]).get("adopted") == 1
     assert nn.fsck().status == "HEALTHY"
 
 
@@ -73,7 +80,8 @@ def test_units_of_a_file_being_written_are_left_alone_but_a_report_is_a_receipt(
     dn = group.units[0].datanode_id
     assert nn.block_report(dn, []) == {}
     # its own unit: the receipt a lost UnitStored did not bring; another DataNode's: not judged yet
-    assert nn.block_report(dn, [(group.id, 0), (group.id, 1)]) == {"received": 1, "writing": 1}
+    assert nn.block_report(dn, [(group.id, 0, group.generation), (group.id, 1, group.generation)]) == \
+        {"received": 1, "writing": 1}
     assert nn.blocks.pending_deletes(dn) == []
     assert nn.blocks.group(group.id)[0].unreported == {1, 2, 3, 4}
 
@@ -85,9 +93,9 @@ def test_copy_on_a_dead_datanode_moves_to_the_reporter(nn, clock):
     dead = placed[2]
     clock.advance(31)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != dead])
-    assert nn.block_report("dn6", [(gid, 2)]) == {"moved": 1}
+    assert nn.block_report("dn6", [(gid, 2, generation(nn, gid))]) == {"moved": 1}
     assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[2] == "dn6"
-    assert (gid, 2) in nn.blocks.pending_deletes(dead)
+    assert (gid, 2, generation(nn, gid)) in nn.blocks.pending_deletes(dead)
 
 
 def test_dead_interval_and_return(nn, clock):
@@ -141,17 +149,18 @@ def test_address_change_in_heartbeat_is_persisted(tmp_path, clock):
 def test_deletes_are_sent_resent_and_confirmed_by_block_report(nn, clock):
     add_datanodes(nn, 5)
     gid, placed = one_group(nn)
+    g = generation(nn, gid)
     nn.delete("/f")
     first = heartbeat_all(nn)
     assert {dn: cmds for dn, cmds in first.items()} == \
-        {dn: [DeleteUnit(gid, i)] for i, dn in placed.items()}
+        {dn: [DeleteUnit(gid, i, g)] for i, dn in placed.items()}
     assert heartbeat_all(nn) == {dn: [] for dn in placed.values()}  # not resent at once
     clock.advance(DELETE_RESEND_S)
-    assert heartbeat_all(nn)[placed[0]] == [DeleteUnit(gid, 0)]
+    assert heartbeat_all(nn)[placed[0]] == [DeleteUnit(gid, 0, g)]
     nn.block_report(placed[0], [])  # gone: confirmed
     assert nn.blocks.pending_deletes(placed[0]) == []
-    nn.block_report(placed[1], [(gid, 1)])  # still there: sent again with the next heartbeat
-    assert nn.heartbeat(placed[1], "").commands == [DeleteUnit(gid, 1)]
+    nn.block_report(placed[1], [(gid, 1, g)])  # still there: sent again with the next heartbeat
+    assert nn.heartbeat(placed[1], "").commands == [DeleteUnit(gid, 1, g)]
     pending = {d.id: d.pending_deletes for d in nn.report().datanodes}
     assert pending[placed[0]] == 0 and pending[placed[1]] == 1
 
@@ -179,32 +188,34 @@ def test_pending_deletes_survive_restart_and_expire(tmp_path, clock):
 def test_reregistering_datanode_gets_its_deletes_again(nn):
     add_datanodes(nn, 5)
     gid, placed = one_group(nn)
+    g = generation(nn, gid)
     nn.delete("/f")
     heartbeat_all(nn)
     nn.register(placed[3], "127.0.0.1:40003")
-    assert nn.heartbeat(placed[3], "").commands == [DeleteUnit(gid, 3)]
+    assert nn.heartbeat(placed[3], "").commands == [DeleteUnit(gid, 3, g)]
 
 
 def test_bad_unit_is_marked_and_deleted_only_once_its_repair_makes_the_group_whole(nn):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)  # keep dn6 out of the placement: the repair target
     gid, placed = one_group(nn)
-    nn.report_bad_units([(gid, 2, placed[2], "checksum mismatch")])
+    g = generation(nn, gid)
+    nn.report_bad_units([(gid, 2, g, placed[2], "checksum mismatch")])
     assert 2 not in {u.index for u in nn.file_info("/f").groups[0].units}   # 4 good units: enough
     assert nn.blocks.pending_deletes(placed[2]) == []                          # but not deleted
     [problem] = nn.fsck().problems
     assert (problem.status, problem.live_units, problem.corrupt_units) == ("DEGRADED", 4, 1)
     assert nn.report().corrupt_units == 1
     # a report naming the wrong DataNode does not unmap the good copy
-    nn.report_bad_units([(gid, 0, placed[1], "")])
+    nn.report_bad_units([(gid, 0, g, placed[1], "")])
     assert 0 in {u.index for u in nn.file_info("/f").groups[0].units}
     [repair] = nn.tick()
     assert (repair.index, repair.target) == (2, "dn6")
     [command] = nn.heartbeat("dn6", "").commands
     assert [u.index for u in command.sources] == [0, 1, 3, 4]                # never the corrupt copy
-    assert nn.unit_stored("dn6", gid, 2) == "moved"
+    assert nn.unit_stored("dn6", gid, 2, g) == "moved"
     assert nn.fsck().status == "HEALTHY" and nn.report().corrupt_units == 0
-    assert nn.heartbeat(placed[2], "").commands == [DeleteUnit(gid, 2)]   # whole again: now it goes
+    assert nn.heartbeat(placed[2], "").commands == [DeleteUnit(gid, 2, g)]   # whole again: now it goes
 
 
 def test_fsck_counts_and_status(nn, clock):
@@ -256,7 +267,7 @@ def test_after_a_restart_a_dead_unregistered_holder_does_not_make_a_repaired_cop
     nn = make_namenode(tmp_path / "nn", clock)
     nn.register(repair.target, "127.0.0.1:1")
     # the dead holder is known from SQLite but has not registered: no live holder
-    assert nn.block_report(repair.target, [(gid, 2)]) == {"moved": 1}
+    assert nn.block_report(repair.target, [(gid, 2, generation(nn, gid))]) == {"moved": 1}
     assert nn.blocks.pending_deletes(repair.target) == []
     assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[2] == repair.target
     nn.close()
@@ -267,7 +278,7 @@ def test_bad_unit_is_kept_when_the_group_has_no_other_k_live_units(nn):
     write_file(nn, "/f", 10, lost={0: {3, 4}})  # exactly k = 3 live units
     group = nn.file_info("/f").groups[0]
     holder = group.units[0].datanode_id
-    nn.report_bad_units([(group.id, 0, holder, "checksum mismatch at offset 0")])
+    nn.report_bad_units([(group.id, 0, group.generation, holder, "checksum mismatch at offset 0")])
     assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2]  # one bad chunk, rest readable
     assert nn.blocks.pending_deletes(holder) == []
     assert nn.fsck().status == "DEGRADED"

@@ -17,8 +17,8 @@ def repairs_in(commands):
 
 
 def held_by(nn, datanode_id, paths):
-    """(group id, unit index) of every unit of ``paths`` the map puts on ``datanode_id``."""
-    return [(g.id, u.index) for p in paths for g in nn.file_info(p).groups for u in g.units
+    """(group id, unit index, generation) of every unit of ``paths`` the map puts on ``datanode_id``."""
+    return [(g.id, u.index, g.generation) for p in paths for g in nn.file_info(p).groups for u in g.units
             if u.datanode_id == datanode_id]
 
 
@@ -34,7 +34,7 @@ def test_most_endangered_group_first_and_at_most_two_per_datanode(nn, clock):
     heartbeat_all(nn)
     held = held_by(nn, lost, "/a /b /e /c".split())
     # it lost unit 2 of /c: 2 of 5 left, unrecoverable, never planned
-    assert nn.block_report(lost, [u for u in held if u != (c, 2)]) == {"missing": 1}
+    assert nn.block_report(lost, [u for u in held if u[:2] != (c, 2)]) == {"missing": 1}
     add_datanodes(nn, 1, start=6)                 # the only DataNode free to take repairs
     planned = nn.tick()
     assert [(r.group_id, r.index, r.target) for r in planned] == [(b, 3, "dn6"), (a, 4, "dn6")]
@@ -53,11 +53,11 @@ def test_repair_command_carries_the_files_own_policy_and_live_sources(nn):
     add_datanodes(nn, 1, start=6)
     nn.tick()
     [command] = repairs_in(nn.heartbeat("dn6", "").commands)
-    assert command == RepairUnit(group.id, 1, "RS-3-2-2k", 5000, group.units)
+    assert command == RepairUnit(group.id, 1, "RS-3-2-2k", 5000, group.units, group.generation)
     assert [s.index for s in command.sources] == [0, 2, 3, 4]
     assert repairs_in(nn.heartbeat("dn6", "").commands) == []  # sent once
     assert nn.report().datanodes[5].pending_repairs == 1
-    assert nn.unit_stored("dn6", group.id, 1) == "adopted"
+    assert nn.unit_stored("dn6", group.id, 1, group.generation) == "adopted"
     assert nn.fsck().status == "HEALTHY"
     report = nn.report()
     assert report.repairs_done == 1 and report.groups_waiting_repair == 0
@@ -93,10 +93,10 @@ def test_unit_on_a_dead_datanode_is_rebuilt_elsewhere_and_the_old_copy_deleted(n
     assert (planned.group_id, planned.index, planned.target) == (group.id, 3, "dn6")
     [command] = repairs_in(nn.heartbeat("dn6", "").commands)
     assert dead not in {s.datanode_id for s in command.sources}
-    assert nn.unit_stored("dn6", group.id, 3) == "moved"
+    assert nn.unit_stored("dn6", group.id, 3, group.generation) == "moved"
     assert nn.fsck().status == "HEALTHY"
     # the dead DataNode comes back: it is told to delete its now redundant copy
-    assert nn.heartbeat(dead, "").commands == [DeleteUnit(group.id, 3)]
+    assert nn.heartbeat(dead, "").commands == [DeleteUnit(group.id, 3, group.generation)]
 
 
 def test_repair_moves_away_from_a_target_that_dies(nn, clock):
@@ -132,7 +132,7 @@ def stale_copy_of_unit_0_on_dn6(nn):
     nn.heartbeat("dn6", "", used_bytes=10**9)
     write_file(nn, "/f", 10)
     group = group_of(nn, "/f")
-    assert nn.unit_stored("dn6", group.id, 0) == "stale"
+    assert nn.unit_stored("dn6", group.id, 0, group.generation) == "stale"
     return group, group.units[0].datanode_id
 
 
@@ -141,8 +141,8 @@ def test_extra_copy_from_a_late_repair_is_deleted(nn):
     nn.heartbeat("dn6", "", used_bytes=10**9)
     write_file(nn, "/f", 10)
     group = group_of(nn, "/f")
-    assert nn.unit_stored("dn6", group.id, 0) == "stale"
-    assert (group.id, 0) in nn.blocks.pending_deletes("dn6")
+    assert nn.unit_stored("dn6", group.id, 0, group.generation) == "stale"
+    assert (group.id, 0, group.generation) in nn.blocks.pending_deletes("dn6")
 
 
 def test_stale_copy_is_kept_and_adopted_when_its_holder_dies(nn, clock):
@@ -150,12 +150,12 @@ def test_stale_copy_is_kept_and_adopted_when_its_holder_dies(nn, clock):
     clock.advance(31)
     commands = heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
     assert commands["dn6"] == []  # the holder is dead: dn6 has the only live copy, no delete
-    assert nn.block_report("dn6", [(group.id, 0)]) == {"moved": 1}
+    assert nn.block_report("dn6", [(group.id, 0, group.generation)]) == {"moved": 1}
     assert {u.index: u.datanode_id for u in group_of(nn, "/f").units}[0] == "dn6"
     assert nn.blocks.pending_deletes("dn6") == []
     assert nn.tick() == [] and nn.fsck().status == "HEALTHY"
     # the old holder comes back: now its copy is the extra one
-    assert nn.heartbeat(holder, "").commands == [DeleteUnit(group.id, 0)]
+    assert nn.heartbeat(holder, "").commands == [DeleteUnit(group.id, 0, group.generation)]
 
 
 def test_stale_copy_is_adopted_when_its_holder_loses_the_unit(nn, clock):
@@ -164,7 +164,7 @@ def test_stale_copy_is_adopted_when_its_holder_loses_the_unit(nn, clock):
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 6)])
     assert nn.block_report(holder, held_by(nn, holder, ["/f"])[1:]) == {"missing": 1}
     assert nn.heartbeat("dn6", "").commands == []
-    assert nn.block_report("dn6", [(group.id, 0)]) == {"adopted": 1}
+    assert nn.block_report("dn6", [(group.id, 0, group.generation)]) == {"adopted": 1}
     assert nn.fsck().status == "HEALTHY"
 
 
@@ -173,7 +173,7 @@ def test_stale_copy_of_a_deleted_file_is_deleted_even_without_a_live_holder(nn, 
     clock.advance(31)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != holder])
     nn.delete("/f")
-    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0)]
+    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0, group.generation)]
 
 
 def test_unregistered_datanodes_after_a_restart_are_no_repair_targets_or_sources(tmp_path, clock):
@@ -217,10 +217,10 @@ def test_a_repair_that_timed_out_never_puts_two_units_of_a_group_on_one_datanode
         nn.heartbeat(dn, "", used_bytes={idle: 1, slow: 2, other: 3}.get(dn, 10**9))
     again = {r.index: r.target for r in nn.tick()}
     assert again == {0: idle, 1: slow}
-    assert nn.unit_stored(slow, group.id, 0) == "moved"  # the first, slow repair ends
+    assert nn.unit_stored(slow, group.id, 0, group.generation) == "moved"  # the first, slow repair ends
     assert repairs_in(nn.heartbeat(slow, "").commands) == []  # unit 1 must not go there now
     # had it been sent: the copy is left alone, not mapped beside unit 0
-    assert nn.unit_stored(slow, group.id, 1) == "extra"
+    assert nn.unit_stored(slow, group.id, 1, group.generation) == "extra"
     placed = {u.index: u.datanode_id for u in group_of(nn, "/f").units}
     assert placed[0] == slow and 1 not in placed
     assert len(set(placed.values())) == len(placed)
@@ -239,7 +239,7 @@ def test_corrupt_unit_at_k_plus_1_good_units_is_kept_until_the_group_is_whole_ag
     clock.advance(31)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 6) if f"dn{i}" != dead])
     bad = group.units[0].datanode_id
-    nn.report_bad_units([(group.id, 0, bad, "checksum mismatch")])
+    nn.report_bad_units([(group.id, 0, group.generation, bad, "checksum mismatch")])
     assert [u.index for u in group_of(nn, "/f").units] == [1, 2, 3]      # 3 good: the corrupt one not offered
     assert nn.blocks.pending_deletes(bad) == []
     add_datanodes(nn, 2, start=6)
@@ -248,12 +248,12 @@ def test_corrupt_unit_at_k_plus_1_good_units_is_kept_until_the_group_is_whole_ag
     for index, target in planned:
         [command] = repairs_in(nn.heartbeat(target, "").commands)
         assert [u.index for u in command.sources] == [1, 2, 3]
-    assert nn.unit_stored(planned[0][1], group.id, 0) == "moved"
-    assert (group.id, 0) in nn.blocks.pending_deletes(bad)              # queued...
+    assert nn.unit_stored(planned[0][1], group.id, 0, group.generation) == "moved"
+    assert (group.id, 0, group.generation) in nn.blocks.pending_deletes(bad)              # queued...
     assert nn.heartbeat(bad, "").commands == []                          # ...but unit 4 is still lost
-    assert nn.unit_stored(planned[1][1], group.id, 4) == "moved"
+    assert nn.unit_stored(planned[1][1], group.id, 4, group.generation) == "moved"
     assert nn.fsck().status == "HEALTHY"
-    assert nn.heartbeat(bad, "").commands == [DeleteUnit(group.id, 0)]
+    assert nn.heartbeat(bad, "").commands == [DeleteUnit(group.id, 0, group.generation)]
 
 
 def test_surplus_copy_waits_until_its_group_is_whole(nn, clock):
@@ -263,4 +263,4 @@ def test_surplus_copy_waits_until_its_group_is_whole(nn, clock):
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 7) if f"dn{i}" != lost])
     assert nn.heartbeat("dn6", "").commands == []     # unit 3 is lost: dn6's extra copy may yet be needed
     heartbeat_all(nn, [lost])                         # it comes back: the group is whole
-    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0)]
+    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0, group.generation)]

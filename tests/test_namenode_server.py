@@ -81,7 +81,7 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     # the DataNodes' receipts, then the Complete
     for u in group.units:
         nn.UnitStored(pb.UnitStoredRequest(datanode_id=u.datanode_id, units=[
-            pb.StoredUnit(group_id=group.id, index=u.index, length=1000)]), timeout=5)
+            pb.StoredUnit(group_id=group.id, index=u.index, generation=group.generation, length=1000)]), timeout=5)
     nn.Complete(pb.CompleteRequest(file_id=created.file_id, length=1000, groups=[
         pb.GroupCommit(group_id=group.id, length=1000, stored_units=[0, 1, 2, 3, 4])]), timeout=5)
     info = nn.GetFileInfo(pb.PathRequest(path="/a/b/f"), timeout=5)

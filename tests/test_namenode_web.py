@@ -203,14 +203,14 @@ def test_kept_counts_agree_with_a_full_fsck(tmp_path):
             info = nn.file_info(rng.choice(files))
             if info.groups and info.groups[0].units:
                 u = rng.choice(info.groups[0].units)
-                nn.report_bad_units([(info.groups[0].id, u.index, u.datanode_id, "test")])
+                nn.report_bad_units([(info.groups[0].id, u.index, info.groups[0].generation, u.datanode_id, "test")])
         elif action == "delete" and files:
             nn.delete(files.pop(rng.randrange(len(files))))
         elif action == "heal":
             for dn, commands in heartbeat_all(nn).items():
                 for c in commands:
                     if hasattr(c, "sources"):
-                        nn.unit_stored(dn, c.group_id, c.index)
+                        nn.unit_stored(dn, c.group_id, c.index, c.generation)
         nn.tick()
         status, fsck = nn.status(), nn.fsck("/")
         assert (status.files, status.groups_healthy, status.groups_degraded, status.groups_missing) == \

@@ -42,7 +42,7 @@ def test_overwrite_keeps_old_file_readable_until_complete(nn):
     new = nn.file_info("/f")
     assert new.entry.length == 7 and new.groups[0].id == group.id
     # the old file's units are owed deletes on their DataNodes
-    owed = {(dn, g) for dn in nn.liveness.live_ids() for g, _ in nn.blocks.pending_deletes(dn)}
+    owed = {(dn, g) for dn in nn.liveness.live_ids() for g, _, _gen in nn.blocks.pending_deletes(dn)}
     assert owed == {(u.datanode_id, old.groups[0].id) for u in old.groups[0].units}
 
 
@@ -127,7 +127,7 @@ def test_complete_drops_units_not_stored(nn):
     info = nn.file_info("/f")
     assert [u.index for u in info.groups[0].units] == [0, 2, 3]
     for index, dn in lost.items():
-        assert (group.id, index) in nn.blocks.pending_deletes(dn)
+        assert (group.id, index, group.generation) in nn.blocks.pending_deletes(dn)
     assert nn.fsck("/").status == "DEGRADED"
 
 
@@ -294,7 +294,7 @@ def test_complete_with_forged_stored_units_is_refused_and_the_file_stays_invisib
     add_datanodes(nn, 5)
     created = nn.create("/f")
     group = nn.add_block_group(created.file_id)
-    nn.unit_stored(group.units[0].datanode_id, group.id, 0)   # one unit really stored; five claimed
+    nn.unit_stored(group.units[0].datanode_id, group.id, 0, group.generation)   # one unit really stored; five claimed
     with pytest.raises(FailedPrecondition, match=fr"group {group.id} has only 1 stored units reported by their "
                                                  r"DataNodes \(the writer claimed 5\)"):
         nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])
@@ -313,7 +313,7 @@ def test_complete_keeps_only_the_units_their_datanodes_reported(nn):
     nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])  # claims unit 4 too
     assert [u.index for u in nn.file_info("/f").groups[0].units] == list(commit.stored_units)
     assert nn.fsck().status == "DEGRADED"
-    assert (group.id, 4) in nn.blocks.pending_deletes(group.units[4].datanode_id)   # if it turns up after all
+    assert (group.id, 4, group.generation) in nn.blocks.pending_deletes(group.units[4].datanode_id)   # if it turns up after all
 
 
 def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
@@ -330,9 +330,9 @@ def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
     while not nn._receipts._waiters:             # Complete is waiting, the lock released
         assert time.monotonic() < deadline and t.is_alive()
         time.sleep(0.005)
-    nn.unit_stored(group.units[3].datanode_id, group.id, 3)
+    nn.unit_stored(group.units[3].datanode_id, group.id, 3, group.generation)
     assert t.is_alive() and not done             # one of two claimed: still waiting
-    nn.unit_stored(group.units[4].datanode_id, group.id, 4)
+    nn.unit_stored(group.units[4].datanode_id, group.id, 4, group.generation)
     t.join(10)
     assert done == [None]
     assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2, 3, 4]

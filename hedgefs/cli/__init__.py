@@ -10,8 +10,13 @@ Errors are one line on stderr and an exit code scripts can rely on (client/error
 
 import importlib
 import logging
+import os
 import signal
 import sys
+
+# gRPC's own log lines (a refused TLS handshake, say) would break "one line on stderr": our
+# errors say what happened. Set before grpc is first imported.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import click
 
@@ -28,6 +33,8 @@ COMMANDS = {
     "rm": "files:rm",
     "mv": "files:mv",
     "stat": "files:stat",
+    "chmod": "files:chmod",
+    "chown": "files:chown",
     "checksum": "distcp:checksum",
     "distcp": "distcp:distcp",
     "ec": "policies:ec",
@@ -65,7 +72,7 @@ def cli(verbose: bool) -> None:
 
     \b
     Examples:
-      hedgefs cluster up                 # a local NameNode + 10 DataNodes
+      hedgefs cluster up                 # a local NameNode + 10 DataNodes (--secure: TLS, credentials)
       hedgefs put big.bin /data/big.bin  # write, RS-6-3-1024k by default
       hedgefs cat /data/big.bin | sha256sum
       hedgefs cluster freeze dn3         # SIGSTOP a DataNode: reads hedge around it

@@ -1,6 +1,7 @@
 """Health verbs: `hedgefs fsck` and `hedgefs admin report`."""
 
 import json
+import os
 import sys
 
 import click
@@ -49,7 +50,14 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
 
 @click.group(cls=Group, context_settings=CONTEXT)
 def admin() -> None:
-    """Cluster administration."""
+    """Cluster administration (an admin's credential, in a secure cluster).
+
+    \b
+    Examples:
+      hedgefs admin report
+      hedgefs admin credential --user alice --groups staff --out alice.pem
+      hedgefs admin init-security /etc/hedgefs
+    """
 
 
 @admin.command("report", context_settings=CONTEXT)
@@ -65,7 +73,7 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
         r = fs.rpc("Report", pb.Empty())
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "units": d.units, "pending_repairs": d.pending_repairs,
-             "pending_deletes": d.pending_deletes, "scrub": _scrub(d)}
+             "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
         click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
@@ -82,6 +90,10 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
     click.echo(f"groups waiting for repair: {r.groups_waiting_repair} (under-replicated blocks among them: "
                f"{r.blocks_under_replicated}); repairs done: {r.repairs_done}; "
                f"corrupt units awaiting replacement: {r.corrupt_units}")
+    foreign = {row["id"]: row["foreign_units"] for row in rows if row["foreign_units"]}
+    if foreign:
+        click.echo("foreign units (another namespace's, e.g. of a wiped NameNode's predecessor; never served, "
+                   "adopted or deleted from here): " + ", ".join(f"{dn} {n}" for dn, n in foreign.items()))
 
 
 def _scrub(d: pb.DataNodeInfo) -> dict:
@@ -89,3 +101,93 @@ def _scrub(d: pb.DataNodeInfo) -> dict:
     return {"enabled": s.enabled, "passes": s.passes, "pass_units_done": s.pass_units_done,
             "pass_units": s.pass_units, "bytes_verified": s.bytes_verified, "bad_units": s.bad_units,
             "last_pass_s": round(s.last_pass_s, 3)}
+
+
+@admin.command("credential", context_settings=CONTEXT)
+@click.option("--user", "user", metavar="NAME", help="A user's credential (or an admin's, with --admin).")
+@click.option("--admin", "as_admin", is_flag=True, help="The user is an admin: a superuser, and may call admin RPCs.")
+@click.option("--groups", metavar="G1,G2", default="", help="Groups the user is in (file group permissions).")
+@click.option("--datanode", "datanode_id", metavar="ID", help="A DataNode's credential (it holds the cluster key).")
+@click.option("--days", type=click.IntRange(1, 3650), default=825, show_default=True, help="How long it is valid.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write it (mode 0600).")
+@namenode_option
+def admin_credential(user, as_admin, groups, datanode_id, days, out, namenode) -> None:
+    """Issue a credential for a user, an admin or a DataNode (an admin's call).
+
+    The key pair is made here; the NameNode, which holds the cluster's CA key, signs a certificate
+    for its public half. The private key never leaves this machine. The file is written with mode
+    0600: give it to its user (HEDGEFS_CREDENTIALS) or DataNode (--credentials) over a safe channel.
+
+    \b
+    Examples:
+      hedgefs admin credential --user alice --groups staff --out alice.pem
+      hedgefs admin credential --user ops --admin --out ops.pem
+      hedgefs admin credential --datanode dn11 --out dn11.pem
+    """
+    from hedgefs.client.errors import UsageError
+    from hedgefs.security import material
+
+    if bool(user) == bool(datanode_id):
+        raise UsageError("give --user NAME or --datanode ID")
+    if datanode_id and (as_admin or groups):
+        raise UsageError("--admin and --groups are for users, not DataNodes")
+    if os.path.exists(out):
+        raise UsageError(f"{out} exists: a credential is never overwritten (remove it first)")
+    role = material.DATANODE if datanode_id else material.ADMIN if as_admin else material.USER
+    name = datanode_id or user
+    group_list = [g for g in groups.split(",") if g]
+    try:
+        material.check_name(name, role)
+        for g in group_list:
+            material.check_name(g, "group")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    key = material.new_private_key()
+    with open_fs(namenode) as fs:
+        answer = fs.rpc("IssueCredential", pb.IssueCredentialRequest(
+            name=name, role=role, groups=group_list, public_key_pem=material.public_key_pem(key), days=days))
+    material.write_private(out, material.bundle(
+        material.key_pem(key), answer.certificate_pem, answer.ca_pem,
+        cluster_key=answer.cluster_key or None, comment=f"{role} {name} of cluster {answer.cluster_id}"))
+    click.echo(f"wrote {out}: {role} {name}" + (f" (groups {', '.join(group_list)})" if group_list else "")
+               + f" of cluster {answer.cluster_id}")
+
+
+@admin.command("init-security", context_settings=CONTEXT)
+@click.argument("directory")
+@click.option("--datanodes", default="dn1,dn2,dn3,dn4,dn5,dn6,dn7,dn8,dn9,dn10", show_default=True,
+              metavar="ID,ID", help="DataNode ids to make credentials for (more later: admin credential --datanode).")
+@click.option("--cluster-id", metavar="ID", help="The cluster id (default: a new one). To secure an existing "
+                                                 "namespace, give its id (the status page shows it).")
+@click.option("--admin-user", default="hedgefs", show_default=True, help="Name of the admin credential's user.")
+@click.option("--days", type=click.IntRange(1, 3650), default=825, show_default=True)
+@click.option("--if-missing", is_flag=True, help="Do nothing (exit 0) if DIRECTORY already holds a cluster's material.")
+@click.option("--split", is_flag=True, help="Each credential in a directory of its own (DIR/dn3/dn3.pem), so each "
+                                            "can be its holder's volume and nobody else's.")
+def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_missing, split) -> None:
+    """Make a new cluster's security material in DIRECTORY (no NameNode needed).
+
+    Writes ca.pem (the CA's certificate: public), namenode.pem (with the CA key and the cluster
+    key), one <id>.pem per DataNode (with the cluster key) and admin.pem, each mode 0600. Start
+    the servers with --credentials pointing at theirs; `hedgefs cluster up --secure` does all of
+    this for a local cluster, and docker compose's secure mode runs it into a volume.
+
+    \b
+    Examples:
+      hedgefs admin init-security /etc/hedgefs --datanodes dn1,dn2,dn3,dn4,dn5,dn6,dn7,dn8,dn9
+      scp /etc/hedgefs/dn3.pem dn3-host:/etc/hedgefs/    # one file per host, over a safe channel
+    """
+    from hedgefs.client.errors import UsageError
+    from hedgefs.security import material
+
+    ids = [d for d in datanodes.split(",") if d]
+    if if_missing and material.material_path(directory, material.NAMENODE, split).exists():
+        click.echo(f"{directory} already holds a cluster's material: kept")
+        return
+    try:
+        made = material.init_material(directory, ids, cluster_id=cluster_id, admin=admin_user, days=days, split=split)
+    except (ValueError, FileExistsError) as err:
+        raise UsageError(str(err)) from None
+    click.echo(f"cluster {made.cluster_id}: wrote {made.ca.name}, {made.namenode.name}, "
+               f"{len(made.datanodes)} DataNode credentials and {made.admin.name} to {made.directory}")
+    click.echo(f"export HEDGEFS_CREDENTIALS={made.admin}")

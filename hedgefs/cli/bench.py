@@ -28,6 +28,7 @@ def bench() -> None:
       hedgefs bench read /data/big.bin --rate auto --duration 30
       hedgefs bench read /data/big.bin --reads 10000 --no-hedge --json
       hedgefs bench suite --quick
+      hedgefs bench security          # what TLS, credentials and block tokens cost
     """
 
 
@@ -189,6 +190,34 @@ def bench_distcp(segments, delay_ms, probability, workers, out) -> None:
     click.echo("ratio to healthy: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratio_to_healthy"].items()))
 
 
+@bench.command("security", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1 << 20), default=128 << 20, show_default=True, metavar="BYTES",
+              help="File size for put, get and cat.")
+@click.option("--read-seconds", type=click.FloatRange(min=1), default=15.0, show_default=True,
+              help="Length of each bench read run.")
+@click.option("--threads", type=click.IntRange(1, 1024), default=8, show_default=True, help="bench read threads.")
+@click.option("--rounds", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Rounds of insecure, secure, secure, insecure.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_security(size, read_seconds, threads, rounds, out) -> None:
+    """bench throughput and bench read on a secure cluster beside an insecure one, in one run.
+
+    Two local clusters side by side; runs alternate insecure, secure, secure, insecure (--rounds
+    times); each figure is a mode's median and its ratio secure / insecure (TLS, checked calls,
+    block tokens), beside a socket probe plain and in TLS. Writes <date>-security.json and .md.
+    About 4 minutes.
+    """
+    import sys
+
+    from hedgefs.bench import security
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = security.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, read_s=read_seconds,
+                          threads=threads, rounds=rounds, command=command, say=lambda s: click.echo(s))
+    click.echo(security.markdown(result))
+
+
 # ---------------------------------------------------------------------------- data path (bench/)
 
 @bench.command("codec", context_settings=CONTEXT)
@@ -263,11 +292,13 @@ def bench_throughput(size, rss_size, streams, reads, as_json, namenode) -> None:
       hedgefs bench throughput --size 67108864 --rss-size 0 --json
     """
     from hedgefs.bench.throughput import format_result, run_throughput_bench
+    from hedgefs.cli.common import client_credentials
     from hedgefs.client.fs import namenode_address
 
+    credential = client_credentials()
     try:
         result = run_throughput_bench(namenode_address(namenode), size=size, rss_size=rss_size, streams=streams,
-                                      reads=reads)
+                                      reads=reads, credentials=credential.path if credential else None)
     except RuntimeError as err:
         raise HedgefsError(str(err)) from None
     click.echo(json.dumps(result) if as_json else format_result(result))

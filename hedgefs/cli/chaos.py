@@ -22,8 +22,9 @@ from hedgefs.client.errors import HedgefsError
               help="Fresh directory for the cluster (default: a temporary one).")
 @click.option("--keep", is_flag=True, help="Keep the cluster directory (data, logs) even when the run passes.")
 @click.option("--dry-run", is_flag=True, help="Print the seed and the schedule; start nothing.")
+@click.option("--secure", is_flag=True, help="Run the cluster secure: TLS, credentials, block tokens.")
 @metrics_port_option
-def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, metrics_port) -> None:
+def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, secure, metrics_port) -> None:
     """Kill, freeze, slow and corrupt DataNodes, rot units on their disks (and restart the NameNode)
     on a seeded schedule while writers and readers run; after every step, every stored file must
     read back identical.
@@ -50,7 +51,7 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
 
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    config = ChaosConfig(seed=seed, steps=steps, datanodes=datanodes, writers=writers, readers=readers)
+    config = ChaosConfig(seed=seed, steps=steps, datanodes=datanodes, writers=writers, readers=readers, secure=secure)
     if dry_run:
         click.echo(f"chaos: seed {seed}")
         for step in generate_schedule(seed, steps, datanodes):

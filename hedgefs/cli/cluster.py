@@ -31,6 +31,7 @@ def cluster() -> None:
     \b
     Examples:
       hedgefs cluster up --datanodes 10
+      hedgefs cluster up --secure          # TLS everywhere, credentials, block tokens, permissions
       export HEDGEFS_NAMENODE=127.0.0.1:8020
       hedgefs cluster freeze dn3 && hedgefs cat /f > /dev/null && hedgefs cluster thaw dn3
       hedgefs cluster down
@@ -48,22 +49,30 @@ def cluster() -> None:
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True)
 @click.option("--heartbeat-interval-s", type=float, default=1.0, show_default=True)
 @click.option("--no-fsync", is_flag=True, help="Skip fsync on the DataNodes (faster, less durable).")
+@click.option("--secure", is_flag=True,
+              help="Make (once, in DIR/security/) a CA, a credential per server and an admin credential, and run "
+                   "every process with TLS, checked calls, block tokens and file permissions.")
 def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, dead_interval_s, heartbeat_interval_s,
-               no_fsync) -> None:
-    """Start the cluster; returns once every DataNode has registered. Prints the status page's URL."""
+               no_fsync, secure) -> None:
+    """Start the cluster; returns once every DataNode has registered. Prints the status page's URL
+    (and, with --secure, the one line that gives this shell the admin's credential)."""
     if policy:
         check_policy(policy)
     c = _cluster(root, must_exist=False)
     options = Options(datanodes=datanodes, namenode_port=namenode_port, namenode_http_port=http_port,
                       policy=policy, block_size=block_size,
-                      dead_interval_s=dead_interval_s, heartbeat_interval_s=heartbeat_interval_s, fsync=not no_fsync)
+                      dead_interval_s=dead_interval_s, heartbeat_interval_s=heartbeat_interval_s, fsync=not no_fsync,
+                      secure=secure)
     try:
         c.up(options)
     except ClusterError as err:
         raise HedgefsError(str(err)) from None
-    click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})")
-    click.echo(f"status page: {c.http_url}")
+    click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})"
+               + (", secure" if secure else ""))
+    click.echo(f"status page: {c.http_url}" + (" (an admin's client certificate: admin.pem)" if secure else ""))
     click.echo(f"export HEDGEFS_NAMENODE={c.namenode}")
+    if secure:
+        click.echo(f"export HEDGEFS_CREDENTIALS={c.credentials}")
 
 
 @cluster.command("status", context_settings=CONTEXT)

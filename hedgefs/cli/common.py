@@ -12,7 +12,7 @@ import click
 
 from hedgefs.client.config import HedgeConfig, parse_threshold
 from hedgefs.client.errors import HedgefsError, UsageError
-from hedgefs.client.fs import FileSystem, namenode_address
+from hedgefs.client.fs import FROM_ENVIRONMENT, FileSystem, credentials_from, namenode_address
 
 log = logging.getLogger("hedgefs.cli")
 
@@ -30,9 +30,37 @@ def setup_logging(verbose: bool = False, default_level: int = logging.WARNING) -
 
 # ---------------------------------------------------------------------------- shared options
 
-def namenode_option(f):
+_credentials_flag: str | None = None
+
+
+def _remember_credentials(ctx, param, value):
+    global _credentials_flag
+    if value:
+        _credentials_flag = value
+    return value
+
+
+def namenode_address_option(f):
     return click.option("--namenode", metavar="HOST:PORT",
                         help="NameNode address (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")(f)
+
+
+def namenode_option(f):
+    """A client's ``--namenode`` and ``--credentials``: where the cluster is and who we are to it."""
+    f = click.option("--credentials", metavar="FILE", expose_value=False, callback=_remember_credentials,
+                     help="Credential file for a secure cluster (default: $HEDGEFS_CREDENTIALS; none = insecure).")(f)
+    return namenode_address_option(f)
+
+
+def client_credentials():
+    """The credential this command runs with: ``--credentials``, else $HEDGEFS_CREDENTIALS, else
+    None (an insecure cluster). A bad file is bad input (exit 2)."""
+    return credentials_from(_credentials_flag or FROM_ENVIRONMENT)
+
+
+def load_credential_or_exit(path: str):
+    """A server's credential file, loaded and checked (bad input, exit 2, if it cannot be used)."""
+    return credentials_from(path)
 
 
 class _Threshold(click.ParamType):
@@ -88,7 +116,7 @@ def hedge_config(kwargs: dict) -> HedgeConfig:
 def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:
     if hedge is None:
         hedge = hedge_config({})  # HEDGEFS_HEDGE_* may be set (and wrong) for any verb
-    return FileSystem(namenode_address(namenode), hedge=hedge)
+    return FileSystem(namenode_address(namenode), hedge=hedge, credentials=client_credentials())
 
 
 def print_stats(fs: FileSystem) -> None:

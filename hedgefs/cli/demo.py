@@ -55,7 +55,7 @@ def run_demo(root: str | None, size_mib: int) -> None:
 def _story(cluster: LocalCluster, size_mib: int) -> None:
     data = os.urandom(size_mib << 20)
     digest = hashlib.sha256(data).hexdigest()
-    with FileSystem(cluster.namenode) as fs:
+    with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
         fs.mkdir("/demo", parents=True)
         started = time.monotonic()
         fs.write_bytes(PATH, data, overwrite=True)
@@ -94,7 +94,7 @@ def _story(cluster: LocalCluster, size_mib: int) -> None:
 
 
 def _timed_read(cluster, label, config, data, digest):
-    with FileSystem(cluster.namenode, hedge=config) as fs:
+    with FileSystem(cluster.namenode, hedge=config, credentials=cluster.credentials) as fs:
         started = time.monotonic()
         _check(label, fs, data, digest, quiet=True)
         seconds = time.monotonic() - started

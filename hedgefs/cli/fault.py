@@ -1,35 +1,46 @@
-"""`hedgefs fault ...`: fault knobs of running DataNodes, over their admin RPCs."""
+"""`hedgefs fault ...`: fault knobs of running DataNodes, over their admin RPCs.
 
-import os
+Only DataNodes registered with the NameNode are asked (their addresses come from it). In a
+secure cluster the calls are TLS, with the admin's credential, and each DataNode must show its
+own certificate (dn3's and no other for dn3) before anything is sent; nothing travels in
+plaintext (a credential never does: TLS proves who we are without sending a secret).
+"""
+
 import sys
 
 import click
 import grpc
 
-from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs
-from hedgefs.client.errors import HedgefsError, UsageError
+from hedgefs.cli.common import CONTEXT, Group, client_credentials, namenode_option, open_fs
+from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.metrics import natural_key
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.security import tls
+from hedgefs.security.identity import DATANODE, server_name
 
 
-def _datanode_stub(namenode: str | None, datanode_id: str):
+def _registered(namenode: str | None) -> pb.ReportResponse:
     with open_fs(namenode) as fs:
-        report = fs.rpc("Report", pb.Empty())
-    for dn in report.datanodes:
-        if dn.id == datanode_id:
-            channel = grpc.insecure_channel(dn.address, options=GRPC_OPTIONS)
-            return channel, hedgefs_pb2_grpc.DataNodeStub(channel)
-    known = ", ".join(d.id for d in report.datanodes) or "none"
-    raise UsageError(f"no DataNode {datanode_id!r} (known: {known})")
+        return fs.rpc("Report", pb.Empty())
 
 
-def _fault_rpc(namenode: str | None, datanode_id: str, method: str, request) -> pb.FaultState:
-    channel, stub = _datanode_stub(namenode, datanode_id)
-    with channel:
+def _fault_rpc(report: pb.ReportResponse, datanode_id: str, method: str, request) -> pb.FaultState:
+    found = [dn for dn in report.datanodes if dn.id == datanode_id]
+    if not found:
+        known = ", ".join(sorted((d.id for d in report.datanodes), key=natural_key)) or "none"
+        raise UsageError(f"no DataNode {datanode_id!r} (known: {known})")
+    credential, name = client_credentials(), server_name(DATANODE, datanode_id)
+    with tls.channel(found[0].address, credential, name, GRPC_OPTIONS) as channel:
         try:
-            return getattr(stub, method)(request, timeout=5)
+            return getattr(hedgefs_pb2_grpc.DataNodeStub(channel), method)(request, timeout=5)
         except grpc.RpcError as err:
+            if err.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                raise NotAllowed(f"{datanode_id}: {err.details()}") from None
+            if err.code() == grpc.StatusCode.UNAVAILABLE:
+                refusal = tls.diagnose(found[0].address, credential, name, datanode_id)
+                if refusal:
+                    raise NotAllowed(refusal) from None
             raise HedgefsError(f"{datanode_id}: {err.details() or err.code().name}") from None
 
 
@@ -87,8 +98,8 @@ def fault_set(datanode_id, namenode, **knobs) -> None:
               "jitter_ms": knobs["jitter_ms"], "stall": knobs["stall"],
               "error_probability": knobs["error_probability"], "corrupt_probability": knobs["corrupt_probability"],
               "wire_corrupt_probability": knobs["wire_corrupt_probability"], "bandwidth_bps": knobs["bandwidth"]}
-    request = pb.FaultConfig(token=os.environ.get("HEDGEFS_TOKEN", ""), **{k: v for k, v in fields.items() if v is not None})
-    click.echo(_fault_line(datanode_id, _fault_rpc(namenode, datanode_id, "SetFaults", request)))
+    request = pb.FaultConfig(**{k: v for k, v in fields.items() if v is not None})
+    click.echo(_fault_line(datanode_id, _fault_rpc(_registered(namenode), datanode_id, "SetFaults", request)))
 
 
 @fault.command("clear", context_settings=CONTEXT)
@@ -96,8 +107,8 @@ def fault_set(datanode_id, namenode, **knobs) -> None:
 @namenode_option
 def fault_clear(datanode_id, namenode) -> None:
     """Remove every fault from DN_ID (stalled reads are released)."""
-    request = pb.FaultClearRequest(token=os.environ.get("HEDGEFS_TOKEN", ""))
-    click.echo(_fault_line(datanode_id, _fault_rpc(namenode, datanode_id, "ClearFaults", request)))
+    click.echo(_fault_line(datanode_id, _fault_rpc(_registered(namenode), datanode_id, "ClearFaults",
+                                                   pb.FaultClearRequest())))
 
 
 @fault.command("show", context_settings=CONTEXT)
@@ -105,16 +116,14 @@ def fault_clear(datanode_id, namenode) -> None:
 @namenode_option
 def fault_show(datanode_id, namenode) -> None:
     """Show fault knobs and call counters of one or every live DataNode."""
-    with open_fs(namenode) as fs:
-        report = fs.rpc("Report", pb.Empty())
+    report = _registered(namenode)
     ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state == "live"), key=natural_key)
-    request = pb.FaultClearRequest(token=os.environ.get("HEDGEFS_TOKEN", ""))
     failed = False
     for dn in ids:
         try:
-            click.echo(_fault_line(dn, _fault_rpc(namenode, dn, "GetFaults", request)))
+            click.echo(_fault_line(dn, _fault_rpc(report, dn, "GetFaults", pb.FaultClearRequest())))
         except HedgefsError as err:
-            if datanode_id:
+            if datanode_id or isinstance(err, NotAllowed):
                 raise
             failed = True
             click.echo(f"{dn}: unreachable ({str(err).split(': ', 1)[-1][:80]})")

@@ -1,4 +1,4 @@
-"""File verbs: put, get, cat, ls, mkdir, rm, mv, stat."""
+"""File verbs: put, get, cat, ls, mkdir, rm, mv, stat, chmod, chown."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from hedgefs.cli.common import (
     print_stats,
 )
 from hedgefs.cli.progress import Progress
-from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
+from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageError
 
 
 @click.command(context_settings=CONTEXT)
@@ -160,21 +160,24 @@ def _write_local_atomically(f, local: str, progress: Progress) -> None:
 def ls_(path: str, recursive: bool, namenode: str | None) -> None:
     """List a directory (or show one file).
 
-    Columns: type, length, policy, modification time, path. Entries are printed as they arrive
-    (the NameNode sends a listing in pages), so `ls -R` of a large tree starts at once.
+    Columns: type and permissions, owner, group, length, policy, modification time, path.
+    Entries are printed as they arrive (the NameNode sends a listing in pages), so `ls -R` of a
+    large tree starts at once. A directory you may not list is shown but not entered.
 
     \b
     Examples:
       hedgefs ls /data
       hedgefs ls -R / | wc -l
     """
+    from hedgefs.namenode.permissions import mode_string
+
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `ls -R / | head` ends quietly
     with open_fs(namenode) as fs:
         for e in fs.iter_list(path, recursive=recursive):
-            kind = "d" if e.is_dir else "-"
             length = "-" if e.is_dir else str(e.length)
             mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime_ms / 1000)) if e.mtime_ms else "-"
-            click.echo(f"{kind} {length:>12} {e.policy:<14} {mtime}  {e.path}")
+            click.echo(f"{mode_string(e.is_dir, e.permission)} {e.owner:<8} {e.group:<10} {length:>12} "
+                       f"{e.policy:<14} {mtime}  {e.path}")
 
 
 @click.command(context_settings=CONTEXT)
@@ -208,6 +211,51 @@ def mv(src: str, dst: str, namenode: str | None) -> None:
 
 
 @click.command(context_settings=CONTEXT)
+@click.argument("mode")
+@click.argument("path")
+@namenode_option
+def chmod(mode: str, path: str, namenode: str | None) -> None:
+    """Set the permission bits of PATH, in octal (as HDFS: 644, 750, 1777 for a sticky directory).
+
+    The owner of PATH or an admin may. Reading a file needs r on it; creating, deleting or
+    renaming an entry needs w on its directory; passing through a directory needs x.
+
+    \b
+    Examples:
+      hedgefs chmod 700 /user/alice
+      hedgefs chmod 1777 /tmp
+    """
+    try:
+        value = int(mode, 8)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0o1777:
+        raise UsageError(f"bad mode {mode!r}: octal digits, 0 to 1777 (e.g. 644, 750, 1777)")
+    with open_fs(namenode) as fs:
+        fs.set_permission(path, value)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("owner", metavar="[OWNER][:GROUP]")
+@click.argument("path")
+@namenode_option
+def chown(owner: str, path: str, namenode: str | None) -> None:
+    """Give PATH to another owner and/or group (an admin; an owner may change only the group,
+    to one of its own).
+
+    \b
+    Examples:
+      hedgefs mkdir -p /user/alice && hedgefs chown alice:staff /user/alice
+      hedgefs chown :analysts /data/shared
+    """
+    user, _, group = owner.partition(":")
+    if not user and not group:
+        raise UsageError("chown: give OWNER, :GROUP or OWNER:GROUP")
+    with open_fs(namenode) as fs:
+        fs.set_owner(path, user, group)
+
+
+@click.command(context_settings=CONTEXT)
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
@@ -228,7 +276,8 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
 
     with open_fs(namenode) as fs:
         st = fs.stat(path)
-    doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy}
+    doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy,
+           "owner": st.owner, "group": st.group, "permission": f"{st.permission:04o}"}
     policy = None if st.is_dir else parse_policy(st.policy)
     if policy is not None and policy.replicated:
         doc["replication"] = policy.units
@@ -247,7 +296,8 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
     if as_json:
         click.echo(json.dumps(doc))
         return
-    click.echo(f"path:    {doc['path']}\ntype:    {doc['type']}\nlength:  {doc['length']}\npolicy:  {doc['policy']}")
+    click.echo(f"path:    {doc['path']}\ntype:    {doc['type']}\nlength:  {doc['length']}\npolicy:  {doc['policy']}\n"
+               f"owner:   {doc['owner']}:{doc['group']} {doc['permission']}")
     for g in doc.get("groups", []):
         units = " ".join(f"{u['index']}@{u['datanode']}" for u in g["units"])
         click.echo(f"group {g['id']}: {g['length']} bytes, units {units}")

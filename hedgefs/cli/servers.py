@@ -1,6 +1,9 @@
 """The two servers: `hedgefs namenode` and `hedgefs datanode`, the one way to start each.
 
 The launcher, the tests and docker-compose all run these commands; every server flag is here.
+A server given ``--credentials`` (its own credential file) runs secure: TLS on every port, every
+call checked; the material comes from `hedgefs cluster up --secure`, `hedgefs admin init-security`
+or `hedgefs admin credential --datanode`.
 """
 
 import logging
@@ -8,9 +11,19 @@ import os
 
 import click
 
-from hedgefs.cli.common import CONTEXT, check_policy, namenode_option, setup_logging
-from hedgefs.client.errors import HedgefsError, UsageError
+from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
+from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.fs import namenode_address
+from hedgefs.security.identity import Refused
+
+
+def server_credentials_option(f):
+    # Not HEDGEFS_CREDENTIALS: that is a client's (an admin's, often), set in the shell that may
+    # start a server too.
+    return click.option("--credentials", "credentials", metavar="FILE", envvar="HEDGEFS_SERVER_CREDENTIALS",
+                        help="This server's credential file (a secure cluster: TLS on every port, every call "
+                             "checked; default: $HEDGEFS_SERVER_CREDENTIALS). Without it the server is insecure: "
+                             "anyone who reaches it may do anything.")(f)
 
 
 @click.command(context_settings=CONTEXT)
@@ -29,17 +42,33 @@ from hedgefs.client.fs import namenode_address
               help="Replicas of a REPLICATE-n block that must be stored for a write to succeed (at most n; "
                    "the NameNode re-replicates the rest).")
 @click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+@server_credentials_option
+@click.option("--cluster-id", metavar="ID",
+              help="The cluster a new namespace belongs to (default: a new one, or the credential's). "
+                   "An existing namespace of another cluster is refused.")
+@click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
+              help="How long a block access token is good for (secure clusters; clients renew theirs).")
 def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, lease_timeout_s, block_size,
-             default_policy, min_replicas, port_file) -> None:
-    """Run a NameNode (namespace and block-group map in SQLite)."""
+             default_policy, min_replicas, port_file, credentials, cluster_id, block_token_lifetime_s) -> None:
+    """Run a NameNode (namespace and block-group map in SQLite).
+
+    \b
+    Examples:
+      hedgefs namenode --data-dir /srv/nn --http-port 9870
+      hedgefs namenode --data-dir /srv/nn --host 0.0.0.0 --credentials /etc/hedgefs/namenode.pem
+    """
     from hedgefs.namenode.server import serve
 
     setup_logging(default_level=logging.INFO)
     check_policy(default_policy)
+    credential = load_credential_or_exit(credentials) if credentials else None
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
-              lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas)
+              lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
+              credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s)
+    except Refused as err:
+        raise NotAllowed(str(err)) from None
     except (ValueError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
 
@@ -52,14 +81,12 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (both ports).")
 @click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
-@namenode_option
+@namenode_address_option
 @click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
 @click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
               help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
                    "corrupt-probability, wire-corrupt-probability, bandwidth. Repeatable. "
                    "Also HEDGEFS_FAULT_* variables.")
-@click.option("--token", envvar="HEDGEFS_TOKEN", metavar="TOKEN",
-              help="Cluster token that fault RPCs must carry (default: $HEDGEFS_TOKEN; none = not checked).")
 @click.option("--heartbeat-interval-s", type=float, default=3.0, show_default=True)
 @click.option("--block-report-interval-s", type=float, default=60.0, show_default=True,
               help="How often the full list of stored units goes to the NameNode.")
@@ -78,9 +105,10 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
                                             "/health (0 picks a free port).")
 @click.option("--port-file", type=click.Path(dir_okay=False),
               help="Write the bound ports here once serving (gRPC first, then data=, http=).")
-def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs, token,
+@server_credentials_option
+def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs,
              heartbeat_interval_s, block_report_interval_s, max_repairs, scrub_interval_s, scrub_bandwidth, max_streams,
-             write_idle_s, no_fsync, http_port, port_file) -> None:
+             write_idle_s, no_fsync, http_port, port_file, credentials) -> None:
     """Run a DataNode (internal blocks on local disk, CRC32C-checked, scrubbed).
 
     Two ports: --port (gRPC: fault knobs) and --data-port (unit reads and writes, sendfile from
@@ -90,6 +118,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
     Examples:
       hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866 --data-port 9867
       hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
+      hedgefs datanode --id dn3 --data-dir /srv/dn3 --namenode nn:8020 --credentials /etc/hedgefs/dn3.pem
     """
     from hedgefs.datanode.faults import parse_bandwidth
     from hedgefs.datanode.server import serve
@@ -101,10 +130,11 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
         raise UsageError(f"bad --scrub-bandwidth {scrub_bandwidth!r}: {err}") from None
     setup_logging(default_level=logging.INFO)
     enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
+    credential = load_credential_or_exit(credentials) if credentials else None
     try:
         serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode_address(namenode), host=host,
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
-              fault_specs=list(fault_specs), token=token or None, heartbeat_interval_s=heartbeat_interval_s,
+              fault_specs=list(fault_specs), credential=credential, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
               http_port=http_port, scrub_interval_s=scrub_interval_s, scrub_bandwidth_bps=scrub_bandwidth_bps,
               data_port=data_port, max_streams=max_streams, write_idle_s=write_idle_s)
@@ -112,5 +142,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
         raise UsageError(str(err)) from None
     except DataDirInUse as err:
         raise HedgefsError(f"datanode {datanode_id}: {err}") from None
+    except Refused as err:
+        raise NotAllowed(f"datanode {datanode_id}: {err}") from None
     except RuntimeError as err:
         raise HedgefsError(str(err)) from None
