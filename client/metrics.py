@@ -16,8 +16,8 @@ COUNTER_NAMES = (
     "cell_reads",  # unit-range reads sent to DataNodes, hedges and rebuilds included
     "cell_reads_needed",  # unit-range reads the reads themselves needed (cell_reads beyond these are extra)
     "cell_read_errors",  # of those, the ones that failed (error status, dead DataNode, checksum)
-    "hedges",  # hedges started (a slow cell rebuilt from other units, raced with the original)
-    "hedge_wins",  # hedges whose rebuild finished before the original read
+    "hedges",  # hedges started: a slow unit read rebuilt from others, or the next replica asked (hedgedReadOps)
+    "hedge_wins",  # hedges that answered before the read they hedged (HDFS's hedgedReadOpsWin)
     "hedges_refused_breaker",
     "hedges_refused_rate",
     "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
@@ -41,8 +41,9 @@ _HELP = {
     "cell_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
     "cell_reads_needed": "Unit-range reads the reads themselves needed; cell_reads beyond these are extra.",
     "cell_read_errors": "Unit-range reads that failed (error status, dead DataNode, checksum).",
-    "hedges": "Hedges started: a slow read rebuilt from other units, raced with the original.",
-    "hedge_wins": "Hedges whose rebuild finished before the original read.",
+    "hedges": "Hedges started: a slow unit read rebuilt from other units, or (replicated files) the next replica "
+              "asked, raced with the original (HDFS: hedgedReadOps).",
+    "hedge_wins": "Hedges that answered before the read they hedged (HDFS: hedgedReadOpsWin).",
     "hedges_refused_breaker": "Hedges not started because the circuit breaker was open.",
     "hedges_refused_rate": "Hedges not started because of the extra-read budget or the per-second cap.",
     "decodes_on_failure": "Reads rebuilt because the original failed.",

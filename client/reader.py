@@ -20,6 +20,21 @@ cells sit back to back in its block). For each such *unit read*:
            data units, then parity, best DataNodes first; a hedge reads one spare; a source
            that is itself overdue brings in the next one, budget permitting) and decode.
 
+A replicated block (REPLICATE-n) is read the classic way, HDFS-5776's hedged pread: any one
+replica answers the whole range, so there is nothing to decode.     (_read_replicas)
+
+    ask the best replica                       (_replica_order: by the same latency model: not
+           slow or silent, no recent failure, fastest; index order among equals)
+      -> it fails: ask the next one at once
+      -> no answer after the threshold: if the breaker allows, hedge: ask the next one too (and
+           again after each further threshold while replicas are left); refused: wait, but go
+           around a DataNode the model calls slow or silent, as above
+      -> the first answer wins; the losers are retired as EC losers are (_replica_answered)
+
+The same threshold, breaker, budget and counters as EC reads: ``hedges`` is HDFS's
+hedgedReadOps and ``hedge_wins`` its hedgedReadOpsWin (a hedge answered before the read it
+hedged). A slow replica is probed now and then, racing the best one, so its recovery is seen.
+
 Late binding (``read_extra`` N): a read of whole stripes asks k + N units and decodes from the
 first k to answer (EC-Cache), so one straggler among them costs nothing.
 
@@ -38,6 +53,7 @@ copy on disk and, if that is damaged, has the NameNode repair it.
 import asyncio
 import dataclasses
 import logging
+import math
 from typing import Callable
 
 from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
@@ -147,8 +163,15 @@ class HedgedReader:
         Units on DataNodes in ``avoid`` are rebuilt from other units where k others exist (a
         second copy of a slow transfer reads a different set of units: distcp's hedges).
         """
-        wanted = layout.group_range_to_units(policy, group.length, offset, length)
         read = _GroupRead(policy, group, avoid)
+        if policy.replicated:   # any one replica holds the block's bytes as they are (k = 1)
+            try:
+                data = await self._read_replicas(read, offset, offset + length)
+                out[:length] = data[:length]
+            finally:
+                self._release(read)
+            return
+        wanted = layout.group_range_to_units(policy, group.length, offset, length)
         needed = sum(1 for r in wanted if read.held(r.index, r.offset_in_block, r.offset_in_block + r.length))
         self._metrics.incr("cell_reads_needed", needed)
         self._breaker.earn(needed)
@@ -163,11 +186,15 @@ class HedgedReader:
                     dst = cell.offset_in_group - offset
                     out[dst:dst + cell.length] = data[src:src + cell.length]
         finally:
-            for task in read.fetches.values():
-                self._cancel(task)
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    # Every use of the unit reads' buffers (copies above, decodes) is over.
-                    self._datanodes.buffers.give(task.result())
+            self._release(read)
+
+    def _release(self, read: _GroupRead) -> None:
+        """The group read is over: cancel its unit reads still running and hand their buffers
+        back (every use of them, copies and decodes, is over)."""
+        for task in read.fetches.values():
+            self._cancel(task)
+            if task.done() and not task.cancelled() and task.exception() is None:
+                self._datanodes.buffers.give(task.result())
 
     async def _read_units(self, read: _GroupRead, wanted) -> list:
         routes = {r.index: self._route(read, r.index) for r in wanted}
@@ -394,6 +421,177 @@ class HedgedReader:
             return codec.decode(sources, wants, length)
         return await asyncio.get_running_loop().run_in_executor(None, codec.decode, sources, wants, length)
 
+    # ---------------------------------------------------------------- replicated blocks
+
+    def _replica_order(self, read: _GroupRead, nbytes: int) -> list[int]:
+        """The block's replicas, best first: not avoided; (adaptive) not on a DataNode the model
+        calls slow or silent, nor on one with a read out past the threshold now; no recent
+        failure; fastest by the model's score, in factor-2 bands (replicas about as fast share
+        the load instead of every read herding to the fastest); then replica index (placement
+        is random per block, so that spreads the load too, as the NameNode's shuffle does in HDFS)."""
+        model = self._model
+        threshold = self._threshold(nbytes)
+
+        def rank(index: int):
+            dn = read.datanode(index)
+            troubled = self._adaptive and (model.is_black_hole(dn) or model.is_slow(dn)
+                                           or model.silent_for(dn) >= threshold)
+            return (dn in read.avoid, troubled, model.failed_recently(dn), _speed_band(model.score(dn)), index)
+
+        return sorted(read.group.units, key=rank)
+
+    async def _read_replicas(self, read: _GroupRead, start: int, end: int):
+        """Bytes [start, end) of a replicated block, from whichever replica answers first."""
+        order = self._replica_order(read, end - start)
+        if not order:
+            raise DataUnavailable(f"block {read.group.id} has no live replica")
+        self._metrics.incr("cell_reads_needed")
+        self._breaker.earn(1)
+        race = _ReplicaRace(read, start, end, order)
+        self._ask(race, race.order.pop(0))
+        self._ask_more_at_once(race)
+        threshold = self._threshold(end - start)
+        loop = asyncio.get_running_loop()
+        deadline: float | None = loop.time() + threshold   # the timer covers connecting, as for EC reads
+        retries = 0
+        while True:
+            if not race.running:
+                if race.busy and retries < _BUSY_RETRIES:
+                    retries += 1
+                    await asyncio.sleep(_BUSY_BACKOFF_S * retries)
+                    for index in race.busy:
+                        read.fetches.pop((index, start, end), None)
+                        self._ask(race, index)
+                    race.busy.clear()
+                    deadline = loop.time() + threshold
+                    continue
+                raise DataUnavailable(f"block {read.group.id}: none of its {len(read.group.units)} live replicas "
+                                      f"could be read ({'; '.join(race.errors)})")
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            done, _ = await asyncio.wait(set(race.running), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                deadline = self._replicas_overdue(race, threshold)
+                continue
+            for task in sorted(done, key=lambda t: not _failed(t)):   # failures first: an answer returns
+                index = race.running.pop(task)
+                if not _failed(task):
+                    return self._replica_answered(race, task, index)
+                if self._replica_failed(race, task, index):
+                    deadline = loop.time() + threshold   # a new read: its own threshold
+
+    def _ask(self, race: "_ReplicaRace", index: int, hedge: bool = False, probe: bool = False) -> None:
+        task = self._fetch(race.read, index, race.start, race.end)
+        race.running[task] = index
+        if hedge:
+            race.hedges.add(task)
+        if probe:
+            datanode = race.read.datanode(index)
+            race.probes.add(task)
+            self._metrics.record_probe(datanode)
+            task.add_done_callback(lambda _t: self._model.probe_done(datanode))
+
+    def _ask_more_at_once(self, race: "_ReplicaRace") -> None:
+        """Besides the best replica: a replica the model finds slow, now and then, so that its
+        recovery is noticed (a probe: it races the best and, if it loses, runs on to its end);
+        and ``read_extra`` more replicas (late binding: the first answer of 1 + N wins)."""
+        if not (self._config.enabled and self._adaptive):
+            return
+        model = self._model
+        for index in list(race.order):
+            dn = race.read.datanode(index)
+            if (model.is_slow(dn) or _speed_band(model.score(dn)) >= 2) and model.probe_due(dn):
+                if self._breaker.try_extra(1) != ALLOWED:
+                    model.probe_done(dn)
+                    break
+                race.order.remove(index)
+                log.debug("probing %s, which reads slowly", race.read.describe(index, race.start, race.end))
+                self._ask(race, index, probe=True)
+                break
+        extra = min(self._config.read_extra, len(race.order))
+        if extra and self._breaker.allows_read_around() and self._breaker.try_extra(extra) == ALLOWED:
+            for _ in range(extra):
+                self._ask(race, race.order.pop(0))
+
+    def _replicas_overdue(self, race: "_ReplicaRace", threshold: float) -> float | None:
+        """No answer in time. Note every read now overdue; then hedge: ask the next replica too,
+        if the breaker allows (and again after each further threshold while replicas are left).
+        Refused: wait, but go around a DataNode as soon as the model calls it slow (breaker
+        closed) or silent (always), as EC reads do. Returns when to look again (loop time)."""
+        read, now = race.read, asyncio.get_running_loop().time()
+        waiting = [(task, index) for task, index in race.running.items() if task not in race.probes]
+        for task, index in waiting:
+            if task not in race.overdue:
+                race.overdue.add(task)
+                self._metrics.record_overdue(read.datanode(index))
+                if self._config.enabled:
+                    self._breaker.record_slow(read.datanode(index))
+        if not self._config.enabled or not race.order:
+            return None
+        if race.refused:
+            if not self._adaptive:
+                return None
+            late = next(((i, w) for i, w in ((i, self._route(read, i)) for _, i in waiting) if w in ("slow", "silent")),
+                        None)
+            if late is None:
+                return now + _RESCUE_POLL_S
+            index = race.order.pop(0)
+            self._metrics.record_avoided(read.datanode(late[0]))
+            log.info("block %d [%d, %d): %s is %s; asking %s", read.group.id, race.start, race.end,
+                     read.datanode(late[0]), late[1], read.datanode(index))
+            race.refused = False
+            self._ask(race, index)
+            return now + threshold
+        verdict = self._breaker.try_hedge(1)
+        if verdict != ALLOWED:
+            self._metrics.incr("hedges_refused_breaker" if verdict == REFUSED_BREAKER else "hedges_refused_rate")
+            race.refused = True
+            return now + _RESCUE_POLL_S if self._adaptive else None
+        self._metrics.incr("hedges")
+        index = race.order.pop(0)
+        log.info("hedging block %d [%d, %d): no answer from %s after %.0f ms; asking %s too", read.group.id,
+                 race.start, race.end, ", ".join(read.datanode(i) for _, i in waiting), threshold * 1000,
+                 read.datanode(index))
+        self._ask(race, index, hedge=True)
+        return now + threshold
+
+    def _replica_failed(self, race: "_ReplicaRace", task: asyncio.Task, index: int) -> bool:
+        """A replica's read failed. With nothing else on its way, ask the next replica at once
+        (True). A probe's failure only teaches the model."""
+        if task in race.probes:
+            return False
+        err = task.exception() if not task.cancelled() else None
+        race.errors.append(f"{race.read.datanode(index)}: {describe(err) if err else 'cancelled'}")
+        if isinstance(err, Busy):
+            race.busy.append(index)
+        if not race.order or any(t not in race.probes for t in race.running):
+            return False
+        self._metrics.incr("decodes_on_failure")
+        nxt = race.order.pop(0)
+        log.info("read of %s failed (%s); asking %s", race.read.describe(index, race.start, race.end),
+                 race.errors[-1], race.read.datanode(nxt))
+        self._ask(race, nxt)
+        return True
+
+    def _replica_answered(self, race: "_ReplicaRace", task: asyncio.Task, index: int):
+        """The first answer wins. The reads still running lost: a hedge that beat them counts as a
+        win; they are retired (cancelled, in adaptive mode once they have run long enough to tell
+        the model their DataNode is slow); a probe that lost runs on alone to its end."""
+        read = race.read
+        losers = [t for t in race.running if t not in race.probes]
+        if task in race.hedges and losers:
+            self._metrics.incr("hedge_wins")
+            log.info("hedge won for %s", read.describe(index, race.start, race.end))
+        for loser in list(race.running):
+            if loser in race.probes:
+                key = (race.running[loser], race.start, race.end)
+                if read.fetches.get(key) is loser:
+                    del read.fetches[key]   # detached: the group read's end does not cancel it
+                    loser.add_done_callback(self._give_back)
+            else:
+                self._retire(read, loser)
+        race.running.clear()
+        return task.result()
+
     # ---------------------------------------------------------------- late binding
 
     def _late_binding(self, read: _GroupRead, wanted) -> bool:
@@ -500,6 +698,27 @@ class HedgedReader:
                 if task in started:
                     self._cancel(task)
         return results
+
+
+class _ReplicaRace:
+    """One read of a replicated block: the replicas asked so far and why."""
+
+    def __init__(self, read: _GroupRead, start: int, end: int, order: list[int]):
+        self.read, self.start, self.end = read, start, end
+        self.order = order                          # replicas not asked yet, best first
+        self.running: dict[asyncio.Task, int] = {}  # read -> replica index
+        self.hedges: set[asyncio.Task] = set()      # asked because the others were overdue
+        self.probes: set[asyncio.Task] = set()      # asked to learn a slow DataNode's speed
+        self.overdue: set[asyncio.Task] = set()
+        self.refused = False                        # the breaker refused a hedge: rescue only
+        self.errors: list[str] = []
+        self.busy: list[int] = []                   # answered BUSY: asked again once nothing else is left
+
+
+def _speed_band(score: float) -> int:
+    """A DataNode's score (its median recent read as a multiple of the threshold; 0 unknown) in
+    factor-2 bands: 0 under the threshold (or unknown: asking it teaches us), 1 up to twice it..."""
+    return 0 if score < 1.0 else 1 + int(math.log2(score))
 
 
 async def gather_or_cancel(coros) -> list:

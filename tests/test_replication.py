@@ -375,6 +375,43 @@ def test_frozen_replica_is_hedged_including_connect(rcluster, rfs):
     assert "hedges=1 hedge_wins=1" in result.stderr, result.stderr
 
 
+def test_fastest_first_after_a_few_reads_of_a_2s_slow_replica(rcluster, rfs):
+    """The adaptive default (latency model): the first read asks replica 0 (nothing is known
+    yet), is hedged and the hedge wins; from then on reads ask the fast replicas first, so the
+    slow DataNode's reads stop going overdue although every read of the block could go to it."""
+    path, reads = "/r/fastest-first", 20
+    data = pattern(B, seed=36)
+    rfs.write_bytes(path, data, policy="REPLICATE-3")
+    slow = replicas(rfs, path)[0][0]                # what a new client asks first
+    rcluster.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=2000))
+    rng = random.Random(36)
+    with FileSystem(rcluster.namenode) as reader, reader.open(path) as f:   # auto threshold
+        for _ in range(reads):
+            offset = rng.randrange(0, B - 65536)
+            assert f.pread(offset, 65536) == data[offset:offset + 65536]
+        stats = reader.stats()
+    assert stats.counters["hedge_wins"] >= 1, stats.counters
+    # Asked first (and so overdue) by the first read or two, not by the other 18 or more.
+    assert 1 <= stats.per_datanode[slow]["overdue"] <= 2, (slow, stats.per_datanode)
+
+
+def test_breaker_open_refuses_replica_hedges_and_counts_it(rcluster, rfs):
+    """A fixed threshold with no impaired DataNode allowed: the first overdue read trips the
+    breaker, the hedge is refused (counted) and the read waits for its slow replica."""
+    path = "/r/breaker"
+    data = pattern(B // 4, seed=37)
+    rfs.write_bytes(path, data, policy="REPLICATE-3")
+    slow = replicas(rfs, path)[0][0]
+    rcluster.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=1500))
+    strict = HedgeConfig(threshold_ms=200, max_impaired_nodes=0)
+    with FileSystem(rcluster.namenode, hedge=strict) as reader:
+        assert reader.read_bytes(path) == data
+        stats = reader.stats()
+    c = stats.counters
+    assert (c["hedges"], c["hedges_refused_breaker"], stats.breaker_trips) == (0, 1, 1), (c, stats.breaker_trips)
+    assert stats.per_datanode[slow]["cell_reads"] == 1      # its answer, late, was the one used
+
+
 def test_corrupt_replica_is_read_around_reported_and_replaced(rcluster, rfs):
     path = "/r/corrupt"
     data = pattern(B - 10, seed=35)

@@ -80,9 +80,11 @@ def hedge_options(f):
     """The read-side flags: hedge threshold, breaker keys, budget (flags win over HEDGEFS_HEDGE_*)."""
     opts = [
         click.option("--stats", is_flag=True,
-                     help="Print read counters (hedges, wins, reads avoided, latencies per DataNode) to stderr."),
+                     help="Print read counters (hedges and hedge_wins, HDFS's hedgedReadOps and "
+                          "hedgedReadOpsWin; reads avoided; latencies per DataNode) to stderr."),
         click.option("--read-extra", "read_extra", type=click.IntRange(0), metavar="N",
-                     help="Late binding: whole-stripe reads ask k+N units and use the first k [0]."),
+                     help="Late binding: whole-stripe reads ask k+N units and use the first k; "
+                          "replicated blocks ask 1+N replicas and use the first answer [0]."),
         click.option("--hedge-budget-pct", "budget_pct", type=click.FloatRange(0, 1000), metavar="PCT",
                      help="Extra unit reads (hedges, probes, extra sources) at most PCT % of the reads "
                           "needed, plus a small burst (auto threshold only) [5]."),
