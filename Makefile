@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test proto bench browser-test compose-test clean
+.PHONY: demo test proto bench bench-replication browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
@@ -37,6 +37,10 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m hedgefs.bench.scenarios
+
+# EC (RS-6-3-1024k) vs replication (REPLICATE-3) under the same faults, on one cluster (~15 min).
+bench-replication: $(STAMP)
+	$(PY) -m hedgefs.bench.replication
 
 clean:
 	rm -rf $(VENV) .pytest_cache

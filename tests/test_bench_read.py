@@ -96,3 +96,11 @@ def test_healthy_cluster_costs_no_extra_cell_reads(cluster, bench_file):
     assert s["reads"] == 1000
     assert s["hedges"] == 0, s
     assert s["extra_cell_reads_pct"] == 0, s
+
+
+@pytest.mark.parametrize("rate", ["0", "fast"])
+def test_bench_replication_bad_rate_is_one_line_exit_2(tmp_path, rate):
+    """Refused before a cluster is started or a file written."""
+    bad = run_cli("bench", "replication", "--rate", rate, "--out", str(tmp_path / "out"), timeout=60)
+    assert bad.code == 2 and "--rate" in bad.stderr and "Traceback" not in bad.stderr, bad
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -28,6 +28,7 @@ def bench() -> None:
       hedgefs bench read /data/big.bin --rate auto --duration 30
       hedgefs bench read /data/big.bin --reads 10000 --no-hedge --json
       hedgefs bench suite --quick
+      hedgefs bench replication       # EC vs replication under the suite's faults
       hedgefs bench security          # what TLS, credentials and block tokens cost
     """
 
@@ -161,6 +162,35 @@ def bench_suite(quick, out, only) -> None:
     command = "hedgefs " + " ".join(sys.argv[1:])
     scenarios.run_suite(pathlib.Path(out) if out else scenarios.RESULTS_DIR, quick=quick, only=names,
                         command=command, say=lambda s: click.echo(s))
+
+
+@bench.command("replication", context_settings=CONTEXT)
+@click.option("--quick", is_flag=True, help="Runs of 10 s and a 96 MiB file (about 8 minutes).")
+@click.option("--rate", type=_Rate(), default="auto", show_default=True, metavar="R|auto",
+              help="Open-loop reads per second; auto: half the healthy capacity of the slower file.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_replication(quick, rate, out) -> None:
+    """EC vs replication on one cluster: REPLICATE-3 beside RS-6-3-1024k under the suite's faults.
+
+    The same 192 MiB as both files on 10 DataNodes; healthy, one DataNode +500 ms, one DataNode
+    1 % +2 s, one frozen 10 s, one killed; each file with hedging off and on (the defaults), open
+    loop, 30 s per run. Reports p50/p99/p99.9/max, extra reads, hedges and wins, and disk bytes
+    per file byte. Writes <date>-ec-vs-replication.json, .md and -overview.png to --out. About
+    15 minutes on 2 quiet cores.
+
+    \b
+    Examples:
+      hedgefs bench replication
+      hedgefs bench replication --quick --rate 200 --out /tmp/bench
+    """
+    import sys
+
+    from hedgefs.bench import replication
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    replication.run_comparison(pathlib.Path(out) if out else RESULTS_DIR, quick=quick,
+                               rate=None if rate == "auto" else rate, command=command, say=lambda s: click.echo(s))
 
 
 @bench.command("distcp", context_settings=CONTEXT)
