@@ -52,6 +52,7 @@ FILE_BYTES = 192 << 20
 QUICK_FILE_BYTES = 96 << 20
 BLOCK_SIZE = 2 << 20
 DATANODES = 10
+LAG_DISTURBED_MS = 20.0   # client event-loop lag (p99) above which a run was starved by the machine
 CAPACITY_S = 5.0      # closed-loop seconds per file that measure the healthy capacity (--rate auto)
 FILES = {"RS-6-3-1024k": "/bench/rs-6-3.bin", "REPLICATE-3": "/bench/replicate-3.bin"}
 MODES = {"off": HedgeConfig(enabled=False), "on": HedgeConfig()}
@@ -216,6 +217,7 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
                                      "summary": doc["summary"], "counters": doc.get("counters"),
                                      "percentile_curve": doc.get("percentile_curve"), "events": doc.get("events"),
                                      "errors": doc.get("errors"), "host": doc.get("host"),
+                                     "breaker": doc.get("breaker"),
                                      "config": doc.get("config")})
                         s = doc["summary"]
                         say(f"   {policy:<13} hedging {mode:<3}: {s['reads']} reads  p50 {s['p50_ms']:.1f}  "
@@ -242,6 +244,11 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
         say(f"   no plot: {err}")
     say(f"== done in {result['seconds']:.0f} s: {out / stem}.{{json,md}}, {stem}-overview.png")
     return result
+
+
+def _lag(run: dict) -> str:
+    lag = (run.get("host") or {}).get("loop_lag_p99_ms")
+    return "-" if lag is None else f"{lag:.1f}" + (" !" if lag > LAG_DISTURBED_MS else "")
 
 
 def _healthy(result: dict, policy: str, mode: str) -> dict | None:
@@ -271,8 +278,9 @@ def summary_markdown(result: dict) -> str:
         "Disk bytes per file byte (block files and CRC sidecars on the DataNodes' disks): "
         + ", ".join(f"**{p} {v:.3f}**" for p, v in c["disk_bytes_per_file_byte"].items()) + ".",
         "",
-        "| scenario | file | hedging | p50 ms | p99 ms | p99.9 ms | max ms | p99.9 / healthy | extra reads | hedges (wins) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | file | hedging | p50 ms | p99 ms | p99.9 ms | max ms | p99.9 / healthy | extra reads | hedges (wins) "
+        "| client lag p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["runs"]:
         s = r["summary"]
@@ -280,9 +288,12 @@ def summary_markdown(result: dict) -> str:
         ratio = f"{s['p999_ms'] / base['p999_ms']:.1f} x" if base and base["p999_ms"] else "-"
         lines.append(f"| {r['title']} | {r['policy']} | {r['hedging']} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | "
                      f"{s['p999_ms']:.1f} | {s['max_ms']:.1f} | {ratio} | {s['extra_cell_reads_pct']:.2f} % | "
-                     f"{s['hedges']} ({s['hedge_wins']}) |")
+                     f"{s['hedges']} ({s['hedge_wins']}) | {_lag(r)} |")
     errors = [(r["title"], r["policy"], r["hedging"], r["errors"]) for r in result["runs"] if r.get("errors")]
-    lines += ["", "Read errors: " + ("none" if not errors else "; ".join(f"{t} {p} {m}: {e}" for t, p, m, e in errors)),
+    lines += ["", "Client lag: the p99 of how late the client's event loop ran a 100 ms timer during the run. "
+              f"Over {LAG_DISTURBED_MS:g} ms (marked !) the client was short of CPU (its own work, or the machine's: "
+              "see the load average) and every read in flight waited for it.",
+              "", "Read errors: " + ("none" if not errors else "; ".join(f"{t} {p} {m}: {e}" for t, p, m, e in errors)),
               "", f"![p99, p99.9 and max per scenario]({pathlib.Path(result['date'] + '-ec-vs-replication').name}"
               "-overview.png)", ""]
     return "\n".join(lines)
