@@ -21,7 +21,7 @@ Reported per run: reads, p50 / p99 / p99.9 / max (ms), p99.9 as a multiple of th
 mode's healthy p99.9, extra unit reads (% of those the reads needed: hedges, rebuild sources,
 failovers, probes), hedges and wins. Per file: disk bytes per file byte, counted on the
 DataNodes' disks (block files and their CRC sidecars). Written to ``--out``:
-``<date>-ec-vs-replication.json`` (everything), ``.md`` (the table, the command, load averages)
+``<date>-ec-vs-replication.json`` (everything, with each run's 100 ms time series), ``.md`` (the table, the command, load averages)
 and ``-overview.png`` (p99, p99.9 and max per scenario and run).
 """
 
@@ -217,7 +217,7 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
                                      "summary": doc["summary"], "counters": doc.get("counters"),
                                      "percentile_curve": doc.get("percentile_curve"), "events": doc.get("events"),
                                      "errors": doc.get("errors"), "host": doc.get("host"),
-                                     "breaker": doc.get("breaker"),
+                                     "breaker": doc.get("breaker"), "series": doc.get("series"),
                                      "config": doc.get("config")})
                         s = doc["summary"]
                         say(f"   {policy:<13} hedging {mode:<3}: {s['reads']} reads  p50 {s['p50_ms']:.1f}  "
