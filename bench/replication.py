@@ -12,9 +12,10 @@ faults (healthy; one DataNode +500 ms on every read; one DataNode, 1 % of its re
 DataNode frozen 10 s; one killed) each run four times: each file, hedging off and on (the
 client's defaults: the adaptive threshold, the breaker, the budget), a fresh client every time,
 open loop at R reads per second of 64 KiB at random offsets (latency from each read's scheduled
-start: a stall is measured, not skipped). ``--rate auto`` (the default): half the healthy capacity
-of the slower file (8 closed-loop readers for 5 s on each), so both files see the same load and
-neither is overloaded. The faulted DataNode is the same for both files: the one with the largest
+start: a stall is measured, not skipped). ``--rate auto`` (the default): a third of the healthy capacity
+of the slower file (8 closed-loop readers for 5 s on each), as in the scenario suite
+(``LOAD_SHARE``: at half, faulty runs saturate a 2-core host), so both files see the same load;
+then a warm-up run of each file, not counted. The faulted DataNode is the same for both files: the one with the largest
 share of both files' data.
 
 Reported per run: reads, p50 / p99 / p99.9 / max (ms), p99.9 as a multiple of the same file's and
@@ -40,7 +41,7 @@ import time
 from typing import Callable
 
 from hedgefs.bench.read import TimelineEvent, measure_capacity, run_read_bench
-from hedgefs.bench.scenarios import RESULTS_DIR, _RandomSource, environment
+from hedgefs.bench.scenarios import LOAD_SHARE, RESULTS_DIR, WARMUP_S, _RandomSource, environment
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster, Options
@@ -200,9 +201,12 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
                 for policy, path in FILES.items():
                     with FileSystem(c.namenode) as fs:
                         capacity[policy] = round(measure_capacity(fs, path, duration_s=CAPACITY_S, seed=seed + 1), 1)
-                rate = round(min(capacity.values()) / 2, 1)
-                say(f"   healthy capacity (8 closed-loop readers, reads/s): {capacity}; open loop at half the "
-                    f"lower: {rate:g} reads/s")
+                rate = round(min(capacity.values()) * LOAD_SHARE, 1)
+                say(f"   healthy capacity (8 closed-loop readers, reads/s): {capacity}; open loop at "
+                    f"{LOAD_SHARE:.0%} of the lower: {rate:g} reads/s")
+            for policy, path in FILES.items():   # warm-up: connections, caches, the first reads' costs
+                with FileSystem(c.namenode) as fs:
+                    run_read_bench(fs, path, rate=rate, duration_s=WARMUP_S / (3 if quick else 1), seed=seed + 2)
             runs = []
             for fault in faults:
                 say(f"== {fault.title} ({fault.duration_s:g} s per run)")
@@ -268,10 +272,11 @@ def summary_markdown(result: dict) -> str:
         f"One cluster of {c['datanodes']} DataNodes; the same {c['file_bytes'] >> 20} MiB as "
         + " and as ".join(f"{p} ({c['write_s'][p]} s to write)" for p in c["disk_bytes"])
         + f", {c['block_size'] >> 20} MiB internal blocks; {result['rate']:g} random 64 KiB reads per second"
-        + (" (half the healthy capacity of the slower file: " + ", ".join(
+        + (f" ({LOAD_SHARE:.0%} of the healthy capacity of the slower file: " + ", ".join(
             f"{p} {v:g}" for p, v in result["capacity"].items()) + " reads/s closed loop)" if result.get("capacity")
            else "")
-        + ", open loop, latency from each read's scheduled start; a fresh client per run. Faults on "
+        + ", open loop, latency from each read's scheduled start, after a warm-up run of each file; a fresh "
+        "client per run. Faults on "
         f"{c['victim']}, which holds " + ", ".join(f"{v:.0%} of the {p} data" for p, v in c["victim_share"].items())
         + ".",
         "",
@@ -338,8 +343,8 @@ def overview_plot(result: dict, path: pathlib.Path) -> pathlib.Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m hedgefs.bench.replication", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a third of the time and half the file")
-    parser.add_argument("--rate", default="auto", help="reads per second, open loop, or auto: half the healthy "
-                                                       "capacity of the slower file [auto]")
+    parser.add_argument("--rate", default="auto", help="reads per second, open loop, or auto: a third of the "
+                                                       "healthy capacity of the slower file [auto]")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     run_comparison(args.out, args.quick, None if args.rate == "auto" else float(args.rate))

@@ -167,7 +167,7 @@ def bench_suite(quick, out, only) -> None:
 @bench.command("replication", context_settings=CONTEXT)
 @click.option("--quick", is_flag=True, help="Runs of 10 s and a 96 MiB file (about 8 minutes).")
 @click.option("--rate", type=_Rate(), default="auto", show_default=True, metavar="R|auto",
-              help="Open-loop reads per second; auto: half the healthy capacity of the slower file.")
+              help="Open-loop reads per second; auto: a third of the healthy capacity of the slower file.")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
 def bench_replication(quick, rate, out) -> None:
     """EC vs replication on one cluster: REPLICATE-3 beside RS-6-3-1024k under the suite's faults.
