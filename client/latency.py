@@ -395,12 +395,13 @@ class LatencyModel:
 
     def score(self, datanode: str) -> float:
         """A DataNode's median recent read as a multiple of its threshold (0 = unknown): lower
-        is a better rebuild source."""
+        is a better rebuild source or replica. Reads older than SLOW_FORGET_S do not count, so a
+        DataNode that was slow and then left alone is not kept at the back for ever."""
+        now = self._clock()
         with self._lock:
             node = self._nodes.get(datanode)
-            if node is None or not node.recent:
-                return 0.0
-            return statistics.median(r for _, r in node.recent)
+            fresh = [r for t, r in node.recent if now - t < SLOW_FORGET_S] if node is not None else []
+            return statistics.median(fresh) if fresh else 0.0
 
     def probe_due(self, datanode: str) -> bool:
         """True (and the probe is booked) if a read should go to this slow DataNode now: at most

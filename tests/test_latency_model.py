@@ -258,6 +258,19 @@ def test_slowness_without_news_is_forgotten(model, clock):
     assert not model.is_slow("dn9") and not model.slow_datanodes()
 
 
+def test_a_score_without_news_is_forgotten_too(model, clock):
+    """Replicas and rebuild sources are ranked by score: a DataNode slow long ago and not read
+    since must not stay at the back of the order for ever."""
+    warm(model, clock, ms=2.0)
+    for _ in range(30):
+        read(model, clock, "dn9", 502.0)
+    assert model.score("dn9") > 4      # its reads took many times their threshold
+    clock.advance(latency.SLOW_FORGET_S)
+    assert model.score("dn9") == 0.0   # unknown: asking it is how we learn
+    read(model, clock, "dn9", 2.0)
+    assert 0 < model.score("dn9") < 1
+
+
 def test_memory_is_bounded(model, clock):
     for i in range(latency.MAX_DATANODES + 500):
         read(model, clock, f"dn{i}", 1.0)
