@@ -16,6 +16,8 @@ import dataclasses
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -191,3 +193,40 @@ def assert_one_line_error(result: Result, *fragments: str) -> None:
     assert len(lines) == 1, f"expected one line on stderr, got: {result.stderr!r}"
     for fragment in fragments:
         assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+
+
+# ---------------------------------------------------------------------------- waiting
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05, detail=None):
+    """Poll `predicate` until it returns something truthy (returned); fail clearly at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            extra = f"; {detail()}" if detail else f"; last value {value!r}"
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+class PausingSource:
+    """A file-like source whose read() blocks at `pause_at` until `go` is set.
+
+    `reached` is set when the writer asks for the byte at `pause_at`: from then on it is stuck
+    mid-put, with the streams of the current block group open.
+    """
+
+    def __init__(self, data: bytes, pause_at: int):
+        self.data, self.pos, self.pause_at = data, 0, pause_at
+        self.reached, self.go = threading.Event(), threading.Event()
+
+    def read(self, n: int = -1) -> bytes:
+        if self.pos >= self.pause_at and not self.go.is_set():
+            self.reached.set()
+            if not self.go.wait(60):
+                raise TimeoutError("the test never released the paused put")
+        end = len(self.data) if n < 0 else min(len(self.data), self.pos + n)
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import CELL, GROUP, STRIPE, pattern, run_cli, start_cluster
+from conftest import CELL, GROUP, STRIPE, pattern, run_cli, start_cluster, wait_until
 from hedgefs.bench.read import run_read_bench
 from hedgefs.client import writer
 from hedgefs.client.config import HedgeConfig
@@ -61,15 +61,6 @@ def unit0(fs: FileSystem) -> tuple[str, list[int]]:
 
 def read_cell(f, offset: int) -> None:
     assert f.pread(offset, CELL) == DATA[offset:offset + CELL]
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_a_slow_datanode_is_read_around_after_a_few_reads_and_its_recovery_is_noticed(acluster, faults):

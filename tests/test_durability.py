@@ -33,6 +33,7 @@ from conftest import (
     CELL,
     GROUP,
     STRIPE,
+    PausingSource,
     Result,
     assert_one_line_error,
     cli_env,
@@ -42,6 +43,7 @@ from conftest import (
     pattern,
     run_cli,
     start_cluster,
+    wait_until,
 )
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
@@ -53,19 +55,6 @@ from hedgefs.proto import hedgefs_pb2 as pb
 NO_HEDGE = HedgeConfig(enabled=False)
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05, detail=None):
-    """Poll `predicate` until it returns something truthy (returned); fail clearly at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            extra = f"; {detail()}" if detail else f"; last value {value!r}"
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 def fsck(fs: FileSystem, path: str = "/") -> pb.FsckResponse:
@@ -184,28 +173,6 @@ def settled(cluster: LocalCluster, fs: FileSystem) -> bool:
     rows = report(fs)
     return all(rows[dn].units == len(list((cluster.root / dn / "blocks").glob("*/*.blk")))
                for dn in cluster.datanode_ids)
-
-
-class PausingSource:
-    """A file-like source whose read() blocks at `pause_at` until `go` is set.
-
-    `reached` is set when the writer asks for the byte at `pause_at`: from then on it is stuck
-    mid-put, with the streams of the current block group open.
-    """
-
-    def __init__(self, data: bytes, pause_at: int):
-        self.data, self.pos, self.pause_at = data, 0, pause_at
-        self.reached, self.go = threading.Event(), threading.Event()
-
-    def read(self, n: int = -1) -> bytes:
-        if self.pos >= self.pause_at and not self.go.is_set():
-            self.reached.set()
-            if not self.go.wait(60):
-                raise TimeoutError("the test never released the paused put")
-        end = len(self.data) if n < 0 else min(len(self.data), self.pos + n)
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
 
 
 class BackgroundPut(threading.Thread):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import CELL, STRIPE, cli_env, pattern, run_cli, start_cluster
+from conftest import CELL, STRIPE, cli_env, pattern, run_cli, start_cluster, wait_until
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -53,16 +53,6 @@ def fault_state(cluster, dn: str) -> pb.FaultState:
 def holders(fs: FileSystem, path: str, group: int = 0) -> list[str]:
     units = fs.stat(path).groups[group].units
     return [units[i].datanode_id for i in sorted(units)]
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture(scope="module")

@@ -24,12 +24,12 @@ import urllib.request
 
 import pytest
 
-from conftest import assert_one_line_error, pattern, run_cli, start_cluster
+from conftest import PausingSource, assert_one_line_error, pattern, run_cli, start_cluster, wait_until
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
-from test_durability import fsck, report, restore, temp_units, unit_file, wait_until
+from test_durability import fsck, report, restore, temp_units, unit_file
 
 B = 1 << 20                       # a replicated block on these clusters
 THRESHOLD_MS = 1000
@@ -250,23 +250,6 @@ def rfs(rcluster):
             rcluster.thaw(dn)
 
 
-class Paused:
-    """A source that stops at ``pause_at`` until ``go`` is set (the put's streams stay open)."""
-
-    def __init__(self, data: bytes, pause_at: int):
-        self.data, self.pos, self.pause_at = data, 0, pause_at
-        self.reached, self.go = threading.Event(), threading.Event()
-
-    def read(self, n: int = -1) -> bytes:
-        if self.pos >= self.pause_at and not self.go.is_set():
-            self.reached.set()
-            if not self.go.wait(60):
-                raise TimeoutError("the test never released the paused put")
-        end = len(self.data) if n < 0 else min(len(self.data), self.pos + n)
-        chunk, self.pos = self.data[self.pos:end], end
-        return chunk
-
-
 def writing(cluster, at_least: int) -> list[str]:
     """DataNodes with an unfinished unit of at least ``at_least`` bytes so far."""
     out = []
@@ -285,7 +268,7 @@ def writing(cluster, at_least: int) -> list[str]:
 def test_replica_datanode_killed_during_put_then_re_replicated(rcluster, rfs):
     path, block = "/r/killed-mid-put", 4 * B
     data = pattern(2 * block + B // 2, seed=31)
-    source = Paused(data, block + 3 * B)          # the second block is being written, 2 or 3 cells in
+    source = PausingSource(data, block + 3 * B)          # the second block is being written, 2 or 3 cells in
     outcome = {}
     put = threading.Thread(target=lambda: outcome.setdefault(
         "result", _try(lambda: rfs.write(path, source, policy="REPLICATE-3", block_size=block))), daemon=True)

@@ -7,9 +7,8 @@ itself. Insecure: the new namespace has a new cluster id, and every DataNode ref
 """
 
 import hashlib
-import time
 
-from conftest import GROUP, POLICY, client, data_socket, pattern, start_cluster
+from conftest import GROUP, POLICY, client, data_socket, pattern, start_cluster, wait_until
 from hedgefs.datanode.storage import parse_name
 from hedgefs.ec.layout import unit_length
 from hedgefs.ec.policy import parse_policy
@@ -31,16 +30,6 @@ def wipe_namenode(cluster) -> None:
     cluster.start("namenode")
 
 
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(tmp_path):
     cluster = start_cluster(tmp_path / "c", "secure")
     try:
@@ -57,7 +46,7 @@ def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(
         cluster.wait_live(cluster.datanode_ids, 60)
         with client(cluster.namenode) as fs:
             # every DataNode has reported its old units, as foreign
-            wait_for(lambda: sum(d.foreign_units for d in fs.rpc("Report", pb.Empty()).datanodes) == len(before),
+            wait_until(lambda: sum(d.foreign_units for d in fs.rpc("Report", pb.Empty()).datanodes) == len(before),
                      60, "every old unit reported foreign")
             assert [e.path for e in fs.list("/")] == []
             new, new_groups = {}, {}
@@ -105,7 +94,7 @@ def test_an_insecure_wiped_namenode_is_a_new_cluster_and_datanodes_refuse_it(tmp
         assert len(joined) == 1
         wipe_namenode(cluster)
         for dn in cluster.datanode_ids:   # each re-registers with the id it joined, is refused, and stops
-            wait_for(lambda: cluster.exit_code(dn) is not None, 60, f"{dn} to be refused")
+            wait_until(lambda: cluster.exit_code(dn) is not None, 60, f"{dn} to be refused")
             assert cluster.exit_code(dn) == 4
         log = (cluster.root / "logs" / "dn1.log").read_text().strip().splitlines()
         assert log[-1].startswith(f"hedgefs: datanode dn1: namenode {cluster.namenode} refused dn1: DataNode dn1 "
