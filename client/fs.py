@@ -37,7 +37,8 @@ from hedgefs.client.errors import (
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
-from hedgefs.client.reader import GroupLocation, HedgedReader, UnitLocation, gather_or_cancel
+from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
+from hedgefs.client.reader import HedgedReader, gather_or_cancel
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
@@ -81,38 +82,6 @@ def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> 
         return load_credential(path)
     except CredentialError as err:
         raise UsageError(str(err)) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class FileStatus:
-    path: str
-    is_dir: bool
-    length: int
-    policy: str
-    block_size: int
-    mtime_ms: int
-    groups: tuple[GroupLocation, ...] = ()
-    owner: str = ""
-    group: str = ""
-    permission: int = 0
-    # When its block tokens should be renewed (time.monotonic(); 0 = it has none).
-    renew_tokens_at: float = 0.0
-
-    @classmethod
-    def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
-        groups = tuple(
-            GroupLocation(
-                id=g.id,
-                length=g.length,
-                units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address, u.token)
-                       for u in g.units},
-                generation=g.generation,
-            )
-            for g in info.groups
-        )
-        renew = time.monotonic() + 0.75 * info.token_lifetime_ms / 1000 if info.token_lifetime_ms else 0.0
-        return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
-                   info.owner, info.group, info.permission, renew)
 
 
 class FileSystem:

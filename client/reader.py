@@ -60,6 +60,7 @@ from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER, CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.latency import LatencyModel
+from hedgefs.client.locations import GroupLocation, UnitLocation
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.client.transport import Busy, ChecksumMismatch, DataNodeClient, TransferError
 from hedgefs.ec import layout
@@ -77,24 +78,6 @@ _BUSY_BACKOFF_S = 0.02
 _RESCUE_POLL_S = 0.05
 # Spare sources of a rebuild started because a read is late (a hedge): one more straggler is free.
 _HEDGE_SPARE = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class UnitLocation:
-    index: int
-    datanode_id: str
-    address: str            # gRPC (control)
-    data_address: str = ""  # where its unit reads and writes go
-    # Its block token (a secure cluster): renewed with every lookup, so not part of where it is.
-    token: bytes = dataclasses.field(default=b"", compare=False, repr=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupLocation:
-    id: int
-    length: int
-    units: dict[int, UnitLocation]
-    generation: int = 0
 
 
 class _GroupRead:

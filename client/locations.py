@@ -1,0 +1,60 @@
+"""Where a file's bytes are: its status, its block groups, and each unit's DataNode.
+
+What the NameNode answers for a file (``FileInfo`` on the wire) and what the reader reads by.
+``FileStatus.group`` is the file's owner group (POSIX); ``FileStatus.groups`` its block groups.
+"""
+
+import dataclasses
+import time
+
+from hedgefs.proto import hedgefs_pb2 as pb
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitLocation:
+    index: int
+    datanode_id: str
+    address: str            # gRPC (control)
+    data_address: str = ""  # where its unit reads and writes go
+    # Its block token (a secure cluster): renewed with every lookup, so not part of where it is.
+    token: bytes = dataclasses.field(default=b"", compare=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupLocation:
+    id: int
+    length: int
+    units: dict[int, UnitLocation]
+    generation: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FileStatus:
+    path: str
+    is_dir: bool
+    length: int
+    policy: str
+    block_size: int
+    mtime_ms: int
+    groups: tuple[GroupLocation, ...] = ()
+    owner: str = ""
+    group: str = ""
+    permission: int = 0
+    # When its block tokens should be renewed (time.monotonic(); 0 = it has none).
+    renew_tokens_at: float = 0.0
+
+    @classmethod
+    def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
+        groups = tuple(
+            GroupLocation(
+                id=g.id,
+                length=g.length,
+                units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address, u.token)
+                       for u in g.units},
+                generation=g.generation,
+            )
+            for g in info.groups
+        )
+        renew = time.monotonic() + 0.75 * info.token_lifetime_ms / 1000 if info.token_lifetime_ms else 0.0
+        return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
+                   info.owner, info.group, info.permission, renew)
