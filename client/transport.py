@@ -5,12 +5,12 @@ request, receives the chunks' CRC32C values and then ``recv_into``'s the bytes i
 from a pool (no per-chunk objects), and verifies every chunk before anyone sees a byte; a write
 ``sendmsg``'s packet headers and the encoder's cell views as they are (no copies).
 
-Why asyncio and not a thread per read: measured on this machine (tests/ has no speed asserts;
-see bench/results/2026-12-01-data-path.md), both move a 256 MiB read for the same client CPU
+Why asyncio and not a thread per read: measured on this machine (bench/results/
+2026-11-29-data-path.md), both move a 256 MiB read for the same client CPU
 (~0.1 s: the kernel's copy dominates), but a thread adds a hand-off each way (64 KiB read p50
 ~0.13 ms with threads, ~0.06 ms on the loop), a read waiting on a frozen DataNode would hold a
 thread, and cancelling it would need a second mechanism. On the loop, cancelling a read's task
-closes its socket, and closing is the protocol's cancel: the DataNode stops at once.
+closes its socket, new or pooled, and closing is the protocol's cancel: the DataNode stops at once.
 
 Nothing here waits for a connection to be set up before the caller's clock starts: connecting
 is part of the read, so the reader's hedge timer covers it (a DataNode that accepts TCP and
@@ -301,7 +301,10 @@ class DataNodeClient:
                 status, message = await conn.recv_response()
                 return conn, status, message
             except OSError:
-                conn.close()
+                conn.close()   # closed by the DataNode while idle: once more, on a new one
+            except BaseException:
+                conn.close()   # cancelled (a hedge won): closing is the protocol's cancel
+                raise
         conn = await self._connect(address, peer)
         try:
             await conn.send([request])

@@ -7,6 +7,7 @@ read well below the fault; tests that assert *no* hedge use a threshold no read 
 so what they check is counted work (unit reads, rebuilds), not speed. Speed targets live in bench/.
 """
 
+import gc
 import random
 import time
 
@@ -114,6 +115,31 @@ def test_stalled_datanode_loser_is_cancelled_server_side(hcluster, faults, two_s
         return state.cancelled_reads > before and state.stalled_reads == 0
 
     wait_until(released, 10, "the DataNode to count the losing read cancelled and release its thread")
+
+
+def test_loser_on_a_pooled_connection_is_cancelled_server_side_at_once(hcluster, faults, two_stripes):
+    """The losing read goes out on a connection an earlier read left in the pool. Cancelling it
+    must close that socket there and then, so the DataNode stops serving the loser (its thread,
+    its --max-streams slot) while the client still runs, not whenever garbage collection finds
+    the socket. Failed before the fix: the pooled branch closed only on OSError."""
+    data, units = two_stripes
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=COUNTED) as fs:
+        with fs.open("/h/two-stripes") as f:
+            assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]   # leaves a pooled connection to unit 2
+            faults(units[2], stall=True)
+            before = fault_state(hcluster, units[2]).cancelled_reads
+            gc.disable()   # no luck from a collection: the socket must be closed by the cancel itself
+            try:
+                assert f.pread(2 * CELL, CELL) == data[2 * CELL:3 * CELL]
+                assert fs.stats().counters["hedge_wins"] == 1
+
+                def released():
+                    state = fault_state(hcluster, units[2])
+                    return state.cancelled_reads > before and state.stalled_reads == 0
+
+                wait_until(released, 10, "the DataNode to see the pooled loser's hang-up while the client runs")
+            finally:
+                gc.enable()
 
 
 @pytest.mark.insecure_only("the breaker's logic")
