@@ -127,24 +127,19 @@ class ClientProbe:
         self.open_samples: list[tuple[float, bool]] = []
         self.samples: list[tuple[float, int, int]] = []  # (t, unit reads so far, unit reads needed so far)
         self._slow_now: set[str] = set()
-        orig_slow, orig_try = breaker.record_slow, breaker.try_hedge
+        breaker.observe(self._on_breaker)
 
-        def record_slow(datanode: str) -> None:  # fixed threshold: impaired = crossed it
-            before = breaker.trips
-            orig_slow(datanode)
-            now = time.monotonic() - self._t0
-            with self._lock:
-                self.first_slow.setdefault(datanode, now)
-                if breaker.trips != before:
-                    self._trip(now, datanode)
-
-        def try_hedge(cost: int = 1) -> str:
-            before = breaker.trips
-            verdict = orig_try(cost)
-            now = time.monotonic() - self._t0
-            with self._lock:
-                if breaker.trips != before:
-                    self._trip(now, None)
+    def _on_breaker(self, event: str, *details) -> None:
+        """What the breaker decided, as it decided it (``CircuitBreaker.observe``)."""
+        now = time.monotonic() - self._t0
+        with self._lock:
+            if event == "slow":            # fixed threshold: impaired = crossed it
+                self.first_slow.setdefault(details[0], now)
+            elif event == "trip":
+                impaired, after = details
+                self.trips.append({"t": round(now, 4), "after_slow_on": after, "impaired": impaired})
+            elif event == "hedge":
+                verdict = details[0]
                 slot = self._per_bucket[int(now / self.bucket_s)]
                 if verdict == ALLOWED:
                     slot[0] += 1
@@ -156,23 +151,12 @@ class ClientProbe:
                     slot[1] += 1
                 else:
                     slot[2] += 1
-            return verdict
-
-        breaker.record_slow = record_slow
-        breaker.try_hedge = try_hedge
-
-    def _trip(self, now: float, after: str | None) -> None:
-        self.trips.append({"t": round(now, 4), "after_slow_on": after,
-                           "impaired": list(getattr(self._breaker, "_tripped_by", []))})
 
     def sample(self) -> None:
         now = round(time.monotonic() - self._t0, 3)
-        trips = self._breaker.trips
         self.open_samples.append((now, bool(self._breaker.is_open)))
         slow = set(self._fs.model.slow_datanodes())
         with self._lock:
-            if trips > len(self.trips):   # a trip inside the breaker's own refresh (adaptive)
-                self._trip(now, None)
             # The client's own count of what its reads needed: both counted as unit reads start.
             self.samples.append((now, self._fs.metrics.counter("cell_reads"), self._fs.metrics.counter("cell_reads_needed")))
             for dn in slow - self._slow_now:

@@ -17,12 +17,17 @@ needs earns budget_pct % of a token, up to a small burst; every extra unit read 
 sources, a rebuild's next source, a probe) spends one, and is refused when none is left. So over
 any stretch, extra reads stay within budget_pct % of the reads plus the burst. Independently, at
 most max_per_second hedges start in any one-second window (the absolute ceiling). One breaker
-per client process.
+per ``FileSystem`` (each has its own latency model).
+
+Observers (``observe``) hear what the breaker decides, as it decides it: ``("slow", datanode)``
+(fixed mode: a read crossed the threshold), ``("hedge", verdict)`` and ``("trip", impaired,
+after)``; the benchmark's probe listens instead of wrapping methods.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import threading
 import time
@@ -35,9 +40,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hedgefs.client.breaker")
 
-ALLOWED = "allowed"
-REFUSED_BREAKER = "breaker"
-REFUSED_RATE = "rate"   # the budget or the per-second cap
+class Verdict(str, enum.Enum):
+    """The breaker's answer to an extra read."""
+    ALLOWED = "allowed"
+    REFUSED_BREAKER = "breaker"
+    REFUSED_RATE = "rate"   # the budget or the per-second cap
+
+    @property
+    def counter(self) -> str:
+        """The client counter a refusal adds to."""
+        return {Verdict.REFUSED_BREAKER: "hedges_refused_breaker", Verdict.REFUSED_RATE: "hedges_refused_rate"}[self]
+
+
+ALLOWED, REFUSED_BREAKER, REFUSED_RATE = Verdict.ALLOWED, Verdict.REFUSED_BREAKER, Verdict.REFUSED_RATE
 
 BURST = 64  # extra unit reads the budget can hold: a few hedges of one-cell reads at once
 IMPAIRED_AFTER_S = 1.0  # adaptive: slow this long on end before a DataNode counts as impaired
@@ -56,7 +71,16 @@ class CircuitBreaker:
         self._tripped_by: list[str] = []
         self._recent_hedges: collections.deque[float] = collections.deque()
         self._tokens = float(BURST)
+        self._observers: list[Callable[..., None]] = []
         self.trips = 0
+
+    def observe(self, observer: Callable[..., None]) -> None:
+        """Call ``observer(event, *details)`` on every decision (see the module's docstring)."""
+        self._observers.append(observer)
+
+    def _notify(self, *event) -> None:
+        for observer in self._observers:
+            observer(*event)
 
     def record_slow(self, datanode: str) -> None:
         """A read on this DataNode crossed a fixed threshold; may open the breaker (fixed mode:
@@ -65,30 +89,36 @@ class CircuitBreaker:
             return
         with self._lock:
             now = self._clock()
+            self._notify("slow", datanode)
             if not self._refresh(now):
-                self._note_impaired([datanode], now)
+                self._note_impaired([datanode], now, after=datanode)
 
     def earn(self, unit_reads: int) -> None:
         """A read needs this many unit reads: the budget grows by budget_pct % of them."""
         with self._lock:
             self._tokens = min(float(BURST), self._tokens + unit_reads * self._config.budget_pct / 100.0)
 
-    def try_hedge(self, cost: int = 1) -> str:
+    def try_hedge(self, cost: int = 1) -> Verdict:
         """ALLOWED (counted against the cap, ``cost`` unit reads spent), or why the hedge is refused."""
         with self._lock:
-            now = self._clock()
-            if self._refresh(now) or self._crowded():
-                return REFUSED_BREAKER
-            while self._recent_hedges and now - self._recent_hedges[0] >= 1.0:
-                self._recent_hedges.popleft()
-            if len(self._recent_hedges) >= self._config.max_per_second or not self._spend(cost):
-                return REFUSED_RATE
-            self._recent_hedges.append(now)
-            return ALLOWED
+            verdict = self._hedge(cost)
+            self._notify("hedge", verdict)
+            return verdict
 
-    def try_extra(self, cost: int = 1) -> str:
-        """An extra unit read that is not a hedge (a rebuild's next source, a probe). Fixed mode
-        keeps today's behaviour: always."""
+    def _hedge(self, cost: int) -> Verdict:
+        now = self._clock()
+        if self._refresh(now) or self._crowded():
+            return REFUSED_BREAKER
+        while self._recent_hedges and now - self._recent_hedges[0] >= 1.0:
+            self._recent_hedges.popleft()
+        if len(self._recent_hedges) >= self._config.max_per_second or not self._spend(cost):
+            return REFUSED_RATE
+        self._recent_hedges.append(now)
+        return ALLOWED
+
+    def try_extra(self, cost: int = 1) -> Verdict:
+        """An extra unit read that is not a hedge (a rebuild's next source, a probe). HubSpot's
+        fixed rule has no budget: always."""
         if self._model is None:
             return ALLOWED
         with self._lock:
@@ -121,7 +151,7 @@ class CircuitBreaker:
 
     def _spend(self, cost: int) -> bool:
         if self._model is None:
-            return True   # fixed mode: no budget (the per-second cap is today's only limit)
+            return True   # HubSpot's rule: no budget (the per-second cap is its only limit)
         if self._tokens < cost:
             return False
         self._tokens -= cost
@@ -138,18 +168,19 @@ class CircuitBreaker:
                 self._note_impaired(slow, now)
         return self._open_until is not None
 
-    def _note_impaired(self, datanodes, now: float) -> None:
+    def _note_impaired(self, datanodes, now: float, after: str | None = None) -> None:
         window = self._config.impaired_window_ms / 1000.0
         self._impaired = {dn: t for dn, t in self._impaired.items() if now - t < window}
         for dn in datanodes:
             self._impaired[dn] = now
         if len(self._impaired) > self._config.max_impaired_nodes:
-            self._trip(now)
+            self._trip(now, after)
 
-    def _trip(self, now: float) -> None:
+    def _trip(self, now: float, after: str | None) -> None:
         self.trips += 1
         self._on_trip()
         self._tripped_by = sorted(self._impaired)
+        self._notify("trip", list(self._tripped_by), after)
         self._open_until = now + self._config.cooldown_ms / 1000.0
         # Start the next window afresh: the nodes that tripped us must prove slow again.
         self._impaired.clear()

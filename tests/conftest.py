@@ -30,6 +30,10 @@ CELL = parse_policy(POLICY).cell_size
 STRIPE = 6 * CELL
 GROUP = 6 * BLOCK_SIZE
 
+# Receive buffers are poisoned when given back, in this process and every CLI it starts: a
+# buffer used after its return is wrong bytes in a test, not luck (client/transport.py).
+os.environ["HEDGEFS_POISON_BUFFERS"] = "1"
+
 
 SECURE_SUITES = {"test_put_get_cat", "test_hedged_reads", "test_durability", "test_chaos"}
 # The NameNode address of every cluster started here -> its admin's credential file (secure ones).

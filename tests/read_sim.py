@@ -200,3 +200,24 @@ class Client:
 
     def counter(self, name: str) -> int:
         return self.metrics.counter(name)
+
+
+async def timed(aw):
+    """(result, virtual seconds it took)."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    result = await aw
+    return result, loop.time() - began
+
+
+def train(model: LatencyModel, fast: dict[str, float], slow: dict[str, float] | None = None, reads: int = 8,
+          nbytes: int = 64 * 1024) -> None:
+    """Earlier reads, as the reader would have reported them: each DataNode in ``fast`` and
+    ``slow`` answered ``reads`` reads of ``nbytes`` in the seconds given (on the model's clock,
+    backdated by ending each read at once after starting it ``seconds`` earlier)."""
+    for table in (fast, slow or {}):
+        for dn, seconds in table.items():
+            for _ in range(reads):
+                token = model.started(dn)
+                token = dataclasses.replace(token, began=token.began - seconds)
+                model.finished(token, nbytes)

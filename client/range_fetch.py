@@ -1,0 +1,321 @@
+"""The range fetcher: k units of one block range of one block group, from a ranked list of units.
+
+I am responsible for one block range [start, end) of one group and the data units wanted over
+it (for a replicated block, k = 1 and nothing in particular is wanted: any replica will do).
+I read each wanted unit from its DataNode, and I finish as soon as I hold every wanted unit,
+or any k units (then the missing wanted ones are decoded; for replicas, copied). Each unit
+read is in an explicit state (unit_reads.py). One loop (``_loop``) re-runs on every event, a
+read ending or a read crossing its threshold, and keeps enough reads *counted on* (active
+ones, done ones, and late ones I chose to wait for) to finish:
+
+    target = (every wanted unit, if each has a read counted on; else k) + spare
+
+topping up from the ranking whenever the count falls short. What makes a read stop counting
+is the only thing that differs between hedging, read-around and rebuild:
+
+    a wanted unit's read fails                   -> rebuild: sources are read, nobody asked
+    a wanted unit's DataNode is slow or silent   -> read around (the policy's route), perhaps
+                                                    with a probe of it that races the rebuild
+    a wanted unit's read is overdue              -> hedge, if the policy allows its cost (one
+                                                    spare source more, when k > 1); refused,
+                                                    I wait for it, asking now and then whether
+                                                    its DataNode turned slow or silent
+    a source's read is overdue                   -> one more source, if the policy allows
+    late binding (whole stripes, read_extra N)   -> spare = N from the start
+
+Reads still running when I finish are retired: cancelled, or left to run on (detached) for
+the latency model's sake or as probes; their buffers go back when they end. The caller uses
+the returned bytes, then calls ``close()``, which gives every buffer back. A read that
+failed for want of sources is tried again (BUSY DataNodes after a pause, then every failed
+unit, a few rounds): slow or flaky is not lost; only units that cannot be read at all are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from hedgefs.client.errors import DataUnavailable
+from hedgefs.client.breaker import Verdict
+from hedgefs.client.read_policy import HEDGE_SPARE, ReadPolicy, Route
+from hedgefs.client.unit_reads import Role, State, UnitRead
+from hedgefs.plumbing import describe
+
+log = logging.getLogger("hedgefs.client.reader")
+
+# Rounds of asking failed units again when nothing else is left (BUSY, a flaky link).
+RETRY_ROUNDS = 20        # while some of them answered BUSY (--max-streams)
+NON_BUSY_ROUNDS = 3      # otherwise
+RETRY_BACKOFF_S = 0.02
+# Decoding less than this runs inline on the event loop; more goes to a worker thread.
+INLINE_DECODE_BYTES = 256 * 1024
+
+
+class RangeFetcher:
+    def __init__(self, *, policy: ReadPolicy, code, group, start: int, end: int, wanted: list[int],
+                 held, datanodes, model, metrics, report_bad, exclude: frozenset[str] = frozenset()):
+        self.policy, self.code, self.group = policy, code, group
+        self.start, self.end = start, end
+        self.wanted = wanted
+        self.k = code.k
+        self._held = held                  # index -> bytes of [start, end) the unit holds
+        self._datanodes, self._model, self._metrics, self._report_bad = datanodes, model, metrics, report_bad
+        self.exclude = exclude
+        self.reads: list[UnitRead] = []    # every read I sent, in order
+        self.spare = 0
+        self._asked: set[int] = set()      # units sent this round (a failed one is asked again only by _retry)
+        self._ranking: list[int] | None = None
+        self._rounds = 0
+        self._decoding = False
+
+    # ---------------------------------------------------------------- helpers
+
+    def describe(self, index: int) -> str:
+        loc = self.group.units.get(index)
+        where = loc.datanode_id if loc else "no DataNode"
+        return f"unit {self.group.id}/{index} [{self.start}, {self.end}) on {where}"
+
+    def _datanode(self, index: int) -> str | None:
+        loc = self.group.units.get(index)
+        return loc.datanode_id if loc else None
+
+    def _send(self, index: int, role: Role) -> UnitRead:
+        held = self._held(index)
+        read = UnitRead(group=self.group, index=index, start=self.start, end=self.end, held=held, role=role,
+                        datanodes=self._datanodes, model=self._model, metrics=self._metrics,
+                        threshold=self.policy.threshold(held), report_bad=self._report_bad, describe=self.describe)
+        self.reads.append(read)
+        self._asked.add(index)
+        if role is Role.PROBE:
+            read.counted = False
+            dn = read.datanode
+            self._metrics.record_probe(dn)
+            read.task.add_done_callback(lambda _t: self._model.probe_done(dn))
+        return read
+
+    def _done(self) -> dict[int, UnitRead]:
+        out = {}
+        for r in self.reads:
+            if r.state is State.DONE and r.index not in out:
+                out[r.index] = r
+        return out
+
+    def _counted(self) -> set[int]:
+        return {r.index for r in self.reads if r.counted and r.state in (State.ACTIVE, State.OVERDUE, State.DONE)}
+
+    def _target(self) -> int:
+        counted = self._counted()
+        base = len(self.wanted) if self.wanted and all(w in counted for w in self.wanted) else self.k
+        return base + self.spare
+
+    def _candidates(self) -> list[int]:
+        if self._ranking is None:
+            units = self.group.units
+            if self.code.k == 1:
+                self._ranking = self.policy.rank_replicas(
+                    [(i, units[i].datanode_id) for i in sorted(units)], self.end - self.start, self.exclude)
+            else:
+                n = self.code.k + self.code.m
+                cands = [(i, self._datanode(i), self._held(i) == 0) for i in range(n)
+                         if i in units or self._held(i) == 0]
+                self._ranking = self.policy.rank_sources(cands, self.k, self.exclude)
+        return [i for i in self._ranking if i not in self._asked]
+
+    def _top_up(self) -> None:
+        """Send reads from the ranking until enough are counted on (or none is left to send)."""
+        short = self._target() - len(self._counted())
+        for index in self._candidates()[:max(0, short)]:
+            self._send(index, Role.SOURCE)
+
+    # ---------------------------------------------------------------- the loop
+
+    async def fetch(self) -> dict[int, object]:
+        """Each wanted unit's bytes of [start, end) (for replicas: {0: the block's bytes})."""
+        self._start()
+        while True:
+            result = self._finished()
+            if result is not None:
+                return await self._finish(result)
+            self._top_up()
+            running = [r.task for r in self.reads if r.running]
+            if not running:
+                if self._retry():
+                    await asyncio.sleep(RETRY_BACKOFF_S * self._rounds)
+                    continue
+                raise self._unavailable()
+            timeout = self._next_timer()
+            done, _ = await asyncio.wait(running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            self._on_ended([r for r in self.reads if r.task in done])
+            self._on_time()
+
+    def _start(self) -> None:
+        policy = self.policy
+        if self.code.k == 1:   # replicas: the best one, and what the policy adds at once
+            ranked = self._candidates()
+            if not ranked:
+                raise DataUnavailable(f"block {self.group.id} has no live replica")
+            self._send(ranked[0], Role.ORIGINAL)
+            units = self.group.units
+            probe = policy.replica_probe([(i, units[i].datanode_id) for i in ranked])
+            if probe is not None:
+                log.debug("probing %s, which reads slowly", self.describe(probe))
+                self._send(probe, Role.PROBE)
+            self.spare = policy.extra_replicas(len(self._candidates()))
+            return
+        for w in self.wanted:
+            dn = self._datanode(w)
+            route = Route.NO_COPY if dn is None else Route.EXCLUDED if dn in self.exclude else policy.route(dn)
+            if route is Route.ASK:
+                self._send(w, Role.ORIGINAL)
+                continue
+            if route is Route.NO_COPY:
+                self._metrics.incr("decodes_on_failure")
+            elif route.around:
+                self._metrics.record_avoided(dn)
+                log.debug("reading around %s (%s)", self.describe(w), route.value)
+                if route is Route.PROBE:
+                    self._send(w, Role.PROBE)
+        available = sum(1 for u in range(self.code.k + self.code.m)
+                        if (u in self.group.units and self._datanode(u) not in self.exclude) or self._held(u) == 0)
+        self.spare = policy.late_binding_spare(self.k, self.code.m, len(self.wanted), available)
+
+    def _finished(self) -> dict[int, UnitRead] | None:
+        done = self._done()
+        if self.wanted and all(w in done for w in self.wanted):
+            return done
+        if len(done) >= self.k:
+            return done
+        return None
+
+    def _on_ended(self, ended: list[UnitRead]) -> None:
+        for read in ended:
+            if read.state is not State.FAILED or read.role is Role.PROBE:
+                continue
+            if read.role is Role.ORIGINAL and not self._finished():
+                self._metrics.incr("decodes_on_failure")
+                log.info("read of %s failed (%s); reading other units", self.describe(read.index),
+                         describe(read.error) if read.error else "cancelled")
+
+    def _on_time(self) -> None:
+        """Reads past their threshold become overdue; late reads we wait for are looked at again."""
+        now = asyncio.get_running_loop().time()
+        for read in self.reads:
+            if read.state is State.ACTIVE and read.role is not Role.PROBE and now >= read.overdue_at:
+                read.mark_overdue()
+                self._overdue(read)
+            elif read.state is State.OVERDUE and read.counted and self.policy.rescue_poll_s is not None:
+                self._rescue(read)
+
+    def _overdue(self, read: UnitRead) -> None:
+        policy, dn = self.policy, read.datanode
+        if read.role is Role.SOURCE:
+            if self._candidates() and policy.may_add_source(dn):
+                read.counted = False
+            return
+        self._metrics.record_overdue(dn)   # a read the caller waits on directly is late
+        policy.note_overdue(dn)
+        if not policy.hedging:
+            return
+        read.counted = False
+        cost = max(0, self.k + (HEDGE_SPARE if self.k > 1 else 0) - len(self._counted()))
+        verdict = policy.may_hedge(cost)
+        if verdict is not Verdict.ALLOWED:
+            read.counted = True
+            self._metrics.incr(verdict.counter)
+            return
+        read.hedged = True
+        if self.k > 1:
+            self.spare = max(self.spare, HEDGE_SPARE)
+        self._metrics.incr("hedges")
+        log.info("hedging %s: no answer after %.0f ms", self.describe(read.index),
+                 policy.threshold(read.held) * 1000)
+
+    def _rescue(self, read: UnitRead) -> None:
+        route = self.policy.rescue(read.datanode)
+        if route is None or not self._candidates():
+            return
+        read.counted = False
+        if read.role is Role.ORIGINAL:
+            self._metrics.record_avoided(read.datanode)
+            log.info("reading around %s: its DataNode is %s", self.describe(read.index), route.value)
+
+    def _next_timer(self) -> float | None:
+        """Seconds until the next read crosses its threshold, or a late read is looked at again."""
+        now = asyncio.get_running_loop().time()
+        times = [r.overdue_at for r in self.reads if r.state is State.ACTIVE and r.role is not Role.PROBE]
+        poll = self.policy.rescue_poll_s
+        if poll is not None and any(r.state is State.OVERDUE and r.counted for r in self.reads):
+            times.append(now + poll)
+        return max(0.0, min(times) - now) if times else None
+
+    def _retry(self) -> bool:
+        """Nothing runs and nothing is left to send: ask failed units again (a BUSY DataNode, a
+        flaky link), a bounded number of rounds. False: give up."""
+        failed = {r.index for r in self.reads if r.state is State.FAILED and r.role is not Role.PROBE}
+        failed -= set(self._done())
+        if not failed or self._rounds >= RETRY_ROUNDS:
+            return False
+        if not any(r.busy for r in self.reads if r.index in failed) and self._rounds >= NON_BUSY_ROUNDS:
+            return False
+        self._rounds += 1
+        self._asked -= failed
+        self._ranking = None   # re-ranked: recent failures now weigh in
+        log.info("group %d [%d, %d): asking units %s again (round %d)", self.group.id, self.start, self.end,
+                 sorted(failed), self._rounds)
+        return True
+
+    def _unavailable(self) -> DataUnavailable:
+        done = len(self._done())
+        if self.code.k == 1:
+            errors = "; ".join(f"{r.datanode}: {describe(r.error) if r.error else 'cancelled'}"
+                               for r in self.reads if r.state is State.FAILED)
+            return DataUnavailable(f"block {self.group.id}: none of its {len(self.group.units)} live replicas "
+                                   f"could be read ({errors})")
+        return DataUnavailable(f"cannot read group {self.group.id} at block offset {self.start}: only {done} "
+                               f"of the {self.k} units needed could be read")
+
+    # ---------------------------------------------------------------- the end
+
+    async def _finish(self, done: dict[int, UnitRead]) -> dict[int, object]:
+        for read in self.reads:
+            if read.hedged and read.state is not State.DONE:
+                self._metrics.incr("hedge_wins")
+                log.info("hedge won for %s", self.describe(read.index))
+        self._retire_rest(done)
+        if self.code.k == 1:   # replicas: any answer is the block's bytes
+            return {0: next(iter(done.values())).data}
+        wanted = self.wanted
+        missing = [w for w in wanted if w not in done]
+        if not missing:
+            return {w: done[w].data for w in wanted}
+        sources = {i: done[i].data for i in sorted(done)[:self.k]}
+        decoded = await self._decode(sources, missing)
+        return {w: done[w].data if w in done else decoded[w] for w in wanted}
+
+    def _retire_rest(self, done: dict[int, UnitRead]) -> None:
+        for read in self.reads:
+            if not read.running:
+                continue
+            if read.role is Role.PROBE:
+                read.state = State.RETIRED   # runs on to its end: its latency is the point
+            else:
+                read.retire(self.policy.retire_after(read), self._metrics)
+
+    async def _decode(self, sources: dict, wants: list[int]) -> dict:
+        length = self.end - self.start
+        if length * len(wants) <= INLINE_DECODE_BYTES:
+            return self.code.decode(sources, wants, length)
+        self._decoding = True
+        result = await asyncio.get_running_loop().run_in_executor(None, self.code.decode, sources, wants, length)
+        self._decoding = False
+        return result
+
+    def close(self) -> None:
+        """Every use of the bytes is over: cancel what still runs for us, give every buffer back.
+        (Cancelled in the middle of a decode in a worker thread, the sources are left to the
+        garbage collector instead: the thread may still be reading them.)"""
+        for read in self.reads:
+            if read.running and read.state is not State.RETIRED:
+                read.cancel(self._metrics)
+            if not self._decoding:
+                read.release()
