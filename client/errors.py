@@ -49,6 +49,11 @@ class DataUnavailable(HedgefsError):
         return message if message.startswith("data unavailable") else f"data unavailable: {message}"
 
 
+class FileChanged(HedgefsError):
+    """The file was replaced or deleted while it was read: its old bytes are gone, and the new
+    ones are another file's. Read it again from the start."""
+
+
 _BY_CODE = {
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,

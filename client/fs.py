@@ -2,7 +2,9 @@
 
 The public methods are ordinary blocking calls, safe to use from several threads at once; the
 network I/O behind them runs on one private event loop (loop.py). Writes are the writer's job
-(writer.py), reads the hedged reader's (reader.py); this module names files and hands over.
+(writer.py), reads an open file's (file_reader.py, over the hedged reader: reader.py); this
+module is the NameNode's calls and what every read and write shares (the latency model, the
+breaker, the data transfer client).
 
 A secure cluster: given a credential (``credentials``, else the file ``HEDGEFS_CREDENTIALS``
 names), every channel is TLS with it and the block tokens that come with unit locations go with
@@ -14,12 +16,10 @@ is a NotAllowed error (exit 4), not "unreachable".
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import io
 import logging
 import os
 import threading
-import time
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 import grpc
@@ -27,13 +27,12 @@ import grpc
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import (
-    DataUnavailable,
     HedgefsError,
     IsADirectory,
-    NotFound,
     UsageError,
     from_namenode_error,
 )
+from hedgefs.client.file_reader import FileReader
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
@@ -52,11 +51,6 @@ if TYPE_CHECKING:
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
 NAMENODE_TIMEOUT_S = 10.0
-_RELOCATIONS = 3   # times a read locates its file again (units moved, the file was converted)
-# While the latency model reports trouble (a slow or silent DataNode), an open file asks the
-# NameNode where its units are at most this often: a DataNode it declared dead drops out, and
-# units it has rebuilt elsewhere are read there.
-RELOCATE_S = 5.0
 
 log = logging.getLogger("hedgefs.client.fs")
 
@@ -318,7 +312,7 @@ class FileSystem:
         return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
 
     async def _pread(self, status: FileStatus, offset: int, length: int,
-                     avoid: frozenset[str] = frozenset(), into: bytearray | None = None) -> bytearray | memoryview:
+                     exclude: frozenset[str] = frozenset(), into: bytearray | None = None) -> bytearray | memoryview:
         """The bytes [offset, offset+length): a new bytearray, or a view of ``into`` filled with them."""
         self.metrics.incr("reads")
         policy = parse_policy(status.policy)
@@ -328,7 +322,7 @@ class FileSystem:
         await gather_or_cancel(
             self._reader.read_group_range(
                 policy, status.groups[p.group_index], p.offset_in_group, p.length,
-                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], avoid)
+                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], exclude)
             for p in pieces
         )
         return out if into is None else view
@@ -363,168 +357,3 @@ class _ProgressRelay:
                 callback(n)
             if closed:
                 return
-
-
-def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
-    """Does `fresh` (the same file: the same block groups) put some unit somewhere `cached` did not?"""
-    if [g.id for g in fresh.groups] != [g.id for g in cached.groups]:
-        return False  # another file now has this path
-    return any(loc != old.units.get(i) for new, old in zip(fresh.groups, cached.groups) for i, loc in new.units.items())
-
-
-def _converted(cached: FileStatus, fresh: FileStatus) -> bool:
-    """Is `fresh` the bytes of `cached` in another policy (``ec convert``)? A conversion keeps the
-    mtime, and every other replacement of a file gets a later one (the NameNode sees to it)."""
-    return (fresh.policy != cached.policy and not fresh.is_dir and
-            (fresh.length, fresh.mtime_ms) == (cached.length, cached.mtime_ms))
-
-
-class FileReader:
-    """An open file: positional reads, and sequential chunks with read-ahead."""
-
-    def __init__(self, fs: FileSystem, status: FileStatus):
-        self._fs = fs
-        self.status = status
-        self.length = status.length
-        self._located = time.monotonic()
-        self._relocating: asyncio.Task | None = None
-        self._renewing: asyncio.Future | None = None
-
-    def pread(self, offset: int, length: int) -> bytes:
-        if offset < 0 or length < 0:
-            raise ValueError("offset and length must be >= 0")
-        length = max(0, min(length, self.length - offset))
-        return self._fs._call(self._read(offset, length))
-
-    def submit(self, offset: int, length: int, avoid: frozenset[str] = frozenset()) -> "concurrent.futures.Future":
-        """Start a positional read; the Future's ``cancel()`` stops it and its unit reads.
-        Units on DataNodes in ``avoid`` are rebuilt from other units where possible."""
-        if offset < 0 or length < 0:
-            raise ValueError("offset and length must be >= 0")
-        length = max(0, min(length, self.length - offset))
-        return self._fs._submit(self._read(offset, length, avoid))
-
-    async def _read(self, offset: int, length: int, avoid: frozenset[str] = frozenset(),
-                    into: bytearray | None = None) -> bytearray | memoryview:
-        """Read with the cached unit locations; if too few units answer, locate again.
-
-        Units move (repair onto a spare, a DataNode restarted on a new port); the file's block
-        groups do not, so fresh locations for the same groups are safe to retry with. A file
-        converted to another policy meanwhile has new groups holding the same bytes: the whole
-        range is read again from them, never a mix of the two layouts. Block tokens expire: they
-        are renewed before they do, and once more after a failed read.
-        """
-        self._maybe_relocate()
-        for attempt in range(_RELOCATIONS + 1):
-            status = self.status
-            if status.renew_tokens_at and time.monotonic() >= status.renew_tokens_at:
-                status = await self._renew(status)
-            try:
-                return await self._fs._pread(status, offset, length, avoid, into)
-            except DataUnavailable:
-                if attempt == _RELOCATIONS:
-                    raise
-                try:
-                    fresh = await self._fs._stat(status.path)
-                except NotFound:
-                    raise DataUnavailable(f"{status.path} was deleted while being read") from None
-                converted = _converted(status, fresh)
-                renewed = bool(status.renew_tokens_at) and [g.id for g in fresh.groups] == [g.id for g in status.groups]
-                if not _new_locations(status, fresh) and not converted and not renewed:
-                    raise  # nothing moved: reading again would only wait on the same DataNodes
-                if converted:
-                    log.info("%s was converted from %s to %s while being read: reading the new layout",
-                             status.path, status.policy, fresh.policy)
-                elif renewed:
-                    self._fs.metrics.incr("token_refreshes")
-                if self.status is status:
-                    self.status = fresh
-
-    def _maybe_relocate(self) -> None:
-        """Ask the NameNode again where the units are (in the background) when the latency model
-        has seen trouble since we last asked, at most every RELOCATE_S: reads then skip a DataNode
-        it has declared dead, even while the breaker is open."""
-        now = time.monotonic()
-        if (self._relocating is not None or self._fs.model.last_trouble <= self._located
-                or now - self._located < RELOCATE_S):
-            return
-        self._located = now
-        self._relocating = asyncio.ensure_future(self._relocate())
-
-    async def _relocate(self) -> None:
-        try:
-            fresh = await self._fs._stat(self.status.path)
-            same_groups = [g.id for g in fresh.groups] == [g.id for g in self.status.groups]
-            if same_groups and fresh.groups != self.status.groups:
-                log.info("%s: unit locations changed (a DataNode died or units moved); reading the new ones",
-                         self.status.path)
-                self.status = fresh
-        except HedgefsError as err:
-            log.info("cannot locate %s again: %s", self.status.path, err)
-        finally:
-            self._relocating = None
-
-    def check_available(self) -> None:
-        """DataUnavailable if a block group has fewer live units than a read needs (k, or one
-        replica), as the NameNode sees it: a caller checks before writing out any byte, so a file
-        known to be unreadable gives a clean error and no partial output."""
-        policy = parse_policy(self.status.policy)
-        for g in self.status.groups:
-            if len(g.units) < policy.k:
-                where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
-                         f"block group {g.id} has {len(g.units)} live units, {policy.k} needed")
-                raise DataUnavailable(f"data unavailable: {self.status.path}: {where}")
-
-    async def _renew(self, status: FileStatus) -> FileStatus:
-        """Fresh locations and tokens for the same file (reads in flight share one renewal)."""
-        if self._renewing is None or self._renewing.done():
-            async def renew() -> FileStatus:
-                fresh = await self._fs._stat(status.path)
-                if [g.id for g in fresh.groups] == [g.id for g in status.groups]:
-                    self.status = fresh
-                    self._fs.metrics.incr("token_refreshes")
-                return self.status
-            self._renewing = asyncio.ensure_future(renew())
-        return await asyncio.shield(self._renewing)
-
-    def checksum(self) -> "FileChecksum":
-        from hedgefs.client import checksum as _checksum
-
-        status = self.status
-        return self._fs._call(_checksum.file_checksum(
-            self._fs.datanodes, parse_policy(status.policy), status.groups, status.length, self._read))
-
-    def chunks(self, read_ahead: int = 2, reuse: bool = False) -> Iterator[bytearray | memoryview]:
-        """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight.
-
-        ``reuse``: chunks are views of ``read_ahead + 1`` buffers used again and again, each valid
-        only until the next chunk is asked for: what a copy to a file or a pipe needs, without
-        a fresh (zeroed, page-faulted) buffer per chunk."""
-        policy = parse_policy(self.status.policy)
-        size = policy.stripe_data_size * max(1, (8 << 20) // policy.stripe_data_size)
-        offsets = list(range(0, self.length, size))
-        inflight: list = []   # (buffer or None, future)
-        free: list[bytearray] = []
-        try:
-            for offset in offsets:
-                buf = (free.pop() if free else bytearray(size)) if reuse else None
-                inflight.append((buf, self._fs._submit(self._read(offset, min(size, self.length - offset), into=buf))))
-                if len(inflight) > read_ahead:
-                    buf, future = inflight.pop(0)
-                    yield future.result()
-                    if buf is not None:
-                        free.append(buf)   # the consumer asked for the next chunk: done with this one
-            while inflight:
-                yield inflight.pop(0)[1].result()
-        finally:
-            for _buf, future in inflight:
-                future.cancel()
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> "FileReader":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

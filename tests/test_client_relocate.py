@@ -2,7 +2,8 @@
 
 import dataclasses
 
-from hedgefs.client.fs import FileStatus, _new_locations
+from hedgefs.client.file_reader import _new_locations
+from hedgefs.client.locations import FileStatus
 from hedgefs.client.reader import GroupLocation, UnitLocation
 
 
