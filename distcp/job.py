@@ -71,7 +71,7 @@ class Options:
 class Attempt:
     n: int
     started: float
-    avoid: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     ended: float | None = None
     outcome: str = "running"        # running | won | lost | cancelled | failed
     part: str | None = None
@@ -439,17 +439,17 @@ class DistCp:
                 return
             if self._abort.is_set() or state.file.failed:
                 continue
-            self._attempt(state, avoid=frozenset())
+            self._attempt(state, exclude=frozenset())
 
-    def _attempt(self, state: SegmentState, avoid: frozenset[str]) -> None:
+    def _attempt(self, state: SegmentState, exclude: frozenset[str]) -> None:
         job, seg = state.file, state.segment
         with self._lock:
             if self._abort.is_set() or job.failed or state.done:
                 return
             n = len(state.attempts)
-            attempt = Attempt(n, time.monotonic(), tuple(sorted(avoid)))
+            attempt = Attempt(n, time.monotonic(), tuple(sorted(exclude)))
             attempt.overdue_at_start = job.reader.overdue() if n == 0 else {}
-            attempt.stream = SegmentStream(job.reader, seg.offset, seg.length, avoid, self.options.read_step)
+            attempt.stream = SegmentStream(job.reader, seg.offset, seg.length, exclude, self.options.read_step)
             state.attempts.append(attempt)
             if state not in self._running:
                 self._running.append(state)
@@ -612,11 +612,11 @@ class DistCp:
             state.hedged = True
             self.counts["segments_hedged"] += 1
             baseline = first.overdue_at_start
-            avoid = frozenset(dn for dn, n in state.file.reader.overdue().items() if n > baseline.get(dn, 0))
+            exclude = frozenset(dn for dn, n in state.file.reader.overdue().items() if n > baseline.get(dn, 0))
             log.info("hedging %s segment %d: not done after %.0f ms%s", state.file.source.path, state.segment.seq,
-                     delay * 1000, f", reading around {', '.join(sorted(avoid))}" if avoid else "")
+                     delay * 1000, f", reading around {', '.join(sorted(exclude))}" if exclude else "")
             # The second copy reads around the DataNodes whose reads went overdue since the first began.
-            self._submit(self._attempt, state, avoid)
+            self._submit(self._attempt, state, exclude)
         return max(soonest, 0.01)
 
     def _submit(self, fn, *args) -> None:
@@ -704,7 +704,7 @@ class DistCp:
                     "bytes": s.segment.length, "hedged": s.hedged,
                     "attempts": [{"n": a.n, "start_s": round(a.started - self.t0, 4),
                                   "end_s": None if a.ended is None else round(a.ended - self.t0, 4),
-                                  "outcome": a.outcome, "avoid": list(a.avoid), "error": a.error}
+                                  "outcome": a.outcome, "exclude": list(a.exclude), "error": a.error}
                                  for a in s.attempts],
                     "seconds": round(max(a.ended for a in s.attempts if a.outcome == "won") - s.attempts[0].started, 4),
                 })

@@ -88,7 +88,7 @@ class Entry:
 class Source:
     """An open source file: cancellable positional reads."""
 
-    def submit(self, offset: int, length: int, avoid: frozenset[str] = frozenset()) -> concurrent.futures.Future:
+    def submit(self, offset: int, length: int, exclude: frozenset[str] = frozenset()) -> concurrent.futures.Future:
         raise NotImplementedError
 
     def overdue(self) -> dict[str, int]:
@@ -136,8 +136,8 @@ class _ClusterSource(Source):
         self._fs = fs
         self._reader = fs.open(path)
 
-    def submit(self, offset, length, avoid=frozenset()):
-        return self._reader.submit(offset, length, avoid)
+    def submit(self, offset, length, exclude=frozenset()):
+        return self._reader.submit(offset, length, exclude)
 
     def overdue(self) -> dict[str, int]:
         return self._fs.metrics.overdue_counts()
@@ -190,7 +190,7 @@ class _LocalSource(Source):
         except FileNotFoundError:
             raise NotFound(f"no such local file: {path}") from None
 
-    def submit(self, offset, length, avoid=frozenset()):
+    def submit(self, offset, length, exclude=frozenset()):
         return self._pool.submit(os.pread, self._fd, length, offset)
 
     def close(self) -> None:

@@ -23,11 +23,11 @@ class SourceChanged(HedgefsError):
 
 
 class SegmentStream:
-    def __init__(self, source, offset: int, length: int, avoid: frozenset[str] = frozenset(), step: int = STEP):
+    def __init__(self, source, offset: int, length: int, exclude: frozenset[str] = frozenset(), step: int = STEP):
         self._source = source
         self._next = offset
         self._end = offset + length
-        self._avoid = avoid
+        self._exclude = exclude
         self._step = step
         self._inflight: collections.deque = collections.deque()
         self._pending = memoryview(b"")
@@ -57,7 +57,7 @@ class SegmentStream:
     def _fill(self) -> None:
         while len(self._inflight) < AHEAD and self._next < self._end:
             n = min(self._step, self._end - self._next)
-            future = self._source.submit(self._next, n, self._avoid)
+            future = self._source.submit(self._next, n, self._exclude)
             future.add_done_callback(lambda _f: self._wake.set())
             self._inflight.append((future, n))
             self._next += n
