@@ -71,3 +71,23 @@ def test_30_seeded_steps_of_chaos_keep_every_byte(tmp_path, security):
     assert report.units_rotted >= 1, log     # step 13 rots units on a disk; the end finds them replaced
     assert set(report.summary()) == set(SUMMARY_KEYS)
     assert lines[0] == f"chaos: seed {SHORT_SEED}"
+
+
+# Seed 102's first 30 steps make several DataNodes slow, stalled, erroring and bandwidth-capped at
+# once, so rebuilds overlap in one stripe while retired reads run on. It caught the reader before
+# the range fetcher returning wrong bytes (a retired read's buffer given back while another
+# rebuild decoded from it): that reader failed it at step 17, then at step 22, in two runs of two
+# (buffers poisoned, as here).
+OVERLAP_SEED, OVERLAP_STEPS = 102, 30
+
+
+@pytest.mark.insecure_only("the read logic: seed 79 covers the secure channels")
+def test_overlapping_rebuilds_schedule_keeps_every_byte(tmp_path, security):
+    lines: list[str] = []
+    config = ChaosConfig(seed=OVERLAP_SEED, steps=OVERLAP_STEPS, datanodes=12, writers=2, readers=2,
+                         files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    log = "\n".join(line for line in lines if not line.startswith("step "))
+    assert report.wrong_bytes == 0, log
+    assert report.ok, log
+    assert report.reads > 0 and report.bytes_verified > 0, log
