@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     for f in [pathlib.Path(a) for a in (sys.argv[1:] if argv is None else argv)]:
         doc = json.loads(f.read_text())
         if "runs" not in doc or not isinstance(doc["runs"], list):
-            print(f"{f}: not a suite result (issue 12's format)", file=sys.stderr)
+            print(f"{f}: not a suite result (no runs with summaries)", file=sys.stderr)
             continue
         for png in suite_plots(doc, f.parent, f.stem):
             print(png)

@@ -62,7 +62,7 @@ CURVE_PERCENTILES = (0, 10, 25, 50, 75, 90, 95, 97, 98, 99, 99.3, 99.5, 99.7, 99
                      99.97, 99.98, 99.99, 99.995, 99.999, 100)
 
 SUMMARY_KEYS = ("reads", "reads_per_s", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms", "hedges",
-                "hedge_wins", "hedges_refused", "breaker_trips", "decodes", "extra_cell_reads_pct",
+                "hedge_wins", "hedges_refused", "breaker_trips", "decodes", "extra_unit_reads_pct",
                 "max_extra_pct_1s", "avoided", "probes", "load", "per_datanode")
 
 
@@ -158,7 +158,7 @@ class ClientProbe:
         slow = set(self._fs.model.slow_datanodes())
         with self._lock:
             # The client's own count of what its reads needed: both counted as unit reads start.
-            self.samples.append((now, self._fs.metrics.counter("cell_reads"), self._fs.metrics.counter("cell_reads_needed")))
+            self.samples.append((now, self._fs.metrics.counter("unit_reads"), self._fs.metrics.counter("unit_reads_needed")))
             for dn in slow - self._slow_now:
                 self.first_slow.setdefault(dn, now)
                 self.slow_spans.setdefault(dn, []).append([now, now])
@@ -214,7 +214,7 @@ class BenchRun:
     reads: int      # pages (reads, with fanout 1) completed
     errors: int
     error_samples: list[str]
-    expected_cell_reads: int
+    expected_unit_reads: int
     hist: LatencyHistogram
     series: TimeSeries
     stats: object  # client ReadStats at the end
@@ -227,8 +227,8 @@ class BenchRun:
         """The keys of `hedgefs bench read --json`."""
         c = self.stats.counters
         extra = 0.0
-        if self.expected_cell_reads:
-            extra = 100.0 * (c["cell_reads"] - self.expected_cell_reads) / self.expected_cell_reads
+        if self.expected_unit_reads:
+            extra = 100.0 * (c["unit_reads"] - self.expected_unit_reads) / self.expected_unit_reads
         return {
             "reads": self.reads,
             "reads_per_s": round(self.reads / self.wall_s, 1) if self.wall_s > 0 else 0.0,
@@ -243,17 +243,17 @@ class BenchRun:
             "breaker_trips": self.stats.breaker_trips,
             # Cells rebuilt because their read failed (dead DataNode, error, bad checksum); a
             # hedge's rebuild is counted in "hedges".
-            "decodes": c["decodes_on_failure"],
+            "decodes": c["rebuilt_on_failure"],
             # Unit reads beyond the ones the reads themselves needed: hedges, reading around,
             # probes, rebuilds, late binding.
-            "extra_cell_reads_pct": round(extra, 4),
+            "extra_unit_reads_pct": round(extra, 4),
             "max_extra_pct_1s": self.probe.max_extra_pct_1s(),
             "avoided": c["avoided"],
             "probes": c["probes"],
             "load": {"mode": "open" if self.rate else "closed", "rate": self.rate, "threads": self.threads,
                      "fanout": self.fanout, "saturated": self.saturated},
             "per_datanode": {dn: {"p50_ms": round(row["p50_ms"], 2), "p99_ms": round(row["p99_ms"], 2),
-                                  "cell_reads": row["cell_reads"], "avoided": row["avoided"], "probes": row["probes"]}
+                                  "unit_reads": row["unit_reads"], "avoided": row["avoided"], "probes": row["probes"]}
                              for dn, row in self.stats.per_datanode.items()},
         }
 
@@ -267,7 +267,7 @@ class BenchRun:
             "errors": self.errors,
             "error_samples": self.error_samples,
             "counters": dict(self.stats.counters),
-            "expected_cell_reads": self.expected_cell_reads,
+            "expected_unit_reads": self.expected_unit_reads,
             "percentile_curve": [{"p": p, "ms": _ms(self.hist.percentile(p) if p < 100 else self.hist.max_s)}
                                  for p in CURVE_PERCENTILES],
             "series_bucket_s": self.series.bucket_s,
@@ -487,7 +487,7 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
     return BenchRun(threads=threads, rate=rate, fanout=fanout, read_size=read_size, seed=seed, path=path,
                     file_length=f.length, policy=status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
                     reads=tally.reads, errors=tally.errors, error_samples=tally.error_samples,
-                    expected_cell_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
+                    expected_unit_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
                     saturated=saturated[0], events=events, host=host)
 
 
@@ -548,9 +548,9 @@ def format_summary(summary: dict) -> str:
         f"p99.9 {s['p999_ms']:.1f}  max {s['max_ms']:.1f}",
         f"hedges {s['hedges']} (wins {s['hedge_wins']}, refused {s['hedges_refused']}), reads avoided {s['avoided']}, "
         f"probes {s['probes']}, breaker trips {s['breaker_trips']}, decodes on failure {s['decodes']}, "
-        f"extra cell reads {s['extra_cell_reads_pct']:.3f} % (worst second {s['max_extra_pct_1s']} %)",
+        f"extra cell reads {s['extra_unit_reads_pct']:.3f} % (worst second {s['max_extra_pct_1s']} %)",
     ]
     for dn, row in s["per_datanode"].items():
-        lines.append(f"  {dn:>6}: cell_reads {row['cell_reads']:<7} p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms"
+        lines.append(f"  {dn:>6}: unit_reads {row['unit_reads']:<7} p50 {row['p50_ms']:7.1f} ms  p99 {row['p99_ms']:7.1f} ms"
                      f"  avoided {row['avoided']}")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""EC vs replication, side by side (issue 16): the trade HubSpot made, measured on one cluster.
+"""EC vs replication, side by side: the trade HubSpot made, measured on one cluster.
 
     hedgefs bench replication [--quick] [--rate R|auto] [--out DIR]
     python -m hedgefs.bench.replication [...]                     # the same
@@ -226,7 +226,7 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
                         s = doc["summary"]
                         say(f"   {policy:<13} hedging {mode:<3}: {s['reads']} reads  p50 {s['p50_ms']:.1f}  "
                             f"p99 {s['p99_ms']:.1f}  p99.9 {s['p999_ms']:.1f}  max {s['max_ms']:.1f} ms  "
-                            f"extra {s['extra_cell_reads_pct']:.2f} %  hedges {s['hedges']} (wins {s['hedge_wins']})  "
+                            f"extra {s['extra_unit_reads_pct']:.2f} %  hedges {s['hedges']} (wins {s['hedge_wins']})  "
                             f"errors {doc.get('errors')}")
         finally:
             c.down()
@@ -292,7 +292,7 @@ def summary_markdown(result: dict) -> str:
         base = _healthy(result, r["policy"], r["hedging"])
         ratio = f"{s['p999_ms'] / base['p999_ms']:.1f} x" if base and base["p999_ms"] else "-"
         lines.append(f"| {r['title']} | {r['policy']} | {r['hedging']} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | "
-                     f"{s['p999_ms']:.1f} | {s['max_ms']:.1f} | {ratio} | {s['extra_cell_reads_pct']:.2f} % | "
+                     f"{s['p999_ms']:.1f} | {s['max_ms']:.1f} | {ratio} | {s['extra_unit_reads_pct']:.2f} % | "
                      f"{s['hedges']} ({s['hedge_wins']}) | {_lag(r)} |")
     errors = [(r["title"], r["policy"], r["hedging"], r["errors"]) for r in result["runs"] if r.get("errors")]
     lines += ["", "Client lag: the p99 of how late the client's event loop ran a 100 ms timer during the run. "

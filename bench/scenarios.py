@@ -13,7 +13,7 @@ per run (so its latency model and breaker start cold, as a new process's would).
 come first; every run's p99.9 is reported as a ratio to the healthy p99.9 (adaptive threshold,
 the default) of the same suite. Faults go to the DataNode(s) holding the most data cells.
 
-Runs, each with the default (adaptive) settings and again with today's fixed 250 ms threshold
+Runs, each with the default (adaptive) settings and again with HubSpot's fixed 250 ms threshold
 (``static``, the baseline row): healthy; healthy with a CPU hog per core (at a third of the capacity
 measured with the hogs running: at the healthy rate it would only show an overload); one DataNode +500 ms
 on every read (and once with hedging off); one DataNode 1 % of reads +2 s; one DataNode frozen
@@ -267,7 +267,7 @@ def run_one(sc: Scenario, mode: str, read_extra: int, bc: BenchCluster, rate: fl
     say(f"   {label:<22} {s['reads']:>6} {'pages' if sc.fanout > 1 else 'reads'} ({s['reads_per_s']:.0f}/s)  "
         f"p50 {s['p50_ms']:.1f}  p99 {s['p99_ms']:.1f}  p99.9 {s['p999_ms']:.1f}  max {s['max_ms']:.1f} ms  "
         f"hedges {s['hedges']} ({s['hedge_wins']})  avoided {s['avoided']}  trips {s['breaker_trips']}  "
-        f"extra {s['extra_cell_reads_pct']:.2f} % (worst 1 s {s['max_extra_pct_1s']})  errors {result['errors']}  "
+        f"extra {s['extra_unit_reads_pct']:.2f} % (worst 1 s {s['max_extra_pct_1s']})  errors {result['errors']}  "
         f"load {h['loadavg_start'][0]}->{h['loadavg_end'][0]}" + ("  SATURATED" if s["load"]["saturated"] else ""))
     return result
 
@@ -347,7 +347,7 @@ def evaluate_targets(doc: dict) -> list[dict]:
     def extra_target(name: str, bound: float) -> None:
         run = _run(doc, name)
         if run:
-            pct = run["summary"]["extra_cell_reads_pct"]
+            pct = run["summary"]["extra_unit_reads_pct"]
             out.append(_target(name, f"extra cell reads <= {bound:g} %", f"{pct:.2f} %", pct <= bound,
                                f"{bound - pct:+.2f} points"))
 
@@ -508,7 +508,7 @@ def summary_markdown(doc: dict) -> str:
         lines.append(
             f"| {sc.title} | {mode} | {s['reads_per_s']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | "
             f"{s['p999_ms']:.1f} | **{r}** | {s['max_ms']:.1f} | {s['hedges']} ({s['hedge_wins']}) | {s['avoided']} | "
-            f"{s['probes']} | {s['breaker_trips']} | {s['extra_cell_reads_pct']:.2f} | {s['max_extra_pct_1s']} | "
+            f"{s['probes']} | {s['breaker_trips']} | {s['extra_unit_reads_pct']:.2f} | {s['max_extra_pct_1s']} | "
             f"{h['loop_lag_max_ms']} | {h['loadavg_start'][0]:.1f} |")
     puts = doc.get("puts")
     if puts:
@@ -533,7 +533,7 @@ def notes(doc: dict) -> list[str]:
     if off and off["victims"]:
         k = parse_policy(doc["cluster"]["policy"]).k
         victim = off["victims"][0]
-        share = off["summary"]["per_datanode"].get(victim, {}).get("cell_reads", 0) / max(off["expected_cell_reads"], 1)
+        share = off["summary"]["per_datanode"].get(victim, {}).get("unit_reads", 0) / max(off["expected_unit_reads"], 1)
         out.append(f"Reading around one DataNode costs k - 1 = {k - 1} extra unit reads per 64 KiB read that needs "
                    f"it (its cell is rebuilt from {k} others). {victim} holds the cells of {share:.1%} of the reads "
                    f"(hedging off), so any scheme that never waits for it reads at least {share * (k - 1):.0%} more "

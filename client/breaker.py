@@ -6,7 +6,7 @@ nobody, and neither does a moment's stall); with a fixed threshold, HubSpot's ru
 DataNode one of whose reads crossed the threshold. When the (max_impaired_nodes + 1)-th
 distinct DataNode turns impaired inside impaired_window_ms, the breaker opens for cooldown_ms:
 no hedges, no reading around slow DataNodes, no extra sources; reads wait for slow DataNodes
-(never for black holes: see the reader). Without a trip, extra reads also pause while more
+(never for silent DataNodes: see the reader). Without a trip, extra reads also pause while more
 than max_impaired_nodes DataNodes are slow at once (no reading around them: the first second
 of a broad slowdown costs no more than its hedges), and everything extra pauses while the
 model finds the cluster *crowded* (the median DataNode's reads overdue: an overload, which

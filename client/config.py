@@ -13,7 +13,7 @@ from typing import Mapping
 class HedgeConfig:
     enabled: bool = True
     # None = auto: the latency model's threshold per read size, reading around slow DataNodes
-    # (client/latency.py). A number = a fixed threshold and nothing else: hedgefs before issue 12.
+    # (client/latency.py). A number = a fixed threshold and nothing else: HubSpot's rule.
     threshold_ms: float | None = None
     max_impaired_nodes: int = 2  # one more distinct impaired DataNode in the window trips the breaker
     impaired_window_ms: float = 60_000.0

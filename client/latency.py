@@ -3,11 +3,12 @@
     model = LatencyModel()
     token = model.started("dn3")                 # a unit read goes out
     model.finished(token, nbytes)                # ... it answered with data (an error: failed)
-    model.abandoned(token, nbytes, overdue=True) # ... or we cancelled it (a hedge won)
+    model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
+    model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
     model.is_slow("dn3")      # far slower than its peers lately: read around it
-    model.is_black_hole("dn3")# reads in flight, nothing answered for far longer than peers take
+    model.is_silent("dn3")    # reads in flight, nothing answered for far longer than peers take
     model.probe_due("dn3")    # time to send one read to a slow DataNode, to notice its recovery
 
 Per DataNode and size class (reads up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger), a
@@ -15,7 +16,7 @@ decayed latency histogram (log buckets, forward decay with a 5 s half-life: reco
 bucket update, memory is fixed). What *healthy* DataNodes take for a size is the median, over
 DataNodes, of their p99 for it: a minority of slow DataNodes cannot move it, a uniformly slow
 host (CPU contention) moves it for everyone. ``threshold`` is 1.5 x that, kept within a floor
-(10 ms) and a ceiling (250 ms, today's fixed threshold, for a cell-sized read, plus the
+(10 ms) and a ceiling (250 ms, HubSpot's fixed threshold, for a cell-sized read, plus the
 transfer at 32 MiB/s for bigger ones). Until three DataNodes have a few reads of a size (a new
 client): the ceiling.
 
@@ -27,7 +28,7 @@ yardsticks are its peers, one DataNode slower than the rest is slow, while a hos
 all over (CPU contention), or a client that stalls for a moment (every read in flight late at
 once), makes nobody slow. It stays slow until most of its recent reads are back under twice
 their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
-too. A read still running at twice its threshold counts at that moment (``overdue``, and again
+too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and again
 when it ends), so a DataNode that stops answering is judged in a fraction of a second, not when
 its reads finish; a cancelled read (a lower bound) counts only once it was that late.
 Slowness without fresh evidence is forgotten after 10 s.
@@ -35,7 +36,7 @@ Slowness without fresh evidence is forgotten after 10 s.
 The cluster is *crowded* when the median DataNode's recent reads are overdue: everything is
 late (an overload, not one slow DataNode), and extra reads would only lengthen the queues.
 
-A *black hole* is a DataNode with reads in flight that has answered nothing (no data, no
+A *silent DataNode* is a DataNode with reads in flight that has answered nothing (no data, no
 error) for max(1 s, 20 x the healthy p99 of the smallest reads): reads never wait on one,
 whatever the breaker says.
 
@@ -63,7 +64,7 @@ CLASS_MIN_WEIGHT = 4.0      # reads (decayed) of a size before a DataNode's p99 
 CLASS_MIN_DATANODES = 3     # DataNodes with such a p99 before the threshold is learned, not the ceiling
 HEDGE_FACTOR = 1.5          # threshold = 1.5 x the healthy p99 for the size
 FLOOR_S = 0.010             # never hedge sooner than this
-CEILING_S = 0.250           # never later than this, for a cell-sized read (today's fixed default)...
+CEILING_S = 0.250           # never later than this, for a cell-sized read (HubSpot's fixed default)...
 CEILING_BYTES_PER_S = 32 << 20   # ... plus the transfer at this rate for bigger ones
 THRESHOLD_CACHE_S = 0.05    # thresholds are recomputed at most this often
 RECENT_S = 0.25             # a DataNode is judged on its reads of the last 0.25 s ...
@@ -74,8 +75,8 @@ PEER_FACTOR = 4.0           # ... and its recent median must be 4 x the median D
 PEERS_MIN = 3               # DataNodes with recent reads needed to compare with
 SLOW_FORGET_S = 10.0        # slowness without fresh evidence for this long is forgotten
 PROBE_INTERVAL_S = 0.25     # at most one probe per DataNode this often, one at a time
-BLACK_HOLE_MIN_S = 1.0      # silent this long (at least) with reads in flight: a black hole
-BLACK_HOLE_FACTOR = 20.0    # ... or 20 x the healthy p99, whichever is longer
+SILENT_MIN_S = 1.0      # with reads in flight and no answer this long (at least): silent
+SILENT_FACTOR = 20.0    # ... or 20 x the healthy p99, whichever is longer
 FAILURE_MEMORY_S = 10.0     # a DataNode whose read failed this recently is a rebuild's last choice
 MAX_DATANODES = 2048        # DataNodes remembered (~10 KiB each at most); the least recent is forgotten
 
@@ -208,7 +209,7 @@ class LatencyModel:
         is already a slow read's (it says nothing about how much faster it might have been)."""
         self._end(token, nbytes, answered=False, sample=True, censored=True)
 
-    def overdue(self, token: Token, nbytes: int) -> None:
+    def slow_evidence(self, token: Token, nbytes: int) -> None:
         """The read is still running at twice its threshold: count it now as a slow read."""
         now = self._clock()
         with self._lock:
@@ -373,16 +374,16 @@ class LatencyModel:
                 return 0.0
             return now - max(node.busy_since, node.last_answer)
 
-    def black_hole_after(self) -> float:
-        """Silence (with reads in flight) that makes a DataNode a black hole: max(1 s, 20 x p99)."""
+    def silent_after(self) -> float:
+        """Silence (with reads in flight) that makes a DataNode silent: max(1 s, 20 x p99)."""
         now = self._clock()
         with self._lock:
             p99 = self._healthy_p99(0, now)
-        return max(BLACK_HOLE_MIN_S, BLACK_HOLE_FACTOR * p99) if not math.isinf(p99) else BLACK_HOLE_MIN_S
+        return max(SILENT_MIN_S, SILENT_FACTOR * p99) if not math.isinf(p99) else SILENT_MIN_S
 
-    def is_black_hole(self, datanode: str) -> bool:
+    def is_silent(self, datanode: str) -> bool:
         silent = self.silent_for(datanode)
-        if silent <= 0 or silent < self.black_hole_after():
+        if silent <= 0 or silent < self.silent_after():
             return False
         self.last_trouble = self._clock()
         return True

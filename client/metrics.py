@@ -13,14 +13,15 @@ from hedgefs.histogram import LatencyHistogram
 
 COUNTER_NAMES = (
     "reads",  # pread calls
-    "cell_reads",  # unit-range reads sent to DataNodes, hedges and rebuilds included
-    "cell_reads_needed",  # unit-range reads the reads themselves needed (cell_reads beyond these are extra)
-    "cell_read_errors",  # of those, the ones that failed (error status, dead DataNode, checksum)
+    "unit_reads",  # unit-range reads sent to DataNodes, hedges and rebuilds included
+    "unit_reads_needed",  # unit-range reads the reads themselves needed (unit_reads beyond these are extra)
+    "unit_read_errors",  # of those, the ones that failed (error status, dead DataNode, checksum)
     "hedges",  # hedges started: a slow unit read rebuilt from others, or the next replica asked (hedgedReadOps)
     "hedge_wins",  # hedges that answered before the read they hedged (HDFS's hedgedReadOpsWin)
     "hedges_refused_breaker",
     "hedges_refused_rate",
-    "decodes_on_failure",  # cells rebuilt because their read failed (error, checksum, dead node)
+    "rebuilt_on_failure",  # unit reads rebuilt from other units because their read failed (error, checksum, dead node)
+    "replica_failovers",  # replicated blocks read from the next replica because a replica's read failed
     "cancelled_reads",  # losing cell reads cancelled by the client
     "checksum_failures",  # unit reads whose bytes did not match the DataNode's CRC32C (rebuilt, reported)
     "avoided",  # unit reads rebuilt from other units instead of waiting on a slow or silent DataNode
@@ -38,15 +39,16 @@ class ReadStats:
 
 _HELP = {
     "reads": "pread calls.",
-    "cell_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
-    "cell_reads_needed": "Unit-range reads the reads themselves needed; cell_reads beyond these are extra.",
-    "cell_read_errors": "Unit-range reads that failed (error status, dead DataNode, checksum).",
+    "unit_reads": "Unit-range reads sent to DataNodes, hedges and rebuilds included.",
+    "unit_reads_needed": "Unit-range reads the reads themselves needed; unit_reads beyond these are extra.",
+    "unit_read_errors": "Unit-range reads that failed (error status, dead DataNode, checksum).",
     "hedges": "Hedges started: a slow unit read rebuilt from other units, or (replicated files) the next replica "
               "asked, raced with the original (HDFS: hedgedReadOps).",
     "hedge_wins": "Hedges that answered before the read they hedged (HDFS: hedgedReadOpsWin).",
     "hedges_refused_breaker": "Hedges not started because the circuit breaker was open.",
     "hedges_refused_rate": "Hedges not started because of the extra-read budget or the per-second cap.",
-    "decodes_on_failure": "Reads rebuilt because the original failed.",
+    "rebuilt_on_failure": "Unit reads rebuilt from other units because the unit's own read failed.",
+    "replica_failovers": "Replicated reads that went on to the next replica because a replica's read failed.",
     "cancelled_reads": "Losing reads cancelled by the client.",
     "checksum_failures": "Unit reads whose bytes failed the DataNode's CRC32C (rebuilt; the DataNode checks its copy).",
     "avoided": "Unit reads rebuilt from other units instead of waiting on a slow or silent DataNode.",
@@ -67,7 +69,7 @@ class _Families:
         self.registry = r = CollectorRegistry()
         self.counters = {name: Counter(f"hedgefs_client_{name}", _HELP.get(name, name), registry=r)
                          for name in COUNTER_NAMES}
-        self.cell_read = Histogram("hedgefs_client_cell_read_seconds",
+        self.unit_read = Histogram("hedgefs_client_unit_read_seconds",
                                    "Unit-range reads by DataNode, as the client timed them.", ["datanode"], registry=r,
                                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
         self.overdue = Counter("hedgefs_client_overdue_reads", "Reads that crossed the hedge threshold, by DataNode.",
@@ -122,12 +124,12 @@ class ClientMetrics:
         with self._lock:
             return self._counters[name]
 
-    def record_cell_read(self, datanode: str, seconds: float) -> None:
+    def record_unit_read(self, datanode: str, seconds: float) -> None:
         with self._lock:
             hist = self._per_datanode.setdefault(datanode, LatencyHistogram())
         hist.record(seconds)
         if _PROM is not None:
-            _PROM.cell_read.labels(datanode).observe(seconds)
+            _PROM.unit_read.labels(datanode).observe(seconds)
 
     def record_overdue(self, datanode: str) -> None:
         """A read on this DataNode crossed the hedge threshold (it may never complete)."""
@@ -166,7 +168,7 @@ class ClientMetrics:
             overdue = dict(self._overdue)
             avoided, probes = dict(self._avoided), dict(self._probes)
         per_dn = {
-            dn: {"p50_ms": h.percentile(50) * 1000, "p99_ms": h.percentile(99) * 1000, "cell_reads": h.count,
+            dn: {"p50_ms": h.percentile(50) * 1000, "p99_ms": h.percentile(99) * 1000, "unit_reads": h.count,
                  "overdue": overdue.get(dn, 0), "avoided": avoided.get(dn, 0), "probes": probes.get(dn, 0)}
             for dn, h in sorted(hists.items(), key=lambda kv: natural_key(kv[0]))
         }

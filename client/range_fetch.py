@@ -169,7 +169,7 @@ class RangeFetcher:
                 self._send(w, Role.ORIGINAL)
                 continue
             if route is Route.NO_COPY:
-                self._metrics.incr("decodes_on_failure")
+                self._metrics.incr("rebuilt_on_failure")
             elif route.around:
                 self._metrics.record_avoided(dn)
                 log.debug("reading around %s (%s)", self.describe(w), route.value)
@@ -189,12 +189,16 @@ class RangeFetcher:
 
     def _on_ended(self, ended: list[UnitRead]) -> None:
         for read in ended:
-            if read.state is not State.FAILED or read.role is Role.PROBE:
+            if read.state is not State.FAILED or read.role is Role.PROBE or self._finished():
                 continue
-            if read.role is Role.ORIGINAL and not self._finished():
-                self._metrics.incr("decodes_on_failure")
-                log.info("read of %s failed (%s); reading other units", self.describe(read.index),
-                         describe(read.error) if read.error else "cancelled")
+            if self.k == 1:
+                self._metrics.incr("replica_failovers")   # the next replica is asked
+            elif read.role is Role.ORIGINAL:
+                self._metrics.incr("rebuilt_on_failure")
+            else:
+                continue
+            log.info("read of %s failed (%s); reading another unit", self.describe(read.index),
+                     describe(read.error) if read.error else "cancelled")
 
     def _on_time(self) -> None:
         """Reads past their threshold become overdue; late reads we wait for are looked at again."""

@@ -164,11 +164,11 @@ class AdaptivePolicy(ReadPolicy):
         return max(0.0, self.model.slow_after(read.held) - self.model.age(read.token)) if read.token else 0.0
 
     def troubled(self, datanode: str | None) -> bool:
-        return datanode is not None and (self.model.is_slow(datanode) or self.model.is_black_hole(datanode))
+        return datanode is not None and (self.model.is_slow(datanode) or self.model.is_silent(datanode))
 
     def route(self, datanode: str) -> Route:
         model = self.model
-        if model.is_black_hole(datanode):
+        if model.is_silent(datanode):
             route = Route.AROUND_SILENT   # never waited on, breaker or not
         elif model.is_slow(datanode) and self.breaker.allows_read_around():
             route = Route.AROUND_SLOW
@@ -181,7 +181,7 @@ class AdaptivePolicy(ReadPolicy):
         return route
 
     def rescue(self, datanode: str) -> Route | None:
-        if self.model.is_black_hole(datanode):
+        if self.model.is_silent(datanode):
             return Route.AROUND_SILENT
         if self.model.is_slow(datanode) and self.breaker.allows_read_around():
             return Route.AROUND_SLOW
@@ -198,8 +198,8 @@ class AdaptivePolicy(ReadPolicy):
         return None
 
     def may_add_source(self, late_datanode: str) -> bool:
-        # Instead of a black hole it is not an extra read: it replaces a failure.
-        return self.model.is_black_hole(late_datanode) or self.breaker.try_extra(1) == ALLOWED
+        # Instead of silent it is not an extra read: it replaces a failure.
+        return self.model.is_silent(late_datanode) or self.breaker.try_extra(1) == ALLOWED
 
     def extra_replicas(self, n: int) -> int:
         extra = min(self.config.read_extra, n)

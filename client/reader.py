@@ -62,7 +62,7 @@ class HedgedReader:
 
         code = codec_for(policy)
         if policy.replicated:   # any one replica holds the block's bytes as they are (k = 1)
-            self._metrics.incr("cell_reads_needed")
+            self._metrics.incr("unit_reads_needed")
             self.policy.earn(1)
             fetcher = self._fetcher(policy, code, group, offset, offset + length, [], exclude)
             try:
@@ -76,7 +76,7 @@ class HedgedReader:
             by_range.setdefault((r.offset_in_block, r.offset_in_block + r.length), []).append(r)
         needed = sum(1 for (start, end), rs in by_range.items() for r in rs
                      if layout.block_bytes_held(policy, group.length, r.index, start, end - start))
-        self._metrics.incr("cell_reads_needed", needed)
+        self._metrics.incr("unit_reads_needed", needed)
         self.policy.earn(needed)
 
         async def one(start: int, end: int, ranges) -> None:

@@ -42,7 +42,7 @@ from hedgefs.security.identity import DATANODE, server_name
 __all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch", "BufferPool"]
 
 # A unit read that has not finished by then fails and is rebuilt, hedging or not.
-CELL_READ_TIMEOUT_S = 60.0
+UNIT_READ_TIMEOUT_S = 60.0
 # Asking for a unit's chunk checksums (metadata only): past this, its group is read instead.
 CHECKSUMS_TIMEOUT_S = 10.0
 # A pooled connection idle this long is closed; DataNodes close theirs after 300 s.
@@ -326,10 +326,10 @@ class DataNodeClient:
         if slots is None:
             slots = self._slots[address] = asyncio.Semaphore(_MAX_READS_PER_DATANODE)
         try:
-            async with asyncio.timeout(CELL_READ_TIMEOUT_S), slots:
+            async with asyncio.timeout(UNIT_READ_TIMEOUT_S), slots:
                 return await self._read(address, peer, group_id, index, generation, offset, length, token)
         except TimeoutError:
-            raise TransferError("DEADLINE_EXCEEDED", f"no answer from {address} in {CELL_READ_TIMEOUT_S:.0f} s") from None
+            raise TransferError("DEADLINE_EXCEEDED", f"no answer from {address} in {UNIT_READ_TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
 
@@ -394,7 +394,7 @@ class DataNodeClient:
         """Ask a DataNode to check its stored copy of a unit (a read of it failed its checksum);
         its one-line answer. It reports a damaged unit to the NameNode itself."""
         try:
-            async with asyncio.timeout(CELL_READ_TIMEOUT_S):
+            async with asyncio.timeout(UNIT_READ_TIMEOUT_S):
                 conn, status, message = await self._request(
                     address, peer, dt.pack_request(dt.OP_VERIFY, group_id, index, 0, 0, token, generation=generation))
         except OSError as e:

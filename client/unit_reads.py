@@ -78,11 +78,11 @@ class UnitRead:
         if self.held == 0:
             return b""   # past the unit's end: zeros, nothing to ask
         loc = self.loc
-        self._metrics.incr("cell_reads")
+        self._metrics.incr("unit_reads")
         model = self._model
         token = self.token = model.started(loc.datanode_id)
         late = asyncio.get_running_loop().call_later(
-            model.slow_after(self.held), lambda: self.task.done() or model.overdue(token, self.held))
+            model.slow_after(self.held), lambda: self.task.done() or model.slow_evidence(token, self.held))
         try:
             data = await self._datanodes.read(loc.data_address, self.group.id, self.index, self.start, self.held,
                                               generation=self.group.generation, token=loc.token, peer=loc.datanode_id)
@@ -94,7 +94,7 @@ class UnitRead:
                 model.abandoned(token, self.held)   # our own time limit: no answer
             else:
                 model.failed(token)
-            self._metrics.incr("cell_read_errors")
+            self._metrics.incr("unit_read_errors")
             if isinstance(err, ChecksumMismatch):
                 self._metrics.incr("checksum_failures")
                 log.warning("read of %s failed its checksum (%s): reading another unit; its DataNode will check "
@@ -103,7 +103,7 @@ class UnitRead:
             raise
         finally:
             late.cancel()
-        self._metrics.record_cell_read(loc.datanode_id, model.finished(token, self.held))
+        self._metrics.record_unit_read(loc.datanode_id, model.finished(token, self.held))
         return data
 
     def _sync(self) -> None:

@@ -10,7 +10,7 @@ still being written, and the NameNode repairs the rest. A DataNode that stops ma
 k + 1 of the group's streams (and at least ``min_units``) have finished a step (a stripe's cells,
 or the finish), the others have max(0.25 s, 8 x the time those took) to finish it (1 s for the
 finish, which includes an fsync), and the late ones are dropped. With fewer to spare, a step may
-take up to 20 s before the stream is dropped, as before.
+take up to 20 s before the stream is dropped.
 
 A replicated block (REPLICATE-n) is written the same way: a parallel fan-out of the same buffers
 to n DataNodes (the codec's "parity" is the data itself), not HDFS's pipeline through them. Why:

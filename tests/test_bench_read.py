@@ -42,15 +42,15 @@ def test_bench_read_json_line(cluster, bench_file):
     for key in ("hedges", "hedge_wins", "hedges_refused", "breaker_trips", "decodes"):
         assert isinstance(doc[key], int) and doc[key] >= 0, key
     assert doc["hedge_wins"] <= doc["hedges"]
-    assert doc["extra_cell_reads_pct"] >= 0
+    assert doc["extra_unit_reads_pct"] >= 0
     # 64 KiB reads at 64 KiB-aligned offsets with 64 KiB cells: one cell read each, at least.
     assert CELL == 64 * 1024
     per_dn = doc["per_datanode"]
     assert per_dn and all(name.startswith("dn") for name in per_dn)
     for row in per_dn.values():
-        assert set(row) == {"p50_ms", "p99_ms", "cell_reads", "avoided", "probes"}
-        assert row["cell_reads"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
-    assert sum(row["cell_reads"] for row in per_dn.values()) >= 50
+        assert set(row) == {"p50_ms", "p99_ms", "unit_reads", "avoided", "probes"}
+        assert row["unit_reads"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"]
+    assert sum(row["unit_reads"] for row in per_dn.values()) >= 50
     assert doc["load"] == {"mode": "closed", "rate": None, "threads": 4, "fanout": 1, "saturated": False}
 
 
@@ -62,8 +62,8 @@ def test_bench_read_open_loop_pages(cluster, bench_file):
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["reads"] == 30 and doc["load"]["mode"] == "open" and doc["load"]["fanout"] == 5
-    assert sum(row["cell_reads"] for row in doc["per_datanode"].values()) == 150   # 30 pages x 5 one-cell reads
-    assert doc["extra_cell_reads_pct"] == 0 and doc["hedges"] == 0
+    assert sum(row["unit_reads"] for row in doc["per_datanode"].values()) == 150   # 30 pages x 5 one-cell reads
+    assert doc["extra_unit_reads_pct"] == 0 and doc["hedges"] == 0
     bad = run_cli("bench", "read", bench_file, "--rate", "fast", namenode=cluster.namenode)
     assert bad.code == 2 and "--rate" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -84,18 +84,18 @@ def test_bench_read_duration_or_reads(cluster, bench_file):
     assert "--duration or --reads" in result.stderr
 
 
-def test_healthy_cluster_costs_no_extra_cell_reads(cluster, bench_file):
+def test_healthy_cluster_costs_no_extra_unit_reads(cluster, bench_file):
     """1,000 reads from 4 threads with a threshold no read reaches (so a busy machine cannot start
     a hedge): the bench counts every read and reports 0 % extra cell reads and no errors."""
     with FileSystem(cluster.namenode, hedge=HedgeConfig(threshold_ms=60_000)) as fs:
         run = run_read_bench(fs, bench_file, threads=4, reads=1000, seed=1)
     s = run.summary()
-    print(f"healthy: {s['reads']} reads, hedges={s['hedges']}, extra cell reads {s['extra_cell_reads_pct']} %, "
+    print(f"healthy: {s['reads']} reads, hedges={s['hedges']}, extra cell reads {s['extra_unit_reads_pct']} %, "
           f"p99 {s['p99_ms']} ms, max {s['max_ms']} ms")
     assert run.errors == 0, run.error_samples
     assert s["reads"] == 1000
     assert s["hedges"] == 0, s
-    assert s["extra_cell_reads_pct"] == 0, s
+    assert s["extra_unit_reads_pct"] == 0, s
 
 
 @pytest.mark.parametrize("rate", ["0", "fast"])

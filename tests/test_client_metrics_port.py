@@ -39,7 +39,7 @@ def test_bench_read_serves_hedge_counters_while_it_runs(cluster, fs):
                 and time.monotonic() < deadline:
             time.sleep(0.1)
             m = scrape(match[1])
-        assert m["hedgefs_client_reads_total"] > 0 and m["hedgefs_client_cell_reads_total"] > 0
+        assert m["hedgefs_client_reads_total"] > 0 and m["hedgefs_client_unit_reads_total"] > 0
         assert m["hedgefs_client_hedges_total"] > 0
         assert m["hedgefs_client_breaker_open"] in (0, 1)
     finally:

@@ -472,7 +472,7 @@ def exported_metric_names() -> set[str]:
     dn.read_done(0.001, 1, "ok")
     from hedgefs.client.metrics import ClientMetrics
 
-    ClientMetrics().record_cell_read("dn1", 0.001)
+    ClientMetrics().record_unit_read("dn1", 0.001)
     ClientMetrics().record_overdue("dn1")
     names = {s.name for f in families(status) for s in f.samples}
     for registry in (dn.registry, REGISTRY):

@@ -47,7 +47,7 @@ def test_wire_corruption_on_every_read_of_one_datanode_is_caught_and_the_cat_is_
     assert result.code == 0, result.stderr
     assert result.stdout == data
     assert "checksum_failures=1\n" in result.stderr, result.stderr   # one read of unit 0: both stripes
-    assert "decodes_on_failure=1 " in result.stderr, result.stderr
+    assert "rebuilt_on_failure=1 " in result.stderr, result.stderr
     assert after.calls["fault:wire-corrupt"] == before.calls["fault:wire-corrupt"] + 1
     # The reader had the DataNode check its copy: intact, so the unit stays where it is.
     assert after.calls["VerifyUnit"] == before.calls.get("VerifyUnit", 0) + 1
@@ -97,6 +97,6 @@ def test_200_concurrent_reads_of_a_datanode_with_max_streams_16_all_succeed(busy
     assert state.calls["busy"] >= 1
     c = stats.counters
     assert c["reads"] == 200 and c["hedges"] == 0
-    assert 1 <= c["decodes_on_failure"] <= 200 - 16, c   # the turned-away reads were rebuilt
+    assert 1 <= c["rebuilt_on_failure"] <= 200 - 16, c   # the turned-away reads were rebuilt
     print(f"200 reads of {dn} (--max-streams 16): {state.calls['busy']} BUSY answers, "
-          f"{c['decodes_on_failure']} rebuilt")
+          f"{c['rebuilt_on_failure']} rebuilt")

@@ -76,7 +76,7 @@ def test_one_datanode_5s_slow_cat_finishes_under_4s(hcluster, faults, two_stripe
     assert hedged.stdout == data
     assert hedged_s < 4.0, f"hedged cat took {hedged_s:.2f} s"
     assert "hedges=1 hedge_wins=1" in hedged.stderr, hedged.stderr  # one read of unit 0, both stripes
-    assert f"{units[0]}: cell_reads=0" in hedged.stderr and "overdue=1" in hedged.stderr, hedged.stderr
+    assert f"{units[0]}: unit_reads=0" in hedged.stderr and "overdue=1" in hedged.stderr, hedged.stderr
 
     start = time.monotonic()
     plain = run_cli("cat", "--no-hedge", "/h/two-stripes", namenode=hcluster.namenode)
@@ -168,7 +168,7 @@ def test_corrupt_cell_is_rebuilt_and_bytes_are_exact(hcluster, faults, two_strip
     with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=NEVER_BY_TIME) as fs:
         assert fs.read_bytes("/h/two-stripes") == data
         stats = fs.stats()
-    assert stats.counters["decodes_on_failure"] == 1  # one read of unit 3, both stripes
+    assert stats.counters["rebuilt_on_failure"] == 1  # one read of unit 3, both stripes
     assert stats.counters["hedges"] == 0
 
 
@@ -177,7 +177,7 @@ def test_erroring_datanode_is_rebuilt_even_with_hedging_off(hcluster, faults, tw
     faults(units[4], error_probability=1.0)
     with FileSystem(hcluster.namenode, credentials=hcluster.credentials, hedge=HedgeConfig(enabled=False)) as fs:
         assert fs.read_bytes("/h/two-stripes") == data
-        assert fs.stats().counters["decodes_on_failure"] == 1
+        assert fs.stats().counters["rebuilt_on_failure"] == 1
 
 
 def test_hedge_in_short_last_stripe(hcluster, faults):
@@ -235,8 +235,8 @@ def test_healthy_reads_read_each_data_unit_once_over_1000_reads(hcluster, two_st
         stats = fs.stats()
     c = stats.counters
     assert c["reads"] == 1000
-    assert c["cell_reads"] == expected, (c, expected)
-    assert c["hedges"] == c["decodes_on_failure"] == c["cancelled_reads"] == c["cell_read_errors"] == 0, c
+    assert c["unit_reads"] == expected, (c, expected)
+    assert c["hedges"] == c["rebuilt_on_failure"] == c["cancelled_reads"] == c["unit_read_errors"] == 0, c
 
 
 def test_fault_cli_sets_shows_and_clears(hcluster, two_stripes):
@@ -275,13 +275,13 @@ def test_whole_file_reads_of_a_healthy_cluster_make_no_extra_unit_reads(hcluster
         fs.write_bytes("/h/big", data, overwrite=True)
         whole = expected_unit_reads(fs, "/h/big", 0, len(data))
         assert fs.read_bytes("/h/big") == data
-        assert fs.stats().counters["cell_reads"] == whole
+        assert fs.stats().counters["unit_reads"] == whole
         with fs.open("/h/big") as f:
             assert b"".join(f.chunks()) == data
         stats = fs.stats()
     c = stats.counters
-    print(f"2 whole reads of 24 MiB: unit reads={c['cell_reads']} (one pread: {whole})")
-    assert c["hedges"] == c["decodes_on_failure"] == c["cancelled_reads"] == c["cell_read_errors"] == 0, c
+    print(f"2 whole reads of 24 MiB: unit reads={c['unit_reads']} (one pread: {whole})")
+    assert c["hedges"] == c["rebuilt_on_failure"] == c["cancelled_reads"] == c["unit_read_errors"] == 0, c
     assert stats.breaker_trips == 0
 
 

@@ -149,7 +149,7 @@ def test_a_datanode_that_stops_answering_is_slow_within_a_quarter_second(model, 
         for dn in PEERS[2:]:
             read(model, clock, dn, 10 / 8)
         for token in [t for t in pending if model.age(t) >= model.slow_after(CELL)]:
-            model.overdue(token, CELL)     # what the reader's timer does for a read still running
+            model.slow_evidence(token, CELL)     # what the reader's timer does for a read still running
             pending.remove(token)
         assert clock.now - stopped < 0.25 + model.slow_after(CELL), "dn2 should be slow by now"
 
@@ -161,7 +161,7 @@ def test_a_frozen_datanode_stays_slow_when_its_peers_slow_down_too(model, clock)
     for _ in range(20):
         token = model.started("dn2")
         clock.advance(model.slow_after(CELL))
-        model.overdue(token, CELL)
+        model.slow_evidence(token, CELL)
     assert model.is_slow("dn2")
     warm(model, clock, ms=200.0, rounds=3, peers=PEERS[2:])   # everyone else 100 x slower now
     assert model.is_slow("dn2")
@@ -203,23 +203,23 @@ def test_probes_are_spaced(model, clock):
 
 def test_a_silent_datanode_with_reads_in_flight_is_a_black_hole(model, clock):
     warm(model, clock, ms=2.0)
-    assert model.black_hole_after() == latency.BLACK_HOLE_MIN_S
-    assert not model.is_black_hole("dn5")
+    assert model.silent_after() == latency.SILENT_MIN_S
+    assert not model.is_silent("dn5")
     model.started("dn5")
     clock.advance(0.999)
-    assert not model.is_black_hole("dn5")
+    assert not model.is_silent("dn5")
     clock.advance(0.001)
-    assert model.is_black_hole("dn5") and model.silent_for("dn5") == pytest.approx(1.0)
+    assert model.is_silent("dn5") and model.silent_for("dn5") == pytest.approx(1.0)
     model.started("dn5")                  # more reads do not reset the silence
     clock.advance(0.5)
-    assert model.is_black_hole("dn5")
+    assert model.is_silent("dn5")
     read(model, clock, "dn5", 3.0)        # any answer does
-    assert not model.is_black_hole("dn5")
+    assert not model.is_silent("dn5")
 
 
 def test_black_hole_is_relative_to_peers(model, clock):
     warm(model, clock, ms=100.0, rounds=50)   # a slow cluster: p99 ~ 120 ms
-    assert model.black_hole_after() > 2.0
+    assert model.silent_after() > 2.0
 
 
 def test_a_datanode_idle_for_long_is_no_black_hole(model, clock):
@@ -227,7 +227,7 @@ def test_a_datanode_idle_for_long_is_no_black_hole(model, clock):
     clock.advance(3600)
     model.started("dn1")                   # its first read in an hour
     clock.advance(0.5)
-    assert not model.is_black_hole("dn1")
+    assert not model.is_silent("dn1")
 
 
 def test_failures_are_answers_but_not_latencies(model, clock):
@@ -235,7 +235,7 @@ def test_failures_are_answers_but_not_latencies(model, clock):
     token = model.started("dn4")
     clock.advance(0.9)
     model.failed(token)
-    assert model.failed_recently("dn4") and not model.is_slow("dn4") and not model.is_black_hole("dn4")
+    assert model.failed_recently("dn4") and not model.is_slow("dn4") and not model.is_silent("dn4")
     clock.advance(latency.FAILURE_MEMORY_S)
     assert not model.failed_recently("dn4")
 

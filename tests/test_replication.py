@@ -290,7 +290,7 @@ def test_replica_datanode_killed_during_put_then_re_replicated(rcluster, rfs):
         assert len(set(holders)) == 3 and victim not in holders, holders
     with FileSystem(rcluster.namenode, hedge=NO_HEDGE) as fresh:
         assert fresh.read_bytes(path) == data
-        assert fresh.stats().counters["cell_read_errors"] == 0
+        assert fresh.stats().counters["unit_read_errors"] == 0
 
 
 def _try(action):
@@ -309,7 +309,7 @@ def test_n_minus_1_replicas_killed_reads_exact_bytes_and_re_replicates(rcluster,
         rcluster.kill(dn)
     with FileSystem(nn, hedge=NO_HEDGE) as reader:
         assert reader.read_bytes(path) == data
-        assert reader.stats().counters["decodes_on_failure"] >= 1   # moved on to the next replica
+        assert reader.stats().counters["replica_failovers"] >= 1   # moved on to the next replica
     got = run_cli("cat", path, namenode=nn)
     assert got.code == 0 and got.stdout == data, got.stderr
     for dn in first[:2]:
@@ -339,7 +339,7 @@ def test_one_replica_5s_slow_hedged_read_wins(rcluster, rfs):
     assert result.code == 0 and result.stdout == data, result.stderr
     assert elapsed < 4.0, f"hedged cat took {elapsed:.2f} s with {first} +5 s"
     assert "hedges=1 hedge_wins=1" in result.stderr, result.stderr
-    assert f"{first}: cell_reads=0" in result.stderr and "overdue=1" in result.stderr, result.stderr
+    assert f"{first}: unit_reads=0" in result.stderr and "overdue=1" in result.stderr, result.stderr
     wait_until(lambda: rcluster.datanode_rpc(first, "GetFaults", pb.FaultClearRequest()).cancelled_reads > before,
                10, f"{first} to see the losing read cancelled")
 
@@ -392,7 +392,7 @@ def test_breaker_open_refuses_replica_hedges_and_counts_it(rcluster, rfs):
         stats = reader.stats()
     c = stats.counters
     assert (c["hedges"], c["hedges_refused_breaker"], stats.breaker_trips) == (0, 1, 1), (c, stats.breaker_trips)
-    assert stats.per_datanode[slow]["cell_reads"] == 1      # its answer, late, was the one used
+    assert stats.per_datanode[slow]["unit_reads"] == 1      # its answer, late, was the one used
 
 
 def test_corrupt_replica_is_read_around_reported_and_replaced(rcluster, rfs):
@@ -409,7 +409,7 @@ def test_corrupt_replica_is_read_around_reported_and_replaced(rcluster, rfs):
     with FileSystem(rcluster.namenode, hedge=NO_HEDGE) as reader:
         assert reader.read_bytes(path) == data      # the checksum fails; the next replica answers
         counters = reader.stats().counters
-    assert counters["checksum_failures"] == 1 and counters["decodes_on_failure"] == 1
+    assert counters["checksum_failures"] == 1 and counters["replica_failovers"] == 1
     wait_until(lambda: bad_dn not in replicas(rfs, path)[0] and fsck(rfs, path).status == "HEALTHY", 30,
                "the corrupt replica replaced", detail=lambda: f"{replicas(rfs, path)}, {fsck(rfs, path)}")
     wait_until(lambda: not blk.exists(), 30, f"the corrupt copy deleted from {bad_dn}")

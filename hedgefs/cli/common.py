@@ -126,14 +126,14 @@ def print_stats(fs: FileSystem) -> None:
     c = stats.counters
     refused = c["hedges_refused_breaker"] + c["hedges_refused_rate"]
     click.echo(
-        f"reads={c['reads']} cell_reads={c['cell_reads']} hedges={c['hedges']} hedge_wins={c['hedge_wins']} "
+        f"reads={c['reads']} unit_reads={c['unit_reads']} hedges={c['hedges']} hedge_wins={c['hedge_wins']} "
         f"hedges_refused={refused} (breaker={c['hedges_refused_breaker']} rate={c['hedges_refused_rate']}) "
-        f"breaker_trips={stats.breaker_trips} decodes_on_failure={c['decodes_on_failure']} "
+        f"breaker_trips={stats.breaker_trips} rebuilt_on_failure={c['rebuilt_on_failure']} "
         f"avoided={c['avoided']} probes={c['probes']} checksum_failures={c['checksum_failures']}",
         err=True,
     )
     for dn, row in stats.per_datanode.items():
-        click.echo(f"  {dn:>6}: cell_reads={row['cell_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms "
+        click.echo(f"  {dn:>6}: unit_reads={row['unit_reads']:<6} p50={row['p50_ms']:.1f} ms p99={row['p99_ms']:.1f} ms "
                    f"overdue={row['overdue']} avoided={row['avoided']} probes={row['probes']}"
                    + (" SLOW" if row.get("slow") else ""), err=True)
 

@@ -84,7 +84,7 @@ def _story(cluster: LocalCluster, size_mib: int) -> None:
     for label, seconds, stats in rows:
         c = stats.counters
         say(f"   {label:<28} {seconds:7.2f} s  {c['hedges']:>6}  {c['hedge_wins']:>4}  {c['avoided']:>7}  "
-            f"{c['decodes_on_failure']:>6}")
+            f"{c['rebuilt_on_failure']:>6}")
 
     gone = [holders[0], holders[3], holders[8]]
     say(f"\n== killing {', '.join(gone)} (SIGKILL): units 0, 3 and 8 are gone")
@@ -102,7 +102,7 @@ def _timed_read(cluster, label, config, data, digest):
     c = stats.counters
     say(f"   {label}: read {len(data) >> 20} MiB in {seconds:.2f} s, sha256 matches; "
         f"hedges {c['hedges']}, wins {c['hedge_wins']}, avoided {c['avoided']}, rebuilt after failure "
-        f"{c['decodes_on_failure']}")
+        f"{c['rebuilt_on_failure']}")
     return label, seconds, stats
 
 
