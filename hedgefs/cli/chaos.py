@@ -1,6 +1,7 @@
 """`hedgefs chaos`: a seeded fault schedule against a fresh local cluster under load (chaos/)."""
 
 import json
+import os
 import random
 import sys
 
@@ -36,6 +37,8 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
     end every fault is cleared, fsck must reach HEALTHY and every rotten unit must have been found
     (by the DataNodes' scrubbers or by reads), replaced and deleted. Exit 0 only if wrong bytes are 0 and
     the invariant held at every step; on failure the step and a replay command are printed.
+    The clients' receive buffers are poisoned when given back (HEDGEFS_POISON_BUFFERS=1), so
+    a buffer used after its return shows up as wrong bytes.
 
     \b
     Examples:
@@ -45,6 +48,8 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
       hedgefs chaos --seed 7 --steps 17 --keep                      # replay, keep the logs
       hedgefs chaos --steps 500 --metrics-port 9101                 # hedges and breaker, live
     """
+    # Receive buffers poisoned on return (client/transport.py): a use after return is wrong bytes.
+    os.environ.setdefault("HEDGEFS_POISON_BUFFERS", "1")
     from hedgefs.chaos.runner import run_chaos
     from hedgefs.chaos.schedule import ChaosConfig, generate_schedule
     from hedgefs.cluster.launcher import ClusterError
