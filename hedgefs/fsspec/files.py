@@ -182,8 +182,9 @@ class HedgeFile(AbstractBufferedFile):
         if self.closed:
             return
         if self._write_future is None:
-            if self.cache is not None:
-                self.cache.close()
+            close = getattr(self.cache, "close", None)   # fsspec's own caches may have none
+            if close is not None:
+                close()
             self.closed = True
             return
         self.closed = True

@@ -44,17 +44,22 @@ CHUNK_READ_AHEAD = 2   # chunks (~8 MiB each) in flight in get_file and cp_file
 
 
 class ByteCounter:
-    """Ranges and bytes, counted from several threads (what a selective read moved)."""
+    """Ranges and bytes, counted from several threads (what a selective read moved). ``listener``,
+    if set, is called with (ranges, bytes) by the thread that adds a range, before it is read."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.ranges = 0
         self.bytes = 0
+        self.listener = None
 
     def add(self, n: int) -> None:
         with self._lock:
             self.ranges += 1
             self.bytes += n
+            ranges, total = self.ranges, self.bytes
+        if self.listener is not None:
+            self.listener(ranges, total)
 
     def reset(self) -> None:
         with self._lock:
