@@ -31,6 +31,7 @@ from hedgefs.ec.policy import parse_policy
 from hedgefs.fsspec.errors import translated
 
 MAX_READ_AHEAD = 16 << 20
+PIECE_BYTES = 8 << 20
 PIPE_BYTES = 32 << 20
 OPEN_TIMEOUT_S = 60.0
 
@@ -54,9 +55,10 @@ class ReadAhead(BaseCache):
         block_size = reader.status.block_size
         self.group = layout.group_data_size(policy, block_size) if block_size else max(1, size)
         self.max_window = max(self.stripe, MAX_READ_AHEAD // self.stripe * self.stripe)
+        self.piece = piece_size(policy)
         self.window = 0
         self._buf, self._buf_start = memoryview(b""), 0
-        self._ahead: tuple[int, int, concurrent.futures.Future] | None = None   # (start, stop, future)
+        self._ahead: tuple[int, int, Pieces] | None = None   # (start, stop, its read)
         self._last_stop = -1
 
     def _fetch(self, start: int | None, stop: int | None) -> bytes:
@@ -99,10 +101,9 @@ class ReadAhead(BaseCache):
         stop = min(self.size, group_end, buf_stop + self.window)
         self._ahead = (buf_stop, stop, self._submit(buf_stop, stop))
 
-    def _submit(self, start: int, stop: int) -> concurrent.futures.Future:
+    def _submit(self, start: int, stop: int) -> "Pieces":
         self._counter.add(stop - start)
-        with translated():
-            return self.reader.submit(start, stop - start)
+        return Pieces(self.reader, start, stop, self.piece)
 
     def _cancel_ahead(self) -> None:
         if self._ahead is not None:
@@ -110,13 +111,39 @@ class ReadAhead(BaseCache):
             self._ahead = None
 
     @staticmethod
-    def _wait(future: concurrent.futures.Future) -> memoryview:
-        with translated():
-            return memoryview(future.result())
+    def _wait(pieces: "Pieces") -> memoryview:
+        return memoryview(pieces.result())
 
     def close(self) -> None:
         self._cancel_ahead()
         self._buf = memoryview(b"")
+
+
+def piece_size(policy) -> int:
+    """The library's own sequential step (``FileReader.chunks``): whole stripes, about 8 MiB."""
+    return policy.stripe_data_size * max(1, PIECE_BYTES // policy.stripe_data_size)
+
+
+class Pieces:
+    """One read of [start, stop) as stripe-aligned pieces of ``piece`` bytes, all submitted at once
+    to the hedged reader: a 32 MiB read is six 6 MiB reads of 1 MiB unit ranges in flight together,
+    not six 5 MiB unit reads, so a slow DataNode is hedged at the threshold of a 1 MiB read and the
+    latency model has learnt of it after the first pieces (the later ones read around it)."""
+
+    def __init__(self, reader, start: int, stop: int, piece: int):
+        edges = [start] + list(range((start // piece + 1) * piece, stop, piece)) + [stop]
+        with translated():
+            self._futures = [reader.submit(a, b - a) for a, b in zip(edges, edges[1:])]
+
+    def result(self) -> bytes | bytearray:
+        with translated():
+            if len(self._futures) == 1:
+                return self._futures[0].result()
+            return b"".join(f.result() for f in self._futures)
+
+    def cancel(self) -> None:
+        for f in self._futures:
+            f.cancel()
 
 
 class HedgeFile(AbstractBufferedFile):
