@@ -4,8 +4,9 @@
     security                     credentials, tokens, TLS, RPC authorization: plumbing only
     client, namenode, datanode   ec, proto, plumbing, security only
     cluster (the launcher)       proto, plumbing, security: no client, no servers
-    chaos, bench                 sit on top: client, cluster, ec, proto, plumbing (bench: distcp too)
+    chaos, bench                 sit on top: client, cluster, ec, proto, plumbing (bench: distcp, fsspec too)
     distcp                       a product feature on the client: client, ec, proto, plumbing
+    fsspec (hedgefs/fsspec)      hedgefs:// for fsspec, on the client: client, ec, proto, plumbing
     cli (hedgefs/cli)            the composition root: anything
 
 Every import counts, including the ones inside functions (they run too). Besides the arrows,
@@ -40,8 +41,9 @@ ALLOWED = {
     "datanode": {"datanode", "ec", "proto", "plumbing", "security"},
     "cluster": {"cluster", "proto", "plumbing", "security"},
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
-    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "security"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "fsspec", "security"},
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
+    "fsspec": {"fsspec", "client", "ec", "proto", "plumbing", "security"},
     "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "ec", "proto",
             "plumbing", "security"},
 }
@@ -58,6 +60,7 @@ FORBIDDEN_EXTERNAL = {
     "datanode": {"click"},
     "cluster": {"click"},
     "distcp": {"click"},
+    "fsspec": {"click"},
 }
 NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
 

@@ -248,6 +248,28 @@ def bench_security(size, read_seconds, threads, rounds, out) -> None:
     click.echo(security.markdown(result))
 
 
+@bench.command("fsspec", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1 << 20), default=256 << 20, show_default=True, metavar="BYTES",
+              help="Parquet file size (20 float64 columns, 16 row groups).")
+@click.option("--runs", type=click.IntRange(1, 20), default=3, show_default=True, help="Timed runs per measure.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_fsspec(size, runs, out) -> None:
+    """pandas read_parquet through hedgefs:// vs local disk, a selective pyarrow read, a slow DataNode.
+
+    One local cluster; the same parquet file on local disk and in hedgefs. Writes
+    <date>-fsspec.json and .md (bench/pydata.py). About 2 minutes.
+    """
+    import sys
+
+    from hedgefs.bench import pydata
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = pydata.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, runs=runs, command=command,
+                        say=lambda s: click.echo(s))
+    click.echo("ratios: " + ", ".join(f"{k} {v}" for k, v in result["ratios"].items()))
+
+
 # ---------------------------------------------------------------------------- data path (bench/)
 
 @bench.command("codec", context_settings=CONTEXT)
