@@ -22,6 +22,7 @@ from hedgefs.client.errors import (
 
 STATUS = {
     "AccessDenied": 403,
+    "AuthorizationQueryParametersError": 400,
     "AuthorizationHeaderMalformed": 400,
     "BadDigest": 400,
     "BucketAlreadyOwnedByYou": 409,
@@ -40,12 +41,14 @@ STATUS = {
     "InvalidRequest": 400,
     "KeyTooLongError": 400,
     "MalformedXML": 400,
+    "MetadataTooLarge": 400,
     "MethodNotAllowed": 405,
     "MissingContentLength": 411,
     "NoSuchBucket": 404,
     "NoSuchKey": 404,
     "NoSuchUpload": 404,
     "NotImplemented": 501,
+    "NotModified": 304,
     "PreconditionFailed": 412,
     "RequestTimeTooSkewed": 403,
     "ServiceUnavailable": 503,
