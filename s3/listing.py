@@ -64,12 +64,11 @@ async def list_objects(ctx) -> web.Response:
             marker = base64.urlsafe_b64decode(token.encode()).decode()
         except (binascii.Error, ValueError, UnicodeDecodeError):
             raise S3Error("InvalidArgument", "The continuation token provided is incorrect") from None
-        resumed = True
     else:
-        marker, resumed = (q.get("start-after", "") if v2 else q.get("marker", "")), False
+        marker = q.get("start-after", "") if v2 else q.get("marker", "")
 
     def page():
-        walk = ctx.store.walk(ctx.bucket, prefix, marker, delimiter, resumed)
+        walk = ctx.store.walk(ctx.bucket, prefix, marker, delimiter)
         items = list(itertools.islice(walk, max_keys + 1))
         truncated = len(items) > max_keys
         items = items[:max_keys]

@@ -148,6 +148,9 @@ def verify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, str
             raise S3Error("AccessDenied", "the presigned URL's date is in the future")
         payload = query.get("X-Amz-Content-Sha256", UNSIGNED)
         canonical_q = canonical_query(raw_query, drop="X-Amz-Signature")
+    elif "AWSAccessKeyId" in query and "Signature" in query:
+        raise S3Error("InvalidRequest", "signature version 2 is not supported: presign with s3v4 "
+                      "(boto3: Config(signature_version='s3v4'))")
     else:
         return None
     access_key, date, region, service = _credential(credential)

@@ -266,17 +266,17 @@ class Store:
 
     # ------------------------------------------------------------------ listing
 
-    def walk(self, bucket: str, prefix: str, marker: str, delimiter: str,
-             skip_prefix_at_marker: bool) -> Iterator[tuple[str, FileStatus | None]]:
+    def walk(self, bucket: str, prefix: str, marker: str, delimiter: str) -> Iterator[tuple[str, FileStatus | None]]:
         """(key, status) of the objects and (common prefix, None) after ``marker`` under ``prefix``,
         in S3's order (UTF-8 bytes of the whole key), reading one directory listing at a time and
-        never entering a directory the delimiter rolls up or the marker has passed."""
+        never entering a directory the delimiter rolls up or the marker has passed. A common
+        prefix equal to the marker is the one a page ended with: done."""
         self.bucket(bucket)
         start = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
         seen_prefix = None
         for key, status in self._walk_dir(f"/{bucket}/{start}".rstrip("/"), start, prefix, marker, delimiter):
             if status is None:
-                if key == seen_prefix or (skip_prefix_at_marker and key == marker):
+                if key == seen_prefix or key == marker:
                     continue
                 seen_prefix = key
             yield key, status
