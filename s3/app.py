@@ -74,6 +74,9 @@ class Gateway:
                 session = self._sessions[credential] = Session(fs, self.meta_policy)
             return session
 
+    def cached(self, key: AccessKey | None) -> Session | None:
+        return self._sessions.get(key.credential if key is not None and self.secure else None)
+
     async def run(self, fn, *args):
         """A blocking call on a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
@@ -99,8 +102,8 @@ def raw_query(request: web.Request) -> str:
 
 async def authenticate(gateway: Gateway, request: web.Request) -> sigv4.Signed | None:
     headers = {k.lower(): v for k, v in request.headers.items()}
-    signed = await gateway.run(sigv4.verify, request.method, request.raw_path, raw_query(request), headers,
-                               gateway.keys.secret_of)
+    # inline: microseconds of hashing (a key file is read once, on first use)
+    signed = sigv4.verify(request.method, request.raw_path, raw_query(request), headers, gateway.keys.secret_of)
     if signed is None and not gateway.anonymous:
         raise S3Error("AccessDenied", "Access Denied: sign the request (anonymous access is off; "
                       "`hedgefs s3 --allow-anonymous` on an insecure cluster)")
@@ -139,7 +142,7 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     gateway: Gateway = request.app["gateway"]
     signed = await authenticate(gateway, request)
     key_record = gateway.keys.get(signed.access_key) if signed else None
-    session = await gateway.run(gateway.session, key_record)
+    session = gateway.cached(key_record) or await gateway.run(gateway.session, key_record)
     bucket, key = split_path(request.raw_path)
     query = request.query
     if UNSUPPORTED & set(query):

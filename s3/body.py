@@ -21,11 +21,12 @@ import hashlib
 
 from aiohttp import web
 
+from hedgefs.ec.policy import parse_policy
 from hedgefs.s3 import sigv4
 from hedgefs.s3.errors import S3Error
 
-WINDOW = 4 << 20        # bytes per positional read of a GET
-AHEAD = 3               # windows in flight: 12 MiB per GET at most
+WINDOW = 8 << 20        # bytes per positional read of a GET, rounded to whole stripes
+AHEAD = 2               # windows in flight besides the one being sent: 24 MiB per GET at most
 
 
 def content_md5(header: str | None) -> bytes | None:
@@ -138,13 +139,17 @@ class ChunkSource:
 
 async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
     """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
-    offsets = collections.deque(range(start, end, WINDOW))
+    stripe = parse_policy(reader.status.policy).stripe_data_size
+    window = stripe * max(1, WINDOW // stripe)
+    # whole stripes after the first window, so no stripe is read (and its cells fetched) twice
+    cuts = [start, *range((start // window + 1) * window, end, window), end]
+    spans = collections.deque(zip(cuts, cuts[1:]))
     inflight: collections.deque = collections.deque()
     try:
-        while offsets or inflight:
-            while offsets and len(inflight) < AHEAD:
-                offset = offsets.popleft()
-                inflight.append(reader.submit(offset, min(WINDOW, end - offset)))
+        while spans or inflight:
+            while spans and len(inflight) <= AHEAD:
+                offset, stop = spans.popleft()
+                inflight.append(reader.submit(offset, stop - offset))
             data = await asyncio.wrap_future(inflight.popleft())
             await response.write(data)
     finally:

@@ -177,15 +177,13 @@ async def copy_object(ctx: Context) -> web.Response:
     info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
     _copy_conditions(ctx.request, info)
     content_type, meta = user_metadata(ctx.request) if replace else (info.content_type, info.meta)
-    if (src_bucket, src_key) == (ctx.bucket, ctx.key):
-        if not replace:
-            raise S3Error("InvalidRequest", "This copy request is illegal because it is trying to copy an object to "
-                          "itself without changing the object's metadata, storage class, website redirect "
-                          "location or encryption attributes.")
-        new = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, info.etag, content_type, meta)
-    elif reader is None:
+    if (src_bucket, src_key) == (ctx.bucket, ctx.key) and not replace:
+        raise S3Error("InvalidRequest", "This copy request is illegal because it is trying to copy an object to "
+                      "itself without changing the object's metadata, storage class, website redirect "
+                      "location or encryption attributes.")
+    if reader is None:
         new = await ctx.run(ctx.store.make_marker, ctx.bucket, ctx.key)
-    else:
+    else:   # onto itself too: new metadata is a new version (store.Store.info caches by version)
         path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
         source = ChunkSource(reader.chunks())
         await _write(ctx, path, source)

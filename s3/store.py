@@ -18,12 +18,14 @@ Every method is a blocking call (the gateway runs them on worker threads) and ra
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import hashlib
 import json
 import logging
 import re
+import threading
 from typing import Iterator
 
 from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
@@ -36,6 +38,7 @@ DEFAULT_TYPE = "binary/octet-stream"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY = 1024
 MAX_COMPONENT = 255
+RECORDS_CACHED = 4096   # sidecars kept per user, by object version
 
 log = logging.getLogger("hedgefs.s3")
 
@@ -97,6 +100,8 @@ class Store:
         self.fs = fs
         self.meta_policy = meta_policy
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
+        self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ buckets
 
@@ -163,27 +168,40 @@ class Store:
         except (HedgefsError, ValueError):
             return None
 
-    def info(self, bucket: str, key: str, status: FileStatus, record: dict | None | bool = True) -> ObjectInfo:
-        """The object's metadata: its sidecar's (``record``, True: read it), if that describes this
-        version of the file."""
+    def info(self, bucket: str, key: str, status: FileStatus) -> ObjectInfo:
+        """The object's metadata: its sidecar's, if that describes this version of the file.
+
+        A version's metadata never changes (a metadata-only copy onto itself writes a new
+        version), so sidecars are cached by version: a GET costs one stat, which is always
+        fresh, and the bytes; a gateway never serves another version's metadata."""
         base = ObjectInfo(key, 0 if status.is_dir else status.length, status.mtime_ms, version_etag(status),
                           path=status.path)
         if status.is_dir:
             return base
-        if record is True:
+        version = (status.path, status.length, status.mtime_ms)
+        with self._lock:
+            record = self._records.get(version)
+            if record is not None:
+                self._records.move_to_end(version)
+        if record is None:
             record = self.read_record(bucket, key)
-        if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms:
-            return base
+            if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms:
+                return base
+            self._remember(version, record)
         return dataclasses.replace(base, etag=record["etag"], content_type=record.get("content_type") or DEFAULT_TYPE,
                                    meta=record.get("meta") or {})
 
+    def _remember(self, version: tuple, record: dict) -> None:
+        with self._lock:
+            self._records[version] = record
+            while len(self._records) > RECORDS_CACHED:
+                self._records.popitem(last=False)
+
     def open_object(self, bucket: str, key: str):
-        """(ObjectInfo, an open FileReader, or None for a folder marker); the file is opened and
-        its sidecar read at once."""
+        """(ObjectInfo, an open FileReader, or None for a folder marker)."""
         check_key(bucket, key)
         if key.endswith("/"):
             return self.head(bucket, key), None
-        record = self._pool.submit(self.read_record, bucket, key)
         try:
             reader = self.fs.open(object_path(bucket, key))
         except (NotFound, IsADirectory):
@@ -191,7 +209,7 @@ class Store:
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
-        return self.info(bucket, key, reader.status, record.result()), reader
+        return self.info(bucket, key, reader.status), reader
 
     def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
@@ -203,12 +221,14 @@ class Store:
         info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path)
         if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"':
             return info
-        body = json.dumps({"etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
-                           "content_type": content_type, "meta": meta}).encode()
+        record = {"etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
+                  "content_type": content_type, "meta": meta}
+        body = json.dumps(record).encode()
         path = meta_path(bucket, key)
         try:
             self.fs.mkdir(path.rsplit("/", 1)[0], parents=True)
             self.fs.write_bytes(path, body, overwrite=True, policy=self.meta_policy)
+            self._remember((status.path, status.length, status.mtime_ms), record)
         except HedgefsError as err:   # the bytes are safe; only the ETag and metadata fall back
             log.warning("s3: could not keep the metadata of /%s/%s: %s", bucket, key, err)
         return info
