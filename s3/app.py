@@ -145,8 +145,14 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     session = gateway.cached(key_record) or await gateway.run(gateway.session, key_record)
     bucket, key = split_path(request.raw_path)
     query = request.query
-    if UNSUPPORTED & set(query):
-        raise S3Error("NotImplemented", f"not implemented here: ?{sorted(UNSUPPORTED & set(query))[0]}")
+    unsupported = UNSUPPORTED & set(query)
+    if request.method == "GET" and not key:
+        unsupported -= {"versions", "versioning"}   # an unversioned bucket's answers
+    if unsupported:
+        raise S3Error("NotImplemented", f"not implemented here: ?{sorted(unsupported)[0]}")
+    if query.get("versionId", "null") != "null":
+        raise S3Error("NoSuchVersion", "The specified version does not exist (buckets here are unversioned: "
+                      "every object's one version is \"null\").", status=404)
     method = request.method
     ctx = objects.Context(gateway, session, request, signed, bucket, key)
     if not bucket:
@@ -159,6 +165,10 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
                 return await listing.list_uploads(ctx)
             if "location" in query:
                 return await listing.location(ctx)
+            if "versions" in query:
+                return await listing.list_versions(ctx)
+            if "versioning" in query:
+                return await listing.versioning(ctx)
             return await listing.list_objects(ctx)
         if method == "HEAD":
             await gateway.run(session.store.bucket, bucket)

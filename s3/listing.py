@@ -149,3 +149,41 @@ async def list_parts(ctx) -> web.Response:
         body.append("<Part>" + xmlout.element("PartNumber", number) + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
                     + xmlout.element("ETag", f'"{md5}"') + xmlout.element("Size", status.length) + "</Part>")
     return _xml("ListPartsResult", "".join(body))
+
+
+async def list_versions(ctx) -> web.Response:
+    """ListObjectVersions of an unversioned bucket, as S3 answers it: one version per key, "null"."""
+    q = ctx.request.query
+    check_bucket(ctx.bucket)
+    prefix, delimiter, marker = q.get("prefix", ""), q.get("delimiter", ""), q.get("key-marker", "")
+    max_keys = _int(q, "max-keys", 1000, 1000)
+
+    def page():
+        items = list(itertools.islice(ctx.store.walk(ctx.bucket, prefix, marker, delimiter), max_keys + 1))
+        files = [(k, s) for k, s in items[:max_keys] if s is not None]
+        return items[:max_keys], {i.key: i for i in ctx.store.infos(ctx.bucket, files)}, len(items) > max_keys
+
+    items, infos, truncated = await ctx.run(page)
+    parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", prefix), xmlout.element("KeyMarker", marker),
+             xmlout.element("VersionIdMarker", ""), xmlout.element("MaxKeys", max_keys),
+             xmlout.element("IsTruncated", truncated)]
+    if delimiter:
+        parts.append(xmlout.element("Delimiter", delimiter))
+    if truncated and items:
+        parts += [xmlout.element("NextKeyMarker", items[-1][0]), xmlout.element("NextVersionIdMarker", "null")]
+    for key, status in items:
+        if status is None:
+            parts.append("<CommonPrefixes>" + xmlout.element("Prefix", key) + "</CommonPrefixes>")
+            continue
+        info = infos[key]
+        parts.append("<Version>" + xmlout.element("Key", key) + xmlout.element("VersionId", "null")
+                     + xmlout.element("IsLatest", True) + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
+                     + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size) + OWNER
+                     + xmlout.element("StorageClass", "STANDARD") + "</Version>")
+    return _xml("ListVersionsResult", "".join(parts))
+
+
+async def versioning(ctx) -> web.Response:
+    """GetBucketVersioning: never versioned (what S3 says of a bucket that never was)."""
+    await ctx.run(ctx.store.bucket, ctx.bucket)
+    return _xml("VersioningConfiguration", "")
