@@ -452,3 +452,16 @@ def test_a_stored_object_is_read_back_by_wait_free_clients(s3, bucket):
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(read, range(32)))
+
+
+def test_a_key_that_is_also_a_prefix_is_refused_clearly(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="clash/file", Body=b"1")
+    for key in ("clash/file/below", "clash"):
+        with pytest.raises(ClientError) as err:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"2")
+        assert code(err) == "InvalidRequest" and err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    for key in ("clash//x", "clash/./x", "clash/../x"):
+        with pytest.raises(ClientError) as err:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"2")
+        assert code(err) == "InvalidArgument"
+    assert s3.get_object(Bucket=bucket, Key="clash/file")["Body"].read() == b"1"

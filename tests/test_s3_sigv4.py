@@ -100,3 +100,13 @@ def test_a_tampered_chunk_or_a_cut_body_is_refused():
     with pytest.raises(S3Error) as err:
         cut.finish()
     assert err.value.code == "IncompleteBody"
+
+
+def test_unsigned_chunks_with_a_trailer_decode():
+    """STREAMING-UNSIGNED-PAYLOAD-TRAILER: plain chunks, then the checksum trailer (not checked)."""
+    signed = sigv4.Signed("K", sigv4.STREAMING_UNSIGNED_TRAILER, "", "", "", b"")
+    body = sigv4.ChunkedBody(signed)
+    wire = b"5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:DUoRhQ==\r\n\r\n"
+    out = [piece for i in range(0, len(wire), 3) for piece in body.feed(wire[i:i + 3])]
+    body.finish()
+    assert b"".join(out) == b"hello world"
