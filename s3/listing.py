@@ -81,7 +81,8 @@ async def list_objects(ctx) -> web.Response:
     def enc(text: str) -> str:
         return urllib.parse.quote(text, safe="/") if url else text
 
-    parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", enc(prefix))]
+    # v1 answers its Prefix as given (SDKs decode only v2's), the rest of both encoded if asked
+    parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", enc(prefix) if v2 else prefix)]
     if v2:
         if token is not None:
             parts.append(xmlout.element("ContinuationToken", token))

@@ -293,6 +293,8 @@ class Store:
         prefix equal to the marker is the one a page ended with: done."""
         self.bucket(bucket)
         start = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        if any(part in ("", ".", "..") for part in start.split("/")[:-1]):
+            return   # no key has an empty, '.' or '..' component (check_key): nothing has this prefix
         seen_prefix = None
         for key, status in self._walk_dir(f"/{bucket}/{start}".rstrip("/"), start, prefix, marker, delimiter):
             if status is None:

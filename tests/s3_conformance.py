@@ -72,7 +72,7 @@ def main(checkout: str, out: str, extra: list[str]) -> int:
                 section(name, key, name.split()[-1]) for name, key in users.items())))
             markers = " or ".join(sorted(UNSUPPORTED))
             junit = root / "junit.xml"
-            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "120",
+            subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--timeout", "120",
                             "s3tests/functional/test_s3.py", "-m", f"not ({markers})", f"--junitxml={junit}", *extra],
                            cwd=checkout, env={"S3TEST_CONF": str(conf), "PATH": "/usr/bin:/bin"})
             collected = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
@@ -116,6 +116,8 @@ def _markers(checkout: str) -> dict[str, list[str]]:
 
 
 def report(junit: pathlib.Path, collected: str, checkout: str, out: pathlib.Path) -> None:
+    if not junit.exists():
+        raise SystemExit("s3-tests wrote no results (see its output above)")
     rows, counts = [], collections.Counter()
     for case in ET.parse(junit).getroot().iter("testcase"):
         outcome, reason = _reason(case)
