@@ -465,3 +465,47 @@ def test_a_key_that_is_also_a_prefix_is_refused_clearly(s3, bucket):
             s3.put_object(Bucket=bucket, Key=key, Body=b"2")
         assert code(err) == "InvalidArgument"
     assert s3.get_object(Bucket=bucket, Key="clash/file")["Body"].read() == b"1"
+
+
+def _self_signed(directory) -> tuple[str, str]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
+    cert, key = _self_signed(str(tmp_path))
+    tls = GatewayProcess(cluster.namenode, str(tmp_path), "--tls-cert", cert, "--tls-key", key, keys=keys[0])
+    try:
+        assert tls.endpoint.startswith("https://")
+        import boto3
+        from botocore.config import Config
+
+        s3s = boto3.client("s3", endpoint_url=tls.endpoint.replace("127.0.0.1", "localhost"), verify=cert,
+                           aws_access_key_id=keys[1][0], aws_secret_access_key=keys[1][1], region_name="us-east-1",
+                           config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+        s3s.put_object(Bucket=bucket, Key="tls.bin", Body=pattern(CELL + 1))
+        assert s3s.get_object(Bucket=bucket, Key="tls.bin")["Body"].read() == pattern(CELL + 1)
+    finally:
+        tls.stop()
+    assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-cert", cert, namenode=cluster.namenode), "go together")

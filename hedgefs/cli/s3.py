@@ -33,12 +33,15 @@ def keys_option(f):
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 in a container).")
 @keys_option
 @click.option("--allow-anonymous", is_flag=True, help="Serve unsigned requests too (an insecure cluster only).")
+@click.option("--tls-cert", metavar="PEM", type=click.Path(dir_okay=False),
+              help="Serve HTTPS with this certificate (chain) for the gateway's host name ...")
+@click.option("--tls-key", metavar="PEM", type=click.Path(dir_okay=False), help="... and its private key.")
 @click.option("--meta-policy", metavar="NAME", help="Policy of the metadata sidecars and upload records "
                                                     "(default: the bucket's).")
 @namenode_option
 @hedge_options
 @metrics_port_option
-def s3(port, host, keys_dir, allow_anonymous, meta_policy, namenode, metrics_port, **hedge) -> None:
+def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, meta_policy, namenode, metrics_port, **hedge) -> None:
     """Serve the S3 API for the cluster: buckets are top-level directories, keys the paths below.
 
     Every GET is a hedged striped read; PUTs are streamed and committed atomically. Requests are
@@ -66,6 +69,17 @@ def s3(port, host, keys_dir, allow_anonymous, meta_policy, namenode, metrics_por
         raise UsageError(f"--keys {keys_dir}: no such directory")
     if meta_policy:
         check_policy(meta_policy)
+    ssl_context = None
+    if tls_cert or tls_key:
+        import ssl
+
+        if not (tls_cert and tls_key):
+            raise UsageError("--tls-cert and --tls-key go together")
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            ssl_context.load_cert_chain(tls_cert, tls_key)
+        except (OSError, ssl.SSLError) as err:
+            raise UsageError(f"--tls-cert/--tls-key: {getattr(err, 'strerror', None) or err}") from None
     config = hedge_config(hedge)
     # Reach the cluster before serving: a wrong address is an error now, not on the first request.
     with open_fs(namenode, config) as fs:
@@ -73,7 +87,7 @@ def s3(port, host, keys_dir, allow_anonymous, meta_policy, namenode, metrics_por
     gateway = Gateway(namenode_address(namenode), KeyStore(keys_dir), anonymous=allow_anonymous, secure=secure,
                       hedge=config, meta_policy=meta_policy)
     with serving_client_metrics(metrics_port):
-        serve(gateway, host, port)
+        serve(gateway, host, port, ssl_context)
 
 
 @click.command("s3-key", context_settings=CONTEXT)
