@@ -15,7 +15,6 @@ The CLI baselines run in child processes that time only the command (bench/throu
 from __future__ import annotations
 
 import datetime
-import io
 import json
 import os
 import pathlib
@@ -52,7 +51,8 @@ class _Gateway:
         keys = root / "keys"
         env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
         env.pop("HEDGEFS_CREDENTIALS", None)
-        out = subprocess.run([sys.executable, "-m", "hedgefs", "admin", "s3-key", "--user", "bench", "--keys", str(keys)],
+        out = subprocess.run([sys.executable, "-m", "hedgefs", "admin", "s3-key", "--user", "bench",
+                              "--keys", str(keys)],
                              capture_output=True, text=True, env=env, check=True).stdout
         fields = dict(line.split(": ", 1) for line in out.splitlines())
         self.access, self.secret = fields["access key"], fields["secret key"]
@@ -208,8 +208,10 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
         "date": datetime.date.today().isoformat(), "command": command, "size": size, "clients": clients,
         "reads_per_client": reads, "delay_ms": delay_ms, "slow_datanode": victim,
         "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
-        "get": {"s3_mb_s": round(mb / s3_get, 1), "cat_mb_s": round(mb / cli_cat, 1), "ratio": round(cli_cat / s3_get, 2)},
-        "put": {"s3_mb_s": round(mb / s3_put, 1), "put_mb_s": round(mb / cli_put, 1), "ratio": round(cli_put / s3_put, 2)},
+        "get": {"s3_mb_s": round(mb / s3_get, 1), "cat_mb_s": round(mb / cli_cat, 1),
+                "ratio": round(cli_cat / s3_get, 2)},
+        "put": {"s3_mb_s": round(mb / s3_put, 1), "put_mb_s": round(mb / cli_put, 1),
+                "ratio": round(cli_put / s3_put, 2)},
         "ranged": {"pread": pread, "s3": healthy, "s3_slow_datanode": slow,
                    "p50_ratio": round(healthy["p50_ms"] / pread["p50_ms"], 2),
                    "p99_ratio": round(healthy["p99_ms"] / pread["p99_ms"], 2),
@@ -235,16 +237,20 @@ def markdown(r: dict) -> str:
         "|---|---|---|---|---|",
         f"| GET {r['size'] >> 20} MiB, one stream | {g['s3_mb_s']} MB/s | `hedgefs cat` {g['cat_mb_s']} MB/s | "
         f"{g['ratio']} x | >= 0.6 x |",
-        f"| PUT {r['size'] >> 20} MiB, 8 parts in parallel | {p['s3_mb_s']} MB/s | `hedgefs put` {p['put_mb_s']} MB/s | "
+        f"| PUT {r['size'] >> 20} MiB, 8 parts in parallel | {p['s3_mb_s']} MB/s | "
+        f"`hedgefs put` {p['put_mb_s']} MB/s | "
         f"{p['ratio']} x | >= 0.6 x |",
-        f"| 64 KiB ranged GETs, {r['clients']} clients, p50 | {rg['s3']['p50_ms']} ms | pread {rg['pread']['p50_ms']} ms | "
+        f"| 64 KiB ranged GETs, {r['clients']} clients, p50 | {rg['s3']['p50_ms']} ms | "
+        f"pread {rg['pread']['p50_ms']} ms | "
         f"{rg['p50_ratio']} x | <= 3 x |",
-        f"| the same, p99 | {rg['s3']['p99_ms']} ms | pread {rg['pread']['p99_ms']} ms | {rg['p99_ratio']} x | <= 3 x |",
+        f"| the same, p99 | {rg['s3']['p99_ms']} ms | pread {rg['pread']['p99_ms']} ms | "
+        f"{rg['p99_ratio']} x | <= 3 x |",
         f"| the same with {r['slow_datanode']} +{r['delay_ms']} ms, p99.9 | {rg['s3_slow_datanode']['p999_ms']} ms | "
         f"healthy gateway {rg['s3']['p999_ms']} ms | {rg['slow_p999_ratio']} x | <= 1.5 x |",
     ]
     if m:
-        lines.append(f"| gateway RSS during a {m['size'] >> 20} MiB PUT / GET | {m['put_peak_mb']} / {m['get_peak_mb']} MB "
+        lines.append(f"| gateway RSS during a {m['size'] >> 20} MiB PUT / GET | "
+                     f"{m['put_peak_mb']} / {m['get_peak_mb']} MB "
                      f"| idle {m['idle_mb']} MB | | <= 200 MB |")
     lines += ["", f"{rg['s3']['n']} ranged GETs per run; GET and PUT ratios are gateway MB/s over the baseline's."]
     return "\n".join(lines)

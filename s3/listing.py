@@ -38,7 +38,8 @@ def _int(query, name: str, default: int, high: int) -> int:
 
 async def list_buckets(ctx) -> web.Response:
     buckets = await ctx.run(ctx.store.list_buckets)
-    body = "".join("<Bucket>" + xmlout.element("Name", b.path[1:]) + xmlout.element("CreationDate", xmlout.iso(b.mtime_ms))
+    body = "".join("<Bucket>" + xmlout.element("Name", b.path[1:])
+                   + xmlout.element("CreationDate", xmlout.iso(b.mtime_ms))
                    + "</Bucket>" for b in buckets)
     return _xml("ListAllMyBucketsResult", OWNER + f"<Buckets>{body}</Buckets>")
 
@@ -109,7 +110,8 @@ async def list_objects(ctx) -> web.Response:
             parts.append("<CommonPrefixes>" + xmlout.element("Prefix", enc(key)) + "</CommonPrefixes>")
             continue
         info = infos[key]
-        parts.append("<Contents>" + xmlout.element("Key", enc(key)) + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
+        parts.append("<Contents>" + xmlout.element("Key", enc(key))
+                     + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
                      + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size)
                      + (OWNER if owner else "") + xmlout.element("StorageClass", "STANDARD") + "</Contents>")
     return _xml("ListBucketResult", "".join(parts))
@@ -147,7 +149,8 @@ async def list_parts(ctx) -> web.Response:
     if page:
         body.append(xmlout.element("NextPartNumberMarker", page[-1][0]))
     for number, (md5, status) in page:
-        body.append("<Part>" + xmlout.element("PartNumber", number) + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
+        body.append("<Part>" + xmlout.element("PartNumber", number)
+                    + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
                     + xmlout.element("ETag", f'"{md5}"') + xmlout.element("Size", status.length) + "</Part>")
     return _xml("ListPartsResult", "".join(body))
 

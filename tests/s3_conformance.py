@@ -75,7 +75,8 @@ def main(checkout: str, out: str, extra: list[str]) -> int:
             subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--timeout", "120",
                             "s3tests/functional/test_s3.py", "-m", f"not ({markers})", f"--junitxml={junit}", *extra],
                            cwd=checkout, env={"S3TEST_CONF": str(conf), "PATH": "/usr/bin:/bin"})
-            collected = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+            collected = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only",
+                                        "-p", "no:cacheprovider",
                                         "s3tests/functional/test_s3.py", "-m", markers, *extra], cwd=checkout,
                                        capture_output=True, text=True, env={"S3TEST_CONF": str(conf)}).stdout
         finally:
@@ -91,7 +92,8 @@ def _reason(case: ET.Element) -> tuple[str, str]:
         node = case.find(tag)
         if node is not None:
             text = (node.get("message") or node.text or "").strip().splitlines()
-            line = next((t for t in text if "ClientError" in t or "assert" in t or "Error" in t), text[0] if text else "")
+            line = next((t for t in text if "ClientError" in t or "assert" in t or "Error" in t),
+                        text[0] if text else "")
             return tag, line[:200].replace("|", "/")
     node = case.find("skipped")
     if node is not None:

@@ -8,7 +8,6 @@ whole number of groups) and with 6 MiB parts (joined by concat: 4 groups each).
 
 import base64
 import hashlib
-import http.client
 import io
 import os
 import subprocess
@@ -20,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
-from s3_support import GatewayProcess, boto3_client, issue_key
+from s3_support import GatewayProcess, boto3_client, issue_key, raw_put, self_signed, signed_chunked_put
 
 from conftest import CELL, GROUP, STRIPE, assert_one_line_error, client, pattern, run_cli, start_cluster
 
@@ -136,7 +135,8 @@ def test_multipart_parts_of_whole_groups_are_joined_without_copying(s3, bucket, 
 
 def test_a_multipart_upload_aborted_half_way_leaves_nothing(s3, bucket, fs):
     upload = s3.create_multipart_upload(Bucket=bucket, Key="mp/aborted.bin")
-    s3.upload_part(Bucket=bucket, Key="mp/aborted.bin", UploadId=upload["UploadId"], PartNumber=1, Body=pattern(5 * MiB))
+    s3.upload_part(Bucket=bucket, Key="mp/aborted.bin", UploadId=upload["UploadId"], PartNumber=1,
+                   Body=pattern(5 * MiB))
     assert [u["UploadId"] for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])] == [upload["UploadId"]]
     s3.abort_multipart_upload(Bucket=bucket, Key="mp/aborted.bin", UploadId=upload["UploadId"])
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
@@ -161,24 +161,6 @@ def test_a_small_part_before_the_last_is_refused(s3, bucket):
     s3.abort_multipart_upload(Bucket=bucket, Key="mp/small.bin", UploadId=upload["UploadId"])
 
 
-def _raw_put(gateway, path: str, headers: dict, body: bytes, close_after: int | None = None):
-    """A PUT as a client that lies or dies would send it (anonymous: only the gateway with
-    --allow-anonymous serves it, so the answer is checked by the caller)."""
-    url = urllib.parse.urlsplit(gateway.endpoint)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    conn.putrequest("PUT", path)
-    for name, value in headers.items():
-        conn.putheader(name, value)
-    conn.endheaders()
-    if close_after is not None:
-        conn.send(body[:close_after])
-        conn.sock.close()
-        return None
-    conn.send(body)
-    response = conn.getresponse()
-    return response.status, response.read()
-
-
 def test_a_wrong_content_md5_stores_nothing(s3, bucket):
     data = pattern(STRIPE * 2)
     with pytest.raises(ClientError) as err:
@@ -193,8 +175,8 @@ def test_an_upload_cut_half_way_leaves_nothing_visible(cluster, tmp_path, bucket
     anonymous = GatewayProcess(cluster.namenode, str(tmp_path), "--allow-anonymous")
     try:
         data = pattern(3 * STRIPE)
-        _raw_put(anonymous, f"/{bucket}/cut.bin", {"Content-Length": str(len(data))}, data, close_after=STRIPE + 7)
-        status, body = _raw_put(anonymous, f"/{bucket}/whole.bin", {"Content-Length": str(len(data))}, data)
+        raw_put(anonymous, f"/{bucket}/cut.bin", {"Content-Length": str(len(data))}, data, close_after=STRIPE + 7)
+        status, body = raw_put(anonymous, f"/{bucket}/whole.bin", {"Content-Length": str(len(data))}, data)
         assert status == 200, body       # the anonymous gateway works: the cut upload was the client's doing
     finally:
         anonymous.stop()
@@ -247,7 +229,8 @@ def test_metadata_content_type_and_copies(s3, bucket):
     s3.put_object(Bucket=bucket, Key="meta/src.txt", Body=b"body", ContentType="text/plain",
                   Metadata={"colour": "blue"}, CacheControl="max-age=60")
     head = s3.head_object(Bucket=bucket, Key="meta/src.txt")
-    assert (head["ContentType"], head["Metadata"], head["CacheControl"]) == ("text/plain", {"colour": "blue"}, "max-age=60")
+    assert (head["ContentType"], head["Metadata"], head["CacheControl"]) == \
+        ("text/plain", {"colour": "blue"}, "max-age=60")
     s3.copy_object(Bucket=bucket, Key="meta/copy.txt", CopySource={"Bucket": bucket, "Key": "meta/src.txt"})
     copy = s3.get_object(Bucket=bucket, Key="meta/copy.txt")
     assert copy["Body"].read() == b"body" and copy["Metadata"] == {"colour": "blue"} and copy["ETag"] == head["ETag"]
@@ -322,41 +305,14 @@ def test_a_presigned_get(s3, bucket):
 
 def test_a_signed_chunked_upload(gateway, keys, bucket):
     """STREAMING-AWS4-HMAC-SHA256-PAYLOAD as the Java and Go SDKs send it (boto3 does not)."""
-    import datetime
-
-    from hedgefs.s3 import sigv4
-
-    access, secret = keys[1]
     data = pattern(100_000, seed=5)
-    pieces = [data[:65536], data[65536:]]
-    now = datetime.datetime.now(datetime.timezone.utc)
-    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    scope = f"{day}/us-east-1/s3/aws4_request"
-    key = sigv4.signing_key(secret, day, "us-east-1", "s3")
-    host = urllib.parse.urlsplit(gateway.endpoint).netloc
-    signed_names = ["content-encoding", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-decoded-content-length"]
-    headers = {"content-encoding": "aws-chunked", "host": host, "x-amz-content-sha256": sigv4.STREAMING,
-               "x-amz-date": amz_date, "x-amz-decoded-content-length": str(len(data))}
-    canonical = sigv4.canonical_request("PUT", f"/{bucket}/chunked.bin", "", headers, signed_names, sigv4.STREAMING)
-    import hmac
-
-    signature = hmac.new(key, sigv4.string_to_sign(amz_date, scope, canonical).encode(), hashlib.sha256).hexdigest()
-    body, previous = b"", signature
-    for piece in [*pieces, b""]:
-        text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, previous, sigv4.EMPTY_SHA256,
-                          hashlib.sha256(piece).hexdigest()])
-        previous = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-        body += f"{len(piece):x};chunk-signature={previous}\r\n".encode() + piece + b"\r\n"
-    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access}/{scope},SignedHeaders={';'.join(signed_names)},"
-                                f"Signature={signature}")
-    headers["content-length"] = str(len(body))
-    del headers["host"]
-    status, answer = _raw_put(gateway, f"/{bucket}/chunked.bin", headers, body)
+    headers, body = signed_chunked_put(gateway, *keys[1], f"/{bucket}/chunked.bin", [data[:65536], data[65536:]])
+    status, answer = raw_put(gateway, f"/{bucket}/chunked.bin", headers, body)
     assert status == 200, answer
-    s3 = boto3_client(gateway.endpoint, access, secret)
+    s3 = boto3_client(gateway.endpoint, *keys[1])
     assert s3.get_object(Bucket=bucket, Key="chunked.bin")["Body"].read() == data
-    tampered = body.replace(pieces[1][:50], bytes(50))
-    status, answer = _raw_put(gateway, f"/{bucket}/chunked2.bin", headers, tampered)
+    headers, body = signed_chunked_put(gateway, *keys[1], f"/{bucket}/chunked2.bin", [data[:65536], data[65536:]])
+    status, answer = raw_put(gateway, f"/{bucket}/chunked2.bin", headers, body.replace(data[70000:70050], bytes(50)))
     assert status == 403 and b"SignatureDoesNotMatch" in answer
     with pytest.raises(ClientError):
         s3.head_object(Bucket=bucket, Key="chunked2.bin")
@@ -382,7 +338,8 @@ def test_the_aws_cli(gateway, keys, bucket, tmp_path):
         assert result.returncode == 0, result.stderr
     assert (tmp_path / "back.bin").read_bytes() == (src / "one.bin").read_bytes()
     listing = _aws(gateway, keys, "s3", "ls", "--recursive", f"s3://{bucket}/cli/").stdout.decode()
-    assert [line.split()[-1] for line in listing.splitlines()] == ["cli/one.bin", "cli/tree/one.bin", "cli/tree/sub/two.txt"]
+    assert [line.split()[-1] for line in listing.splitlines()] == \
+        ["cli/one.bin", "cli/tree/one.bin", "cli/tree/sub/two.txt"]
     assert _aws(gateway, keys, "s3", "sync", str(src), f"s3://{bucket}/cli/tree/").stdout == b""   # nothing changed
     head = _aws(gateway, keys, "s3api", "head-object", "--bucket", bucket, "--key", "cli/tree/sub/two.txt")
     assert b'"ContentLength": 3' in head.stdout
@@ -430,7 +387,8 @@ def test_gets_ride_out_a_frozen_datanode(cluster, s3, bucket, gateway, fs):
 
 def test_cli_errors_are_one_line(cluster, tmp_path):
     assert_one_line_error(run_cli("s3", namenode=cluster.namenode), "--keys")
-    assert_one_line_error(run_cli("s3", "--keys", str(tmp_path / "none"), namenode=cluster.namenode), "no such directory")
+    assert_one_line_error(run_cli("s3", "--keys", str(tmp_path / "none"), namenode=cluster.namenode),
+                          "no such directory")
     result = run_cli("s3", "--allow-anonymous", namenode="127.0.0.1:1")
     assert_one_line_error(result, "cannot reach the NameNode")
     assert result.code == 3
@@ -447,8 +405,8 @@ def test_a_stored_object_is_read_back_by_wait_free_clients(s3, bucket):
 
     def read(i):
         start = (i * 104729) % (len(data) - CELL)
-        return s3.get_object(Bucket=bucket, Key="parallel.bin", Range=f"bytes={start}-{start + CELL - 1}")["Body"].read() \
-            == data[start:start + CELL]
+        got = s3.get_object(Bucket=bucket, Key="parallel.bin", Range=f"bytes={start}-{start + CELL - 1}")
+        return got["Body"].read() == data[start:start + CELL]
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(read, range(32)))
@@ -467,34 +425,8 @@ def test_a_key_that_is_also_a_prefix_is_refused_clearly(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="clash/file")["Body"].read() == b"1"
 
 
-def _self_signed(directory) -> tuple[str, str]:
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
-    with open(cert_path, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
-    cert, key = _self_signed(str(tmp_path))
+    cert, key = self_signed(str(tmp_path))
     tls = GatewayProcess(cluster.namenode, str(tmp_path), "--tls-cert", cert, "--tls-key", key, keys=keys[0])
     try:
         assert tls.endpoint.startswith("https://")
@@ -508,4 +440,5 @@ def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
         assert s3s.get_object(Bucket=bucket, Key="tls.bin")["Body"].read() == pattern(CELL + 1)
     finally:
         tls.stop()
-    assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-cert", cert, namenode=cluster.namenode), "go together")
+    assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-cert", cert, namenode=cluster.namenode),
+                          "go together")
