@@ -37,6 +37,7 @@ COMMANDS = {
     "chown": "files:chown",
     "checksum": "distcp:checksum",
     "distcp": "distcp:distcp",
+    "s3": "s3:s3",
     "ec": "policies:ec",
     "namenode": "servers:namenode",
     "datanode": "servers:datanode",

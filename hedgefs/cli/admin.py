@@ -191,3 +191,9 @@ def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_m
     click.echo(f"cluster {made.cluster_id}: wrote {made.ca.name}, {made.namenode.name}, "
                f"{len(made.datanodes)} DataNode credentials and {made.admin.name} to {made.directory}")
     click.echo(f"export HEDGEFS_CREDENTIALS={made.admin}")
+
+
+# `hedgefs admin s3-key`: the S3 gateway's keys, defined beside the gateway's verb.
+from hedgefs.cli.s3 import s3_key  # noqa: E402
+
+admin.add_command(s3_key)

@@ -354,3 +354,28 @@ def bench_throughput(size, rss_size, streams, reads, as_json, namenode) -> None:
     except RuntimeError as err:
         raise HedgefsError(str(err)) from None
     click.echo(json.dumps(result) if as_json else format_result(result))
+
+
+@bench.command("s3", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(8 << 20), default=256 << 20, show_default=True, metavar="BYTES",
+              help="Object size for the GET and PUT.")
+@click.option("--rss-size", type=click.IntRange(0), default=1 << 30, show_default=True, metavar="BYTES",
+              help="Object size for the gateway's peak memory (0 skips it).")
+@click.option("--clients", type=click.IntRange(1, 64), default=4, show_default=True, help="Ranged-GET clients.")
+@click.option("--reads", type=click.IntRange(10), default=500, show_default=True, help="Ranged GETs per client per run.")
+@click.option("--delay-ms", type=click.IntRange(1), default=500, show_default=True, help="The slow DataNode's delay.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
+    """The S3 gateway beside the library in one run: GET vs cat, PUT vs put, ranged GETs vs pread.
+
+    Starts its own local cluster and gateway; writes <date>-s3.json and .md. A few minutes.
+    """
+    import sys
+
+    from hedgefs.bench import s3
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = s3.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, rss_size=rss_size, clients=clients,
+                    reads=reads, delay_ms=delay_ms, command=command, say=lambda s: click.echo(s, err=True))
+    click.echo(s3.markdown(result))

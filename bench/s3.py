@@ -1,0 +1,256 @@
+"""`hedgefs bench s3`: the S3 gateway against the library it sits on, in one run on one cluster.
+
+A local cluster (RS-6-3-1024k, 10 DataNodes) and one `hedgefs s3` process; boto3 is the client.
+Each figure has its baseline measured in the same run, on the same machine, at the same time:
+
+- GET of a SIZE object, one stream (boto3, 1 MiB reads of the body)  vs  `hedgefs cat` of the file
+- PUT of SIZE, multipart, 8 parts in parallel (boto3 upload_fileobj)  vs  `hedgefs put` of it
+- 64 KiB ranged GETs, CLIENTS clients: p50 / p99 / p99.9  vs  the library's pread, CLIENTS threads
+- the same ranged GETs with one DataNode +DELAY ms: p99.9  vs  the healthy gateway's p99.9
+- the gateway's peak resident memory during a PUT and a GET of RSS_SIZE (sampled from /proc)
+
+The CLI baselines run in child processes that time only the command (bench/throughput.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from hedgefs.bench.throughput import timed_cli, write_random_file
+from hedgefs.client.fs import FileSystem
+from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.proto import hedgefs_pb2 as pb
+
+MiB = 1 << 20
+READ = 64 << 10
+
+
+def _percentiles(samples: list[float]) -> dict:
+    s = sorted(samples)
+
+    def p(q):
+        return round(s[min(len(s) - 1, int(q * len(s)))] * 1000, 2)
+
+    return {"n": len(s), "p50_ms": p(0.5), "p99_ms": p(0.99), "p999_ms": p(0.999)}
+
+
+class _Gateway:
+    def __init__(self, namenode: str, root: pathlib.Path):
+        keys = root / "keys"
+        env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+        env.pop("HEDGEFS_CREDENTIALS", None)
+        out = subprocess.run([sys.executable, "-m", "hedgefs", "admin", "s3-key", "--user", "bench",
+                              "--keys", str(keys)],
+                             capture_output=True, text=True, env=env, check=True).stdout
+        fields = dict(line.split(": ", 1) for line in out.splitlines())
+        self.access, self.secret = fields["access key"], fields["secret key"]
+        self.log = root / "gateway.log"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys)],
+                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 60
+        while True:
+            match = re.search(r"s3: serving (\S+?)/? for", self.log.read_text())
+            if match:
+                self.endpoint = match.group(1)
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway did not start: {self.log.read_text()[-500:]}")
+            time.sleep(0.1)
+
+    def client(self):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access,
+                            aws_secret_access_key=self.secret, region_name="us-east-1",
+                            config=Config(signature_version="s3v4", max_pool_connections=16,
+                                          s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(20)
+
+
+class _PeakRss:
+    """The gateway's resident memory, sampled every 20 ms while the block runs."""
+
+    def __init__(self, gateway: _Gateway):
+        self.gateway, self.peak, self._stop = gateway, 0.0, threading.Event()
+
+    def __enter__(self):
+        def sample():
+            while not self._stop.wait(0.02):
+                self.peak = max(self.peak, self.gateway.rss_mb())
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _transfer_config(size: int):
+    """8 parts in parallel, each a whole number of RS-6-3-1024k groups of 6 MiB cells' worth (a
+    multiple of 6 MiB): the gateway joins them with concat instead of copying (s3/multipart.py)."""
+    from boto3.s3.transfer import TransferConfig
+
+    part = max(6 * MiB, -(-size // 8 // (6 * MiB)) * 6 * MiB)
+    return TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=8)
+
+
+def _get(s3, key: str) -> tuple[float, int]:
+    started, n = time.perf_counter(), 0
+    body = s3.get_object(Bucket="bench", Key=key)["Body"]
+    for chunk in body.iter_chunks(MiB):
+        n += len(chunk)
+    return time.perf_counter() - started, n
+
+
+def _ranged(read: Callable[[int], None], clients: int, reads: int, size: int, seed: int) -> list[float]:
+    def one(i):
+        rng = random.Random(seed * 1000 + i)
+        out = []
+        for _ in range(reads):
+            offset = rng.randrange(0, size - READ)
+            started = time.perf_counter()
+            read(offset)
+            out.append(time.perf_counter() - started)
+        return out
+
+    with ThreadPoolExecutor(clients) as pool:
+        return [t for part in pool.map(one, range(clients)) for t in part]
+
+
+def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30, clients: int = 4, reads: int = 500,
+        delay_ms: int = 500, command: str = "", say: Callable[[str], None] = print) -> dict:
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="hedgefs-bench-s3-") as tmp:
+        root = pathlib.Path(tmp)
+        cluster = LocalCluster(root / "cluster")
+        cluster.up(Options(datanodes=10, namenode_port=0, fsync=False))
+        gateway = None
+        try:
+            gateway = _Gateway(cluster.namenode, root)
+            s3 = gateway.client()
+            s3.create_bucket(Bucket="bench")
+            local = root / "big.bin"
+            write_random_file(str(local), size)
+            say(f"cluster {cluster.namenode}, gateway {gateway.endpoint}; PUT {size >> 20} MiB ...")
+            started = time.perf_counter()
+            with open(local, "rb") as f:
+                s3.upload_fileobj(f, "bench", "big.bin", Config=_transfer_config(size))
+            s3_put = time.perf_counter() - started
+            cli_put = timed_cli("put", str(local), "/bench/put-baseline.bin", namenode=cluster.namenode)["seconds"]
+            say("GET ...")
+            s3_get, got = _get(s3, "big.bin")
+            assert got == size, f"GET returned {got} of {size} bytes"
+            cli_cat = timed_cli("cat", "/bench/big.bin", namenode=cluster.namenode)["seconds"]
+            say(f"ranged GETs: {clients} clients x {reads} ...")
+            local_clients = threading.local()
+
+            def s3_read(offset):
+                if not hasattr(local_clients, "s3"):
+                    local_clients.s3 = gateway.client()
+                local_clients.s3.get_object(Bucket="bench", Key="big.bin",
+                                            Range=f"bytes={offset}-{offset + READ - 1}")["Body"].read()
+
+            with FileSystem(cluster.namenode, credentials=None) as fs:
+                reader = fs.open("/bench/big.bin")
+                _ranged(lambda o: reader.pread(o, READ), clients, 50, size, seed=0)   # warm-up
+                pread = _percentiles(_ranged(lambda o: reader.pread(o, READ), clients, reads, size, seed=1))
+                victim = reader.status.groups[0].units[0].datanode_id
+            _ranged(s3_read, clients, 50, size, seed=0)
+            healthy = _percentiles(_ranged(s3_read, clients, reads, size, seed=1))
+            say(f"ranged GETs with {victim} +{delay_ms} ms ...")
+            cluster.datanode_rpc(victim, "SetFaults", pb.FaultConfig(read_delay_ms=delay_ms))
+            try:
+                slow = _percentiles(_ranged(s3_read, clients, reads, size, seed=2))
+            finally:
+                cluster.datanode_rpc(victim, "ClearFaults", pb.FaultClearRequest())
+            rss = {}
+            if rss_size:
+                say(f"gateway memory during a {rss_size >> 20} MiB PUT and GET ...")
+                write_random_file(str(local), rss_size)
+                baseline = gateway.rss_mb()
+                with _PeakRss(gateway) as put_peak, open(local, "rb") as f:
+                    s3.upload_fileobj(f, "bench", "rss.bin", Config=_transfer_config(rss_size))
+                with _PeakRss(gateway) as get_peak:
+                    _get(s3, "rss.bin")
+                rss = {"size": rss_size, "idle_mb": round(baseline, 1), "put_peak_mb": round(put_peak.peak, 1),
+                       "get_peak_mb": round(get_peak.peak, 1)}
+        finally:
+            if gateway is not None:
+                gateway.stop()
+            cluster.down()
+    mb = size / 1e6
+    result = {
+        "date": datetime.date.today().isoformat(), "command": command, "size": size, "clients": clients,
+        "reads_per_client": reads, "delay_ms": delay_ms, "slow_datanode": victim,
+        "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
+        "get": {"s3_mb_s": round(mb / s3_get, 1), "cat_mb_s": round(mb / cli_cat, 1),
+                "ratio": round(cli_cat / s3_get, 2)},
+        "put": {"s3_mb_s": round(mb / s3_put, 1), "put_mb_s": round(mb / cli_put, 1),
+                "ratio": round(cli_put / s3_put, 2)},
+        "ranged": {"pread": pread, "s3": healthy, "s3_slow_datanode": slow,
+                   "p50_ratio": round(healthy["p50_ms"] / pread["p50_ms"], 2),
+                   "p99_ratio": round(healthy["p99_ms"] / pread["p99_ms"], 2),
+                   "slow_p999_ratio": round(slow["p999_ms"] / healthy["p999_ms"], 2)},
+        "rss": rss,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{result['date']}-s3"
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(markdown(result) + "\n")
+    return result
+
+
+def markdown(r: dict) -> str:
+    g, p, rg, m = r["get"], r["put"], r["ranged"], r["rss"]
+    lines = [
+        f"# S3 gateway vs the library, {r['date']}",
+        "",
+        f"`{r['command']}`: one local cluster (RS-6-3-1024k, 10 DataNodes), one gateway, boto3; load average "
+        f"{r['load_before']} before, {r['load_after']} after (2 cores).",
+        "",
+        "| measure | gateway | baseline (same run) | ratio | target |",
+        "|---|---|---|---|---|",
+        f"| GET {r['size'] >> 20} MiB, one stream | {g['s3_mb_s']} MB/s | `hedgefs cat` {g['cat_mb_s']} MB/s | "
+        f"{g['ratio']} x | >= 0.6 x |",
+        f"| PUT {r['size'] >> 20} MiB, 8 parts in parallel | {p['s3_mb_s']} MB/s | "
+        f"`hedgefs put` {p['put_mb_s']} MB/s | "
+        f"{p['ratio']} x | >= 0.6 x |",
+        f"| 64 KiB ranged GETs, {r['clients']} clients, p50 | {rg['s3']['p50_ms']} ms | "
+        f"pread {rg['pread']['p50_ms']} ms | "
+        f"{rg['p50_ratio']} x | <= 3 x |",
+        f"| the same, p99 | {rg['s3']['p99_ms']} ms | pread {rg['pread']['p99_ms']} ms | "
+        f"{rg['p99_ratio']} x | <= 3 x |",
+        f"| the same with {r['slow_datanode']} +{r['delay_ms']} ms, p99.9 | {rg['s3_slow_datanode']['p999_ms']} ms | "
+        f"healthy gateway {rg['s3']['p999_ms']} ms | {rg['slow_p999_ratio']} x | <= 1.5 x |",
+    ]
+    if m:
+        lines.append(f"| gateway RSS during a {m['size'] >> 20} MiB PUT / GET | "
+                     f"{m['put_peak_mb']} / {m['get_peak_mb']} MB "
+                     f"| idle {m['idle_mb']} MB | | <= 200 MB |")
+    lines += ["", f"{rg['s3']['n']} ranged GETs per run; GET and PUT ratios are gateway MB/s over the baseline's."]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The S3 gateway: see README "S3"."""

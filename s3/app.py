@@ -1,0 +1,214 @@
+"""The gateway's HTTP side: an aiohttp application that authenticates each request (SigV4),
+finds who it acts for, and dispatches to the bucket, listing and object handlers.
+
+Path-style addressing (``http://HOST:PORT/BUCKET/KEY``), which every SDK uses for an endpoint
+that is not AWS's. The handlers do the namespace work on worker threads (the client library's
+calls block) and stream bodies on the event loop, so a slow client holds no thread.
+
+Stateless: everything lives in the cluster (objects, sidecars, multipart parts) or in the keys
+directory, which gateways share read-only; any gateway can serve any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import urllib.parse
+import uuid
+
+from aiohttp import web
+
+from hedgefs.client.config import HedgeConfig
+from hedgefs.client.errors import HedgefsError
+from hedgefs.client.fs import FileSystem
+from hedgefs.s3 import listing, objects, sigv4
+from hedgefs.s3.errors import S3Error
+from hedgefs.s3.keys import AccessKey, KeyStore
+from hedgefs.s3.multipart import Uploads
+from hedgefs.s3.store import Store
+
+log = logging.getLogger("hedgefs.s3")
+
+# Sub-resources of S3's API this gateway does not serve: a clear NotImplemented, never a
+# misread request (GET ?acl must not answer with the object).
+UNSUPPORTED = {"acl", "policy", "cors", "lifecycle", "versioning", "versions", "tagging", "website", "logging",
+               "notification", "replication", "encryption", "object-lock", "retention", "legal-hold", "torrent",
+               "restore", "select", "analytics", "inventory", "metrics", "accelerate", "requestPayment",
+               "ownershipControls", "publicAccessBlock", "intelligent-tiering", "attributes"}
+
+
+class Session:
+    """What a request acts as: a Store and the Uploads on the FileSystem of one hedgefs user."""
+
+    def __init__(self, fs: FileSystem, meta_policy: str | None):
+        self.fs = fs
+        self.store = Store(fs, meta_policy)
+        self.uploads = Uploads(self.store)
+
+
+class Gateway:
+    def __init__(self, namenode: str, keys: KeyStore, *, anonymous: bool = False, secure: bool = False,
+                 hedge: HedgeConfig | None = None, meta_policy: str | None = None, workers: int = 64):
+        self.namenode = namenode
+        self.keys = keys
+        self.anonymous = anonymous
+        self.secure = secure
+        self.hedge = hedge
+        self.meta_policy = meta_policy
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3")
+        self._sessions: dict[str | None, Session] = {}
+        self._lock = threading.Lock()
+
+    def session(self, key: AccessKey | None) -> Session:
+        """The user's session; in an insecure cluster all share one (everyone is the superuser)."""
+        credential = key.credential if key is not None and self.secure else None
+        if self.secure and credential is None:
+            raise S3Error("AccessDenied", "this key has no hedgefs credential (secure cluster): issue it with "
+                          "`hedgefs admin s3-key` and an admin's credential")
+        with self._lock:
+            session = self._sessions.get(credential)
+            if session is None:
+                fs = FileSystem(self.namenode, hedge=self.hedge, credentials=credential)
+                session = self._sessions[credential] = Session(fs, self.meta_policy)
+            return session
+
+    def cached(self, key: AccessKey | None) -> Session | None:
+        return self._sessions.get(key.credential if key is not None and self.secure else None)
+
+    async def run(self, fn, *args):
+        """A blocking call on a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.fs.close()
+        self.pool.shutdown(wait=False)
+
+    def stats(self):
+        return [s.fs.stats() for s in self._sessions.values()]
+
+
+def split_path(raw_path: str) -> tuple[str, str]:
+    path = raw_path.split("?", 1)[0]
+    bucket, _, key = path.lstrip("/").partition("/")
+    return urllib.parse.unquote(bucket), urllib.parse.unquote(key)
+
+
+def raw_query(request: web.Request) -> str:
+    return request.raw_path.split("?", 1)[1] if "?" in request.raw_path else ""
+
+
+async def authenticate(gateway: Gateway, request: web.Request) -> sigv4.Signed | None:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    # inline: microseconds of hashing (a key file is read once, on first use)
+    signed = sigv4.verify(request.method, request.raw_path, raw_query(request), headers, gateway.keys.secret_of)
+    if signed is None and not gateway.anonymous:
+        raise S3Error("AccessDenied", "Access Denied: sign the request (anonymous access is off; "
+                      "`hedgefs s3 --allow-anonymous` on an insecure cluster)")
+    return signed
+
+
+@web.middleware
+async def errors(request: web.Request, handler):
+    request_id = uuid.uuid4().hex[:16].upper()
+    try:
+        response = await handler(request)
+    except S3Error as err:
+        response = _error_response(request, err, request_id)
+    except HedgefsError as err:
+        response = _error_response(request, S3Error("InternalError", str(err)), request_id)
+    except (web.HTTPException, asyncio.CancelledError, ConnectionError):
+        raise
+    except Exception as err:   # a bug: the client still gets S3's answer, the log the traceback
+        log.exception("s3: %s %s failed", request.method, request.path)
+        response = _error_response(request, S3Error("InternalError", f"internal error: {type(err).__name__}"),
+                                   request_id)
+    response.headers.setdefault("x-amz-request-id", request_id)
+    response.headers.setdefault("Server", "hedgefs")
+    return response
+
+
+def _error_response(request: web.Request, err: S3Error, request_id: str) -> web.Response:
+    if not err.resource:
+        err.resource = request.path
+    if request.method == "HEAD" or err.status == 304:
+        return web.Response(status=err.status, headers={"x-amz-error-code": err.code})
+    return web.Response(status=err.status, body=err.xml(request_id), content_type="application/xml")
+
+
+async def dispatch(request: web.Request) -> web.StreamResponse:
+    gateway: Gateway = request.app["gateway"]
+    signed = await authenticate(gateway, request)
+    key_record = gateway.keys.get(signed.access_key) if signed else None
+    session = gateway.cached(key_record) or await gateway.run(gateway.session, key_record)
+    bucket, key = split_path(request.raw_path)
+    query = request.query
+    unsupported = UNSUPPORTED & set(query)
+    if request.method == "GET" and not key:
+        unsupported -= {"versions", "versioning"}   # an unversioned bucket's answers
+    if unsupported:
+        raise S3Error("NotImplemented", f"not implemented here: ?{sorted(unsupported)[0]}")
+    if query.get("versionId", "null") != "null":
+        raise S3Error("NoSuchVersion", "The specified version does not exist (buckets here are unversioned: "
+                      "every object's one version is \"null\").", status=404)
+    method = request.method
+    ctx = objects.Context(gateway, session, request, signed, bucket, key)
+    if not bucket:
+        if method == "GET":
+            return await listing.list_buckets(ctx)
+        raise S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.")
+    if not key:
+        if method == "GET":
+            if "uploads" in query:
+                return await listing.list_uploads(ctx)
+            if "location" in query:
+                return await listing.location(ctx)
+            if "versions" in query:
+                return await listing.list_versions(ctx)
+            if "versioning" in query:
+                return await listing.versioning(ctx)
+            return await listing.list_objects(ctx)
+        if method == "HEAD":
+            await gateway.run(session.store.bucket, bucket)
+            return web.Response(headers={"x-amz-bucket-region": "us-east-1"})
+        if method == "PUT":
+            await request.read()   # a CreateBucketConfiguration, if any: the region means nothing here
+            await gateway.run(session.store.create_bucket, bucket)
+            return web.Response(headers={"Location": f"/{bucket}"})
+        if method == "DELETE":
+            await gateway.run(session.store.delete_bucket, bucket)
+            return web.Response(status=204)
+        if method == "POST" and "delete" in query:
+            return await objects.delete_objects(ctx)
+        raise S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.")
+    if method in ("GET", "HEAD"):
+        if "uploadId" in query:
+            return await listing.list_parts(ctx)
+        return await objects.get_object(ctx, head=method == "HEAD")
+    if method == "PUT":
+        if "uploadId" in query:
+            return await objects.upload_part(ctx)
+        if "x-amz-copy-source" in request.headers:
+            return await objects.copy_object(ctx)
+        return await objects.put_object(ctx)
+    if method == "DELETE":
+        if "uploadId" in query:
+            await gateway.run(session.uploads.abort, bucket, query["uploadId"])
+        else:
+            await gateway.run(session.store.delete_object, bucket, key)
+        return web.Response(status=204)
+    if method == "POST":
+        if "uploads" in query:
+            return await objects.create_upload(ctx)
+        if "uploadId" in query:
+            return await objects.complete_upload(ctx)
+    raise S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.")
+
+
+def make_app(gateway: Gateway) -> web.Application:
+    app = web.Application(middlewares=[errors], client_max_size=1 << 20)
+    app["gateway"] = gateway
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    return app

@@ -1,0 +1,157 @@
+"""A request body as the client library's writer reads it, and a stored object as a response body.
+
+``Body.read(n)`` runs in the writer's source thread: it pulls the next piece from the socket on
+the event loop (so a slow client holds no event loop), decodes ``aws-chunked`` (checking each
+chunk's signature), and hashes what it hands on: MD5 for the ETag, SHA-256 when the request
+signed its payload's hash. At the end of the body it checks the length, Content-MD5 and the
+payload hash, and raises S3Error on a mismatch, before the writer commits: the library then
+abandons the file, so a bad or cut upload leaves nothing visible (the write is atomic).
+
+``stream(reader, ...)`` sends ``[start, end)`` of an open file in windows read ahead through the
+library's positional reads, each a hedged striped read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import collections
+import hashlib
+
+from aiohttp import web
+
+from hedgefs.ec.policy import parse_policy
+from hedgefs.s3 import sigv4
+from hedgefs.s3.errors import S3Error
+
+WINDOW = 8 << 20        # bytes per positional read of a GET, rounded to whole stripes
+AHEAD = 2               # windows in flight besides the one being sent: 24 MiB per GET at most
+
+
+def content_md5(header: str | None) -> bytes | None:
+    if header is None:
+        return None
+    try:
+        digest = base64.b64decode(header, validate=True)
+    except (binascii.Error, ValueError):
+        digest = b""
+    if len(digest) != 16:
+        raise S3Error("InvalidDigest", "The Content-MD5 you specified is not valid.")
+    return digest
+
+
+def declared_length(request: web.Request) -> int | None:
+    """The object's length as the request says it: x-amz-decoded-content-length for aws-chunked."""
+    text = request.headers.get("x-amz-decoded-content-length") or request.headers.get("Content-Length")
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise S3Error("InvalidArgument", f"bad content length {text!r}") from None
+    if value < 0:
+        raise S3Error("InvalidArgument", f"bad content length {text!r}")
+    return value
+
+
+def is_chunked(request: web.Request, signed: sigv4.Signed | None) -> bool:
+    payload = signed.payload if signed else request.headers.get("x-amz-content-sha256", "")
+    return payload.startswith("STREAMING-") or "aws-chunked" in request.headers.get("Content-Encoding", "")
+
+
+class Body:
+    def __init__(self, request: web.Request, signed: sigv4.Signed | None):
+        self._loop = asyncio.get_running_loop()
+        self._content = request.content
+        self._chunked = sigv4.ChunkedBody(signed) if is_chunked(request, signed) else None
+        payload = signed.payload if signed else ""
+        self._sha = hashlib.sha256() if len(payload) == 64 else None
+        self._want_sha = payload
+        self._want_md5 = content_md5(request.headers.get("Content-MD5"))
+        self._want_length = declared_length(request)
+        self.md5 = hashlib.md5()
+        self.length = 0
+        self._pending = bytearray()
+        self._eof = False
+
+    async def _pull(self) -> bytes:
+        return await self._content.readany()
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._pending and not self._eof:
+            data = asyncio.run_coroutine_threadsafe(self._pull(), self._loop).result()
+            if not data:
+                self._finish()
+                break
+            pieces = self._chunked.feed(data) if self._chunked else [data]
+            for piece in pieces:
+                self.md5.update(piece)
+                if self._sha is not None:
+                    self._sha.update(piece)
+                self.length += len(piece)
+                self._pending += piece
+            if self._want_length is not None and self.length > self._want_length:
+                raise S3Error("IncompleteBody", "the body is longer than its declared length")
+        n = len(self._pending) if n < 0 else min(n, len(self._pending))
+        out = bytes(self._pending[:n])
+        del self._pending[:n]
+        return out
+
+    def _finish(self) -> None:
+        self._eof = True
+        if self._chunked is not None:
+            self._chunked.finish()
+        if self._want_length is not None and self.length != self._want_length:
+            raise S3Error("IncompleteBody", f"You did not provide the number of bytes specified by the "
+                          f"Content-Length HTTP header ({self.length} of {self._want_length})")
+        if self._sha is not None and self._sha.hexdigest() != self._want_sha:
+            raise S3Error("XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not "
+                          "match what was computed.")
+        if self._want_md5 is not None and self.md5.digest() != self._want_md5:
+            raise S3Error("BadDigest", "The Content-MD5 you specified did not match what we received.")
+
+    def etag(self) -> str:
+        return f'"{self.md5.hexdigest()}"'
+
+
+class ChunkSource:
+    """A file-like ``read(n)`` over an iterator of byte chunks (copies: one file's reader into
+    another file's writer), hashing what passes."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._pending = bytearray()
+        self.md5 = hashlib.md5()
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self.md5.update(chunk)
+            self._pending += chunk
+        n = len(self._pending) if n < 0 else min(n, len(self._pending))
+        out = bytes(self._pending[:n])
+        del self._pending[:n]
+        return out
+
+
+async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
+    """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
+    stripe = parse_policy(reader.status.policy).stripe_data_size
+    window = stripe * max(1, WINDOW // stripe)
+    # whole stripes after the first window, so no stripe is read (and its cells fetched) twice
+    cuts = [start, *range((start // window + 1) * window, end, window), end]
+    spans = collections.deque(zip(cuts, cuts[1:]))
+    inflight: collections.deque = collections.deque()
+    try:
+        while spans or inflight:
+            while spans and len(inflight) <= AHEAD:
+                offset, stop = spans.popleft()
+                inflight.append(reader.submit(offset, stop - offset))
+            data = await asyncio.wrap_future(inflight.popleft())
+            await response.write(data)
+    finally:
+        for future in inflight:
+            future.cancel()

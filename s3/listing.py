@@ -1,0 +1,193 @@
+"""The listing handlers: ListBuckets, ListObjects (v1 and v2), ListMultipartUploads, ListParts.
+
+ListObjects walks the bucket's directories in S3's key order (store.Store.walk), one directory
+listing at a time, and stops after max-keys: a page costs the directories it touches, not the
+bucket. A continuation token is the last key (or common prefix) of the page before, base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import urllib.parse
+
+from aiohttp import web
+
+from hedgefs.s3 import xmlout
+from hedgefs.s3.errors import S3Error
+from hedgefs.s3.multipart import upload_dir
+from hedgefs.s3.store import check_bucket
+
+OWNER = "<Owner><ID>hedgefs</ID><DisplayName>hedgefs</DisplayName></Owner>"
+
+
+def _xml(root: str, body: str) -> web.Response:
+    return web.Response(body=xmlout.document(root, body), content_type="application/xml")
+
+
+def _int(query, name: str, default: int, high: int) -> int:
+    try:
+        value = int(query.get(name, default))
+    except ValueError:
+        raise S3Error("InvalidArgument", f"{name} must be an integer") from None
+    if value < 0:
+        raise S3Error("InvalidArgument", f"{name} must be >= 0")
+    return min(value, high)
+
+
+async def list_buckets(ctx) -> web.Response:
+    buckets = await ctx.run(ctx.store.list_buckets)
+    body = "".join("<Bucket>" + xmlout.element("Name", b.path[1:])
+                   + xmlout.element("CreationDate", xmlout.iso(b.mtime_ms))
+                   + "</Bucket>" for b in buckets)
+    return _xml("ListAllMyBucketsResult", OWNER + f"<Buckets>{body}</Buckets>")
+
+
+async def location(ctx) -> web.Response:
+    await ctx.run(ctx.store.bucket, ctx.bucket)
+    return web.Response(body=xmlout.HEAD.encode() + f'<LocationConstraint xmlns="{xmlout.NS}"/>'.encode(),
+                        content_type="application/xml")
+
+
+async def list_objects(ctx) -> web.Response:
+    q = ctx.request.query
+    check_bucket(ctx.bucket)
+    v2 = q.get("list-type") == "2"
+    prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    max_keys = _int(q, "max-keys", 1000, 1000)
+    url = q.get("encoding-type") == "url"
+    if "encoding-type" in q and not url:
+        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request")
+    token = q.get("continuation-token")
+    if v2 and token is not None:
+        try:
+            marker = base64.urlsafe_b64decode(token.encode()).decode()
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise S3Error("InvalidArgument", "The continuation token provided is incorrect") from None
+    else:
+        marker = q.get("start-after", "") if v2 else q.get("marker", "")
+
+    def page():
+        walk = ctx.store.walk(ctx.bucket, prefix, marker, delimiter)
+        items = list(itertools.islice(walk, max_keys + 1))
+        truncated = len(items) > max_keys
+        items = items[:max_keys]
+        files = [(k, s) for k, s in items if s is not None]
+        infos = {i.key: i for i in ctx.store.infos(ctx.bucket, files)}
+        return items, infos, truncated
+
+    items, infos, truncated = await ctx.run(page) if max_keys else ([], {}, False)
+
+    def enc(text: str) -> str:
+        return urllib.parse.quote(text, safe="/") if url else text
+
+    # v1 answers its Prefix as given (SDKs decode only v2's), the rest of both encoded if asked
+    parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", enc(prefix) if v2 else prefix)]
+    if v2:
+        if token is not None:
+            parts.append(xmlout.element("ContinuationToken", token))
+        if "start-after" in q:
+            parts.append(xmlout.element("StartAfter", enc(q["start-after"])))
+        parts.append(xmlout.element("KeyCount", len(items)))
+    else:
+        parts.append(xmlout.element("Marker", enc(marker)))
+    parts.append(xmlout.element("MaxKeys", max_keys))
+    if delimiter:
+        parts.append(xmlout.element("Delimiter", enc(delimiter)))
+    if url:
+        parts.append(xmlout.element("EncodingType", "url"))
+    parts.append(xmlout.element("IsTruncated", truncated))
+    if truncated and items:
+        last = items[-1][0]
+        if v2:
+            parts.append(xmlout.element("NextContinuationToken", base64.urlsafe_b64encode(last.encode()).decode()))
+        elif delimiter:
+            parts.append(xmlout.element("NextMarker", enc(last)))
+    owner = not v2 or q.get("fetch-owner") == "true"
+    for key, status in items:
+        if status is None:
+            parts.append("<CommonPrefixes>" + xmlout.element("Prefix", enc(key)) + "</CommonPrefixes>")
+            continue
+        info = infos[key]
+        parts.append("<Contents>" + xmlout.element("Key", enc(key))
+                     + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
+                     + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size)
+                     + (OWNER if owner else "") + xmlout.element("StorageClass", "STANDARD") + "</Contents>")
+    return _xml("ListBucketResult", "".join(parts))
+
+
+async def list_uploads(ctx) -> web.Response:
+    prefix = ctx.request.query.get("prefix", "")
+    uploads = [(u, r) for u, r in await ctx.run(ctx.session.uploads.list, ctx.bucket) if r["key"].startswith(prefix)]
+    body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("KeyMarker", ""), xmlout.element("UploadIdMarker", ""),
+            xmlout.element("Prefix", prefix), xmlout.element("MaxUploads", 1000), xmlout.element("IsTruncated", False)]
+    for upload_id, record in uploads:
+        body.append("<Upload>" + xmlout.element("Key", record["key"]) + xmlout.element("UploadId", upload_id)
+                    + OWNER.replace("Owner>", "Initiator>") + OWNER + xmlout.element("StorageClass", "STANDARD")
+                    + xmlout.element("Initiated", xmlout.iso(record["initiated_ms"])) + "</Upload>")
+    return _xml("ListMultipartUploadsResult", "".join(body))
+
+
+async def list_parts(ctx) -> web.Response:
+    q = ctx.request.query
+    upload_id = q["uploadId"]
+    upload_dir(ctx.bucket, upload_id)
+    marker = _int(q, "part-number-marker", 0, 10000)
+    max_parts = _int(q, "max-parts", 1000, 1000)
+
+    def parts():
+        ctx.session.uploads.upload(ctx.bucket, upload_id, ctx.key)
+        return ctx.session.uploads.parts(ctx.bucket, upload_id)
+
+    have = [(n, p) for n, p in (await ctx.run(parts)).items() if n > marker]
+    page, truncated = have[:max_parts], len(have) > max_parts
+    body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("Key", ctx.key), xmlout.element("UploadId", upload_id),
+            OWNER.replace("Owner>", "Initiator>"), OWNER, xmlout.element("StorageClass", "STANDARD"),
+            xmlout.element("PartNumberMarker", marker), xmlout.element("MaxParts", max_parts),
+            xmlout.element("IsTruncated", truncated)]
+    if page:
+        body.append(xmlout.element("NextPartNumberMarker", page[-1][0]))
+    for number, (md5, status) in page:
+        body.append("<Part>" + xmlout.element("PartNumber", number)
+                    + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
+                    + xmlout.element("ETag", f'"{md5}"') + xmlout.element("Size", status.length) + "</Part>")
+    return _xml("ListPartsResult", "".join(body))
+
+
+async def list_versions(ctx) -> web.Response:
+    """ListObjectVersions of an unversioned bucket, as S3 answers it: one version per key, "null"."""
+    q = ctx.request.query
+    check_bucket(ctx.bucket)
+    prefix, delimiter, marker = q.get("prefix", ""), q.get("delimiter", ""), q.get("key-marker", "")
+    max_keys = _int(q, "max-keys", 1000, 1000)
+
+    def page():
+        items = list(itertools.islice(ctx.store.walk(ctx.bucket, prefix, marker, delimiter), max_keys + 1))
+        files = [(k, s) for k, s in items[:max_keys] if s is not None]
+        return items[:max_keys], {i.key: i for i in ctx.store.infos(ctx.bucket, files)}, len(items) > max_keys
+
+    items, infos, truncated = await ctx.run(page)
+    parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", prefix), xmlout.element("KeyMarker", marker),
+             xmlout.element("VersionIdMarker", ""), xmlout.element("MaxKeys", max_keys),
+             xmlout.element("IsTruncated", truncated)]
+    if delimiter:
+        parts.append(xmlout.element("Delimiter", delimiter))
+    if truncated and items:
+        parts += [xmlout.element("NextKeyMarker", items[-1][0]), xmlout.element("NextVersionIdMarker", "null")]
+    for key, status in items:
+        if status is None:
+            parts.append("<CommonPrefixes>" + xmlout.element("Prefix", key) + "</CommonPrefixes>")
+            continue
+        info = infos[key]
+        parts.append("<Version>" + xmlout.element("Key", key) + xmlout.element("VersionId", "null")
+                     + xmlout.element("IsLatest", True) + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
+                     + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size) + OWNER
+                     + xmlout.element("StorageClass", "STANDARD") + "</Version>")
+    return _xml("ListVersionsResult", "".join(parts))
+
+
+async def versioning(ctx) -> web.Response:
+    """GetBucketVersioning: never versioned (what S3 says of a bucket that never was)."""
+    await ctx.run(ctx.store.bucket, ctx.bucket)
+    return _xml("VersioningConfiguration", "")

@@ -1,0 +1,202 @@
+"""Multipart uploads as hedgefs files, joined by the NameNode's concat when their layout allows.
+
+    /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/upload.json     key, Content-Type, x-amz-meta-*, when
+    /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/00001.<md5>      part 1 (its name carries its ETag)
+
+Nothing of an upload is visible as an object until Complete; Abort (or a Complete) removes the
+directory, so an upload abandoned half-way leaves nothing but that directory (ListMultipartUploads
+shows it; AbortMultipartUpload removes it).
+
+Concat needs every source but the last to end on a block group boundary (k x block size bytes)
+and all sources to share one block size. A part is written with the largest block size (whole
+cells, at most the NameNode's default) whose group its length fills exactly, so equal parts get
+equal block sizes; at Complete, when every part but the last ends on a group of the first part's
+block size, a part written with another block size (the short last one) is rewritten with it and
+the parts are concatenated: no byte of the big parts moves. Otherwise the parts are copied into
+the object (a stream, never whole in memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+import uuid
+from typing import Callable
+
+from hedgefs.client.errors import HedgefsError, NotFound
+from hedgefs.client.fs import FileStatus
+from hedgefs.ec.policy import parse_policy
+from hedgefs.s3.errors import S3Error, from_hedgefs
+from hedgefs.s3.store import RESERVED, Store
+
+MIN_PART = 5 << 20          # S3's: every part but the last at least 5 MiB
+MAX_PARTS = 10000
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
+_PART = re.compile(r"^(\d{5})\.([0-9a-f]{32})$")
+
+
+def uploads_dir(bucket: str) -> str:
+    return f"/{bucket}/{RESERVED}/uploads"
+
+
+def upload_dir(bucket: str, upload_id: str) -> str:
+    if not _UPLOAD_ID.match(upload_id or ""):
+        raise S3Error("NoSuchUpload", "The specified upload does not exist.", upload_id)
+    return f"{uploads_dir(bucket)}/{upload_id}"
+
+
+def part_block_size(length: int, k: int, cell: int, default: int) -> int:
+    """The block size that makes a part of ``length`` bytes end on a block group boundary, if any
+    (whole cells, at most ``default``); else ``default``."""
+    if length and length % (k * cell) == 0:
+        cells = length // (k * cell)
+        for n in range(min(cells, max(1, default // cell)), 0, -1):
+            if cells % n == 0:
+                return n * cell
+    return max(cell, default // cell * cell)
+
+
+class Uploads:
+    def __init__(self, store: Store):
+        self.store = store
+        self.fs = store.fs
+
+    def create(self, bucket: str, key: str, content_type: str | None, meta: dict) -> str:
+        self.store.prepare(bucket, key)
+        upload_id = uuid.uuid4().hex
+        directory = upload_dir(bucket, upload_id)
+        record = {"key": key, "content_type": content_type, "meta": meta, "initiated_ms": int(time.time() * 1000)}
+        try:
+            self.fs.mkdir(directory, parents=True)
+            self.fs.write_bytes(f"{directory}/upload.json", json.dumps(record).encode(), policy=self.store.meta_policy)
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        return upload_id
+
+    def upload(self, bucket: str, upload_id: str, key: str | None = None) -> dict:
+        self.store.bucket(bucket)
+        try:
+            record = json.loads(self.fs.read_bytes(f"{upload_dir(bucket, upload_id)}/upload.json"))
+        except (NotFound, ValueError):
+            raise S3Error("NoSuchUpload", "The specified upload does not exist.", upload_id) from None
+        except HedgefsError as err:
+            raise from_hedgefs(err, upload_id, "NoSuchUpload") from None
+        if key is not None and record["key"] != key:
+            raise S3Error("NoSuchUpload", "The upload is not one of this key.", upload_id)
+        return record
+
+    def parts(self, bucket: str, upload_id: str) -> dict[int, tuple[str, FileStatus]]:
+        """part number -> (its md5, its file)."""
+        out = {}
+        try:
+            for entry in self.fs.iter_list(upload_dir(bucket, upload_id)):
+                match = _PART.match(entry.path.rsplit("/", 1)[1])
+                if match:
+                    out[int(match.group(1))] = (match.group(2), entry)
+        except NotFound:
+            raise S3Error("NoSuchUpload", "The specified upload does not exist.", upload_id) from None
+        return dict(sorted(out.items()))
+
+    def put_part(self, bucket: str, upload_id: str, number: int, length: int,
+                 write: Callable[[str, int], str]) -> str:
+        """Store part ``number``; ``write(path, block_size)`` writes the body there and returns its
+        md5. A part uploaded again replaces the one before. Returns the part's ETag."""
+        if not 1 <= number <= MAX_PARTS:
+            raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+        directory = upload_dir(bucket, upload_id)
+        self.upload(bucket, upload_id)
+        policy = self.fs.get_policy(directory)
+        spec = parse_policy(policy.policy)
+        block_size = part_block_size(length, spec.k, spec.cell_size, policy.default_block_size)
+        temp = f"{directory}/{number:05d}.tmp-{secrets.token_hex(4)}"
+        md5 = write(temp, block_size)
+        try:
+            old = [entry for n, entry in self.parts(bucket, upload_id).items() if n == number]
+            self.fs.rename(temp, f"{directory}/{number:05d}.{md5}")
+            for _md5, status in old:
+                if status.path != f"{directory}/{number:05d}.{md5}":
+                    self.fs.delete(status.path)
+        except HedgefsError as err:
+            if "exists" not in str(err):   # the same bytes again: the part is there already
+                raise from_hedgefs(err, upload_id, "NoSuchUpload") from None
+            self.fs.delete(temp)
+        return f'"{md5}"'
+
+    def abort(self, bucket: str, upload_id: str) -> None:
+        self.upload(bucket, upload_id)
+        try:
+            self.fs.delete(upload_dir(bucket, upload_id), recursive=True)
+        except NotFound:
+            pass
+
+    def list(self, bucket: str) -> list[tuple[str, dict]]:
+        self.store.bucket(bucket)
+        out = []
+        try:
+            entries = list(self.fs.iter_list(uploads_dir(bucket)))
+        except NotFound:
+            return []
+        for entry in entries:
+            upload_id = entry.path.rsplit("/", 1)[1]
+            try:
+                out.append((upload_id, self.upload(bucket, upload_id)))
+            except S3Error:
+                continue   # being created or aborted right now
+        return sorted(out, key=lambda item: (item[1]["key"], item[1]["initiated_ms"]))
+
+    def complete(self, bucket: str, upload_id: str, key: str, wanted: list[tuple[int, str]],
+                 copy: Callable[[list[FileStatus], str, int], None]) -> tuple[str, str, dict, bool]:
+        """Join the parts ``wanted`` ((number, ETag) in order) into the object. ``copy(parts, path,
+        block_size)`` streams parts into one new file at path (0: the default block size). Returns
+        (ETag, Content-Type, meta, whether concat joined them)."""
+        record = self.upload(bucket, upload_id, key)
+        have = self.parts(bucket, upload_id)
+        if not wanted:
+            raise S3Error("MalformedXML", "a multipart upload needs at least one part")
+        numbers = [n for n, _ in wanted]
+        if numbers != sorted(set(numbers)):
+            raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order.")
+        chosen = []
+        for number, etag in wanted:
+            if number not in have or have[number][0] != etag.strip('"').lower():
+                raise S3Error("InvalidPart", f"part {number} was not uploaded, or its ETag is not {etag}")
+            chosen.append(have[number])
+        for md5, status in chosen[:-1]:
+            if status.length < MIN_PART:
+                raise S3Error("EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
+        etag = '"' + hashlib.md5(b"".join(bytes.fromhex(m) for m, _ in chosen)).hexdigest() + f'-{len(chosen)}"'
+        path = self.store.prepare(bucket, key)
+        files = [status for _, status in chosen]
+        concat = self._concat(files, path, copy)
+        if not concat:
+            copy(files, path, 0)
+        try:
+            self.fs.delete(upload_dir(bucket, upload_id), recursive=True)
+        except HedgefsError:
+            pass
+        return etag, record.get("content_type"), record.get("meta") or {}, concat
+
+    def _concat(self, files: list[FileStatus], path: str, copy) -> bool:
+        first = files[0]
+        k = parse_policy(first.policy).k
+        group = k * first.block_size
+        if any(f.length % group or f.policy != first.policy for f in files[:-1]) or files[-1].policy != first.policy:
+            return False
+        sources = []
+        for f in files:
+            if f.block_size != first.block_size or f.length == 0:
+                if f.length == 0:
+                    continue
+                redo = f.path + ".relaid"
+                copy([f], redo, first.block_size)
+                sources.append(redo)
+            else:
+                sources.append(f.path)
+        try:
+            self.fs.concat(path, sources, overwrite=True)
+        except HedgefsError as err:
+            raise from_hedgefs(err, path) from None
+        return True

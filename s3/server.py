@@ -1,0 +1,44 @@
+"""Run the gateway: bind, serve until SIGINT/SIGTERM, close the FileSystems."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import ssl
+import sys
+
+from aiohttp import web
+
+from hedgefs.s3.app import Gateway, make_app
+
+log = logging.getLogger("hedgefs.s3")
+
+
+async def _serve(gateway: Gateway, host: str, port: int, ssl_context: ssl.SSLContext | None) -> None:
+    runner = web.AppRunner(make_app(gateway), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        raise OSError(err.errno, f"cannot listen on {host}:{port}: {err.strerror}") from None
+    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+    scheme = "https" if ssl_context else "http"
+    print(f"s3: serving {scheme}://{host}:{bound}/ for the NameNode at {gateway.namenode}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def serve(gateway: Gateway, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> None:
+    try:
+        asyncio.run(_serve(gateway, host, port, ssl_context))
+    finally:
+        gateway.close()

@@ -1,0 +1,240 @@
+"""AWS Signature Version 4, the server's side: check a request's signature, in its header or in a
+presigned URL, and decode (and check) an ``aws-chunked`` body chunk by chunk.
+
+Pure: hashlib and hmac over strings the HTTP layer hands in; no I/O. The algorithm is AWS's
+("Authenticating Requests: Using the Authorization Header", "... Query Parameters", "... Transferring
+Payload in Multiple Chunks"); the unit tests check it against the examples in those pages.
+
+    canonical request = METHOD \\n URI \\n sorted query \\n headers \\n signed header names \\n payload hash
+    string to sign    = AWS4-HMAC-SHA256 \\n date \\n scope \\n sha256(canonical request)
+    signing key       = HMAC chain over "AWS4" + secret: date, region, service, "aws4_request"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import hmac
+import re
+import urllib.parse
+from typing import Callable, Mapping
+
+from hedgefs.s3.errors import S3Error
+
+ALGORITHM = "AWS4-HMAC-SHA256"
+UNSIGNED = "UNSIGNED-PAYLOAD"
+STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+MAX_SKEW_S = 15 * 60          # as S3: a signed request's date may be this far from ours
+MAX_PRESIGN_S = 7 * 24 * 3600
+_AUTH = re.compile(r"^AWS4-HMAC-SHA256\s+(.*)$")
+_SPACES = re.compile(r"\s+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Signed:
+    """A request whose signature checked out: who signed it and how its body is to be read."""
+
+    access_key: str
+    payload: str                 # the payload hash it signed: hex, UNSIGNED, STREAMING, ...
+    signature: str               # the seed signature of a STREAMING body's first chunk
+    amz_date: str
+    scope: str
+    key: bytes                   # the signing key (chunk signatures use it)
+
+
+def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return key
+
+
+def _hmac_hex(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _encode(text: str) -> str:
+    return urllib.parse.quote(text, safe="-_.~")
+
+
+def canonical_query(raw_query: str, drop: str = "") -> str:
+    pairs = []
+    for item in raw_query.split("&") if raw_query else []:
+        name, _, value = item.partition("=")
+        name, value = urllib.parse.unquote(name), urllib.parse.unquote(value)
+        if name != drop:
+            pairs.append((_encode(name), _encode(value)))
+    return "&".join(f"{n}={v}" for n, v in sorted(pairs))
+
+
+def canonical_request(method: str, uri: str, query: str, headers: Mapping[str, str], signed: list[str],
+                      payload: str) -> str:
+    lines = "".join(f"{name}:{_SPACES.sub(' ', headers.get(name, '').strip())}\n" for name in signed)
+    return "\n".join([method, uri, query, lines, ";".join(signed), payload])
+
+
+def string_to_sign(amz_date: str, scope: str, canonical: str) -> str:
+    return "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+
+
+def _parse_date(amz_date: str) -> datetime.datetime:
+    try:
+        return datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise S3Error("AccessDenied", f"bad X-Amz-Date {amz_date!r}: expected YYYYMMDDTHHMMSSZ") from None
+
+
+def _credential(value: str) -> tuple[str, str, str, str]:
+    parts = value.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request":
+        raise S3Error("AuthorizationHeaderMalformed", f"bad credential scope {value!r}: "
+                      "expected KEY/DATE/REGION/SERVICE/aws4_request")
+    return parts[0], parts[1], parts[2], parts[3]
+
+
+def uri_candidates(raw_path: str) -> list[str]:
+    """The canonical URI as the client most likely signed it: S3's is the path as sent (encoded
+    once); a client that sent some characters unencoded signed them encoded."""
+    path = raw_path.split("?", 1)[0] or "/"
+    again = urllib.parse.quote(urllib.parse.unquote(path), safe="/~")
+    return [path] if again == path else [path, again]
+
+
+def verify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, str],
+           secret_of: Callable[[str], str | None], now: datetime.datetime | None = None) -> Signed | None:
+    """Check the request's signature; None if it carries none (anonymous). ``headers``: lower-case
+    names. ``secret_of(access key)`` is the key's secret, None for an unknown key. Raises S3Error."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    query = dict(urllib.parse.parse_qsl(raw_query, keep_blank_values=True))
+    auth = headers.get("authorization", "")
+    if auth:
+        match = _AUTH.match(auth)
+        if not match:
+            if auth.startswith("AWS "):
+                raise S3Error("InvalidRequest", "signature version 2 is not supported: sign with AWS4-HMAC-SHA256")
+            raise S3Error("AuthorizationHeaderMalformed", "the Authorization header is not AWS4-HMAC-SHA256")
+        fields = dict(p.strip().split("=", 1) for p in match.group(1).split(",") if "=" in p)
+        try:
+            credential, signed, signature = fields["Credential"], fields["SignedHeaders"], fields["Signature"]
+        except KeyError as missing:
+            raise S3Error("AuthorizationHeaderMalformed", f"the Authorization header lacks {missing.args[0]}") from None
+        amz_date = headers.get("x-amz-date") or ""
+        if not amz_date:
+            raise S3Error("AccessDenied", "a signed request needs an X-Amz-Date header")
+        payload = headers.get("x-amz-content-sha256") or EMPTY_SHA256
+        canonical_q = canonical_query(raw_query)
+        when = _parse_date(amz_date)
+        if abs((now - when).total_seconds()) > MAX_SKEW_S:
+            raise S3Error("RequestTimeTooSkewed", "the request's time is too far from the gateway's")
+    elif "X-Amz-Signature" in query:
+        if query.get("X-Amz-Algorithm") != ALGORITHM:
+            raise S3Error("AuthorizationQueryParametersError", f"X-Amz-Algorithm must be {ALGORITHM}", status=400)
+        try:
+            credential, signed, signature = (query["X-Amz-Credential"], query["X-Amz-SignedHeaders"],
+                                             query["X-Amz-Signature"])
+            amz_date, expires = query["X-Amz-Date"], int(query["X-Amz-Expires"])
+        except (KeyError, ValueError):
+            raise S3Error("AuthorizationQueryParametersError", "a presigned URL needs X-Amz-Credential, "
+                          "-SignedHeaders, -Signature, -Date and a numeric -Expires", status=400) from None
+        if not 0 < expires <= MAX_PRESIGN_S:
+            raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires must be 1..604800 seconds", status=400)
+        when = _parse_date(amz_date)
+        if now > when + datetime.timedelta(seconds=expires):
+            raise S3Error("AccessDenied", "Request has expired")
+        if when - now > datetime.timedelta(seconds=MAX_SKEW_S):
+            raise S3Error("AccessDenied", "the presigned URL's date is in the future")
+        payload = query.get("X-Amz-Content-Sha256", UNSIGNED)
+        canonical_q = canonical_query(raw_query, drop="X-Amz-Signature")
+    elif "AWSAccessKeyId" in query and "Signature" in query:
+        raise S3Error("InvalidRequest", "signature version 2 is not supported: presign with s3v4 "
+                      "(boto3: Config(signature_version='s3v4'))")
+    else:
+        return None
+    access_key, date, region, service = _credential(credential)
+    if date != amz_date[:8]:
+        raise S3Error("AuthorizationHeaderMalformed", "the credential's date is not the request's")
+    secret = secret_of(access_key)
+    if secret is None:
+        raise S3Error("InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
+    key = signing_key(secret, date, region, service)
+    scope = f"{date}/{region}/{service}/aws4_request"
+    names = signed.split(";")
+    if "host" not in names:
+        raise S3Error("AuthorizationHeaderMalformed", "the signed headers must include host")
+    for uri in uri_candidates(raw_path):
+        canonical = canonical_request(method, uri, canonical_q, headers, names, payload)
+        if hmac.compare_digest(_hmac_hex(key, string_to_sign(amz_date, scope, canonical)), signature):
+            return Signed(access_key, payload, signature, amz_date, scope, key)
+    raise S3Error("SignatureDoesNotMatch", "The request signature we calculated does not match the signature "
+                  "you provided. Check your key and signing method.")
+
+
+class ChunkedBody:
+    """Decodes an ``aws-chunked`` body fed in pieces of any size: ``feed(data)`` returns the
+    payload bytes it completes, ``finish()`` checks the body ended with its final chunk. Each
+    chunk's signature (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``) chains from the seed signature;
+    a wrong one is SignatureDoesNotMatch before its bytes are handed on. Unsigned chunks with a
+    trailer (what newer SDKs send) are decoded too; the trailing checksum is not checked."""
+
+    MAX_CHUNK = 64 << 20
+
+    def __init__(self, signed: Signed | None):
+        self._signed = signed if signed is not None and signed.payload.startswith(STREAMING) \
+            and signed.payload != STREAMING_UNSIGNED_TRAILER else None
+        self._previous = signed.signature if signed else ""
+        self._buffer = bytearray()
+        self._done = False
+
+    def _check(self, signature: str, data: bytes | bytearray) -> None:
+        s = self._signed
+        text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", s.amz_date, s.scope, self._previous, EMPTY_SHA256,
+                          hashlib.sha256(data).hexdigest()])
+        if not hmac.compare_digest(_hmac_hex(s.key, text), signature):
+            raise S3Error("SignatureDoesNotMatch", "a chunk's signature does not match its bytes")
+        self._previous = signature
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._done:
+            if data.strip():
+                self._buffer.extend(data)   # trailer lines after the final chunk
+            return []
+        self._buffer.extend(data)
+        out = []
+        while not self._done:
+            end = self._buffer.find(b"\r\n")
+            if end < 0:
+                if len(self._buffer) > 4096:
+                    raise S3Error("IncompleteBody", "an aws-chunked header line is too long")
+                break
+            header = self._buffer[:end].decode("latin-1")
+            size_text, _, ext = header.partition(";")
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise S3Error("IncompleteBody", f"bad aws-chunked chunk header {header[:40]!r}") from None
+            if size > self.MAX_CHUNK:
+                raise S3Error("InvalidArgument", "an aws-chunked chunk is larger than 64 MiB")
+            if len(self._buffer) < end + 2 + size + (2 if size else 0):
+                break
+            chunk = bytes(self._buffer[end + 2:end + 2 + size])
+            if self._signed is not None:
+                name, _, signature = ext.partition("=")
+                if name.strip() != "chunk-signature":
+                    raise S3Error("SignatureDoesNotMatch", "an aws-chunked chunk carries no chunk-signature")
+                self._check(signature.strip(), chunk)
+            if size == 0:
+                self._done = True
+                del self._buffer[:end + 2]
+            else:
+                if self._buffer[end + 2 + size:end + 4 + size] != b"\r\n":
+                    raise S3Error("IncompleteBody", "an aws-chunked chunk does not end with CRLF")
+                del self._buffer[:end + 4 + size]
+                out.append(chunk)
+        return out
+
+    def finish(self) -> None:
+        if not self._done:
+            raise S3Error("IncompleteBody", "the aws-chunked body ended before its final chunk")

@@ -1,0 +1,340 @@
+"""Buckets and objects on a hedgefs FileSystem: names, metadata sidecars and S3-ordered listings.
+
+    bucket          /BUCKET                      a top-level directory
+    object KEY      /BUCKET/KEY                  a file; the '/' of a key are directories
+    KEY ending '/'  /BUCKET/KEY                  a directory (a "folder" marker: 0 bytes)
+    its metadata    /BUCKET/.hedgefs-s3/meta/KEY  JSON: ETag, Content-Type, x-amz-meta-*, and the
+                                                  (length, mtime) of the version it describes
+
+The NameNode keeps no extended attributes, so what S3 keeps beside an object's bytes lives in a
+small sidecar file, written right after the object commits. A sidecar whose (length, mtime) is
+not the object's (the file was replaced by `hedgefs put`, or its sidecar is still being written)
+is ignored: the object then has Content-Type binary/octet-stream and an ETag made from its
+version, ``"<md5 of length:mtime>-1"`` (the ``-N`` form says it is no MD5 of the bytes, as a
+multipart ETag does). A 0-byte object with nothing to keep has no sidecar: its ETag is known.
+
+Every method is a blocking call (the gateway runs them on worker threads) and raises S3Error.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import logging
+import re
+import threading
+from typing import Iterator
+
+from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
+from hedgefs.client.fs import FileStatus, FileSystem
+from hedgefs.s3.errors import S3Error, from_hedgefs
+
+RESERVED = ".hedgefs-s3"
+EMPTY_MD5 = hashlib.md5(b"").hexdigest()
+DEFAULT_TYPE = "binary/octet-stream"
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+MAX_KEY = 1024
+MAX_COMPONENT = 255
+RECORDS_CACHED = 4096   # sidecars kept per user, by object version
+
+log = logging.getLogger("hedgefs.s3")
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime_ms: int
+    etag: str                       # with its quotes, as S3 sends it
+    content_type: str = DEFAULT_TYPE
+    meta: dict = dataclasses.field(default_factory=dict)   # x-amz-meta-NAME -> value (NAME lower-case)
+    path: str = ""
+
+
+def check_bucket(bucket: str) -> str:
+    if not _BUCKET.match(bucket) or ".." in bucket:
+        raise S3Error("InvalidBucketName", f"bad bucket name {bucket!r}: 3-63 of a-z, 0-9, '.', '-'", bucket)
+    return bucket
+
+
+def check_key(bucket: str, key: str) -> str:
+    """A key the namespace can hold: no empty, '.' or '..' component (but a trailing '/'), none
+    over 255 bytes, not the gateway's own directory."""
+    resource = f"/{bucket}/{key}"
+    if not key:
+        raise S3Error("InvalidArgument", "an empty key", resource)
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY:
+        raise S3Error("KeyTooLongError", "a key is at most 1024 bytes", resource)
+    parts = key[:-1].split("/") if key.endswith("/") else key.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise S3Error("InvalidArgument", f"key {key!r}: empty, '.' and '..' components have no file here", resource)
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT:
+            raise S3Error("KeyTooLongError", "a key's components ('/'-separated) are at most 255 bytes", resource)
+        if "\0" in part:
+            raise S3Error("InvalidArgument", "a key with a NUL byte", resource)
+    if parts[0] == RESERVED:
+        raise S3Error("InvalidArgument", f"keys under {RESERVED}/ are the gateway's own", resource)
+    return key
+
+
+def object_path(bucket: str, key: str) -> str:
+    return f"/{bucket}/{key.rstrip('/')}"
+
+
+def meta_path(bucket: str, key: str) -> str:
+    return f"/{bucket}/{RESERVED}/meta/{key.rstrip('/')}"
+
+
+def version_etag(status: FileStatus) -> str:
+    if status.length == 0 or status.is_dir:
+        return f'"{EMPTY_MD5}"'
+    return '"' + hashlib.md5(f"{status.length}:{status.mtime_ms}".encode()).hexdigest() + '-1"'
+
+
+class Store:
+    def __init__(self, fs: FileSystem, meta_policy: str | None = None, workers: int = 16):
+        self.fs = fs
+        self.meta_policy = meta_policy
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
+        self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ buckets
+
+    def list_buckets(self) -> list[FileStatus]:
+        try:
+            return [s for s in self.fs.iter_list("/") if s.is_dir and _BUCKET.match(s.path[1:])]
+        except HedgefsError as err:
+            raise from_hedgefs(err, "/") from None
+
+    def bucket(self, bucket: str) -> FileStatus:
+        check_bucket(bucket)
+        try:
+            status = self.fs.stat(f"/{bucket}")
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}", "NoSuchBucket") from None
+        if not status.is_dir:
+            raise S3Error("NoSuchBucket", f"/{bucket} is a file, not a bucket", bucket)
+        return status
+
+    def create_bucket(self, bucket: str) -> None:
+        check_bucket(bucket)
+        try:
+            self.fs.mkdir(f"/{bucket}")
+        except HedgefsError as err:
+            if "exists" in str(err):
+                raise S3Error("BucketAlreadyOwnedByYou", f"bucket {bucket} exists", bucket) from None
+            raise from_hedgefs(err, bucket) from None
+
+    def delete_bucket(self, bucket: str) -> None:
+        self.bucket(bucket)
+        try:
+            for entry in self.fs.iter_list(f"/{bucket}"):
+                if entry.path.rsplit("/", 1)[1] != RESERVED:
+                    raise S3Error("BucketNotEmpty", "The bucket you tried to delete is not empty", bucket)
+            self.fs.delete(f"/{bucket}", recursive=True)
+        except HedgefsError as err:
+            raise from_hedgefs(err, bucket, "NoSuchBucket") from None
+
+    # ------------------------------------------------------------------ objects
+
+    def stat_object(self, bucket: str, key: str) -> FileStatus:
+        check_key(bucket, key)
+        path = object_path(bucket, key)
+        try:
+            status = self.fs.stat(path)
+        except NotFound:
+            self.bucket(bucket)
+            raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        if status.is_dir != key.endswith("/"):
+            raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}")
+        return status
+
+    def head(self, bucket: str, key: str) -> ObjectInfo:
+        return self.info(bucket, key, self.stat_object(bucket, key))
+
+    def read_record(self, bucket: str, key: str) -> dict | None:
+        """The object's sidecar, if it has one (of whichever version)."""
+        if key.endswith("/"):
+            return None
+        try:
+            return json.loads(self.fs.read_bytes(meta_path(bucket, key)))
+        except (HedgefsError, ValueError):
+            return None
+
+    def info(self, bucket: str, key: str, status: FileStatus) -> ObjectInfo:
+        """The object's metadata: its sidecar's, if that describes this version of the file.
+
+        A version's metadata never changes (a metadata-only copy onto itself writes a new
+        version), so sidecars are cached by version: a GET costs one stat, which is always
+        fresh, and the bytes; a gateway never serves another version's metadata."""
+        base = ObjectInfo(key, 0 if status.is_dir else status.length, status.mtime_ms, version_etag(status),
+                          path=status.path)
+        if status.is_dir:
+            return base
+        version = (status.path, status.length, status.mtime_ms)
+        with self._lock:
+            record = self._records.get(version)
+            if record is not None:
+                self._records.move_to_end(version)
+        if record is None:
+            record = self.read_record(bucket, key)
+            if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms:
+                return base
+            self._remember(version, record)
+        return dataclasses.replace(base, etag=record["etag"], content_type=record.get("content_type") or DEFAULT_TYPE,
+                                   meta=record.get("meta") or {})
+
+    def _remember(self, version: tuple, record: dict) -> None:
+        with self._lock:
+            self._records[version] = record
+            while len(self._records) > RECORDS_CACHED:
+                self._records.popitem(last=False)
+
+    def open_object(self, bucket: str, key: str):
+        """(ObjectInfo, an open FileReader, or None for a folder marker)."""
+        check_key(bucket, key)
+        if key.endswith("/"):
+            return self.head(bucket, key), None
+        try:
+            reader = self.fs.open(object_path(bucket, key))
+        except (NotFound, IsADirectory):
+            self.bucket(bucket)
+            raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        return self.info(bucket, key, reader.status), reader
+
+    def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
+        """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
+        return list(self._pool.map(lambda e: self.info(bucket, e[0], e[1]), entries))
+
+    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict) -> ObjectInfo:
+        """After an object's bytes committed: keep its ETag and metadata in its sidecar."""
+        status = self.stat_object(bucket, key)
+        info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path)
+        if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"':
+            return info
+        record = {"etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
+                  "content_type": content_type, "meta": meta}
+        body = json.dumps(record).encode()
+        path = meta_path(bucket, key)
+        try:
+            self.fs.mkdir(path.rsplit("/", 1)[0], parents=True)
+            self.fs.write_bytes(path, body, overwrite=True, policy=self.meta_policy)
+            self._remember((status.path, status.length, status.mtime_ms), record)
+        except HedgefsError as err:   # the bytes are safe; only the ETag and metadata fall back
+            log.warning("s3: could not keep the metadata of /%s/%s: %s", bucket, key, err)
+        return info
+
+    def prepare(self, bucket: str, key: str) -> str:
+        """The path a new object is written to, its directories made."""
+        check_key(bucket, key)
+        self.bucket(bucket)
+        path = object_path(bucket, key)
+        parent = path.rsplit("/", 1)[0]
+        if parent != f"/{bucket}":
+            try:
+                self.fs.mkdir(parent, parents=True)
+            except HedgefsError as err:
+                raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        return path
+
+    def make_marker(self, bucket: str, key: str) -> ObjectInfo:
+        """PUT of a key ending in '/' with no bytes: a directory."""
+        path = self.prepare(bucket, key)
+        try:
+            self.fs.mkdir(path, parents=True)
+        except HedgefsError as err:
+            if "exists" not in str(err):
+                raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        return self.head(bucket, key)
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        """As S3: deleting a key that is not there succeeds. Directories left empty go too."""
+        check_key(bucket, key)
+        self.bucket(bucket)
+        path = object_path(bucket, key)
+        for target in (path, meta_path(bucket, key)):
+            try:
+                status = self.fs.stat(target)
+                if status.is_dir == key.endswith("/"):
+                    self.fs.delete(target)
+            except NotFound:
+                pass
+            except HedgefsError as err:
+                if target == path:
+                    raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        self._prune(path.rsplit("/", 1)[0], f"/{bucket}")
+        self._prune(meta_path(bucket, key).rsplit("/", 1)[0], f"/{bucket}/{RESERVED}/meta")
+
+    def _prune(self, directory: str, stop: str) -> None:
+        while directory != stop and directory.startswith(stop + "/"):
+            try:
+                if next(self.fs.iter_list(directory), None) is not None:
+                    return
+                self.fs.delete(directory)
+            except HedgefsError:
+                return
+            directory = directory.rsplit("/", 1)[0]
+
+    # ------------------------------------------------------------------ listing
+
+    def walk(self, bucket: str, prefix: str, marker: str, delimiter: str) -> Iterator[tuple[str, FileStatus | None]]:
+        """(key, status) of the objects and (common prefix, None) after ``marker`` under ``prefix``,
+        in S3's order (UTF-8 bytes of the whole key), reading one directory listing at a time and
+        never entering a directory the delimiter rolls up or the marker has passed. A common
+        prefix equal to the marker is the one a page ended with: done."""
+        self.bucket(bucket)
+        start = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+        if any(part in ("", ".", "..") for part in start.split("/")[:-1]):
+            return   # no key has an empty, '.' or '..' component (check_key): nothing has this prefix
+        seen_prefix = None
+        for key, status in self._walk_dir(f"/{bucket}/{start}".rstrip("/"), start, prefix, marker, delimiter):
+            if status is None:
+                if key == seen_prefix or key == marker:
+                    continue
+                seen_prefix = key
+            yield key, status
+
+    def _walk_dir(self, directory: str, key_prefix: str, prefix: str, marker: str,
+                  delimiter: str) -> Iterator[tuple[str, FileStatus | None]]:
+        try:
+            entries = list(self.fs.iter_list(directory))
+        except NotFound:
+            return
+        except HedgefsError as err:
+            raise from_hedgefs(err, directory) from None
+        named = sorted((key_prefix + e.path.rsplit("/", 1)[1] + ("/" if e.is_dir else ""), e) for e in entries)
+        for key, status in named:
+            if not key_prefix and key == RESERVED + "/":
+                continue
+            if status.is_dir:
+                if not (key.startswith(prefix) or prefix.startswith(key)):
+                    continue
+                if key <= marker and not marker.startswith(key):
+                    continue   # the whole directory sorts before the marker
+                if delimiter and key.startswith(prefix) and delimiter in key[len(prefix):]:
+                    rest = key[len(prefix):]
+                    yield prefix + rest[:rest.index(delimiter) + len(delimiter)], None
+                    continue
+                inner = self._walk_dir(status.path, key, prefix, marker, delimiter)
+                first = next(inner, None)
+                if first is None:
+                    if key > marker and key.startswith(prefix) and next(self.fs.iter_list(status.path), None) is None:
+                        yield key, status      # an empty directory: a "folder" object
+                    continue
+                yield first
+                yield from inner
+            elif key > marker and key.startswith(prefix):
+                if delimiter and delimiter in key[len(prefix):]:
+                    rest = key[len(prefix):]
+                    yield prefix + rest[:rest.index(delimiter) + len(delimiter)], None
+                else:
+                    yield key, status

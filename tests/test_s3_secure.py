@@ -1,0 +1,56 @@
+"""The S3 gateway on a secure cluster: each access key acts as its hedgefs user, so the NameNode's
+permissions apply (alice's key cannot read bob's 700 directory), and nobody is anonymous."""
+
+import pytest
+from botocore.exceptions import ClientError
+from s3_support import GatewayProcess, boto3_client, issue_key
+
+from conftest import assert_one_line_error, client, run_cli, start_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("s3-secure"), "secure", datanodes=9)
+    yield c
+    c.down()
+
+
+@pytest.fixture(scope="module")
+def setup(cluster, tmp_path_factory):
+    keys = str(tmp_path_factory.mktemp("s3-secure-keys") / "keys")
+    alice, bob = issue_key(cluster.namenode, keys, "alice"), issue_key(cluster.namenode, keys, "bob")
+    with client(cluster.namenode) as admin:       # buckets are top-level directories: an admin makes them
+        for user in ("alice", "bob"):
+            admin.mkdir(f"/{user}-bucket")
+            admin.set_owner(f"/{user}-bucket", user)
+            admin.set_permission(f"/{user}-bucket", 0o700)
+    gateway = GatewayProcess(cluster.namenode, str(tmp_path_factory.mktemp("s3-secure-gw")), keys=keys)
+    yield gateway, boto3_client(gateway.endpoint, *alice), boto3_client(gateway.endpoint, *bob)
+    gateway.stop()
+
+
+def test_a_key_acts_as_its_user(setup, cluster):
+    _gateway, alice, bob = setup
+    alice.put_object(Bucket="alice-bucket", Key="diary.txt", Body=b"dear diary")
+    assert alice.get_object(Bucket="alice-bucket", Key="diary.txt")["Body"].read() == b"dear diary"
+    with client(cluster.namenode) as admin:
+        assert admin.stat("/alice-bucket/diary.txt").owner == "alice"
+    for call in (lambda: bob.get_object(Bucket="alice-bucket", Key="diary.txt"),
+                 lambda: bob.put_object(Bucket="alice-bucket", Key="graffiti.txt", Body=b"x"),
+                 lambda: bob.list_objects_v2(Bucket="alice-bucket")):
+        with pytest.raises(ClientError) as err:
+            call()
+        assert err.value.response["Error"]["Code"] == "AccessDenied"
+    bob.put_object(Bucket="bob-bucket", Key="own.txt", Body=b"mine")
+    assert bob.get_object(Bucket="bob-bucket", Key="own.txt")["Body"].read() == b"mine"
+
+
+def test_no_anonymous_access_on_a_secure_cluster(setup, cluster):
+    import urllib.error
+    import urllib.request
+
+    gateway = setup[0]
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{gateway.endpoint}/alice-bucket/diary.txt", timeout=10)
+    assert err.value.code == 403
+    assert_one_line_error(run_cli("s3", "--allow-anonymous", namenode=cluster.namenode), "insecure cluster only")
