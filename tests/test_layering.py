@@ -42,8 +42,9 @@ ALLOWED = {
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
     "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "security"},
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
+    "mount": {"mount", "client", "ec", "proto", "plumbing", "security"},
     "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "ec", "proto",
-            "plumbing", "security"},
+            "plumbing", "security", "mount"},
 }
 
 # Third-party modules a package must not touch: the library and the servers know nothing of the
@@ -58,6 +59,7 @@ FORBIDDEN_EXTERNAL = {
     "datanode": {"click"},
     "cluster": {"click"},
     "distcp": {"click"},
+    "mount": {"click"},
 }
 NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
 
