@@ -61,8 +61,11 @@ class ReadHandle:
             return bytes(self.reader.pread(offset, end - offset))
         out = bytearray()
         for s, e, future in parts:
-            data = future.result()
-            out += memoryview(data)[max(offset, s) - s:min(end, e) - s]
+            lo, hi = max(offset, s), min(end, e)
+            try:
+                out += memoryview(future.result())[lo - s:hi - s]
+            except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it meanwhile
+                out += self.reader.pread(lo, hi - lo)
         return bytes(out)
 
     def _extend(self, start: int, until: int) -> None:

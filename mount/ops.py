@@ -12,6 +12,8 @@ kernel drops it. A change seen by getattr drops it too (libfuse's auto_inval_dat
 """
 
 import errno
+import functools
+import inspect
 import logging
 import os
 
@@ -45,6 +47,21 @@ async def _run(fn, *args):
         code = errno_of(err)
         (log.warning if code == errno.EIO else log.debug)("%s", err)
         raise pyfuse3.FUSEError(code) from None
+
+
+def _guarded(method):
+    """An operation whose bug is an EIO for its caller (and a logged traceback), never the end of
+    the mount: pyfuse3 stops serving on any exception but FUSEError."""
+    @functools.wraps(method)
+    async def guarded(*args):
+        try:
+            return await method(*args)
+        except (pyfuse3.FUSEError, trio.Cancelled):
+            raise
+        except Exception:   # noqa: BLE001
+            log.exception("%s failed", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+    return guarded
 
 
 def version(status: FileStatus) -> tuple:
@@ -351,7 +368,8 @@ class Operations(pyfuse3.Operations):
     async def flush(self, fh):
         """close(2): what was written through this descriptor is committed now, and a failure is
         close's error. Every close commits, even with nothing written: the kernel does not say
-        which close is the last, and a program renames or stats the file right after it."""
+        which close is the last (a fork+exec closes the descriptor in the child too), and a
+        program renames or stats the file right after it. Writing on rewrites (_write_on)."""
         handle = self._handles.get(fh)
         if not isinstance(handle, _Writing) or handle.writer is None or handle.error:
             return
@@ -442,3 +460,8 @@ class Operations(pyfuse3.Operations):
 
     async def removexattr(self, inode, name, ctx):
         raise fail(errno.ENOTSUP)
+
+
+for _name, _method in list(vars(Operations).items()):
+    if not _name.startswith("_") and inspect.iscoroutinefunction(_method):
+        setattr(Operations, _name, _guarded(_method))
