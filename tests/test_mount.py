@@ -394,3 +394,40 @@ def test_mount_errors_are_one_line(mcluster, tmp_path):
     assert_one_line_error(unreachable, "cannot reach the NameNode")
     assert unreachable.code == 3
     assert not os.path.ismount(tmp_path / "m")
+
+
+# ---------------------------------------------------------------------------- a secure cluster
+
+def test_secure_cluster_mounts_with_a_credential_and_the_namenode_checks_permissions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("secure-mount")
+    secure = start_cluster(root / "cluster", "secure", datanodes=9)
+    proc = None
+    try:
+        with client(secure.namenode) as fs:   # the admin's credential
+            fs.mkdir("/home/alice", parents=True)
+            fs.set_owner("/home/alice", "alice")
+            fs.write_bytes("/secret.txt", b"admin only")
+            fs.set_permission("/secret.txt", 0o600)
+        alice = root / "alice.pem"
+        issued = run_cli("admin", "credential", "--user", "alice", "--out", str(alice), namenode=secure.namenode)
+        assert issued.code == 0, issued.stderr
+        env = dict(cli_env(secure.namenode), HEDGEFS_CREDENTIALS=str(alice))
+        mountpoint = root / "mnt"
+        proc = start_mount(secure.namenode, mountpoint, root / "mount.log", env=env)
+
+        (mountpoint / "home" / "alice" / "notes.txt").write_bytes(b"alice's")
+        st = os.stat(mountpoint / "home" / "alice" / "notes.txt")
+        assert st.st_uid == os.getuid()                         # alice is who mounted
+        assert os.stat(mountpoint / "secret.txt").st_uid != os.getuid()   # the admin is someone else
+        with pytest.raises(PermissionError):                     # root here; the NameNode says no
+            (mountpoint / "secret.txt").read_bytes()
+        with pytest.raises(PermissionError):
+            (mountpoint / "alices-file-in-root.txt").write_bytes(b"x")
+        assert not os.path.exists(mountpoint / "alices-file-in-root.txt")
+        with client(secure.namenode) as fs:
+            assert fs.read_bytes("/home/alice/notes.txt") == b"alice's"
+            assert fs.stat("/home/alice/notes.txt").owner == "alice"
+    finally:
+        if proc is not None:
+            stop_mount(proc, root / "mnt")
+        secure.down()
