@@ -40,10 +40,13 @@ class ReadHandle:
         self._next = 0            # where a sequential read would start
         self._window = 0          # the read-ahead window now (0: reads are random)
 
-    def read(self, offset: int, size: int) -> bytes:
+    def plan(self, offset: int, size: int) -> list[tuple[int, int, int, concurrent.futures.Future]]:
+        """The reads that answer [offset, offset + size): (lo, hi, start, future) each, the future
+        giving the bytes from ``start`` on, of which [lo, hi) are wanted. Never blocks: the ops
+        await the futures (the client's I/O thread fills them), no thread waits on them."""
         end = min(self.length, offset + size)
         if offset >= end:
-            return b""
+            return []
         with self._lock:
             inside = bool(self._ahead) and self._ahead[0][0] <= offset < self._ahead[-1][1]
             if offset == self._next or inside:
@@ -57,15 +60,19 @@ class ReadHandle:
             self._next = max(self._next, end) if inside else end
             parts = [(s, e, f) for s, e, f in self._ahead if s < end and e > offset]
             self._trim(offset)
-        if not parts:
-            return bytes(self.reader.pread(offset, end - offset))
+        if not parts:   # a random read: exactly its range
+            return [(offset, end, offset, self.reader.submit(offset, end - offset))]
+        return [(max(offset, s), min(end, e), s, f) for s, e, f in parts]
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``plan`` and wait (blocking)."""
         out = bytearray()
-        for s, e, future in parts:
-            lo, hi = max(offset, s), min(end, e)
+        for lo, hi, start, future in self.plan(offset, size):
             try:
-                out += memoryview(future.result())[lo - s:hi - s]
+                data = future.result()
             except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it meanwhile
-                out += self.reader.pread(lo, hi - lo)
+                data, start = self.reader.submit(lo, hi - lo).result(), lo
+            out += memoryview(data)[lo - start:hi - start]
         return bytes(out)
 
     def _extend(self, start: int, until: int) -> None:

@@ -11,6 +11,7 @@ the NameNode gives the version (length, mtime, block groups) the kernel last rea
 kernel drops it. A change seen by getattr drops it too (libfuse's auto_inval_data).
 """
 
+import concurrent.futures
 import errno
 import functools
 import inspect
@@ -47,6 +48,26 @@ async def _run(fn, *args):
         code = errno_of(err)
         (log.warning if code == errno.EIO else log.debug)("%s", err)
         raise pyfuse3.FUSEError(code) from None
+
+
+async def _wait(future: concurrent.futures.Future):
+    """The result of a client future, awaited on trio: no worker thread sits in result()."""
+    if not future.done():
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_future) -> None:
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass   # unmounted meanwhile
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except trio.Cancelled:
+            future.cancel()
+            raise
+    return future.result()
 
 
 def _guarded(method):
@@ -349,7 +370,19 @@ class Operations(pyfuse3.Operations):
         handle = self._handle(fh)
         if isinstance(handle, _Writing):
             raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
-        return await _run(handle.read, off, size)
+        out = bytearray()
+        for lo, hi, start, future in handle.plan(off, size):
+            try:
+                try:
+                    data = await _wait(future)
+                except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
+                    data, start = await _wait(handle.reader.submit(lo, hi - lo)), lo
+            except HedgefsError as err:
+                code = errno_of(err)
+                (log.warning if code == errno.EIO else log.debug)("%s", err)
+                raise pyfuse3.FUSEError(code) from None
+            out += memoryview(data)[lo - start:hi - start]
+        return bytes(out)
 
     async def write(self, fh, off, buf):
         writing = self._handle(fh)
@@ -407,7 +440,7 @@ class Operations(pyfuse3.Operations):
     async def release(self, fh):
         handle = self._handles.pop(fh, None)
         if isinstance(handle, ReadHandle):
-            await _run(handle.close)
+            handle.close()
         elif isinstance(handle, _Writing) and handle.writer is not None:
             if handle.writer.committed is None and not handle.error:
                 try:
