@@ -479,7 +479,7 @@ class Operations(pyfuse3.Operations):
             return 0, 0
         live = [d for d in report.datanodes if d.state == "live"]
         used = sum(d.used_bytes for d in live)
-        capacity = sum(getattr(d, "capacity_bytes", 0) for d in live) or used
+        capacity = max(used, sum(d.capacity_bytes for d in live))
         return used, capacity
 
     # ------------------------------------------------------------------ refused
