@@ -4,14 +4,27 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test proto bench bench-replication browser-test compose-test clean
+.PHONY: fuse demo test proto bench bench-replication browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@$(MAKE) --no-print-directory fuse
 	@touch $@
+
+# `hedgefs mount` needs libfuse3 and pyfuse3: Debian's fuse3, libfuse3-dev and pkg-config (and rsync,
+# which the mount tests use) when root and missing, then the `mount` extra. Never fatal: without
+# them `hedgefs mount` says what is missing and its tests skip.
+FUSE_DEBS := fuse3 libfuse3-dev pkg-config rsync
+fuse:
+	@{ command -v fusermount3 >/dev/null && pkg-config --exists fuse3 2>/dev/null && command -v rsync >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FUSE_DEBS) >/dev/null; }; } || \
+	  echo "note: cannot install $(FUSE_DEBS) (not root?): hedgefs mount and its tests are skipped" >&2
+	@pkg-config --exists fuse3 2>/dev/null && { $(PY) -m pip install --quiet -e '.[mount]' || \
+	  echo "note: pyfuse3 did not build: hedgefs mount and its tests are skipped" >&2; } || true
 
 demo: $(STAMP)
 	$(VENV)/bin/hedgefs demo

@@ -99,6 +99,7 @@ class DataNodeReport:
     scrub: "ScrubStatus | None" = None
     data_address: str = ""
     foreign_units: int = 0     # units it holds of generations this namespace never issued (left alone)
+    capacity_bytes: int = 0    # its data dir's file system, from heartbeats
 
 
 @dataclass(frozen=True)

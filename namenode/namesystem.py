@@ -590,7 +590,8 @@ class Namesystem:
         nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
-                                data_address=n.data_address, foreign_units=n.foreign_units)
+                                data_address=n.data_address, foreign_units=n.foreign_units,
+                                capacity_bytes=n.stats.capacity_bytes)
                  for n in self.liveness.all()]
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),

@@ -236,6 +236,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
                                        pending_deletes=d.pending_deletes, foreign_units=d.foreign_units,
+                                       capacity_bytes=d.capacity_bytes,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes])
 

@@ -8,6 +8,7 @@
     distcp                       a product feature on the client: client, ec, proto, plumbing
     fsspec (hedgefs/fsspec)      hedgefs:// for fsspec, on the client: client, ec, proto, plumbing
     s3                           the S3 gateway, on the client: client, ec, proto, plumbing, security
+    mount                        the FUSE mount, on the client: client, ec, proto, plumbing, security
     cli (hedgefs/cli)            the composition root: anything
 
 Every import counts, including the ones inside functions (they run too). Besides the arrows,
@@ -46,7 +47,8 @@ ALLOWED = {
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
     "fsspec": {"fsspec", "client", "ec", "proto", "plumbing", "security"},
     "s3": {"s3", "client", "ec", "proto", "plumbing", "security"},
-    "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "s3", "ec",
+    "mount": {"mount", "client", "ec", "proto", "plumbing", "security"},
+    "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "s3", "mount", "ec",
             "proto", "plumbing", "security"},
 }
 
@@ -64,6 +66,7 @@ FORBIDDEN_EXTERNAL = {
     "distcp": {"click"},
     "fsspec": {"click"},
     "s3": {"click"},
+    "mount": {"click"},
 }
 NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
 

@@ -35,6 +35,7 @@ COMMANDS = {
     "stat": "files:stat",
     "chmod": "files:chmod",
     "chown": "files:chown",
+    "mount": "mount:mount",
     "checksum": "distcp:checksum",
     "distcp": "distcp:distcp",
     "s3": "s3:s3",

@@ -379,3 +379,33 @@ def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
     result = s3.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, rss_size=rss_size, clients=clients,
                     reads=reads, delay_ms=delay_ms, command=command, say=lambda s: click.echo(s, err=True))
     click.echo(s3.markdown(result))
+@bench.command("mount", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1, 4096), default=256, show_default=True, metavar="MIB",
+              help="The big file, read sequentially and at random.")
+@click.option("--reads", type=click.IntRange(10), default=1000, show_default=True,
+              help="64 KiB random reads per run (4 threads: half as many each).")
+@click.option("--no-gluster", is_flag=True, help="Skip GlusterFS (compare with the hedgefs CLI only).")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_mount(size, reads, no_gluster, out) -> None:
+    """`hedgefs mount` beside a GlusterFS disperse 6+3 FUSE mount and the hedgefs CLI, one run.
+
+    Starts a local cluster and mounts it; starts a 9-brick GlusterFS volume here (needs root and
+    Debian's glusterfs-server; otherwise its rows say why not). cat of a 1-byte file, 64 KiB
+    O_DIRECT random reads (1 and 4 threads), a sequential read with the page cache dropped, and
+    reads with one server frozen. Writes <date>-mount.json and <date>-mount.md to --out.
+    About 5 minutes (GlusterFS's frozen brick: up to 2 more).
+
+    \b
+    Examples:
+      hedgefs bench mount
+      hedgefs bench mount --size 64 --reads 300 --no-gluster --out /tmp/bench
+    """
+    from hedgefs.bench import mount as mount_bench
+
+    result = mount_bench.run_mount_bench(size=size << 20, reads=reads, gluster=not no_gluster,
+                                         log=lambda s: click.echo(s, err=True))
+    result["command"] = "hedgefs bench mount" + (f" --size {size}" if size != 256 else "") + \
+        (f" --reads {reads}" if reads != 1000 else "") + (" --no-gluster" if no_gluster else "")
+    base = mount_bench.save(result, out or str(pathlib.Path(mount_bench.__file__).parent / "results"))
+    click.echo(mount_bench.format_result(result))
+    click.echo(f"wrote {base}.json and {base}.md", err=True)

@@ -1,0 +1,123 @@
+"""What the kernel is told about a file: stat fields from a FileStatus, owners by name, errnos.
+
+Owners: the NameNode names users and groups; the kernel wants numbers. A name is mapped to the
+local user (group) of that name; the cluster user the mount acts as (its credential's name, or
+the insecure cluster's superuser) is the user who mounted; any other name is ``nobody``. The
+reverse (chown) maps a number to its local name.
+
+Errors: every HedgefsError becomes the errno a program expects (ENOENT, EEXIST, ENOTEMPTY,
+EACCES, ...); the NameNode's messages are one line that starts with what went wrong, which is
+what tells "not a directory" from "directory not empty" within one gRPC status.
+"""
+
+import errno
+import grp
+import os
+import pwd
+import stat
+
+import pyfuse3
+
+from hedgefs.client.errors import (
+    AlreadyExists,
+    DataUnavailable,
+    HedgefsError,
+    IsADirectory,
+    NotAllowed,
+    NotFound,
+    Unavailable,
+    UsageError,
+)
+from hedgefs.client.fs import FileStatus
+
+NOBODY = 65534
+INSECURE_USER = "hedgefs"   # who an insecure cluster's clients are (the NameNode's superuser)
+BLOCK = 512                 # st_blocks counts 512-byte blocks
+
+
+class Owners:
+    def __init__(self, cluster_user: str):
+        self.cluster_user = cluster_user
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self._uids: dict[str, int] = {}
+        self._gids: dict[str, int] = {}
+
+    def uid_of(self, name: str) -> int:
+        if name == self.cluster_user or not name:
+            return self.uid
+        if name not in self._uids:
+            try:
+                self._uids[name] = pwd.getpwnam(name).pw_uid
+            except KeyError:
+                self._uids[name] = NOBODY
+        return self._uids[name]
+
+    def gid_of(self, name: str) -> int:
+        if not name:
+            return self.gid
+        if name not in self._gids:
+            try:
+                self._gids[name] = grp.getgrnam(name).gr_gid
+            except KeyError:
+                self._gids[name] = self.gid if name == "supergroup" else NOBODY
+        return self._gids[name]
+
+    @staticmethod
+    def user_name(uid: int) -> str:
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.EINVAL) from None   # a number no local user has: no name to send
+
+    @staticmethod
+    def group_name(gid: int) -> str:
+        try:
+            return grp.getgrgid(gid).gr_name
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.EINVAL) from None
+
+
+def attributes(status: FileStatus, inode: int, owners: Owners, timeout: float,
+               size: int | None = None) -> pyfuse3.EntryAttributes:
+    """``size``: the bytes written so far, for a file being written here."""
+    a = pyfuse3.EntryAttributes()
+    a.st_ino = inode
+    a.generation = 0
+    a.entry_timeout = timeout
+    a.attr_timeout = timeout
+    kind = stat.S_IFDIR if status.is_dir else stat.S_IFREG
+    a.st_mode = kind | (status.permission & 0o7777 or (0o755 if status.is_dir else 0o644))
+    # 1 for directories too: "unknown", so find and fts count no subdirectories from it.
+    a.st_nlink = 1
+    a.st_uid = owners.uid_of(status.owner)
+    a.st_gid = owners.gid_of(status.group)
+    a.st_rdev = 0
+    a.st_size = status.length if size is None else size
+    a.st_blksize = 128 * 1024
+    a.st_blocks = (a.st_size + BLOCK - 1) // BLOCK
+    ns = status.mtime_ms * 1_000_000
+    a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
+    return a
+
+
+def errno_of(err: HedgefsError) -> int:
+    message = str(err)
+    for prefix, code in (("not a directory", errno.ENOTDIR), ("directory not empty", errno.ENOTEMPTY),
+                         ("is a directory", errno.EISDIR), ("file exists", errno.EEXIST),
+                         ("directory exists", errno.EEXIST), ("no such file", errno.ENOENT),
+                         ("permission denied", errno.EACCES)):
+        if message.startswith(prefix):
+            return code
+    if isinstance(err, NotFound):
+        return errno.ENOENT
+    if isinstance(err, AlreadyExists):
+        return errno.EEXIST
+    if isinstance(err, IsADirectory):
+        return errno.EISDIR
+    if isinstance(err, NotAllowed):
+        return errno.EACCES
+    if isinstance(err, UsageError):
+        return errno.EINVAL
+    if isinstance(err, (Unavailable, DataUnavailable)):
+        return errno.EIO
+    return errno.EIO

@@ -1,0 +1,514 @@
+"""The FUSE operations: each kernel request as calls of one long-lived FileSystem.
+
+Requests arrive on trio tasks (pyfuse3); every call that reaches the cluster runs in a worker
+thread (``_run``), so a slow NameNode or DataNode holds up its own request only, and many reads
+are in flight at once. What each operation means, and what is refused with which errno, is the
+README's "Mount" table; the comments here say why where it is not obvious.
+
+Caching: entries and attributes are valid for ``timeout`` seconds (0 for a file being written
+here: its size grows). An open keeps the kernel's page cache of a file (``keep_cache``) only when
+the NameNode gives the version (length, mtime, block groups) the kernel last read; otherwise the
+kernel drops it. A change seen by getattr drops it too (libfuse's auto_inval_data).
+"""
+
+import concurrent.futures
+import errno
+import functools
+import inspect
+import logging
+import os
+
+import pyfuse3
+import trio
+
+from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
+from hedgefs.client.fs import FileStatus, FileSystem
+from hedgefs.mount.attrs import Owners, attributes, errno_of
+from hedgefs.mount.files import ReadHandle, WriteFailed, WriteHandle
+from hedgefs.mount.inodes import InodeTable, Node, child
+
+log = logging.getLogger("hedgefs.mount")
+
+LIST_BATCH = 256   # directory entries fetched per step of a readdir (the NameNode pages them itself)
+
+
+def fail(code: int, why: str = "") -> pyfuse3.FUSEError:
+    if why:
+        log.info("%s: %s", errno.errorcode.get(code, code), why)
+    return pyfuse3.FUSEError(code)
+
+
+async def _run(fn, *args):
+    """``fn(*args)`` in a worker thread; a HedgefsError becomes its errno."""
+    try:
+        return await trio.to_thread.run_sync(fn, *args)
+    except WriteFailed as err:
+        raise fail(err.errno, str(err)) from None
+    except HedgefsError as err:
+        code = errno_of(err)
+        (log.warning if code == errno.EIO else log.debug)("%s", err)
+        raise pyfuse3.FUSEError(code) from None
+
+
+async def _wait(future: concurrent.futures.Future):
+    """The result of a client future, awaited on trio: no worker thread sits in result()."""
+    if not future.done():
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_future) -> None:
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass   # unmounted meanwhile
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        except trio.Cancelled:
+            future.cancel()
+            raise
+    return future.result()
+
+
+def _guarded(method):
+    """An operation whose bug is an EIO for its caller (and a logged traceback), never the end of
+    the mount: pyfuse3 stops serving on any exception but FUSEError."""
+    @functools.wraps(method)
+    async def guarded(*args):
+        try:
+            return await method(*args)
+        except (pyfuse3.FUSEError, trio.Cancelled):
+            raise
+        except Exception:   # noqa: BLE001
+            log.exception("%s failed", method.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+    return guarded
+
+
+def version(status: FileStatus) -> tuple:
+    return status.length, status.mtime_ms, tuple(g.id for g in status.groups)
+
+
+class _Writing:
+    """A descriptor open for writing. The writer starts at the first write (or a truncation to
+    0) of an existing file, at once for a file created here."""
+
+    def __init__(self, node: Node, path: str, length: int):
+        self.node, self.path, self.length = node, path, length
+        self.writer: WriteHandle | None = None
+        self.error: int = 0
+
+
+class _Listing:
+    def __init__(self, path: str, entries):
+        self.path = path
+        self.entries: list[FileStatus] = []
+        self._source = entries
+        self.done = False
+
+    def pull(self, upto: int) -> None:
+        """Fetch entries until there are ``upto`` of them or the listing ends (blocking)."""
+        while len(self.entries) < upto and not self.done:
+            entry = next(self._source, None)
+            if entry is None:
+                self.done = True
+            else:
+                self.entries.append(entry)
+
+
+class Operations(pyfuse3.Operations):
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, fs: FileSystem, owners: Owners, timeout: float = 1.0):
+        super().__init__()
+        self.fs = fs
+        self.owners = owners
+        self.timeout = timeout
+        self.inodes = InodeTable()
+        self._handles: dict[int, object] = {}
+        self._next_fh = 1
+
+    # ------------------------------------------------------------------ helpers
+
+    def _path(self, inode: int) -> str:
+        node = self.inodes.get(inode)
+        if node is None or node.path is None:
+            raise fail(errno.ENOENT)
+        return node.path
+
+    def _child(self, parent_inode: int, name: bytes) -> str:
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EILSEQ, f"not UTF-8: {name!r} (hedgefs names are UTF-8)") from None
+        return child(self._path(parent_inode), text)
+
+    def _handle(self, fh: int):
+        handle = self._handles.get(fh)
+        if handle is None:
+            raise fail(errno.EBADF)
+        return handle
+
+    def _add_handle(self, handle) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        self._handles[fh] = handle
+        return fh
+
+    def _attrs(self, status: FileStatus, node: Node) -> pyfuse3.EntryAttributes:
+        writer = node.writer
+        if writer is not None:
+            return attributes(self._pending(writer), node.inode, self.owners, 0, size=writer.written)
+        return attributes(status, node.inode, self.owners, self.timeout)
+
+    def _pending(self, writer: WriteHandle) -> FileStatus:
+        """How a file being written here looks until it is committed (the NameNode has none yet)."""
+        return FileStatus(writer.path, False, writer.written, "", 0, writer.started_ms,
+                          owner=self.owners.cluster_user, permission=writer.mode or 0o644)
+
+    async def _entry(self, path: str, lookups: int = 1) -> pyfuse3.EntryAttributes:
+        node = self.inodes.at(path)
+        if node is not None and node.writer is not None:
+            self.inodes.learn(path, lookups)
+            return self._attrs(None, node)
+        status = await _run(self._stat, path)
+        return self._attrs(status, self.inodes.learn(path, lookups))
+
+    def _stat(self, path: str) -> FileStatus:
+        """The NameNode's stat; for a file we may not read (stat gives its block locations), the
+        entry its directory's listing has, as ``ls -l`` shows one in HDFS."""
+        try:
+            return self.fs.stat(path)
+        except NotAllowed:
+            if path == "/":
+                raise
+            parent = path.rsplit("/", 1)[0] or "/"
+            for entry in self.fs.iter_list(parent):
+                if entry.path == path:
+                    return entry
+            raise
+
+    # ------------------------------------------------------------------ names and attributes
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        return await self._entry(self._child(parent_inode, name))
+
+    async def forget(self, inode_list):
+        for inode, n in inode_list:
+            self.inodes.forget(inode, n)
+
+    async def getattr(self, inode, ctx=None):
+        node = self.inodes.get(inode)
+        if node is None or node.path is None:
+            raise fail(errno.ENOENT)
+        if node.writer is not None:
+            return self._attrs(None, node)
+        return self._attrs(await _run(self._stat, node.path), node)
+
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        path = self._path(inode)
+        node = self.inodes.get(inode)
+        writing = self._handles.get(fh) if fh is not None else None
+        if not isinstance(writing, _Writing):
+            writing = None
+        if fields.update_size:
+            await self._truncate(path, node, writing, attr.st_size)
+        pending = node.writer
+        if fields.update_mode:
+            if pending is not None:
+                pending.mode = attr.st_mode & 0o7777
+            else:
+                await self._as_owner(self.fs.set_permission, path, attr.st_mode & 0o7777)
+        if fields.update_uid or fields.update_gid:
+            owner = self.owners.user_name(attr.st_uid) if fields.update_uid else ""
+            group = self.owners.group_name(attr.st_gid) if fields.update_gid else ""
+            if pending is not None:
+                pending.owner = (owner, group)
+            else:
+                await self._as_owner(self.fs.set_owner, path, owner, group)
+        # atime/mtime: the NameNode keeps the time a file was written; touch and rsync -a's
+        # utimes are accepted and change nothing (README: Mount).
+        return await self.getattr(inode)
+
+    async def _as_owner(self, fn, *args):
+        """chmod and chown: refused by the NameNode is EPERM, as chmod(2) and chown(2) say."""
+        try:
+            await _run(fn, *args)
+        except pyfuse3.FUSEError as err:
+            raise fail(errno.EPERM) if err.errno == errno.EACCES else err
+
+    async def _truncate(self, path: str, node: Node, writing: "_Writing | None", size: int) -> None:
+        if node.writer is not None:
+            if size != node.writer.written:
+                raise fail(errno.ENOTSUP, f"{path}: truncate to {size} while being written")
+            return
+        if writing is not None and size == 0:
+            self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
+            return
+        status = await _run(self.fs.stat, path)
+        if size == status.length:
+            return
+        if size != 0:
+            raise fail(errno.EROFS, f"{path}: truncate to {size}: hedgefs files are written once")
+        await _run(self.fs.write_bytes, path, b"", True)
+        node.seen = None
+
+    # ------------------------------------------------------------------ directories
+
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        path = self._child(parent_inode, name)
+        await _run(self.fs.mkdir, path)
+        if mode & 0o7777 != 0o755:
+            await _run(self.fs.set_permission, path, mode & 0o7777)
+        return await self._entry(path)
+
+    async def rmdir(self, parent_inode, name, ctx):
+        path = self._child(parent_inode, name)
+        await _run(self.fs.delete, path)
+        self.inodes.detach(path)
+
+    async def unlink(self, parent_inode, name, ctx):
+        path = self._child(parent_inode, name)
+        node = self.inodes.at(path)
+        if node is not None and node.writer is not None:
+            raise fail(errno.EBUSY, f"{path} is being written here")
+        await _run(self.fs.delete, path)
+        self.inodes.detach(path)
+
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        src = self._child(parent_inode_old, name_old)
+        dst = self._child(parent_inode_new, name_new)
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise fail(errno.EINVAL, "rename: RENAME_EXCHANGE is not supported")
+        for path in (src, dst):
+            node = self.inodes.at(path)
+            if node is not None and node.writer is not None:
+                raise fail(errno.EBUSY, f"{path} is being written here")
+        await _run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
+        self.inodes.moved(src, dst)
+
+    def _rename(self, src: str, dst: str, replace: bool) -> None:
+        """rename(2) replaces an existing file, atomically: the NameNode's Concat of one part
+        with overwrite does that (Rename refuses an existing target). An empty directory is
+        replaced by deleting it first (not atomic: the NameNode has no such call)."""
+        try:
+            self.fs.rename(src, dst)
+            return
+        except AlreadyExists:
+            if not replace:
+                raise
+        source, target = self.fs.stat(src), self.fs.stat(dst)
+        if not source.is_dir and target.is_dir:
+            raise WriteFailed(errno.EISDIR, f"rename {src}: {dst} is a directory")
+        if source.is_dir and not target.is_dir:
+            raise WriteFailed(errno.ENOTDIR, f"rename {src}: {dst} is not a directory")
+        if source.is_dir:
+            self.fs.delete(dst)   # "directory not empty" if it is not: ENOTEMPTY, as rename(2)
+            self.fs.rename(src, dst)
+        else:
+            self.fs.concat(dst, [src], overwrite=True)
+
+    async def opendir(self, inode, ctx):
+        path = self._path(inode)
+        return self._add_handle(_Listing(path, self.fs.iter_list(path)))
+
+    async def readdir(self, fh, start_id, token):
+        listing = self._handle(fh)
+        index = start_id
+        while True:
+            if index >= len(listing.entries):
+                if listing.done:
+                    return
+                await _run(listing.pull, index + LIST_BATCH)
+                continue
+            status = listing.entries[index]
+            name = status.path.rsplit("/", 1)[1]
+            node = self.inodes.learn(status.path, 0)
+            if not pyfuse3.readdir_reply(token, name.encode("utf-8"), self._attrs(status, node), index + 1):
+                self.inodes.forget(node.inode, 0)
+                return
+            node.lookups += 1
+            index += 1
+
+    async def releasedir(self, fh):
+        self._handles.pop(fh, None)
+
+    async def fsyncdir(self, fh, datasync):
+        pass   # every namespace change is committed at the NameNode before its call returns
+
+    # ------------------------------------------------------------------ files
+
+    async def open(self, inode, flags, ctx):
+        node = self.inodes.get(inode)
+        path = self._path(inode)
+        if flags & os.O_ACCMODE == os.O_RDONLY:
+            reader = await _run(self.fs.open, path)
+            seen, node.seen = node.seen, version(reader.status)
+            return pyfuse3.FileInfo(fh=self._add_handle(ReadHandle(reader)), keep_cache=seen == node.seen)
+        if node.writer is not None:
+            raise fail(errno.EBUSY, f"{path} is already being written here")
+        status = await _run(self.fs.stat, path)
+        if status.is_dir:
+            raise fail(errno.EISDIR)
+        if flags & os.O_APPEND and status.length:
+            raise fail(errno.ENOTSUP, f"{path}: appending to a hedgefs file is not supported")
+        writing = _Writing(node, path, status.length)
+        if flags & os.O_TRUNC:
+            self._start(writing, overwrite=True)
+        return pyfuse3.FileInfo(fh=self._add_handle(writing))
+
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        path = self._child(parent_inode, name)
+        node = self.inodes.learn(path, 1)
+        writing = _Writing(node, path, 0)
+        self._start(writing, overwrite=False, mode=mode & 0o7777)
+        fh = self._add_handle(writing)
+        return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
+
+    async def read(self, fh, off, size):
+        handle = self._handle(fh)
+        if isinstance(handle, _Writing):
+            raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
+        out = bytearray()
+        for lo, hi, start, future in handle.plan(off, size):
+            try:
+                try:
+                    data = await _wait(future)
+                except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
+                    data, start = await _wait(handle.reader.submit(lo, hi - lo)), lo
+            except HedgefsError as err:
+                code = errno_of(err)
+                (log.warning if code == errno.EIO else log.debug)("%s", err)
+                raise pyfuse3.FUSEError(code) from None
+            out += memoryview(data)[lo - start:hi - start]
+        return bytes(out)
+
+    async def write(self, fh, off, buf):
+        writing = self._handle(fh)
+        if writing.error:
+            raise fail(writing.error)
+        if writing.writer is None:
+            if writing.length:
+                raise fail(errno.EROFS, f"{writing.path}: writing into an existing file (open it with O_TRUNC)")
+            self._start(writing, overwrite=True)
+        elif writing.writer.committed is not None:
+            await self._write_on(writing, off)
+        return await _run(writing.writer.write, off, buf)
+
+    async def _write_on(self, writing: _Writing, offset: int) -> None:
+        """A write after a close(2) of a duplicate committed the file: rewrite it, committed bytes first."""
+        if offset != writing.writer.written:
+            raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
+        old = writing.writer
+        prefix = await _run(self.fs.open, writing.path) if old.written else None
+        writing.writer = None
+        self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
+        writing.writer.owner = old.owner
+
+    def _start(self, writing: _Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
+        if writing.writer is None:
+            writing.writer = WriteHandle(self.fs, writing.path, overwrite, mode, prefix)
+            writing.node.writer = writing.writer
+            writing.node.seen = None
+
+    async def flush(self, fh):
+        """close(2): what was written through this descriptor is committed now, and a failure is
+        close's error. Every close commits, even with nothing written: the kernel does not say
+        which close is the last (a fork+exec closes the descriptor in the child too), and a
+        program renames or stats the file right after it. Writing on rewrites (_write_on)."""
+        handle = self._handles.get(fh)
+        if not isinstance(handle, _Writing) or handle.writer is None or handle.error:
+            return
+        writer = handle.writer
+        if writer.committed is None:
+            try:
+                await self._commit(handle)
+            except pyfuse3.FUSEError as err:
+                handle.error = err.errno
+                raise
+
+    async def _commit(self, writing: _Writing) -> None:
+        writer = writing.writer
+        try:
+            await _run(writer.commit)
+        finally:
+            if writing.node.writer is writer:
+                writing.node.writer = None
+        writing.node.seen = None
+
+    async def release(self, fh):
+        handle = self._handles.pop(fh, None)
+        if isinstance(handle, ReadHandle):
+            handle.close()
+        elif isinstance(handle, _Writing) and handle.writer is not None:
+            if handle.writer.committed is None and not handle.error:
+                try:
+                    await self._commit(handle)   # no flush came (the kernel sends one per close)
+                except pyfuse3.FUSEError as err:
+                    log.warning("%s: not committed: %s", handle.path, os.strerror(err.errno))
+            handle.writer.abort()
+            if handle.node.writer is handle.writer:
+                handle.node.writer = None
+
+    async def fsync(self, fh, datasync):
+        # A file being written becomes durable when it is committed, at close (HDFS has hsync;
+        # hedgefs has none): fsync of it returns at once. Complete files are durable already.
+        self._handle(fh)
+
+    async def statfs(self, ctx):
+        stats = pyfuse3.StatvfsData()
+        stats.f_bsize = stats.f_frsize = 4096
+        used, capacity = await trio.to_thread.run_sync(self._space)
+        stats.f_blocks = capacity // 4096
+        stats.f_bfree = stats.f_bavail = max(0, capacity - used) // 4096
+        stats.f_files = stats.f_ffree = stats.f_favail = 0
+        stats.f_namemax = 255
+        return stats
+
+    def _space(self) -> tuple[int, int]:
+        """(used, capacity) bytes of the live DataNodes; (0, 0) if this user may not know."""
+        from hedgefs.proto import hedgefs_pb2 as pb
+
+        try:
+            report = self.fs.rpc("Report", pb.Empty())
+        except NotAllowed:
+            return 0, 0
+        except HedgefsError as err:
+            log.info("statfs: %s", err)
+            return 0, 0
+        live = [d for d in report.datanodes if d.state == "live"]
+        used = sum(d.used_bytes for d in live)
+        capacity = max(used, sum(d.capacity_bytes for d in live))
+        return used, capacity
+
+    # ------------------------------------------------------------------ refused
+
+    async def link(self, inode, new_parent_inode, new_name, ctx):
+        raise fail(errno.EPERM, "hard links are not supported")
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        raise fail(errno.EPERM, "symbolic links are not supported")
+
+    async def mknod(self, parent_inode, name, mode, rdev, ctx):
+        raise fail(errno.EPERM, "only regular files and directories")
+
+    async def readlink(self, inode, ctx):
+        raise fail(errno.EINVAL)
+
+    async def setxattr(self, inode, name, value, ctx):
+        raise fail(errno.ENOTSUP)
+
+    async def getxattr(self, inode, name, ctx):
+        raise fail(errno.ENOTSUP)
+
+    async def listxattr(self, inode, ctx):
+        return []
+
+    async def removexattr(self, inode, name, ctx):
+        raise fail(errno.ENOTSUP)
+
+
+for _name, _method in list(vars(Operations).items()):
+    if not _name.startswith("_") and inspect.iscoroutinefunction(_method):
+        setattr(Operations, _name, _guarded(_method))
