@@ -162,11 +162,14 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
             if stop is not None and stop.is_set():
                 raise RepairError("DataNode is stopping")
             stripe_at = stripe.offset_in_block
-            cells = _fetch_stripe(active, replace, stripe.cell_lengths, pool, stripe_timeout_s,
-                                  gid, on_bad_source)
             n = stripe.cell_lengths[want]
-            if n:
-                writer.write(codec.decode(cells, [want], n)[want])
+            if not n:
+                break   # only the last stripe can be short: nothing of the wanted unit is left
+            # Columns decode on their own, so the first n bytes of each source cell are enough. A
+            # source cell is longer than n only in the (short) last stripe: no offset drifts.
+            cells = _fetch_stripe(active, replace, [min(n, c) for c in stripe.cell_lengths], pool,
+                                  stripe_timeout_s, gid, on_bad_source)
+            writer.write(codec.decode(cells, [want], n)[want])
         length = writer.commit()
     finally:
         writer.abort()   # no-op after commit
