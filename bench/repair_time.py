@@ -15,9 +15,9 @@ its units). Run with the cluster's own fsync setting (on unless --no-fsync).
 
 Repair traffic: the bytes the surviving DataNodes sent on their data ports between the kill and
 HEALTHY (``hedgefs_datanode_read_bytes`` on each one's /metrics; nothing else reads meanwhile),
-per byte rebuilt. Its floor is each lost unit's repair reads (``Policy.repair_reads``: 6 for
-RS-6-3; for LRC-6-2-2, 3 for a data or local parity unit, 6 for a global parity) weighted by the
-unit's length; both are reported. ``--compare A,B`` runs policy A, then B, on clusters of the
+per byte rebuilt. Its floor is what the planned sources of each lost unit hold of its stripes
+(``ec.sources.repair_traffic``: 6 units for RS-6-3; for LRC-6-2-2, 3 for a data or local parity
+unit, 6 for a global parity); both are reported, and the lost units by kind. ``--compare A,B`` runs policy A, then B, on clusters of the
 same size (the larger policy's units + 2 DataNodes) and reports B's traffic as a ratio of A's.
 
     python -m hedgefs.bench.repair_time [--size-mib 48] [--files 4] [--policy RS-6-3-1024k]
@@ -40,6 +40,7 @@ import numpy as np
 
 from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.ec import sources
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -100,11 +101,14 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
             after = fs.rpc("Report", pb.Empty())
             sent = _bytes_sent(cluster, survivors) - sent_before
         repair_s = healthy - dead
-        floor = sum(p.repair_reads(i) * _unit_length(p, glen, i) for p, glen, i in lost)
-        kinds = {}
-        for p, _glen, i in lost:
-            kind = "data" if i < p.k else "local parity" if i < p.k + p.local_groups else "parity"
-            kinds[kind] = kinds.get(kind, 0) + 1
+        floor = sum(sources.repair_traffic(p, glen, i) for p, glen, i in lost)
+        kinds: dict[str, dict[str, int]] = {}   # per kind of lost unit: units, bytes, bytes the floor reads
+        for p, glen, i in lost:
+            kind = "data" if i < p.k else "local parity" if i < p.k + p.local_groups else "global parity"
+            row = kinds.setdefault(kind, {"units": 0, "bytes": 0, "floor_source_bytes": 0})
+            row["units"] += 1
+            row["bytes"] += _unit_length(p, glen, i)
+            row["floor_source_bytes"] += sources.repair_traffic(p, glen, i)
         return {
             "policy": policy, "block_size": block_size, "data_bytes": per_file * files, "files": files,
             "fsync": fsync, "datanodes": datanodes, "heartbeat_interval_s": heartbeat_interval_s,
@@ -218,7 +222,10 @@ def _print(r: dict) -> None:
     print(f"  kill -> HEALTHY  {r['kill_to_healthy_s']:7.2f} s")
     print(f"  repair traffic   {r['source_bytes'] / mib:7.1f} MiB read from {r['datanodes'] - 1} DataNodes: "
           f"{r['source_bytes_per_rebuilt_byte']} bytes per byte rebuilt (floor "
-          f"{r['floor_source_bytes_per_rebuilt_byte']}; lost units: {r['lost_unit_kinds']})")
+          f"{r['floor_source_bytes_per_rebuilt_byte']})")
+    for kind, row in r["lost_unit_kinds"].items():
+        per = row["floor_source_bytes"] / row["bytes"] if row["bytes"] else 0
+        print(f"    {row['units']:3d} {kind} units, {row['bytes'] / mib:6.1f} MiB: floor {per:.2f} bytes read per byte")
 
 
 if __name__ == "__main__":

@@ -181,3 +181,14 @@ def replacement(policy: Policy, wants: Iterable[int], slow: int, available: Iter
         return None
     spare = [u for u in p.read if u not in wants]
     return spare[0] if len(spare) == 1 else None
+
+
+def repair_traffic(policy: Policy, group_length: int, index: int) -> int:
+    """Bytes a repair of unit ``index`` reads when every other unit is there: per stripe, from each
+    source of the plan, as much of its cell as the wanted cell is long (columns decode on their
+    own, so a repair worker reads no more)."""
+    from hedgefs.ec.layout import iter_stripes
+
+    read = plan(policy, [index], set(range(policy.units)) - {index}).read
+    return sum(min(s.cell_lengths[index], s.cell_lengths[u]) for s in iter_stripes(policy, group_length)
+               for u in read)

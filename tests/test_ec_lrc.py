@@ -249,3 +249,15 @@ def test_lrc_plans_are_as_cheap_as_exhaustive_search():
                     assert cost == best, (wants, lost, sorted(free))
                     checked += 1
     assert checked == 14 * 176 * 2
+
+
+def test_repair_traffic_is_3_units_per_lost_group_unit_and_6_per_global_or_rs_unit():
+    full = 2 * LRC622.stripe_data_size   # two full stripes: every unit 2 cells
+    cell = LRC622.cell_size
+    assert [sources.repair_traffic(LRC622, full, i) // (2 * cell) for i in range(10)] == [3] * 8 + [6, 6]
+    assert [sources.repair_traffic(RS63, full, i) // (2 * cell) for i in range(9)] == [6] * 9
+    short = cell + 100   # unit 0 holds a cell, unit 1 100 bytes, the rest nothing; parity one cell
+    assert sources.repair_traffic(LRC622, short, 1) == 100 + 100 + 0   # unit 0's and L0's first 100
+    assert sources.repair_traffic(LRC622, short, 3) == 0                 # an empty unit reads nothing
+    assert sources.repair_traffic(LRC622, short, 7) == 0   # L1 of an empty group: zeros, nothing to read
+    assert sources.repair_traffic(LRC622, short, 8) == cell + 100        # a global parity: the data there is

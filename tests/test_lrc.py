@@ -15,7 +15,7 @@ import pytest
 
 from conftest import assert_one_line_error, fetch, pattern, run_cli, start_cluster, wait_until
 from hedgefs.ec import sources
-from hedgefs.ec.layout import iter_stripes, unit_length
+from hedgefs.ec.layout import unit_length
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -118,16 +118,9 @@ def _bytes_sent(cluster, names) -> dict[str, int]:
 
 
 def _repair_bytes(policy, lost) -> int:
-    """What a repair of the ``lost`` (group id, length, index) units reads: per stripe, from each
-    source the plan names, as much of its cell as the wanted cell is long."""
-    total = 0
-    for _gid, glen, index in lost:
-        index = min(index, policy.units - 1) if policy.kind == "RS" and index >= policy.k else index
-        read = sources.plan(policy, [index], set(range(policy.units)) - {index}).read
-        for stripe in iter_stripes(policy, glen):
-            n = stripe.cell_lengths[index]
-            total += sum(min(n, stripe.cell_lengths[u]) for u in read)
-    return total
+    """What repairs of the ``lost`` (group id, length, index) units read (``sources.repair_traffic``;
+    an LRC parity index stands for an RS-6-3 parity one)."""
+    return sum(sources.repair_traffic(policy, glen, min(index, policy.units - 1)) for _gid, glen, index in lost)
 
 
 def test_a_lost_datanode_is_repaired_with_local_repair_traffic(lrc_cluster, lrc_fs):
