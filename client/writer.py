@@ -291,7 +291,7 @@ class StripedWriter:
     @staticmethod
     def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int, min_units: int) -> None:
         alive = sum(s.alive for s in streams)
-        if alive < min_units:
+        if alive < min_units or not policy.decodable(s.index for s in streams if s.alive):   # LRC: not any k will do
             failures = "; ".join(f"{s.datanode_id}: {s.error}" for s in streams if not s.alive)
             what = (f"{policy.units} replicas of block {group_id}" if policy.replicated
                     else f"{policy.units} units of block group {group_id}")

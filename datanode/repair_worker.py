@@ -1,10 +1,13 @@
-"""The reconstruction worker: rebuild one lost internal block from k others, stripe by stripe.
+"""The reconstruction worker: rebuild one lost internal block from others, stripe by stripe.
 
-For a RepairUnitCommand the worker picks k source units (data units first) and then, stripe
-after stripe, reads each source's cell over the data port (proto/datatransfer.py, every chunk
-checked against the source's CRC32C), decodes the wanted unit's cell with the group's OWN policy,
-and appends it to a local temp unit. A source that fails or stalls is dropped and another one is opened at
-the start of the current stripe. Memory is a stripe's worth of cells, never the whole unit.
+For a RepairUnitCommand the worker asks the code for the cheapest source set (``ec/sources.py``:
+k units, data first, for RS; the 3 other members of the lost unit's local group for LRC-6-2-2,
+globally only when the group is short) and then, stripe after stripe, reads each source's cell
+over the data port (proto/datatransfer.py, every chunk checked against the source's CRC32C),
+decodes the wanted unit's cell with the group's OWN policy, and appends it to a local temp unit. A
+source that fails or stalls is dropped, the plan is made again without it (the sources still open
+are free), and the new sources are opened at the start of the current stripe. Memory is a stripe's
+worth of cells, never the whole unit.
 On success the unit is committed (with its CRC sidecar) and ``on_stored`` tells the NameNode.
 Everything is of the command's generation: the sources read and the unit made. In a secure
 cluster each source is read over TLS, checked to be the DataNode the command names, with the
@@ -19,11 +22,10 @@ import socket
 import ssl
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from hedgefs.datanode.storage import BlockStore
-from hedgefs.ec import layout
+from hedgefs.ec import layout, sources
 from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
@@ -110,38 +112,64 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     codec = codec_for(policy)
     total = layout.unit_length(policy, glen, want)
 
-    seen: set[int] = set()
-    candidates = []
-    for u in sorted(cmd.sources, key=lambda u: (u.index >= k, u.index)):  # data units first
-        if u.index != want and u.index < policy.units and u.index not in seen:
-            seen.add(u.index)
-            candidates.append(u)
-    if len(candidates) < k:
-        raise RepairError(f"only {len(candidates)} source units, need {k}")
-    spare = deque(candidates[k:])
+    candidates: dict[int, pb.UnitLocation] = {}
+    for u in cmd.sources:
+        if u.index != want and u.index < policy.units:
+            candidates.setdefault(u.index, u)
+    failed: set[int] = set()
     used: list[str] = []
     stripe_at = 0   # where the stripe being rebuilt starts in every internal block
+
+    def choose(reading) -> tuple[int, ...]:
+        try:
+            return sources.plan(policy, [want], set(candidates) - failed, reading).read
+        except sources.Undecodable as err:
+            if not failed and len(candidates) < k:
+                raise RepairError(f"only {len(candidates)} source units, need {k}") from None
+            raise RepairError(f"cannot rebuild unit {want}: {err}") from None
 
     def open_source(loc: pb.UnitLocation) -> _Source:
         if loc.datanode_id not in used:
             used.append(loc.datanode_id)
         return _Source(loc, gid, cmd.generation, stripe_at, stripe_timeout_s, wrap)
 
+    first = choose(())
     # The writer first: if it cannot open (disk full), no source connection has been opened yet.
     writer = store.open_writer(gid, want, total, generation=cmd.generation)
     active: list[_Source] = []
-    pool = ThreadPoolExecutor(max_workers=k, thread_name_prefix="dn-repair-read")
+
+    def replace(lost: _Source, why: str) -> list[_Source]:
+        """``lost`` failed: plan again without it; the new sources, opened at this stripe."""
+        failed.add(lost.index)
+        try:
+            read = choose([s.index for s in active])
+        except RepairError as err:
+            raise RepairError(f"too few sources: unit {lost.index} on {lost.loc.datanode_id} failed ({why}) "
+                              f"and no other is left ({err})") from None
+        for src in [s for s in active if s.index not in read]:   # no longer needed
+            src.cancel()
+            active.remove(src)
+        new = [open_source(candidates[i]) for i in read if i not in {s.index for s in active}]
+        log.info("repair of %d/%d: unit %d on %s failed (%s); reading units %s instead", gid, want,
+                 lost.index, lost.loc.datanode_id, why, [s.index for s in new])
+        active.extend(new)
+        return new
+
+    pool = ThreadPoolExecutor(max_workers=policy.units, thread_name_prefix="dn-repair-read")
     try:
-        active.extend(open_source(u) for u in candidates[:k])
+        active.extend(open_source(candidates[i]) for i in first)
         for stripe in layout.iter_stripes(policy, glen):
             if stop is not None and stop.is_set():
                 raise RepairError("DataNode is stopping")
             stripe_at = stripe.offset_in_block
-            cells = _fetch_stripe(active, spare, stripe.cell_lengths, pool, open_source, stripe_timeout_s,
-                                  gid, want, on_bad_source)
             n = stripe.cell_lengths[want]
-            if n:
-                writer.write(codec.decode(cells, [want], n)[want])
+            if not n:
+                break   # only the last stripe can be short: nothing of the wanted unit is left
+            # Columns decode on their own, so the first n bytes of each source cell are enough. A
+            # source cell is longer than n only in the (short) last stripe: no offset drifts.
+            cells = _fetch_stripe(active, replace, [min(n, c) for c in stripe.cell_lengths], pool,
+                                  stripe_timeout_s, gid, on_bad_source)
+            writer.write(codec.decode(cells, [want], n)[want])
         length = writer.commit()
     finally:
         writer.abort()   # no-op after commit
@@ -151,9 +179,10 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     return length, used
 
 
-def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool, open_source,
-                  timeout: float, gid: int, want: int, on_bad_source=None) -> dict[int, bytes]:
-    """One stripe's cells from k sources; failed or overdue sources are replaced in ``active``."""
+def _fetch_stripe(active: list[_Source], replace, lengths: list[int], pool, timeout: float, gid: int,
+                  on_bad_source=None) -> dict[int, bytes]:
+    """One stripe's cells from the ``active`` sources; ``replace(source, why)`` swaps a failed or
+    overdue one for the new sources the plan needs (opened at this stripe)."""
     cells: dict[int, bytes] = {}
     todo = list(active)
     while todo:
@@ -172,16 +201,9 @@ def _fetch_stripe(active: list[_Source], spare: deque, lengths: list[int], pool,
                 cells[src.index] = f.result()
                 continue
             src.cancel()
-            active.remove(src)
-            if not spare:
-                raise RepairError(f"too few sources: unit {src.index} on "
-                                  f"{src.loc.datanode_id} failed ({error}) and no other is left")
-            new = open_source(spare.popleft())
-            log.info("repair of %d/%d: unit %d on %s failed (%s); reading unit %d on %s instead",
-                     gid, want, src.index, src.loc.datanode_id, error, new.index,
-                     new.loc.datanode_id)
-            active.append(new)
-            todo.append(new)
+            if src in active:
+                active.remove(src)
+            todo = [t for t in todo if t in active] + replace(src, error)
     return cells
 
 

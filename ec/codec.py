@@ -10,8 +10,11 @@ Backends, behind ``Codec``: ``isal`` (ISA-L through ctypes, when a libisal can b
 ``numpy`` (always). ``HEDGEFS_EC_BACKEND=numpy|isal`` forces one.
 
 A replicated policy's codec is ``CopyCodec``: the same interface, where parity is the data unit
-itself and any unit decodes every other. ``codec_for(policy)`` picks the right one; callers that
-hold a policy never ask for RS(k, m) by hand.
+itself and any unit decodes every other. An LRC policy's is ``LrcCodec`` (``ec/lrc.py``'s matrix
+on the same kernels): its decode uses the fewest of the units it is given (a lost unit's local
+group when that is enough) and raises ``sources.Undecodable`` (a ValueError) for a set that
+cannot give the wanted units. ``codec_for(policy)`` picks the right one; callers that hold a
+policy never ask for RS(k, m) by hand.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Mapping, Sequence, Union
 
 import numpy as np
 
-from hedgefs.ec import backend_isal
+from hedgefs.ec import backend_isal, lrc, sources
 from hedgefs.ec.backend_numpy import NumpyKernel
 from hedgefs.ec.gf256 import decode_matrix, generator_matrix
 from hedgefs.ec.policy import Policy
@@ -50,13 +53,13 @@ def as_u8(buf: Buffer) -> np.ndarray:
 class Codec:
     """RS(k, m) on one backend; get one from ``get_codec``. Thread-safe."""
 
-    def __init__(self, k: int, m: int, kernel):
+    def __init__(self, k: int, m: int, kernel, parity_rows=None):
         self.k = k
         self.m = m
         self.backend: str = kernel.name
         self.library: str | None = kernel.library  # the libisal path, for the isal backend
         self._kernel = kernel
-        self._encode_plan = kernel.prepare(generator_matrix(k, m))
+        self._encode_plan = kernel.prepare(parity_rows or generator_matrix(k, m))
         self._decode_plans: dict[tuple[tuple[int, ...], tuple[int, ...]], object] = {}
 
     def __repr__(self) -> str:
@@ -141,7 +144,7 @@ class Codec:
 
 _lock = threading.RLock()
 _isal: tuple[object, str] | None = None  # (kernel or None, library path or why not)
-_codecs: dict[tuple[int, int, str], Codec] = {}
+_codecs: dict[tuple, Codec] = {}
 _announced: set[str] = set()
 
 
@@ -181,29 +184,73 @@ def default_backend() -> str:
     return available_backends()[0]
 
 
+def _kernel(name: str):
+    """The kernel of backend ``name``; ValueError for an unknown or unavailable one. Under _lock."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown ec backend {name!r}: expected one of {', '.join(BACKENDS)}")
+    if name == "isal":
+        kernel = _isal_kernel()
+        if kernel is None:
+            raise ValueError(f"ec backend 'isal' is not available: {_isal[1]}")
+    else:
+        kernel = NumpyKernel()
+    if name not in _announced:
+        _announced.add(name)
+        log.debug("ec backend %s (%s)", name, kernel.library or "numpy lookup tables")
+    return kernel
+
+
 def get_codec(k: int, m: int, backend: str | None = None) -> Codec:
     """The shared RS(k, m) codec on ``backend`` (default: ``default_backend()``).
 
     Raises ValueError for an unknown or unavailable backend.
     """
     name = (backend or default_backend()).lower()
-    if name not in BACKENDS:
-        raise ValueError(f"unknown ec backend {name!r}: expected one of {', '.join(BACKENDS)}")
     with _lock:
         codec = _codecs.get((k, m, name))
-        if codec is not None:
-            return codec
-        if name == "isal":
-            kernel = _isal_kernel()
-            if kernel is None:
-                raise ValueError(f"ec backend 'isal' is not available: {_isal[1]}")
-        else:
-            kernel = NumpyKernel()
-        codec = _codecs[(k, m, name)] = Codec(k, m, kernel)
-        if name not in _announced:
-            _announced.add(name)
-            log.debug("ec backend %s (%s)", name, kernel.library or "numpy lookup tables")
+        if codec is None:
+            codec = _codecs[(k, m, name)] = Codec(k, m, _kernel(name))
         return codec
+
+
+class LrcCodec(Codec):
+    """LRC(k, l, g) (``ec/lrc.py``) on one backend; get one from ``codec_for``. Encode as RS does,
+    with the local and global parity rows; decode from the cheapest subset of the given units."""
+
+    def __init__(self, policy: Policy, kernel):
+        self.policy = Policy(policy.k, policy.m, 1, local_groups=policy.local_groups)  # the shape only
+        self.l, self.g = policy.local_groups, policy.global_parities
+        super().__init__(policy.k, policy.m, kernel, lrc.parity_matrix(policy.k, self.l, self.g))
+
+    def __repr__(self) -> str:
+        return f"LrcCodec(k={self.k}, l={self.l}, g={self.g}, backend={self.backend!r})"
+
+    def decode(
+        self, units: Mapping[int, Buffer], want: Sequence[int], length: int
+    ) -> dict[int, np.ndarray]:
+        """Rebuild the ``want`` units from the fewest of ``units`` that determine them (a lost
+        unit's local group when it is complete). Raises ``sources.Undecodable`` (a ValueError) when
+        the given units cannot determine them; otherwise as ``Codec.decode``."""
+        if length < 0:
+            raise ValueError(f"length must be >= 0 (got {length})")
+        chosen = sources.plan(self.policy, want, units)
+        result: dict[int, np.ndarray] = {}
+        for unit in want:
+            if unit in units:
+                have = as_u8(units[unit])[:length]
+                out = np.zeros(length, dtype=np.uint8)
+                out[: len(have)] = have
+                result[unit] = out
+        if chosen.rebuild:
+            used = tuple(u for u in chosen.read)
+            key = (used, chosen.rebuild)
+            plan = self._decode_plans.get(key)
+            if plan is None:
+                rows = lrc.decode_matrix(self.k, self.l, self.g, *key)
+                plan = self._decode_plans[key] = self._kernel.prepare(rows)
+            outs = self._kernel.apply(plan, [as_u8(units[u])[:length] for u in used], length)
+            result.update(zip(chosen.rebuild, outs))
+        return {unit: result[unit] for unit in dict.fromkeys(want)}
 
 
 class CopyCodec:
@@ -238,8 +285,17 @@ class CopyCodec:
         return {unit: have for unit in dict.fromkeys(want)}
 
 
-def codec_for(policy: Policy, backend: str | None = None) -> "Codec | CopyCodec":
-    """The codec of a file's own policy: RS(k, m) on ``backend``, or copies for REPLICATE-n."""
+def codec_for(policy: Policy, backend: str | None = None) -> "Codec | LrcCodec | CopyCodec":
+    """The codec of a file's own policy: RS(k, m) or LRC(k, l, g) on ``backend``, or copies for
+    REPLICATE-n."""
     if policy.replicated:
         return CopyCodec(policy.units)
+    if policy.local_groups:
+        name = (backend or default_backend()).lower()
+        key = ("lrc", policy.k, policy.local_groups, policy.global_parities, name)
+        with _lock:
+            codec = _codecs.get(key)
+            if codec is None:
+                codec = _codecs[key] = LrcCodec(policy, _kernel(name))
+            return codec
     return get_codec(policy.k, policy.m, backend)

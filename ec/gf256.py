@@ -125,3 +125,82 @@ def decode_matrix(k: int, m: int, survivors: tuple[int, ...], want: tuple[int, .
                     out[j] ^= mul(coef, a_inv[i][j])
         rows.append(tuple(out))
     return tuple(rows)
+
+
+# --- spans and solutions, for codes that are not MDS (ec/lrc.py) ---------------------------
+
+
+class Basis:
+    """An echelon basis of a growing set of rows over GF(2^8): is a row in their span, and does
+    adding one raise the rank? Rows are tuples of equal length."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[int, list[int]]] = []   # (pivot column, row scaled to 1 there)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _reduce(self, row) -> list[int]:
+        out = list(row)
+        for pivot, basis_row in self._rows:
+            factor = out[pivot]
+            if factor:
+                out = [v ^ mul(factor, b) for v, b in zip(out, basis_row)]
+        return out
+
+    def spans(self, row) -> bool:
+        return not any(self._reduce(row))
+
+    def add(self, row) -> bool:
+        """Add ``row``; False (and nothing changes) if it is already in the span."""
+        out = self._reduce(row)
+        pivot = next((c for c, v in enumerate(out) if v), None)
+        if pivot is None:
+            return False
+        scale = inverse(out[pivot])
+        out = [mul(scale, v) for v in out]
+        for i, (p, basis_row) in enumerate(self._rows):   # keep the basis reduced
+            factor = basis_row[pivot]
+            if factor:
+                self._rows[i] = (p, [v ^ mul(factor, b) for v, b in zip(basis_row, out)])
+        self._rows.append((pivot, out))
+        return True
+
+
+def rank(rows) -> int:
+    basis = Basis()
+    for row in rows:
+        basis.add(row)
+    return len(basis)
+
+
+def combination(sources: Matrix, targets: Matrix) -> Matrix | None:
+    """For each target row t, coefficients c (one per source row) with sum_i c_i * sources[i] = t;
+    None if some target is not in the sources' span. Gauss-Jordan on the transposed system."""
+    n, width = len(sources), len(targets[0]) if targets else 0
+    # Equations: one per column j: sum_i c_i * sources[i][j] = t[j], for every target at once.
+    rows = [[sources[i][j] for i in range(n)] + [t[j] for t in targets] for j in range(width)]
+    pivots: list[int] = []
+    r = 0
+    for col in range(n):
+        p = next((i for i in range(r, width) if rows[i][col]), None)
+        if p is None:
+            continue
+        rows[r], rows[p] = rows[p], rows[r]
+        scale = inverse(rows[r][col])
+        rows[r] = [mul(scale, v) for v in rows[r]]
+        for i in range(width):
+            factor = rows[i][col]
+            if i != r and factor:
+                rows[i] = [v ^ mul(factor, b) for v, b in zip(rows[i], rows[r])]
+        pivots.append(col)
+        r += 1
+    if any(any(row[n:]) for row in rows[r:]):
+        return None   # an equation 0 = nonzero: some target is outside the span
+    out = []
+    for t in range(len(targets)):
+        coef = [0] * n
+        for i, col in enumerate(pivots):
+            coef[col] = rows[i][n + t]   # free variables stay 0
+        out.append(tuple(coef))
+    return tuple(out)

@@ -9,7 +9,13 @@ DataNode, client):
   block group     k + m units; at most ``block_size`` bytes per internal block, so at most
                   ``k * block_size`` file bytes; then the next group starts
   unit            one of a group's k + m members: data units, then parity units
-  unit index      a unit's position, 0..k-1 data, k..k+m-1 parity; in code always ``index``
+  unit index      a unit's position, 0..k-1 data, k..k+m-1 parity; in code always ``index``.
+                  For ``LRC-k-l-g`` (m = l + g): 0..k-1 data, k..k+l-1 local parities (unit
+                  k + j is the XOR of local group j, data units j*k/l..(j+1)*k/l - 1), then
+                  k+l..k+l+g-1 global parities (``ec/lrc.py``). LRC-6-2-2: data 0-5, groups
+                  {0,1,2 | 6} and {3,4,5 | 7}, globals 8 and 9
+  local group     LRC only: k / l data units and their local parity; one lost member is
+                  rebuilt from the other k / l
   internal block  a unit's bytes: its cells of every stripe of the group, back to back, stored on
                   one DataNode and named (group id, index)
   replica         a unit of a replicated policy (``REPLICATE-n``: k = 1, m = n - 1): every unit

@@ -206,6 +206,9 @@ class BlockMap:
                 raise FailedPrecondition(
                     f"group {c.group_id} has only {len(received)} stored units reported by their DataNodes "
                     f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {min_units}")
+            if not policy.decodable(received):   # an LRC group: not any k units decode it
+                raise FailedPrecondition(
+                    f"group {c.group_id}: its stored units {sorted(received)} cannot decode it ({policy.name})")
             total += c.length
         if total != length:
             raise InvalidArgument(f"file length {length} is not the sum of its group lengths ({total})")

@@ -7,8 +7,9 @@ Two halves:
   DataNode. They change in the same transaction as the rows, so a rolled-back change leaves them
   right, and no code path that edits those tables can forget them.
 * **Group health in memory.** A group of a complete file is *healthy* (every unit good: on a live
-  DataNode and not reported corrupt), *degraded* (at least k good or corrupt-but-readable) or
-  *missing* (fewer than k: unreadable). Its health depends on
+  DataNode and not reported corrupt), *degraded* (its good or corrupt-but-readable units decode
+  the data: any k for RS, any one replica, for LRC a set ``Policy.decodable`` accepts) or
+  *missing* (unreadable). Its health depends on
   liveness, which is not in SQLite, so triggers only note which groups changed (units moved,
   file completed or deleted) in ``dirty_groups``; ``refresh`` re-judges those, and the groups of
   DataNodes whose liveness changed. Its cost is the size of the change, not of the namespace.
@@ -107,21 +108,21 @@ class Health:
             policies = {r[0]: r[1] for r in self.db.query(
                 f"SELECT g.id, f.policy FROM main.groups g JOIN main.inodes f ON f.id = g.file_id "
                 f"WHERE g.id IN ({marks}) AND f.state = 'complete'", chunk)}
-            holders: dict[int, list[tuple[str, bool]]] = {g: [] for g in policies}
-            for group_id, datanode_id, corrupt in self.db.query(
-                    f"SELECT group_id, datanode_id, corrupt FROM main.units WHERE group_id IN ({marks}) "
+            holders: dict[int, list[tuple[int, str, bool]]] = {g: [] for g in policies}
+            for group_id, index, datanode_id, corrupt in self.db.query(
+                    f"SELECT group_id, idx, datanode_id, corrupt FROM main.units WHERE group_id IN ({marks}) "
                     "AND reported = 1", chunk):
                 if group_id in holders:
-                    holders[group_id].append((datanode_id, bool(corrupt)))
+                    holders[group_id].append((index, datanode_id, bool(corrupt)))
             for group_id in chunk:
                 policy = policies.get(group_id)
                 if policy is None:
                     self._set(group_id, None)
                     continue
                 p = load_policy(policy)
-                good = sum(1 for d, corrupt in holders[group_id] if not corrupt and is_live(d))
-                readable = sum(1 for d, _corrupt in holders[group_id] if is_live(d))
-                state = "healthy" if good >= p.units else "degraded" if readable >= p.k else "missing"
+                good = sum(1 for _i, d, corrupt in holders[group_id] if not corrupt and is_live(d))
+                readable = [i for i, d, _corrupt in holders[group_id] if is_live(d)]
+                state = "healthy" if good >= p.units else "degraded" if p.decodable(readable) else "missing"
                 self._set(group_id, (state, p.units - good))
         return len(ids)
 

@@ -446,7 +446,7 @@ class Namesystem:
             return None
         sources = [self._location(i, d, group.id, group.generation)
                    for i, d in sorted(group.good(self._usable).items())]
-        if len(sources) < policy.k:
+        if not policy.decodable(s.index for s in sources):
             return None
         return RepairUnit(group.id, repair.index, policy.name, group.length, sources, group.generation)
 
@@ -550,9 +550,9 @@ class Namesystem:
             policy = load_policy(policy_name)
             good = group.good(self.liveness.is_live)
             if len(good) < policy.units:
-                needs.append(GroupNeed(group.id, policy.k, {i: d for i, d in good.items() if self._usable(d)},
-                                       [i for i in range(policy.units) if i not in good],
-                                       frozenset(group.units.values()), policy.replicated))
+                live = {i: d for i, d in good.items() if self._usable(d)}
+                needs.append(GroupNeed(group.id, policy.k, live, [i for i in range(policy.units) if i not in good],
+                                       frozenset(group.units.values()), policy.replicated, policy.decodable(live)))
         return needs
 
     @_locked
@@ -570,8 +570,9 @@ class Namesystem:
                 if good >= policy.units:
                     healthy += 1
                     continue
-                corrupt = len(self._readable_units(group)) - good
-                status = "DEGRADED" if good + corrupt >= policy.k else "MISSING"
+                readable = self._readable_units(group)
+                corrupt = len(readable) - good
+                status = "DEGRADED" if policy.decodable(readable) else "MISSING"
                 if status == "DEGRADED":
                     degraded += 1
                 else:

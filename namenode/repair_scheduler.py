@@ -6,7 +6,8 @@ holds no unit of that group, is not deleting one of its units, and has fewer tha
 ``max_per_datanode`` repairs in flight. A repair is *in flight* from the moment it is planned:
 its command goes out with the target's next heartbeat (``take``), and ends with UnitStored
 (``drop``) or after ``timeout_s`` (a lost command or a dead target), when it is planned again.
-Groups with fewer than k live units cannot be rebuilt and are left to fsck to report.
+Groups whose live units cannot decode them (fewer than k for RS; for LRC, ``Policy.decodable``)
+cannot be rebuilt and are left to fsck to report.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class GroupNeed:
     missing: list[int]          # unit indexes without a live copy
     holders: frozenset[str]     # every DataNode the map puts a unit of this group on (dead ones too)
     replicated: bool = False    # a REPLICATE-n block: its units are replicas (re-replication)
+    decodable: bool | None = None   # the live units decode the group; None: judge by k (RS, REPLICATE)
 
 
 @dataclass
@@ -72,7 +74,7 @@ class RepairScheduler:
         now = self.clock()
         busy = {d: self.count_for(d) for d in live}
         for need in sorted(needs, key=lambda n: (len(n.live), n.group_id)):
-            if len(need.live) < need.k:
+            if not (need.decodable if need.decodable is not None else len(need.live) >= need.k):
                 continue
             for index in need.missing:
                 if (need.group_id, index) in self.in_flight:

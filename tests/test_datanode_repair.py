@@ -4,6 +4,8 @@ Group layout for RS-3-2-4k: a group of 5 full stripes and a short last stripe (d
 4096, 904, 0 bytes; parity 4096), so every unit has a different length; one group shorter than
 one cell (units 1 and 2 empty). Each unit is rebuilt from the others and compared byte for byte;
 then sources fail (error, stall, DATA_LOSS) and are replaced; too few sources fails cleanly.
+LRC-6-2-2-4k on 10 of the DataNodes: a data or local parity unit is rebuilt from its 3 group peers,
+a global parity from the 6 data units, and a failed group peer sends the repair global.
 """
 
 import os
@@ -14,7 +16,7 @@ import pytest
 
 from hedgefs.datanode.repair_worker import RepairError, RepairRunner, repair_unit
 from hedgefs.datanode.server import DataNode
-from hedgefs.ec.codec import get_codec
+from hedgefs.ec.codec import codec_for
 from hedgefs.ec.layout import cell_length, num_stripes
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -23,21 +25,21 @@ POLICY = "RS-3-2-4k"
 P = parse_policy(POLICY)
 
 
-def encode_group(data: bytes) -> list[bytes]:
+def encode_group(data: bytes, policy=P) -> list[bytes]:
     """The k+m internal blocks of one group, built stripe by stripe like a striped writer."""
-    codec = get_codec(P.k, P.m)
-    units = [bytearray() for _ in range(P.units)]
+    codec = codec_for(policy)
+    units = [bytearray() for _ in range(policy.units)]
     pos = 0
-    for s in range(num_stripes(P, len(data))):
+    for s in range(num_stripes(policy, len(data))):
         cells = []
-        for u in range(P.k):
-            n = cell_length(P, len(data), s, u)
+        for u in range(policy.k):
+            n = cell_length(policy, len(data), s, u)
             cells.append(data[pos:pos + n])
             pos += n
         for u, c in enumerate(cells):
             units[u] += c
         for j, parity in enumerate(codec.encode(cells)):
-            units[P.k + j] += parity.tobytes()
+            units[policy.k + j] += parity.tobytes()
     return [bytes(u) for u in units]
 
 
@@ -45,7 +47,7 @@ def encode_group(data: bytes) -> list[bytes]:
 def nodes(tmp_path_factory):
     root = tmp_path_factory.mktemp("repair")
     dns = []
-    for n in range(1, 8):
+    for n in range(1, 12):
         dn = DataNode(datanode_id=f"dn{n}", port=0, data_dir=str(root / f"dn{n}"),
                       namenode="127.0.0.1:1", enable_faults=True, fsync=False,
                       heartbeat_interval_s=60)
@@ -56,9 +58,9 @@ def nodes(tmp_path_factory):
         dn.stop(grace=0)
 
 
-def store_group(nodes, gid: int, data: bytes) -> list[bytes]:
-    """Unit u of the group on nodes[u] (dn1..dn5); dn6, dn7 hold nothing of it."""
-    units = encode_group(data)
+def store_group(nodes, gid: int, data: bytes, policy=P) -> list[bytes]:
+    """Unit u of the group on nodes[u] (dn1..dn5 for RS-3-2); dn6, dn7 hold nothing of it."""
+    units = encode_group(data, policy)
     for u, blob in enumerate(units):
         w = nodes[u].store.open_writer(gid, u, len(blob))
         w.write(blob)
@@ -66,10 +68,10 @@ def store_group(nodes, gid: int, data: bytes) -> list[bytes]:
     return units
 
 
-def command(nodes, gid, index, group_length, sources=None) -> pb.RepairUnitCommand:
-    sources = range(P.units) if sources is None else sources
+def command(nodes, gid, index, group_length, sources=None, policy=P) -> pb.RepairUnitCommand:
+    sources = range(policy.units) if sources is None else sources
     return pb.RepairUnitCommand(
-        group_id=gid, index=index, policy=POLICY, group_length=group_length,
+        group_id=gid, index=index, policy=policy.name, group_length=group_length,
         sources=[pb.UnitLocation(index=u, datanode_id=nodes[u].datanode_id, address=nodes[u].address,
                                  data_address=nodes[u].data_address)
                  for u in sources if u != index])
@@ -203,3 +205,30 @@ def test_decode_uses_the_commands_policy(nodes):
     cmd.policy = "nonsense"
     with pytest.raises(ValueError):
         repair_unit(cmd, nodes[6].store)
+
+
+LRC = parse_policy("LRC-6-2-2-4k")
+LRC_LENGTH = 3 * LRC.stripe_data_size + 2 * LRC.cell_size + 77   # a short last stripe
+
+
+@pytest.mark.parametrize("index", range(LRC.units))
+def test_lrc_units_are_rebuilt_from_their_group_or_globally_for_a_global_parity(nodes, index):
+    units = store_group(nodes, 200 + index, os.urandom(LRC_LENGTH), LRC)
+    target = nodes[10]
+    length, used = repair_unit(command(nodes, 200 + index, index, LRC_LENGTH, policy=LRC), target.store)
+    assert length == len(units[index]) and stored(target, 200 + index, index) == units[index]
+    group = {0: 0, 1: 0, 2: 0, 6: 0, 3: 1, 4: 1, 5: 1, 7: 1}.get(index)
+    members = {0: [0, 1, 2, 6], 1: [3, 4, 5, 7]}
+    expected = [u for u in members[group] if u != index] if group is not None else list(range(6))
+    assert used == [nodes[u].datanode_id for u in expected]   # 3 reads, not 6 (6 for a global parity)
+
+
+def test_a_failed_group_peer_sends_the_lrc_repair_global(nodes):
+    units = store_group(nodes, 220, os.urandom(LRC_LENGTH), LRC)
+    nodes[1].faults.set(error_probability=1.0)   # unit 1, a peer of unit 0
+    _, used = repair_unit(command(nodes, 220, 0, LRC_LENGTH, policy=LRC), nodes[10].store)
+    assert stored(nodes[10], 220, 0) == units[0]
+    # the group (units 1, 2, 6), then without unit 1: 2 and 6 kept, group 1's data and global parity 8
+    assert used == ["dn2", "dn3", "dn7", "dn4", "dn5", "dn6", "dn9"]
+    with pytest.raises(RepairError, match=r"cannot rebuild unit 0: LRC-6-2-2: cannot rebuild units \[0\]"):
+        repair_unit(command(nodes, 220, 0, LRC_LENGTH, sources=[1, 2, 3, 4, 5, 7], policy=LRC), nodes[10].store)

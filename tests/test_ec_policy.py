@@ -88,7 +88,8 @@ def test_bad_names_raise_a_one_line_value_error(name):
 
 def test_unknown_policy_message_is_the_documented_one():
     with pytest.raises(ValueError, match=r"^unknown policy 'RS-6-3': expected RS-<k>-<m>-<cell>k "
-                                         r"\(e\.g\. RS-6-3-1024k\) or REPLICATE-<n> \(n = 1\.\.5\)$"):
+                                         r"\(e\.g\. RS-6-3-1024k\), LRC-<k>-<l>-<g>-<cell>k \(e\.g\. LRC-6-2-2-64k\) "
+                                         r"or REPLICATE-<n> \(n = 1\.\.5\)$"):
         parse_policy("RS-6-3")
 
 
@@ -133,3 +134,49 @@ def test_bad_policy_objects_raise(k, m, cell_size):
 
 def test_tiny_test_policy_has_a_byte_name():
     assert Policy(3, 2, 16).name == "RS-3-2-16b"
+
+
+@pytest.mark.parametrize("name, k, l, g, cell_size", [
+    ("LRC-6-2-2-1024k", 6, 2, 2, 1 << 20),
+    ("LRC-6-2-2-64k", 6, 2, 2, 64 << 10),
+    ("lrc-12-2-2-1m", 12, 2, 2, 1 << 20),
+    ("LRC-6-3-1-4k", 6, 3, 1, 4096),
+])
+def test_lrc_names_parse(name, k, l, g, cell_size):
+    policy = parse_policy(name)
+    assert (policy.kind, policy.k, policy.local_groups, policy.global_parities, policy.cell_size) == \
+        ("LRC", k, l, g, cell_size)
+    assert (policy.m, policy.units) == (l + g, k + l + g)
+    assert parse_policy(policy.name) == policy
+    assert policy.name == name.upper().replace("-1M", "-1024k").replace("K", "k")
+
+
+def test_lrc_overhead_tolerance_and_repair_reads_against_rs():
+    lrc, rs = parse_policy("LRC-6-2-2-64k"), parse_policy("RS-6-3-64k")
+    assert (round(lrc.overhead, 3), lrc.tolerance) == (1.667, 3)
+    assert (rs.overhead, rs.tolerance, rs.kind) == (1.5, 3, "RS")
+    assert [lrc.repair_reads(i) for i in range(10)] == [3] * 8 + [6] * 2
+    assert rs.repair_reads(0) == 6 and parse_policy("REPLICATE-3").repair_reads(0) == 1
+    assert lrc.decodable([3, 4, 5, 6, 7, 8, 9])   # group 0's data from L0, G0, G1
+    assert not lrc.decodable([3, 4, 5, 7, 8, 9])   # and L0 too: 2 equations for 3 unknowns
+    assert lrc.decodable([0, 3, 4, 5, 6, 8, 9]) and rs.decodable(range(3, 9))
+
+
+@pytest.mark.parametrize("name, why", [
+    ("LRC-6-4-2-64k", "l dividing k"),
+    ("LRC-6-0-2-64k", "l dividing k"),
+    ("LRC-6-2-0-64k", "l dividing k"),
+    ("LRC-16-4-4-64k", "must be <= 20"),
+    ("LRC-6-2-2-0k", "cell size"),
+])
+def test_bad_lrc_names_say_why_in_one_line(name, why):
+    with pytest.raises(ValueError) as info:
+        parse_policy(name)
+    assert why in str(info.value) and repr(name) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_lrc_objects_raise():
+    with pytest.raises(ValueError):
+        Policy(6, 2, 1024, local_groups=2)   # g = 0
+    with pytest.raises(ValueError):
+        Policy(6, 4, 1024, local_groups=4)   # 4 does not divide 6

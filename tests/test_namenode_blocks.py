@@ -282,3 +282,29 @@ def test_bad_unit_is_kept_when_the_group_has_no_other_k_live_units(nn):
     assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2]  # one bad chunk, rest readable
     assert nn.blocks.pending_deletes(holder) == []
     assert nn.fsck().status == "DEGRADED"
+
+
+def test_lrc_groups_are_judged_by_which_units_live_not_how_many(nn, clock):
+    """LRC-6-2-2: 7 units without group 0's data still decode (DEGRADED, repaired); 6 live units
+    that are group 0's local parity short (0, 1, 2 and 6 lost) do not (MISSING, no repair)."""
+    add_datanodes(nn, 17)
+    nn.mkdir("/lrc")
+    write_file(nn, "/lrc/lost", 100, policy="LRC-6-2-2-1k")
+    lost = nn.file_info("/lrc/lost").groups[0]
+    dead = {u.datanode_id for u in lost.units if u.index in (0, 1, 2, 6)}
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 18) if f"dn{i}" not in dead])
+    # 13 live DataNodes: 7 stored, 3 that were not (deletes pending there), 3 to repair to
+    write_file(nn, "/lrc/degraded", 100, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2}})
+    with pytest.raises(FailedPrecondition, match=r"its stored units \[3, 4, 5, 7, 8, 9\] cannot decode it "
+                                                 r"\(LRC-6-2-2-1k\)"):
+        write_file(nn, "/lrc/refused", 100, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2, 6}})
+    report = nn.fsck("/lrc")
+    by_path = {p.path: (p.live_units, p.status) for p in report.problems}
+    assert by_path == {"/lrc/degraded": (7, "DEGRADED"), "/lrc/lost": (6, "MISSING")}
+    assert report.status == "CORRUPT" and report.corrupt_files == 1
+    planned = nn.tick()   # also re-judges the groups whose DataNodes died, for the status page
+    degraded_id = nn.file_info("/lrc/degraded").groups[0].id
+    assert sorted((r.group_id, r.index) for r in planned) == [(degraded_id, i) for i in (0, 1, 2)]
+    status = nn.status()
+    assert (status.groups_missing, status.groups_degraded) == (1, 1)

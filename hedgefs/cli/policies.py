@@ -9,10 +9,22 @@ from hedgefs.client.errors import HedgefsError, UsageError
 
 @click.group(cls=Group, context_settings=CONTEXT)
 def ec() -> None:
-    """Storage policies: erasure coding (RS-k-m-cell) or replication (REPLICATE-n).
+    """Storage policies: erasure coding (RS-k-m-cell, LRC-k-l-g-cell) or replication (REPLICATE-n).
 
     A directory's policy is inherited by files created below it; a file keeps the policy it was
     written with until `hedgefs ec convert` rewrites it.
+
+    \b
+    Which to choose (`hedgefs ec list` shows each one's cost and tolerance):
+      RS-6-3         least disk (1.50 bytes per byte), any 3 DataNodes lost; but a read around a
+                     slow or lost DataNode, and a repair, read 6 other units: for cold and
+                     streaming data.
+      LRC-6-2-2      1.67 bytes per byte, any 3 DataNodes lost (and 86 % of the ways to lose 4);
+                     a read around a slow or lost DataNode and a repair read the 3 other units of
+                     its local group, half of RS-6-3: for hot data read in small pieces.
+      REPLICATE-3    3.00 bytes per byte, any 2 lost; any one replica answers: for small,
+                     very hot files and logs written in small appends.
+    64k cells suit small random reads (a read touches one cell), 1024k cells large sequential ones.
     """
 
 
@@ -46,7 +58,22 @@ def ec_get_policy(path: str, namenode: str | None) -> None:
 
 @ec.command("list-policies", context_settings=CONTEXT)
 def ec_list_policies() -> None:
-    """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted)."""
+    """List the built-in policies with their disk cost, tolerance and repair reads (any
+    RS-<k>-<m>-<cell>k, LRC-<k>-<l>-<g>-<cell>k and REPLICATE-1 to REPLICATE-5 are accepted).
+
+    "repair reads N" is how many units a repair, or a read around a slow DataNode, reads to
+    rebuild one lost unit; "needs N DataNodes": one per unit.
+    """
+    _list_policies()
+
+
+@ec.command("list", context_settings=CONTEXT)
+def ec_list() -> None:
+    """The same as `hedgefs ec list-policies`."""
+    _list_policies()
+
+
+def _list_policies() -> None:
     from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, parse_policy
 
     for name in BUILTIN_POLICIES:
@@ -54,10 +81,13 @@ def ec_list_policies() -> None:
         mark = "  (default)" if name == DEFAULT_POLICY else ""
         if p.replicated:
             what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
+        elif p.local_groups:
+            what = (f"{p.k} data units in {p.local_groups} local groups + {p.local_groups} local and "
+                    f"{p.global_parities} global parity units, {p.cell_size // 1024} KiB cells")
         else:
             what = f"{p.k} data + {p.m} parity units, {p.cell_size // 1024} KiB cells"
-        click.echo(f"{name:<14} {what}, tolerates {p.m} lost DataNodes, {p.overhead:.2f} bytes on disk "
-                   f"per byte{mark}")
+        click.echo(f"{name:<14} {what}, tolerates {p.tolerance} lost DataNodes, {p.overhead:.2f} bytes on disk "
+                   f"per byte; repair reads {p.repair_reads(0)}, needs {p.units} DataNode{'s' * (p.units > 1)}{mark}")
 
 
 @ec.command("convert", context_settings=CONTEXT)
