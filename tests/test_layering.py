@@ -40,7 +40,7 @@ ALLOWED = {
     "datanode": {"datanode", "ec", "proto", "plumbing", "security"},
     "cluster": {"cluster", "proto", "plumbing", "security"},
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
-    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "security"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "security", "namenode"},
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
     "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "ec", "proto",
             "plumbing", "security"},
