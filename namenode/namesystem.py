@@ -103,9 +103,32 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 
 
 def _locked(method):
+    """Under the lock; the answer (or the refusal) waits until every change it could have seen,
+    its own included, is durable (group commit: ``Database.wait_durable``)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with self._lock:
+        if getattr(self._local, "locked", False):   # called from a locked method: its caller waits
+            with self._lock:
+                return method(self, *args, **kwargs)
+        self._local.locked = True
+        try:
+            with self._lock:
+                try:
+                    result = method(self, *args, **kwargs)
+                finally:
+                    seen = self.db.applied
+        finally:
+            self._local.locked = False
+        self.db.wait_durable(seen)
+        return result
+    return wrapper
+
+
+def _snapshot(method):
+    """Off the lock: a read of what is committed (``Database.reading``), which is durable."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.db.reading():
             return method(self, *args, **kwargs)
     return wrapper
 
@@ -124,6 +147,7 @@ class Namesystem:
             raise ValueError(f"bad default policy: {err}") from None
         os.makedirs(data_dir, exist_ok=True)
         self._lock = threading.RLock()
+        self._local = threading.local()
         self.clock = clock
         self.wall_ms = lambda: int(wall_clock() * 1000)
         self.lease_timeout_s = lease_timeout_s
@@ -151,10 +175,10 @@ class Namesystem:
         self.started_ms = self.wall_ms()
         self.health = Health(self.db)
         self.health.refresh(self.liveness.is_live)
+        self.db.start_group_commit(self._lock)
 
     def close(self) -> None:
-        with self._lock:
-            self.db.close()
+        self.db.close()
 
     # ------------------------------------------------------------------ namespace
 
@@ -163,7 +187,7 @@ class Namesystem:
         with self.db.tx():
             self.ns.mkdir(path, parents, who)
 
-    @_locked
+    @_snapshot
     def file_info(self, path: str, who: Identity = SUPER) -> FileInfo:
         """A file's entry and its groups, every unit with a read token (the file must be readable)."""
         node, entry = self.ns.stat(path, who, read_file=True)
@@ -175,7 +199,7 @@ class Namesystem:
     def token_lifetime_ms(self) -> int:
         return int(self.tokens.lifetime_s * 1000) if self.tokens else 0
 
-    @_locked
+    @_snapshot
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
                   limit: int = 0, who: Identity = SUPER) -> tuple[list[Entry], bool]:
         """One page of a listing (``Namespace.list_page``): (entries, more)."""
@@ -210,7 +234,7 @@ class Namesystem:
             name = self.ns.set_policy(path, policy, who)
         log.info("policy of %s set to %s", path, name or "(inherited)")
 
-    @_locked
+    @_snapshot
     def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
         """(policy name, directory it comes from; "" = the cluster default)."""
         return self.ns.get_policy(path, who)
@@ -555,7 +579,7 @@ class Namesystem:
                                        frozenset(group.units.values()), policy.replicated))
         return needs
 
-    @_locked
+    @_snapshot
     def fsck(self, path: str = "/") -> FsckReport:
         files = self.ns.files_under(path)
         groups_by_file = self.blocks.groups_of_files(f[0] for f in files)
@@ -674,7 +698,7 @@ class Namesystem:
             repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
             first_minute=first, datanodes=nodes)
 
-    @_locked
+    @_snapshot
     def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
         """A file's groups and units, or one page of a directory (names after ``after``)."""
         node, entry = self.ns.stat(path)
