@@ -111,6 +111,9 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
 """
 
 
+CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
+
+
 class StoreFailed(RuntimeError):
     """The database could not commit: the changes of the batch are lost, none was acknowledged."""
 
@@ -200,6 +203,10 @@ class Database:
         applied since its last commit in one transaction (one fsync), taking ``lock`` (the one every
         writer holds) for it. A caller answers only after ``wait_durable(self.applied)``."""
         self._writer_lock = lock
+        # Checkpoints (WAL -> database file, with its own fsync) move from inside a COMMIT, under
+        # the lock, to the committer between commits on a connection of its own: PASSIVE, so
+        # neither writers nor readers wait for them.
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
         self._committer = threading.Thread(target=self._commit_loop, name="namenode-commit", daemon=True)
         self._committer.start()
 
@@ -289,14 +296,25 @@ class Database:
                 self._state.wait()
 
     def _commit_loop(self) -> None:
-        while True:
-            with self._state:
-                while self._wanted <= self.durable and not self._closing and not self.failed:
-                    self._state.wait()
-                if self.failed or (self._closing and self._wanted <= self.durable):
-                    return
-            with self._writer_lock:
-                self._commit(self.applied)
+        checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        checkpointed = 0
+        try:
+            while True:
+                with self._state:
+                    while self._wanted <= self.durable and not self._closing and not self.failed:
+                        self._state.wait()
+                    if self.failed or (self._closing and self._wanted <= self.durable):
+                        return
+                with self._writer_lock:
+                    self._commit(self.applied)
+                if self.commits - checkpointed >= CHECKPOINT_EVERY:
+                    checkpointed = self.commits
+                    try:
+                        checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    except sqlite3.Error as err:   # the next one catches up; commits go on
+                        log.warning("checkpoint of %s failed: %s", self.path, err)
+        finally:
+            checkpointer.close()
 
     # ------------------------------------------------------------------ reads off the writers' lock
 

@@ -88,6 +88,7 @@ class Health:
                     c.execute(statement)
         # group id -> (state, units without a live copy): only groups of complete files
         self._groups: dict[int, tuple[str, int]] = {}
+        self.unhealthy: set[int] = set()   # degraded or missing: what repair planning looks at
         self.counts: Counter[str] = Counter(dict.fromkeys(STATES, 0))
         self.units_lacking = 0          # units without a live copy, in degraded groups (repairable)
 
@@ -127,6 +128,7 @@ class Health:
 
     def _set(self, group_id: int, new: tuple[str, int] | None) -> None:
         old = self._groups.pop(group_id, None)
+        self.unhealthy.discard(group_id)
         if old is not None:
             self.counts[old[0]] -= 1
             if old[0] == "degraded":
@@ -134,6 +136,8 @@ class Health:
         if new is not None:
             self._groups[group_id] = new
             self.counts[new[0]] += 1
+            if new[0] != "healthy":
+                self.unhealthy.add(group_id)
             if new[0] == "degraded":
                 self.units_lacking += new[1]
 

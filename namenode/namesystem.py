@@ -218,13 +218,13 @@ class Namesystem:
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
         with self.db.tx():
             files = self.ns.delete(path, recursive, self.blocks.forget_files, who)
-        log.info("deleted %s (%d files) for %s", path, files, who.name)
+        log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
     def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
         with self.db.tx():
             self.ns.rename(src, dst, who)
-        log.info("renamed %s to %s for %s", src, dst, who.name)
+        log.debug("renamed %s to %s for %s", src, dst, who.name)
 
     @_locked
     def set_policy(self, path: str, policy: str, who: Identity = SUPER) -> None:
@@ -290,7 +290,7 @@ class Namesystem:
         with self.db.tx():
             node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from, who)
             self._check_placeable(pol)
-        log.info("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
+        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
                  node.block_size, client_name, who.name, " (a conversion)" if convert_from else "")
         return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000),
                        pol.min_stored(self.min_replicas))
@@ -338,7 +338,7 @@ class Namesystem:
             self.blocks.commit(file_id, length, groups, policy, node.block_size, policy.min_stored(self.min_replicas))
             path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from)
         self._scan_needed = True
-        log.info("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+        log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
 
     def _await_receipts(self, groups: list[GroupCommit]) -> None:
         """Wait (the lock released meanwhile) until every unit the writer claims is reported, or
@@ -369,14 +369,14 @@ class Namesystem:
             length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
                                     who)
         self._scan_needed = True
-        log.info("concat %s: %d parts, %d bytes", target, len(sources), length)
+        log.debug("concat %s: %d parts, %d bytes", target, len(sources), length)
 
     @_locked
     def abandon(self, file_id: int, who: Identity = SUPER) -> None:
         with self.db.tx():
             dropped = self.ns.abandon(file_id, self.blocks.forget_files, who)
         if dropped:
-            log.info("abandoned file %d", file_id)
+            log.debug("abandoned file %d", file_id)
 
     # ------------------------------------------------------------------ DataNode protocol
 
@@ -565,12 +565,13 @@ class Namesystem:
         """Good units and live corrupt ones."""
         return {i: d for i, d in group.units.items() if i not in group.unreported and self.liveness.is_live(d)}
 
-    def _needs(self) -> list[GroupNeed]:
-        """Groups of complete files with units on no live DataNode. A unit on a live DataNode
-        that has not registered yet is not missing (its report is due) but no repair source:
-        ``GroupNeed.live`` lists only usable ones."""
+    def _needs(self, candidates: Iterable[int] | None = None) -> list[GroupNeed]:
+        """Groups of complete files with units on no live DataNode (of ``candidates`` only: the
+        monitor passes the groups ``health`` judges unhealthy, so a pass costs what is broken, not
+        the namespace). A unit on a live DataNode that has not registered yet is not missing (its
+        report is due) but no repair source: ``GroupNeed.live`` lists only usable ones."""
         needs = []
-        for group, policy_name in self.blocks.complete_groups():
+        for group, policy_name in self.blocks.complete_groups(candidates):
             policy = load_policy(policy_name)
             good = group.good(self.liveness.is_live)
             if len(good) < policy.units:
@@ -654,7 +655,7 @@ class Namesystem:
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
-        planned = self.repairs.plan(self._needs(), self._usable_ids(), self.liveness.load_key,
+        planned = self.repairs.plan(self._needs(self.health.unhealthy), self._usable_ids(), self.liveness.load_key,
                                     self.blocks.datanodes_deleting())
         for repair in planned:
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
