@@ -230,62 +230,71 @@ def _percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
 
 
-def measure(work: Workload, op: str, threads: int, ops: int) -> dict:
-    """``ops`` operations by ``threads`` closed-loop threads: ops/s and latency percentiles."""
+def measure(work: Workload, op: str, threads: int, ops: int, min_seconds: float = 1.0) -> dict:
+    """``ops`` operations by ``threads`` closed-loop threads, and for operations that consume no
+    prepared files as many more as fit in ``min_seconds``: ops/s, latency percentiles, and this
+    process's CPU per operation (on a shared host CPU per operation moves less than ops/s)."""
     per_thread = max(1, ops // threads)
+    timed = op not in ("rename", "delete")
     base, _ = work.prepare(op, threads, per_thread)
     latencies: list[list[float]] = [[] for _ in range(threads)]
     errors: list[str] = []
     start = threading.Barrier(threads + 1)
+    deadline = [0.0]
 
     def run(t: int) -> None:
         mine = latencies[t]
         start.wait()
+        i = 0
         try:
-            for i in range(per_thread):
+            while i < per_thread or (timed and time.perf_counter() < deadline[0]):
                 began = time.perf_counter()
                 work.step(op, base, t, i)
                 mine.append(time.perf_counter() - began)
+                i += 1
         except Exception as err:  # noqa: BLE001 - reported in the result, the run goes on
             errors.append(f"{type(err).__name__}: {err}")
 
     pool = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
     for th in pool:
         th.start()
-    start.wait()
+    cpu = time.process_time()
     began = time.perf_counter()
+    deadline[0] = began + min_seconds
+    start.wait()
     for th in pool:
         th.join()
     seconds = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     done = sorted(x for lat in latencies for x in lat)
     return {"op": op, "threads": threads, "ops": len(done), "seconds": round(seconds, 3),
             "ops_per_s": round(len(done) / seconds, 1) if seconds else 0.0,
             "p50_ms": round(_percentile(done, 0.50) * 1000, 3), "p99_ms": round(_percentile(done, 0.99) * 1000, 3),
+            "cpu_us_per_op": round(cpu / len(done) * 1e6, 1) if done else 0.0,
             "calls_per_op": CALLS.get(op, 1), "errors": errors[:3]}
 
 
-def run_plan(target, plan: list[tuple[str, int]], ops: int, emit) -> None:
-    work = Workload(target)
-    for op, threads in plan:
-        emit(measure(work, op, threads, ops))
-
-
 def main(argv: list[str]) -> None:
-    """``namenode.py client ADDRESS PLAN_JSON OPS`` (over RPC) or ``namenode.py inprocess DATA_DIR
-    PLAN_JSON OPS``: run a plan, one JSON line per result on stdout."""
+    """``namenode.py client ADDRESS OPS`` (over RPC) or ``namenode.py inprocess DATA_DIR OPS``: make
+    the workload, say ``ready``, then for each line ``OP THREADS`` on stdin measure it and answer
+    one JSON line (the runner interleaves builds this way, run by run)."""
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    mode, where, plan, ops = argv[0], argv[1], [tuple(p) for p in json.loads(argv[2])], int(argv[3])
+    mode, where, ops = argv[0], argv[1], int(argv[2])
     target = OverRpc(where) if mode == "client" else InProcess(where)
     try:
-        run_plan(target, plan, ops, lambda r: print(json.dumps(r), flush=True))
+        work = Workload(target)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            op, threads = line.split()
+            print(json.dumps(measure(work, op, int(threads), ops)), flush=True)
     finally:
         target.close()
 
 
 if __name__ == "__main__":
     sys.path.pop(0)      # this file's directory: the hedgefs to measure comes from the path given
-    if len(sys.argv) != 5 or sys.argv[1] not in ("client", "inprocess"):
-        sys.exit("usage: namenode.py client|inprocess ADDRESS|DATA_DIR PLAN_JSON OPS")
+    if len(sys.argv) != 4 or sys.argv[1] not in ("client", "inprocess"):
+        sys.exit("usage: namenode.py client|inprocess ADDRESS|DATA_DIR OPS")
     main(sys.argv[1:])

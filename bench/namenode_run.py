@@ -56,15 +56,45 @@ def _remove_tree(tree: pathlib.Path) -> None:
     subprocess.run(["git", "-C", str(_REPO), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
-def _child(args: list[str], env: dict, say) -> list[dict]:
-    proc = subprocess.run([sys.executable, str(_SCRIPT), *args], env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench child failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    for r in rows:
-        say(f"    {r['op']:<12} {r['threads']:>3} threads {r['ops_per_s']:>9.1f} ops/s  p50 {r['p50_ms']:.2f} ms  "
-            f"p99 {r['p99_ms']:.2f} ms{'  ERRORS ' + '; '.join(r['errors']) if r['errors'] else ''}")
-    return rows
+def _cpu_s(proc: subprocess.Popen | None) -> float:
+    """User + system CPU seconds of a child so far (Linux /proc)."""
+    if proc is None:
+        return 0.0
+    fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Worker:
+    """A child process of one build holding one workload (bench/namenode.py main): ``measure``
+    sends it ``OP THREADS`` and reads its JSON answer."""
+
+    def __init__(self, args: list[str], env: dict, log_path: pathlib.Path):
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, str(_SCRIPT), *args], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1)
+        self._expect("ready")
+
+    def _expect(self, what: str) -> str:
+        line = self.proc.stdout.readline()
+        if not line or (what and line.strip() != what):
+            self.proc.kill()
+            tail = pathlib.Path(self._log.name).read_text().strip().splitlines()[-1:]
+            raise RuntimeError(f"bench worker failed: {tail or line.strip() or 'it exited'}")
+        return line
+
+    def measure(self, op: str, threads: int, server: subprocess.Popen | None) -> dict:
+        before = _cpu_s(server)
+        self.proc.stdin.write(f"{op} {threads}\n")
+        row = json.loads(self._expect(""))
+        if server is not None and row["ops"]:
+            row["server_cpu_us_per_op"] = round((_cpu_s(server) - before) / row["ops"] * 1e6, 1)
+        return row
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        self._log.close()
 
 
 def _server(env: dict, tmp: pathlib.Path, name: str) -> tuple[subprocess.Popen, str]:
@@ -81,41 +111,80 @@ def _server(env: dict, tmp: pathlib.Path, name: str) -> tuple[subprocess.Popen, 
     return proc, f"127.0.0.1:{read_port_file(port_file)['rpc']}"
 
 
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def run(*, threads: list[int], ops: int, only: list[str], baseline: str | None, modes: list[str],
-        command: str, say=print) -> dict:
-    plan = [(op, n) for op in only for n in threads]
+        reps: int, command: str, say=print) -> dict:
+    """Every (mode, op, threads) is measured ``reps`` times per build, the builds alternating run
+    by run (ABBA...), so a load that comes and goes on a shared host hits both alike. A row is the
+    median run; ``ratio`` is the median of the paired current/baseline ratios."""
     rows: list[dict] = []
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="hedgefs-nnbench-") as tmp_name:
         tmp = pathlib.Path(tmp_name)
-        builds = [("current", None)]
+        envs = {"current": dict(os.environ)}
         tree = None
         if baseline:
             tree = _baseline_tree(baseline, tmp)
-            builds.insert(0, ("baseline", _shim(tree, tmp / "shim")))
+            envs = {"baseline": {**os.environ, "PYTHONPATH": str(_shim(tree, tmp / "shim"))}, **envs}
+        servers: list[subprocess.Popen] = []
+        workers: dict[tuple[str, str], _Worker] = {}
+        serving: dict[tuple[str, str], subprocess.Popen] = {}
         try:
-            for build, shim in builds:
-                env = dict(os.environ)
-                if shim is not None:
-                    env["PYTHONPATH"] = str(shim)
+            for build, env in envs.items():
                 for mode in modes:
-                    say(f"  {build} build, {mode}:")
+                    say(f"  starting the {build} build, {mode}")
                     if mode == "inprocess":
-                        got = _child(["inprocess", str(tmp / f"inproc-{build}"), json.dumps(plan), str(ops)], env, say)
+                        args = ["inprocess", str(tmp / f"inproc-{build}"), str(ops)]
                     else:
                         server, address = _server(env, tmp, build)
-                        try:
-                            got = _child(["client", address, json.dumps(plan), str(ops)], env, say)
-                        finally:
-                            server.terminate()
-                            server.wait(timeout=30)
-                    rows.extend({"build": build, "mode": mode, **r} for r in got)
+                        servers.append(server)
+                        serving[(build, mode)] = server
+                        args = ["client", address, str(ops)]
+                    workers[(build, mode)] = _Worker(args, env, tmp / f"worker-{build}-{mode}.log")
+            for mode in modes:
+                for op in only:
+                    for n in threads:
+                        runs: dict[str, list[dict]] = {b: [] for b in envs}
+                        for rep in range(reps):
+                            order = list(envs) if rep % 2 == 0 else list(reversed(envs))
+                            for build in order:
+                                runs[build].append(workers[(build, mode)].measure(op, n, serving.get((build, mode))))
+                        line = []
+                        for build, got in runs.items():
+                            best = sorted(got, key=lambda r: r["ops_per_s"])[len(got) // 2]
+                            row = {"build": build, "mode": mode, **best,
+                                   "runs_ops_per_s": [r["ops_per_s"] for r in got]}
+                            if build == "current" and "baseline" in runs:
+                                row["ratio"] = round(_median([c["ops_per_s"] / b["ops_per_s"] for c, b in
+                                                              zip(got, runs["baseline"]) if b["ops_per_s"]]), 3)
+                            rows.append(row)
+                            errs = {e for r in got for e in r["errors"]}
+                            cpu = row["cpu_us_per_op"] + row.get("server_cpu_us_per_op", 0.0)
+                            line.append(f"{build} {row['ops_per_s']:.0f}/s p99 {row['p99_ms']:.1f} ms "
+                                        f"cpu {cpu:.0f} us/op"
+                                        + (f" ERRORS {'; '.join(sorted(errs))}" if errs else ""))
+                        ratio = rows[-1].get("ratio")
+                        say(f"    {mode:<9} {op:<12} {n:>3} thr: " + ", ".join(line)
+                            + (f"  x{ratio:.2f}" if ratio else ""))
         finally:
+            for w in workers.values():
+                try:
+                    w.close()
+                except (OSError, subprocess.TimeoutExpired):
+                    w.proc.kill()
+            for server in servers:
+                server.terminate()
+                server.wait(timeout=30)
             if tree is not None:
                 _remove_tree(tree)
     return {"command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "baseline": baseline, "cpus": os.cpu_count(), "load_before": load_before,
-            "load_after": os.getloadavg(), "ops_per_run": ops, "rows": rows}
+            "load_after": os.getloadavg(), "ops_per_run": ops, "reps": reps, "rows": rows}
 
 
 def format_table(doc: dict) -> str:
@@ -134,12 +203,13 @@ def format_table(doc: dict) -> str:
         def cols(r):
             return (f"{r['ops_per_s']:>14.1f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f}" if r
                     else f"{'-':>14} {'-':>7} {'-':>7}")
-        ratio = f"{cur['ops_per_s'] / base['ops_per_s']:>6.2f}" if base and cur and base["ops_per_s"] else f"{'-':>6}"
+        ratio = f"{cur['ratio']:>6.2f}" if cur and "ratio" in cur else f"{'-':>6}"
         ref = noop.get(("current", mode, n))
         per_noop = f"{cur['ops_per_s'] / ref:>6.2f}" if cur and ref else f"{'-':>6}"
         lines.append(f"{mode:<10} {op:<12} {n:>3} | {cols(base)} | {cols(cur).strip():>29} | {ratio} {per_noop}")
     lines.append("ops/s of whole operations (create0 = 2 calls, create1 = 3 calls + 1 DataNode receipt); "
-                 "p50/p99 in ms; x base = current / baseline; /noop = current / current no-op at that thread count")
+                 "p50/p99 in ms; each build's median of its runs (builds alternating run by run); x base = median of the "
+                 "paired current/baseline ratios; /noop = current / current no-op at that thread count")
     return "\n".join(lines)
 
 

@@ -337,8 +337,10 @@ def bench_throughput(size, rss_size, streams, reads, as_json, namenode) -> None:
 
 @bench.command("namenode", context_settings=CONTEXT)
 @click.option("--threads", default="1,4,16", show_default=True, metavar="N[,N...]", help="Client thread counts.")
-@click.option("--ops", type=click.IntRange(1), default=2000, show_default=True,
-              help="Operations per (operation, thread count).")
+@click.option("--ops", type=click.IntRange(1), default=1000, show_default=True,
+              help="Operations per run of an (operation, thread count).")
+@click.option("--reps", type=click.IntRange(1), default=3, show_default=True,
+              help="Runs per build of each (operation, thread count), the builds alternating run by run.")
 @click.option("--only", default=",".join(NAMENODE_OPS), show_default=True, metavar="OP[,OP...]", help="Operations to run.")
 @click.option("--baseline", metavar="COMMIT", help="Also run this commit of the repository, checked out beside it "
               "(a git worktree), in the same run: every ratio is to it.")
@@ -348,7 +350,7 @@ def bench_throughput(size, rss_size, streams, reads, as_json, namenode) -> None:
               help="Write NAME.json, NAME.txt (the table) and NAME.png here.")
 @click.option("--name", default="namenode", show_default=True, help="File name stem under --out.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of the table.")
-def bench_namenode(threads, ops, only, baseline, modes, out, name, as_json) -> None:
+def bench_namenode(threads, ops, reps, only, baseline, modes, out, name, as_json) -> None:
     """The NameNode's throughput, after HDFS's NNThroughputBenchmark (bench/namenode.py).
 
     create0 (0-byte file), create1 (one block group), mkdirs, stat, list, rename, delete,
@@ -381,7 +383,7 @@ def bench_namenode(threads, ops, only, baseline, modes, out, name, as_json) -> N
         raise UsageError(f"--modes {modes!r}: expected inprocess and/or rpc")
     command = "hedgefs " + " ".join(sys.argv[1:])
     try:
-        doc = run(threads=thread_counts, ops=ops, only=ops_list, baseline=baseline, modes=mode_list,
+        doc = run(threads=thread_counts, ops=ops, only=ops_list, baseline=baseline, modes=mode_list, reps=reps,
                   command=command, say=(lambda s: click.echo(s, err=True)))
     except RuntimeError as err:
         raise HedgefsError(str(err)) from None
