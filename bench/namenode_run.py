@@ -195,20 +195,22 @@ def format_table(doc: dict) -> str:
     noop = {(b, m, n): r["ops_per_s"] for (b, m, op, n), r in by.items() if op == "noop"}
     lines = [f"{doc['command']}   ({doc['date']}, {doc['cpus']} CPUs, load {doc['load_before'][0]:.1f} -> "
              f"{doc['load_after'][0]:.1f})",
-             f"{'mode':<10} {'op':<12} {'thr':>3} | {'baseline ops/s':>14} {'p50':>7} {'p99':>7} | "
-             f"{'current ops/s':>13} {'p50':>7} {'p99':>7} | {'x base':>6} {'/noop':>6}"]
+             f"{'mode':<10} {'op':<12} {'thr':>3} | {'baseline ops/s':>14} {'p50':>7} {'p99':>7} {'cpu':>6} | "
+             f"{'current ops/s':>13} {'p50':>7} {'p99':>7} {'cpu':>6} | {'x base':>6} {'/noop':>6}"]
     for mode, op, n in keys:
         base, cur = by.get(("baseline", mode, op, n)), by.get(("current", mode, op, n))
 
         def cols(r):
-            return (f"{r['ops_per_s']:>14.1f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f}" if r
-                    else f"{'-':>14} {'-':>7} {'-':>7}")
+            if not r:
+                return f"{'-':>14} {'-':>7} {'-':>7} {'-':>6}"
+            cpu = r.get("cpu_us_per_op", 0) + r.get("server_cpu_us_per_op", 0)
+            return f"{r['ops_per_s']:>14.1f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} {cpu:>6.0f}"
         ratio = f"{cur['ratio']:>6.2f}" if cur and "ratio" in cur else f"{'-':>6}"
         ref = noop.get(("current", mode, n))
         per_noop = f"{cur['ops_per_s'] / ref:>6.2f}" if cur and ref else f"{'-':>6}"
-        lines.append(f"{mode:<10} {op:<12} {n:>3} | {cols(base)} | {cols(cur).strip():>29} | {ratio} {per_noop}")
+        lines.append(f"{mode:<10} {op:<12} {n:>3} | {cols(base)} | {cols(cur).strip():>36} | {ratio} {per_noop}")
     lines.append("ops/s of whole operations (create0 = 2 calls, create1 = 3 calls + 1 DataNode receipt); "
-                 "p50/p99 in ms; each build's median of its runs (builds alternating run by run); x base = median of the "
+                 "p50/p99 in ms; cpu = us of CPU per operation, client + NameNode processes; each build's median of its runs (builds alternating run by run); x base = median of the "
                  "paired current/baseline ratios; /noop = current / current no-op at that thread count")
     return "\n".join(lines)
 
