@@ -174,7 +174,7 @@ class Namesystem:
         self._last_scan = float("-inf")
         self.started_ms = self.wall_ms()
         self.health = Health(self.db)
-        self.health.refresh(self.liveness.is_live)
+        self.health.judge_all(self.liveness.live_ids())
         self.db.start_group_commit(self._lock)
 
     def close(self) -> None:

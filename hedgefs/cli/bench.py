@@ -394,3 +394,32 @@ def bench_namenode(threads, ops, reps, only, baseline, modes, out, name, as_json
         (out / f"{name}.txt").write_text(table + "\n")
         plot(doc, out / f"{name}.png")
     click.echo(json.dumps(doc) if as_json else table)
+
+
+@bench.command("namenode-scale", context_settings=CONTEXT)
+@click.option("--files", type=click.IntRange(1000), default=1_000_000, show_default=True,
+              help="Files of one group (3 units) to generate.")
+@click.option("--baseline", metavar="COMMIT", help="Also measure this commit, on a copy of the same namespace.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json",
+              help="Write the JSON document here.")
+def bench_namenode_scale(files, baseline, out) -> None:
+    """One NameNode holding a large namespace (bench/namenode_scale.py): start-up, memory per
+    file, a full block report of FILES units and stat latency meanwhile, 1,000 DataNodes'
+    heartbeats, a monitor pass, fsck, ls -R and the status page.
+
+    \b
+    Examples:
+      hedgefs bench namenode-scale --files 1000000 --baseline 5461c2d --out bench/results/scale.json
+    """
+    import sys
+
+    from hedgefs.bench.namenode_scale import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(files=files, baseline=baseline, command=command, say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))
