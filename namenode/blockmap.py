@@ -142,15 +142,23 @@ class BlockMap:
         self.db.conn.execute("UPDATE meta SET value = ? WHERE key = 'generation_next'", (str(generation + 1),))
         return generation
 
-    def complete_groups(self) -> list[tuple[GroupRow, str]]:
-        """Every group of every complete file, with its file's policy name."""
+    def complete_groups(self, ids: Iterable[int] | None = None) -> list[tuple[GroupRow, str]]:
+        """Every group of every complete file (or those of ``ids``), with its file's policy name."""
+        if ids is not None:
+            ids = sorted(ids)
+            return [g for start in range(0, len(ids), 500) for g in self._complete_groups(ids[start:start + 500])]
+        return self._complete_groups(None)
+
+    def _complete_groups(self, ids: list[int] | None) -> list[tuple[GroupRow, str]]:
+        where, params = ("", []) if ids is None else (f" AND g.id IN ({','.join('?' * len(ids))})", ids)
         rows = self.db.query(
             "SELECT g.id, g.file_id, g.seq, g.length, f.policy, g.generation FROM groups g "
-            "JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete' ORDER BY g.id")
+            "JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'" + where + " ORDER BY g.id", params)
         groups = {r[0]: (GroupRow(r[0], r[1], r[2], r[3], r[5]), r[4]) for r in rows}
         for r in self.db.query(
                 "SELECT u.group_id, u.idx, u.datanode_id, u.reported, u.corrupt FROM units u "
-                "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'"):
+                "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE f.state = 'complete'"
+                + where.replace("g.id", "u.group_id"), params):
             _add_unit(groups[r[0]][0], r)
         return list(groups.values())
 

@@ -1,8 +1,16 @@
-"""The NameNode's SQLite database: schema, pragmas, one transaction per namespace change.
+"""The NameNode's SQLite database: schema, pragmas, and group commit of namespace changes.
 
-WAL with synchronous=FULL: a change is on disk when its COMMIT returns, so a ``kill -9`` (or a
-power cut) loses no completed file. Callers serialise access (the NameNode holds one lock);
-``tx()`` nests, so a composite change (complete = namespace + block map) is one transaction.
+WAL with synchronous=FULL: a change is on disk when the COMMIT holding it returns, so a ``kill -9``
+(or a power cut) loses nothing acknowledged. Writers serialise on the NameNode's lock; ``tx()``
+nests, so a composite change (complete = namespace + block map) is one change.
+
+Group commit (HDFS's edit log sync, ``start_group_commit``): a change is applied under the lock
+as a savepoint of one open transaction and numbered; one committer thread COMMITs every change
+applied so far in one go (one fsync for many), and a writer answers its caller only once
+``wait_durable`` says its change is in a returned COMMIT. Nothing is acknowledged before it is
+durable, so a ``kill -9`` mid-batch loses only changes no caller was told about. Reads that need
+not see the batch (stat, list) run on per-thread read connections (``reading``): WAL snapshots of
+what is committed, taken without the lock.
 
 Tables
   meta             schema_version; cluster_id (made when the namespace is first formatted, or
@@ -32,14 +40,19 @@ Tables
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sqlite3
+import threading
 import uuid
+import contextlib
 from contextlib import contextmanager
 from typing import Iterator
 
 from hedgefs.security.identity import Refused
+
+log = logging.getLogger("hedgefs.namenode")
 
 SCHEMA_VERSION = 5  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address;
                     # 5: owners, groups and modes, generations
@@ -98,6 +111,13 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
 """
 
 
+CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
+
+
+class StoreFailed(RuntimeError):
+    """The database could not commit: the changes of the batch are lost, none was acknowledged."""
+
+
 class Database:
     """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself.
 
@@ -113,6 +133,17 @@ class Database:
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._depth = 0
+        # Group commit (``start_group_commit``): changes are numbered as they apply; ``committed``
+        # is the last one a COMMIT was issued for, ``durable`` the last one that COMMIT returned for.
+        self.applied = self.committed = self.durable = self.commits = 0
+        self._wanted = 0
+        self.failed: str | None = None
+        self._state = threading.Condition()
+        self._committer: threading.Thread | None = None
+        self._writer_lock = None
+        self._closing = False
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
@@ -163,38 +194,173 @@ class Database:
                              f"{self.cluster_id}, not {cluster_id}")
 
     def meta(self, key: str) -> str:
-        return self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+        return self._reader().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+
+    # ------------------------------------------------------------------ group commit
+
+    def start_group_commit(self, lock) -> None:
+        """From now on a ``tx()`` only applies its change: the committer thread commits every change
+        applied since its last commit in one transaction (one fsync), taking ``lock`` (the one every
+        writer holds) for it. A caller answers only after ``wait_durable(self.applied)``."""
+        self._writer_lock = lock
+        # Checkpoints (WAL -> database file, with its own fsync) move from inside a COMMIT, under
+        # the lock, to the committer between commits on a connection of its own: PASSIVE, so
+        # neither writers nor readers wait for them.
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._committer = threading.Thread(target=self._commit_loop, name="namenode-commit", daemon=True)
+        self._committer.start()
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction; nested calls join the outermost one."""
+        """A change; nested calls join the outermost one. Each outermost change is a savepoint in
+        the open batch: if it fails only its own rows roll back. Without the committer (before
+        ``start_group_commit``) each change is committed as it ends, as before."""
         outermost = self._depth == 0
         if outermost:
-            self.conn.execute("BEGIN IMMEDIATE")
+            if self.failed:
+                raise StoreFailed(self.failed)
+            if not self.conn.in_transaction:
+                self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("SAVEPOINT change")
         self._depth += 1
         try:
             yield self.conn
         except BaseException:
             self._depth -= 1
             if outermost:
-                self.conn.execute("ROLLBACK")
+                self._undo_change()
             raise
         self._depth -= 1
         if outermost:
-            try:
+            self.conn.execute("RELEASE change")
+            self.applied += 1
+            if self._committer is None:
+                self._commit(self.applied)
+
+    def _undo_change(self) -> None:
+        batched = self.applied > self.committed   # other changes wait in this transaction
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK TO change")
+                self.conn.execute("RELEASE change")
+            elif batched:   # SQLite rolled the whole transaction back (disk full, I/O error)
+                self._fail("a change failed and SQLite rolled back the batch it was in")
+            if self._committer is None and self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error as err:
+            self._fail(f"cannot roll a failed change back: {err}")
+
+    def _commit(self, upto: int) -> None:
+        """COMMIT what is applied (the caller holds the writers' lock); ``upto`` is then durable."""
+        self.committed = upto
+        try:
+            if self.conn.in_transaction:
                 self.conn.execute("COMMIT")
-            except BaseException:
-                # SQLite may leave the transaction open (e.g. a deferred constraint): every later
-                # BEGIN would fail.
+        except sqlite3.Error as err:
+            if self._committer is None:   # one change, its writer is told: the next one may work
                 if self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise
+            self._fail(f"commit failed: {err}")
+            return
+        with self._state:
+            self.durable = upto
+            self.commits += 1
+            self._state.notify_all()
+
+    def _fail(self, why: str) -> None:
+        """The changes since the last commit are gone: refuse every change from now on (their
+        writers are told), as HDFS's NameNode stops when it cannot write its edit log."""
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        log.critical("metadata store %s failed (%s): refusing changes until the NameNode restarts", self.path, why)
+        with self._state:
+            self.failed = (f"the NameNode's metadata store failed ({why}); changes are refused until the "
+                           f"NameNode restarts")
+            self._state.notify_all()
+
+    def wait_durable(self, seq: int) -> None:
+        """Return once change ``seq`` (and every one before it) is committed; StoreFailed if it
+        never will be."""
+        if seq <= self.durable:
+            return
+        with self._state:
+            self._wanted = max(self._wanted, seq)
+            self._state.notify_all()
+            while self.durable < seq:
+                if self.failed:
+                    raise StoreFailed(self.failed)
+                self._state.wait()
+
+    def _commit_loop(self) -> None:
+        checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        checkpointed = 0
+        try:
+            while True:
+                with self._state:
+                    while self._wanted <= self.durable and not self._closing and not self.failed:
+                        self._state.wait()
+                    if self.failed or (self._closing and self._wanted <= self.durable):
+                        return
+                with self._writer_lock:
+                    self._commit(self.applied)
+                if self.commits - checkpointed >= CHECKPOINT_EVERY:
+                    checkpointed = self.commits
+                    try:
+                        checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    except sqlite3.Error as err:   # the next one catches up; commits go on
+                        log.warning("checkpoint of %s failed: %s", self.path, err)
+        finally:
+            checkpointer.close()
+
+    # ------------------------------------------------------------------ reads off the writers' lock
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Run ``query``/``one`` of this thread on its own read connection, in one read transaction:
+        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync),
+        never a change still waiting in the batch, and no wait for the writers' lock."""
+        if getattr(self._local, "read", None) is not None:   # nested: the outer snapshot
+            yield
+            return
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA query_only=ON")
+            self._local.conn = conn
+            with self._state:
+                self._readers.append(conn)
+        conn.execute("BEGIN")
+        self._local.read = conn
+        try:
+            yield
+        finally:
+            self._local.read = None
+            conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite3.Connection:
+        return getattr(self._local, "read", None) or self.conn
 
     def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
-        return self.conn.execute(sql, params).fetchall()
+        return self._reader().execute(sql, params).fetchall()
 
     def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
-        return self.conn.execute(sql, params).fetchone()
+        return self._reader().execute(sql, params).fetchone()
 
     def close(self) -> None:
-        self.conn.close()
+        """Commit what is applied, stop the committer, close every connection."""
+        if self._committer is not None:
+            with self._state:
+                self._closing = True
+                self._state.notify_all()
+            self._committer.join()
+        with self._writer_lock or contextlib.nullcontext():
+            if self._committer is not None and not self.failed:
+                self._commit(self.applied)
+            for conn in self._readers:
+                conn.close()
+            self.conn.close()

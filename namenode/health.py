@@ -73,7 +73,18 @@ INSERT INTO tallies SELECT 'files', policy, COUNT(*) FROM main.inodes WHERE NOT 
   GROUP BY policy;
 INSERT INTO tallies SELECT 'deletes', datanode_id, COUNT(*) FROM main.pending_deletes GROUP BY datanode_id;
 DELETE FROM dirty_groups;
-INSERT INTO dirty_groups SELECT id FROM main.groups;
+"""
+
+# Start-up: every group of a complete file with its good and readable units, in one pass (the
+# DataNodes counted live are in live_now). Groups of files being written are not judged.
+_JUDGE_ALL = """
+SELECT g.id, f.policy,
+       COALESCE(SUM(u.corrupt = 0 AND l.id IS NOT NULL), 0),
+       COALESCE(SUM(l.id IS NOT NULL), 0)
+FROM main.groups g JOIN main.inodes f ON f.id = g.file_id
+LEFT JOIN main.units u ON u.group_id = g.id AND u.reported = 1
+LEFT JOIN live_now l ON l.id = u.datanode_id
+WHERE f.state = 'complete' GROUP BY g.id
 """
 
 STATES = ("healthy", "degraded", "missing")
@@ -89,10 +100,31 @@ class Health:
                     c.execute(statement)
         # group id -> (state, units without a live copy): only groups of complete files
         self._groups: dict[int, tuple[str, int]] = {}
+        self.unhealthy: set[int] = set()   # degraded or missing: what repair planning looks at
         self.counts: Counter[str] = Counter(dict.fromkeys(STATES, 0))
         self.units_lacking = 0          # units without a live copy, in degraded groups (repairable)
 
     # ------------------------------------------------------------------ group health
+
+    def judge_all(self, live: Iterable[str]) -> None:
+        """At start-up (nothing judged yet), every group at once (``live``: the DataNodes counted live), in one SQL
+        pass: a few microseconds a group, where ``refresh`` costs tens (it reads units per chunk)."""
+        with self.db.tx() as c:
+            c.execute("CREATE TEMP TABLE IF NOT EXISTS live_now (id TEXT PRIMARY KEY)")
+            c.execute("DELETE FROM live_now")
+            c.executemany("INSERT INTO live_now VALUES (?)", [(d,) for d in live])
+        sizes: dict[str, tuple[int, int]] = {}
+        groups, counts = self._groups, self.counts
+        for group_id, policy, good, readable in self.db.query(_JUDGE_ALL):
+            size = sizes.get(policy)
+            if size is None:
+                p = load_policy(policy)
+                size = sizes[policy] = (p.units, p.k)
+            if good >= size[0]:
+                groups[group_id] = ("healthy", 0)
+                counts["healthy"] += 1
+            else:
+                self._set(group_id, ("degraded" if readable >= size[1] else "missing", size[0] - good))
 
     def refresh(self, is_live: Callable[[str], bool], changed_datanodes: Iterable[str] = ()) -> int:
         """Judge again the groups that changed since the last call; returns how many were judged."""
@@ -128,6 +160,7 @@ class Health:
 
     def _set(self, group_id: int, new: tuple[str, int] | None) -> None:
         old = self._groups.pop(group_id, None)
+        self.unhealthy.discard(group_id)
         if old is not None:
             self.counts[old[0]] -= 1
             if old[0] == "degraded":
@@ -135,6 +168,8 @@ class Health:
         if new is not None:
             self._groups[group_id] = new
             self.counts[new[0]] += 1
+            if new[0] != "healthy":
+                self.unhealthy.add(group_id)
             if new[0] == "degraded":
                 self.units_lacking += new[1]
 

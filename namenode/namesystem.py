@@ -103,9 +103,32 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 
 
 def _locked(method):
+    """Under the lock; the answer (or the refusal) waits until every change it could have seen,
+    its own included, is durable (group commit: ``Database.wait_durable``)."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with self._lock:
+        if getattr(self._local, "locked", False):   # called from a locked method: its caller waits
+            with self._lock:
+                return method(self, *args, **kwargs)
+        self._local.locked = True
+        try:
+            with self._lock:
+                try:
+                    result = method(self, *args, **kwargs)
+                finally:
+                    seen = self.db.applied
+        finally:
+            self._local.locked = False
+        self.db.wait_durable(seen)
+        return result
+    return wrapper
+
+
+def _snapshot(method):
+    """Off the lock: a read of what is committed (``Database.reading``), which is durable."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.db.reading():
             return method(self, *args, **kwargs)
     return wrapper
 
@@ -124,6 +147,7 @@ class Namesystem:
             raise ValueError(f"bad default policy: {err}") from None
         os.makedirs(data_dir, exist_ok=True)
         self._lock = threading.RLock()
+        self._local = threading.local()
         self.clock = clock
         self.wall_ms = lambda: int(wall_clock() * 1000)
         self.lease_timeout_s = lease_timeout_s
@@ -150,11 +174,11 @@ class Namesystem:
         self._last_scan = float("-inf")
         self.started_ms = self.wall_ms()
         self.health = Health(self.db)
-        self.health.refresh(self.liveness.is_live)
+        self.health.judge_all(self.liveness.live_ids())
+        self.db.start_group_commit(self._lock)
 
     def close(self) -> None:
-        with self._lock:
-            self.db.close()
+        self.db.close()
 
     # ------------------------------------------------------------------ namespace
 
@@ -163,7 +187,7 @@ class Namesystem:
         with self.db.tx():
             self.ns.mkdir(path, parents, who)
 
-    @_locked
+    @_snapshot
     def file_info(self, path: str, who: Identity = SUPER) -> FileInfo:
         """A file's entry and its groups, every unit with a read token (the file must be readable)."""
         node, entry = self.ns.stat(path, who, read_file=True)
@@ -175,7 +199,7 @@ class Namesystem:
     def token_lifetime_ms(self) -> int:
         return int(self.tokens.lifetime_s * 1000) if self.tokens else 0
 
-    @_locked
+    @_snapshot
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
                   limit: int = 0, who: Identity = SUPER) -> tuple[list[Entry], bool]:
         """One page of a listing (``Namespace.list_page``): (entries, more)."""
@@ -194,13 +218,13 @@ class Namesystem:
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
         with self.db.tx():
             files = self.ns.delete(path, recursive, self.blocks.forget_files, who)
-        log.info("deleted %s (%d files) for %s", path, files, who.name)
+        log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
     def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
         with self.db.tx():
             self.ns.rename(src, dst, who)
-        log.info("renamed %s to %s for %s", src, dst, who.name)
+        log.debug("renamed %s to %s for %s", src, dst, who.name)
 
     @_locked
     def set_policy(self, path: str, policy: str, who: Identity = SUPER) -> None:
@@ -210,7 +234,7 @@ class Namesystem:
             name = self.ns.set_policy(path, policy, who)
         log.info("policy of %s set to %s", path, name or "(inherited)")
 
-    @_locked
+    @_snapshot
     def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
         """(policy name, directory it comes from; "" = the cluster default)."""
         return self.ns.get_policy(path, who)
@@ -266,7 +290,7 @@ class Namesystem:
         with self.db.tx():
             node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from, who)
             self._check_placeable(pol)
-        log.info("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
+        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
                  node.block_size, client_name, who.name, " (a conversion)" if convert_from else "")
         return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000),
                        pol.min_stored(self.min_replicas))
@@ -314,7 +338,7 @@ class Namesystem:
             self.blocks.commit(file_id, length, groups, policy, node.block_size, policy.min_stored(self.min_replicas))
             path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from)
         self._scan_needed = True
-        log.info("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+        log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
 
     def _await_receipts(self, groups: list[GroupCommit]) -> None:
         """Wait (the lock released meanwhile) until every unit the writer claims is reported, or
@@ -345,14 +369,14 @@ class Namesystem:
             length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
                                     who)
         self._scan_needed = True
-        log.info("concat %s: %d parts, %d bytes", target, len(sources), length)
+        log.debug("concat %s: %d parts, %d bytes", target, len(sources), length)
 
     @_locked
     def abandon(self, file_id: int, who: Identity = SUPER) -> None:
         with self.db.tx():
             dropped = self.ns.abandon(file_id, self.blocks.forget_files, who)
         if dropped:
-            log.info("abandoned file %d", file_id)
+            log.debug("abandoned file %d", file_id)
 
     # ------------------------------------------------------------------ DataNode protocol
 
@@ -541,12 +565,13 @@ class Namesystem:
         """Good units and live corrupt ones."""
         return {i: d for i, d in group.units.items() if i not in group.unreported and self.liveness.is_live(d)}
 
-    def _needs(self) -> list[GroupNeed]:
-        """Groups of complete files with units on no live DataNode. A unit on a live DataNode
-        that has not registered yet is not missing (its report is due) but no repair source:
-        ``GroupNeed.live`` lists only usable ones."""
+    def _needs(self, candidates: Iterable[int] | None = None) -> list[GroupNeed]:
+        """Groups of complete files with units on no live DataNode (of ``candidates`` only: the
+        monitor passes the groups ``health`` judges unhealthy, so a pass costs what is broken, not
+        the namespace). A unit on a live DataNode that has not registered yet is not missing (its
+        report is due) but no repair source: ``GroupNeed.live`` lists only usable ones."""
         needs = []
-        for group, policy_name in self.blocks.complete_groups():
+        for group, policy_name in self.blocks.complete_groups(candidates):
             policy = load_policy(policy_name)
             good = group.good(self.liveness.is_live)
             if len(good) < policy.units:
@@ -555,7 +580,7 @@ class Namesystem:
                                        frozenset(group.units.values()), policy.replicated, policy.decodable(live)))
         return needs
 
-    @_locked
+    @_snapshot
     def fsck(self, path: str = "/") -> FsckReport:
         files = self.ns.files_under(path)
         groups_by_file = self.blocks.groups_of_files(f[0] for f in files)
@@ -632,7 +657,7 @@ class Namesystem:
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
-        planned = self.repairs.plan(self._needs(), self._usable_ids(), self.liveness.load_key,
+        planned = self.repairs.plan(self._needs(self.health.unhealthy), self._usable_ids(), self.liveness.load_key,
                                     self.blocks.datanodes_deleting())
         for repair in planned:
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
@@ -676,7 +701,7 @@ class Namesystem:
             repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
             first_minute=first, datanodes=nodes)
 
-    @_locked
+    @_snapshot
     def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
         """A file's groups and units, or one page of a directory (names after ``after``)."""
         node, entry = self.ns.stat(path)

@@ -83,16 +83,24 @@ class Authorizer(grpc.ServerInterceptor):
         self.table = table
         self.secure = secure
         self._certs = _Certificates()
+        self._guarded: dict[str, grpc.RpcMethodHandler] = {}   # method -> its guarded handler
 
     def intercept_service(self, continuation, handler_call_details):
+        # Built once per method (it is the only interceptor: the handler behind a method never
+        # changes), not per call: building it cost more than a guarded call.
+        method = handler_call_details.method
+        guarded = self._guarded.get(method)
+        if guarded is not None:
+            return guarded
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        method = handler_call_details.method
         name = method[len(self.prefix):] if method.startswith(self.prefix) else method
         if handler.unary_unary is None:     # every hedgefs RPC is unary; anything else is not served
             return None
-        return handler._replace(unary_unary=self._guard(handler.unary_unary, name, self.table.get(name)))
+        guarded = handler._replace(unary_unary=self._guard(handler.unary_unary, name, self.table.get(name)))
+        self._guarded[method] = guarded
+        return guarded
 
     def _guard(self, behaviour, name: str, rule: Rule | None):
         @functools.wraps(behaviour)

@@ -43,7 +43,7 @@ ALLOWED = {
     "datanode": {"datanode", "ec", "proto", "plumbing", "security"},
     "cluster": {"cluster", "proto", "plumbing", "security"},
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
-    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "fsspec", "security"},
+    "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "fsspec", "namenode", "security"},
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
     "fsspec": {"fsspec", "client", "ec", "proto", "plumbing", "security"},
     "s3": {"s3", "client", "ec", "proto", "plumbing", "security"},

@@ -170,7 +170,7 @@ def test_a_page_or_scrape_is_one_read_and_scans_no_groups(served):
         nn._lock.taken = 0
         statements.clear()
         get(base + path)
-        assert nn._lock.taken == 1, path
+        assert nn._lock.taken <= 1, path     # file and directory pages read a snapshot: no lock
         if path in ("/", "/api/", "/metrics"):
             touched = " ".join(statements).lower()
             assert "groups" not in touched and "units" not in touched, (path, statements)

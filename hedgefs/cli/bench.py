@@ -16,6 +16,7 @@ from hedgefs.cli.common import (
     print_stats,
     serving_client_metrics,
 )
+from hedgefs.bench.namenode import OPS as NAMENODE_OPS
 from hedgefs.client.errors import HedgefsError, UsageError
 
 
@@ -409,3 +410,91 @@ def bench_mount(size, reads, no_gluster, out) -> None:
     base = mount_bench.save(result, out or str(pathlib.Path(mount_bench.__file__).parent / "results"))
     click.echo(mount_bench.format_result(result))
     click.echo(f"wrote {base}.json and {base}.md", err=True)
+@bench.command("namenode", context_settings=CONTEXT)
+@click.option("--threads", default="1,4,16", show_default=True, metavar="N[,N...]", help="Client thread counts.")
+@click.option("--ops", type=click.IntRange(1), default=1000, show_default=True,
+              help="Operations per run of an (operation, thread count).")
+@click.option("--reps", type=click.IntRange(1), default=3, show_default=True,
+              help="Runs per build of each (operation, thread count), the builds alternating run by run.")
+@click.option("--only", default=",".join(NAMENODE_OPS), show_default=True, metavar="OP[,OP...]", help="Operations to run.")
+@click.option("--baseline", metavar="COMMIT", help="Also run this commit of the repository, checked out beside it "
+              "(a git worktree), in the same run: every ratio is to it.")
+@click.option("--modes", default="inprocess,rpc", show_default=True, metavar="MODE[,MODE]",
+              help="inprocess (the namesystem, no RPC) and/or rpc (a server process, a client process).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), metavar="DIR",
+              help="Write NAME.json, NAME.txt (the table) and NAME.png here.")
+@click.option("--name", default="namenode", show_default=True, help="File name stem under --out.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of the table.")
+def bench_namenode(threads, ops, reps, only, baseline, modes, out, name, as_json) -> None:
+    """The NameNode's throughput, after HDFS's NNThroughputBenchmark (bench/namenode.py).
+
+    create0 (0-byte file), create1 (one block group), mkdirs, stat, list, rename, delete,
+    blockReport and heartbeat of simulated DataNodes, and a no-op RPC (GetPolicy /), each with N
+    closed-loop threads: in-process against the namesystem and over gRPC from a separate client
+    process. ops/s, p50 and p99 per operation.
+
+    \b
+    Examples:
+      hedgefs bench namenode --baseline 5461c2d --out bench/results --name 2026-12-01-namenode
+      hedgefs bench namenode --only create0,stat,noop --threads 16 --modes rpc
+    """
+    import sys
+
+    from hedgefs.bench.namenode_run import format_table, plot, run
+
+    try:
+        thread_counts = [int(t) for t in threads.split(",") if t]
+    except ValueError:
+        raise UsageError(f"--threads {threads!r}: expected numbers separated by commas") from None
+    if not thread_counts or min(thread_counts) < 1 or max(thread_counts) > 256:
+        raise UsageError(f"--threads {threads!r}: each count must be 1..256")
+    ops_list = [o for o in only.split(",") if o]
+    bad = [o for o in ops_list if o not in NAMENODE_OPS]
+    if bad or not ops_list:
+        raise UsageError(f"--only: unknown operation(s) {', '.join(bad) or '(none given)'}; "
+                         f"expected some of {', '.join(NAMENODE_OPS)}")
+    mode_list = [m for m in modes.split(",") if m]
+    if not mode_list or any(m not in ("inprocess", "rpc") for m in mode_list):
+        raise UsageError(f"--modes {modes!r}: expected inprocess and/or rpc")
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(threads=thread_counts, ops=ops, only=ops_list, baseline=baseline, modes=mode_list, reps=reps,
+                  command=command, say=(lambda s: click.echo(s, err=True)))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    table = format_table(doc)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / f"{name}.txt").write_text(table + "\n")
+        plot(doc, out / f"{name}.png")
+    click.echo(json.dumps(doc) if as_json else table)
+
+
+@bench.command("namenode-scale", context_settings=CONTEXT)
+@click.option("--files", type=click.IntRange(1000), default=1_000_000, show_default=True,
+              help="Files of one group (3 units) to generate.")
+@click.option("--baseline", metavar="COMMIT", help="Also measure this commit, on a copy of the same namespace.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json",
+              help="Write the JSON document here.")
+def bench_namenode_scale(files, baseline, out) -> None:
+    """One NameNode holding a large namespace (bench/namenode_scale.py): start-up, memory per
+    file, a full block report of FILES units and stat latency meanwhile, 1,000 DataNodes'
+    heartbeats, a monitor pass, fsck, ls -R and the status page.
+
+    \b
+    Examples:
+      hedgefs bench namenode-scale --files 1000000 --baseline 5461c2d --out bench/results/scale.json
+    """
+    import sys
+
+    from hedgefs.bench.namenode_scale import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(files=files, baseline=baseline, command=command, say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))

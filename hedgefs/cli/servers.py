@@ -59,7 +59,8 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
     """
     from hedgefs.namenode.server import serve
 
-    setup_logging(default_level=logging.INFO)
+    # INFO: what changed in the cluster; -v adds a line per namespace operation (DEBUG)
+    setup_logging(bool(click.get_current_context().find_root().params.get("verbose")), logging.INFO)
     check_policy(default_policy)
     credential = load_credential_or_exit(credentials) if credentials else None
     try:

@@ -1,0 +1,43 @@
+"""`hedgefs bench namenode` and `namenode-scale`: they run, report what they promise, and refuse
+bad arguments in one line. No speed is asserted (bench/results/ holds the figures)."""
+
+import json
+
+import pytest
+
+from conftest import assert_one_line_error, run_cli
+
+
+def test_bench_namenode_runs_both_modes_and_reports_each_operation():
+    result = run_cli("bench", "namenode", "--threads", "2", "--ops", "6", "--reps", "1",
+                     "--only", "create0,create1,stat,rename,heartbeat,noop", "--json", timeout=300)
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    rows = {(r["mode"], r["op"]): r for r in doc["rows"]}
+    assert set(rows) == {(m, op) for m in ("inprocess", "rpc")
+                         for op in ("create0", "create1", "stat", "rename", "heartbeat", "noop")}
+    for row in rows.values():
+        assert row["errors"] == [] and row["ops"] >= 6 and row["ops_per_s"] > 0 and row["p99_ms"] >= row["p50_ms"]
+        assert row["build"] == "current" and row["threads"] == 2
+    assert rows[("rpc", "noop")]["server_cpu_us_per_op"] > 0
+    assert rows[("rpc", "create1")]["calls_per_op"] == 4
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--threads", "0"], "--threads '0': each count must be 1..256"),
+    (["--threads", "a,b"], "expected numbers separated by commas"),
+    (["--only", "stat,open"], "unknown operation(s) open"),
+    (["--modes", "grpc"], "--modes 'grpc': expected inprocess and/or rpc"),
+    (["--baseline", "no-such-commit", "--only", "noop", "--modes", "inprocess"], "--baseline no-such-commit"),
+])
+def test_bench_namenode_bad_arguments_are_one_line_errors(args, fragment):
+    assert_one_line_error(run_cli("bench", "namenode", *args), fragment)
+
+
+def test_bench_namenode_scale_measures_a_generated_namespace():
+    result = run_cli("bench", "namenode-scale", "--files", "2000", timeout=300)
+    assert result.code == 0, result.stderr
+    got = json.loads(result.stdout.decode().splitlines()[-1])["builds"]["current"]
+    assert got["files"] == 2000 and got["ls_R_entries"] == 2000 + 2 + 1   # the files, d0 and d1, /scale
+    assert got["block_report_counts"].get("missing", 0) == 0 and got["stat_during_report"]["n"] >= 0
+    assert got["heartbeats_per_s"] > 0 and got["startup_s"] > 0 and got["rss_bytes_per_file"] > 0

@@ -1,0 +1,127 @@
+"""Group commit (namenode/db.py): many changes, one COMMIT; nobody answered or shown a change before it.
+
+The batches are made deterministic by holding the writers' lock in the test: changes applied
+meanwhile wait in one open transaction, and the committer can commit only once the test lets go.
+(kill -9 in the middle of a batch, on a real NameNode process: test_namenode_server.py.)
+"""
+
+import sqlite3
+import threading
+
+import pytest
+
+from hedgefs.namenode.db import Database, StoreFailed
+
+
+def _insert(db: Database, name: str) -> None:
+    with db.tx() as c:
+        c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, ?, 1, 0)", (name,))
+
+
+def _names(db: Database) -> set[str]:
+    with db.reading():
+        return {r[0] for r in db.query("SELECT name FROM inodes WHERE id != 1")}
+
+
+@pytest.fixture
+def batched(tmp_path):
+    db = Database(str(tmp_path / "nn.db"))
+    lock = threading.RLock()
+    db.start_group_commit(lock)
+    yield db, lock
+    db.close()
+
+
+def _waiter(db: Database, seq: int) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def wait():
+        try:
+            db.wait_durable(seq)
+            out.append("durable")
+        except StoreFailed as err:
+            out.append(err)
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_changes_applied_together_are_one_commit_and_invisible_until_it(batched):
+    db, lock = batched
+    first, commits = db.applied, db.commits
+    with lock:
+        for i in range(5):
+            _insert(db, f"d{i}")
+        assert db.applied == first + 5 and db.durable == first
+        waiter, out = _waiter(db, first + 5)
+        assert _names(db) == set()          # a reader sees none of the batch: not durable yet
+        assert out == []                    # and nobody has been answered
+    waiter.join(timeout=10)
+    assert out == ["durable"]
+    assert db.commits == commits + 1 and db.durable == first + 5
+    assert _names(db) == {f"d{i}" for i in range(5)}
+
+
+def test_a_failed_change_rolls_back_alone_and_its_batch_commits(batched):
+    db, lock = batched
+    with lock:
+        _insert(db, "before")
+        with pytest.raises(sqlite3.IntegrityError):
+            with db.tx() as c:
+                c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'half', 1, 0)")
+                c.execute("INSERT INTO inodes(id, parent, name, is_dir, mtime_ms) VALUES (1, NULL, 'x', 1, 0)")
+        _insert(db, "after")
+        waiter, out = _waiter(db, db.applied)
+    waiter.join(timeout=10)
+    assert out == ["durable"] and _names(db) == {"before", "after"}
+
+
+def test_a_failed_commit_fails_every_waiter_of_its_batch_and_refuses_later_changes(batched):
+    db, lock = batched
+    _insert(db, "kept")
+    db.wait_durable(db.applied)
+    with lock:
+        _insert(db, "lost")
+        with db.tx() as c:   # a deferred foreign key: only the COMMIT finds it, and fails the batch
+            c.execute("PRAGMA defer_foreign_keys = ON")
+            c.execute("INSERT INTO groups(file_id, seq) VALUES (12345, 0)")
+        waiter, out = _waiter(db, db.applied)
+    waiter.join(timeout=10)
+    assert len(out) == 1 and isinstance(out[0], StoreFailed)
+    assert "metadata store failed (commit failed: FOREIGN KEY constraint failed)" in str(out[0])
+    with pytest.raises(StoreFailed, match="changes are refused until the NameNode restarts"):
+        _insert(db, "later")
+    assert _names(db) == {"kept"}
+
+
+def test_every_answer_of_concurrent_namenode_writers_is_already_durable(tmp_path):
+    """16 threads of mkdir through the namesystem: each mkdir, when it returns, is committed (a
+    connection of the thread's own, outside the NameNode, sees it)."""
+    from hedgefs.namenode.namesystem import Namesystem
+
+    nn = Namesystem(str(tmp_path / "nn"))
+    missing: list[str] = []
+    local = threading.local()
+
+    def seen(name: str) -> bool:
+        if not hasattr(local, "c"):
+            local.c = sqlite3.connect(str(tmp_path / "nn" / "namenode.db"))
+        return local.c.execute("SELECT 1 FROM inodes WHERE name = ?", (name,)).fetchone() is not None
+
+    def work(t: int) -> None:
+        for i in range(40):
+            nn.mkdir(f"/t{t}/d{t}-{i}", parents=True)
+            if not seen(f"d{t}-{i}"):
+                missing.append(f"/t{t}/d{t}-{i}")
+        local.c.close()
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert missing == []
+    assert len(nn.list("/", recursive=True)) == 16 * 41
+    assert nn.db.durable == nn.db.applied
+    nn.close()
