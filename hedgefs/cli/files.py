@@ -64,27 +64,39 @@ def put(local: str, remote: str, force: bool, policy: str | None, namenode: str 
 @click.command(context_settings=CONTEXT)
 @click.argument("remote")
 @click.argument("local")
+@click.option("-f", "--force", is_flag=True, help="Overwrite LOCAL if it is an existing file.")
 @hedge_options
 @namenode_option
-def get(remote: str, local: str, namenode: str | None, stats: bool, **hedge) -> None:
-    """Copy REMOTE to LOCAL (a file, or - for stdout).
+def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool, **hedge) -> None:
+    """Copy REMOTE to LOCAL (a file, a directory to put it in, or - for stdout).
 
-    LOCAL appears only when complete: the data goes to a temporary file beside it first.
+    A regular LOCAL appears only when complete: the data goes to a temporary file beside it
+    first. An existing file is replaced only with -f. A device, FIFO or anything under /dev is
+    written into, never replaced; a symlink is followed to its target.
 
     \b
     Examples:
       hedgefs get /data/report.csv report.csv
+      hedgefs get /data/report.csv ~/downloads/        # -> ~/downloads/report.csv
+      hedgefs get /data/big.bin /dev/null              # read it all, keep nothing
       hedgefs get --stats --hedge-threshold-ms 100 /data/big.bin -
     """
+    from hedgefs.cli import local as local_files
+
     config = hedge_config(hedge)
+    target = real = None
+    if local != "-":
+        target = local_files.target_for(local, remote.rstrip("/").rsplit("/", 1)[-1])
+        real = local_files.check_target(target, force)
     with open_fs(namenode, config) as fs:
         try:
             with fs.open(remote) as f:
                 f.check_available()
+                progress = Progress(f"get {remote}", f.length)
                 if local == "-":
-                    _copy_out(f, _stdout_pipe_like_cat(), Progress(f"get {remote}", f.length))
+                    _copy_out(f, _stdout_pipe_like_cat(), progress)
                 else:
-                    _write_local_atomically(f, local, Progress(f"get {remote}", f.length))
+                    local_files.write(target, real, lambda out: _copy_out(f, out, progress))
         finally:
             if stats:
                 print_stats(fs)
@@ -132,25 +144,6 @@ def _copy_out(f, out, progress: Progress | None) -> None:
     finally:
         if progress:
             progress.finish()
-
-
-def _write_local_atomically(f, local: str, progress: Progress) -> None:
-    directory = os.path.dirname(os.path.abspath(local))
-    if os.path.isdir(local):
-        raise IsADirectory(f"is a directory: {local}")
-    if not os.path.isdir(directory):
-        raise NotFound(f"no such local directory: {directory}")
-    tmp = os.path.join(directory, f".{os.path.basename(local)}.hedgefs-{os.getpid()}.part")
-    try:
-        with open(tmp, "wb") as out:
-            _copy_out(f, out, progress)
-        os.replace(tmp, local)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 @click.command(name="ls", context_settings=CONTEXT)
