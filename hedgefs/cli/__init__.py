@@ -35,6 +35,8 @@ COMMANDS = {
     "stat": "files:stat",
     "chmod": "files:chmod",
     "chown": "files:chown",
+    "du": "space:du",
+    "df": "space:df",
     "checksum": "distcp:checksum",
     "distcp": "distcp:distcp",
     "ec": "policies:ec",
@@ -66,8 +68,10 @@ class RootGroup(Group):
 
 @click.group(cls=RootGroup, context_settings=CONTEXT)
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr (which DataNode was slow, hedges, rebuilds).")
+@click.option("--namenode", "global_namenode", metavar="HOST:PORT",
+              help="NameNode address for the verb (as $HEDGEFS_NAMENODE; a verb's own --namenode wins).")
 @click.version_option(package_name="hedgefs")
-def cli(verbose: bool) -> None:
+def cli(verbose: bool, global_namenode: str | None) -> None:
     """hedgefs: a small distributed filesystem with hedged reads of erasure-coded data.
 
     \b
@@ -80,6 +84,8 @@ def cli(verbose: bool) -> None:
       hedgefs demo                       # the whole story in one command
     """
     setup_logging(verbose, logging.INFO if verbose else logging.WARNING)
+    if global_namenode:
+        os.environ["HEDGEFS_NAMENODE"] = global_namenode
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -112,6 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("hedgefs: interrupted", err=True)
         sys.exit(130)
+    except UnicodeEncodeError as err:   # a name from argv or a local disk that is not UTF-8, wherever it went
+        click.echo(f"hedgefs: invalid path: not valid UTF-8 ({err.object[err.start:err.end]!a})", err=True)
+        sys.exit(2)
     except OSError as err:  # local disk trouble: full, read-only, permissions
         click.echo(f"hedgefs: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""), err=True)
         sys.exit(1)

@@ -81,13 +81,13 @@ def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool,
       hedgefs get /data/big.bin /dev/null              # read it all, keep nothing
       hedgefs get --stats --hedge-threshold-ms 100 /data/big.bin -
     """
-    from hedgefs.cli import local as local_files
+    from hedgefs.cli.local import check_target, target_for, write
 
     config = hedge_config(hedge)
     target = real = None
     if local != "-":
-        target = local_files.target_for(local, remote.rstrip("/").rsplit("/", 1)[-1])
-        real = local_files.check_target(target, force)
+        target = target_for(local, remote.rstrip("/").rsplit("/", 1)[-1])
+        real = check_target(target, force)
     with open_fs(namenode, config) as fs:
         try:
             with fs.open(remote) as f:
@@ -96,7 +96,7 @@ def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool,
                 if local == "-":
                     _copy_out(f, _stdout_pipe_like_cat(), progress)
                 else:
-                    local_files.write(target, real, lambda out: _copy_out(f, out, progress))
+                    write(target, real, lambda out: _copy_out(f, out, progress))
         finally:
             if stats:
                 print_stats(fs)
