@@ -33,6 +33,7 @@ class DataNodeState:
     allocated_bytes: int = 0
     was_live: bool = True
     foreign_units: int = 0   # of generations this namespace never issued, as its last block report said
+    storage_id: str = ""     # its data dir's identity, as it registered ("" = not said)
     stats: DataNodeStats = DataNodeStats()
     # unix minute -> the DataNode's read p99 (ms) in that minute, the last HEAT_MINUTES of them
     p99_by_minute: dict[int, float] = field(default_factory=dict)

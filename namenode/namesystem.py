@@ -55,7 +55,7 @@ from hedgefs.ec.policy import DEFAULT_POLICY, Policy
 from hedgefs.namenode import paths, placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
-from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
 from hedgefs.namenode.health import Health
 from hedgefs.namenode.liveness import HEAT_MINUTES, LOW_SPACE_PCT, Liveness
 from hedgefs.namenode.model import (
@@ -378,18 +378,21 @@ class Namesystem:
                             self.liveness.data_address(datanode_id), token)
 
     @_locked
-    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "") -> str:
+    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "",
+                 storage_id: str = "") -> str:
         """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
-        another cluster is refused."""
+        another cluster is refused, and so is a second DataNode under the id of a live one with
+        another data dir (``storage_id``): its empty block report would hide the real one's units."""
         if not datanode_id or not address:
             raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
         if cluster_id and cluster_id != self.cluster_id:
             log.warning("refused DataNode %s of cluster %s (this is cluster %s)", datanode_id, cluster_id, self.cluster_id)
             raise PermissionDenied(f"DataNode {datanode_id} belongs to cluster {cluster_id}; this NameNode's "
                                    f"cluster is {self.cluster_id}")
+        self._check_one_storage(datanode_id, address, storage_id)
         with self.db.tx():
             self.blocks.save_datanode(datanode_id, address, data_address)
-        self.liveness.seen(datanode_id, address, data_address)
+        self.liveness.seen(datanode_id, address, data_address).storage_id = storage_id
         self._registered.add(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
@@ -397,6 +400,20 @@ class Namesystem:
         self._scan_needed = True
         log.info("datanode %s registered at %s", datanode_id, address)
         return self.cluster_id
+
+    def _check_one_storage(self, datanode_id: str, address: str, storage_id: str) -> None:
+        """One DataNode per id: refuse a registration whose storage differs from the live one's."""
+        known = self.liveness.get(datanode_id)
+        if known is None or not storage_id or not known.storage_id or known.storage_id == storage_id:
+            return
+        if datanode_id in self._registered and self.liveness.is_live(datanode_id):
+            log.warning("refused a second DataNode %s at %s (storage %s): %s is live at %s with storage %s",
+                        datanode_id, address, storage_id, datanode_id, known.address, known.storage_id)
+            raise AlreadyExists(f"DataNode id {datanode_id} is taken: a live DataNode at {known.address} has it, "
+                                f"with another data dir (storage {known.storage_id}, this one's is {storage_id}); "
+                                f"give each DataNode its own --id")
+        log.warning("datanode %s registers with another data dir (storage %s, was %s): the old one's units are "
+                    "gone with it", datanode_id, storage_id, known.storage_id)
 
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,

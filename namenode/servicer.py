@@ -265,7 +265,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
-        cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id)
+        cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
+                                      request.storage_id)
         return pb.RegisterResponse(cluster_id=cluster_id)
 
     @_rpc
