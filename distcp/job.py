@@ -44,6 +44,7 @@ from hedgefs.ec.crc import combine_all
 from hedgefs.ec.policy import parse_policy
 
 log = logging.getLogger("hedgefs.distcp")
+_RUN = os.urandom(4).hex()   # this process's run of a job: part names of its own
 
 LOCAL_BLOCK = 128 * 1024 * 1024   # a segment's "block" when the destination is a local disk
 _MAX_ATTEMPTS = 3                  # copies of one segment: the first, a hedge, a retry after failure
@@ -386,7 +387,9 @@ class DistCp:
         return self.options.blocks_per_chunk * layout.group_data_size(policy, job.block_size)
 
     def _part_name(self, job: FileJob, seq: int, n: int) -> str:
-        return join(join(self.staging, job.tkey), f"{job.skey}-part-{seq:06d}-{n}")
+        # The run's own suffix: a killed run's part still being written (its lease not yet
+        # expired) holds its name, and a path being written is refused to any other writer.
+        return join(join(self.staging, job.tkey), f"{job.skey}-part-{seq:06d}-{n}-{_RUN}")
 
     def _resume(self, job: FileJob, marker: str) -> None:
         """Segments a killed run of this job finished are not copied again."""
