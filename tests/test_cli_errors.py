@@ -27,7 +27,7 @@ def test_missing_remote_file(nn, tmp_path):
     assert_one_line_error(run_cli("cat", "/err/nope", namenode=nn), "/err/nope")
 
 
-@pytest.mark.parametrize("bad", ["/err/../etc", "relative/path", "/err//x", "/err/./x"])
+@pytest.mark.parametrize("bad", ["/err/../etc", "relative/path", "/err/./x"])
 def test_bad_remote_paths(nn, bad):
     result = run_cli("put", "-", bad, namenode=nn, input=b"x")
     assert_one_line_error(result, "invalid path")

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import cli_env, client, run_cli, start_cluster
+from conftest import assert_one_line_error, cli_env, client, run_cli, start_cluster
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.namenode.errors import AlreadyExists
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -36,7 +36,8 @@ def test_namesystem_refuses_another_storage_under_a_live_id(nn, clock):
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    cluster = start_cluster(tmp_path_factory.mktemp("identity"), policy="REPLICATE-1", datanodes=3)
+    # Three DataNodes and a default policy needing nine, as `cluster up --datanodes 3` makes.
+    cluster = start_cluster(tmp_path_factory.mktemp("identity"), policy="RS-6-3-64k", datanodes=3)
     yield cluster
     cluster.down()
 
@@ -46,7 +47,7 @@ def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, t
     data = b"hello, dn1\n"
     with client(nn) as fs:
         for i in range(6):
-            fs.write_bytes(f"/id{i}", data, overwrite=True)
+            fs.write_bytes(f"/id{i}", data, overwrite=True, policy="REPLICATE-1")
         on_dn1 = [f"/id{i}" for i in range(6)
                   if any(u.datanode_id == "dn1" for g in fs.stat(f"/id{i}").groups for u in g.units.values())]
         report = fs.rpc("Report", pb.Empty())
@@ -68,3 +69,14 @@ def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, t
             assert fs.read_bytes(path) == data
     log = (small.root / "logs" / "namenode.log").read_text()
     assert "refused a second DataNode dn1" in log and "dn1 now at" not in log
+
+
+def test_distcp_policy_covers_its_own_staging_files(small, tmp_path):
+    local = tmp_path / "hello.txt"
+    local.write_bytes(b"hello\n")
+    hint = run_cli("distcp", "--policy", "REPLICATE-1", str(local), "/h.txt", namenode=small.namenode)
+    assert_one_line_error(hint, "no such file or directory", f"use file://{local}")
+    result = run_cli("distcp", "--policy", "REPLICATE-1", f"file://{local}", "/h.txt", namenode=small.namenode)
+    assert result.code == 0, result.stderr
+    assert run_cli("cat", "/h.txt", namenode=small.namenode).stdout == b"hello\n"
+    assert b".distcp-" not in run_cli("ls", "-R", "/", namenode=small.namenode).stdout

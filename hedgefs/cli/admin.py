@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs
+from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs, remote_path
+from hedgefs.cli.humanize import visible
 from hedgefs.client.metrics import natural_key
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -20,8 +21,15 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
 
     A group is degraded with fewer than k + m live units, missing with fewer than k; a replicated
     block is degraded (under-replicated) with fewer than n live replicas, missing with none.
-    Exit 1 if any file is unreadable.
+    Exit 1 if any file is unreadable. Names are shown with control characters escaped;
+    --json gives them exactly.
+
+    \b
+    Examples:
+      hedgefs fsck /
+      hedgefs fsck --json /data | jq '.problems[] | .path'
     """
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         r = fs.rpc("Fsck", pb.PathRequest(path=path))
     if as_json:
@@ -37,10 +45,10 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
         for p in r.problems:
             corrupt = f", {p.corrupt_units} corrupt" if p.corrupt_units else ""
             if p.policy.startswith("REPLICATE-"):
-                click.echo(f"{p.status:<9} {p.path} block {p.group_id}: {p.live_units} of {p.total_units} "
+                click.echo(f"{p.status:<9} {visible(p.path)} block {p.group_id}: {p.live_units} of {p.total_units} "
                            f"replicas live{corrupt} (under-replicated; {p.needed_units} needed to read)")
             else:
-                click.echo(f"{p.status:<9} {p.path} group {p.group_id}: {p.live_units} of {p.total_units} "
+                click.echo(f"{p.status:<9} {visible(p.path)} group {p.group_id}: {p.live_units} of {p.total_units} "
                            f"units live{corrupt} ({p.needed_units} needed)")
         click.echo(f"files {r.files}, groups {r.groups}: healthy {r.healthy}, degraded {r.degraded}, missing {r.missing}")
         click.echo(f"status: {r.status}")

@@ -2,7 +2,7 @@
 
 import click
 
-from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs
+from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs, remote_path
 from hedgefs.cli.progress import Progress
 from hedgefs.client.errors import HedgefsError, UsageError
 
@@ -29,6 +29,7 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
       hedgefs ec set-policy /hbase REPLICATE-3
     """
     check_policy(name)
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         fs.set_policy(path, name)
 
@@ -37,9 +38,15 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
 @click.argument("path")
 @namenode_option
 def ec_get_policy(path: str, namenode: str | None) -> None:
-    """Show the policy PATH uses and where it is inherited from."""
+    """Show the policy PATH uses and where it is inherited from.
+
+    \b
+    Examples:
+      hedgefs ec get-policy /data/big.bin
+      hedgefs ec get-policy /hbase
+    """
     with open_fs(namenode) as fs:
-        response = fs.get_policy(path)
+        response = fs.get_policy(remote_path(path))
     source = response.source_path or "cluster default"
     click.echo(f"{response.policy}\t(from {source})")
 
@@ -56,7 +63,7 @@ def ec_list_policies() -> None:
             what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
         else:
             what = f"{p.k} data + {p.m} parity units, {p.cell_size // 1024} KiB cells"
-        click.echo(f"{name:<14} {what}, tolerates {p.m} lost DataNodes, {p.overhead:.2f} bytes on disk "
+        click.echo(f"{name:<14} {what}, tolerates {p.m} lost {'DataNode' if p.m == 1 else 'DataNodes'}, {p.overhead:.2f} bytes on disk "
                    f"per byte{mark}")
 
 
@@ -83,6 +90,7 @@ def ec_convert(path: str, name: str, recursive: bool, namenode: str | None) -> N
 
     check_policy(name)
     target = parse_policy(name).name
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         st = fs.stat(path)
         if not st.is_dir:
