@@ -115,3 +115,18 @@ def test_cluster_up_on_a_running_cluster_leaves_it_running(cluster):
     result = run_cli("cluster", "up", "--dir", str(cluster.root), "--namenode-port", "0")
     assert_one_line_error(result, "already running")
     assert all(cluster.is_running(name) for name in ["namenode", *cluster.datanode_ids])
+
+
+def test_each_error_class_has_its_documented_exit_code(nn):
+    """README's table: 2 for a path wrong for what it names, as for a bad or missing one."""
+    for args, fragment in ((("cat", "/err/dir"), "is a directory"),
+                           (("mkdir", "/err/file/sub"), "not a directory"),
+                           (("rm", "/err"), "directory not empty"),
+                           (("ec", "set-policy", "/err/file", "REPLICATE-3"), "not a directory"),
+                           (("stat", "/err/nope"), "no such file"),
+                           (("put", "-", "/err/file"), "file exists")):
+        result = run_cli(*args, namenode=nn, input=b"x")
+        assert_one_line_error(result, fragment)
+        assert result.code == 2, (args, result)
+    result = run_cli("ls", "/", namenode="127.0.0.1:1")
+    assert result.code == 3, result
