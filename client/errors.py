@@ -75,6 +75,9 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
         return NotAllowed(tls_refusal)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
+    if code == grpc.StatusCode.UNIMPLEMENTED:   # "Method not found!": some other server on that port
+        return UsageError(f"{address} does not answer as a NameNode (a DataNode's port?): check HEDGEFS_NAMENODE "
+                          f"or --namenode")
     details = err.details() or code.name.lower()
     if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith(_WRONG_KIND):
         return (IsADirectory if details.startswith("is a directory:") else UsageError)(details)

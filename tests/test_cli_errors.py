@@ -130,3 +130,24 @@ def test_each_error_class_has_its_documented_exit_code(nn):
         assert result.code == 2, (args, result)
     result = run_cli("ls", "/", namenode="127.0.0.1:1")
     assert result.code == 3, result
+
+
+def test_misleading_and_raw_messages_are_one_clear_line(nn, cluster, tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    ca.chmod(0o644)
+    result = run_cli("ls", "/", namenode=nn, env={"HEDGEFS_CREDENTIALS": str(ca)})
+    assert_one_line_error(result, "no private key", "CA certificate")
+    assert "others may read it" not in result.stderr
+    datanode_port = cluster.state["datanodes"]["dn1"]["port"]
+    result = run_cli("ls", "/", namenode=f"127.0.0.1:{datanode_port}")
+    assert_one_line_error(result, "does not answer as a NameNode")
+    assert "Method not found" not in result.stderr
+    result = run_cli("ls", "/", namenode="garbage")
+    assert_one_line_error(result, "bad NameNode address 'garbage'")
+    assert result.code == 2
+    result = run_cli("put", "-", "/err/" + "d" * 100_000, namenode=nn, input=b"x")
+    assert_one_line_error(result, "longer than")
+    assert result.code == 2 and "Stream removed" not in result.stderr
+    bare = run_cli()
+    assert bare.code == 2 and bare.stdout.startswith(b"Usage: hedgefs") and bare.stderr == ""

@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("hedgefs: aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as err:   # `hedgefs` alone: the help, not an error line
+        click.echo(err.ctx.get_help() if err.ctx else "try 'hedgefs --help'")
+        sys.exit(2)
     except click.UsageError as err:
         hint = f" (try '{err.ctx.command_path} --help')" if err.ctx else ""
         click.echo(f"hedgefs: {err.format_message()}{hint}", err=True)

@@ -128,9 +128,9 @@ def chosen_namenode(namenode: str | None) -> str:
     """The NameNode of this command: a hedgefs://HOST:PORT path's, else --namenode (the verb's;
     `hedgefs --namenode X` sets $HEDGEFS_NAMENODE for the verb), else $HEDGEFS_NAMENODE, else
     127.0.0.1:8020."""
-    from hedgefs.cli.paths import url_namenode   # read now: set by remote_path() for this command
+    from hedgefs.cli.paths import check_address, url_namenode   # read now: set by remote_path()
 
-    return namenode_address(url_namenode or namenode)
+    return check_address(namenode_address(url_namenode or namenode))
 
 
 def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:

@@ -21,8 +21,14 @@ from hedgefs.security.identity import DATANODE, server_name
 
 
 def _registered(namenode: str | None) -> pb.ReportResponse:
+    """The DataNodes the NameNode knows (an admin's call: fault knobs are an admin's too)."""
     with open_fs(namenode) as fs:
-        return fs.rpc("Report", pb.Empty())
+        try:
+            return fs.rpc("Report", pb.Empty())
+        except NotAllowed as err:
+            if "needs an admin credential" in str(err):
+                raise NotAllowed(str(err).replace("Report needs", "fault commands need", 1)) from None
+            raise
 
 
 def _fault_rpc(report: pb.ReportResponse, datanode_id: str, method: str, request) -> pb.FaultState:

@@ -33,6 +33,18 @@ def check_utf8(text: str, what: str = "path") -> str:
     return text
 
 
+MAX_PATH_BYTES = 8000   # as HDFS's max path length; a longer one would not fit an error's gRPC header
+MAX_COMPONENT = 255
+
+
+def check_address(address: str) -> str:
+    """HOST:PORT, or UsageError naming what was given (and where it came from)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"bad NameNode address {address!r}: expected HOST:PORT (from --namenode or HEDGEFS_NAMENODE)")
+    return address
+
+
 def split_url(text: str) -> tuple[str | None, str]:
     """(NameNode address or None, path) of ``hedgefs://HOST[:PORT]/path`` or a bare path."""
     if not text.startswith(SCHEME):
@@ -64,4 +76,10 @@ def remote_path(text: str) -> str:
         if url_namenode is not None and url_namenode != namenode:
             raise UsageError(f"two clusters in one command ({url_namenode} and {namenode}): use distcp to copy between them")
         url_namenode = namenode
-    return normalise(path)
+    path = normalise(path)
+    if len(path.encode()) > MAX_PATH_BYTES:
+        raise UsageError(f"invalid path {path[:40]!r}...: longer than {MAX_PATH_BYTES} bytes")
+    for part in path.split("/"):
+        if len(part.encode()) > MAX_COMPONENT:
+            raise UsageError(f"invalid path {path[:40]!r}...: a component is longer than {MAX_COMPONENT} bytes")
+    return path
