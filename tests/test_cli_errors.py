@@ -151,3 +151,24 @@ def test_misleading_and_raw_messages_are_one_clear_line(nn, cluster, tmp_path):
     assert result.code == 2 and "Stream removed" not in result.stderr
     bare = run_cli()
     assert bare.code == 2 and bare.stdout.startswith(b"Usage: hedgefs") and bare.stderr == ""
+
+
+def test_cluster_up_with_three_datanodes_fits_its_policy_and_prints_its_dir(tmp_path):
+    root = tmp_path / "c3"
+    up = run_cli("cluster", "up", "--dir", str(root), "--datanodes", "3", "--namenode-port", "0", "--http-port", "0",
+                 "--no-fsync", timeout=120)
+    try:
+        assert up.code == 0, up.stderr
+        assert "default policy REPLICATE-3 (RS-6-3-1024k needs 9 DataNodes" in up.stderr
+        assert f"export HEDGEFS_CLUSTER_DIR={root.resolve()}" in up.stdout.decode()
+        namenode = up.stdout.decode().split("export HEDGEFS_NAMENODE=")[1].split()[0]
+        assert run_cli("put", "-", "/plain", namenode=namenode, input=b"fits").code == 0
+        frozen = run_cli("cluster", "freeze", "dn1", "--dir", str(root), env={"HEDGEFS_NAMENODE": "127.0.0.1:1"})
+        assert frozen.code == 0 and "another cluster" in frozen.stderr
+        assert run_cli("cluster", "thaw", "dn1", "--dir", str(root)).code == 0
+        missing = run_cli("cluster", "status", "--dir", str(tmp_path / "none"))
+        assert_one_line_error(missing, "HEDGEFS_CLUSTER_DIR")
+        wide = run_cli("cluster", "up", "--dir", str(tmp_path / "c4"), "--datanodes", "3", "--policy", "RS-6-3-1024k")
+        assert_one_line_error(wide, "needs 9 DataNodes")
+    finally:
+        run_cli("cluster", "down", "--dir", str(root))

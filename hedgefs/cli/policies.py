@@ -53,7 +53,12 @@ def ec_get_policy(path: str, namenode: str | None) -> None:
 
 @ec.command("list-policies", context_settings=CONTEXT)
 def ec_list_policies() -> None:
-    """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted)."""
+    """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted).
+
+    \b
+    Examples:
+      hedgefs ec list-policies
+    """
     from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, parse_policy
 
     for name in BUILTIN_POLICIES:
