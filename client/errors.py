@@ -1,8 +1,9 @@
 """The errors a user can see, each with a one-line message and an exit code scripts can rely on.
 
-Exit codes: 1 = operation failed (I/O, unreadable data, refused by the cluster),
-2 = usage / bad input (bad path, unknown policy, file exists), 3 = NameNode unreachable,
-4 = not allowed (no or the wrong credential, an admin's call, file permissions, TLS refused).
+Exit codes: 1 = operation failed (I/O, unreadable data, too few DataNodes, refused by the cluster),
+2 = usage / bad input (bad path, not valid UTF-8, no such file, file exists, is / is not a
+directory, directory not empty, unknown policy), 3 = NameNode unreachable, 4 = not allowed (no
+or the wrong credential, an admin's call, file permissions, TLS refused).
 """
 
 import grpc
@@ -65,6 +66,12 @@ _BY_CODE = {
 }
 
 
+# Refusals of a path for what it names (FAILED_PRECONDITION, as gRPC files rmdir of a non-empty
+# directory): the path the user gave is wrong for the verb, so they are bad input (exit 2), as
+# "no such file" and "file exists" are. The NameNode's messages start so (namenode/namespace.py).
+_WRONG_KIND = ("is a directory:", "not a directory:", "directory not empty:")
+
+
 def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | None = None) -> HedgefsError:
     """Turn a NameNode RPC failure into the error the user should read. ``tls_refusal``: why TLS
     refused the connection, when it did (``security.tls.diagnose``)."""
@@ -73,5 +80,11 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
         return NotAllowed(tls_refusal)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
+    if code == grpc.StatusCode.UNIMPLEMENTED:   # "Method not found!": some other server on that port
+        return UsageError(f"{address} does not answer as a NameNode (a DataNode's port?): check HEDGEFS_NAMENODE "
+                          f"or --namenode")
+    details = err.details() or code.name.lower()
+    if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith(_WRONG_KIND):
+        return (IsADirectory if details.startswith("is a directory:") else UsageError)(details)
     cls = _BY_CODE.get(code, HedgefsError)
-    return cls(err.details() or code.name.lower())
+    return cls(details)

@@ -400,7 +400,7 @@ class DataServer:
         except (ValueError, storage.StorageError) as e:
             return self._refuse(conn, dt.INVALID_ARGUMENT, str(e))
         except OSError as e:
-            return self._refuse(conn, _os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
+            return self._refuse(conn, *self._store_error(e, group_id, index))
         error: tuple[int, str] | None = None
         try:
             conn.sendall(dt.pack_response(dt.OK))
@@ -425,7 +425,7 @@ class DataServer:
                         except storage.StorageError as e:
                             error = (dt.INVALID_ARGUMENT, str(e))
                         except OSError as e:
-                            error = (_os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
+                            error = self._store_error(e, group_id, index)
             if error is None:
                 try:
                     stored = writer.commit(value or length or 0)
@@ -434,7 +434,7 @@ class DataServer:
                 except storage.StorageError as e:
                     error = (dt.INVALID_ARGUMENT, str(e))
                 except OSError as e:
-                    error = (_os_status(e), f"cannot store unit {group_id}/{index}: {e.strerror or e}")
+                    error = self._store_error(e, group_id, index)
             if error is not None:
                 return self._refuse(conn, *error)
             self.on_stored(group_id, index, generation, stored)
@@ -448,6 +448,16 @@ class DataServer:
             return False
         finally:
             writer.abort()   # no-op after a commit
+
+
+    def _store_error(self, e: OSError, group_id: int, index: int) -> tuple[int, str]:
+        """The refusal for a unit the disk would not take; a full disk is the operator's to know."""
+        message = f"cannot store unit {group_id}/{index}: {e.strerror or e}"
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.warning("%s: %s: its file system is full; the writer goes on without it", self.datanode_id, message)
+        else:
+            log.error("%s: %s", self.datanode_id, message)
+        return _os_status(e), message
 
 
 def _send_tls(conn: ssl.SSLSocket, fd: int, offset: int, nbytes: int) -> None:

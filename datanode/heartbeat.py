@@ -114,7 +114,8 @@ class NameNodeLink:
             joined = self.store.cluster_id
             reply = self._stub.RegisterDataNode(
                 pb.RegisterRequest(datanode_id=self.datanode_id, address=self.address,
-                                   data_address=self.data_address, cluster_id=joined),
+                                   data_address=self.data_address, cluster_id=joined,
+                                   storage_id=getattr(self.store, "storage_id", "")),
                 timeout=self.rpc_timeout_s)
             if joined and reply.cluster_id != joined:
                 raise Refused(f"namenode {self.namenode} is of cluster {reply.cluster_id}; this DataNode's data "
@@ -174,7 +175,8 @@ class NameNodeLink:
     def _refusal(self, e: grpc.RpcError) -> str | None:
         """Why the NameNode refuses this DataNode for good, if it does."""
         code = e.code() if hasattr(e, "code") else None
-        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED) or \
+                (code == grpc.StatusCode.ALREADY_EXISTS and not self._registered):   # its id is another's
             return f"namenode {self.namenode} refused {self.datanode_id}: {e.details()}"
         if code == grpc.StatusCode.UNAVAILABLE and self.credential is not None and not self._registered:
             why = tls.diagnose(self.namenode, self.credential, NAMENODE_NAME, "namenode")

@@ -196,7 +196,11 @@ class _MeasuredWriter:
         self._streams.inc()
 
     def write(self, data) -> None:
-        self._writer.write(data)
+        try:
+            self._writer.write(data)
+        except BaseException:
+            self._end("error")   # a full disk is an error, not a client's cancel
+            raise
         self._bytes += len(data)
 
     def commit(self, expected_length: int | None = None) -> int:

@@ -182,8 +182,9 @@ class DataNode:
 
     def _stats(self) -> pb.DataNodeStats:
         reads, p50, p99 = self.metrics.windows.recent()
+        disk = shutil.disk_usage(self.store.root)
         return pb.DataNodeStats(
-            capacity_bytes=shutil.disk_usage(self.store.root).total,
+            capacity_bytes=disk.total, remaining_bytes=disk.free, filesystem=f"{os.stat(self.store.root).st_dev:x}",
             http_port=self.http_port or 0,
             recent_reads=pb.ReadLatency(reads=reads, p50_ms=p50 * 1000, p99_ms=p99 * 1000),
             read_minutes=[pb.ReadLatency(minute=m, reads=n, p50_ms=a * 1000, p99_ms=b * 1000)

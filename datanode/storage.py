@@ -9,7 +9,7 @@ predecessor, and both may sit here side by side)::
     <data_dir>/blocks/<group_id % 256:02x>/<group_id>_<index>_<generation>_<version>.crc   header + CRC32C per 64 KiB
     <data_dir>/tmp/                                                       writes in progress
     <data_dir>/datanode.lock                                              one DataNode per directory
-    <data_dir>/VERSION                                                    the cluster id it joined
+    <data_dir>/VERSION                                                    the cluster id it joined, its storage id
 
 Units of generation 0 (from before generations) keep the older names, ``<group_id>_<index>_<version>``
 and ``<group_id>_<index>`` (version 0). ``version`` counts the versions of a unit on this disk
@@ -56,6 +56,7 @@ import os
 import signal
 import struct
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,6 +191,8 @@ class BlockStore:
         self._units: dict[Unit, tuple[int, int]] = {}   # (g, i, generation) -> (version, length)
         self._clean_tmp()
         self._recover()
+        if not self._version().get("storage_id"):
+            self._write_version({**self._version(), "storage_id": f"DS-{uuid.uuid4()}"})
 
     def close(self) -> None:
         """Release the data dir (a second store on it may open after this)."""
@@ -308,27 +311,37 @@ class BlockStore:
 
     # ---------------------------------------------------------------- the cluster this dir belongs to
 
-    @property
-    def cluster_id(self) -> str:
-        """The cluster this data dir joined ("" before its first registration)."""
+    def _version(self) -> dict[str, str]:
         try:
-            for line in (self.root / VERSION_FILE).read_text().splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "cluster_id":
-                    return value.strip()
+            lines = (self.root / VERSION_FILE).read_text().splitlines()
         except FileNotFoundError:
-            pass
-        return ""
+            return {}
+        pairs = (line.partition("=") for line in lines)
+        return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
-    def record_cluster_id(self, cluster_id: str) -> None:
-        """Remember the cluster joined (atomically, durably): any other one is refused from now on."""
+    def _write_version(self, fields: dict[str, str]) -> None:
         tmp = self.root / (VERSION_FILE + ".tmp")
         with open(tmp, "w") as f:
-            f.write(f"cluster_id={cluster_id}\n")
+            f.write("".join(f"{k}={v}\n" for k, v in fields.items() if v))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.root / VERSION_FILE)
         _fsync_dir(self.root)
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster this data dir joined ("" before its first registration)."""
+        return self._version().get("cluster_id", "")
+
+    @property
+    def storage_id(self) -> str:
+        """This data dir's identity, made at its first start (as HDFS's storage ID): the NameNode
+        refuses a second DataNode under the same id with another storage."""
+        return self._version().get("storage_id", "")
+
+    def record_cluster_id(self, cluster_id: str) -> None:
+        """Remember the cluster joined (atomically, durably): any other one is refused from now on."""
+        self._write_version({**self._version(), "cluster_id": cluster_id})
 
     # ---------------------------------------------------------------- write
 

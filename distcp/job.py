@@ -44,6 +44,7 @@ from hedgefs.ec.crc import combine_all
 from hedgefs.ec.policy import parse_policy
 
 log = logging.getLogger("hedgefs.distcp")
+_RUN = os.urandom(4).hex()   # this process's run of a job: part names of its own
 
 LOCAL_BLOCK = 128 * 1024 * 1024   # a segment's "block" when the destination is a local disk
 _MAX_ATTEMPTS = 3                  # copies of one segment: the first, a hedge, a retry after failure
@@ -165,6 +166,8 @@ class DistCp:
             self._hedge_pool.shutdown(wait=True, cancel_futures=True)
             self._commit_pool.shutdown(wait=True)
         if self._fatal is not None:
+            if isinstance(self._fatal, UsageError):
+                self._remove_staging()   # refused for bad input: the same command can never resume it
             raise self._fatal
         if not self.failures:
             self._remove_staging()
@@ -205,7 +208,8 @@ class DistCp:
         for src in self.sources:
             entry = self._src(src).stat(src.path)
             if entry is None:
-                raise NotFound(f"no such file or directory: {src}")
+                hint = f" (a local file? use file://{src.path})" if not src.is_local and os.path.exists(src.path) else ""
+                raise NotFound(f"no such file or directory: {src}{hint}")
             entries.append(entry)
         manifest = self._read_manifest()
         if manifest is not None:
@@ -259,7 +263,7 @@ class DistCp:
         data = json.dumps(doc).encode()
         path = join(self.staging, "job.json")
         if self.dst_fs is not None:
-            self.dst_fs.write_bytes(path, data, overwrite=True)
+            self.dst_fs.write_bytes(path, data, overwrite=True, policy=self.options.policy)
         else:
             tmp = path + ".tmp"
             with open(tmp, "wb") as f:
@@ -313,6 +317,8 @@ class DistCp:
 
     def _visit(self, src: Location, entry: Entry, target: str, add) -> None:
         if entry.is_dir:
+            if self._skip_bad_name(src, target):
+                return
             self.dst.mkdirs(target)
             with self._lock:
                 self.counts["directories"] += 1
@@ -321,7 +327,25 @@ class DistCp:
             return
         self._plan_file(src, target)
 
+    def _skip_bad_name(self, src: Location, target: str) -> bool:
+        """A name that is not valid UTF-8 (a local file from a Latin-1 disk) cannot be a cluster
+        path: that file is reported as failed and the others go on."""
+        try:
+            (src.path + target).encode("utf-8")
+            return False
+        except UnicodeEncodeError:
+            shown = src.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            with self._lock:
+                self.counts["files_planned"] += 1
+                self.counts["files_failed"] += 1
+                self.failures.append(f"{shown}: invalid path: not valid UTF-8 (skipped)")
+                self._lock.notify_all()
+            log.warning("%s: not valid UTF-8, skipped", shown)
+            return True
+
     def _plan_file(self, src: Location, target: str) -> None:
+        if self._skip_bad_name(src, target):
+            return
         side = self._src(src)
         entry = side.stat(src.path)  # with the identity that is checked again at commit
         if entry is None:
@@ -386,7 +410,9 @@ class DistCp:
         return self.options.blocks_per_chunk * layout.group_data_size(policy, job.block_size)
 
     def _part_name(self, job: FileJob, seq: int, n: int) -> str:
-        return join(join(self.staging, job.tkey), f"{job.skey}-part-{seq:06d}-{n}")
+        # The run's own suffix: a killed run's part still being written (its lease not yet
+        # expired) holds its name, and a path being written is refused to any other writer.
+        return join(join(self.staging, job.tkey), f"{job.skey}-part-{seq:06d}-{n}-{_RUN}")
 
     def _resume(self, job: FileJob, marker: str) -> None:
         """Segments a killed run of this job finished are not copied again."""

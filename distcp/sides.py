@@ -19,6 +19,7 @@ from hedgefs.client.errors import NotFound, UsageError
 from hedgefs.client.fs import FileSystem, FileStatus
 
 SCHEME = "hedgefs://"
+DEFAULT_PORT = 8020
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +55,10 @@ def parse_location(text: str, default_namenode: str) -> Location:
     """A command-line path as a Location; UsageError (exit 2) for what is neither kind."""
     if text.startswith(SCHEME):
         authority, _, path = text[len(SCHEME):].partition("/")
-        if authority and (":" not in authority or not authority.rsplit(":", 1)[1].isdigit()):
-            raise UsageError(f"bad hedgefs address in {text!r}: expected hedgefs://HOST:PORT/path")
+        if authority and ":" not in authority.rsplit("]", 1)[-1]:
+            authority += f":{DEFAULT_PORT}"    # as HDFS: hdfs://nn/path is port 8020
+        if authority and not authority.rsplit(":", 1)[1].isdigit():
+            raise UsageError(f"bad hedgefs address in {text!r}: expected hedgefs://HOST[:PORT]/path")
         return Location(authority or default_namenode, _clean("/" + path))
     if text.startswith("file://"):
         path = text[len("file://"):]
@@ -72,7 +75,9 @@ def parse_location(text: str, default_namenode: str) -> Location:
 
 
 def _clean(path: str) -> str:
-    """Trailing slashes go (the NameNode refuses them); everything else it checks itself."""
+    """Trailing and doubled slashes go (the NameNode refuses them); everything else it checks itself."""
+    while "//" in path:
+        path = path.replace("//", "/")
     return path.rstrip("/") or "/"
 
 

@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS inodes (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS inodes_visible ON inodes(parent, name) WHERE state = 'complete';
 CREATE INDEX IF NOT EXISTS inodes_parent ON inodes(parent);
+CREATE INDEX IF NOT EXISTS inodes_writing ON inodes(parent, name) WHERE state = 'writing';
 CREATE TABLE IF NOT EXISTS groups (
     id      INTEGER PRIMARY KEY AUTOINCREMENT,
     file_id INTEGER NOT NULL REFERENCES inodes(id),

@@ -16,6 +16,8 @@ from typing import Callable
 from hedgefs.namenode.model import DataNodeStats
 
 HEAT_MINUTES = 60   # how much read-latency history the NameNode keeps per DataNode
+# A DataNode with less free space than this share of its capacity is "low" in report, page and metrics.
+LOW_SPACE_PCT = 10.0
 
 
 @dataclass
@@ -31,6 +33,7 @@ class DataNodeState:
     allocated_bytes: int = 0
     was_live: bool = True
     foreign_units: int = 0   # of generations this namespace never issued, as its last block report said
+    storage_id: str = ""     # its data dir's identity, as it registered ("" = not said)
     stats: DataNodeStats = DataNodeStats()
     # unix minute -> the DataNode's read p99 (ms) in that minute, the last HEAT_MINUTES of them
     p99_by_minute: dict[int, float] = field(default_factory=dict)
@@ -99,10 +102,49 @@ class Liveness:
     def age_s(self, datanode_id: str) -> float:
         return self.clock() - self._nodes[datanode_id].last_seen
 
-    def load_key(self, datanode_id: str) -> tuple[int, int]:
-        """Placement order: fewest used bytes (reported + placed since), then fewest units."""
+    # ---------------------------------------------------------------- space
+
+    @staticmethod
+    def filesystem_key(node: DataNodeState) -> tuple[str, str] | None:
+        """(host, file system) of its data dir, or None if it did not say."""
+        if not node.stats.filesystem:
+            return None
+        return node.address.rsplit(":", 1)[0], node.stats.filesystem
+
+    def sharing(self, datanode_id: str) -> list[str]:
+        """The other DataNodes (any state) on the same host and file system."""
+        key = self.filesystem_key(self._nodes[datanode_id])
+        if key is None:
+            return []
+        return sorted(n.id for n in self._nodes.values() if n.id != datanode_id and self.filesystem_key(n) == key)
+
+    def room(self, datanode_id: str) -> int | None:
+        """Free bytes on its file system less what was placed there since (by any DataNode sharing
+        it); None if it never said (an older DataNode, a test): assumed to have room."""
         node = self._nodes[datanode_id]
-        return node.used_bytes + node.allocated_bytes, node.units
+        if not node.stats.capacity_bytes:
+            return None
+        key = self.filesystem_key(node)
+        placed = node.allocated_bytes if key is None else \
+            sum(n.allocated_bytes for n in self._nodes.values() if self.filesystem_key(n) == key)
+        return node.stats.remaining_bytes - placed
+
+    def has_room(self, datanode_id: str, nbytes: int) -> bool:
+        room = self.room(datanode_id)
+        return room is None or room >= nbytes
+
+    def low_space(self, datanode_id: str) -> bool:
+        stats = self._nodes[datanode_id].stats
+        return bool(stats.capacity_bytes) and stats.remaining_bytes * 100 < stats.capacity_bytes * LOW_SPACE_PCT
+
+    def load_key(self, datanode_id: str) -> tuple[int, int, int]:
+        """Placement order: emptiest file system first (in steps of 5 % of its capacity, so that
+        DataNodes sharing one, reporting at different moments, still tie), then fewest used bytes
+        (reported + placed since), then fewest units."""
+        node = self._nodes[datanode_id]
+        room, capacity = self.room(datanode_id), node.stats.capacity_bytes
+        full_step = 0 if room is None else int(20 * (1 - max(room, 0) / capacity))
+        return full_step, node.used_bytes + node.allocated_bytes, node.units
 
     def note_allocated(self, datanode_id: str, nbytes: int) -> None:
         self._nodes[datanode_id].allocated_bytes += nbytes

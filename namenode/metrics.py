@@ -34,6 +34,9 @@ def families(s: ClusterStatus):
         ("heartbeat_age_seconds", "Seconds since its last heartbeat.", lambda d: d.heartbeat_age_s),
         ("used_bytes", "Bytes of units stored, from heartbeats.", lambda d: d.used_bytes),
         ("capacity_bytes", "Size of its data dir's file system, from heartbeats.", lambda d: d.capacity_bytes),
+        ("remaining_bytes", "Free space on its data dir's file system, from heartbeats.", lambda d: d.remaining_bytes),
+        ("low_space", "1 if its free space is below hedgefs_low_space_threshold_ratio of its capacity.",
+         lambda d: d.low_space),
         ("units", "Units stored, from heartbeats.", lambda d: d.units),
         ("pending_repairs", "Repairs planned onto it, not yet stored.", lambda d: d.repairs_running),
         ("pending_deletes", "Deletes owed to it, not yet confirmed.", lambda d: d.pending_deletes),
@@ -45,7 +48,12 @@ def families(s: ClusterStatus):
     ]
     for suffix, help_text, value in per_dn:
         yield labelled(f"hedgefs_datanode_{suffix}", help_text, "datanode", {d.id: value(d) for d in s.datanodes})
-    yield gauge("hedgefs_capacity_bytes", "Capacity of the live DataNodes' file systems.", s.capacity_bytes)
+    yield gauge("hedgefs_capacity_bytes", "Capacity of the live DataNodes' file systems (each counted once).",
+                s.capacity_bytes)
+    yield gauge("hedgefs_remaining_bytes", "Free space of the live DataNodes' file systems (each counted once).",
+                s.remaining_bytes)
+    yield gauge("hedgefs_low_space_threshold_ratio", "A DataNode with less free space than this share of its "
+                "capacity is low on space (no unit is placed where one would not fit).", s.low_space_pct / 100)
     yield gauge("hedgefs_used_bytes", "Bytes of units on live DataNodes.", s.used_bytes)
     yield gauge("hedgefs_files", "Complete files.", s.files)
     yield gauge("hedgefs_directories", "Directories, the root included.", s.directories)

@@ -90,7 +90,7 @@ class FsckReport:
 class DataNodeReport:
     id: str
     address: str
-    state: str  # live | dead
+    state: str  # live | stale (heartbeat late) | dead
     last_heartbeat_age_ms: int
     used_bytes: int
     units: int
@@ -99,7 +99,10 @@ class DataNodeReport:
     scrub: "ScrubStatus | None" = None
     data_address: str = ""
     foreign_units: int = 0     # units it holds of generations this namespace never issued (left alone)
-    capacity_bytes: int = 0    # its data dir's file system, from heartbeats
+    capacity_bytes: int = 0    # its data dir's file system (0: not reported yet)
+    remaining_bytes: int = 0   # free there
+    shares_filesystem_with: tuple[str, ...] = ()   # other DataNodes of its host on that file system
+    low_space: bool = False    # remaining below the warning threshold
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class ClusterReport:
     repairs_done: int
     corrupt_units: int = 0
     blocks_under_replicated: int = 0   # of the groups waiting: replicated blocks lacking replicas
+    low_space_pct: float = 0.0         # the warning threshold (% of capacity free)
 
 
 # ---------------------------------------------------------------------- the operator's view
@@ -132,6 +136,8 @@ class DataNodeStats:
     read_minutes: tuple[ReadLatency, ...] = ()
     faults: tuple[tuple[str, str], ...] = ()      # knobs not at their defaults, (name, value)
     scrub: "ScrubStatus | None" = None            # its scrubber's progress and findings
+    remaining_bytes: int = 0                      # free space on that file system
+    filesystem: str = ""                          # which one (st_dev): DataNodes sharing one say so
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,9 @@ class DataNodeStatus:
     read_p50_ms: float
     read_p99_ms: float
     p99_by_minute: list[float | None]  # the last HEAT_MINUTES minutes, oldest first; None = no reads
+    remaining_bytes: int = 0
+    low_space: bool = False
+    shares_filesystem_with: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,7 @@ class ClusterStatus:
     cluster_id: str
     started_ms: int
     now_ms: int
-    capacity_bytes: int               # of live DataNodes
+    capacity_bytes: int               # of live DataNodes, each file system counted once
     used_bytes: int
     files: int
     directories: int
@@ -173,6 +182,8 @@ class ClusterStatus:
     repairs_done: int
     first_minute: int                 # unix minute of p99_by_minute[0]
     datanodes: list[DataNodeStatus]
+    remaining_bytes: int = 0          # of live DataNodes, each file system counted once
+    low_space_pct: float = 0.0        # the warning threshold
 
 
 @dataclass(frozen=True)

@@ -446,6 +446,7 @@ class Namespace:
             if not overwrite:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             check(who, existing, WRITE, path, f"overwrite {path}")
+        self._check_not_being_written(chain[-1].id, name, path)
         if not policy_name:
             policy_name = self._effective_policy(chain, paths.parent_of(path))[0]
         policy = load_policy(policy_name)
@@ -461,6 +462,15 @@ class Namespace:
             "owner, grp, mode) VALUES (?, ?, 0, ?, ?, 'writing', ?, ?, ?, ?, ?, ?)",
             (chain[-1].id, name, policy.name, block_size, int(overwrite), now, now, who.name, chain[-1].group, FILE_MODE))
         return self._get(cur.lastrowid), policy
+
+    def _check_not_being_written(self, parent_id: int, name: str, path: str) -> None:
+        """One writer per path at a time (HDFS's lease: AlreadyBeingCreatedException), refused at
+        create, before any data moves, rather than the later writer's Complete winning."""
+        row = self.db.conn.execute("SELECT id, owner FROM inodes WHERE parent = ? AND name = ? AND state = 'writing' "
+                                   "LIMIT 1", (parent_id, name)).fetchone()
+        if row is not None:
+            raise AlreadyExists(f"{path} is being written by {row[1] or 'another client'} (file {row[0]}): "
+                                f"try again when that write ends")
 
     def file(self, file_id: int) -> Inode | None:
         node = self._get(file_id)

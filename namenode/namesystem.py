@@ -55,9 +55,9 @@ from hedgefs.ec.policy import DEFAULT_POLICY, Policy
 from hedgefs.namenode import paths, placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.db import Database
-from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
 from hedgefs.namenode.health import Health
-from hedgefs.namenode.liveness import HEAT_MINUTES, Liveness
+from hedgefs.namenode.liveness import HEAT_MINUTES, LOW_SPACE_PCT, Liveness
 from hedgefs.namenode.model import (
     ClusterReport,
     ClusterStatus,
@@ -277,6 +277,17 @@ class Namesystem:
             raise FailedPrecondition(message)
         return usable
 
+    def _targets_with_room(self, policy: Policy, exclude: Iterable[str], unit_bytes: int) -> list[str]:
+        """_live_targets with room for a unit of ``unit_bytes`` (HDFS's remaining-space check):
+        a full disk is never chosen; FAILED_PRECONDITION if fewer than k+m have room."""
+        usable = self._live_targets(policy, exclude)
+        roomy = [d for d in usable if self.liveness.has_room(d, unit_bytes)]
+        if len(roomy) < policy.units:
+            full = sorted(set(usable) - set(roomy))
+            raise FailedPrecondition(f"policy {policy.name} needs {policy.units} DataNodes with room for a unit "
+                                     f"of {unit_bytes} bytes, only {len(roomy)} have it (full: {', '.join(full)})")
+        return roomy
+
     def _check_placeable(self, policy: Policy) -> None:
         """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
         live = len(self._usable_ids())
@@ -301,7 +312,7 @@ class Namesystem:
         with self.db.tx():
             node = self.ns.writing(file_id, who)
             policy = load_policy(node.policy)
-            targets = placement.choose(self._live_targets(policy, exclude), policy.units,
+            targets = placement.choose(self._targets_with_room(policy, exclude, node.block_size), policy.units,
                                        self.liveness.load_key, self.rng)
             # Least loaded is not a reason to hold a data unit (reads go to data units first).
             self.rng.shuffle(targets)
@@ -391,18 +402,21 @@ class Namesystem:
                             self.liveness.data_address(datanode_id), token)
 
     @_locked
-    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "") -> str:
+    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "",
+                 storage_id: str = "") -> str:
         """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
-        another cluster is refused."""
+        another cluster is refused, and so is a second DataNode under the id of a live one with
+        another data dir (``storage_id``): its empty block report would hide the real one's units."""
         if not datanode_id or not address:
             raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
         if cluster_id and cluster_id != self.cluster_id:
             log.warning("refused DataNode %s of cluster %s (this is cluster %s)", datanode_id, cluster_id, self.cluster_id)
             raise PermissionDenied(f"DataNode {datanode_id} belongs to cluster {cluster_id}; this NameNode's "
                                    f"cluster is {self.cluster_id}")
+        self._check_one_storage(datanode_id, address, storage_id)
         with self.db.tx():
             self.blocks.save_datanode(datanode_id, address, data_address)
-        self.liveness.seen(datanode_id, address, data_address)
+        self.liveness.seen(datanode_id, address, data_address).storage_id = storage_id
         self._registered.add(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
@@ -410,6 +424,20 @@ class Namesystem:
         self._scan_needed = True
         log.info("datanode %s registered at %s", datanode_id, address)
         return self.cluster_id
+
+    def _check_one_storage(self, datanode_id: str, address: str, storage_id: str) -> None:
+        """One DataNode per id: refuse a registration whose storage differs from the live one's."""
+        known = self.liveness.get(datanode_id)
+        if known is None or not storage_id or not known.storage_id or known.storage_id == storage_id:
+            return
+        if datanode_id in self._registered and self.liveness.is_live(datanode_id):
+            log.warning("refused a second DataNode %s at %s (storage %s): %s is live at %s with storage %s",
+                        datanode_id, address, storage_id, datanode_id, known.address, known.storage_id)
+            raise AlreadyExists(f"DataNode id {datanode_id} is taken: a live DataNode at {known.address} has it, "
+                                f"with another data dir (storage {known.storage_id}, this one's is {storage_id}); "
+                                f"give each DataNode its own --id")
+        log.warning("datanode %s registers with another data dir (storage %s, was %s): the old one's units are "
+                    "gone with it", datanode_id, storage_id, known.storage_id)
 
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
@@ -613,15 +641,23 @@ class Namesystem:
     @_locked
     def report(self) -> ClusterReport:
         deletes = self.blocks.pending_delete_counts()
-        nodes = [DataNodeReport(n.id, n.address, "live" if self.liveness.is_live(n.id) else "dead",
+        nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
                                 data_address=n.data_address, foreign_units=n.foreign_units,
-                                capacity_bytes=n.stats.capacity_bytes)
+                                capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
+                                shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
+                                low_space=self.liveness.low_space(n.id))
                  for n in self.liveness.all()]
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
-                             sum(n.replicated for n in needs))
+                             sum(n.replicated for n in needs), LOW_SPACE_PCT)
+
+    def _state(self, datanode_id: str) -> str:
+        """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""
+        if not self.liveness.is_live(datanode_id):
+            return "dead"
+        return "stale" if self.liveness.age_s(datanode_id) > self.liveness.dead_interval_s / 3 else "live"
 
     # ------------------------------------------------------------------ the monitor's pass
 
@@ -657,9 +693,12 @@ class Namesystem:
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
-        planned = self.repairs.plan(self._needs(self.health.unhealthy), self._usable_ids(), self.liveness.load_key,
-                                    self.blocks.datanodes_deleting())
+        unit_bytes = self.ns.default_block_size
+        planned = self.repairs.plan(self._needs(self.health.unhealthy),
+                                    [d for d in self._usable_ids() if self.liveness.has_room(d, unit_bytes)],
+                                    self.liveness.load_key, self.blocks.datanodes_deleting())
         for repair in planned:
+            self.liveness.note_allocated(repair.target, unit_bytes)
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
         return planned
 
@@ -679,8 +718,7 @@ class Namesystem:
         nodes = []
         for n in sorted(self.liveness.all(), key=lambda n: _natural(n.id)):
             age = self.liveness.age_s(n.id)
-            state = ("dead" if not self.liveness.is_live(n.id)
-                     else "stale" if age > self.liveness.dead_interval_s / 3 else "live")
+            state = self._state(n.id)
             recent = n.stats.recent_reads
             host = n.address.rsplit(":", 1)[0]
             nodes.append(DataNodeStatus(
@@ -688,11 +726,15 @@ class Namesystem:
                 n.stats.capacity_bytes, n.used_bytes, n.units, running.get(n.id, 0), n.active_repairs,
                 tallies["deletes"].get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
                 recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
-                [n.p99_by_minute.get(m) for m in range(first, minute + 1)]))
+                [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
+                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id))))
         live = [d for d in nodes if d.state != "dead"]
+        filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
         return ClusterStatus(
             cluster_id=self.cluster_id, started_ms=self.started_ms, now_ms=now_ms,
-            capacity_bytes=sum(d.capacity_bytes for d in live), used_bytes=sum(d.used_bytes for d in live),
+            capacity_bytes=sum(d.capacity_bytes for d in filesystems.values()),
+            remaining_bytes=sum(d.remaining_bytes for d in filesystems.values()), low_space_pct=LOW_SPACE_PCT,
+            used_bytes=sum(d.used_bytes for d in live),
             files=sum(tallies["files"].values()), directories=sum(tallies["dirs"].values()),
             policies=dict(sorted(tallies["files"].items())),
             groups_healthy=self.health.counts["healthy"], groups_degraded=self.health.counts["degraded"],

@@ -134,6 +134,7 @@ def overview(status: ClusterStatus) -> str:
     cards += [
         card("uptime", h(uptime)),
         card("capacity", h(size(status.capacity_bytes))),
+        card("remaining", h(size(status.remaining_bytes))),
         card("used", h(size(status.used_bytes))),
         card("files", h(status.files)),
         card("directories", h(status.directories)),
@@ -149,6 +150,8 @@ def overview(status: ClusterStatus) -> str:
             f'<p>Policies in use: <span id="policies">{policies}</span></p>'
             f'<h2>DataNodes <span class="muted">({live} of {len(status.datanodes)} live)</span></h2>'
             f'{datanode_table(status.datanodes, slow)}'
+            f'<p class="muted" id="low-space-threshold">⚠ low: under {status.low_space_pct:g} % of its capacity '
+            f'free. No unit is placed on a DataNode without room for it.</p>'
             f'<h2>Read p99 by DataNode, per minute, last hour</h2>'
             f'<p class="muted">As each DataNode measures the reads it serves (request to last byte). '
             f'Marked ▲: p99 over {SLOW_FACTOR:g}× the cluster median and over {SLOW_FLOOR_MS:g} ms.</p>'
@@ -158,6 +161,7 @@ def overview(status: ClusterStatus) -> str:
 
 def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> str:
     head = ("<tr><th>DataNode</th><th>state</th><th>address</th><th>heartbeat</th><th>used</th><th>capacity</th>"
+            "<th>remaining</th>"
             "<th>units</th><th>repairs</th><th>deletes</th><th>faults</th><th>reads/60 s</th><th>p50</th>"
             "<th>p99</th><th>metrics</th></tr>")
     out = []
@@ -171,11 +175,19 @@ def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> 
             f'<td>{datanode_link(d.id)}</td><td><span class="state state-{h(d.state)}">{h(d.state)}</span></td>'
             f'<td>{h(d.address)}</td><td class="n">{d.heartbeat_age_s:.1f} s</td>'
             f'<td class="n">{h(size(d.used_bytes))}</td><td class="n">{h(size(d.capacity_bytes))}</td>'
+            f'<td class="n{" low-space" if d.low_space else ""}"'
+            f'{_sharing_title(d)}>{h(size(d.remaining_bytes))}{" ⚠ low" if d.low_space else ""}</td>'
             f'<td class="n">{d.units}</td><td class="n" title="planned here / running there">'
             f'{d.repairs_running} / {d.repairs_active}</td><td class="n">{d.pending_deletes}</td>'
             f'<td class="faults">{h(faults)}</td><td class="n">{d.reads}</td>{latency}<td>{metrics}</td></tr>')
             # (a scrub column goes here when DataNodes report scrub progress)
     return f'<table id="datanodes">{head}{"".join(out)}</table>'
+
+
+def _sharing_title(d: DataNodeStatus) -> str:
+    if not d.shares_filesystem_with:
+        return ""
+    return f' title="one file system with {h(", ".join(d.shares_filesystem_with))}: counted once in the total"'
 
 
 def color(p99_ms: float | None) -> str:

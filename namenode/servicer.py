@@ -231,12 +231,13 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         r = self.nn.report()
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
-            blocks_under_replicated=r.blocks_under_replicated,
+            blocks_under_replicated=r.blocks_under_replicated, low_space_pct=r.low_space_pct,
             datanodes=[pb.DataNodeInfo(id=d.id, address=d.address, data_address=d.data_address, state=d.state,
                                        last_heartbeat_age_ms=d.last_heartbeat_age_ms, used_bytes=d.used_bytes,
                                        units=d.units, pending_repairs=d.pending_repairs,
                                        pending_deletes=d.pending_deletes, foreign_units=d.foreign_units,
-                                       capacity_bytes=d.capacity_bytes,
+                                       capacity_bytes=d.capacity_bytes, remaining_bytes=d.remaining_bytes,
+                                       shares_filesystem_with=list(d.shares_filesystem_with), low_space=d.low_space,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes])
 
@@ -264,7 +265,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
-        cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id)
+        cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
+                                      request.storage_id)
         return pb.RegisterResponse(cluster_id=cluster_id)
 
     @_rpc
@@ -300,4 +302,4 @@ def _stats(request: pb.HeartbeatRequest) -> model.DataNodeStats:
                                _latency(s.recent_reads) if s.HasField("recent_reads") else None,
                                tuple(_latency(m) for m in s.read_minutes), tuple(sorted(s.faults.items())),
                                model.ScrubStatus(**{f: getattr(s.scrub, f) for f in _SCRUB_FIELDS})
-                               if s.HasField("scrub") else None)
+                               if s.HasField("scrub") else None, s.remaining_bytes, s.filesystem)

@@ -325,7 +325,7 @@ class FsckResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes", "remaining_bytes", "shares_filesystem_with", "low_space")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +338,9 @@ class DataNodeInfo(_message.Message):
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     FOREIGN_UNITS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FILESYSTEM_WITH_FIELD_NUMBER: _ClassVar[int]
+    LOW_SPACE_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -350,33 +353,40 @@ class DataNodeInfo(_message.Message):
     data_address: str
     foreign_units: int
     capacity_bytes: int
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ...) -> None: ...
+    remaining_bytes: int
+    shares_filesystem_with: _containers.RepeatedScalarFieldContainer[str]
+    low_space: bool
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
-    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated")
+    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated", "low_space_pct")
     DATANODES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_WAITING_REPAIR_FIELD_NUMBER: _ClassVar[int]
     REPAIRS_DONE_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_UNDER_REPLICATED_FIELD_NUMBER: _ClassVar[int]
+    LOW_SPACE_PCT_FIELD_NUMBER: _ClassVar[int]
     datanodes: _containers.RepeatedCompositeFieldContainer[DataNodeInfo]
     groups_waiting_repair: int
     repairs_done: int
     corrupt_units: int
     blocks_under_replicated: int
-    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ...) -> None: ...
+    low_space_pct: float
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ..., low_space_pct: _Optional[float] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "data_address", "cluster_id")
+    __slots__ = ("datanode_id", "address", "data_address", "cluster_id", "storage_id")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_ID_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     data_address: str
     cluster_id: str
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    storage_id: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., storage_id: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("cluster_id",)
@@ -403,7 +413,7 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class DataNodeStats(_message.Message):
-    __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults", "scrub")
+    __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults", "scrub", "remaining_bytes", "filesystem")
     class FaultsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -417,13 +427,17 @@ class DataNodeStats(_message.Message):
     READ_MINUTES_FIELD_NUMBER: _ClassVar[int]
     FAULTS_FIELD_NUMBER: _ClassVar[int]
     SCRUB_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FILESYSTEM_FIELD_NUMBER: _ClassVar[int]
     capacity_bytes: int
     http_port: int
     recent_reads: ReadLatency
     read_minutes: _containers.RepeatedCompositeFieldContainer[ReadLatency]
     faults: _containers.ScalarMap[str, str]
     scrub: ScrubStatus
-    def __init__(self, capacity_bytes: _Optional[int] = ..., http_port: _Optional[int] = ..., recent_reads: _Optional[_Union[ReadLatency, _Mapping]] = ..., read_minutes: _Optional[_Iterable[_Union[ReadLatency, _Mapping]]] = ..., faults: _Optional[_Mapping[str, str]] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ...) -> None: ...
+    remaining_bytes: int
+    filesystem: str
+    def __init__(self, capacity_bytes: _Optional[int] = ..., http_port: _Optional[int] = ..., recent_reads: _Optional[_Union[ReadLatency, _Mapping]] = ..., read_minutes: _Optional[_Iterable[_Union[ReadLatency, _Mapping]]] = ..., faults: _Optional[_Mapping[str, str]] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., remaining_bytes: _Optional[int] = ..., filesystem: _Optional[str] = ...) -> None: ...
 
 class ReadLatency(_message.Message):
     __slots__ = ("minute", "reads", "p50_ms", "p99_ms")

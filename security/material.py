@@ -211,6 +211,10 @@ def load_credential(path: str | os.PathLike) -> Credential:
         raise CredentialError(f"no such credential file: {path}") from None
     except OSError as err:
         raise CredentialError(f"cannot read credential file {path}: {err.strerror}") from None
+    if b"PRIVATE KEY-----" not in raw:
+        hint = " (it is the cluster's CA certificate: a credential is admin.pem or a user's .pem)" \
+            if b"CERTIFICATE-----" in raw and os.path.basename(path) == "ca.pem" else ""
+        raise CredentialError(f"bad credential file {path}: no private key in it{hint}")
     if mode & 0o077:
         raise CredentialError(f"credential file {path} holds a private key but others may read it "
                               f"(mode {stat.S_IMODE(mode):04o}): chmod 600 {path}")

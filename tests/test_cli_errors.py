@@ -27,7 +27,7 @@ def test_missing_remote_file(nn, tmp_path):
     assert_one_line_error(run_cli("cat", "/err/nope", namenode=nn), "/err/nope")
 
 
-@pytest.mark.parametrize("bad", ["/err/../etc", "relative/path", "/err//x", "/err/./x"])
+@pytest.mark.parametrize("bad", ["/err/../etc", "relative/path", "/err/./x"])
 def test_bad_remote_paths(nn, bad):
     result = run_cli("put", "-", bad, namenode=nn, input=b"x")
     assert_one_line_error(result, "invalid path")
@@ -115,3 +115,60 @@ def test_cluster_up_on_a_running_cluster_leaves_it_running(cluster):
     result = run_cli("cluster", "up", "--dir", str(cluster.root), "--namenode-port", "0")
     assert_one_line_error(result, "already running")
     assert all(cluster.is_running(name) for name in ["namenode", *cluster.datanode_ids])
+
+
+def test_each_error_class_has_its_documented_exit_code(nn):
+    """README's table: 2 for a path wrong for what it names, as for a bad or missing one."""
+    for args, fragment in ((("cat", "/err/dir"), "is a directory"),
+                           (("mkdir", "/err/file/sub"), "not a directory"),
+                           (("rm", "/err"), "directory not empty"),
+                           (("ec", "set-policy", "/err/file", "REPLICATE-3"), "not a directory"),
+                           (("stat", "/err/nope"), "no such file"),
+                           (("put", "-", "/err/file"), "file exists")):
+        result = run_cli(*args, namenode=nn, input=b"x")
+        assert_one_line_error(result, fragment)
+        assert result.code == 2, (args, result)
+    result = run_cli("ls", "/", namenode="127.0.0.1:1")
+    assert result.code == 3, result
+
+
+def test_misleading_and_raw_messages_are_one_clear_line(nn, cluster, tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    ca.chmod(0o644)
+    result = run_cli("ls", "/", namenode=nn, env={"HEDGEFS_CREDENTIALS": str(ca)})
+    assert_one_line_error(result, "no private key", "CA certificate")
+    assert "others may read it" not in result.stderr
+    datanode_port = cluster.state["datanodes"]["dn1"]["port"]
+    result = run_cli("ls", "/", namenode=f"127.0.0.1:{datanode_port}")
+    assert_one_line_error(result, "does not answer as a NameNode")
+    assert "Method not found" not in result.stderr
+    result = run_cli("ls", "/", namenode="garbage")
+    assert_one_line_error(result, "bad NameNode address 'garbage'")
+    assert result.code == 2
+    result = run_cli("put", "-", "/err/" + "d" * 100_000, namenode=nn, input=b"x")
+    assert_one_line_error(result, "longer than")
+    assert result.code == 2 and "Stream removed" not in result.stderr
+    bare = run_cli()
+    assert bare.code == 2 and bare.stdout.startswith(b"Usage: hedgefs") and bare.stderr == ""
+
+
+def test_cluster_up_with_three_datanodes_fits_its_policy_and_prints_its_dir(tmp_path):
+    root = tmp_path / "c3"
+    up = run_cli("cluster", "up", "--dir", str(root), "--datanodes", "3", "--namenode-port", "0", "--http-port", "0",
+                 "--no-fsync", timeout=120)
+    try:
+        assert up.code == 0, up.stderr
+        assert "default policy REPLICATE-3 (RS-6-3-1024k needs 9 DataNodes" in up.stderr
+        assert f"export HEDGEFS_CLUSTER_DIR={root.resolve()}" in up.stdout.decode()
+        namenode = up.stdout.decode().split("export HEDGEFS_NAMENODE=")[1].split()[0]
+        assert run_cli("put", "-", "/plain", namenode=namenode, input=b"fits").code == 0
+        frozen = run_cli("cluster", "freeze", "dn1", "--dir", str(root), env={"HEDGEFS_NAMENODE": "127.0.0.1:1"})
+        assert frozen.code == 0 and "another cluster" in frozen.stderr
+        assert run_cli("cluster", "thaw", "dn1", "--dir", str(root)).code == 0
+        missing = run_cli("cluster", "status", "--dir", str(tmp_path / "none"))
+        assert_one_line_error(missing, "HEDGEFS_CLUSTER_DIR")
+        wide = run_cli("cluster", "up", "--dir", str(tmp_path / "c4"), "--datanodes", "3", "--policy", "RS-6-3-1024k")
+        assert_one_line_error(wide, "needs 9 DataNodes")
+    finally:
+        run_cli("cluster", "down", "--dir", str(root))

@@ -116,8 +116,9 @@ def test_missing_unit_and_bad_ranges(tmp_path):
 
 
 def leftovers(root) -> list[str]:
-    """Every file under the data dir but its lock file."""
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != "datanode.lock")
+    """Every file under the data dir but its lock file and VERSION (its storage id)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and p.name not in ("datanode.lock", "VERSION"))
 
 
 def test_unfinished_write_leaves_nothing(tmp_path):

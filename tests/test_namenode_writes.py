@@ -177,10 +177,22 @@ def test_zero_byte_file(nn):
 def test_complete_refuses_when_someone_else_created_the_file_meanwhile(nn):
     add_datanodes(nn, 5)
     slow = nn.create("/f")
-    write_file(nn, "/f", 3)
+    write_file(nn, "/g", 3)
+    nn.rename("/g", "/f")          # a file appears at the path by another way than a create
     with pytest.raises(AlreadyExists, match="file exists: /f"):
         nn.complete(slow.file_id, 0, [])
     nn.abandon(slow.file_id)
+    assert nn.file_info("/f").entry.length == 3
+
+
+def test_a_second_create_of_a_path_being_written_fails_at_once(nn):
+    add_datanodes(nn, 5)
+    first = nn.create("/f")
+    for overwrite in (False, True):
+        with pytest.raises(AlreadyExists, match=r"/f is being written by .* \(file \d+\)"):
+            nn.create("/f", overwrite=overwrite)
+    nn.abandon(first.file_id)
+    write_file(nn, "/f", 3)        # once that write is over, the path is free again
     assert nn.file_info("/f").entry.length == 3
 
 
@@ -410,9 +422,14 @@ def test_convert_replaces_only_the_version_read_and_keeps_its_mtime(nn, clock):
     assert [len(g.units) for g in new.groups] == [3]
 
     # A file replaced while its conversion was being written is left as the newer writer made it.
+    # (Not by a create: a path being written, converted included, is refused to another writer.)
     created = nn.create("/f", policy="RS-3-2-1k", convert_from=version)
     group = nn.add_block_group(created.file_id)
-    _write(nn, "/f", 7, overwrite=True)
+    with pytest.raises(AlreadyExists, match="/f is being written"):
+        nn.create("/f", overwrite=True)
+    _write(nn, "/g", 7)
+    nn.delete("/f")
+    nn.rename("/g", "/f")
     with pytest.raises(FailedPrecondition, match="/f changed during the conversion"):
         nn.complete(created.file_id, 100, [stored(nn, group, 100)], convert_from=version)
     assert (nn.file_info("/f").entry.length, nn.file_info("/f").entry.policy) == (7, "RS-3-2-1k")

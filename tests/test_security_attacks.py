@@ -151,7 +151,9 @@ def test_a_users_credential_on_admin_rpcs_is_refused(sc):
                            (["fsck", "/"], "Fsck needs an admin credential; user alice is not an admin"),
                            (["admin", "credential", "--user", "eve", "--admin", "--out", str(out)],
                             "IssueCredential needs an admin credential; user alice is not an admin"),
-                           (["chown", "bob", "/user/alice/f"], "only an admin may give /user/alice/f to another user")):
+                           (["chown", "bob", "/user/alice/f"], "only an admin may give /user/alice/f to another user"),
+                           (["fault", "set", "dn2", "--read-delay-ms", "500"],
+                            "fault commands need an admin credential; user alice is not an admin")):
         result = run_cli(*args, namenode=sc.namenode, env=alice)
         assert result.code == 4, (args, result.stderr)
         assert_one_line_error(result, fragment)

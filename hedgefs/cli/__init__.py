@@ -28,14 +28,22 @@ COMMANDS = {
     "put": "files:put",
     "get": "files:get",
     "cat": "files:cat",
-    "ls": "files:ls_",
+    "ls": "listing:ls_",
     "mkdir": "files:mkdir",
     "rm": "files:rm",
     "mv": "files:mv",
-    "stat": "files:stat",
+    "cp": "shell:cp",
+    "touchz": "shell:touchz",
+    "head": "shell:head",
+    "tail": "shell:tail",
+    "stat": "listing:stat",
+    "count": "listing:count",
+    "test": "listing:test_",
     "chmod": "files:chmod",
     "chown": "files:chown",
     "mount": "mount:mount",
+    "du": "space:du",
+    "df": "space:df",
     "checksum": "distcp:checksum",
     "distcp": "distcp:distcp",
     "s3": "s3:s3",
@@ -68,8 +76,10 @@ class RootGroup(Group):
 
 @click.group(cls=RootGroup, context_settings=CONTEXT)
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr (which DataNode was slow, hedges, rebuilds).")
+@click.option("--namenode", "global_namenode", metavar="HOST:PORT",
+              help="NameNode address for the verb (as $HEDGEFS_NAMENODE; a verb's own --namenode wins).")
 @click.version_option(package_name="hedgefs")
-def cli(verbose: bool) -> None:
+def cli(verbose: bool, global_namenode: str | None) -> None:
     """hedgefs: a small distributed filesystem with hedged reads of erasure-coded data.
 
     \b
@@ -82,6 +92,8 @@ def cli(verbose: bool) -> None:
       hedgefs demo                       # the whole story in one command
     """
     setup_logging(verbose, logging.INFO if verbose else logging.WARNING)
+    if global_namenode:
+        os.environ["HEDGEFS_NAMENODE"] = global_namenode
 
 
 def _exit_on_sigterm(signum, frame) -> None:
@@ -101,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("hedgefs: aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as err:   # `hedgefs` alone: the help, not an error line
+        click.echo(err.ctx.get_help() if err.ctx else "try 'hedgefs --help'")
+        sys.exit(2)
     except click.UsageError as err:
         hint = f" (try '{err.ctx.command_path} --help')" if err.ctx else ""
         click.echo(f"hedgefs: {err.format_message()}{hint}", err=True)
@@ -114,6 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("hedgefs: interrupted", err=True)
         sys.exit(130)
+    except UnicodeEncodeError as err:   # a name from argv or a local disk that is not UTF-8, wherever it went
+        click.echo(f"hedgefs: invalid path: not valid UTF-8 ({err.object[err.start:err.end]!a})", err=True)
+        sys.exit(2)
     except OSError as err:  # local disk trouble: full, read-only, permissions
         click.echo(f"hedgefs: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""), err=True)
         sys.exit(1)

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs
+from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs, remote_path
+from hedgefs.cli.humanize import visible
 from hedgefs.client.metrics import natural_key
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -20,8 +21,15 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
 
     A group is degraded with fewer than k + m live units, missing with fewer than k; a replicated
     block is degraded (under-replicated) with fewer than n live replicas, missing with none.
-    Exit 1 if any file is unreadable.
+    Exit 1 if any file is unreadable. Names are shown with control characters escaped;
+    --json gives them exactly.
+
+    \b
+    Examples:
+      hedgefs fsck /
+      hedgefs fsck --json /data | jq '.problems[] | .path'
     """
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         r = fs.rpc("Fsck", pb.PathRequest(path=path))
     if as_json:
@@ -37,10 +45,10 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
         for p in r.problems:
             corrupt = f", {p.corrupt_units} corrupt" if p.corrupt_units else ""
             if p.policy.startswith("REPLICATE-"):
-                click.echo(f"{p.status:<9} {p.path} block {p.group_id}: {p.live_units} of {p.total_units} "
+                click.echo(f"{p.status:<9} {visible(p.path)} block {p.group_id}: {p.live_units} of {p.total_units} "
                            f"replicas live{corrupt} (under-replicated; {p.needed_units} needed to read)")
             else:
-                click.echo(f"{p.status:<9} {p.path} group {p.group_id}: {p.live_units} of {p.total_units} "
+                click.echo(f"{p.status:<9} {visible(p.path)} group {p.group_id}: {p.live_units} of {p.total_units} "
                            f"units live{corrupt} ({p.needed_units} needed)")
         click.echo(f"files {r.files}, groups {r.groups}: healthy {r.healthy}, degraded {r.degraded}, missing {r.missing}")
         click.echo(f"status: {r.status}")
@@ -64,29 +72,55 @@ def admin() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
 def admin_report(as_json: bool, namenode: str | None) -> None:
-    """One row per DataNode: state, heartbeat age, used bytes, units, pending repairs, scrubbing.
+    """One row per DataNode: state (live, stale: heartbeat late, dead), heartbeat age, used bytes,
+    capacity and remaining space of its data dir's file system (⚠ below the low-space threshold),
+    units, pending repairs, scrubbing. Sizes are human-readable; --json gives bytes.
 
     The scrub column is the DataNode's scrubber: passes done, progress of the current (or last)
-    pass in units verified, and bad units it found since the DataNode started.
+    pass in units verified, and bad units it found since the DataNode started. DataNodes sharing
+    one file system (a local cluster) are listed below the table: their capacity is one disk's.
+
+    \b
+    Examples:
+      hedgefs admin report
+      hedgefs admin report --json | jq '.datanodes[] | select(.low_space) | .id'
     """
+    from hedgefs.cli.humanize import human_size, plural
+
     with open_fs(namenode) as fs:
         r = fs.rpc("Report", pb.Empty())
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
-             "used_bytes": d.used_bytes, "units": d.units, "pending_repairs": d.pending_repairs,
+             "used_bytes": d.used_bytes, "capacity_bytes": d.capacity_bytes, "remaining_bytes": d.remaining_bytes,
+             "used_pct": round(100 * (d.capacity_bytes - d.remaining_bytes) / d.capacity_bytes, 1) if d.capacity_bytes else None,
+             "low_space": d.low_space, "shares_filesystem_with": list(d.shares_filesystem_with),
+             "units": d.units, "pending_repairs": d.pending_repairs,
              "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
         click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
                                "blocks_under_replicated": r.blocks_under_replicated,
-                               "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units}))
+                               "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units,
+                               "low_space_pct": r.low_space_pct}))
         return
-    click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>12} {'units':>6} {'repairs':>7}  scrub")
+    click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
+               f"{'remaining':>10} {'fs used':>7} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:
         s = row["scrub"]
         scrub = ("off" if not s["enabled"] else
-                 f"{s['passes']} passes, this one {s['pass_units_done']}/{s['pass_units']} units, {s['bad_units']} bad")
+                 f"{plural(s['passes'], 'pass', 'passes')}, this one {s['pass_units_done']}/{s['pass_units']} units, "
+                 f"{s['bad_units']} bad")
+        pct = "-" if row["used_pct"] is None else f"{row['used_pct']:.0f}%"
+        low = " ⚠" if row["low_space"] else "  "
         click.echo(f"{row['id']:<6} {row['address']:<22} {row['state']:<5} {row['last_heartbeat_age_s']:>8.1f}s "
-                   f"{row['used_bytes']:>12} {row['units']:>6} {row['pending_repairs']:>7}  {scrub}")
+                   f"{human_size(row['used_bytes']):>10} {human_size(row['capacity_bytes']):>10} "
+                   f"{human_size(row['remaining_bytes']):>10}{low}{pct:>5} {row['units']:>6} {row['pending_repairs']:>7}  {scrub}")
+    low = [row["id"] for row in rows if row["low_space"]]
+    if low:
+        click.echo(f"low on space (under {r.low_space_pct:g} % free): {', '.join(low)}")
+    shared = _shared_filesystems(rows)
+    if shared:
+        click.echo("one file system shared by " + "; ".join(", ".join(g) for g in shared)
+                   + " (capacity and remaining are one disk's, not the sum)")
     click.echo(f"groups waiting for repair: {r.groups_waiting_repair} (under-replicated blocks among them: "
                f"{r.blocks_under_replicated}); repairs done: {r.repairs_done}; "
                f"corrupt units awaiting replacement: {r.corrupt_units}")
@@ -94,6 +128,16 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
     if foreign:
         click.echo("foreign units (another namespace's, e.g. of a wiped NameNode's predecessor; never served, "
                    "adopted or deleted from here): " + ", ".join(f"{dn} {n}" for dn, n in foreign.items()))
+
+
+def _shared_filesystems(rows: list[dict]) -> list[list[str]]:
+    groups, seen = [], set()
+    for row in rows:
+        if row["shares_filesystem_with"] and row["id"] not in seen:
+            group = sorted({row["id"], *row["shares_filesystem_with"]}, key=natural_key)
+            seen.update(group)
+            groups.append(group)
+    return groups
 
 
 def _scrub(d: pb.DataNodeInfo) -> dict:

@@ -208,6 +208,11 @@ def bench_distcp(segments, delay_ms, probability, workers, out) -> None:
 
     One source DataNode answers --probability of its reads --delay-ms late (1 % +30 s by default).
     Writes <date>-distcp.json (every segment's copies) and <date>-distcp-gantt.png. ~3 minutes.
+
+    \b
+    Examples:
+      hedgefs bench distcp
+      hedgefs bench distcp --delay-ms 5000 --probability 0.05
     """
     import sys
 
@@ -237,6 +242,10 @@ def bench_security(size, read_seconds, threads, rounds, out) -> None:
     times); each figure is a mode's median and its ratio secure / insecure (TLS, checked calls,
     block tokens), beside a socket probe plain and in TLS. Writes <date>-security.json and .md.
     About 4 minutes.
+
+    \b
+    Examples:
+      hedgefs bench security --rounds 1 --read-seconds 5
     """
     import sys
 
@@ -279,7 +288,12 @@ def bench_fsspec(size, runs, out) -> None:
               help="Per measurement.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line per backend.")
 def bench_codec(cell_size: int, seconds: float, as_json: bool) -> None:
-    """Encode, decode-1 and decode-3 MB/s of RS(6,3) per codec backend, on one core."""
+    """Encode, decode-1 and decode-3 MB/s of RS(6,3) per codec backend, on one core.
+
+    \b
+    Examples:
+      hedgefs bench codec --json
+    """
     from hedgefs.bench.codec import run_codec_bench
     from hedgefs.ec.codec import default_backend
 

@@ -20,8 +20,29 @@ def cluster_dir_option(f):
 def _cluster(root: str, must_exist: bool = True) -> LocalCluster:
     cluster = LocalCluster(root)
     if must_exist and not cluster.state:
-        raise HedgefsError(f"no cluster in {os.path.abspath(root)} (start one with: hedgefs cluster up --dir {root})")
+        raise HedgefsError(f"no cluster in {os.path.abspath(root)} (one started elsewhere: --dir DIR or "
+                           f"HEDGEFS_CLUSTER_DIR=DIR, as `cluster up` printed; a new one: hedgefs cluster up --dir {root})")
     return cluster
+
+
+def _warn_if_elsewhere(c: LocalCluster) -> None:
+    """Cluster verbs act on --dir's processes, client verbs on HEDGEFS_NAMENODE's: say when they differ."""
+    address = os.environ.get("HEDGEFS_NAMENODE")
+    if address and c.state and address != c.namenode:
+        click.echo(f"hedgefs: note: this is the cluster in {c.root} (NameNode {c.namenode}); HEDGEFS_NAMENODE is "
+                   f"{address}, another cluster", err=True)
+
+
+def _fitting_policy(datanodes: int) -> tuple[str, str]:
+    """The default policy for a local cluster of ``datanodes`` DataNodes, and why if not RS-6-3."""
+    from hedgefs.ec.policy import DEFAULT_POLICY, parse_policy
+
+    if datanodes >= parse_policy(DEFAULT_POLICY).units:
+        return DEFAULT_POLICY, ""
+    for name in ("RS-3-2-1024k", "REPLICATE-3", "REPLICATE-2", "REPLICATE-1"):
+        if datanodes >= parse_policy(name).units:
+            return name, f"{DEFAULT_POLICY} needs {parse_policy(DEFAULT_POLICY).units} DataNodes"
+    return "REPLICATE-1", ""
 
 
 @click.group(cls=Group, context_settings=CONTEXT)
@@ -55,9 +76,27 @@ def cluster() -> None:
 def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, dead_interval_s, heartbeat_interval_s,
                no_fsync, secure) -> None:
     """Start the cluster; returns once every DataNode has registered. Prints the status page's URL
-    (and, with --secure, the one line that gives this shell the admin's credential)."""
+    and the export lines that point this shell's client and cluster verbs at it (with --secure,
+    the admin's credential too). With fewer DataNodes than RS-6-3 needs, the default policy is
+    one that fits (said so).
+
+    \b
+    Examples:
+      hedgefs cluster up
+      hedgefs cluster up --dir ./c2 --namenode-port 0 --http-port 0 --datanodes 5
+      hedgefs cluster up --secure --no-fsync
+    """
+    from hedgefs.client.errors import UsageError
+    from hedgefs.ec.policy import parse_policy
+
     if policy:
         check_policy(policy)
+        if parse_policy(policy).units > datanodes:
+            raise UsageError(f"policy {policy} needs {parse_policy(policy).units} DataNodes; --datanodes is {datanodes}")
+    else:
+        policy, why = _fitting_policy(datanodes)
+        if why:
+            click.echo(f"default policy {policy} ({why}; --policy to choose)", err=True)
     c = _cluster(root, must_exist=False)
     options = Options(datanodes=datanodes, namenode_port=namenode_port, namenode_http_port=http_port,
                       policy=policy, block_size=block_size,
@@ -71,6 +110,7 @@ def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, de
                + (", secure" if secure else ""))
     click.echo(f"status page: {c.http_url}" + (" (an admin's client certificate: admin.pem)" if secure else ""))
     click.echo(f"export HEDGEFS_NAMENODE={c.namenode}")
+    click.echo(f"export HEDGEFS_CLUSTER_DIR={c.root.resolve()}")
     if secure:
         click.echo(f"export HEDGEFS_CREDENTIALS={c.credentials}")
 
@@ -106,7 +146,13 @@ def cluster_status(root, as_json) -> None:
 @cluster.command("down", context_settings=CONTEXT)
 @cluster_dir_option
 def cluster_down(root) -> None:
-    """Stop every process of the cluster (data stays in --dir)."""
+    """Stop every process of the cluster (data stays in --dir).
+
+    \b
+    Examples:
+      hedgefs cluster down
+      hedgefs cluster down --dir ./c2
+    """
     _cluster(root).down()
 
 
@@ -116,6 +162,7 @@ def _process_verb(name: str, doc: str, action: str):
     @cluster_dir_option
     def command(process: str, root: str) -> None:
         c = _cluster(root)
+        _warn_if_elsewhere(c)
         try:
             getattr(c, action)(process)
         except ClusterError as err:
@@ -124,7 +171,12 @@ def _process_verb(name: str, doc: str, action: str):
     return command
 
 
-_process_verb("kill", "SIGKILL a DataNode (or the NameNode): a crash.", "kill")
-_process_verb("freeze", "SIGSTOP a process: TCP still connects, nothing answers.", "freeze")
-_process_verb("thaw", "SIGCONT a frozen process.", "thaw")
-_process_verb("restart", "Start a process again with its data dir (killing it first if running).", "restart")
+def _doc(text: str, verb: str) -> str:
+    return f"{text}\n\n\b\nExamples:\n  hedgefs cluster {verb} dn3\n  hedgefs cluster {verb} namenode --dir ./c2"
+
+
+_process_verb("kill", _doc("SIGKILL a DataNode (or the NameNode): a crash.", "kill"), "kill")
+_process_verb("freeze", _doc("SIGSTOP a process: TCP still connects, nothing answers.", "freeze"), "freeze")
+_process_verb("thaw", _doc("SIGCONT a frozen process.", "thaw"), "thaw")
+_process_verb("restart", _doc("Start a process again with its data dir (killing it first if running).", "restart"),
+              "restart")

@@ -17,6 +17,15 @@ from hedgefs.client.fs import FROM_ENVIRONMENT, FileSystem, credentials_from, na
 log = logging.getLogger("hedgefs.cli")
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+# For verbs where -h means human-readable sizes, as in HDFS and coreutils (ls, du, df): help is --help.
+CONTEXT_NO_SHORT_HELP = {"help_option_names": ["--help"], "max_content_width": 100}
+
+
+def remote_path(text: str) -> str:
+    """A cluster path as typed, in the NameNode's spelling (hedgefs.cli.paths)."""
+    from hedgefs.cli.paths import remote_path as convert
+
+    return convert(text)
 
 
 def setup_logging(verbose: bool = False, default_level: int = logging.WARNING) -> None:
@@ -115,10 +124,19 @@ def hedge_config(kwargs: dict) -> HedgeConfig:
         raise UsageError(str(err)) from None
 
 
+def chosen_namenode(namenode: str | None) -> str:
+    """The NameNode of this command: a hedgefs://HOST:PORT path's, else --namenode (the verb's;
+    `hedgefs --namenode X` sets $HEDGEFS_NAMENODE for the verb), else $HEDGEFS_NAMENODE, else
+    127.0.0.1:8020."""
+    from hedgefs.cli.paths import check_address, url_namenode   # read now: set by remote_path()
+
+    return check_address(namenode_address(url_namenode or namenode))
+
+
 def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:
     if hedge is None:
         hedge = hedge_config({})  # HEDGEFS_HEDGE_* may be set (and wrong) for any verb
-    return FileSystem(namenode_address(namenode), hedge=hedge, credentials=client_credentials())
+    return FileSystem(chosen_namenode(namenode), hedge=hedge, credentials=client_credentials())
 
 
 def print_stats(fs: FileSystem) -> None:

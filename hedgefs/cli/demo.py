@@ -27,7 +27,13 @@ PATH = "/demo/data.bin"
 @click.option("--dir", "root", type=click.Path(file_okay=False), help="Cluster directory (default: a temporary one).")
 @click.option("--size-mib", type=click.IntRange(1, 4096), default=24, show_default=True, help="Size of the demo file.")
 def demo(root: str | None, size_mib: int) -> None:
-    """The main job: a local cluster, faults, hedging off vs on, and a table of what happened."""
+    """The main job: a local cluster, faults, hedging off vs on, and a table of what happened.
+
+    \b
+    Examples:
+      hedgefs demo
+      hedgefs demo --size-mib 64 --dir ./demo-cluster
+    """
     run_demo(root, size_mib)
 
 

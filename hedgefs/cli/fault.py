@@ -21,8 +21,14 @@ from hedgefs.security.identity import DATANODE, server_name
 
 
 def _registered(namenode: str | None) -> pb.ReportResponse:
+    """The DataNodes the NameNode knows (an admin's call: fault knobs are an admin's too)."""
     with open_fs(namenode) as fs:
-        return fs.rpc("Report", pb.Empty())
+        try:
+            return fs.rpc("Report", pb.Empty())
+        except NotAllowed as err:
+            if "needs an admin credential" in str(err):
+                raise NotAllowed(str(err).replace("Report needs", "fault commands need", 1)) from None
+            raise
 
 
 def _fault_rpc(report: pb.ReportResponse, datanode_id: str, method: str, request) -> pb.FaultState:
@@ -93,7 +99,14 @@ def fault() -> None:
 @click.option("--bandwidth", type=click.IntRange(0), help="Cap on read bytes per second (0 = none).")
 @namenode_option
 def fault_set(datanode_id, namenode, **knobs) -> None:
-    """Change fault knobs on DN_ID (only the knobs given change)."""
+    """Change fault knobs on DN_ID (only the knobs given change).
+
+    \b
+    Examples:
+      hedgefs fault set dn3 --read-delay-ms 2000
+      hedgefs fault set dn5 --read-delay-ms 300 --probability 0.1 --jitter-ms 50
+      hedgefs fault set dn2 --corrupt-probability 0.01
+    """
     fields = {"read_delay_ms": knobs["read_delay_ms"], "probability": knobs["probability"],
               "jitter_ms": knobs["jitter_ms"], "stall": knobs["stall"],
               "error_probability": knobs["error_probability"], "corrupt_probability": knobs["corrupt_probability"],
@@ -106,7 +119,12 @@ def fault_set(datanode_id, namenode, **knobs) -> None:
 @click.argument("datanode_id", metavar="DN_ID")
 @namenode_option
 def fault_clear(datanode_id, namenode) -> None:
-    """Remove every fault from DN_ID (stalled reads are released)."""
+    """Remove every fault from DN_ID (stalled reads are released).
+
+    \b
+    Examples:
+      hedgefs fault clear dn3
+    """
     click.echo(_fault_line(datanode_id, _fault_rpc(_registered(namenode), datanode_id, "ClearFaults",
                                                    pb.FaultClearRequest())))
 
@@ -115,7 +133,13 @@ def fault_clear(datanode_id, namenode) -> None:
 @click.argument("datanode_id", metavar="[DN_ID]", required=False)
 @namenode_option
 def fault_show(datanode_id, namenode) -> None:
-    """Show fault knobs and call counters of one or every live DataNode."""
+    """Show fault knobs and call counters of one or every live DataNode.
+
+    \b
+    Examples:
+      hedgefs fault show
+      hedgefs fault show dn3
+    """
     report = _registered(namenode)
     ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state == "live"), key=natural_key)
     failed = False

@@ -1,10 +1,13 @@
-"""File verbs: put, get, cat, ls, mkdir, rm, mv, stat, chmod, chown."""
+"""File verbs: put, get, cat, mkdir, rm, mv, chmod, chown (ls and stat: listing.py).
 
-import json
+Paths go through ``remote_path`` (hedgefs://HOST[:PORT]/p, trailing and doubled slashes, UTF-8);
+a verb copying or moving into an existing directory puts the entry inside it, as cp, mv and
+`hdfs dfs` do.
+"""
+
 import os
 import signal
 import sys
-import time
 
 import click
 
@@ -16,6 +19,7 @@ from hedgefs.cli.common import (
     namenode_option,
     open_fs,
     print_stats,
+    remote_path,
 )
 from hedgefs.cli.progress import Progress
 from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageError
@@ -25,22 +29,29 @@ from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageErr
 @click.argument("local")
 @click.argument("remote")
 @click.option("-f", "--force", is_flag=True, help="Overwrite REMOTE if it exists.")
+@click.option("-p", "parents", is_flag=True, help="Create missing parent directories (the default, as hdfs dfs -put; "
+                                                  "accepted for scripts).")
 @click.option("--policy", metavar="NAME", help="Policy for this file: RS-6-3-1024k, REPLICATE-3, ... (default: inherited).")
 @namenode_option
-def put(local: str, remote: str, force: bool, policy: str | None, namenode: str | None) -> None:
-    """Copy LOCAL (a file, or - for stdin) to REMOTE.
+def put(local: str, remote: str, force: bool, parents: bool, policy: str | None, namenode: str | None) -> None:
+    """Copy LOCAL (a file, or - for stdin) to REMOTE (a file, or a directory to put it in).
 
-    The file becomes visible only when every block group is durable on at least k DataNodes (a
-    replicated block: on --min-replicas of its n, default 2; the NameNode re-replicates the rest).
+    Missing parent directories of REMOTE are created, as `hdfs dfs -put` does. The file becomes
+    visible only when every block group is durable on at least k DataNodes (a replicated block:
+    on --min-replicas of its n, default 2; the NameNode re-replicates the rest). A path another
+    client is writing is refused at once.
 
     \b
     Examples:
       hedgefs put report.csv /data/report.csv
+      hedgefs put report.csv /data/             # -> /data/report.csv
       tar c dir | hedgefs put - /backups/dir.tar
-      hedgefs put --policy REPLICATE-3 hot.hfile /hbase/hot.hfile
+      hedgefs put --policy REPLICATE-3 hot.hfile hedgefs://nn1/hbase/hot.hfile
     """
     if policy:
         check_policy(policy)
+    typed_dir = remote.endswith("/")
+    remote = remote_path(remote)
     if local == "-":
         source, total = sys.stdin.buffer, None
     else:
@@ -53,38 +64,85 @@ def put(local: str, remote: str, force: bool, policy: str | None, namenode: str 
         except OSError as err:
             raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
         total = os.fstat(source.fileno()).st_size
-    progress = Progress(f"put {remote}", total)
-    try:
-        with open_fs(namenode) as fs, source:
+    with open_fs(namenode) as fs, source:
+        remote = _into_directory(fs, remote, None if local == "-" else os.path.basename(local), typed_dir)
+        _make_parent(fs, remote)
+        progress = Progress(f"put {remote}", total)
+        try:
             fs.write(remote, source, overwrite=force, policy=policy, progress=progress.advance)
-    finally:
-        progress.finish()
+        finally:
+            progress.finish()
+
+
+def _stat_or_none(fs, path: str):
+    try:
+        return fs.stat(path)
+    except NotFound:
+        return None
+
+
+def _into_directory(fs, target: str, name: str | None, typed_dir: bool = False) -> str:
+    """``target``/``name`` when ``target`` is a directory (or was typed with a trailing '/'), as
+    cp and `hdfs dfs -put` do; else ``target``."""
+    st = _stat_or_none(fs, target)
+    if (st is not None and st.is_dir) or (st is None and typed_dir):
+        if not name:
+            raise IsADirectory(f"is a directory: {target} (name the file: {target.rstrip('/')}/NAME)")
+        return remote_path(join(target, name))
+    return target
+
+
+def _make_parent(fs, path: str) -> None:
+    parent = parent_of(path)
+    if parent != "/" and _stat_or_none(fs, parent) is None:
+        fs.mkdir(parent, parents=True)
+
+
+def join(parent: str, name: str) -> str:
+    return parent.rstrip("/") + "/" + name
+
+
+def parent_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("remote")
 @click.argument("local")
+@click.option("-f", "--force", is_flag=True, help="Overwrite LOCAL if it is an existing file.")
 @hedge_options
 @namenode_option
-def get(remote: str, local: str, namenode: str | None, stats: bool, **hedge) -> None:
-    """Copy REMOTE to LOCAL (a file, or - for stdout).
+def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool, **hedge) -> None:
+    """Copy REMOTE to LOCAL (a file, a directory to put it in, or - for stdout).
 
-    LOCAL appears only when complete: the data goes to a temporary file beside it first.
+    A regular LOCAL appears only when complete: the data goes to a temporary file beside it
+    first. An existing file is replaced only with -f. A device, FIFO or anything under /dev is
+    written into, never replaced; a symlink is followed to its target.
 
     \b
     Examples:
       hedgefs get /data/report.csv report.csv
+      hedgefs get /data/report.csv ~/downloads/        # -> ~/downloads/report.csv
+      hedgefs get /data/big.bin /dev/null              # read it all, keep nothing
       hedgefs get --stats --hedge-threshold-ms 100 /data/big.bin -
     """
+    from hedgefs.cli.local import check_target, target_for, write
+
     config = hedge_config(hedge)
+    remote = remote_path(remote)
+    target = real = None
+    if local != "-":
+        target = target_for(local, remote.rstrip("/").rsplit("/", 1)[-1])
+        real = check_target(target, force)
     with open_fs(namenode, config) as fs:
         try:
             with fs.open(remote) as f:
                 f.check_available()
+                progress = Progress(f"get {remote}", f.length)
                 if local == "-":
-                    _copy_out(f, _stdout_pipe_like_cat(), Progress(f"get {remote}", f.length))
+                    _copy_out(f, _stdout_pipe_like_cat(), progress)
                 else:
-                    _write_local_atomically(f, local, Progress(f"get {remote}", f.length))
+                    write(target, real, lambda out: _copy_out(f, out, progress))
         finally:
             if stats:
                 print_stats(fs)
@@ -103,6 +161,7 @@ def cat(remotes: tuple[str, ...], namenode: str | None, stats: bool, **hedge) ->
       hedgefs cat --stats --no-hedge /data/big.bin > /dev/null
     """
     config = hedge_config(hedge)
+    remotes = tuple(remote_path(p) for p in remotes)
     with open_fs(namenode, config) as fs:
         try:
             readers = [fs.open(path) for path in remotes]  # every path is checked before any output
@@ -134,88 +193,78 @@ def _copy_out(f, out, progress: Progress | None) -> None:
             progress.finish()
 
 
-def _write_local_atomically(f, local: str, progress: Progress) -> None:
-    directory = os.path.dirname(os.path.abspath(local))
-    if os.path.isdir(local):
-        raise IsADirectory(f"is a directory: {local}")
-    if not os.path.isdir(directory):
-        raise NotFound(f"no such local directory: {directory}")
-    tmp = os.path.join(directory, f".{os.path.basename(local)}.hedgefs-{os.getpid()}.part")
-    try:
-        with open(tmp, "wb") as out:
-            _copy_out(f, out, progress)
-        os.replace(tmp, local)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-@click.command(name="ls", context_settings=CONTEXT)
-@click.argument("path", default="/")
-@click.option("-R", "recursive", is_flag=True, help="List subdirectories recursively.")
+@click.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-p", "parents", is_flag=True, help="Create missing parents; no error if PATH exists.")
 @namenode_option
-def ls_(path: str, recursive: bool, namenode: str | None) -> None:
-    """List a directory (or show one file).
-
-    Columns: type and permissions, owner, group, length, policy, modification time, path.
-    Entries are printed as they arrive (the NameNode sends a listing in pages), so `ls -R` of a
-    large tree starts at once. A directory you may not list is shown but not entered.
+def mkdir(paths: tuple[str, ...], parents: bool, namenode: str | None) -> None:
+    """Create each directory PATH.
 
     \b
     Examples:
-      hedgefs ls /data
-      hedgefs ls -R / | wc -l
+      hedgefs mkdir /data
+      hedgefs mkdir -p /user/alice/reports /user/bob
     """
-    from hedgefs.namenode.permissions import mode_string
-
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `ls -R / | head` ends quietly
+    targets = [remote_path(p) for p in paths]
     with open_fs(namenode) as fs:
-        for e in fs.iter_list(path, recursive=recursive):
-            length = "-" if e.is_dir else str(e.length)
-            mtime = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime_ms / 1000)) if e.mtime_ms else "-"
-            click.echo(f"{mode_string(e.is_dir, e.permission)} {e.owner:<8} {e.group:<10} {length:>12} "
-                       f"{e.policy:<14} {mtime}  {e.path}")
+        for path in targets:
+            fs.mkdir(path, parents=parents)
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("path")
-@click.option("-p", "parents", is_flag=True, help="Create missing parents; no error if PATH exists.")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-r", "-R", "recursive", is_flag=True, help="Remove a directory and everything under it.")
+@click.option("-f", "force", is_flag=True, help="No error (and exit 0) for a PATH that does not exist.")
 @namenode_option
-def mkdir(path: str, parents: bool, namenode: str | None) -> None:
-    """Create a directory."""
+def rm(paths: tuple[str, ...], recursive: bool, force: bool, namenode: str | None) -> None:
+    """Remove each file PATH (or, with -r, directory tree). Space is freed on the DataNodes lazily.
+
+    \b
+    Examples:
+      hedgefs rm /data/old.csv /data/older.csv
+      hedgefs rm -r -f /tmp/scratch
+    """
+    targets = [remote_path(p) for p in paths]
     with open_fs(namenode) as fs:
-        fs.mkdir(path, parents=parents)
+        for path in targets:
+            try:
+                fs.delete(path, recursive=recursive)
+            except NotFound:
+                if not force:
+                    raise
 
 
 @click.command(context_settings=CONTEXT)
-@click.argument("path")
-@click.option("-r", "recursive", is_flag=True, help="Remove a directory and everything under it.")
-@namenode_option
-def rm(path: str, recursive: bool, namenode: str | None) -> None:
-    """Remove a file (or, with -r, a directory tree). Space is freed on the DataNodes lazily."""
-    with open_fs(namenode) as fs:
-        fs.delete(path, recursive=recursive)
-
-
-@click.command(context_settings=CONTEXT)
-@click.argument("src")
+@click.argument("sources", nargs=-1, required=True, metavar="SRC...")
 @click.argument("dst")
 @namenode_option
-def mv(src: str, dst: str, namenode: str | None) -> None:
-    """Rename SRC to DST (DST must not exist)."""
+def mv(sources: tuple[str, ...], dst: str, namenode: str | None) -> None:
+    """Rename SRC to DST; into DST if it is an existing directory (several SRC: it must be).
+
+    \b
+    Examples:
+      hedgefs mv /data/a.csv /data/b.csv
+      hedgefs mv /data/a.csv /data/b.csv /archive/
+    """
+    srcs = [remote_path(p) for p in sources]
+    target = remote_path(dst)
     with open_fs(namenode) as fs:
-        fs.rename(src, dst)
+        st = _stat_or_none(fs, target)
+        is_dir = st is not None and st.is_dir
+        if len(srcs) > 1 and not is_dir:
+            raise UsageError(f"mv: several sources need an existing directory as the target: {target}")
+        for src in srcs:
+            fs.rename(src, join(target, src.rsplit("/", 1)[-1]) if is_dir and src != target else target)
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("mode")
-@click.argument("path")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-R", "recursive", is_flag=True, help="Also everything under each directory PATH.")
 @namenode_option
-def chmod(mode: str, path: str, namenode: str | None) -> None:
-    """Set the permission bits of PATH, in octal (as HDFS: 644, 750, 1777 for a sticky directory).
+def chmod(mode: str, paths: tuple[str, ...], recursive: bool, namenode: str | None) -> None:
+    """Set the permission bits of each PATH: octal (644, 750, 1777 for a sticky directory) or
+    symbolic as chmod(1) ([ugoa][+-=][rwxXt], comma-separated: u+x, go-w, a=rX).
 
     The owner of PATH or an admin may. Reading a file needs r on it; creating, deleting or
     renaming an entry needs w on its directory; passing through a directory needs x.
@@ -224,84 +273,43 @@ def chmod(mode: str, path: str, namenode: str | None) -> None:
     Examples:
       hedgefs chmod 700 /user/alice
       hedgefs chmod 1777 /tmp
+      hedgefs chmod -R go-w /data
     """
-    try:
-        value = int(mode, 8)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 0o1777:
-        raise UsageError(f"bad mode {mode!r}: octal digits, 0 to 1777 (e.g. 644, 750, 1777)")
+    from hedgefs.cli.modes import apply_mode, parse_mode
+
+    change = parse_mode(mode)
     with open_fs(namenode) as fs:
-        fs.set_permission(path, value)
+        for path in [remote_path(p) for p in paths]:
+            for e in _tree(fs, path, recursive):
+                fs.set_permission(e.path, apply_mode(change, e.permission, e.is_dir))
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("owner", metavar="[OWNER][:GROUP]")
-@click.argument("path")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("-R", "recursive", is_flag=True, help="Also everything under each directory PATH.")
 @namenode_option
-def chown(owner: str, path: str, namenode: str | None) -> None:
-    """Give PATH to another owner and/or group (an admin; an owner may change only the group,
+def chown(owner: str, paths: tuple[str, ...], recursive: bool, namenode: str | None) -> None:
+    """Give each PATH to another owner and/or group (an admin; an owner may change only the group,
     to one of its own).
 
     \b
     Examples:
       hedgefs mkdir -p /user/alice && hedgefs chown alice:staff /user/alice
-      hedgefs chown :analysts /data/shared
+      hedgefs chown -R :analysts /data/shared
     """
     user, _, group = owner.partition(":")
     if not user and not group:
         raise UsageError("chown: give OWNER, :GROUP or OWNER:GROUP")
     with open_fs(namenode) as fs:
-        fs.set_owner(path, user, group)
+        for path in [remote_path(p) for p in paths]:
+            for e in _tree(fs, path, recursive):
+                fs.set_owner(e.path, user, group)
 
 
-@click.command(context_settings=CONTEXT)
-@click.argument("path")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@namenode_option
-def stat(path: str, as_json: bool, namenode: str | None) -> None:
-    """Show size, policy, and where each unit (EC) or replica (REPLICATE-n) lives.
-
-    An erasure-coded file lists its block groups and their units ("groups", "units"); a
-    replicated file lists its blocks and their replicas ("blocks", "replicas"). Only live copies
-    are listed.
-
-    \b
-    Examples:
-      hedgefs stat /data/big.bin
-      hedgefs stat --json /hbase/hot.hfile | jq '.blocks[].replicas | length'
-    """
-    from hedgefs.ec import layout
-    from hedgefs.ec.policy import parse_policy
-
-    with open_fs(namenode) as fs:
-        st = fs.stat(path)
-    doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy,
-           "owner": st.owner, "group": st.group, "permission": f"{st.permission:04o}"}
-    policy = None if st.is_dir else parse_policy(st.policy)
-    if policy is not None and policy.replicated:
-        doc["replication"] = policy.units
-        doc["blocks"] = [
-            {"id": g.id, "length": g.length,
-             "replicas": [{"index": u.index, "datanode": u.datanode_id} for _, u in sorted(g.units.items())]}
-            for g in st.groups
-        ]
-    elif policy is not None:
-        doc["groups"] = [
-            {"id": g.id, "length": g.length,
-             "units": [{"index": u.index, "datanode": u.datanode_id, "length": layout.unit_length(policy, g.length, u.index)}
-                       for _, u in sorted(g.units.items())]}
-            for g in st.groups
-        ]
-    if as_json:
-        click.echo(json.dumps(doc))
-        return
-    click.echo(f"path:    {doc['path']}\ntype:    {doc['type']}\nlength:  {doc['length']}\npolicy:  {doc['policy']}\n"
-               f"owner:   {doc['owner']}:{doc['group']} {doc['permission']}")
-    for g in doc.get("groups", []):
-        units = " ".join(f"{u['index']}@{u['datanode']}" for u in g["units"])
-        click.echo(f"group {g['id']}: {g['length']} bytes, units {units}")
-    for b in doc.get("blocks", []):
-        replicas = " ".join(r["datanode"] for r in b["replicas"])
-        click.echo(f"block {b['id']}: {b['length']} bytes, {len(b['replicas'])} of {doc['replication']} "
-                   f"replicas live: {replicas}")
+def _tree(fs, path: str, recursive: bool):
+    """PATH's status, then (``recursive``, a directory) every entry under it."""
+    top = fs.stat(path)
+    yield top
+    if recursive and top.is_dir:
+        yield from list(fs.iter_list(path, recursive=True))

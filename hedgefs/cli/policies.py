@@ -2,7 +2,7 @@
 
 import click
 
-from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs
+from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs, remote_path
 from hedgefs.cli.progress import Progress
 from hedgefs.client.errors import HedgefsError, UsageError
 
@@ -41,6 +41,7 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
       hedgefs ec set-policy /hbase REPLICATE-3
     """
     check_policy(name)
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         fs.set_policy(path, name)
 
@@ -49,9 +50,15 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
 @click.argument("path")
 @namenode_option
 def ec_get_policy(path: str, namenode: str | None) -> None:
-    """Show the policy PATH uses and where it is inherited from."""
+    """Show the policy PATH uses and where it is inherited from.
+
+    \b
+    Examples:
+      hedgefs ec get-policy /data/big.bin
+      hedgefs ec get-policy /hbase
+    """
     with open_fs(namenode) as fs:
-        response = fs.get_policy(path)
+        response = fs.get_policy(remote_path(path))
     source = response.source_path or "cluster default"
     click.echo(f"{response.policy}\t(from {source})")
 
@@ -63,6 +70,10 @@ def ec_list_policies() -> None:
 
     "repair reads N" is how many units a repair, or a read around a slow DataNode, reads to
     rebuild one lost unit; "needs N DataNodes": one per unit.
+
+    \b
+    Examples:
+      hedgefs ec list-policies
     """
     _list_policies()
 
@@ -113,6 +124,7 @@ def ec_convert(path: str, name: str, recursive: bool, namenode: str | None) -> N
 
     check_policy(name)
     target = parse_policy(name).name
+    path = remote_path(path)
     with open_fs(namenode) as fs:
         st = fs.stat(path)
         if not st.is_dir:

@@ -1,0 +1,81 @@
+"""The HDFS shell basics: rm -f and several paths, mkdir of several, chmod -R with symbolic modes,
+chown -R, touchz, head, tail, test, count, du, ls -l/-h/--json, stat's mtime."""
+
+import json
+
+import pytest
+
+from conftest import assert_one_line_error, client, pattern, run_cli
+
+
+@pytest.fixture(scope="module")
+def nn(cluster):
+    with client(cluster.namenode) as fs:
+        fs.mkdir("/b/tree/sub", parents=True)
+        fs.write_bytes("/b/tree/a", b"a" * 10, overwrite=True)
+        fs.write_bytes("/b/tree/sub/big", pattern(3000, seed=2), overwrite=True)
+    return cluster.namenode
+
+
+def _stat(nn, path) -> dict:
+    result = run_cli("stat", "--json", path, namenode=nn)
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_rm_several_paths_and_rm_f(nn):
+    assert run_cli("mkdir", "/b/r1", "/b/r2", namenode=nn).code == 0
+    assert run_cli("rm", "-r", "/b/r1", "/b/r2", namenode=nn).code == 0
+    assert_one_line_error(run_cli("rm", "/b/r1", namenode=nn), "/b/r1")
+    result = run_cli("rm", "-r", "-f", "/b/r1", "/b/never", namenode=nn)
+    assert result.code == 0 and result.stderr == ""
+
+
+def test_chmod_recursive_symbolic_and_chown_recursive(nn):
+    result = run_cli("chmod", "-R", "go-rx,u+w", "/b/tree", namenode=nn)
+    assert result.code == 0, result.stderr
+    assert _stat(nn, "/b/tree")["permission"] == "0700"
+    assert _stat(nn, "/b/tree/sub/big")["permission"] == "0600"
+    assert run_cli("chmod", "-R", "a+rX", "/b/tree", namenode=nn).code == 0
+    assert _stat(nn, "/b/tree/sub")["permission"] == "0755" and _stat(nn, "/b/tree/a")["permission"] == "0644"
+    assert_one_line_error(run_cli("chmod", "u+q", "/b/tree", namenode=nn), "bad mode")
+    assert run_cli("chown", "-R", "alice:staff", "/b/tree", namenode=nn).code == 0
+    assert (_stat(nn, "/b/tree/sub/big")["owner"], _stat(nn, "/b/tree/sub/big")["group"]) == ("alice", "staff")
+
+
+def test_touchz_head_tail(nn):
+    assert run_cli("touchz", "/b/_SUCCESS", namenode=nn).code == 0
+    assert run_cli("touchz", "/b/_SUCCESS", namenode=nn).code == 0   # already empty: fine
+    assert_one_line_error(run_cli("touchz", "/b/tree/a", namenode=nn), "not an empty file")
+    data = pattern(3000, seed=2)
+    assert run_cli("head", "/b/tree/sub/big", namenode=nn).stdout == data[:1024]
+    assert run_cli("tail", "-c", "100", "/b/tree/sub/big", namenode=nn).stdout == data[-100:]
+    assert run_cli("tail", "-c", "5000", "/b/tree/sub/big", namenode=nn).stdout == data
+
+
+def test_test_and_count_and_du(nn):
+    assert run_cli("test", "-e", "/b/tree/a", namenode=nn).code == 0
+    assert run_cli("test", "-d", "/b/tree/a", namenode=nn).code == 1
+    missing = run_cli("test", "-e", "/b/nope", namenode=nn)
+    assert missing.code == 1 and missing.stderr == ""
+    count = run_cli("count", "/b/tree", namenode=nn).stdout.decode().split()
+    assert count[:3] == ["2", "2", "3010"] and count[3] == "/b/tree"
+    du = run_cli("du", "--json", "/b/tree", namenode=nn)
+    rows = {r["path"]: r for r in json.loads(du.stdout)}
+    assert rows["/b/tree/a"]["length"] == 10 and rows["/b/tree/sub"]["length"] == 3000
+    assert rows["/b/tree/sub"]["disk_bytes"] > 3000, "parity counts on disk"
+    summary = run_cli("du", "-s", "-h", "/b/tree", namenode=nn).stdout.decode()
+    assert summary.split()[0] == "2.9K" and summary.split()[-1] == "/b/tree"
+
+
+def test_ls_long_human_json_and_stat_mtime(nn):
+    human = run_cli("ls", "-l", "-h", "/b/tree/sub", namenode=nn)
+    assert human.code == 0, human.stderr
+    assert " 2.9K " in human.stdout.decode()
+    assert run_cli("ls", "--help", namenode=nn).stdout.decode().startswith("Usage: hedgefs ls")
+    docs = [json.loads(line) for line in run_cli("ls", "--json", "/b/tree", "/b/tree/sub", namenode=nn).stdout.splitlines()]
+    assert {d["path"] for d in docs} == {"/b/tree/a", "/b/tree/sub", "/b/tree/sub/big"}
+    assert all(d["mtime_ms"] > 0 for d in docs)
+    st = _stat(nn, "/b/tree/a")
+    assert st["mtime_ms"] > 0 and st["mtime"].startswith("20")
+    assert "mtime:" in run_cli("stat", "/b/tree/a", namenode=nn).stdout.decode()

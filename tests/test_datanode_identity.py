@@ -1,0 +1,82 @@
+"""One DataNode per id: a second `hedgefs datanode --id dn1` on another data dir is refused while
+the real dn1 is live, with one line on its stderr, and the real one's units stay in the block map."""
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import assert_one_line_error, cli_env, client, run_cli, start_cluster
+from hedgefs.datanode.storage import BlockStore
+from hedgefs.namenode.errors import AlreadyExists
+from hedgefs.proto import hedgefs_pb2 as pb
+
+
+def test_a_data_dir_gets_a_storage_id_at_first_start_and_keeps_it(tmp_path):
+    store = BlockStore(tmp_path / "dn")
+    first = store.storage_id
+    assert first.startswith("DS-")
+    store.record_cluster_id("CID-x")
+    store.close()
+    again = BlockStore(tmp_path / "dn")
+    assert again.storage_id == first and again.cluster_id == "CID-x"
+    again.close()
+
+
+def test_namesystem_refuses_another_storage_under_a_live_id(nn, clock):
+    nn.register("dn1", "127.0.0.1:1", "127.0.0.1:2", storage_id="DS-real")
+    with pytest.raises(AlreadyExists, match="DataNode id dn1 is taken: a live DataNode at 127.0.0.1:1"):
+        nn.register("dn1", "127.0.0.1:3", "127.0.0.1:4", storage_id="DS-impostor")
+    assert nn.liveness.address("dn1") == "127.0.0.1:1"
+    nn.register("dn1", "127.0.0.1:5", "127.0.0.1:6", storage_id="DS-real")   # a restart on a new port
+    clock.advance(nn.liveness.dead_interval_s + 1)
+    nn.register("dn1", "127.0.0.1:7", "127.0.0.1:8", storage_id="DS-new-disk")  # dead: a replaced disk may join
+    assert nn.liveness.address("dn1") == "127.0.0.1:7"
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    # Three DataNodes and a default policy needing nine, as `cluster up --datanodes 3` makes.
+    cluster = start_cluster(tmp_path_factory.mktemp("identity"), policy="RS-6-3-64k", datanodes=3)
+    yield cluster
+    cluster.down()
+
+
+def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, tmp_path):
+    nn = small.namenode
+    data = b"hello, dn1\n"
+    with client(nn) as fs:
+        for i in range(6):
+            fs.write_bytes(f"/id{i}", data, overwrite=True, policy="REPLICATE-1")
+        on_dn1 = [f"/id{i}" for i in range(6)
+                  if any(u.datanode_id == "dn1" for g in fs.stat(f"/id{i}").groups for u in g.units.values())]
+        report = fs.rpc("Report", pb.Empty())
+    assert on_dn1, "no file landed on dn1"
+    before = {d.id: d.address for d in report.datanodes}
+    impostor = subprocess.run(
+        [sys.executable, "-m", "hedgefs", "datanode", "--id", "dn1", "--port", "0", "--data-dir", str(tmp_path / "imp"),
+         "--namenode", nn, "--heartbeat-interval-s", "0.3", "--no-fsync", "--http-port", "0"],
+        capture_output=True, text=True, timeout=60, env=cli_env(nn))
+    assert impostor.returncode != 0
+    lines = [ln for ln in impostor.stderr.splitlines() if ln.strip() and "INFO" not in ln]
+    assert any("DataNode id dn1 is taken" in ln and "own --id" in ln for ln in lines), impostor.stderr
+    assert "Traceback" not in impostor.stderr
+    with client(nn) as fs:
+        report = {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
+        assert report["dn1"].address == before["dn1"] and report["dn1"].state != "dead"
+        assert fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY"
+        for path in on_dn1:
+            assert fs.read_bytes(path) == data
+    log = (small.root / "logs" / "namenode.log").read_text()
+    assert "refused a second DataNode dn1" in log and "dn1 now at" not in log
+
+
+def test_distcp_policy_covers_its_own_staging_files(small, tmp_path):
+    local = tmp_path / "hello.txt"
+    local.write_bytes(b"hello\n")
+    hint = run_cli("distcp", "--policy", "REPLICATE-1", str(local), "/h.txt", namenode=small.namenode)
+    assert_one_line_error(hint, "no such file or directory", f"use file://{local}")
+    result = run_cli("distcp", "--policy", "REPLICATE-1", f"file://{local}", "/h.txt", namenode=small.namenode)
+    assert result.code == 0, result.stderr
+    assert run_cli("cat", "/h.txt", namenode=small.namenode).stdout == b"hello\n"
+    assert b".distcp-" not in run_cli("ls", "-R", "/", namenode=small.namenode).stdout
