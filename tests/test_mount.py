@@ -93,11 +93,6 @@ def sh(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-def sha256(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 # ---------------------------------------------------------------------------- programs
 
 def test_cp_cat_sha256sum_across_block_groups(mnt, mcluster, tmp_path):
