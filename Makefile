@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: fuse demo test proto bench bench-replication browser-test compose-test clean
+.PHONY: fuse demo test proto bench bench-replication bench-mount browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
@@ -54,6 +54,15 @@ bench: $(STAMP)
 # EC (RS-6-3-1024k) vs replication (REPLICATE-3) under the same faults, on one cluster (~15 min).
 bench-replication: $(STAMP)
 	$(PY) -m hedgefs.bench.replication
+
+# `hedgefs mount` beside a GlusterFS disperse 6+3 FUSE mount and the CLI (~7 min). GlusterFS is
+# Debian's glusterfs-server, installed as root if missing; without it the GlusterFS rows say why not.
+bench-mount: $(STAMP)
+	@command -v glusterd >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q glusterfs-server >/dev/null; } || \
+	  echo "note: cannot install glusterfs-server (not root?): the GlusterFS rows are skipped" >&2
+	$(PY) -m hedgefs bench mount
 
 clean:
 	rm -rf $(VENV) .pytest_cache

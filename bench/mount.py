@@ -16,7 +16,8 @@ The same bytes go to both. Measured, each side the same way:
                       64 KiB O_DIRECT reads, one thread, for a while: max / p99 / p50, and for
                       GlusterFS a cap on how long one read is waited for
 
-Targets (issue 29) are ratios in the same run; the machine's load average is recorded beside.
+The sides take turns, A B B A, for every measure (``abba``): a change of the machine's load weighs
+on both alike. Targets (issue 29) are ratios in the same run; the load average is recorded beside.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import pathlib
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +56,23 @@ def _summary(latencies_s: list[float], elapsed_s: float) -> dict:
     ms = [x * 1000 for x in latencies_s]
     return {"reads": len(ms), "reads_per_s": round(len(ms) / elapsed_s, 1) if elapsed_s else 0,
             "p50_ms": round(_pct(ms, 0.5), 2), "p99_ms": round(_pct(ms, 0.99), 2), "max_ms": round(max(ms), 1)}
+
+
+def _merged(runs: list[dict]) -> dict:
+    """Runs of direct_reads as one: all their reads, all their time."""
+    out = _summary([x for r in runs for x in r["_latencies"]], sum(r["_elapsed"] for r in runs))
+    out["rounds"] = len(runs)
+    return out
+
+
+def abba(measures: dict, merge) -> dict:
+    """Each side's measure run twice, in the order A B B A (A B C C B A ...): a change of the
+    machine's load during the run weighs on every side alike. ``merge`` makes one of two runs."""
+    names = list(measures)
+    runs: dict[str, list] = {n: [] for n in names}
+    for name in names + names[::-1]:
+        runs[name].append(measures[name]())
+    return {n: merge(r) for n, r in runs.items()}
 
 
 def cat_small(path: str, runs: int) -> dict:
@@ -117,13 +136,15 @@ def direct_reads(path: str, size: int, reads: int, threads: int = 1, seconds: fl
     elapsed = time.perf_counter() - started
     pool.shutdown(wait=False)
     out = _summary(latencies, elapsed) if latencies else {"reads": 0, "max_ms": 0.0, "p99_ms": 0.0, "p50_ms": 0.0}
+    out["_latencies"], out["_elapsed"] = latencies, elapsed
     if pending:   # a read still blocked: at least the cap
         out["blocked_read_s"] = f">= {wait_cap_s:.0f}"
         out["max_ms"] = max(out["max_ms"], wait_cap_s * 1000)
     return out
 
 
-def library_reads(fs: FileSystem, remote: str, size: int, reads: int, seed: int = 1) -> dict:
+def library_reads(fs: FileSystem, remote: str, size: int, reads: int, seed: int = 3) -> dict:
+    """The same reads through the client library in this process (what the mount adds: FUSE)."""
     rng = random.Random(seed)
     latencies = []
     started = time.perf_counter()
@@ -133,7 +154,9 @@ def library_reads(fs: FileSystem, remote: str, size: int, reads: int, seed: int 
             t0 = time.perf_counter()
             f.pread(offset, READ)
             latencies.append(time.perf_counter() - t0)
-    return _summary(latencies, time.perf_counter() - started)
+    out = _summary(latencies, time.perf_counter() - started)
+    out["_latencies"], out["_elapsed"] = latencies, time.perf_counter() - started
+    return out
 
 
 def sequential(path: str, size: int) -> dict:
@@ -195,7 +218,9 @@ def run_mount_bench(size: int = 256 << 20, reads: int = 1000, cat_runs: int = 50
             mnt = root / "hedgefs"
             mount_proc, metrics = _start_mount(cluster.namenode, mnt, root / "mount.log")
             sides = {"hedgefs": mnt / "bench"}
-            if gluster:
+            if not gluster:
+                result["glusterfs_unavailable"] = "not asked for (--no-gluster)"
+            else:
                 try:
                     log("starting GlusterFS (disperse 6+3, 9 local bricks) ...")
                     volume = GlusterVolume(root / "gluster").start()
@@ -207,20 +232,35 @@ def run_mount_bench(size: int = 256 << 20, reads: int = 1000, cat_runs: int = 50
                     log(f"GlusterFS not measured: {err}")
                     volume = None
 
+            log(f"{', '.join(sides)}, in the order A B B A: cat of a 1-byte file, random reads, sequential read ...")
             for name, where in sides.items():
-                log(f"{name}: cat of a 1-byte file, random reads, sequential read ...")
-                row = result.setdefault(name, {})
-                row["cat_1_byte"] = cat_small(str(where / "one"), cat_runs)
-                row["random_1_thread"] = direct_reads(str(where / "big.bin"), size, reads)
-                row["random_4_threads"] = direct_reads(str(where / "big.bin"), size, reads // 2, threads=4)
-                row["sequential"] = [sequential(str(where / "big.bin"), size) for _ in range(2)]
+                result.setdefault(name, {})
+                direct_reads(str(where / "big.bin"), size, 50, seed=2)   # warm: connections, caches of metadata
+
+            def each(measure):
+                return {name: (lambda where=where: measure(where)) for name, where in sides.items()}
+
+            def merge_cats(runs):
+                return {"p50_ms": statistics.median([r["p50_ms"] for r in runs]),
+                        "p90_ms": statistics.median([r["p90_ms"] for r in runs]), "runs": sum(r["runs"] for r in runs)}
+
+            def cli_seq():
+                seconds = cli_cat(cluster.namenode, "/bench/big.bin", 1)["seconds"][0]
+                return {"seconds": round(seconds, 3), "mb_s": round(size / seconds / 1e6, 1)}
+
             cli = result.setdefault("hedgefs_cli", {})
+            for key, measure, merge, extra in [
+                ("cat_1_byte", lambda w: cat_small(str(w / "one"), cat_runs // 2), merge_cats, {}),
+                ("random_1_thread", lambda w: direct_reads(str(w / "big.bin"), size, reads // 2, seed=3), _merged,
+                 {"hedgefs_cli": lambda: library_reads(fs, "/bench/big.bin", size, reads // 2)}),
+                ("random_4_threads", lambda w: direct_reads(str(w / "big.bin"), size, reads // 4, threads=4, seed=4),
+                 _merged, {}),
+                ("sequential", lambda w: sequential(str(w / "big.bin"), size), list, {"hedgefs_cli": cli_seq}),
+            ]:
+                for name, value in abba({**each(measure), **extra}, merge).items():
+                    result[name][key] = value
+            cli["library_random_1_thread"] = cli.pop("random_1_thread")
             cli["cat_1_byte"] = cli_cat(cluster.namenode, "/bench/one", 5)
-            cli["library_random_1_thread"] = library_reads(fs, "/bench/big.bin", size, reads)
-            cli["sequential"] = []
-            for _ in range(2):
-                seconds = min(cli_cat(cluster.namenode, "/bench/big.bin", 1)["seconds"])
-                cli["sequential"].append({"seconds": round(seconds, 3), "mb_s": round(size / seconds / 1e6, 1)})
 
             log(f"hedgefs: {victim} frozen, reads for {frozen_s:.0f} s ...")
             hedges = _hedges(metrics)
@@ -244,6 +284,7 @@ def run_mount_bench(size: int = 256 << 20, reads: int = 1000, cat_runs: int = 50
                 frozen["frozen"] = "brick 1"
                 result["glusterfs"]["frozen"] = frozen
     finally:
+        _strip(result)
         if mount_proc is not None:
             subprocess.run(["fusermount3", "-u", str(root / "hedgefs")], capture_output=True)
             try:
@@ -253,8 +294,21 @@ def run_mount_bench(size: int = 256 << 20, reads: int = 1000, cat_runs: int = 50
         if volume is not None:
             volume.stop()
         cluster.down()
+        shutil.rmtree(root, ignore_errors=True)
     result["load_after"] = _load()
     return result
+
+
+def _strip(doc) -> None:
+    """Drop the raw latencies (keys starting with _) before the result is saved."""
+    if isinstance(doc, dict):
+        for key in [k for k in doc if k.startswith("_")]:
+            del doc[key]
+        for value in doc.values():
+            _strip(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            _strip(value)
 
 
 def _seq(rows: list[dict]) -> float:
@@ -266,7 +320,7 @@ def format_result(r: dict) -> str:
     h, g, cli = r["hedgefs"], r.get("glusterfs"), r["hedgefs_cli"]
 
     def gv(fn, fmt="{:.2f}"):
-        return fmt.format(fn(g)) if g else "not run"
+        return fmt.format(fn(g)) if g else "-"
 
     lines = [
         f"`{r['command']}` on {r['date']}; load average before {r['load_before']}, after {r['load_after']}.",

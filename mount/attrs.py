@@ -101,6 +101,8 @@ def attributes(status: FileStatus, inode: int, owners: Owners, timeout: float,
 
 
 def errno_of(err: HedgefsError) -> int:
+    if type(err).__name__ == "FileChanged":   # replaced or deleted under an open file (client.errors)
+        return errno.ESTALE
     message = str(err)
     for prefix, code in (("not a directory", errno.ENOTDIR), ("directory not empty", errno.ENOTEMPTY),
                          ("is a directory", errno.EISDIR), ("file exists", errno.EEXIST),

@@ -129,6 +129,8 @@ class _Pipe:
     def read(self, n: int) -> bytes:
         with self._cond:
             self._cond.wait_for(lambda: self._chunks or self._closed)
+            if self._broken:   # abandoned (unmounted mid-write): an error, never an end that commits
+                raise OSError("the write was abandoned before close")
             if not self._chunks:
                 return b""
             chunk = self._chunks.pop(0)

@@ -1,7 +1,7 @@
 """The FUSE operations: each kernel request as calls of one long-lived FileSystem.
 
 Requests arrive on trio tasks (pyfuse3); every call that reaches the cluster runs in a worker
-thread (``_run``), so a slow NameNode or DataNode holds up its own request only, and many reads
+thread (calls.run) or is a client future awaited on trio (calls.wait, reads), so a slow NameNode or DataNode holds up its own request only, and many reads
 are in flight at once. What each operation means, and what is refused with which errno, is the
 README's "Mount" table; the comments here say why where it is not obvious.
 
@@ -13,7 +13,6 @@ kernel drops it. A change seen by getattr drops it too (libfuse's auto_inval_dat
 
 import concurrent.futures
 import errno
-import functools
 import inspect
 import logging
 import os
@@ -23,66 +22,14 @@ import trio
 
 from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
-from hedgefs.mount.attrs import Owners, attributes, errno_of
+from hedgefs.mount.attrs import Owners, attributes
+from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
 from hedgefs.mount.files import ReadHandle, WriteFailed, WriteHandle
 from hedgefs.mount.inodes import InodeTable, Node, child
 
 log = logging.getLogger("hedgefs.mount")
 
 LIST_BATCH = 256   # directory entries fetched per step of a readdir (the NameNode pages them itself)
-
-
-def fail(code: int, why: str = "") -> pyfuse3.FUSEError:
-    if why:
-        log.info("%s: %s", errno.errorcode.get(code, code), why)
-    return pyfuse3.FUSEError(code)
-
-
-async def _run(fn, *args):
-    """``fn(*args)`` in a worker thread; a HedgefsError becomes its errno."""
-    try:
-        return await trio.to_thread.run_sync(fn, *args)
-    except WriteFailed as err:
-        raise fail(err.errno, str(err)) from None
-    except HedgefsError as err:
-        code = errno_of(err)
-        (log.warning if code == errno.EIO else log.debug)("%s", err)
-        raise pyfuse3.FUSEError(code) from None
-
-
-async def _wait(future: concurrent.futures.Future):
-    """The result of a client future, awaited on trio: no worker thread sits in result()."""
-    if not future.done():
-        token = trio.lowlevel.current_trio_token()
-        done = trio.Event()
-
-        def wake(_future) -> None:
-            try:
-                token.run_sync_soon(done.set)
-            except trio.RunFinishedError:
-                pass   # unmounted meanwhile
-        future.add_done_callback(wake)
-        try:
-            await done.wait()
-        except trio.Cancelled:
-            future.cancel()
-            raise
-    return future.result()
-
-
-def _guarded(method):
-    """An operation whose bug is an EIO for its caller (and a logged traceback), never the end of
-    the mount: pyfuse3 stops serving on any exception but FUSEError."""
-    @functools.wraps(method)
-    async def guarded(*args):
-        try:
-            return await method(*args)
-        except (pyfuse3.FUSEError, trio.Cancelled):
-            raise
-        except Exception:   # noqa: BLE001
-            log.exception("%s failed", method.__name__)
-            raise pyfuse3.FUSEError(errno.EIO) from None
-    return guarded
 
 
 def version(status: FileStatus) -> tuple:
@@ -172,7 +119,7 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.writer is not None:
             self.inodes.learn(path, lookups)
             return self._attrs(None, node)
-        status = await _run(self._stat, path)
+        status = await run(self._stat, path)
         return self._attrs(status, self.inodes.learn(path, lookups))
 
     def _stat(self, path: str) -> FileStatus:
@@ -204,7 +151,7 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.ENOENT)
         if node.writer is not None:
             return self._attrs(None, node)
-        return self._attrs(await _run(self._stat, node.path), node)
+        return self._attrs(await run(self._stat, node.path), node)
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         path = self._path(inode)
@@ -234,7 +181,7 @@ class Operations(pyfuse3.Operations):
     async def _as_owner(self, fn, *args):
         """chmod and chown: refused by the NameNode is EPERM, as chmod(2) and chown(2) say."""
         try:
-            await _run(fn, *args)
+            await run(fn, *args)
         except pyfuse3.FUSEError as err:
             raise fail(errno.EPERM) if err.errno == errno.EACCES else err
 
@@ -246,26 +193,26 @@ class Operations(pyfuse3.Operations):
         if writing is not None and size == 0:
             self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
             return
-        status = await _run(self.fs.stat, path)
+        status = await run(self.fs.stat, path)
         if size == status.length:
             return
         if size != 0:
             raise fail(errno.EROFS, f"{path}: truncate to {size}: hedgefs files are written once")
-        await _run(self.fs.write_bytes, path, b"", True)
+        await run(self.fs.write_bytes, path, b"", True)
         node.seen = None
 
     # ------------------------------------------------------------------ directories
 
     async def mkdir(self, parent_inode, name, mode, ctx):
         path = self._child(parent_inode, name)
-        await _run(self.fs.mkdir, path)
+        await run(self.fs.mkdir, path)
         if mode & 0o7777 != 0o755:
-            await _run(self.fs.set_permission, path, mode & 0o7777)
+            await run(self.fs.set_permission, path, mode & 0o7777)
         return await self._entry(path)
 
     async def rmdir(self, parent_inode, name, ctx):
         path = self._child(parent_inode, name)
-        await _run(self.fs.delete, path)
+        await run(self.fs.delete, path)
         self.inodes.detach(path)
 
     async def unlink(self, parent_inode, name, ctx):
@@ -273,7 +220,7 @@ class Operations(pyfuse3.Operations):
         node = self.inodes.at(path)
         if node is not None and node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is being written here")
-        await _run(self.fs.delete, path)
+        await run(self.fs.delete, path)
         self.inodes.detach(path)
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
@@ -285,7 +232,7 @@ class Operations(pyfuse3.Operations):
             node = self.inodes.at(path)
             if node is not None and node.writer is not None:
                 raise fail(errno.EBUSY, f"{path} is being written here")
-        await _run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
+        await run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
         self.inodes.moved(src, dst)
 
     def _rename(self, src: str, dst: str, replace: bool) -> None:
@@ -320,7 +267,7 @@ class Operations(pyfuse3.Operations):
             if index >= len(listing.entries):
                 if listing.done:
                     return
-                await _run(listing.pull, index + LIST_BATCH)
+                await run(listing.pull, index + LIST_BATCH)
                 continue
             status = listing.entries[index]
             name = status.path.rsplit("/", 1)[1]
@@ -343,12 +290,12 @@ class Operations(pyfuse3.Operations):
         node = self.inodes.get(inode)
         path = self._path(inode)
         if flags & os.O_ACCMODE == os.O_RDONLY:
-            reader = await _run(self.fs.open, path)
+            reader = await run(self.fs.open, path)
             seen, node.seen = node.seen, version(reader.status)
             return pyfuse3.FileInfo(fh=self._add_handle(ReadHandle(reader)), keep_cache=seen == node.seen)
         if node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is already being written here")
-        status = await _run(self.fs.stat, path)
+        status = await run(self.fs.stat, path)
         if status.is_dir:
             raise fail(errno.EISDIR)
         if flags & os.O_APPEND and status.length:
@@ -374,13 +321,11 @@ class Operations(pyfuse3.Operations):
         for lo, hi, start, future in handle.plan(off, size):
             try:
                 try:
-                    data = await _wait(future)
+                    data = await wait(future)
                 except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
-                    data, start = await _wait(handle.reader.submit(lo, hi - lo)), lo
+                    data, start = await wait(handle.reader.submit(lo, hi - lo)), lo
             except HedgefsError as err:
-                code = errno_of(err)
-                (log.warning if code == errno.EIO else log.debug)("%s", err)
-                raise pyfuse3.FUSEError(code) from None
+                raise as_fuse_error(err) from None
             out += memoryview(data)[lo - start:hi - start]
         return bytes(out)
 
@@ -394,14 +339,14 @@ class Operations(pyfuse3.Operations):
             self._start(writing, overwrite=True)
         elif writing.writer.committed is not None:
             await self._write_on(writing, off)
-        return await _run(writing.writer.write, off, buf)
+        return await run(writing.writer.write, off, buf)
 
     async def _write_on(self, writing: _Writing, offset: int) -> None:
         """A write after a close(2) of a duplicate committed the file: rewrite it, committed bytes first."""
         if offset != writing.writer.written:
             raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
         old = writing.writer
-        prefix = await _run(self.fs.open, writing.path) if old.written else None
+        prefix = await run(self.fs.open, writing.path) if old.written else None
         writing.writer = None
         self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
         writing.writer.owner = old.owner
@@ -431,7 +376,7 @@ class Operations(pyfuse3.Operations):
     async def _commit(self, writing: _Writing) -> None:
         writer = writing.writer
         try:
-            await _run(writer.commit)
+            await run(writer.commit)
         finally:
             if writing.node.writer is writer:
                 writing.node.writer = None
@@ -511,4 +456,4 @@ class Operations(pyfuse3.Operations):
 
 for _name, _method in list(vars(Operations).items()):
     if not _name.startswith("_") and inspect.iscoroutinefunction(_method):
-        setattr(Operations, _name, _guarded(_method))
+        setattr(Operations, _name, guarded(_method))

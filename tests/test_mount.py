@@ -93,11 +93,6 @@ def sh(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-def sha256(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 # ---------------------------------------------------------------------------- programs
 
 def test_cp_cat_sha256sum_across_block_groups(mnt, mcluster, tmp_path):
@@ -362,13 +357,21 @@ def test_kill_9_leaves_a_mount_point_that_fusermount_cleans(mcluster, tmp_path):
     assert not os.path.ismount(mountpoint) and os.listdir(mountpoint) == []
 
 
-def test_sigterm_unmounts_and_exits_0(mcluster, tmp_path):
+def test_sigterm_unmounts_and_exits_0_and_a_file_being_written_never_appears(mcluster, tmp_path):
     mountpoint = tmp_path / "m"
     proc = start_mount(mcluster.namenode, mountpoint, tmp_path / "log")
     assert os.path.isdir(mountpoint / "uni")   # the module's files are there
+    fd = os.open(mountpoint / "half.bin", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, pattern(3 * CELL, 11))
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     assert not os.path.ismount(mountpoint)
+    try:
+        os.close(fd)
+    except OSError:
+        pass   # the mount is gone
+    with client(mcluster.namenode) as fs:   # the mount process is gone: nobody can complete it now
+        assert "/half.bin" not in {e.path for e in fs.list("/")}
 
 
 def test_background_mount_returns_once_mounted_and_ends_on_fusermount(mcluster, tmp_path):

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 from conftest import pattern
 
-from hedgefs.mount.files import MAX_WINDOW, ReadHandle
+from hedgefs.mount import files
+from hedgefs.mount.files import ReadHandle
 from hedgefs.mount.inodes import ROOT_INODE, InodeTable, child
 
 CELL = 64 * 1024
@@ -43,8 +44,9 @@ def test_random_reads_ask_for_exactly_their_range():
     assert reader.submits == [(7 * CELL + 3, 4096), (CELL, 100), (40 * CELL, CELL), (3, 5)]
 
 
-def test_sequential_reads_grow_the_read_ahead_from_the_cell_to_the_maximum():
-    data = pattern(40 << 20)
+def test_sequential_reads_grow_the_read_ahead_from_the_cell_to_the_maximum(monkeypatch):
+    monkeypatch.setattr(files, "MAX_WINDOW", 1 << 20)   # 64 KiB cells: 64k, 128k, ..., 1 MiB
+    data = pattern(5 << 20)
     reader = ScriptedReader(data)
     handle = ReadHandle(reader)
     got = bytearray()
@@ -52,7 +54,7 @@ def test_sequential_reads_grow_the_read_ahead_from_the_cell_to_the_maximum():
         got += handle.read(offset, 128 * 1024)
     assert got == data
     sizes = [length for _offset, length in reader.submits]
-    assert sizes[0] == CELL and max(sizes) == MAX_WINDOW
+    assert sizes[0] == CELL and max(sizes) == 1 << 20
     assert sizes == sorted(sizes[:-1]) + sizes[-1:]   # growing (the last one ends at the end of the file)
     covered = 0
     for offset, length in reader.submits:   # back to back, nothing read twice
@@ -99,3 +101,23 @@ def test_an_unlinked_inode_keeps_its_number_until_forgotten():
     assert table.get(node.inode) is node and node.path is None and table.at("/f") is None
     table.forget(node.inode, 1)
     assert table.get(node.inode) is None
+
+
+def test_an_abandoned_write_is_an_error_for_the_writer_not_an_end_of_file():
+    """Unmounted mid-write: the writer must fail (and abandon the file), never see EOF and commit
+    the bytes so far."""
+    import pytest
+
+    from hedgefs.mount.files import _Pipe
+
+    pipe = _Pipe()
+    assert pipe.put(b"abc") and pipe.read(2) == b"ab" and pipe.read(10) == b"c"
+    pipe.put(b"more")
+    pipe.break_()
+    with pytest.raises(OSError):
+        pipe.read(10)
+    assert not pipe.put(b"x")
+    done = _Pipe()
+    done.put(b"z")
+    done.close()
+    assert done.read(5) == b"z" and done.read(5) == b""
