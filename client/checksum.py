@@ -24,7 +24,7 @@ import logging
 from typing import Awaitable, Callable
 
 from hedgefs.client.transport import DataNodeClient, TransferError
-from hedgefs.client.reader import GroupLocation
+from hedgefs.client.locations import GroupLocation
 from hedgefs.ec import layout
 from hedgefs.ec.crc import combine, combine_all
 from hedgefs.ec.policy import Policy

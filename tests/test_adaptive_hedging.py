@@ -133,7 +133,7 @@ def test_a_uniformly_slow_loaded_cluster_trips_no_breaker(acluster, faults):
 
 def test_an_open_breaker_never_waits_on_a_frozen_datanode(acluster, faults):
     """The breaker is open (hedging off), and a DataNode freezes: a read that needs it is rebuilt
-    once the DataNode has been silent for the black-hole time (1 s), not after 60 s."""
+    once the DataNode has been silent for the silence threshold (1 s), not after 60 s."""
     with FileSystem(acluster.namenode, hedge=HedgeConfig(max_impaired_nodes=0)) as fs, fs.open("/a/file") as f:
         frozen, offsets = unit0(fs)
         other = fs.stat("/a/file").groups[0].units[1].datanode_id

@@ -4,7 +4,7 @@ import dataclasses
 
 from hedgefs.client.file_reader import _new_locations
 from hedgefs.client.locations import FileStatus
-from hedgefs.client.reader import GroupLocation, UnitLocation
+from hedgefs.client.locations import GroupLocation, UnitLocation
 
 
 def status(units: dict[int, str], group_id: int = 7) -> FileStatus:

@@ -201,7 +201,7 @@ def test_probes_are_spaced(model, clock):
     assert model.probe_due("dn1")
 
 
-def test_a_silent_datanode_with_reads_in_flight_is_a_black_hole(model, clock):
+def test_a_datanode_with_reads_in_flight_that_answers_nothing_is_silent(model, clock):
     warm(model, clock, ms=2.0)
     assert model.silent_after() == latency.SILENT_MIN_S
     assert not model.is_silent("dn5")
@@ -217,12 +217,12 @@ def test_a_silent_datanode_with_reads_in_flight_is_a_black_hole(model, clock):
     assert not model.is_silent("dn5")
 
 
-def test_black_hole_is_relative_to_peers(model, clock):
+def test_silence_is_relative_to_peers(model, clock):
     warm(model, clock, ms=100.0, rounds=50)   # a slow cluster: p99 ~ 120 ms
     assert model.silent_after() > 2.0
 
 
-def test_a_datanode_idle_for_long_is_no_black_hole(model, clock):
+def test_a_datanode_idle_for_long_is_not_silent(model, clock):
     read(model, clock, "dn1", 2.0)
     clock.advance(3600)
     model.started("dn1")                   # its first read in an hour

@@ -21,7 +21,7 @@ def unit_holders(cluster, path: str) -> list[str]:
 @pytest.mark.parametrize("lost", [0, 1, 2, 3])
 def test_up_to_3_lost_units_read_back_exactly(fs, lost):
     """Library-level: decode from whichever units remain (every pattern of `lost` data/parity units)."""
-    from hedgefs.client.reader import GroupLocation
+    from hedgefs.client.locations import GroupLocation
 
     data = pattern(2 * STRIPE + 1234, seed=lost)
     fs.mkdir("/lost", parents=True)

@@ -204,7 +204,7 @@ def test_probe_of_a_slow_datanode_races_the_rebuild_and_runs_on():
     assert 1 not in dns.cancelled   # a probe that lost ran on to its end
 
 
-def test_black_hole_is_read_around_with_the_breaker_open():
+def test_silent_datanode_is_read_around_with_the_breaker_open():
     stripe, dns, client = setup({4: [FROZEN]}, max_impaired_nodes=0)
 
     async def go():
