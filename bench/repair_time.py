@@ -60,7 +60,7 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
         dead_interval_s: float = 3.0, heartbeat_interval_s: float = 0.3, repair_interval_s: float = 0.3,
         fsync: bool = True, root: str | None = None, datanodes: int = 10) -> dict:
     pol = parse_policy(policy)
-    block_size = int(block_size_mib * 1024 * 1024) // pol.cell_size * pol.cell_size
+    block_size = max(pol.cell_size, int(block_size_mib * 1024 * 1024) // pol.cell_size * pol.cell_size)
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="hedgefs-repair-bench-")
     cluster = LocalCluster(os.path.join(root, "cluster"))
