@@ -60,7 +60,7 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
         dead_interval_s: float = 3.0, heartbeat_interval_s: float = 0.3, repair_interval_s: float = 0.3,
         fsync: bool = True, root: str | None = None, datanodes: int = 10) -> dict:
     pol = parse_policy(policy)
-    block_size = int(block_size_mib * 1024 * 1024) // pol.cell_size * pol.cell_size
+    block_size = max(pol.cell_size, int(block_size_mib * 1024 * 1024) // pol.cell_size * pol.cell_size)
     own_root = root is None
     root = root or tempfile.mkdtemp(prefix="hedgefs-repair-bench-")
     cluster = LocalCluster(os.path.join(root, "cluster"))
@@ -104,7 +104,8 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
         floor = sum(sources.repair_traffic(p, glen, i) for p, glen, i in lost)
         kinds: dict[str, dict[str, int]] = {}   # per kind of lost unit: units, bytes, bytes the floor reads
         for p, glen, i in lost:
-            kind = "data" if i < p.k else "local parity" if i < p.k + p.local_groups else "global parity"
+            kind = ("data" if i < p.k else "parity" if not p.local_groups else
+                    "local parity" if i < p.k + p.local_groups else "global parity")
             row = kinds.setdefault(kind, {"units": 0, "bytes": 0, "floor_source_bytes": 0})
             row["units"] += 1
             row["bytes"] += _unit_length(p, glen, i)

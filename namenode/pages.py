@@ -278,7 +278,9 @@ def file_page(data: FilePage) -> str:
         rows = []
         for u in g.units:
             state = states.get(u.datanode_id, "unknown")
-            role = "replica" if policy.replicated else "data" if u.index < policy.k else "parity"
+            role = ("replica" if policy.replicated else "data" if u.index < policy.k else
+                    "local parity" if u.index < policy.k + policy.local_groups else
+                    "global parity" if policy.local_groups else "parity")
             rows.append(f'<tr class="unit" data-index="{u.index}" data-datanode="{h(u.datanode_id)}">'
                         f'<td class="n">{u.index}</td><td>{role}</td>'
                         f'<td>{datanode_link(u.datanode_id)}</td><td>{h(u.address)}</td>'
