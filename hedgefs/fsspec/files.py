@@ -4,10 +4,10 @@ streaming write that commits on close.
 Reading. A read is a positional read of the library (``FileReader.submit``: hedged, around slow
 DataNodes), in pieces while the client is in trouble (``Pieces``). Random reads (pyarrow's footer and column chunks) fetch exactly the bytes
 asked for, so a selective read moves no more than it needs. Reads that follow on where the
-last one ended are sequential: then the file reads ahead in the background, one stripe (k cells:
-one unit read on each of k DataNodes) at first, doubling up to ``MAX_READ_AHEAD`` rounded down to
-whole stripes, and never past the end of the block group (the next one is on other DataNodes and
-is the next read-ahead's).
+last one ended are sequential: then the file reads ahead in the background, as much as the reader
+last asked for rounded up to whole stripes (at least one: k cells, a unit read on each of k
+DataNodes), doubling with each sequential read up to ``MAX_READ_AHEAD``, and never past the end of
+the block group (the next one is on other DataNodes and is the next read-ahead's).
 
 Writing. ``open`` starts the library's striped write on a thread of its own and returns once the
 NameNode has created the file (so ``xb`` on an existing file, or a path under a file, fails at
