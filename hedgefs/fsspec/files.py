@@ -31,7 +31,7 @@ from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.fsspec.errors import translated
 
-MAX_READ_AHEAD = 16 << 20
+MAX_READ_AHEAD = 32 << 20   # pyarrow asks for up to 32 MiB at a time (its coalesced ranges): one ahead
 PIECE_BYTES = 8 << 20
 PIPE_BYTES = 32 << 20
 OPEN_TIMEOUT_S = 60.0
