@@ -5,7 +5,6 @@ each method mapped onto the library, the URL forms, the storage options and the 
 One insecure cluster for the module (and a secure one for the credentials option only).
 """
 
-import os
 import posixpath
 import subprocess
 import sys

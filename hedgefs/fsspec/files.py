@@ -1,13 +1,13 @@
 """The file objects of ``HedgeFileSystem.open``: ``rb`` over one FileReader, ``wb``/``xb`` as a
 streaming write that commits on close.
 
-Reading. A read is a positional read of the library (``FileReader.pread``/``submit``: hedged,
-around slow DataNodes). Random reads (pyarrow's footer and column chunks) fetch exactly the bytes
+Reading. A read is a positional read of the library (``FileReader.submit``: hedged, around slow
+DataNodes), in pieces while the client is in trouble (``Pieces``). Random reads (pyarrow's footer and column chunks) fetch exactly the bytes
 asked for, so a selective read moves no more than it needs. Reads that follow on where the
-last one ended are sequential: then the file reads ahead in the background, one stripe (k cells:
-one unit read on each of k DataNodes) at first, doubling up to ``MAX_READ_AHEAD`` rounded down to
-whole stripes, and never past the end of the block group (the next one is on other DataNodes and
-is the next read-ahead's).
+last one ended are sequential: then the file reads ahead in the background, as much as the reader
+last asked for rounded up to whole stripes (at least one: k cells, a unit read on each of k
+DataNodes), doubling with each sequential read up to ``MAX_READ_AHEAD``, and never past the end of
+the block group (the next one is on other DataNodes and is the next read-ahead's).
 
 Writing. ``open`` starts the library's striped write on a thread of its own and returns once the
 NameNode has created the file (so ``xb`` on an existing file, or a path under a file, fails at
@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
+from typing import Callable
 
 from fsspec.caching import BaseCache
 from fsspec.spec import AbstractBufferedFile
@@ -30,7 +31,7 @@ from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 from hedgefs.fsspec.errors import translated
 
-MAX_READ_AHEAD = 16 << 20
+MAX_READ_AHEAD = 32 << 20   # pyarrow asks for up to 32 MiB at a time (its coalesced ranges): one ahead
 PIECE_BYTES = 8 << 20
 PIPE_BYTES = 32 << 20
 OPEN_TIMEOUT_S = 60.0
@@ -46,8 +47,9 @@ class ReadAhead(BaseCache):
 
     name = "hedgefs-readahead"
 
-    def __init__(self, reader, counter, size: int):
+    def __init__(self, reader, counter, size: int, in_pieces: Callable[[], bool] = lambda: True):
         super().__init__(0, None, size)
+        self._in_pieces = in_pieces
         self.reader = reader
         self._counter = counter
         policy = parse_policy(reader.status.policy)
@@ -103,7 +105,7 @@ class ReadAhead(BaseCache):
 
     def _submit(self, start: int, stop: int) -> "Pieces":
         self._counter.add(stop - start)
-        return Pieces(self.reader, start, stop, self.piece)
+        return Pieces(self.reader, start, stop, self.piece if self._in_pieces() else stop - start)
 
     def _cancel_ahead(self) -> None:
         if self._ahead is not None:
@@ -126,11 +128,14 @@ def piece_size(policy) -> int:
 
 class Pieces:
     """One read of [start, stop) as stripe-aligned pieces of ``piece`` bytes, all submitted at once
-    to the hedged reader: a 32 MiB read is six 6 MiB reads of 1 MiB unit ranges in flight together,
-    not six 5 MiB unit reads, so a slow DataNode is hedged at the threshold of a 1 MiB read and the
-    latency model has learnt of it after the first pieces (the later ones read around it)."""
+    to the hedged reader. While the client is in trouble (``HedgeFileSystem.in_trouble``) a 32 MiB
+    read is six 6 MiB reads of 1 MiB unit ranges in flight together, not six 5 MiB unit reads: a
+    slow DataNode is hedged at the threshold of a 1 MiB read, and the latency model, which judges a
+    DataNode slow on several reads, learns of it within the file (later pieces read around it).
+    A healthy client reads in one piece: fewer, longer unit reads move more bytes per CPU second."""
 
     def __init__(self, reader, start: int, stop: int, piece: int):
+        piece = max(1, piece)
         edges = [start] + list(range((start // piece + 1) * piece, stop, piece)) + [stop]
         with translated():
             self._futures = [reader.submit(a, b - a) for a, b in zip(edges, edges[1:])]
@@ -165,7 +170,7 @@ class HedgeFile(AbstractBufferedFile):
             super().__init__(fs, path, mode, block_size, cache_type=cache_type or "none",
                              cache_options=cache_options, size=size, **kwargs)
             if cache_type is None:   # ours, unless the caller asked for one of fsspec's
-                self.cache = ReadAhead(self._reader, fs.fetched, size)
+                self.cache = ReadAhead(self._reader, fs.fetched, size, fs.in_trouble)
         else:
             super().__init__(fs, path, mode, block_size, cache_options=cache_options, **kwargs)
             self._start_write(overwrite=mode == "wb", policy=policy or fs.policy)
@@ -325,3 +330,44 @@ class _Pipe:
             self._queued -= len(out)
             self._cond.notify_all()
             return bytes(out)
+
+
+class ByteCounter:
+    """Ranges and bytes, counted from several threads (what a selective read moved). ``listener``,
+    if set, is called with (ranges, bytes) by the thread that adds a range, before it is read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ranges = 0
+        self.bytes = 0
+        self.listener = None
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.ranges += 1
+            self.bytes += n
+            ranges, total = self.ranges, self.bytes
+        if self.listener is not None:
+            self.listener(ranges, total)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.ranges = self.bytes = 0
+
+
+class ChunkSource:
+    """``read(n)`` over an iterator of chunks (a FileReader's ``chunks()``): a writer's source."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        self._pending = memoryview(b"")
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._pending:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._pending = memoryview(chunk)
+        n = len(self._pending) if n < 0 else n
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return bytes(out)

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import math
 import os
 import posixpath
 import threading
+import time
 
 from fsspec.callbacks import DEFAULT_CALLBACK
 from fsspec.spec import AbstractFileSystem
@@ -35,35 +37,14 @@ from fsspec.utils import stringify_path
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FROM_ENVIRONMENT, FileSystem, namenode_address
 from hedgefs.client.errors import HedgefsError
+from hedgefs.ec.policy import parse_policy
 from hedgefs.fsspec.errors import python_error, translated
-from hedgefs.fsspec.files import HedgeFile
+from hedgefs.fsspec.files import ByteCounter, ChunkSource, HedgeFile, Pieces, piece_size
 
 PROTOCOL = "hedgefs"
 DEFAULT_PORT = 8020
+TROUBLE_S = 30.0     # reads go in pieces this long after the client last hedged or read around a DataNode
 CHUNK_READ_AHEAD = 2   # chunks (~8 MiB each) in flight in get_file and cp_file
-
-
-class ByteCounter:
-    """Ranges and bytes, counted from several threads (what a selective read moved). ``listener``,
-    if set, is called with (ranges, bytes) by the thread that adds a range, before it is read."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.ranges = 0
-        self.bytes = 0
-        self.listener = None
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.ranges += 1
-            self.bytes += n
-            ranges, total = self.ranges, self.bytes
-        if self.listener is not None:
-            self.listener(ranges, total)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.ranges = self.bytes = 0
 
 
 class HedgeFileSystem(AbstractFileSystem):
@@ -82,6 +63,7 @@ class HedgeFileSystem(AbstractFileSystem):
         self.policy = policy
         with translated():
             self.client = FileSystem(self.namenode, self.hedge_config, credentials)
+        self._trouble_seen, self._trouble_at = 0, -math.inf
         self.asked = ByteCounter()     # bytes the file objects' callers read
         self.fetched = ByteCounter()   # ranges and bytes asked of the hedged reader
 
@@ -121,6 +103,16 @@ class HedgeFileSystem(AbstractFileSystem):
         """Close the client (its I/O thread and connections); the next ``filesystem()`` makes a new one."""
         type(self)._cache.pop(self._fs_token, None)
         self.client.close()
+
+    def in_trouble(self) -> bool:
+        """Whether the client has hedged, read around or rebuilt a unit in the last TROUBLE_S, or
+        holds a DataNode slow: then reads go to the hedged reader in pieces (files.Pieces)."""
+        m = self.client.metrics
+        seen = m.counter("hedges") + m.counter("avoided") + m.counter("decodes_on_failure")
+        now = time.monotonic()
+        if seen != self._trouble_seen:
+            self._trouble_seen, self._trouble_at = seen, now
+        return now - self._trouble_at < TROUBLE_S or bool(self.client.model.slow_datanodes())
 
     def stats(self):
         """The client's read counters (hedges, wins, unit reads): ``FileSystem.stats``."""
@@ -301,7 +293,7 @@ class HedgeFileSystem(AbstractFileSystem):
         with translated(), self.client.open(src) as reader:
             chunks = reader.chunks(read_ahead=CHUNK_READ_AHEAD)
             try:
-                self.write_from(path2, _ChunkSource(chunks), overwrite=True, policy=kwargs.get("policy"))
+                self.write_from(path2, ChunkSource(chunks), overwrite=True, policy=kwargs.get("policy"))
             finally:
                 chunks.close()
 
@@ -322,7 +314,8 @@ class HedgeFileSystem(AbstractFileSystem):
         with translated(), self.client.open(self._strip_protocol(path)) as reader:
             offset, stop = self._range(reader.length, start, end)
             self.fetched.add(stop - offset)
-            return reader.pread(offset, stop - offset)
+            piece = piece_size(parse_policy(reader.status.policy)) if self.in_trouble() else stop - offset
+            return bytes(Pieces(reader, offset, stop, piece).result())
 
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
         """Every range at once: each file opened once, each range one hedged positional read, all in
@@ -420,22 +413,3 @@ class HedgeFileSystem(AbstractFileSystem):
         if info["type"] == "directory":
             raise NotImplementedError(f"hedgefs keeps no creation time for a directory: {info['name']}")
         return datetime.datetime.fromtimestamp(info["mtime"], tz=datetime.timezone.utc)
-
-
-class _ChunkSource:
-    """``read(n)`` over an iterator of chunks (a FileReader's ``chunks()``): a writer's source."""
-
-    def __init__(self, chunks):
-        self._chunks = chunks
-        self._pending = memoryview(b"")
-
-    def read(self, n: int = -1) -> bytes:
-        if not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return b""
-            self._pending = memoryview(chunk)
-        n = len(self._pending) if n < 0 else n
-        out, self._pending = self._pending[:n], self._pending[n:]
-        return bytes(out)
-
