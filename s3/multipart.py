@@ -69,8 +69,9 @@ class Uploads:
         upload_id = uuid.uuid4().hex
         directory = upload_dir(bucket, upload_id)
         record = {"key": key, "content_type": content_type, "meta": meta, "initiated_ms": int(time.time() * 1000)}
+        self.store.reserve(bucket)
         try:
-            self.fs.mkdir(directory, parents=True)
+            self.fs.mkdir(directory)
             self.fs.write_bytes(f"{directory}/upload.json", json.dumps(record).encode(), policy=self.store.meta_policy)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None

@@ -3,8 +3,13 @@
     bucket          /BUCKET                      a top-level directory
     object KEY      /BUCKET/KEY                  a file; the '/' of a key are directories
     KEY ending '/'  /BUCKET/KEY                  a directory (a "folder" marker: 0 bytes)
-    its metadata    /BUCKET/.hedgefs-s3/meta/KEY  JSON: ETag, Content-Type, x-amz-meta-*, and the
-                                                  (length, mtime) of the version it describes
+    its metadata    /BUCKET/.hedgefs-s3/meta/H     JSON: key, ETag, Content-Type, x-amz-meta-*, and the
+                                                  (length, mtime) of the version it describes;
+                                                  H = sha256(KEY)
+
+The gateway's directories (.hedgefs-s3, its meta/ and uploads/) are made mode 1777, as /tmp:
+every user who may write the bucket may keep sidecars and uploads there, and none may remove
+another's.
 
 The NameNode keeps no extended attributes, so what S3 keeps beside an object's bytes lives in a
 small sidecar file, written right after the object commits. A sidecar whose (length, mtime) is
@@ -86,7 +91,9 @@ def object_path(bucket: str, key: str) -> str:
 
 
 def meta_path(bucket: str, key: str) -> str:
-    return f"/{bucket}/{RESERVED}/meta/{key.rstrip('/')}"
+    """One flat directory, names from the key's SHA-256: no directories to make or prune per key,
+    and none that one user makes and another cannot write into."""
+    return f"/{bucket}/{RESERVED}/meta/" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def version_etag(status: FileStatus) -> str:
@@ -101,6 +108,7 @@ class Store:
         self.meta_policy = meta_policy
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
         self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
+        self._reserved: set[str] = set()   # buckets whose .hedgefs-s3 is known to be there
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ buckets
@@ -137,6 +145,7 @@ class Store:
                 if entry.path.rsplit("/", 1)[1] != RESERVED:
                     raise S3Error("BucketNotEmpty", "The bucket you tried to delete is not empty", bucket)
             self.fs.delete(f"/{bucket}", recursive=True)
+            self._reserved.discard(bucket)
         except HedgefsError as err:
             raise from_hedgefs(err, bucket, "NoSuchBucket") from None
 
@@ -185,7 +194,8 @@ class Store:
                 self._records.move_to_end(version)
         if record is None:
             record = self.read_record(bucket, key)
-            if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms:
+            if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms \
+                or record.get("key", key) != key:
                 return base
             self._remember(version, record)
         return dataclasses.replace(base, etag=record["etag"], content_type=record.get("content_type") or DEFAULT_TYPE,
@@ -221,17 +231,34 @@ class Store:
         info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path)
         if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"':
             return info
-        record = {"etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
+        record = {"key": key, "etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
                   "content_type": content_type, "meta": meta}
         body = json.dumps(record).encode()
         path = meta_path(bucket, key)
         try:
-            self.fs.mkdir(path.rsplit("/", 1)[0], parents=True)
+            self.reserve(bucket)
             self.fs.write_bytes(path, body, overwrite=True, policy=self.meta_policy)
             self._remember((status.path, status.length, status.mtime_ms), record)
         except HedgefsError as err:   # the bytes are safe; only the ETag and metadata fall back
             log.warning("s3: could not keep the metadata of /%s/%s: %s", bucket, key, err)
         return info
+
+    def reserve(self, bucket: str) -> None:
+        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there."""
+        if bucket in self._reserved:
+            return
+        for directory in (f"/{bucket}/{RESERVED}", f"/{bucket}/{RESERVED}/meta", f"/{bucket}/{RESERVED}/uploads"):
+            try:
+                self.fs.mkdir(directory)
+            except HedgefsError as err:
+                if "exists" in str(err):
+                    continue
+                raise from_hedgefs(err, f"/{bucket}") from None
+            try:
+                self.fs.set_permission(directory, 0o1777)
+            except HedgefsError as err:
+                log.warning("s3: could not open %s to the bucket's other writers: %s", directory, err)
+        self._reserved.add(bucket)
 
     def prepare(self, bucket: str, key: str) -> str:
         """The path a new object is written to, its directories made."""
@@ -261,18 +288,20 @@ class Store:
         check_key(bucket, key)
         self.bucket(bucket)
         path = object_path(bucket, key)
-        for target in (path, meta_path(bucket, key)):
+        try:
+            status = self.fs.stat(path)
+            if status.is_dir == key.endswith("/"):
+                self.fs.delete(path)
+        except NotFound:
+            pass
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        if not key.endswith("/"):
             try:
-                status = self.fs.stat(target)
-                if status.is_dir == key.endswith("/"):
-                    self.fs.delete(target)
-            except NotFound:
-                pass
-            except HedgefsError as err:
-                if target == path:
-                    raise from_hedgefs(err, f"/{bucket}/{key}") from None
+                self.fs.delete(meta_path(bucket, key))
+            except HedgefsError:
+                pass   # none (or another user's): a stale sidecar names another version and is ignored
         self._prune(path.rsplit("/", 1)[0], f"/{bucket}")
-        self._prune(meta_path(bucket, key).rsplit("/", 1)[0], f"/{bucket}/{RESERVED}/meta")
 
     def _prune(self, directory: str, stop: str) -> None:
         while directory != stop and directory.startswith(stop + "/"):

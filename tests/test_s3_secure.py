@@ -24,6 +24,8 @@ def setup(cluster, tmp_path_factory):
             admin.mkdir(f"/{user}-bucket")
             admin.set_owner(f"/{user}-bucket", user)
             admin.set_permission(f"/{user}-bucket", 0o700)
+        admin.mkdir("/shared-bucket")
+        admin.set_permission("/shared-bucket", 0o777)
     gateway = GatewayProcess(cluster.namenode, str(tmp_path_factory.mktemp("s3-secure-gw")), keys=keys)
     yield gateway, boto3_client(gateway.endpoint, *alice), boto3_client(gateway.endpoint, *bob)
     gateway.stop()
@@ -54,3 +56,19 @@ def test_no_anonymous_access_on_a_secure_cluster(setup, cluster):
         urllib.request.urlopen(f"{gateway.endpoint}/alice-bucket/diary.txt", timeout=10)
     assert err.value.code == 403
     assert_one_line_error(run_cli("s3", "--allow-anonymous", namenode=cluster.namenode), "insecure cluster only")
+
+
+def test_a_bucket_several_users_write(setup):
+    """The gateway's own directories are 1777: bob keeps metadata and uploads where alice's went first."""
+    _gateway, alice, bob = setup
+    for who, s3 in (("alice", alice), ("bob", bob)):
+        s3.put_object(Bucket="shared-bucket", Key=f"{who}/note.txt", Body=who.encode(), ContentType="text/x-" + who)
+        upload = s3.create_multipart_upload(Bucket="shared-bucket", Key=f"{who}/big.bin")
+        etag = s3.upload_part(Bucket="shared-bucket", Key=f"{who}/big.bin", UploadId=upload["UploadId"], PartNumber=1,
+                              Body=who.encode())["ETag"]
+        s3.complete_multipart_upload(Bucket="shared-bucket", Key=f"{who}/big.bin", UploadId=upload["UploadId"],
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    for who in ("alice", "bob"):
+        head = alice.head_object(Bucket="shared-bucket", Key=f"{who}/note.txt")
+        assert head["ContentType"] == "text/x-" + who
+        assert bob.get_object(Bucket="shared-bucket", Key=f"{who}/big.bin")["Body"].read() == who.encode()
