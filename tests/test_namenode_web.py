@@ -64,6 +64,8 @@ def test_metrics_show_datanodes_and_group_health(served):
     assert m[("hedgefs_files", ())] == 1
     assert m[("hedgefs_files_by_policy", (("policy", "RS-3-2-1k"),))] == 1
     assert "# TYPE hedgefs_repairs_done_total counter" in get(base + "/metrics")
+    text = get(base + "/metrics")
+    assert 'hedgefs_build_info{' in text and 'version="' in text
     clock.advance(1000)  # every DataNode silent: dead, the group unreadable
     nn.tick()
     m = samples(get(base + "/metrics"))
