@@ -79,3 +79,38 @@ def test_ls_long_human_json_and_stat_mtime(nn):
     st = _stat(nn, "/b/tree/a")
     assert st["mtime_ms"] > 0 and st["mtime"].startswith("20")
     assert "mtime:" in run_cli("stat", "/b/tree/a", namenode=nn).stdout.decode()
+
+
+def test_progress_ends_on_the_true_total_and_plurals_read_right():
+    import io
+
+    from hedgefs.cli.distcp import _summary
+    from hedgefs.cli.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    bar = Progress("put -", None, stream=out)
+    for _ in range(64):
+        bar.advance(1 << 20)   # redraws at most every 0.1 s: the last one may be far behind
+    bar.finish()
+    assert out.getvalue().rstrip("\n").rsplit("\r", 1)[-1].startswith("put - 64.0 MiB")
+    report = dict(files=1, files_resumed=0, files_skipped=0, files_failed=0, bytes=0, seconds=1.0, mb_per_s=0.0,
+                  segments=1, segments_resumed=0, segments_hedged=0, hedge_wins=1)
+    assert "1 file copied" in _summary(report) and "1 segment," in _summary(report) and "1 hedge win)" in _summary(report)
+
+
+def test_verbose_leaves_out_grpc_and_asyncio_debug():
+    import logging
+
+    from hedgefs.cli.common import setup_logging
+
+    setup_logging(verbose=True)
+    try:
+        assert logging.getLogger("hedgefs.client").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("grpc._cython.cygrpc").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("asyncio").isEnabledFor(logging.DEBUG)
+    finally:
+        setup_logging()
