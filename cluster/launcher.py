@@ -12,6 +12,7 @@ Processes run in their own sessions, so `hedgefs cluster up` can return and leav
 `kill`, `freeze` and `thaw` are SIGKILL, SIGSTOP and SIGCONT from the OS.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -153,7 +154,8 @@ class LocalCluster:
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
         if options.secure and not (self.security_dir / "ca.pem").exists():
-            material.init_material(self.security_dir, self.datanode_ids)
+            # An existing (insecure) namespace keeps its cluster id: the material is made for it.
+            material.init_material(self.security_dir, self.datanode_ids, cluster_id=self._namespace_cluster_id())
         try:
             self.start("namenode")
             for name in self.datanode_ids:
@@ -162,6 +164,20 @@ class LocalCluster:
         except BaseException:
             self.down()  # what did start must not outlive a failed `up`
             raise
+
+    def _namespace_cluster_id(self) -> str | None:
+        """The cluster id of the namespace in ROOT/namenode, if one was formatted there."""
+        import sqlite3
+
+        db = self.root / "namenode" / "namenode.db"   # namenode/namesystem.py's DB_FILE
+        if not db.exists():
+            return None
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()
+        except sqlite3.Error:
+            return None
+        return row[0] if row else None
 
     def down(self) -> None:
         names = [*self.datanode_ids, "namenode"] if self.state else []

@@ -80,3 +80,19 @@ def test_distcp_policy_covers_its_own_staging_files(small, tmp_path):
     assert result.code == 0, result.stderr
     assert run_cli("cat", "/h.txt", namenode=small.namenode).stdout == b"hello\n"
     assert b".distcp-" not in run_cli("ls", "-R", "/", namenode=small.namenode).stdout
+
+
+def test_an_insecure_cluster_dir_comes_up_secure_keeping_its_namespace(tmp_path):
+    root = tmp_path / "upgrade"
+    insecure = start_cluster(root, policy="REPLICATE-1", datanodes=2)
+    try:
+        with client(insecure.namenode) as fs:
+            fs.write_bytes("/kept", b"from the insecure days")
+    finally:
+        insecure.down()
+    secure = start_cluster(root, "secure", policy="REPLICATE-1", datanodes=2)   # was: "belongs to cluster CID-..."
+    try:
+        with client(secure.namenode) as fs:
+            assert fs.read_bytes("/kept") == b"from the insecure days"
+    finally:
+        secure.down()
