@@ -291,7 +291,7 @@ class LocalCluster:
             while time.monotonic() < deadline:
                 try:
                     report = stub.Report(pb.Empty(), timeout=2)
-                    live = {d.id for d in report.datanodes if d.state == "live"}
+                    live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
                     if set(names) <= live:
                         return
                 except grpc.RpcError:

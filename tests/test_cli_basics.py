@@ -114,3 +114,23 @@ def test_verbose_leaves_out_grpc_and_asyncio_debug():
         assert not logging.getLogger("asyncio").isEnabledFor(logging.DEBUG)
     finally:
         setup_logging()
+
+
+def test_rmdir_find_setrep_and_json_views(nn):
+    assert run_cli("mkdir", "-p", "/b/empty", namenode=nn).code == 0
+    assert_one_line_error(run_cli("rmdir", "/b/tree", namenode=nn), "directory not empty")
+    assert_one_line_error(run_cli("rmdir", "/b/tree/a", namenode=nn), "not a directory")
+    assert run_cli("rmdir", "/b/empty", namenode=nn).code == 0
+    found = run_cli("find", "/b/tree", "-name", "b*", namenode=nn).stdout.decode().split()
+    assert found == ["/b/tree/sub/big"]
+    dirs = run_cli("find", "/b/tree", "-type", "d", namenode=nn).stdout.decode().split()
+    assert dirs == ["/b/tree", "/b/tree/sub"]
+    result = run_cli("setrep", "2", "/b/tree/a", namenode=nn)
+    assert result.code == 0, result.stderr
+    assert _stat(nn, "/b/tree/a")["policy"] == "REPLICATE-2"
+    got = json.loads(run_cli("ec", "get-policy", "--json", "/b/tree/a", namenode=nn).stdout)
+    assert got["policy"] == "REPLICATE-2"
+    policies = [json.loads(line) for line in run_cli("ec", "list-policies", "--json").stdout.splitlines()]
+    assert any(p["name"] == "RS-6-3-1024k" and p["default"] for p in policies)
+    shown = [json.loads(line) for line in run_cli("fault", "show", "--json", namenode=nn).stdout.splitlines()]
+    assert {s["datanode"] for s in shown} >= {"dn1", "dn2"} and all("read_delay_ms" in s for s in shown)

@@ -313,3 +313,21 @@ def _tree(fs, path: str, recursive: bool):
     yield top
     if recursive and top.is_dir:
         yield from list(fs.iter_list(path, recursive=True))
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="DIR...")
+@namenode_option
+def rmdir(paths: tuple[str, ...], namenode: str | None) -> None:
+    """Remove each empty directory DIR (a file or a non-empty directory is an error).
+
+    \b
+    Examples:
+      hedgefs rmdir /data/empty /tmp/done
+    """
+    targets = [remote_path(p) for p in paths]
+    with open_fs(namenode) as fs:
+        for path in targets:
+            if not fs.stat(path).is_dir:
+                raise UsageError(f"not a directory: {path} (rm removes files)")
+            fs.delete(path, recursive=False)

@@ -1,5 +1,7 @@
 """`hedgefs ec ...`: storage policies (erasure coding and replication) on directories and files."""
 
+import json
+
 import click
 
 from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs, remote_path
@@ -36,8 +38,9 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
 
 @ec.command("get-policy", context_settings=CONTEXT)
 @click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
-def ec_get_policy(path: str, namenode: str | None) -> None:
+def ec_get_policy(path: str, as_json: bool, namenode: str | None) -> None:
     """Show the policy PATH uses and where it is inherited from.
 
     \b
@@ -48,11 +51,16 @@ def ec_get_policy(path: str, namenode: str | None) -> None:
     with open_fs(namenode) as fs:
         response = fs.get_policy(remote_path(path))
     source = response.source_path or "cluster default"
+    if as_json:
+        click.echo(json.dumps({"path": remote_path(path), "policy": response.policy,
+                               "from": response.source_path or None}))
+        return
     click.echo(f"{response.policy}\t(from {source})")
 
 
 @ec.command("list-policies", context_settings=CONTEXT)
-def ec_list_policies() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ec_list_policies(as_json: bool) -> None:
     """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted).
 
     \b
@@ -63,6 +71,12 @@ def ec_list_policies() -> None:
 
     for name in BUILTIN_POLICIES:
         p = parse_policy(name)
+        if as_json:
+            click.echo(json.dumps({"name": name, "replicated": p.replicated, "data_units": p.k,
+                                   "parity_units": p.m, "units": p.units, "cell_size": p.cell_size,
+                                   "tolerates_lost_datanodes": p.m, "overhead": round(p.overhead, 3),
+                                   "default": name == DEFAULT_POLICY}))
+            continue
         mark = "  (default)" if name == DEFAULT_POLICY else ""
         if p.replicated:
             what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
@@ -141,3 +155,21 @@ def _convert_one(fs, path: str, length: int, target: str) -> None:
         fs.convert(path, target, progress=progress.advance)
     finally:
         progress.finish()
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("replication", type=click.IntRange(1, 5), metavar="N")
+@click.argument("path")
+@click.option("-R", "recursive", is_flag=True, help="PATH is a directory: every file under it (and new ones).")
+@namenode_option
+def setrep(replication: int, path: str, recursive: bool, namenode: str | None) -> None:
+    """Keep N copies of PATH's blocks, as `hdfs dfs -setrep`: `ec convert --policy REPLICATE-N`
+    (an erasure-coded file is rewritten as replicated).
+
+    \b
+    Examples:
+      hedgefs setrep 3 /hbase/hot.hfile
+      hedgefs setrep -R 2 /logs
+    """
+    ctx = click.get_current_context()
+    ctx.invoke(ec_convert, path=path, name=f"REPLICATE-{replication}", recursive=recursive, namenode=namenode)
