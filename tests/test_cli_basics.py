@@ -134,3 +134,22 @@ def test_rmdir_find_setrep_and_json_views(nn):
     assert any(p["name"] == "RS-6-3-1024k" and p["default"] for p in policies)
     shown = [json.loads(line) for line in run_cli("fault", "show", "--json", namenode=nn).stdout.splitlines()]
     assert {s["datanode"] for s in shown} >= {"dn1", "dn2"} and all("read_delay_ms" in s for s in shown)
+
+
+def test_trash_when_on_skip_trash_and_expunge(nn):
+    on = {"HEDGEFS_TRASH_MINUTES": "60"}
+    assert run_cli("put", "-f", "-", "/b/keep.txt", namenode=nn, input=b"precious").code == 0
+    moved = run_cli("rm", "/b/keep.txt", namenode=nn, env=on)
+    assert moved.code == 0, moved.stderr
+    assert "moved /b/keep.txt to trash" in moved.stderr
+    assert run_cli("cat", "/user/hedgefs/.Trash/Current/b/keep.txt", namenode=nn).stdout == b"precious"
+    assert run_cli("test", "-e", "/b/keep.txt", namenode=nn).code == 1
+    assert run_cli("put", "-f", "-", "/b/gone.txt", namenode=nn, input=b"x").code == 0
+    assert run_cli("rm", "-skipTrash", "/b/gone.txt", namenode=nn, env=on).code == 0
+    assert run_cli("test", "-e", "/user/hedgefs/.Trash/Current/b/gone.txt", namenode=nn).code == 1
+    assert run_cli("mkdir", "-p", "/user/hedgefs/.Trash/2001010000", namenode=nn).code == 0   # a checkpoint of 2020
+    expunged = run_cli("expunge", namenode=nn, env=on)
+    assert expunged.code == 0, expunged.stderr
+    listing = run_cli("ls", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()
+    assert "2001010000" not in listing and "/Current" not in listing, listing
+    assert "keep.txt" in run_cli("ls", "-R", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()

@@ -32,6 +32,7 @@ COMMANDS = {
     "mkdir": "files:mkdir",
     "rm": "files:rm",
     "rmdir": "files:rmdir",
+    "expunge": "trash:expunge",
     "mv": "files:mv",
     "cp": "shell:cp",
     "touchz": "shell:touchz",
