@@ -96,3 +96,11 @@ def test_an_insecure_cluster_dir_comes_up_secure_keeping_its_namespace(tmp_path)
             assert fs.read_bytes("/kept") == b"from the insecure days"
     finally:
         secure.down()
+
+
+def test_a_restarted_datanode_keeps_its_http_port(small):
+    before = small.state["datanodes"]["dn2"]["http_port"]
+    assert before
+    small.restart("dn2")
+    assert small.state["datanodes"]["dn2"]["http_port"] == before   # a static Prometheus target still works
+    small.wait_live(["dn2"])
