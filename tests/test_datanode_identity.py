@@ -104,3 +104,17 @@ def test_a_restarted_datanode_keeps_its_http_port(small):
     small.restart("dn2")
     assert small.state["datanodes"]["dn2"]["http_port"] == before   # a static Prometheus target still works
     small.wait_live(["dn2"])
+
+
+def test_admin_report_brackets_a_dead_datanodes_last_heard_figures(small):
+    from conftest import wait_until
+
+    small.kill("dn3")
+    try:
+        wait_until(lambda: b" dead " in run_cli("admin", "report", namenode=small.namenode).stdout, 30, "dn3 dead")
+        text = run_cli("admin", "report", namenode=small.namenode).stdout.decode()
+        row = next(line for line in text.splitlines() if line.startswith("dn3 "))
+        assert "(" in row and "dead" in row and "a dead DataNode's last heartbeat" in text
+    finally:
+        small.start("dn3")
+        small.wait_live(["dn3"])
