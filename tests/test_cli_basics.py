@@ -153,3 +153,14 @@ def test_trash_when_on_skip_trash_and_expunge(nn):
     listing = run_cli("ls", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()
     assert "2001010000" not in listing and "/Current" not in listing, listing
     assert "keep.txt" in run_cli("ls", "-R", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()
+
+
+def test_ec_unset_policy_and_every_replication_listed(nn):
+    assert run_cli("mkdir", "-p", "/b/pol", namenode=nn).code == 0
+    assert run_cli("ec", "set-policy", "/b/pol", "REPLICATE-2", namenode=nn).code == 0
+    assert run_cli("ec", "unset-policy", "/b/pol", namenode=nn).code == 0
+    got = json.loads(run_cli("ec", "get-policy", "--json", "/b/pol", namenode=nn).stdout)
+    assert got["from"] != "/b/pol"
+    listing = run_cli("ec", "list-policies").stdout.decode()
+    assert "REPLICATE-4" in listing and "REPLICATE-5" in listing and "needs 14 DataNodes" in listing
+    assert "tolerates 1 lost DataNode," in listing

@@ -58,18 +58,37 @@ def ec_get_policy(path: str, as_json: bool, namenode: str | None) -> None:
     click.echo(f"{response.policy}\t(from {source})")
 
 
+@ec.command("unset-policy", context_settings=CONTEXT)
+@click.argument("path")
+@namenode_option
+def ec_unset_policy(path: str, namenode: str | None) -> None:
+    """Remove the policy set on directory PATH: new files below it inherit from its parent again
+    (existing files keep theirs; `ec convert -r` rewrites them).
+
+    \b
+    Examples:
+      hedgefs ec unset-policy /data
+    """
+    with open_fs(namenode) as fs:
+        fs.set_policy(remote_path(path), "")
+
+
 @ec.command("list-policies", context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def ec_list_policies(as_json: bool) -> None:
-    """List the built-in policies (any RS-<k>-<m>-<cell>k, and REPLICATE-1 to REPLICATE-5, are accepted).
+    """List the built-in policies and how many DataNodes each needs (any RS-<k>-<m>-<cell>k is
+    accepted too). A policy needs at least that many live DataNodes to be set or written.
 
     \b
     Examples:
       hedgefs ec list-policies
+      hedgefs ec list-policies --json | jq -r 'select(.units <= 5) | .name'
     """
-    from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, parse_policy
+    from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, MAX_REPLICAS, parse_policy
 
-    for name in BUILTIN_POLICIES:
+    names = list(BUILTIN_POLICIES) + [f"REPLICATE-{n}" for n in range(1, MAX_REPLICAS + 1)
+                                      if f"REPLICATE-{n}" not in BUILTIN_POLICIES]
+    for name in names:
         p = parse_policy(name)
         if as_json:
             click.echo(json.dumps({"name": name, "replicated": p.replicated, "data_units": p.k,
@@ -77,7 +96,7 @@ def ec_list_policies(as_json: bool) -> None:
                                    "tolerates_lost_datanodes": p.m, "overhead": round(p.overhead, 3),
                                    "default": name == DEFAULT_POLICY}))
             continue
-        mark = "  (default)" if name == DEFAULT_POLICY else ""
+        mark = f", needs {p.units} DataNodes" + ("  (default)" if name == DEFAULT_POLICY else "")
         if p.replicated:
             what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
         else:
