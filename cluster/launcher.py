@@ -12,6 +12,7 @@ Processes run in their own sessions, so `hedgefs cluster up` can return and leav
 `kill`, `freeze` and `thaw` are SIGKILL, SIGSTOP and SIGCONT from the OS.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -153,7 +154,8 @@ class LocalCluster:
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
         if options.secure and not (self.security_dir / "ca.pem").exists():
-            material.init_material(self.security_dir, self.datanode_ids)
+            # An existing (insecure) namespace keeps its cluster id: the material is made for it.
+            material.init_material(self.security_dir, self.datanode_ids, cluster_id=self._namespace_cluster_id())
         try:
             self.start("namenode")
             for name in self.datanode_ids:
@@ -162,6 +164,20 @@ class LocalCluster:
         except BaseException:
             self.down()  # what did start must not outlive a failed `up`
             raise
+
+    def _namespace_cluster_id(self) -> str | None:
+        """The cluster id of the namespace in ROOT/namenode, if one was formatted there."""
+        import sqlite3
+
+        db = self.root / "namenode" / "namenode.db"   # namenode/namesystem.py's DB_FILE
+        if not db.exists():
+            return None
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()
+        except sqlite3.Error:
+            return None
+        return row[0] if row else None
 
     def down(self) -> None:
         names = [*self.datanode_ids, "namenode"] if self.state else []
@@ -221,22 +237,35 @@ class LocalCluster:
                     material.add_datanode(self.security_dir, name)
                 args += ["--credentials", str(credential)]
             args += options.get("datanode_args", {}).get(name, [])
-        # A DataNode takes a fresh HTTP port each start, as its data port (the NameNode hears it in
-        # heartbeats): on a busy machine its old one may be some process's ephemeral port by now.
-        http_port = entry.get("http_port", 0) if name == "namenode" else 0
-        args += ["--http-port", str(http_port), "--port-file", str(port_file)]
+        # A DataNode keeps its HTTP (metrics) port across restarts, as the NameNode does, so a
+        # static Prometheus target still finds it; if some other process took it meanwhile, it
+        # starts on a free one instead (and says so in its log). The data port is fresh each start.
+        http_port = entry.get("http_port", 0)
+        try:
+            ports = self._launch(name, args, port_file, http_port)
+        except ClusterError as err:
+            if name == "namenode" or not http_port or "cannot serve HTTP" not in str(err):
+                raise
+            with open(self.root / "logs" / f"{name}.log", "a") as log:
+                log.write(f"launcher: {name}'s HTTP port {http_port} is taken: starting it on a free one\n")
+            ports = self._launch(name, args, port_file, 0)
+        entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
+        if name != "namenode":
+            entry["data_port"] = ports["data"]
+        self._save()
+
+    def _launch(self, name: str, args: list[str], port_file: pathlib.Path, http_port: int) -> dict[str, int]:
+        entry = self._entry(name)
+        port_file.unlink(missing_ok=True)
         log = open(self.root / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args, "--http-port", str(http_port),
+                                 "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         entry["pid"] = proc.pid
         entry["started"] = _proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc
-        ports = self._wait_port(name, proc, port_file)
-        entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
-        if name != "namenode":
-            entry["data_port"] = ports["data"]
-        self._save()
+        return self._wait_port(name, proc, port_file)
 
     def add_datanode(self, timeout_s: float = 30.0) -> str:
         """Start one more DataNode (the next dnN) and wait until it is live; returns its name."""
@@ -275,7 +304,7 @@ class LocalCluster:
             while time.monotonic() < deadline:
                 try:
                     report = stub.Report(pb.Empty(), timeout=2)
-                    live = {d.id for d in report.datanodes if d.state == "live"}
+                    live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
                     if set(names) <= live:
                         return
                 except grpc.RpcError:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hedgefs.datanode.faults import ReadCancelled, ReadPlan
 from hedgefs.histogram import LatencyHistogram
@@ -113,7 +113,8 @@ class DataNodeMetrics:
                         for knob, v in sorted(value.items()):
                             family.add_metric([datanode_id, knob], v)
                     else:
-                        family = GaugeMetricFamily(f"hedgefs_datanode_{name}", help_text, labels=["datanode"])
+                        kind = CounterMetricFamily if name in STATE_COUNTERS else GaugeMetricFamily
+                        family = kind(f"hedgefs_datanode_{name}", help_text, labels=["datanode"])   # counters: _total
                         family.add_metric([datanode_id], value)
                     yield family
 
@@ -130,6 +131,10 @@ class DataNodeMetrics:
         self.writes.labels(self.datanode_id, outcome).inc()
         self.write_bytes.labels(self.datanode_id).inc(nbytes)
 
+
+# Of the state values, the ones that only grow (until a restart): Prometheus counters, so that
+# rate() and increase() see a restart's reset for what it is.
+STATE_COUNTERS = {"repairs_done", "repairs_failed", "scrub_passes", "scrub_bytes_verified", "scrub_bad_units"}
 
 STATE_HELP = {
     "repairs_active": "Repairs queued or running here.",

@@ -193,7 +193,11 @@ class DataNode:
             scrub=pb.ScrubStatus(**self.scrubber.status()))
 
     def _state_gauges(self) -> dict:
+        # Every knob, 0 unless in effect: probability and jitter shape a delay only, so a healthy
+        # DataNode shows none (an alert on hedgefs_datanode_fault > 0 fires for real faults only).
         config = dataclasses.asdict(self.faults.config())
+        in_effect = set(self.faults_in_effect()) | ({"probability", "jitter_ms"} if config["read_delay_ms"] else set())
+        config = {k: (v if k in in_effect else 0) for k, v in config.items()}
         repairs = self.repairs
         # Used bytes, units and capacity are the NameNode's to export (from heartbeats), once.
         return {

@@ -131,7 +131,7 @@ class DistCp:
         self._running: list[SegmentState] = []
         self._commits: list[concurrent.futures.Future] = []
         self.t0 = time.monotonic()
-        self.counts = dict(files=0, files_skipped=0, files_failed=0, bytes=0, bytes_resumed=0, bytes_planned=0,
+        self.counts = dict(files=0, files_skipped=0, files_resumed=0, files_failed=0, bytes=0, bytes_resumed=0, bytes_planned=0,
                            files_planned=0,
                            segments=0, segments_planned=0, segments_resumed=0, segments_hedged=0, hedge_wins=0,
                            segments_retried=0, directories=0)
@@ -360,8 +360,8 @@ class DistCp:
                 raise UsageError(f"destination is a directory: {Location(self.destination.namenode, target)}")
             if self.options.update or planned_before:
                 if existing.length == entry.length and self.dst.checksum(target) == side.checksum(src.path):
-                    with self._lock:
-                        self.counts["files_skipped"] += 1
+                    with self._lock:   # a killed run of this job finished it: resumed, not skipped
+                        self.counts["files_resumed" if planned_before and not self.options.update else "files_skipped"] += 1
                     log.info("%s: same checksum at %s, skipped", src, target)
                     return
                 overwrite = True

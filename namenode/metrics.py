@@ -10,10 +10,32 @@ DataNodes' own /metrics carry what only they see (read and write histograms, str
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from importlib import metadata
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from hedgefs.namenode.model import ClusterStatus
+
+# Per-method RPC activity (HDFS's RpcActivity): counted by the servicer as each call ends.
+RPC_REGISTRY = CollectorRegistry()
+RPC_CALLS = Counter("hedgefs_namenode_rpc_calls", "NameNode RPCs served, by method and outcome (a gRPC status "
+                    "code name).", ["method", "code"], registry=RPC_REGISTRY)
+RPC_SECONDS = Histogram("hedgefs_namenode_rpc_seconds", "NameNode RPC time in the servicer, by method.", ["method"],
+                        buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                        registry=RPC_REGISTRY)
+
+
+def rpc_done(method: str, code: str, seconds: float) -> None:
+    RPC_CALLS.labels(method, code).inc()
+    RPC_SECONDS.labels(method).observe(seconds)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("hedgefs")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def families(s: ClusterStatus):
@@ -71,6 +93,9 @@ def families(s: ClusterStatus):
     yield done
     yield gauge("hedgefs_namenode_uptime_seconds", "Seconds since this NameNode started.",
                 (s.now_ms - s.started_ms) / 1000)
+    build = InfoMetricFamily("hedgefs_build", "The hedgefs release this NameNode runs.")
+    build.add_metric([], {"version": _version(), "cluster_id": s.cluster_id or ""})
+    yield build
 
 
 def registry(status) -> CollectorRegistry:
@@ -79,6 +104,7 @@ def registry(status) -> CollectorRegistry:
     class Collector:
         def collect(self):
             yield from families(status())
+            yield from RPC_REGISTRY.collect()
 
     reg = CollectorRegistry()
     reg.register(Collector())

@@ -18,7 +18,7 @@ from hedgefs.namenode.model import ClusterStatus, DataNodeStatus, FilePage, List
 
 SLOW_FACTOR = 4.0      # a DataNode is marked slow when its p99 is this many times the cluster's median
 SLOW_FLOOR_MS = 50.0   # ... and at least this much (a 2 ms p99 among 0.4 ms ones is no news)
-SLOW_WINDOW = 5        # ... over its last this many minutes with reads
+SLOW_WINDOW = 2        # ... judged on its last 60 s of reads, else the last this many wall-clock minutes
 
 
 def h(value) -> str:
@@ -112,13 +112,20 @@ def card(key: str, value: str, css: str = "") -> str:
 
 
 def slow_datanodes(status: ClusterStatus) -> set[str]:
-    """DataNodes whose recent read p99 stands out: over SLOW_FACTOR x the median of every
-    DataNode's, and over SLOW_FLOOR_MS (each judged on its last SLOW_WINDOW minutes with reads)."""
+    """DataNodes slow *now*: read p99 over SLOW_FACTOR x the median of every DataNode's, and over
+    SLOW_FLOOR_MS. Each is judged on the reads of its last 60 s (as it reports them), else on the
+    last SLOW_WINDOW wall-clock minutes; one with no reads in that time is not judged, so a DataNode
+    slow minutes ago and not read since is not marked, and one that just became slow is."""
     recent = {}
     for d in status.datanodes:
-        values = [v for v in d.p99_by_minute if v is not None][-SLOW_WINDOW:]
+        if d.state == "dead":
+            continue
+        if d.reads:
+            recent[d.id] = d.read_p99_ms
+            continue
+        values = [v for v in d.p99_by_minute[-SLOW_WINDOW:] if v is not None]
         if values:
-            recent[d.id] = statistics.median(values)
+            recent[d.id] = max(values)
     if len(recent) < 3:
         return set()
     typical = statistics.median(recent.values())

@@ -14,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 
 import grpc
 
-from hedgefs.namenode import model
+from hedgefs.namenode import metrics, model
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import (
     AlreadyExists,
@@ -76,14 +77,19 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
 def _rpc(method):
     @functools.wraps(method)
     def wrapper(self, request, context):
+        start, code = time.perf_counter(), "OK"
         try:
             return method(self, request)
         except NameNodeError as err:
+            code = _status(err).name
             context.abort(_status(err), str(err))
         except Exception as err:
+            code = "INTERNAL"
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"namenode: internal error in {method.__name__}: "
                           f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        finally:
+            metrics.rpc_done(method.__name__, code, time.perf_counter() - start)
     return wrapper
 
 

@@ -134,6 +134,10 @@ def test_report_df_page_and_metrics_show_capacity_and_the_warning(small):
     assert 'hedgefs_datanode_low_space{datanode="dn3"} 1.0' in metrics
     assert 'hedgefs_datanode_remaining_bytes{datanode="dn3"}' in metrics
     assert "hedgefs_low_space_threshold_ratio 0.1" in metrics
+    # RPC activity per method (HDFS's RpcActivity) and build info
+    assert 'hedgefs_namenode_rpc_calls_total{code="OK",method="Create"}' in metrics
+    assert 'hedgefs_namenode_rpc_seconds_bucket{le="0.005",method="AddBlockGroup"}' in metrics
+    assert "hedgefs_build_info{" in metrics
 
 
 def test_a_write_refused_for_space_is_logged_and_counted_as_an_error(small):

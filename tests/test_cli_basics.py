@@ -79,3 +79,88 @@ def test_ls_long_human_json_and_stat_mtime(nn):
     st = _stat(nn, "/b/tree/a")
     assert st["mtime_ms"] > 0 and st["mtime"].startswith("20")
     assert "mtime:" in run_cli("stat", "/b/tree/a", namenode=nn).stdout.decode()
+
+
+def test_progress_ends_on_the_true_total_and_plurals_read_right():
+    import io
+
+    from hedgefs.cli.distcp import _summary
+    from hedgefs.cli.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    bar = Progress("put -", None, stream=out)
+    for _ in range(64):
+        bar.advance(1 << 20)   # redraws at most every 0.1 s: the last one may be far behind
+    bar.finish()
+    assert out.getvalue().rstrip("\n").rsplit("\r", 1)[-1].startswith("put - 64.0 MiB")
+    report = dict(files=1, files_resumed=0, files_skipped=0, files_failed=0, bytes=0, seconds=1.0, mb_per_s=0.0,
+                  segments=1, segments_resumed=0, segments_hedged=0, hedge_wins=1)
+    assert "1 file copied" in _summary(report) and "1 segment," in _summary(report) and "1 hedge win)" in _summary(report)
+
+
+def test_verbose_leaves_out_grpc_and_asyncio_debug():
+    import logging
+
+    from hedgefs.cli.common import setup_logging
+
+    setup_logging(verbose=True)
+    try:
+        assert logging.getLogger("hedgefs.client").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("grpc._cython.cygrpc").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("asyncio").isEnabledFor(logging.DEBUG)
+    finally:
+        setup_logging()
+
+
+def test_rmdir_find_setrep_and_json_views(nn):
+    assert run_cli("mkdir", "-p", "/b/empty", namenode=nn).code == 0
+    assert_one_line_error(run_cli("rmdir", "/b/tree", namenode=nn), "directory not empty")
+    assert_one_line_error(run_cli("rmdir", "/b/tree/a", namenode=nn), "not a directory")
+    assert run_cli("rmdir", "/b/empty", namenode=nn).code == 0
+    found = run_cli("find", "/b/tree", "-name", "b*", namenode=nn).stdout.decode().split()
+    assert found == ["/b/tree/sub/big"]
+    dirs = run_cli("find", "/b/tree", "-type", "d", namenode=nn).stdout.decode().split()
+    assert dirs == ["/b/tree", "/b/tree/sub"]
+    result = run_cli("setrep", "2", "/b/tree/a", namenode=nn)
+    assert result.code == 0, result.stderr
+    assert _stat(nn, "/b/tree/a")["policy"] == "REPLICATE-2"
+    got = json.loads(run_cli("ec", "get-policy", "--json", "/b/tree/a", namenode=nn).stdout)
+    assert got["policy"] == "REPLICATE-2"
+    policies = [json.loads(line) for line in run_cli("ec", "list-policies", "--json").stdout.splitlines()]
+    assert any(p["name"] == "RS-6-3-1024k" and p["default"] for p in policies)
+    shown = [json.loads(line) for line in run_cli("fault", "show", "--json", namenode=nn).stdout.splitlines()]
+    assert {s["datanode"] for s in shown} >= {"dn1", "dn2"} and all("read_delay_ms" in s for s in shown)
+
+
+def test_trash_when_on_skip_trash_and_expunge(nn):
+    on = {"HEDGEFS_TRASH_MINUTES": "60"}
+    assert run_cli("put", "-f", "-", "/b/keep.txt", namenode=nn, input=b"precious").code == 0
+    moved = run_cli("rm", "/b/keep.txt", namenode=nn, env=on)
+    assert moved.code == 0, moved.stderr
+    assert "moved /b/keep.txt to trash" in moved.stderr
+    assert run_cli("cat", "/user/hedgefs/.Trash/Current/b/keep.txt", namenode=nn).stdout == b"precious"
+    assert run_cli("test", "-e", "/b/keep.txt", namenode=nn).code == 1
+    assert run_cli("put", "-f", "-", "/b/gone.txt", namenode=nn, input=b"x").code == 0
+    assert run_cli("rm", "-skipTrash", "/b/gone.txt", namenode=nn, env=on).code == 0
+    assert run_cli("test", "-e", "/user/hedgefs/.Trash/Current/b/gone.txt", namenode=nn).code == 1
+    assert run_cli("mkdir", "-p", "/user/hedgefs/.Trash/2001010000", namenode=nn).code == 0   # a checkpoint of 2020
+    expunged = run_cli("expunge", namenode=nn, env=on)
+    assert expunged.code == 0, expunged.stderr
+    listing = run_cli("ls", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()
+    assert "2001010000" not in listing and "/Current" not in listing, listing
+    assert "keep.txt" in run_cli("ls", "-R", "/user/hedgefs/.Trash", namenode=nn).stdout.decode()
+
+
+def test_ec_unset_policy_and_every_replication_listed(nn):
+    assert run_cli("mkdir", "-p", "/b/pol", namenode=nn).code == 0
+    assert run_cli("ec", "set-policy", "/b/pol", "REPLICATE-2", namenode=nn).code == 0
+    assert run_cli("ec", "unset-policy", "/b/pol", namenode=nn).code == 0
+    got = json.loads(run_cli("ec", "get-policy", "--json", "/b/pol", namenode=nn).stdout)
+    assert got["from"] != "/b/pol"
+    listing = run_cli("ec", "list-policies").stdout.decode()
+    assert "REPLICATE-4" in listing and "REPLICATE-5" in listing and "needs 14 DataNodes" in listing
+    assert "tolerates 1 lost DataNode," in listing

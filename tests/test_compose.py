@@ -756,7 +756,7 @@ def wait_registered(procs: Processes, namenode: str, names: list[str], credentia
                 procs.check_running(name, "all DataNodes registered")
             try:
                 report = stub.Report(pb.Empty(), timeout=2)
-                live = {d.id for d in report.datanodes if d.state == "live"}
+                live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
                 if set(names) <= live:
                     return report
             except grpc.RpcError:

@@ -80,3 +80,41 @@ def test_distcp_policy_covers_its_own_staging_files(small, tmp_path):
     assert result.code == 0, result.stderr
     assert run_cli("cat", "/h.txt", namenode=small.namenode).stdout == b"hello\n"
     assert b".distcp-" not in run_cli("ls", "-R", "/", namenode=small.namenode).stdout
+
+
+def test_an_insecure_cluster_dir_comes_up_secure_keeping_its_namespace(tmp_path):
+    root = tmp_path / "upgrade"
+    insecure = start_cluster(root, policy="REPLICATE-1", datanodes=2)
+    try:
+        with client(insecure.namenode) as fs:
+            fs.write_bytes("/kept", b"from the insecure days")
+    finally:
+        insecure.down()
+    secure = start_cluster(root, "secure", policy="REPLICATE-1", datanodes=2)   # was: "belongs to cluster CID-..."
+    try:
+        with client(secure.namenode) as fs:
+            assert fs.read_bytes("/kept") == b"from the insecure days"
+    finally:
+        secure.down()
+
+
+def test_a_restarted_datanode_keeps_its_http_port(small):
+    before = small.state["datanodes"]["dn2"]["http_port"]
+    assert before
+    small.restart("dn2")
+    assert small.state["datanodes"]["dn2"]["http_port"] == before   # a static Prometheus target still works
+    small.wait_live(["dn2"])
+
+
+def test_admin_report_brackets_a_dead_datanodes_last_heard_figures(small):
+    from conftest import wait_until
+
+    small.kill("dn3")
+    try:
+        wait_until(lambda: b" dead " in run_cli("admin", "report", namenode=small.namenode).stdout, 30, "dn3 dead")
+        text = run_cli("admin", "report", namenode=small.namenode).stdout.decode()
+        row = next(line for line in text.splitlines() if line.startswith("dn3 "))
+        assert "(" in row and "dead" in row and "a dead DataNode's last heartbeat" in text
+    finally:
+        small.start("dn3")
+        small.wait_live(["dn3"])

@@ -94,6 +94,15 @@ def test_datanode_serves_metrics_and_health(tmp_path):
         assert m[("hedgefs_datanode_write_bytes_total", me)] == 1000
         assert m[("hedgefs_datanode_active_streams", (*me, ("kind", "read")))] == 0
         assert m[("hedgefs_datanode_fault", (*me, ("knob", "read_delay_ms")))] == 300
+        assert m[("hedgefs_datanode_fault", (*me, ("knob", "probability")))] == 1.0   # shapes the delay in effect
+        assert m[("hedgefs_datanode_fault", (*me, ("knob", "error_probability")))] == 0
+        with grpc.insecure_channel(f"127.0.0.1:{ports['rpc']}", options=GRPC_OPTIONS) as channel:
+            hedgefs_pb2_grpc.DataNodeStub(channel).ClearFaults(pb.FaultClearRequest())
+        healthy = samples(http_get(base + "/metrics")[1])
+        assert all(v == 0 for (name, labels), v in healthy.items() if name == "hedgefs_datanode_fault"), \
+            "a healthy DataNode reports no fault in effect"
+        assert m[("hedgefs_datanode_repairs_done_total", me)] == 0       # a counter: rate() sees restarts
+        assert m[("hedgefs_datanode_scrub_passes_total", me)] >= 0
         assert m[("hedgefs_datanode_namenode_reachable", me)] == 0
         status, text = http_get(base + "/health")
         assert status == 200 and text.startswith("ok\n") and "unreachable" in text

@@ -56,13 +56,15 @@ def test_auto_waits_for_samples_then_uses_a_high_quantile_of_comparable_segments
     ("hedgefs://h:1/", Location("h:1", "/")),
     ("hedgefs:///data/", Location("nn:9", "/data")),
     ("/data", Location("nn:9", "/data")),
+    ("hedgefs://nohost/x", Location("nohost:8020", "/x")),      # HDFS's default port
+    ("hedgefs://nn:9//a//b/", Location("nn:9", "/a/b")),
     ("file:///tmp/x", Location(None, "/tmp/x")),
 ])
 def test_locations(text, expected):
     assert parse_location(text, "nn:9") == expected
 
 
-@pytest.mark.parametrize("text", ["s3://bucket/key", "hedgefs://nohost/x", "file://relative", ""])
+@pytest.mark.parametrize("text", ["s3://bucket/key", "hedgefs://nohost:port/x", "file://relative", ""])
 def test_bad_locations_are_usage_errors(text):
     with pytest.raises(UsageError):
         parse_location(text, "nn:9")

@@ -416,7 +416,7 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
         port = scrubbed.state["datanodes"][bad_dn]["http_port"]
         metrics = fetch(scrubbed, port, "/metrics")
-        assert re.search(rf'^hedgefs_datanode_scrub_bad_units{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
+        assert re.search(rf'^hedgefs_datanode_scrub_bad_units_total{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
         assert blk.exists()          # kept until its replacement lands
         scrubbed.thaw(spare)
         wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "the repair onto the spare (fsck HEALTHY)",

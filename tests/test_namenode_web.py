@@ -64,6 +64,8 @@ def test_metrics_show_datanodes_and_group_health(served):
     assert m[("hedgefs_files", ())] == 1
     assert m[("hedgefs_files_by_policy", (("policy", "RS-3-2-1k"),))] == 1
     assert "# TYPE hedgefs_repairs_done_total counter" in get(base + "/metrics")
+    text = get(base + "/metrics")
+    assert 'hedgefs_build_info{' in text and 'version="' in text
     clock.advance(1000)  # every DataNode silent: dead, the group unreadable
     nn.tick()
     m = samples(get(base + "/metrics"))
@@ -251,3 +253,20 @@ def test_no_datanode_is_marked_when_all_are_alike():
     assert pages.slow_datanodes(fast) == set()                        # 40 ms is under the floor
     one = status([dn(f"dn{i}", [1.0, 2.0]) for i in range(5)] + [dn("dn9", [None, 900.0])])
     assert pages.slow_datanodes(one) == {"dn9"}
+
+
+def test_the_slow_mark_is_for_the_datanode_slow_now_not_minutes_ago():
+    """The trial: dn6 slowed at 07:35 and cleared, dn7 slowed by 300 ms at 07:40; at 07:41 the page
+    marked dn6 (its five minutes with reads were its slow ones) and not dn7."""
+    from hedgefs.namenode.model import ClusterStatus, DataNodeStatus
+
+    def dn(name, p99s, reads=0, p99=0.0):
+        return DataNodeStatus(name, "", "", "live", 0, 0, 0, 0, 0, 0, 0, {}, reads, p99 / 2, p99, p99s)
+
+    hour = [None] * 54
+    rows = [dn(f"dn{i}", hour + [2.0, 3.0, 2.0, 3.0, 2.0, 3.0], reads=50, p99=3.0) for i in range(1, 6)]
+    rows.append(dn("dn6", hour + [1900.0, 2000.0, 2100.0, 1800.0, None, None], reads=20, p99=8.6))
+    rows.append(dn("dn7", hour + [3.0, 2.0, 3.0, None, None, 302.0], reads=40, p99=303.0))
+    rows.append(dn("dn8", hour + [2500.0, 2400.0, None, None, None, None]))   # slow long ago, not read since
+    status = ClusterStatus("", 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, 0, 0, 0, 0, rows)
+    assert pages.slow_datanodes(status) == {"dn7"}

@@ -111,9 +111,15 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
                  f"{s['bad_units']} bad")
         pct = "-" if row["used_pct"] is None else f"{row['used_pct']:.0f}%"
         low = " ⚠" if row["low_space"] else "  "
+        dead = row["state"] == "dead"   # its figures are its last heartbeat's: bracketed
+        used, units = human_size(row["used_bytes"]), str(row["units"])
+        if dead:
+            used, units = f"({used})", f"({units})"
         click.echo(f"{row['id']:<6} {row['address']:<22} {row['state']:<5} {row['last_heartbeat_age_s']:>8.1f}s "
-                   f"{human_size(row['used_bytes']):>10} {human_size(row['capacity_bytes']):>10} "
-                   f"{human_size(row['remaining_bytes']):>10}{low}{pct:>5} {row['units']:>6} {row['pending_repairs']:>7}  {scrub}")
+                   f"{used:>10} {human_size(row['capacity_bytes']):>10} "
+                   f"{human_size(row['remaining_bytes']):>10}{low}{pct:>5} {units:>6} {row['pending_repairs']:>7}  {scrub}")
+    if any(row["state"] == "dead" for row in rows):
+        click.echo("(bracketed: a dead DataNode's last heartbeat; its units are being rebuilt elsewhere)")
     low = [row["id"] for row in rows if row["low_space"]]
     if low:
         click.echo(f"low on space (under {r.low_space_pct:g} % free): {', '.join(low)}")

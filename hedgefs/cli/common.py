@@ -35,6 +35,9 @@ def setup_logging(verbose: bool = False, default_level: int = logging.WARNING) -
         stream=sys.stderr,
         force=True,
     )
+    if verbose:   # -v is about hedgefs: gRPC's and asyncio's own debug lines are noise to a user
+        for noisy in ("grpc", "asyncio", "urllib3"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------------- shared options

@@ -126,14 +126,18 @@ def distcp(paths, update, overwrite, policy, blocks_per_chunk, list_threads, wor
         click.echo(_summary(report), err=True)
     if report["failures"]:
         shown = "; ".join(report["failures"][:3]) + ("; ..." if len(report["failures"]) > 3 else "")
-        raise HedgefsError(f"{report['files_failed']} file(s) failed: {shown}")
+        raise HedgefsError(f"{report['files_failed']} {'file' if report['files_failed'] == 1 else 'files'} failed: {shown}")
 
 
 def _summary(r: dict) -> str:
-    return (f"distcp: {r['files']} files copied, {r['files_skipped']} skipped, {r['files_failed']} failed; "
+    from hedgefs.cli.humanize import plural
+
+    resumed = f", {r['files_resumed']} resumed" if r.get("files_resumed") else ""
+    return (f"distcp: {plural(r['files'], 'file')} copied{resumed}, {r['files_skipped']} skipped, "
+            f"{r['files_failed']} failed; "
             f"{r['bytes'] / 1048576:.1f} MiB in {r['seconds']:.1f} s ({r['mb_per_s']:.1f} MB/s); "
-            f"{r['segments']} segments, {r['segments_resumed']} resumed, {r['segments_hedged']} hedged "
-            f"({r['hedge_wins']} hedge wins)")
+            f"{plural(r['segments'], 'segment')}, {r['segments_resumed']} resumed, {r['segments_hedged']} hedged "
+            f"({plural(r['hedge_wins'], 'hedge win')})")
 
 
 class _Bar:

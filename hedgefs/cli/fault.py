@@ -6,6 +6,7 @@ own certificate (dn3's and no other for dn3) before anything is sent; nothing tr
 plaintext (a credential never does: TLS proves who we are without sending a secret).
 """
 
+import json
 import sys
 
 import click
@@ -131,8 +132,9 @@ def fault_clear(datanode_id, namenode) -> None:
 
 @fault.command("show", context_settings=CONTEXT)
 @click.argument("datanode_id", metavar="[DN_ID]", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per DataNode: its knobs and call counters.")
 @namenode_option
-def fault_show(datanode_id, namenode) -> None:
+def fault_show(datanode_id, namenode, as_json) -> None:
     """Show fault knobs and call counters of one or every live DataNode.
 
     \b
@@ -141,11 +143,18 @@ def fault_show(datanode_id, namenode) -> None:
       hedgefs fault show dn3
     """
     report = _registered(namenode)
-    ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state == "live"), key=natural_key)
+    ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state != "dead"), key=natural_key)
     failed = False
     for dn in ids:
         try:
-            click.echo(_fault_line(dn, _fault_rpc(report, dn, "GetFaults", pb.FaultClearRequest())))
+            state = _fault_rpc(report, dn, "GetFaults", pb.FaultClearRequest())
+            if as_json:
+                from google.protobuf.json_format import MessageToDict
+
+                click.echo(json.dumps({"datanode": dn, **MessageToDict(state, preserving_proto_field_name=True,
+                                                                       always_print_fields_with_no_presence=True)}))
+            else:
+                click.echo(_fault_line(dn, state))
         except HedgefsError as err:
             if datanode_id or isinstance(err, NotAllowed):
                 raise

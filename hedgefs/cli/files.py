@@ -215,20 +215,36 @@ def mkdir(paths: tuple[str, ...], parents: bool, namenode: str | None) -> None:
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("-r", "-R", "recursive", is_flag=True, help="Remove a directory and everything under it.")
 @click.option("-f", "force", is_flag=True, help="No error (and exit 0) for a PATH that does not exist.")
+@click.option("-skipTrash", "--skip-trash", "skip_trash", is_flag=True,
+              help="Delete at once even when the trash is on ($HEDGEFS_TRASH_MINUTES > 0).")
 @namenode_option
-def rm(paths: tuple[str, ...], recursive: bool, force: bool, namenode: str | None) -> None:
+def rm(paths: tuple[str, ...], recursive: bool, force: bool, skip_trash: bool, namenode: str | None) -> None:
     """Remove each file PATH (or, with -r, directory tree). Space is freed on the DataNodes lazily.
+
+    With $HEDGEFS_TRASH_MINUTES > 0 (as HDFS's fs.trash.interval; off by default), PATH moves to
+    /user/USER/.Trash/Current/PATH instead, kept until `hedgefs expunge` checkpoints it and that
+    many minutes pass; -skipTrash deletes at once.
 
     \b
     Examples:
       hedgefs rm /data/old.csv /data/older.csv
       hedgefs rm -r -f /tmp/scratch
+      HEDGEFS_TRASH_MINUTES=1440 hedgefs rm -r /data/2025     # recoverable for a day
     """
+    from hedgefs.cli.trash import in_trash, interval_minutes, move_to_trash
+
     targets = [remote_path(p) for p in paths]
+    to_trash = interval_minutes() > 0 and not skip_trash
     with open_fs(namenode) as fs:
         for path in targets:
             try:
-                fs.delete(path, recursive=recursive)
+                if to_trash and not in_trash(path):
+                    st = fs.stat(path)
+                    if st.is_dir and not recursive and next(iter(fs.iter_list(path)), None) is not None:
+                        raise UsageError(f"directory not empty: {path} (use -r)")
+                    click.echo(f"moved {path} to trash: {move_to_trash(fs, path)}", err=True)
+                else:
+                    fs.delete(path, recursive=recursive)
             except NotFound:
                 if not force:
                     raise
@@ -313,3 +329,21 @@ def _tree(fs, path: str, recursive: bool):
     yield top
     if recursive and top.is_dir:
         yield from list(fs.iter_list(path, recursive=True))
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="DIR...")
+@namenode_option
+def rmdir(paths: tuple[str, ...], namenode: str | None) -> None:
+    """Remove each empty directory DIR (a file or a non-empty directory is an error).
+
+    \b
+    Examples:
+      hedgefs rmdir /data/empty /tmp/done
+    """
+    targets = [remote_path(p) for p in paths]
+    with open_fs(namenode) as fs:
+        for path in targets:
+            if not fs.stat(path).is_dir:
+                raise UsageError(f"not a directory: {path} (rm removes files)")
+            fs.delete(path, recursive=False)

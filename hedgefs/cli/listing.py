@@ -196,3 +196,31 @@ def test_(exists: bool, is_dir: bool, is_file: bool, non_empty: bool, empty: boo
     if not ok:
         sys.exit(1)
 
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("path", default="/")
+@click.option("-name", "--name", "pattern", metavar="GLOB", help="Only entries whose last component matches GLOB.")
+@click.option("-type", "--type", "kind", type=click.Choice(["f", "d"]), help="Only files (f) or directories (d).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per entry.")
+@namenode_option
+def find(path: str, pattern: str | None, kind: str | None, as_json: bool, namenode: str | None) -> None:
+    """Every entry under PATH (itself included), as `hdfs dfs -find`: one path per line.
+
+    \b
+    Examples:
+      hedgefs find /data -name '*.csv'
+      hedgefs find / -type d | wc -l
+    """
+    import fnmatch
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    with open_fs(namenode) as fs:
+        top = fs.stat(remote_path(path))
+        entries = [top] if not top.is_dir else [top, *fs.iter_list(top.path, recursive=True)]
+        for e in entries:
+            if kind and (kind == "d") != e.is_dir:
+                continue
+            if pattern and not fnmatch.fnmatchcase(e.path.rsplit("/", 1)[-1] or "/", pattern):
+                continue
+            click.echo(json.dumps(_entry_doc(e)) if as_json else visible(e.path))

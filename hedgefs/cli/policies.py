@@ -1,5 +1,7 @@
 """`hedgefs ec ...`: storage policies (erasure coding and replication) on directories and files."""
 
+import json
+
 import click
 
 from hedgefs.cli.common import CONTEXT, Group, check_policy, namenode_option, open_fs, remote_path
@@ -48,8 +50,9 @@ def ec_set_policy(path: str, name: str, namenode: str | None) -> None:
 
 @ec.command("get-policy", context_settings=CONTEXT)
 @click.argument("path")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
-def ec_get_policy(path: str, namenode: str | None) -> None:
+def ec_get_policy(path: str, as_json: bool, namenode: str | None) -> None:
     """Show the policy PATH uses and where it is inherited from.
 
     \b
@@ -60,35 +63,72 @@ def ec_get_policy(path: str, namenode: str | None) -> None:
     with open_fs(namenode) as fs:
         response = fs.get_policy(remote_path(path))
     source = response.source_path or "cluster default"
+    if as_json:
+        click.echo(json.dumps({"path": remote_path(path), "policy": response.policy,
+                               "from": response.source_path or None}))
+        return
     click.echo(f"{response.policy}\t(from {source})")
 
 
+@ec.command("unset-policy", context_settings=CONTEXT)
+@click.argument("path")
+@namenode_option
+def ec_unset_policy(path: str, namenode: str | None) -> None:
+    """Remove the policy set on directory PATH: new files below it inherit from its parent again
+    (existing files keep theirs; `ec convert -r` rewrites them).
+
+    \b
+    Examples:
+      hedgefs ec unset-policy /data
+    """
+    with open_fs(namenode) as fs:
+        fs.set_policy(remote_path(path), "")
+
+
 @ec.command("list-policies", context_settings=CONTEXT)
-def ec_list_policies() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ec_list_policies(as_json: bool) -> None:
     """List the built-in policies with their disk cost, tolerance and repair reads (any
     RS-<k>-<m>-<cell>k, LRC-<k>-<l>-<g>-<cell>k and REPLICATE-1 to REPLICATE-5 are accepted).
 
     "repair reads N" is how many units a repair, or a read around a slow DataNode, reads to
-    rebuild one lost unit; "needs N DataNodes": one per unit.
+    rebuild one lost unit; "needs N DataNodes": one per unit, and a policy needs at least that
+    many live DataNodes to be set or written.
 
     \b
     Examples:
       hedgefs ec list-policies
+      hedgefs ec list-policies --json | jq -r 'select(.units <= 5) | .name'
     """
-    _list_policies()
+    _list_policies(as_json)
 
 
 @ec.command("list", context_settings=CONTEXT)
-def ec_list() -> None:
-    """The same as `hedgefs ec list-policies`."""
-    _list_policies()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def ec_list(as_json: bool) -> None:
+    """The same as `hedgefs ec list-policies`.
+
+    \b
+    Examples:
+      hedgefs ec list
+    """
+    _list_policies(as_json)
 
 
-def _list_policies() -> None:
-    from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, parse_policy
+def _list_policies(as_json: bool) -> None:
+    from hedgefs.ec.policy import BUILTIN_POLICIES, DEFAULT_POLICY, MAX_REPLICAS, parse_policy
 
-    for name in BUILTIN_POLICIES:
+    names = list(BUILTIN_POLICIES) + [f"REPLICATE-{n}" for n in range(1, MAX_REPLICAS + 1)
+                                      if f"REPLICATE-{n}" not in BUILTIN_POLICIES]
+    for name in names:
         p = parse_policy(name)
+        if as_json:
+            click.echo(json.dumps({"name": name, "replicated": p.replicated, "data_units": p.k,
+                                   "parity_units": p.m, "local_groups": p.local_groups, "units": p.units,
+                                   "cell_size": p.cell_size, "tolerates_lost_datanodes": p.tolerance,
+                                   "repair_reads": p.repair_reads(0), "overhead": round(p.overhead, 3),
+                                   "default": name == DEFAULT_POLICY}))
+            continue
         mark = "  (default)" if name == DEFAULT_POLICY else ""
         if p.replicated:
             what = f"{p.units} {'replica' if p.units == 1 else 'replicas'} of every block"
@@ -97,8 +137,9 @@ def _list_policies() -> None:
                     f"{p.global_parities} global parity units, {p.cell_size // 1024} KiB cells")
         else:
             what = f"{p.k} data + {p.m} parity units, {p.cell_size // 1024} KiB cells"
-        click.echo(f"{name:<14} {what}, tolerates {p.tolerance} lost DataNodes, {p.overhead:.2f} bytes on disk "
-                   f"per byte; repair reads {p.repair_reads(0)}, needs {p.units} DataNode{'s' * (p.units > 1)}{mark}")
+        click.echo(f"{name:<14} {what}, tolerates {p.tolerance} lost DataNode{'s' * (p.tolerance != 1)}, "
+                   f"{p.overhead:.2f} bytes on disk per byte; repair reads {p.repair_reads(0)}, "
+                   f"needs {p.units} DataNode{'s' * (p.units > 1)}{mark}")
 
 
 @ec.command("convert", context_settings=CONTEXT)
@@ -170,3 +211,21 @@ def _convert_one(fs, path: str, length: int, target: str) -> None:
         fs.convert(path, target, progress=progress.advance)
     finally:
         progress.finish()
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("replication", type=click.IntRange(1, 5), metavar="N")
+@click.argument("path")
+@click.option("-R", "recursive", is_flag=True, help="PATH is a directory: every file under it (and new ones).")
+@namenode_option
+def setrep(replication: int, path: str, recursive: bool, namenode: str | None) -> None:
+    """Keep N copies of PATH's blocks, as `hdfs dfs -setrep`: `ec convert --policy REPLICATE-N`
+    (an erasure-coded file is rewritten as replicated).
+
+    \b
+    Examples:
+      hedgefs setrep 3 /hbase/hot.hfile
+      hedgefs setrep -R 2 /logs
+    """
+    ctx = click.get_current_context()
+    ctx.invoke(ec_convert, path=path, name=f"REPLICATE-{replication}", recursive=recursive, namenode=namenode)

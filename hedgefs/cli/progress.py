@@ -27,8 +27,10 @@ class Progress:
             self._draw(now)
 
     def finish(self) -> None:
-        """End the bar's line (also on failure, so an error message starts a line of its own)."""
+        """Draw the last frame (the true total: a stdin of 64 MiB ends at 64 MiB, not at the last
+        redraw's 60) and end the bar's line (also on failure, so an error starts a line of its own)."""
         if self._drawn:
+            self._draw(time.monotonic())
             self._stream.write("\n")
             self._stream.flush()
             self._drawn = False
