@@ -36,6 +36,8 @@ from hedgefs.security.identity import NAMENODE_NAME, Credential, Refused
 
 log = logging.getLogger("hedgefs.datanode")
 
+BLOCK_REPORT_PART = 100_000   # units per BlockReport message (~23 bytes each; the limit is 4 MiB)
+
 
 class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
@@ -147,11 +149,15 @@ class NameNodeLink:
     def block_report(self) -> None:
         stored = self.store.units()
         units = [pb.StoredUnit(group_id=g, index=i, generation=gen, length=n) for g, i, gen, n in stored]
-        self._stub.BlockReport(pb.BlockReportRequest(datanode_id=self.datanode_id, units=units),
-                               timeout=self.rpc_timeout_s)
+        # In parts of BLOCK_REPORT_PART units (~2.3 MB): one message of every unit would pass the
+        # NameNode's 4 MiB limit at ~180,000 units, and a DataNode that cannot report is soon dead.
+        parts = [units[i:i + BLOCK_REPORT_PART] for i in range(0, len(units), BLOCK_REPORT_PART)] or [[]]
+        for n, part in enumerate(parts):
+            self._stub.BlockReport(pb.BlockReportRequest(datanode_id=self.datanode_id, units=part, part=n,
+                                                         more=n < len(parts) - 1), timeout=self.rpc_timeout_s)
         self._next_block_report = time.monotonic() + self.block_report_interval_s
         self.reports.covered((g, i, gen) for g, i, gen, _n in stored)
-        log.debug("block report: %d units", len(units))
+        log.debug("block report: %d units in %d parts", len(units), len(parts))
 
     def request_block_report(self) -> None:
         """Send a full block report with the next heartbeat (receipts were dropped)."""

@@ -115,7 +115,8 @@ class Health:
             c.executemany("INSERT INTO live_now VALUES (?)", [(d,) for d in live])
         sizes: dict[str, tuple[int, int]] = {}
         groups, counts = self._groups, self.counts
-        for group_id, policy, good, readable in self.db.query(_JUDGE_ALL):
+        # Row by row off the cursor: a list of every group's row would be the start-up's peak memory.
+        for group_id, policy, good, readable in self.db.conn.execute(_JUDGE_ALL):
             size = sizes.get(policy)
             if size is None:
                 p = load_policy(policy)

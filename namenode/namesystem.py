@@ -2,7 +2,10 @@
 
 Every NameNode RPC is a plain method here, run under one lock over SQLite: the namespace, block
 group placement, DataNode registration, heartbeats and the commands they carry, block reports,
-repair planning, fsck. ``servicer.py`` only unpacks requests, calls these methods and packs the
+repair planning, fsck. Changes are group-committed (db.py): a locked method answers only once
+every change it could have seen is durable (``_locked``). Reads that need only the namespace and
+block map (stat, list, policy, browse, fsck) take no lock: they read a snapshot of what is
+committed (``_snapshot``), which a change reaches only once it is durable. ``servicer.py`` only unpacks requests, calls these methods and packs the
 answers; tests drive this class directly, with an injectable clock. Refusals are
 ``errors.NameNodeError`` subclasses.
 
@@ -98,6 +101,7 @@ LIST_PAGE = 1000             # entries in a List page unless the caller asks for
 LIST_PAGE_MAX = 10000
 LIST_PAGE_BYTES = 1 << 20    # a page stops past about this many bytes: far below the 4 MiB message limit
 MAX_UNITS_STORED_PER_CALL = 10000
+MAX_REPORT_UNITS = 50_000_000  # units in one DataNode's report, all parts together
 FULL_SCAN_S = 10.0           # the repair scan runs at least this often even when nothing changed
 MIN_REPLICAS = 2             # a replicated block is durable once this many replicas are stored (HDFS's replication.min)
 
@@ -168,6 +172,7 @@ class Namesystem:
         self.liveness.load(self.blocks.datanodes())
         self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
         self._delete_sent: dict[tuple[str, int, int], float] = {}
+        self._report_parts: dict[str, tuple[int, set]] = {}  # a report arriving in parts: last part, units so far
         # The repair scan reads every group: run it when something that can create or satisfy
         # a need changed (a unit dropped, a DataNode died or came, a repair ended), else rarely.
         self._scan_needed = True
@@ -421,6 +426,7 @@ class Namesystem:
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
+        self._report_parts.pop(datanode_id, None)   # a report it was sending in parts is void
         self._scan_needed = True
         log.info("datanode %s registered at %s", datanode_id, address)
         return self.cluster_id
@@ -503,11 +509,22 @@ class Namesystem:
         return RepairUnit(group.id, repair.index, policy.name, group.length, sources, group.generation)
 
     @_locked
-    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> dict[str, int]:
-        """A DataNode's full list of (group id, index, generation); counts by outcome."""
+    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
+                     more: bool = False) -> dict[str, int]:
+        """A DataNode's full list of (group id, index, generation), possibly in parts (0, 1, ...,
+        ``more`` on all but the last: applied when the last arrives); counts by outcome."""
         self._require_known(datanode_id)
         self.liveness.seen(datanode_id)
-        reported = set(units)
+        held = self._report_parts.pop(datanode_id, None)
+        if part != (0 if held is None else held[0] + 1):
+            raise InvalidArgument(f"block report part {part} from {datanode_id} out of order (expected "
+                                  f"{0 if held is None else held[0] + 1}): send the report again from part 0")
+        reported = set(units) if held is None else held[1].union(units)
+        if len(reported) > MAX_REPORT_UNITS:
+            raise InvalidArgument(f"block report from {datanode_id} of more than {MAX_REPORT_UNITS:,} units")
+        if more:
+            self._report_parts[datanode_id] = (part, reported)
+            return {"parts_held": part + 1}
         with self.db.tx():
             counts = self.blocks.reconcile(datanode_id, reported, self._usable, int(REPORT_GRACE_S * 1000))
         # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.

@@ -284,7 +284,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def BlockReport(self, request):
-        self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
+        self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units],
+                             request.part, request.more)
         return pb.Empty()
 
     @_rpc

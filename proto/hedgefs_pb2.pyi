@@ -524,12 +524,16 @@ class StoredUnit(_message.Message):
     def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., length: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class BlockReportRequest(_message.Message):
-    __slots__ = ("datanode_id", "units")
+    __slots__ = ("datanode_id", "units", "part", "more")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     units: _containers.RepeatedCompositeFieldContainer[StoredUnit]
-    def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
+    part: int
+    more: bool
+    def __init__(self, datanode_id: _Optional[str] = ..., units: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ..., part: _Optional[int] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class UnitStoredRequest(_message.Message):
     __slots__ = ("datanode_id", "units")

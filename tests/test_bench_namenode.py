@@ -41,3 +41,12 @@ def test_bench_namenode_scale_measures_a_generated_namespace():
     assert got["files"] == 2000 and got["ls_R_entries"] == 2000 + 2 + 1   # the files, d0 and d1, /scale
     assert got["block_report_counts"].get("missing", 0) == 0 and got["stat_during_report"]["n"] >= 0
     assert got["heartbeats_per_s"] > 0 and got["startup_s"] > 0 and got["rss_bytes_per_file"] > 0
+
+
+def test_bench_namenode_fleet_heartbeats_through_real_rpcs():
+    result = run_cli("bench", "namenode-fleet", "--datanodes", "20", "--interval", "0.5", "--seconds", "2",
+                     timeout=300)
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout.decode().splitlines()[-1])
+    assert doc["fleet"]["datanodes"] == 20 and doc["fleet"]["heartbeats"] >= 20 * 3
+    assert doc["stat_p99_without_ms"] > 0 and doc["stat_p99_with_ms"] > 0

@@ -48,6 +48,7 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
     def BlockReport(self, request, context):
         self._record("report", request.datanode_id,
                      sorted((u.group_id, u.index, u.length) for u in request.units))
+        self._record("report-part", request.datanode_id, request.part, request.more, len(request.units))
         return pb.Empty()
 
     def Heartbeat(self, request, context):
@@ -131,6 +132,26 @@ def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
         wait_for(lambda: len(nn.of("register")) == 2)
         wait_for(lambda: len(nn.of("report")) == 2)
         assert nn.of("report")[1] == ("report", "dn1", [])
+    finally:
+        dn.stop()
+
+
+def test_a_large_block_report_goes_in_parts(tmp_path, namenode, monkeypatch):
+    from hedgefs.datanode import heartbeat
+
+    monkeypatch.setattr(heartbeat, "BLOCK_REPORT_PART", 2)
+    nn, addr = namenode
+    store = BlockStore(tmp_path / "dn1")
+    for group in range(5):
+        w = store.open_writer(group + 1, 0, 1)
+        w.write(b"x")
+        w.commit()
+    store.close()
+    dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=3600)
+    try:
+        wait_for(lambda: nn.of("heartbeat"))
+        assert nn.of("report-part") == [("report-part", "dn1", 0, True, 2), ("report-part", "dn1", 1, True, 2),
+                                        ("report-part", "dn1", 2, False, 1)]
     finally:
         dn.stop()
 

@@ -308,3 +308,24 @@ def test_lrc_groups_are_judged_by_which_units_live_not_how_many(nn, clock):
     assert sorted((r.group_id, r.index) for r in planned) == [(degraded_id, i) for i in (0, 1, 2)]
     status = nn.status()
     assert (status.groups_missing, status.groups_degraded) == (1, 1)
+
+
+def test_a_block_report_in_parts_is_applied_once_the_last_arrives(tmp_path, clock):
+    """A DataNode's report in parts (so each message stays under the 4 MiB limit): nothing is
+    judged missing before the last part; out of order is a one-line refusal."""
+    from hedgefs.namenode.errors import InvalidArgument
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096 * 3)    # three groups, one unit of each on every DataNode
+    mine = sorted((g.id, u.index, g.generation) for g in nn.file_info("/f").groups for u in g.units
+                  if u.datanode_id == ids[0])
+    assert len(mine) == 3
+    clock.advance(60)    # past the grace of freshly placed units
+    assert nn.block_report(ids[0], mine[:1], part=0, more=True) == {"parts_held": 1}
+    assert nn.block_report(ids[0], mine[1:2], part=1, more=True) == {"parts_held": 2}
+    assert nn.block_report(ids[0], mine[2:], part=2).get("missing", 0) == 0
+    with pytest.raises(InvalidArgument, match=r"block report part 2 from dn1 out of order \(expected 0\)"):
+        nn.block_report(ids[0], mine, part=2)
+    nn.block_report(ids[0], mine[:1], part=0, more=True)
+    assert nn.block_report(ids[0], [], part=1).get("missing") == 2   # the whole report lacked two units

@@ -512,3 +512,32 @@ def bench_namenode_scale(files, baseline, out) -> None:
     if out is not None:
         out.write_text(json.dumps(doc, indent=1) + "\n")
     click.echo(json.dumps(doc))
+
+
+@bench.command("namenode-fleet", context_settings=CONTEXT)
+@click.option("--datanodes", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--interval", "interval_s", type=click.FloatRange(0.1), default=3.0, show_default=True,
+              help="Heartbeat interval of each simulated DataNode, seconds.")
+@click.option("--seconds", type=click.FloatRange(1), default=30.0, show_default=True, help="How long the fleet runs.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
+def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
+    """A simulated fleet of DataNodes (real RegisterDataNode and Heartbeat RPCs, one process)
+    against a NameNode process, and a client's stat p99 with and without it (bench/namenode_fleet.py).
+
+    \b
+    Examples:
+      hedgefs bench namenode-fleet --datanodes 1000 --interval 3 --seconds 30
+    """
+    import sys
+
+    from hedgefs.bench.namenode_fleet import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(datanodes=datanodes, interval=interval_s, seconds=seconds, command=command,
+                  say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps({k: v for k, v in doc.items() if k not in ("stat_with", "stat_without")}))
