@@ -132,13 +132,16 @@ class FileReader:
             self._relocating = None
 
     def check_available(self) -> None:
-        """DataUnavailable if a block group has fewer live units than a read needs (k, or one
-        replica), as the NameNode sees it: a caller checks before writing out any byte, so a file
-        known to be unreadable gives a clean error and no partial output."""
+        """DataUnavailable if a block group's live units cannot give its bytes (fewer than k of
+        RS, no replica, an LRC pattern that does not decode), as the NameNode sees it: a caller
+        checks before writing out any byte, so a file known to be unreadable gives a clean error
+        and no partial output."""
         policy = parse_policy(self.status.policy)
         for g in self.status.groups:
-            if len(g.units) < policy.k:
+            if not policy.decodable(g.units):
                 where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
+                         f"block group {g.id}'s {len(g.units)} live units cannot decode it ({policy.name})"
+                         if policy.local_groups else
                          f"block group {g.id} has {len(g.units)} live units, {policy.k} needed")
                 raise DataUnavailable(f"data unavailable: {self.status.path}: {where}")
 

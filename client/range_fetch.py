@@ -39,6 +39,8 @@ from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.breaker import Verdict
 from hedgefs.client.read_policy import HEDGE_SPARE, ReadPolicy, Route
 from hedgefs.client.unit_reads import Role, State, UnitRead
+from hedgefs.ec import sources
+from hedgefs.ec.policy import Policy
 from hedgefs.plumbing import describe
 
 log = logging.getLogger("hedgefs.client.reader")
@@ -52,9 +54,9 @@ INLINE_DECODE_BYTES = 256 * 1024
 
 
 class RangeFetcher:
-    def __init__(self, *, policy: ReadPolicy, code, group, start: int, end: int, wanted: list[int],
+    def __init__(self, *, policy: ReadPolicy, layout: Policy, code, group, start: int, end: int, wanted: list[int],
                  held, datanodes, model, metrics, report_bad, exclude: frozenset[str] = frozenset()):
-        self.policy, self.code, self.group = policy, code, group
+        self.policy, self.layout, self.code, self.group = policy, layout, code, group
         self.start, self.end = start, end
         self.wanted = wanted
         self.k = code.k
@@ -103,11 +105,6 @@ class RangeFetcher:
     def _counted(self) -> set[int]:
         return {r.index for r in self.reads if r.counted and r.state in (State.ACTIVE, State.OVERDUE, State.DONE)}
 
-    def _target(self) -> int:
-        counted = self._counted()
-        base = len(self.wanted) if self.wanted and all(w in counted for w in self.wanted) else self.k
-        return base + self.spare
-
     def _candidates(self) -> list[int]:
         if self._ranking is None:
             units = self.group.units
@@ -121,10 +118,35 @@ class RangeFetcher:
                 self._ranking = self.policy.rank_sources(cands, self.k, self.exclude)
         return [i for i in self._ranking if i not in self._asked]
 
+    def _to_send(self) -> list[int]:
+        """The units to ask now so that the reads counted on can give every wanted unit (or, for
+        replicas, any one), plus the spare: nothing while every wanted unit has a read counted on
+        (but the late-binding spare). Which units is the code's to say: any k for RS, read in
+        the policy's order; an LRC's local group first (``ec/sources.py``)."""
+        counted = self._counted()
+        candidates = self._candidates()
+        missing = [w for w in self.wanted if w not in counted]
+        if self.wanted and not missing:
+            return candidates[:max(0, len(self.wanted) + self.spare - len(counted))]
+        if not self.layout.local_groups:   # RS, and replicas (k = 1): any k units
+            return candidates[:max(0, self.k + self.spare - len(counted))]
+        usable = (set(candidates) | counted) - set(missing)
+        troubled = {u for u in usable - counted if self.policy.troubled(self._datanode(u))
+                    or self._datanode(u) in self.exclude}
+        for available in (usable - troubled, usable):
+            try:
+                plan = sources.plan(self.layout, missing, available, reading=counted, order=self._ranking)
+            except sources.Undecodable:
+                continue
+            send = [u for u in plan.read if u not in counted]
+            if plan.local:
+                return send   # a spare outside the group could not stand in for a late peer
+            return send + [u for u in candidates if u not in send][:self.spare]
+        return []   # nothing decodes with what is left: wait for the reads that run
+
     def _top_up(self) -> None:
-        """Send reads from the ranking until enough are counted on (or none is left to send)."""
-        short = self._target() - len(self._counted())
-        for index in self._candidates()[:max(0, short)]:
+        """Send reads until enough are counted on (or none is left to send)."""
+        for index in self._to_send():
             self._send(index, Role.SOURCE)
 
     # ---------------------------------------------------------------- the loop
@@ -180,12 +202,20 @@ class RangeFetcher:
         self.spare = policy.late_binding_spare(self.k, self.code.m, len(self.wanted), available)
 
     def _finished(self) -> dict[int, UnitRead] | None:
+        """The done reads, once they give every wanted unit (read, or decodable from them)."""
         done = self._done()
         if self.wanted and all(w in done for w in self.wanted):
             return done
-        if len(done) >= self.k:
+        if self.k == 1:
+            return done or None
+        missing = [w for w in self.wanted if w not in done]
+        if self.layout.local_groups:
+            try:
+                sources.plan(self.layout, missing, done)
+            except sources.Undecodable:
+                return None
             return done
-        return None
+        return done if len(done) >= self.k else None
 
     def _on_ended(self, ended: list[UnitRead]) -> None:
         for read in ended:
@@ -221,7 +251,9 @@ class RangeFetcher:
         if not policy.hedging:
             return
         read.counted = False
-        cost = max(0, self.k + (HEDGE_SPARE if self.k > 1 else 0) - len(self._counted()))
+        spare, self.spare = self.spare, max(self.spare, HEDGE_SPARE if self.k > 1 else 0)
+        cost = len(self._to_send())   # what the hedge would read: the code's cheapest, and a spare
+        self.spare = spare
         verdict = policy.may_hedge(cost)
         if verdict is not Verdict.ALLOWED:
             read.counted = True
@@ -292,8 +324,8 @@ class RangeFetcher:
         missing = [w for w in wanted if w not in done]
         if not missing:
             return {w: done[w].data for w in wanted}
-        sources = {i: done[i].data for i in sorted(done)[:self.k]}
-        decoded = await self._decode(sources, missing)
+        # Every done unit: RS uses the first k by index (data first), LRC the fewest it needs.
+        decoded = await self._decode({i: r.data for i, r in done.items()}, missing)
         return {w: done[w].data if w in done else decoded[w] for w in wanted}
 
     def _retire_rest(self, done: dict[int, UnitRead]) -> None:
@@ -305,12 +337,12 @@ class RangeFetcher:
             else:
                 read.retire(self.policy.retire_after(read), self._metrics)
 
-    async def _decode(self, sources: dict, wants: list[int]) -> dict:
+    async def _decode(self, units: dict, wants: list[int]) -> dict:
         length = self.end - self.start
         if length * len(wants) <= INLINE_DECODE_BYTES:
-            return self.code.decode(sources, wants, length)
+            return self.code.decode(units, wants, length)
         self._decoding = True
-        result = await asyncio.get_running_loop().run_in_executor(None, self.code.decode, sources, wants, length)
+        result = await asyncio.get_running_loop().run_in_executor(None, self.code.decode, units, wants, length)
         self._decoding = False
         return result
 

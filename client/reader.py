@@ -99,7 +99,7 @@ class HedgedReader:
         def held(index: int) -> int:
             return layout.block_bytes_held(policy, group.length, index, start, end - start)
 
-        return RangeFetcher(policy=self.policy, code=code, group=group, start=start, end=end, wanted=wanted,
+        return RangeFetcher(policy=self.policy, layout=policy, code=code, group=group, start=start, end=end, wanted=wanted,
                             held=held, datanodes=self._datanodes, model=self._model, metrics=self._metrics,
                             report_bad=self._report_bad, exclude=exclude)
 

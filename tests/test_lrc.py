@@ -172,9 +172,6 @@ def test_3_datanodes_killed_one_per_group_and_a_global_still_read_exactly(lrc_cl
     _kill_and_read(lrc_cluster, lrc_fs, "/killed-spread", data, [1, 2, 3])
 
 
-@pytest.mark.xfail(reason="client/reader.py still gathers any k = 6 sources by count (data first), which for a "
-                          "whole local group lost picks an undecodable set; wired to ec.sources.plan by the "
-                          "integrator's reader rewrite", strict=False)
 def test_3_datanodes_killed_a_whole_groups_data_still_read_exactly(lrc_cluster, lrc_fs):
     data = pattern(STRIPE * 2 + 7, seed=4)
     lrc_fs.write_bytes("/killed-group", data)

@@ -291,3 +291,33 @@ def test_all_replicas_dead_is_a_clean_error():
     stripe, dns, client = setup({0: [DEAD], 1: [DEAD], 2: [DEAD]}, policy="REPLICATE-3")
     with pytest.raises(DataUnavailable, match="none of its 3 live replicas"):
         run(lambda: client.pread(0, 100))
+
+
+# ---------------------------------------------------------------- LRC-6-2-2: the code's cheapest rescue
+# Units 0-5 data in two local groups (0-2 and 3-5), 6 and 7 their local parities, 8 and 9 global.
+
+
+def test_lrc_cell_read_around_a_slow_datanode_reads_exactly_its_three_group_peers():
+    stripe, dns, client = setup({4: [Reply(2.0)]}, policy="LRC-6-2-2-64k", threshold_ms=100)
+    got, took = run(lambda: timed(client.pread(4 * CELL, CELL)))
+    assert got == cell(stripe, 4) and took < 0.5
+    assert client.counter("hedges") == 1 and client.counter("hedge_wins") == 1
+    assert sorted(dns.asked) == [3, 4, 5, 7]   # unit 4, then its group: 3, 5 and local parity 7 (not 6 units)
+
+
+def test_lrc_dead_unit_is_rebuilt_from_its_local_group():
+    stripe, dns, client = setup({1: [DEAD]}, policy="LRC-6-2-2-64k")
+    assert cell_read(client, 1) == cell(stripe, 1)
+    assert sorted(dns.asked) == [0, 1, 2, 6] and client.counter("rebuilt_on_failure") == 1
+
+
+def test_lrc_stripe_read_with_a_frozen_unit_reads_one_local_parity():
+    stripe, dns, client = setup({2: [FROZEN]}, policy="LRC-6-2-2-64k")
+    assert stripe_read(client) == stripe.data[:6 * CELL]
+    assert sorted(i for i in dns.asked if i > 5) == [6]   # group 0's local parity stands in for unit 2: one read
+
+
+def test_lrc_whole_local_group_lost_is_decoded_globally():
+    stripe, dns, client = setup({0: [DEAD], 1: [DEAD], 2: [DEAD]}, policy="LRC-6-2-2-64k")
+    assert stripe_read(client) == stripe.data[:6 * CELL]
+    assert client.counter("rebuilt_on_failure") == 3
