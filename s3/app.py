@@ -134,8 +134,9 @@ def _error_response(request: web.Request, err: S3Error, request_id: str) -> web.
     if not err.resource:
         err.resource = request.path
     if request.method == "HEAD" or err.status == 304:
-        return web.Response(status=err.status, headers={"x-amz-error-code": err.code})
-    return web.Response(status=err.status, body=err.xml(request_id), content_type="application/xml")
+        return web.Response(status=err.status, headers={"x-amz-error-code": err.code, **err.headers})
+    return web.Response(status=err.status, body=err.xml(request_id), content_type="application/xml",
+                        headers=err.headers)
 
 
 async def dispatch(request: web.Request) -> web.StreamResponse:

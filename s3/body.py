@@ -56,8 +56,10 @@ def declared_length(request: web.Request) -> int | None:
 
 
 def is_chunked(request: web.Request, signed: sigv4.Signed | None) -> bool:
+    """The payload hash says so (STREAMING-...), not Content-Encoding: a client may set that to
+    aws-chunked for a plain body (S3 then stores it as sent)."""
     payload = signed.payload if signed else request.headers.get("x-amz-content-sha256", "")
-    return payload.startswith("STREAMING-") or "aws-chunked" in request.headers.get("Content-Encoding", "")
+    return payload.startswith("STREAMING-")
 
 
 class Body:

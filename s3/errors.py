@@ -58,8 +58,10 @@ STATUS = {
 
 
 class S3Error(Exception):
-    def __init__(self, code: str, message: str, resource: str = "", status: int | None = None):
+    def __init__(self, code: str, message: str, resource: str = "", status: int | None = None,
+                 headers: dict | None = None):
         super().__init__(message)
+        self.headers = headers or {}
         self.code = code
         self.message = message
         self.resource = resource

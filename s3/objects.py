@@ -87,10 +87,15 @@ def check_conditions(request: web.Request, info: ObjectInfo) -> None:
         raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
     if "If-None-Match" in h:
         if matches(h["If-None-Match"]):
-            raise S3Error("NotModified", "Not Modified", status=304)
+            raise S3Error("NotModified", "Not Modified", status=304, headers=_validators(info))
     elif "If-Modified-Since" in h and since("If-Modified-Since") is not None \
             and mtime_s <= since("If-Modified-Since"):
-        raise S3Error("NotModified", "Not Modified", status=304)
+        raise S3Error("NotModified", "Not Modified", status=304, headers=_validators(info))
+
+
+def _validators(info: ObjectInfo) -> dict:
+    """What a 304 carries, as HTTP says: the validators of the version the client has."""
+    return {"ETag": info.etag, "Last-Modified": xmlout.http_date(info.mtime_ms)}
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -293,12 +298,35 @@ async def complete_upload(ctx: Context) -> web.Response:
         except HedgefsError as err:
             raise from_hedgefs(err, path) from None
 
+    upload_id = ctx.request.query["uploadId"]
+
     def complete():
-        etag, content_type, meta, _joined = ctx.session.uploads.complete(
-            ctx.bucket, ctx.request.query["uploadId"], ctx.key, wanted, copy)
-        return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta)
+        try:
+            etag, content_type, meta, _joined = ctx.session.uploads.complete(
+                ctx.bucket, upload_id, ctx.key, wanted, copy)
+        except S3Error as err:
+            done = _completed(ctx, upload_id, wanted)   # a Complete sent again (its answer lost): S3 says yes
+            if err.code != "NoSuchUpload" or done is None:
+                raise
+            return done
+        return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id})
 
     info = await ctx.run(complete)
     body = (xmlout.element("Location", f"/{ctx.bucket}/{ctx.key}") + xmlout.element("Bucket", ctx.bucket)
             + xmlout.element("Key", ctx.key) + xmlout.element("ETag", info.etag))
     return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml")
+
+
+def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> ObjectInfo | None:
+    """The object an earlier Complete of ``upload_id`` with these parts made, if it is still there."""
+    import hashlib
+
+    try:
+        info = ctx.store.head(ctx.bucket, ctx.key)
+    except S3Error:
+        return None
+    record = ctx.store.read_record(ctx.bucket, ctx.key) or {}
+    digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag in wanted)).hexdigest()
+    if record.get("upload_id") == upload_id and info.etag == f'"{digest}-{len(wanted)}"':
+        return info
+    return None

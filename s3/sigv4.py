@@ -139,8 +139,8 @@ def verify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, str
         except (KeyError, ValueError):
             raise S3Error("AuthorizationQueryParametersError", "a presigned URL needs X-Amz-Credential, "
                           "-SignedHeaders, -Signature, -Date and a numeric -Expires", status=400) from None
-        if not 0 < expires <= MAX_PRESIGN_S:
-            raise S3Error("AuthorizationQueryParametersError", "X-Amz-Expires must be 1..604800 seconds", status=400)
+        if not 0 < expires <= MAX_PRESIGN_S:   # 403, as S3 answers (s3-tests checks it)
+            raise S3Error("AccessDenied", "X-Amz-Expires must be 1..604800 seconds")
         when = _parse_date(amz_date)
         if now > when + datetime.timedelta(seconds=expires):
             raise S3Error("AccessDenied", "Request has expired")

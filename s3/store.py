@@ -225,14 +225,15 @@ class Store:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
         return list(self._pool.map(lambda e: self.info(bucket, e[0], e[1]), entries))
 
-    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict) -> ObjectInfo:
+    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict,
+               extra: dict | None = None) -> ObjectInfo:
         """After an object's bytes committed: keep its ETag and metadata in its sidecar."""
         status = self.stat_object(bucket, key)
         info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path)
         if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"':
             return info
         record = {"key": key, "etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
-                  "content_type": content_type, "meta": meta}
+                  "content_type": content_type, "meta": meta, **(extra or {})}
         body = json.dumps(record).encode()
         path = meta_path(bucket, key)
         try:

@@ -109,10 +109,9 @@ def _markers(checkout: str) -> dict[str, list[str]]:
             name = line[len("@pytest.mark."):].split("(")[0].split()[0]
             if name in UNSUPPORTED:
                 pending.append(name)
-        elif line.startswith("def test_"):
-            out[line[4:].split("(")[0]] = pending
-            pending = []
-        elif not line.startswith("@"):
+        elif line.startswith("def "):
+            if line.startswith("def test_"):
+                out[line[4:].split("(")[0]] = pending
             pending = []
     return out
 
