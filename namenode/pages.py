@@ -15,6 +15,7 @@ import urllib.parse
 
 from hedgefs.ec.policy import parse_policy
 from hedgefs.namenode.model import ClusterStatus, DataNodeStatus, FilePage, Listing, UnitsPage
+from hedgefs.namenode.permissions import mode_string
 
 SLOW_FACTOR = 4.0      # a DataNode is marked slow when its p99 is this many times the cluster's median
 SLOW_FLOOR_MS = 50.0   # ... and at least this much (a 2 ms p99 among 0.4 ms ones is no news)
@@ -261,12 +262,14 @@ def listing(data: Listing) -> str:
         name = e.path.rsplit("/", 1)[-1] + ("/" if e.is_dir else "")
         rows.append(f'<tr class="entry" data-path="{h(e.path)}"><td>{"dir" if e.is_dir else "file"}</td>'
                     f'<td>{file_link(e.path, name)}</td><td class="n">{"" if e.is_dir else h(size(e.length))}</td>'
-                    f'<td>{h(e.policy)}</td><td>{h(mtime(e.mtime_ms))}</td></tr>')
+                    f'<td>{h(e.policy)}</td><td>{h(mtime(e.mtime_ms))}</td>'
+                    f'<td class="mono">{h(mode_string(e.is_dir, e.mode))}</td><td>{h(e.owner)}:{h(e.group)}</td></tr>')
     more = ""
     if data.more and data.entries:
         after = data.entries[-1].path.rsplit("/", 1)[-1]
         more = f'<p><a href="/files{h(url(data.path))}?after={h(url(after, safe=""))}">next page</a></p>'
     table = ('<table id="listing"><tr><th>type</th><th>name</th><th>length</th><th>policy</th><th>modified (UTC)</th>'
+             '<th>mode</th><th>owner</th>'
              f'</tr>{"".join(rows)}</table>' if rows else '<p class="muted">empty directory</p>')
     return page(data.path, f"<h1>{breadcrumbs(data.path)}</h1>{table}{more}")
 
@@ -279,7 +282,8 @@ def file_page(data: FilePage) -> str:
     group_word, unit_word = ("block", "replica") if policy.replicated else ("block group", "unit")
     meta = "".join([card("length", h(f"{size(e.length)} ({e.length} bytes)")), card("policy", h(e.policy)),
                     card("block size", h(size(e.block_size))), card(f"{group_word}s", h(len(info.groups))),
-                    card("disk per byte", h(f"{policy.overhead:.2f}")), card("modified (UTC)", h(mtime(e.mtime_ms)))])
+                    card("disk per byte", h(f"{policy.overhead:.2f}")), card("modified (UTC)", h(mtime(e.mtime_ms))),
+                    card("owner", h(f"{e.owner}:{e.group} {mode_string(False, e.mode)}"))])
     sections = []
     for g in info.groups:
         rows = []

@@ -138,7 +138,7 @@ def test_a_second_writer_of_a_path_is_refused_at_once(cluster, nn):
     assert cat(nn, "/cp/race.bin") == pattern(3 << 20, seed=1)
 
 
-def test_distcp_policy_covers_its_staging_and_a_refused_job_leaves_nothing(nn):
+def test_a_refused_distcp_leaves_no_staging_dir(nn):
     assert run_cli("put", "-f", "-", "/cp/dc/exists", namenode=nn, input=b"old").code == 0
     assert run_cli("put", "-f", "-", "/cp/dc-src", namenode=nn, input=b"new").code == 0
     refused = run_cli("distcp", "/cp/dc-src", "/cp/dc/exists", namenode=nn)

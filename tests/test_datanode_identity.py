@@ -118,3 +118,13 @@ def test_admin_report_brackets_a_dead_datanodes_last_heard_figures(small):
     finally:
         small.start("dn3")
         small.wait_live(["dn3"])
+
+
+def test_report_says_stale_as_the_status_page_does(nn, clock):
+    nn.register("dn1", "127.0.0.1:1", "127.0.0.1:2", storage_id="DS-1")
+    nn.heartbeat("dn1", "127.0.0.1:1")
+    assert nn.report().datanodes[0].state == "live"
+    clock.advance(nn.liveness.dead_interval_s / 3 + 1)    # a heartbeat late, not yet dead
+    assert nn.report().datanodes[0].state == "stale" == nn.status().datanodes[0].state
+    clock.advance(nn.liveness.dead_interval_s)
+    assert nn.report().datanodes[0].state == "dead"

@@ -270,3 +270,12 @@ def test_the_slow_mark_is_for_the_datanode_slow_now_not_minutes_ago():
     rows.append(dn("dn8", hour + [2500.0, 2400.0, None, None, None, None]))   # slow long ago, not read since
     status = ClusterStatus("", 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, 0, 0, 0, 0, rows)
     assert pages.slow_datanodes(status) == {"dn7"}
+
+
+def test_directory_and_file_pages_show_owner_and_mode():
+    from hedgefs.namenode.model import Listing
+    from hedgefs.namenode.namespace import Entry
+
+    page = pages.listing(Listing("/u", [Entry("/u/f", False, 3, "RS-3-2-1k", 4096, 1, "alice", "staff", 0o640),
+                                        Entry("/u/d", True, 0, "RS-3-2-1k", 0, 1, "bob", "staff", 0o755)], False))
+    assert "-rw-r-----" in page and "alice:staff" in page and "drwxr-xr-x" in page and "bob:staff" in page

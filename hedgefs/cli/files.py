@@ -22,7 +22,7 @@ from hedgefs.cli.common import (
     remote_path,
 )
 from hedgefs.cli.progress import Progress
-from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageError
+from hedgefs.client.errors import HedgefsError, IsADirectory, NotAllowed, NotFound, UsageError
 
 
 @click.command(context_settings=CONTEXT)
@@ -75,9 +75,11 @@ def put(local: str, remote: str, force: bool, parents: bool, policy: str | None,
 
 
 def _stat_or_none(fs, path: str):
+    """The status of ``path``; None if there is none, or if we may not read it (a file we may
+    overwrite but not read: the write itself says what is allowed)."""
     try:
         return fs.stat(path)
-    except NotFound:
+    except (NotFound, NotAllowed):
         return None
 
 
@@ -94,8 +96,14 @@ def _into_directory(fs, target: str, name: str | None, typed_dir: bool = False) 
 
 def _make_parent(fs, path: str) -> None:
     parent = parent_of(path)
-    if parent != "/" and _stat_or_none(fs, parent) is None:
+    if parent == "/":
+        return
+    try:
+        fs.stat(parent)
+    except NotFound:
         fs.mkdir(parent, parents=True)
+    except NotAllowed:
+        pass   # the create says why, naming what it needed
 
 
 def join(parent: str, name: str) -> str:

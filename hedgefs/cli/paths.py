@@ -38,7 +38,9 @@ MAX_COMPONENT = 255
 
 
 def check_address(address: str) -> str:
-    """HOST:PORT, or UsageError naming what was given (and where it came from)."""
+    """HOST:PORT (surrounding whitespace dropped: a port file's newline), or UsageError naming
+    what was given (and where it came from)."""
+    address = address.strip()
     host, colon, port = address.rpartition(":")
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"bad NameNode address {address!r}: expected HOST:PORT (from --namenode or HEDGEFS_NAMENODE)")
