@@ -1,7 +1,6 @@
 """Many concurrent multi-cell preads on a misbehaving cluster, every byte checked.
 
     python -m hedgefs.bench.flaky [--reads N] [--threads T] [--seed S] [--secure] [--out DIR]
-    hedgefs bench flaky ...                                          # the same
 
 More DataNodes misbehave than the code's m = 3, none is dead, and every unit is intact somewhere:
 three DataNodes are slow at random (250-400 ms on 30-60 % of their reads) and a fourth has a

@@ -74,7 +74,7 @@ def readme_reference(known: set[str]) -> tuple[dict[str, str], list[str]]:
     body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     found, unknown = {}, []
     for line in body.splitlines():
-        m = re.match(r"- `hedgefs ([a-z][a-z -]*)", line)
+        m = re.match(r"- `hedgefs ([a-z][a-z0-9 -]*)", line)
         if not m:
             continue
         words = m.group(1).split()

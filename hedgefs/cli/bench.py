@@ -268,6 +268,11 @@ def bench_fsspec(size, runs, out) -> None:
 
     One local cluster; the same parquet file on local disk and in hedgefs. Writes
     <date>-fsspec.json and .md (bench/pydata.py). About 2 minutes.
+
+    \b
+    Examples:
+      hedgefs bench fsspec
+      hedgefs bench fsspec --size 67108864 --runs 1 --out /tmp/fsspec-results
     """
     import sys
 
@@ -384,6 +389,11 @@ def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
     """The S3 gateway beside the library in one run: GET vs cat, PUT vs put, ranged GETs vs pread.
 
     Starts its own local cluster and gateway; writes <date>-s3.json and .md. A few minutes.
+
+    \b
+    Examples:
+      hedgefs bench s3
+      hedgefs bench s3 --size 67108864 --rss-size 0 --clients 2 --out /tmp/s3-results
     """
     import sys
 
