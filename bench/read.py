@@ -28,14 +28,14 @@ and a small histogram. Every 100 ms a sampler also notes the client's unit reads
 reads needed, the breaker and the DataNodes the latency model calls slow, so extra reads can be
 checked over every one-second window.
 
-Bench-only instrumentation: the client's breaker object is wrapped (``record_slow``,
-``try_hedge``, ``try_extra``, on this FileSystem's instance only) to time-stamp hedges, refusals
-and trips. Nothing in the client's behaviour changes.
+Bench-only instrumentation (``ClientProbe``, bench/probe.py): the client's breaker reports its
+verdicts to an observer (``CircuitBreaker.observe``, on this FileSystem's instance only) that
+time-stamps hedges, refusals and trips. Nothing in the client's behaviour changes. The time series
+is bench/timeseries.py.
 """
 
 from __future__ import annotations
 
-import collections
 import itertools
 import os
 import random
@@ -44,14 +44,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from hedgefs.client.breaker import ALLOWED, REFUSED_BREAKER
+from hedgefs.bench.probe import ClientProbe
+from hedgefs.bench.timeseries import BUCKET_S, TimeSeries, ms
 from hedgefs.client.metrics import LatencyHistogram
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 
 DEFAULT_READ_SIZE = 64 * 1024
 DEFAULT_THREADS = 8
-BUCKET_S = 0.1
 # Open loop: reads outstanding at most (then the generator waits, and the run says it saturated).
 MAX_OUTSTANDING = 20_000
 # Reads still running this long after the run's end are cancelled and counted as errors.
@@ -73,130 +73,6 @@ class TimelineEvent:
     label: str
     action: Callable[[], None]
     kind: str = "fault"  # fault-start | fault-end | other: how plots mark it
-
-
-class _Bucket:
-    __slots__ = ("count", "hist")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.hist = LatencyHistogram()
-
-
-class TimeSeries:
-    """Per-bucket (default 100 ms) latency summaries, keyed by the read's (scheduled) start time."""
-
-    def __init__(self, bucket_s: float = BUCKET_S):
-        self.bucket_s = bucket_s
-        self._buckets: dict[int, _Bucket] = {}
-        self._lock = threading.Lock()
-
-    def record(self, t_s: float, seconds: float) -> None:
-        index = int(t_s / self.bucket_s)
-        with self._lock:
-            bucket = self._buckets.get(index)
-            if bucket is None:
-                bucket = self._buckets[index] = _Bucket()
-            bucket.count += 1
-        bucket.hist.record(seconds)
-
-    def rows(self) -> list[dict]:
-        with self._lock:
-            items = sorted(self._buckets.items())
-        return [{"t": round(i * self.bucket_s, 3), "n": b.count,
-                 "p50_ms": _ms(b.hist.percentile(50)), "p99_ms": _ms(b.hist.percentile(99)),
-                 "max_ms": _ms(b.hist.max_s)} for i, b in items]
-
-
-class ClientProbe:
-    """Time-stamps what the client's breaker decides (by wrapping one breaker instance) and
-    samples, every bucket, its unit reads, the reads' needs, the breaker and the model."""
-
-    def __init__(self, fs, t0: float, bucket_s: float = BUCKET_S):
-        self._fs = fs
-        self._breaker = breaker = fs.breaker
-        self._t0 = t0
-        self.bucket_s = bucket_s
-        self._lock = threading.Lock()
-        self.first_slow: dict[str, float] = {}  # DataNode -> first time it was impaired (slow)
-        self.slow_spans: dict[str, list[list[float]]] = {}  # DataNode -> [start, end] while the model called it slow
-        self.trips: list[dict] = []  # {"t", "impaired": [...]}
-        self._per_bucket: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # hedges, refused breaker, refused rate
-        self._window: collections.deque[float] = collections.deque()
-        self.max_hedges_in_1s = 0
-        self.open_samples: list[tuple[float, bool]] = []
-        self.samples: list[tuple[float, int, int]] = []  # (t, unit reads so far, unit reads needed so far)
-        self._slow_now: set[str] = set()
-        breaker.observe(self._on_breaker)
-
-    def _on_breaker(self, event: str, *details) -> None:
-        """What the breaker decided, as it decided it (``CircuitBreaker.observe``)."""
-        now = time.monotonic() - self._t0
-        with self._lock:
-            if event == "slow":            # fixed threshold: impaired = crossed it
-                self.first_slow.setdefault(details[0], now)
-            elif event == "trip":
-                impaired, after = details
-                self.trips.append({"t": round(now, 4), "after_slow_on": after, "impaired": impaired})
-            elif event == "hedge":
-                verdict = details[0]
-                slot = self._per_bucket[int(now / self.bucket_s)]
-                if verdict == ALLOWED:
-                    slot[0] += 1
-                    self._window.append(now)
-                    while self._window and now - self._window[0] >= 1.0:
-                        self._window.popleft()
-                    self.max_hedges_in_1s = max(self.max_hedges_in_1s, len(self._window))
-                elif verdict == REFUSED_BREAKER:
-                    slot[1] += 1
-                else:
-                    slot[2] += 1
-
-    def sample(self) -> None:
-        now = round(time.monotonic() - self._t0, 3)
-        self.open_samples.append((now, bool(self._breaker.is_open)))
-        slow = set(self._fs.model.slow_datanodes())
-        with self._lock:
-            # The client's own count of what its reads needed: both counted as unit reads start.
-            self.samples.append((now, self._fs.metrics.counter("unit_reads"), self._fs.metrics.counter("unit_reads_needed")))
-            for dn in slow - self._slow_now:
-                self.first_slow.setdefault(dn, now)
-                self.slow_spans.setdefault(dn, []).append([now, now])
-            for dn in slow:
-                self.slow_spans[dn][-1][1] = now
-            self._slow_now = slow
-
-    def max_extra_pct_1s(self) -> float | None:
-        """The largest share of extra unit reads (over the reads' needs) in any 1 s window
-        (between samples at least 1 s apart, as close to 1 s as the samples allow)."""
-        samples = self.samples
-        worst, j = None, 0
-        for i in range(len(samples)):
-            while j + 1 < i and samples[i][0] - samples[j + 1][0] >= 1.0:
-                j += 1
-            if samples[i][0] - samples[j][0] < 1.0:
-                continue
-            needed = samples[i][2] - samples[j][2]
-            if needed > 0:
-                pct = 100.0 * ((samples[i][1] - samples[j][1]) - needed) / needed
-                worst = pct if worst is None else max(worst, pct)
-        return None if worst is None else round(worst, 2)
-
-    def to_dict(self) -> dict:
-        with self._lock:
-            buckets = sorted(self._per_bucket.items())
-        return {
-            "first_slow_s": {dn: round(t, 4) for dn, t in sorted(self.first_slow.items(), key=lambda kv: kv[1])},
-            "slow_spans": self.slow_spans,
-            "trips": self.trips,
-            "max_hedges_in_any_1s": self.max_hedges_in_1s,
-            "max_extra_pct_1s": self.max_extra_pct_1s(),
-            "hedge_series": [{"t": round(i * self.bucket_s, 3), "hedges": h, "refused_breaker": rb, "refused_rate": rr}
-                             for i, (h, rb, rr) in buckets],
-            # Breaker state sampled every bucket: only the changes are kept.
-            "breaker_open": _changes(self.open_samples),
-            "unit_reads": [{"t": t, "sent": sent, "needed": needed} for t, sent, needed in self.samples],
-        }
 
 
 @dataclass
@@ -232,11 +108,11 @@ class BenchRun:
         return {
             "reads": self.reads,
             "reads_per_s": round(self.reads / self.wall_s, 1) if self.wall_s > 0 else 0.0,
-            "p50_ms": _ms(self.hist.percentile(50)),
-            "p90_ms": _ms(self.hist.percentile(90)),
-            "p99_ms": _ms(self.hist.percentile(99)),
-            "p999_ms": _ms(self.hist.percentile(99.9)),
-            "max_ms": _ms(self.hist.max_s),
+            "p50_ms": ms(self.hist.percentile(50)),
+            "p90_ms": ms(self.hist.percentile(90)),
+            "p99_ms": ms(self.hist.percentile(99)),
+            "p999_ms": ms(self.hist.percentile(99.9)),
+            "max_ms": ms(self.hist.max_s),
             "hedges": c["hedges"],
             "hedge_wins": c["hedge_wins"],
             "hedges_refused": c["hedges_refused_breaker"] + c["hedges_refused_rate"],
@@ -268,7 +144,7 @@ class BenchRun:
             "error_samples": self.error_samples,
             "counters": dict(self.stats.counters),
             "expected_unit_reads": self.expected_unit_reads,
-            "percentile_curve": [{"p": p, "ms": _ms(self.hist.percentile(p) if p < 100 else self.hist.max_s)}
+            "percentile_curve": [{"p": p, "ms": ms(self.hist.percentile(p) if p < 100 else self.hist.max_s)}
                                  for p in CURVE_PERCENTILES],
             "series_bucket_s": self.series.bucket_s,
             "series": self.series.rows(),
@@ -367,106 +243,24 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
     if threads < 1 or read_size < 1 or fanout < 1 or (rate is not None and rate <= 0):
         raise ValueError("threads, read_size and fanout must be >= 1, and a rate > 0")
     f = fs.open(path)
-    status = f.status
-    policy = parse_policy(status.policy)
-    slots = max(1, (f.length - read_size) // read_size + 1)
-
     hist = LatencyHistogram()
     series = TimeSeries(bucket_s)
-    ticket = itertools.count()
     stop = threading.Event()
     t0 = time.monotonic()
     tally = _Tally(t0, hist, series)
     probe = ClientProbe(fs, t0, bucket_s)
-    deadline = t0 + duration_s if duration_s is not None else None
-    saturated = [False]
-
-    def more(now: float) -> bool:
-        if deadline is not None:
-            return now < deadline
-        return next(ticket) < reads
-
-    def page_offsets(rng: random.Random) -> tuple[list[int], int]:
-        offsets = [rng.randrange(slots) * read_size for _ in range(fanout)]
-        cells = sum(_cells_touched(status, policy, o, read_size) for o in offsets)
-        return offsets, cells
-
-    def issue(offsets: list[int], cells: int, scheduled: float) -> list:
-        page = _Page(tally, scheduled, cells, len(offsets))
-        tally.started(len(offsets))
-        futures = []
-        for offset in offsets:
-            future = f.submit(offset, read_size)
-            future.add_done_callback(page.read_done)
-            futures.append(future)
-        return futures
-
-    def closed_reader(index: int) -> None:
-        rng = random.Random(seed * 1_000_003 + index)
-        while not stop.is_set() and more(time.monotonic()):
-            offsets, cells = page_offsets(rng)
-            for future in issue(offsets, cells, time.monotonic()):
-                try:
-                    future.result()
-                except Exception:  # noqa: BLE001 - counted by the page
-                    pass
-
-    def open_dispatcher() -> None:
-        rng = random.Random(seed)
-        scheduled = t0 + rng.expovariate(rate)
-        while more(scheduled) and not stop.is_set():
-            delay = scheduled - time.monotonic()
-            if delay > 0 and stop.wait(delay):
-                return
-            with tally.lock:
-                while tally.outstanding >= MAX_OUTSTANDING and not stop.is_set():
-                    saturated[0] = True
-                    tally.lock.wait(0.1)
-            offsets, cells = page_offsets(rng)
-            issue(offsets, cells, scheduled)   # latency counts from `scheduled`, however late this is
-            scheduled += rng.expovariate(rate)
-
+    pages = _Pages(f, read_size, fanout, tally, stop, t0 + duration_s if duration_s is not None else None, reads)
     events: list[dict] = []
-
-    def scheduler() -> None:
-        for event in sorted(timeline, key=lambda e: e.at_s):
-            if stop.wait(max(0.0, t0 + event.at_s - time.monotonic())):
-                return
-            began = time.monotonic() - t0
-            error = None
-            try:
-                event.action()
-            except Exception as err:  # noqa: BLE001 - recorded; the run goes on
-                error = f"{type(err).__name__}: {err}"
-            events.append({"t": round(began, 3), "done_t": round(time.monotonic() - t0, 3), "label": event.label,
-                           "kind": event.kind, **({"error": error} if error else {})})
-
     lags: list[tuple[float, float]] = []
-
-    def loop_lag_sample() -> None:
-        posted = time.monotonic()
-
-        def ran() -> None:
-            now = time.monotonic()
-            lags.append((round(posted - t0, 2), round((now - posted) * 1000, 2)))
-
-        try:
-            fs.call_soon(ran)  # how late the client's event loop runs a callback
-        except RuntimeError:  # loop closed
-            pass
-
-    def sampler() -> None:
-        while not stop.wait(bucket_s):
-            probe.sample()
-            loop_lag_sample()
-
     if rate is None:
-        workers = [threading.Thread(target=closed_reader, args=(i,), name=f"bench-reader-{i}", daemon=True)
+        workers = [threading.Thread(target=_closed_loop, args=(pages, i, seed), name=f"bench-reader-{i}", daemon=True)
                    for i in range(threads)]
     else:
-        workers = [threading.Thread(target=open_dispatcher, name="bench-dispatcher", daemon=True)]
-    helpers = [threading.Thread(target=scheduler, name="bench-timeline", daemon=True),
-               threading.Thread(target=sampler, name="bench-sampler", daemon=True)]
+        workers = [threading.Thread(target=_open_loop, args=(pages, rate, seed), name="bench-dispatcher", daemon=True)]
+    helpers = [threading.Thread(target=_run_timeline, args=(timeline, t0, stop, events), name="bench-timeline",
+                                daemon=True),
+               threading.Thread(target=_sample, args=(fs, probe, t0, stop, bucket_s, lags), name="bench-sampler",
+                                daemon=True)]
     cpu0, load0 = time.process_time(), os.getloadavg()
     for t in helpers + workers:
         t.start()
@@ -485,10 +279,114 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
     host = {"client_cpu_s": round(time.process_time() - cpu0, 2), "loadavg_start": [round(x, 2) for x in load0],
             "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loop_lag": lags}
     return BenchRun(threads=threads, rate=rate, fanout=fanout, read_size=read_size, seed=seed, path=path,
-                    file_length=f.length, policy=status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
+                    file_length=f.length, policy=f.status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
                     reads=tally.reads, errors=tally.errors, error_samples=tally.error_samples,
                     expected_unit_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
-                    saturated=saturated[0], events=events, host=host)
+                    saturated=pages.saturated, events=events, host=host)
+
+
+class _Pages:
+    """The pages of one run, for either loop: random offsets (multiples of ``read_size``, from the
+    loop's own seeded generator) issued through one open file, until the deadline or the budget
+    of pages."""
+
+    def __init__(self, f, read_size: int, fanout: int, tally: _Tally, stop: threading.Event,
+                 deadline: float | None, reads: int | None):
+        self.f, self.read_size, self.fanout, self.tally, self.stop = f, read_size, fanout, tally, stop
+        self.t0 = tally.t0
+        self._status = f.status
+        self._policy = parse_policy(self._status.policy)
+        self._slots = max(1, (f.length - read_size) // read_size + 1)
+        self._deadline, self._reads = deadline, reads
+        self._ticket = itertools.count()
+        self.saturated = False   # the open loop had to wait for reads outstanding
+
+    def more(self, now: float) -> bool:
+        if self._deadline is not None:
+            return now < self._deadline
+        return next(self._ticket) < self._reads
+
+    def offsets(self, rng: random.Random) -> tuple[list[int], int]:
+        offsets = [rng.randrange(self._slots) * self.read_size for _ in range(self.fanout)]
+        cells = sum(_cells_touched(self._status, self._policy, o, self.read_size) for o in offsets)
+        return offsets, cells
+
+    def issue(self, offsets: list[int], cells: int, scheduled: float) -> list:
+        page = _Page(self.tally, scheduled, cells, len(offsets))
+        self.tally.started(len(offsets))
+        futures = []
+        for offset in offsets:
+            future = self.f.submit(offset, self.read_size)
+            future.add_done_callback(page.read_done)
+            futures.append(future)
+        return futures
+
+
+def _closed_loop(pages: _Pages, index: int, seed: int) -> None:
+    """One closed-loop reader: its next page when its last one is done."""
+    rng = random.Random(seed * 1_000_003 + index)
+    while not pages.stop.is_set() and pages.more(time.monotonic()):
+        offsets, cells = pages.offsets(rng)
+        for future in pages.issue(offsets, cells, time.monotonic()):
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001 - counted by the page
+                pass
+
+
+def _open_loop(pages: _Pages, rate: float, seed: int) -> None:
+    """The dispatcher: pages on a Poisson schedule of ``rate`` per second, whether or not the
+    earlier ones are done."""
+    rng = random.Random(seed)
+    tally, stop = pages.tally, pages.stop
+    scheduled = pages.t0 + rng.expovariate(rate)
+    while pages.more(scheduled) and not stop.is_set():
+        delay = scheduled - time.monotonic()
+        if delay > 0 and stop.wait(delay):
+            return
+        with tally.lock:
+            while tally.outstanding >= MAX_OUTSTANDING and not stop.is_set():
+                pages.saturated = True
+                tally.lock.wait(0.1)
+        offsets, cells = pages.offsets(rng)
+        pages.issue(offsets, cells, scheduled)   # latency counts from `scheduled`, however late this is
+        scheduled += rng.expovariate(rate)
+
+
+def _run_timeline(timeline: Iterable[TimelineEvent], t0: float, stop: threading.Event, events: list[dict]) -> None:
+    """Each event's action at its time into the run; what it did, and when, goes to ``events``."""
+    for event in sorted(timeline, key=lambda e: e.at_s):
+        if stop.wait(max(0.0, t0 + event.at_s - time.monotonic())):
+            return
+        began = time.monotonic() - t0
+        error = None
+        try:
+            event.action()
+        except Exception as err:  # noqa: BLE001 - recorded; the run goes on
+            error = f"{type(err).__name__}: {err}"
+        events.append({"t": round(began, 3), "done_t": round(time.monotonic() - t0, 3), "label": event.label,
+                       "kind": event.kind, **({"error": error} if error else {})})
+
+
+def _sample(fs, probe: ClientProbe, t0: float, stop: threading.Event, bucket_s: float,
+            lags: list[tuple[float, float]]) -> None:
+    """Every bucket: the probe's sample, and how late the client's event loop runs a callback."""
+
+    def loop_lag_sample() -> None:
+        posted = time.monotonic()
+
+        def ran() -> None:
+            now = time.monotonic()
+            lags.append((round(posted - t0, 2), round((now - posted) * 1000, 2)))
+
+        try:
+            fs.call_soon(ran)
+        except RuntimeError:  # loop closed
+            pass
+
+    while not stop.wait(bucket_s):
+        probe.sample()
+        loop_lag_sample()
 
 
 def measure_capacity(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s: float = 5.0,
@@ -519,19 +417,6 @@ def _hedge_dict(config) -> dict:
     import dataclasses
 
     return dataclasses.asdict(config)
-
-
-def _changes(samples: list[tuple[float, bool]]) -> list[dict]:
-    out, last = [], None
-    for t, is_open in samples:
-        if is_open != last:
-            out.append({"t": t, "open": is_open})
-            last = is_open
-    return out
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000.0, 2)
 
 
 def format_summary(summary: dict) -> str:

@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import os
 import pathlib
 import shlex
 import sys
@@ -40,19 +39,14 @@ import tempfile
 import time
 from typing import Callable
 
+from hedgefs.bench.cluster import BLOCK_SIZE, DATANODES, BenchCluster
 from hedgefs.bench.read import TimelineEvent, measure_capacity, run_read_bench
-from hedgefs.bench.scenarios import LOAD_SHARE, RESULTS_DIR, WARMUP_S, _RandomSource, environment
+from hedgefs.bench.scenarios import LOAD_SHARE, RESULTS_DIR, WARMUP_S, environment
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
-from hedgefs.cluster.launcher import LocalCluster, Options
-from hedgefs.ec import layout
-from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import hedgefs_pb2 as pb
 
 FILE_BYTES = 192 << 20
 QUICK_FILE_BYTES = 96 << 20
-BLOCK_SIZE = 2 << 20
-DATANODES = 10
 LAG_DISTURBED_MS = 20.0   # client event-loop lag (p99) above which a run was starved by the machine
 CAPACITY_S = 5.0      # closed-loop seconds per file that measure the healthy capacity (--rate auto)
 FILES = {"RS-6-3-1024k": "/bench/rs-6-3.bin", "REPLICATE-3": "/bench/replicate-3.bin"}
@@ -88,92 +82,6 @@ FAULTS = (
 )
 
 
-class Cluster:
-    """The one cluster of the comparison, both files on it, and the fault verbs."""
-
-    def __init__(self, root: pathlib.Path, file_bytes: int, seed: int):
-        self.cluster = LocalCluster(root)
-        self.cluster.up(Options(datanodes=DATANODES, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
-                                dead_interval_s=120.0))
-        self.write_s: dict[str, float] = {}
-        with FileSystem(self.cluster.namenode) as fs:
-            fs.mkdir("/bench", parents=True)
-            for policy, path in FILES.items():
-                started = time.monotonic()
-                fs.write(path, _RandomSource(file_bytes, seed), policy=policy, block_size=BLOCK_SIZE)
-                self.write_s[policy] = round(time.monotonic() - started, 2)
-            self.status = {policy: fs.stat(path) for policy, path in FILES.items()}
-
-    @property
-    def namenode(self) -> str:
-        return self.cluster.namenode
-
-    def disk_bytes(self) -> dict[str, int]:
-        """Per file: bytes of its units' block files and CRC sidecars on every DataNode's disk."""
-        out = {}
-        for policy, status in self.status.items():
-            groups = {str(g.id) for g in status.groups}
-            total = 0
-            for dn in self.cluster.datanode_ids:
-                for p in (self.cluster.root / dn / "blocks").glob("*/*"):
-                    if p.name.split("_")[0] in groups:
-                        total += p.stat().st_size
-            out[policy] = total
-        return out
-
-    def data_share(self) -> dict[str, dict[str, float]]:
-        """Per DataNode, per file: the share of the file's read data it can serve (EC: its data
-        units' bytes; replication: its replicas' bytes, over all replicas)."""
-        shares = {dn: dict.fromkeys(FILES, 0.0) for dn in self.cluster.datanode_ids}
-        for policy, status in self.status.items():
-            p = parse_policy(status.policy)
-            served = range(p.units) if p.replicated else range(p.k)
-            total = sum(layout.unit_length(p, g.length, i) for g in status.groups for i in served)
-            for g in status.groups:
-                for i in served:
-                    loc = g.units.get(i)
-                    if loc is not None:
-                        shares[loc.datanode_id][policy] += layout.unit_length(p, g.length, i) / total
-        return shares
-
-    def victim(self) -> str:
-        shares = self.data_share()
-        return max(sorted(shares), key=lambda dn: sum(shares[dn].values()))
-
-    def set_faults(self, datanode: str, config: pb.FaultConfig | None) -> None:
-        if config is None:
-            self.cluster.datanode_rpc(datanode, "ClearFaults", pb.FaultClearRequest())
-        else:
-            self.cluster.datanode_rpc(datanode, "SetFaults", config)
-
-    def restore(self, datanode: str) -> None:
-        state = self.cluster.process_state(datanode)
-        if state == "frozen":
-            self.cluster.thaw(datanode)
-        elif state == "stopped":
-            self.cluster.restart(datanode)
-        self.set_faults(datanode, None)
-        self.cluster.wait_live(self.cluster.datanode_ids, 60)
-
-    def timeline(self, fault: Fault, victim: str) -> list[TimelineEvent]:
-        if fault.kind == "delay":
-            config = pb.FaultConfig(read_delay_ms=fault.delay_ms, probability=fault.probability)
-            what = f"+{fault.delay_ms} ms" + (f" on {fault.probability:.0%} of reads" if fault.probability < 1 else "")
-            return [TimelineEvent(fault.start_s, f"{victim}: {what}", lambda: self.set_faults(victim, config),
-                                  "fault-start"),
-                    TimelineEvent(fault.end_s, f"{victim}: faults cleared", lambda: self.set_faults(victim, None),
-                                  "fault-end")]
-        if fault.kind == "freeze":
-            return [TimelineEvent(fault.start_s, f"{victim}: SIGSTOP", lambda: self.cluster.freeze(victim), "fault-start"),
-                    TimelineEvent(fault.end_s, f"{victim}: SIGCONT", lambda: self.cluster.thaw(victim), "fault-end")]
-        if fault.kind == "kill":
-            return [TimelineEvent(fault.start_s, f"{victim}: SIGKILL", lambda: self.cluster.kill(victim), "fault-start")]
-        return []
-
-    def down(self) -> None:
-        self.cluster.down()
-
-
 def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: float | None = None, seed: int = 0,
                    command: str | None = None, say: Callable[[str], None] = print) -> dict:
     """Run the comparison (``rate`` None: auto) and write its results to ``out``."""
@@ -188,12 +96,14 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
         f"load average {env_start['loadavg']}")
     capacity: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="hedgefs-bench-replication-") as tmp:
-        c = Cluster(pathlib.Path(tmp) / "cluster", file_bytes, seed)
+        c = BenchCluster(pathlib.Path(tmp) / "cluster", {path: policy for policy, path in FILES.items()}, file_bytes,
+                         seed)
         try:
-            disk = c.disk_bytes()
+            write_s = _by_policy({path: round(s, 2) for path, s in c.write_s.items()})
+            disk = _by_policy(c.disk_bytes())
             victim = c.victim()
-            shares = c.data_share()
-            say(f"   written in {c.write_s} s; disk bytes per file byte: "
+            shares = {dn: _by_policy(share) for dn, share in c.data_share().items()}
+            say(f"   written in {write_s} s; disk bytes per file byte: "
                 + ", ".join(f"{p} {disk[p] / file_bytes:.3f}" for p in FILES)
                 + f"; faults go to {victim} (" + ", ".join(f"{p} {shares[victim][p]:.0%}" for p in FILES)
                 + " of the data)")
@@ -214,9 +124,9 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
                     for policy, path in FILES.items():
                         with FileSystem(c.namenode, hedge=hedge) as fs:
                             run = run_read_bench(fs, path, rate=rate, duration_s=fault.duration_s, seed=seed,
-                                                 timeline=c.timeline(fault, victim))
+                                                 timeline=_timeline(c, fault, victim))
                         doc = run.to_dict()
-                        c.restore(victim)
+                        c.restore([victim])
                         runs.append({"fault": fault.slug, "title": fault.title, "policy": policy, "hedging": mode,
                                      "summary": doc["summary"], "counters": doc.get("counters"),
                                      "percentile_curve": doc.get("percentile_curve"), "events": doc.get("events"),
@@ -234,7 +144,7 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
         "date": date, "command": command, "seconds": round(time.monotonic() - started, 1),
         "environment_start": env_start, "environment_end": environment(),
         "cluster": {"datanodes": DATANODES, "block_size": BLOCK_SIZE, "file_bytes": file_bytes,
-                    "write_s": c.write_s, "disk_bytes": disk,
+                    "write_s": write_s, "disk_bytes": disk,
                     "disk_bytes_per_file_byte": {p: round(disk[p] / file_bytes, 4) for p in FILES},
                     "victim": victim, "victim_share": shares[victim]},
         "rate": rate, "capacity": capacity, "faults": [dataclasses.asdict(f) for f in faults], "runs": runs,
@@ -248,6 +158,15 @@ def run_comparison(out: pathlib.Path = RESULTS_DIR, quick: bool = False, rate: f
         say(f"   no plot: {err}")
     say(f"== done in {result['seconds']:.0f} s: {out / stem}.{{json,md}}, {stem}-overview.png")
     return result
+
+
+def _by_policy(per_path: dict) -> dict:
+    """A per-file dict of the cluster's (by path) keyed by the files' policies, as reported."""
+    return {policy: per_path[path] for policy, path in FILES.items()}
+
+
+def _timeline(c: BenchCluster, fault: Fault, victim: str) -> list[TimelineEvent]:
+    return c.fault_timeline(fault.kind, [victim], fault.start_s, fault.end_s, fault.delay_ms, fault.probability)
 
 
 def _lag(run: dict) -> str:

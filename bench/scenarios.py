@@ -26,6 +26,10 @@ Writes to ``--out``: ``<date>-adaptive.json`` (every run: summary, counters, per
 100 ms time series, breaker and model events, unit reads per 100 ms; the targets), PNG plots,
 and ``<date>-adaptive-summary.md`` (the table of ratios, every target met or missed, the load
 average). Targets are evaluated and reported, never asserted: a missed target is a result.
+
+Here: the scenarios, one run, the puts and the suite. The cluster and its fault verbs are
+bench/cluster.py (shared with bench/replication.py), the targets bench/targets.py, the summary's
+markdown bench/report.py.
 """
 
 from __future__ import annotations
@@ -47,13 +51,11 @@ import tempfile
 import time
 from typing import Callable
 
-import numpy as np
-
+from hedgefs.bench.cluster import BLOCK_SIZE, BenchCluster, CpuHog, RandomSource
 from hedgefs.bench.read import DEFAULT_READ_SIZE, TimelineEvent, measure_capacity, run_read_bench
+from hedgefs.bench.report import summary_markdown
+from hedgefs.bench.targets import evaluate_targets
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.fs import FileSystem
-from hedgefs.cluster.launcher import LocalCluster, Options
-from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
 log = logging.getLogger("hedgefs.bench")
@@ -61,7 +63,6 @@ log = logging.getLogger("hedgefs.bench")
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 PATH = "/bench/data.bin"
 FILE_BYTES = 192 << 20
-BLOCK_SIZE = 2 << 20
 THREADS = 8             # closed-loop readers that measure capacity
 DURATION_S = 30.0
 CAPACITY_S = 5.0
@@ -117,145 +118,33 @@ SCENARIOS = (
 NAMES = [s.name for s in SCENARIOS] + ["put"]
 
 
-# ---------------------------------------------------------------------------- the cluster side
-
-class _RandomSource:
-    """A file-like source of seeded random bytes (the file is never all in memory)."""
-
-    def __init__(self, size: int, seed: int):
-        self._left = size
-        self._rng = np.random.default_rng(seed)
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._left if n < 0 else min(n, self._left)
-        self._left -= n
-        return self._rng.bytes(n) if n else b""
-
-
-class BenchCluster:
-    """A fresh LocalCluster with the bench file on it, and the fault verbs the scenarios use."""
-
-    def __init__(self, root: pathlib.Path, file_bytes: int, seed: int = 0):
-        self.cluster = LocalCluster(root)
-        # No DataNode is declared dead during a run (120 s); a repair comes only from a put.
-        self.cluster.up(Options(datanodes=10, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
-                                dead_interval_s=120.0))
-        with FileSystem(self.cluster.namenode, credentials=self.cluster.credentials) as fs:
-            fs.mkdir(os.path.dirname(PATH), parents=True)
-            started = time.monotonic()
-            fs.write(PATH, _RandomSource(file_bytes, seed), overwrite=True)
-            self.write_s = time.monotonic() - started
-            self.status = fs.stat(PATH)
-        self.policy = parse_policy(self.status.policy)
-
-    @property
-    def namenode(self) -> str:
-        return self.cluster.namenode
-
-    def data_cells_per_datanode(self) -> dict[str, int]:
-        """Data cells of the file per DataNode (reads are spread by data cell)."""
-        from hedgefs.ec import layout
-
-        counts = dict.fromkeys(self.cluster.datanode_ids, 0)
-        for g in self.status.groups:
-            stripes = layout.num_stripes(self.policy, g.length)
-            for index in range(self.policy.k):
-                loc = g.units.get(index)
-                if loc is not None:
-                    counts[loc.datanode_id] += sum(1 for s in range(stripes)
-                                                   if layout.cell_length(self.policy, g.length, s, index) > 0)
-        return counts
-
-    def victims(self, n: int) -> list[str]:
-        counts = self.data_cells_per_datanode()
-        return [dn for dn, _ in sorted(counts.items(), key=lambda kv: (-kv[1], _natural(kv[0])))[:n]]
-
-    def least_loaded(self) -> str:
-        """The DataNode holding the fewest units: the first a new file's groups are placed on."""
-        counts = dict.fromkeys(self.cluster.datanode_ids, 0)
-        for g in self.status.groups:
-            for loc in g.units.values():
-                counts[loc.datanode_id] += 1
-        return min(counts, key=lambda dn: (counts[dn], _natural(dn)))
-
-    def set_faults(self, datanode: str, config: pb.FaultConfig | None) -> None:
-        if config is None:
-            self.cluster.datanode_rpc(datanode, "ClearFaults", pb.FaultClearRequest())
-        else:
-            self.cluster.datanode_rpc(datanode, "SetFaults", config)
-
-    def restore(self) -> None:
-        """Back to healthy between runs: thaw, clear faults."""
-        for name in self.cluster.datanode_ids:
-            if self.cluster.process_state(name) == "frozen":
-                self.cluster.thaw(name)
-            self.set_faults(name, None)
-
-    def fsck(self) -> pb.FsckResponse:
-        with FileSystem(self.namenode, credentials=self.cluster.credentials) as fs:
-            return fs.rpc("Fsck", pb.PathRequest(path="/"))
-
-    def down(self) -> None:
-        self.cluster.down()
-
-
-def _natural(name: str) -> tuple:
-    digits = "".join(ch for ch in name if ch.isdigit())
-    return (name.rstrip("0123456789"), int(digits) if digits else 0)
-
-
-class CpuHog:
-    """One busy process per core for the length of a run: the host uniformly slow."""
-
-    def __init__(self, count: int | None = None):
-        self.count = count or os.cpu_count() or 1
-        self.procs: list[subprocess.Popen] = []
-
-    def __enter__(self) -> "CpuHog":
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for p in self.procs:
-            p.kill()
-            p.wait()
-
-
 # ---------------------------------------------------------------------------- one run
 
 def _timeline(sc: Scenario, bc: BenchCluster, duration_s: float) -> tuple[list[TimelineEvent], list[str]]:
     if sc.kind not in ("delay", "freeze"):
         return [], []
-    victims = bc.victims(sc.victims)
-    names = ", ".join(victims)
+    victims = bc.victims(sc.victims, PATH)
     start, end = round(sc.start * duration_s, 2), round(sc.end * duration_s, 2)
-    if sc.kind == "delay":
-        what = f"+{sc.delay_ms} ms" + (f" on {sc.probability:.0%} of reads" if sc.probability < 1 else "")
-        config = pb.FaultConfig(read_delay_ms=sc.delay_ms, probability=sc.probability)
-        return [TimelineEvent(start, f"{names}: {what}", lambda: [bc.set_faults(v, config) for v in victims], "fault-start"),
-                TimelineEvent(end, f"{names}: faults cleared", lambda: [bc.set_faults(v, None) for v in victims],
-                              "fault-end")], victims
-    return [TimelineEvent(start, f"{names}: SIGSTOP", lambda: [bc.cluster.freeze(v) for v in victims], "fault-start"),
-            TimelineEvent(end, f"{names}: SIGCONT", lambda: [bc.cluster.thaw(v) for v in victims], "fault-end")], victims
+    return bc.fault_timeline(sc.kind, victims, start, end, sc.delay_ms, sc.probability), victims
 
 
 def run_one(sc: Scenario, mode: str, read_extra: int, bc: BenchCluster, rate: float, duration_s: float,
             say: Callable[[str], None]) -> dict:
     hedge = dataclasses.replace(MODES[mode], read_extra=read_extra)
-    read_size = bc.policy.stripe_data_size if sc.whole_stripes else DEFAULT_READ_SIZE
+    read_size = bc.policies[PATH].stripe_data_size if sc.whole_stripes else DEFAULT_READ_SIZE
     timeline, victims = _timeline(sc, bc, duration_s)
     pages = rate / sc.fanout
     if sc.whole_stripes:
-        pages = rate / (10 * bc.policy.k)   # a tenth of the unit reads of the 64 KiB runs
+        pages = rate / (10 * bc.policies[PATH].k)   # a tenth of the unit reads of the 64 KiB runs
     bc.restore()
     try:
         with CpuHog() if sc.kind == "hog" else contextlib.nullcontext():
             if sc.kind == "hog":
                 # The hogs take half the CPU: the healthy rate would only measure an overload.
                 # The same share of what the cluster sustains with them running, instead.
-                with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
+                with bc.fs() as fs:
                     pages = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S) * LOAD_SHARE
-            with FileSystem(bc.namenode, hedge=hedge, credentials=bc.cluster.credentials) as fs:
+            with bc.fs(hedge) as fs:
                 run = run_read_bench(fs, PATH, duration_s=duration_s, rate=round(pages, 2), fanout=sc.fanout,
                                      read_size=read_size, timeline=timeline)
     finally:
@@ -275,10 +164,10 @@ def run_one(sc: Scenario, mode: str, read_extra: int, bc: BenchCluster, rate: fl
 def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], None]) -> dict:
     """Puts of ``put_bytes``, healthy and with one DataNode frozen (alternating), then the time until
     fsck is HEALTHY again (the NameNode repairs the units the writer dropped)."""
-    frozen = bc.least_loaded()
+    frozen = bc.least_loaded(PATH)
     times: dict[str, list[float]] = {"healthy": [], "frozen": []}
     dropped = []
-    with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
+    with bc.fs() as fs:
         for i in range(puts):
             for kind in ("healthy", "frozen"):
                 path = f"/bench/put-{kind}-{i}.bin"
@@ -286,7 +175,7 @@ def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], N
                     bc.cluster.freeze(frozen)
                 try:
                     started = time.monotonic()
-                    fs.write(path, _RandomSource(put_bytes, 100 + i), overwrite=True)
+                    fs.write(path, RandomSource(put_bytes, 100 + i), overwrite=True)
                     times[kind].append(round(time.monotonic() - started, 3))
                 finally:
                     if kind == "frozen":
@@ -294,7 +183,7 @@ def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], N
                 if kind == "frozen":
                     groups = fs.stat(path).groups
                     dropped.append(sum(1 for g in groups if frozen not in {u.datanode_id for u in g.units.values()}
-                                       and len(g.units) < bc.policy.units))
+                                       and len(g.units) < bc.policies[PATH].units))
                 say(f"   put {put_bytes >> 20} MiB, {kind:<8}: {times[kind][-1]:.2f} s")
         started = time.monotonic()
         status = ""
@@ -312,84 +201,6 @@ def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], N
             "median_s": {k: statistics.median(v) for k, v in times.items()},
             "groups_without_frozen": dropped, "fsck": status, "fsck_healthy_after_s": healthy_after,
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
-
-
-# ---------------------------------------------------------------------------- targets
-
-def _target(scenario: str, name: str, measured: str, met: bool | None, margin: str) -> dict:
-    return {"scenario": scenario, "target": name, "measured": measured, "met": met, "margin": margin}
-
-
-def _run(doc: dict, scenario: str, mode: str = "adaptive", read_extra: int = 0) -> dict | None:
-    return next((r for r in doc["runs"] if r["scenario"] == scenario and r["mode"] == mode
-                 and r["read_extra"] == read_extra), None)
-
-
-def ratio(run: dict, base: dict, key: str = "p999_ms") -> float:
-    return run["summary"][key] / max(base["summary"][key], 1e-9)
-
-
-def evaluate_targets(doc: dict) -> list[dict]:
-    """The issue's targets, met or not, and by how much (adaptive runs; static ones are the baseline)."""
-    out = []
-    healthy = _run(doc, "healthy")
-    if healthy is None:
-        return out
-
-    def p999_target(name: str, bound: float) -> None:
-        run = _run(doc, name)
-        if run:
-            r = ratio(run, healthy)
-            out.append(_target(name, f"p99.9 <= {bound} x healthy p99.9",
-                               f"{run['summary']['p999_ms']:.1f} / {healthy['summary']['p999_ms']:.1f} ms = {r:.2f} x",
-                               r <= bound, f"{bound - r:+.2f} x"))
-
-    def extra_target(name: str, bound: float) -> None:
-        run = _run(doc, name)
-        if run:
-            pct = run["summary"]["extra_unit_reads_pct"]
-            out.append(_target(name, f"extra cell reads <= {bound:g} %", f"{pct:.2f} %", pct <= bound,
-                               f"{bound - pct:+.2f} points"))
-
-    def no_trip(name: str) -> None:
-        run = _run(doc, name)
-        if run:
-            trips = run["summary"]["breaker_trips"]
-            out.append(_target(name, "no breaker trip", f"{trips} trips", trips == 0, ""))
-
-    for name in ("healthy", "cpu-hog"):
-        extra_target(name, 2.0)
-        no_trip(name)
-    p999_target("slow-500ms", 1.2)
-    extra_target("slow-500ms", 5.0)
-    p999_target("tail-1pct-2s", 1.2)
-    p999_target("frozen-10s", 1.5)
-    frozen = _run(doc, "frozen-10s")
-    if frozen:
-        mx = frozen["summary"]["max_ms"]
-        out.append(_target("frozen-10s", "max <= 300 ms", f"{mx:.1f} ms", mx <= 300, f"{300 - mx:+.1f} ms"))
-    broad = _run(doc, "broad-4x300ms")
-    if broad:
-        worst = broad["summary"]["max_extra_pct_1s"] or 0.0
-        out.append(_target("broad-4x300ms", "extra reads <= 5 % of reads in every second",
-                           f"worst second {worst:.1f} %", worst <= 5.0, f"{5.0 - worst:+.1f} points"))
-        trips = broad["summary"]["breaker_trips"]
-        out.append(_target("broad-4x300ms", "breaker trips", f"{trips} trips", trips >= 1, ""))
-    pages, slow_pages = _run(doc, "fanout-healthy"), _run(doc, "fanout-slow-500ms")
-    if pages and slow_pages:
-        r = ratio(slow_pages, pages, "p99_ms")
-        out.append(_target("fanout-slow-500ms", "page p99 <= 1.2 x healthy page p99",
-                           f"{slow_pages['summary']['p99_ms']:.1f} / {pages['summary']['p99_ms']:.1f} ms = {r:.2f} x",
-                           r <= 1.2, f"{1.2 - r:+.2f} x"))
-    puts = doc.get("puts")
-    if puts:
-        r = puts["median_s"]["frozen"] / max(puts["median_s"]["healthy"], 1e-9)
-        out.append(_target("put", "put with one DataNode frozen <= 1.5 x healthy put",
-                           f"{puts['median_s']['frozen']:.2f} / {puts['median_s']['healthy']:.2f} s = {r:.2f} x",
-                           r <= 1.5, f"{1.5 - r:+.2f} x"))
-        out.append(_target("put", "fsck HEALTHY after repair", f"{puts['fsck']} after {puts['fsck_healthy_after_s']} s",
-                           puts["fsck"] == "HEALTHY", ""))
-    return out
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -421,21 +232,22 @@ def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[s
     doc = {"date": date, "command": command, "quick": quick, "environment": environment(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="hedgefs-bench-") as tmp:
         t = time.monotonic()
-        bc = BenchCluster(pathlib.Path(tmp) / "cluster", file_bytes)
+        bc = BenchCluster(pathlib.Path(tmp) / "cluster", {PATH: None}, file_bytes)
         try:
-            doc["cluster"] = {"datanodes": 10, "policy": bc.status.policy, "block_size": BLOCK_SIZE,
-                              "file_bytes": file_bytes, "groups": len(bc.status.groups),
-                              "setup_s": round(time.monotonic() - t, 1), "write_s": round(bc.write_s, 2),
-                              "data_cells_per_datanode": bc.data_cells_per_datanode()}
+            status = bc.status[PATH]
+            doc["cluster"] = {"datanodes": 10, "policy": status.policy, "block_size": BLOCK_SIZE,
+                              "file_bytes": file_bytes, "groups": len(status.groups),
+                              "setup_s": round(time.monotonic() - t, 1), "write_s": round(bc.write_s[PATH], 2),
+                              "data_cells_per_datanode": bc.data_cells_per_datanode(PATH)}
             say(f"== cluster up, {file_bytes >> 20} MiB written in {time.monotonic() - t:.1f} s; load average "
                 f"{os.getloadavg()[0]:.1f}")
-            with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
+            with bc.fs() as fs:
                 capacity = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S)
             rate = round(capacity * LOAD_SHARE, 1)
             # One open-loop run thrown away: the first run after a cluster starts has a tail of its
             # own (measured: healthy p99.9 87 ms first, 12-41 ms in either mode after), and every
             # ratio below is to the healthy run.
-            with FileSystem(bc.namenode, credentials=bc.cluster.credentials) as fs:
+            with bc.fs() as fs:
                 run_read_bench(fs, PATH, duration_s=WARMUP_S, rate=rate)
             doc["load"] = {"capacity_reads_per_s": round(capacity, 1), "rate": rate, "duration_s": duration_s,
                            "capacity_threads": THREADS, "capacity_s": CAPACITY_S, "warmup_s": WARMUP_S}
@@ -462,89 +274,9 @@ def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[s
     doc["plots"] = [p.name for p in plots.suite_plots(doc, out, base.name)]
     base.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
     summary = out / f"{base.name}-summary.md"
-    summary.write_text(summary_markdown(doc))
+    summary.write_text(summary_markdown(doc, SCENARIOS, FANOUT))
     say(f"== summary {summary} ({doc['wall_s'] / 60:.1f} min)")
     return doc
-
-
-def summary_markdown(doc: dict) -> str:
-    env, cl, load = doc["environment"], doc["cluster"], doc["load"]
-    healthy = _run(doc, "healthy")
-    hp = healthy["summary"]["p999_ms"] if healthy else float("nan")
-    lines = [
-        f"# Tail latency: adaptive hedging ({doc['date']}{', quick' if doc['quick'] else ''})",
-        "",
-        f"Command: `{doc['command']}`: {doc['wall_s'] / 60:.1f} min on {env['cpus']} CPUs, commit "
-        f"{env['commit'] or '?'}, load average {env['loadavg'][0]} at the start and {env['loadavg_end'][0]} at the "
-        f"end (the host is shared: each row has its own).",
-        "",
-        f"One local cluster (NameNode + 10 DataNodes), a {cl['file_bytes'] >> 20} MiB file in {cl['policy']} with "
-        f"{cl['block_size'] >> 20} MiB internal blocks ({cl['groups']} block groups). Healthy capacity: "
-        f"{load['capacity_reads_per_s']:.0f} reads/s with {load['capacity_threads']} closed-loop readers; every run "
-        f"is **open loop** at {load['rate'] / load['capacity_reads_per_s']:.0%} of it, {load['rate']:.0f} random 64 KiB reads/s (Poisson arrivals, latency from "
-        f"the scheduled start), {load['duration_s']:g} s, a new client each, after a {load.get('warmup_s', 0):g} s "
-        f"warm-up run that is not counted. Pages: {FANOUT} reads each at "
-        f"{load['rate'] / FANOUT:.1f} pages/s (the same read rate). Whole stripes: 6 MiB reads at "
-        f"{load['rate'] / 60:.1f}/s. **ratio** = p99.9 / the healthy adaptive p99.9 ({hp:.1f} ms) (pages: page p99 / "
-        f"healthy page p99). adaptive = the default (`--hedge-threshold-ms auto`); static = a fixed 250 ms "
-        f"threshold (hedgefs before: the baseline); off = no hedging.",
-        "",
-        "| scenario | mode | reads/s | p50 ms | p99 ms | p99.9 ms | **ratio** | max ms | hedges (wins) | avoided "
-        "| probes | trips | extra unit reads % | worst 1 s % | loop lag max ms | load avg |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    pages = _run(doc, "fanout-healthy")
-    for run in doc["runs"]:
-        s, h = run["summary"], run["host"]
-        sc = next(x for x in SCENARIOS if x.name == run["scenario"])
-        if sc.fanout > 1 and pages:
-            r = f"{ratio(run, pages, 'p99_ms'):.2f} (p99)"
-        elif sc.whole_stripes:
-            base = _run(doc, "stripes-healthy")
-            r = f"{ratio(run, base):.2f} (vs stripes)" if base else ""
-        else:
-            r = f"{ratio(run, healthy):.2f}" if healthy else ""
-        mode = run["mode"] + (f", read-extra {run['read_extra']}" if len(sc.read_extra) > 1 else "")
-        lines.append(
-            f"| {sc.title} | {mode} | {s['reads_per_s']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | "
-            f"{s['p999_ms']:.1f} | **{r}** | {s['max_ms']:.1f} | {s['hedges']} ({s['hedge_wins']}) | {s['avoided']} | "
-            f"{s['probes']} | {s['breaker_trips']} | {s['extra_unit_reads_pct']:.2f} | {s['max_extra_pct_1s']} | "
-            f"{h['loop_lag_max_ms']} | {h['loadavg_start'][0]:.1f} |")
-    puts = doc.get("puts")
-    if puts:
-        lines += ["", f"Puts of {puts['bytes'] >> 20} MiB (seconds; median of {len(puts['seconds']['healthy'])}): "
-                      f"healthy {puts['seconds']['healthy']}, with {puts['frozen']} frozen {puts['seconds']['frozen']}; "
-                      f"fsck {puts['fsck']} {puts['fsck_healthy_after_s']} s after the last put."]
-    lines += ["", "## Targets", "", "| scenario | target | measured | met? | margin |", "|---|---|---|---|---|"]
-    for t in doc["targets"]:
-        lines.append(f"| {t['scenario']} | {t['target']} | {t['measured']} | {'met' if t['met'] else '**missed**'} | "
-                     f"{t['margin']} |")
-    lines += ["", "## How to read these numbers", ""] + [f"- {note}" for note in notes(doc)]
-    lines += ["", "## Plots", ""] + [f"- [{name}]({name})" for name in doc.get("plots", [])] + [""]
-    return "\n".join(lines)
-
-
-def notes(doc: dict) -> list[str]:
-    """What the table owes to arithmetic and to the machine, computed from the runs."""
-    out = ["Open loop: a read's latency counts from when it was scheduled, so a read queued behind "
-           "others (in the client, or on a DataNode) is measured with its wait; a closed loop would "
-           "stop issuing reads exactly then. Percentiles are upper bounds of ~2 % histogram buckets."]
-    off = _run(doc, "slow-500ms", "off")
-    if off and off["victims"]:
-        k = parse_policy(doc["cluster"]["policy"]).k
-        victim = off["victims"][0]
-        share = off["summary"]["per_datanode"].get(victim, {}).get("unit_reads", 0) / max(off["expected_unit_reads"], 1)
-        out.append(f"Reading around one DataNode costs k - 1 = {k - 1} extra unit reads per 64 KiB read that needs "
-                   f"it (its cell is rebuilt from {k} others). {victim} holds the cells of {share:.1%} of the reads "
-                   f"(hedging off), so any scheme that never waits for it reads at least {share * (k - 1):.0%} more "
-                   f"unit reads than the reads need: a 5 % target for that scenario cannot be met by a read of one "
-                   f"cell, only by whole-stripe reads (where parity replaces the slow unit at no extra cost).")
-    out.append("Everything (NameNode, 10 DataNodes, the client, and whatever else the host runs) shares the "
-               "host's 2 cores: extra unit reads are CPU every read waits for, and a run at a third of the healthy "
-               "capacity that reads 60 % more unit reads runs at ~55 % of it (at half, ~80 %: queues grow). The load "
-               "average per row and the client's event-loop lag tell the host's noise from the read path's own "
-               "cost.")
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,9 +1,11 @@
-"""Unit reads and writes over DataNodes' data ports (the data transfer protocol, proto/datatransfer.py).
+"""Unit reads over DataNodes' data ports, and the pooled connections under them and under unit
+writes (the data transfer protocol, proto/datatransfer.py).
 
 All of it runs on the client's event loop (loop.py), on non-blocking sockets: a read sends one
 request, receives the chunks' CRC32C values and then ``recv_into``'s the bytes into a buffer
-from a pool (no per-chunk objects), and verifies every chunk before anyone sees a byte; a write
-``sendmsg``'s packet headers and the encoder's cell views as they are (no copies).
+from a pool (buffers.py; no per-chunk objects), and verifies every chunk before anyone sees a
+byte; a write (unit_writes.py) ``sendmsg``'s packet headers and the encoder's cell views as they
+are (no copies), on a connection from ``DataNodeClient.request``.
 
 Why asyncio and not a thread per read: measured on this machine (bench/results/
 2026-11-29-data-path.md), both move a 256 MiB read for the same client CPU
@@ -29,17 +31,17 @@ certificate must say so. The handshake is part of connecting, so the hedge timer
 
 import asyncio
 import dataclasses
-import os
 import socket
 import ssl
 import struct
 import time
 
+from hedgefs.client.buffers import BufferPool
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto.datatransfer import Busy, ChecksumMismatch, TransferError
 from hedgefs.security.identity import DATANODE, server_name
 
-__all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch", "BufferPool"]
+__all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch"]
 
 # A unit read that has not finished by then fails and is rebuilt, hedging or not.
 UNIT_READ_TIMEOUT_S = 60.0
@@ -58,53 +60,6 @@ class ChunkChecksums:
     length: int                  # the internal block's length
     chunk_size: int              # bytes per checksum chunk; the last chunk may be shorter
     crcs: tuple[int, ...]        # CRC32C of chunk 0, 1, ...
-
-
-class BufferPool:
-    """Receive buffers, reused: a read takes one; the one owner of what it holds gives it back
-    when nothing uses its bytes any more (the reader's ``UnitRead``: see unit_reads.py).
-
-    A buffer nobody gives back is simply garbage collected. Sizes are rounded up to 256 KiB so a
-    file's unit reads share buffers; at most ``max_bytes`` are kept.
-
-    Debug mode (``poison``, or ``HEDGEFS_POISON_BUFFERS=1``: on in every test and in ``hedgefs
-    chaos``): a buffer given back is filled with a pattern, and one given back twice is an error,
-    so a use after return shows up as wrong bytes (or an exception), never as luck."""
-
-    _STEP = 256 * 1024
-    POISON = 0xDB
-
-    def __init__(self, max_bytes: int = 64 << 20, poison: bool | None = None):
-        self._free: dict[int, list[bytearray]] = {}
-        self._kept = 0
-        self._max = max_bytes
-        self.poison = os.environ.get("HEDGEFS_POISON_BUFFERS") == "1" if poison is None else poison
-        self._free_ids: set[int] = set()
-
-    def take(self, n: int) -> bytearray:
-        size = max(self._STEP, -(-n // self._STEP) * self._STEP)
-        free = self._free.get(size)
-        if free:
-            self._kept -= size
-            buf = free.pop()
-            self._free_ids.discard(id(buf))
-            return buf
-        return bytearray(size)
-
-    def give(self, view) -> None:
-        """Return the buffer behind ``view`` (a memoryview from ``DataNodeClient.read``)."""
-        buf = view.obj if isinstance(view, memoryview) else view
-        if not isinstance(buf, bytearray) or len(buf) % self._STEP:
-            return
-        if self.poison:
-            if id(buf) in self._free_ids:
-                raise RuntimeError("a receive buffer was given back twice")
-            buf[:] = bytes([self.POISON]) * len(buf)
-        if self._kept + len(buf) > self._max:
-            return
-        self._free.setdefault(len(buf), []).append(buf)
-        self._free_ids.add(id(buf))
-        self._kept += len(buf)
 
 
 class _Connection:
@@ -282,7 +237,7 @@ class DataNodeClient:
             conn.close()
         return None
 
-    def _release(self, conn: _Connection) -> None:
+    def release(self, conn: _Connection) -> None:
         idle = self._idle.setdefault(conn.key, [])
         if len(idle) >= _MAX_IDLE_PER_DATANODE:
             conn.close()
@@ -290,7 +245,7 @@ class DataNodeClient:
         conn.idle_since = time.monotonic()
         idle.append(conn)
 
-    async def _request(self, address: str, peer: str, request: bytes) -> tuple[_Connection, int, str]:
+    async def request(self, address: str, peer: str, request: bytes) -> tuple[_Connection, int, str]:
         """Send a request on a pooled (or new) connection and read the response header. A pooled
         connection the DataNode has closed meanwhile fails at once: then once more, on a new one.
         ``peer``: the DataNode id the NameNode gave for ``address`` (TLS checks it is that one)."""
@@ -335,9 +290,9 @@ class DataNodeClient:
 
     async def _read(self, address, peer, group_id, index, generation, offset, length, token) -> memoryview:
         request = dt.pack_request(dt.OP_READ, group_id, index, offset, length, token, generation=generation)
-        conn, status, message = await self._request(address, peer, request)
+        conn, status, message = await self.request(address, peer, request)
         if status != dt.OK:
-            self._release(conn)
+            self.release(conn)
             raise dt.error_for(status, message or f"refused by {address}")
         try:
             info = bytearray(dt.READ_INFO.size)
@@ -355,7 +310,7 @@ class DataNodeClient:
         except BaseException:
             conn.close()   # out of step (or cancelled: closing is the cancel)
             raise
-        self._release(conn)
+        self.release(conn)
         bad = dt.first_bad_chunk(view, struct.unpack(f"<{count}I", crcs), chunk)
         if bad is not None:
             self.buffers.give(buf)
@@ -372,7 +327,7 @@ class DataNodeClient:
 
     async def _chunk_checksums(self, address, group_id, index, generation, token, peer) -> "ChunkChecksums":
         async with asyncio.timeout(CHECKSUMS_TIMEOUT_S):
-            conn, status, message = await self._request(
+            conn, status, message = await self.request(
                 address, peer, dt.pack_request(dt.OP_CHECKSUMS, group_id, index, 0, 0, token, generation=generation))
             try:
                 if status != dt.OK:
@@ -386,7 +341,7 @@ class DataNodeClient:
             except BaseException:
                 conn.close()
                 raise
-        self._release(conn)
+        self.release(conn)
         return ChunkChecksums(length, chunk, struct.unpack(f"<{count}I", raw))
 
     async def verify(self, address: str, group_id: int, index: int, *, generation: int, token: bytes = b"",
@@ -395,82 +350,18 @@ class DataNodeClient:
         its one-line answer. It reports a damaged unit to the NameNode itself."""
         try:
             async with asyncio.timeout(UNIT_READ_TIMEOUT_S):
-                conn, status, message = await self._request(
+                conn, status, message = await self.request(
                     address, peer, dt.pack_request(dt.OP_VERIFY, group_id, index, 0, 0, token, generation=generation))
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
-        self._release(conn)
+        self.release(conn)
         return f"{dt.STATUS_NAMES.get(status, status)}: {message}"
-
-    # ---------------------------------------------------------------- writes
-
-    def open_write(self, address: str, group_id: int, index: int, *, generation: int, token: bytes = b"",
-                   peer: str = "") -> "UnitWrite":
-        return UnitWrite(self, address, group_id, index, generation, token, peer)
 
     async def close(self) -> None:
         for idle in self._idle.values():
             for conn in idle:
                 conn.close()
         self._idle.clear()
-
-
-class UnitWrite:
-    """One internal block streamed to one DataNode: ``send`` cells, then ``finish(length)``.
-
-    The connection is opened by the first ``send`` (the DataNode says OK or BUSY before any data
-    moves). Errors are TransferError; time limits are the caller's (asyncio.timeout)."""
-
-    def __init__(self, client: DataNodeClient, address: str, group_id: int, index: int, generation: int,
-                 token: bytes, peer: str):
-        self._client = client
-        self.address = address
-        self.group_id, self.index, self.generation = group_id, index, generation
-        self._token, self._peer = token, peer
-        self._conn: _Connection | None = None
-        self._closed = False
-
-    async def _open(self) -> _Connection:
-        if self._conn is None:
-            # The unit's length is known only at the end (stdin has no size): 0 = given with END.
-            request = dt.pack_request(dt.OP_WRITE, self.group_id, self.index, 0, 0, self._token,
-                                      generation=self.generation)
-            conn, status, message = await _guarded(self._client._request(self.address, self._peer, request),
-                                                   self.address)
-            if status != dt.OK:
-                self._client._release(conn)
-                raise dt.error_for(status, message or f"refused by {self.address}")
-            self._conn = conn
-        return self._conn
-
-    async def send(self, cells) -> None:
-        """Send cells (buffers) as DATA packets, with no copy of their bytes."""
-        conn = await self._open()
-        parts = []
-        for cell in cells:
-            if len(cell):
-                parts += (dt.PACKET.pack(dt.PACKET_DATA, memoryview(cell).nbytes), cell)
-        await _guarded(conn.send(parts), self.address)
-
-    async def finish(self, length: int) -> int:
-        """End the unit at ``length`` bytes; returns what the DataNode stored (after its fsync)."""
-        conn = await self._open()
-        await _guarded(conn.send([dt.PACKET.pack(dt.PACKET_END, length)]), self.address)
-        status, message = await _guarded(conn.recv_response(), self.address)
-        if status != dt.OK:
-            self.abort()
-            raise dt.error_for(status, message)
-        stored = bytearray(dt.STORED.size)
-        await _guarded(conn.recv_into(memoryview(stored)), self.address)
-        self._conn = None
-        self._client._release(conn)
-        return dt.STORED.unpack(stored)[0]
-
-    def abort(self) -> None:
-        """Give up on the unit: closing the connection makes the DataNode delete its temp file."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 def _ip_family(host: str):
@@ -481,10 +372,3 @@ def _ip_family(host: str):
         except OSError:
             pass
     return None
-
-
-async def _guarded(awaitable, address: str):
-    try:
-        return await awaitable
-    except OSError as e:
-        raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None

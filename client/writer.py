@@ -33,6 +33,7 @@ from typing import Awaitable, Callable
 
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.client.transport import DataNodeClient, TransferError
+from hedgefs.client.unit_writes import UnitWrite
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.plumbing import describe
@@ -59,8 +60,8 @@ class _UnitStream:
         self.index = loc.index
         self.datanode_id = loc.datanode_id
         self.group_id = group_id
-        self.write = datanodes.open_write(loc.data_address, group_id, loc.index, generation=generation,
-                                          token=loc.token, peer=loc.datanode_id)
+        self.write = UnitWrite(datanodes, loc.data_address, group_id, loc.index, generation=generation,
+                               token=loc.token, peer=loc.datanode_id)
         self.error: str | None = None
 
     @property

@@ -27,7 +27,8 @@ from hedgefs.client.latency import LatencyModel
 from hedgefs.client.locations import GroupLocation, UnitLocation
 from hedgefs.client.metrics import ClientMetrics
 from hedgefs.client.reader import HedgedReader
-from hedgefs.client.transport import BufferPool, Busy, ChecksumMismatch, TransferError
+from hedgefs.client.buffers import BufferPool
+from hedgefs.client.transport import Busy, ChecksumMismatch, TransferError
 from hedgefs.ec import layout
 from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import Policy, parse_policy

@@ -1,0 +1,221 @@
+"""`hedgefs bench` verbs of the services: the ways in beside the library (fsspec and pandas, the
+S3 gateway, the FUSE mount) and the NameNode's operations and scale (bench/). Registered in
+cli/bench.py.
+"""
+
+import json
+import pathlib
+
+import click
+
+from hedgefs.bench.namenode import OPS as NAMENODE_OPS
+from hedgefs.cli.common import CONTEXT
+from hedgefs.client.errors import HedgefsError, UsageError
+
+
+@click.command("fsspec", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1 << 20), default=256 << 20, show_default=True, metavar="BYTES",
+              help="Parquet file size (20 float64 columns, 16 row groups).")
+@click.option("--runs", type=click.IntRange(1, 20), default=3, show_default=True, help="Timed runs per measure.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_fsspec(size, runs, out) -> None:
+    """pandas read_parquet through hedgefs:// vs local disk, a selective pyarrow read, a slow DataNode.
+
+    One local cluster; the same parquet file on local disk and in hedgefs. Writes
+    <date>-fsspec.json and .md (bench/pydata.py). About 2 minutes.
+
+    \b
+    Examples:
+      hedgefs bench fsspec
+      hedgefs bench fsspec --size 67108864 --runs 1 --out /tmp/fsspec-results
+    """
+    import sys
+
+    from hedgefs.bench import pydata
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = pydata.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, runs=runs, command=command,
+                        say=lambda s: click.echo(s))
+    click.echo("ratios: " + ", ".join(f"{k} {v}" for k, v in result["ratios"].items()))
+
+
+@click.command("s3", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(8 << 20), default=256 << 20, show_default=True, metavar="BYTES",
+              help="Object size for the GET and PUT.")
+@click.option("--rss-size", type=click.IntRange(0), default=1 << 30, show_default=True, metavar="BYTES",
+              help="Object size for the gateway's peak memory (0 skips it).")
+@click.option("--clients", type=click.IntRange(1, 64), default=4, show_default=True, help="Ranged-GET clients.")
+@click.option("--reads", type=click.IntRange(10), default=500, show_default=True, help="Ranged GETs per client per run.")
+@click.option("--delay-ms", type=click.IntRange(1), default=500, show_default=True, help="The slow DataNode's delay.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
+    """The S3 gateway beside the library in one run: GET vs cat, PUT vs put, ranged GETs vs pread.
+
+    Starts its own local cluster and gateway; writes <date>-s3.json and .md. A few minutes.
+
+    \b
+    Examples:
+      hedgefs bench s3
+      hedgefs bench s3 --size 67108864 --rss-size 0 --clients 2 --out /tmp/s3-results
+    """
+    import sys
+
+    from hedgefs.bench import s3
+    from hedgefs.bench.scenarios import RESULTS_DIR
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    result = s3.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, rss_size=rss_size, clients=clients,
+                    reads=reads, delay_ms=delay_ms, command=command, say=lambda s: click.echo(s, err=True))
+    click.echo(s3.markdown(result))
+
+
+@click.command("mount", context_settings=CONTEXT)
+@click.option("--size", type=click.IntRange(1, 4096), default=256, show_default=True, metavar="MIB",
+              help="The big file, read sequentially and at random.")
+@click.option("--reads", type=click.IntRange(10), default=1000, show_default=True,
+              help="64 KiB random reads per run (4 threads: half as many each).")
+@click.option("--no-gluster", is_flag=True, help="Skip GlusterFS (compare with the hedgefs CLI only).")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_mount(size, reads, no_gluster, out) -> None:
+    """`hedgefs mount` beside a GlusterFS disperse 6+3 FUSE mount and the hedgefs CLI, one run.
+
+    Starts a local cluster and mounts it; starts a 9-brick GlusterFS volume here (needs root and
+    Debian's glusterfs-server; otherwise its rows say why not). cat of a 1-byte file, 64 KiB
+    O_DIRECT random reads (1 and 4 threads), a sequential read with the page cache dropped, and
+    reads with one server frozen. Writes <date>-mount.json and <date>-mount.md to --out.
+    About 5 minutes (GlusterFS's frozen brick: up to 2 more).
+
+    \b
+    Examples:
+      hedgefs bench mount
+      hedgefs bench mount --size 64 --reads 300 --no-gluster --out /tmp/bench
+    """
+    from hedgefs.bench import mount as mount_bench
+
+    result = mount_bench.run_mount_bench(size=size << 20, reads=reads, gluster=not no_gluster,
+                                         log=lambda s: click.echo(s, err=True))
+    result["command"] = "hedgefs bench mount" + (f" --size {size}" if size != 256 else "") + \
+        (f" --reads {reads}" if reads != 1000 else "") + (" --no-gluster" if no_gluster else "")
+    base = mount_bench.save(result, out or str(pathlib.Path(mount_bench.__file__).parent / "results"))
+    click.echo(mount_bench.format_result(result))
+    click.echo(f"wrote {base}.json and {base}.md", err=True)
+
+
+@click.command("namenode", context_settings=CONTEXT)
+@click.option("--threads", default="1,4,16", show_default=True, metavar="N[,N...]", help="Client thread counts.")
+@click.option("--ops", type=click.IntRange(1), default=1000, show_default=True,
+              help="Operations per run of an (operation, thread count).")
+@click.option("--reps", type=click.IntRange(1), default=3, show_default=True,
+              help="Runs per build of each (operation, thread count), the builds alternating run by run.")
+@click.option("--only", default=",".join(NAMENODE_OPS), show_default=True, metavar="OP[,OP...]", help="Operations to run.")
+@click.option("--baseline", metavar="COMMIT", help="Also run this commit of the repository, checked out beside it "
+              "(a git worktree), in the same run: every ratio is to it.")
+@click.option("--modes", default="inprocess,rpc", show_default=True, metavar="MODE[,MODE]",
+              help="inprocess (the namesystem, no RPC) and/or rpc (a server process, a client process).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), metavar="DIR",
+              help="Write NAME.json, NAME.txt (the table) and NAME.png here.")
+@click.option("--name", default="namenode", show_default=True, help="File name stem under --out.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document instead of the table.")
+def bench_namenode(threads, ops, reps, only, baseline, modes, out, name, as_json) -> None:
+    """The NameNode's throughput, after HDFS's NNThroughputBenchmark (bench/namenode.py).
+
+    create0 (0-byte file), create1 (one block group), mkdirs, stat, list, rename, delete,
+    blockReport and heartbeat of simulated DataNodes, and a no-op RPC (GetPolicy /), each with N
+    closed-loop threads: in-process against the namesystem and over gRPC from a separate client
+    process. ops/s, p50 and p99 per operation.
+
+    \b
+    Examples:
+      hedgefs bench namenode --baseline 5461c2d --out bench/results --name 2026-12-01-namenode
+      hedgefs bench namenode --only create0,stat,noop --threads 16 --modes rpc
+    """
+    import sys
+
+    from hedgefs.bench.namenode_run import format_table, plot, run
+
+    try:
+        thread_counts = [int(t) for t in threads.split(",") if t]
+    except ValueError:
+        raise UsageError(f"--threads {threads!r}: expected numbers separated by commas") from None
+    if not thread_counts or min(thread_counts) < 1 or max(thread_counts) > 256:
+        raise UsageError(f"--threads {threads!r}: each count must be 1..256")
+    ops_list = [o for o in only.split(",") if o]
+    bad = [o for o in ops_list if o not in NAMENODE_OPS]
+    if bad or not ops_list:
+        raise UsageError(f"--only: unknown operation(s) {', '.join(bad) or '(none given)'}; "
+                         f"expected some of {', '.join(NAMENODE_OPS)}")
+    mode_list = [m for m in modes.split(",") if m]
+    if not mode_list or any(m not in ("inprocess", "rpc") for m in mode_list):
+        raise UsageError(f"--modes {modes!r}: expected inprocess and/or rpc")
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(threads=thread_counts, ops=ops, only=ops_list, baseline=baseline, modes=mode_list, reps=reps,
+                  command=command, say=(lambda s: click.echo(s, err=True)))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    table = format_table(doc)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / f"{name}.txt").write_text(table + "\n")
+        plot(doc, out / f"{name}.png")
+    click.echo(json.dumps(doc) if as_json else table)
+
+
+@click.command("namenode-scale", context_settings=CONTEXT)
+@click.option("--files", type=click.IntRange(1000), default=1_000_000, show_default=True,
+              help="Files of one group (3 units) to generate.")
+@click.option("--baseline", metavar="COMMIT", help="Also measure this commit, on a copy of the same namespace.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json",
+              help="Write the JSON document here.")
+def bench_namenode_scale(files, baseline, out) -> None:
+    """One NameNode holding a large namespace (bench/namenode_scale.py): start-up, memory per
+    file, a full block report of FILES units and stat latency meanwhile, 1,000 DataNodes'
+    heartbeats, a monitor pass, fsck, ls -R and the status page.
+
+    \b
+    Examples:
+      hedgefs bench namenode-scale --files 1000000 --baseline 5461c2d --out bench/results/scale.json
+    """
+    import sys
+
+    from hedgefs.bench.namenode_scale import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(files=files, baseline=baseline, command=command, say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))
+
+
+@click.command("namenode-fleet", context_settings=CONTEXT)
+@click.option("--datanodes", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@click.option("--interval", "interval_s", type=click.FloatRange(0.1), default=3.0, show_default=True,
+              help="Heartbeat interval of each simulated DataNode, seconds.")
+@click.option("--seconds", type=click.FloatRange(1), default=30.0, show_default=True, help="How long the fleet runs.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
+def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
+    """A simulated fleet of DataNodes (real RegisterDataNode and Heartbeat RPCs, one process)
+    against a NameNode process, and a client's stat p99 with and without it (bench/namenode_fleet.py).
+
+    \b
+    Examples:
+      hedgefs bench namenode-fleet --datanodes 1000 --interval 3 --seconds 30
+    """
+    import sys
+
+    from hedgefs.bench.namenode_fleet import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(datanodes=datanodes, interval=interval_s, seconds=seconds, command=command,
+                  say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps({k: v for k, v in doc.items() if k not in ("stat_with", "stat_without")}))
