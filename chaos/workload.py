@@ -1,0 +1,95 @@
+"""Chaos: the load that runs all along, writers putting and deleting files, readers reading ranges.
+
+Every function takes the run's ``Chaos`` object (runner.py). A writer records each file whose put
+returned in ``chaos.files``; that is what the invariant (invariant.py) checks. A reader checks the
+bytes of every range it reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+import traceback
+from collections import deque
+from typing import Callable
+
+from hedgefs.chaos.common import StoredFile
+from hedgefs.chaos.invariant import compare, count_clean_failure, stored
+from hedgefs.chaos.schedule import POLICY, REPLICATED, file_content, file_size
+from hedgefs.client.errors import HedgefsError
+from hedgefs.client.fs import FileSystem
+
+
+def writer(chaos, fs: FileSystem, w: int) -> None:
+    rng = random.Random(f"hedgefs-chaos/{chaos.config.seed}/writer/{w}")
+    mine: deque[str] = deque()
+    index = 0
+    while not chaos.stop.is_set():
+        if len(mine) >= chaos.config.files_per_writer:
+            old = mine.popleft()
+            with chaos.lock:
+                chaos.files.pop(old, None)
+            _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}")
+        data = file_content(chaos.config.seed, w, index, file_size(rng, chaos.config.max_file_bytes))
+        path = f"/chaos/w{w}/f{index:05d}"
+        policy = REPLICATED.name if index % 2 else None   # None: the cluster's RS-6-3
+        index += 1
+        if _quietly(chaos, lambda: fs.write_bytes(path, data, policy=policy), f"writer {w}: put {path}"):
+            with chaos.lock:
+                chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
+                chaos.report.files += 1
+            mine.append(path)
+        else:
+            with chaos.lock:
+                chaos.write_failures += 1
+            chaos.stop.wait(0.2)
+        chaos.stop.wait(rng.uniform(0.5, 2.0))
+
+
+def _quietly(chaos, action: Callable[[], object], what: str) -> bool:
+    """Run a put or delete: a clean failure is fine (False), anything else is noted."""
+    try:
+        action()
+        return True
+    except HedgefsError:
+        return False
+    except Exception:  # noqa: BLE001 - not a crash of ours: a finding to report
+        note = f"{what} raised {traceback.format_exc().strip().splitlines()[-1]} (during step {chaos.step})"
+        with chaos.lock:
+            if len(chaos.report.notes) < 20:
+                chaos.report.notes.append(note)
+        return False
+
+
+def reader(chaos, fs: FileSystem, r: int) -> None:
+    rng = random.Random(f"hedgefs-chaos/{chaos.config.seed}/reader/{r}")
+    while not chaos.stop.is_set():
+        with chaos.lock:
+            paths = sorted(chaos.files)
+        if not paths:
+            chaos.stop.wait(0.1)
+            continue
+        path = rng.choice(paths)
+        with chaos.lock:
+            f = chaos.files.get(path)
+        if f is None:
+            continue
+        offset = rng.randrange(len(f.data) + 1)
+        length = rng.randrange(min(len(f.data) - offset, 2 * POLICY.stripe_data_size) + 1)
+        began = time.monotonic()
+        try:
+            with fs.open(path) as handle:
+                got = handle.pread(offset, length)
+        except HedgefsError as err:
+            if stored(chaos, f):
+                count_clean_failure(chaos, err)
+            chaos.stop.wait(0.05)
+            continue
+        except Exception:  # noqa: BLE001 - a read must fail cleanly or not at all
+            with chaos.lock:
+                chaos.pending.append(f"reader {r}: pread {path} [{offset}, +{length}) failed uncleanly: "
+                                     f"{traceback.format_exc().strip().splitlines()[-1]}")
+            continue
+        compare(chaos, f, got, offset, length, f"reader {r}", time.monotonic() - began)
+        chaos.stop.wait(0.02)
