@@ -79,11 +79,16 @@ def test_a_slow_datanode_is_read_around_after_a_few_reads_and_its_recovery_is_no
 
         acluster.datanode_rpc(slow, "ClearFaults", pb.FaultClearRequest())   # it recovers: probes must notice
         reads = 0
-        deadline = time.monotonic() + 60
-        while fs.model.is_slow(slow):
+
+        def recovered():
+            nonlocal reads
+            if not fs.model.is_slow(slow):
+                return True
             read_cell(f, offsets[reads % 4])
             reads += 1
-            assert time.monotonic() < deadline, "recovery not noticed"
+            return False
+
+        wait_until(recovered, 60, f"the model to notice {slow} recovered", interval=0)
         probes = fs.stats().per_datanode[slow]["probes"]
         before = fs.stats().per_datanode[slow]
         read_cell(f, offsets[0])

@@ -17,6 +17,7 @@ import time
 import grpc
 import pytest
 
+from conftest import wait_until
 from hedgefs.datanode.server import DataNode
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS
@@ -45,12 +46,9 @@ def launch(tmp_path, *extra, name="dn3", env=None, wait=True):
 
 
 def wait_port(proc, port_file):
-    deadline = time.monotonic() + 20
-    while not port_file.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"datanode exited: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, "datanode did not write its port file"
-        time.sleep(0.02)
+    wait_until(lambda: port_file.exists() or proc.poll() is not None, 20, "the datanode to write its port file")
+    if not port_file.exists():
+        raise AssertionError(f"datanode exited: {proc.stderr.read()}")
     ports = read_port_file(port_file)
     return proc, ports["rpc"], ports["data"]
 
@@ -134,16 +132,6 @@ def state(stub):
     return stub.GetFaults(pb.FaultClearRequest())
 
 
-def poll(stub, cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        s = state(stub)
-        if cond(s):
-            return s
-        assert time.monotonic() < deadline, f"state never matched: {s}"
-        time.sleep(0.01)
-
-
 DATA = os.urandom(2 * MiB + 12345)
 
 
@@ -215,9 +203,15 @@ def test_stalled_read_cancelled_by_client(data, stub):
     stub.SetFaults(pb.FaultConfig(stall=True))
     s = data.connect()
     s.sendall(dt.pack_request(dt.OP_READ, 12, 0, 0, 1000))
-    poll(stub, lambda st: st.stalled_reads == 1)
+    wait_until(lambda: state(stub).stalled_reads == 1, 10, "the read to stall", interval=0.01)
     s.close()   # closing the connection is the cancel
-    st = poll(stub, lambda st: st.stalled_reads == 0 and st.cancelled_reads == before + 1)
+
+    def cancelled():
+        st = state(stub)
+        return st if st.stalled_reads == 0 and st.cancelled_reads == before + 1 else None
+
+    st = wait_until(cancelled, 10, "the stalled read to count as cancelled", interval=0.01,
+                    detail=lambda: f"state {state(stub)}")
     assert st.stall
 
 
@@ -227,7 +221,7 @@ def test_stalled_read_released_by_clear(data, stub):
     out = []
     t = threading.Thread(target=lambda: out.append(data.read(13, 0, 0, 1000)))
     t.start()
-    poll(stub, lambda s: s.stalled_reads == 1)
+    wait_until(lambda: state(stub).stalled_reads == 1, 10, "the read to stall", interval=0.01)
     stub.SetFaults(pb.FaultConfig(stall=False))
     t.join(10)
     assert out == [b"r" * 1000]
@@ -240,7 +234,8 @@ def test_delayed_read_is_freed_by_cancellation(data, stub):
     t0 = time.monotonic()
     with pytest.raises(TimeoutError):
         data.read(14, 0, 0, 10, timeout=0.3)
-    poll(stub, lambda s: s.cancelled_reads == before + 1)
+    wait_until(lambda: state(stub).cancelled_reads == before + 1, 10, "the delayed read to count as cancelled",
+               interval=0.01)
     assert time.monotonic() - t0 < 5
     stub.SetFaults(pb.FaultConfig(read_delay_ms=200, probability=1.0))
     t0 = time.monotonic()
@@ -297,7 +292,7 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
     held = [data.connect() for _ in range(4)]
     for s in held:
         s.sendall(dt.pack_request(dt.OP_READ, 22, 0, 0, 100))
-    poll(stub, lambda st: st.stalled_reads == 4)
+    wait_until(lambda: state(stub).stalled_reads == 4, 10, "four reads to stall", interval=0.01)
     with data.connect() as extra:
         with pytest.raises(dt.Busy) as e:
             dt.read_range(extra, 22, 0, 0, 100)
@@ -308,15 +303,14 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
             s.close()
         # Same connection, served once a slot is free: a held read's slot frees when its last byte
         # has gone out, which may be after its header reached us (on a loaded machine, it was).
-        deadline = time.monotonic() + 10
-        while True:
+        def read_unless_busy():
             try:
-                got = dt.read_range(extra, 22, 0, 0, 100)
-                break
+                return bytes(dt.read_range(extra, 22, 0, 0, 100))
             except dt.Busy:
-                assert time.monotonic() < deadline, "no slot freed 10 s after the stalled reads ended"
-                time.sleep(0.01)
-        assert bytes(got) == b"b" * 100
+                return None
+
+        got = wait_until(read_unless_busy, 10, "a slot to free after the stalled reads ended", interval=0.01)
+        assert got == b"b" * 100
     assert state(stub).calls["busy"] >= 1
 
 
