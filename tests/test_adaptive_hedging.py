@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import CELL, GROUP, STRIPE, pattern, run_cli, start_cluster, wait_until
+from dn_support import faults_fixture
 from hedgefs.bench.read import run_read_bench
 from hedgefs.client import writer
 from hedgefs.client.config import HedgeConfig
@@ -37,20 +38,7 @@ def acluster(tmp_path_factory):
     c.down()
 
 
-@pytest.fixture
-def faults(acluster):
-    touched = set()
-
-    def set_faults(dn: str, **knobs) -> None:
-        touched.add(dn)
-        acluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(**knobs))
-
-    yield set_faults
-    for dn in acluster.datanode_ids:
-        if acluster.process_state(dn) == "frozen":
-            acluster.thaw(dn)
-    for dn in touched:
-        acluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
+faults = faults_fixture("acluster")   # faults(dn, **knobs); cleared (and every DataNode thawed) after the test
 
 
 def unit0(fs: FileSystem) -> tuple[str, list[int]]:

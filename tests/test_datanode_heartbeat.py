@@ -229,7 +229,7 @@ def test_a_written_unit_is_receipted_and_a_scrub_pass_finds_a_flipped_byte(tmp_p
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr, scrub_interval_s=0.1, scrub_bandwidth_bps=0)
     try:
-        from test_datanode_server import Data
+        from dn_support import Data
 
         assert Data(dn.data_port).write(9, 4, b"z" * 70_000, expected=70_000) == 70_000
         stored = wait_until(lambda: nn.of("stored"), 10, "a unit-stored receipt")

@@ -13,6 +13,7 @@ import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import wait_until
+from dn_support import Data, closed_port, stop
 from hedgefs.datanode.metrics import ReadWindows
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS
@@ -20,7 +21,6 @@ from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 from nn_support import FakeClock
-from test_datanode_server import Data, closed_port, stop
 
 ODD_ID = 'dn"7\\<x>'
 

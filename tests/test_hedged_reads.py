@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import CELL, STRIPE, cli_env, pattern, run_cli, start_cluster, wait_until
+from dn_support import faults_fixture
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -32,21 +33,7 @@ def hcluster(tmp_path_factory, security):
     c.down()
 
 
-@pytest.fixture
-def faults(hcluster):
-    """Set faults on DataNodes; every fault is cleared (and every process thawed) after the test."""
-    touched = set()
-
-    def set_faults(dn: str, **knobs) -> None:
-        touched.add(dn)
-        hcluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(**knobs))
-
-    yield set_faults
-    for dn in touched | set(hcluster.datanode_ids):
-        if hcluster.process_state(dn) == "frozen":
-            hcluster.thaw(dn)
-    for dn in touched:
-        hcluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
+faults = faults_fixture("hcluster")   # faults(dn, **knobs); cleared (and every DataNode thawed) after the test
 
 
 def fault_state(cluster, dn: str) -> pb.FaultState:
