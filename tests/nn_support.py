@@ -1,6 +1,7 @@
 """Helpers for tests that drive ``Namesystem`` directly: a hand-driven clock, quick writes.
 
-Not used by the NameNode itself.
+``FakeClock`` is the one fake clock of the tests: the breaker, latency-model and DataNode
+metrics tests use it too. Not used by the NameNode itself.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import CELL, GROUP, STRIPE, pattern, run_cli, start_cluster, wait_until
+from dn_support import faults_fixture
 from hedgefs.bench.read import run_read_bench
 from hedgefs.client import writer
 from hedgefs.client.config import HedgeConfig
@@ -37,20 +38,7 @@ def acluster(tmp_path_factory):
     c.down()
 
 
-@pytest.fixture
-def faults(acluster):
-    touched = set()
-
-    def set_faults(dn: str, **knobs) -> None:
-        touched.add(dn)
-        acluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(**knobs))
-
-    yield set_faults
-    for dn in acluster.datanode_ids:
-        if acluster.process_state(dn) == "frozen":
-            acluster.thaw(dn)
-    for dn in touched:
-        acluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
+faults = faults_fixture("acluster")   # faults(dn, **knobs); cleared (and every DataNode thawed) after the test
 
 
 def unit0(fs: FileSystem) -> tuple[str, list[int]]:
@@ -79,11 +67,16 @@ def test_a_slow_datanode_is_read_around_after_a_few_reads_and_its_recovery_is_no
 
         acluster.datanode_rpc(slow, "ClearFaults", pb.FaultClearRequest())   # it recovers: probes must notice
         reads = 0
-        deadline = time.monotonic() + 60
-        while fs.model.is_slow(slow):
+
+        def recovered():
+            nonlocal reads
+            if not fs.model.is_slow(slow):
+                return True
             read_cell(f, offsets[reads % 4])
             reads += 1
-            assert time.monotonic() < deadline, "recovery not noticed"
+            return False
+
+        wait_until(recovered, 60, f"the model to notice {slow} recovered", interval=0)
         probes = fs.stats().per_datanode[slow]["probes"]
         before = fs.stats().per_datanode[slow]
         read_cell(f, offsets[0])

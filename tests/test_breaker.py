@@ -10,22 +10,12 @@ import pytest
 
 from hedgefs.client.breaker import ALLOWED, BURST, REFUSED_BREAKER, REFUSED_RATE, CircuitBreaker
 from hedgefs.client.config import HedgeConfig, parse_threshold
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance_ms(self, ms: float) -> None:
-        self.now += ms / 1000.0
+from nn_support import FakeClock
 
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return FakeClock(start=1000.0)
 
 
 def breaker(clock, **overrides) -> CircuitBreaker:
@@ -64,15 +54,15 @@ def test_third_distinct_impaired_datanode_opens_the_breaker(clock, caplog):
 def test_impaired_datanodes_outside_the_window_do_not_count(clock):
     b = breaker(clock)
     b.record_slow("dn1")
-    clock.advance_ms(30_000)
+    clock.advance(30.0)
     b.record_slow("dn2")
-    clock.advance_ms(30_000)  # dn1 is now exactly 60 s old: out of the window
+    clock.advance(30.0)  # dn1 is now exactly 60 s old: out of the window
     b.record_slow("dn3")
     assert b.try_hedge() == ALLOWED
     # Had dn1 been 1 ms younger, it would have counted.
     b2 = breaker(clock)
     b2.record_slow("dn1")
-    clock.advance_ms(59_999)
+    clock.advance(59.999)
     b2.record_slow("dn2")
     b2.record_slow("dn3")
     assert b2.try_hedge() == REFUSED_BREAKER
@@ -82,10 +72,10 @@ def test_cooldown_ends_exactly_after_cooldown_ms(clock, caplog):
     b = breaker(clock)
     for dn in ("dn1", "dn2", "dn3"):
         b.record_slow(dn)
-    clock.advance_ms(29_999)
+    clock.advance(29.999)
     assert b.try_hedge() == REFUSED_BREAKER
     with caplog.at_level(logging.WARNING, logger="hedgefs.client.breaker"):
-        clock.advance_ms(1)
+        clock.advance(0.001)
         assert b.try_hedge() == ALLOWED
     closed = [r.getMessage() for r in caplog.records if "ON again" in r.getMessage()]
     assert len(closed) == 1 and "dn3" in closed[0]
@@ -95,7 +85,7 @@ def test_after_cooldown_the_window_starts_afresh(clock):
     b = breaker(clock)
     for dn in ("dn1", "dn2", "dn3"):
         b.record_slow(dn)
-    clock.advance_ms(30_000)
+    clock.advance(30.0)
     b.record_slow("dn4")
     b.record_slow("dn5")
     assert b.try_hedge() == ALLOWED
@@ -108,9 +98,9 @@ def test_rate_cap_refuses_the_201st_hedge_in_a_second(clock):
     b = breaker(clock)
     assert [b.try_hedge() for _ in range(200)] == [ALLOWED] * 200
     assert b.try_hedge() == REFUSED_RATE
-    clock.advance_ms(999)
+    clock.advance(0.999)
     assert b.try_hedge() == REFUSED_RATE
-    clock.advance_ms(1)
+    clock.advance(0.001)
     assert b.try_hedge() == ALLOWED
 
 
@@ -120,7 +110,7 @@ def test_rate_cap_holds_in_every_sliding_second(clock):
     for step in range(400):  # one attempt every 5 ms for 2 s
         if b.try_hedge() == ALLOWED:
             started.append(clock.now)
-        clock.advance_ms(5)
+        clock.advance(0.005)
     for t in started:
         assert sum(1 for u in started if t <= u < t + 1.0) <= 10
     assert len(started) == 20
@@ -186,14 +176,14 @@ def test_adaptive_impaired_datanodes_are_the_ones_the_model_calls_slow_for_a_sec
         b.record_slow(dn)   # a crossed threshold means nothing here
     assert b.try_hedge() == ALLOWED and b.allows_read_around()
     model.mark("dn1", "dn2")
-    clock.advance_ms(1000)
+    clock.advance(1.0)
     assert b.try_hedge() == ALLOWED and b.allows_read_around() and b.impaired == ["dn1", "dn2"]
     model.mark("dn3")
     assert not b.allows_read_around()     # 3 slow at once: nobody is read around ...
     assert b.try_hedge() == ALLOWED       # ... but dn3 is not impaired yet: no trip
-    clock.advance_ms(999)
+    clock.advance(0.999)
     assert b.trips == 0 and b.try_hedge() == ALLOWED
-    clock.advance_ms(1)
+    clock.advance(0.001)
     assert b.try_hedge() == REFUSED_BREAKER and b.trips == 1 and b.try_extra() == REFUSED_BREAKER
 
 
@@ -201,7 +191,7 @@ def test_a_moments_slowness_of_three_datanodes_trips_nothing(clock):
     model = SlowSet(clock)
     b = adaptive(clock, model)
     model.mark("dn1", "dn2", "dn3")
-    clock.advance_ms(500)
+    clock.advance(0.5)
     assert not b.allows_read_around()
     model.clear("dn1", "dn2", "dn3")
     assert b.allows_read_around() and b.try_hedge() == ALLOWED and b.trips == 0
@@ -221,12 +211,12 @@ def test_adaptive_breaker_opens_again_after_cooldown_while_three_are_still_slow(
     model = SlowSet(clock)
     b = adaptive(clock, model)
     model.mark("dn1", "dn2", "dn3")
-    clock.advance_ms(1000)
+    clock.advance(1.0)
     assert b.is_open
-    clock.advance_ms(30_000)
+    clock.advance(30.0)
     assert b.is_open and b.trips == 2     # still slow: the first question after the cooldown re-trips
     model.clear("dn2", "dn3")
-    clock.advance_ms(30_000)
+    clock.advance(30.0)
     assert not b.is_open and b.trips == 2
 
 

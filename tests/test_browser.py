@@ -13,12 +13,11 @@ import json
 import os
 import pathlib
 import shutil
-import time
 import urllib.request
 
 import pytest
 
-from conftest import pattern, start_cluster
+from conftest import pattern, start_cluster, wait_until
 
 CHROMIUM = next((p for p in (os.environ.get("HEDGEFS_CHROMIUM"), shutil.which("chromium"),
                              shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
@@ -60,9 +59,9 @@ def test_status_page_in_chromium(tmp_path):
             c.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=1000))
             for _ in range(3):
                 assert fs.read_bytes("/web/data.bin") == data
-        deadline = time.monotonic() + 30      # heartbeats carry the reads to the NameNode
-        while slow not in api(c.http_url + "api/")["slow_datanodes"] and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # heartbeats carry the reads to the NameNode
+        wait_until(lambda: slow in api(c.http_url + "api/")["slow_datanodes"], 30,
+                   f"the NameNode to list {slow} as slow")
         rows = api(c.http_url + "api/")["datanodes"]
         assert max(rows, key=lambda d: d["read_p99_ms"])["id"] == slow   # the worst p99 is the slowed one
 

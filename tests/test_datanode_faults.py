@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from conftest import wait_until
 from hedgefs.datanode.faults import FaultConfig, Faults, parse_fault_specs
 
 
@@ -66,7 +67,7 @@ def test_stall_holds_until_cleared():
     result = []
     t = threading.Thread(target=lambda: result.append(f.hold_if_stalled(g)))
     t.start()
-    wait_for(lambda: f.state()["stalled_reads"] == 1)
+    wait_until(lambda: f.state()["stalled_reads"] == 1, 5, "the read to stall", interval=0.005)
     f.set(read_delay_ms=1)           # other knobs do not release a stall
     t.join(0.05)
     assert t.is_alive()
@@ -82,7 +83,7 @@ def test_stalled_read_cancelled_counts_once():
     result = []
     t = threading.Thread(target=lambda: result.append(f.hold_if_stalled(g)))
     t.start()
-    wait_for(lambda: f.state()["stalled_reads"] == 1)
+    wait_until(lambda: f.state()["stalled_reads"] == 1, 5, "the read to stall", interval=0.005)
     g.cancel()
     g.cancel()
     t.join(2)
@@ -158,10 +159,3 @@ def test_counters():
     f.count("WriteUnit")
     s = f.state()
     assert s["calls"] == {"ReadUnit": 2, "WriteUnit": 1} and s["enabled"] is False
-
-
-def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)

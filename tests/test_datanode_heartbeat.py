@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
+from conftest import wait_until
 from hedgefs.datanode.server import DataNode
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec.codec import get_codec
@@ -81,16 +82,6 @@ def start_namenode(port=0):
     return nn, server, port
 
 
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def namenode():
     nn, server, port = start_namenode()
@@ -115,7 +106,7 @@ def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
     store.close()
     dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=3600)
     try:
-        wait_for(lambda: nn.of("heartbeat"))
+        wait_until(lambda: nn.of("heartbeat"), 10, "a heartbeat at the NameNode")
         assert nn.events[0] == ("register", "dn1", dn.address)
         assert nn.events[1] == ("report", "dn1", [(5, 2, 3)])
         assert nn.of("heartbeat")[0] == ("heartbeat", "dn1", 3, 1, 0)
@@ -124,13 +115,13 @@ def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
             nn.commands["dn1"] = [
                 pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=5, index=2)),
                 pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=9, index=9))]
-        wait_for(lambda: nn.of("heartbeat")[-1][2:4] == (0, 0))
+        wait_until(lambda: nn.of("heartbeat")[-1][2:4] == (0, 0), 10, "a heartbeat with no units left")
         assert dn.store.units() == []
 
         with nn.lock:
             nn.reregister = True
-        wait_for(lambda: len(nn.of("register")) == 2)
-        wait_for(lambda: len(nn.of("report")) == 2)
+        wait_until(lambda: len(nn.of("register")) == 2, 10, "the second registration")
+        wait_until(lambda: len(nn.of("report")) == 2, 10, "the block report after re-registering")
         assert nn.of("report")[1] == ("report", "dn1", [])
     finally:
         dn.stop()
@@ -160,7 +151,7 @@ def test_periodic_block_reports(tmp_path, namenode):
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=0.1)
     try:
-        wait_for(lambda: len(nn.of("report")) >= 3)
+        wait_until(lambda: len(nn.of("report")) >= 3, 10, "three block reports")
         assert len(nn.of("register")) == 1
     finally:
         dn.stop()
@@ -189,7 +180,7 @@ def test_damaged_unit_is_caught_by_the_reader_and_a_damaged_sidecar_is_reported(
             with pytest.raises(TransferError) as e:
                 read_range(s, 7, 4, 0, 100, where="dn1")
             assert e.value.status == "DATA_LOSS"
-        bad = wait_for(lambda: nn.of("bad"))
+        bad = wait_until(lambda: nn.of("bad"), 10, "a bad-unit report")
         assert bad == [("bad", "dn1", 7, 4, "checksum mismatch in unit 7/4 at offset 0")]
     finally:
         dn.stop()
@@ -225,7 +216,7 @@ def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
                                             for dn, u in zip(sources, (0, 1, 3))])
         with nn.lock:
             nn.commands["dn9"] = [pb.Command(repair_unit=cmd)]
-        stored = wait_for(lambda: nn.of("stored"))
+        stored = wait_until(lambda: nn.of("stored"), 10, "a unit-stored receipt")
         assert stored == [("stored", "dn9", 50, 2, len(units[2]))]
         got = b"".join(target.store.read(50, 2, 0, len(units[2])))
         assert got == bytes(units[2])
@@ -241,14 +232,14 @@ def test_unreachable_namenode_logged_once_then_recovers(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="hedgefs.datanode")
     dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", heartbeat_interval_s=0.02)
     try:
-        wait_for(lambda: "unreachable" in caplog.text)
+        wait_until(lambda: "unreachable" in caplog.text, 10, "the unreachable log line")
         time.sleep(0.3)     # not a synchronisation: lets ~15 more beats fail
         assert caplog.text.count("unreachable") == 1
         nn, server, _ = start_namenode(port)
         try:
-            wait_for(lambda: nn.of("heartbeat"))
+            wait_until(lambda: nn.of("heartbeat"), 10, "a heartbeat at the NameNode")
             assert nn.of("register")
-            wait_for(lambda: "reachable again" in caplog.text)
+            wait_until(lambda: "reachable again" in caplog.text, 10, "the reachable-again log line")
         finally:
             server.stop(0)
     finally:
@@ -259,19 +250,22 @@ def test_a_written_unit_is_receipted_and_a_scrub_pass_finds_a_flipped_byte(tmp_p
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr, scrub_interval_s=0.1, scrub_bandwidth_bps=0)
     try:
-        from test_datanode_server import Data
+        from dn_support import Data
 
         assert Data(dn.data_port).write(9, 4, b"z" * 70_000, expected=70_000) == 70_000
-        assert wait_for(lambda: nn.of("stored")) == [("stored", "dn1", 9, 4, 70_000)]
-        wait_for(lambda: any(e[2] >= 1 for e in nn.of("scrub")))       # a clean pass: nothing reported
+        stored = wait_until(lambda: nn.of("stored"), 10, "a unit-stored receipt")
+        assert stored == [("stored", "dn1", 9, 4, 70_000)]
+        # a clean pass: nothing reported
+        wait_until(lambda: any(e[2] >= 1 for e in nn.of("scrub")), 10, "a heartbeat counting a scrub pass")
         assert nn.of("bad") == []
         path = dn.store.block_path(9, 4)
         raw = bytearray(path.read_bytes())
         raw[66_000] ^= 1                                                 # in the second 64 KiB chunk
         path.write_bytes(raw)
-        bad = wait_for(lambda: nn.of("bad"))
+        bad = wait_until(lambda: nn.of("bad"), 10, "a bad-unit report")
         assert bad[0] == ("bad", "dn1", 9, 4, "scrub: checksum mismatch in unit 9/4 at offset 65536")
-        wait_for(lambda: any(e[3] >= 1 for e in nn.of("scrub")))       # and the heartbeat says so
+        # and the heartbeat says so
+        wait_until(lambda: any(e[3] >= 1 for e in nn.of("scrub")), 10, "a heartbeat counting a scrub finding")
     finally:
         dn.stop()
 
@@ -288,10 +282,10 @@ def test_receipts_wait_while_the_namenode_is_away_and_go_when_it_is_back(tmp_pat
         assert dn.link.reports.pending() == (1, 1)
         nn, server, _ = start_namenode(port)
         try:
-            bad = wait_for(lambda: nn.of("bad"))
+            bad = wait_until(lambda: nn.of("bad"), 10, "a bad-unit report")
             assert bad == [("bad", "dn1", 3, 2, "checksum mismatch")]
             # the receipt names a unit this DataNode does not hold (nothing was written): not sent
-            wait_for(lambda: dn.link.reports.pending() == (0, 0))
+            wait_until(lambda: dn.link.reports.pending() == (0, 0), 10, "no reports pending")
             assert nn.of("stored") == []
         finally:
             server.stop(0)
@@ -303,7 +297,7 @@ def test_a_datanode_records_the_cluster_it_joins_and_refuses_a_namenode_of_anoth
     nn, addr = namenode
     dn = datanode(tmp_path, "dn1", addr)
     try:
-        wait_for(lambda: nn.of("heartbeat"))
+        wait_until(lambda: nn.of("heartbeat"), 10, "a heartbeat at the NameNode")
         assert "cluster_id=CID-recording" in (tmp_path / "dn1" / "VERSION").read_text().splitlines()
     finally:
         dn.stop()
@@ -315,7 +309,7 @@ def test_a_datanode_records_the_cluster_it_joins_and_refuses_a_namenode_of_anoth
     dn.on_fatal = refusals.append
     dn.start()
     try:
-        wait_for(lambda: refusals)
+        wait_until(lambda: refusals, 10, "the DataNode to refuse the NameNode")
         assert refusals == [f"namenode {addr} is of cluster CID-recording; this DataNode's data dir belongs to "
                             f"cluster CID-elsewhere"]
         assert [e for e in nn.of("heartbeat") if e[1] == "dn2"] == []   # it never went on to heartbeat

@@ -6,13 +6,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import wait_until
+from dn_support import Data, closed_port, stop
 from hedgefs.datanode.metrics import ReadWindows
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS
@@ -20,7 +21,6 @@ from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 from nn_support import FakeClock
-from test_datanode_server import Data, closed_port, stop
 
 ODD_ID = 'dn"7\\<x>'
 
@@ -62,10 +62,8 @@ def test_datanode_serves_metrics_and_health(tmp_path):
                              "--enable-faults", "--fault", "read-delay-ms=300"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not port_file.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "datanode did not start"
-            time.sleep(0.02)
+        wait_until(lambda: port_file.exists() or proc.poll() is not None, 20, "the datanode to write its port file")
+        assert port_file.exists(), "datanode did not start"
         ports = read_port_file(port_file)
         base = f"http://127.0.0.1:{ports['http']}"
         with grpc.insecure_channel(f"127.0.0.1:{ports['rpc']}", options=GRPC_OPTIONS) as channel:
@@ -76,11 +74,11 @@ def test_datanode_serves_metrics_and_health(tmp_path):
             stub.SetFaults(pb.FaultConfig(stall=True))
             sock = data.connect()
             sock.sendall(dt.pack_request(dt.OP_READ, 1, 0, 0, 1000))
-            while stub.GetFaults(pb.FaultClearRequest()).stalled_reads == 0:
-                time.sleep(0.01)
+            wait_until(lambda: stub.GetFaults(pb.FaultClearRequest()).stalled_reads, 10, "the read to stall",
+                       interval=0.01)
             sock.close()   # the cancel
-            while stub.GetFaults(pb.FaultClearRequest()).cancelled_reads == 0:
-                time.sleep(0.01)
+            wait_until(lambda: stub.GetFaults(pb.FaultClearRequest()).cancelled_reads, 10,
+                       "the stalled read to count as cancelled", interval=0.01)
         status, text = http_get(base + "/metrics")
         assert status == 200
         m = samples(text)

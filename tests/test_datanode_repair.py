@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from conftest import wait_until
 from hedgefs.datanode.repair_worker import RepairError, RepairRunner, repair_unit
 from hedgefs.datanode.server import DataNode
 from hedgefs.ec.codec import codec_for
@@ -189,10 +190,7 @@ def test_runner_reports_stored_units_and_skips_duplicates(nodes):
         runner.shutdown()
     assert got == [(106, 4, len(units[4]))]
     assert stored(nodes[6], 106, 4) == units[4]
-    deadline = time.monotonic() + 5
-    while runner.active():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: not runner.active(), 5, "the repair runner to have no repair active", interval=0.01)
 
 
 def test_decode_uses_the_commands_policy(nodes):

@@ -1,8 +1,8 @@
 """The DataNode's incremental reports (receipts, bad units), without gRPC: bounded, retried, deduplicated."""
 
 import threading
-import time
 
+from conftest import wait_until
 from hedgefs.datanode.reports import Reports
 
 
@@ -31,13 +31,6 @@ class FakeNameNode:
         self.block_reports_asked += 1
 
 
-def wait_for(cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
-
-
 def test_reports_are_bounded_deduplicated_retried_and_a_full_report_covers_dropped_receipts():
     nn = FakeNameNode()
     r = Reports(send_stored=nn.send_stored, send_bad=nn.send_bad, has_unit=lambda g, i, gen: (g, i) != (9, 9),
@@ -52,9 +45,10 @@ def test_reports_are_bounded_deduplicated_retried_and_a_full_report_covers_dropp
     r.covered([(1, 1, 7)])                  # a full block report listed it
     r.start()
     try:
-        wait_for(lambda: nn.calls >= 3)     # the NameNode is down: retried, nothing lost
+        # the NameNode is down: retried, nothing lost
+        wait_until(lambda: nn.calls >= 3, 10, "three sends to the NameNode that is down", interval=0.005)
         nn.up = True
-        wait_for(lambda: r.pending() == (0, 0))
+        wait_until(lambda: r.pending() == (0, 0), 10, "no reports pending", interval=0.005)
         assert sorted(nn.stored) == [(1, 0, 7, 100), (1, 2, 7, 100)]
         assert sorted(nn.bad) == [(2, 0, 7, "bad"), (2, 1, 7, "bad"), (2, 2, 7, "bad")]
     finally:

@@ -17,86 +17,13 @@ import time
 import grpc
 import pytest
 
+from conftest import wait_until
+from dn_support import MiB, Data, launch, stop, wait_port
 from hedgefs.datanode.server import DataNode
-from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
-
-MiB = 1024 * 1024
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(tmp_path, *extra, name="dn3", env=None, wait=True):
-    """Start a DataNode; returns (process, gRPC port, data port), or (process, port file) unless ``wait``."""
-    port_file = tmp_path / f"{name}.port"
-    cmd = [sys.executable, "-m", "hedgefs", "datanode", "--id", name, "--port", "0",
-           "--data-dir", str(tmp_path / name), "--namenode", f"127.0.0.1:{closed_port()}",
-           "--port-file", str(port_file), "--heartbeat-interval-s", "0.2", "--no-fsync", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **(env or {})))
-    return wait_port(proc, port_file) if wait else (proc, port_file)
-
-
-def wait_port(proc, port_file):
-    deadline = time.monotonic() + 20
-    while not port_file.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"datanode exited: {proc.stderr.read()}")
-        assert time.monotonic() < deadline, "datanode did not write its port file"
-        time.sleep(0.02)
-    ports = read_port_file(port_file)
-    return proc, ports["rpc"], ports["data"]
-
-
-def stop(proc):
-    proc.send_signal(signal.SIGTERM)
-    try:
-        assert proc.wait(10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.stderr.read()
-
-
-class Data:
-    """A blocking data-port client for one DataNode: a connection per call, like a cold client."""
-
-    def __init__(self, port: int):
-        self.port = port
-
-    def connect(self, timeout=10.0) -> socket.socket:
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
-
-    def write(self, g, i, data, finalize=True, expected=None, chunk=MiB, end_length=None, generation=0):
-        """Stream a unit; its length goes with END (``end_length``, default ``expected`` or the
-        data's length); ``expected`` also goes up front when given."""
-        with self.connect() as s:
-            s.sendall(dt.pack_request(dt.OP_WRITE, g, i, 0, expected or 0, generation=generation))
-            dt.recv_response(s, "dn3")
-            for p in range(0, len(data), chunk):
-                s.sendall(dt.PACKET.pack(dt.PACKET_DATA, len(data[p:p + chunk])) + data[p:p + chunk])
-            if not finalize:
-                return None
-            if end_length is None:
-                end_length = len(data) if expected is None else expected
-            s.sendall(dt.PACKET.pack(dt.PACKET_END, end_length))
-            dt.recv_response(s, "dn3")
-            stored = bytearray(8)
-            dt.recv_exactly(s, memoryview(stored))
-            return dt.STORED.unpack(stored)[0]
-
-    def read(self, g, i, off, n, timeout=10.0, generation=0):
-        with self.connect(timeout) as s:
-            return bytes(dt.read_range(s, g, i, off, n, where="dn3", generation=generation))
-
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
@@ -132,16 +59,6 @@ def error_of(fn, *args, **kw) -> tuple[str, str]:
 
 def state(stub):
     return stub.GetFaults(pb.FaultClearRequest())
-
-
-def poll(stub, cond, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        s = state(stub)
-        if cond(s):
-            return s
-        assert time.monotonic() < deadline, f"state never matched: {s}"
-        time.sleep(0.01)
 
 
 DATA = os.urandom(2 * MiB + 12345)
@@ -215,9 +132,15 @@ def test_stalled_read_cancelled_by_client(data, stub):
     stub.SetFaults(pb.FaultConfig(stall=True))
     s = data.connect()
     s.sendall(dt.pack_request(dt.OP_READ, 12, 0, 0, 1000))
-    poll(stub, lambda st: st.stalled_reads == 1)
+    wait_until(lambda: state(stub).stalled_reads == 1, 10, "the read to stall", interval=0.01)
     s.close()   # closing the connection is the cancel
-    st = poll(stub, lambda st: st.stalled_reads == 0 and st.cancelled_reads == before + 1)
+
+    def cancelled():
+        st = state(stub)
+        return st if st.stalled_reads == 0 and st.cancelled_reads == before + 1 else None
+
+    st = wait_until(cancelled, 10, "the stalled read to count as cancelled", interval=0.01,
+                    detail=lambda: f"state {state(stub)}")
     assert st.stall
 
 
@@ -227,7 +150,7 @@ def test_stalled_read_released_by_clear(data, stub):
     out = []
     t = threading.Thread(target=lambda: out.append(data.read(13, 0, 0, 1000)))
     t.start()
-    poll(stub, lambda s: s.stalled_reads == 1)
+    wait_until(lambda: state(stub).stalled_reads == 1, 10, "the read to stall", interval=0.01)
     stub.SetFaults(pb.FaultConfig(stall=False))
     t.join(10)
     assert out == [b"r" * 1000]
@@ -240,7 +163,8 @@ def test_delayed_read_is_freed_by_cancellation(data, stub):
     t0 = time.monotonic()
     with pytest.raises(TimeoutError):
         data.read(14, 0, 0, 10, timeout=0.3)
-    poll(stub, lambda s: s.cancelled_reads == before + 1)
+    wait_until(lambda: state(stub).cancelled_reads == before + 1, 10, "the delayed read to count as cancelled",
+               interval=0.01)
     assert time.monotonic() - t0 < 5
     stub.SetFaults(pb.FaultConfig(read_delay_ms=200, probability=1.0))
     t0 = time.monotonic()
@@ -297,7 +221,7 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
     held = [data.connect() for _ in range(4)]
     for s in held:
         s.sendall(dt.pack_request(dt.OP_READ, 22, 0, 0, 100))
-    poll(stub, lambda st: st.stalled_reads == 4)
+    wait_until(lambda: state(stub).stalled_reads == 4, 10, "four reads to stall", interval=0.01)
     with data.connect() as extra:
         with pytest.raises(dt.Busy) as e:
             dt.read_range(extra, 22, 0, 0, 100)
@@ -308,15 +232,14 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
             s.close()
         # Same connection, served once a slot is free: a held read's slot frees when its last byte
         # has gone out, which may be after its header reached us (on a loaded machine, it was).
-        deadline = time.monotonic() + 10
-        while True:
+        def read_unless_busy():
             try:
-                got = dt.read_range(extra, 22, 0, 0, 100)
-                break
+                return bytes(dt.read_range(extra, 22, 0, 0, 100))
             except dt.Busy:
-                assert time.monotonic() < deadline, "no slot freed 10 s after the stalled reads ended"
-                time.sleep(0.01)
-        assert bytes(got) == b"b" * 100
+                return None
+
+        got = wait_until(read_unless_busy, 10, "a slot to free after the stalled reads ended", interval=0.01)
+        assert got == b"b" * 100
     assert state(stub).calls["busy"] >= 1
 
 

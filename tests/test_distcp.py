@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import CELL, assert_one_line_error, pattern, run_cli, start_cluster
+from conftest import CELL, assert_one_line_error, pattern, run_cli, start_cluster, wait_until
 from hedgefs.client.errors import NotFound
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -76,15 +76,6 @@ def set_delay(cluster, ms):
             cluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
 
 
-def wait_for(condition, timeout=60, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def staged_parts(fs):
     return [e for e in fs.list("/", recursive=True) if "/.distcp-" in e.path and "-part-" in e.path]
 
@@ -136,7 +127,7 @@ def test_kill_9_in_the_middle_then_rerun_completes(cluster, fs, dst, dst_fs):
     try:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: len(staged_parts(dst_fs)) >= 2, what="two parts staged")
+            wait_until(lambda: len(staged_parts(dst_fs)) >= 2, 60, "two parts staged")
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -177,9 +168,9 @@ def test_a_concat_is_atomic_for_a_concurrent_reader(dst_fs):
     t = threading.Thread(target=reader)
     t.start()
     try:
-        wait_for(lambda: "absent" in seen, what="the reader's first look")
+        wait_until(lambda: "absent" in seen, 60, "the reader's first look")
         dst_fs.concat("/atomic/f", [f"/atomic/stage/p{i}" for i in range(3)])
-        wait_for(lambda: "whole" in seen, what="the reader to see the file")
+        wait_until(lambda: "whole" in seen, 60, "the reader to see the file")
     finally:
         stop.set()
         t.join()
@@ -273,8 +264,8 @@ def test_a_source_that_changes_during_the_copy_fails_alone(cluster, fs, dst, dst
     set_delay(cluster, 400)   # every read >= 400 ms: b's other 5 segments take >= 2 s after its first
     try:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        wait_for(lambda: any("-part-" in p.path for p in staged_parts(dst_fs) if p.length == 3 * 256 * 1024),
-                 what="a part of b staged")
+        wait_until(lambda: any("-part-" in p.path for p in staged_parts(dst_fs) if p.length == 3 * 256 * 1024),
+                   60, "a part of b staged")
         put(fs, "/dcc/b", pattern(4 * 1024 * 1024, 3))   # replaced mid-copy
         _, err = proc.communicate(timeout=120)
     finally:

@@ -457,9 +457,14 @@ def test_corrupt_unit_at_k_plus_1_good_units_is_not_deleted_before_the_repair_la
             scrubbed.start(dn)
         scrubbed.wait_live(dead)
         scrubbed.thaw(spare)
-        while blk.exists():          # whenever the corrupt copy is gone, the group is whole again
+
+        def corrupt_copy_gone():     # whenever the corrupt copy is gone, the group is whole again
+            if not blk.exists():
+                return True
             assert fsck(fs).status != "HEALTHY" or holders(fs, path)[index] == spare
-            time.sleep(0.05)
+            return False
+
+        wait_until(corrupt_copy_gone, 60, f"the corrupt copy of unit {gid}/{index} on {bad_dn} to be deleted")
         assert fsck(fs).status == "HEALTHY" and holders(fs, path)[index] == spare
         assert run_cli("cat", path, namenode=nn).stdout == data
         fs.delete(path)

@@ -2,9 +2,11 @@
 
 Every read checks its bytes. These tests must hold on a busy machine, so time never decides an
 outcome by a narrow margin: tests that count hedges use a 1 s threshold (no healthy unit read on
-loopback takes that long, loaded or not) against faults of 3 s and more, and bound the hedged
-read well below the fault; tests that assert *no* hedge use a threshold no read reaches (60 s),
-so what they check is counted work (unit reads, rebuilds), not speed. Speed targets live in bench/.
+loopback takes that long, loaded or not) against faults of 3 s and more; the counters (hedges,
+hedge wins) prove the hedge, and a time bound, where there is one, is the fault itself (the read
+did not wait it out), never a speed. Tests that assert *no* hedge use a threshold no read reaches
+(60 s), so what they check is counted work (unit reads, rebuilds), not speed. Speed targets live
+in bench/.
 """
 
 import gc
@@ -14,6 +16,7 @@ import time
 import pytest
 
 from conftest import CELL, STRIPE, cli_env, pattern, run_cli, start_cluster, wait_until
+from dn_support import faults_fixture
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -30,21 +33,7 @@ def hcluster(tmp_path_factory, security):
     c.down()
 
 
-@pytest.fixture
-def faults(hcluster):
-    """Set faults on DataNodes; every fault is cleared (and every process thawed) after the test."""
-    touched = set()
-
-    def set_faults(dn: str, **knobs) -> None:
-        touched.add(dn)
-        hcluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(**knobs))
-
-    yield set_faults
-    for dn in touched | set(hcluster.datanode_ids):
-        if hcluster.process_state(dn) == "frozen":
-            hcluster.thaw(dn)
-    for dn in touched:
-        hcluster.datanode_rpc(dn, "ClearFaults", pb.FaultClearRequest())
+faults = faults_fixture("hcluster")   # faults(dn, **knobs); cleared (and every DataNode thawed) after the test
 
 
 def fault_state(cluster, dn: str) -> pb.FaultState:
@@ -65,7 +54,7 @@ def two_stripes(hcluster):
         return data, holders(fs, "/h/two-stripes")
 
 
-def test_one_datanode_5s_slow_cat_finishes_under_4s(hcluster, faults, two_stripes):
+def test_one_datanode_5s_slow_cat_is_hedged_and_does_not_wait_it_out(hcluster, faults, two_stripes):
     data, units = two_stripes
     faults(units[0], read_delay_ms=5000)
     start = time.monotonic()
@@ -74,7 +63,7 @@ def test_one_datanode_5s_slow_cat_finishes_under_4s(hcluster, faults, two_stripe
     hedged_s = time.monotonic() - start
     assert hedged.code == 0, hedged.stderr
     assert hedged.stdout == data
-    assert hedged_s < 4.0, f"hedged cat took {hedged_s:.2f} s"
+    assert hedged_s < 5.0, f"hedged cat took {hedged_s:.2f} s: it waited out the 5 s delay"
     assert "hedges=1 hedge_wins=1" in hedged.stderr, hedged.stderr  # one read of unit 0, both stripes
     assert f"{units[0]}: unit_reads=0" in hedged.stderr and "overdue=1" in hedged.stderr, hedged.stderr
 
@@ -95,7 +84,8 @@ def test_frozen_datanode_is_hedged_including_connect(hcluster, faults, two_strip
     elapsed = time.monotonic() - start
     assert result.code == 0, result.stderr
     assert result.stdout == data
-    assert elapsed < 5.0, f"cat with a frozen DataNode took {elapsed:.2f} s"
+    # unhedged, a frozen DataNode is waited on for the unit-read timeout (60 s)
+    assert elapsed < 30.0, f"cat with a frozen DataNode took {elapsed:.2f} s"
     assert "hedge_wins=1" in result.stderr, result.stderr
     print(f"cat with {units[1]} frozen: {elapsed:.2f} s")
 
@@ -193,7 +183,7 @@ def test_hedge_in_short_last_stripe(hcluster, faults):
         elapsed = time.monotonic() - start
         stats = fs.stats()
     assert got == data[STRIPE:]
-    assert elapsed < 4.0, f"hedged read of the short last stripe took {elapsed:.2f} s"
+    assert elapsed < 5.0, f"hedged read of the short last stripe took {elapsed:.2f} s: it waited out the 5 s delay"
     assert stats.counters["hedge_wins"] == 1
 
 
@@ -206,8 +196,10 @@ def test_slow_hedge_source_brings_in_another_unit(hcluster, faults, two_stripes)
         start = time.monotonic()
         assert f.pread(0, CELL) == data[:CELL]
         elapsed = time.monotonic() - start
-    # hedge at 1 s, the frozen source overdue at 2 s, parity brought in: well before the 8 s
-    assert elapsed < 6.0, f"took {elapsed:.2f} s"
+        c = fs.stats().counters
+    assert c["hedges"] == c["hedge_wins"] == 1, c    # the one read of unit 0, won by its rebuild
+    # hedge at 1 s, the frozen source overdue at 2 s, parity brought in: before the 8 s delay
+    assert elapsed < 8.0, f"took {elapsed:.2f} s: it waited out the 8 s delay"
 
 
 def expected_unit_reads(fs: FileSystem, path: str, offset: int, length: int) -> int:

@@ -10,25 +10,15 @@ import pytest
 
 from hedgefs.client import latency
 from hedgefs.client.latency import LatencyModel, ceiling, size_class
+from nn_support import FakeClock
 
 CELL = 64 * 1024
 PEERS = [f"dn{i}" for i in range(1, 11)]
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return FakeClock(start=1000.0)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from conftest import GROUP, STRIPE, assert_one_line_error, pattern, run_cli
+from conftest import GROUP, STRIPE, assert_one_line_error, pattern, run_cli, wait_until
 
 
 def unit_holders(cluster, path: str) -> list[str]:
@@ -20,7 +20,9 @@ def unit_holders(cluster, path: str) -> list[str]:
 
 @pytest.mark.parametrize("lost", [0, 1, 2, 3])
 def test_up_to_3_lost_units_read_back_exactly(fs, lost):
-    """Library-level: decode from whichever units remain (every pattern of `lost` data/parity units)."""
+    """Library-level: decode from whichever units remain, for a seeded sample of at most 12 patterns
+    of `lost` data/parity units (every pattern for 0 and 1 lost; 12 of 36 for 2, 12 of 84 for 3).
+    Every loss pattern is decoded in test_ec_codec.py, against the codec alone."""
     from hedgefs.client.locations import GroupLocation
 
     data = pattern(2 * STRIPE + 1234, seed=lost)
@@ -65,8 +67,6 @@ def test_kill_3_datanodes_then_4(private_cluster, tmp_path):
 
 def test_open_file_follows_units_moved_by_repair(private_cluster):
     """A reader that cached the unit map before a repair finds the rebuilt unit on its own."""
-    import time
-
     from hedgefs.client.fs import FileSystem
 
     data = pattern(STRIPE + 999, seed=8)
@@ -75,14 +75,13 @@ def test_open_file_follows_units_moved_by_repair(private_cluster):
         with fs.open("/moved") as f:  # unit locations cached here
             cached = [f.status.groups[0].units[i].datanode_id for i in range(9)]
             private_cluster.kill(cached[0])
-            deadline = time.monotonic() + 60
+
             def holder_of_unit_0():
                 unit = fs.stat("/moved").groups[0].units.get(0)  # absent while its holder is dead
                 return unit.datanode_id if unit else cached[0]
 
-            while holder_of_unit_0() == cached[0]:
-                assert time.monotonic() < deadline, "unit 0 was not repaired onto another DataNode"
-                time.sleep(0.1)
+            wait_until(lambda: holder_of_unit_0() != cached[0], 60, "unit 0 repaired onto another DataNode",
+                       interval=0.1)
             for dn in cached[1:4]:  # 4 of the cached holders are now gone; only 3 really are
                 private_cluster.kill(dn)
             assert f.pread(0, len(data)) == data

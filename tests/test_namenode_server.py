@@ -6,11 +6,11 @@ import itertools
 import subprocess
 import sys
 import threading
-import time
 
 import grpc
 import pytest
 
+from conftest import wait_until
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2 as pb, hedgefs_pb2_grpc
 
 SERVE = (
@@ -25,14 +25,14 @@ def start(data_dir, port_file, log_path):
     log = open(log_path, "ab")
     proc = subprocess.Popen([sys.executable, "-c", SERVE, str(data_dir), str(port_file)],
                             stdout=log, stderr=log)
-    deadline = time.monotonic() + 15
-    while not os.path.exists(port_file):
-        if proc.poll() is not None:
-            raise AssertionError(f"namenode exited with {proc.returncode}:\n{open(log_path).read()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"namenode wrote no port file in 15 s:\n{open(log_path).read()}")
-        time.sleep(0.02)  # polling for the port file, with a deadline
+    try:
+        wait_until(lambda: os.path.exists(port_file) or proc.poll() is not None, 15,
+                   "the namenode to write its port file", interval=0.02, detail=lambda: open(log_path).read())
+    except AssertionError:
+        proc.kill()
+        raise
+    if not os.path.exists(port_file):
+        raise AssertionError(f"namenode exited with {proc.returncode}:\n{open(log_path).read()}")
     port = int(open(port_file).read())
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
     grpc.channel_ready_future(channel).result(timeout=10)
@@ -133,8 +133,6 @@ def test_kill_9_during_group_commit_loses_nothing_acknowledged(tmp_path, procs):
     """16 writers (mkdir, and create + complete) share commits; the NameNode is killed while
     their changes are being applied and committed. After a restart every change any writer was
     answered for is there: an answer is sent only once its batch is durable."""
-    from conftest import wait_until
-
     data_dir, log_path = tmp_path / "nn", tmp_path / "nn.log"
     proc, channel, nn = start(data_dir, tmp_path / "port1", log_path)
     procs.append(proc)

@@ -1,11 +1,11 @@
 """The write path without gRPC: Create -> AddBlockGroup* -> Complete / Abandon, placement, leases."""
 
 import threading
-import time
 from collections import Counter
 
 import pytest
 
+from conftest import wait_until
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from nn_support import add_datanodes, heartbeat_all, make_namenode, stored, write_file
@@ -338,10 +338,10 @@ def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
     t = threading.Thread(target=lambda: done.append(
         nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])))
     t.start()
-    deadline = time.monotonic() + 10
-    while not nn._receipts._waiters:             # Complete is waiting, the lock released
-        assert time.monotonic() < deadline and t.is_alive()
-        time.sleep(0.005)
+    # Complete is waiting, the lock released
+    wait_until(lambda: nn._receipts._waiters or not t.is_alive(), 10, "Complete to wait for the receipts",
+               interval=0.005)
+    assert t.is_alive()
     nn.unit_stored(group.units[3].datanode_id, group.id, 3, group.generation)
     assert t.is_alive() and not done             # one of two claimed: still waiting
     nn.unit_stored(group.units[4].datanode_id, group.id, 4, group.generation)

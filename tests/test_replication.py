@@ -6,8 +6,9 @@ Block boundaries: the shared clusters use 256 KiB blocks for EC; a replicated bl
 0 bytes, 1, B - 1, B, B + 1, several blocks and a short last one.
 
 As in test_hedged_reads.py, tests that count hedges use a 1 s threshold against faults of 5 s (or
-a frozen process) and bound the hedged read well below the fault; nothing waits on time in place
-of synchronisation (``wait_until`` polls what a user could check).
+a frozen process); the counters prove the hedge, and the only time bound is the fault itself (the
+read did not wait it out); nothing waits on time in place of synchronisation (``wait_until`` polls
+what a user could check).
 """
 
 from __future__ import annotations
@@ -337,7 +338,7 @@ def test_one_replica_5s_slow_hedged_read_wins(rcluster, rfs):
     result = run_cli("cat", "--stats", "--hedge-threshold-ms", str(THRESHOLD_MS), path, namenode=nn)
     elapsed = time.monotonic() - start
     assert result.code == 0 and result.stdout == data, result.stderr
-    assert elapsed < 4.0, f"hedged cat took {elapsed:.2f} s with {first} +5 s"
+    assert elapsed < 5.0, f"hedged cat took {elapsed:.2f} s: it waited out {first}'s +5 s"
     assert "hedges=1 hedge_wins=1" in result.stderr, result.stderr
     assert f"{first}: unit_reads=0" in result.stderr and "overdue=1" in result.stderr, result.stderr
     wait_until(lambda: rcluster.datanode_rpc(first, "GetFaults", pb.FaultClearRequest()).cancelled_reads > before,
@@ -354,7 +355,8 @@ def test_frozen_replica_is_hedged_including_connect(rcluster, rfs):
     result = run_cli("cat", "--stats", "--hedge-threshold-ms", str(THRESHOLD_MS), path, namenode=nn)
     elapsed = time.monotonic() - start
     assert result.code == 0 and result.stdout == data, result.stderr
-    assert elapsed < 5.0, f"cat with {first} frozen took {elapsed:.2f} s"
+    # unhedged, a frozen replica is waited on for the unit-read timeout (60 s)
+    assert elapsed < 30.0, f"cat with {first} frozen took {elapsed:.2f} s"
     assert "hedges=1 hedge_wins=1" in result.stderr, result.stderr
 
 

@@ -241,7 +241,8 @@ def test_diagnose_tells_tls_refusals_from_a_server_that_is_down(made, tmp_path):
 def test_an_insecure_server_on_a_reachable_address_says_so_once(tmp_path, host, warnings):
     import subprocess
     import sys
-    import time
+
+    from conftest import wait_until
 
     procs = []
     try:
@@ -254,10 +255,9 @@ def test_an_insecure_server_on_a_reachable_address_says_so_once(tmp_path, host, 
                                                   "--port-file", str(port_file), *args], stderr=log, stdout=log),
                           port_file))
         for role, proc, port_file in procs:
-            deadline = time.monotonic() + 30
-            while not port_file.exists():
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / f"{role}.log").read_text()
-                time.sleep(0.05)
+            wait_until(lambda: port_file.exists() or proc.poll() is not None, 30, f"the {role} to write its port file",
+                       detail=lambda: (tmp_path / f"{role}.log").read_text())
+            assert port_file.exists(), (tmp_path / f"{role}.log").read_text()
             lines = [ln for ln in (tmp_path / f"{role}.log").read_text().splitlines() if "without --credentials" in ln]
             assert len(lines) == warnings, lines
             if warnings:

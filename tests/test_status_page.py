@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 
-from conftest import pattern, run_cli, start_cluster
+from conftest import pattern, run_cli, start_cluster, wait_until
 
 
 def fetch(url: str) -> str:
@@ -44,12 +43,13 @@ def test_a_slowed_datanode_stands_out_on_the_page(tmp_path):
             c.datanode_rpc(slow, "SetFaults", pb.FaultConfig(read_delay_ms=1000))
             for _ in range(3):
                 assert fs.read_bytes("/slow.bin") == data
-        deadline = time.monotonic() + 30   # the next heartbeats carry the reads: poll for them
-        page = json.loads(fetch(c.http_url + "api/"))
-        while slow not in page["slow_datanodes"] and time.monotonic() < deadline:
-            time.sleep(0.05)
+
+        def slow_listed():   # the next heartbeats carry the reads
             page = json.loads(fetch(c.http_url + "api/"))
-        assert slow in page["slow_datanodes"], page["datanodes"]
+            return page if slow in page["slow_datanodes"] else None
+
+        page = wait_until(slow_listed, 30, f"the NameNode to list {slow} as slow",
+                          detail=lambda: json.loads(fetch(c.http_url + "api/"))["datanodes"])
         row = max(page["datanodes"], key=lambda d: d["read_p99_ms"])
         assert row["id"] == slow and row["faults"] == {"read_delay_ms": "1000"} and row["read_p99_ms"] >= 900
     finally:
