@@ -108,7 +108,7 @@ class HedgeFileSystem(AbstractFileSystem):
         """Whether the client has hedged, read around or rebuilt a unit in the last TROUBLE_S, or
         holds a DataNode slow: then reads go to the hedged reader in pieces (files.Pieces)."""
         m = self.client.metrics
-        seen = m.counter("hedges") + m.counter("avoided") + m.counter("decodes_on_failure")
+        seen = m.counter("hedges") + m.counter("avoided") + m.counter("rebuilt_on_failure")
         now = time.monotonic()
         if seen != self._trouble_seen:
             self._trouble_seen, self._trouble_at = seen, now
