@@ -140,7 +140,7 @@ def test_a_large_block_report_goes_in_parts(tmp_path, namenode, monkeypatch):
     store.close()
     dn = datanode(tmp_path, "dn1", addr, block_report_interval_s=3600)
     try:
-        wait_for(lambda: nn.of("heartbeat"))
+        wait_until(lambda: nn.of("heartbeat"), 10, "the DataNode's first heartbeat")
         assert nn.of("report-part") == [("report-part", "dn1", 0, True, 2), ("report-part", "dn1", 1, True, 2),
                                         ("report-part", "dn1", 2, False, 1)]
     finally:

@@ -93,7 +93,9 @@ def frozen_part_way(cluster, fs, datanode: str):
     assert froze.is_set(), "the read asked for one range only"
     counters = fs.stats().counters
     result.update({k: counters[k] - before.get(k, 0) for k in counters})
-    assert result["hedges"] >= 1, f"no read was hedged around the frozen DataNode: {result}"
+    # Reads went around the frozen DataNode: hedged, or read around once the model called it silent
+    # (what a busy host's breaker allows: on two cores shared with other tests it may be open).
+    assert result["hedges"] + result["avoided"] >= 1, f"no read went around the frozen DataNode: {result}"
 
 
 def datanode_read_bytes(cluster) -> int:

@@ -4,6 +4,7 @@
     AlreadyExists                     FileExistsError
     IsADirectory, "is a directory:"   IsADirectoryError
     "not a directory:"                NotADirectoryError
+    "directory not empty:"            OSError(ENOTEMPTY)
     NotAllowed (credentials, modes)   PermissionError
     Unavailable (no NameNode)         ConnectionError
     any other HedgefsError            OSError (data unavailable, directory not empty, ...)
@@ -14,6 +15,7 @@ A bad argument (UsageError with no better match) is a ValueError, as for Python'
 """
 
 import contextlib
+import errno
 
 from hedgefs.client.errors import (
     AlreadyExists,
@@ -37,6 +39,10 @@ def python_error(err: HedgefsError) -> Exception:
         return IsADirectoryError(message)
     if message.startswith("not a directory"):
         return NotADirectoryError(message)
+    if message.startswith("directory not empty"):   # a usage error to the CLI (exit 2), ENOTEMPTY to Python
+        error = OSError(message)
+        error.errno = errno.ENOTEMPTY
+        return error
     if isinstance(err, NotAllowed):
         return PermissionError(message)
     if isinstance(err, Unavailable):
