@@ -51,6 +51,9 @@ import yaml
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
+# Reserves a free loopback port per service before its process binds it: run alone (Makefile).
+pytestmark = pytest.mark.alone
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
