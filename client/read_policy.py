@@ -88,6 +88,10 @@ class ReadPolicy:
     def troubled(self, datanode: str) -> bool:
         return False
 
+    def late(self, datanode: str, threshold: float) -> bool:
+        """A replica to ask last: troubled, or silent past the threshold with reads out now."""
+        return False
+
     def rank_sources(self, candidates: Iterable[tuple[int, str | None, bool]], k: int, exclude: frozenset[str]) -> list[int]:
         """Units to decode from, best first. ``candidates``: (index, DataNode or None, free),
         free meaning the range is past the unit's end (zeros, no read). Free first; then away
@@ -112,8 +116,7 @@ class ReadPolicy:
 
         def rank(r):
             index, dn = r
-            late = self.troubled(dn) or (self.rescue_poll_s is not None and model.silent_for(dn) >= threshold)
-            return (dn in exclude, late, model.failed_recently(dn), speed_band(model.score(dn)), index)
+            return (dn in exclude, self.late(dn, threshold), model.failed_recently(dn), speed_band(model.score(dn)), index)
 
         return [r[0] for r in sorted(replicas, key=rank)]
 
@@ -165,6 +168,9 @@ class AdaptivePolicy(ReadPolicy):
 
     def troubled(self, datanode: str | None) -> bool:
         return datanode is not None and (self.model.is_slow(datanode) or self.model.is_silent(datanode))
+
+    def late(self, datanode: str, threshold: float) -> bool:
+        return self.troubled(datanode) or self.model.silent_for(datanode) >= threshold
 
     def route(self, datanode: str) -> Route:
         model = self.model

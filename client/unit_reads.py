@@ -133,10 +133,6 @@ class UnitRead:
             self._sync()
         return self._state
 
-    @state.setter
-    def state(self, value: State) -> None:
-        self._state = value
-
     @property
     def running(self) -> bool:
         return not self.task.done()
@@ -163,6 +159,11 @@ class UnitRead:
             self.cancel(metrics)
         else:
             asyncio.get_running_loop().call_later(after + 0.005, self.cancel, metrics)
+
+    def run_on(self) -> None:
+        """Not wanted any more, but left to run to its end (a probe: its latency is the point)."""
+        if self.running:
+            self._state = State.RETIRED
 
     def cancel(self, metrics: "ClientMetrics") -> None:
         """The DataNode sees the cancellation (the socket closes) and stops."""

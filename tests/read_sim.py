@@ -179,7 +179,6 @@ class Client:
         self.datanodes = datanodes
         self.config = HedgeConfig(**hedge)
         self.metrics = ClientMetrics()
-        self.loop_clock = lambda: asyncio.get_running_loop().time()
         self.model = LatencyModel(clock=self._clock)
         self.breaker = CircuitBreaker(self.config, clock=self._clock, model=self.model)
         self.reported: list[int] = []
