@@ -389,10 +389,14 @@ class RegisterRequest(_message.Message):
     def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., storage_id: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
-    __slots__ = ("cluster_id",)
+    __slots__ = ("cluster_id", "epoch", "active")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
-    def __init__(self, cluster_id: _Optional[str] = ...) -> None: ...
+    epoch: int
+    active: bool
+    def __init__(self, cluster_id: _Optional[str] = ..., epoch: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats", "data_address")
@@ -504,12 +508,16 @@ class Command(_message.Message):
     def __init__(self, delete_unit: _Optional[_Union[DeleteUnitCommand, _Mapping]] = ..., repair_unit: _Optional[_Union[RepairUnitCommand, _Mapping]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("commands", "reregister")
+    __slots__ = ("commands", "reregister", "epoch", "active")
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     REREGISTER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     reregister: bool
-    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., reregister: _Optional[bool] = ...) -> None: ...
+    epoch: int
+    active: bool
+    def __init__(self, commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., reregister: _Optional[bool] = ..., epoch: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class StoredUnit(_message.Message):
     __slots__ = ("group_id", "index", "length", "generation")
