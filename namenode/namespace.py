@@ -31,6 +31,9 @@ from hedgefs.security.identity import ADMIN, SUPERUSER, Identity, check_name
 Release = Callable[[list[int]], None]
 Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw
 SUPER = Identity(SUPERUSER, ADMIN)   # the default caller of tests and tools that drive this directly
+LIST_PAGE = 1000             # entries in a List page unless the caller asks for fewer
+LIST_PAGE_MAX = 10000
+LIST_PAGE_BYTES = 1 << 20    # a page stops past about this many bytes: far below the 4 MiB message limit
 
 
 @lru_cache(maxsize=256)
