@@ -131,10 +131,8 @@ class BlockMap:
         return g, row[4], row[5]
 
     def ours(self, group_id: int, generation: int) -> bool:
-        """Did this namespace issue the unit (group id, generation)? Generation 0: a group from
-        before generations existed, which only a namespace that had such groups can own."""
-        if generation == 0:
-            return group_id <= int(self.db.meta("legacy_max_group"))
+        """Did this namespace issue the unit (group id, generation)? Every group has one from its
+        own range; 0 (a unit named without one) is nobody's."""
         return int(self.db.meta("generation_first")) <= generation < int(self.db.meta("generation_next"))
 
     def _next_generation(self) -> int:

@@ -15,8 +15,7 @@ what is committed, taken without the lock.
 Tables
   meta             schema_version; cluster_id (made when the namespace is first formatted, or
                    given); generation_first/_next: the generations this namespace has issued
-                   (a random start, so another namespace's are not these); legacy_max_group: the
-                   groups from before generations (their units carry generation 0)
+                   (a random start, so another namespace's are not these)
   inodes           directories and files, each with an owner, a group and mode bits (HDFS's). A
                    file being written ('writing') is invisible: the unique (parent, name) index
                    covers only 'complete' rows, so the old file at the same path stays readable
@@ -40,13 +39,13 @@ Tables
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import sqlite3
 import threading
 import uuid
-import contextlib
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -54,8 +53,7 @@ from hedgefs.security.identity import Refused
 
 log = logging.getLogger("hedgefs.namenode")
 
-SCHEMA_VERSION = 5  # 2: pending_deletes.stale; 3: units.reported, units.corrupt; 4: datanodes.data_address;
-                    # 5: owners, groups and modes, generations
+SCHEMA_VERSION = 5  # the first released one (the versions before it were never released)
 ROOT_ID = 1
 SUPERGROUP = "supergroup"        # HDFS's name for the superusers' group: the root's group
 DIR_MODE, FILE_MODE = 0o755, 0o644
@@ -152,36 +150,13 @@ class Database:
             c.execute("INSERT OR IGNORE INTO inodes(id, parent, name, is_dir, mtime_ms, owner, grp, mode) "
                       "VALUES (?, NULL, '', 1, 0, ?, ?, ?)", (ROOT_ID, superuser, SUPERGROUP, DIR_MODE))
         version = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        migrations = {
-            1: [("pending_deletes", "stale INTEGER NOT NULL DEFAULT 0")],
-            # Units mapped before receipts existed were stored by the writer's word, as before.
-            2: [("units", "reported INTEGER NOT NULL DEFAULT 1"), ("units", "corrupt INTEGER NOT NULL DEFAULT 0")],
-            3: [("datanodes", "data_address TEXT NOT NULL DEFAULT ''")],
-            # Everything from before permissions belongs to the superuser (files 0644, dirs 0755);
-            # groups from before generations have generation 0 (legacy_max_group below).
-            4: [("inodes", "owner TEXT NOT NULL DEFAULT 'hedgefs'"), ("inodes", "grp TEXT NOT NULL DEFAULT 'supergroup'"),
-                ("inodes", "mode INTEGER NOT NULL DEFAULT 493"), ("groups", "generation INTEGER NOT NULL DEFAULT 0"),
-                ("pending_deletes", "generation INTEGER NOT NULL DEFAULT 0")],
-        }
-        while version in migrations:
-            with self.tx() as c:
-                for table, column in migrations[version]:
-                    if column.split()[0] not in {r[1] for r in c.execute(f"PRAGMA table_info({table})")}:
-                        c.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
-                if version == 4:
-                    c.execute("UPDATE inodes SET mode = ? WHERE is_dir = 0", (FILE_MODE,))
-                    c.execute("INSERT OR IGNORE INTO meta(key, value) SELECT 'legacy_max_group', "
-                              "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'groups'), 0)")
-                version += 1
-                c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
-        if version != SCHEMA_VERSION:
-            raise RuntimeError(f"{path}: schema version {version}, this NameNode understands {SCHEMA_VERSION}")
+        if version != SCHEMA_VERSION:   # no release ever shipped another: nothing to migrate from
+            raise Refused(f"{path}: namespace schema version {version}, this NameNode reads only {SCHEMA_VERSION}")
         self._identity(cluster_id)
 
     def _identity(self, cluster_id: str | None) -> None:
         """The cluster id and the generation range, made once (a new namespace) and kept."""
         with self.tx() as c:
-            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('legacy_max_group', '0')")
             c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('cluster_id', ?)",
                       (cluster_id or f"CID-{uuid.uuid4()}",))
             # Generations start at a random point of a 2^61-wide space: the ranges two namespaces

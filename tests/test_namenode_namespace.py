@@ -3,10 +3,11 @@
 import sqlite3
 
 import pytest
-
-from hedgefs.namenode.db import SCHEMA_VERSION, Database
-from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from nn_support import add_datanodes, make_namenode, write_file
+
+from hedgefs.namenode.db import Database
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from hedgefs.security.identity import Refused
 
 
 @pytest.fixture
@@ -200,32 +201,13 @@ def test_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path):
     db.close()
 
 
-def test_schema_1_database_gets_the_stale_column(tmp_path):
+def test_a_namespace_of_another_schema_version_is_refused_not_guessed_at(tmp_path):
     db = Database(str(tmp_path / "nn.db"))
-    with db.tx() as c:  # as schema 1 left it
-        c.execute("ALTER TABLE pending_deletes DROP COLUMN stale")
-        c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-        c.execute("INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms) VALUES ('dn1', 1, 0, 0)")
+    with db.tx() as c:
+        c.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     db.close()
-    db = Database(str(tmp_path / "nn.db"))
-    assert db.one("SELECT value FROM meta WHERE key = 'schema_version'")[0] == str(SCHEMA_VERSION)
-    assert tuple(db.one("SELECT datanode_id, stale FROM pending_deletes")) == ("dn1", 0)
-    db.close()
-
-
-def test_schema_2_database_gets_receipt_and_corrupt_columns(tmp_path):
-    db = Database(str(tmp_path / "nn.db"))
-    with db.tx() as c:  # as schema 2 left it: units without reported / corrupt
-        c.execute("DROP TABLE units")
-        c.execute("CREATE TABLE units (group_id INTEGER NOT NULL, idx INTEGER NOT NULL, datanode_id TEXT NOT NULL, "
-                  "added_ms INTEGER NOT NULL, PRIMARY KEY (group_id, idx)) WITHOUT ROWID")
-        c.execute("INSERT INTO units VALUES (7, 0, 'dn1', 0)")
-        c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    db.close()
-    db = Database(str(tmp_path / "nn.db"))
-    assert db.one("SELECT value FROM meta WHERE key = 'schema_version'")[0] == str(SCHEMA_VERSION)
-    assert tuple(db.one("SELECT datanode_id, reported, corrupt FROM units")) == ("dn1", 1, 0)
-    db.close()
+    with pytest.raises(Refused, match=r"nn.db: namespace schema version 4, this NameNode reads only 5"):
+        Database(str(tmp_path / "nn.db"))
 
 
 def all_pages(nn, path, recursive, limit):

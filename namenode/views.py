@@ -1,0 +1,147 @@
+"""What operators read from the namesystem: fsck, the cluster report, the status page's overview,
+a file's or a DataNode's page. A mixin of ``Namesystem``."""
+
+from __future__ import annotations
+
+from hedgefs.namenode import paths
+from hedgefs.namenode.liveness import HEAT_MINUTES, LOW_SPACE_PCT
+from hedgefs.namenode.locking import _locked, _snapshot
+from hedgefs.namenode.model import (
+    ClusterReport,
+    ClusterStatus,
+    DataNodeReport,
+    DataNodeStatus,
+    FileInfo,
+    FilePage,
+    FsckProblem,
+    FsckReport,
+    Listing,
+    UnitsPage,
+)
+from hedgefs.namenode.namespace import LIST_PAGE_BYTES, load_policy
+
+MAX_FSCK_PROBLEMS = 1000
+
+
+class OperatorViews:
+    """fsck, the cluster report, the status page's views: reads for operators."""
+
+    @_snapshot
+    def fsck(self, path: str = "/") -> FsckReport:
+        files = self.ns.files_under(path)
+        groups_by_file = self.blocks.groups_of_files(f[0] for f in files)
+        healthy = degraded = missing = corrupt_files = groups = 0
+        problems: list[FsckProblem] = []
+        for file_id, file_path, policy_name in files:
+            policy = load_policy(policy_name)
+            file_missing = False
+            for group in groups_by_file[file_id]:
+                groups += 1
+                good = len(group.good(self.liveness.is_live))
+                if good >= policy.units:
+                    healthy += 1
+                    continue
+                readable = self._readable_units(group)
+                corrupt = len(readable) - good
+                status = "DEGRADED" if policy.decodable(readable) else "MISSING"
+                if status == "DEGRADED":
+                    degraded += 1
+                else:
+                    missing += 1
+                    file_missing = True
+                if len(problems) < MAX_FSCK_PROBLEMS:
+                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt,
+                                                policy.units, policy.name))
+            corrupt_files += file_missing
+        status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
+        return FsckReport(len(files), groups, healthy, degraded, missing, status, problems, corrupt_files)
+
+    @_locked
+    def report(self) -> ClusterReport:
+        deletes = self.blocks.pending_delete_counts()
+        nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
+                                int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
+                                self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
+                                data_address=n.data_address, foreign_units=n.foreign_units,
+                                capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
+                                shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
+                                low_space=self.liveness.low_space(n.id))
+                 for n in self.liveness.all()]
+        needs = self._needs()
+        return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
+                             sum(n.replicated for n in needs), LOW_SPACE_PCT)
+
+    def _state(self, datanode_id: str) -> str:
+        """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""
+        if not self.liveness.is_live(datanode_id):
+            return "dead"
+        return "stale" if self.liveness.age_s(datanode_id) > self.liveness.dead_interval_s / 3 else "live"
+
+    # ------------------------------------------------------------------ the operator's view
+    # Each of these is one short read under the lock; the web pages render outside it.
+
+    @_locked
+    def status(self) -> ClusterStatus:
+        """The overview and the DataNode table: counts kept by ``health``, liveness, repairs."""
+        now_ms = self.wall_ms()
+        minute = now_ms // 60_000
+        first = minute - HEAT_MINUTES + 1
+        tallies = self.health.tallies()
+        running: dict[str, int] = {}
+        for repair in self.repairs.in_flight.values():
+            running[repair.target] = running.get(repair.target, 0) + 1
+        nodes = []
+        for n in sorted(self.liveness.all(), key=lambda n: _natural(n.id)):
+            age = self.liveness.age_s(n.id)
+            state = self._state(n.id)
+            recent = n.stats.recent_reads
+            host = n.address.rsplit(":", 1)[0]
+            nodes.append(DataNodeStatus(
+                n.id, n.address, f"{host}:{n.stats.http_port}" if n.stats.http_port else "", state, round(age, 1),
+                n.stats.capacity_bytes, n.used_bytes, n.units, running.get(n.id, 0), n.active_repairs,
+                tallies["deletes"].get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
+                recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
+                [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
+                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id))))
+        live = [d for d in nodes if d.state != "dead"]
+        filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
+        return ClusterStatus(
+            cluster_id=self.cluster_id, started_ms=self.started_ms, now_ms=now_ms,
+            capacity_bytes=sum(d.capacity_bytes for d in filesystems.values()),
+            remaining_bytes=sum(d.remaining_bytes for d in filesystems.values()), low_space_pct=LOW_SPACE_PCT,
+            used_bytes=sum(d.used_bytes for d in live),
+            files=sum(tallies["files"].values()), directories=sum(tallies["dirs"].values()),
+            policies=dict(sorted(tallies["files"].items())),
+            groups_healthy=self.health.counts["healthy"], groups_degraded=self.health.counts["degraded"],
+            groups_missing=self.health.counts["missing"],
+            repairs_queued=max(0, self.health.units_lacking - len(self.repairs.in_flight)),
+            repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
+            first_minute=first, datanodes=nodes)
+
+    @_snapshot
+    def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
+        """A file's groups and units, or one page of a directory (names after ``after``)."""
+        node, entry = self.ns.stat(path)
+        if not node.is_dir:
+            info = FileInfo(entry, [self._group_info(g, 0, keep_dead=True) for g in self.blocks.groups(node.id)])
+            holders = {u.datanode_id for g in info.groups for u in g.units}
+            return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
+        entries, more = self.ns.list_page(path, False, paths.join(path, after) if after else "", limit + 1,
+                                          LIST_PAGE_BYTES)
+        return Listing(path, entries[:limit], len(entries) > limit or (more and len(entries) < limit + 1))
+
+    @_locked
+    def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:
+        """A DataNode's row of the table and the first ``limit`` units the block map puts on it."""
+        if not self.liveness.knows(datanode_id):
+            return None
+        row = next(d for d in self.status().datanodes if d.id == datanode_id)
+        units = self.blocks.units_on(datanode_id, limit + 1)
+        return UnitsPage(row, [(g, i, self.ns.path_of(f)) for g, i, f in units[:limit]], len(units) > limit)
+
+
+def _natural(name: str) -> tuple:
+    """dn2 before dn10."""
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem):]
+    return stem, int(digits) if digits else -1, name
