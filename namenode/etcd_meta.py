@@ -11,9 +11,10 @@ What the NameNode needs of etcd, and no more:
   ``watch``     the prefix's changes from a revision on, one revision at a time.
   ``grant`` / ``keepalive`` / ``revoke``, ``campaign``, ``leader``: the election (election.py).
 
-Keys are ``/<prefix>/<rel>``; ``rel`` is this module's callers' business (view.py). Calls go to
-one member at a time, moving to another when one fails (the client's endpoint failover); no call
-is retried here: a caller that may retry (a read, a keepalive) does so.
+Keys are ``/<prefix>/<rel>``; ``rel`` is this module's callers' business (etcd_view.py). Calls go
+to one member at a time, moving to another when one fails (the client's endpoint failover). Reads
+and lease grants are tried once per member before MetaUnavailable; a write (``commit``,
+``campaign``) is never repeated here: its outcome may be unknown, and the caller decides.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ import threading
 from typing import Iterator
 
 import grpc
-import pyetcd
-from pyetcd import etcdrpc
 
 log = logging.getLogger("hedgefs.namenode")
+
+pyetcd = etcdrpc = None   # loaded by the first EtcdMeta
 
 PAGE = 2000            # keys per Range page of a snapshot
 RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
@@ -102,12 +103,16 @@ class Event:
     rel: str            # the key without the prefix
     value: bytes | None  # None: deleted
     create_revision: int
+    lease: int = 0
 
 
 class EtcdMeta:
     """A client of one etcd cluster, for the keys under one prefix."""
 
     def __init__(self, url: MetaURL, timeout_s: float = 2.0):
+        global pyetcd, etcdrpc
+        import pyetcd                  # here, not at the top: a NameNode on SQLite never loads it
+        from pyetcd import etcdrpc
         self.url = url
         self.root = f"/{url.prefix}/".encode()
         self.timeout_s = timeout_s
@@ -125,8 +130,18 @@ class EtcdMeta:
         except Exception:   # closing a channel that already failed
             pass
 
-    def _call(self, stub_name: str, method: str, request, timeout: float | None = None):
-        """One unary call on the current member; a member that fails is set aside for a while."""
+    def _call(self, stub_name: str, method: str, request, timeout: float | None = None, retry: bool = False):
+        """One call on the current member; a member that fails is set aside for a while. ``retry``
+        (reads, renewals: safe to repeat): on another member, once per member, before giving up."""
+        attempts = len(self.url.endpoints) if retry else 1
+        for attempt in range(attempts):
+            try:
+                return self._call_once(stub_name, method, request, timeout)
+            except MetaUnavailable:
+                if attempt == attempts - 1:
+                    raise
+
+    def _call_once(self, stub_name: str, method: str, request, timeout: float | None):
         with self._lock:
             try:
                 stub = getattr(self._client, stub_name)
@@ -155,13 +170,13 @@ class EtcdMeta:
 
     def status(self) -> int:
         """The cluster's current revision (a linearizable read: a quorum answered)."""
-        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key("leader"), count_only=True))
+        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key("leader"), count_only=True), retry=True)
         return r.header.revision
 
-    def get(self, rel: str) -> tuple[bytes, int] | None:
-        """(value, create_revision) of one key, or None."""
-        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key(rel)))
-        return (r.kvs[0].value, r.kvs[0].create_revision) if r.kvs else None
+    def get(self, rel: str) -> tuple[bytes, int, int] | None:
+        """(value, create_revision, lease) of one key, or None."""
+        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key(rel)), retry=True)
+        return (r.kvs[0].value, r.kvs[0].create_revision, r.kvs[0].lease) if r.kvs else None
 
     def snapshot(self) -> tuple[int, list[tuple[str, bytes]]]:
         """Every (rel, value) under the prefix at one revision, and that revision."""
@@ -169,7 +184,8 @@ class EtcdMeta:
         revision, out = 0, []
         while True:
             r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=PAGE,
-                                                                 revision=revision), timeout=self.timeout_s * 5)
+                                                                 revision=revision), timeout=self.timeout_s * 5,
+                           retry=True)
             revision = revision or r.header.revision
             out.extend((kv.key[len(self.root):].decode(), kv.value) for kv in r.kvs)
             if not r.more or not r.kvs:
@@ -210,7 +226,7 @@ class EtcdMeta:
                         batch = []
                     revision = rev
                     value = None if ev.type == ev.DELETE else ev.kv.value
-                    batch.append(Event(ev.kv.key[len(self.root):].decode(), value, ev.kv.create_revision))
+                    batch.append(Event(ev.kv.key[len(self.root):].decode(), value, ev.kv.create_revision, ev.kv.lease))
                 if batch:
                     yield revision, batch
                 elif not response.created and response.header.revision:
@@ -248,7 +264,7 @@ class EtcdMeta:
     # ------------------------------------------------------------------ election
 
     def grant(self, ttl_s: int) -> int:
-        return self._call("leasestub", "LeaseGrant", etcdrpc.LeaseGrantRequest(TTL=ttl_s)).ID
+        return self._call("leasestub", "LeaseGrant", etcdrpc.LeaseGrantRequest(TTL=ttl_s), retry=True).ID
 
     def keepalive(self, lease_id: int, timeout_s: float | None = None) -> int:
         """Renew the lease once; its TTL left (0: it is gone, expired or revoked)."""

@@ -30,20 +30,10 @@ import urllib.parse
 
 REPLICATED = ("meta", "inodes", "groups", "units", "datanodes", "pending_deletes", "retry_cache")
 
-# Tables of the view itself (never replicated) and of HA (replicated like the rest).
+# Tables of the view itself, never replicated.
 VIEW_SCHEMA = """
 CREATE TABLE IF NOT EXISTS _changes (tbl TEXT NOT NULL, pk TEXT NOT NULL, PRIMARY KEY (tbl, pk)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _view (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-RETRY_SCHEMA = """
-CREATE TABLE IF NOT EXISTS retry_cache (
-    client_id  TEXT NOT NULL,
-    call_id    TEXT NOT NULL,
-    method     TEXT NOT NULL,
-    result     TEXT NOT NULL,        -- JSON of the first answer (retry_cache.py)
-    expires_ms INTEGER NOT NULL,
-    PRIMARY KEY (client_id, call_id)
-) WITHOUT ROWID;
 """
 
 
@@ -84,7 +74,7 @@ class Schema:
 
 def install(conn: sqlite3.Connection) -> Schema:
     """The view's own tables and the capture triggers (idempotent). Call outside a transaction."""
-    conn.executescript(f"BEGIN IMMEDIATE; {VIEW_SCHEMA} {RETRY_SCHEMA} COMMIT;")
+    conn.executescript(f"BEGIN IMMEDIATE; {VIEW_SCHEMA} COMMIT;")
     schema = Schema(conn)
     script = []
     for table in REPLICATED:

@@ -4,7 +4,7 @@ tailing the edit log).
 ``Follower(meta, path, ...)`` ranges the prefix at one revision into a fresh view file, then
 watches from the next revision, applying each revision's events in one SQLite transaction and
 recording it (``applied``; ``wait_applied``). It also follows the leader key: ``leader`` is
-(address, epoch) of the active it knows (("", 0) while there is none) and ``changed`` is set
+(address, epoch, lease) of the active it knows (("", 0, 0) while there is none) and ``changed`` is set
 whenever that changes, so the owner campaigns when the key goes. A broken watch is re-opened
 from the next revision; revisions compacted away mean a full reload (one transaction).
 """
@@ -30,12 +30,12 @@ class Follower:
         revision, items = meta.snapshot()
         self.conn, self.schema = view.build(path, base_schema, revision, items, schema_version)
         self.applied = revision
-        self.leader = ("", 0)
+        self.leader = ("", 0, 0)
         values = dict(items)
         if "leader" in values:
             got = meta.get("leader")
             if got is not None:
-                self.leader = (leader_address(got[0]), got[1])
+                self.leader = (leader_address(got[0]), got[1], got[2])
         self.changed = threading.Event()
         self.failed: str | None = None
         self._cond = threading.Condition()
@@ -75,7 +75,8 @@ class Follower:
         view.apply(self.conn, self.schema, revision, [ev for ev in events if ev.rel != "leader"])
         for ev in events:
             if ev.rel == "leader":
-                self.leader = (leader_address(ev.value), ev.create_revision) if ev.value is not None else ("", 0)
+                self.leader = (leader_address(ev.value), ev.create_revision, ev.lease) if ev.value is not None \
+                    else ("", 0, 0)
                 self.changed.set()
         self._advance(revision)
 

@@ -26,6 +26,25 @@ RPC_SECONDS = Histogram("hedgefs_namenode_rpc_seconds", "NameNode RPC time in th
                         registry=RPC_REGISTRY)
 
 
+# HA (metadata on etcd): commits, their size, and promotions of this process to the active.
+ETCD_COMMIT_SECONDS = Histogram("hedgefs_namenode_etcd_commit_seconds", "Time of one guarded etcd Txn (a group "
+                                "commit).", buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                                registry=RPC_REGISTRY)
+ETCD_COMMIT_KEYS = Histogram("hedgefs_namenode_etcd_commit_keys", "Keys put or deleted by one etcd Txn.",
+                             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000), registry=RPC_REGISTRY)
+HA_PROMOTIONS = Counter("hedgefs_namenode_ha_promotions", "Times this process became the active.",
+                        registry=RPC_REGISTRY)
+
+
+def etcd_commit(seconds: float, keys: int) -> None:
+    ETCD_COMMIT_SECONDS.observe(seconds)
+    ETCD_COMMIT_KEYS.observe(keys)
+
+
+def ha_promoted(epoch: int) -> None:
+    HA_PROMOTIONS.inc()
+
+
 def rpc_done(method: str, code: str, seconds: float) -> None:
     RPC_CALLS.labels(method, code).inc()
     RPC_SECONDS.labels(method).observe(seconds)

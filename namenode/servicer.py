@@ -18,7 +18,7 @@ import time
 
 import grpc
 
-from hedgefs.namenode import metrics, model
+from hedgefs.namenode import metrics, model, retry_cache
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.errors import (
     AlreadyExists,
@@ -28,6 +28,7 @@ from hedgefs.namenode.errors import (
     NotFound,
     PermissionDenied,
 )
+from hedgefs.namenode.ha import NotActive, Single
 from hedgefs.namenode.namespace import Entry
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -74,12 +75,29 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
+# Non-idempotent calls: with the client's ids, a retry gets the first answer (retry_cache.py).
+RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
+           "Complete", "Concat", "Abandon"}
+
+
+def _ids(context) -> tuple[str, str]:
+    md = dict(context.invocation_metadata() or ())
+    return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
+
+
 def _rpc(method):
     @functools.wraps(method)
     def wrapper(self, request, context):
         start, code = time.perf_counter(), "OK"
         try:
+            if method.__name__ in RETRIED:
+                with retry_cache.calling(*_ids(context), method.__name__):
+                    return method(self, request)
             return method(self, request)
+        except NotActive as err:   # HA: the client follows hedgefs-active to the active
+            code = grpc.StatusCode.FAILED_PRECONDITION.name
+            context.set_trailing_metadata((("hedgefs-active", err.active),))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
         except NameNodeError as err:
             code = _status(err).name
             context.abort(_status(err), str(err))
@@ -126,9 +144,22 @@ def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
 
 
 class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
-    def __init__(self, namenode: Namesystem, credential: Credential | None = None):
-        self.nn = namenode
+    """``role``: which NameNode serves what (ha.py): ``Single(namenode)`` on SQLite; on etcd an
+    ``HA``, whose standby answers observer reads (stat, list, policy) from its view, keeps the
+    DataNodes' reports in memory, and refuses the rest with NotActive."""
+
+    def __init__(self, namenode: Namesystem | None, credential: Credential | None = None, role=None):
+        self.role = role or Single(namenode)
         self.credential = credential      # a secure NameNode's: it holds the CA key
+
+    @property
+    def nn(self) -> Namesystem:
+        """The active's namesystem (NotActive on a standby, or an active past its lease)."""
+        return self.role.writer()
+
+    @property
+    def reader(self) -> Namesystem:
+        return self.role.reader()
 
     # namespace
     @_rpc
@@ -138,16 +169,17 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def GetFileInfo(self, request):
-        info = self.nn.file_info(request.path, caller())
+        nn = self.reader
+        info = nn.file_info(request.path, caller())
         out = _entry(info.entry)
         out.groups.extend(_group(g) for g in info.groups)
         if info.groups:
-            out.token_lifetime_ms = self.nn.token_lifetime_ms
+            out.token_lifetime_ms = nn.token_lifetime_ms
         return out
 
     @_rpc
     def List(self, request):
-        entries, more = self.nn.list_page(request.path, request.recursive, request.start_after, request.limit,
+        entries, more = self.reader.list_page(request.path, request.recursive, request.start_after, request.limit,
                                           caller())
         return pb.ListResponse(entries=[_entry(e) for e in entries], more=more)
 
@@ -168,8 +200,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def GetPolicy(self, request):
-        policy, source = self.nn.get_policy(request.path, caller())
-        return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=self.nn.default_block_size)
+        nn = self.reader
+        policy, source = nn.get_policy(request.path, caller())
+        return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=nn.default_block_size)
 
     @_rpc
     def SetPermission(self, request):
@@ -218,6 +251,10 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # health
     @_rpc
     def ReportBadUnits(self, request):
+        if not self.role.is_active():
+            for u in request.units:
+                self.role.datanodes.heard(u.datanode_id)
+            return pb.Empty()
         self.nn.report_bad_units((u.group_id, u.index, u.generation, u.datanode_id, u.reason) for u in request.units)
         return pb.Empty()
 
@@ -271,25 +308,38 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
+        if not self.role.is_active():   # a standby: remembered, not written (the view is etcd's)
+            self.role.datanodes.heard(request.datanode_id)
+            return pb.RegisterResponse(cluster_id=self.reader.cluster_id, epoch=self.role.epoch, active=False)
         cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
                                       request.storage_id)
-        return pb.RegisterResponse(cluster_id=cluster_id)
+        return pb.RegisterResponse(cluster_id=cluster_id, epoch=self.role.epoch, active=True)
 
     @_rpc
     def Heartbeat(self, request):
+        if not self.role.is_active():
+            self.role.datanodes.heard(request.datanode_id)
+            return pb.HeartbeatResponse(epoch=self.role.epoch, active=False)
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
                                   request.active_repairs, _stats(request) if request.HasField("stats") else None,
                                   request.data_address)
-        return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister)
+        return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister,
+                                    epoch=self.role.epoch, active=True)
 
     @_rpc
     def BlockReport(self, request):
+        if not self.role.is_active():
+            self.role.datanodes.heard(request.datanode_id)
+            return pb.Empty()
         self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units],
                              request.part, request.more)
         return pb.Empty()
 
     @_rpc
     def UnitStored(self, request):
+        if not self.role.is_active():   # kept: a write may complete on this NameNode after a failover
+            self.role.datanodes.stored(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
+            return pb.Empty()
         self.nn.units_stored(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
         return pb.Empty()
 

@@ -69,7 +69,7 @@ def test_rows_reach_a_follower_and_a_deposed_epoch_commits_nothing(etcd_cluster,
 
     follower = Follower(meta, str(tmp_path / "standby.sqlite"), _SCHEMA, SCHEMA_VERSION)
     try:
-        assert follower.leader == ("127.0.0.1:1", epoch)
+        assert follower.leader == ("127.0.0.1:1", epoch, lease.id)
         assert _dump(follower.conn) == _dump(conn)
         # a savepoint rolled back leaves no capture behind; the highest id deleted stays issued
         conn.execute("BEGIN IMMEDIATE")
@@ -86,7 +86,7 @@ def test_rows_reach_a_follower_and_a_deposed_epoch_commits_nothing(etcd_cluster,
 
         # the lease ends (not renewed): the leader key goes, the epoch's Txn is refused
         lease.stop()
-        wait_until(lambda: follower.leader == ("", 0), 15, "the leader key to expire")
+        wait_until(lambda: follower.leader == ("", 0, 0), 15, "the leader key to expire")
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'late', 0, 5)")
         puts, deletes = capture.collect(conn)
