@@ -1,8 +1,9 @@
 """Leader election on an etcd lease, and the serve deadline on the monotonic clock.
 
 A NameNode holds one lease (TTL ``ttl_s``, default 3 s) and renews it from its own thread every
-``ttl_s / 3``. Its serve deadline is the monotonic time at which the last acknowledged renewal
-was *sent*, plus the TTL etcd gave back, minus ``MARGIN_S``: etcd counts the TTL from when it
+``ttl_s / 3`` (a failed renewal is tried again at once, on another member). Its serve deadline
+is the monotonic time at which the last acknowledged renewal was *sent*, plus the TTL etcd gave
+back, minus ``MARGIN_S``: etcd counts the TTL from when it
 received the renewal, which is later, so past the deadline the lease may still exist but no
 standby can yet have taken over. An active serves nothing past its deadline (``serving``); the
 deadline moves on when a renewal gets through again.
@@ -33,6 +34,7 @@ log = logging.getLogger("hedgefs.namenode")
 
 DEFAULT_TTL_S = 3
 MARGIN_S = 1.0
+RETRY_S = 0.1     # after a failed renewal
 
 
 def leader_value(rpc_address: str, http_address: str) -> bytes:
@@ -70,11 +72,14 @@ class Lease:
 
     def _run(self) -> None:
         interval = self.ttl_s / 3
-        while not self._stop.wait(interval):
+        wait = interval
+        while not self._stop.wait(wait):
             sent = self.clock()
             try:
                 ttl = self.meta.keepalive(self.id, timeout_s=interval)
             except MetaError as err:
+                # at once again, on another member: one lost renewal must not cost the lease
+                wait = RETRY_S
                 if self.clock() >= self.deadline:
                     log.warning("lease %x: cannot renew it (%s); past the serve deadline", self.id, err)
                 continue
@@ -84,6 +89,7 @@ class Lease:
                 return
             self.renewals += 1
             self.deadline = max(self.deadline, sent + min(ttl, self.ttl_s) - self.margin_s)
+            wait = max(0.0, interval - (self.clock() - sent))
 
     def revoke(self) -> None:
         """Give the lease up (the leader key goes with it, at once)."""

@@ -32,7 +32,7 @@ REPLICATED = ("meta", "inodes", "groups", "units", "datanodes", "pending_deletes
 
 # Tables of the view itself, never replicated.
 VIEW_SCHEMA = """
-CREATE TABLE IF NOT EXISTS _changes (tbl TEXT NOT NULL, pk TEXT NOT NULL, PRIMARY KEY (tbl, pk)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _changes (tbl TEXT NOT NULL, pk TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS _view (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -81,7 +81,9 @@ def install(conn: sqlite3.Connection) -> Schema:
         def pk(row: str) -> str:
             return "json_array(" + ", ".join(f"{row}.{name}" for name, _ in schema.pk[table]) + ")"
         for event, rows in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
-            body = " ".join(f"INSERT OR IGNORE INTO _changes(tbl, pk) VALUES ('{table}', {pk(r)});" for r in rows)
+            # No key on _changes: a trigger's statement takes on the outer one's conflict clause
+            # (an UPSERT's, an OR REPLACE's), so it must never conflict. collect() dedupes.
+            body = " ".join(f"INSERT INTO _changes(tbl, pk) VALUES ('{table}', {pk(r)});" for r in rows)
             script.append(f"CREATE TRIGGER IF NOT EXISTS _capture_{table}_{event.lower()} AFTER {event} ON {table} "
                           f"BEGIN {body} END;")
     conn.executescript("BEGIN IMMEDIATE; " + " ".join(script) + " COMMIT;")
@@ -109,7 +111,7 @@ class Capture:
         Call inside the transaction, before its COMMIT."""
         puts: dict[str, bytes] = {}
         deletes: list[str] = []
-        for table, pk in conn.execute("SELECT tbl, pk FROM _changes").fetchall():
+        for table, pk in conn.execute("SELECT DISTINCT tbl, pk FROM _changes").fetchall():
             values = json.loads(pk)
             key = self.schema.key(table, values)
             row = conn.execute(f"SELECT * FROM {table} WHERE {self.schema.where(table)}", values).fetchone()

@@ -109,7 +109,7 @@ def not_active(err: grpc.RpcError) -> str | None:
 def role(address: str) -> str:
     """"active", "standby:<active it names>" or "down"."""
     try:
-        stub(address).Mkdir(pb.MkdirRequest(path="/.ha-probe", parents=True), timeout=2, metadata=ids())
+        stub(address).Report(pb.Empty(), timeout=2)
         return "active"
     except grpc.RpcError as err:
         named = not_active(err)

@@ -1,0 +1,173 @@
+"""Active and standby NameNodes on one etcd prefix: real processes, a real 3-member etcd cluster.
+
+One etcd cluster for the module; each test its own prefix and NameNodes. The client's failover
+is not used (it is the client's own work): each NameNode is called directly with a raw stub, so
+what a standby answers (the redirect, observer reads) is asserted as such.
+"""
+
+import os
+import subprocess
+import threading
+import time
+
+import grpc
+import pytest
+
+from etcd_support import ETCDCTL, etcd_cluster, prefix  # noqa: F401  (the fixture)
+from ha_support import NameNodeProcess, active_of, ids, mkdirs, not_active, role, stat, stub, wait_exists
+from hedgefs.proto import hedgefs_pb2 as pb
+
+from conftest import assert_one_line_error, run_cli, wait_until
+
+FAILOVER_S = 20.0   # a bound, not a measure: the TTL is 3 s (bench/ measures failovers)
+
+
+@pytest.fixture
+def pair(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("pair"))
+    a = NameNodeProcess(tmp_path, "nn1", url).start()
+    active_of([a])
+    b = NameNodeProcess(tmp_path, "nn2", url).start()
+    wait_until(lambda: role(b.address) == f"standby:{a.address}", 15, "nn2 to be a standby naming nn1")
+    yield a, b
+    for n in (a, b):
+        n.stop()
+
+
+def test_standby_redirects_serves_observer_reads_and_takes_no_datanode_commands(pair):
+    a, b = pair
+    mkdirs(a.address, ["/data/2026", "/logs"])
+    wait_exists(b.address, "/data/2026")          # observer read: the standby's view follows etcd
+    listed = stub(b.address).List(pb.ListRequest(path="/"), timeout=5)
+    assert {e.path for e in listed.entries} == {"/data", "/logs"}
+    with pytest.raises(grpc.RpcError) as refused:
+        stub(b.address).Mkdir(pb.MkdirRequest(path="/nope"), timeout=5, metadata=ids())
+    assert not_active(refused.value) == a.address
+    assert "not the active" in refused.value.details()
+    with pytest.raises(grpc.RpcError) as missing:
+        stat(a.address, "/nope")
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+    # DataNodes report to both: the active says so and its epoch; the standby, active=false, no commands
+    reg = pb.RegisterRequest(datanode_id="dn1", address="127.0.0.1:1", data_address="127.0.0.1:2")
+    on_active = stub(a.address).RegisterDataNode(reg, timeout=5)
+    on_standby = stub(b.address).RegisterDataNode(reg, timeout=5)
+    assert on_active.active and on_active.epoch > 0
+    assert not on_standby.active and on_standby.cluster_id == on_active.cluster_id
+    hb = stub(b.address).Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="127.0.0.1:1"), timeout=5)
+    assert not hb.active and not hb.commands
+    hb = stub(a.address).Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="127.0.0.1:1"), timeout=5)
+    assert hb.active and hb.epoch == on_active.epoch
+
+
+def test_kill_9_of_the_active_loses_nothing_acknowledged(pair, etcd_cluster):
+    a, b = pair
+    done = mkdirs(a.address, [f"/k/{i:03d}" for i in range(30)])
+    epoch_a = stub(a.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5).epoch
+    a.kill()
+    start = time.monotonic()
+    active_of([b], timeout=FAILOVER_S)
+    took = time.monotonic() - start
+    for path in done:
+        assert stat(b.address, path).is_dir, path
+    mkdirs(b.address, ["/after"])
+    epoch_b = stub(b.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5).epoch
+    assert epoch_b > epoch_a
+    # the old active comes back as a standby of the new one
+    a.start()
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 15, "nn1 to come back as a standby")
+    wait_exists(a.address, "/after")
+    print(f"failover after kill -9: {took:.1f} s")
+
+
+def test_frozen_active_commits_nothing_after_its_lease_and_comes_back_standby(pair):
+    a, b = pair
+    mkdirs(a.address, ["/before"])
+    a.freeze()
+    try:
+        # a call that reaches the frozen active: it runs only once the process thaws, past its lease
+        late = stub(a.address).Mkdir.future(pb.MkdirRequest(path="/from-the-zombie"), timeout=60, metadata=ids())
+        active_of([b], timeout=FAILOVER_S)
+        mkdirs(b.address, ["/on-the-new-active"])
+    finally:
+        a.thaw()
+    with pytest.raises(grpc.RpcError) as refused:
+        late.result()
+    assert refused.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INTERNAL,
+                                    grpc.StatusCode.UNAVAILABLE), refused.value
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 20, "the thawed NameNode to be a standby")
+    with pytest.raises(grpc.RpcError) as gone:
+        stat(b.address, "/from-the-zombie")
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    assert stat(a.address, "/on-the-new-active").is_dir   # its view is the new active's
+    assert a.proc.poll() is None
+
+
+def test_both_down_then_up_the_namespace_is_etcds(pair):
+    a, b = pair
+    done = mkdirs(a.address, [f"/both/{i}" for i in range(10)])
+    stub(a.address).Rename(pb.RenameRequest(src="/both/0", dst="/both/renamed"), timeout=5, metadata=ids())
+    a.kill()
+    b.kill()
+    for n in (a, b):   # the views are rebuilt from etcd: wipe them to be sure nothing local is used
+        for name in os.listdir(n.data_dir):
+            if name.startswith("etcd-view"):
+                os.remove(os.path.join(n.data_dir, name))
+    b.start()
+    a.start()
+    active = active_of([a, b], timeout=FAILOVER_S)
+    for path in done[1:] + ["/both/renamed"]:
+        assert stat(active.address, path).is_dir
+    with pytest.raises(grpc.RpcError):
+        stat(active.address, "/both/0")
+
+
+def test_a_retried_call_gets_its_first_answer_across_a_failover(pair):
+    a, b = pair
+    mkdirs(a.address, ["/r"])
+    first = ids("rename-1")
+    stub(a.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    # the reply was "lost": the same call again, on the same NameNode, then on the next active
+    stub(a.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    a.kill()
+    active_of([b], timeout=FAILOVER_S)
+    stub(b.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    with pytest.raises(grpc.RpcError) as again:   # a new call is a new call
+        stub(b.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=ids())
+    assert again.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_unreachable_etcd_at_start_is_one_line_and_exit_3(tmp_path):
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "nn"), "--meta",
+                     "etcd://127.0.0.1:9/hfs", timeout=60)
+    assert result.code == 3
+    assert_one_line_error(result, "etcd unreachable")
+
+
+def test_bad_meta_url_is_usage(tmp_path):
+    result = run_cli("namenode", "--data-dir", str(tmp_path / "nn"), "--meta", "etcd://nohost/", timeout=60)
+    assert result.code == 2
+    assert_one_line_error(result, "--meta")
+
+
+def test_a_prefix_of_another_cluster_or_not_a_namespace_is_refused(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("owned"))
+    a = NameNodeProcess(tmp_path, "nn1", url, "--cluster-id", "CID-ours").start()
+    try:
+        active_of([a])
+        mkdirs(a.address, ["/ours"])
+    finally:
+        a.stop()
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "other"), "--meta", url,
+                     "--cluster-id", "CID-theirs", timeout=60)
+    assert result.code == 4
+    assert_one_line_error(result, "CID-ours", "CID-theirs")
+
+    foreign = prefix("foreign")
+    env = dict(os.environ, ETCDCTL_API="3")
+    subprocess.run([ETCDCTL, "--endpoints", etcd_cluster.endpoints, "put", f"/{foreign}/app/config", "x"],
+                   check=True, capture_output=True, env=env)
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "f"), "--meta",
+                     etcd_cluster.url(foreign), timeout=60)
+    assert result.code == 4
+    assert_one_line_error(result, "not a hedgefs namespace")
