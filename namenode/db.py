@@ -127,8 +127,13 @@ CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own defaul
 class Backend(Protocol):
     """Where the truth is when it is not this file (``--meta etcd://``: ha.EtcdBackend)."""
 
+    max_keys: int                                                              # keys one Txn may hold
     def commit(self, puts: dict[str, bytes], deletes: list[str]) -> int: ...   # one guarded Txn; its revision
     def fatal(self, why: str) -> None: ...                                     # a commit failed: stop being active
+
+
+class TooLarge(FailedPrecondition):
+    """One change too large for one etcd transaction (half of ``--etcd-max-txn-ops``)."""
 
 
 class ReadOnlyView(FailedPrecondition):
@@ -234,9 +239,17 @@ class Database:
         the open batch: if it fails only its own rows roll back. Without the committer (before
         ``start_group_commit``) each change is committed as it ends, as before."""
         outermost = self._depth == 0
+        before = 0
         if outermost:
             if self.failed:
                 raise StoreFailed(self.failed)
+            if self.backend is not None and self.conn.in_transaction:
+                before = self._captured()
+                if before > self._half():   # the batch's Txn stays within etcd's limit
+                    self._commit(self.applied)
+                    before = 0
+                    if self.failed:
+                        raise StoreFailed(self.failed)
             if not self.conn.in_transaction:
                 self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute("SAVEPOINT change")
@@ -256,6 +269,13 @@ class Database:
                     self.conn.execute("ROLLBACK")
                 raise ReadOnlyView("this NameNode is a standby: its view of the namespace is etcd's, changed "
                                    "only by the active")
+            if self.backend is not None and self._captured() - before > self._half():
+                keys = self._captured() - before
+                self._undo_change()
+                if self._committer is None and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise TooLarge(f"this change touches {keys} rows, more than one etcd transaction may hold "
+                               f"({self._half()}): do it in parts (a smaller directory, fewer sources)")
             self.conn.execute("RELEASE change")
             self.applied += 1
             if self._committer is None:
@@ -299,6 +319,14 @@ class Database:
             self.durable = upto
             self.commits += 1
             self._state.notify_all()
+
+    def _half(self) -> int:
+        """Captured rows (an update counts twice) a change may add, and a batch may hold before
+        it is committed: two halves and the id marks fit one Txn of ``backend.max_keys``."""
+        return (self.backend.max_keys - 8) // 2
+
+    def _captured(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM _changes").fetchone()[0]
 
     def _push(self) -> None:
         """The batch's rows to etcd, as one Txn guarded by the epoch, before the local COMMIT: a

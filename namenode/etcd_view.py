@@ -80,12 +80,13 @@ def install(conn: sqlite3.Connection) -> Schema:
     for table in REPLICATED:
         def pk(row: str) -> str:
             return "json_array(" + ", ".join(f"{row}.{name}" for name, _ in schema.pk[table]) + ")"
-        for event, rows in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
+        moved = " OR ".join(f"OLD.{name} IS NOT NEW.{name}" for name, _ in schema.pk[table])
+        for name, event, row, when in (("insert", "INSERT", "NEW", ""), ("update", "UPDATE", "NEW", ""),
+                                       ("moved", "UPDATE", "OLD", f"WHEN {moved}"), ("delete", "DELETE", "OLD", "")):
             # No key on _changes: a trigger's statement takes on the outer one's conflict clause
             # (an UPSERT's, an OR REPLACE's), so it must never conflict. collect() dedupes.
-            body = " ".join(f"INSERT INTO _changes(tbl, pk) VALUES ('{table}', {pk(r)});" for r in rows)
-            script.append(f"CREATE TRIGGER IF NOT EXISTS _capture_{table}_{event.lower()} AFTER {event} ON {table} "
-                          f"BEGIN {body} END;")
+            script.append(f"CREATE TRIGGER IF NOT EXISTS _capture_{table}_{name} AFTER {event} ON {table} {when} "
+                          f"BEGIN INSERT INTO _changes(tbl, pk) VALUES ('{table}', {pk(row)}); END;")
     conn.executescript("BEGIN IMMEDIATE; " + " ".join(script) + " COMMIT;")
     return schema
 

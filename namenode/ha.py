@@ -100,8 +100,9 @@ class StandbyDataNodes:
 class EtcdBackend:
     """Database's backend on etcd: every commit one Txn guarded by ``epoch``."""
 
-    def __init__(self, meta: EtcdMeta, epoch: int, fatal: Callable[[str], None]):
+    def __init__(self, meta: EtcdMeta, epoch: int, fatal: Callable[[str], None], max_keys: int = 1024):
         self.meta, self.epoch, self._fatal = meta, epoch, fatal
+        self.max_keys = max_keys   # etcd's --max-txn-ops: a batch is committed before it needs more
 
     def commit(self, puts: dict[str, bytes], deletes: list[str]) -> int:
         start = time.perf_counter()
@@ -120,12 +121,13 @@ class HA:
 
     def __init__(self, url: MetaURL, data_dir: str, *, rpc_address: str, http_address: str = "",
                  open_namesystem: Callable, on_active: Callable = lambda nn: None,
-                 on_standby: Callable = lambda: None, ttl_s: int = DEFAULT_TTL_S, cluster_id: str | None = None):
+                 on_standby: Callable = lambda: None, ttl_s: int = DEFAULT_TTL_S, cluster_id: str | None = None,
+                 max_txn_ops: int = 1024):
         self.url, self.data_dir = url, data_dir
         self.path = os.path.join(data_dir, VIEW_FILE)
         self.rpc_address, self.http_address = rpc_address, http_address
         self.open_namesystem, self.on_active, self.on_standby = open_namesystem, on_active, on_standby
-        self.ttl_s, self.cluster_id = ttl_s, cluster_id
+        self.ttl_s, self.cluster_id, self.max_txn_ops = ttl_s, cluster_id, max_txn_ops
         self.role, self.epoch = "starting", 0
         self.namesystem = None          # the active's Namesystem, or the standby's read-only one
         self.follower: Follower | None = None
@@ -247,7 +249,7 @@ class HA:
                 self.namesystem.close()
                 self.namesystem = None
             self.epoch = epoch
-            backend = EtcdBackend(self.meta, epoch, self._on_fatal)
+            backend = EtcdBackend(self.meta, epoch, self._on_fatal, self.max_txn_ops)
             threading.Thread(target=self._watch_lease, args=(self.lease,), daemon=True,
                              name="namenode-lease-watch").start()
             nn = self.open_namesystem(backend, False)

@@ -58,7 +58,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
           lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2,
           credential: Credential | None = None, cluster_id: str | None = None,
           block_token_lifetime_s: float = DEFAULT_LIFETIME_S, meta: str = "",
-          lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9) -> None:
+          lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -108,7 +108,8 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
                 role = Single(namenode)
             else:
                 role = HA(url, data_dir, rpc_address="", open_namesystem=open_namesystem, on_active=on_active,
-                          on_standby=on_standby, ttl_s=lease_ttl_s, cluster_id=cluster_id)
+                          on_standby=on_standby, ttl_s=lease_ttl_s, cluster_id=cluster_id,
+                          max_txn_ops=etcd_max_txn_ops)
             # SO_REUSEPORT (gRPC's default on Linux) would let a second NameNode share the port silently.
             server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="namenode-rpc"),
                                  options=_SERVER_OPTIONS, interceptors=[authorizer(secure=credential is not None)])

@@ -171,3 +171,25 @@ def test_a_prefix_of_another_cluster_or_not_a_namespace_is_refused(etcd_cluster,
                      etcd_cluster.url(foreign), timeout=60)
     assert result.code == 4
     assert_one_line_error(result, "not a hedgefs namespace")
+
+
+def test_a_change_too_large_for_one_etcd_transaction_is_refused_and_the_active_goes_on(etcd_cluster, tmp_path):
+    a = NameNodeProcess(tmp_path, "nn1", etcd_cluster.url(prefix("large")), "--etcd-max-txn-ops", "24").start()
+    try:
+        active_of([a])
+        with pytest.raises(grpc.RpcError) as refused:
+            stub(a.address).Mkdir(pb.MkdirRequest(path="/a/b/c/d/e/f/g/h", parents=True), timeout=5, metadata=ids())
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "do it in parts" in refused.value.details()
+        mkdirs(a.address, ["/a", "/a/b", "/a/b/c", "/a/b/c/d", "/a/b/c/d/e", "/a/b/c/d/e/f", "/a/b/c/d/e/f/g",
+                           "/a/b/c/d/e/f/g/h"])
+        assert stat(a.address, "/a/b/c/d/e/f/g/h").is_dir
+        # many small changes at once: each batch is committed before it outgrows one Txn
+        futures = [stub(a.address).Mkdir.future(pb.MkdirRequest(path=f"/many/{i}", parents=True), timeout=20,
+                                                metadata=ids()) for i in range(40)]
+        for f in futures:
+            f.result()
+        assert len(stub(a.address).List(pb.ListRequest(path="/many"), timeout=5).entries) == 40
+        assert role(a.address) == "active"
+    finally:
+        a.stop()

@@ -38,6 +38,10 @@ def server_credentials_option(f):
 @click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True,
               help="HA: the active's etcd lease. It serves only while surely holding it (TTL - 1 s after its "
                    "last renewal); a standby takes over within about the TTL of the active's death.")
+@click.option("--etcd-max-txn-ops", type=click.IntRange(16), default=1024, show_default=True,
+              help="HA: the etcd servers' --max-txn-ops (etcd's own default is 128: run etcd with 1024). A batch "
+                   "of changes is committed before it needs more keys; one change needing more than half is "
+                   "refused (do it in parts).")
 @click.option("--safe-mode-share", type=click.FloatRange(0, 1), default=0.9, show_default=True,
               help="HA: a new active deletes and repairs nothing until DataNodes holding this share of the "
                    "units have block-reported to it.")
@@ -59,8 +63,8 @@ def server_credentials_option(f):
                    "An existing namespace of another cluster is refused.")
 @click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
               help="How long a block access token is good for (secure clusters; clients renew theirs).")
-def namenode(port, host, data_dir, meta, lease_ttl_s, safe_mode_share, http_port, dead_interval_s, repair_interval_s,
-             lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
+def namenode(port, host, data_dir, meta, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, http_port, dead_interval_s,
+             repair_interval_s, lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
              block_token_lifetime_s) -> None:
     """Run a NameNode (namespace and block-group map in SQLite, or on etcd: --meta).
 
@@ -92,7 +96,7 @@ def namenode(port, host, data_dir, meta, lease_ttl_s, safe_mode_share, http_port
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
               lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
               credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s,
-              meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share)
+              meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops)
     except MetaUnavailable as err:
         raise Unavailable(f"namenode: etcd unreachable ({meta}): {err}") from None
     except Refused as err:
