@@ -76,7 +76,8 @@ class Single:
         return True
 
     def describe(self) -> dict:
-        return {"role": "active", "epoch": 0, "meta": "sqlite"}
+        return {"role": "active", "epoch": 0, "applied_revision": 0, "meta": "sqlite", "active": "",
+                "safe_mode": self.namesystem.in_safe_mode}
 
 
 class StandbyDataNodes:
@@ -133,6 +134,7 @@ class HA:
         self.follower: Follower | None = None
         self.lease: Lease | None = None
         self.datanodes = StandbyDataNodes()
+        self._registry_read = 0.0
         self.failovers = 0
         self._lost = threading.Event()
         self._stop = threading.Event()
@@ -162,15 +164,34 @@ class HA:
         nn = self.namesystem
         if nn is None or (self.role == "active" and not self.is_active()) or self.role not in ("active", "standby"):
             raise NotActive(self.active_address())
+        if self.role == "standby" and time.monotonic() - self._registry_read > 1.0:
+            self._registry_read = time.monotonic()
+            with self._switch:   # DataNodes the view knows and this standby has not heard yet
+                if nn is self.namesystem:
+                    with nn.db.reading():
+                        known = nn.blocks.datanodes()
+                    with nn._lock:
+                        nn.liveness.load({d: a for d, a in known.items() if not nn.liveness.knows(d)})
         return nn
+
+    def heard(self, datanode_id: str, address: str = "", data_address: str = "") -> None:
+        """A DataNode reported to this standby: its liveness, for the locations of observer reads."""
+        self.datanodes.heard(datanode_id)
+        nn = self.namesystem
+        if nn is not None and self.role == "standby" and datanode_id:
+            with nn._lock:
+                nn.liveness.seen(datanode_id, address or None, data_address or None)
 
     @property
     def applied_revision(self) -> int:
         return self.follower.applied if self.follower else 0
 
     def describe(self) -> dict:
+        """What ReportResponse.namenode says (NameNodeRole)."""
+        nn = self.namesystem
         return {"role": self.role, "epoch": self.epoch, "meta": str(self.url), "active": self.active_address(),
-                "applied_revision": self.applied_revision, "failovers": self.failovers}
+                "applied_revision": self.applied_revision if self.role == "standby" else 0,
+                "safe_mode": bool(nn is not None and self.role == "active" and nn.in_safe_mode)}
 
     # ------------------------------------------------------------------ the loop
 

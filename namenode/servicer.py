@@ -253,7 +253,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def ReportBadUnits(self, request):
         if not self.role.is_active():
             for u in request.units:
-                self.role.datanodes.heard(u.datanode_id)
+                self.role.heard(u.datanode_id)
             return pb.Empty()
         self.nn.report_bad_units((u.group_id, u.index, u.generation, u.datanode_id, u.reason) for u in request.units)
         return pb.Empty()
@@ -271,7 +271,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def Report(self, request):
-        r = self.nn.report()
+        r = self.reader.report()   # a standby's too: its role, and the DataNodes it hears
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
             blocks_under_replicated=r.blocks_under_replicated, low_space_pct=r.low_space_pct,
@@ -282,7 +282,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        capacity_bytes=d.capacity_bytes, remaining_bytes=d.remaining_bytes,
                                        shares_filesystem_with=list(d.shares_filesystem_with), low_space=d.low_space,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
-                       for d in r.datanodes])
+                       for d in r.datanodes],
+            namenode=pb.NameNodeRole(**self.role.describe()))
 
     # security
     @_rpc
@@ -309,7 +310,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def RegisterDataNode(self, request):
         if not self.role.is_active():   # a standby: remembered, not written (the view is etcd's)
-            self.role.datanodes.heard(request.datanode_id)
+            self.role.heard(request.datanode_id, request.address, request.data_address)
             return pb.RegisterResponse(cluster_id=self.reader.cluster_id, epoch=self.role.epoch, active=False)
         cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
                                       request.storage_id)
@@ -318,7 +319,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def Heartbeat(self, request):
         if not self.role.is_active():
-            self.role.datanodes.heard(request.datanode_id)
+            self.role.heard(request.datanode_id, request.address, request.data_address)
             return pb.HeartbeatResponse(epoch=self.role.epoch, active=False)
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
                                   request.active_repairs, _stats(request) if request.HasField("stats") else None,
@@ -329,7 +330,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def BlockReport(self, request):
         if not self.role.is_active():
-            self.role.datanodes.heard(request.datanode_id)
+            self.role.heard(request.datanode_id)
             return pb.Empty()
         self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units],
                              request.part, request.more)

@@ -89,6 +89,36 @@ class NameNodeProcess:
                 self.proc.wait(5)
 
 
+class DataNodeProcess:
+    """``hedgefs datanode`` reporting to ``namenode`` (one address, or the list a DataNode takes)."""
+
+    def __init__(self, root, name: str, namenode: str):
+        self.root, self.name, self.namenode = root, name, namenode
+        self.port_file = os.path.join(str(root), f"{name}.port")
+        self.log_path = os.path.join(str(root), f"{name}.log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "DataNodeProcess":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hedgefs", "datanode", "--id", self.name, "--data-dir",
+             os.path.join(str(self.root), self.name), "--namenode", self.namenode, "--port", "0", "--data-port", "0",
+             "--heartbeat-interval-s", "0.5", "--no-fsync", "--port-file", self.port_file],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        wait_until(lambda: os.path.exists(self.port_file) or self.proc.poll() is not None, 30, f"{self.name} to serve")
+        assert self.proc.poll() is None, f"{self.name} exited {self.proc.returncode}"
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
 def stub(address: str) -> hedgefs_pb2_grpc.NameNodeStub:
     return hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(address))
 
@@ -107,13 +137,13 @@ def not_active(err: grpc.RpcError) -> str | None:
 
 
 def role(address: str) -> str:
-    """"active", "standby:<active it names>" or "down"."""
+    """"active", "standby:<active it names>", another role (promoting...) or "down"."""
     try:
-        stub(address).Report(pb.Empty(), timeout=2)
-        return "active"
+        n = stub(address).Report(pb.Empty(), timeout=2).namenode
     except grpc.RpcError as err:
         named = not_active(err)
         return "down" if named is None else f"standby:{named}"
+    return f"standby:{n.active}" if n.role == "standby" else n.role
 
 
 def active_of(nodes, timeout: float = 30.0):

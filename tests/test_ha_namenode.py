@@ -5,6 +5,7 @@ is not used (it is the client's own work): each NameNode is called directly with
 what a standby answers (the redirect, observer reads) is asserted as such.
 """
 
+import json
 import os
 import subprocess
 import threading
@@ -14,10 +15,10 @@ import grpc
 import pytest
 
 from etcd_support import ETCDCTL, etcd_cluster, prefix  # noqa: F401  (the fixture)
-from ha_support import NameNodeProcess, active_of, ids, mkdirs, not_active, role, stat, stub, wait_exists
+from ha_support import DataNodeProcess, NameNodeProcess, active_of, ids, mkdirs, not_active, role, stat, stub, wait_exists
 from hedgefs.proto import hedgefs_pb2 as pb
 
-from conftest import assert_one_line_error, run_cli, wait_until
+from conftest import assert_one_line_error, pattern, run_cli, wait_until
 
 FAILOVER_S = 20.0   # a bound, not a measure: the TTL is 3 s (bench/ measures failovers)
 
@@ -58,6 +59,14 @@ def test_standby_redirects_serves_observer_reads_and_takes_no_datanode_commands(
     assert not hb.active and not hb.commands
     hb = stub(a.address).Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="127.0.0.1:1"), timeout=5)
     assert hb.active and hb.epoch == on_active.epoch
+
+    # the operator's view: which NameNode answered, and what it is
+    report = run_cli("admin", "report", namenode=b.address)
+    assert report.code == 0, report.stderr
+    assert f"namenode: standby (view at etcd revision" in report.stdout.decode()
+    assert f"the active is {a.address}" in report.stdout.decode()
+    report = run_cli("admin", "report", "--json", namenode=a.address)
+    assert json.loads(report.stdout)["namenode"]["epoch"] == on_active.epoch
 
 
 def test_kill_9_of_the_active_loses_nothing_acknowledged(pair, etcd_cluster):
@@ -193,3 +202,30 @@ def test_a_change_too_large_for_one_etcd_transaction_is_refused_and_the_active_g
         assert role(a.address) == "active"
     finally:
         a.stop()
+
+
+def test_a_file_written_on_the_active_is_on_the_standby_with_its_block_groups(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("data"))
+    policy = ("--default-policy", "REPLICATE-3", "--block-size", "65536")
+    a = NameNodeProcess(tmp_path, "nn1", url, *policy).start()
+    b = dns = None
+    try:
+        active_of([a])
+        b = NameNodeProcess(tmp_path, "nn2", url, *policy).start()
+        dns = [DataNodeProcess(tmp_path, f"dn{i}", a.address).start() for i in range(1, 4)]
+        wait_until(lambda: len([d for d in stub(a.address).Report(pb.Empty(), timeout=5).datanodes
+                                if d.state == "live"]) == 3, 30, "3 live DataNodes")
+        data = pattern(200_000, seed=24)
+        put = run_cli("put", "-", "/f.bin", namenode=a.address, input=data)
+        assert put.code == 0, put.stderr
+        wait_exists(b.address, "/f.bin")
+        on_standby = stat(b.address, "/f.bin")
+        on_active = stat(a.address, "/f.bin")
+        assert on_standby.length == len(data) == on_active.length
+        assert [(g.id, g.length, g.generation) for g in on_standby.groups] == \
+               [(g.id, g.length, g.generation) for g in on_active.groups]
+        assert all(len(g.units) == 3 for g in on_standby.groups)   # unit locations came with the view
+        assert run_cli("cat", "/f.bin", namenode=a.address).stdout == data
+    finally:
+        for n in (dns or []) + [x for x in (a, b) if x]:
+            n.stop()

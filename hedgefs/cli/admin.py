@@ -89,6 +89,9 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
 
     with open_fs(namenode) as fs:
         r = fs.rpc("Report", pb.Empty())
+    n = r.namenode
+    role = {"role": n.role or "active", "epoch": n.epoch, "applied_revision": n.applied_revision,
+            "meta": n.meta or "sqlite", "active": n.active, "safe_mode": n.safe_mode}
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "capacity_bytes": d.capacity_bytes, "remaining_bytes": d.remaining_bytes,
              "used_pct": round(100 * (d.capacity_bytes - d.remaining_bytes) / d.capacity_bytes, 1) if d.capacity_bytes else None,
@@ -97,11 +100,16 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
              "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
-        click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
+        click.echo(json.dumps({"namenode": role, "datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
                                "blocks_under_replicated": r.blocks_under_replicated,
                                "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units,
                                "low_space_pct": r.low_space_pct}))
         return
+    if role["meta"] != "sqlite":   # HA: which NameNode answered, and what it is
+        what = (f"epoch {role['epoch']}" if role["role"] == "active" else
+                f"view at etcd revision {role['applied_revision']}, the active is {role['active'] or 'not known'}")
+        click.echo(f"namenode: {role['role']} ({what}{', safe mode' if role['safe_mode'] else ''}); "
+                   f"metadata on {role['meta']}")
     click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
                f"{'remaining':>10} {'fs used':>7} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:
