@@ -75,6 +75,10 @@ class Single:
     def is_active(self) -> bool:
         return True
 
+    def handover(self) -> bool:
+        raise FailedPrecondition("this NameNode has no standby to hand over to (its namespace is in SQLite: "
+                                 "--meta etcd://... for HA)")
+
     def describe(self) -> dict:
         return {"role": "active", "epoch": 0, "applied_revision": 0, "meta": "sqlite", "active": "",
                 "safe_mode": self.namesystem.in_safe_mode}
@@ -135,6 +139,7 @@ class HA:
         self.lease: Lease | None = None
         self.datanodes = StandbyDataNodes()
         self._registry_read = 0.0
+        self._hold_off_until = 0.0
         self.failovers = 0
         self._lost = threading.Event()
         self._stop = threading.Event()
@@ -145,9 +150,10 @@ class HA:
     # ------------------------------------------------------------------ what the servicer asks
 
     def active_address(self) -> str:
+        """The active's address as this NameNode knows it ("" while it switches roles itself)."""
         if self.role == "active":
             return self.rpc_address
-        return self.follower.leader[0] if self.follower else ""
+        return self.follower.leader[0] if self.follower and self.role == "standby" else ""
 
     def is_active(self) -> bool:
         """Active and surely still so (the lease's deadline holds)."""
@@ -252,11 +258,11 @@ class HA:
             _, epoch, lease = self.follower.leader
             if epoch and lease == self.lease.id:   # a campaign whose answer was lost did win
                 return epoch
-            if epoch == 0:
+            if epoch == 0 and time.monotonic() >= self._hold_off_until:
                 epoch, _ = self.meta.campaign(value, self.lease.id)
                 if epoch:
                     return epoch
-            self.follower.changed.wait(1.0)
+            self.follower.changed.wait(min(1.0, max(0.05, self._hold_off_until - time.monotonic())))
             self.follower.changed.clear()
         return 0
 
@@ -325,6 +331,7 @@ class HA:
             self.role = "demoting"
             nn = self.namesystem
             nn.db.wait_durable(nn.db.applied)
+            self._hold_off_until = time.monotonic() + self.ttl_s   # a standby's turn, not ours again
             self.lease.revoke()
         self._on_fatal("handed over (admin failover)")
         return True

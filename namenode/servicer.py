@@ -64,6 +64,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     # health and administration
     "Fsck": authz.admin(),
     "Report": authz.admin(),
+    "Failover": authz.admin(),
     "IssueCredential": authz.admin(),
 }
 
@@ -284,6 +285,13 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes],
             namenode=pb.NameNodeRole(**self.role.describe()))
+
+    @_rpc
+    def Failover(self, request):
+        if not self.role.handover():
+            raise NotActive(self.role.active_address())
+        log.warning("handed over at the request of %s: this NameNode is a standby now", caller())
+        return pb.Empty()
 
     # security
     @_rpc

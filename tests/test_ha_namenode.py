@@ -112,6 +112,22 @@ def test_frozen_active_commits_nothing_after_its_lease_and_comes_back_standby(pa
     assert a.proc.poll() is None
 
 
+def test_admin_failover_hands_over_at_once_and_loses_nothing(pair):
+    a, b = pair
+    done = mkdirs(a.address, [f"/h/{i}" for i in range(5)])
+    refused = run_cli("admin", "failover", namenode=b.address)
+    assert_one_line_error(refused, "not the active")
+    start = time.monotonic()
+    result = run_cli("admin", "failover", namenode=a.address)
+    assert result.code == 0, result.stderr
+    active_of([a, b], timeout=FAILOVER_S)
+    assert role(b.address) == "active", role(b.address)
+    print(f"handover: {time.monotonic() - start:.2f} s, the CLI included")
+    for path in done:
+        assert stat(b.address, path).is_dir
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 15, "nn1 to be a standby of nn2")
+
+
 def test_both_down_then_up_the_namespace_is_etcds(pair):
     a, b = pair
     done = mkdirs(a.address, [f"/both/{i}" for i in range(10)])

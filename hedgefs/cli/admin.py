@@ -68,6 +68,22 @@ def admin() -> None:
     """
 
 
+@admin.command("failover", context_settings=CONTEXT)
+@namenode_option
+def admin_failover(namenode: str | None) -> None:
+    """Hand the active NameNode's role to a standby (HA, metadata on etcd): the active drains its
+    commits and gives its lease up; a standby takes over at once and the old active becomes a
+    standby. Give the active's address (or a list: the client follows it to the active).
+
+    \b
+    Examples:
+      hedgefs admin failover --namenode nn1:8020
+    """
+    with open_fs(namenode) as fs:
+        fs.rpc("Failover", pb.Empty())
+    click.echo("handed over: a standby takes over (hedgefs admin report shows which)")
+
+
 @admin.command("report", context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
