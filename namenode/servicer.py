@@ -20,6 +20,7 @@ import grpc
 
 from hedgefs.namenode import metrics, model, retry_cache
 from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.db import StoreFailed
 from hedgefs.namenode.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -99,6 +100,9 @@ def _rpc(method):
             code = grpc.StatusCode.FAILED_PRECONDITION.name
             context.set_trailing_metadata((("hedgefs-active", err.active),))
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        except StoreFailed as err:   # fail-stop: this NameNode commits nothing more (a retry goes elsewhere)
+            code = grpc.StatusCode.UNAVAILABLE.name
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
         except NameNodeError as err:
             code = _status(err).name
             context.abort(_status(err), str(err))

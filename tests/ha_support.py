@@ -73,7 +73,13 @@ class NameNodeProcess:
                 self.proc.wait(20)
 
     def freeze(self) -> None:
+        """SIGSTOP, and wait until the kernel says it is stopped (the signal is asynchronous)."""
         self.proc.send_signal(signal.SIGSTOP)
+
+        def stopped():
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        wait_until(stopped, 10, f"{self.name} to be stopped")
 
     def thaw(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
