@@ -168,6 +168,11 @@ class HA:
     def reader(self):
         """The active's Namesystem, or a standby's read-only one (observer reads)."""
         nn = self.namesystem
+        if nn is None and self.role == "standby":
+            with self._switch:
+                if self.role == "standby" and self.namesystem is None:
+                    self._open_reader()
+                nn = self.namesystem
         if nn is None or (self.role == "active" and not self.is_active()) or self.role not in ("active", "standby"):
             raise NotActive(self.active_address())
         if self.role == "standby" and time.monotonic() - self._registry_read > 1.0:
@@ -219,14 +224,35 @@ class HA:
         """A fresh lease, a view rebuilt from etcd and a follower, a read-only Namesystem on it."""
         self.follower = Follower(self.meta, self.path, _SCHEMA, SCHEMA_VERSION)
         try:
-            self.namesystem = self.open_namesystem(None, True)
-        except NotFormatted:
-            self.namesystem = None
-        self.lease = Lease(self.meta, self.ttl_s)
+            self._open_reader()
+            self.lease = Lease(self.meta, self.ttl_s)
+        except BaseException:
+            self._drop_standby()
+            raise
         self._lost.clear()
         self.role = "standby"
         log.info("namenode is a standby on %s (view at revision %d, active %s)", self.url, self.follower.applied,
                  self.follower.leader[0] or "none")
+
+    def _open_reader(self) -> None:
+        try:
+            self.namesystem = self.open_namesystem(None, True)
+        except NotFormatted:   # no active has formatted the namespace yet: opened once one has
+            self.namesystem = None
+
+    def _drop_standby(self) -> None:
+        """Undo a standby (its view could not follow etcd, or could not be built)."""
+        self.role = "starting"
+        for thing in (self.follower, self.namesystem):
+            if thing is not None:
+                try:
+                    thing.stop() if thing is self.follower else thing.close()
+                except Exception as err:
+                    log.debug("dropping the standby view: %s", err)
+        self.follower = self.namesystem = None
+        if self.lease is not None:
+            self.lease.revoke()
+            self.lease = None
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -234,17 +260,25 @@ class HA:
                 if self.role != "standby":
                     self._standby_view()
                 epoch = self._campaign()
-                if epoch:
+                if not epoch:
+                    continue
+                try:
                     self._promote(epoch)
-                    self._lost.wait()
-                    if self._stop.is_set():   # close() hands the lease back
-                        return
-                    self._demote()
-            except MetaError as err:
-                log.warning("namenode HA loop: %s; trying again", err)
-                self._stop.wait(1.0)
-            except Exception:
-                log.exception("namenode HA loop failed; trying again")
+                except Exception as err:   # e.g. its first commit failed: give the epoch up
+                    log.exception("promotion to active (epoch %d) failed", epoch)
+                    self._on_fatal(f"promotion failed: {err}")
+                self._lost.wait()
+                if self._stop.is_set():   # close() hands the lease back
+                    return
+                self._demote()
+            except Exception as err:
+                if isinstance(err, MetaError):
+                    log.warning("namenode HA loop: %s; trying again", err)
+                else:
+                    log.exception("namenode HA loop failed; trying again")
+                with self._switch:
+                    if self.role == "standby":
+                        self._drop_standby()
                 self._stop.wait(1.0)
 
     def _campaign(self) -> int:
@@ -317,8 +351,8 @@ class HA:
                     nn.close()
                 except Exception as err:   # its store failed: nothing of it is trusted
                     log.info("closing the deposed namesystem: %s", err)
-            if self.lease is not None:
-                self.lease.stop()
+            if self.lease is not None:   # given back, not left to expire: a standby need not wait
+                self.lease.revoke()
             self.epoch = 0
         log.warning("namenode deposed: re-entering standby (view rebuilt from etcd)")
 
