@@ -162,10 +162,11 @@ def _advertised(host: str) -> str:
 
 
 class Current:
-    """The status pages' namesystem on etcd: whichever this NameNode runs now (ha.py)."""
+    """The status pages' namesystem on etcd: whichever this NameNode runs at the time of each call
+    (ha.py; the pages call only methods: status, browse, datanode_units)."""
 
     def __init__(self, role):
         self._role = role
 
     def __getattr__(self, name):
-        return getattr(self._role.reader(), name)
+        return lambda *args, **kwargs: getattr(self._role.reader(), name)(*args, **kwargs)
