@@ -218,9 +218,9 @@ def ratio_plot(doc: dict, path: pathlib.Path) -> pathlib.Path:
         xs, values = [], []
         for i, name in enumerate(names):
             run = _find(doc, name, mode)
-            if run is None:
-                continue
             key, base = ("p99_ms", pages) if name.startswith("fanout") else ("p999_ms", healthy)
+            if run is None or base is None:
+                continue
             xs.append(i + (j - 1) * width)
             values.append(run["summary"][key] / max(base["summary"][key], 1e-9))
         bars = ax.bar(xs, values, width, color=COLORS[mode], label=mode)

@@ -227,7 +227,7 @@ def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[s
     command = command or ("python -m hedgefs.bench.scenarios " + shlex.join(sys.argv[1:])).strip()
     file_bytes = QUICK["file_bytes"] if quick else FILE_BYTES
     duration_s = QUICK["duration_s"] if quick else DURATION_S
-    chosen = [s for s in SCENARIOS if not only or s.name in only or s.name == "healthy"]
+    chosen = [s for s in SCENARIOS if not only or s.name in _with_baselines(only)]
     started = time.monotonic()
     doc = {"date": date, "command": command, "quick": quick, "environment": environment(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="hedgefs-bench-") as tmp:
@@ -293,6 +293,16 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as err:
         parser.error(str(err))
     run_suite(args.out, quick=args.quick, only=only, say=lambda s: print(s, flush=True))
+
+
+def _with_baselines(only: list[str]) -> set[str]:
+    """The chosen scenarios and the baselines their ratios are to: healthy always, and the
+    healthy fan-out and stripe runs for fan-out and stripe scenarios."""
+    names = set(only) | {"healthy"}
+    for family in ("fanout", "stripes"):
+        if any(n.startswith(family + "-") for n in only):
+            names.add(f"{family}-healthy")
+    return names
 
 
 def parse_only(text: str | None) -> list[str] | None:

@@ -6,9 +6,7 @@ units it rotted, which the invariant (invariant.py) excuses until they are repai
 
 from __future__ import annotations
 
-import os
 import random
-import re
 import time
 
 import grpc
@@ -49,34 +47,15 @@ def apply(chaos, step: Step) -> list[str]:
 
 
 def _rot(chaos, step: Step) -> None:
-    """Flip one bit in each of ``units`` block files on the DataNode's disk (units nobody may be
-    reading: bit rot is found by the scrubber, or by a reader, or not at all)."""
+    """Flip one bit in each of ``units`` units on the DataNode's disk (its ``Rot`` RPC): bit rot,
+    found by the scrubber, or by a reader, or not at all."""
     knobs = dict(step.knobs)
-    rng = random.Random(f"hedgefs-chaos/{chaos.config.seed}/rot/{step.number}/{knobs['salt']}")
-    blocks = sorted((chaos.cluster.root / step.target / "blocks").glob("*/*.blk"))
-    flipped = []
-    for path in rng.sample(blocks, min(knobs["units"], len(blocks))):
-        # <group>_<index>_<generation>_<version>.blk (datanode/storage.py)
-        name = re.fullmatch(r"(\d+)_(\d+)(?:_\d+){0,2}\.blk", path.name)
-        if name is None:
-            continue
-        group_id, index = int(name[1]), int(name[2])
-        try:
-            with open(path, "r+b") as f:
-                size = f.seek(0, 2)
-                if size == 0:
-                    continue
-                offset = rng.randrange(size)
-                f.seek(offset)
-                byte = f.read(1)[0]
-                f.seek(offset)
-                f.write(bytes([byte ^ (1 << rng.randrange(8))]))
-                inode = os.fstat(f.fileno()).st_ino
-        except FileNotFoundError:
-            continue    # deleted meanwhile
-        chaos.rotted[(group_id, index, step.target)] = (path, inode)
-        flipped.append(f"{group_id}/{index}@{offset}")
-    chaos.report.units_rotted += len(flipped)
+    seed = random.Random(f"hedgefs-chaos/{chaos.config.seed}/rot/{step.number}/{knobs['salt']}").getrandbits(63)
+    reply = datanode_rpc(chaos, step.target, "Rot", pb.RotRequest(units=knobs["units"], seed=seed))
+    for unit in reply.rotted:
+        chaos.rotted[(unit.group_id, unit.index, step.target)] = unit
+    chaos.report.units_rotted += len(reply.rotted)
+    flipped = [f"{u.group_id}/{u.index}@{u.offset}" for u in reply.rotted]
     chaos.out(f"          rot {step.target}: flipped a bit in {', '.join(flipped) or 'nothing (no units yet)'}")
 
 

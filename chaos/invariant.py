@@ -15,6 +15,8 @@ import time
 import traceback
 from pathlib import Path
 
+import grpc
+
 from hedgefs.chaos.common import StoredFile, short
 from hedgefs.chaos.schedule import POLICY, Step, differing_bytes
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
@@ -188,25 +190,28 @@ def wait_healthy(chaos) -> list[str]:
 
 
 def wait_rot_gone(chaos) -> list[str]:
-    """Every rotten copy found and deleted (after a repair, or with its file)."""
+    """Every rotten copy found and deleted (after a repair, or with its file): no DataNode still
+    stores a copy the schedule rotted (each one says, by the ``Rot`` RPC's check)."""
     deadline = time.monotonic() + FSCK_S
+    by_datanode: dict[str, list] = {}
+    for (_g, _i, dn), unit in chaos.rotted.items():
+        by_datanode.setdefault(dn, []).append(unit)
     while True:
-        left = sorted(f"{g}/{i} on {dn}" for (g, i, dn), (path, inode) in chaos.rotted.items()
-                      if _inode(path) == inode)
+        left = []
+        for dn, units in sorted(by_datanode.items()):
+            try:
+                still = chaos.cluster.datanode_rpc(dn, "Rot", pb.RotRequest(check=units), timeout=5).still_rotten
+            except grpc.RpcError as err:
+                left.append(f"{len(units)} on {dn} (cannot ask it: {err.code().name})")
+                continue
+            left += [f"{u.group_id}/{u.index} on {dn}" for u in still]
         if not left:
             if chaos.rotted:
                 chaos.out(f"final: all {len(chaos.rotted)} rotten units found, replaced and deleted")
             return []
         if time.monotonic() > deadline:
-            return [f"rotten units still on disk {FSCK_S:.0f} s after fsck said HEALTHY: {', '.join(left)}"]
+            return [f"rotten units still on disk {FSCK_S:.0f} s after fsck said HEALTHY: {', '.join(sorted(left))}"]
         time.sleep(0.5)
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except FileNotFoundError:
-        return None
 
 
 def _log_tail(path: Path, lines: int = 3) -> str:

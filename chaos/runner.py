@@ -51,6 +51,7 @@ from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
 from hedgefs.client.metrics import LatencyHistogram
 from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.proto import hedgefs_pb2 as pb
 
 JOIN_S = 90.0                             # writers and readers must stop within this after healing
 SCRUB_INTERVAL_S = 2.0                    # the DataNodes' scrubbers: rotten units are found within a few s
@@ -112,8 +113,8 @@ class Chaos:
         self.excused: list[str] = []      # files whose failed read the last check allowed, and why
         self.slowest = (0.0, "")
         self.retries = 0                  # reads that must succeed, retried after a clean failure
-        # (group, index, DataNode) -> (block file, inode) of every unit the schedule rotted
-        self.rotted: dict[tuple[int, int, str], tuple[Path, int]] = {}
+        # (group, index, DataNode) -> the rotted copy (the DataNode's Rot reply) of every unit the schedule rotted
+        self.rotted: dict[tuple[int, int, str], pb.RottedUnit] = {}
         self.failure_kinds: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ top level

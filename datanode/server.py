@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
+from hedgefs import httpserver
 from hedgefs.datanode import storage
 from hedgefs.datanode.data_server import DataServer
 from hedgefs.datanode.faults import FaultConfig, Faults, FaultyStore, fault_env_present, parse_fault_specs
@@ -30,7 +31,6 @@ from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
 from hedgefs.datanode.repair_worker import RepairRunner
 from hedgefs.datanode.scrubber import DEFAULT_BANDWIDTH_BPS, DEFAULT_INTERVAL_S, Scrubber
 from hedgefs.datanode.servicer import DataNodeServicer, add_to_server, authorizer
-from hedgefs import httpserver
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -163,7 +163,7 @@ class DataNode:
         # a unit only once its DataNode says it is stored.
         data_server.on_bad_unit = self.link.report_bad_unit
         data_server.on_stored = self.link.unit_stored
-        add_to_server(DataNodeServicer(self.datanode_id, self.faults), server)
+        add_to_server(DataNodeServicer(self.datanode_id, self.faults, self.store), server)
         server.start()
         self.server = server
         self.link.start()

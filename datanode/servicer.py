@@ -1,4 +1,5 @@
-"""The DataNode's gRPC face: the fault knobs (set, clear, show), a thin sync servicer.
+"""The DataNode's gRPC face: the fault knobs (set, clear, show) and bit rot on demand, a thin sync
+servicer.
 
 Unit reads and writes do not come here: they use the data port (``data_server.py``). Every
 method here needs an admin's credential in a secure cluster (``AUTHORIZATION``, enforced by
@@ -11,15 +12,18 @@ import logging
 
 import grpc
 
+from hedgefs.datanode import rot
 from hedgefs.datanode.faults import FIELDS, Faults
-from hedgefs.proto import hedgefs_pb2_grpc
+from hedgefs.datanode.storage import BlockStore
 from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.proto import hedgefs_pb2_grpc
 from hedgefs.security import rpc as authz
 
 AUTHORIZATION: dict[str, authz.Rule] = {
     "SetFaults": authz.admin(),
     "ClearFaults": authz.admin(),
     "GetFaults": authz.admin(),
+    "Rot": authz.admin(),
 }
 
 log = logging.getLogger("hedgefs.datanode")
@@ -28,9 +32,10 @@ _PROBABILITY_FIELDS = ("probability", "error_probability", "corrupt_probability"
 
 
 class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
-    def __init__(self, datanode_id: str, faults: Faults):
+    def __init__(self, datanode_id: str, faults: Faults, store: BlockStore):
         self.datanode_id = datanode_id
         self.faults = faults
+        self.store = store
 
     # ---------------------------------------------------------------- fault admin
 
@@ -62,8 +67,22 @@ class DataNodeServicer(hedgefs_pb2_grpc.DataNodeServicer):
         self._admit(request, context, "GetFaults")
         return self._state()
 
+    def Rot(self, request, context):
+        self._admit(request, context, "Rot")
+        rotted = rot.rot(self.store, request.units, request.seed) if request.units else []
+        if rotted:
+            log.warning("faults on %s: rotted %s", self.datanode_id,
+                        ", ".join(f"{r.group_id}/{r.index}@{r.offset}" for r in rotted))
+        check = [rot.Rotted(c.group_id, c.index, c.generation, c.offset, c.copy) for c in request.check]
+        return pb.RotResponse(rotted=[_unit(r) for r in rotted],
+                              still_rotten=[_unit(r) for r in rot.still_stored(self.store, check)])
+
     def _state(self) -> pb.FaultState:
         return pb.FaultState(**self.faults.state())
+
+
+def _unit(r: rot.Rotted) -> pb.RottedUnit:
+    return pb.RottedUnit(group_id=r.group_id, index=r.index, generation=r.generation, offset=r.offset, copy=r.copy)
 
 
 def add_to_server(servicer: "DataNodeServicer", server: grpc.Server) -> None:

@@ -11,8 +11,7 @@ predecessor, and both may sit here side by side)::
     <data_dir>/datanode.lock                                              one DataNode per directory
     <data_dir>/VERSION                                                    the cluster id it joined, its storage id
 
-Units of generation 0 (from before generations) keep the older names, ``<group_id>_<index>_<version>``
-and ``<group_id>_<index>`` (version 0). ``version`` counts the versions of a unit on this disk
+``version`` counts the versions of a unit on this disk
 (the first is 1). A unit's version is *committed* once both of its files are in place:
 
     1 block-synced     the bytes are in tmp/, fsynced
@@ -109,7 +108,7 @@ class ChecksumError(StorageError):
 Unit = tuple[int, int, int]   # (group id, index, generation)
 
 
-def _check_ids(group_id: int, index: int, generation: int = 0) -> Unit:
+def _check_ids(group_id: int, index: int, generation: int) -> Unit:
     group_id, index, generation = int(group_id), int(index), int(generation)
     if group_id < 0 or index < 0 or generation < 0:
         raise ValueError(f"bad unit id {group_id}/{index} generation {generation}")
@@ -118,23 +117,19 @@ def _check_ids(group_id: int, index: int, generation: int = 0) -> Unit:
 
 def _name(key: Unit) -> str:
     g, i, generation = key
-    return f"{g}/{i}" + (f" generation {generation}" if generation else "")
+    return f"{g}/{i} generation {generation}"
 
 
 def parse_name(name: str) -> tuple[int, int, int, int] | None:
-    """(group id, index, generation, version) of a unit file name: ``7_3_1234_2.blk``; the older
-    ``7_3_2.blk`` and ``7_3.blk`` are generation 0 (versions 2 and 0)."""
+    """(group id, index, generation, version) of a unit file name: ``7_3_1234_2.blk``."""
     stem, dot, suffix = name.rpartition(".")
     if not dot or suffix not in ("blk", "crc"):
         return None
     parts = stem.split("_")
-    if len(parts) not in (2, 3, 4) or not all(p.isdigit() for p in parts):
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
         return None
-    if len(parts) == 4:
-        g, i, generation, version = (int(p) for p in parts)
-        return g, i, generation, version
-    g, i, version = (int(p) for p in parts + ["0"] * (3 - len(parts)))
-    return g, i, 0, version
+    g, i, generation, version = (int(p) for p in parts)
+    return g, i, generation, version
 
 
 @dataclass
@@ -206,14 +201,11 @@ class BlockStore:
         return self._blocks / f"{group_id % 256:02x}"
 
     def _paths(self, group_id: int, index: int, generation: int, version: int) -> tuple[Path, Path]:
-        if generation:
-            stem = f"{group_id}_{index}_{generation}_{version}"
-        else:
-            stem = f"{group_id}_{index}" + (f"_{version}" if version else "")
+        stem = f"{group_id}_{index}_{generation}_{version}"
         d = self._dir(group_id)
         return d / f"{stem}.blk", d / f"{stem}.crc"
 
-    def block_path(self, group_id: int, index: int, *, generation: int = 0) -> Path:
+    def block_path(self, group_id: int, index: int, *, generation: int) -> Path:
         """The block file of the unit's committed version (tests flip bytes in it)."""
         key = _check_ids(group_id, index, generation)
         with self._lock:
@@ -288,7 +280,7 @@ class BlockStore:
         with self._lock:
             return sum(n for _version, n in self._units.values())
 
-    def length(self, group_id: int, index: int, *, generation: int = 0) -> int:
+    def length(self, group_id: int, index: int, *, generation: int) -> int:
         key = _check_ids(group_id, index, generation)
         with self._lock:
             entry = self._units.get(key)
@@ -296,11 +288,11 @@ class BlockStore:
             raise UnitNotFound(f"unit {_name(key)} not found")
         return entry[1]
 
-    def has(self, group_id: int, index: int, *, generation: int = 0) -> bool:
+    def has(self, group_id: int, index: int, *, generation: int) -> bool:
         with self._lock:
             return _check_ids(group_id, index, generation) in self._units
 
-    def delete(self, group_id: int, index: int, *, generation: int = 0) -> bool:
+    def delete(self, group_id: int, index: int, *, generation: int) -> bool:
         """Remove a unit (of that generation only); False if it was not there."""
         key = _check_ids(group_id, index, generation)
         with self._lock:
@@ -345,7 +337,7 @@ class BlockStore:
 
     # ---------------------------------------------------------------- write
 
-    def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int = 0,
+    def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int,
                     once: bool = False) -> UnitWriter:
         """A writer for one unit; ``expected_length`` None = not known yet (given to commit).
         ``once``: refuse (UnitExists) if the unit is stored, now or by the time of the commit."""
@@ -383,7 +375,7 @@ class BlockStore:
 
     # ---------------------------------------------------------------- read
 
-    def open_unit(self, group_id: int, index: int, *, generation: int = 0) -> OpenUnit:
+    def open_unit(self, group_id: int, index: int, *, generation: int) -> OpenUnit:
         """The unit's committed version, open (see the module docstring). UnitNotFound if there is
         none; ChecksumError (offset 0) if its sidecar is damaged: the unit is bad."""
         key = _check_ids(group_id, index, generation)
@@ -404,7 +396,7 @@ class BlockStore:
             raise ChecksumError(group_id, index, 0) from None
         return OpenUnit(group_id, index, generation, length, chunk, crcs, f, blk)
 
-    def read(self, group_id: int, index: int, offset: int, length: int, *, generation: int = 0,
+    def read(self, group_id: int, index: int, offset: int, length: int, *, generation: int,
              piece: int = READ_BATCH,
              tamper: Callable[[memoryview, int], None] | None = None) -> Iterator[bytes]:
         """Yield bytes [offset, offset+length) of a unit in pieces of at most ``piece`` bytes.

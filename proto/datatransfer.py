@@ -76,7 +76,7 @@ def _load_crc32c():
                 return module.crc32c
             except (ImportError, OSError):
                 continue
-    from crc32c import crc32c   # whatever the layout: the package itself
+    from crc32c import crc32c  # whatever the layout: the package itself
     return crc32c
 
 
@@ -152,7 +152,7 @@ def error_for(status: int, message: str) -> TransferError:
 
 
 def pack_request(op: int, group_id: int, index: int, offset: int, length: int, token: bytes = b"", *,
-                 generation: int = 0) -> bytes:
+                 generation: int) -> bytes:
     return REQUEST.pack(MAGIC, VERSION, op, 0, group_id, index, generation, offset, length, len(token)) + token
 
 
@@ -226,7 +226,7 @@ def connect(address: str, timeout: float, wrap=None) -> socket.socket:
 
 
 def verify(address: str, group_id: int, index: int, *, timeout: float = 30.0, token: bytes = b"",
-           generation: int = 0, wrap=None) -> str:
+           generation: int, wrap=None) -> str:
     """Ask the DataNode at ``address`` to check its copy of a unit (OP_VERIFY); its answer."""
     with connect(address, timeout, wrap) as sock:
         sock.sendall(pack_request(OP_VERIFY, group_id, index, 0, 0, token, generation=generation))
@@ -239,7 +239,7 @@ def verify(address: str, group_id: int, index: int, *, timeout: float = 30.0, to
 
 
 def read_range(sock: socket.socket, group_id: int, index: int, offset: int, length: int, *,
-               where: str = "the DataNode", token: bytes = b"", generation: int = 0) -> memoryview:
+               where: str = "the DataNode", token: bytes = b"", generation: int) -> memoryview:
     """Bytes [offset, offset+length) of a unit over a connected blocking socket, every chunk
     verified against the DataNode's CRC32C. The socket may be reused afterwards."""
     sock.sendall(pack_request(OP_READ, group_id, index, offset, length, token, generation=generation))

@@ -593,6 +593,38 @@ class FaultClearRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class RotRequest(_message.Message):
+    __slots__ = ("units", "seed", "check")
+    UNITS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
+    units: int
+    seed: int
+    check: _containers.RepeatedCompositeFieldContainer[RottedUnit]
+    def __init__(self, units: _Optional[int] = ..., seed: _Optional[int] = ..., check: _Optional[_Iterable[_Union[RottedUnit, _Mapping]]] = ...) -> None: ...
+
+class RottedUnit(_message.Message):
+    __slots__ = ("group_id", "index", "generation", "offset", "copy")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    COPY_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    index: int
+    generation: int
+    offset: int
+    copy: str
+    def __init__(self, group_id: _Optional[int] = ..., index: _Optional[int] = ..., generation: _Optional[int] = ..., offset: _Optional[int] = ..., copy: _Optional[str] = ...) -> None: ...
+
+class RotResponse(_message.Message):
+    __slots__ = ("rotted", "still_rotten")
+    ROTTED_FIELD_NUMBER: _ClassVar[int]
+    STILL_ROTTEN_FIELD_NUMBER: _ClassVar[int]
+    rotted: _containers.RepeatedCompositeFieldContainer[RottedUnit]
+    still_rotten: _containers.RepeatedCompositeFieldContainer[RottedUnit]
+    def __init__(self, rotted: _Optional[_Iterable[_Union[RottedUnit, _Mapping]]] = ..., still_rotten: _Optional[_Iterable[_Union[RottedUnit, _Mapping]]] = ...) -> None: ...
+
 class FaultState(_message.Message):
     __slots__ = ("enabled", "read_delay_ms", "probability", "jitter_ms", "stall", "error_probability", "corrupt_probability", "bandwidth_bps", "calls", "cancelled_reads", "stalled_reads", "wire_corrupt_probability")
     class CallsEntry(_message.Message):

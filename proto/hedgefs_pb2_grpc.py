@@ -1134,6 +1134,11 @@ class DataNodeStub:
                 request_serializer=hedgefs__pb2.FaultClearRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.FaultState.FromString,
                 _registered_method=True)
+        self.Rot = channel.unary_unary(
+                '/hedgefs.DataNode/Rot',
+                request_serializer=hedgefs__pb2.RotRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.RotResponse.FromString,
+                _registered_method=True)
 
 
 class DataNodeServicer:
@@ -1162,6 +1167,13 @@ class DataNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rot(self, request, context):
+        """bit rot, now: flip one bit of each of `units` stored units chosen at random (seeded), on disk
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DataNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1179,6 +1191,11 @@ def add_DataNodeServicer_to_server(servicer, server):
                     servicer.GetFaults,
                     request_deserializer=hedgefs__pb2.FaultClearRequest.FromString,
                     response_serializer=hedgefs__pb2.FaultState.SerializeToString,
+            ),
+            'Rot': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rot,
+                    request_deserializer=hedgefs__pb2.RotRequest.FromString,
+                    response_serializer=hedgefs__pb2.RotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1266,6 +1283,33 @@ class DataNode:
             '/hedgefs.DataNode/GetFaults',
             hedgefs__pb2.FaultClearRequest.SerializeToString,
             hedgefs__pb2.FaultState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.DataNode/Rot',
+            hedgefs__pb2.RotRequest.SerializeToString,
+            hedgefs__pb2.RotResponse.FromString,
             options,
             channel_credentials,
             insecure,

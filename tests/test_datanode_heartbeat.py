@@ -100,7 +100,7 @@ def datanode(tmp_path, name, namenode_addr, **kw):
 def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
     nn, addr = namenode
     store = BlockStore(tmp_path / "dn1")
-    w = store.open_writer(5, 2, 3)
+    w = store.open_writer(5, 2, 3, generation=0)
     w.write(b"abc")
     w.commit()
     store.close()
@@ -134,7 +134,7 @@ def test_a_large_block_report_goes_in_parts(tmp_path, namenode, monkeypatch):
     nn, addr = namenode
     store = BlockStore(tmp_path / "dn1")
     for group in range(5):
-        w = store.open_writer(group + 1, 0, 1)
+        w = store.open_writer(group + 1, 0, 1, generation=0)
         w.write(b"x")
         w.commit()
     store.close()
@@ -165,12 +165,12 @@ def test_damaged_unit_is_caught_by_the_reader_and_a_damaged_sidecar_is_reported(
     dn = datanode(tmp_path, "dn1", addr)
     try:
         for index in (3, 4):
-            w = dn.store.open_writer(7, index, 100)
+            w = dn.store.open_writer(7, index, 100, generation=0)
             w.write(b"x" * 100)
             w.commit()
-        path = dn.store.block_path(7, 3)
+        path = dn.store.block_path(7, 3, generation=0)
         path.write_bytes(b"y" + path.read_bytes()[1:])
-        sidecar = dn.store.block_path(7, 4).with_suffix(".crc")
+        sidecar = dn.store.block_path(7, 4, generation=0).with_suffix(".crc")
         sidecar.write_bytes(sidecar.read_bytes()[:-1])
         with socket.create_connection(("127.0.0.1", dn.data_port), timeout=10) as s:
             with pytest.raises(ChecksumMismatch) as e:
@@ -206,7 +206,7 @@ def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
     target = datanode(tmp_path, "dn9", addr)
     try:
         for dn, u in zip(sources, (0, 1, 3)):
-            w = dn.store.open_writer(50, u, len(units[u]))
+            w = dn.store.open_writer(50, u, len(units[u]), generation=0)
             w.write(bytes(units[u]))
             w.commit()
         cmd = pb.RepairUnitCommand(group_id=50, index=2, policy=policy.name,
@@ -218,7 +218,7 @@ def test_repair_command_rebuilds_and_reports_unit_stored(tmp_path, namenode):
             nn.commands["dn9"] = [pb.Command(repair_unit=cmd)]
         stored = wait_until(lambda: nn.of("stored"), 10, "a unit-stored receipt")
         assert stored == [("stored", "dn9", 50, 2, len(units[2]))]
-        got = b"".join(target.store.read(50, 2, 0, len(units[2])))
+        got = b"".join(target.store.read(50, 2, 0, len(units[2]), generation=0))
         assert got == bytes(units[2])
     finally:
         for dn in sources + [target]:
@@ -258,7 +258,7 @@ def test_a_written_unit_is_receipted_and_a_scrub_pass_finds_a_flipped_byte(tmp_p
         # a clean pass: nothing reported
         wait_until(lambda: any(e[2] >= 1 for e in nn.of("scrub")), 10, "a heartbeat counting a scrub pass")
         assert nn.of("bad") == []
-        path = dn.store.block_path(9, 4)
+        path = dn.store.block_path(9, 4, generation=0)
         raw = bytearray(path.read_bytes())
         raw[66_000] ^= 1                                                 # in the second 64 KiB chunk
         path.write_bytes(raw)

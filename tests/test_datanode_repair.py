@@ -63,7 +63,7 @@ def store_group(nodes, gid: int, data: bytes, policy=P) -> list[bytes]:
     """Unit u of the group on nodes[u] (dn1..dn5 for RS-3-2); dn6, dn7 hold nothing of it."""
     units = encode_group(data, policy)
     for u, blob in enumerate(units):
-        w = nodes[u].store.open_writer(gid, u, len(blob))
+        w = nodes[u].store.open_writer(gid, u, len(blob), generation=0)
         w.write(blob)
         w.commit()
     return units
@@ -79,7 +79,7 @@ def command(nodes, gid, index, group_length, sources=None, policy=P) -> pb.Repai
 
 
 def stored(dn, gid, index) -> bytes:
-    return b"".join(dn.store.read(gid, index, 0, dn.store.length(gid, index)))
+    return b"".join(dn.store.read(gid, index, 0, dn.store.length(gid, index, generation=0), generation=0))
 
 
 @pytest.fixture(autouse=True)
@@ -164,7 +164,7 @@ def test_too_few_sources_fails_and_leaves_nothing(nodes):
     nodes[3].faults.set(error_probability=1.0)
     with pytest.raises(RepairError, match="too few sources"):
         repair_unit(command(nodes, 105, 0, GROUP_LENGTH, sources=[1, 2, 3]), nodes[6].store)
-    assert not nodes[6].store.has(105, 0)
+    assert not nodes[6].store.has(105, 0, generation=0)
     assert list((nodes[6].store.root / "tmp").iterdir()) == []
     with pytest.raises(RepairError, match="need 3"):
         repair_unit(command(nodes, 105, 0, GROUP_LENGTH, sources=[1, 2]), nodes[6].store)

@@ -7,8 +7,8 @@ polls GetFaults against a deadline; no sleep stands in for synchronisation.
 
 import os
 import signal
-import struct
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -16,14 +16,13 @@ import time
 
 import grpc
 import pytest
-
 from conftest import wait_until
-from dn_support import MiB, Data, launch, stop, wait_port
-from hedgefs.datanode.server import DataNode
-from hedgefs.proto import GRPC_OPTIONS
+from dn_support import Data, MiB, launch, stop, wait_port
+
+from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.proto import hedgefs_pb2_grpc
+
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
@@ -76,7 +75,7 @@ def test_a_read_sends_whole_checksum_chunks_with_their_crcs(data):
     """The reader can verify every byte it uses: the range is widened to 64 KiB chunks."""
     data.write(20, 0, DATA)
     with data.connect() as s:
-        s.sendall(dt.pack_request(dt.OP_READ, 20, 0, 70_000, 10))
+        s.sendall(dt.pack_request(dt.OP_READ, 20, 0, 70_000, 10, generation=0))
         dt.recv_response(s, "dn3")
         start, nbytes, chunk, crcs = dt.recv_read_info(s)
         assert (start, nbytes, chunk, len(crcs)) == (65536, 65536, 65536, 1)
@@ -84,9 +83,9 @@ def test_a_read_sends_whole_checksum_chunks_with_their_crcs(data):
         dt.recv_exactly(s, memoryview(body))
         assert body == DATA[65536:131072]
         # the same connection carries the next request
-        assert bytes(dt.read_range(s, 20, 0, len(DATA) - 5, 5)) == DATA[-5:]
+        assert bytes(dt.read_range(s, 20, 0, len(DATA) - 5, 5, generation=0)) == DATA[-5:]
         # and the unit's chunk checksums alone (a file checksum is combined from them)
-        s.sendall(dt.pack_request(dt.OP_CHECKSUMS, 20, 0, 0, 0))
+        s.sendall(dt.pack_request(dt.OP_CHECKSUMS, 20, 0, 0, 0, generation=0))
         dt.recv_response(s, "dn3")
         info = bytearray(dt.UNIT_INFO.size)
         dt.recv_exactly(s, memoryview(info))
@@ -114,7 +113,7 @@ def test_stalled_write_is_dropped_after_the_idle_deadline(tmp_path):
     proc, _port, data_port = launch(tmp_path, "--write-idle-s", "0.5", name="dn7")
     try:
         with socket.create_connection(("127.0.0.1", data_port), timeout=30) as s:
-            s.sendall(dt.pack_request(dt.OP_WRITE, 30, 0, 0, 0))
+            s.sendall(dt.pack_request(dt.OP_WRITE, 30, 0, 0, 0, generation=0))
             dt.recv_response(s, "dn7")
             s.sendall(dt.PACKET.pack(dt.PACKET_DATA, 10) + b"12345")   # half a packet, then nothing
             t0 = time.monotonic()
@@ -131,7 +130,7 @@ def test_stalled_read_cancelled_by_client(data, stub):
     before = state(stub).cancelled_reads
     stub.SetFaults(pb.FaultConfig(stall=True))
     s = data.connect()
-    s.sendall(dt.pack_request(dt.OP_READ, 12, 0, 0, 1000))
+    s.sendall(dt.pack_request(dt.OP_READ, 12, 0, 0, 1000, generation=0))
     wait_until(lambda: state(stub).stalled_reads == 1, 10, "the read to stall", interval=0.01)
     s.close()   # closing the connection is the cancel
 
@@ -195,6 +194,31 @@ def test_corruption_is_caught_by_the_reader(data, stub, knob, counter):
     assert data.read(gid, 2, 70_000, 10) == DATA[70_000:70_010]   # the disk was never touched
 
 
+def test_rot_flips_a_bit_on_disk_that_readers_catch_and_the_datanode_says_which(tmp_path):
+    """The Rot knob (chaos's bit rot): on disk, so a reader's checksum catches it and it stays
+    after the knobs are cleared; the reply names each rotted copy, and a check finds it stored."""
+    proc, port, data_port = launch(tmp_path, "--enable-faults", name="dn5")
+    try:
+        data = Data(data_port)
+        for gid in (31, 32, 33):
+            data.write(gid, 0, DATA)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as ch:
+            stub = hedgefs_pb2_grpc.DataNodeStub(ch)
+            rotted = stub.Rot(pb.RotRequest(units=2, seed=7)).rotted
+            assert len(rotted) == 2 and {u.group_id for u in rotted} < {31, 32, 33}
+            stub.ClearFaults(pb.FaultClearRequest())
+            for u in rotted:
+                chunk = u.offset // (64 * 1024) * (64 * 1024)
+                status, details = error_of(data.read, u.group_id, 0, chunk, 1)
+                assert (status, details) == ("DATA_LOSS", f"checksum mismatch in unit {u.group_id}/0 at offset "
+                                                          f"{chunk} from dn3")
+            clean = ({31, 32, 33} - {u.group_id for u in rotted}).pop()
+            assert data.read(clean, 0, 0, len(DATA)) == DATA
+            assert list(stub.Rot(pb.RotRequest(check=rotted)).still_rotten) == list(rotted)
+    finally:
+        stop(proc)
+
+
 def test_bandwidth_cap(data, stub):
     data.write(17, 0, DATA)
     stub.SetFaults(pb.FaultConfig(bandwidth_bps=4 * MiB))
@@ -220,11 +244,11 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
     stub.SetFaults(pb.FaultConfig(stall=True))
     held = [data.connect() for _ in range(4)]
     for s in held:
-        s.sendall(dt.pack_request(dt.OP_READ, 22, 0, 0, 100))
+        s.sendall(dt.pack_request(dt.OP_READ, 22, 0, 0, 100, generation=0))
     wait_until(lambda: state(stub).stalled_reads == 4, 10, "four reads to stall", interval=0.01)
     with data.connect() as extra:
         with pytest.raises(dt.Busy) as e:
-            dt.read_range(extra, 22, 0, 0, 100)
+            dt.read_range(extra, 22, 0, 0, 100, generation=0)
         assert "4 streams" in e.value.message
         stub.SetFaults(pb.FaultConfig(stall=False))
         for s in held:
@@ -234,7 +258,7 @@ def test_streams_beyond_max_streams_get_busy_and_the_connection_stays_usable(dat
         # has gone out, which may be after its header reached us (on a loaded machine, it was).
         def read_unless_busy():
             try:
-                return bytes(dt.read_range(extra, 22, 0, 0, 100))
+                return bytes(dt.read_range(extra, 22, 0, 0, 100, generation=0))
             except dt.Busy:
                 return None
 
@@ -278,7 +302,8 @@ def test_faults_refused_when_disabled(tmp_path):
             stub = hedgefs_pb2_grpc.DataNodeStub(ch)
             for rpc, req in ((stub.SetFaults, pb.FaultConfig(stall=True)),
                              (stub.ClearFaults, pb.FaultClearRequest()),
-                             (stub.GetFaults, pb.FaultClearRequest())):
+                             (stub.GetFaults, pb.FaultClearRequest()),
+                             (stub.Rot, pb.RotRequest(units=1))):
                 assert code_of(rpc, req) == (
                     grpc.StatusCode.FAILED_PRECONDITION,
                     "fault injection is disabled on dn4 (start it with --enable-faults)")
@@ -306,7 +331,7 @@ def test_a_unit_is_written_once_and_is_the_unit_of_its_generation(data):
     is another unit, and a read of one generation never gets the other's bytes."""
     assert data.write(24, 1, b"first") == 5
     status, details = error_of(data.write, 24, 1, b"forged")
-    assert status == "ALREADY_EXISTS" and "unit 24/1 is stored already: a unit is written once" in details
+    assert status == "ALREADY_EXISTS" and "unit 24/1 generation 0 is stored already: a unit is written once" in details
     assert data.read(24, 1, 0, 5) == b"first"
     assert data.write(24, 1, b"other namespace", generation=77) == 15
     assert data.read(24, 1, 0, 5) == b"first" and data.read(24, 1, 0, 15, generation=77) == b"other namespace"
@@ -331,7 +356,7 @@ def test_a_datanode_killed_at_any_step_of_a_write_keeps_no_unit_or_the_whole_new
     the debug knob SIGKILLs at that step of a write of unit 5/2 over its data port; then the data
     dir is opened again, as the restarted DataNode would. (A first write has no old version to
     remove: that step is reached only by a replace, below.)"""
-    from hedgefs.datanode.storage import COMMIT_STEPS, BlockStore
+    from hedgefs.datanode.storage import COMMIT_STEPS
 
     new = pattern_bytes(150_001, 2)
     steps = [s for s in COMMIT_STEPS if s != "old-removed"]
@@ -340,7 +365,7 @@ def test_a_datanode_killed_at_any_step_of_a_write_keeps_no_unit_or_the_whole_new
     for step, (proc, port_file) in procs.items():
         proc, _port, data_port = wait_port(proc, port_file)
         with pytest.raises(ConnectionError):   # the DataNode died mid-commit: no answer
-            Data(data_port).write(5, 2, new)
+            Data(data_port).write(5, 2, new, generation=9)
         assert proc.wait(10) == -signal.SIGKILL
         proc.stdout.close()
         proc.stderr.close()
@@ -357,13 +382,13 @@ def test_a_store_killed_at_any_step_of_a_replace_keeps_the_old_unit_or_the_new_o
 
     old, new = pattern_bytes(200_000, 1), pattern_bytes(150_001, 2)
     script = ("import sys; from hedgefs.datanode.storage import BlockStore; "
-              "s = BlockStore(sys.argv[1], crash_at=sys.argv[2]); w = s.open_writer(5, 2, None); "
+              "s = BlockStore(sys.argv[1], crash_at=sys.argv[2]); w = s.open_writer(5, 2, None, generation=9); "
               "data = open(sys.argv[3], 'rb').read(); w.write(data); w.commit(len(data))")
     (tmp_path / "new").write_bytes(new)
     procs = {}
     for step in COMMIT_STEPS:
         store = BlockStore(tmp_path / step)
-        with store.open_writer(5, 2, len(old)) as w:
+        with store.open_writer(5, 2, len(old), generation=9) as w:
             w.write(old)
             w.commit()
         store.close()
@@ -382,10 +407,10 @@ def _what_survived(data_dir, old, new) -> str:
     store = BlockStore(data_dir)
     try:
         files = sorted(p.name for p in data_dir.rglob("*") if p.is_file() and p.suffix in (".blk", ".crc"))
-        if not store.has(5, 2):
+        if not store.has(5, 2, generation=9):
             assert files == [], files           # nothing half-written left behind
             return "none"
-        data = b"".join(store.read(5, 2, 0, store.length(5, 2)))   # every chunk verified
+        data = b"".join(store.read(5, 2, 0, store.length(5, 2, generation=9), generation=9))   # every chunk verified
         assert len(files) == 2, files   # one version, no leftovers in blocks/ or tmp/
         return "new" if data == new else "old" if data == old else "neither"
     finally:

@@ -17,20 +17,22 @@ from hedgefs.datanode import storage
 from hedgefs.datanode.storage import (CHECKSUM_CHUNK, BlockStore, ChecksumError, LengthMismatch,
                                       RangeError, UnitNotFound)
 
+G = 1 << 41   # the generation of these units (a NameNode's are of this order)
+
 
 def pattern(n: int, seed: int = 0) -> bytes:
     return bytes((i * 31 + seed * 7 + (i >> 8)) % 251 for i in range(n))
 
 
 def put(store: BlockStore, g: int, i: int, data: bytes, piece: int = 100_003) -> int:
-    w = store.open_writer(g, i, len(data))
+    w = store.open_writer(g, i, len(data), generation=G)
     for s in range(0, len(data), piece):
         w.write(data[s:s + piece])
     return w.commit()
 
 
 def read(store, g, i, off, n, **kw) -> bytes:
-    return b"".join(store.read(g, i, off, n, **kw))
+    return b"".join(store.read(g, i, off, n, **{"generation": G, **kw}))
 
 
 def test_round_trip_multi_chunk(tmp_path):
@@ -38,11 +40,11 @@ def test_round_trip_multi_chunk(tmp_path):
     data = os.urandom(3 * CHECKSUM_CHUNK * 7 + 123)
     assert put(store, 42, 3, data, piece=77_777) == len(data)
     assert read(store, 42, 3, 0, len(data)) == data
-    assert store.units() == [(42, 3, 0, len(data))]
+    assert store.units() == [(42, 3, G, len(data))]
     assert store.used_bytes() == len(data) and store.unit_count() == 1
-    assert store.length(42, 3) == len(data)
+    assert store.length(42, 3, generation=G) == len(data)
     # pieces never exceed the requested size, so a large read is never one buffer
-    sizes = [len(p) for p in store.read(42, 3, 5, len(data) - 5, piece=1 << 20)]
+    sizes = [len(p) for p in store.read(42, 3, 5, len(data) - 5, piece=1 << 20, generation=G)]
     assert max(sizes) <= 1 << 20 and sum(sizes) == len(data) - 5 and len(sizes) > 1
 
 
@@ -54,20 +56,20 @@ def test_every_range_with_tiny_chunks(tmp_path, monkeypatch):
     put(store, 1, 0, data, piece=13)
     for off in range(len(data) + 1):
         for n in range(len(data) - off + 1):
-            pieces = list(store.read(1, 0, off, n, piece=7))
+            pieces = list(store.read(1, 0, off, n, piece=7, generation=G))
             assert all(0 < len(p) <= 7 for p in pieces)
             assert b"".join(pieces) == data[off:off + n], (off, n)
     with pytest.raises(RangeError):
-        store.read(1, 0, 50, 51)
+        store.read(1, 0, 50, 51, generation=G)
     with pytest.raises(RangeError):
-        store.read(1, 0, 101, 0)
+        store.read(1, 0, 101, 0, generation=G)
 
 
 def test_zero_length_unit(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 9, 5, b"")
     assert read(store, 9, 5, 0, 0) == b""
-    assert store.units() == [(9, 5, 0, 0)]
+    assert store.units() == [(9, 5, G, 0)]
 
 
 def test_flipped_byte_on_disk_is_caught_by_its_chunk(tmp_path):
@@ -75,7 +77,7 @@ def test_flipped_byte_on_disk_is_caught_by_its_chunk(tmp_path):
     data = pattern(4 * CHECKSUM_CHUNK + 1000)
     put(store, 7, 1, data)
     bad = 2 * CHECKSUM_CHUNK + 500
-    path = store.block_path(7, 1)
+    path = store.block_path(7, 1, generation=G)
     raw = bytearray(path.read_bytes())
     raw[bad] ^= 0x40
     path.write_bytes(raw)
@@ -106,12 +108,12 @@ def test_tamper_hook_runs_before_verification(tmp_path):
 def test_missing_unit_and_bad_ranges(tmp_path):
     store = BlockStore(tmp_path)
     with pytest.raises(UnitNotFound):
-        store.read(1, 1, 0, 1)
+        store.read(1, 1, 0, 1, generation=G)
     put(store, 1, 1, b"abc")
     with pytest.raises(RangeError):
-        store.read(1, 1, 2, 2)
+        store.read(1, 1, 2, 2, generation=G)
     with pytest.raises(RangeError):
-        store.read(1, 1, -1, 1)
+        store.read(1, 1, -1, 1, generation=G)
     assert read(store, 1, 1, 3, 0) == b""
 
 
@@ -123,22 +125,22 @@ def leftovers(root) -> list[str]:
 
 def test_unfinished_write_leaves_nothing(tmp_path):
     store = BlockStore(tmp_path)
-    w = store.open_writer(5, 2, 100)
+    w = store.open_writer(5, 2, 100, generation=G)
     w.write(b"x" * 60)
     w.abort()
     assert leftovers(tmp_path) == [] and store.units() == []
-    with store.open_writer(5, 2, 100) as w:   # the context manager aborts unless committed
+    with store.open_writer(5, 2, 100, generation=G) as w:   # the context manager aborts unless committed
         w.write(b"x" * 60)
     assert leftovers(tmp_path) == []
 
 
 def test_length_mismatch_leaves_nothing(tmp_path):
     store = BlockStore(tmp_path)
-    w = store.open_writer(5, 2, 100)
+    w = store.open_writer(5, 2, 100, generation=G)
     w.write(b"x" * 60)
     with pytest.raises(LengthMismatch, match="got 60 bytes, expected 100"):
         w.commit()
-    w = store.open_writer(5, 2, 10)
+    w = store.open_writer(5, 2, 10, generation=G)
     with pytest.raises(LengthMismatch):
         w.write(b"x" * 11)
     w.abort()
@@ -147,27 +149,27 @@ def test_length_mismatch_leaves_nothing(tmp_path):
 
 def test_length_given_at_commit(tmp_path):
     store = BlockStore(tmp_path)
-    w = store.open_writer(6, 0, None)
+    w = store.open_writer(6, 0, None, generation=G)
     w.write(b"abcd")
     assert w.commit(4) == 4
-    w = store.open_writer(6, 1, 4)
+    w = store.open_writer(6, 1, 4, generation=G)
     w.write(b"abcd")
     with pytest.raises(LengthMismatch, match="at finalize"):
         w.commit(5)
-    assert store.units() == [(6, 0, 0, 4)] and leftovers(tmp_path / "tmp") == []
+    assert store.units() == [(6, 0, G, 4)] and leftovers(tmp_path / "tmp") == []
 
 
 def test_replacing_a_unit(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 8, 0, b"old" * 1000)
-    w = store.open_writer(8, 0, 5)
+    w = store.open_writer(8, 0, 5, generation=G)
     w.write(b"new!!")
     assert read(store, 8, 0, 0, 6) == b"oldold"     # the old unit until the commit
     w.commit()
     assert read(store, 8, 0, 0, 5) == b"new!!"
-    assert store.units() == [(8, 0, 0, 5)]
-    assert store.delete(8, 0) is True
-    assert store.delete(8, 0) is False
+    assert store.units() == [(8, 0, G, 5)]
+    assert store.delete(8, 0, generation=G) is True
+    assert store.delete(8, 0, generation=G) is False
     assert leftovers(tmp_path) == []
 
 
@@ -178,7 +180,7 @@ def test_tmp_is_emptied_and_units_found_on_open(tmp_path):
     store.close()
     again = BlockStore(tmp_path)
     assert list((tmp_path / "tmp").iterdir()) == []
-    assert again.units() == [(300, 4, 0, 5)]
+    assert again.units() == [(300, 4, G, 5)]
     assert read(again, 300, 4, 0, 5) == b"hello"
 
 
@@ -187,39 +189,39 @@ def test_damaged_leftovers_are_dropped_on_open(tmp_path):
     put(store, 1, 0, b"a" * 10)
     put(store, 1, 1, b"b" * 10)
     put(store, 1, 2, b"c" * 10)
-    store.block_path(1, 0).write_bytes(b"a" * 9)                  # size disagrees with sidecar
-    store.block_path(1, 1).with_suffix(".crc").unlink()           # block without sidecar
+    store.block_path(1, 0, generation=G).write_bytes(b"a" * 9)                  # size disagrees with sidecar
+    store.block_path(1, 1, generation=G).with_suffix(".crc").unlink()           # block without sidecar
     store.close()
     again = BlockStore(tmp_path)
-    assert again.units() == [(1, 2, 0, 10)]
-    assert leftovers(tmp_path) == ["blocks/01/1_2_1.blk", "blocks/01/1_2_1.crc"]
+    assert again.units() == [(1, 2, G, 10)]
+    assert leftovers(tmp_path) == [f"blocks/01/1_2_{G}_1.blk", f"blocks/01/1_2_{G}_1.crc"]
 
 
 def test_names_come_from_integers(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 300, 4, b"a")
-    assert store.block_path(300, 4) == tmp_path / "blocks" / "2c" / "300_4_1.blk"
+    assert store.block_path(300, 4, generation=G) == tmp_path / "blocks" / "2c" / f"300_4_{G}_1.blk"
     put(store, 2**63, 8, b"z")
-    assert leftovers(tmp_path)[:2] == [f"blocks/00/{2**63}_8_1.blk", f"blocks/00/{2**63}_8_1.crc"]
+    assert leftovers(tmp_path)[:2] == [f"blocks/00/{2**63}_8_{G}_1.blk", f"blocks/00/{2**63}_8_{G}_1.crc"]
     for bad in ("../../etc/passwd", "1/2", -1):
         with pytest.raises(ValueError):
-            store.block_path(bad, 0)
+            store.block_path(bad, 0, generation=G)
         with pytest.raises(ValueError):
-            store.open_writer(0, bad, 1)
+            store.open_writer(0, bad, 1, generation=G)
 
 
 def test_replacing_leaves_only_the_new_versions_files(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 8, 1, b"old")
     put(store, 8, 1, b"newer")
-    assert leftovers(tmp_path) == ["blocks/08/8_1_2.blk", "blocks/08/8_1_2.crc"]
+    assert leftovers(tmp_path) == [f"blocks/08/8_1_{G}_2.blk", f"blocks/08/8_1_{G}_2.crc"]
     assert read(store, 8, 1, 0, 5) == b"newer"
 
 
 def test_a_reader_keeps_the_version_it_opened(tmp_path):
     store = BlockStore(tmp_path)
     put(store, 8, 2, b"A" * 300_000)
-    pieces = store.read(8, 2, 0, 300_000, piece=1000)
+    pieces = store.read(8, 2, 0, 300_000, piece=1000, generation=G)
     first = next(pieces)
     put(store, 8, 2, b"B" * 300_000)                    # replaced (and the old files unlinked)
     assert first + b"".join(pieces) == b"A" * 300_000
@@ -235,10 +237,10 @@ def test_a_reader_keeps_the_version_it_opened(tmp_path):
 def test_recovery_keeps_the_newest_consistent_version(tmp_path, state, survivor):
     store = BlockStore(tmp_path)
     put(store, 9, 0, b"old")
-    old_blk = store.block_path(9, 0)
+    old_blk = store.block_path(9, 0, generation=G)
     old_files = {p: p.read_bytes() for p in (old_blk, old_blk.with_suffix(".crc"))}
     put(store, 9, 0, b"new")
-    new_blk = store.block_path(9, 0)
+    new_blk = store.block_path(9, 0, generation=G)
     store.close()
     for p, data in old_files.items():                 # as if the old version was never removed
         p.write_bytes(data)
@@ -250,21 +252,8 @@ def test_recovery_keeps_the_newest_consistent_version(tmp_path, state, survivor)
         new_blk.write_bytes(b"ne")
     again = BlockStore(tmp_path)
     assert read(again, 9, 0, 0, 3) == survivor
-    kept = again.block_path(9, 0)
+    kept = again.block_path(9, 0, generation=G)
     assert leftovers(tmp_path) == sorted(str(p.relative_to(tmp_path)) for p in (kept, kept.with_suffix(".crc")))
-
-
-def test_units_named_without_a_version_are_read_as_version_0(tmp_path):
-    store = BlockStore(tmp_path)
-    put(store, 5, 3, b"legacy")
-    blk = store.block_path(5, 3)
-    store.close()
-    for p in (blk, blk.with_suffix(".crc")):
-        p.rename(p.with_name("5_3" + p.suffix))
-    again = BlockStore(tmp_path)
-    assert read(again, 5, 3, 0, 6) == b"legacy"
-    put(again, 5, 3, b"fresh")
-    assert leftovers(tmp_path) == ["blocks/05/5_3_1.blk", "blocks/05/5_3_1.crc"]
 
 
 def test_open_unit_gives_the_block_file_its_length_and_the_crcs_of_a_range(tmp_path):
@@ -273,7 +262,7 @@ def test_open_unit_gives_the_block_file_its_length_and_the_crcs_of_a_range(tmp_p
     store = BlockStore(tmp_path)
     data = pattern(3 * CHECKSUM_CHUNK + 10)
     put(store, 4, 4, data)
-    with store.open_unit(4, 4) as unit:
+    with store.open_unit(4, 4, generation=G) as unit:
         assert (unit.length, unit.chunk, len(unit.crcs)) == (len(data), CHECKSUM_CHUNK, 4)
         assert os.pread(unit.fileno(), 20, CHECKSUM_CHUNK - 10) == data[CHECKSUM_CHUNK - 10:CHECKSUM_CHUNK + 10]
         start, crcs = unit.chunks_for(CHECKSUM_CHUNK - 10, 20)
@@ -281,7 +270,7 @@ def test_open_unit_gives_the_block_file_its_length_and_the_crcs_of_a_range(tmp_p
         assert unit.chunks_for(3 * CHECKSUM_CHUNK, 10) == (3 * CHECKSUM_CHUNK, (crc32c.crc32c(data[-10:]),))
         assert unit.chunks_for(5, 0) == (5, ())
     with pytest.raises(UnitNotFound):
-        store.open_unit(4, 5)
+        store.open_unit(4, 5, generation=G)
 
 
 def test_a_second_store_on_the_same_dir_is_refused_until_the_first_closes(tmp_path):
@@ -310,7 +299,7 @@ def test_units_of_one_group_id_and_index_but_two_generations_are_two_units(tmp_p
     assert store.block_path(7, 1, generation=5).name == "7_1_5_1.blk"
     with pytest.raises(UnitNotFound, match="unit 7/1 generation 6 not found"):
         store.open_unit(7, 1, generation=6)
-    assert not store.delete(7, 1)                       # generation 0: not here
+    assert not store.delete(7, 1, generation=G)                       # another generation: not here
     assert store.delete(7, 1, generation=5)             # only that one goes
     assert store.units() == [(7, 1, 2**62 + 3, 7)]
     store.close()
@@ -335,3 +324,20 @@ def test_a_write_once_writer_never_replaces_a_stored_unit(tmp_path):
     assert b"".join(store.read(3, 0, 0, 5, generation=9)) == b"first"
     assert leftovers(tmp_path / "tmp") == []
     store.close()
+
+
+def test_a_rotted_copy_is_known_until_it_is_replaced_or_deleted(tmp_path):
+    from hedgefs.datanode import rot
+
+    store = BlockStore(tmp_path)
+    for g in (1, 2):
+        put(store, g, 0, pattern(5000, g))
+    rotted = rot.rot(store, 5, seed=3)                  # only two are stored
+    assert sorted(r.group_id for r in rotted) == [1, 2]
+    with pytest.raises(ChecksumError):
+        read(store, 1, 0, 0, 5000)
+    assert rot.still_stored(store, rotted) == rotted
+    put(store, 1, 0, pattern(5000, 1))                  # a repaired copy
+    assert store.delete(2, 0, generation=G)
+    assert rot.still_stored(store, rotted) == []
+    assert read(store, 1, 0, 0, 5000) == pattern(5000, 1)

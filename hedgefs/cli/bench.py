@@ -171,7 +171,7 @@ def bench_read(path, rate, threads, fanout, duration_s, reads, read_size, seed, 
 @click.command("suite", context_settings=CONTEXT)
 @click.option("--quick", is_flag=True, help="Shorter runs (12 s), a smaller file and puts.")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
-@click.option("--only", metavar="NAME[,NAME...]", help="Run only these scenarios (and healthy, the baseline).")
+@click.option("--only", metavar="NAME[,NAME...]", help="Run only these scenarios (and their baselines: healthy, fanout-healthy, stripes-healthy).")
 def bench_suite(quick, out, only) -> None:
     """The tail-latency suite: open-loop reads through fault scenarios, adaptive vs static hedging.
 
