@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
+import signal
 import time
 
 import grpc
@@ -82,6 +84,18 @@ RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner"
            "Complete", "Concat", "Abandon"}
 
 
+# Fault injection for the failover tests: HEDGEFS_NAMENODE_CRASH=before:Create (or after:Create)
+# makes this process kill -9 itself on its first such call, before running it or after it is
+# committed but before the reply is sent. Read at start; unset in production.
+_CRASH = os.environ.get("HEDGEFS_NAMENODE_CRASH", "")
+
+
+def _crash_at(when: str, method: str) -> None:
+    if _CRASH == f"{when}:{method}":
+        log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", _CRASH)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _ids(context) -> tuple[str, str]:
     md = dict(context.invocation_metadata() or ())
     return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
@@ -92,10 +106,16 @@ def _rpc(method):
     def wrapper(self, request, context):
         start, code = time.perf_counter(), "OK"
         try:
+            if _CRASH:
+                _crash_at("before", method.__name__)
             if method.__name__ in RETRIED:
                 with retry_cache.calling(*_ids(context), method.__name__):
-                    return method(self, request)
-            return method(self, request)
+                    reply = method(self, request)
+            else:
+                reply = method(self, request)
+            if _CRASH:
+                _crash_at("after", method.__name__)
+            return reply
         except NotActive as err:   # HA: the client follows hedgefs-active to the active
             code = grpc.StatusCode.FAILED_PRECONDITION.name
             context.set_trailing_metadata((("hedgefs-active", err.active),))

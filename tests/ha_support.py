@@ -29,7 +29,8 @@ _calls = itertools.count(1)
 
 
 class NameNodeProcess:
-    def __init__(self, root, name: str, meta: str, *extra: str, lease_ttl_s: int = 3):
+    def __init__(self, root, name: str, meta: str, *extra: str, lease_ttl_s: int = 3, env: dict | None = None):
+        self.env = {**os.environ, **(env or {})}
         self.root, self.name, self.meta = root, name, meta
         self.data_dir = os.path.join(str(root), name)
         self.port_file = os.path.join(str(root), f"{name}.port")
@@ -46,7 +47,7 @@ class NameNodeProcess:
             [sys.executable, "-m", "hedgefs", "namenode", "--port", str(port if port is not None else self.port),
              "--data-dir", self.data_dir, "--meta", self.meta, "--port-file", self.port_file,
              "--dead-interval-s", "5", *self.extra],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         log.close()
         if wait:
             wait_until(lambda: os.path.exists(self.port_file) or self.proc.poll() is not None, 30,
@@ -105,6 +106,8 @@ class DataNodeProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "DataNodeProcess":
+        if os.path.exists(self.port_file):
+            os.remove(self.port_file)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hedgefs", "datanode", "--id", self.name, "--data-dir",
@@ -123,6 +126,10 @@ class DataNodeProcess:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def live_datanodes(address: str) -> int:
+    return len([d for d in stub(address).Report(pb.Empty(), timeout=5).datanodes if d.state == "live"])
 
 
 def stub(address: str) -> hedgefs_pb2_grpc.NameNodeStub:
