@@ -66,6 +66,7 @@ class Single:
 
     def __init__(self, namesystem):
         self.namesystem = namesystem
+        metrics.HA_ACTIVE.set(1)
 
     def writer(self):
         return self.namesystem
@@ -231,6 +232,7 @@ class HA:
             raise
         self._lost.clear()
         self.role = "standby"
+        metrics.ha_standby()
         log.info("namenode is a standby on %s (view at revision %d, active %s)", self.url, self.follower.applied,
                  self.follower.leader[0] or "none")
 
@@ -344,6 +346,7 @@ class HA:
     def _demote(self) -> None:
         with self._switch:
             self.role = "demoting"
+            metrics.ha_standby()
             self.on_standby()
             nn, self.namesystem = self.namesystem, None
             if nn is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from hedgefs.namenode.model import ClusterStatus
@@ -34,6 +34,10 @@ ETCD_COMMIT_KEYS = Histogram("hedgefs_namenode_etcd_commit_keys", "Keys put or d
                              buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000), registry=RPC_REGISTRY)
 HA_PROMOTIONS = Counter("hedgefs_namenode_ha_promotions", "Times this process became the active.",
                         registry=RPC_REGISTRY)
+HA_ACTIVE = Gauge("hedgefs_namenode_ha_active", "1 while this NameNode is the active (always, on SQLite).",
+                  registry=RPC_REGISTRY)
+HA_EPOCH = Gauge("hedgefs_namenode_ha_epoch", "The epoch this NameNode is the active of (0: a standby, or SQLite).",
+                 registry=RPC_REGISTRY)
 
 
 def etcd_commit(seconds: float, keys: int) -> None:
@@ -43,6 +47,13 @@ def etcd_commit(seconds: float, keys: int) -> None:
 
 def ha_promoted(epoch: int) -> None:
     HA_PROMOTIONS.inc()
+    HA_ACTIVE.set(1)
+    HA_EPOCH.set(epoch)
+
+
+def ha_standby() -> None:
+    HA_ACTIVE.set(0)
+    HA_EPOCH.set(0)
 
 
 def rpc_done(method: str, code: str, seconds: float) -> None:

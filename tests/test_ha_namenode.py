@@ -245,3 +245,19 @@ def test_a_file_written_on_the_active_is_on_the_standby_with_its_block_groups(et
     finally:
         for n in (dns or []) + [x for x in (a, b) if x]:
             n.stop()
+
+
+def test_meta_sqlite_url_puts_the_namespace_where_it_says(tmp_path):
+    db = tmp_path / "elsewhere" / "ns.db"
+    db.parent.mkdir()
+    a = NameNodeProcess(tmp_path, "nn1", f"sqlite://{db}").start()
+    try:
+        mkdirs(a.address, ["/here"])
+        assert db.exists() and not os.path.exists(os.path.join(a.data_dir, "namenode.db"))
+        reg = stub(a.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5)
+        assert reg.active and reg.epoch == 0          # SQLite: the active, always; epoch 0
+        assert role(a.address) == "active"
+        refused = run_cli("admin", "failover", namenode=a.address)
+        assert_one_line_error(refused, "no standby")
+    finally:
+        a.stop()
