@@ -63,6 +63,7 @@ class Lease:
         self.lost = threading.Event()
         self._stop = threading.Event()
         self.renewals = 0
+        self._revoked = False
         self._thread = threading.Thread(target=self._run, name="namenode-lease", daemon=True)
         self._thread.start()
 
@@ -92,8 +93,11 @@ class Lease:
             wait = max(0.0, interval - (self.clock() - sent))
 
     def revoke(self) -> None:
-        """Give the lease up (the leader key goes with it, at once)."""
+        """Give the lease up (the leader key goes with it, at once). Once: again is a no-op."""
         self.stop()
+        if self._revoked:
+            return
+        self._revoked = True
         try:
             self.meta.revoke(self.id)
         except MetaError as err:
