@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: fuse demo test proto bench bench-replication bench-mount browser-test compose-test clean
+.PHONY: fuse etcd demo test proto bench bench-replication bench-mount browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	@$(MAKE) --no-print-directory fuse
+	@$(MAKE) --no-print-directory etcd
 	@touch $@
 
 # `hedgefs mount` needs libfuse3 and pyfuse3: Debian's fuse3, libfuse3-dev and pkg-config (and rsync,
@@ -25,6 +26,20 @@ fuse:
 	  echo "note: cannot install $(FUSE_DEBS) (not root?): hedgefs mount and its tests are skipped" >&2
 	@pkg-config --exists fuse3 2>/dev/null && { $(PY) -m pip install --quiet -e '.[mount]' || \
 	  echo "note: pyfuse3 did not build: hedgefs mount and its tests are skipped" >&2; } || true
+
+# The HA tests (`--meta etcd://...`) start their own 3-member etcd clusters: Debian's etcd-server and
+# etcd-client when root and missing. The package's init script may start a system etcd on 2379: it
+# is stopped and disabled (nothing here uses it; tests never assume 2379 is free). Never fatal:
+# without etcd the HA tests skip, saying so.
+ETCD_DEBS := etcd-server etcd-client
+etcd:
+	@{ command -v etcd >/dev/null && command -v etcdctl >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(ETCD_DEBS) >/dev/null; } && \
+	    { { command -v systemctl >/dev/null && systemctl disable --now etcd >/dev/null 2>&1; } ; \
+	      { [ -x /etc/init.d/etcd ] && /etc/init.d/etcd stop >/dev/null 2>&1; } ; \
+	      { command -v update-rc.d >/dev/null && update-rc.d etcd disable >/dev/null 2>&1; } ; true; }; } || \
+	  echo "note: cannot install $(ETCD_DEBS) (not root?): the HA tests (metadata on etcd) are skipped" >&2
 
 demo: $(STAMP)
 	$(VENV)/bin/hedgefs demo

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
+from hedgefs.namenode import retry_cache
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
 from hedgefs.namenode.locking import _locked
 from hedgefs.namenode.model import DataNodeStats, DeleteUnit, HeartbeatReply, RepairUnit
@@ -104,6 +105,8 @@ class DataNodeProtocol:
 
     def _deletes_to_send(self, datanode_id: str) -> list[DeleteUnit]:
         now, out = self.clock(), []
+        if self.in_safe_mode or (self.safe_mode_share is not None and datanode_id not in self._reported):
+            return out
         for group_id, index, generation in self.blocks.deletes_due(datanode_id, self._usable):
             key = (datanode_id, group_id, index)
             sent = self._delete_sent.get(key)
@@ -156,6 +159,7 @@ class DataNodeProtocol:
             counts = self.blocks.reconcile(datanode_id, reported, self._usable, int(REPORT_GRACE_S * 1000))
         # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
         self._forget_sent(datanode_id)
+        self._reported.add(datanode_id)
         self._scan_needed = True
         if counts.get("received"):
             self._receipts.notify_all()
@@ -217,6 +221,19 @@ class DataNodeProtocol:
 
     # ------------------------------------------------------------------ the monitor's pass
 
+    def _leave_safe_mode(self) -> bool:
+        """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
+        that block-reported to this process."""
+        by_datanode = dict(self.db.query("SELECT datanode_id, COUNT(*) FROM units WHERE reported = 1 "
+                                         "GROUP BY datanode_id"))
+        total = sum(by_datanode.values())
+        reported = sum(n for d, n in by_datanode.items() if d in self._reported)
+        if total and reported < self.safe_mode_share * total:
+            return False
+        self.in_safe_mode = False
+        log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
+        return True
+
     @_locked
     def tick(self) -> list[InFlight]:
         """One pass of the monitor: liveness changes, expired leases and deletes, repair planning.
@@ -241,11 +258,14 @@ class DataNodeProtocol:
                 path = self.ns.path_of(file_id)
                 self.ns.abandon(file_id, self.blocks.forget_files)
                 log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
+            retry_cache.expire(self.db, now_ms)
             if self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
                 live_keys = {(d, g, i) for d in {k[0] for k in self._delete_sent}
                              for g, i in self.blocks.pending_deletes(d)}
                 self._delete_sent = {k: v for k, v in self._delete_sent.items() if k in live_keys}
         self.health.refresh(self.liveness.is_live, [d for d, _ in changed])
+        if self.in_safe_mode and not self._leave_safe_mode():
+            return []
         if not self._scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self._scan_needed, self._last_scan = False, self.clock()

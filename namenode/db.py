@@ -47,8 +47,11 @@ import sqlite3
 import threading
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Protocol
 
+from hedgefs.namenode import etcd_view
+from hedgefs.namenode.errors import FailedPrecondition
+from hedgefs.namenode.etcd_meta import MetaError
 from hedgefs.security.identity import Refused
 
 log = logging.getLogger("hedgefs.namenode")
@@ -107,10 +110,38 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
     generation  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (datanode_id, group_id, idx)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS retry_cache (
+    client_id  TEXT NOT NULL,
+    call_id    TEXT NOT NULL,
+    method     TEXT NOT NULL,
+    result     TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (client_id, call_id)
+) WITHOUT ROWID;
 """
 
 
 CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
+
+
+class Backend(Protocol):
+    """Where the truth is when it is not this file (``--meta etcd://``: ha.EtcdBackend)."""
+
+    max_keys: int                                                              # keys one Txn may hold
+    def commit(self, puts: dict[str, bytes], deletes: list[str]) -> int: ...   # one guarded Txn; its revision
+    def fatal(self, why: str) -> None: ...                                     # a commit failed: stop being active
+
+
+class TooLarge(FailedPrecondition):
+    """One change too large for one etcd transaction (half of ``--etcd-max-txn-ops``)."""
+
+
+class ReadOnlyView(FailedPrecondition):
+    """A change asked of a standby's view."""
+
+
+class NotFormatted(RuntimeError):
+    """A standby's view of a namespace no active has formatted yet."""
 
 
 class StoreFailed(RuntimeError):
@@ -124,12 +155,16 @@ class Database:
     says); a new namespace takes it, an existing one of another cluster is refused (Refused).
     """
 
-    def __init__(self, path: str, cluster_id: str | None = None, superuser: str = "hedgefs"):
+    def __init__(self, path: str, cluster_id: str | None = None, superuser: str = "hedgefs",
+                 backend: "Backend | None" = None, read_only: bool = False):
         self.path = path
+        self.backend = backend
+        self.read_only = read_only
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
+        # On etcd the file is a view, rebuilt from etcd at every start: no fsync of it.
+        self.conn.execute(f"PRAGMA synchronous={'OFF' if backend or read_only else 'FULL'}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._depth = 0
         # Group commit (``start_group_commit``): changes are numbered as they apply; ``committed``
@@ -143,7 +178,11 @@ class Database:
         self._closing = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        if read_only:   # a standby's view: etcd's rows, applied by its follower (follower.py)
+            self.cluster_id = self._view_identity(cluster_id)
+            return
         self.conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} COMMIT;")
+        self._capture = etcd_view.Capture(self.conn) if backend is not None else None
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
                       (str(SCHEMA_VERSION),))
@@ -169,6 +208,14 @@ class Database:
             raise Refused(f"the namespace in {os.path.dirname(self.path) or '.'} belongs to cluster "
                              f"{self.cluster_id}, not {cluster_id}")
 
+    def _view_identity(self, cluster_id: str | None) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()
+        if row is None:
+            raise NotFormatted("the namespace on etcd is not formatted yet (no active NameNode has run)")
+        if cluster_id and cluster_id != row[0]:
+            raise Refused(f"the namespace on etcd belongs to cluster {row[0]}, not {cluster_id}")
+        return row[0]
+
     def meta(self, key: str) -> str:
         return self._reader().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
 
@@ -192,9 +239,17 @@ class Database:
         the open batch: if it fails only its own rows roll back. Without the committer (before
         ``start_group_commit``) each change is committed as it ends, as before."""
         outermost = self._depth == 0
+        before = 0
         if outermost:
             if self.failed:
                 raise StoreFailed(self.failed)
+            if self.backend is not None and self.conn.in_transaction:
+                before = self._captured()
+                if before > self._half():   # the batch's Txn stays within etcd's limit
+                    self._commit(self.applied)
+                    before = 0
+                    if self.failed:
+                        raise StoreFailed(self.failed)
             if not self.conn.in_transaction:
                 self.conn.execute("BEGIN IMMEDIATE")
             self.conn.execute("SAVEPOINT change")
@@ -208,6 +263,19 @@ class Database:
             raise
         self._depth -= 1
         if outermost:
+            if self.read_only and self.conn.execute("SELECT 1 FROM _changes LIMIT 1").fetchone():
+                self._undo_change()
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise ReadOnlyView("this NameNode is a standby: its view of the namespace is etcd's, changed "
+                                   "only by the active")
+            if self.backend is not None and self._captured() - before > self._half():
+                keys = self._captured() - before
+                self._undo_change()
+                if self._committer is None and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise TooLarge(f"this change touches {keys} rows, more than one etcd transaction may hold "
+                               f"({self._half()}): do it in parts (a smaller directory, fewer sources)")
             self.conn.execute("RELEASE change")
             self.applied += 1
             if self._committer is None:
@@ -231,7 +299,15 @@ class Database:
         self.committed = upto
         try:
             if self.conn.in_transaction:
+                if self.backend is not None:
+                    self._push()
                 self.conn.execute("COMMIT")
+        except MetaError as err:   # fail-stop: etcd refused the epoch, or its answer is unknown
+            self._fail(f"etcd: {err}")
+            self.backend.fatal(str(err))
+            if self._committer is None:
+                raise StoreFailed(self.failed) from None
+            return
         except sqlite3.Error as err:
             if self._committer is None:   # one change, its writer is told: the next one may work
                 if self.conn.in_transaction:
@@ -243,6 +319,24 @@ class Database:
             self.durable = upto
             self.commits += 1
             self._state.notify_all()
+
+    def _half(self) -> int:
+        """Captured rows (an update counts twice) a change may add, and a batch may hold before
+        it is committed: two halves and the id marks fit one Txn of ``backend.max_keys``."""
+        return (self.backend.max_keys - 8) // 2
+
+    def _captured(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM _changes").fetchone()[0]
+
+    def _push(self) -> None:
+        """The batch's rows to etcd, as one Txn guarded by the epoch, before the local COMMIT: a
+        change no reader can see yet is in etcd first (the view never runs ahead of etcd)."""
+        puts, deletes = self._capture.collect(self.conn)
+        if not puts and not deletes:
+            return
+        revision = self.backend.commit(puts, deletes)
+        self._capture.sent(puts)
+        etcd_view.set_applied(self.conn, revision)
 
     def _fail(self, why: str) -> None:
         """The changes since the last commit are gone: refuse every change from now on (their

@@ -1,10 +1,13 @@
 """The namesystem's two ways to run a method: under the writers' lock, answering once durable
-(``_locked``), or off it on a snapshot of what is committed (``_snapshot``). Both need the
+(``_locked``; a retried call's first answer is kept and returned: retry_cache.py), or off it on a
+snapshot of what is committed (``_snapshot``). Both need the
 instance's ``_lock``, ``_local`` and ``db``."""
 
 from __future__ import annotations
 
 import functools
+
+from hedgefs.namenode import retry_cache
 
 
 def _locked(method):
@@ -16,10 +19,15 @@ def _locked(method):
             with self._lock:
                 return method(self, *args, **kwargs)
         self._local.locked = True
+        ids = retry_cache.take()   # a retried call's ids (the RPC's, handed over by the servicer)
         try:
             with self._lock:
                 try:
-                    result = method(self, *args, **kwargs)
+                    result = retry_cache.lookup(self.db, ids, self.wall_ms()) if ids else retry_cache.MISS
+                    if result is retry_cache.MISS:
+                        result = method(self, *args, **kwargs)
+                        if ids:
+                            retry_cache.remember(self.db, ids, result, self.wall_ms())
                 finally:
                     seen = self.db.applied
         finally:

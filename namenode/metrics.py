@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 
 from hedgefs.namenode.model import ClusterStatus
@@ -24,6 +24,36 @@ RPC_CALLS = Counter("hedgefs_namenode_rpc_calls", "NameNode RPCs served, by meth
 RPC_SECONDS = Histogram("hedgefs_namenode_rpc_seconds", "NameNode RPC time in the servicer, by method.", ["method"],
                         buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
                         registry=RPC_REGISTRY)
+
+
+# HA (metadata on etcd): commits, their size, and promotions of this process to the active.
+ETCD_COMMIT_SECONDS = Histogram("hedgefs_namenode_etcd_commit_seconds", "Time of one guarded etcd Txn (a group "
+                                "commit).", buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                                registry=RPC_REGISTRY)
+ETCD_COMMIT_KEYS = Histogram("hedgefs_namenode_etcd_commit_keys", "Keys put or deleted by one etcd Txn.",
+                             buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000), registry=RPC_REGISTRY)
+HA_PROMOTIONS = Counter("hedgefs_namenode_ha_promotions", "Times this process became the active.",
+                        registry=RPC_REGISTRY)
+HA_ACTIVE = Gauge("hedgefs_namenode_ha_active", "1 while this NameNode is the active (always, on SQLite).",
+                  registry=RPC_REGISTRY)
+HA_EPOCH = Gauge("hedgefs_namenode_ha_epoch", "The epoch this NameNode is the active of (0: a standby, or SQLite).",
+                 registry=RPC_REGISTRY)
+
+
+def etcd_commit(seconds: float, keys: int) -> None:
+    ETCD_COMMIT_SECONDS.observe(seconds)
+    ETCD_COMMIT_KEYS.observe(keys)
+
+
+def ha_promoted(epoch: int) -> None:
+    HA_PROMOTIONS.inc()
+    HA_ACTIVE.set(1)
+    HA_EPOCH.set(epoch)
+
+
+def ha_standby() -> None:
+    HA_ACTIVE.set(0)
+    HA_EPOCH.set(0)
 
 
 def rpc_done(method: str, code: str, seconds: float) -> None:

@@ -60,7 +60,7 @@ from hedgefs.ec.policy import DEFAULT_POLICY, Policy
 from hedgefs.namenode import placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.datanode_protocol import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S, DataNodeProtocol  # noqa: F401 (tests)
-from hedgefs.namenode.db import Database
+from hedgefs.namenode.db import Backend, Database
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.health import Health
 from hedgefs.namenode.liveness import Liveness
@@ -94,7 +94,12 @@ class Namesystem(DataNodeProtocol, OperatorViews):
                  receipt_wait_s: float = RECEIPT_WAIT_S, min_replicas: int = MIN_REPLICAS,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None, cluster_id: str | None = None,
-                 tokens: BlockTokens | None = None):
+                 tokens: BlockTokens | None = None, db_file: str = DB_FILE, backend: Backend | None = None,
+                 read_only: bool = False, safe_mode_share: float | None = None):
+        """``backend``/``read_only``: the file is a view of a namespace on etcd (ha.py), the
+        active's (every commit goes to etcd first) or a standby's (no change at all).
+        ``safe_mode_share``: a new active's safe mode (no deletes, no repairs) lasts until this
+        share of the units is on DataNodes that block-reported to it; None: no safe mode."""
         try:
             load_policy(default_policy)
         except InvalidArgument as err:
@@ -111,7 +116,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         self.min_replicas = min_replicas
         self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
-        self.db = Database(os.path.join(data_dir, DB_FILE), cluster_id)
+        self.db = Database(os.path.join(data_dir, db_file), cluster_id, backend=backend, read_only=read_only)
         self.cluster_id = self.db.cluster_id
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
@@ -130,7 +135,13 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         self.started_ms = self.wall_ms()
         self.health = Health(self.db)
         self.health.judge_all(self.liveness.live_ids())
-        self.db.start_group_commit(self._lock)
+        # HA: a new active's DataNodes report before it deletes or repairs (HDFS's safe mode and
+        # its stale block contents after a failover).
+        self.safe_mode_share = safe_mode_share
+        self.in_safe_mode = safe_mode_share is not None
+        self._reported: set[str] = set()   # DataNodes whose full block report this process has had
+        if not read_only:
+            self.db.start_group_commit(self._lock)
 
     def close(self) -> None:
         self.db.close()

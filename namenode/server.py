@@ -14,14 +14,18 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
 from hedgefs import httpserver
 from hedgefs.namenode import web
+from hedgefs.namenode.election import DEFAULT_TTL_S
+from hedgefs.namenode.etcd_meta import MetaURL, parse_meta_url
+from hedgefs.namenode.ha import HA, VIEW_FILE, Single
 from hedgefs.namenode.monitor import Monitor
-from hedgefs.namenode.namesystem import Namesystem
+from hedgefs.namenode.namesystem import DB_FILE, Namesystem
 from hedgefs.namenode.servicer import NameNodeServicer, authorizer
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
@@ -53,13 +57,19 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
           default_policy: str = "RS-6-3-1024k", repair_interval_s: float = 1.0,
           lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2,
           credential: Credential | None = None, cluster_id: str | None = None,
-          block_token_lifetime_s: float = DEFAULT_LIFETIME_S) -> None:
+          block_token_lifetime_s: float = DEFAULT_LIFETIME_S, meta: str = "",
+          lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
     data dir in use by another NameNode, bad default policy, a credential that is not a
     NameNode's, a namespace of another cluster).
+
+    ``meta``: ``sqlite:///PATH`` (default: namenode.db in the data dir) or
+    ``etcd://HOST:PORT[,...]/PREFIX`` (HA, ha.py: this NameNode is the active or a standby;
+    MetaUnavailable when no etcd member answers at start).
     """
+    url = parse_meta_url(meta) if meta else MetaURL("sqlite")
     tokens = None
     if credential is not None:
         if credential.identity.role != NAMENODE or credential.cluster_key is None:
@@ -72,17 +82,38 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
         warn_if_open("namenode", host)
     os.makedirs(data_dir, exist_ok=True)
     dir_lock = _lock_data_dir(data_dir)
-    namenode = server = monitor = http = None
+    namenode = server = http = role = None
+    monitors: list[Monitor] = []
     address = hostport(host, port)
+
+    def open_namesystem(backend=None, read_only=False):
+        return Namesystem(data_dir, default_policy=default_policy, default_block_size=default_block_size,
+                          dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
+                          min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens,
+                          db_file=url.path or (VIEW_FILE if url.scheme == "etcd" else DB_FILE), backend=backend,
+                          read_only=read_only, safe_mode_share=safe_mode_share if backend else None)
+
+    def on_active(nn):
+        monitors.append(Monitor(nn, repair_interval_s))
+        monitors[-1].start()
+
+    def on_standby():
+        while monitors:
+            monitors.pop().stop()
+
     try:
         with stop_on_signal() as stop:
-            namenode = Namesystem(data_dir, default_policy=default_policy, default_block_size=default_block_size,
-                                  dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
-                                  min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens)
+            if url.scheme == "sqlite":
+                namenode = open_namesystem()
+                role = Single(namenode)
+            else:
+                role = HA(url, data_dir, rpc_address="", open_namesystem=open_namesystem, on_active=on_active,
+                          on_standby=on_standby, ttl_s=lease_ttl_s, cluster_id=cluster_id,
+                          max_txn_ops=etcd_max_txn_ops)
             # SO_REUSEPORT (gRPC's default on Linux) would let a second NameNode share the port silently.
             server = grpc.server(ThreadPoolExecutor(max_workers=32, thread_name_prefix="namenode-rpc"),
                                  options=_SERVER_OPTIONS, interceptors=[authorizer(secure=credential is not None)])
-            hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(namenode, credential), server)
+            hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(namenode, credential, role), server)
             try:
                 if credential is None:
                     bound = server.add_insecure_port(address)
@@ -93,17 +124,22 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
             if bound == 0:
                 raise RuntimeError(f"namenode: cannot listen on {address} (address in use?)")
             server.start()
-            monitor = Monitor(namenode, repair_interval_s)
-            monitor.start()
+            if namenode is not None:
+                on_active(namenode)
             if http_port is not None:
                 http = httpserver.open_server(
-                    host, http_port, web.handler(namenode, secure=credential is not None), "namenode",
+                    host, http_port, web.handler(namenode or Current(role), secure=credential is not None), "namenode",
                     tls=tls.server_context(credential, client_cert="optional") if credential else None)
                 http.start()
                 log.info("namenode status page on %s (metrics at %smetrics)", http.url, http.url)
+            if isinstance(role, HA):
+                role.rpc_address = hostport(_advertised(host), bound)
+                role.http_address = hostport(_advertised(host), http.port) if http else ""
+                role.start()
             if port_file:
                 write_port_file(port_file, bound, **({"http": http.port} if http else {}))
-            log.info("namenode listening on %s (cluster %s, %s)", hostport(host, bound), namenode.cluster_id,
+            log.info("namenode listening on %s (%s, %s)", hostport(host, bound),
+                     f"cluster {namenode.cluster_id}" if namenode else f"metadata on {url}",
                      "secure: TLS, every call checked" if credential else "insecure")
             serve_until(stop)
             log.info("namenode stopping")
@@ -112,8 +148,25 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
             http.stop()
         if server is not None:
             server.stop(grace=2.0).wait()
-        if monitor is not None:
-            monitor.stop()
-        if namenode is not None:
+        on_standby()
+        if isinstance(role, HA):
+            role.close()      # an active gives its lease up: a standby takes over at once
+        elif namenode is not None:
             namenode.close()
         dir_lock.close()
+
+
+def _advertised(host: str) -> str:
+    """The host other processes reach this one at (a wildcard bind advertises the host name)."""
+    return socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+
+
+class Current:
+    """The status pages' namesystem on etcd: whichever this NameNode runs at the time of each call
+    (ha.py; the pages call only methods: status, browse, datanode_units)."""
+
+    def __init__(self, role):
+        self._role = role
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: getattr(self._role.reader(), name)(*args, **kwargs)

@@ -14,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
+import signal
 import time
 
 import grpc
 
-from hedgefs.namenode import metrics, model
+from hedgefs.namenode import metrics, model, retry_cache
 from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.db import StoreFailed
 from hedgefs.namenode.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -28,6 +31,7 @@ from hedgefs.namenode.errors import (
     NotFound,
     PermissionDenied,
 )
+from hedgefs.namenode.ha import NotActive, Single
 from hedgefs.namenode.namespace import Entry
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -63,6 +67,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     # health and administration
     "Fsck": authz.admin(),
     "Report": authz.admin(),
+    "Failover": authz.admin(),
     "IssueCredential": authz.admin(),
 }
 
@@ -74,12 +79,50 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
+# Non-idempotent calls: with the client's ids, a retry gets the first answer (retry_cache.py).
+RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
+           "Complete", "Concat", "Abandon"}
+
+
+# Fault injection for the failover tests: HEDGEFS_NAMENODE_CRASH=before:Create (or after:Create)
+# makes this process kill -9 itself on its first such call, before running it or after it is
+# committed but before the reply is sent. Read at start; unset in production.
+_CRASH = os.environ.get("HEDGEFS_NAMENODE_CRASH", "")
+
+
+def _crash_at(when: str, method: str) -> None:
+    if _CRASH == f"{when}:{method}":
+        log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", _CRASH)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _ids(context) -> tuple[str, str]:
+    md = dict(context.invocation_metadata() or ())
+    return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
+
+
 def _rpc(method):
     @functools.wraps(method)
     def wrapper(self, request, context):
         start, code = time.perf_counter(), "OK"
         try:
-            return method(self, request)
+            if _CRASH:
+                _crash_at("before", method.__name__)
+            if method.__name__ in RETRIED:
+                with retry_cache.calling(*_ids(context), method.__name__):
+                    reply = method(self, request)
+            else:
+                reply = method(self, request)
+            if _CRASH:
+                _crash_at("after", method.__name__)
+            return reply
+        except NotActive as err:   # HA: the client follows hedgefs-active to the active
+            code = grpc.StatusCode.FAILED_PRECONDITION.name
+            context.set_trailing_metadata((("hedgefs-active", err.active),))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        except StoreFailed as err:   # fail-stop: this NameNode commits nothing more (a retry goes elsewhere)
+            code = grpc.StatusCode.UNAVAILABLE.name
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
         except NameNodeError as err:
             code = _status(err).name
             context.abort(_status(err), str(err))
@@ -126,9 +169,22 @@ def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
 
 
 class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
-    def __init__(self, namenode: Namesystem, credential: Credential | None = None):
-        self.nn = namenode
+    """``role``: which NameNode serves what (ha.py): ``Single(namenode)`` on SQLite; on etcd an
+    ``HA``, whose standby answers observer reads (stat, list, policy) from its view, keeps the
+    DataNodes' reports in memory, and refuses the rest with NotActive."""
+
+    def __init__(self, namenode: Namesystem | None, credential: Credential | None = None, role=None):
+        self.role = role or Single(namenode)
         self.credential = credential      # a secure NameNode's: it holds the CA key
+
+    @property
+    def nn(self) -> Namesystem:
+        """The active's namesystem (NotActive on a standby, or an active past its lease)."""
+        return self.role.writer()
+
+    @property
+    def reader(self) -> Namesystem:
+        return self.role.reader()
 
     # namespace
     @_rpc
@@ -138,16 +194,17 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def GetFileInfo(self, request):
-        info = self.nn.file_info(request.path, caller())
+        nn = self.reader
+        info = nn.file_info(request.path, caller())
         out = _entry(info.entry)
         out.groups.extend(_group(g) for g in info.groups)
         if info.groups:
-            out.token_lifetime_ms = self.nn.token_lifetime_ms
+            out.token_lifetime_ms = nn.token_lifetime_ms
         return out
 
     @_rpc
     def List(self, request):
-        entries, more = self.nn.list_page(request.path, request.recursive, request.start_after, request.limit,
+        entries, more = self.reader.list_page(request.path, request.recursive, request.start_after, request.limit,
                                           caller())
         return pb.ListResponse(entries=[_entry(e) for e in entries], more=more)
 
@@ -168,8 +225,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def GetPolicy(self, request):
-        policy, source = self.nn.get_policy(request.path, caller())
-        return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=self.nn.default_block_size)
+        nn = self.reader
+        policy, source = nn.get_policy(request.path, caller())
+        return pb.PolicyResponse(policy=policy, source_path=source, default_block_size=nn.default_block_size)
 
     @_rpc
     def SetPermission(self, request):
@@ -218,6 +276,10 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # health
     @_rpc
     def ReportBadUnits(self, request):
+        if not self.role.is_active():
+            for u in request.units:
+                self.role.heard(u.datanode_id)
+            return pb.Empty()
         self.nn.report_bad_units((u.group_id, u.index, u.generation, u.datanode_id, u.reason) for u in request.units)
         return pb.Empty()
 
@@ -234,7 +296,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def Report(self, request):
-        r = self.nn.report()
+        r = self.reader.report()   # a standby's too: its role, and the DataNodes it hears
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
             blocks_under_replicated=r.blocks_under_replicated, low_space_pct=r.low_space_pct,
@@ -245,7 +307,15 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        capacity_bytes=d.capacity_bytes, remaining_bytes=d.remaining_bytes,
                                        shares_filesystem_with=list(d.shares_filesystem_with), low_space=d.low_space,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
-                       for d in r.datanodes])
+                       for d in r.datanodes],
+            namenode=pb.NameNodeRole(**self.role.describe()))
+
+    @_rpc
+    def Failover(self, request):
+        if not self.role.handover():
+            raise NotActive(self.role.active_address())
+        log.warning("handed over at the request of %s: this NameNode is a standby now", caller())
+        return pb.Empty()
 
     # security
     @_rpc
@@ -271,25 +341,38 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # DataNode protocol
     @_rpc
     def RegisterDataNode(self, request):
+        if not self.role.is_active():   # a standby: remembered, not written (the view is etcd's)
+            self.role.heard(request.datanode_id, request.address, request.data_address)
+            return pb.RegisterResponse(cluster_id=self.reader.cluster_id, epoch=self.role.epoch, active=False)
         cluster_id = self.nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
                                       request.storage_id)
-        return pb.RegisterResponse(cluster_id=cluster_id)
+        return pb.RegisterResponse(cluster_id=cluster_id, epoch=self.role.epoch, active=True)
 
     @_rpc
     def Heartbeat(self, request):
+        if not self.role.is_active():
+            self.role.heard(request.datanode_id, request.address, request.data_address)
+            return pb.HeartbeatResponse(epoch=self.role.epoch, active=False)
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
                                   request.active_repairs, _stats(request) if request.HasField("stats") else None,
                                   request.data_address)
-        return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister)
+        return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister,
+                                    epoch=self.role.epoch, active=True)
 
     @_rpc
     def BlockReport(self, request):
+        if not self.role.is_active():
+            self.role.heard(request.datanode_id)
+            return pb.Empty()
         self.nn.block_report(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units],
                              request.part, request.more)
         return pb.Empty()
 
     @_rpc
     def UnitStored(self, request):
+        if not self.role.is_active():   # kept: a write may complete on this NameNode after a failover
+            self.role.datanodes.stored(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
+            return pb.Empty()
         self.nn.units_stored(request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.units])
         return pb.Empty()
 

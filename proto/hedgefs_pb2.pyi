@@ -359,20 +359,38 @@ class DataNodeInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
-    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated", "low_space_pct")
+    __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated", "low_space_pct", "namenode")
     DATANODES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_WAITING_REPAIR_FIELD_NUMBER: _ClassVar[int]
     REPAIRS_DONE_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
     BLOCKS_UNDER_REPLICATED_FIELD_NUMBER: _ClassVar[int]
     LOW_SPACE_PCT_FIELD_NUMBER: _ClassVar[int]
+    NAMENODE_FIELD_NUMBER: _ClassVar[int]
     datanodes: _containers.RepeatedCompositeFieldContainer[DataNodeInfo]
     groups_waiting_repair: int
     repairs_done: int
     corrupt_units: int
     blocks_under_replicated: int
     low_space_pct: float
-    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ..., low_space_pct: _Optional[float] = ...) -> None: ...
+    namenode: NameNodeRole
+    def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ..., low_space_pct: _Optional[float] = ..., namenode: _Optional[_Union[NameNodeRole, _Mapping]] = ...) -> None: ...
+
+class NameNodeRole(_message.Message):
+    __slots__ = ("role", "epoch", "applied_revision", "meta", "active", "safe_mode")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SAFE_MODE_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    epoch: int
+    applied_revision: int
+    meta: str
+    active: str
+    safe_mode: bool
+    def __init__(self, role: _Optional[str] = ..., epoch: _Optional[int] = ..., applied_revision: _Optional[int] = ..., meta: _Optional[str] = ..., active: _Optional[str] = ..., safe_mode: _Optional[bool] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("datanode_id", "address", "data_address", "cluster_id", "storage_id")

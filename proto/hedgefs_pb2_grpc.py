@@ -126,6 +126,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.Empty.SerializeToString,
                 response_deserializer=hedgefs__pb2.ReportResponse.FromString,
                 _registered_method=True)
+        self.Failover = channel.unary_unary(
+                '/hedgefs.NameNode/Failover',
+                request_serializer=hedgefs__pb2.Empty.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
         self.IssueCredential = channel.unary_unary(
                 '/hedgefs.NameNode/IssueCredential',
                 request_serializer=hedgefs__pb2.IssueCredentialRequest.SerializeToString,
@@ -275,6 +280,14 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Failover(self, request, context):
+        """HA: the active hands over (drains its commits, gives its lease up: a standby takes over at
+        once); FAILED_PRECONDITION (with hedgefs-active) from a NameNode that is not the active.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def IssueCredential(self, request, context):
         """security: an admin has the NameNode (which holds the CA key) sign a certificate for a key
         made by the caller; the private key never travels.
@@ -400,6 +413,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.Report,
                     request_deserializer=hedgefs__pb2.Empty.FromString,
                     response_serializer=hedgefs__pb2.ReportResponse.SerializeToString,
+            ),
+            'Failover': grpc.unary_unary_rpc_method_handler(
+                    servicer.Failover,
+                    request_deserializer=hedgefs__pb2.Empty.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
             ),
             'IssueCredential': grpc.unary_unary_rpc_method_handler(
                     servicer.IssueCredential,
@@ -915,6 +933,33 @@ class NameNode:
             '/hedgefs.NameNode/Report',
             hedgefs__pb2.Empty.SerializeToString,
             hedgefs__pb2.ReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Failover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Failover',
+            hedgefs__pb2.Empty.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -68,6 +68,22 @@ def admin() -> None:
     """
 
 
+@admin.command("failover", context_settings=CONTEXT)
+@namenode_option
+def admin_failover(namenode: str | None) -> None:
+    """Hand the active NameNode's role to a standby (HA, metadata on etcd): the active drains its
+    commits and gives its lease up; a standby takes over at once and the old active becomes a
+    standby. Give the active's address (or a list: the client follows it to the active).
+
+    \b
+    Examples:
+      hedgefs admin failover --namenode nn1:8020
+    """
+    with open_fs(namenode) as fs:
+        fs.rpc("Failover", pb.Empty())
+    click.echo("handed over: a standby takes over (hedgefs admin report shows which)")
+
+
 @admin.command("report", context_settings=CONTEXT)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
@@ -89,6 +105,9 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
 
     with open_fs(namenode) as fs:
         r = fs.rpc("Report", pb.Empty())
+    n = r.namenode
+    role = {"role": n.role or "active", "epoch": n.epoch, "applied_revision": n.applied_revision,
+            "meta": n.meta or "sqlite", "active": n.active, "safe_mode": n.safe_mode}
     rows = [{"id": d.id, "address": d.address, "state": d.state, "last_heartbeat_age_s": round(d.last_heartbeat_age_ms / 1000, 1),
              "used_bytes": d.used_bytes, "capacity_bytes": d.capacity_bytes, "remaining_bytes": d.remaining_bytes,
              "used_pct": round(100 * (d.capacity_bytes - d.remaining_bytes) / d.capacity_bytes, 1) if d.capacity_bytes else None,
@@ -97,11 +116,16 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
              "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     if as_json:
-        click.echo(json.dumps({"datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
+        click.echo(json.dumps({"namenode": role, "datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
                                "blocks_under_replicated": r.blocks_under_replicated,
                                "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units,
                                "low_space_pct": r.low_space_pct}))
         return
+    if role["meta"] != "sqlite":   # HA: which NameNode answered, and what it is
+        what = (f"epoch {role['epoch']}" if role["role"] == "active" else
+                f"view at etcd revision {role['applied_revision']}, the active is {role['active'] or 'not known'}")
+        click.echo(f"namenode: {role['role']} ({what}{', safe mode' if role['safe_mode'] else ''}); "
+                   f"metadata on {role['meta']}")
     click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
                f"{'remaining':>10} {'fs used':>7} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:

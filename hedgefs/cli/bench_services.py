@@ -219,3 +219,36 @@ def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
     if out is not None:
         out.write_text(json.dumps(doc, indent=1) + "\n")
     click.echo(json.dumps({k: v for k, v in doc.items() if k not in ("stat_with", "stat_without")}))
+
+
+@click.command("failover", context_settings=CONTEXT)
+@click.option("--reps", type=click.IntRange(1, 1000), default=10, show_default=True, help="kill -9 repetitions.")
+@click.option("--graceful-reps", type=click.IntRange(0, 1000), default=5, show_default=True,
+              help="hedgefs admin failover repetitions.")
+@click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
+def bench_failover(reps, graceful_reps, lease_ttl_s, out) -> None:
+    """kill -9 of the active NameNode (and graceful handovers) under a write load, on 3 etcd
+    members and 2 NameNodes (real processes): the time to the first write acknowledged by the new
+    active, and that no acknowledged write is lost (bench/failover.py). Needs etcd on PATH.
+
+    \b
+    Examples:
+      hedgefs bench failover --reps 10 --out bench/results/failover.json
+    """
+    import sys
+
+    from hedgefs.bench.failover import run
+    from hedgefs.cluster.etcd import EtcdMissing
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(reps=reps, ttl_s=lease_ttl_s, graceful_reps=graceful_reps, command=command,
+                  say=lambda s: click.echo(s, err=True))
+    except EtcdMissing as err:
+        raise UsageError(str(err)) from None
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))

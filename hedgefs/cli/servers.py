@@ -12,7 +12,7 @@ import os
 import click
 
 from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
-from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
+from hedgefs.client.errors import HedgefsError, NotAllowed, Unavailable, UsageError
 from hedgefs.client.fs import namenode_address
 from hedgefs.security.identity import Refused
 
@@ -29,7 +29,22 @@ def server_credentials_option(f):
 @click.command(context_settings=CONTEXT)
 @click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where the SQLite namespace lives.")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="Where the SQLite namespace lives (on etcd: this NameNode's view of it).")
+@click.option("--meta", "meta", metavar="URL", default="", envvar="HEDGEFS_META",
+              help="Where the namespace lives: sqlite:///PATH (default: namenode.db in the data dir; no HA) or "
+                   "etcd://HOST:PORT[,HOST:PORT...]/PREFIX (HA: run several NameNodes on one prefix; one is the "
+                   "active, the others standbys that take over).")
+@click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True,
+              help="HA: the active's etcd lease. It serves only while surely holding it (TTL - 1 s after its "
+                   "last renewal); a standby takes over within about the TTL of the active's death.")
+@click.option("--etcd-max-txn-ops", type=click.IntRange(16), default=1024, show_default=True,
+              help="HA: the etcd servers' --max-txn-ops (etcd's own default is 128: run etcd with 1024). A batch "
+                   "of changes is committed before it needs more keys; one change needing more than half is "
+                   "refused (do it in parts).")
+@click.option("--safe-mode-share", type=click.FloatRange(0, 1), default=0.9, show_default=True,
+              help="HA: a new active deletes and repairs nothing until DataNodes holding this share of the "
+                   "units have block-reported to it.")
 @click.option("--http-port", type=int, help="Serve the status pages at http://HOST:PORT/ (JSON under /api/), "
                                             "Prometheus metrics at /metrics and a probe at /health (0 picks a free port).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
@@ -48,26 +63,42 @@ def server_credentials_option(f):
                    "An existing namespace of another cluster is refused.")
 @click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
               help="How long a block access token is good for (secure clusters; clients renew theirs).")
-def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s, lease_timeout_s, block_size,
-             default_policy, min_replicas, port_file, credentials, cluster_id, block_token_lifetime_s) -> None:
-    """Run a NameNode (namespace and block-group map in SQLite).
+def namenode(port, host, data_dir, meta, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, http_port, dead_interval_s,
+             repair_interval_s, lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
+             block_token_lifetime_s) -> None:
+    """Run a NameNode (namespace and block-group map in SQLite, or on etcd: --meta).
+
+    On etcd (--meta etcd://...) the namespace survives the loss of any NameNode: start two or
+    three on one prefix, each with its own data dir; one is the active, the others standbys that
+    answer stat and list and take over when the active's lease lapses. Exit codes: 3 = no etcd
+    member answers at start; 4 = the prefix holds another cluster's namespace (--cluster-id,
+    the credential's) or keys that are not a namespace; 1 = any other failure to start.
 
     \b
     Examples:
       hedgefs namenode --data-dir /srv/nn --http-port 9870
       hedgefs namenode --data-dir /srv/nn --host 0.0.0.0 --credentials /etc/hedgefs/namenode.pem
+      hedgefs namenode --data-dir /srv/nn1 --meta etcd://e1:2379,e2:2379,e3:2379/hedgefs
     """
+    from hedgefs.namenode.etcd_meta import MetaUnavailable, parse_meta_url
     from hedgefs.namenode.server import serve
 
     # INFO: what changed in the cluster; -v adds a line per namespace operation (DEBUG)
     setup_logging(bool(click.get_current_context().find_root().params.get("verbose")), logging.INFO)
     check_policy(default_policy)
+    try:
+        parse_meta_url(meta) if meta else None
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     credential = load_credential_or_exit(credentials) if credentials else None
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
               lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
-              credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s)
+              credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s,
+              meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops)
+    except MetaUnavailable as err:
+        raise Unavailable(f"namenode: etcd unreachable ({meta}): {err}") from None
     except Refused as err:
         raise NotAllowed(str(err)) from None
     except (ValueError, RuntimeError) as err:

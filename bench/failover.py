@@ -1,0 +1,208 @@
+"""`hedgefs bench failover`: how long the namespace is unwritable when the active NameNode dies or
+hands over, on real processes (3 etcd members, 2 NameNodes on one prefix).
+
+Each repetition: a writer does Mkdir after Mkdir on the active (8 threads, each to whichever
+NameNode answers, following the standby's ``hedgefs-active``); the active is ``kill -9``ed (or
+asked to ``Failover``, the graceful handover); the figure is the time from the kill to the first
+write acknowledged by the new active. The killed NameNode is started again and comes back as a
+standby before the next repetition. Every write acknowledged is checked at the end (a List on the
+last active): ``lost`` must be 0.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+THREADS = 8
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+class _NameNode:
+    def __init__(self, root: str, name: str, meta: str, ttl_s: int):
+        self.root, self.name, self.meta, self.ttl_s = root, name, meta, ttl_s
+        self.port, self.proc = 0, None
+
+    def start(self) -> None:
+        from hedgefs.plumbing import read_port_file
+
+        port_file = os.path.join(self.root, f"{self.name}.port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        log = open(os.path.join(self.root, f"{self.name}.log"), "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "namenode", "--port", str(self.port),
+                                      "--data-dir", os.path.join(self.root, self.name), "--meta", self.meta,
+                                      "--lease-ttl-s", str(self.ttl_s), "--port-file", port_file],
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not start: see {self.root}/{self.name}.log")
+            time.sleep(0.05)
+        self.port = read_port_file(port_file)["rpc"]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+
+
+class _Writers:
+    """THREADS threads of Mkdirs; ``acked`` every path acknowledged, with its time."""
+
+    def __init__(self, nodes):
+        import grpc
+
+        from hedgefs.proto import hedgefs_pb2 as pb, hedgefs_pb2_grpc
+
+        self.pb, self.grpc = pb, grpc
+        self.stubs = {n.name: (n, hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(n.address))) for n in nodes}
+        self.acked: list[tuple[float, str, str]] = []   # (monotonic, path, NameNode)
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.client = uuid.uuid4().hex[:8]
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(THREADS)]
+
+    def rebind(self, node) -> None:
+        from hedgefs.proto import hedgefs_pb2_grpc
+
+        self.stubs[node.name] = (node, hedgefs_pb2_grpc.NameNodeStub(self.grpc.insecure_channel(node.address)))
+
+    def _run(self, t: int) -> None:
+        i = 0
+        while not self.stop.is_set():
+            path, i = f"/bench/t{t}/{i:06d}", i + 1
+            while not self.stop.is_set():
+                done = False
+                for node, stub in list(self.stubs.values()):
+                    try:
+                        stub.Mkdir(self.pb.MkdirRequest(path=path, parents=True), timeout=2,
+                                   metadata=(("hedgefs-client-id", self.client), ("hedgefs-call-id", path)))
+                    except self.grpc.RpcError:
+                        continue
+                    with self.lock:
+                        self.acked.append((time.monotonic(), path, node.name))
+                    done = True
+                    break
+                if done:
+                    break
+                time.sleep(0.01)
+
+    def first_after(self, t0: float, name: str) -> float | None:
+        with self.lock:
+            times = [t for t, _, n in self.acked if t > t0 and n == name]
+        return min(times) if times else None
+
+
+def _role(stub, pb) -> str:
+    try:
+        return stub.Report(pb.Empty(), timeout=2).namenode.role
+    except Exception:
+        return "down"
+
+
+def run(reps: int = 10, ttl_s: int = 3, graceful_reps: int = 5, command: str = "", say=print) -> dict:
+    import grpc
+
+    from hedgefs.cluster.etcd import EtcdMembers
+    from hedgefs.proto import hedgefs_pb2 as pb, hedgefs_pb2_grpc
+
+    root = tempfile.mkdtemp(prefix="hedgefs-bench-failover-")
+    etcd = EtcdMembers(root).start()
+    nodes = [_NameNode(root, f"nn{i}", etcd.url("bench"), ttl_s) for i in (1, 2)]
+    writers = None
+    try:
+        for n in nodes:
+            n.start()
+        writers = _Writers(nodes)
+        for t in writers.threads:
+            t.start()
+        stub = {n.name: hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(n.address)) for n in nodes}
+
+        def active(timeout: float = 30.0):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                found = [n for n in nodes if _role(stub[n.name], pb) == "active"]
+                if len(found) == 1 and len(writers.acked) > 0:
+                    return found[0]
+                time.sleep(0.05)
+            raise RuntimeError("no active NameNode")
+
+        def one(kind: str) -> float:
+            old = active()
+            new = next(n for n in nodes if n is not old)
+            while _role(stub[new.name], pb) != "standby":
+                time.sleep(0.05)
+            time.sleep(1.0)   # writes flowing on the old active
+            t0 = time.monotonic()
+            if kind == "kill":
+                old.proc.send_signal(signal.SIGKILL)
+                old.proc.wait(10)
+            else:
+                stub[old.name].Failover(pb.Empty(), timeout=10)
+            while (t1 := writers.first_after(t0, new.name)) is None:
+                if time.monotonic() - t0 > 60:
+                    raise RuntimeError(f"no write on {new.name} within 60 s of the {kind}")
+                time.sleep(0.01)
+            if kind == "kill":
+                old.start()
+                writers.rebind(old)
+                stub[old.name] = hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(old.address))
+            return t1 - t0
+
+        kill = []
+        for i in range(reps):
+            kill.append(one("kill"))
+            say(f"kill -9 {i + 1}/{reps}: {kill[-1]:.2f} s to the first write on the new active")
+        graceful = []
+        for i in range(graceful_reps):
+            graceful.append(one("failover"))
+            say(f"failover {i + 1}/{graceful_reps}: {graceful[-1]:.2f} s")
+        writers.stop.set()
+        for t in writers.threads:
+            t.join(10)
+        last = active()
+        listed = set()
+        for t in range(THREADS):
+            start_after = ""
+            while True:
+                page = stub[last.name].List(pb.ListRequest(path=f"/bench/t{t}", start_after=start_after), timeout=30)
+                listed.update(e.path for e in page.entries)
+                if not page.more or not page.entries:
+                    break
+                start_after = page.entries[-1].path
+        acked = {p for _, p, _ in writers.acked}
+        return {"command": command, "reps": reps, "ttl_s": ttl_s, "writer_threads": THREADS,
+                "kill9_s": [round(x, 3) for x in kill],
+                "kill9_p50_s": round(statistics.median(kill), 3), "kill9_p99_s": round(_percentile(kill, 99), 3),
+                "failover_s": [round(x, 3) for x in graceful],
+                "failover_p50_s": round(statistics.median(graceful), 3) if graceful else None,
+                "failover_max_s": round(max(graceful), 3) if graceful else None,
+                "writes_acked": len(acked), "lost": len(acked - listed)}
+    finally:
+        if writers is not None:
+            writers.stop.set()
+        for n in nodes:
+            try:
+                n.stop()
+            except Exception:
+                pass
+        etcd.stop()
+        shutil.rmtree(root, ignore_errors=True)

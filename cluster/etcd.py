@@ -1,0 +1,111 @@
+"""A local etcd cluster of real processes (Debian's etcd-server, or any ``etcd`` on PATH), for
+`hedgefs bench failover` and local HA clusters.
+
+``EtcdMembers(root, count).start()`` runs ``count`` members on free 127.0.0.1 ports (client and
+peer), data under ``root`` (or /dev/shm), a unique ``--initial-cluster-token``, the flags the
+README recommends (``--max-txn-ops 1024``), waits until a write goes through, and ``stop()``
+ends them by pid. Port 2379 is never assumed free.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+
+class EtcdMissing(RuntimeError):
+    pass
+
+
+def free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class EtcdMembers:
+    def __init__(self, log_dir: str | os.PathLike, count: int = 3, data_root: str | None = None):
+        self.etcd, self.etcdctl = shutil.which("etcd"), shutil.which("etcdctl")
+        if not self.etcd or not self.etcdctl:
+            raise EtcdMissing("etcd is not installed (Debian: apt-get install etcd-server etcd-client; as root, "
+                              "`make etcd` does it)")
+        base = data_root or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+        self.dir = tempfile.mkdtemp(prefix="hedgefs-etcd-", dir=base)
+        self.log_dir = str(log_dir)
+        self.names = [f"etcd-{i + 1}" for i in range(count)]
+        self.procs: dict[str, subprocess.Popen] = {}
+        ports = free_ports(2 * count)
+        self.client_ports = {n: ports[2 * i] for i, n in enumerate(self.names)}
+        self.peer_ports = {n: ports[2 * i + 1] for i, n in enumerate(self.names)}
+        self.token = f"hedgefs-{uuid.uuid4().hex[:12]}"
+
+    @property
+    def endpoints(self) -> str:
+        return ",".join(f"127.0.0.1:{self.client_ports[n]}" for n in self.names)
+
+    def url(self, prefix: str) -> str:
+        """What ``hedgefs namenode --meta`` takes."""
+        return f"etcd://{self.endpoints}/{prefix}"
+
+    def start_member(self, name: str, state: str = "new") -> None:
+        initial = ",".join(f"{n}=http://127.0.0.1:{self.peer_ports[n]}" for n in self.names)
+        client, peer = f"http://127.0.0.1:{self.client_ports[name]}", f"http://127.0.0.1:{self.peer_ports[name]}"
+        log = open(os.path.join(self.log_dir, f"{name}.log"), "ab")
+        self.procs[name] = subprocess.Popen(
+            [self.etcd, "--name", name, "--data-dir", os.path.join(self.dir, name),
+             "--listen-client-urls", client, "--advertise-client-urls", client,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", initial, "--initial-cluster-token", self.token, "--initial-cluster-state", state,
+             "--max-txn-ops", "1024", "--heartbeat-interval", "100", "--election-timeout", "1000"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+
+    def start(self, timeout_s: float = 30.0) -> "EtcdMembers":
+        for name in self.names:
+            self.start_member(name)
+        self.wait_healthy(timeout_s)
+        return self
+
+    def wait_healthy(self, timeout_s: float = 30.0) -> None:
+        deadline, last = time.monotonic() + timeout_s, ""
+        env = dict(os.environ, ETCDCTL_API="3")
+        while time.monotonic() < deadline:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"etcd member {name} exited ({proc.returncode}): see {self.log_dir}/{name}.log")
+            try:
+                r = subprocess.run([self.etcdctl, "--endpoints", self.endpoints, "--dial-timeout", "1s",
+                                    "--command-timeout", "2s", "put", "/hedgefs-probe", "1"],
+                                   capture_output=True, text=True, env=env, timeout=5)
+                if r.returncode == 0:
+                    return
+                last = r.stderr.strip()
+            except subprocess.TimeoutExpired:
+                last = "etcdctl timed out"
+            time.sleep(0.2)
+        raise RuntimeError(f"etcd not healthy within {timeout_s:.0f} s: {last}")
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)

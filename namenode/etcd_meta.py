@@ -1,0 +1,299 @@
+"""The one door to etcd (v3 API): the only module that imports the etcd client (``pyetcd``, the
+``etcd-sdk-python`` package).
+
+What the NameNode needs of etcd, and no more:
+  ``commit``    one guarded Txn: If(create_revision(leader) == epoch) Then(puts, deletes). The
+                guard is the fencing: a deposed active (its leader key gone, or another's) can
+                never commit. Returns the revision; raises Fenced when the guard fails and
+                MetaUnavailable when etcd did not answer (the outcome is then unknown).
+  ``snapshot``  every key under the prefix at one revision, in pages (a standby's view, a
+                restart's).
+  ``watch``     the prefix's changes from a revision on, one revision at a time.
+  ``grant`` / ``keepalive`` / ``revoke``, ``campaign``, ``leader``: the election (election.py).
+
+Keys are ``/<prefix>/<rel>``; ``rel`` is this module's callers' business (etcd_view.py). Calls go
+to one member at a time, moving to another when one fails (the client's endpoint failover). Reads
+and lease grants are tried once per member before MetaUnavailable; a write (``commit``,
+``campaign``) is never repeated here: its outcome may be unknown, and the caller decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+from typing import Iterator
+
+import grpc
+
+log = logging.getLogger("hedgefs.namenode")
+
+pyetcd = etcdrpc = None   # loaded by the first EtcdMeta
+
+PAGE = 2000            # keys per Range page of a snapshot
+RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
+
+
+class MetaError(RuntimeError):
+    """etcd could not do what was asked."""
+
+
+class MetaUnavailable(MetaError):
+    """No etcd member answered in time (a write's outcome is then unknown)."""
+
+
+class Fenced(MetaError):
+    """The guard failed: this NameNode's epoch is no longer the leader key's."""
+
+
+class Compacted(MetaError):
+    """A watch asked for revisions etcd has compacted away: reload from a snapshot."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaURL:
+    scheme: str                      # "sqlite" or "etcd"
+    path: str = ""                   # sqlite: the database file ("" = the data dir's default)
+    endpoints: tuple[tuple[str, int], ...] = ()
+    prefix: str = ""
+
+    def __str__(self) -> str:
+        if self.scheme == "sqlite":
+            return f"sqlite://{self.path}"
+        return "etcd://" + ",".join(f"{h}:{p}" for h, p in self.endpoints) + "/" + self.prefix
+
+
+def parse_meta_url(url: str) -> MetaURL:
+    """``sqlite:///PATH`` or ``etcd://HOST:PORT[,HOST:PORT...]/PREFIX``; ValueError (one line) else."""
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://"):]
+        if path and not path.startswith("/"):
+            raise ValueError(f"bad --meta {url!r}: an SQLite URL is sqlite:///ABSOLUTE/PATH")
+        return MetaURL("sqlite", path=path)
+    if not url.startswith("etcd://"):
+        raise ValueError(f"bad --meta {url!r}: expected sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT...]/PREFIX")
+    rest = url[len("etcd://"):]
+    hosts, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if not prefix or any(c in prefix for c in " \n\t"):
+        raise ValueError(f"bad --meta {url!r}: an etcd URL needs a key prefix (etcd://HOST:PORT/PREFIX)")
+    endpoints = []
+    for item in hosts.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad --meta {url!r}: {item!r} is not HOST:PORT")
+        endpoints.append((host.strip("[]"), int(port)))
+    return MetaURL("etcd", endpoints=tuple(endpoints), prefix=prefix)
+
+
+def _range_end(prefix: bytes) -> bytes:
+    """The end of the range of every key starting with ``prefix``."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return b"\0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    rel: str            # the key without the prefix
+    value: bytes | None  # None: deleted
+    create_revision: int
+    lease: int = 0
+
+
+class EtcdMeta:
+    """A client of one etcd cluster, for the keys under one prefix."""
+
+    def __init__(self, url: MetaURL, timeout_s: float = 2.0):
+        global pyetcd, etcdrpc
+        import pyetcd                  # here, not at the top: a NameNode on SQLite never loads it
+        from pyetcd import etcdrpc
+        self.url = url
+        self.root = f"/{url.prefix}/".encode()
+        self.timeout_s = timeout_s
+        self._client = pyetcd.MultiEndpointEtcd3Client(
+            endpoints=[pyetcd.Endpoint(h, p, secure=False, time_retry=RETRY_ENDPOINT_S) for h, p in url.endpoints],
+            timeout=timeout_s, failover=True)
+        self._lock = threading.Lock()   # the client's endpoint choice is not thread-safe
+
+    def key(self, rel: str) -> bytes:
+        return self.root + rel.encode()
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception:   # closing a channel that already failed
+            pass
+
+    def _call(self, stub_name: str, method: str, request, timeout: float | None = None, retry: bool = False):
+        """One call on the current member; a member that fails is set aside for a while. ``retry``
+        (reads, renewals: safe to repeat): on another member, once per member, before giving up."""
+        attempts = len(self.url.endpoints) if retry else 1
+        for attempt in range(attempts):
+            try:
+                return self._call_once(stub_name, method, request, timeout)
+            except MetaUnavailable:
+                if attempt == attempts - 1:
+                    raise
+
+    def _call_once(self, stub_name: str, method: str, request, timeout: float | None):
+        with self._lock:
+            try:
+                stub = getattr(self._client, stub_name)
+            except pyetcd.exceptions.NoServerAvailableError:
+                for ep in self._client.endpoints.values():   # every one failed lately: try them all again
+                    ep.last_failed = 0
+                stub = getattr(self._client, stub_name)
+            endpoint = self._client.endpoint_in_use
+        try:
+            return getattr(stub, method)(request, timeout or self.timeout_s)
+        except grpc.RpcError as err:
+            code = err.code()
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL):
+                with self._lock:
+                    endpoint.fail()
+                    self._client._clear_old_stubs()
+                raise MetaUnavailable(f"etcd {endpoint.netloc}: {code.name.lower()}: "
+                                      f"{(err.details() or '').splitlines()[0] if err.details() else ''}") from None
+            raise MetaError(f"etcd {endpoint.netloc}: {code.name}: {err.details()}") from None
+
+    def channel(self) -> grpc.Channel:
+        with self._lock:
+            return self._client.channel
+
+    # ------------------------------------------------------------------ reads
+
+    def status(self) -> int:
+        """The cluster's current revision (a linearizable read: a quorum answered)."""
+        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key("leader"), count_only=True), retry=True)
+        return r.header.revision
+
+    def get(self, rel: str) -> tuple[bytes, int, int] | None:
+        """(value, create_revision, lease) of one key, or None."""
+        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key(rel)), retry=True)
+        return (r.kvs[0].value, r.kvs[0].create_revision, r.kvs[0].lease) if r.kvs else None
+
+    def snapshot(self) -> tuple[int, list[tuple[str, bytes]]]:
+        """Every (rel, value) under the prefix at one revision, and that revision."""
+        start, end = self.root, _range_end(self.root)
+        revision, out = 0, []
+        while True:
+            r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=PAGE,
+                                                                 revision=revision), timeout=self.timeout_s * 5,
+                           retry=True)
+            revision = revision or r.header.revision
+            out.extend((kv.key[len(self.root):].decode(), kv.value) for kv in r.kvs)
+            if not r.more or not r.kvs:
+                return revision, out
+            start = r.kvs[-1].key + b"\0"
+
+    def watch(self, from_revision: int, stop: threading.Event) -> Iterator[tuple[int, list[Event]]]:
+        """(revision, its events) for every revision from ``from_revision`` on, in order, until
+        ``stop`` is set (then it returns). MetaUnavailable when the stream breaks, Compacted."""
+        requests: queue.Queue = queue.Queue()
+        requests.put(etcdrpc.WatchRequest(create_request=etcdrpc.WatchCreateRequest(
+            key=self.root, range_end=_range_end(self.root), start_revision=from_revision, progress_notify=True)))
+
+        def outgoing():
+            while True:
+                item = requests.get()
+                if item is None:
+                    return
+                yield item
+
+        stub = etcdrpc.WatchStub(self.channel())
+        stream = stub.Watch(outgoing())
+        stopper = threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True,
+                                   name="etcd-watch-stop")
+        stopper.start()
+        try:
+            for response in stream:
+                if response.compact_revision:
+                    raise Compacted(f"etcd compacted revisions up to {response.compact_revision}")
+                if response.canceled:
+                    raise MetaUnavailable(f"etcd cancelled the watch: {response.cancel_reason}")
+                batch: list[Event] = []
+                revision = 0
+                for ev in response.events:
+                    rev = ev.kv.mod_revision
+                    if batch and rev != revision:
+                        yield revision, batch
+                        batch = []
+                    revision = rev
+                    value = None if ev.type == ev.DELETE else ev.kv.value
+                    batch.append(Event(ev.kv.key[len(self.root):].decode(), value, ev.kv.create_revision, ev.kv.lease))
+                if batch:
+                    yield revision, batch
+                elif not response.created and response.header.revision:
+                    yield response.header.revision, []   # progress: nothing under the prefix changed
+        except grpc.RpcError as err:
+            if stop.is_set():
+                return
+            raise MetaUnavailable(f"etcd watch broke: {err.code().name.lower()}") from None
+        finally:
+            requests.put(None)
+            stop.set()
+
+    # ------------------------------------------------------------------ writes
+
+    def commit(self, epoch: int, puts: dict[str, bytes], deletes: list[str]) -> int:
+        """One Txn of puts and deletes, guarded by ``epoch``; returns its revision."""
+        ops = [etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.key(k), value=v)) for k, v in puts.items()]
+        ops += [etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=self.key(k))) for k in deletes]
+        guard = etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.CREATE,
+                                key=self.key("leader"), create_revision=epoch)
+        r = self._call("kvstub", "Txn", etcdrpc.TxnRequest(compare=[guard], success=ops))
+        if not r.succeeded:
+            raise Fenced(f"epoch {epoch} is no longer the leader's: this NameNode was deposed")
+        return r.header.revision
+
+    def put_if_absent(self, rel: str, value: bytes) -> bool:
+        """Put ``rel`` unless it exists (no guard): True if this call put it."""
+        absent = etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.CREATE,
+                                 key=self.key(rel), create_revision=0)
+        r = self._call("kvstub", "Txn", etcdrpc.TxnRequest(
+            compare=[absent], success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.key(rel),
+                                                                                         value=value))]))
+        return r.succeeded
+
+    # ------------------------------------------------------------------ election
+
+    def grant(self, ttl_s: int) -> int:
+        return self._call("leasestub", "LeaseGrant", etcdrpc.LeaseGrantRequest(TTL=ttl_s), retry=True).ID
+
+    def keepalive(self, lease_id: int, timeout_s: float | None = None) -> int:
+        """Renew the lease once; its TTL left (0: it is gone, expired or revoked)."""
+        request = etcdrpc.LeaseKeepAliveRequest(ID=lease_id)
+        stream = self._call("leasestub", "LeaseKeepAlive", iter([request]), timeout=timeout_s)
+        try:
+            for response in stream:
+                return response.TTL
+        except grpc.RpcError as err:
+            with self._lock:
+                self._client.endpoint_in_use.fail()
+                self._client._clear_old_stubs()
+            raise MetaUnavailable(f"etcd: lease renewal failed: {err.code().name.lower()}") from None
+        return 0
+
+    def revoke(self, lease_id: int) -> None:
+        self._call("leasestub", "LeaseRevoke", etcdrpc.LeaseRevokeRequest(ID=lease_id))
+
+    def campaign(self, value: bytes, lease_id: int) -> tuple[int, bytes | None]:
+        """Try to become the leader: (epoch, None) when this call created the leader key on
+        ``lease_id`` (epoch = its create revision), else (0, the current leader's value)."""
+        leader = self.key("leader")
+        absent = etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.CREATE, key=leader,
+                                 create_revision=0)
+        r = self._call("kvstub", "Txn", etcdrpc.TxnRequest(
+            compare=[absent],
+            success=[etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=leader, value=value, lease=lease_id))],
+            failure=[etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=leader))]))
+        if r.succeeded:
+            return r.header.revision, None
+        kvs = r.responses[0].response_range.kvs
+        return 0, (kvs[0].value if kvs else None)

@@ -1,0 +1,263 @@
+"""Active and standby NameNodes on one etcd prefix: real processes, a real 3-member etcd cluster.
+
+One etcd cluster for the module; each test its own prefix and NameNodes. The client's failover
+is not used (it is the client's own work): each NameNode is called directly with a raw stub, so
+what a standby answers (the redirect, observer reads) is asserted as such.
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import grpc
+import pytest
+
+from etcd_support import ETCDCTL, etcd_cluster, prefix  # noqa: F401  (the fixture)
+from ha_support import DataNodeProcess, NameNodeProcess, active_of, ids, mkdirs, not_active, role, stat, stub, wait_exists
+from hedgefs.proto import hedgefs_pb2 as pb
+
+from conftest import assert_one_line_error, pattern, run_cli, wait_until
+
+FAILOVER_S = 20.0   # a bound, not a measure: the TTL is 3 s (bench/ measures failovers)
+
+
+@pytest.fixture
+def pair(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("pair"))
+    a = NameNodeProcess(tmp_path, "nn1", url).start()
+    active_of([a])
+    b = NameNodeProcess(tmp_path, "nn2", url).start()
+    wait_until(lambda: role(b.address) == f"standby:{a.address}", 15, "nn2 to be a standby naming nn1")
+    yield a, b
+    for n in (a, b):
+        n.stop()
+
+
+def test_standby_redirects_serves_observer_reads_and_takes_no_datanode_commands(pair):
+    a, b = pair
+    mkdirs(a.address, ["/data/2026", "/logs"])
+    wait_exists(b.address, "/data/2026")          # observer read: the standby's view follows etcd
+    listed = stub(b.address).List(pb.ListRequest(path="/"), timeout=5)
+    assert {e.path for e in listed.entries} == {"/data", "/logs"}
+    with pytest.raises(grpc.RpcError) as refused:
+        stub(b.address).Mkdir(pb.MkdirRequest(path="/nope"), timeout=5, metadata=ids())
+    assert not_active(refused.value) == a.address
+    assert "not the active" in refused.value.details()
+    with pytest.raises(grpc.RpcError) as missing:
+        stat(a.address, "/nope")
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+    # DataNodes report to both: the active says so and its epoch; the standby, active=false, no commands
+    reg = pb.RegisterRequest(datanode_id="dn1", address="127.0.0.1:1", data_address="127.0.0.1:2")
+    on_active = stub(a.address).RegisterDataNode(reg, timeout=5)
+    on_standby = stub(b.address).RegisterDataNode(reg, timeout=5)
+    assert on_active.active and on_active.epoch > 0
+    assert not on_standby.active and on_standby.cluster_id == on_active.cluster_id
+    hb = stub(b.address).Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="127.0.0.1:1"), timeout=5)
+    assert not hb.active and not hb.commands
+    hb = stub(a.address).Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="127.0.0.1:1"), timeout=5)
+    assert hb.active and hb.epoch == on_active.epoch
+
+    # the operator's view: which NameNode answered, and what it is
+    report = run_cli("admin", "report", namenode=b.address)
+    assert report.code == 0, report.stderr
+    assert f"namenode: standby (view at etcd revision" in report.stdout.decode()
+    assert f"the active is {a.address}" in report.stdout.decode()
+    report = run_cli("admin", "report", "--json", namenode=a.address)
+    assert json.loads(report.stdout)["namenode"]["epoch"] == on_active.epoch
+
+
+def test_kill_9_of_the_active_loses_nothing_acknowledged(pair, etcd_cluster):
+    a, b = pair
+    done = mkdirs(a.address, [f"/k/{i:03d}" for i in range(30)])
+    epoch_a = stub(a.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5).epoch
+    a.kill()
+    start = time.monotonic()
+    active_of([b], timeout=FAILOVER_S)
+    took = time.monotonic() - start
+    for path in done:
+        assert stat(b.address, path).is_dir, path
+    mkdirs(b.address, ["/after"])
+    epoch_b = stub(b.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5).epoch
+    assert epoch_b > epoch_a
+    # the old active comes back as a standby of the new one
+    a.start()
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 15, "nn1 to come back as a standby")
+    wait_exists(a.address, "/after")
+    print(f"failover after kill -9: {took:.1f} s")
+
+
+def test_frozen_active_commits_nothing_after_its_lease_and_comes_back_standby(pair):
+    a, b = pair
+    mkdirs(a.address, ["/before"])
+    a.freeze()
+    try:
+        # a call that reaches the frozen active: it runs only once the process thaws, past its lease
+        late = stub(a.address).Mkdir.future(pb.MkdirRequest(path="/from-the-zombie"), timeout=60, metadata=ids())
+        active_of([b], timeout=FAILOVER_S)
+        mkdirs(b.address, ["/on-the-new-active"])
+    finally:
+        a.thaw()
+    with pytest.raises(grpc.RpcError) as refused:
+        late.result()
+    assert refused.value.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INTERNAL,
+                                    grpc.StatusCode.UNAVAILABLE), refused.value
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 20, "the thawed NameNode to be a standby")
+    with pytest.raises(grpc.RpcError) as gone:
+        stat(b.address, "/from-the-zombie")
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    assert stat(a.address, "/on-the-new-active").is_dir   # its view is the new active's
+    assert a.proc.poll() is None
+
+
+def test_admin_failover_hands_over_at_once_and_loses_nothing(pair):
+    a, b = pair
+    done = mkdirs(a.address, [f"/h/{i}" for i in range(5)])
+    refused = run_cli("admin", "failover", namenode=b.address)
+    assert_one_line_error(refused, "not the active")
+    start = time.monotonic()
+    result = run_cli("admin", "failover", namenode=a.address)
+    assert result.code == 0, result.stderr
+    active_of([a, b], timeout=FAILOVER_S)
+    assert role(b.address) == "active", role(b.address)
+    print(f"handover: {time.monotonic() - start:.2f} s, the CLI included")
+    for path in done:
+        assert stat(b.address, path).is_dir
+    wait_until(lambda: role(a.address) == f"standby:{b.address}", 15, "nn1 to be a standby of nn2")
+
+
+def test_both_down_then_up_the_namespace_is_etcds(pair):
+    a, b = pair
+    done = mkdirs(a.address, [f"/both/{i}" for i in range(10)])
+    stub(a.address).Rename(pb.RenameRequest(src="/both/0", dst="/both/renamed"), timeout=5, metadata=ids())
+    a.kill()
+    b.kill()
+    for n in (a, b):   # the views are rebuilt from etcd: wipe them to be sure nothing local is used
+        for name in os.listdir(n.data_dir):
+            if name.startswith("etcd-view"):
+                os.remove(os.path.join(n.data_dir, name))
+    b.start()
+    a.start()
+    active = active_of([a, b], timeout=FAILOVER_S)
+    for path in done[1:] + ["/both/renamed"]:
+        assert stat(active.address, path).is_dir
+    with pytest.raises(grpc.RpcError):
+        stat(active.address, "/both/0")
+
+
+def test_a_retried_call_gets_its_first_answer_across_a_failover(pair):
+    a, b = pair
+    mkdirs(a.address, ["/r"])
+    first = ids("rename-1")
+    stub(a.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    # the reply was "lost": the same call again, on the same NameNode, then on the next active
+    stub(a.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    a.kill()
+    active_of([b], timeout=FAILOVER_S)
+    stub(b.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=first)
+    with pytest.raises(grpc.RpcError) as again:   # a new call is a new call
+        stub(b.address).Rename(pb.RenameRequest(src="/r", dst="/r2"), timeout=5, metadata=ids())
+    assert again.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_unreachable_etcd_at_start_is_one_line_and_exit_3(tmp_path):
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "nn"), "--meta",
+                     "etcd://127.0.0.1:9/hfs", timeout=60)
+    assert result.code == 3
+    assert_one_line_error(result, "etcd unreachable")
+
+
+def test_bad_meta_url_is_usage(tmp_path):
+    result = run_cli("namenode", "--data-dir", str(tmp_path / "nn"), "--meta", "etcd://nohost/", timeout=60)
+    assert result.code == 2
+    assert_one_line_error(result, "--meta")
+
+
+def test_a_prefix_of_another_cluster_or_not_a_namespace_is_refused(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("owned"))
+    a = NameNodeProcess(tmp_path, "nn1", url, "--cluster-id", "CID-ours").start()
+    try:
+        active_of([a])
+        mkdirs(a.address, ["/ours"])
+    finally:
+        a.stop()
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "other"), "--meta", url,
+                     "--cluster-id", "CID-theirs", timeout=60)
+    assert result.code == 4
+    assert_one_line_error(result, "CID-ours", "CID-theirs")
+
+    foreign = prefix("foreign")
+    env = dict(os.environ, ETCDCTL_API="3")
+    subprocess.run([ETCDCTL, "--endpoints", etcd_cluster.endpoints, "put", f"/{foreign}/app/config", "x"],
+                   check=True, capture_output=True, env=env)
+    result = run_cli("namenode", "--port", "0", "--data-dir", str(tmp_path / "f"), "--meta",
+                     etcd_cluster.url(foreign), timeout=60)
+    assert result.code == 4
+    assert_one_line_error(result, "not a hedgefs namespace")
+
+
+def test_a_change_too_large_for_one_etcd_transaction_is_refused_and_the_active_goes_on(etcd_cluster, tmp_path):
+    a = NameNodeProcess(tmp_path, "nn1", etcd_cluster.url(prefix("large")), "--etcd-max-txn-ops", "24").start()
+    try:
+        active_of([a])
+        with pytest.raises(grpc.RpcError) as refused:
+            stub(a.address).Mkdir(pb.MkdirRequest(path="/a/b/c/d/e/f/g/h", parents=True), timeout=5, metadata=ids())
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "do it in parts" in refused.value.details()
+        mkdirs(a.address, ["/a", "/a/b", "/a/b/c", "/a/b/c/d", "/a/b/c/d/e", "/a/b/c/d/e/f", "/a/b/c/d/e/f/g",
+                           "/a/b/c/d/e/f/g/h"])
+        assert stat(a.address, "/a/b/c/d/e/f/g/h").is_dir
+        # many small changes at once: each batch is committed before it outgrows one Txn
+        futures = [stub(a.address).Mkdir.future(pb.MkdirRequest(path=f"/many/{i}", parents=True), timeout=20,
+                                                metadata=ids()) for i in range(40)]
+        for f in futures:
+            f.result()
+        assert len(stub(a.address).List(pb.ListRequest(path="/many"), timeout=5).entries) == 40
+        assert role(a.address) == "active"
+    finally:
+        a.stop()
+
+
+def test_a_file_written_on_the_active_is_on_the_standby_with_its_block_groups(etcd_cluster, tmp_path):
+    url = etcd_cluster.url(prefix("data"))
+    policy = ("--default-policy", "REPLICATE-3", "--block-size", "65536")
+    a = NameNodeProcess(tmp_path, "nn1", url, *policy).start()
+    b = dns = None
+    try:
+        active_of([a])
+        b = NameNodeProcess(tmp_path, "nn2", url, *policy).start()
+        dns = [DataNodeProcess(tmp_path, f"dn{i}", a.address).start() for i in range(1, 4)]
+        wait_until(lambda: len([d for d in stub(a.address).Report(pb.Empty(), timeout=5).datanodes
+                                if d.state == "live"]) == 3, 30, "3 live DataNodes")
+        data = pattern(200_000, seed=24)
+        put = run_cli("put", "-", "/f.bin", namenode=a.address, input=data)
+        assert put.code == 0, put.stderr
+        wait_exists(b.address, "/f.bin")
+        on_standby = stat(b.address, "/f.bin")
+        on_active = stat(a.address, "/f.bin")
+        assert on_standby.length == len(data) == on_active.length
+        assert [(g.id, g.length, g.generation) for g in on_standby.groups] == \
+               [(g.id, g.length, g.generation) for g in on_active.groups]
+        assert all(len(g.units) == 3 for g in on_standby.groups)   # unit locations came with the view
+        assert run_cli("cat", "/f.bin", namenode=a.address).stdout == data
+    finally:
+        for n in (dns or []) + [x for x in (a, b) if x]:
+            n.stop()
+
+
+def test_meta_sqlite_url_puts_the_namespace_where_it_says(tmp_path):
+    db = tmp_path / "elsewhere" / "ns.db"
+    db.parent.mkdir()
+    a = NameNodeProcess(tmp_path, "nn1", f"sqlite://{db}").start()
+    try:
+        mkdirs(a.address, ["/here"])
+        assert db.exists() and not os.path.exists(os.path.join(a.data_dir, "namenode.db"))
+        reg = stub(a.address).RegisterDataNode(pb.RegisterRequest(datanode_id="dn1", address="x:1"), timeout=5)
+        assert reg.active and reg.epoch == 0          # SQLite: the active, always; epoch 0
+        assert role(a.address) == "active"
+        refused = run_cli("admin", "failover", namenode=a.address)
+        assert_one_line_error(refused, "no standby")
+    finally:
+        a.stop()

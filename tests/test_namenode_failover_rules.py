@@ -1,0 +1,90 @@
+"""What a new active NameNode must not do before the DataNodes have reported to it, and the retry
+cache, on an in-process Namesystem (the same rules run on etcd: ha.py opens this class).
+
+Safe mode (``safe_mode_share``): no deletes and no repairs until DataNodes holding that share of
+the units have block-reported to this process; and never a delete to a DataNode before its own
+block report (HDFS's stale block contents after a failover).
+"""
+
+import pytest
+
+from hedgefs.namenode import retry_cache
+from hedgefs.namenode.errors import AlreadyExists
+from hedgefs.namenode.model import DeleteUnit
+
+from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+
+
+def _deletes(commands) -> list:
+    return [c for c in commands if isinstance(c, DeleteUnit)]
+
+
+def _report(nn, dn, held):
+    nn.block_report(dn, held[dn])
+
+
+def _held(nn, dn):
+    return [(r["group_id"], r["idx"], r["generation"]) for r in nn.db.query(
+        "SELECT u.group_id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id "
+        "WHERE u.datanode_id = ?", (dn,))]
+
+
+def test_a_new_active_deletes_nothing_before_reports_and_leaves_safe_mode_at_the_share(tmp_path):
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 5)
+    write_file(nn, "/keep", 4096)
+    write_file(nn, "/gone", 4096)
+    nn.close()
+
+    # the same namespace opened as a new active (a failover) with safe mode at 60 %
+    nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.6)
+    try:
+        for dn in dns:
+            nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        held = {dn: _held(nn, dn) for dn in dns}   # what each really holds, /gone's units included
+        nn.delete("/gone")
+        assert nn.in_safe_mode
+        assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
+        for dn in dns[:2]:       # 2 of 5 DataNodes: 40 % of the units
+            _report(nn, dn, held)
+        nn.tick()
+        assert nn.in_safe_mode
+        assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
+        _report(nn, dns[2], held)      # 60 %
+        nn.tick()
+        assert not nn.in_safe_mode
+        sent = {dn: _deletes(c) for dn, c in heartbeat_all(nn, dns).items()}
+        assert all(sent[dn] for dn in dns[:3]), sent        # reported: their deletes go out
+        assert not any(sent[dn] for dn in dns[3:]), sent    # not reported yet: nothing deleted there
+        _report(nn, dns[3], held)
+        clock.advance(60)
+        assert _deletes(heartbeat_all(nn, [dns[3]])[dns[3]])
+    finally:
+        nn.close()
+
+
+def test_a_retried_create_returns_the_first_answer_and_a_new_call_runs(tmp_path):
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    try:
+        add_datanodes(nn, 5)
+        with retry_cache.calling("client-a", "call-1", "Create"):
+            first = nn.create("/f")
+        with retry_cache.calling("client-a", "call-1", "Create"):
+            again = nn.create("/f")
+        assert again == first
+        with retry_cache.calling("client-a", "call-2", "AddBlockGroup"):
+            group = nn.add_block_group(first.file_id)
+        with retry_cache.calling("client-a", "call-2", "AddBlockGroup"):
+            assert nn.add_block_group(first.file_id) == group
+        assert len(nn.blocks.groups(first.file_id)) == 1
+        with retry_cache.calling("client-a", "call-3", "Create"):   # another call runs: /f is being written
+            with pytest.raises(AlreadyExists):
+                nn.create("/f")
+        # entries expire with the monitor's pass
+        clock.advance(retry_cache.TTL_MS / 1000 + 1)
+        nn.tick()
+        assert nn.db.one("SELECT COUNT(*) FROM retry_cache")[0] == 0
+    finally:
+        nn.close()
