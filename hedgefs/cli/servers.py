@@ -11,7 +11,7 @@ import os
 
 import click
 
-from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
+from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, setup_logging
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.fs import namenode_address
 from hedgefs.security.identity import Refused
@@ -82,7 +82,9 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (both ports).")
 @click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
-@namenode_address_option
+@click.option("--namenode", metavar="HOST:PORT[,...]",
+              help="The NameNode, or every NameNode of an HA cluster (HOST:PORT,HOST:PORT: it reports to each, "
+                   "obeys the active of the highest epoch) (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")
 @click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
 @click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
               help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
@@ -120,7 +122,9 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
       hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866 --data-port 9867
       hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
       hedgefs datanode --id dn3 --data-dir /srv/dn3 --namenode nn:8020 --credentials /etc/hedgefs/dn3.pem
+      hedgefs datanode --id dn4 --data-dir /srv/dn4 --namenode nn1:8020,nn2:8020   # HA: both NameNodes
     """
+    from hedgefs.cli.paths import check_address
     from hedgefs.datanode.faults import parse_bandwidth
     from hedgefs.datanode.server import serve
     from hedgefs.datanode.storage import DataDirInUse
@@ -133,7 +137,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
     enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
     credential = load_credential_or_exit(credentials) if credentials else None
     try:
-        serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode_address(namenode), host=host,
+        serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=check_address(namenode_address(namenode)), host=host,
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
               fault_specs=list(fault_specs), credential=credential, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
