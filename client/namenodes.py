@@ -97,10 +97,9 @@ class Attempts:
         self.pause = self.config.backoff_start_s
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, secrets.token_hex(12))) \
             if method in NON_IDEMPOTENT else None
-        self.tries = 0
+        self.redirected = False
 
     def timeout(self) -> float:
-        self.tries += 1
         if len(self.nodes.addresses) == 1:
             return NAMENODE_TIMEOUT_S
         return max(0.05, min(NAMENODE_TIMEOUT_S, self.deadline - self.clock()))
@@ -116,20 +115,26 @@ class Attempts:
         if hint is None and len(self.nodes.addresses) == 1:
             raise from_namenode_error(err, self.address)   # one NameNode, down: as it always was
         if hint and hint != self.address:
-            self.address, pause = hint, 0.0                # the standby knows the active: at once
+            # The standby knows the active: go there, at once the first time (standbys whose views
+            # lag may send us round in a circle: from then on with the pause, as any retry).
+            self.address, pause = hint, (self.pause if self.redirected else 0.0)
+            if self.redirected:
+                self.pause = min(self.pause * 2, self.config.backoff_max_s)
+            self.redirected = True
         else:
             self.address, pause = self.nodes.after(self.address), self.pause
             self.pause = min(self.pause * 2, self.config.backoff_max_s)
-        if self.clock() + pause >= self.deadline:
+        left = self.deadline - self.clock()
+        if left <= 0:
             raise self._gave_up(code, hint)
-        return pause
+        return min(pause, left)   # and one last try at the deadline
 
     def _gave_up(self, code: grpc.StatusCode, hint: str | None) -> HedgefsError:
         listed = ", ".join(self.nodes.addresses)
         took = f"tried for {self.config.deadline_s:g} s"
         if hint is not None:
-            return Unavailable(f"no active NameNode among {listed} ({'an election is on' if not hint else 'redirected'}"
-                               f"; {took})")
+            why = "an election is on" if not hint else f"the active named, {self.address}, did not answer as one"
+            return Unavailable(f"no active NameNode among {listed} ({why}; {took})")
         return Unavailable(f"cannot reach the NameNode at any of {listed} ({code.name.lower()}; {took})")
 
 

@@ -7,6 +7,7 @@ with ``hedgefs-active``) and records what it was sent. It stands in for the real
 NameNode only until that lands (branch ha-nn); it serves no namespace at all.
 """
 
+import dataclasses
 import socket
 import threading
 import time
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster
+from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster, wait_until
 from hedgefs.client.errors import NotFound, Unavailable, UsageError
 from hedgefs.client.fs import FileSystem
 from hedgefs.client.namenodes import ACTIVE_KEY, CALL_ID_KEY, CLIENT_ID, CLIENT_ID_KEY, parse_addresses
@@ -24,11 +25,16 @@ from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 DATA = pattern(700_000, seed=24)
 
 
+_HELD: list[socket.socket] = []
+
+
 def dead_address() -> str:
-    """A loopback port nobody listens on (bound, then closed: connecting is refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    """A loopback port nobody listens on: bound and never listening, so connecting is refused,
+    and held for the session, so no other server (of a test running beside) can take it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return f"127.0.0.1:{s.getsockname()[1]}"
 
 
 class StandInStandby:
@@ -183,6 +189,22 @@ def test_an_election_that_does_not_end_fails_cleanly():
         standby.stop()
 
 
+def test_standbys_that_name_each_other_fail_cleanly_at_the_deadline():
+    first, second = StandInStandby(active=""), StandInStandby(active="")
+    first.active, second.active = second.address, first.address   # two stale views, a circle
+    try:
+        with FileSystem(first.address, failover=_deadline(1)) as fs:
+            with pytest.raises(Unavailable, match=f"no active NameNode among {first.address} "
+                                                  r"\(the active named, .*, did not answer as one; tried for 1 s\)"):
+                fs.mkdir("/circle")
+        tries = first.of("Mkdir") + second.of("Mkdir")
+        assert 2 < len(tries) < 100   # round the circle, with pauses: no busy loop
+        assert len({md[CALL_ID_KEY] for md in tries}) == 1
+    finally:
+        first.stop()
+        second.stop()
+
+
 def test_an_open_file_reads_on_while_its_namenode_is_frozen(live):
     with client(live.namenode) as fs:
         fs.write_bytes("/frozen-read", DATA)
@@ -192,6 +214,28 @@ def test_an_open_file_reads_on_while_its_namenode_is_frozen(live):
                 assert f.pread(0, len(DATA)) == DATA
             finally:
                 live.thaw("namenode")
+
+
+def test_a_secure_open_file_renews_its_tokens_without_waiting_on_a_frozen_namenode(tmp_path):
+    """Past the renewal time, tokens still good: the read goes on at once with them while the
+    renewal waits on the (frozen) NameNode, and the renewal lands once it is back."""
+    sc = start_cluster(tmp_path / "secure", "secure", datanodes=3, policy="REPLICATE-3")
+    try:
+        with client(sc.namenode) as fs:
+            fs.write_bytes("/tokens", DATA)
+            with fs.open("/tokens") as f:
+                assert f.status.renew_tokens_at < f.status.tokens_expire_at
+                f.status = dataclasses.replace(f.status, renew_tokens_at=time.monotonic() - 1)
+                sc.freeze("namenode")
+                try:
+                    assert f.pread(0, len(DATA)) == DATA
+                    assert not f._renewing.done()   # read done; the renewal still waits on the NameNode
+                finally:
+                    sc.thaw("namenode")
+                wait_until(lambda: fs.stats().counters["token_refreshes"] >= 1, 30, "the renewal, once thawed")
+                assert f.status.renew_tokens_at > time.monotonic()
+    finally:
+        sc.down()
 
 
 def _deadline(seconds: float):
