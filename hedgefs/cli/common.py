@@ -54,8 +54,9 @@ def _remember_credentials(ctx, param, value):
 
 def namenode_address_option(f):
     return click.option("--namenode", metavar="HOST:PORT[,...]",
-                        help="NameNode address, or the NameNodes of an HA cluster as HOST:PORT,HOST:PORT "
-                             "(the client follows the active) (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")(f)
+                        help="NameNode address; an HA cluster's NameNodes as HOST:PORT,HOST:PORT (a client "
+                             "follows the active, a DataNode reports to each) (default: $HEDGEFS_NAMENODE, "
+                             "else 127.0.0.1:8020).")(f)
 
 
 def namenode_option(f):

@@ -11,7 +11,7 @@ import os
 
 import click
 
-from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, setup_logging
+from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.fs import namenode_address
 from hedgefs.security.identity import Refused
@@ -82,9 +82,7 @@ def namenode(port, host, data_dir, http_port, dead_interval_s, repair_interval_s
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (both ports).")
 @click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
-@click.option("--namenode", metavar="HOST:PORT[,...]",
-              help="The NameNode, or every NameNode of an HA cluster (HOST:PORT,HOST:PORT: it reports to each, "
-                   "obeys the active of the highest epoch) (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")
+@namenode_address_option
 @click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
 @click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
               help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
