@@ -98,6 +98,7 @@ class Attempts:
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, secrets.token_hex(12))) \
             if method in NON_IDEMPOTENT else None
         self.redirected = False
+        self.standbys: set[str] = set()   # addresses that answered as standbys during this call
 
     def timeout(self) -> float:
         if len(self.nodes.addresses) == 1:
@@ -114,6 +115,8 @@ class Attempts:
             raise from_namenode_error(err, self.address, tls_refusal)
         if hint is None and len(self.nodes.addresses) == 1:
             raise from_namenode_error(err, self.address)   # one NameNode, down: as it always was
+        if hint is not None:
+            self.standbys.add(self.address)
         if hint and hint != self.address:
             # The standby knows the active: go there, at once the first time (standbys whose views
             # lag may send us round in a circle: from then on with the pause, as any retry).
@@ -132,8 +135,11 @@ class Attempts:
     def _gave_up(self, code: grpc.StatusCode, hint: str | None) -> HedgefsError:
         listed = ", ".join(self.nodes.addresses)
         took = f"tried for {self.config.deadline_s:g} s"
-        if hint is not None:
-            why = "an election is on" if not hint else f"the active named, {self.address}, did not answer as one"
+        if self.standbys:   # someone answered, as a standby: no active, rather than no NameNode
+            if hint is None:
+                why = f"{', '.join(sorted(self.standbys))} answered as standby, the rest {code.name.lower()}"
+            else:
+                why = f"the active named, {self.address}, did not answer as one" if hint else "an election is on"
             return Unavailable(f"no active NameNode among {listed} ({why}; {took})")
         return Unavailable(f"cannot reach the NameNode at any of {listed} ({code.name.lower()}; {took})")
 

@@ -100,6 +100,17 @@ def test_the_library_fails_over_and_remembers_the_active(live):
             fs.stat("/lib/missing")
 
 
+def test_fsspec_takes_a_list_too(live):
+    import fsspec
+
+    hfs = fsspec.filesystem("hedgefs", namenode=f"{dead_address()},{live.namenode}", skip_instance_cache=True)
+    try:
+        hfs.pipe_file("/fsspec-list", DATA[:1000])
+        assert hfs.cat_file("/fsspec-list") == DATA[:1000]
+    finally:
+        hfs.close()
+
+
 def test_only_dead_namenodes_fail_in_one_line_with_exit_3_at_the_deadline():
     nodes = f"{dead_address()},{dead_address()}"
     t0 = time.monotonic()
@@ -185,6 +196,17 @@ def test_an_election_that_does_not_end_fails_cleanly():
         result = run_cli("mkdir", "/x", namenode=standby.address, env={"HEDGEFS_FAILOVER_DEADLINE_S": "1"}, timeout=60)
         assert_one_line_error(result, "no active NameNode among", standby.address, "an election is on")
         assert result.code == 3
+    finally:
+        standby.stop()
+
+
+def test_a_standby_in_an_election_beside_a_dead_namenode_says_no_active():
+    standby = StandInStandby(active="")
+    nodes = f"{dead_address()},{standby.address}"
+    try:
+        with FileSystem(nodes, failover=_deadline(1)) as fs:
+            with pytest.raises(Unavailable, match=f"^no active NameNode among {nodes.replace(',', ', ')} \\("):
+                fs.stat("/")
     finally:
         standby.stop()
 
