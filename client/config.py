@@ -1,4 +1,5 @@
-"""Client read settings: the hedge threshold, the circuit breaker's keys, the extra-read budget.
+"""Client settings: the read side (hedge threshold, circuit breaker, extra-read budget) and how
+long a NameNode call keeps trying across the NameNodes of an HA cluster (FailoverConfig).
 
 Each key can come from a CLI flag or a HEDGEFS_HEDGE_* environment variable; flags win, then the
 environment, then the defaults below (the breaker's are HubSpot's production defaults).
@@ -83,3 +84,29 @@ def _coerce(name: str, type_name: object, raw: object, env_name: str) -> object:
 def parse_threshold(text: str) -> float | None:
     """``auto`` or a positive number of milliseconds (the CLI's --hedge-threshold-ms)."""
     return _coerce("threshold_ms", None, text, "--hedge-threshold-ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class FailoverConfig:
+    """How long a NameNode call keeps trying (client/namenodes.py): the overall deadline of one
+    call across the NameNodes of an HA cluster (longer than a failover: a lease of 5 s runs out,
+    a standby takes over), and the pause between tries, doubling from the first to the cap.
+    ``HEDGEFS_FAILOVER_DEADLINE_S`` sets the deadline."""
+
+    deadline_s: float = 15.0
+    backoff_start_s: float = 0.05
+    backoff_max_s: float = 1.0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> "FailoverConfig":
+        environ = os.environ if environ is None else environ
+        raw = environ.get("HEDGEFS_FAILOVER_DEADLINE_S")
+        if raw is None or not raw.strip():
+            return cls()
+        try:
+            deadline = float(raw)
+        except ValueError:
+            deadline = -1.0
+        if not deadline > 0:
+            raise ValueError(f"bad value {raw!r} for HEDGEFS_FAILOVER_DEADLINE_S: expected seconds > 0")
+        return cls(deadline_s=deadline)

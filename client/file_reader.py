@@ -6,7 +6,9 @@ and reads again. A file converted to another policy meanwhile (``ec convert``) h
 bytes in new groups: the range is read again from them, never a mix of two layouts. A file
 replaced meanwhile (overwritten, or deleted) is a different file: the read fails with "the file
 changed while it was read" (or "was deleted"), never with bytes of the new one. Block tokens
-expire: they are renewed before they do, and once more after a failed read.
+expire: they are renewed before they do (in the background: a read waits for the NameNode only
+once the tokens it holds have expired), and once more after a failed read. So reads of an open
+file go on through a NameNode failover: they need only the DataNodes.
 """
 
 import asyncio
@@ -87,7 +89,11 @@ class FileReader:
         for attempt in range(_RELOCATIONS + 1):
             status = self.status
             if status.renew_tokens_at and time.monotonic() >= status.renew_tokens_at:
-                status = await self._renew(status)
+                # Renewed in the background while the tokens held are still good: a read never
+                # waits on the NameNode (nor on a NameNode failover) until they have expired.
+                renewal = self._renew(status)
+                if time.monotonic() >= status.tokens_expire_at:
+                    status = await renewal
             try:
                 return await self._watched(self._fs._pread(status, offset, length, exclude, into), status)
             except DataUnavailable:
@@ -179,17 +185,24 @@ class FileReader:
                          f"block group {g.id} has {len(g.units)} live units, {policy.k} needed")
                 raise DataUnavailable(f"data unavailable: {self.status.path}: {where}")
 
-    async def _renew(self, status: FileStatus) -> FileStatus:
-        """Fresh locations and tokens for the same file (reads in flight share one renewal)."""
+    def _renew(self, status: FileStatus) -> "asyncio.Future[FileStatus]":
+        """Fresh locations and tokens for the same file, asked once for all the reads that want
+        them (a future: await it, or not). A renewal that fails (the NameNode unreachable past the
+        failover deadline) leaves the status as it was; the next read past the renewal time asks
+        again."""
         if self._renewing is None or self._renewing.done():
             async def renew() -> FileStatus:
-                fresh = await self._fs._stat(status.path)
+                try:
+                    fresh = await self._fs._stat(status.path)
+                except HedgefsError as err:
+                    log.info("cannot renew the block tokens of %s: %s", status.path, err)
+                    return self.status
                 if [g.id for g in fresh.groups] == [g.id for g in status.groups]:
                     self.status = fresh
                     self._fs.metrics.incr("token_refreshes")
                 return self.status
             self._renewing = asyncio.ensure_future(renew())
-        return await asyncio.shield(self._renewing)
+        return asyncio.shield(self._renewing)
 
     def checksum(self) -> "FileChecksum":
         from hedgefs.client import checksum as _checksum

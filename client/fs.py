@@ -12,6 +12,10 @@ every unit read and write. Tokens expire: an open file renews its locations (and
 three quarters of their lifetime have passed, and once more if a read fails anyway, so a long
 ``cat`` or benchmark never notices. A connection TLS refuses is explained (``tls.diagnose``) and
 is a NotAllowed error (exit 4), not "unreachable".
+
+An HA cluster's NameNodes are a list (``nn1:8020,nn2:8020``): every NameNode call goes through
+``NameNodes`` (namenodes.py), which follows the active and fails over. Reads of an open file need
+only the DataNodes; renewing its tokens or locations goes through the same calls.
 """
 
 import asyncio
@@ -22,40 +26,39 @@ import os
 import threading
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
-import grpc
-
 from hedgefs.client.breaker import CircuitBreaker
-from hedgefs.client.config import HedgeConfig
+from hedgefs.client.config import FailoverConfig, HedgeConfig
 from hedgefs.client.errors import (
     HedgefsError,
     IsADirectory,
     UsageError,
-    from_namenode_error,
 )
 from hedgefs.client.file_reader import FileReader
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
+from hedgefs.client.namenodes import NAMENODE_TIMEOUT_S, NameNodes
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
 from hedgefs.client.reader import HedgedReader, gather_or_cancel
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
-from hedgefs.security.identity import NAMENODE_NAME, Credential, CredentialError
+from hedgefs.security.identity import Credential, CredentialError
 
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
 
 DEFAULT_NAMENODE = "127.0.0.1:8020"
-NAMENODE_TIMEOUT_S = 10.0
 
 log = logging.getLogger("hedgefs.client.fs")
 
 
 def namenode_address(explicit: str | None = None) -> str:
+    """The cluster's NameNode address, or comma-separated addresses (HA: ``nn1:8020,nn2:8020``):
+    ``explicit``, else $HEDGEFS_NAMENODE, else 127.0.0.1:8020, as given (``FileSystem`` checks it:
+    namenodes.parse_addresses)."""
     return explicit or os.environ.get("HEDGEFS_NAMENODE") or DEFAULT_NAMENODE
 
 
@@ -80,9 +83,11 @@ def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> 
 
 class FileSystem:
     def __init__(self, namenode: str | None = None, hedge: HedgeConfig | None = None,
-                 credentials: "str | Credential | None" = FROM_ENVIRONMENT):
-        self.namenode = namenode_address(namenode)
+                 credentials: "str | Credential | None" = FROM_ENVIRONMENT, failover: FailoverConfig | None = None):
         self.credential = credentials_from(credentials)
+        # Every NameNode call goes through it (a list of NameNodes: failover; namenodes.py).
+        self.namenodes = NameNodes(namenode_address(namenode), self.credential, failover)
+        self.namenode = ",".join(self.namenodes.addresses)
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
         self.model = LatencyModel()   # per-DataNode latency: thresholds, who is slow or silent
@@ -90,13 +95,8 @@ class FileSystem:
         watch_breaker(self.breaker)
         self._loop = LoopThread()
         self._call(self._init_channels())
-        self._blocking_lock = threading.Lock()
-        self._blocking: "hedgefs_pb2_grpc.NameNodeStub | None" = None   # rpc()'s, made on first use
-        self._closed = False
 
     async def _init_channels(self) -> None:
-        self._nn_channel = tls.channel(self.namenode, self.credential, NAMENODE_NAME, GRPC_OPTIONS, aio=True)
-        self._nn = hedgefs_pb2_grpc.NameNodeStub(self._nn_channel)
         self.datanodes = DataNodeClient(tls=tls.client_context(self.credential) if self.credential else None)
         self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self.model, self._report_bad)
         self._reported: set[tuple[int, int, str]] = set()
@@ -131,15 +131,8 @@ class FileSystem:
         return self._loop.submit(coro)
 
     async def _rpc(self, method: str, request):
-        try:
-            return await getattr(self._nn, method)(request, timeout=NAMENODE_TIMEOUT_S)
-        except grpc.RpcError as err:
-            refusal = None
-            if err.code() == grpc.StatusCode.UNAVAILABLE:
-                # gRPC says "Socket closed" whether TLS refused us or the NameNode is down: ask.
-                refusal = await asyncio.get_running_loop().run_in_executor(
-                    None, tls.diagnose, self.namenode, self.credential, NAMENODE_NAME, "the NameNode")
-            raise from_namenode_error(err, self.namenode, refusal) from None
+        """Call a NameNode method on the client's event loop (namenodes.py: failover, retry ids)."""
+        return await self.namenodes.call_async(method, request)
 
     def call_soon(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the client's I/O thread as soon as it is free: how late it runs is
@@ -151,21 +144,9 @@ class FileSystem:
 
         From the calling thread, on a blocking channel of its own: no hop to the client's event
         loop and back, which cost a third of the client's CPU per call (``hedgefs bench namenode``).
+        Failover and retry ids as in ``_rpc`` (namenodes.py).
         """
-        with self._blocking_lock:
-            if self._blocking is None:
-                if self._closed:
-                    raise HedgefsError("the hedgefs client is closed")
-                self._blocking_channel = tls.channel(self.namenode, self.credential, NAMENODE_NAME, GRPC_OPTIONS)
-                self._blocking = hedgefs_pb2_grpc.NameNodeStub(self._blocking_channel)
-            stub = self._blocking
-        try:
-            return getattr(stub, method)(request, timeout=NAMENODE_TIMEOUT_S)
-        except grpc.RpcError as err:
-            refusal = None
-            if err.code() == grpc.StatusCode.UNAVAILABLE:   # as in _rpc: TLS refused us, or it is down?
-                refusal = tls.diagnose(self.namenode, self.credential, NAMENODE_NAME, "the NameNode")
-            raise from_namenode_error(err, self.namenode, refusal) from None
+        return self.namenodes.call(method, request)
 
     def close(self) -> None:
         async def flush_reports():
@@ -179,14 +160,10 @@ class FileSystem:
 
         async def shutdown():
             await self.datanodes.close()
-            await self._nn_channel.close()
+            await self.namenodes.close_async()
 
         self._loop.close(shutdown)
-        with self._blocking_lock:
-            self._closed = True
-            if self._blocking is not None:
-                self._blocking_channel.close()
-                self._blocking = None
+        self.namenodes.close()
 
     def __enter__(self) -> "FileSystem":
         return self

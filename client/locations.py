@@ -40,8 +40,10 @@ class FileStatus:
     owner: str = ""
     group: str = ""
     permission: int = 0
-    # When its block tokens should be renewed (time.monotonic(); 0 = it has none).
+    # When its block tokens should be renewed (time.monotonic(); 0 = it has none), and when they
+    # expire (a little before the NameNode's lifetime ends: the clocks started apart).
     renew_tokens_at: float = 0.0
+    tokens_expire_at: float = 0.0
 
     @classmethod
     def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
@@ -55,6 +57,8 @@ class FileStatus:
             )
             for g in info.groups
         )
-        renew = time.monotonic() + 0.75 * info.token_lifetime_ms / 1000 if info.token_lifetime_ms else 0.0
+        now, lifetime_s = time.monotonic(), info.token_lifetime_ms / 1000
+        renew = now + 0.75 * lifetime_s if lifetime_s else 0.0
+        expire = now + 0.95 * lifetime_s if lifetime_s else 0.0
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
-                   info.owner, info.group, info.permission, renew)
+                   info.owner, info.group, info.permission, renew, expire)

@@ -1,13 +1,16 @@
 """The DataNode's side of the DataNode protocol: register, block reports, heartbeats, commands.
 
-One background thread::
+One ``NameNodeLink`` per NameNode (an HA cluster has several: the DataNode reports to each, so
+standbys keep warm block maps, as HDFS's BPOfferService), each with its own background thread::
 
     RegisterDataNode -> BlockReport -> Heartbeat every heartbeat_interval_s
                                        (full BlockReport every block_report_interval_s;
                                         reregister=true in a reply starts over)
 
 Commands in heartbeat replies are executed here: deletes at once, repairs handed to the
-RepairRunner. An unreachable NameNode is logged once per outage, and retried forever.
+RepairRunner, but only those the ``EpochGuard`` admits (epochs.py: the active of the highest
+epoch seen; every reply's epoch goes to it, registrations' too). An unreachable NameNode is
+logged once per outage, and retried forever.
 
 The cluster: the DataNode sends the cluster id its data dir joined (none yet: it records the
 NameNode's at its first registration); a NameNode of another cluster, or one that refuses this
@@ -27,6 +30,7 @@ import time
 
 import grpc
 
+from hedgefs.datanode.epochs import EpochGuard
 from hedgefs.datanode.reports import Reports
 from hedgefs.plumbing import describe
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
@@ -43,7 +47,7 @@ class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
                  rpc_timeout_s: float = 10.0, repairs=None, stats=None, credential: Credential | None = None,
-                 on_fatal=None):
+                 on_fatal=None, epochs: EpochGuard | None = None):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
@@ -57,6 +61,7 @@ class NameNodeLink:
         self.credential = credential
         self.on_fatal = on_fatal or (lambda why: None)   # (why): refused for good; the DataNode exits
         self.fatal: str | None = None
+        self.epochs = epochs or EpochGuard(store.root)   # shared by the links of one DataNode
         self._channel = tls.channel(namenode, credential, NAMENODE_NAME, GRPC_OPTIONS)
         self._stub = hedgefs_pb2_grpc.NameNodeStub(self._channel)
         self._stop = threading.Event()
@@ -72,7 +77,7 @@ class NameNodeLink:
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="dn-heartbeat", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"dn-heartbeat-{self.namenode}", daemon=True)
         self._thread.start()
         self.reports.start()
 
@@ -125,6 +130,7 @@ class NameNodeLink:
             if not joined and reply.cluster_id:
                 self.store.record_cluster_id(reply.cluster_id)
                 log.info("datanode %s joined cluster %s", self.datanode_id, reply.cluster_id)
+            self.epochs.saw(self.namenode, reply.epoch, reply.active)
             self._registered = True
             log.info("datanode %s registered with namenode %s as %s", self.datanode_id,
                      self.namenode, self.address)
@@ -142,7 +148,7 @@ class NameNodeLink:
             log.info("namenode %s asked %s to register again", self.namenode, self.datanode_id)
             self._registered = False
             return True
-        for command in reply.commands:
+        for command in self.epochs.admit(self.namenode, reply.epoch, reply.active, reply.commands):
             self.execute(command)
         return False
 

@@ -92,6 +92,12 @@ class DataNodeMetrics:
                                    registry=r)
         self.streams = Gauge("hedgefs_datanode_active_streams", "Reads and writes in progress.", [*labels, "kind"],
                              registry=r)
+        self.commands_refused = Counter(
+            "hedgefs_datanode_commands_refused", "NameNode commands (delete, repair) refused: from a NameNode "
+            "that is not the active (not_active), of a deposed active (stale_epoch), of a NameNode without HA "
+            "once an HA epoch was seen (no_ha). See datanode/epochs.py.", [*labels, "reason"], registry=r)
+        for reason in ("not_active", "stale_epoch", "no_ha"):
+            self.commands_refused.labels(datanode_id, reason)
         for outcome in ("ok", "error", "cancelled"):
             self.reads.labels(datanode_id, outcome)
         for outcome in ("ok", "error", "aborted"):
@@ -120,6 +126,9 @@ class DataNodeMetrics:
 
         registry.register(State())
 
+    def commands_refused_by(self, reason: str, n: int) -> None:
+        self.commands_refused.labels(self.datanode_id, reason).inc(n)
+
     def read_done(self, seconds: float, nbytes: int, outcome: str) -> None:
         self.read_seconds.labels(self.datanode_id).observe(seconds)
         self.reads.labels(self.datanode_id, outcome).inc()
@@ -141,7 +150,8 @@ STATE_HELP = {
     "repairs_done": "Units rebuilt here since start.",
     "repairs_failed": "Repairs that failed here since start.",
     "fault": "Fault knobs in effect (0 = off); see hedgefs fault.",
-    "namenode_reachable": "1 if the last heartbeat reached the NameNode.",
+    "namenode_reachable": "1 if the last heartbeat reached the NameNode (one of them, in an HA cluster).",
+    "namenode_epoch": "The highest epoch of an active NameNode seen (HA; 0 = none): older ones' commands are refused.",
     "scrub_enabled": "1 if the scrubber runs (--scrub-interval-s > 0).",
     "scrub_passes": "Scrub passes finished since start.",
     "scrub_pass_units": "Units in the current (or last) scrub pass.",

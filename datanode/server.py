@@ -26,6 +26,7 @@ from hedgefs import httpserver
 from hedgefs.datanode import storage
 from hedgefs.datanode.data_server import DataServer
 from hedgefs.datanode.faults import FaultConfig, Faults, FaultyStore, fault_env_present, parse_fault_specs
+from hedgefs.datanode.epochs import BadEpochFile, EpochGuard
 from hedgefs.datanode.heartbeat import NameNodeLink
 from hedgefs.datanode.metrics import DataNodeMetrics, MeasuredStore
 from hedgefs.datanode.repair_worker import RepairRunner
@@ -48,7 +49,7 @@ class DataNode:
     this for the CLI; tests may run several in one process.
     """
 
-    def __init__(self, *, datanode_id: str, port: int, data_dir: str, namenode: str,
+    def __init__(self, *, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequence[str]",
                  host: str = "127.0.0.1", advertise_host: str | None = None,
                  enable_faults: bool = False, fault_specs: Sequence[str] = (),
                  credential: Credential | None = None, heartbeat_interval_s: float = 3.0,
@@ -89,7 +90,11 @@ class DataNode:
         self.datanode_id = datanode_id
         self.host, self.port = host, port
         self.advertise_host = advertise_host or host
-        self.namenode = namenode
+        # Every NameNode of the cluster (HA: several, "nn1:8020,nn2:8020"): each gets a link of its own.
+        self.namenodes = [a.strip() for a in namenode.split(",")] if isinstance(namenode, str) else list(namenode)
+        if not self.namenodes or not all(self.namenodes):
+            raise ValueError(f"bad --namenode {namenode!r}: expected HOST:PORT[,HOST:PORT...]")
+        self.namenode = ",".join(self.namenodes)
         # Opening the store takes the data dir's lock (DataDirInUse if another DataNode has it)
         # and recovers from a crash mid-commit. HEDGEFS_DEBUG_CRASH_AT is a test knob.
         self.store = storage.BlockStore(data_dir, fsync=fsync, crash_at=environ.get("HEDGEFS_DEBUG_CRASH_AT"))
@@ -102,6 +107,11 @@ class DataNode:
         self.on_fatal = lambda why: None   # serve() stops the process on a refusal
         self.faults = Faults(datanode_id, enable_faults, initial)
         self.metrics = DataNodeMetrics(datanode_id)
+        try:   # whose commands it obeys: the active of the highest epoch seen (kept in the data dir)
+            self.epochs = EpochGuard(self.store.root, on_refused=self.metrics.commands_refused_by)
+        except (BadEpochFile, OSError) as err:
+            self.store.close()
+            raise ValueError(str(err)) from None
         self.metrics.add_state(self._state_gauges)
         # What the data server reads and writes through: timed and counted, faults applied (a read
         # is timed until the data server calls its plan's done(): sendfile happens in between).
@@ -115,7 +125,7 @@ class DataNode:
         self.data_port, self.max_streams, self.write_idle_s = data_port, max_streams, write_idle_s
         self.server: grpc.Server | None = None
         self.data_server: DataServer | None = None
-        self.link: NameNodeLink | None = None
+        self.links: list[NameNodeLink] = []
         self.repairs: RepairRunner | None = None
         self.address = ""
         self.data_address = ""
@@ -150,27 +160,46 @@ class DataNode:
             raise
         self.data_server = data_server
         self.data_address = hostport(self.advertise_host, self.data_port)
-        self.link = NameNodeLink(namenode=self.namenode, datanode_id=self.datanode_id,
-                                 address=self.address, data_address=self.data_address, store=self.store,
-                                 heartbeat_interval_s=self.heartbeat_interval_s,
-                                 block_report_interval_s=self.block_report_interval_s,
-                                 stats=self._stats, credential=cred, on_fatal=lambda why: self.on_fatal(why))
+        self.links = [NameNodeLink(namenode=nn, datanode_id=self.datanode_id,
+                                   address=self.address, data_address=self.data_address, store=self.store,
+                                   heartbeat_interval_s=self.heartbeat_interval_s,
+                                   block_report_interval_s=self.block_report_interval_s,
+                                   stats=self._stats, credential=cred, on_fatal=lambda why: self.on_fatal(why),
+                                   epochs=self.epochs)
+                      for nn in self.namenodes]
         self.repairs = RepairRunner(self.datanode_id, self.store, max_repairs=self.max_repairs,
-                                    on_stored=self.link.unit_stored, credential=cred)
-        self.link.repairs = self.repairs
-        self.scrubber.on_bad = self.link.report_bad_unit
-        # The data server sends each stored unit's receipt (link.unit_stored): the NameNode counts
-        # a unit only once its DataNode says it is stored.
-        data_server.on_bad_unit = self.link.report_bad_unit
-        data_server.on_stored = self.link.unit_stored
+                                    on_stored=self.unit_stored, credential=cred)
+        for link in self.links:
+            link.repairs = self.repairs
+        self.scrubber.on_bad = self.report_bad_unit
+        # The data server sends each stored unit's receipt (unit_stored): the NameNodes count a
+        # unit only once its DataNode says it is stored.
+        data_server.on_bad_unit = self.report_bad_unit
+        data_server.on_stored = self.unit_stored
         add_to_server(DataNodeServicer(self.datanode_id, self.faults, self.store), server)
         server.start()
         self.server = server
-        self.link.start()
+        for link in self.links:
+            link.start()
         self.scrubber.start()
         if self.http:
             self.http.start()
         return bound
+
+    @property
+    def link(self) -> NameNodeLink | None:
+        """The first NameNode's link (the only one without HA)."""
+        return self.links[0] if self.links else None
+
+    def unit_stored(self, group_id: int, index: int, generation: int, length: int) -> None:
+        """A unit's receipt, to every NameNode (asynchronously)."""
+        for link in self.links:
+            link.unit_stored(group_id, index, generation, length)
+
+    def report_bad_unit(self, group_id: int, index: int, generation: int, reason: str) -> None:
+        """A damaged unit, to every NameNode (asynchronously)."""
+        for link in self.links:
+            link.report_bad_unit(group_id, index, generation, reason)
 
     # ---------------------------------------------------------------- what it says about itself
 
@@ -204,7 +233,8 @@ class DataNode:
             "repairs_active": repairs.active() if repairs else 0,
             "repairs_done": repairs.done if repairs else 0,
             "repairs_failed": repairs.failed if repairs else 0,
-            "namenode_reachable": int(bool(self.link and self.link.reachable)),
+            "namenode_reachable": int(any(link.reachable for link in self.links)),
+            "namenode_epoch": self.epochs.highest,
             "fault": {k: float(v) for k, v in config.items()},
             **self._scrub_gauges(),
         }
@@ -220,14 +250,15 @@ class DataNode:
         if request.path == "/metrics":
             return httpserver.metrics(self.metrics.registry)
         if request.path == "/health":
-            reachable = self.link is not None and self.link.reachable
-            return httpserver.text(200, f"ok\nnamenode {self.namenode} {'reachable' if reachable else 'unreachable'}\n")
+            lines = "".join(f"namenode {link.namenode} {'reachable' if link.reachable else 'unreachable'}\n"
+                            for link in self.links)
+            return httpserver.text(200, f"ok\n{lines}")
         return httpserver.text(404, f"not found: {request.path} (try /metrics or /health)\n")
 
     def stop(self, grace: float = 2.0) -> None:
         self.scrubber.stop()
-        if self.link:
-            self.link.stop()
+        for link in self.links:
+            link.stop()
         if self.repairs:
             self.repairs.shutdown()
         if self.data_server:
@@ -242,7 +273,7 @@ class DataNode:
         self.store.close()
 
 
-def serve(*, datanode_id: str, port: int, data_dir: str, namenode: str, host: str = "127.0.0.1",
+def serve(*, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequence[str]", host: str = "127.0.0.1",
           advertise_host: str | None = None, port_file: str | None = None,
           enable_faults: bool = False, fault_specs: Sequence[str] = (), credential: Credential | None = None,
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,

@@ -289,8 +289,10 @@ class BlockStore:
         return self._version().get("storage_id", "")
 
     def record_cluster_id(self, cluster_id: str) -> None:
-        """Remember the cluster joined (atomically, durably): any other one is refused from now on."""
-        self._write_version({**self._version(), "cluster_id": cluster_id})
+        """Remember the cluster joined (atomically, durably): any other one is refused from now on.
+        Under the store's lock: the links to an HA cluster's NameNodes may register at once."""
+        with self._lock:
+            self._write_version({**self._version(), "cluster_id": cluster_id})
 
     # ---------------------------------------------------------------- write
 

@@ -53,8 +53,10 @@ def _remember_credentials(ctx, param, value):
 
 
 def namenode_address_option(f):
-    return click.option("--namenode", metavar="HOST:PORT",
-                        help="NameNode address (default: $HEDGEFS_NAMENODE, else 127.0.0.1:8020).")(f)
+    return click.option("--namenode", metavar="HOST:PORT[,...]",
+                        help="NameNode address; an HA cluster's NameNodes as HOST:PORT,HOST:PORT (a client "
+                             "follows the active, a DataNode reports to each) (default: $HEDGEFS_NAMENODE, "
+                             "else 127.0.0.1:8020).")(f)
 
 
 def namenode_option(f):

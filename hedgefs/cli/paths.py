@@ -38,13 +38,12 @@ MAX_COMPONENT = 255
 
 
 def check_address(address: str) -> str:
-    """HOST:PORT (surrounding whitespace dropped: a port file's newline), or UsageError naming
-    what was given (and where it came from)."""
-    address = address.strip()
-    host, colon, port = address.rpartition(":")
-    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"bad NameNode address {address!r}: expected HOST:PORT (from --namenode or HEDGEFS_NAMENODE)")
-    return address
+    """HOST:PORT, or a comma-separated list of them (the NameNodes of an HA cluster), in one
+    spelling (whitespace around entries dropped: a port file's newline); else UsageError naming
+    what was given (and where it came from): an empty entry, a bad port."""
+    from hedgefs.client.namenodes import parse_addresses
+
+    return ",".join(parse_addresses(address))
 
 
 def split_url(text: str) -> tuple[str | None, str]:

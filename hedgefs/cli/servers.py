@@ -151,7 +151,9 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
       hedgefs datanode --id dn1 --data-dir /srv/dn1 --namenode nn:8020 --port 9866 --data-port 9867
       hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
       hedgefs datanode --id dn3 --data-dir /srv/dn3 --namenode nn:8020 --credentials /etc/hedgefs/dn3.pem
+      hedgefs datanode --id dn4 --data-dir /srv/dn4 --namenode nn1:8020,nn2:8020   # HA: both NameNodes
     """
+    from hedgefs.cli.paths import check_address
     from hedgefs.datanode.faults import parse_bandwidth
     from hedgefs.datanode.server import serve
     from hedgefs.datanode.storage import DataDirInUse
@@ -164,7 +166,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
     enable_faults = enable_faults or os.environ.get("HEDGEFS_ENABLE_FAULTS", "").lower() in ("1", "true", "yes")
     credential = load_credential_or_exit(credentials) if credentials else None
     try:
-        serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=namenode_address(namenode), host=host,
+        serve(datanode_id=datanode_id, port=port, data_dir=data_dir, namenode=check_address(namenode_address(namenode)), host=host,
               advertise_host=advertise_host, port_file=port_file, enable_faults=enable_faults,
               fault_specs=list(fault_specs), credential=credential, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
