@@ -23,7 +23,7 @@ from aiohttp import web
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
-from hedgefs.s3 import listing, objects, sigv4
+from hedgefs.s3 import acl, listing, objects, sigv4
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.keys import AccessKey, KeyStore
 from hedgefs.s3.multipart import Uploads
@@ -33,7 +33,7 @@ log = logging.getLogger("hedgefs.s3")
 
 # Sub-resources of S3's API this gateway does not serve: a clear NotImplemented, never a
 # misread request (GET ?acl must not answer with the object).
-UNSUPPORTED = {"acl", "policy", "cors", "lifecycle", "versioning", "versions", "tagging", "website", "logging",
+UNSUPPORTED = {"policy", "cors", "lifecycle", "versioning", "versions", "tagging", "website", "logging",
                "notification", "replication", "encryption", "object-lock", "retention", "legal-hold", "torrent",
                "restore", "select", "analytics", "inventory", "metrics", "accelerate", "requestPayment",
                "ownershipControls", "publicAccessBlock", "intelligent-tiering", "attributes"}
@@ -156,6 +156,10 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
                       "every object's one version is \"null\").", status=404)
     method = request.method
     ctx = objects.Context(gateway, session, request, signed, bucket, key)
+    if bucket and "acl" in query and method in ("GET", "PUT"):
+        return await (acl.get_acl(ctx) if method == "GET" else acl.put_acl(ctx))
+    if method in ("PUT", "POST") and "uploadId" not in query:
+        acl.check_request(request)   # an object, a bucket, a copy or an upload asking for an ACL
     if not bucket:
         if method == "GET":
             return await listing.list_buckets(ctx)

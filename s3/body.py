@@ -139,13 +139,34 @@ class ChunkSource:
         return out
 
 
-async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
-    """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
+def _windows(reader, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) cut into WINDOW-sized spans on whole stripes after the first, so no stripe is
+    read (and its cells fetched) twice."""
     stripe = parse_policy(reader.status.policy).stripe_data_size
     window = stripe * max(1, WINDOW // stripe)
-    # whole stripes after the first window, so no stripe is read (and its cells fetched) twice
     cuts = [start, *range((start // window + 1) * window, end, window), end]
-    spans = collections.deque(zip(cuts, cuts[1:]))
+    return list(zip(cuts, cuts[1:]))
+
+
+def window_chunks(reader, start: int, end: int):
+    """Bytes [start, end) of an open file as chunks, AHEAD windows in flight (a blocking
+    iterator: a copy's source on a worker thread)."""
+    spans = collections.deque(_windows(reader, start, end))
+    inflight: collections.deque = collections.deque()
+    try:
+        while spans or inflight:
+            while spans and len(inflight) <= AHEAD:
+                offset, stop = spans.popleft()
+                inflight.append(reader.submit(offset, stop - offset))
+            yield inflight.popleft().result()
+    finally:
+        for future in inflight:
+            future.cancel()
+
+
+async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
+    """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
+    spans = collections.deque(_windows(reader, start, end))
     inflight: collections.deque = collections.deque()
     try:
         while spans or inflight:

@@ -117,13 +117,69 @@ async def list_objects(ctx) -> web.Response:
     return _xml("ListBucketResult", "".join(parts))
 
 
-async def list_uploads(ctx) -> web.Response:
-    prefix = ctx.request.query.get("prefix", "")
-    uploads = [(u, r) for u, r in await ctx.run(ctx.session.uploads.list, ctx.bucket) if r["key"].startswith(prefix)]
-    body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("KeyMarker", ""), xmlout.element("UploadIdMarker", ""),
-            xmlout.element("Prefix", prefix), xmlout.element("MaxUploads", 1000), xmlout.element("IsTruncated", False)]
+def uploads_page(uploads: list[tuple[str, dict]], prefix: str, delimiter: str, key_marker: str,
+                 upload_id_marker: str, max_uploads: int) -> tuple[list[tuple[str, str, dict | None]], bool]:
+    """One page of ListMultipartUploads from all uploads in S3's order (key, then initiation):
+    ((key or common prefix, upload id, record; None for a prefix), truncated). After
+    ``key_marker``: its later keys; with ``upload_id_marker`` also the uploads of key_marker
+    itself listed after that one (S3 ignores upload-id-marker without key-marker)."""
+    items: list[tuple[str, str, dict | None]] = []
+    passed_marker = not upload_id_marker
     for upload_id, record in uploads:
-        body.append("<Upload>" + xmlout.element("Key", record["key"]) + xmlout.element("UploadId", upload_id)
+        key = record["key"]
+        if not key.startswith(prefix):
+            continue
+        if key_marker:
+            if key < key_marker:
+                continue
+            if key == key_marker:
+                if not passed_marker:
+                    passed_marker = upload_id == upload_id_marker
+                    continue
+                if not upload_id_marker:
+                    continue
+        if delimiter and delimiter in key[len(prefix):]:
+            rest = key[len(prefix):]
+            common = prefix + rest[:rest.index(delimiter) + len(delimiter)]
+            if (items and items[-1][0] == common) or (key_marker and common <= key_marker):
+                continue
+            items.append((common, "", None))
+        else:
+            items.append((key, upload_id, record))
+        if len(items) > max_uploads:
+            return items[:max_uploads], True
+    return items, False
+
+
+async def list_uploads(ctx) -> web.Response:
+    q = ctx.request.query
+    prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+    key_marker = q.get("key-marker", "")
+    upload_id_marker = q.get("upload-id-marker", "") if key_marker else ""
+    max_uploads = _int(q, "max-uploads", 1000, 1000)
+    url = q.get("encoding-type") == "url"
+    if "encoding-type" in q and not url:
+        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request")
+
+    def enc(text: str) -> str:
+        return urllib.parse.quote(text, safe="/") if url else text
+
+    uploads = await ctx.run(ctx.session.uploads.list, ctx.bucket)
+    items, truncated = uploads_page(uploads, prefix, delimiter, key_marker, upload_id_marker, max_uploads)
+    body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("KeyMarker", enc(key_marker)),
+            xmlout.element("UploadIdMarker", upload_id_marker), xmlout.element("Prefix", enc(prefix))]
+    if delimiter:
+        body.append(xmlout.element("Delimiter", enc(delimiter)))
+    if truncated and items:
+        body += [xmlout.element("NextKeyMarker", enc(items[-1][0])), xmlout.element("NextUploadIdMarker", items[-1][1])]
+    body += [xmlout.element("MaxUploads", max_uploads), xmlout.element("IsTruncated", truncated)]
+    if url:
+        body.append(xmlout.element("EncodingType", "url"))
+    for key, upload_id, record in items:
+        if record is None:
+            body.append("<CommonPrefixes>" + xmlout.element("Prefix", enc(key)) + "</CommonPrefixes>")
+            continue
+        body.append("<Upload>" + xmlout.element("Key", enc(key)) + xmlout.element("UploadId", upload_id)
                     + OWNER.replace("Owner>", "Initiator>") + OWNER + xmlout.element("StorageClass", "STANDARD")
                     + xmlout.element("Initiated", xmlout.iso(record["initiated_ms"])) + "</Upload>")
     return _xml("ListMultipartUploadsResult", "".join(body))

@@ -101,6 +101,12 @@ class Uploads:
             raise S3Error("NoSuchUpload", "The specified upload does not exist.", upload_id) from None
         return dict(sorted(out.items()))
 
+    def part(self, bucket: str, upload_id: str, number: int) -> FileStatus:
+        have = self.parts(bucket, upload_id)
+        if number not in have:
+            raise S3Error("NoSuchUpload", "The specified upload does not exist (aborted meanwhile?).", upload_id)
+        return have[number][1]
+
     def put_part(self, bucket: str, upload_id: str, number: int, length: int,
                  write: Callable[[str, int], str]) -> str:
         """Store part ``number``; ``write(path, block_size)`` writes the body there and returns its
@@ -146,7 +152,7 @@ class Uploads:
                 out.append((upload_id, self.upload(bucket, upload_id)))
             except S3Error:
                 continue   # being created or aborted right now
-        return sorted(out, key=lambda item: (item[1]["key"], item[1]["initiated_ms"]))
+        return sorted(out, key=lambda item: (item[1]["key"], item[1]["initiated_ms"], item[0]))
 
     def complete(self, bucket: str, upload_id: str, key: str, wanted: list[tuple[int, str]],
                  copy: Callable[[list[FileStatus], str, int], None]) -> tuple[str, str, dict, bool]:

@@ -10,8 +10,9 @@ import urllib.parse
 from aiohttp import web
 
 from hedgefs.client.errors import HedgefsError
+from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, stream
+from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, window_chunks
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.store import ObjectInfo, check_key
 
@@ -21,6 +22,7 @@ RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content
                       "response-content-disposition": "Content-Disposition",
                       "response-content-encoding": "Content-Encoding"}
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 MAX_META = 2048
 
 
@@ -51,7 +53,7 @@ def user_metadata(request: web.Request) -> tuple[str | None, dict]:
                 value = ",".join(v for v in value.split(",") if v.strip() != "aws-chunked")
                 if not value:
                     continue
-            meta[lower] = value
+            meta[lower] = meta_values.from_header(value) if lower.startswith("x-amz-meta-") else value
     if sum(len(k) + len(v) for k, v in meta.items() if k.startswith("x-amz-meta-")) > MAX_META:
         raise S3Error("MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
     return request.headers.get("Content-Type"), meta
@@ -61,7 +63,7 @@ def object_headers(info: ObjectInfo) -> dict:
     headers = {"ETag": info.etag, "Last-Modified": xmlout.http_date(info.mtime_ms), "Accept-Ranges": "bytes",
                "Content-Type": info.content_type}
     for name, value in info.meta.items():
-        headers[name] = value
+        headers[name] = meta_values.to_header(value) if name.startswith("x-amz-meta-") else value
     return headers
 
 
@@ -253,14 +255,61 @@ async def create_upload(ctx: Context) -> web.Response:
     return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml")
 
 
-async def upload_part(ctx: Context) -> web.Response:
-    if "x-amz-copy-source" in ctx.request.headers:
-        raise S3Error("NotImplemented", "UploadPartCopy is not implemented here: copy with CopyObject")
-    query = ctx.request.query
+def _part_number(query) -> int:
     try:
-        number = int(query.get("partNumber", ""))
+        return int(query.get("partNumber", ""))
     except ValueError:
         raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive") from None
+
+
+def copy_range(header: str | None, size: int) -> tuple[int, int]:
+    """[start, end) of x-amz-copy-source-range (``bytes=FIRST-LAST``, both given, as S3 wants)."""
+    if header is None:
+        return 0, size
+    match = _COPY_RANGE.match(header.strip())
+    if not match:
+        raise S3Error("InvalidArgument", f"The x-amz-copy-source-range value must be of the form bytes=first-last "
+                      f"where first and last are the zero-based offsets of the first and last bytes to copy, "
+                      f"not {header!r}")
+    first, last = int(match.group(1)), int(match.group(2))
+    if first > last or last >= size:
+        raise S3Error("InvalidRange", f"The x-amz-copy-source-range {header!r} is not within the source object "
+                      f"of size {size}")
+    return first, last + 1
+
+
+async def upload_part_copy(ctx: Context) -> web.Response:
+    """UploadPartCopy: a part made of (a range of) another object, streamed gateway-side."""
+    number = _part_number(ctx.request.query)
+    src_bucket, src_key = copy_source(ctx.request)
+    info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
+    try:
+        _copy_conditions(ctx.request, info)
+        start, end = copy_range(ctx.request.headers.get("x-amz-copy-source-range"), info.size)
+        source = ChunkSource(window_chunks(reader, start, end) if reader is not None and end > start else ())
+
+        def write(path: str, block_size: int) -> str:
+            try:
+                ctx.session.fs.write(path, source, overwrite=True, block_size=block_size)
+            except HedgefsError as err:
+                raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
+            return source.md5.hexdigest()
+
+        etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
+                             end - start, write)
+    finally:
+        if reader is not None:
+            reader.close()
+    part = await ctx.run(ctx.session.uploads.part, ctx.bucket, ctx.request.query["uploadId"], number)
+    body = xmlout.element("LastModified", xmlout.iso(part.mtime_ms)) + xmlout.element("ETag", etag)
+    return web.Response(body=xmlout.document("CopyPartResult", body), content_type="application/xml")
+
+
+async def upload_part(ctx: Context) -> web.Response:
+    if "x-amz-copy-source" in ctx.request.headers:
+        return await upload_part_copy(ctx)
+    query = ctx.request.query
+    number = _part_number(query)
     length = declared_length(ctx.request)
     if length is None:
         raise S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.")

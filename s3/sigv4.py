@@ -77,7 +77,7 @@ def canonical_request(method: str, uri: str, query: str, headers: Mapping[str, s
 
 
 def string_to_sign(amz_date: str, scope: str, canonical: str) -> str:
-    return "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    return "\n".join([ALGORITHM, amz_date, scope, hashlib.sha256(canonical.encode("utf-8", "surrogateescape")).hexdigest()])
 
 
 def _parse_date(amz_date: str) -> datetime.datetime:

@@ -147,3 +147,13 @@ def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: lis
     headers["content-length"] = str(len(body))
     del headers["host"]
     return headers, body
+
+
+def aws_cli(gateway, keys, *args, input=None):
+    """The AWS CLI (from PyPI, beside this Python) against the gateway, with the key of ``keys``
+    ((directory, (access, secret)), as the test modules' fixtures hold them)."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=keys[1][0], AWS_SECRET_ACCESS_KEY=keys[1][1],
+               AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    aws = os.path.join(os.path.dirname(sys.executable), "aws")
+    return subprocess.run([aws, "--endpoint-url", gateway.endpoint, *args], capture_output=True, env=env,
+                          input=input, timeout=120)

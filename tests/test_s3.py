@@ -268,7 +268,7 @@ def test_errors_carry_s3_codes(s3, bucket, gateway, keys):
                            (lambda: s3.delete_bucket(Bucket=bucket), "BucketNotEmpty"),
                            (lambda: s3.create_bucket(Bucket=bucket), "BucketAlreadyOwnedByYou"),
                            (lambda: s3.create_bucket(Bucket="Bad_Name"), "InvalidBucketName"),
-                           (lambda: s3.get_bucket_acl(Bucket=bucket), "NotImplemented")]:
+                           (lambda: s3.get_bucket_policy(Bucket=bucket), "NotImplemented")]:
         with pytest.raises(ClientError) as err:
             call()
         assert code(err) == expected

@@ -16,9 +16,15 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def setup(cluster, tmp_path_factory):
+def issued(cluster, tmp_path_factory):
+    """The keys directory and alice's and bob's (access, secret)."""
     keys = str(tmp_path_factory.mktemp("s3-secure-keys") / "keys")
-    alice, bob = issue_key(cluster.namenode, keys, "alice"), issue_key(cluster.namenode, keys, "bob")
+    return keys, issue_key(cluster.namenode, keys, "alice"), issue_key(cluster.namenode, keys, "bob")
+
+
+@pytest.fixture(scope="module")
+def setup(cluster, issued, tmp_path_factory):
+    keys, alice, bob = issued
     with client(cluster.namenode) as admin:       # buckets are top-level directories: an admin makes them
         for user in ("alice", "bob"):
             admin.mkdir(f"/{user}-bucket")
@@ -72,3 +78,44 @@ def test_a_bucket_several_users_write(setup):
         head = alice.head_object(Bucket="shared-bucket", Key=f"{who}/note.txt")
         assert head["ContentType"] == "text/x-" + who
         assert bob.get_object(Bucket="shared-bucket", Key=f"{who}/big.bin")["Body"].read() == who.encode()
+
+
+def test_https_with_a_certificate_of_the_cluster_ca(setup, issued, cluster, tmp_path):
+    """`hedgefs admin s3-cert` signs the gateway's certificate with the cluster's CA: clients check
+    it with the ca.pem they hold; it is a server certificate only, no hedgefs credential."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import SSLError
+
+    plain = setup[0]
+    assert "plain HTTP" in plain.log()      # the fixture's gateway serves HTTP: it says what that means
+    security = str(cluster.security_dir)
+    pem = str(tmp_path / "gateway.pem")
+    made = run_cli("admin", "s3-cert", "--security", security, "--host", "localhost", "--host", "127.0.0.1",
+                   "--out", pem)
+    assert made.code == 0, made.stderr
+    keys, alice, _bob = issued
+    tls = GatewayProcess(cluster.namenode, str(tmp_path), "--tls-cert", pem, keys=keys)
+    try:
+        assert tls.endpoint.startswith("https://127.0.0.1:") and "plain HTTP" not in tls.log()
+        def client(verify):
+            return boto3.client("s3", endpoint_url=tls.endpoint, verify=verify, region_name="us-east-1",
+                                aws_access_key_id=alice[0], aws_secret_access_key=alice[1],
+                                config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                                              retries={"max_attempts": 1}))
+
+        s3s = client(f"{security}/ca.pem")
+        s3s.put_object(Bucket="alice-bucket", Key="over-tls.bin", Body=b"x" * 100_000)
+        assert s3s.get_object(Bucket="alice-bucket", Key="over-tls.bin")["Body"].read() == b"x" * 100_000
+        with pytest.raises(SSLError):          # the system's CAs do not know the cluster's
+            client(True).list_buckets()
+    finally:
+        tls.stop()
+    assert_one_line_error(run_cli("ls", "/", namenode=cluster.namenode, env={"HEDGEFS_CREDENTIALS": pem}),
+                          "no hedgefs identity")
+    assert_one_line_error(run_cli("admin", "s3-cert", "--security", str(tmp_path), "--host", "localhost"),
+                          "no namenode.pem")
+    assert_one_line_error(run_cli("admin", "s3-cert", "--security", security, "--host", "bad host!"),
+                          "bad host name")
+    assert_one_line_error(run_cli("s3", "--keys", keys, "--tls-cert", f"{security}/ca.pem",
+                                  namenode=cluster.namenode), "--tls-key")

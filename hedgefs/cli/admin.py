@@ -268,6 +268,7 @@ def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_m
 
 
 # `hedgefs admin s3-key`: the S3 gateway's keys, defined beside the gateway's verb.
-from hedgefs.cli.s3 import s3_key  # noqa: E402
+from hedgefs.cli.s3 import s3_cert, s3_key  # noqa: E402
 
 admin.add_command(s3_key)
+admin.add_command(s3_cert)

@@ -34,8 +34,10 @@ def keys_option(f):
 @keys_option
 @click.option("--allow-anonymous", is_flag=True, help="Serve unsigned requests too (an insecure cluster only).")
 @click.option("--tls-cert", metavar="PEM", type=click.Path(dir_okay=False),
-              help="Serve HTTPS with this certificate (chain) for the gateway's host name ...")
-@click.option("--tls-key", metavar="PEM", type=click.Path(dir_okay=False), help="... and its private key.")
+              help="Serve HTTPS with this certificate (chain) for the gateway's host name: in a secure "
+                   "cluster the one `hedgefs admin s3-cert` issues (it holds its key too) ...")
+@click.option("--tls-key", metavar="PEM", type=click.Path(dir_okay=False),
+              help="... and its private key, if not in the --tls-cert file.")
 @click.option("--meta-policy", metavar="NAME", help="Policy of the metadata sidecars and upload records "
                                                     "(default: the bucket's).")
 @namenode_option
@@ -54,6 +56,7 @@ def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, meta_policy, na
       hedgefs admin s3-key --user alice --keys /etc/hedgefs/s3
       hedgefs s3 --port 9000 --keys /etc/hedgefs/s3
       aws --endpoint-url http://127.0.0.1:9000 s3 cp big.bin s3://data/big.bin
+      hedgefs s3 --keys /etc/hedgefs/s3 --tls-cert /etc/hedgefs/s3-gateway.pem   # a secure cluster
     """
     from hedgefs.s3.app import Gateway
     from hedgefs.s3.keys import KeyStore
@@ -73,13 +76,20 @@ def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, meta_policy, na
     if tls_cert or tls_key:
         import ssl
 
-        if not (tls_cert and tls_key):
-            raise UsageError("--tls-cert and --tls-key go together")
+        if not tls_cert:
+            raise UsageError("--tls-key goes with --tls-cert (the certificate it is the key of)")
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
             ssl_context.load_cert_chain(tls_cert, tls_key)
         except (OSError, ssl.SSLError) as err:
-            raise UsageError(f"--tls-cert/--tls-key: {getattr(err, 'strerror', None) or err}") from None
+            detail = getattr(err, "strerror", None) or err
+            if tls_key is None and isinstance(err, ssl.SSLError):
+                detail = f"{detail} (no private key in {tls_cert}? give --tls-key)"
+            raise UsageError(f"--tls-cert/--tls-key: {detail}") from None
+    elif secure:
+        logging.getLogger("hedgefs.s3").warning(
+            "s3: a secure cluster served over plain HTTP: requests are signed, but objects cross the network "
+            "in clear; serve HTTPS with `hedgefs admin s3-cert` and --tls-cert")
     config = hedge_config(hedge)
     # Reach the cluster before serving: a wrong address is an error now, not on the first request.
     with open_fs(namenode, config) as fs:
@@ -141,3 +151,45 @@ def s3_key(user, groups, days, keys_dir, namenode) -> None:
     click.echo(f"access key: {key.access_key}")
     click.echo(f"secret key: {key.secret_key}")
     click.echo(f"user: {user}" + (f" (credential {key.credential})" if key.credential else " (insecure cluster)"))
+
+
+@click.command("s3-cert", context_settings=CONTEXT)
+@click.option("--security", "security_dir", required=True, metavar="DIR", type=click.Path(file_okay=False),
+              help="The cluster's security material (its namenode.pem holds the CA key).")
+@click.option("--host", "hosts", multiple=True, required=True, metavar="NAME",
+              help="A DNS name or IP address clients reach the gateway by (repeat for more).")
+@click.option("--out", metavar="PEM", type=click.Path(dir_okay=False),
+              help="Where to write it [DIR/s3-gateway.pem].")
+@click.option("--days", type=click.IntRange(1, 3650), default=825, show_default=True, help="How long it is valid.")
+def s3_cert(security_dir, hosts, out, days) -> None:
+    """Issue the S3 gateway's HTTPS certificate, signed by the cluster's CA (a secure cluster).
+
+    Signs locally with the CA key in DIR/namenode.pem (run it where the NameNode's material is).
+    The file holds the key, the certificate and the CA's: give it to `hedgefs s3 --tls-cert`;
+    clients check the gateway with the cluster's ca.pem. It is a server certificate only: it
+    cannot act as any hedgefs user or server.
+
+    \b
+    Examples:
+      hedgefs admin s3-cert --security ./cluster/security --host s3.example.com --host 10.0.0.5
+      hedgefs s3 --keys ./s3-keys --tls-cert ./cluster/security/s3-gateway.pem
+      aws --endpoint-url https://s3.example.com:9000 --ca-bundle ./cluster/security/ca.pem s3 ls
+    """
+    from hedgefs.s3 import certs
+    from hedgefs.security.identity import CredentialError
+
+    namenode_pem = os.path.join(security_dir, "namenode.pem")
+    if not os.path.exists(namenode_pem):
+        raise UsageError(f"--security {security_dir}: no namenode.pem there (the NameNode's credential, "
+                         f"which holds the CA key)")
+    try:
+        text = certs.issue(namenode_pem, list(hosts), days)
+    except (ValueError, CredentialError) as err:
+        raise UsageError(str(err)) from None
+    path = out or os.path.join(security_dir, "s3-gateway.pem")
+    try:
+        certs.write(path, text)
+    except OSError as err:
+        raise UsageError(f"--out {path}: {err.strerror or err}") from None
+    click.echo(f"wrote {path}: HTTPS for {', '.join(hosts)}, signed by the cluster's CA "
+               f"({os.path.join(security_dir, 'ca.pem')} checks it)")
