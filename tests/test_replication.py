@@ -24,13 +24,13 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import PausingSource, assert_one_line_error, pattern, run_cli, start_cluster, wait_until
+from durability_support import fsck, report, restore, temp_units, unit_file
+
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
-from test_durability import fsck, report, restore, temp_units, unit_file
 
 B = 1 << 20                       # a replicated block on these clusters
 THRESHOLD_MS = 1000
