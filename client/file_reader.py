@@ -29,6 +29,10 @@ _RELOCATIONS = 3   # times a read locates its file again (units moved, the file 
 # NameNode where its units are at most this often: a DataNode it declared dead drops out, and
 # units it has rebuilt elsewhere are read there.
 RELOCATE_S = 5.0
+# A read still running after this long asks the NameNode (and again each time as long again)
+# whether its file is still there: a file deleted or replaced under a read takes its units away,
+# and the read would otherwise wait for the DataNodes it has left, a frozen one's deadline included.
+WATCH_S = 2.0
 
 
 def _new_locations(cached: FileStatus, fresh: FileStatus) -> bool:
@@ -85,7 +89,7 @@ class FileReader:
             if status.renew_tokens_at and time.monotonic() >= status.renew_tokens_at:
                 status = await self._renew(status)
             try:
-                return await self._fs._pread(status, offset, length, exclude, into)
+                return await self._watched(self._fs._pread(status, offset, length, exclude, into), status)
             except DataUnavailable:
                 if attempt == _RELOCATIONS:
                     raise
@@ -106,6 +110,36 @@ class FileReader:
                     self._fs.metrics.incr("token_refreshes")
                 if self.status is status:
                     self.status = fresh
+
+    async def _watched(self, read, status: FileStatus):
+        """Await ``read``; while it runs past WATCH_S, check every WATCH_S that the file is the
+        one it reads, and end it with FileChanged as soon as the file was deleted or replaced
+        (never with bytes of another file). A NameNode that does not answer changes nothing."""
+        task = asyncio.ensure_future(read)
+        check: asyncio.Task | None = None
+        try:
+            while True:
+                waiting = {task} if check is None else {task, check}
+                done, _ = await asyncio.wait(waiting, timeout=WATCH_S if check is None else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
+                    return task.result()
+                if check is None:
+                    check = asyncio.ensure_future(self._fs._stat(status.path))
+                    continue
+                try:
+                    fresh = check.result()
+                except NotFound:
+                    raise FileChanged(f"{status.path} was deleted while it was read") from None
+                except HedgefsError:
+                    fresh = status
+                check = None
+                if not _converted(status, fresh) and _replaced(status, fresh):
+                    raise FileChanged(f"{status.path}: the file changed while it was read (it was replaced)")
+        finally:
+            for t in (task, check):
+                if t is not None and not t.done():
+                    t.cancel()
 
     def _maybe_relocate(self) -> None:
         """Ask the NameNode again where the units are (in the background) when the latency model

@@ -49,11 +49,9 @@ read is never one buffer.
 from __future__ import annotations
 
 import fcntl
-import itertools
 import logging
 import os
 import signal
-import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,74 +60,33 @@ from pathlib import Path
 
 import crc32c
 
+from hedgefs.datanode.unit_files import (  # noqa: F401
+    _HEADER,
+    ChecksumError,
+    DataDirInUse,
+    LengthMismatch,
+    RangeError,
+    StorageError,
+    Unit,
+    UnitExists,
+    UnitNotFound,
+    _check_ids,
+    _fsync_dir,
+    _name,
+    _parse_sidecar,
+    _read_header,
+    parse_name,
+)
+from hedgefs.datanode.unit_writer import UnitWriter
+
 log = logging.getLogger("hedgefs.datanode")
 
 CHECKSUM_CHUNK = 64 * 1024           # bytes covered by one CRC32C
 READ_BATCH = 16 * CHECKSUM_CHUNK     # bytes read from disk (and verified) per step of a read
-_MAGIC = b"HFSCRC1\0"
-_HEADER = struct.Struct("<8sQI")      # magic, unit length, checksum chunk size
-_FILE_COUNTER = itertools.count()
 LOCK_FILE = "datanode.lock"
 VERSION_FILE = "VERSION"
 COMMIT_STEPS = ("block-synced", "sidecar-synced", "block-renamed", "sidecar-renamed", "dir-synced",
                 "old-removed")
-
-
-class StorageError(Exception):
-    """Base class of the errors a servicer maps to status codes."""
-
-
-class UnitNotFound(StorageError):
-    pass
-
-
-class RangeError(StorageError):
-    pass
-
-
-class LengthMismatch(StorageError):
-    pass
-
-
-class DataDirInUse(StorageError):
-    pass
-
-
-class UnitExists(StorageError):
-    """A unit is written once: this one is stored already."""
-
-
-class ChecksumError(StorageError):
-    def __init__(self, group_id: int, index: int, offset: int):
-        super().__init__(f"checksum mismatch in unit {group_id}/{index} at offset {offset}")
-        self.group_id, self.index, self.offset = group_id, index, offset
-
-
-Unit = tuple[int, int, int]   # (group id, index, generation)
-
-
-def _check_ids(group_id: int, index: int, generation: int) -> Unit:
-    group_id, index, generation = int(group_id), int(index), int(generation)
-    if group_id < 0 or index < 0 or generation < 0:
-        raise ValueError(f"bad unit id {group_id}/{index} generation {generation}")
-    return group_id, index, generation
-
-
-def _name(key: Unit) -> str:
-    g, i, generation = key
-    return f"{g}/{i} generation {generation}"
-
-
-def parse_name(name: str) -> tuple[int, int, int, int] | None:
-    """(group id, index, generation, version) of a unit file name: ``7_3_1234_2.blk``."""
-    stem, dot, suffix = name.rpartition(".")
-    if not dot or suffix not in ("blk", "crc"):
-        return None
-    parts = stem.split("_")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
-        return None
-    g, i, generation, version = (int(p) for p in parts)
-    return g, i, generation, version
 
 
 @dataclass
@@ -344,7 +301,8 @@ class BlockStore:
         key = _check_ids(group_id, index, generation)
         if once and self.has(*key[:2], generation=key[2]):
             raise UnitExists(f"unit {_name(key)} is stored already: a unit is written once")
-        return UnitWriter(self, *key, None if expected_length is None else int(expected_length), once=once)
+        return UnitWriter(self, *key, None if expected_length is None else int(expected_length),
+                          chunk=CHECKSUM_CHUNK, once=once)
 
     def _commit(self, w: UnitWriter, crc_tmp: Path) -> None:
         """Steps 3 to 6 of a commit (see the module docstring)."""
@@ -447,98 +405,6 @@ def _read_iter(unit: OpenUnit, offset, length, piece, tamper) -> Iterator[bytes]
         unit.close()
 
 
-class UnitWriter:
-    """One unit being written: appended to a temp file, checksummed on the fly, committed once."""
-
-    def __init__(self, store: BlockStore, group_id: int, index: int, generation: int,
-                 expected_length: int | None, *, once: bool = False):
-        if expected_length is not None and expected_length < 0:
-            raise LengthMismatch(f"bad expected length {expected_length}")
-        self.store, self.group_id, self.index, self.generation = store, group_id, index, generation
-        self.once = once
-        self.expected_length = expected_length
-        self.length = 0
-        self.tmp_path = store._tmp / f"{group_id}_{index}_{os.getpid()}_{next(_FILE_COUNTER)}.blk"
-        self._f = open(self.tmp_path, "wb")
-        self._crcs: list[int] = []
-        self._crc = 0          # CRC of the current, unfinished chunk
-        self._in_chunk = 0     # bytes in it
-        self._done = False
-
-    def write(self, data) -> None:
-        n = len(data)
-        if self.expected_length is not None and self.length + n > self.expected_length:
-            raise LengthMismatch(f"unit {self.group_id}/{self.index}: more than the expected "
-                                 f"{self.expected_length} bytes")
-        self._f.write(data)
-        self.length += n
-        mv = memoryview(data)
-        pos = 0
-        while pos < n:
-            take = min(CHECKSUM_CHUNK - self._in_chunk, n - pos)
-            self._crc = crc32c.crc32c(mv[pos:pos + take], self._crc)
-            self._in_chunk += take
-            pos += take
-            if self._in_chunk == CHECKSUM_CHUNK:
-                self._crcs.append(self._crc)
-                self._crc, self._in_chunk = 0, 0
-
-    def commit(self, expected_length: int | None = None) -> int:
-        """Make the unit visible (replacing any older one); on any failure nothing is left.
-
-        The length written must equal ``expected_length`` (default: the one given at open).
-        """
-        if expected_length is not None:
-            if self.expected_length is not None and expected_length != self.expected_length:
-                self.abort()
-                raise LengthMismatch(f"unit {self.group_id}/{self.index}: expected length "
-                                     f"{expected_length} at finalize, {self.expected_length} "
-                                     f"at the start")
-            self.expected_length = expected_length
-        crcs = self._crcs + ([self._crc] if self._in_chunk else [])
-        crc_tmp = self.tmp_path.with_suffix(".crc")
-        store = self.store
-        try:
-            if self.length != (self.expected_length or 0):
-                raise LengthMismatch(f"unit {self.group_id}/{self.index}: got {self.length} "
-                                     f"bytes, expected {self.expected_length}")
-            self._f.flush()
-            if store.fsync:
-                os.fsync(self._f.fileno())
-            self._f.close()
-            store._step("block-synced")
-            with open(crc_tmp, "wb") as cf:
-                cf.write(_HEADER.pack(_MAGIC, self.length, CHECKSUM_CHUNK))
-                cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
-                cf.flush()
-                if store.fsync:
-                    os.fsync(cf.fileno())
-            store._step("sidecar-synced")
-            store._commit(self, crc_tmp)
-            self._done = True
-        finally:
-            if not self._done:
-                self.abort()
-                crc_tmp.unlink(missing_ok=True)
-        return self.length
-
-    def abort(self) -> None:
-        """Forget the write; nothing is left on disk. Safe to call more than once."""
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._f.close()
-        finally:
-            self.tmp_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> UnitWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.abort()
-
-
 def _lock_dir(root: Path):
     """One DataNode per data dir: two would delete each other's temp files and overwrite units."""
     handle = open(root / LOCK_FILE, "a+")
@@ -557,32 +423,3 @@ def _lock_dir(root: Path):
     return handle
 
 
-def _read_header(path: Path) -> int:
-    with open(path, "rb") as f:
-        raw = f.read(_HEADER.size)
-    if len(raw) < _HEADER.size:
-        raise ValueError("sidecar too short")
-    magic, length, _chunk = _HEADER.unpack(raw)
-    if magic != _MAGIC:
-        raise ValueError("bad sidecar magic")
-    return length
-
-
-def _parse_sidecar(raw: bytes) -> tuple[int, int, tuple[int, ...]]:
-    if len(raw) < _HEADER.size:
-        raise StorageError("sidecar too short")
-    magic, length, chunk = _HEADER.unpack_from(raw)
-    if magic != _MAGIC or chunk <= 0:
-        raise StorageError("bad sidecar header")
-    n = -(-length // chunk)
-    if len(raw) != _HEADER.size + 4 * n:
-        raise StorageError("sidecar has the wrong size")
-    return length, chunk, struct.unpack_from(f"<{n}I", raw, _HEADER.size)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

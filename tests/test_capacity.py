@@ -145,7 +145,7 @@ def test_a_write_refused_for_space_is_logged_and_counted_as_an_error(small):
 
     entry = small.state["datanodes"]["dn3"]
     with dt.connect(f"127.0.0.1:{entry['data_port']}", 10) as s:
-        s.sendall(dt.pack_request(dt.OP_WRITE, 999_999, 0, 0, 0))
+        s.sendall(dt.pack_request(dt.OP_WRITE, 999_999, 0, 0, 0, generation=0))
         dt.recv_response(s, "dn3")
         piece = b"x" * (64 << 10)
         try:

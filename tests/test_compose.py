@@ -24,29 +24,60 @@ What a container has and a local process does not is remapped, and only this (se
   * `--advertise-host <own service name>`  -> `--advertise-host 127.0.0.1`
   * a volume's mount path (and paths under it) -> a temp dir per named volume
   * a directory holding a service's mounts -> a temp dir where each mount is a link to its volume
-  * `${VAR}`, `${VAR:-default}` & co.      -> interpolated as compose does, from VARIABLES below
+  * `${VAR}`, `${VAR:-default}` & co.      -> interpolated as compose does, from VARIABLES (compose_support.py)
                                               (not from the shell running the tests)
 
 Everything else (verbs, flags, ids, fault switches, environment values) runs as written. The
 host's environment is inherited minus HEDGEFS_* (a container has none of the host's settings).
 """
 
-import concurrent.futures
 import json
 import os
-import pathlib
 import random
 import re
 import shlex
 import signal
-import socket
 import subprocess
-import sys
 import time
 
-import grpc
 import pytest
 import yaml
+from compose_support import (
+    BUILD_KEYS,
+    COMPOSE_FILE,
+    DATANODES,
+    DEPENDS_ON_CONDITIONS,
+    DEPENDS_ON_KEYS,
+    HEALTHCHECK_KEYS,
+    NETWORK_KEYS,
+    RESTART_RE,
+    ROOT,
+    SECURE,
+    SERVICE_KEYS,
+    SLOW_DN,
+    SLOW_DN_DELAY_MS,
+    TOP_LEVEL_KEYS,
+    VARIABLES,
+    VOLUME_KEYS,
+    Processes,
+    Remap,
+    channel_to,
+    container_ports,
+    dockerfile,
+    environment,
+    exported_metric_names,
+    flag_value,
+    free_port,
+    health_command,
+    hedgefs_services,
+    load_compose,
+    run_health,
+    servers,
+    startup_order,
+    volume_mounts,
+    wait_healthy,
+    wait_registered,
+)
 
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
@@ -54,215 +85,6 @@ from hedgefs.proto import hedgefs_pb2_grpc
 # Reserves a free loopback port per service before its process binds it: run alone (Makefile).
 pytestmark = pytest.mark.alone
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
-DOCKERFILE = ROOT / "Dockerfile"
-
-# What `DN3_READ_DELAY_MS=400 docker compose up` would see: a slow dn3, nothing else set.
-VARIABLES = {"DN3_READ_DELAY_MS": "400"}
-SECURE = {**VARIABLES, "HEDGEFS_SECURE": "1"}
-SLOW_DN, SLOW_DN_DELAY_MS = "dn3", 400
-
-DATANODES = [f"dn{i}" for i in range(1, 11)]
-START_DEADLINE_S = 30.0
-
-# --------------------------------------------------------------------------- compose spec keys
-# From the compose specification's JSON schema (compose-spec/compose-spec, schema/compose-spec.json).
-TOP_LEVEL_KEYS = {"version", "name", "include", "services", "networks", "volumes", "secrets", "configs", "models"}
-SERVICE_KEYS = {
-    "annotations", "attach", "blkio_config", "build", "cap_add", "cap_drop", "cgroup", "cgroup_parent",
-    "command", "configs", "container_name", "cpu_count", "cpu_percent", "cpu_period", "cpu_quota",
-    "cpu_rt_period", "cpu_rt_runtime", "cpu_shares", "cpus", "cpuset", "credential_spec", "depends_on",
-    "deploy", "develop", "device_cgroup_rules", "devices", "dns", "dns_opt", "dns_search", "domainname",
-    "entrypoint", "env_file", "environment", "expose", "extends", "external_links", "extra_hosts", "gpus",
-    "group_add", "healthcheck", "hostname", "image", "init", "ipc", "isolation", "label_file", "labels",
-    "links", "logging", "mac_address", "mem_limit", "mem_reservation", "mem_swappiness", "memswap_limit",
-    "models", "network_mode", "networks", "oom_kill_disable", "oom_score_adj", "pid", "pids_limit",
-    "platform", "ports", "post_start", "pre_stop", "privileged", "profiles", "provider", "pull_policy",
-    "pull_refresh_after", "read_only", "restart", "runtime", "scale", "secrets", "security_opt",
-    "shm_size", "stdin_open", "stop_grace_period", "stop_signal", "storage_opt", "sysctls", "tmpfs",
-    "tty", "ulimits", "use_api_socket", "user", "userns_mode", "uts", "volumes", "volumes_from",
-    "working_dir",
-}
-BUILD_KEYS = {"context", "dockerfile", "dockerfile_inline", "args", "ssh", "labels", "cache_from", "cache_to",
-              "no_cache", "additional_contexts", "network", "pull", "target", "shm_size", "extra_hosts",
-              "isolation", "privileged", "secrets", "tags", "ulimits", "platforms", "entitlements"}
-HEALTHCHECK_KEYS = {"disable", "interval", "retries", "test", "timeout", "start_period", "start_interval"}
-DEPENDS_ON_KEYS = {"condition", "restart", "required"}
-DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
-VOLUME_KEYS = {"name", "driver", "driver_opts", "external", "labels"}
-NETWORK_KEYS = {"name", "driver", "driver_opts", "ipam", "external", "internal", "attachable", "enable_ipv4",
-                "enable_ipv6", "labels"}
-RESTART_RE = re.compile(r"no|always|unless-stopped|on-failure(:\d+)?")
-
-
-# --------------------------------------------------------------------------- loading
-
-def load_compose(variables: dict[str, str] | None = None) -> dict:
-    """docker-compose.yml as compose sees it: YAML (anchors and merge keys resolved), then
-    interpolated with `variables`; extension fields (x-*) dropped."""
-    raw = yaml.safe_load(COMPOSE_FILE.read_text())
-    assert isinstance(raw, dict), "docker-compose.yml is not a mapping"
-    doc = _interpolate_tree(raw, variables or {})
-    return {k: v for k, v in doc.items() if not k.startswith("x-")}
-
-
-_INTERPOLATION = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))")
-_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.S)
-
-
-def interpolate(value: str, variables: dict[str, str]) -> str:
-    """Compose's interpolation: $$, $VAR, ${VAR}, ${VAR:-d}, ${VAR-d}, ${VAR:?e}, ${VAR?e}, ${VAR:+a}, ${VAR+a}."""
-    def substitute(m: re.Match) -> str:
-        if m.group("escaped"):
-            return "$"
-        if m.group("named"):
-            return variables.get(m.group("named"), "")
-        braced = _BRACED.fullmatch(m.group("braced"))
-        if not braced or "$" in (braced.group("arg") or ""):
-            raise ValueError(f"interpolation this test does not support: {m.group(0)!r}")
-        name, op, arg = braced.group("name", "op", "arg")
-        if op is None:
-            return variables.get(name, "")
-        given = bool(variables.get(name)) if op.startswith(":") else name in variables
-        if op.endswith("-"):
-            return variables[name] if given else arg
-        if op.endswith("+"):
-            return arg if given else ""
-        if not given:  # ? and :?
-            raise ValueError(f"required variable {name} is missing a value: {arg}")
-        return variables[name]
-
-    return _INTERPOLATION.sub(substitute, value)
-
-
-def _interpolate_tree(node, variables):
-    if isinstance(node, str):
-        return interpolate(node, variables)
-    if isinstance(node, list):
-        return [_interpolate_tree(v, variables) for v in node]
-    if isinstance(node, dict):
-        return {k: _interpolate_tree(v, variables) for k, v in node.items()}
-    return node
-
-
-def dockerfile() -> dict:
-    """The Dockerfile's instructions that matter here: FROM, USER, ENV, ENTRYPOINT, CMD, HEALTHCHECK, RUN."""
-    instructions: list[tuple[str, str]] = []
-    pending = ""
-    for line in DOCKERFILE.read_text().splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue  # comments (and parser directives) and blank lines, also inside continuations
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        keyword, _, rest = (pending + stripped).partition(" ")
-        instructions.append((keyword.upper(), rest.strip()))
-        pending = ""
-    assert not pending, "Dockerfile ends inside a line continuation"
-
-    out: dict = {"FROM": [], "RUN": [], "ENV": {}, "USER": None, "ENTRYPOINT": None, "CMD": None, "HEALTHCHECK": None}
-    for keyword, rest in instructions:
-        if keyword in ("FROM", "RUN"):
-            out[keyword].append(rest)
-        elif keyword == "ENV":
-            words = shlex.split(rest)
-            if words and "=" not in words[0]:  # legacy `ENV KEY value`
-                out["ENV"][words[0]] = rest.split(None, 1)[1]
-            else:
-                out["ENV"].update(w.split("=", 1) for w in words)
-        elif keyword == "USER":
-            out["USER"] = rest
-        elif keyword in ("ENTRYPOINT", "CMD"):
-            out[keyword] = _exec_form(keyword, rest)
-        elif keyword == "HEALTHCHECK":
-            options, sep, command = rest.partition("CMD ")
-            assert sep, f"HEALTHCHECK without CMD: {rest!r}"
-            out["HEALTHCHECK"] = {"options": dict(o.lstrip("-").split("=", 1) for o in options.split()),
-                                  "cmd": _exec_form("HEALTHCHECK CMD", command)}
-    return out
-
-
-def _exec_form(what: str, text: str) -> list[str]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        value = None
-    assert isinstance(value, list) and value and all(isinstance(v, str) for v in value), \
-        f"Dockerfile {what} must be in exec (JSON list) form, got {text!r}"
-    return value
-
-
-def started(compose: dict) -> dict[str, dict]:
-    """The services `docker compose up` starts (those without a profile): servers and one-shots."""
-    return {name: svc for name, svc in compose["services"].items() if not svc.get("profiles")}
-
-
-def servers(compose: dict) -> dict[str, dict]:
-    """The long-running servers `up` starts: a NameNode and DataNodes."""
-    return {name: svc for name, svc in started(compose).items() if svc["command"][0] in ("namenode", "datanode")}
-
-
-def environment(svc: dict) -> dict[str, str]:
-    env = svc.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
-    out = {}
-    for key, value in env.items():
-        if value is None:
-            continue  # `KEY` alone: taken from the shell by compose; the shell here sets none
-        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    return out
-
-
-def volume_mounts(svc: dict) -> list[tuple[str, str]]:
-    """(source, target) for each volume mount, short or long syntax."""
-    mounts = []
-    for v in svc.get("volumes") or []:
-        if isinstance(v, str):
-            parts = v.split(":")
-            assert len(parts) >= 2, f"anonymous volume {v!r}: give it a name"
-            mounts.append((parts[0], parts[1]))
-        else:
-            mounts.append((v.get("source"), v["target"]))
-    return mounts
-
-
-def container_ports(svc: dict) -> set[str]:
-    """Ports the service's server listens on inside its container (published `ports` and `expose`)."""
-    ports = {str(p).split("/")[0] for p in svc.get("expose") or []}
-    for p in svc.get("ports") or []:
-        ports.add(str(p["target"]) if isinstance(p, dict) else str(p).split(":")[-1].split("/")[0])
-    return ports
-
-
-def flag_value(command: list[str], flag: str) -> str | None:
-    for i, word in enumerate(command[:-1]):
-        if word == flag:
-            return command[i + 1]
-    return None
-
-
-def health_command(svc: dict, image: dict) -> list[str] | None:
-    """What the engine runs as the service's health check; None when it has none."""
-    hc = svc.get("healthcheck") or {}
-    if hc.get("disable"):
-        return None
-    test = hc.get("test")
-    if test is None:
-        return image["HEALTHCHECK"]["cmd"] if image["HEALTHCHECK"] else None
-    if isinstance(test, str):
-        return ["/bin/sh", "-c", test]
-    if test[0] == "NONE":
-        return None
-    if test[0] == "CMD-SHELL":
-        return ["/bin/sh", "-c", test[1]]
-    assert test[0] == "CMD", f"healthcheck test must start with CMD, CMD-SHELL or NONE: {test!r}"
-    return test[1:]
-
-
-# --------------------------------------------------------------------------- static checks
 
 def test_compose_uses_compose_spec_keys_only():
     doc = yaml.safe_load(COMPOSE_FILE.read_text())
@@ -307,11 +129,6 @@ def test_dockerfile_is_one_slim_nonroot_image_with_an_honest_healthcheck():
     assert {"HEDGEFS_HEALTH_PORT", "HEDGEFS_HEALTH_RPC"} <= set(image["ENV"]), image["ENV"]
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv"} <= {p.strip("/") for p in ignored}, f".dockerignore: {ignored}"
-
-
-def hedgefs_services(compose: dict) -> dict[str, dict]:
-    """Every service but the optional monitoring ones (Prometheus, Grafana: their own images)."""
-    return {name: svc for name, svc in compose["services"].items() if "monitoring" not in (svc.get("profiles") or [])}
 
 
 def test_every_service_runs_the_one_image_built_here():
@@ -461,176 +278,6 @@ def test_monitoring_profile_scrapes_every_server_and_the_dashboard_uses_real_met
             assert names and names <= exported, f"{panel['title']}: {sorted(names - exported)} are not exported"
 
 
-def exported_metric_names() -> set[str]:
-    """Sample names the NameNode, a DataNode and a client actually expose."""
-    from hedgefs.client.metrics import REGISTRY
-    from hedgefs.datanode.metrics import DataNodeMetrics
-    from hedgefs.namenode.metrics import families
-    from hedgefs.namenode.model import ClusterStatus, DataNodeStatus
-
-    status = ClusterStatus("", 0, 0, 0, 0, 0, 0, {"RS-6-3-1024k": 1}, 0, 0, 0, 0, 0, 0, 0,
-                           [DataNodeStatus("dn1", "", "", "live", 0, 0, 0, 0, 0, 0, 0, {}, 0, 0, 0, [])])
-    dn = DataNodeMetrics("dn1")
-    dn.add_state(lambda: {"repairs_active": 0, "fault": {"read_delay_ms": 0.0}})
-    dn.read_done(0.001, 1, "ok")
-    from hedgefs.client.metrics import ClientMetrics
-
-    ClientMetrics().record_unit_read("dn1", 0.001)
-    ClientMetrics().record_overdue("dn1")
-    names = {s.name for f in families(status) for s in f.samples}
-    for registry in (dn.registry, REGISTRY):
-        names |= {s.name for f in registry.collect() for s in f.samples}
-    return names
-
-
-# --------------------------------------------------------------------------- parity run
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Remap:
-    """The container -> local process mapping in the module docstring, and nothing more."""
-
-    def __init__(self, compose: dict, tmp: pathlib.Path):
-        self.services = compose["services"]
-        self.tmp = tmp
-        # (service, container port) -> loopback port
-        self.ports = {(name, port): free_port() for name, svc in servers(compose).items()
-                      for port in sorted(container_ports(svc))}
-
-    def entrypoint(self, argv: list[str]) -> list[str]:
-        assert argv == ["hedgefs"], f"this test runs the `hedgefs` entrypoint only, got {argv}"
-        return [sys.executable, "-m", "hedgefs"]
-
-    def word(self, service: str, word: str, previous: str | None = None) -> str:
-        if word == "0.0.0.0":
-            return "127.0.0.1"
-        if previous == "--advertise-host" and word == service:
-            return "127.0.0.1"
-        host, sep, port = word.partition(":")
-        if sep and host in self.services:
-            assert (host, port) in self.ports, f"{service}: {word!r} names no port that {host} serves"
-            return f"127.0.0.1:{self.ports[(host, port)]}"
-        if (service, word) in self.ports:
-            return str(self.ports[(service, word)])
-        mounts = volume_mounts(self.services[service])
-        for source, target in mounts:
-            if word == target or word.startswith(target.rstrip("/") + "/"):
-                return str(self.volume(source)) + word[len(target):]
-        if word.startswith("/") and any(t.startswith(word.rstrip("/") + "/") for _s, t in mounts):
-            root = self.tmp / "roots" / service    # the service's view: its mounts below `word`
-            for source, target in mounts:
-                link = root / target.lstrip("/")
-                link.parent.mkdir(parents=True, exist_ok=True)
-                if not link.is_symlink():
-                    link.symlink_to(self.volume(source))
-            return str(root / word.lstrip("/"))
-        return word
-
-    def volume(self, source: str) -> pathlib.Path:
-        local = self.tmp / "volumes" / source
-        local.mkdir(parents=True, exist_ok=True)
-        return local
-
-    def argv(self, service: str, words: list[str]) -> list[str]:
-        return [self.word(service, w, words[i - 1] if i else None) for i, w in enumerate(words)]
-
-    def env(self, service: str, image_env: dict[str, str], service_env: dict[str, str]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HEDGEFS_")}
-        env.update({k: self.word(service, v) for k, v in image_env.items()})
-        env.update({k: self.word(service, v) for k, v in service_env.items()})
-        return env
-
-    def health(self, service: str, argv: list[str] | None) -> list[str] | None:
-        if argv is None:
-            return None
-        assert argv[0] == "python", f"{service}: health check must run the image's python, got {argv}"
-        return [sys.executable, *self.argv(service, argv[1:])]
-
-
-class Processes:
-    """The local stand-ins for containers; stop_all() is SIGTERM, then SIGKILL for what is left."""
-
-    def __init__(self, tmp: pathlib.Path):
-        self.tmp = tmp
-        self.procs: dict[str, tuple[subprocess.Popen, list[str], pathlib.Path]] = {}
-
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        workdir = self.tmp / "workdir" / name
-        workdir.mkdir(parents=True, exist_ok=True)
-        log_path = self.tmp / "logs" / f"{name}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs[name] = (proc, argv, log_path)
-
-    def wait_completed(self, name: str, waiting: str) -> None:
-        """depends_on: condition: service_completed_successfully: the one-shot exits 0."""
-        proc, argv, _log = self.procs[name]
-        try:
-            code = proc.wait(timeout=START_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{name} did not finish in {START_DEADLINE_S:.0f} s (needed by {waiting})", pytrace=False)
-        if code != 0:
-            pytest.fail(f"{name} exited {code} (needed by {waiting}); command: {shlex.join(argv)}\n"
-                        f"  its log:\n{self.tail(name)}", pytrace=False)
-
-    def check_running(self, name: str, waiting_for: str) -> None:
-        proc, argv, log_path = self.procs[name]
-        if proc.poll() is not None:
-            pytest.fail(f"{name} exited with code {proc.returncode} before {waiting_for}.\n"
-                        f"  command (from docker-compose.yml, remapped): {shlex.join(argv)}\n"
-                        f"  its log:\n{self.tail(name)}", pytrace=False)
-
-    def tail(self, name: str, lines: int = 12) -> str:
-        text = self.procs[name][2].read_text(errors="replace").strip().splitlines()
-        return "\n".join("    | " + line for line in text[-lines:]) or "    | (empty)"
-
-    def stop_all(self) -> None:
-        for proc, _argv, _log in self.procs.values():
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGCONT)  # a frozen process cannot act on SIGTERM
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 10
-        for proc, _argv, _log in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-
-
-def startup_order(compose: dict) -> list[str]:
-    """The services `up` starts, dependencies first."""
-    order: list[str] = []
-    pending = dict(started(compose))
-    while pending:
-        ready = [n for n, svc in pending.items() if set(svc.get("depends_on") or {}) <= set(order)]
-        assert ready, f"depends_on cycle or dependency on a service `up` does not start: {sorted(pending)}"
-        for name in sorted(ready):
-            order.append(name)
-            del pending[name]
-    return order
-
-
-def run_health(cmds: dict[str, list[str]], env: dict[str, dict[str, str]]) -> dict[str, subprocess.CompletedProcess]:
-    """Run health checks concurrently (each one is a fresh interpreter, as in the container)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cmds)) as pool:
-        futures = {name: pool.submit(subprocess.run, cmd, env=env[name], capture_output=True, text=True, timeout=15)
-                   for name, cmd in cmds.items()}
-        return {name: f.result() for name, f in futures.items()}
-
-
 @pytest.mark.parametrize("variables", [VARIABLES, SECURE], ids=["insecure", "secure"])
 def test_compose_cluster_runs_as_local_processes(tmp_path, variables):
     compose, image = load_compose(variables), dockerfile()
@@ -725,47 +372,3 @@ def test_compose_cluster_runs_as_local_processes(tmp_path, variables):
         assert time.monotonic() - started < 20
     finally:
         procs.stop_all()
-
-
-def wait_healthy(procs: Processes, name: str, cmd: list[str], env: dict[str, str], waiting: str) -> None:
-    """depends_on: condition: service_healthy: run the service's health check until it passes."""
-    deadline = time.monotonic() + START_DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        procs.check_running(name, f"it was healthy ({waiting} depends on it)")
-        last = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=15)
-        if last.returncode == 0:
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{name} not healthy after {START_DEADLINE_S:.0f} s (needed by {waiting}); last check said: "
-                f"{(last.stdout + last.stderr).strip()[-300:] if last else '-'}\n  its log:\n{procs.tail(name)}",
-                pytrace=False)
-
-
-def channel_to(address: str, credential, server_name: str):
-    from hedgefs.security import tls
-
-    return tls.channel(address, credential, server_name, [])
-
-
-def wait_registered(procs: Processes, namenode: str, names: list[str], credential=None) -> pb.ReportResponse:
-    """Until the NameNode reports every DataNode live (or one of them exits, or the deadline)."""
-    deadline = time.monotonic() + START_DEADLINE_S
-    live: set[str] = set()
-    with channel_to(namenode, credential, "namenode.hedgefs") as channel:
-        stub = hedgefs_pb2_grpc.NameNodeStub(channel)
-        while True:
-            for name in ["namenode", *names]:
-                procs.check_running(name, "all DataNodes registered")
-            try:
-                report = stub.Report(pb.Empty(), timeout=2)
-                live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
-                if set(names) <= live:
-                    return report
-            except grpc.RpcError:
-                pass
-            if time.monotonic() > deadline:
-                missing = sorted(set(names) - live)
-                pytest.fail(f"DataNodes not live after {START_DEADLINE_S:.0f} s: {missing}\n" +
-                            "\n".join(f"  {m} log:\n{procs.tail(m)}" for m in missing), pytrace=False)
-            time.sleep(0.1)

@@ -174,11 +174,11 @@ def test_damaged_unit_is_caught_by_the_reader_and_a_damaged_sidecar_is_reported(
         sidecar.write_bytes(sidecar.read_bytes()[:-1])
         with socket.create_connection(("127.0.0.1", dn.data_port), timeout=10) as s:
             with pytest.raises(ChecksumMismatch) as e:
-                read_range(s, 7, 3, 0, 100, where="dn1")
+                read_range(s, 7, 3, 0, 100, where="dn1", generation=0)
             assert e.value.offset == 0
         with socket.create_connection(("127.0.0.1", dn.data_port), timeout=10) as s:
             with pytest.raises(TransferError) as e:
-                read_range(s, 7, 4, 0, 100, where="dn1")
+                read_range(s, 7, 4, 0, 100, where="dn1", generation=0)
             assert e.value.status == "DATA_LOSS"
         bad = wait_until(lambda: nn.of("bad"), 10, "a bad-unit report")
         assert bad == [("bad", "dn1", 7, 4, "checksum mismatch in unit 7/4 at offset 0")]

@@ -73,7 +73,7 @@ def test_datanode_serves_metrics_and_health(tmp_path):
             assert data.read(1, 0, 0, 1000) == b"x" * 1000
             stub.SetFaults(pb.FaultConfig(stall=True))
             sock = data.connect()
-            sock.sendall(dt.pack_request(dt.OP_READ, 1, 0, 0, 1000))
+            sock.sendall(dt.pack_request(dt.OP_READ, 1, 0, 0, 1000, generation=0))
             wait_until(lambda: stub.GetFaults(pb.FaultClearRequest()).stalled_reads, 10, "the read to stall",
                        interval=0.01)
             sock.close()   # the cancel

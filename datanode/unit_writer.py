@@ -1,0 +1,107 @@
+"""One unit being written (``BlockStore.open_writer``): appended to a temp file, checksummed on
+the fly, then committed by the store (storage.py: the commit protocol)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import struct
+
+import crc32c
+
+from hedgefs.datanode.unit_files import _HEADER, _MAGIC, LengthMismatch
+
+_FILE_COUNTER = itertools.count()
+
+
+class UnitWriter:
+    """One unit being written: appended to a temp file, checksummed on the fly, committed once."""
+
+    def __init__(self, store, group_id: int, index: int, generation: int,
+                 expected_length: int | None, *, chunk: int, once: bool = False):
+        if expected_length is not None and expected_length < 0:
+            raise LengthMismatch(f"bad expected length {expected_length}")
+        self.store, self.group_id, self.index, self.generation = store, group_id, index, generation
+        self.once = once
+        self.expected_length = expected_length
+        self.length = 0
+        self.tmp_path = store._tmp / f"{group_id}_{index}_{os.getpid()}_{next(_FILE_COUNTER)}.blk"
+        self._f = open(self.tmp_path, "wb")
+        self._crcs: list[int] = []
+        self._crc = 0          # CRC of the current, unfinished chunk
+        self._in_chunk = 0     # bytes in it
+        self._chunk = chunk    # bytes per CRC32C
+        self._done = False
+
+    def write(self, data) -> None:
+        n = len(data)
+        if self.expected_length is not None and self.length + n > self.expected_length:
+            raise LengthMismatch(f"unit {self.group_id}/{self.index}: more than the expected "
+                                 f"{self.expected_length} bytes")
+        self._f.write(data)
+        self.length += n
+        mv = memoryview(data)
+        pos = 0
+        while pos < n:
+            take = min(self._chunk - self._in_chunk, n - pos)
+            self._crc = crc32c.crc32c(mv[pos:pos + take], self._crc)
+            self._in_chunk += take
+            pos += take
+            if self._in_chunk == self._chunk:
+                self._crcs.append(self._crc)
+                self._crc, self._in_chunk = 0, 0
+
+    def commit(self, expected_length: int | None = None) -> int:
+        """Make the unit visible (replacing any older one); on any failure nothing is left.
+
+        The length written must equal ``expected_length`` (default: the one given at open).
+        """
+        if expected_length is not None:
+            if self.expected_length is not None and expected_length != self.expected_length:
+                self.abort()
+                raise LengthMismatch(f"unit {self.group_id}/{self.index}: expected length "
+                                     f"{expected_length} at finalize, {self.expected_length} "
+                                     f"at the start")
+            self.expected_length = expected_length
+        crcs = self._crcs + ([self._crc] if self._in_chunk else [])
+        crc_tmp = self.tmp_path.with_suffix(".crc")
+        store = self.store
+        try:
+            if self.length != (self.expected_length or 0):
+                raise LengthMismatch(f"unit {self.group_id}/{self.index}: got {self.length} "
+                                     f"bytes, expected {self.expected_length}")
+            self._f.flush()
+            if store.fsync:
+                os.fsync(self._f.fileno())
+            self._f.close()
+            store._step("block-synced")
+            with open(crc_tmp, "wb") as cf:
+                cf.write(_HEADER.pack(_MAGIC, self.length, self._chunk))
+                cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
+                cf.flush()
+                if store.fsync:
+                    os.fsync(cf.fileno())
+            store._step("sidecar-synced")
+            store._commit(self, crc_tmp)
+            self._done = True
+        finally:
+            if not self._done:
+                self.abort()
+                crc_tmp.unlink(missing_ok=True)
+        return self.length
+
+    def abort(self) -> None:
+        """Forget the write; nothing is left on disk. Safe to call more than once."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._f.close()
+        finally:
+            self.tmp_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> UnitWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.abort()
