@@ -21,6 +21,7 @@ import time
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.ec.policy import parse_policy
+from hedgefs.mount.inodes import Node
 
 MAX_WINDOW = 8 << 20         # read-ahead never runs further ahead than this
 KEEP_BEHIND = 2              # read-ahead ranges kept once read past (the kernel re-reads a little)
@@ -245,3 +246,36 @@ class WriteHandle:
         if isinstance(err, HedgefsError):
             raise err
         raise WriteFailed(errno.EIO, f"{self.path}: the write failed: {err}")
+
+
+def version(status: FileStatus) -> tuple:
+    return status.length, status.mtime_ms, tuple(g.id for g in status.groups)
+
+
+class Writing:
+    """A descriptor open for writing. The writer starts at the first write (or a truncation to
+    0) of an existing file, at once for a file created here."""
+
+    def __init__(self, node: Node, path: str, length: int):
+        self.node, self.path, self.length = node, path, length
+        self.writer: WriteHandle | None = None
+        self.error: int = 0
+
+
+class Listing:
+    """A directory open for reading: its entries, fetched as readdir gets to them."""
+
+    def __init__(self, path: str, entries):
+        self.path = path
+        self.entries: list[FileStatus] = []
+        self._source = entries
+        self.done = False
+
+    def pull(self, upto: int) -> None:
+        """Fetch entries until there are ``upto`` of them or the listing ends (blocking)."""
+        while len(self.entries) < upto and not self.done:
+            entry = next(self._source, None)
+            if entry is None:
+                self.done = True
+            else:
+                self.entries.append(entry)

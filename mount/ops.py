@@ -24,43 +24,12 @@ from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.mount.attrs import Owners, attributes
 from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
-from hedgefs.mount.files import ReadHandle, WriteFailed, WriteHandle
+from hedgefs.mount.files import Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
 from hedgefs.mount.inodes import InodeTable, Node, child
 
 log = logging.getLogger("hedgefs.mount")
 
 LIST_BATCH = 256   # directory entries fetched per step of a readdir (the NameNode pages them itself)
-
-
-def version(status: FileStatus) -> tuple:
-    return status.length, status.mtime_ms, tuple(g.id for g in status.groups)
-
-
-class _Writing:
-    """A descriptor open for writing. The writer starts at the first write (or a truncation to
-    0) of an existing file, at once for a file created here."""
-
-    def __init__(self, node: Node, path: str, length: int):
-        self.node, self.path, self.length = node, path, length
-        self.writer: WriteHandle | None = None
-        self.error: int = 0
-
-
-class _Listing:
-    def __init__(self, path: str, entries):
-        self.path = path
-        self.entries: list[FileStatus] = []
-        self._source = entries
-        self.done = False
-
-    def pull(self, upto: int) -> None:
-        """Fetch entries until there are ``upto`` of them or the listing ends (blocking)."""
-        while len(self.entries) < upto and not self.done:
-            entry = next(self._source, None)
-            if entry is None:
-                self.done = True
-            else:
-                self.entries.append(entry)
 
 
 class Operations(pyfuse3.Operations):
@@ -157,7 +126,7 @@ class Operations(pyfuse3.Operations):
         path = self._path(inode)
         node = self.inodes.get(inode)
         writing = self._handles.get(fh) if fh is not None else None
-        if not isinstance(writing, _Writing):
+        if not isinstance(writing, Writing):
             writing = None
         if fields.update_size:
             await self._truncate(path, node, writing, attr.st_size)
@@ -185,7 +154,7 @@ class Operations(pyfuse3.Operations):
         except pyfuse3.FUSEError as err:
             raise fail(errno.EPERM) if err.errno == errno.EACCES else err
 
-    async def _truncate(self, path: str, node: Node, writing: "_Writing | None", size: int) -> None:
+    async def _truncate(self, path: str, node: Node, writing: "Writing | None", size: int) -> None:
         if node.writer is not None:
             if size != node.writer.written:
                 raise fail(errno.ENOTSUP, f"{path}: truncate to {size} while being written")
@@ -258,7 +227,7 @@ class Operations(pyfuse3.Operations):
 
     async def opendir(self, inode, ctx):
         path = self._path(inode)
-        return self._add_handle(_Listing(path, self.fs.iter_list(path)))
+        return self._add_handle(Listing(path, self.fs.iter_list(path)))
 
     async def readdir(self, fh, start_id, token):
         listing = self._handle(fh)
@@ -300,7 +269,7 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EISDIR)
         if flags & os.O_APPEND and status.length:
             raise fail(errno.ENOTSUP, f"{path}: appending to a hedgefs file is not supported")
-        writing = _Writing(node, path, status.length)
+        writing = Writing(node, path, status.length)
         if flags & os.O_TRUNC:
             self._start(writing, overwrite=True)
         return pyfuse3.FileInfo(fh=self._add_handle(writing))
@@ -308,14 +277,14 @@ class Operations(pyfuse3.Operations):
     async def create(self, parent_inode, name, mode, flags, ctx):
         path = self._child(parent_inode, name)
         node = self.inodes.learn(path, 1)
-        writing = _Writing(node, path, 0)
+        writing = Writing(node, path, 0)
         self._start(writing, overwrite=False, mode=mode & 0o7777)
         fh = self._add_handle(writing)
         return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
 
     async def read(self, fh, off, size):
         handle = self._handle(fh)
-        if isinstance(handle, _Writing):
+        if isinstance(handle, Writing):
             raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
         out = bytearray()
         for lo, hi, start, future in handle.plan(off, size):
@@ -341,7 +310,7 @@ class Operations(pyfuse3.Operations):
             await self._write_on(writing, off)
         return await run(writing.writer.write, off, buf)
 
-    async def _write_on(self, writing: _Writing, offset: int) -> None:
+    async def _write_on(self, writing: Writing, offset: int) -> None:
         """A write after a close(2) of a duplicate committed the file: rewrite it, committed bytes first."""
         if offset != writing.writer.written:
             raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
@@ -351,7 +320,7 @@ class Operations(pyfuse3.Operations):
         self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
         writing.writer.owner = old.owner
 
-    def _start(self, writing: _Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
+    def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
         if writing.writer is None:
             writing.writer = WriteHandle(self.fs, writing.path, overwrite, mode, prefix)
             writing.node.writer = writing.writer
@@ -363,7 +332,7 @@ class Operations(pyfuse3.Operations):
         which close is the last (a fork+exec closes the descriptor in the child too), and a
         program renames or stats the file right after it. Writing on rewrites (_write_on)."""
         handle = self._handles.get(fh)
-        if not isinstance(handle, _Writing) or handle.writer is None or handle.error:
+        if not isinstance(handle, Writing) or handle.writer is None or handle.error:
             return
         writer = handle.writer
         if writer.committed is None:
@@ -373,7 +342,7 @@ class Operations(pyfuse3.Operations):
                 handle.error = err.errno
                 raise
 
-    async def _commit(self, writing: _Writing) -> None:
+    async def _commit(self, writing: Writing) -> None:
         writer = writing.writer
         try:
             await run(writer.commit)
@@ -386,7 +355,7 @@ class Operations(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         if isinstance(handle, ReadHandle):
             handle.close()
-        elif isinstance(handle, _Writing) and handle.writer is not None:
+        elif isinstance(handle, Writing) and handle.writer is not None:
             if handle.writer.committed is None and not handle.error:
                 try:
                     await self._commit(handle)   # no flush came (the kernel sends one per close)

@@ -16,19 +16,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
-import json
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections import Counter
-from pathlib import Path
 
 import pytest
-
 from conftest import (
     CELL,
     GROUP,
@@ -36,206 +27,35 @@ from conftest import (
     PausingSource,
     Result,
     assert_one_line_error,
-    cli_env,
     client,
     data_socket,
-    fetch,
     pattern,
     run_cli,
     start_cluster,
     wait_until,
 )
-from hedgefs.client.config import HedgeConfig
+from durability_support import (
+    NO_HEDGE,
+    BackgroundPut,
+    PipedPut,
+    assert_invisible,
+    fsck,
+    fsck_cli,
+    holders,
+    report,
+    report_cli,
+    restore,
+    settled,
+    stat_cli,
+    stored_units,
+    temp_units,
+    unit_file,
+    unit_names,
+    wait_mid_group,
+)
+
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.client.fs import FileSystem
-from hedgefs.cluster.launcher import LocalCluster
-from hedgefs.datanode.storage import parse_name
-from hedgefs.proto import hedgefs_pb2 as pb
-
-NO_HEDGE = HedgeConfig(enabled=False)
-
-# ---------------------------------------------------------------------------- helpers
-
-
-def fsck(fs: FileSystem, path: str = "/") -> pb.FsckResponse:
-    return fs.rpc("Fsck", pb.PathRequest(path=path))
-
-
-def fsck_cli(nn: str, path: str = "/") -> dict:
-    result = run_cli("fsck", path, "--json", namenode=nn)
-    doc = json.loads(result.stdout)
-    assert result.code == (1 if doc["status"] == "CORRUPT" else 0), result.stderr
-    return doc
-
-
-def report(fs: FileSystem) -> dict[str, pb.DataNodeInfo]:
-    return {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
-
-
-def report_cli(nn: str) -> dict[str, dict]:
-    result = run_cli("admin", "report", "--json", namenode=nn)
-    assert result.code == 0, result.stderr
-    return {row["id"]: row for row in json.loads(result.stdout)["datanodes"]}
-
-
-def stat_cli(nn: str, path: str) -> dict:
-    result = run_cli("stat", "--json", path, namenode=nn)
-    assert result.code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def holders(fs: FileSystem, path: str, group: int = 0) -> dict[int, str]:
-    """unit index -> DataNode, for one group of a file (units on dead DataNodes left out)."""
-    return {i: u.datanode_id for i, u in fs.stat(path).groups[group].units.items()}
-
-
-def unit_file(cluster: LocalCluster, dn: str, group_id: int, index: int) -> Path:
-    """The block file of a unit on a DataNode (its newest version; a path that does not exist if none)."""
-    d = cluster.root / dn / "blocks" / f"{group_id % 256:02x}"
-    found = sorted(d.glob(f"{group_id}_{index}_*.blk"), key=lambda p: parse_name(p.name)[3])
-    return found[-1] if found else d / f"{group_id}_{index}_1.blk"
-
-
-def stored_units(cluster: LocalCluster) -> list[Path]:
-    """Every finalized unit file on every DataNode."""
-    return sorted(p for dn in cluster.datanode_ids for p in (cluster.root / dn / "blocks").glob("*/*.blk"))
-
-
-def unit_names(cluster: LocalCluster) -> Counter:
-    """(group id, unit index) of every finalized unit on any DataNode, counted (a copy each)."""
-    return Counter(parse_name(p.name)[:2] for p in stored_units(cluster))
-
-
-def temp_units(cluster: LocalCluster, dn: str) -> list[Path]:
-    """A DataNode's unfinished writes (its tmp/ directory), block files only."""
-    tmp = cluster.root / dn / "tmp"
-    return sorted(p for p in tmp.iterdir() if p.suffix == ".blk") if tmp.exists() else []
-
-
-def writing_now(cluster: LocalCluster, cells: int) -> list[str]:
-    """DataNodes holding a temp unit that has received exactly `cells` cells so far."""
-    out = []
-    for dn in cluster.datanode_ids:
-        sizes = []
-        for p in temp_units(cluster, dn):
-            try:
-                sizes.append(p.stat().st_size)
-            except FileNotFoundError:
-                pass
-        if cells * CELL in sizes:
-            out.append(dn)
-    return out
-
-
-def wait_mid_group(cluster: LocalCluster, cells: int = 2) -> list[str]:
-    """Wait until a put is `cells` cells into a block group on 9 DataNodes; returns those DataNodes."""
-    def nine() -> list[str] | None:
-        dns = writing_now(cluster, cells)
-        return dns if len(dns) == 9 else None
-
-    return wait_until(nine, 20, f"9 DataNodes holding {cells} cells of the group being written",
-                      detail=lambda: f"temp units: { {dn: temp_units(cluster, dn) for dn in cluster.datanode_ids} }")
-
-
-def assert_invisible(fs: FileSystem, nn: str, path: str) -> None:
-    with pytest.raises(NotFound):
-        fs.stat(path)
-    parent = path.rsplit("/", 1)[0] or "/"
-    assert path not in [e.path for e in fs.list(parent)]
-    listing = run_cli("ls", parent, namenode=nn)
-    assert listing.code == 0, listing.stderr
-    assert path.encode() not in listing.stdout
-    assert_one_line_error(run_cli("stat", path, namenode=nn), "no such file")
-
-
-def restore(cluster: LocalCluster, fs: FileSystem, timeout: float = 60) -> None:
-    """Bring every process back (thaw frozen ones, start stopped ones) and wait for HEALTHY."""
-    for name in ["namenode", *cluster.datanode_ids]:
-        state = cluster.process_state(name)
-        if state == "frozen":
-            cluster.thaw(name)
-        elif state == "stopped":
-            cluster.start(name)
-    cluster.wait_live(cluster.datanode_ids, timeout)
-    wait_until(lambda: fsck(fs).status == "HEALTHY", timeout, "fsck HEALTHY before the scenario",
-               detail=lambda: str(fsck(fs)))
-    wait_until(lambda: settled(cluster, fs), timeout, "the DataNodes to settle before the scenario",
-               detail=lambda: f"copies {[n for n, c in unit_names(cluster).items() if c > 1]}, "
-                              f"report {[(d, r.units) for d, r in report(fs).items()]}")
-
-
-def settled(cluster: LocalCluster, fs: FileSystem) -> bool:
-    """No unit on two disks (stale copies deleted), no temp files, and every DataNode's last
-    heartbeat agrees with its disk."""
-    names = unit_names(cluster)
-    if any(c > 1 for c in names.values()) or any(temp_units(cluster, dn) for dn in cluster.datanode_ids):
-        return False
-    rows = report(fs)
-    return all(rows[dn].units == len(list((cluster.root / dn / "blocks").glob("*/*.blk")))
-               for dn in cluster.datanode_ids)
-
-
-class BackgroundPut(threading.Thread):
-    def __init__(self, fs: FileSystem, path: str, source):
-        super().__init__(daemon=True)
-        self.fs, self.path, self.source = fs, path, source
-        self.length: int | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.length = self.fs.write(self.path, self.source)
-        except BaseException as err:  # noqa: BLE001 - handed to the test
-            self.error = err
-
-
-class PipedPut:
-    """`hedgefs put - PATH` in a subprocess, fed by the test through a pipe."""
-
-    def __init__(self, nn: str, path: str):
-        env = cli_env(nn)
-        self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "put", "-", path], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-
-    def feed(self, data: bytes) -> bool:
-        """Write to the put's stdin (returns once it has read all but a pipe buffer); False if it is gone."""
-        try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-            return True
-        except BrokenPipeError:
-            return False
-
-    def why(self) -> str:
-        """Why feeding failed: what the put said on stderr (it closed its stdin, so it is exiting)."""
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return "(the put stopped reading its stdin but did not exit)"
-        return self.proc.stderr.read().decode(errors="replace")
-
-    def finish(self, timeout: float = 60) -> tuple[int, str]:
-        try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass  # the put gave up before reading everything
-        self.proc.stdin = None
-        _, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, err.decode(errors="replace")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                if pipe is not None:
-                    pipe.close()
-            except BrokenPipeError:
-                pass
-
-
-# ---------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
@@ -364,110 +184,6 @@ def test_corrupt_unit_on_disk_is_detected_reported_and_repaired(dfs, fs):
     with client(nn, hedge=NO_HEDGE) as fresh:
         assert fresh.read_bytes(path) == data
         assert fresh.stats().counters["rebuilt_on_failure"] == 0
-
-
-@pytest.fixture(scope="module")
-def scrubbed(tmp_path_factory, security):
-    """A cluster whose DataNodes scrub every unit twice a second (not the shared one: its scrubbing
-    would read every other test's data)."""
-    c = start_cluster(tmp_path_factory.mktemp("scrubbed"), security, scrub_interval_s=0.5)
-    yield c
-    c.down()
-
-
-def wait_heartbeats(fs: FileSystem, dn: str, n: int) -> None:
-    """Wait until the NameNode has received ``n`` more heartbeats from ``dn`` (each resets its age)."""
-    seen, last = 0, report(fs)[dn].last_heartbeat_age_ms
-
-    def more():
-        nonlocal seen, last
-        age = report(fs)[dn].last_heartbeat_age_ms
-        seen += age < last
-        last = age
-        return seen >= n
-    wait_until(more, 20, f"{n} heartbeats from {dn}", interval=0.02)
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x20]))
-
-
-@pytest.mark.insecure_only("the scrubber reads its own disk")
-def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrubbed):
-    nn, path = scrubbed.namenode, "/cold"
-    with client(nn) as fs:
-        data = pattern(GROUP - 5000, seed=88)
-        fs.write_bytes(path, data)
-        gid = fs.stat(path).groups[0].id
-        before = holders(fs, path)
-        (spare,) = set(scrubbed.datanode_ids) - set(before.values())
-        scrubbed.freeze(spare)       # no repair until it thaws: DEGRADED stays observable
-        index, bad_dn = 7, before[7]  # a parity unit: no read of the file ever touches it
-        blk = unit_file(scrubbed, bad_dn, gid, index)
-        flip_byte(blk, blk.stat().st_size - 3)
-        doc = wait_until(lambda: (d := fsck_cli(nn))["status"] == "DEGRADED" and d, 20,
-                         "the scrubber to find the flipped byte (fsck DEGRADED)")
-        assert doc["problems"] == [{"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8,
-                                    "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
-        assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
-        port = scrubbed.state["datanodes"][bad_dn]["http_port"]
-        metrics = fetch(scrubbed, port, "/metrics")
-        assert re.search(rf'^hedgefs_datanode_scrub_bad_units_total{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
-        assert blk.exists()          # kept until its replacement lands
-        scrubbed.thaw(spare)
-        wait_until(lambda: fsck(fs).status == "HEALTHY", 30, "the repair onto the spare (fsck HEALTHY)",
-                   detail=lambda: str(fsck(fs)))
-        assert holders(fs, path)[index] == spare
-        wait_until(lambda: not blk.exists(), 30, f"the corrupt copy deleted on {bad_dn}")
-        assert run_cli("cat", path, namenode=nn).stdout == data
-        fs.delete(path)
-
-
-@pytest.mark.insecure_only("NameNode bookkeeping of corrupt units")
-def test_corrupt_unit_at_k_plus_1_good_units_is_not_deleted_before_the_repair_lands(scrubbed):
-    """Two DataNodes of a group dead (7 good units = k+1), then a third unit goes bad on disk. It
-    used to be deleted at once (leaving exactly k); now it stays until the group is whole again."""
-    nn, path = scrubbed.namenode, "/k-plus-1"
-    with client(nn) as fs:
-        data = pattern(GROUP - 7000, seed=99)
-        fs.write_bytes(path, data)
-        gid = fs.stat(path).groups[0].id
-        before = holders(fs, path)
-        (spare,) = set(scrubbed.datanode_ids) - set(before.values())
-        scrubbed.freeze(spare)
-        dead = [before[1], before[8]]
-        for dn in dead:
-            scrubbed.kill(dn)
-        wait_until(lambda: len(holders(fs, path)) == 7, 20, "two DataNodes declared dead")
-        index, bad_dn = 4, before[4]
-        blk = unit_file(scrubbed, bad_dn, gid, index)
-        flip_byte(blk, 100)
-        wait_until(lambda: fsck(fs).problems and fsck(fs).problems[0].corrupt_units == 1, 20,
-                   "the scrubber to report the bad unit", detail=lambda: str(fsck(fs)))
-        problem = fsck(fs).problems[0]
-        assert (problem.live_units, problem.status) == (6, "DEGRADED")      # exactly k good units left
-        wait_heartbeats(fs, bad_dn, 3)   # any delete the NameNode meant to send it has been sent and run
-        assert blk.exists()
-        assert run_cli("cat", path, namenode=nn).stdout == data
-        for dn in dead:
-            scrubbed.start(dn)
-        scrubbed.wait_live(dead)
-        scrubbed.thaw(spare)
-
-        def corrupt_copy_gone():     # whenever the corrupt copy is gone, the group is whole again
-            if not blk.exists():
-                return True
-            assert fsck(fs).status != "HEALTHY" or holders(fs, path)[index] == spare
-            return False
-
-        wait_until(corrupt_copy_gone, 60, f"the corrupt copy of unit {gid}/{index} on {bad_dn} to be deleted")
-        assert fsck(fs).status == "HEALTHY" and holders(fs, path)[index] == spare
-        assert run_cli("cat", path, namenode=nn).stdout == data
-        fs.delete(path)
 
 
 def test_rm_frees_space_on_the_datanodes(dfs, fs):

@@ -23,8 +23,20 @@ import time
 
 import grpc
 import pytest
-
 from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster
+from security_support import (
+    DATA,
+    admin_report,
+    as_,
+    data_conn,
+    dn_calls,
+    locations,
+    namespace,
+    refused,
+    stub,
+    unchanged,
+)
+
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -32,7 +44,6 @@ from hedgefs.security import material, tls
 from hedgefs.security.identity import DATANODE, NAMENODE_NAME, Identity, server_name
 
 TOKEN_LIFETIME_S = 3.0
-DATA = pattern(3 * 1024 * 1024 + 4321, seed=14)
 
 
 @pytest.fixture(scope="module")
@@ -50,51 +61,6 @@ def sc(tmp_path_factory):
     assert run_cli("put", "-", "/user/alice/f", namenode=c.namenode, input=DATA, env=as_("alice", c)).code == 0
     yield c
     c.down()
-
-
-def as_(user: str, cluster) -> dict:
-    return {"HEDGEFS_CREDENTIALS": str(cluster.security_dir / f"{user}.pem")}
-
-
-def namespace(cluster) -> list[tuple]:
-    with client(cluster.namenode) as fs:
-        return [(e.path, e.length, e.owner, e.group, e.permission) for e in fs.list("/", recursive=True)]
-
-
-def unchanged(cluster) -> None:
-    """/user/alice/f still holds its bytes, and fsck is HEALTHY."""
-    with client(cluster.namenode) as fs:
-        assert fs.read_bytes("/user/alice/f") == DATA
-        assert fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY"
-
-
-def stub(cluster, credential_path, service="NameNode", address=None, name=NAMENODE_NAME):
-    cred = material.load_credential(credential_path) if credential_path else None
-    channel = tls.channel(address or cluster.namenode, cred, name, GRPC_OPTIONS)
-    return channel, getattr(hedgefs_pb2_grpc, f"{service}Stub")(channel)
-
-
-def refused(call, request) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as err:
-        call(request, timeout=10)
-    return err.value.code(), err.value.details()
-
-
-def data_conn(cluster, credential_path, datanode_id, address):
-    ctx = tls.client_context(material.load_credential(credential_path))
-    return dt.connect(address, 10, lambda s: ctx.wrap_socket(s, server_hostname=server_name(DATANODE, datanode_id)))
-
-
-def locations(cluster, path="/user/alice/f"):
-    with client(cluster.namenode) as fs:
-        return fs.stat(path).groups[0]
-
-
-def dn_calls(cluster, dn: str) -> dict:
-    return dict(cluster.datanode_rpc(dn, "GetFaults", pb.FaultClearRequest()).calls)
-
-
-# ---------------------------------------------------------------------------- credentials
 
 
 def test_no_credential_is_refused_and_nothing_changes(sc):
@@ -326,11 +292,6 @@ def test_a_datanode_cannot_speak_for_another(sc, tmp_path):
             assert details.startswith("DataNode dn3 may not speak for") and f"({method})" in details
     assert {d.id: d.address for d in admin_report(sc).datanodes} == before
     unchanged(sc)
-
-
-def admin_report(cluster) -> pb.ReportResponse:
-    with client(cluster.namenode) as fs:
-        return fs.rpc("Report", pb.Empty())
 
 
 def test_a_datanode_of_another_cluster_is_refused(sc, tmp_path):
