@@ -38,7 +38,7 @@ def pair(etcd_cluster, tmp_path):
 def test_standby_redirects_serves_observer_reads_and_takes_no_datanode_commands(pair):
     a, b = pair
     mkdirs(a.address, ["/data/2026", "/logs"])
-    wait_exists(b.address, "/data/2026")          # observer read: the standby's view follows etcd
+    wait_exists(b.address, "/logs")               # observer read: the standby's view follows etcd (the last write)
     listed = stub(b.address).List(pb.ListRequest(path="/"), timeout=5)
     assert {e.path for e in listed.entries} == {"/data", "/logs"}
     with pytest.raises(grpc.RpcError) as refused:
