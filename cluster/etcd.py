@@ -36,12 +36,46 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def member_command(etcd: str, name: str, data_dir: str, client_ports: dict[str, int], peer_ports: dict[str, int],
+                   token: str, state: str = "new") -> list[str]:
+    """The ``etcd`` command line of member ``name`` of a loopback cluster (the README's flags)."""
+    initial = ",".join(f"{n}=http://127.0.0.1:{peer_ports[n]}" for n in peer_ports)
+    client, peer = f"http://127.0.0.1:{client_ports[name]}", f"http://127.0.0.1:{peer_ports[name]}"
+    return [etcd, "--name", name, "--data-dir", data_dir, "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
+            "--initial-cluster-token", token, "--initial-cluster-state", state, "--max-txn-ops", "1024",
+            "--heartbeat-interval", "100", "--election-timeout", "1000"]
+
+
+def wait_healthy(etcdctl: str, endpoints: str, timeout_s: float = 30.0, check=lambda: None) -> None:
+    """Until a write through ``endpoints`` goes through (``check`` raises if a member died)."""
+    deadline, last = time.monotonic() + timeout_s, ""
+    env = dict(os.environ, ETCDCTL_API="3")
+    while time.monotonic() < deadline:
+        check()
+        try:
+            r = subprocess.run([etcdctl, "--endpoints", endpoints, "--dial-timeout", "1s", "--command-timeout", "2s",
+                                "put", "/hedgefs-probe", "1"], capture_output=True, text=True, env=env, timeout=5)
+            if r.returncode == 0:
+                return
+            last = r.stderr.strip()
+        except subprocess.TimeoutExpired:
+            last = "etcdctl timed out"
+        time.sleep(0.2)
+    raise RuntimeError(f"etcd not healthy within {timeout_s:.0f} s: {last}")
+
+
+def binaries() -> tuple[str, str]:
+    etcd, etcdctl = shutil.which("etcd"), shutil.which("etcdctl")
+    if not etcd or not etcdctl:
+        raise EtcdMissing("etcd is not installed (Debian: apt-get install etcd-server etcd-client; as root, "
+                          "`make etcd` does it)")
+    return etcd, etcdctl
+
+
 class EtcdMembers:
     def __init__(self, log_dir: str | os.PathLike, count: int = 3, data_root: str | None = None):
-        self.etcd, self.etcdctl = shutil.which("etcd"), shutil.which("etcdctl")
-        if not self.etcd or not self.etcdctl:
-            raise EtcdMissing("etcd is not installed (Debian: apt-get install etcd-server etcd-client; as root, "
-                              "`make etcd` does it)")
+        self.etcd, self.etcdctl = binaries()
         base = data_root or ("/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
         self.dir = tempfile.mkdtemp(prefix="hedgefs-etcd-", dir=base)
         self.log_dir = str(log_dir)
@@ -61,15 +95,10 @@ class EtcdMembers:
         return f"etcd://{self.endpoints}/{prefix}"
 
     def start_member(self, name: str, state: str = "new") -> None:
-        initial = ",".join(f"{n}=http://127.0.0.1:{self.peer_ports[n]}" for n in self.names)
-        client, peer = f"http://127.0.0.1:{self.client_ports[name]}", f"http://127.0.0.1:{self.peer_ports[name]}"
         log = open(os.path.join(self.log_dir, f"{name}.log"), "ab")
         self.procs[name] = subprocess.Popen(
-            [self.etcd, "--name", name, "--data-dir", os.path.join(self.dir, name),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", initial, "--initial-cluster-token", self.token, "--initial-cluster-state", state,
-             "--max-txn-ops", "1024", "--heartbeat-interval", "100", "--election-timeout", "1000"],
+            member_command(self.etcd, name, os.path.join(self.dir, name), self.client_ports, self.peer_ports,
+                           self.token, state),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
@@ -80,23 +109,11 @@ class EtcdMembers:
         return self
 
     def wait_healthy(self, timeout_s: float = 30.0) -> None:
-        deadline, last = time.monotonic() + timeout_s, ""
-        env = dict(os.environ, ETCDCTL_API="3")
-        while time.monotonic() < deadline:
+        def check():
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"etcd member {name} exited ({proc.returncode}): see {self.log_dir}/{name}.log")
-            try:
-                r = subprocess.run([self.etcdctl, "--endpoints", self.endpoints, "--dial-timeout", "1s",
-                                    "--command-timeout", "2s", "put", "/hedgefs-probe", "1"],
-                                   capture_output=True, text=True, env=env, timeout=5)
-                if r.returncode == 0:
-                    return
-                last = r.stderr.strip()
-            except subprocess.TimeoutExpired:
-                last = "etcdctl timed out"
-            time.sleep(0.2)
-        raise RuntimeError(f"etcd not healthy within {timeout_s:.0f} s: {last}")
+        wait_healthy(self.etcdctl, self.endpoints, timeout_s, check)
 
     def stop(self) -> None:
         for proc in self.procs.values():

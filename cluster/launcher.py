@@ -6,6 +6,8 @@ Everything about a cluster lives in one directory:
     <dir>/namenode/           NameNode data (SQLite)      <dir>/logs/namenode.log
     <dir>/dn1/ ... <dir>/dnN/ DataNode data               <dir>/logs/dn1.log ...
     <dir>/security/           a secure cluster's CA, credentials and cluster key (security/material.py)
+    --ha: <dir>/namenode-2/   the second NameNode; <dir>/etcd/etcd-1..3/ the etcd members holding
+                              the namespace (cluster/etcd.py), their logs beside the others
                               admin.pem is the credential of the superuser, for this launcher and you
 
 Processes run in their own sessions, so `hedgefs cluster up` can return and leave them running;
@@ -24,12 +26,16 @@ import time
 
 import grpc
 
+from hedgefs.cluster.etcd import binaries, free_ports, member_command
+from hedgefs.cluster.etcd import wait_healthy as etcd_wait_healthy
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import material, tls
 
 STATE_FILE = "cluster.json"
+NAMENODES = ("namenode", "namenode-2")   # the second only in an --ha cluster
+ETCD_MEMBERS = 3
 
 
 class ClusterError(Exception):
@@ -58,6 +64,7 @@ class Options:
     block_token_lifetime_s: float | None = None   # secure only; None: the NameNode's default
     # Extra `hedgefs datanode` flags for some DataNodes, e.g. {"dn3": ["--max-streams", "16"]}.
     datanode_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    ha: bool = False                         # 3 etcd members and 2 NameNodes on them (cluster/etcd.py)
 
 
 class LocalCluster:
@@ -71,8 +78,17 @@ class LocalCluster:
     # ------------------------------------------------------------------ queries
 
     @property
+    def namenode_names(self) -> list[str]:
+        return [n for n in NAMENODES if n in self.state]
+
+    @property
+    def etcd_names(self) -> list[str]:
+        return list(self.state.get("etcd", {}))
+
+    @property
     def namenode(self) -> str:
-        return f"127.0.0.1:{self.state['namenode']['port']}"
+        """The NameNode's address; with --ha, both, comma-separated (what clients and DataNodes take)."""
+        return ",".join(f"127.0.0.1:{self.state[n]['port']}" for n in self.namenode_names)
 
     @property
     def secure(self) -> bool:
@@ -146,18 +162,29 @@ class LocalCluster:
 
     def up(self, options: Options | None = None, timeout_s: float = 60.0) -> None:
         options = options or Options()
-        if self.state and any(self.is_running(n) for n in ["namenode", *self.datanode_ids]):
+        if self.state and any(self.is_running(n) for n in [*self.namenode_names, *self.datanode_ids, *self.etcd_names]):
             raise AlreadyRunning(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         self.state = {"options": dataclasses.asdict(options), "datanodes": {},
                       "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
+        if options.ha:
+            ports = free_ports(2 * ETCD_MEMBERS)
+            self.state["etcd"] = {f"etcd-{i + 1}": {"client_port": ports[2 * i], "peer_port": ports[2 * i + 1]}
+                                  for i in range(ETCD_MEMBERS)}
+            self.state["etcd_token"] = f"hedgefs-{os.urandom(6).hex()}"
+            self.state["namenode-2"] = {"port": 0, "http_port": 0}
         if options.secure and not (self.security_dir / "ca.pem").exists():
             # An existing (insecure) namespace keeps its cluster id: the material is made for it.
             material.init_material(self.security_dir, self.datanode_ids, cluster_id=self._namespace_cluster_id())
         try:
-            self.start("namenode")
+            for name in self.etcd_names:
+                self.start(name)
+            if self.etcd_names:
+                etcd_wait_healthy(binaries()[1], self.etcd_endpoints, 30.0, self._check_etcd)
+            for name in self.namenode_names:
+                self.start(name)
             for name in self.datanode_ids:
                 self.start(name)
             self.wait_live(self.datanode_ids, timeout_s)
@@ -179,8 +206,37 @@ class LocalCluster:
             return None
         return row[0] if row else None
 
+    @property
+    def etcd_endpoints(self) -> str:
+        return ",".join(f"127.0.0.1:{e['client_port']}" for e in self.state.get("etcd", {}).values())
+
+    @property
+    def meta(self) -> str:
+        """``--meta`` of the NameNodes: "" (SQLite) or the etcd URL of an --ha cluster."""
+        return f"etcd://{self.etcd_endpoints}/hedgefs" if self.etcd_names else ""
+
+    def _check_etcd(self) -> None:
+        for name in self.etcd_names:
+            if not self.is_running(name):
+                raise ClusterError(f"{name} exited: {_tail(self.root / 'logs' / (name + '.log'))}")
+
+    def _start_etcd(self, name: str) -> None:
+        etcd = self.state["etcd"]
+        data_dir = self.root / "etcd" / name
+        command = member_command(binaries()[0], name, str(data_dir), {n: e["client_port"] for n, e in etcd.items()},
+                                 {n: e["peer_port"] for n, e in etcd.items()}, self.state["etcd_token"],
+                                 "existing" if data_dir.exists() else "new")
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.root / "logs" / f"{name}.log", "ab")
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        log.close()
+        etcd[name]["pid"], etcd[name]["started"] = proc.pid, _proc_stat(proc.pid)[1]
+        self._children[proc.pid] = proc
+        self._save()
+
     def down(self) -> None:
-        names = [*self.datanode_ids, "namenode"] if self.state else []
+        names = [*self.datanode_ids, *self.namenode_names, *self.etcd_names] if self.state else []
         for name in names:
             if self.is_running(name):
                 pid = self.pid(name)
@@ -201,12 +257,15 @@ class LocalCluster:
         if self.is_running(name):
             raise ClusterError(f"{name} is already running (pid {self.pid(name)})")
         entry = self._entry(name)
+        if name in self.etcd_names:
+            (self.root / "logs").mkdir(parents=True, exist_ok=True)
+            return self._start_etcd(name)
         options = self.state["options"]
         port_file = self.root / f"{name}.port"
         port_file.unlink(missing_ok=True)
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True)
-        if name == "namenode":
+        if name in NAMENODES:
             args = ["namenode", "--port", str(entry["port"]), "--data-dir", str(data_dir),
                     "--dead-interval-s", str(options["dead_interval_s"]),
                     "--repair-interval-s", str(options["repair_interval_s"]),
@@ -215,6 +274,8 @@ class LocalCluster:
                 args += ["--default-policy", options["policy"]]
             if options.get("block_size"):
                 args += ["--block-size", str(options["block_size"])]
+            if self.meta:
+                args += ["--meta", self.meta]
             if options.get("secure"):
                 args += ["--credentials", str(self.security_dir / "namenode.pem")]
                 if options.get("block_token_lifetime_s"):
@@ -244,13 +305,13 @@ class LocalCluster:
         try:
             ports = self._launch(name, args, port_file, http_port)
         except ClusterError as err:
-            if name == "namenode" or not http_port or "cannot serve HTTP" not in str(err):
+            if name in NAMENODES or not http_port or "cannot serve HTTP" not in str(err):
                 raise
             with open(self.root / "logs" / f"{name}.log", "a") as log:
                 log.write(f"launcher: {name}'s HTTP port {http_port} is taken: starting it on a free one\n")
             ports = self._launch(name, args, port_file, 0)
         entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
-        if name != "namenode":
+        if name not in NAMENODES:
             entry["data_port"] = ports["data"]
         self._save()
 
@@ -292,13 +353,15 @@ class LocalCluster:
         if self.is_running(name):
             self.kill(name)
         self.start(name)
-        if name != "namenode":
+        if name in self.datanode_ids:
             self.wait_live([name], timeout_s)
 
     def wait_live(self, names: list[str], timeout_s: float = 60.0) -> None:
         """Block until the NameNode reports every one of `names` live."""
         deadline = time.monotonic() + timeout_s
-        with tls.channel(self.namenode, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
+        # The first NameNode (active or standby: DataNodes report to both, and both answer Report).
+        first = self.namenode.split(",")[0]
+        with tls.channel(first, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
             stub = hedgefs_pb2_grpc.NameNodeStub(channel)
             live: set[str] = set()
             while time.monotonic() < deadline:
@@ -319,12 +382,15 @@ class LocalCluster:
     # ------------------------------------------------------------------ internals
 
     def _entry(self, name: str) -> dict:
-        if name == "namenode":
-            return self.state["namenode"]
+        if name in NAMENODES and name in self.state:
+            return self.state[name]
+        if name in self.state.get("etcd", {}):
+            return self.state["etcd"][name]
         try:
             return self.state["datanodes"][name]
         except KeyError:
-            known = ", ".join(["namenode", *self.datanode_ids]) or "none (is the cluster up?)"
+            known = ", ".join([*self.namenode_names, *self.datanode_ids, *self.etcd_names]) or \
+                "none (is the cluster up?)"
             raise ClusterError(f"no such process {name!r} in {self.root}; known: {known}") from None
 
     def _signal(self, name: str, sig: int) -> None:

@@ -35,6 +35,20 @@ class DataNodeProtocol:
             raise FailedPrecondition(f"unknown DataNode {datanode_id!r}: register first")
 
     @_locked
+    def adopt_datanodes(self, heard: dict[str, tuple[str, str]]) -> None:
+        """A new active (HA): the DataNodes that reported to it as a standby are usable at once
+        (placement, reads), not after their next registration; their first heartbeat still asks
+        them to register and report again (nothing is deleted or repaired before that report)."""
+        for datanode_id, (address, data_address) in heard.items():
+            if self.liveness.knows(datanode_id) or address:
+                self.liveness.seen(datanode_id, address, data_address)
+                self._registered.add(datanode_id)
+                self._reregister.add(datanode_id)
+        if heard:
+            self._scan_needed = True
+            log.info("adopted %d DataNodes that reported to this NameNode as a standby", len(heard))
+
+    @_locked
     def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "",
                  storage_id: str = "") -> str:
         """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
@@ -51,6 +65,7 @@ class DataNodeProtocol:
             self.blocks.save_datanode(datanode_id, address, data_address)
         self.liveness.seen(datanode_id, address, data_address).storage_id = storage_id
         self._registered.add(datanode_id)
+        self._reregister.discard(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
@@ -83,6 +98,10 @@ class DataNodeProtocol:
             # Known from SQLite but not yet heard by this NameNode process (it restarted): it
             # stays live for reads, and is asked to register and report its units, so that the
             # block map is rebuilt from what the DataNodes really hold.
+            self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
+            return HeartbeatReply([], reregister=True)
+        if datanode_id in self._reregister:   # adopted at a failover: its registration and report, please
+            self._reregister.discard(datanode_id)
             self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
             return HeartbeatReply([], reregister=True)
         if (address and address != self.liveness.address(datanode_id)) or \

@@ -12,6 +12,13 @@ durable, so a ``kill -9`` mid-batch loses only changes no caller was told about.
 not see the batch (stat, list) run on per-thread read connections (``reading``): WAL snapshots of
 what is committed, taken without the lock.
 
+On etcd (``--meta etcd://``, ha.py) this file is a view and ``backend`` holds the truth: the
+capture triggers (etcd_view.py) record each change's rows, and ``_commit`` sends the batch's rows
+to etcd as one Txn guarded by the active's epoch *before* the local COMMIT, so a reader never sees
+a change etcd has not committed; a failed or timed-out Txn fails the batch (``_fail``) and the
+backend's ``fatal`` makes the NameNode step down. A batch is committed before it outgrows one Txn,
+and one change too large for one is refused (TooLarge). A standby opens the view ``read_only``.
+
 Tables
   meta             schema_version; cluster_id (made when the namespace is first formatted, or
                    given); generation_first/_next: the generations this namespace has issued
@@ -35,6 +42,7 @@ Tables
                    ``stale`` = 1: an extra copy of a unit the map puts on another DataNode; 2: a
                    corrupt copy that a repaired one replaced. Both are deleted only once their
                    group is back at full redundancy (see ``BlockMap.deletes_due``).
+  retry_cache      the first answer of each retried non-idempotent call, for 10 minutes (retry_cache.py)
 """
 
 from __future__ import annotations
@@ -346,10 +354,12 @@ class Database:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-        log.critical("metadata store %s failed (%s): refusing changes until the NameNode restarts", self.path, why)
+        log.critical("metadata store %s failed (%s): refusing changes%s", self.path, why,
+                     "" if self.backend is not None else " until the NameNode restarts")
+        then = ("this NameNode steps down to standby" if self.backend is not None else
+                "changes are refused until the NameNode restarts")
         with self._state:
-            self.failed = (f"the NameNode's metadata store failed ({why}); changes are refused until the "
-                           f"NameNode restarts")
+            self.failed = f"the NameNode's metadata store failed ({why}); {then}"
             self._state.notify_all()
 
     def wait_durable(self, seq: int) -> None:

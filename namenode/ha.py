@@ -308,7 +308,12 @@ class HA:
         with self._switch:
             self.role = "promoting"
             self.follower.stop()
-            if self.namesystem is not None:
+            heard = {}
+            if self.namesystem is not None:   # the DataNodes reporting to this standby lately
+                old = self.namesystem.liveness
+                now = time.monotonic()
+                heard = {d: (old.address(d), old.data_address(d)) for d, t in self.datanodes.seen.items()
+                         if now - t < old.dead_interval_s and old.address(d)}
                 self.namesystem.close()
                 self.namesystem = None
             self.epoch = epoch
@@ -319,6 +324,7 @@ class HA:
             self.namesystem = nn
             self.failovers += 1
             metrics.ha_promoted(epoch)
+            nn.adopt_datanodes(heard)
             self._replay_receipts(nn)
             self.role = "active"
             self.on_active(nn)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from hedgefs.namenode.db import StoreFailed
+
 log = logging.getLogger("hedgefs.namenode")
 
 
@@ -26,5 +28,7 @@ class Monitor:
         while not self._stop.wait(self.interval_s):
             try:
                 self.namenode.tick()
+            except StoreFailed as err:   # the store failed (on etcd: this NameNode steps down): said once there
+                log.debug("monitor pass skipped: %s", err)
             except Exception:  # one bad pass must not end repairs for good
                 log.exception("monitor pass failed")

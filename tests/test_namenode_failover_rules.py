@@ -88,3 +88,20 @@ def test_a_retried_create_returns_the_first_answer_and_a_new_call_runs(tmp_path)
         assert nn.db.one("SELECT COUNT(*) FROM retry_cache")[0] == 0
     finally:
         nn.close()
+
+
+def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_path):
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 5)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.9)
+    try:
+        nn.adopt_datanodes({dn: (f"127.0.0.1:{40000 + int(dn[2:])}", "") for dn in dns})
+        nn.create("/at-once")          # placeable at once: no "only 0 are live" after a failover
+        first = nn.heartbeat(dns[0], "")
+        assert first.reregister         # but it registers and reports to this active once
+        nn.register(dns[0], "127.0.0.1:40001")
+        assert not nn.heartbeat(dns[0], "").reregister
+    finally:
+        nn.close()

@@ -252,3 +252,33 @@ def bench_failover(reps, graceful_reps, lease_ttl_s, out) -> None:
     if out is not None:
         out.write_text(json.dumps(doc, indent=1) + "\n")
     click.echo(json.dumps(doc))
+
+
+@click.command("meta", context_settings=CONTEXT)
+@click.option("--rounds", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--mkdirs", type=click.IntRange(16), default=3200, show_default=True, help="Mkdirs per round and backend.")
+@click.option("--stats", type=click.IntRange(16), default=16000, show_default=True, help="Stats per round and backend.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
+def bench_meta(rounds, mkdirs, stats, out) -> None:
+    """The namespace on etcd against SQLite in the same run: mkdirs/s and stats/s of 16 client
+    threads on a NameNode of each (bench/meta.py), rounds alternating. Needs etcd on PATH.
+
+    \b
+    Examples:
+      hedgefs bench meta --rounds 3 --out bench/results/meta.json
+    """
+    import sys
+
+    from hedgefs.bench.meta import run
+    from hedgefs.cluster.etcd import EtcdMissing
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(rounds=rounds, mkdirs=mkdirs, stats=stats, command=command, say=lambda s: click.echo(s, err=True))
+    except EtcdMissing as err:
+        raise UsageError(str(err)) from None
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))

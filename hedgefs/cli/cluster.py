@@ -7,6 +7,7 @@ import click
 
 from hedgefs.cli.common import CONTEXT, Group, check_policy
 from hedgefs.client.errors import HedgefsError
+from hedgefs.cluster.etcd import EtcdMissing
 from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 
 DEFAULT_CLUSTER_DIR = ".hedgefs-cluster"
@@ -73,8 +74,11 @@ def cluster() -> None:
 @click.option("--secure", is_flag=True,
               help="Make (once, in DIR/security/) a CA, a credential per server and an admin credential, and run "
                    "every process with TLS, checked calls, block tokens and file permissions.")
+@click.option("--ha", is_flag=True,
+              help="High availability: 3 etcd members (etcd on PATH) hold the namespace and 2 NameNodes (namenode, "
+                   "namenode-2) share it, one active, one standby; clients and DataNodes get both addresses.")
 def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, dead_interval_s, heartbeat_interval_s,
-               no_fsync, secure) -> None:
+               no_fsync, secure, ha) -> None:
     """Start the cluster; returns once every DataNode has registered. Prints the status page's URL
     and the export lines that point this shell's client and cluster verbs at it (with --secure,
     the admin's credential too). With fewer DataNodes than RS-6-3 needs, the default policy is
@@ -85,6 +89,7 @@ def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, de
       hedgefs cluster up
       hedgefs cluster up --dir ./c2 --namenode-port 0 --http-port 0 --datanodes 5
       hedgefs cluster up --secure --no-fsync
+      hedgefs cluster up --ha --datanodes 5      # then: hedgefs cluster kill namenode
     """
     from hedgefs.client.errors import UsageError
     from hedgefs.ec.policy import parse_policy
@@ -101,11 +106,15 @@ def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, de
     options = Options(datanodes=datanodes, namenode_port=namenode_port, namenode_http_port=http_port,
                       policy=policy, block_size=block_size,
                       dead_interval_s=dead_interval_s, heartbeat_interval_s=heartbeat_interval_s, fsync=not no_fsync,
-                      secure=secure)
+                      secure=secure, ha=ha)
     try:
         c.up(options)
-    except ClusterError as err:
+    except EtcdMissing as err:
+        raise UsageError(f"cluster up --ha: {err}") from None
+    except (ClusterError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
+    if ha:
+        click.echo(f"etcd: {', '.join(c.etcd_names)} at {c.etcd_endpoints}; namespace at {c.meta}")
     click.echo(f"cluster up in {c.root}: namenode {c.namenode}, {datanodes} DataNodes (dn1..dn{datanodes})"
                + (", secure" if secure else ""))
     click.echo(f"status page: {c.http_url}" + (" (an admin's client certificate: admin.pem)" if secure else ""))
@@ -128,17 +137,18 @@ def cluster_status(root, as_json) -> None:
     """
     c = _cluster(root)
     servers = []
-    for name in ["namenode", *c.datanode_ids]:
-        entry = c.state["namenode"] if name == "namenode" else c.state["datanodes"][name]
-        servers.append({"name": name, "role": "namenode" if name == "namenode" else "datanode",
-                        "pid": entry.get("pid") or None, "rpc_port": entry.get("port"),
+    for name in [*c.etcd_names, *c.namenode_names, *c.datanode_ids]:
+        entry = c._entry(name)
+        role = "etcd" if name in c.etcd_names else "namenode" if name in c.namenode_names else "datanode"
+        servers.append({"name": name, "role": role, "pid": entry.get("pid") or None,
+                        "rpc_port": entry.get("client_port") if role == "etcd" else entry.get("port"),
                         "http_port": entry.get("http_port") or None, "state": c.process_state(name)})
     if as_json:
         click.echo(json.dumps({"dir": str(c.root), "namenode": c.namenode, "status_page": c.http_url,
                                "servers": servers}))
         return
     for s in servers:
-        click.echo(f"{s['name']:<9} pid {s['pid'] or '-':>7}  rpc {s['rpc_port']:<5}  http {s['http_port'] or '-':<5}  "
+        click.echo(f"{s['name']:<10} pid {s['pid'] or '-':>7}  rpc {s['rpc_port']:<5}  http {s['http_port'] or '-':<5}  "
                    f"{s['state']}")
     click.echo(f"status page: {c.http_url}")
 
@@ -158,7 +168,7 @@ def cluster_down(root) -> None:
 
 def _process_verb(name: str, doc: str, action: str):
     @cluster.command(name, context_settings=CONTEXT, help=doc)
-    @click.argument("process", metavar="DN_ID|namenode")
+    @click.argument("process", metavar="DN_ID|namenode|namenode-2|etcd-N")
     @cluster_dir_option
     def command(process: str, root: str) -> None:
         c = _cluster(root)
@@ -175,7 +185,8 @@ def _doc(text: str, verb: str) -> str:
     return f"{text}\n\n\b\nExamples:\n  hedgefs cluster {verb} dn3\n  hedgefs cluster {verb} namenode --dir ./c2"
 
 
-_process_verb("kill", _doc("SIGKILL a DataNode (or the NameNode): a crash.", "kill"), "kill")
+_process_verb("kill", _doc("SIGKILL a DataNode (or a NameNode, or an etcd member of an --ha cluster): a crash.", "kill"),
+              "kill")
 _process_verb("freeze", _doc("SIGSTOP a process: TCP still connects, nothing answers.", "freeze"), "freeze")
 _process_verb("thaw", _doc("SIGCONT a frozen process.", "thaw"), "thaw")
 _process_verb("restart", _doc("Start a process again with its data dir (killing it first if running).", "restart"),

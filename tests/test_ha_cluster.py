@@ -1,0 +1,50 @@
+"""`hedgefs cluster up --ha`: 3 etcd members, 2 NameNodes on them, DataNodes reporting to both, a
+client with both addresses (real processes, the launcher's). A user's session: write, kill the
+active NameNode, write and read on, kill an etcd member, write on; every byte reads back.
+
+It needs DataNodes and clients that take a list of NameNodes (the DataNode and client sides of
+HA); without them it skips, saying so.
+"""
+
+import pytest
+
+from etcd_support import ETCD, SKIP_REASON
+from hedgefs.cluster.launcher import LocalCluster, Options
+
+from conftest import pattern, run_cli, wait_until
+
+pytest.importorskip("hedgefs.datanode.epochs", reason="DataNodes reporting to every NameNode are not in this tree")
+pytestmark = pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
+
+
+def _active(c: LocalCluster) -> str:
+    report = run_cli("admin", "report", namenode=c.namenode)
+    assert report.code == 0, report.stderr
+    return report.stdout.decode().splitlines()[0]
+
+
+def test_cluster_up_ha_survives_its_active_namenode_and_an_etcd_member(tmp_path):
+    c = LocalCluster(tmp_path / "c")
+    c.up(Options(datanodes=3, namenode_port=0, policy="REPLICATE-3", block_size=262144, fsync=False, ha=True,
+                 heartbeat_interval_s=0.5, dead_interval_s=10.0))
+    try:
+        assert len(c.namenode.split(",")) == 2 and len(c.etcd_names) == 3
+        status = run_cli("cluster", "status", "--dir", str(c.root))
+        assert all(name in status.stdout.decode() for name in ("etcd-3", "namenode-2", "dn3"))
+        first, second = pattern(700_000, seed=1), pattern(500_000, seed=2)
+        assert run_cli("put", "-", "/one.bin", namenode=c.namenode, input=first).code == 0
+        assert "namenode: active" in _active(c)
+        c.kill("namenode")          # the first one started, the active
+        put = run_cli("put", "-", "/two.bin", namenode=c.namenode, input=second)
+        assert put.code == 0, put.stderr
+        assert run_cli("cat", "/one.bin", namenode=c.namenode).stdout == first
+        c.start("namenode")         # back, as a standby of namenode-2
+        wait_until(lambda: "standby" in run_cli("admin", "report", namenode=c.namenode.split(",")[0]).stdout.decode(),
+                   30, "the restarted NameNode to be a standby")
+        c.kill("etcd-1")
+        put = run_cli("put", "-", "/three.bin", namenode=c.namenode, input=first)
+        assert put.code == 0, put.stderr
+        for path, data in (("/one.bin", first), ("/two.bin", second), ("/three.bin", first)):
+            assert run_cli("cat", path, namenode=c.namenode).stdout == data, path
+    finally:
+        c.down()
