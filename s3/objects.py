@@ -12,7 +12,7 @@ from aiohttp import web
 from hedgefs.client.errors import HedgefsError
 from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, window_chunks
+from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole, window_chunks
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.store import ObjectInfo, check_key
 
@@ -137,7 +137,10 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     response.content_length = end - start
     await response.prepare(ctx.request)
     if not head and end > start:
-        await stream(response, reader, start, end)
+        if span is None:
+            await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
+        else:
+            await stream(response, reader, start, end)
     await response.write_eof()
     return response
 
