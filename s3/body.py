@@ -79,6 +79,24 @@ class Body:
         self._pending_length = 0
         self._eof = False
 
+    async def _fill(self, n: int) -> bytearray:
+        """Up to ``n`` bytes of a plain body in one new buffer (shorter only at its end), each
+        piece copied in as it comes and let go: one stripe in memory per writer, not two."""
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        try:
+            while got < n:
+                data = await self._content.read(n - got)
+                if not data:
+                    break
+                view[got:got + len(data)] = data
+                got += len(data)
+        finally:
+            view.release()
+        if got < n:
+            del buf[got:]
+        return buf
+
     async def _pull(self, n: int) -> list[bytes]:
         """Up to ``n`` bytes of the raw body as aiohttp buffered them, fewer only at its end: one
         trip to the event loop per writer read (a stripe), not one per socket read."""
@@ -95,6 +113,12 @@ class Body:
         """Up to ``n`` bytes (all that is left if n < 0); b"" at the end. Runs on the writer's
         source thread: the hashing (hashlib releases the GIL) happens here, off the event loop."""
         want = n if n >= 0 else 1 << 62
+        if self._chunked is None and not self._pending and not self._eof and 0 < want <= PULL_MAX:
+            data = asyncio.run_coroutine_threadsafe(self._fill(want), self._loop).result()
+            self._take_in(data)
+            if len(data) < want:
+                self._finish()
+            return data
         while self._pending_length < want and not self._eof:
             raw = asyncio.run_coroutine_threadsafe(
                 self._pull(min(want - self._pending_length, PULL_MAX)), self._loop).result()
@@ -103,15 +127,19 @@ class Body:
                 break
             for data in raw:
                 for piece in (self._chunked.feed(data) if self._chunked else (data,)):
-                    self.md5.update(piece)
-                    if self._sha is not None:
-                        self._sha.update(piece)
-                    self.length += len(piece)
+                    self._take_in(piece)
                     self._pending.append(piece)
                     self._pending_length += len(piece)
-            if self._want_length is not None and self.length > self._want_length:
-                raise S3Error("IncompleteBody", "the body is longer than its declared length")
         return self._take(min(want, self._pending_length))
+
+    def _take_in(self, piece) -> None:
+        """Hash and count bytes of the body as they arrive (hashlib releases the GIL)."""
+        self.md5.update(piece)
+        if self._sha is not None:
+            self._sha.update(piece)
+        self.length += len(piece)
+        if self._want_length is not None and self.length > self._want_length:
+            raise S3Error("IncompleteBody", "the body is longer than its declared length")
 
     def _take(self, n: int) -> bytes:
         """The first ``n`` pending bytes: the piece itself when it is exactly that, else one join."""
