@@ -42,7 +42,7 @@ UNSUPPORTED = {"policy", "cors", "lifecycle", "versioning", "versions", "tagging
 
 READ_BUFSIZE = 256 << 10
 WRITERS = 2            # large objects or parts written at once (memory: see Gateway.writing)
-WRITER_WAIT_S = 10.0
+WRITER_WAIT_S = 30.0
 SMALL_WRITE = 8 << 20  # bytes: a write this small holds little and never waits its turn
 
 
@@ -93,7 +93,8 @@ class Gateway:
         8 parallel parts made a 1 GiB PUT peak at 400 MB; on 2 cores two writers keep both busy),
         the others' bodies wait in their sockets. Writes under SMALL_WRITE never wait. Soft:
         after WRITER_WAIT_S a write goes ahead anyway, so a slow uploader holds up the others at
-        most that long and no client's send times out behind a long one."""
+        most that long and no client's send times out behind a long one (boto3's and the AWS
+        CLI's socket timeout is 60 s)."""
         if length is not None and length < SMALL_WRITE:
             yield
             return
