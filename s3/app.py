@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import urllib.parse
@@ -23,7 +24,7 @@ from aiohttp import web
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
-from hedgefs.s3 import acl, listing, objects, sigv4
+from hedgefs.s3 import acl, listing, memory, objects, sigv4
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.keys import AccessKey, KeyStore
 from hedgefs.s3.multipart import Uploads
@@ -39,6 +40,12 @@ UNSUPPORTED = {"policy", "cors", "lifecycle", "versioning", "versions", "tagging
                "ownershipControls", "publicAccessBlock", "intelligent-tiering", "attributes"}
 
 
+READ_BUFSIZE = 256 << 10
+WRITERS = 2            # large objects or parts written at once (memory: see Gateway.writing)
+WRITER_WAIT_S = 30.0
+SMALL_WRITE = 8 << 20  # bytes: a write this small holds little and never waits its turn
+
+
 class Session:
     """What a request acts as: a Store and the Uploads on the FileSystem of one hedgefs user."""
 
@@ -50,7 +57,8 @@ class Session:
 
 class Gateway:
     def __init__(self, namenode: str, keys: KeyStore, *, anonymous: bool = False, secure: bool = False,
-                 hedge: HedgeConfig | None = None, meta_policy: str | None = None, workers: int = 64):
+                 hedge: HedgeConfig | None = None, meta_policy: str | None = None, workers: int = 64,
+                 writers: int = WRITERS):
         self.namenode = namenode
         self.keys = keys
         self.anonymous = anonymous
@@ -58,6 +66,7 @@ class Gateway:
         self.hedge = hedge
         self.meta_policy = meta_policy
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3")
+        self._writers = asyncio.Semaphore(writers)
         self._sessions: dict[str | None, Session] = {}
         self._lock = threading.Lock()
 
@@ -76,6 +85,28 @@ class Gateway:
 
     def cached(self, key: AccessKey | None) -> Session | None:
         return self._sessions.get(key.credential if key is not None and self.secure else None)
+
+    @contextlib.asynccontextmanager
+    async def writing(self, length: int | None = None):
+        """A writer's turn: at most ``writers`` large objects or parts are written at once (each
+        writer of the client library holds some 45 MB of stripes, cells and unit sends in flight:
+        8 parallel parts made a 1 GiB PUT peak at 400 MB; on 2 cores two writers keep both busy),
+        the others' bodies wait in their sockets. Writes under SMALL_WRITE never wait. Soft:
+        after WRITER_WAIT_S a write goes ahead anyway, so a slow uploader holds up the others at
+        most that long and no client's send times out behind a long one (boto3's and the AWS
+        CLI's socket timeout is 60 s)."""
+        if length is not None and length < SMALL_WRITE:
+            yield
+            return
+        try:
+            await asyncio.wait_for(self._writers.acquire(), WRITER_WAIT_S)
+        except TimeoutError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._writers.release()
 
     async def run(self, fn, *args):
         """A blocking call on a worker thread."""
@@ -127,6 +158,9 @@ async def errors(request: web.Request, handler):
                                    request_id)
     response.headers.setdefault("x-amz-request-id", request_id)
     response.headers.setdefault("Server", "hedgefs")
+    moved = (request.content_length or 0) + (response.content_length or 0)
+    if moved >= memory.TRIM_AFTER or (request.method == "POST" and "uploadId" in request.query):
+        asyncio.get_running_loop().run_in_executor(request.app["gateway"].pool, memory.trim)   # not awaited
     return response
 
 
@@ -213,7 +247,9 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(gateway: Gateway) -> web.Application:
-    app = web.Application(middlewares=[errors], client_max_size=1 << 20)
+    # read_bufsize: a request body is buffered up to 2x this before aiohttp pauses the socket
+    # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB)
+    app = web.Application(middlewares=[errors], client_max_size=1 << 20, handler_args={"read_bufsize": READ_BUFSIZE})
     app["gateway"] = gateway
     app.router.add_route("*", "/{tail:.*}", dispatch)
     return app

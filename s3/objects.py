@@ -12,7 +12,7 @@ from aiohttp import web
 from hedgefs.client.errors import HedgefsError
 from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, window_chunks
+from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole, window_chunks
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.store import ObjectInfo, check_key
 
@@ -137,18 +137,22 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     response.content_length = end - start
     await response.prepare(ctx.request)
     if not head and end > start:
-        await stream(response, reader, start, end)
+        if span is None:
+            await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
+        else:
+            await stream(response, reader, start, end)
     await response.write_eof()
     return response
 
 
-async def _write(ctx: Context, path: str, body, block_size: int = 0) -> None:
+async def _write(ctx: Context, path: str, body, length: int | None) -> None:
     def write():
         try:
-            ctx.session.fs.write(path, body, overwrite=True, block_size=block_size)
+            ctx.session.fs.write(path, body, overwrite=True)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-    await ctx.run(write)
+    async with ctx.gateway.writing(length):
+        await ctx.run(write)
 
 
 async def put_object(ctx: Context) -> web.Response:
@@ -164,7 +168,7 @@ async def put_object(ctx: Context) -> web.Response:
         info = await ctx.run(ctx.store.make_marker, ctx.bucket, ctx.key)
         return web.Response(headers={"ETag": info.etag})
     path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
-    await _write(ctx, path, body)
+    await _write(ctx, path, body, declared_length(ctx.request))
     info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta)
     return web.Response(headers={"ETag": info.etag})
 
@@ -193,7 +197,7 @@ async def copy_object(ctx: Context) -> web.Response:
     else:   # onto itself too: new metadata is a new version (store.Store.info caches by version)
         path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
         source = ChunkSource(reader.chunks())
-        await _write(ctx, path, source)
+        await _write(ctx, path, source, info.size)
         etag = f'"{source.md5.hexdigest()}"' if "-" not in info.etag else info.etag
         new = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, etag, content_type, meta)
     body = xmlout.element("LastModified", xmlout.iso(new.mtime_ms)) + xmlout.element("ETag", new.etag)
@@ -295,8 +299,9 @@ async def upload_part_copy(ctx: Context) -> web.Response:
                 raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
             return source.md5.hexdigest()
 
-        etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
-                             end - start, write)
+        async with ctx.gateway.writing(end - start):
+            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
+                                 end - start, write)
     finally:
         if reader is not None:
             reader.close()
@@ -323,7 +328,8 @@ async def upload_part(ctx: Context) -> web.Response:
             raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
         return body.md5.hexdigest()
 
-    etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length, write)
+    async with ctx.gateway.writing(length):
+        etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length, write)
     return web.Response(headers={"ETag": etag})
 
 
@@ -360,7 +366,8 @@ async def complete_upload(ctx: Context) -> web.Response:
             return done
         return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id})
 
-    info = await ctx.run(complete)
+    async with ctx.gateway.writing():   # a copy of the parts, or of the short last one
+        info = await ctx.run(complete)
     body = (xmlout.element("Location", f"/{ctx.bucket}/{ctx.key}") + xmlout.element("Bucket", ctx.bucket)
             + xmlout.element("Key", ctx.key) + xmlout.element("ETag", info.etag))
     return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml")

@@ -447,4 +447,6 @@ def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
     finally:
         tls.stop()
     assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-cert", cert, namenode=cluster.namenode),
-                          "go together")
+                          "no private key", "give --tls-key")
+    assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-key", key, namenode=cluster.namenode),
+                          "goes with --tls-cert")

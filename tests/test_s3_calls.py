@@ -272,3 +272,23 @@ def test_a_part_copied_from_a_key_with_odd_characters(s3):
     s3.complete_multipart_upload(Bucket="calls", Key="odd-dst/é?.bin", UploadId=upload,
                                  MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
     assert s3.get_object(Bucket="calls", Key="odd-dst/é?.bin")["Body"].read() == data
+
+
+def test_parallel_parts_beyond_the_writer_limit_all_land(s3):
+    """More large parts at once than the gateway writes at once (--writers, 2): the others wait
+    their turn in their sockets, and every part lands whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = [pattern(8 * MiB, seed=40 + n) for n in range(5)]
+    upload = s3.create_multipart_upload(Bucket="calls", Key="writers/big.bin")["UploadId"]
+
+    def send(n):
+        return s3.upload_part(Bucket="calls", Key="writers/big.bin", UploadId=upload, PartNumber=n + 1,
+                              Body=parts[n])["ETag"]
+
+    with ThreadPoolExecutor(5) as pool:
+        etags = list(pool.map(send, range(5)))
+    assert etags == [f'"{hashlib.md5(p).hexdigest()}"' for p in parts]
+    s3.complete_multipart_upload(Bucket="calls", Key="writers/big.bin", UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+    assert s3.get_object(Bucket="calls", Key="writers/big.bin")["Body"].read() == b"".join(parts)

@@ -38,12 +38,16 @@ def keys_option(f):
                    "cluster the one `hedgefs admin s3-cert` issues (it holds its key too) ...")
 @click.option("--tls-key", metavar="PEM", type=click.Path(dir_okay=False),
               help="... and its private key, if not in the --tls-cert file.")
+@click.option("--writers", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Large objects or parts written at once; more wait their turn (up to 30 s). Each "
+                   "holds ~45 MB in flight: the gateway's memory is about 60 MB + this x 45 MB.")
 @click.option("--meta-policy", metavar="NAME", help="Policy of the metadata sidecars and upload records "
                                                     "(default: the bucket's).")
 @namenode_option
 @hedge_options
 @metrics_port_option
-def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, meta_policy, namenode, metrics_port, **hedge) -> None:
+def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, writers, meta_policy, namenode, metrics_port,
+       **hedge) -> None:
     """Serve the S3 API for the cluster: buckets are top-level directories, keys the paths below.
 
     Every GET is a hedged striped read; PUTs are streamed and committed atomically. Requests are
@@ -95,7 +99,7 @@ def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, meta_policy, na
     with open_fs(namenode, config) as fs:
         fs.stat("/")
     gateway = Gateway(namenode_address(namenode), KeyStore(keys_dir), anonymous=allow_anonymous, secure=secure,
-                      hedge=config, meta_policy=meta_policy)
+                      hedge=config, meta_policy=meta_policy, writers=writers)
     with serving_client_metrics(metrics_port):
         serve(gateway, host, port, ssl_context)
 
