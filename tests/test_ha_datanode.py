@@ -142,17 +142,17 @@ def test_a_datanode_reports_to_every_namenode_and_obeys_the_newest_active(tmp_pa
             old.commands["dn1"] = [delete(1, 0)]
         with new.lock:
             new.commands["dn1"] = [delete(2, 0)]
-        wait_until(lambda: not dn.store.has(2, 0), 10, "the active's delete")
+        wait_until(lambda: not dn.store.has(2, 0, generation=0), 10, "the active's delete")
         wait_until(lambda: refusals(dn, "stale_epoch") == 1, 10,
                    "the deposed active's delete refused")
-        assert dn.store.has(1, 0)
+        assert dn.store.has(1, 0, generation=0)
 
         new.active = False   # the epoch-5 NameNode steps down: its commands are refused too
         with new.lock:
             new.commands["dn1"] = [delete(3, 0)]
         wait_until(lambda: refusals(dn, "not_active") == 1, 10,
                    "the standby's delete refused")
-        assert dn.store.has(3, 0) and dn.store.has(1, 0)
+        assert dn.store.has(3, 0, generation=0) and dn.store.has(1, 0, generation=0)
         text = fetch_metrics(dn)
         assert 'hedgefs_datanode_commands_refused_total{datanode="dn1",reason="stale_epoch"} 1.0' in text
         assert 'hedgefs_datanode_namenode_epoch{datanode="dn1"} 5.0' in text
