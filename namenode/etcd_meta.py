@@ -380,8 +380,9 @@ def preflight(url: MetaURL, timeout_s: float = 2.0) -> str | None:
             except ssl.SSLCertVerificationError as err:
                 return f"{where}: its certificate is not one of this cluster's CA ({url.tls.ca}): {err.verify_message}"
             except ssl.SSLError as err:
-                if not url.secure:
-                    return None          # not TLS: a plaintext member, as asked
+                if not url.secure:       # an alert is TLS (1.2 refusing us); anything else is no TLS, as asked
+                    return f"{where} speaks TLS: use --meta {dataclasses.replace(url, secure=True)} " \
+                           f"(with --etcd-tls DIR)" if "ALERT" in (err.reason or "").upper() else None
                 reason = (err.reason or str(err)).lower().replace("_", " ")
                 return f"{where} refused this NameNode's client certificate ({url.tls.cert}: {reason})"
             except (OSError, ValueError):
