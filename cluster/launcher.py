@@ -178,11 +178,13 @@ class LocalCluster:
         if options.secure and not (self.security_dir / "ca.pem").exists():
             # An existing (insecure) namespace keeps its cluster id: the material is made for it.
             material.init_material(self.security_dir, self.datanode_ids, cluster_id=self._namespace_cluster_id())
+        if options.secure and options.ha and not self.etcd_tls.exists():
+            material.add_etcd_material(self.security_dir)   # material made before etcd's was
         try:
             for name in self.etcd_names:
                 self.start(name)
             if self.etcd_names:
-                etcd_wait_healthy(binaries()[1], self.etcd_endpoints, 30.0, self._check_etcd)
+                etcd_wait_healthy(binaries()[1], self.etcd_endpoints, 30.0, self._check_etcd, self.etcd_tls_or_none)
             for name in self.namenode_names:
                 self.start(name)
             for name in self.datanode_ids:
@@ -211,9 +213,20 @@ class LocalCluster:
         return ",".join(f"127.0.0.1:{e['client_port']}" for e in self.state.get("etcd", {}).values())
 
     @property
+    def etcd_tls(self) -> "material.EtcdMaterial":
+        return material.etcd_material(self.security_dir)
+
+    @property
+    def etcd_tls_or_none(self) -> "material.EtcdMaterial | None":
+        """etcd's TLS files when the cluster is secure: its members then speak only TLS."""
+        return self.etcd_tls if self.secure else None
+
+    @property
     def meta(self) -> str:
-        """``--meta`` of the NameNodes: "" (SQLite) or the etcd URL of an --ha cluster."""
-        return f"etcd://{self.etcd_endpoints}/hedgefs" if self.etcd_names else ""
+        """``--meta`` of the NameNodes: "" (SQLite) or the etcd URL of an --ha cluster (etcds:// if secure)."""
+        if not self.etcd_names:
+            return ""
+        return f"{'etcds' if self.secure else 'etcd'}://{self.etcd_endpoints}/hedgefs"
 
     def _check_etcd(self) -> None:
         for name in self.etcd_names:
@@ -225,7 +238,7 @@ class LocalCluster:
         data_dir = self.root / "etcd" / name
         command = member_command(binaries()[0], name, str(data_dir), {n: e["client_port"] for n, e in etcd.items()},
                                  {n: e["peer_port"] for n, e in etcd.items()}, self.state["etcd_token"],
-                                 "existing" if data_dir.exists() else "new")
+                                 "existing" if data_dir.exists() else "new", self.etcd_tls_or_none)
         data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.root / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -278,6 +291,8 @@ class LocalCluster:
                 args += ["--meta", self.meta]
             if options.get("secure"):
                 args += ["--credentials", str(self.security_dir / "namenode.pem")]
+                if self.meta:
+                    args += ["--etcd-tls", str(self.etcd_tls.directory)]
                 if options.get("block_token_lifetime_s"):
                     args += ["--block-token-lifetime-s", str(options["block_token_lifetime_s"])]
         else:

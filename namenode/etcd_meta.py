@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import queue
 import threading
 from typing import Iterator
@@ -52,28 +53,42 @@ class Compacted(MetaError):
 
 
 @dataclasses.dataclass(frozen=True)
+class EtcdTLS:
+    """The files a NameNode shows etcd over TLS (security/material.py's DIR/etcd/)."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+@dataclasses.dataclass(frozen=True)
 class MetaURL:
     scheme: str                      # "sqlite" or "etcd"
     path: str = ""                   # sqlite: the database file ("" = the data dir's default)
     endpoints: tuple[tuple[str, int], ...] = ()
     prefix: str = ""
+    secure: bool = False             # etcds://: TLS, with a client certificate (``tls``)
+    tls: EtcdTLS | None = None       # not in the URL: the NameNode's --etcd-tls
 
     def __str__(self) -> str:
         if self.scheme == "sqlite":
             return f"sqlite://{self.path}"
-        return "etcd://" + ",".join(f"{h}:{p}" for h, p in self.endpoints) + "/" + self.prefix
+        return ("etcds://" if self.secure else "etcd://") + ",".join(f"{h}:{p}" for h, p in self.endpoints) \
+            + "/" + self.prefix
 
 
 def parse_meta_url(url: str) -> MetaURL:
-    """``sqlite:///PATH`` or ``etcd://HOST:PORT[,HOST:PORT...]/PREFIX``; ValueError (one line) else."""
+    """``sqlite:///PATH``, ``etcd://HOST:PORT[,HOST:PORT...]/PREFIX`` or ``etcds://...`` (the same
+    over TLS, with a client certificate); ValueError (one line) else."""
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
         if path and not path.startswith("/"):
             raise ValueError(f"bad --meta {url!r}: an SQLite URL is sqlite:///ABSOLUTE/PATH")
         return MetaURL("sqlite", path=path)
-    if not url.startswith("etcd://"):
-        raise ValueError(f"bad --meta {url!r}: expected sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT...]/PREFIX")
-    rest = url[len("etcd://"):]
+    secure = url.startswith("etcds://")
+    if not url.startswith("etcd://") and not secure:
+        raise ValueError(f"bad --meta {url!r}: expected sqlite:///PATH or etcd[s]://HOST:PORT[,HOST:PORT...]/PREFIX")
+    rest = url.partition("://")[2]
     hosts, _, prefix = rest.partition("/")
     prefix = prefix.strip("/")
     if not prefix or any(c in prefix for c in " \n\t"):
@@ -84,7 +99,7 @@ def parse_meta_url(url: str) -> MetaURL:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"bad --meta {url!r}: {item!r} is not HOST:PORT")
         endpoints.append((host.strip("[]"), int(port)))
-    return MetaURL("etcd", endpoints=tuple(endpoints), prefix=prefix)
+    return MetaURL("etcd", endpoints=tuple(endpoints), prefix=prefix, secure=secure)
 
 
 def _range_end(prefix: bytes) -> bytes:
@@ -106,6 +121,19 @@ class Event:
     lease: int = 0
 
 
+def _channel_credentials(url: MetaURL) -> grpc.ChannelCredentials:
+    """TLS to etcd: the cluster CA checks the members (their certificates name their addresses), the
+    client certificate shows etcd this is a NameNode (etcd's --client-cert-auth)."""
+    if url.tls is None:
+        raise MetaError(f"--meta {url} needs etcd's client certificate (--etcd-tls DIR)")
+    try:
+        with open(url.tls.ca, "rb") as ca, open(url.tls.key, "rb") as key, open(url.tls.cert, "rb") as cert:
+            return grpc.ssl_channel_credentials(root_certificates=ca.read(), private_key=key.read(),
+                                                certificate_chain=cert.read())
+    except OSError as err:
+        raise MetaError(f"cannot read etcd's TLS file {err.filename}: {err.strerror}") from None
+
+
 class EtcdMeta:
     """A client of one etcd cluster, for the keys under one prefix."""
 
@@ -116,8 +144,10 @@ class EtcdMeta:
         self.url = url
         self.root = f"/{url.prefix}/".encode()
         self.timeout_s = timeout_s
+        creds = _channel_credentials(url) if url.secure else None
         self._client = pyetcd.MultiEndpointEtcd3Client(
-            endpoints=[pyetcd.Endpoint(h, p, secure=False, time_retry=RETRY_ENDPOINT_S) for h, p in url.endpoints],
+            endpoints=[pyetcd.Endpoint(h, p, secure=url.secure, creds=creds, time_retry=RETRY_ENDPOINT_S)
+                       for h, p in url.endpoints],
             timeout=timeout_s, failover=True)
         self._lock = threading.Lock()   # the client's endpoint choice is not thread-safe
 
@@ -297,3 +327,65 @@ class EtcdMeta:
             return r.header.revision, None
         kvs = r.responses[0].response_range.kvs
         return 0, (kvs[0].value if kvs else None)
+
+
+def with_tls(url: MetaURL, directory: str) -> MetaURL:
+    """``url`` with the etcd TLS files of ``directory`` (ca.pem, client.pem, client-key.pem: what
+    ``hedgefs admin init-security`` writes in DIR/etcd/); ValueError (one line) if one is missing."""
+    if not directory:
+        raise ValueError(f"--meta {url} needs etcd's client certificate: --etcd-tls DIR "
+                         f"(the etcd/ directory `hedgefs admin init-security` writes)")
+    tls = EtcdTLS(*(os.path.join(directory, f) for f in ("ca.pem", "client.pem", "client-key.pem")))
+    for path in (tls.ca, tls.cert, tls.key):
+        if not os.path.isfile(path):
+            raise ValueError(f"--etcd-tls {directory}: no {os.path.basename(path)} in it "
+                             f"(`hedgefs admin init-security` writes DIR/etcd/)")
+    return dataclasses.replace(url, tls=tls)
+
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"   # + empty SETTINGS
+
+
+def preflight(url: MetaURL, timeout_s: float = 2.0) -> str | None:
+    """Why the first etcd member that answers would refuse this NameNode's connection (one line),
+    or None: a plaintext URL to a member that speaks TLS, a member's certificate not from the
+    cluster CA, or our client certificate refused. Checked with one TLS handshake before gRPC
+    starts (gRPC would only say "unavailable"); members that do not answer are the caller's
+    business (MetaUnavailable later)."""
+    import socket
+    import ssl
+
+    for host, port in url.endpoints:
+        where = f"etcd {host}:{port}"
+        try:
+            raw = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError:
+            continue
+        with raw:
+            raw.settimeout(timeout_s)
+            try:
+                if not url.secure:
+                    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                    probe.check_hostname, probe.verify_mode = False, ssl.CERT_NONE
+                    with probe.wrap_socket(raw, server_hostname=host):
+                        pass
+                    return f"{where} speaks TLS: use --meta {dataclasses.replace(url, secure=True)} (with --etcd-tls DIR)"
+                context = ssl.create_default_context(cafile=url.tls.ca)
+                context.load_cert_chain(url.tls.cert, url.tls.key)
+                context.set_alpn_protocols(["h2"])
+                with context.wrap_socket(raw, server_hostname=host) as tls:
+                    tls.sendall(_H2_PREFACE)
+                    if not tls.recv(9):
+                        return f"{where} closed the TLS connection: it refused this NameNode's client certificate"
+            except ssl.SSLCertVerificationError as err:
+                return f"{where}: its certificate is not one of this cluster's CA ({url.tls.ca}): {err.verify_message}"
+            except ssl.SSLError as err:
+                if not url.secure:       # an alert is TLS (1.2 refusing us); anything else is no TLS, as asked
+                    return f"{where} speaks TLS: use --meta {dataclasses.replace(url, secure=True)} " \
+                           f"(with --etcd-tls DIR)" if "ALERT" in (err.reason or "").upper() else None
+                reason = (err.reason or str(err)).lower().replace("_", " ")
+                return f"{where} refused this NameNode's client certificate ({url.tls.cert}: {reason})"
+            except (OSError, ValueError):
+                return None
+        return None
+    return None

@@ -22,7 +22,7 @@ import grpc
 from hedgefs import httpserver
 from hedgefs.namenode import web
 from hedgefs.namenode.election import DEFAULT_TTL_S
-from hedgefs.namenode.etcd_meta import MetaURL, parse_meta_url
+from hedgefs.namenode.etcd_meta import MetaURL, parse_meta_url, with_tls
 from hedgefs.namenode.ha import HA, VIEW_FILE, Single
 from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namesystem import DB_FILE, Namesystem
@@ -58,7 +58,8 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
           lease_timeout_s: float = 600.0, http_port: int | None = None, min_replicas: int = 2,
           credential: Credential | None = None, cluster_id: str | None = None,
           block_token_lifetime_s: float = DEFAULT_LIFETIME_S, meta: str = "",
-          lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024) -> None:
+          lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024,
+          etcd_tls: str = "") -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -67,9 +68,12 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
 
     ``meta``: ``sqlite:///PATH`` (default: namenode.db in the data dir) or
     ``etcd://HOST:PORT[,...]/PREFIX`` (HA, ha.py: this NameNode is the active or a standby;
-    MetaUnavailable when no etcd member answers at start).
+    MetaUnavailable when no etcd member answers at start), or ``etcds://...`` (TLS, with the
+    client certificate of the directory ``etcd_tls``).
     """
     url = parse_meta_url(meta) if meta else MetaURL("sqlite")
+    if url.secure:
+        url = with_tls(url, etcd_tls)   # etcds://: TLS with the client certificate in etcd_tls
     tokens = None
     if credential is not None:
         if credential.identity.role != NAMENODE or credential.cluster_key is None:

@@ -315,10 +315,12 @@ def material_path(directory: str | os.PathLike, name: str, split: bool = False) 
 
 
 def init_material(directory: str | os.PathLike, datanodes: list[str], *, cluster_id: str | None = None,
-                  admin: str = SUPERUSER, days: int = DAYS, split: bool = False) -> Material:
+                  admin: str = SUPERUSER, days: int = DAYS, split: bool = False,
+                  etcd_hosts: list[str] | tuple[str, ...] = ()) -> Material:
     """A new cluster's CA, cluster key and credentials: namenode.pem, <id>.pem per DataNode,
-    admin.pem (each in a directory of its own with ``split``), and ca.pem (the CA's certificate
-    alone: public, for anyone who must check the servers, e.g. Prometheus). Refuses a directory
+    admin.pem (each in a directory of its own with ``split``), ca.pem (the CA's certificate
+    alone: public, for anyone who must check the servers, e.g. Prometheus), and etcd/ (the etcd
+    members' and the NameNodes' etcd certificates: ``write_etcd_material``). Refuses a directory
     that already holds a cluster's material."""
     directory = Path(directory)
     if (directory / "ca.pem").exists() or material_path(directory, NAMENODE, split).exists():
@@ -346,4 +348,95 @@ def init_material(directory: str | os.PathLike, datanodes: list[str], *, cluster
     admin_path = material_path(directory, "admin", split)
     write_private(admin_path, credential(Identity(admin, ADMIN)))
     (directory / "ca.pem").write_bytes(ca_bytes)
+    write_etcd_material(directory, ca_key_bytes, ca_bytes, etcd_hosts, days)
     return Material(directory, cluster_id, namenode, paths, admin_path, directory / "ca.pem")
+
+
+# ---------------------------------------------------------------------------- etcd's material
+
+ETCD_DIR = "etcd"
+ETCD_ROLE = "etcd"                               # the OU of etcd's certificates: no hedgefs role
+ETCD_CLIENT_HOSTNAME = "etcd-client.hedgefs"     # what etcd's --client-cert-allowed-hostname asks for
+ETCD_PEER_CN = "etcd-peer"                       # what etcd's --peer-cert-allowed-cn asks for
+ETCD_DEFAULT_HOSTS = ("127.0.0.1", "localhost")
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdMaterial:
+    """The files of DIR/etcd/: PEM, one thing per file, as etcd and etcdctl take them. ``ca`` is the
+    cluster CA's certificate (a copy, so the directory alone can be the etcd members' volume)."""
+
+    directory: Path
+
+    def __getattr__(self, name: str) -> Path:
+        files = {"ca": "ca.pem", "server_cert": "server.pem", "server_key": "server-key.pem",
+                 "peer_cert": "peer.pem", "peer_key": "peer-key.pem",
+                 "client_cert": "client.pem", "client_key": "client-key.pem"}
+        if name not in files:
+            raise AttributeError(name)
+        return self.directory / files[name]
+
+    def exists(self) -> bool:
+        return all(getattr(self, f).exists() for f in ("ca", "client_cert", "client_key"))
+
+
+def etcd_material(directory: str | os.PathLike) -> EtcdMaterial:
+    """Where a material directory's etcd files are (DIR/etcd/), whether or not they exist."""
+    return EtcdMaterial(Path(directory) / ETCD_DIR)
+
+
+def _etcd_certificate(ca_key, ca: x509.Certificate, common_name: str, public_key, *, server: bool,
+                      hosts: tuple[str, ...], days: int) -> x509.Certificate:
+    import ipaddress
+
+    sans: list[x509.GeneralName] = []
+    if server:
+        for h in hosts:
+            try:
+                sans.append(x509.IPAddress(ipaddress.ip_address(h.strip("[]"))))
+            except ValueError:
+                sans.append(x509.DNSName(h))
+    else:
+        sans.append(x509.DNSName(ETCD_CLIENT_HOSTNAME))
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH] + ([ExtendedKeyUsageOID.SERVER_AUTH] if server else [])
+    now = _now()
+    return (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, cluster_id_of(ca)),
+                                     x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ETCD_ROLE),
+                                     x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(ca.subject).public_key(public_key).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(min(now + datetime.timedelta(days=days), ca.not_valid_after_utc))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+
+
+def write_etcd_material(directory: str | os.PathLike, ca_key_pem_bytes: bytes, ca_pem_bytes: bytes,
+                        hosts: list[str] | tuple[str, ...] = (), days: int = DAYS) -> EtcdMaterial:
+    """DIR/etcd/: a server certificate for the etcd members (SANs 127.0.0.1, localhost and
+    ``hosts``), a peer certificate (the same names, CN etcd-peer), and the NameNodes' client
+    certificate (DNS SAN etcd-client.hedgefs), all from the cluster CA. One server and one peer
+    certificate serve every member (name every member's host in ``hosts``)."""
+    ca_key = serialization.load_pem_private_key(ca_key_pem_bytes, None)
+    ca = x509.load_pem_x509_certificate(ca_pem_bytes)
+    names = tuple(dict.fromkeys([*ETCD_DEFAULT_HOSTS, *(h.strip() for h in hosts if h.strip())]))
+    out = etcd_material(directory)
+    out.directory.mkdir(parents=True, exist_ok=True)
+    for stem, cn, server in (("server", "etcd-server", True), ("peer", ETCD_PEER_CN, True),
+                             ("client", "etcd-client", False)):
+        key = new_private_key()
+        cert = _etcd_certificate(ca_key, ca, cn, key.public_key(), server=server, hosts=names, days=days)
+        write_private(out.directory / f"{stem}-key.pem", key_pem(key))
+        (out.directory / f"{stem}.pem").write_bytes(cert_pem(cert))
+    (out.directory / "ca.pem").write_bytes(ca_pem_bytes)
+    return out
+
+
+def add_etcd_material(directory: str | os.PathLike, hosts: list[str] | tuple[str, ...] = (), days: int = DAYS,
+                      split: bool = False) -> EtcdMaterial:
+    """DIR/etcd/ for a material directory made without it, with the CA key of its NameNode's credential."""
+    namenode = load_credential(material_path(directory, NAMENODE, split))
+    return write_etcd_material(directory, namenode.ca_key_pem, namenode.ca_pem, hosts, days)

@@ -28,7 +28,7 @@ def made(tmp_path_factory):
 
 def test_init_material_writes_private_credentials_that_load_and_say_who_they_are(made):
     names = sorted(p.name for p in made.directory.iterdir())
-    assert names == ["admin.pem", "ca.pem", "dn1.pem", "dn2.pem", "namenode.pem"]
+    assert names == ["admin.pem", "ca.pem", "dn1.pem", "dn2.pem", "etcd", "namenode.pem"]
     for path in (made.namenode, made.admin, *made.datanodes.values()):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     nn, dn1, admin = (load_credential(p) for p in (made.namenode, made.datanodes["dn1"], made.admin))

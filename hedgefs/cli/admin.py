@@ -238,11 +238,17 @@ def admin_credential(user, as_admin, groups, datanode_id, days, out, namenode) -
 @click.option("--if-missing", is_flag=True, help="Do nothing (exit 0) if DIRECTORY already holds a cluster's material.")
 @click.option("--split", is_flag=True, help="Each credential in a directory of its own (DIR/dn3/dn3.pem), so each "
                                             "can be its holder's volume and nobody else's.")
-def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_missing, split) -> None:
+@click.option("--etcd-hosts", default="", metavar="HOST,HOST",
+              help="Names or addresses of the etcd members, for etcd's server and peer certificates (127.0.0.1 "
+                   "and localhost are always in them).")
+def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_missing, split, etcd_hosts) -> None:
     """Make a new cluster's security material in DIRECTORY (no NameNode needed).
 
     Writes ca.pem (the CA's certificate: public), namenode.pem (with the CA key and the cluster
-    key), one <id>.pem per DataNode (with the cluster key) and admin.pem, each mode 0600. Start
+    key), one <id>.pem per DataNode (with the cluster key) and admin.pem, each mode 0600, and
+    etcd/: etcd's TLS files from the same CA (server.pem, peer.pem, and client.pem for the
+    NameNodes' --meta etcds://..., each with its -key.pem; see README "High availability").
+    With --if-missing on a directory made before etcd/ existed, only etcd/ is added. Start
     the servers with --credentials pointing at theirs; `hedgefs cluster up --secure` does all of
     this for a local cluster, and docker compose's secure mode runs it into a volume.
 
@@ -255,15 +261,24 @@ def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_m
     from hedgefs.security import material
 
     ids = [d for d in datanodes.split(",") if d]
+    hosts = [h for h in etcd_hosts.split(",") if h.strip()]
     if if_missing and material.material_path(directory, material.NAMENODE, split).exists():
-        click.echo(f"{directory} already holds a cluster's material: kept")
+        if material.etcd_material(directory).exists():
+            click.echo(f"{directory} already holds a cluster's material: kept")
+            return
+        try:
+            etcd = material.add_etcd_material(directory, hosts, days, split)
+        except (ValueError, material.CredentialError) as err:
+            raise UsageError(str(err)) from None
+        click.echo(f"{directory} already holds a cluster's material: kept; added etcd's in {etcd.directory}")
         return
     try:
-        made = material.init_material(directory, ids, cluster_id=cluster_id, admin=admin_user, days=days, split=split)
+        made = material.init_material(directory, ids, cluster_id=cluster_id, admin=admin_user, days=days, split=split,
+                                      etcd_hosts=hosts)
     except (ValueError, FileExistsError) as err:
         raise UsageError(str(err)) from None
     click.echo(f"cluster {made.cluster_id}: wrote {made.ca.name}, {made.namenode.name}, "
-               f"{len(made.datanodes)} DataNode credentials and {made.admin.name} to {made.directory}")
+               f"{len(made.datanodes)} DataNode credentials, {made.admin.name} and etcd/ to {made.directory}")
     click.echo(f"export HEDGEFS_CREDENTIALS={made.admin}")
 
 

@@ -26,6 +26,18 @@ def server_credentials_option(f):
                              "anyone who reaches it may do anything.")(f)
 
 
+def _etcd_tls_beside(credentials: str | None) -> str:
+    """DIR/etcd/ of the material directory that holds the NameNode's credential (DIR/namenode.pem,
+    or DIR/namenode/namenode.pem when init-security split it); "" if there is none."""
+    if not credentials:
+        return ""
+    here = os.path.dirname(os.path.abspath(credentials))
+    for candidate in (os.path.join(here, "etcd"), os.path.join(os.path.dirname(here), "etcd")):
+        if os.path.isdir(candidate):
+            return candidate
+    return ""
+
+
 @click.command(context_settings=CONTEXT)
 @click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
@@ -34,7 +46,11 @@ def server_credentials_option(f):
 @click.option("--meta", "meta", metavar="URL", default="", envvar="HEDGEFS_META",
               help="Where the namespace lives: sqlite:///PATH (default: namenode.db in the data dir; no HA) or "
                    "etcd://HOST:PORT[,HOST:PORT...]/PREFIX (HA: run several NameNodes on one prefix; one is the "
-                   "active, the others standbys that take over).")
+                   "active, the others standbys that take over); etcds://... the same over TLS (--etcd-tls).")
+@click.option("--etcd-tls", "etcd_tls", metavar="DIR", default="", envvar="HEDGEFS_ETCD_TLS",
+              help="With --meta etcds://: the directory with ca.pem, client.pem and client-key.pem (what "
+                   "`hedgefs admin init-security` writes in DIR/etcd/; default: the etcd/ directory beside "
+                   "--credentials, or one level up).")
 @click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True,
               help="HA: the active's etcd lease. It serves only while surely holding it (TTL - 1 s after its "
                    "last renewal); a standby takes over within about the TTL of the active's death.")
@@ -63,7 +79,7 @@ def server_credentials_option(f):
                    "An existing namespace of another cluster is refused.")
 @click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
               help="How long a block access token is good for (secure clusters; clients renew theirs).")
-def namenode(port, host, data_dir, meta, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, http_port, dead_interval_s,
+def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, http_port, dead_interval_s,
              repair_interval_s, lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
              block_token_lifetime_s) -> None:
     """Run a NameNode (namespace and block-group map in SQLite, or on etcd: --meta).
@@ -80,24 +96,34 @@ def namenode(port, host, data_dir, meta, lease_ttl_s, etcd_max_txn_ops, safe_mod
       hedgefs namenode --data-dir /srv/nn --host 0.0.0.0 --credentials /etc/hedgefs/namenode.pem
       hedgefs namenode --data-dir /srv/nn1 --meta etcd://e1:2379,e2:2379,e3:2379/hedgefs
     """
-    from hedgefs.namenode.etcd_meta import MetaUnavailable, parse_meta_url
+    from hedgefs.namenode.etcd_meta import MetaUnavailable, parse_meta_url, preflight, with_tls
     from hedgefs.namenode.server import serve
 
     # INFO: what changed in the cluster; -v adds a line per namespace operation (DEBUG)
     setup_logging(bool(click.get_current_context().find_root().params.get("verbose")), logging.INFO)
     check_policy(default_policy)
     try:
-        parse_meta_url(meta) if meta else None
+        url = parse_meta_url(meta) if meta else None
+        if url is not None and url.secure:
+            etcd_tls = etcd_tls or _etcd_tls_beside(credentials)
+            url = with_tls(url, etcd_tls)
     except ValueError as err:
         raise UsageError(str(err)) from None
+    refusal = preflight(url) if url is not None and url.secure else None   # gRPC would say only "unavailable"
+    if refusal:
+        raise NotAllowed(f"namenode: {refusal}")
     credential = load_credential_or_exit(credentials) if credentials else None
     try:
         serve(port=port, data_dir=data_dir, host=host, port_file=port_file, dead_interval_s=dead_interval_s,
               default_block_size=block_size, default_policy=default_policy, repair_interval_s=repair_interval_s,
               lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
               credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s,
-              meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops)
+              meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops,
+              etcd_tls=etcd_tls)
     except MetaUnavailable as err:
+        refusal = preflight(url) if not url.secure else None   # plaintext to members that speak TLS?
+        if refusal:
+            raise NotAllowed(f"namenode: {refusal}") from None
         raise Unavailable(f"namenode: etcd unreachable ({meta}): {err}") from None
     except Refused as err:
         raise NotAllowed(str(err)) from None
