@@ -143,9 +143,14 @@ class FileReader:
                 if not _converted(status, fresh) and _replaced(status, fresh):
                     raise FileChanged(f"{status.path}: the file changed while it was read (it was replaced)")
         finally:
-            for t in (task, check):
-                if t is not None and not t.done():
-                    t.cancel()
+            if check is not None:
+                if check.done():
+                    if not check.cancelled():
+                        check.exception()   # looked at: a check the read outran is not an error
+                else:
+                    check.cancel()
+            if not task.done():
+                task.cancel()
 
     def _maybe_relocate(self) -> None:
         """Ask the NameNode again where the units are (in the background) when the latency model
