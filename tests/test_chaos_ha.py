@@ -3,10 +3,12 @@ schedule, and the two invariants beside "every stored byte reads back": every ac
 delete is reflected at the end, and no two NameNodes were active at once.
 
 The short run is real: 3 etcd members, 2 NameNodes, 9 DataNodes, writers and readers. The long
-run is `hedgefs chaos --ha --seed 11 --steps 60`; its report is committed under bench/results/.
+run is `hedgefs chaos --ha --seed 19 --steps 60` (bench/results/2026-12-01-chaos-ha-seed19.md).
 """
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -75,3 +77,12 @@ def test_short_ha_chaos_run_loses_nothing_and_never_has_two_actives(tmp_path):
     assert report.failovers >= 2 and report.epochs >= 3, log     # a kill and a freeze: two new actives
     assert report.ns_acknowledged > 0 and report.files > 0 and report.bytes_verified > 0, log
     assert set(report.summary()) == set(SUMMARY_KEYS + HA_KEYS)
+
+
+def test_dry_run_with_ha_prints_the_ha_schedule():
+    run = subprocess.run([sys.executable, "-m", "hedgefs", "chaos", "--ha", "--seed", str(SHORT_SEED), "--steps",
+                          str(SHORT_STEPS), "--datanodes", "9", "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"chaos: seed {SHORT_SEED}"] + [
+        s.line() for s in generate_schedule(SHORT_SEED, SHORT_STEPS, 9, ha=True)]
+    assert "nn-kill active" in run.stdout and "ha: namenode down" in run.stdout
