@@ -49,9 +49,11 @@ def check(chaos, lost: tuple, step: Step | None) -> list[str]:
 
 
 def _crashed(chaos, step: Step | None) -> list[str]:
-    expected = ["namenode"] + [d for d in chaos.cluster.datanode_ids if step is None or d not in step.stopped]
-    return [f"{name} exited unexpectedly: {_log_tail(chaos.cluster.root / 'logs' / f'{name}.log')}"
-            for name in expected if not chaos.cluster.is_running(name)]
+    c = chaos.cluster
+    expected = [n for n in [*c.namenode_names, *c.etcd_names] if step is None or n not in chaos.down]
+    expected += [d for d in c.datanode_ids if step is None or d not in step.stopped]
+    return [f"{name} exited unexpectedly: {_log_tail(c.root / 'logs' / f'{name}.log')}"
+            for name in expected if not c.is_running(name)]
 
 
 def _verify(chaos, f: StoredFile, lost: frozenset) -> str:

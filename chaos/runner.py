@@ -8,7 +8,12 @@ after every step.
               │ disk (rot), kill -9 + restart the NameNode
               │ ... writers and readers run all along ...
               └ check: every file whose put returned success reads back with its SHA-256
-    end: clear every fault, thaw and start everything, every file must read, fsck -> HEALTHY
+    end: clear every fault, thaw and start everything, every file must read, fsck -> HEALTHY,
+         every acknowledged put and delete is reflected in the namespace (namespace.py)
+
+With --ha the cluster has 3 etcd members and 2 NameNodes, and the schedule kills and freezes the
+active NameNode and kills etcd members too (ha.py); a poller records every NameNode's role and
+epoch all along, and at the end no two may have been active at once.
 
 A DataNode is *lost* while it is killed, frozen, stalled, erroring or corrupting (a delay or a
 bandwidth cap only makes it slow). The schedule never loses more DataNodes than the policy's m,
@@ -43,20 +48,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from hedgefs.chaos import actions, invariant, workload
+from hedgefs.chaos import actions, ha, invariant, namespace, workload
 from hedgefs.chaos.common import StoredFile, short
-from hedgefs.chaos.schedule import BLOCK_SIZE, POLICY, REPLICATED, ChaosConfig, Step, generate_schedule
+from hedgefs.chaos.schedule import BLOCK_SIZE, HA_ACTIONS, POLICY, REPLICATED, ChaosConfig, Step, generate_schedule
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
 from hedgefs.client.metrics import LatencyHistogram
-from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import hedgefs_pb2 as pb
 
 JOIN_S = 90.0                             # writers and readers must stop within this after healing
 SCRUB_INTERVAL_S = 2.0                    # the DataNodes' scrubbers: rotten units are found within a few s
 SUMMARY_KEYS = ("seed", "steps", "files", "bytes_verified", "reads", "hedges", "hedge_wins", "breaker_trips",
-                "repairs", "units_rotted", "wrong_bytes", "clean_failures", "p99_ms", "max_ms")
+                "repairs", "units_rotted", "wrong_bytes", "clean_failures", "p99_ms", "max_ms",
+                "ns_acknowledged", "ns_unknown", "ns_failed", "ns_lost")
+HA_KEYS = ("failovers", "epochs", "dual_active", "commands_refused")
 
 
 # ---------------------------------------------------------------------------- report
@@ -77,16 +84,25 @@ class Report:
     clean_failures: int = 0
     p99_ms: float = 0.0
     max_ms: float = 0.0
+    ns_acknowledged: int = 0              # puts and deletes that returned (namespace.py)
+    ns_unknown: int = 0                   # failed UNAVAILABLE: may or may not have happened
+    ns_failed: int = 0
+    ns_lost: int = 0                      # acknowledged and not reflected at the end
+    ha: bool = False
+    failovers: int = 0                    # --ha: the active killed or frozen
+    epochs: int = 0                       # distinct epochs seen active
+    dual_active: int = 0                  # claims that break "one active at a time" (ha.py)
+    commands_refused: int = 0             # DataNodes' refused NameNode commands (since their last start)
     failed_step: int | None = None        # the first step whose check failed (0 = the final check)
     problems: list[str] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.wrong_bytes == 0 and self.failed_step is None
+        return self.wrong_bytes == 0 and self.failed_step is None and self.ns_lost == 0 and self.dual_active == 0
 
     def summary(self) -> dict:
-        return {key: getattr(self, key) for key in SUMMARY_KEYS}
+        return {key: getattr(self, key) for key in SUMMARY_KEYS + (HA_KEYS if self.ha else ())}
 
 
 # ---------------------------------------------------------------------------- the run
@@ -99,8 +115,8 @@ class Chaos:
         self.config = config
         self.cluster = LocalCluster(root)
         self.out = out
-        self.schedule = generate_schedule(config.seed, config.steps, config.datanodes)
-        self.report = Report(seed=config.seed)
+        self.schedule = generate_schedule(config.seed, config.steps, config.datanodes, ha=config.ha)
+        self.report = Report(seed=config.seed, ha=config.ha)
         self.latency = LatencyHistogram()
         self.lock = threading.Lock()
         self.files: dict[str, StoredFile] = {}
@@ -116,6 +132,9 @@ class Chaos:
         # (group, index, DataNode) -> the rotted copy (the DataNode's Rot reply) of every unit the schedule rotted
         self.rotted: dict[tuple[int, int, str], pb.RottedUnit] = {}
         self.failure_kinds: Counter[str] = Counter()
+        self.journal: list[namespace.Operation] = []   # every put and delete, with its outcome
+        self.down: set[str] = set()       # --ha: NameNodes and etcd members the schedule stopped
+        self.poller = ha.RolePoller(self) if config.ha else None
 
     # ------------------------------------------------------------------ top level
 
@@ -130,8 +149,11 @@ class Chaos:
         c = self.config
         self.cluster.up(Options(datanodes=c.datanodes, namenode_port=0, policy=POLICY.name, block_size=BLOCK_SIZE,
                                 heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
-                                scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure))
-        self.out(f"cluster: {self.cluster.root} (NameNode {self.cluster.namenode}, {c.datanodes} DataNodes, "
+                                scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure, ha=c.ha))
+        if self.poller:
+            self.poller.start()
+        self.out(f"cluster: {self.cluster.root} ({'3 etcd members, NameNodes' if c.ha else 'NameNode'} "
+                 f"{self.cluster.namenode}, {c.datanodes} DataNodes, "
                  f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks{', secure' if c.secure else ''})")
         # The checker never waits out a breaker or an extra-read budget.
         verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000, budget_pct=1000)
@@ -155,6 +177,8 @@ class Chaos:
                 self._finish(workers)
             finally:
                 self.stop.set()
+                if self.poller:
+                    self.poller.halt.set()
                 for fs in (rfs, vfs):
                     s = fs.stats()
                     self.report.reads += s.counters["reads"]
@@ -170,7 +194,7 @@ class Chaos:
     def _run_step(self, step: Step) -> bool:
         started = time.monotonic()
         writes_before = (self.report.files, self.write_failures)
-        problems = actions.apply(self, step)
+        problems = ha.apply(self, step) if step.action in HA_ACTIONS else actions.apply(self, step)
         self.check_line, self.excused = "(not checked)", []
         self.stop.wait(step.dwell_s)
         if not problems:
@@ -204,7 +228,13 @@ class Chaos:
     def _finish(self, workers: list[threading.Thread]) -> None:
         self.stop.set()
         self.out("final: clearing every fault, thawing and starting every process")
-        problems = actions.heal(self)
+        try:
+            if self.config.ha:
+                ha.heal(self)
+        except (ClusterError, TimeoutError, OSError) as err:
+            problems = [f"healing the NameNodes and etcd failed: {short(err)}"]
+        else:
+            problems = actions.heal(self)
         deadline = time.monotonic() + JOIN_S
         for t in workers:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -218,6 +248,21 @@ class Chaos:
             problems = invariant.wait_healthy(self)
         if not problems:
             problems = invariant.wait_rot_gone(self)
+        if not problems:
+            problems = namespace.check(self)
+            r = self.report
+            self.out(f"final: namespace: {r.ns_acknowledged} operations acknowledged, {r.ns_unknown} unknown, "
+                     f"{r.ns_failed} failed; {r.ns_lost} not reflected")
+        if self.poller:
+            self.poller.halt.set()
+            self.poller.join(10)
+            claims = self.poller.claims()
+            roles = ha.check_roles(claims)
+            ha.summarize(self, claims)
+            self.report.dual_active = len(roles)
+            self.out(f"final: roles: {len(claims)} answers, {self.report.epochs} epochs active, "
+                     f"{self.report.dual_active} dual-active claims")
+            problems += roles
         self.report.repairs = self.repairs_before + actions.repairs_done(self)
         if problems and self.report.failed_step is None:
             self._fail(0, problems)
@@ -290,7 +335,8 @@ def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
     if root and directory.exists() and any(directory.iterdir()):
         raise HedgefsError(f"--dir {root} is not empty: chaos needs a fresh directory for its cluster")
     chaos = Chaos(config, directory / "cluster" if not root else directory, out)
-    out(f"schedule: {config.steps} steps, {config.datanodes} DataNodes, {config.writers} writers, "
+    out(f"schedule: {config.steps} steps, {config.datanodes} DataNodes{' (HA)' if config.ha else ''}, "
+        f"{config.writers} writers, "
         f"{config.readers} readers; tolerance m = {POLICY.m}")
     for step in chaos.schedule:
         out(step.line())
@@ -303,8 +349,11 @@ def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
     out(f"report: steps {r.steps}, files {r.files}, bytes verified {r.bytes_verified} "
         f"({r.bytes_verified / 2**20:.1f} MiB), reads {r.reads}, hedges {r.hedges} (wins {r.hedge_wins}), "
         f"breaker trips {r.breaker_trips}, repairs {r.repairs}, units rotted {r.units_rotted}, wrong bytes {r.wrong_bytes}, "
-        f"clean failures {r.clean_failures}, read p99 {r.p99_ms:.0f} ms, max {r.max_ms:.0f} ms "
-        f"({time.monotonic() - started:.0f} s)")
+        f"clean failures {r.clean_failures}, read p99 {r.p99_ms:.0f} ms, max {r.max_ms:.0f} ms, "
+        f"namespace ops acknowledged {r.ns_acknowledged} (unknown {r.ns_unknown}, failed {r.ns_failed}, "
+        f"lost {r.ns_lost})" + (f", failovers {r.failovers}, epochs {r.epochs}, dual active {r.dual_active}, "
+                                f"commands refused {r.commands_refused}" if r.ha else "")
+        + f" ({time.monotonic() - started:.0f} s)")
     for kind, n in chaos.failure_kinds.most_common(8):
         out(f"clean failures: {n:6d} x {kind}")
     for note in r.notes:

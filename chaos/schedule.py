@@ -31,6 +31,9 @@ REPLICA_BLOCK = block_size_for(REPLICATED, BLOCK_SIZE)   # a replicated block: 1
 LOSS_FAULTS = ("stall", "error", "corrupt", "wire", "rot")
 SLOW_FAULTS = ("delay", "bandwidth")
 BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
+HA_ACTIONS = ("nn-kill", "nn-freeze", "nn-start", "etcd-kill", "etcd-start")
+HA_SHARE = 0.3                            # --ha: the share of steps that are NameNode or etcd faults
+ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")   # cluster/launcher.py's names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +46,12 @@ class ChaosConfig:
     files_per_writer: int = 12            # a writer deletes its oldest file beyond this many
     max_file_bytes: int = 2 * POLICY.k * BLOCK_SIZE + POLICY.stripe_data_size
     secure: bool = False                  # TLS, credentials and block tokens on every channel
+    ha: bool = False                      # 3 etcd members, 2 NameNodes; NameNode and etcd faults (ha.py)
 
     def replay_command(self, steps: int) -> str:
         return (f"hedgefs chaos --seed {self.seed} --steps {steps} --datanodes {self.datanodes} "
-                f"--writers {self.writers} --readers {self.readers}" + (" --secure" if self.secure else ""))
+                f"--writers {self.writers} --readers {self.readers}" + (" --secure" if self.secure else "")
+                + (" --ha" if self.ha else ""))
 
 
 # ---------------------------------------------------------------------------- the schedule
@@ -54,7 +59,7 @@ class ChaosConfig:
 @dataclasses.dataclass(frozen=True)
 class Step:
     number: int
-    action: str                           # kill freeze thaw restart fault clear nn-restart pause
+    action: str                           # kill freeze thaw restart fault clear nn-restart pause; HA_ACTIONS
     target: str = ""
     fault: str = ""                       # for action "fault": one of LOSS_FAULTS + SLOW_FAULTS
     knobs: tuple = ()                     # FaultConfig fields, as (name, value) pairs; rot: units, salt
@@ -64,6 +69,8 @@ class Step:
     faults: tuple = ()                    # (DataNode, fault kind) of running DataNodes with a fault
     lost: tuple = ()
     beyond: bool = False
+    nn_down: bool = False                 # --ha: a NameNode is down after the step (killed as the active)
+    etcd_down: str = ""                   # --ha: the etcd member down after the step
 
     def line(self, m: int = POLICY.m) -> str:
         what = f"{self.action} {self.target}".strip()
@@ -73,8 +80,9 @@ class Step:
         lost = " ".join(f"{d}={how[d]}" for d in self.lost) or "-"
         slow = " ".join(f"{d}={f}" for d, f in self.faults if f in SLOW_FAULTS)
         flag = f"  BEYOND TOLERANCE ({len(self.lost)} > {m})" if self.beyond else ""
+        ha = "".join([" namenode down" if self.nn_down else "", f" {self.etcd_down} down" if self.etcd_down else ""])
         return (f"step {self.number:3d}  {what:<44} then {self.dwell_s:.1f} s  lost {len(self.lost)}/{m}: {lost}"
-                + (f"  slow: {slow}" if slow else "") + flag)
+                + (f"  slow: {slow}" if slow else "") + (f"  ha:{ha}" if ha else "") + flag)
 
     def fault_config(self) -> pb.FaultConfig:
         """The knobs to set on the DataNode (rot has none: it flips bytes on disk)."""
@@ -93,15 +101,26 @@ def _knob(name: str, value) -> str:
     return f"p={value:g}"
 
 
-def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m) -> list[Step]:
-    """The whole schedule, from the seed alone; step n does not depend on how many steps follow."""
+def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, ha: bool = False) -> list[Step]:
+    """The whole schedule, from the seed alone; step n does not depend on how many steps follow.
+
+    With ``ha`` about one step in HA_SHARE is a NameNode or etcd fault (its own random stream:
+    HA_ACTIONS), drawn so that one NameNode and two etcd members always stay up; the DataNode
+    steps are drawn as without it, except that the single NameNode's restart is not one of them."""
     rng = random.Random(f"hedgefs-chaos/{seed}/schedule")
+    ha_rng = random.Random(f"hedgefs-chaos/{seed}/ha")
+    nn_down, etcd_down = False, ""
     names = [f"dn{i}" for i in range(1, datanodes + 1)]
     proc = dict.fromkeys(names, "running")
     fault = dict.fromkeys(names, "")
     schedule = []
     for n in range(1, steps + 1):
-        step = _draw_step(rng, n, proc, fault, m)
+        if ha and ha_rng.random() < HA_SHARE:
+            step = _draw_ha_step(ha_rng, n, nn_down, etcd_down)
+            nn_down = {"nn-kill": True, "nn-start": False}.get(step.action, nn_down)
+            etcd_down = {"etcd-kill": step.target, "etcd-start": ""}.get(step.action, etcd_down)
+        else:
+            step = _draw_step(rng, n, proc, fault, m, ha)
         if step.action in ("kill", "freeze", "thaw", "restart"):
             proc[step.target] = {"kill": "stopped", "freeze": "frozen"}.get(step.action, "running")
             if step.action in ("kill", "restart"):
@@ -113,20 +132,34 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m) 
         lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS)
         schedule.append(dataclasses.replace(
             step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m,
+            nn_down=nn_down, etcd_down=etcd_down,
             frozen=tuple(d for d in names if proc[d] == "frozen"),
             stopped=tuple(d for d in names if proc[d] == "stopped"),
             faults=tuple((d, fault[d]) for d in names if fault[d] and proc[d] != "stopped")))
     return schedule
 
 
-def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int) -> Step:
+def _draw_ha_step(rng: random.Random, n: int, nn_down: bool, etcd_down: str) -> Step:
+    """A NameNode or etcd fault: kill -9 the active (a later step starts it again: a standby),
+    freeze the active past its lease and thaw it, kill an etcd member, start it again."""
+    weights = {"nn-kill": 0 if nn_down else 2.0, "nn-freeze": 0 if nn_down else 1.5, "nn-start": 3.0 if nn_down else 0,
+               "etcd-kill": 0 if etcd_down else 1.5, "etcd-start": 2.0 if etcd_down else 0}
+    action = rng.choices(list(weights), weights=list(weights.values()))[0]
+    if action == "etcd-kill":
+        return Step(n, action, rng.choice(ETCD_MEMBERS))
+    if action == "etcd-start":
+        return Step(n, action, etcd_down)
+    return Step(n, action, "" if action == "nn-start" else "active")
+
+
+def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: bool = False) -> Step:
     names = list(proc)
     lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS]
     healthy = [d for d in names if d not in lost]
     ailing = [d for d in names if proc[d] != "running" or fault[d]]
     may_harm = len(lost) < m or (len(lost) < m + 2 and rng.random() < BEYOND_CHANCE)
     weights = {"harm": 4.0 if healthy and may_harm else 0, "heal": (2.0 if len(lost) <= m else 8.0) if ailing else 0,
-               "slow": 1.5 if any(not fault[d] for d in healthy) else 0, "nn-restart": 0.4,
+               "slow": 1.5 if any(not fault[d] for d in healthy) else 0, "nn-restart": 0 if ha else 0.4,
                # restarting a healthy DataNode loses it for a moment: only while there is room
                "bounce": 0.5 if healthy and len(lost) < m else 0, "pause": 0.3}
     kind = rng.choices(list(weights), weights=list(weights.values()))[0]

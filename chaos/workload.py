@@ -1,7 +1,8 @@
 """Chaos: the load that runs all along, writers putting and deleting files, readers reading ranges.
 
 Every function takes the run's ``Chaos`` object (runner.py). A writer records each file whose put
-returned in ``chaos.files``; that is what the invariant (invariant.py) checks. A reader checks the
+returned in ``chaos.files``; that is what the invariant (invariant.py) checks; and every put and
+delete, with its outcome, in ``chaos.journal`` (namespace.py). A reader checks the
 bytes of every range it reads.
 """
 
@@ -14,6 +15,7 @@ import traceback
 from collections import deque
 from typing import Callable
 
+from hedgefs.chaos import namespace
 from hedgefs.chaos.common import StoredFile
 from hedgefs.chaos.invariant import compare, count_clean_failure, stored
 from hedgefs.chaos.schedule import POLICY, REPLICATED, file_content, file_size
@@ -30,12 +32,14 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
             old = mine.popleft()
             with chaos.lock:
                 chaos.files.pop(old, None)
-            _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}")
+            namespace.record(chaos, "delete", old, _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}"))
         data = file_content(chaos.config.seed, w, index, file_size(rng, chaos.config.max_file_bytes))
         path = f"/chaos/w{w}/f{index:05d}"
         policy = REPLICATED.name if index % 2 else None   # None: the cluster's RS-6-3
         index += 1
-        if _quietly(chaos, lambda: fs.write_bytes(path, data, policy=policy), f"writer {w}: put {path}"):
+        err = _quietly(chaos, lambda: fs.write_bytes(path, data, policy=policy), f"writer {w}: put {path}")
+        namespace.record(chaos, "put", path, err, len(data))
+        if err is None:
             with chaos.lock:
                 chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
                 chaos.report.files += 1
@@ -47,19 +51,20 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
         chaos.stop.wait(rng.uniform(0.5, 2.0))
 
 
-def _quietly(chaos, action: Callable[[], object], what: str) -> bool:
-    """Run a put or delete: a clean failure is fine (False), anything else is noted."""
+def _quietly(chaos, action: Callable[[], object], what: str) -> BaseException | None:
+    """Run a put or delete: None if it returned, else its error; a clean failure (a HedgefsError)
+    is fine, anything else is noted."""
     try:
         action()
-        return True
-    except HedgefsError:
-        return False
-    except Exception:  # noqa: BLE001 - not a crash of ours: a finding to report
+        return None
+    except HedgefsError as err:
+        return err
+    except Exception as err:  # noqa: BLE001 - not a crash of ours: a finding to report
         note = f"{what} raised {traceback.format_exc().strip().splitlines()[-1]} (during step {chaos.step})"
         with chaos.lock:
             if len(chaos.report.notes) < 20:
                 chaos.report.notes.append(note)
-        return False
+        return err
 
 
 def reader(chaos, fs: FileSystem, r: int) -> None:

@@ -16,6 +16,7 @@ Processes run in their own sessions, so `hedgefs cluster up` can return and leav
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
@@ -126,6 +127,13 @@ class LocalCluster:
         name_checked = material.server_name(material.DATANODE, name)
         with tls.channel(self.datanode_address(name), self._admin(), name_checked, GRPC_OPTIONS) as channel:
             return getattr(hedgefs_pb2_grpc.DataNodeStub(channel), method)(request, timeout=timeout)
+
+    def namenode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
+        """Call one NameNode's RPC by name ("namenode", "namenode-2"), without failover: what it
+        answers itself (a standby's Report included: its role, epoch and applied revision)."""
+        address = f"127.0.0.1:{self._entry(name)['port']}"
+        with tls.channel(address, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
+            return getattr(hedgefs_pb2_grpc.NameNodeStub(channel), method)(request, timeout=timeout)
 
     def pid(self, name: str) -> int | None:
         entry = self._entry(name)
@@ -374,23 +382,24 @@ class LocalCluster:
     def wait_live(self, names: list[str], timeout_s: float = 60.0) -> None:
         """Block until the NameNode reports every one of `names` live."""
         deadline = time.monotonic() + timeout_s
-        # The first NameNode (active or standby: DataNodes report to both, and both answer Report).
-        first = self.namenode.split(",")[0]
-        with tls.channel(first, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
-            stub = hedgefs_pb2_grpc.NameNodeStub(channel)
-            live: set[str] = set()
-            while time.monotonic() < deadline:
-                try:
-                    report = stub.Report(pb.Empty(), timeout=2)
-                    live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
-                    if set(names) <= live:
-                        return
-                except grpc.RpcError:
-                    pass
-                for name in names:
-                    if not self.is_running(name):
-                        raise ClusterError(f"{name} exited; see {self.root / 'logs' / (name + '.log')}")
-                time.sleep(0.1)
+        # Any NameNode that answers (active or standby: DataNodes report to both, and both answer
+        # Report): with --ha the first may be down or frozen (chaos), so each is asked in turn.
+        live: set[str] = set()
+        for turn in itertools.count():
+            if time.monotonic() >= deadline:
+                break
+            name = self.namenode_names[turn % len(self.namenode_names)]
+            try:
+                report = self.namenode_rpc(name, "Report", pb.Empty(), timeout=2)
+                live = {d.id for d in report.datanodes if d.state != "dead"}   # live or stale
+                if set(names) <= live:
+                    return
+            except grpc.RpcError:
+                pass
+            for dn in names:
+                if not self.is_running(dn):
+                    raise ClusterError(f"{dn} exited; see {self.root / 'logs' / (dn + '.log')}")
+            time.sleep(0.1)
         missing = sorted(set(names) - live)
         raise ClusterError(f"DataNodes not registered after {timeout_s:.0f} s: {', '.join(missing)}")
 

@@ -24,8 +24,9 @@ from hedgefs.client.errors import HedgefsError
 @click.option("--keep", is_flag=True, help="Keep the cluster directory (data, logs) even when the run passes.")
 @click.option("--dry-run", is_flag=True, help="Print the seed and the schedule; start nothing.")
 @click.option("--secure", is_flag=True, help="Run the cluster secure: TLS, credentials, block tokens.")
+@click.option("--ha", is_flag=True, help="3 etcd members and 2 NameNodes; kill and freeze the active, kill etcd members.")
 @metrics_port_option
-def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, secure, metrics_port) -> None:
+def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, secure, ha, metrics_port) -> None:
     """Kill, freeze, slow and corrupt DataNodes, rot units on their disks (and restart the NameNode)
     on a seeded schedule while writers and readers run; after every step, every stored file must
     read back identical.
@@ -35,8 +36,17 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
     the policy's m = 3, except in steps marked BEYOND TOLERANCE, where a block group short of 6
     reachable units may fail to read, but only cleanly. Wrong bytes always fail the run. At the
     end every fault is cleared, fsck must reach HEALTHY and every rotten unit must have been found
-    (by the DataNodes' scrubbers or by reads), replaced and deleted. Exit 0 only if wrong bytes are 0 and
-    the invariant held at every step; on failure the step and a replay command are printed.
+    (by the DataNodes' scrubbers or by reads), replaced and deleted, and every acknowledged put and
+    delete must be reflected in the namespace (an UNAVAILABLE outcome may go either way).
+
+    With --ha the cluster runs on 3 etcd members with 2 NameNodes (needs etcd), and about 3 steps
+    in 10 kill -9 the active NameNode (a later step starts it again, as a standby), freeze it past
+    its lease and thaw it, or kill and restart an etcd member. Every NameNode's role and epoch is
+    polled all along: no epoch may be claimed active by two NameNodes, and no NameNode may answer
+    active with an epoch older than one already active.
+
+    Exit 0 only if wrong bytes, lost namespace operations and dual actives are 0 and the invariant
+    held at every step; on failure the step and a replay command are printed.
     The clients' receive buffers are poisoned when given back (HEDGEFS_POISON_BUFFERS=1), so
     a buffer used after its return shows up as wrong bytes.
 
@@ -46,6 +56,7 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
       hedgefs chaos --seed 7 --steps 30 --json | tail -1
       hedgefs chaos --seed 7 --steps 30 --dry-run | grep '^step'   # the schedule alone
       hedgefs chaos --seed 7 --steps 17 --keep                      # replay, keep the logs
+      hedgefs chaos --ha --seed 3 --steps 60                        # NameNode and etcd faults too
       hedgefs chaos --steps 500 --metrics-port 9101                 # hedges and breaker, live
     """
     # Receive buffers poisoned on return (client/transport.py): a use after return is wrong bytes.
@@ -56,10 +67,11 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
 
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    config = ChaosConfig(seed=seed, steps=steps, datanodes=datanodes, writers=writers, readers=readers, secure=secure)
+    config = ChaosConfig(seed=seed, steps=steps, datanodes=datanodes, writers=writers, readers=readers, secure=secure,
+                         ha=ha)
     if dry_run:
         click.echo(f"chaos: seed {seed}")
-        for step in generate_schedule(seed, steps, datanodes):
+        for step in generate_schedule(seed, steps, datanodes, ha=ha):
             click.echo(step.line())
         return
     try:
