@@ -236,11 +236,23 @@ class EtcdMeta:
                     return
                 yield item
 
-        stub = etcdrpc.WatchStub(self.channel())
-        stream = stub.Watch(outgoing())
-        stopper = threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True,
-                                   name="etcd-watch-stop")
-        stopper.start()
+        with self._lock:
+            try:
+                channel = self._client.channel
+            except pyetcd.exceptions.NoServerAvailableError:
+                for ep in self._client.endpoints.values():   # every one failed lately: try them all again
+                    ep.last_failed = 0
+                channel = self._client.channel
+            endpoint = self._client.endpoint_in_use
+        stream = etcdrpc.WatchStub(channel).Watch(outgoing())
+        ended = threading.Event()   # this stream's end (``stop`` is the caller's, and stays theirs)
+
+        def stopper() -> None:
+            while not ended.is_set():
+                if stop.wait(0.2):
+                    stream.cancel()
+                    return
+        threading.Thread(target=stopper, daemon=True, name="etcd-watch-stop").start()
         try:
             for response in stream:
                 if response.compact_revision:
@@ -264,10 +276,15 @@ class EtcdMeta:
         except grpc.RpcError as err:
             if stop.is_set():
                 return
-            raise MetaUnavailable(f"etcd watch broke: {err.code().name.lower()}") from None
+            # The member went away: set it aside, so the watch re-opens on another one.
+            if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL):
+                with self._lock:
+                    endpoint.fail()
+                    self._client._clear_old_stubs()
+            raise MetaUnavailable(f"etcd watch on {endpoint.netloc} broke: {err.code().name.lower()}") from None
         finally:
             requests.put(None)
-            stop.set()
+            ended.set()
 
     # ------------------------------------------------------------------ writes
 

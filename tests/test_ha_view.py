@@ -135,3 +135,44 @@ def test_watch_stops_when_asked(etcd_cluster):
     t.join(5)
     assert not t.is_alive()
     meta.close()
+
+
+def test_a_follower_whose_etcd_member_dies_follows_on_through_another(etcd_cluster, tmp_path):
+    """Found by `hedgefs chaos --ha` (seed 19): a standby's watch broke with its etcd member and
+    the follower stopped for good (the watch set the follower's own stop event), so when the active
+    froze nobody took over. The watch now re-opens on another member."""
+    name = prefix("member-dies")
+    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(name)))            # the standby's, every member
+    follower_member = None
+    conn, capture = _writer(tmp_path / "active.sqlite")
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?), ('cluster_id', 'CID-y')",
+                 (str(SCHEMA_VERSION),))
+    conn.execute("INSERT INTO inodes(id, parent, name, is_dir, mtime_ms) VALUES (1, NULL, '', 1, 0)")
+    follower = None
+    try:
+        follower_member = next(m for m, port in etcd_cluster.client_ports.items()
+                               if meta._client.endpoint_in_use.netloc.endswith(f":{port}"))
+        others = ",".join(f"127.0.0.1:{p}" for m, p in etcd_cluster.client_ports.items() if m != follower_member)
+        writer = EtcdMeta(parse_meta_url(f"etcd://{others}/{name}"))   # the active's, on the other two
+        lease = Lease(writer, ttl_s=30)
+        epoch, _ = writer.campaign(leader_value("127.0.0.1:1", ""), lease.id)
+        _commit(conn, capture, writer, epoch)
+        follower = Follower(meta, str(tmp_path / "standby.sqlite"), _SCHEMA, SCHEMA_VERSION)
+        etcd_cluster.kill(follower_member)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'after', 0, 5)")
+        revision = _commit(conn, capture, writer, epoch)
+        assert follower.wait_applied(revision, 30), f"the follower stopped at revision {follower.applied}"
+        assert not follower.failed
+        assert follower.conn.execute("SELECT COUNT(*) FROM inodes WHERE name = 'after'").fetchone()[0] == 1
+        lease.revoke()
+        writer.close()
+    finally:
+        if follower is not None:
+            follower.stop()
+        meta.close()
+        conn.close()
+        if follower_member is not None:
+            etcd_cluster.start_member(follower_member, "existing")
+            etcd_cluster.wait_healthy()
