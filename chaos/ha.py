@@ -109,8 +109,11 @@ def _wait_active(chaos, other_than: str = "", timeout_s: float = TAKEOVER_S) -> 
 
 
 def _wait_standby(chaos, name: str) -> None:
-    _wait(f"{name} did not answer as a standby", lambda: getattr(ask(chaos, name), "role", "") == "standby",
-          STANDBY_S)
+    """A started or thawed NameNode serves again: as a standby, or as the active if the other one
+    stepped down meanwhile (an etcd member killed under it can time its Txn out: fail-stop). Two
+    actives at once are the role history's to catch, not this wait's."""
+    _wait(f"{name} did not answer as a standby (or the active)",
+          lambda: getattr(ask(chaos, name), "role", "") in ("standby", "active"), STANDBY_S)
 
 
 def apply(chaos, step: Step) -> list[str]:
