@@ -11,15 +11,14 @@ import threading
 import time
 
 import pytest
-
+from conftest import wait_until
 from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
+
 from hedgefs.namenode import etcd_view
 from hedgefs.namenode.db import _SCHEMA, SCHEMA_VERSION
 from hedgefs.namenode.election import Lease, leader_address, leader_value
 from hedgefs.namenode.etcd_meta import EtcdMeta, Fenced, MetaUnavailable, parse_meta_url
 from hedgefs.namenode.follower import Follower
-
-from conftest import wait_until
 
 
 def _dump(conn: sqlite3.Connection) -> dict:
@@ -160,6 +159,13 @@ def test_a_follower_whose_etcd_member_dies_follows_on_through_another(etcd_clust
         _commit(conn, capture, writer, epoch)
         follower = Follower(meta, str(tmp_path / "standby.sqlite"), _SCHEMA, SCHEMA_VERSION)
         etcd_cluster.kill(follower_member)
+
+        def elected() -> bool:   # the killed member may have been the raft leader
+            try:
+                return bool(etcd_cluster.leader())
+            except RuntimeError:
+                return False
+        wait_until(elected, 30, "a raft leader among the two members left")
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'after', 0, 5)")
         revision = _commit(conn, capture, writer, epoch)
