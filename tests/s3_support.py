@@ -11,6 +11,7 @@ import sys
 import urllib.parse
 import urllib.request
 
+import pytest
 from conftest import cli_env, run_cli, wait_until
 
 
@@ -157,3 +158,28 @@ def aws_cli(gateway, keys, *args, input=None):
     aws = os.path.join(os.path.dirname(sys.executable), "aws")
     return subprocess.run([aws, "--endpoint-url", gateway.endpoint, *args], capture_output=True, env=env,
                           input=input, timeout=120)
+
+
+def stack_fixtures(name: str):
+    """The module-scoped cluster, keys and gateway fixtures of an S3 test module (each module
+    its own, under ``name``): ``cluster, keys, gateway = stack_fixtures("s3")``."""
+    from conftest import start_cluster
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory):
+        c = start_cluster(tmp_path_factory.mktemp(f"{name}-cluster"))
+        yield c
+        c.down()
+
+    @pytest.fixture(scope="module")
+    def keys(cluster, tmp_path_factory):
+        directory = str(tmp_path_factory.mktemp(f"{name}-keys") / "keys")
+        return directory, issue_key(cluster.namenode, directory)
+
+    @pytest.fixture(scope="module")
+    def gateway(cluster, keys, tmp_path_factory):
+        g = GatewayProcess(cluster.namenode, str(tmp_path_factory.mktemp(f"{name}-gateway")), keys=keys[0])
+        yield g
+        g.stop()
+
+    return cluster, keys, gateway

@@ -19,31 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
-from s3_support import GatewayProcess, boto3_client, issue_key, raw_put, self_signed, signed_chunked_put
-
-from conftest import CELL, GROUP, STRIPE, assert_one_line_error, client, pattern, run_cli, start_cluster
+from conftest import CELL, GROUP, STRIPE, assert_one_line_error, client, pattern, run_cli
+from s3_support import GatewayProcess, boto3_client, raw_put, self_signed, signed_chunked_put, stack_fixtures
 
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("s3-cluster"))
-    yield c
-    c.down()
-
-
-@pytest.fixture(scope="module")
-def keys(cluster, tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp("s3-keys") / "keys")
-    return directory, issue_key(cluster.namenode, directory)
-
-
-@pytest.fixture(scope="module")
-def gateway(cluster, keys, tmp_path_factory):
-    g = GatewayProcess(cluster.namenode, str(tmp_path_factory.mktemp("s3-gateway")), keys=keys[0])
-    yield g
-    g.stop()
+cluster, keys, gateway = stack_fixtures("s3")
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ import json
 
 import pytest
 from botocore.exceptions import ClientError
-from s3_support import GatewayProcess, aws_cli, boto3_client, issue_key
-
-from conftest import CELL, STRIPE, pattern, start_cluster
+from conftest import CELL, STRIPE, pattern
+from s3_support import aws_cli, boto3_client, stack_fixtures
 
 MiB = 1 << 20
 ODD_KEYS = ["odd/with space", "odd/two  spaces", "odd/plus+sign", "odd/percent%20literal", "odd/%2F",
@@ -22,24 +21,7 @@ ODD_KEYS = ["odd/with space", "odd/two  spaces", "odd/plus+sign", "odd/percent%2
             "odd/ leading", "odd/tab\there", "odd/café", "odd/日本語/ファイル", "odd/emoji-😀", "odd/ü-NFD-u\u0308"]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = start_cluster(tmp_path_factory.mktemp("s3-calls"))
-    yield c
-    c.down()
-
-
-@pytest.fixture(scope="module")
-def keys(cluster, tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp("s3-calls-keys") / "keys")
-    return directory, issue_key(cluster.namenode, directory)
-
-
-@pytest.fixture(scope="module")
-def gateway(cluster, keys, tmp_path_factory):
-    g = GatewayProcess(cluster.namenode, str(tmp_path_factory.mktemp("s3-calls-gw")), keys=keys[0])
-    yield g
-    g.stop()
+cluster, keys, gateway = stack_fixtures("s3-calls")
 
 
 @pytest.fixture(scope="module")
