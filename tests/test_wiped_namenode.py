@@ -33,14 +33,14 @@ def wipe_namenode(cluster) -> None:
 def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(tmp_path):
     cluster = start_cluster(tmp_path / "c", "secure")
     try:
-        old = {f"/old/{i}": pattern(GROUP + 1000 * i, seed=i) for i in range(3)}   # 5 groups
+        old = {f"/old/{i}": pattern(GROUP + 1000 * i, seed=i) for i in range(6)}   # 11 groups
         with client(cluster.namenode) as fs:
             fs.mkdir("/old")
             for path, data in old.items():
                 fs.write_bytes(path, data)
             old_groups = {g.id: g.generation for path in old for g in fs.stat(path).groups}
         before = unit_files(cluster)
-        assert len(old_groups) == 5
+        assert len(old_groups) == 11
 
         wipe_namenode(cluster)
         cluster.wait_live(cluster.datanode_ids, 60)
@@ -64,7 +64,7 @@ def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(
             both = [(g, u) for g in new_groups.values() for u in g.units.values()
                     if any(parse_name(name)[:2] == (g.id, u.index) and parse_name(name)[2] == old_groups[g.id]
                            for dn, name in before if dn == u.datanode_id)]
-            assert both    # with ten DataNodes and six groups of nine units, some (g, i) land twice
+            assert both    # ten DataNodes, eleven groups of nine units: some (g, i) land twice (p of none < 1e-4)
             for g, u in both:
                 n = min(100, unit_length(parse_policy(POLICY), g.length, u.index))
                 with data_socket(cluster.namenode, u) as s:
