@@ -60,6 +60,9 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 JOIN_S = 90.0                             # writers and readers must stop within this after healing
 SCRUB_INTERVAL_S = 2.0                    # the DataNodes' scrubbers: rotten units are found within a few s
+# A writer the NameNode lost (a put that failed at a NameNode kill) leaves its file open until its
+# lease runs out, and a rotted unit of that file goes only then: well inside the final check's wait.
+LEASE_S = 30.0
 SUMMARY_KEYS = ("seed", "steps", "files", "bytes_verified", "reads", "hedges", "hedge_wins", "breaker_trips",
                 "repairs", "units_rotted", "wrong_bytes", "clean_failures", "p99_ms", "max_ms",
                 "ns_acknowledged", "ns_unknown", "ns_failed", "ns_lost")
@@ -149,6 +152,7 @@ class Chaos:
         c = self.config
         self.cluster.up(Options(datanodes=c.datanodes, namenode_port=0, policy=POLICY.name, block_size=BLOCK_SIZE,
                                 heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
+                                lease_timeout_s=LEASE_S,
                                 scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure, ha=c.ha))
         if self.poller:
             self.poller.start()

@@ -253,6 +253,10 @@ class DataNodeProtocol:
         log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
         return True
 
+    def restart_leases(self) -> None:
+        """Every lease of a file being written counts from now (this process begins to serve)."""
+        self.leases_from_ms = self.wall_ms()
+
     @_locked
     def tick(self) -> list[InFlight]:
         """One pass of the monitor: liveness changes, expired leases and deletes, repair planning.
@@ -272,8 +276,12 @@ class DataNodeProtocol:
                         repair.group_id, repair.index, repair.target)
             self._scan_needed = True
         now_ms = self.wall_ms()
+        cutoff_ms = now_ms - int(self.lease_timeout_s * 1000)
         with self.db.tx():
-            for file_id in self.ns.expired_leases(now_ms - int(self.lease_timeout_s * 1000)):
+            # Leases count from this process's start as the active at the earliest (HDFS renews
+            # every lease on start-up): a writer whose renewals failed while no NameNode served
+            # gets one whole lease period to renew, not an abandon on the first pass.
+            for file_id in self.ns.expired_leases(cutoff_ms) if cutoff_ms > self.leases_from_ms else ():
                 path = self.ns.path_of(file_id)
                 self.ns.abandon(file_id, self.blocks.forget_files)
                 log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)

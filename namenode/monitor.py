@@ -18,6 +18,7 @@ class Monitor:
         self._thread = threading.Thread(target=self._run, name="namenode-monitor", daemon=True)
 
     def start(self) -> None:
+        self.namenode.restart_leases()   # this process begins to serve as the active
         self._thread.start()
 
     def stop(self) -> None:

@@ -141,6 +141,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         self.in_safe_mode = safe_mode_share is not None
         self._reported: set[str] = set()   # DataNodes whose full block report this process has had
         self._reregister: set[str] = set()  # adopted at a failover (adopt_datanodes), not yet registered here
+        self.restart_leases()
         if not read_only:
             self.db.start_group_commit(self._lock)
 

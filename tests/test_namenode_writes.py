@@ -1,4 +1,5 @@
-"""The write path without gRPC: Create -> AddBlockGroup* -> Complete / Abandon, placement, leases."""
+"""The write path without gRPC: Create -> AddBlockGroup* -> Complete / Abandon, placement (leases:
+test_namenode_leases.py)."""
 
 import threading
 from collections import Counter
@@ -218,26 +219,6 @@ def test_deleting_the_directory_of_a_file_being_written_drops_the_write(nn):
         nn.complete(created.file_id, 0, [])
 
 
-def test_expired_lease_abandons_the_write(tmp_path, clock):
-    nn = make_namenode(tmp_path / "nn", clock, lease_timeout_s=60)
-    add_datanodes(nn, 5)
-    created = nn.create("/f")
-    clock.advance(50)
-    heartbeat_all(nn)
-    nn.add_block_group(created.file_id)  # renews the lease
-    clock.advance(50)
-    heartbeat_all(nn)
-    nn.tick()
-    nn.add_block_group(created.file_id)
-    clock.advance(61)
-    heartbeat_all(nn)
-    nn.tick()
-    with pytest.raises(NotFound):
-        nn.complete(created.file_id, 0, [])
-    assert sum(nn.blocks.pending_delete_counts().values()) == 10
-    nn.close()
-
-
 def test_completed_file_survives_reopen_but_a_half_written_one_stays_invisible(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
@@ -348,25 +329,6 @@ def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
     t.join(10)
     assert done == [None]
     assert [u.index for u in nn.file_info("/f").groups[0].units] == [0, 1, 2, 3, 4]
-    nn.close()
-
-
-def test_renewed_lease_keeps_a_slow_write_and_an_unrenewed_one_expires(tmp_path, clock):
-    nn = make_namenode(tmp_path / "nn", clock, lease_timeout_s=20)
-    add_datanodes(nn, 5)
-    slow = nn.create("/slow")
-    dead = nn.create("/dead")
-    assert slow.lease_timeout_ms == 20_000
-    for _ in range(6):          # 60 s of writing, renewed every 10 s
-        clock.advance(10)
-        heartbeat_all(nn)
-        nn.renew_lease(slow.file_id)
-        nn.tick()
-    nn.complete(slow.file_id, 0, [])
-    with pytest.raises(NotFound):
-        nn.renew_lease(dead.file_id)
-    with pytest.raises(NotFound):
-        nn.renew_lease(slow.file_id)    # complete: nothing to renew
     nn.close()
 
 
