@@ -85,8 +85,8 @@ def temp_units(cluster: LocalCluster, dn: str) -> list[Path]:
     return sorted(p for p in tmp.iterdir() if p.suffix == ".blk") if tmp.exists() else []
 
 
-def writing_now(cluster: LocalCluster, cells: int) -> list[str]:
-    """DataNodes holding a temp unit that has received exactly `cells` cells so far."""
+def writing(cluster: LocalCluster, holds=lambda sizes: bool(sizes)) -> list[str]:
+    """DataNodes whose unfinished units' sizes (bytes received so far) satisfy ``holds``."""
     out = []
     for dn in cluster.datanode_ids:
         sizes = []
@@ -94,10 +94,15 @@ def writing_now(cluster: LocalCluster, cells: int) -> list[str]:
             try:
                 sizes.append(p.stat().st_size)
             except FileNotFoundError:
-                pass
-        if cells * CELL in sizes:
+                pass     # finished or dropped meanwhile
+        if holds(sizes):
             out.append(dn)
     return out
+
+
+def writing_now(cluster: LocalCluster, cells: int) -> list[str]:
+    """DataNodes holding a temp unit that has received exactly `cells` cells so far."""
+    return writing(cluster, lambda sizes: cells * CELL in sizes)
 
 
 def wait_mid_group(cluster: LocalCluster, cells: int = 2) -> list[str]:

@@ -74,7 +74,9 @@ def test_reads_reuse_pooled_connections(cluster):
 
 @pytest.fixture
 def busy_cluster(tmp_path):
-    c = start_cluster(tmp_path / "cluster")
+    # A slow restart of the busy DataNode (a loaded host) must not outlive the dead interval: its
+    # unit would be rebuilt elsewhere and the burst would never reach it.
+    c = start_cluster(tmp_path / "cluster", dead_interval_s=60.0)
     yield c
     c.down()
 
@@ -86,15 +88,18 @@ def test_200_concurrent_reads_of_a_datanode_with_max_streams_16_all_succeed(busy
         dn = holder(fs, "/busy", 0)
     busy_cluster.state["options"]["datanode_args"] = {dn: ["--max-streams", "16"]}
     busy_cluster.restart(dn)
-    # Each read holds a stream for 300 ms, so a burst finds every one of the 16 taken.
-    busy_cluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(read_delay_ms=300))
+    # Each read holds a stream for 1.5 s, so a burst finds every one of the 16 taken (300 ms was
+    # too short on a loaded host: its 200 reads trickled in and never found all 16 busy).
+    busy_cluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(read_delay_ms=1500))
+    with FileSystem(busy_cluster.namenode) as fs:
+        assert holder(fs, "/busy", 0) == dn
     with FileSystem(busy_cluster.namenode, hedge=NEVER_BY_TIME) as fs, fs.open("/busy") as f:
         with concurrent.futures.ThreadPoolExecutor(200) as pool:
             results = list(pool.map(lambda _: f.pread(0, CELL), range(200)))
         stats = fs.stats()
     assert all(r == data[:CELL] for r in results)
     state = fault_state(busy_cluster, dn)
-    assert state.calls["busy"] >= 1
+    assert state.calls["busy"] >= 1, (state.calls, stats.counters)
     c = stats.counters
     assert c["reads"] == 200 and c["hedges"] == 0
     assert 1 <= c["rebuilt_on_failure"] <= 200 - 16, c   # the turned-away reads were rebuilt

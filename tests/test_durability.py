@@ -312,9 +312,10 @@ def test_client_killed_mid_put_leaves_no_visible_file(dfs, fs):
 
 @pytest.mark.insecure_only("lease timing: no channel involved")
 def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned(tmp_path, security):
-    """The lease is 2 s here. A `put -` fed at 100 KB/s for 6 s (three leases) renews its lease
-    while it writes and completes; a put killed mid-write stops renewing and is abandoned."""
-    cluster = start_cluster(tmp_path / "lease", security, lease_timeout_s=2.0)
+    """The lease is 4 s here (renewed every 1.3 s: a loaded host missed a 2 s one). A `put -` fed
+    at 60 KB/s for 10 s (two and a half leases) renews its lease while it writes and completes; a
+    put killed mid-write stops renewing and is abandoned."""
+    cluster = start_cluster(tmp_path / "lease", security, lease_timeout_s=4.0)
     try:
         with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
             fs.mkdir("/lease")
@@ -323,10 +324,10 @@ def test_a_slow_put_outlives_its_lease_but_a_killed_one_is_abandoned_and_cleaned
             started = time.monotonic()
             for offset in range(0, len(data), 10_000):   # pacing the input, not synchronising
                 assert put.feed(data[offset:offset + 10_000]), put.why()
-                time.sleep(max(0.0, started + (offset + 10_000) / 100_000 - time.monotonic()))
+                time.sleep(max(0.0, started + (offset + 10_000) / 60_000 - time.monotonic()))
             code, err = put.finish()
             assert code == 0, err
-            assert time.monotonic() - started > 3 * 2.0
+            assert time.monotonic() - started > 2 * 4.0
             assert fs.read_bytes("/lease/slow") == data
             fs.delete("/lease/slow")
 
