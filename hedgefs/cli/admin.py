@@ -307,3 +307,7 @@ from hedgefs.cli.admin_state import admin_decommission, admin_recommission, admi
 admin.add_command(admin_decommission)
 admin.add_command(admin_recommission)
 admin.add_command(admin_safemode)
+
+from hedgefs.cli.browser_cert import admin_export_p12  # noqa: E402
+
+admin.add_command(admin_export_p12)
