@@ -49,6 +49,11 @@ class Decommissioning:
         """Usable DataNodes that may take new units (placement, repair targets)."""
         return [d for d in self._usable_ids() if d not in self.leaving]
 
+    def _leaving_note(self) -> str:
+        """For a refusal counting DataNodes: those left out because they are leaving."""
+        leaving = sorted(d for d in self.leaving if self.liveness.is_live(d))
+        return f" and in service ({', '.join(leaving)} decommissioning)" if leaving else ""
+
     def _leaving_groups(self) -> set[int]:
         """Groups with a unit on a live leaving DataNode: the repair pass looks at them too."""
         out: set[int] = set()

@@ -248,7 +248,7 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         live = self._placeable_ids()
         usable = [d for d in live if d not in excluded]
         if len(usable) < policy.units:
-            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live"
+            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live{self._leaving_note()}"
             if len(live) >= policy.units:
                 message = (f"policy {policy.name} needs {policy.units} live DataNodes, only {len(usable)} "
                            f"are live and not excluded ({', '.join(sorted(excluded & set(live)))})")
@@ -270,7 +270,8 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
         live = len(self._placeable_ids())
         if live < policy.units:
-            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live")
+            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live"
+                                  f"{self._leaving_note()}")
 
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,

@@ -89,3 +89,45 @@ def test_decommissioned_datanode_is_killed_with_nothing_degraded(dc):
     r = run_cli("admin", "decommission", other, namenode=dc.namenode)
     assert r.code == 1
     assert_one_line_error(r, f"cannot decommission {other}", "RS-6-3-64k needs 9 DataNodes")
+
+
+# ------------------------------------------------------------------ the namesystem, on a fake clock
+
+
+def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it(tmp_path, clock):
+    from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
+
+    from hedgefs.namenode.errors import FailedPrecondition
+    from hedgefs.namenode.model import RepairUnit
+
+    nn = make_namenode(tmp_path / "nn", clock)   # RS-3-2: 5 DataNodes a group
+    add_datanodes(nn, 6)
+    write_file(nn, "/f", 3 * 4096 * 4)           # 4 groups: dn1 holds units of most of them
+    held = nn.blocks.units_on("dn1", 1000)
+    assert held
+    assert nn.decommission("dn1") == ("decommissioning", len(held))
+    with pytest.raises(FailedPrecondition, match="cannot decommission dn2: policy RS-3-2-1k needs 5 DataNodes, "
+                                                 "only 4 would be left in service"):
+        nn.decommission("dn2")
+    created = nn.create("/g")
+    assert "dn1" not in {u.datanode_id for u in nn.add_block_group(created.file_id).units}
+    nn.abandon(created.file_id)
+    for _ in range(10):   # plan, deliver, store: each copy reads dn1's own unit
+        nn.tick()
+        for dn, commands in heartbeat_all(nn).items():
+            for c in commands:
+                if isinstance(c, RepairUnit):
+                    assert dn != "dn1"
+                    assert "dn1" in {s.datanode_id for s in c.sources if s.index == c.index}
+                    assert nn.unit_stored(dn, c.group_id, c.index, c.generation) == "moved"
+        if nn.admin_state("dn1") == "decommissioned":
+            break
+    assert nn.admin_state("dn1") == "decommissioned" and not nn.blocks.units_on("dn1", 1000)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)   # a restart goes on knowing it
+    try:
+        assert nn.leaving == {"dn1"}
+        assert nn.recommission("dn1") == ("", 0)
+        assert nn.leaving == set()
+    finally:
+        nn.close()
