@@ -3,6 +3,7 @@ serves reads, and its units are copied elsewhere; once decommissioned it can be 
 group degraded. Refusals are one line: an unknown id (exit 2), too few DataNodes left (exit 1)."""
 
 import json
+import urllib.request
 
 import pytest
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -72,6 +73,10 @@ def test_decommissioned_datanode_is_killed_with_nothing_degraded(dc):
     wait_until(lambda: report(dc)[leaving]["admin_state"] == "decommissioned", 60, f"{leaving} decommissioned",
                interval=0.5, detail=lambda: report(dc)[leaving])
     assert report(dc)[leaving]["units_mapped"] == 0
+    with urllib.request.urlopen(dc.http_url + "api/", timeout=10) as page:   # the status page says so too
+        assert {d["id"]: d["admin_state"] for d in json.load(page)["datanodes"]}[leaving] == "decommissioned"
+    with urllib.request.urlopen(dc.http_url, timeout=10) as page:
+        assert 'data-admin-state="decommissioned">decommissioned</span>' in page.read().decode()
     r = run_cli("admin", "decommission", leaving, namenode=dc.namenode)   # asking again: its state
     assert r.code == 0 and b"decommissioned" in r.stdout
 

@@ -16,8 +16,10 @@ def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
     if sm.reason == "admin":
         return "entered by an admin: `hedgefs admin safemode leave` ends it"
     deadline = f", or {sm.deadline_left_s:g} s more" if sm.deadline_left_s else ""
+    meanwhile = ("no deletes or repairs meanwhile" if sm.reason == "failover" else
+                 "no deletes or repairs, and namespace changes are refused, meanwhile")
     return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} units reported, it waits for "
-            f"{100 * sm.share:.0f}%{deadline}; namespace changes are refused meanwhile")
+            f"{100 * sm.share:.0f}%{deadline}; {meanwhile}")
 
 
 
