@@ -153,3 +153,31 @@ def test_admin_enter_and_leave(sm):
     assert safemode(sm, "leave")["on"] is False
     r = run_cli("mkdir", "/y", namenode=sm.namenode)
     assert r.code == 0, r.stderr
+
+
+
+def test_no_delete_is_sent_in_start_up_safe_mode(tmp_path, clock):
+    from hedgefs.namenode.model import DeleteUnit
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/keep", 4096)
+    write_file(nn, "/gone", 4096)
+    nn.delete("/gone")   # its units are to be deleted: not sent before the restart
+    nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+    assert nn.in_safe_mode
+    units = {dn: nn.blocks.units_on(dn, 1000) for dn in ids}
+    for dn in ids[:2]:   # 2 of 5 report (the unit of /keep on each): 40 %, still in safe mode
+        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        nn.block_report(dn, units[dn] + nn.blocks.pending_deletes(dn))
+    nn.tick()
+    assert nn.in_safe_mode
+    assert not any(isinstance(c, DeleteUnit) for cs in heartbeat_all(nn, ids[:2]).values() for c in cs)
+    for dn in ids[2:]:
+        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        nn.block_report(dn, units[dn])
+    nn.tick()
+    assert not nn.in_safe_mode
+    sent = [c for cs in heartbeat_all(nn, ids[:2]).values() for c in cs if isinstance(c, DeleteUnit)]
+    assert sent    # the deletes go out once it has left
+    nn.close()
