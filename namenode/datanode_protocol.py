@@ -240,6 +240,20 @@ class DataNodeProtocol:
 
     # ------------------------------------------------------------------ the monitor's pass
 
+    def _leave_safe_mode(self) -> bool:
+        """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
+        that block-reported to this process, or the deadline passed (safe_mode.py); an admin's lasts."""
+        if self.safe_mode_reason == "admin":
+            return False
+        reported, total = self._safe_mode_counts()
+        late = self._safe_mode_until is not None and self.clock() >= self._safe_mode_until
+        if total and reported < self.safe_mode_share * total and not late:
+            return False
+        self.safe_mode_reason = ""
+        self.in_safe_mode = False
+        log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
+        return True
+
     @_locked
     def tick(self) -> list[InFlight]:
         """One pass of the monitor: liveness changes, expired leases and deletes, repair planning.

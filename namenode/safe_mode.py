@@ -62,20 +62,6 @@ class SafeMode:
                                          "GROUP BY datanode_id"))
         return sum(n for d, n in by_datanode.items() if d in self._reported), sum(by_datanode.values())
 
-    def _leave_safe_mode(self) -> bool:
-        """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
-        that block-reported to this process, or the deadline passed; an admin's lasts."""
-        if self.safe_mode_reason == ADMIN:
-            return False
-        reported, total = self._safe_mode_counts()
-        late = self._safe_mode_until is not None and self.clock() >= self._safe_mode_until
-        if total and reported < self.safe_mode_share * total and not late:
-            return False
-        self.in_safe_mode, self.safe_mode_reason = False, ""
-        log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)%s", reported, total,
-                 len(self._reported), ", the deadline passed" if late and reported < self.safe_mode_share * total else "")
-        return True
-
     @_locked
     def safe_mode(self, action: str = "get") -> SafeModeState:
         """HDFS's ``dfsadmin -safemode get|enter|leave``."""
