@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 NAMENODE_TIMEOUT_S = 10.0   # one try of one call
 
 ACTIVE_KEY = "hedgefs-active"
+SAFE_MODE_KEY = "hedgefs-safe-mode"   # a safe-mode refusal: "retry" (a start-up one, ends by itself) or "wait"
 CLIENT_ID_KEY = "hedgefs-client-id"
 CALL_ID_KEY = "hedgefs-call-id"
 # The calls a retry must not repeat (the NameNode's retry cache answers them by call id).
@@ -73,6 +74,15 @@ def parse_addresses(text: str) -> tuple[str, ...]:
 def active_hint(err: grpc.RpcError) -> str | None:
     """The active a standby named in its refusal ("" while an election is on); None when ``err``
     is not a standby's refusal."""
+    return _trailer(err, ACTIVE_KEY)
+
+
+def safe_mode_retry(err: grpc.RpcError) -> bool:
+    """A refusal of a NameNode in start-up safe mode, which ends by itself: worth retrying."""
+    return _trailer(err, SAFE_MODE_KEY) == "retry"
+
+
+def _trailer(err: grpc.RpcError, wanted: str) -> str | None:
     if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
         return None
     try:
@@ -80,7 +90,7 @@ def active_hint(err: grpc.RpcError) -> str | None:
     except Exception:   # an error raised before any call was made has none
         return None
     for key, value in metadata:
-        if key == ACTIVE_KEY:
+        if key == wanted:
             return value.decode() if isinstance(value, bytes) else value
     return None
 
@@ -110,6 +120,12 @@ class Attempts:
         new ``self.address``), or raise the HedgefsError the caller should see."""
         code = err.code()
         hint = active_hint(err)
+        if safe_mode_retry(err) and not tls_refusal:   # a restarted NameNode's safe mode: it ends soon
+            left = self.deadline - self.clock()
+            if left <= 0:
+                raise from_namenode_error(err, self.address)
+            pause, self.pause = self.pause, min(self.pause * 2, self.config.backoff_max_s)
+            return min(pause, left)
         if tls_refusal or (hint is None and code not in (grpc.StatusCode.UNAVAILABLE,
                                                           grpc.StatusCode.DEADLINE_EXCEEDED)):
             raise from_namenode_error(err, self.address, tls_refusal)

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 
-from hedgefs.client.errors import AlreadyExists, NotFound, UsageError
+from hedgefs.client.errors import AlreadyExists, NotAllowed, NotFound, UsageError
 from hedgefs.distcp import commit, plan, resume
 from hedgefs.distcp.sides import Entry, Location, basename, join, parent_of
 from hedgefs.distcp.state import FileJob, SegmentState
@@ -92,6 +92,8 @@ def list_all(cp, roots) -> None:
             try:
                 if not cp.abort.is_set():
                     _visit(cp, *item, add)
+            except (NotAllowed, PermissionError) as err:   # this entry only: reported, the rest goes on
+                _skip_refused(cp, item[0], err)
             except BaseException as err:  # a fatal error: bad input, a NameNode gone
                 cp.fail_job(err)
             finally:
@@ -119,10 +121,11 @@ def _visit(cp, src: Location, entry: Entry, target: str, add) -> None:
     if entry.is_dir:
         if _skip_bad_name(cp, src, target):
             return
+        children = cp.source_side(src).list(entry.path)   # first: one we may not read leaves no empty copy
         cp.dst.mkdirs(target)
         with cp.lock:
             cp.counts["directories"] += 1
-        for child in cp.source_side(src).list(entry.path):
+        for child in children:
             add((Location(src.namenode, child.path), child, join(target, basename(child.path))))
         return
     _plan_file(cp, src, target)
@@ -145,6 +148,19 @@ def _skip_bad_name(cp, src: Location, target: str) -> bool:
         return True
 
 
+def _skip_refused(cp, src: Location, err: BaseException) -> None:
+    """A file or directory the credential may not read (or whose copy it may not write): that
+    entry is reported as failed, with the reason, and the others go on (exit 1 at the end)."""
+    shown = src.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    why = "permission denied" if isinstance(err, PermissionError) else str(err)
+    with cp.lock:
+        cp.counts["files_planned"] += 1
+        cp.counts["files_failed"] += 1
+        cp.failures.append(f"{shown}: {why} (skipped)")
+        cp.lock.notify_all()
+    log.warning("%s: %s, skipped", shown, why)
+
+
 def _plan_file(cp, src: Location, target: str) -> None:
     if _skip_bad_name(cp, src, target):
         return
@@ -152,6 +168,15 @@ def _plan_file(cp, src: Location, target: str) -> None:
     entry = side.stat(src.path)  # with the identity that is checked again at commit
     if entry is None:
         raise NotFound(f"no such file: {src}")
+    reader = side.open(src.path)   # before anything is made for it: a file we may not read leaves nothing
+    try:
+        _plan_opened(cp, src, target, side, entry, reader)
+    except BaseException:
+        reader.close()
+        raise
+
+
+def _plan_opened(cp, src: Location, target: str, side, entry: Entry, reader) -> None:
     tkey = plan.key(target)
     marker = join(cp.staging, tkey)
     planned_before = cp.dst.stat(marker) is not None
@@ -165,6 +190,7 @@ def _plan_file(cp, src: Location, target: str) -> None:
                 with cp.lock:   # a killed run of this job finished it: resumed, not skipped
                     cp.counts["files_resumed" if planned_before and not cp.options.update else "files_skipped"] += 1
                 log.info("%s: same checksum at %s, skipped", src, target)
+                reader.close()
                 return
             overwrite = True
         elif cp.options.overwrite:
@@ -180,7 +206,7 @@ def _plan_file(cp, src: Location, target: str) -> None:
     job.states = [SegmentState(job, s) for s in segments]
     job.left = len(segments)
     resume.resume(cp, job, marker)
-    job.reader = side.open(src.path)
+    job.reader = reader
     with cp.lock:
         cp.counts["files_planned"] += 1
         cp.counts["bytes_planned"] += entry.length

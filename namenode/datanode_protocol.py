@@ -147,7 +147,7 @@ class DataNodeProtocol:
             return None
         group, _, policy_name = found
         policy = load_policy(policy_name)
-        if repair.index in group.good(self.liveness.is_live):
+        if repair.index in group.good(self._stays):   # (a leaving DataNode's copy is to be moved)
             return None
         if repair.target in group.units.values():  # it got another unit of the group meanwhile
             return None
@@ -203,7 +203,7 @@ class DataNodeProtocol:
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
         with self.db.tx():
-            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._usable) for g, i, gen in units]
+            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds) for g, i, gen in units]
         self._scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))
@@ -242,13 +242,14 @@ class DataNodeProtocol:
 
     def _leave_safe_mode(self) -> bool:
         """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
-        that block-reported to this process."""
-        by_datanode = dict(self.db.query("SELECT datanode_id, COUNT(*) FROM units WHERE reported = 1 "
-                                         "GROUP BY datanode_id"))
-        total = sum(by_datanode.values())
-        reported = sum(n for d, n in by_datanode.items() if d in self._reported)
-        if total and reported < self.safe_mode_share * total:
+        that block-reported to this process, or the deadline passed (safe_mode.py); an admin's lasts."""
+        if self.safe_mode_reason == "admin":
             return False
+        reported, total = self._safe_mode_counts()
+        late = self._safe_mode_until is not None and self.clock() >= self._safe_mode_until
+        if total and reported < self.safe_mode_share * total and not late:
+            return False
+        self.safe_mode_reason = ""
         self.in_safe_mode = False
         log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
         return True
@@ -297,8 +298,8 @@ class DataNodeProtocol:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
         unit_bytes = self.ns.default_block_size
-        planned = self.repairs.plan(self._needs(self.health.unhealthy),
-                                    [d for d in self._usable_ids() if self.liveness.has_room(d, unit_bytes)],
+        planned = self.repairs.plan(self._needs(self.health.unhealthy | self._leaving_groups()),
+                                    [d for d in self._placeable_ids() if self.liveness.has_room(d, unit_bytes)],
                                     self.liveness.load_key, self.blocks.datanodes_deleting())
         for repair in planned:
             self.liveness.note_allocated(repair.target, unit_bytes)

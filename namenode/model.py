@@ -103,6 +103,18 @@ class DataNodeReport:
     remaining_bytes: int = 0   # free there
     shares_filesystem_with: tuple[str, ...] = ()   # other DataNodes of its host on that file system
     low_space: bool = False    # remaining below the warning threshold
+    admin_state: str = ""      # "" (in service), decommissioning, decommissioned
+    units_mapped: int = 0      # units the block map puts on it
+
+
+@dataclass(frozen=True)
+class SafeModeState:
+    on: bool
+    reason: str               # start-up | admin | failover ("" when off)
+    units_reported: int       # units on DataNodes that block-reported to this NameNode
+    units_total: int
+    share: float              # the share start-up safe mode waits for
+    deadline_left_s: float    # start-up safe mode ends by then at the latest (0: no deadline, or off)
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,7 @@ class DataNodeStatus:
     remaining_bytes: int = 0
     low_space: bool = False
     shares_filesystem_with: tuple[str, ...] = ()
+    admin_state: str = ""             # "" (in service), decommissioning, decommissioned
 
 
 @dataclass(frozen=True)
@@ -182,6 +195,7 @@ class ClusterStatus:
     repairs_done: int
     first_minute: int                 # unix minute of p99_by_minute[0]
     datanodes: list[DataNodeStatus]
+    safe_mode: str = ""               # "" (off), start-up, admin or failover: why it is on
     remaining_bytes: int = 0          # of live DataNodes, each file system counted once
     low_space_pct: float = 0.0        # the warning threshold
 

@@ -61,6 +61,7 @@ from hedgefs.namenode import placement
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.datanode_protocol import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S, DataNodeProtocol  # noqa: F401 (tests)
 from hedgefs.namenode.db import Backend, Database
+from hedgefs.namenode.decommission import Decommissioning
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.health import Health
 from hedgefs.namenode.liveness import Liveness
@@ -73,6 +74,7 @@ from hedgefs.namenode.model import (
 )
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
+from hedgefs.namenode.safe_mode import SafeMode
 from hedgefs.namenode.views import OperatorViews
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity
@@ -87,7 +89,7 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 
 
 
-class Namesystem(DataNodeProtocol, OperatorViews):
+class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
@@ -95,11 +97,14 @@ class Namesystem(DataNodeProtocol, OperatorViews):
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None, cluster_id: str | None = None,
                  tokens: BlockTokens | None = None, db_file: str = DB_FILE, backend: Backend | None = None,
-                 read_only: bool = False, safe_mode_share: float | None = None):
+                 read_only: bool = False, safe_mode_share: float | None = None,
+                 safe_mode_deadline_s: float | None = None):
         """``backend``/``read_only``: the file is a view of a namespace on etcd (ha.py), the
         active's (every commit goes to etcd first) or a standby's (no change at all).
         ``safe_mode_share``: a new active's safe mode (no deletes, no repairs) lasts until this
-        share of the units is on DataNodes that block-reported to it; None: no safe mode."""
+        share of the units is on DataNodes that block-reported to it, and so does a NameNode
+        restarted on SQLite with groups in its map (at most ``safe_mode_deadline_s``, and it also
+        refuses namespace changes: safe_mode.py); None: no safe mode."""
         try:
             load_policy(default_policy)
         except InvalidArgument as err:
@@ -125,6 +130,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         self.liveness = Liveness(dead_interval_s, clock)
         self._registered: set[str] = set()  # DataNodes that registered with this process
         self.liveness.load(self.blocks.datanodes())
+        self._load_leaving()   # DataNodes being decommissioned (decommission.py)
         self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
         self._delete_sent: dict[tuple[str, int, int], float] = {}
         self._report_parts: dict[str, tuple[int, set]] = {}  # a report arriving in parts: last part, units so far
@@ -135,11 +141,10 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         self.started_ms = self.wall_ms()
         self.health = Health(self.db)
         self.health.judge_all(self.liveness.live_ids())
-        # HA: a new active's DataNodes report before it deletes or repairs (HDFS's safe mode and
-        # its stale block contents after a failover).
-        self.safe_mode_share = safe_mode_share
-        self.in_safe_mode = safe_mode_share is not None
+        # A new active's (HA) or a restarted NameNode's DataNodes report before it deletes or
+        # repairs (HDFS's safe mode and its stale block contents after a failover).
         self._reported: set[str] = set()   # DataNodes whose full block report this process has had
+        self._init_safe_mode(safe_mode_share, safe_mode_deadline_s, ha=backend is not None or read_only)
         self._reregister: set[str] = set()  # adopted at a failover (adopt_datanodes), not yet registered here
         self.restart_leases()
         if not read_only:
@@ -152,6 +157,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
 
     @_locked
     def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"mkdir {path}")
         with self.db.tx():
             self.ns.mkdir(path, parents, who)
 
@@ -184,18 +190,21 @@ class Namesystem(DataNodeProtocol, OperatorViews):
 
     @_locked
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"delete {path}")
         with self.db.tx():
             files = self.ns.delete(path, recursive, self.blocks.forget_files, who)
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
     def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"rename {src}")
         with self.db.tx():
             self.ns.rename(src, dst, who)
         log.debug("renamed %s to %s for %s", src, dst, who.name)
 
     @_locked
     def set_policy(self, path: str, policy: str, who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"set the policy of {path}")
         if policy:
             self._check_placeable(load_policy(policy))
         with self.db.tx():
@@ -209,12 +218,14 @@ class Namesystem(DataNodeProtocol, OperatorViews):
 
     @_locked
     def set_permission(self, path: str, mode: int, who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"chmod {path}")
         with self.db.tx():
             self.ns.set_permission(path, mode, who)
         log.info("mode of %s set to %04o by %s", path, mode, who.name)
 
     @_locked
     def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER) -> None:
+        self._refuse_in_safe_mode(f"chown {path}")
         with self.db.tx():
             self.ns.set_owner(path, owner, group, who)
         log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
@@ -235,10 +246,10 @@ class Namesystem(DataNodeProtocol, OperatorViews):
     def _live_targets(self, policy: Policy, exclude: Iterable[str] = ()) -> list[str]:
         """Usable DataNodes a group may use; FAILED_PRECONDITION if fewer than k+m."""
         excluded = set(exclude)
-        live = self._usable_ids()
+        live = self._placeable_ids()
         usable = [d for d in live if d not in excluded]
         if len(usable) < policy.units:
-            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live"
+            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live{self._leaving_note()}"
             if len(live) >= policy.units:
                 message = (f"policy {policy.name} needs {policy.units} live DataNodes, only {len(usable)} "
                            f"are live and not excluded ({', '.join(sorted(excluded & set(live)))})")
@@ -258,14 +269,16 @@ class Namesystem(DataNodeProtocol, OperatorViews):
 
     def _check_placeable(self, policy: Policy) -> None:
         """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
-        live = len(self._usable_ids())
+        live = len(self._placeable_ids())
         if live < policy.units:
-            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live")
+            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live"
+                                  f"{self._leaving_note()}")
 
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
                client_name: str = "", convert_from: tuple[int, int] | None = None,
                who: Identity = SUPER) -> Created:
+        self._refuse_in_safe_mode(f"create {path}")
         with self.db.tx():
             node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from, who)
             self._check_placeable(pol)
@@ -277,6 +290,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
     @_locked
     def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER) -> GroupInfo:
         """A new group for a write in progress (the caller's), every unit with a write token."""
+        self._refuse_in_safe_mode("add a block group")
         with self.db.tx():
             node = self.ns.writing(file_id, who)
             policy = load_policy(node.policy)
@@ -344,6 +358,7 @@ class Namesystem(DataNodeProtocol, OperatorViews):
     def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER) -> None:
         """One file at ``target`` from the parts ``sources``, in one transaction: a reader sees
         no target (or the old one) until the commit, then all of it."""
+        self._refuse_in_safe_mode(f"concat into {target}")
         with self.db.tx():
             length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
                                     who)
@@ -394,9 +409,9 @@ class Namesystem(DataNodeProtocol, OperatorViews):
         needs = []
         for group, policy_name in self.blocks.complete_groups(candidates):
             policy = load_policy(policy_name)
-            good = group.good(self.liveness.is_live)
+            good = group.good(self._stays)   # a unit on a leaving DataNode is to be copied elsewhere
             if len(good) < policy.units:
-                live = {i: d for i, d in good.items() if self._usable(d)}
+                live = {i: d for i, d in group.good(self.liveness.is_live).items() if self._usable(d)}
                 needs.append(GroupNeed(group.id, policy.k, live, [i for i in range(policy.units) if i not in good],
                                        frozenset(group.units.values()), policy.replicated, policy.decodable(live)))
         return needs

@@ -79,6 +79,7 @@ th{background:#eef1f5;font-size:12px;color:#3a4252} td.n{text-align:right;font-v
 .state-live,.state-healthy,.state-HEALTHY{background:#dff3e3;color:#1b6b2c}
 .state-stale,.state-degraded,.state-DEGRADED{background:#fff1cc;color:#7a5300}
 .state-dead,.state-missing,.state-MISSING{background:#fde0e0;color:#9b1c1c}
+.state-decommissioning,.state-decommissioned,.state-safemode{background:#e3e8f8;color:#27408b}
 tr.slow td{background:#fff4f4} .faults{color:#9b1c1c;font-size:12px}
 .muted{color:#7a8291} .heat{background:#fff;border:1px solid #dde1e7;padding:8px}
 .heat text{font:11px system-ui,sans-serif;fill:#1d2330} .heat .slow-mark{fill:#c62828;font-weight:700}
@@ -139,6 +140,9 @@ def overview(status: ClusterStatus) -> str:
     cards = []
     if status.cluster_id:
         cards.append(card("cluster id", h(status.cluster_id)))
+    if status.safe_mode:
+        cards.append(card("safe mode", f'<span class="state state-safemode" id="safe-mode">ON ({h(status.safe_mode)})'
+                                       f'</span>'))
     cards += [
         card("uptime", h(uptime)),
         card("capacity", h(size(status.capacity_bytes))),
@@ -180,7 +184,8 @@ def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> 
                    if d.reads else '<td class="n muted">–</td><td class="n muted">–</td>')
         out.append(
             f'<tr class="dn{" slow" if d.id in slow else ""}" data-datanode="{h(d.id)}" data-state="{h(d.state)}">'
-            f'<td>{datanode_link(d.id)}</td><td><span class="state state-{h(d.state)}">{h(d.state)}</span></td>'
+            f'<td>{datanode_link(d.id)}</td><td><span class="state state-{h(d.state)}">{h(d.state)}</span>'
+            f'{_admin_state(d)}</td>'
             f'<td>{h(d.address)}</td><td class="n">{d.heartbeat_age_s:.1f} s</td>'
             f'<td class="n">{h(size(d.used_bytes))}</td><td class="n">{h(size(d.capacity_bytes))}</td>'
             f'<td class="n{" low-space" if d.low_space else ""}"'
@@ -190,6 +195,13 @@ def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> 
             f'<td class="faults">{h(faults)}</td><td class="n">{d.reads}</td>{latency}<td>{metrics}</td></tr>')
             # (a scrub column goes here when DataNodes report scrub progress)
     return f'<table id="datanodes">{head}{"".join(out)}</table>'
+
+
+def _admin_state(d) -> str:
+    """A decommissioning / decommissioned DataNode's badge beside its state."""
+    if not d.admin_state:
+        return ""
+    return f' <span class="state state-{h(d.admin_state)}" data-admin-state="{h(d.admin_state)}">{h(d.admin_state)}</span>'
 
 
 def _sharing_title(d: DataNodeStatus) -> str:

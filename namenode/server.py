@@ -59,7 +59,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
           credential: Credential | None = None, cluster_id: str | None = None,
           block_token_lifetime_s: float = DEFAULT_LIFETIME_S, meta: str = "",
           lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024,
-          etcd_tls: str = "") -> None:
+          etcd_tls: str = "", safe_mode_deadline_s: float = 60.0) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -95,7 +95,8 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
                           dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
                           min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens,
                           db_file=url.path or (VIEW_FILE if url.scheme == "etcd" else DB_FILE), backend=backend,
-                          read_only=read_only, safe_mode_share=safe_mode_share if backend else None)
+                          read_only=read_only, safe_mode_share=safe_mode_share if backend or not read_only else None,
+                          safe_mode_deadline_s=None if backend else safe_mode_deadline_s)
 
     def on_active(nn):
         monitors.append(Monitor(nn, repair_interval_s))

@@ -34,6 +34,7 @@ from hedgefs.namenode.errors import (
 from hedgefs.namenode.ha import NotActive, Single
 from hedgefs.namenode.namespace import Entry
 from hedgefs.namenode.namesystem import Namesystem
+from hedgefs.namenode.safe_mode import SafeModeRefusal
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 from hedgefs.security import material
@@ -42,6 +43,8 @@ from hedgefs.security.material import Credential, Identity
 from hedgefs.security.rpc import caller
 
 log = logging.getLogger("hedgefs.namenode")
+
+SAFE_MODE_KEY = "hedgefs-safe-mode"   # trailing metadata of a safe-mode refusal: "retry" (start-up) or "wait"
 
 _SCRUB_FIELDS = [f.name for f in dataclasses.fields(model.ScrubStatus)]
 
@@ -69,6 +72,8 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     "Report": authz.admin(),
     "Failover": authz.admin(),
     "IssueCredential": authz.admin(),
+    "Decommission": authz.admin(),
+    "SafeMode": authz.admin(),
 }
 
 
@@ -125,6 +130,8 @@ def _rpc(method):
             context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
         except NameNodeError as err:
             code = _status(err).name
+            if isinstance(err, SafeModeRefusal):   # the client retries a start-up one for a while
+                context.set_trailing_metadata(((SAFE_MODE_KEY, "retry" if err.retriable else "wait"),))
             context.abort(_status(err), str(err))
         except Exception as err:
             code = "INTERNAL"
@@ -296,7 +303,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def Report(self, request):
-        r = self.reader.report()   # a standby's too: its role, and the DataNodes it hears
+        reader = self.reader
+        r = reader.report()   # a standby's too: its role, and the DataNodes it hears
         return pb.ReportResponse(
             groups_waiting_repair=r.groups_waiting_repair, repairs_done=r.repairs_done, corrupt_units=r.corrupt_units,
             blocks_under_replicated=r.blocks_under_replicated, low_space_pct=r.low_space_pct,
@@ -306,9 +314,26 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        pending_deletes=d.pending_deletes, foreign_units=d.foreign_units,
                                        capacity_bytes=d.capacity_bytes, remaining_bytes=d.remaining_bytes,
                                        shares_filesystem_with=list(d.shares_filesystem_with), low_space=d.low_space,
+                                       admin_state=d.admin_state, units_mapped=d.units_mapped,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes],
-            namenode=pb.NameNodeRole(**self.role.describe()))
+            namenode=pb.NameNodeRole(**self.role.describe(),
+                                     safe_mode_detail=_safe_mode(reader.safe_mode_state())))
+
+    @_rpc
+    def Decommission(self, request):
+        do = self.nn.recommission if request.recommission else self.nn.decommission
+        state, units = do(request.datanode_id)
+        log.warning("%s of %s at the request of %s", "recommission" if request.recommission else "decommission",
+                    request.datanode_id, caller())
+        return pb.DecommissionResponse(admin_state=state, units_mapped=units)
+
+    @_rpc
+    def SafeMode(self, request):
+        state = self.nn.safe_mode(request.action or "get")
+        if request.action in ("enter", "leave"):
+            log.warning("safe mode %s at the request of %s", request.action, caller())
+        return _safe_mode(state)
 
     @_rpc
     def Failover(self, request):
@@ -380,6 +405,11 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 def authorizer(secure: bool) -> authz.Authorizer:
     """The interceptor that enforces ``AUTHORIZATION`` on this service."""
     return authz.Authorizer("NameNode", AUTHORIZATION, secure=secure)
+
+
+def _safe_mode(s: model.SafeModeState) -> pb.SafeModeResponse:
+    return pb.SafeModeResponse(on=s.on, reason=s.reason, units_reported=s.units_reported, units_total=s.units_total,
+                               share=s.share, deadline_left_s=s.deadline_left_s)
 
 
 def _latency(r: pb.ReadLatency) -> model.ReadLatency:

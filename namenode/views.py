@@ -59,13 +59,15 @@ class OperatorViews:
     @_locked
     def report(self) -> ClusterReport:
         deletes = self.blocks.pending_delete_counts()
+        mapped = dict(self.db.query("SELECT datanode_id, COUNT(*) FROM units GROUP BY datanode_id"))
         nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
                                 data_address=n.data_address, foreign_units=n.foreign_units,
                                 capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
                                 shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
-                                low_space=self.liveness.low_space(n.id))
+                                low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
+                                units_mapped=mapped.get(n.id, 0))
                  for n in self.liveness.all()]
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
@@ -102,7 +104,8 @@ class OperatorViews:
                 tallies["deletes"].get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
                 recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
                 [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
-                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id))))
+                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id)),
+                self.admin_state(n.id)))
         live = [d for d in nodes if d.state != "dead"]
         filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
         return ClusterStatus(
@@ -116,7 +119,7 @@ class OperatorViews:
             groups_missing=self.health.counts["missing"],
             repairs_queued=max(0, self.health.units_lacking - len(self.repairs.in_flight)),
             repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
-            first_minute=first, datanodes=nodes)
+            first_minute=first, datanodes=nodes, safe_mode=self.safe_mode_reason if self.in_safe_mode else "")
 
     @_snapshot
     def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:

@@ -325,7 +325,7 @@ class FsckResponse(_message.Message):
     def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes", "remaining_bytes", "shares_filesystem_with", "low_space")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes", "remaining_bytes", "shares_filesystem_with", "low_space", "admin_state", "units_mapped")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -341,6 +341,8 @@ class DataNodeInfo(_message.Message):
     REMAINING_BYTES_FIELD_NUMBER: _ClassVar[int]
     SHARES_FILESYSTEM_WITH_FIELD_NUMBER: _ClassVar[int]
     LOW_SPACE_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_STATE_FIELD_NUMBER: _ClassVar[int]
+    UNITS_MAPPED_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -356,7 +358,9 @@ class DataNodeInfo(_message.Message):
     remaining_bytes: int
     shares_filesystem_with: _containers.RepeatedScalarFieldContainer[str]
     low_space: bool
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ...) -> None: ...
+    admin_state: str
+    units_mapped: int
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ..., admin_state: _Optional[str] = ..., units_mapped: _Optional[int] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated", "low_space_pct", "namenode")
@@ -377,20 +381,22 @@ class ReportResponse(_message.Message):
     def __init__(self, datanodes: _Optional[_Iterable[_Union[DataNodeInfo, _Mapping]]] = ..., groups_waiting_repair: _Optional[int] = ..., repairs_done: _Optional[int] = ..., corrupt_units: _Optional[int] = ..., blocks_under_replicated: _Optional[int] = ..., low_space_pct: _Optional[float] = ..., namenode: _Optional[_Union[NameNodeRole, _Mapping]] = ...) -> None: ...
 
 class NameNodeRole(_message.Message):
-    __slots__ = ("role", "epoch", "applied_revision", "meta", "active", "safe_mode")
+    __slots__ = ("role", "epoch", "applied_revision", "meta", "active", "safe_mode", "safe_mode_detail")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     APPLIED_REVISION_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     SAFE_MODE_FIELD_NUMBER: _ClassVar[int]
+    SAFE_MODE_DETAIL_FIELD_NUMBER: _ClassVar[int]
     role: str
     epoch: int
     applied_revision: int
     meta: str
     active: str
     safe_mode: bool
-    def __init__(self, role: _Optional[str] = ..., epoch: _Optional[int] = ..., applied_revision: _Optional[int] = ..., meta: _Optional[str] = ..., active: _Optional[str] = ..., safe_mode: _Optional[bool] = ...) -> None: ...
+    safe_mode_detail: SafeModeResponse
+    def __init__(self, role: _Optional[str] = ..., epoch: _Optional[int] = ..., applied_revision: _Optional[int] = ..., meta: _Optional[str] = ..., active: _Optional[str] = ..., safe_mode: _Optional[bool] = ..., safe_mode_detail: _Optional[_Union[SafeModeResponse, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("datanode_id", "address", "data_address", "cluster_id", "storage_id")
@@ -659,3 +665,41 @@ class FaultState(_message.Message):
     stalled_reads: int
     wire_corrupt_probability: float
     def __init__(self, enabled: _Optional[bool] = ..., read_delay_ms: _Optional[int] = ..., probability: _Optional[float] = ..., jitter_ms: _Optional[int] = ..., stall: _Optional[bool] = ..., error_probability: _Optional[float] = ..., corrupt_probability: _Optional[float] = ..., bandwidth_bps: _Optional[int] = ..., calls: _Optional[_Mapping[str, int]] = ..., cancelled_reads: _Optional[int] = ..., stalled_reads: _Optional[int] = ..., wire_corrupt_probability: _Optional[float] = ...) -> None: ...
+
+class DecommissionRequest(_message.Message):
+    __slots__ = ("datanode_id", "recommission")
+    DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECOMMISSION_FIELD_NUMBER: _ClassVar[int]
+    datanode_id: str
+    recommission: bool
+    def __init__(self, datanode_id: _Optional[str] = ..., recommission: _Optional[bool] = ...) -> None: ...
+
+class DecommissionResponse(_message.Message):
+    __slots__ = ("admin_state", "units_mapped")
+    ADMIN_STATE_FIELD_NUMBER: _ClassVar[int]
+    UNITS_MAPPED_FIELD_NUMBER: _ClassVar[int]
+    admin_state: str
+    units_mapped: int
+    def __init__(self, admin_state: _Optional[str] = ..., units_mapped: _Optional[int] = ...) -> None: ...
+
+class SafeModeRequest(_message.Message):
+    __slots__ = ("action",)
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    def __init__(self, action: _Optional[str] = ...) -> None: ...
+
+class SafeModeResponse(_message.Message):
+    __slots__ = ("on", "reason", "units_reported", "units_total", "share", "deadline_left_s")
+    ON_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    UNITS_REPORTED_FIELD_NUMBER: _ClassVar[int]
+    UNITS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_LEFT_S_FIELD_NUMBER: _ClassVar[int]
+    on: bool
+    reason: str
+    units_reported: int
+    units_total: int
+    share: float
+    deadline_left_s: float
+    def __init__(self, on: _Optional[bool] = ..., reason: _Optional[str] = ..., units_reported: _Optional[int] = ..., units_total: _Optional[int] = ..., share: _Optional[float] = ..., deadline_left_s: _Optional[float] = ...) -> None: ...

@@ -156,6 +156,16 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.UnitStoredRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.Empty.FromString,
                 _registered_method=True)
+        self.Decommission = channel.unary_unary(
+                '/hedgefs.NameNode/Decommission',
+                request_serializer=hedgefs__pb2.DecommissionRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.DecommissionResponse.FromString,
+                _registered_method=True)
+        self.SafeMode = channel.unary_unary(
+                '/hedgefs.NameNode/SafeMode',
+                request_serializer=hedgefs__pb2.SafeModeRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.SafeModeResponse.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -321,6 +331,19 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Decommission(self, request, context):
+        """administration (added last): drain a DataNode (or put it back), safe mode
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SafeMode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -443,6 +466,16 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.UnitStored,
                     request_deserializer=hedgefs__pb2.UnitStoredRequest.FromString,
                     response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'Decommission': grpc.unary_unary_rpc_method_handler(
+                    servicer.Decommission,
+                    request_deserializer=hedgefs__pb2.DecommissionRequest.FromString,
+                    response_serializer=hedgefs__pb2.DecommissionResponse.SerializeToString,
+            ),
+            'SafeMode': grpc.unary_unary_rpc_method_handler(
+                    servicer.SafeMode,
+                    request_deserializer=hedgefs__pb2.SafeModeRequest.FromString,
+                    response_serializer=hedgefs__pb2.SafeModeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1095,6 +1128,60 @@ class NameNode:
             '/hedgefs.NameNode/UnitStored',
             hedgefs__pb2.UnitStoredRequest.SerializeToString,
             hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Decommission(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Decommission',
+            hedgefs__pb2.DecommissionRequest.SerializeToString,
+            hedgefs__pb2.DecommissionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SafeMode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SafeMode',
+            hedgefs__pb2.SafeModeRequest.SerializeToString,
+            hedgefs__pb2.SafeModeResponse.FromString,
             options,
             channel_credentials,
             insecure,

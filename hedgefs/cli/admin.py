@@ -113,10 +113,14 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
              "used_pct": round(100 * (d.capacity_bytes - d.remaining_bytes) / d.capacity_bytes, 1) if d.capacity_bytes else None,
              "low_space": d.low_space, "shares_filesystem_with": list(d.shares_filesystem_with),
              "units": d.units, "pending_repairs": d.pending_repairs,
-             "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d)}
+             "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d),
+             "admin_state": d.admin_state or "in service", "units_mapped": d.units_mapped}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
+    sm = n.safe_mode_detail
+    safe_mode = {"on": sm.on, "reason": sm.reason, "units_reported": sm.units_reported, "units_total": sm.units_total,
+                 "share": sm.share, "deadline_left_s": sm.deadline_left_s}
     if as_json:
-        click.echo(json.dumps({"namenode": role, "datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
+        click.echo(json.dumps({"namenode": role, "safe_mode": safe_mode, "datanodes": rows, "groups_waiting_repair": r.groups_waiting_repair,
                                "blocks_under_replicated": r.blocks_under_replicated,
                                "repairs_done": r.repairs_done, "corrupt_units": r.corrupt_units,
                                "low_space_pct": r.low_space_pct}))
@@ -126,6 +130,8 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
                 f"view at etcd revision {role['applied_revision']}, the active is {role['active'] or 'not known'}")
         click.echo(f"namenode: {role['role']} ({what}{', safe mode' if role['safe_mode'] else ''}); "
                    f"metadata on {role['meta']}")
+    if sm.on:
+        click.echo(f"safe mode: ON ({describe_safe_mode(sm)})")
     click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
                f"{'remaining':>10} {'fs used':>7} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:
@@ -144,6 +150,13 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
                    f"{human_size(row['remaining_bytes']):>10}{low}{pct:>5} {units:>6} {row['pending_repairs']:>7}  {scrub}")
     if any(row["state"] == "dead" for row in rows):
         click.echo("(bracketed: a dead DataNode's last heartbeat; its units are being rebuilt elsewhere)")
+    leaving = [f"{row['id']} ({row['units_mapped']} units to move)" for row in rows
+               if row["admin_state"] == "decommissioning"]
+    if leaving:
+        click.echo(f"decommissioning (no new units, its units being copied elsewhere): {', '.join(leaving)}")
+    gone = [row["id"] for row in rows if row["admin_state"] == "decommissioned"]
+    if gone:
+        click.echo(f"decommissioned (holds no unit the cluster needs: may be stopped): {', '.join(gone)}")
     low = [row["id"] for row in rows if row["low_space"]]
     if low:
         click.echo(f"low on space (under {r.low_space_pct:g} % free): {', '.join(low)}")
@@ -287,3 +300,14 @@ from hedgefs.cli.s3 import s3_cert, s3_key  # noqa: E402
 
 admin.add_command(s3_key)
 admin.add_command(s3_cert)
+
+
+from hedgefs.cli.admin_state import admin_decommission, admin_recommission, admin_safemode, describe_safe_mode  # noqa: E402,E501
+
+admin.add_command(admin_decommission)
+admin.add_command(admin_recommission)
+admin.add_command(admin_safemode)
+
+from hedgefs.cli.browser_cert import admin_export_p12  # noqa: E402
+
+admin.add_command(admin_export_p12)

@@ -59,8 +59,12 @@ def _etcd_tls_beside(credentials: str | None) -> str:
                    "of changes is committed before it needs more keys; one change needing more than half is "
                    "refused (do it in parts).")
 @click.option("--safe-mode-share", type=click.FloatRange(0, 1), default=0.9, show_default=True,
-              help="HA: a new active deletes and repairs nothing until DataNodes holding this share of the "
-                   "units have block-reported to it.")
+              help="Safe mode: a NameNode restarted on existing groups (or HA's new active) deletes and repairs "
+                   "nothing, and (but for a new active) refuses namespace changes, until DataNodes holding this "
+                   "share of the units have block-reported to it.")
+@click.option("--safe-mode-deadline-s", type=click.FloatRange(0), default=60.0, show_default=True,
+              help="A restarted NameNode leaves safe mode after this long even if the share has not reported "
+                   "(0: only once it has, or an admin's `hedgefs admin safemode leave`).")
 @click.option("--http-port", type=int, help="Serve the status pages at http://HOST:PORT/ (JSON under /api/), "
                                             "Prometheus metrics at /metrics and a probe at /health (0 picks a free port).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
@@ -79,7 +83,8 @@ def _etcd_tls_beside(credentials: str | None) -> str:
                    "An existing namespace of another cluster is refused.")
 @click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
               help="How long a block access token is good for (secure clusters; clients renew theirs).")
-def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, http_port, dead_interval_s,
+def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, safe_mode_deadline_s,
+             http_port, dead_interval_s,
              repair_interval_s, lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
              block_token_lifetime_s) -> None:
     """Run a NameNode (namespace and block-group map in SQLite, or on etcd: --meta).
@@ -119,7 +124,7 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
               lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
               credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s,
               meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops,
-              etcd_tls=etcd_tls)
+              etcd_tls=etcd_tls, safe_mode_deadline_s=safe_mode_deadline_s)
     except MetaUnavailable as err:
         refusal = preflight(url) if not url.secure else None   # plaintext to members that speak TLS?
         if refusal:

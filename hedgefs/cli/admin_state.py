@@ -1,0 +1,109 @@
+"""`hedgefs admin decommission|recommission|safemode`: take a DataNode out of service (HDFS's
+decommission) or put it back, and the NameNode's safe mode (HDFS's `dfsadmin -safemode`)."""
+
+import json
+import time
+
+import click
+
+from hedgefs.cli.common import CONTEXT, namenode_option, open_fs
+from hedgefs.client.errors import HedgefsError
+from hedgefs.proto import hedgefs_pb2 as pb
+
+
+def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
+    """What a safe mode waits for, in one phrase."""
+    if sm.reason == "admin":
+        return "entered by an admin: `hedgefs admin safemode leave` ends it"
+    deadline = f", or {sm.deadline_left_s:g} s more" if sm.deadline_left_s else ""
+    meanwhile = ("no deletes or repairs meanwhile" if sm.reason == "failover" else
+                 "no deletes or repairs, and namespace changes are refused, meanwhile")
+    return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} units reported, it waits for "
+            f"{100 * sm.share:.0f}%{deadline}; {meanwhile}")
+
+
+
+def _said(datanode_id: str, r: pb.DecommissionResponse) -> str:
+    if r.admin_state == "decommissioned":
+        return f"{datanode_id}: decommissioned (no unit the cluster needs is on it: it may be stopped)"
+    if r.admin_state == "decommissioning":
+        return f"{datanode_id}: decommissioning, {r.units_mapped} units still to copy elsewhere"
+    return f"{datanode_id}: in service"
+
+
+@click.command("decommission", context_settings=CONTEXT)
+@click.argument("datanode_id", metavar="DATANODE")
+@click.option("--wait", is_flag=True, help="Return only once it is decommissioned (progress on stderr).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0), default=0, metavar="SECONDS",
+              help="With --wait: give up after this long (exit 1; it goes on decommissioning). 0: no limit.")
+@namenode_option
+def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode: str | None) -> None:
+    """Take a DataNode out of service (HDFS's decommission): it gets no new units and keeps serving
+    reads while the NameNode copies every unit it holds onto other DataNodes. Once none is left on
+    it, `admin report` shows it decommissioned: it may then be stopped with no group degraded.
+    `hedgefs admin recommission DATANODE` undoes it. Exit 2: no such DataNode; exit 1: too few
+    DataNodes would be left for a policy in use (or --timeout passed).
+
+    \b
+    Examples:
+      hedgefs admin decommission dn3
+      hedgefs admin decommission dn3 --wait && hedgefs fault kill dn3
+    """
+    request = pb.DecommissionRequest(datanode_id=datanode_id)
+    with open_fs(namenode) as fs:
+        r = fs.rpc("Decommission", request)
+        deadline = time.monotonic() + timeout_s if timeout_s else None
+        while wait and r.admin_state != "decommissioned":
+            if deadline is not None and time.monotonic() >= deadline:
+                raise HedgefsError(f"{datanode_id} is still decommissioning after {timeout_s:g} s "
+                                   f"({r.units_mapped} units to copy); it goes on")
+            click.echo(_said(datanode_id, r), err=True)
+            time.sleep(1.0)
+            r = fs.rpc("Decommission", request)
+    click.echo(_said(datanode_id, r))
+
+
+@click.command("recommission", context_settings=CONTEXT)
+@click.argument("datanode_id", metavar="DATANODE")
+@namenode_option
+def admin_recommission(datanode_id: str, namenode: str | None) -> None:
+    """Put a decommissioning or decommissioned DataNode back in service: it takes new units again
+    (units already copied elsewhere stay there). Exit 2: no such DataNode.
+
+    \b
+    Examples:
+      hedgefs admin recommission dn3
+    """
+    with open_fs(namenode) as fs:
+        r = fs.rpc("Decommission", pb.DecommissionRequest(datanode_id=datanode_id, recommission=True))
+    click.echo(_said(datanode_id, r))
+
+
+@click.command("safemode", context_settings=CONTEXT)
+@click.argument("action", type=click.Choice(["get", "enter", "leave", "wait"]), default="get")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@namenode_option
+def admin_safemode(action: str, as_json: bool, namenode: str | None) -> None:
+    """The NameNode's safe mode (HDFS's `dfsadmin -safemode`): get, enter, leave, or wait until it
+    is off. In safe mode the NameNode serves reads but refuses namespace changes (exit 1, "in safe
+    mode"), and sends no deletes and plans no repairs. A NameNode restarted on existing groups is
+    in it until --safe-mode-share of the units have been reported (or --safe-mode-deadline-s);
+    one entered here lasts until `leave`. A fresh namespace never starts in it.
+
+    \b
+    Examples:
+      hedgefs admin safemode get
+      hedgefs admin safemode enter
+      hedgefs admin safemode leave
+      hedgefs admin safemode wait && hedgefs put big.bin /data/
+    """
+    with open_fs(namenode) as fs:
+        r = fs.rpc("SafeMode", pb.SafeModeRequest(action="get" if action == "wait" else action))
+        while action == "wait" and r.on:
+            time.sleep(0.5)
+            r = fs.rpc("SafeMode", pb.SafeModeRequest(action="get"))
+    if as_json:
+        click.echo(json.dumps({"on": r.on, "reason": r.reason, "units_reported": r.units_reported,
+                               "units_total": r.units_total, "share": r.share, "deadline_left_s": r.deadline_left_s}))
+    else:
+        click.echo(f"safe mode is ON ({describe_safe_mode(r)})" if r.on else "safe mode is OFF")
