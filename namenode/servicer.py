@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import signal
+import sqlite3
 import time
 
 import grpc
@@ -101,6 +102,17 @@ def _ids(context) -> tuple[str, str]:
     return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
 
 
+def _not_active(context, err: NotActive) -> None:
+    context.set_trailing_metadata((("hedgefs-active", err.active),))
+    context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+
+
+def _switched_under(role, err: Exception) -> bool:
+    """A call that took an HA role's namesystem just before the role switched (a demotion when
+    etcd failed, a promotion) finds its database closed: not an internal error, a NotActive."""
+    return isinstance(err, sqlite3.ProgrammingError) and not isinstance(role, Single)
+
+
 def _rpc(method):
     @functools.wraps(method)
     def wrapper(self, request, context):
@@ -118,8 +130,7 @@ def _rpc(method):
             return reply
         except NotActive as err:   # HA: the client follows hedgefs-active to the active
             code = grpc.StatusCode.FAILED_PRECONDITION.name
-            context.set_trailing_metadata((("hedgefs-active", err.active),))
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+            _not_active(context, err)
         except StoreFailed as err:   # fail-stop: this NameNode commits nothing more (a retry goes elsewhere)
             code = grpc.StatusCode.UNAVAILABLE.name
             context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
@@ -127,6 +138,10 @@ def _rpc(method):
             code = _status(err).name
             context.abort(_status(err), str(err))
         except Exception as err:
+            if _switched_under(self.role, err):   # HA: demoted or promoted mid-call, its namesystem closed
+                code = grpc.StatusCode.FAILED_PRECONDITION.name
+                log.info("%s: the role switched under the call (%s); the caller tries the active", method.__name__, err)
+                _not_active(context, NotActive(self.role.active_address()))
             code = "INTERNAL"
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"namenode: internal error in {method.__name__}: "
