@@ -80,6 +80,10 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
+# Read your writes across NameNodes: replies carry the etcd revision they reflect at least; a
+# client sends back the highest it saw, and a standby answers only once its view has it.
+REVISION_KEY = "hedgefs-rev"
+
 # Non-idempotent calls: with the client's ids, a retry gets the first answer (retry_cache.py).
 RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
            "Complete", "Concat", "Abandon"}
@@ -102,6 +106,17 @@ def _ids(context) -> tuple[str, str]:
     return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
 
 
+def _seen(context) -> int:
+    """The highest etcd revision the client saw (``hedgefs-rev``; 0 when none or not a number)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == REVISION_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
 def _not_active(context, err: NotActive) -> None:
     context.set_trailing_metadata((("hedgefs-active", err.active),))
     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
@@ -120,6 +135,7 @@ def _rpc(method):
         try:
             if _CRASH:
                 _crash_at("before", method.__name__)
+            self.role.caught_up(_seen(context))   # a standby: not before the client's last revision
             if method.__name__ in RETRIED:
                 with retry_cache.calling(*_ids(context), method.__name__):
                     reply = method(self, request)
@@ -127,6 +143,9 @@ def _rpc(method):
                 reply = method(self, request)
             if _CRASH:
                 _crash_at("after", method.__name__)
+            revision = self.role.revision()
+            if revision:
+                context.set_trailing_metadata(((REVISION_KEY, str(revision)),))
             return reply
         except NotActive as err:   # HA: the client follows hedgefs-active to the active
             code = grpc.StatusCode.FAILED_PRECONDITION.name
