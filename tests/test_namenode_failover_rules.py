@@ -127,6 +127,12 @@ class _SwitchedUnderTheCall:
     def active_address(self) -> str:
         return "127.0.0.1:9"
 
+    def caught_up(self, revision: int) -> None:
+        pass
+
+    def revision(self) -> int:
+        return 0
+
 
 def test_a_call_whose_namesystem_closed_under_it_is_told_not_active_not_internal(tmp_path):
     import grpc
