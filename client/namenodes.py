@@ -16,7 +16,10 @@ list of one and behaves as it always did. Every NameNode call of the client goes
   With a single address an unreachable NameNode is that error at once, as before;
 - gives each non-idempotent call (``NON_IDEMPOTENT``) the metadata ``hedgefs-client-id`` (one per
   client process) and ``hedgefs-call-id`` (one per logical call, the same on every retry), so
-  the active answers a retry after a lost reply with the first answer (its retry cache).
+  the active answers a retry after a lost reply with the first answer (its retry cache);
+- keeps the highest etcd revision a reply carried (trailing ``hedgefs-rev``) and sends it with
+  every call, so a standby answering an observer read waits until its view has it (read your
+  writes; past a bound it redirects to the active).
 
 A TLS refusal is asked about (``tls.diagnose``) whenever a call gets UNAVAILABLE: gRPC says
 "Socket closed" whether TLS refused us (or we have no credential for a secure NameNode) or the
@@ -47,6 +50,7 @@ NAMENODE_TIMEOUT_S = 10.0   # one try of one call
 ACTIVE_KEY = "hedgefs-active"
 SAFE_MODE_KEY = "hedgefs-safe-mode"   # a safe-mode refusal: "retry" (a start-up one, ends by itself) or "wait"
 CLIENT_ID_KEY = "hedgefs-client-id"
+REVISION_KEY = "hedgefs-rev"
 CALL_ID_KEY = "hedgefs-call-id"
 # The calls a retry must not repeat (the NameNode's retry cache answers them by call id).
 NON_IDEMPOTENT = frozenset({"Create", "Mkdir", "Delete", "Rename", "Complete", "Concat", "AddBlockGroup",
@@ -176,6 +180,7 @@ class NameNodes:
                 raise UsageError(str(err)) from None
         self.config = config
         self.active = self.addresses[0]
+        self.revision = 0   # the highest etcd revision a reply carried (HA); sent with every call
         self._lock = threading.Lock()
         self._blocking: dict[str, tuple[grpc.Channel, hedgefs_pb2_grpc.NameNodeStub]] = {}
         self._aio: dict[str, tuple[object, hedgefs_pb2_grpc.NameNodeStub]] = {}
@@ -189,8 +194,18 @@ class NameNodes:
         except ValueError:
             return self.addresses[0]
 
-    def _answered(self, address: str) -> None:
+    def _answered(self, address: str, trailing) -> None:
         self.active = address
+        for key, value in trailing or ():
+            if key == REVISION_KEY and value.isdigit() and int(value) > self.revision:
+                with self._lock:
+                    self.revision = max(self.revision, int(value))
+
+    def _metadata(self, attempts: Attempts):
+        """The call's ids, and the revision to read at least (a standby waits for it: read your writes)."""
+        if not self.revision:
+            return attempts.metadata
+        return (*(attempts.metadata or ()), (REVISION_KEY, str(self.revision)))
 
     # ---------------------------------------------------------------- blocking calls
 
@@ -211,13 +226,14 @@ class NameNodes:
             address = attempts.address
             stub = self._blocking_stub(address)
             try:
-                reply = getattr(stub, method)(request, timeout=attempts.timeout(), metadata=attempts.metadata)
+                reply, call = getattr(stub, method).with_call(request, timeout=attempts.timeout(),
+                                                              metadata=self._metadata(attempts))
             except grpc.RpcError as err:
                 pause = attempts.failed(err, self._refusal(address, err))
                 if pause:
                     time.sleep(pause)
                 continue
-            self._answered(address)
+            self._answered(address, call.trailing_metadata())
             return reply
 
     def _refusal(self, address: str, err: grpc.RpcError) -> str | None:
@@ -242,8 +258,10 @@ class NameNodes:
         while True:
             address = attempts.address
             try:
-                return_value = await getattr(self._aio_stub(address), method)(
-                    request, timeout=attempts.timeout(), metadata=attempts.metadata)
+                call = getattr(self._aio_stub(address), method)(
+                    request, timeout=attempts.timeout(), metadata=self._metadata(attempts))
+                return_value = await call
+                trailing = await call.trailing_metadata()
             except grpc.RpcError as err:
                 refusal = None
                 if err.code() == grpc.StatusCode.UNAVAILABLE:
@@ -252,7 +270,7 @@ class NameNodes:
                 if pause:
                     await asyncio.sleep(pause)
                 continue
-            self._answered(address)
+            self._answered(address, trailing)
             return return_value
 
     # ---------------------------------------------------------------- closing

@@ -45,6 +45,7 @@ log = logging.getLogger("hedgefs.namenode")
 
 VIEW_FILE = "etcd-view.db"
 PROMOTE_WAIT_S = 30.0
+CATCH_UP_S = 0.5     # how long a standby waits for its view to reach a client's revision
 RECEIPTS_KEPT_S = 600.0
 
 
@@ -76,6 +77,12 @@ class Single:
     def is_active(self) -> bool:
         return True
 
+    def revision(self) -> int:
+        return 0   # SQLite: no revisions, nothing for a client to carry
+
+    def caught_up(self, revision: int) -> None:
+        pass
+
     def handover(self) -> bool:
         raise FailedPrecondition("this NameNode has no standby to hand over to (its namespace is in SQLite: "
                                  "--meta etcd://... for HA)")
@@ -106,13 +113,16 @@ class StandbyDataNodes:
 class EtcdBackend:
     """Database's backend on etcd: every commit one Txn guarded by ``epoch``."""
 
-    def __init__(self, meta: EtcdMeta, epoch: int, fatal: Callable[[str], None], max_keys: int = 1024):
+    def __init__(self, meta: EtcdMeta, epoch: int, fatal: Callable[[str], None], max_keys: int = 1024,
+                 revision: int = 0):
         self.meta, self.epoch, self._fatal = meta, epoch, fatal
         self.max_keys = max_keys   # etcd's --max-txn-ops: a batch is committed before it needs more
+        self.revision = max(revision, epoch)   # the last committed: set before any writer is told
 
     def commit(self, puts: dict[str, bytes], deletes: list[str]) -> int:
         start = time.perf_counter()
         revision = self.meta.commit(self.epoch, puts, deletes)
+        self.revision = max(self.revision, revision)
         metrics.etcd_commit(time.perf_counter() - start, len(puts) + len(deletes))
         return revision
 
@@ -146,6 +156,7 @@ class HA:
         self._stop = threading.Event()
         self._switch = threading.Lock()
         self.meta = EtcdMeta(url)
+        self._backend: EtcdBackend | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ what the servicer asks
@@ -193,6 +204,26 @@ class HA:
         if nn is not None and self.role == "standby" and datanode_id:
             with nn._lock:
                 nn.liveness.seen(datanode_id, address or None, data_address or None)
+
+    def revision(self) -> int:
+        """The etcd revision this NameNode's answers reflect at least: the active's last commit
+        (a writer is told only after it), a standby's applied view. Replies carry it
+        (``hedgefs-rev``); a client sends back the highest it saw."""
+        if self.role == "active" and self._backend is not None:
+            return self._backend.revision
+        follower = self.follower
+        return follower.applied if follower is not None and self.role == "standby" else 0
+
+    def caught_up(self, revision: int) -> None:
+        """Read your writes on a standby (HDFS's msync): a client that saw ``revision`` (on the
+        active, or another standby) is answered only once this view has applied it, waiting up
+        to CATCH_UP_S; else NotActive, naming the active, which the client follows."""
+        follower = self.follower
+        if revision <= 0 or self.role != "standby" or follower is None or follower.applied >= revision:
+            return
+        if not follower.wait_applied(revision, CATCH_UP_S):
+            metrics.observer_behind()
+            raise NotActive(self.active_address())
 
     @property
     def applied_revision(self) -> int:
@@ -317,7 +348,8 @@ class HA:
                 self.namesystem.close()
                 self.namesystem = None
             self.epoch = epoch
-            backend = EtcdBackend(self.meta, epoch, self._on_fatal, self.max_txn_ops)
+            backend = EtcdBackend(self.meta, epoch, self._on_fatal, self.max_txn_ops, self.follower.applied)
+            self._backend = backend
             threading.Thread(target=self._watch_lease, args=(self.lease,), daemon=True,
                              name="namenode-lease-watch").start()
             nn = self.open_namesystem(backend, False)

@@ -38,6 +38,12 @@ HA_ACTIVE = Gauge("hedgefs_namenode_ha_active", "1 while this NameNode is the ac
                   registry=RPC_REGISTRY)
 HA_EPOCH = Gauge("hedgefs_namenode_ha_epoch", "The epoch this NameNode is the active of (0: a standby, or SQLite).",
                  registry=RPC_REGISTRY)
+HA_OBSERVER_BEHIND = Counter("hedgefs_namenode_ha_observer_behind", "Reads this standby sent to the active: its "
+                             "view did not reach the client's revision in time.", registry=RPC_REGISTRY)
+
+
+def observer_behind() -> None:
+    HA_OBSERVER_BEHIND.inc()
 
 
 def etcd_commit(seconds: float, keys: int) -> None:

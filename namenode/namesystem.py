@@ -57,7 +57,7 @@ import time
 from typing import Callable, Iterable
 
 from hedgefs.ec.policy import DEFAULT_POLICY, Policy
-from hedgefs.namenode import placement
+from hedgefs.namenode import placement, purge
 from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
 from hedgefs.namenode.datanode_protocol import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S, DataNodeProtocol  # noqa: F401 (tests)
 from hedgefs.namenode.db import Backend, Database
@@ -191,9 +191,15 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
     @_locked
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
         self._refuse_in_safe_mode(f"delete {path}")
+        detach = self.db.backend is not None   # on etcd: a tree is detached, then purged (purge.py)
         with self.db.tx():
-            files = self.ns.delete(path, recursive, self.blocks.forget_files, who)
+            files = self.ns.delete(path, recursive, self.blocks.forget_files, who, detach=detach)
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
+
+    @_locked
+    def purge_step(self) -> int:
+        """One bounded change emptying a tree a recursive delete detached (purge.py); 0: none left."""
+        return purge.step(self)
 
     @_locked
     def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:

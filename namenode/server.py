@@ -26,6 +26,7 @@ from hedgefs.namenode.etcd_meta import MetaURL, parse_meta_url, with_tls
 from hedgefs.namenode.ha import HA, VIEW_FILE, Single
 from hedgefs.namenode.monitor import Monitor
 from hedgefs.namenode.namesystem import DB_FILE, Namesystem
+from hedgefs.namenode.purge import Purger
 from hedgefs.namenode.servicer import NameNodeServicer, authorizer
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
@@ -99,8 +100,12 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
                           safe_mode_deadline_s=None if backend else safe_mode_deadline_s)
 
     def on_active(nn):
-        monitors.append(Monitor(nn, repair_interval_s))
-        monitors[-1].start()
+        started = [Monitor(nn, repair_interval_s)]
+        if nn.db.backend is not None:   # on etcd: trees detached by recursive deletes, emptied (purge.py)
+            started.append(Purger(nn))
+        for m in started:
+            m.start()
+        monitors.extend(started)
 
     def on_standby():
         while monitors:

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import signal
+import sqlite3
 import time
 
 import grpc
@@ -84,6 +85,10 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
+# Read your writes across NameNodes: replies carry the etcd revision they reflect at least; a
+# client sends back the highest it saw, and a standby answers only once its view has it.
+REVISION_KEY = "hedgefs-rev"
+
 # Non-idempotent calls: with the client's ids, a retry gets the first answer (retry_cache.py).
 RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
            "Complete", "Concat", "Abandon"}
@@ -106,6 +111,28 @@ def _ids(context) -> tuple[str, str]:
     return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
 
 
+def _seen(context) -> int:
+    """The highest etcd revision the client saw (``hedgefs-rev``; 0 when none or not a number)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == REVISION_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return 0
+    return 0
+
+
+def _not_active(context, err: NotActive) -> None:
+    context.set_trailing_metadata((("hedgefs-active", err.active),))
+    context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+
+
+def _switched_under(role, err: Exception) -> bool:
+    """A call that took an HA role's namesystem just before the role switched (a demotion when
+    etcd failed, a promotion) finds its database closed: not an internal error, a NotActive."""
+    return isinstance(err, sqlite3.ProgrammingError) and not isinstance(role, Single)
+
+
 def _rpc(method):
     @functools.wraps(method)
     def wrapper(self, request, context):
@@ -113,6 +140,7 @@ def _rpc(method):
         try:
             if _CRASH:
                 _crash_at("before", method.__name__)
+            self.role.caught_up(_seen(context))   # a standby: not before the client's last revision
             if method.__name__ in RETRIED:
                 with retry_cache.calling(*_ids(context), method.__name__):
                     reply = method(self, request)
@@ -120,11 +148,13 @@ def _rpc(method):
                 reply = method(self, request)
             if _CRASH:
                 _crash_at("after", method.__name__)
+            revision = self.role.revision()
+            if revision:
+                context.set_trailing_metadata(((REVISION_KEY, str(revision)),))
             return reply
         except NotActive as err:   # HA: the client follows hedgefs-active to the active
             code = grpc.StatusCode.FAILED_PRECONDITION.name
-            context.set_trailing_metadata((("hedgefs-active", err.active),))
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+            _not_active(context, err)
         except StoreFailed as err:   # fail-stop: this NameNode commits nothing more (a retry goes elsewhere)
             code = grpc.StatusCode.UNAVAILABLE.name
             context.abort(grpc.StatusCode.UNAVAILABLE, str(err))
@@ -134,6 +164,10 @@ def _rpc(method):
                 context.set_trailing_metadata(((SAFE_MODE_KEY, "retry" if err.retriable else "wait"),))
             context.abort(_status(err), str(err))
         except Exception as err:
+            if _switched_under(self.role, err):   # HA: demoted or promoted mid-call, its namesystem closed
+                code = grpc.StatusCode.FAILED_PRECONDITION.name
+                log.info("%s: the role switched under the call (%s); the caller tries the active", method.__name__, err)
+                _not_active(context, NotActive(self.role.active_address()))
             code = "INTERNAL"
             log.exception("%s failed", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"namenode: internal error in {method.__name__}: "

@@ -7,6 +7,7 @@ import pathlib
 import random
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,14 +161,30 @@ def _exec_form(what: str, text: str) -> list[str]:
     return value
 
 
-def started(compose: dict) -> dict[str, dict]:
-    """The services `docker compose up` starts (those without a profile): servers and one-shots."""
-    return {name: svc for name, svc in compose["services"].items() if not svc.get("profiles")}
+def started(compose: dict, profiles: tuple[str, ...] = ()) -> dict[str, dict]:
+    """The services `docker compose [--profile P...] up` starts (those without a profile, and those
+    of the profiles given): servers and one-shots."""
+    return {name: svc for name, svc in compose["services"].items()
+            if not svc.get("profiles") or set(svc["profiles"]) & set(profiles)}
 
 
-def servers(compose: dict) -> dict[str, dict]:
-    """The long-running servers `up` starts: a NameNode and DataNodes."""
-    return {name: svc for name, svc in started(compose).items() if svc["command"][0] in ("namenode", "datanode")}
+def is_etcd(svc: dict) -> bool:
+    """An etcd member of the `ha` profile (the official etcd image: no hedgefs entrypoint)."""
+    return os.path.basename(svc["command"][0]) == "etcd"
+
+
+def servers(compose: dict, profiles: tuple[str, ...] = ()) -> dict[str, dict]:
+    """The long-running servers `up` starts: a NameNode and DataNodes (and with the `ha` profile a
+    second NameNode and the etcd members)."""
+    return {name: svc for name, svc in started(compose, profiles).items()
+            if svc["command"][0] in ("namenode", "datanode") or is_etcd(svc)}
+
+
+def dependencies(svc: dict, running: "set[str] | dict") -> dict[str, dict]:
+    """The service's depends_on that apply: a `required: false` one on a service that is not
+    started (another profile's) is left out, as compose does."""
+    deps = svc.get("depends_on") or {}
+    return {dep: spec for dep, spec in deps.items() if dep in running or spec.get("required", True)}
 
 
 def environment(svc: dict) -> dict[str, str]:
@@ -231,8 +248,10 @@ def health_command(svc: dict, image: dict) -> list[str] | None:
 # --------------------------------------------------------------------------- static checks
 
 def hedgefs_services(compose: dict) -> dict[str, dict]:
-    """Every service but the optional monitoring ones (Prometheus, Grafana: their own images)."""
-    return {name: svc for name, svc in compose["services"].items() if "monitoring" not in (svc.get("profiles") or [])}
+    """Every service but the optional monitoring ones (Prometheus, Grafana) and the `ha` profile's
+    etcd members: their own images."""
+    return {name: svc for name, svc in compose["services"].items()
+            if "monitoring" not in (svc.get("profiles") or []) and not is_etcd(svc)}
 
 
 def exported_metric_names() -> set[str]:
@@ -296,28 +315,43 @@ def free_port() -> int:
 class Remap:
     """The container -> local process mapping in the module docstring, and nothing more."""
 
-    def __init__(self, compose: dict, tmp: pathlib.Path):
+    def __init__(self, compose: dict, tmp: pathlib.Path, profiles: tuple[str, ...] = ()):
         self.services = compose["services"]
         self.tmp = tmp
         # (service, container port) -> loopback port
-        self.ports = {(name, port): free_port() for name, svc in servers(compose).items()
+        self.ports = {(name, port): free_port() for name, svc in servers(compose, profiles).items()
                       for port in sorted(container_ports(svc))}
+        names = sorted(self.services, key=len, reverse=True)
+        self._hostport = re.compile(r"\b(0\.0\.0\.0|127\.0\.0\.1|" + "|".join(map(re.escape, names)) + r"):(\d+)\b")
 
     def entrypoint(self, argv: list[str]) -> list[str]:
         assert argv == ["hedgefs"], f"this test runs the `hedgefs` entrypoint only, got {argv}"
         return [sys.executable, "-m", "hedgefs"]
+
+    def program(self, name: str, svc: dict, image: dict) -> list[str]:
+        """The service's whole command line: the image's entrypoint and its command, remapped (an
+        etcd member's `/usr/local/bin/etcd` is the etcd on PATH: Debian's etcd-server here)."""
+        if is_etcd(svc):
+            etcd = shutil.which("etcd")
+            assert etcd, "etcd is not installed"
+            return [etcd, *self.argv(name, svc["command"][1:])]
+        return self.entrypoint(svc.get("entrypoint") or image["ENTRYPOINT"]) + self.argv(name, svc["command"])
 
     def word(self, service: str, word: str, previous: str | None = None) -> str:
         if word == "0.0.0.0":
             return "127.0.0.1"
         if previous == "--advertise-host" and word == service:
             return "127.0.0.1"
-        host, sep, port = word.partition(":")
-        if sep and host in self.services:
-            assert (host, port) in self.ports, f"{service}: {word!r} names no port that {host} serves"
-            return f"127.0.0.1:{self.ports[(host, port)]}"
         if (service, word) in self.ports:
             return str(self.ports[(service, word)])
+
+        def hostport(m: re.Match) -> str:   # in lists and URLs too: a,b / http://etcd-1:2380 / etcd://...
+            host = service if m.group(1) in ("0.0.0.0", "127.0.0.1") else m.group(1)
+            assert (host, m.group(2)) in self.ports, f"{service}: {word!r} names no port that {host} serves"
+            return f"127.0.0.1:{self.ports[(host, m.group(2))]}"
+        mapped = self._hostport.sub(hostport, word)
+        if mapped != word:
+            return mapped
         mounts = volume_mounts(self.services[service])
         for source, target in mounts:
             if word == target or word.startswith(target.rstrip("/") + "/"):
@@ -349,6 +383,8 @@ class Remap:
     def health(self, service: str, argv: list[str] | None) -> list[str] | None:
         if argv is None:
             return None
+        if os.path.basename(argv[0]) == "etcdctl":   # an etcd member's: the etcdctl on PATH
+            return [shutil.which("etcdctl"), *self.argv(service, argv[1:])]
         assert argv[0] == "python", f"{service}: health check must run the image's python, got {argv}"
         return [sys.executable, *self.argv(service, argv[1:])]
 
@@ -412,17 +448,43 @@ class Processes:
                 proc.wait()
 
 
-def startup_order(compose: dict) -> list[str]:
+def startup_order(compose: dict, profiles: tuple[str, ...] = ()) -> list[str]:
     """The services `up` starts, dependencies first."""
     order: list[str] = []
-    pending = dict(started(compose))
+    pending = dict(started(compose, profiles))
+    names = set(pending)
     while pending:
-        ready = [n for n, svc in pending.items() if set(svc.get("depends_on") or {}) <= set(order)]
+        ready = [n for n, svc in pending.items() if set(dependencies(svc, names)) <= set(order)]
         assert ready, f"depends_on cycle or dependency on a service `up` does not start: {sorted(pending)}"
         for name in sorted(ready):
             order.append(name)
             del pending[name]
     return order
+
+
+def up(compose: dict, image: dict, remap: Remap, procs: Processes,
+       profiles: tuple[str, ...] = ()) -> tuple[dict[str, dict[str, str]], dict[str, list[str] | None]]:
+    """`docker compose up`: each service in depends_on order, gated on its conditions (a
+    `service_healthy` one's health check passing, a one-shot's exit 0). Returns each service's
+    environment and health check command."""
+    env: dict[str, dict[str, str]] = {}
+    health: dict[str, list[str] | None] = {}
+    healthy: set[str] = set()
+    order = startup_order(compose, profiles)
+    for name in order:
+        svc = compose["services"][name]
+        for dep, spec in dependencies(svc, set(order)).items():
+            if spec.get("condition") == "service_healthy" and dep not in healthy:
+                wait_healthy(procs, dep, health[dep], env[dep], waiting=name)
+                healthy.add(dep)
+            if spec.get("condition") == "service_completed_successfully":
+                procs.wait_completed(dep, waiting=name)
+        argv = remap.program(name, svc, image)
+        assert not [w for w in argv if "0.0.0.0" in w], argv
+        env[name] = remap.env(name, {} if is_etcd(svc) else image["ENV"], environment(svc))
+        health[name] = remap.health(name, health_command(svc, image))
+        procs.start(name, argv, env[name])
+    return env, health
 
 
 def run_health(cmds: dict[str, list[str]], env: dict[str, dict[str, str]]) -> dict[str, subprocess.CompletedProcess]:

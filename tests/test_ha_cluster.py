@@ -48,3 +48,14 @@ def test_cluster_up_ha_survives_its_active_namenode_and_an_etcd_member(tmp_path)
             assert run_cli("cat", path, namenode=c.namenode).stdout == data, path
     finally:
         c.down()
+
+
+def test_demo_ha_kills_the_active_mid_read_and_mid_write_and_loses_nothing(tmp_path):
+    done = run_cli("demo", "--ha", "--size-mib", "1", "--dir", str(tmp_path / "demo"), timeout=300)
+    out = done.stdout.decode()
+    assert done.code == 0, out + done.stderr
+    assert "kill -9 of the active NameNode, namenode," in out
+    assert "the open file read on: 1 MiB, identical" in out
+    assert "first write acknowledged by the new active" in out and "'namenode-2': 'active" in out
+    told = int(out.split("the writer was told ")[1].split()[0])
+    assert f": {told} read back exactly" in out and told > 3

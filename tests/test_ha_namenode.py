@@ -7,6 +7,7 @@ what a standby answers (the redirect, observer reads) is asserted as such.
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -262,3 +263,61 @@ def test_meta_sqlite_url_puts_the_namespace_where_it_says(tmp_path):
         assert_one_line_error(refused, "no standby")
     finally:
         a.stop()
+
+
+def _rev(call) -> int:
+    return int(dict(call.trailing_metadata())["hedgefs-rev"])
+
+
+def test_a_standby_answers_a_client_only_once_its_view_has_the_clients_last_write(etcd_cluster, tmp_path):
+    """Read your writes through a standby (HDFS's msync): replies carry the etcd revision they
+    reflect, the client sends back the highest it saw, and a standby whose view is behind it
+    waits (bounded) or redirects to the active; never the stale answer."""
+    from hedgefs.client.namenodes import NameNodes
+
+    name, leader = prefix("ryw"), etcd_cluster.leader()
+    lagging = next(n for n in etcd_cluster.names if n != leader)   # the standby's only member
+    others = ",".join(f"127.0.0.1:{etcd_cluster.client_ports[n]}" for n in etcd_cluster.names if n != lagging)
+    a = NameNodeProcess(tmp_path, "nn1", f"etcd://{others}/{name}").start()
+    b = None
+    try:
+        active_of([a])
+        b = NameNodeProcess(tmp_path, "nn2", f"etcd://127.0.0.1:{etcd_cluster.client_ports[lagging]}/{name}").start()
+        wait_until(lambda: role(b.address) == f"standby:{a.address}", 15, "nn2 to be a standby naming nn1")
+
+        # in step: the standby waits for its view (no redirect), whatever the watch's delay
+        _, call = stub(a.address).Mkdir.with_call(pb.MkdirRequest(path="/d1"), timeout=5, metadata=ids())
+        seen = _rev(call)
+        info, call = stub(b.address).GetFileInfo.with_call(pb.PathRequest(path="/d1"), timeout=5,
+                                                           metadata=(("hedgefs-rev", str(seen)),))
+        assert info.is_dir and _rev(call) >= seen
+
+        etcd_cluster.kill(lagging, signal.SIGSTOP)   # the standby's view stops; the active commits on
+        try:
+            _, call = stub(a.address).Mkdir.with_call(pb.MkdirRequest(path="/d2"), timeout=5, metadata=ids())
+            seen = _rev(call)
+            with pytest.raises(grpc.RpcError) as stale:   # a client that saw nothing: the view as it is
+                stat(b.address, "/d2")
+            assert stale.value.code() == grpc.StatusCode.NOT_FOUND
+            with pytest.raises(grpc.RpcError) as behind:  # one that wrote it: sent to the active
+                stub(b.address).GetFileInfo(pb.PathRequest(path="/d2"), timeout=5,
+                                            metadata=(("hedgefs-rev", str(seen)),))
+            assert not_active(behind.value) == a.address
+
+            # the client carries the revision by itself, and follows the redirect
+            nodes = NameNodes(f"{a.address},{b.address}")
+            try:
+                nodes.call("Mkdir", pb.MkdirRequest(path="/d3"))
+                assert nodes.revision > seen
+                nodes.active = b.address   # its next call lands on the standby (as after a timeout)
+                assert nodes.call("GetFileInfo", pb.PathRequest(path="/d3")).is_dir
+                assert nodes.active == a.address
+            finally:
+                nodes.close()
+        finally:
+            etcd_cluster.kill(lagging, signal.SIGCONT)
+        wait_exists(b.address, "/d3")   # thawed, the view catches up
+    finally:
+        for n in (b, a):
+            if n is not None:
+                n.stop()

@@ -105,3 +105,57 @@ def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_
         assert not nn.heartbeat(dns[0], "").reregister
     finally:
         nn.close()
+
+
+class _SwitchedUnderTheCall:
+    """An HA role as a call in flight saw it: active at the call's start, its namesystem closed
+    since (the NameNode was demoted when etcd failed, as in the partition test)."""
+
+    epoch, role = 5, "demoting"
+
+    def __init__(self, nn):
+        self.nn = nn
+
+    def writer(self):
+        return self.nn
+
+    reader = writer
+
+    def is_active(self) -> bool:
+        return True
+
+    def active_address(self) -> str:
+        return "127.0.0.1:9"
+
+    def caught_up(self, revision: int) -> None:
+        pass
+
+    def revision(self) -> int:
+        return 0
+
+
+def test_a_call_whose_namesystem_closed_under_it_is_told_not_active_not_internal(tmp_path):
+    import grpc
+    from concurrent import futures
+
+    from hedgefs.namenode.servicer import NameNodeServicer
+    from hedgefs.proto import hedgefs_pb2 as pb
+    from hedgefs.proto import hedgefs_pb2_grpc
+
+    nn = make_namenode(tmp_path / "nn", FakeClock())
+    add_datanodes(nn, 1)
+    nn.close()
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(None, role=_SwitchedUnderTheCall(nn)), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        s = hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        for call in (lambda: s.Report(pb.Empty(), timeout=5),
+                     lambda: s.Heartbeat(pb.HeartbeatRequest(datanode_id="dn1", address="x:1"), timeout=5)):
+            with pytest.raises(grpc.RpcError) as refused:
+                call()
+            assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.value
+            assert dict(refused.value.trailing_metadata())["hedgefs-active"] == "127.0.0.1:9"
+    finally:
+        server.stop(0)

@@ -6,6 +6,9 @@
 4. the same bytes as LRC-6-2-2 (local groups of 3 data units): one-cell reads of a slow
    DataNode's cells cost 3 extra unit reads each, against RS-6-3's 7 (k + 1 sources)
 5. kill 3 DataNodes holding units: the file still reads back exactly
+
+``--ha`` tells another story (demo_ha.py): the namespace on 3 etcd members, two NameNodes, a
+kill -9 of the active while a reader and a writer go on.
 """
 
 import hashlib
@@ -28,14 +31,22 @@ PATH = "/demo/data.bin"
 @click.command(context_settings=CONTEXT)
 @click.option("--dir", "root", type=click.Path(file_okay=False), help="Cluster directory (default: a temporary one).")
 @click.option("--size-mib", type=click.IntRange(1, 4096), default=24, show_default=True, help="Size of the demo file.")
-def demo(root: str | None, size_mib: int) -> None:
+@click.option("--ha", is_flag=True, help="High availability instead: 3 etcd members, 2 NameNodes, a kill -9 of the "
+                                         "active while a reader and a writer go on (needs etcd).")
+def demo(root: str | None, size_mib: int, ha: bool) -> None:
     """The main job: a local cluster, faults, hedging off vs on, and a table of what happened.
 
     \b
     Examples:
       hedgefs demo
       hedgefs demo --size-mib 64 --dir ./demo-cluster
+      hedgefs demo --ha                     # kill -9 the active NameNode mid-read, mid-write
     """
+    if ha:
+        from hedgefs.cli.demo_ha import run_demo_ha
+
+        run_demo_ha(root, size_mib)
+        return
     run_demo(root, size_mib)
 
 

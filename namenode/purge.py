@@ -1,0 +1,110 @@
+"""Detach-and-purge: what a recursive delete on etcd leaves behind, emptied in the background.
+
+On etcd every change is one transaction, and a transaction holds at most ``--etcd-max-txn-ops``
+keys, so a large tree cannot go in one change. A recursive delete therefore *detaches* the tree
+(namespace.py: its top directory loses its parent, in one change: the path is gone at once, for
+every reader, on every NameNode) and the active's ``Purger`` empties it here, one bounded change
+at a time (HDFS's delete does the same: the tree is unlinked under the lock, its blocks removed in
+increments after): a file's groups a chunk at a time (their units become pending deletes on their
+DataNodes, as with any delete), then the file, then the empty directories, deepest first, then the
+top. A detached tree is in etcd like any other row, so a new active finds it at start and goes on
+where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing).
+
+Until purged, a detached tree's groups still count in the cluster's totals (status page, metrics);
+fsck and every path-based call never see it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+from hedgefs.namenode.db import ROOT_ID, StoreFailed
+
+log = logging.getLogger("hedgefs.namenode")
+
+DIRS_PER_CHANGE = 200
+_SUBTREE = ("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL "
+            "SELECT i.id FROM inodes i JOIN sub ON i.parent = sub.id) ")
+
+# Fault injection for the failover tests: HEDGEFS_NAMENODE_CRASH=purge:N makes this process
+# kill -9 itself once its N-th purge change is durable. Read at start; unset in production.
+_CRASH = os.environ.get("HEDGEFS_NAMENODE_CRASH", "")
+_CRASH_AFTER = int(_CRASH.split(":", 1)[1]) if _CRASH.startswith("purge:") else 0
+
+
+def detached(db) -> list[int]:
+    """The top inodes of the trees waiting to be purged."""
+    return [r[0] for r in db.query("SELECT id FROM inodes WHERE parent IS NULL AND id != ?", (ROOT_ID,))]
+
+
+def step(nn) -> int:
+    """One change of the purge (the caller holds the writers' lock): rows removed, 0 when
+    nothing is detached."""
+    db, blocks = nn.db, nn.blocks
+    tops = detached(db)
+    if not tops:
+        return 0
+    top = tops[0]
+    # rows a change may touch: half of what one change may hold (db.py), the other half spare
+    budget = max(1, (db.backend.max_keys - 8) // 4) if db.backend is not None else DIRS_PER_CHANGE
+    row = db.one(_SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
+                 "WHERE inodes.is_dir = 0 LIMIT 1", (top,))
+    with db.tx():
+        if row is not None:
+            groups, cost = [], 0
+            for g in blocks.groups(row[0]):
+                cost += 2 + 3 * len(g.units)   # the group, its units, their pending deletes
+                if groups and cost > budget:
+                    break
+                groups.append(g)
+            if groups:
+                blocks._forget_groups(groups)
+                return len(groups)
+            db.conn.execute("DELETE FROM inodes WHERE id = ?", (row[0],))
+            return 1
+        leaves = [r[0] for r in db.query(
+            _SUBTREE + "SELECT sub.id FROM sub WHERE NOT EXISTS (SELECT 1 FROM inodes c WHERE c.parent = sub.id) "
+            "LIMIT ?", (top, min(DIRS_PER_CHANGE, budget)))]
+        db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in leaves])
+        if top in leaves:
+            log.info("purged the tree detached by a recursive delete (inode %d)", top)
+        return len(leaves)
+
+
+class Purger:
+    """The active's purge thread: ``nn.purge_step()`` until nothing is detached, then a look every
+    ``interval_s`` (a delete's tree is picked up within it)."""
+
+    def __init__(self, namenode, interval_s: float = 1.0):
+        self.namenode, self.interval_s = namenode, interval_s
+        self.changes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="namenode-purge", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                removed = self.namenode.purge_step()
+            except StoreFailed as err:   # on etcd: this NameNode steps down; the next active goes on
+                log.debug("purge stopped: %s", err)
+                return
+            except Exception:   # one bad change must not end the purge for good
+                log.exception("purge step failed")
+                removed = 0
+            if removed:
+                self.changes += 1
+                if _CRASH_AFTER and self.changes >= _CRASH_AFTER:
+                    log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", _CRASH)
+                    os.kill(os.getpid(), signal.SIGKILL)
+            elif self._stop.wait(self.interval_s):
+                return

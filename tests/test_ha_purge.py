@@ -1,0 +1,82 @@
+"""Recursive delete on etcd by detach-and-purge (namenode/purge.py): the tree goes in one
+transaction, however large, and is emptied in the background, and a new active finishes a purge
+the old one did not (kill -9 of the active mid-purge). Real processes, a real 3-member etcd.
+"""
+
+import grpc
+
+from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
+from ha_support import DataNodeProcess, NameNodeProcess, active_of, ids, mkdirs, role, stat, stub
+from hedgefs.client.fs import FileSystem
+from hedgefs.proto import hedgefs_pb2 as pb
+
+from conftest import pattern, wait_until
+
+BLOCK = 65536
+# 64 keys a Txn: a change may touch 28 rows; the tree below has ~200
+NN_ARGS = ("--default-policy", "REPLICATE-3", "--block-size", str(BLOCK), "--etcd-max-txn-ops", "64")
+KEEP = pattern(100_000, seed=245)
+
+
+def _rows(etcd_cluster, name: str, table: str) -> int:
+    return sum(f"/{name}/t/{table}/" in k for k in etcd_cluster.keys(f"/{name}/t/{table}/"))
+
+
+def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge(etcd_cluster, tmp_path):
+    name = prefix("purge")
+    url = etcd_cluster.url(name)
+    a = NameNodeProcess(tmp_path, "nn1", url, *NN_ARGS, env={"HEDGEFS_NAMENODE_CRASH": "purge:3"}).start()
+    b = None
+    dns = []
+    try:
+        active_of([a])
+        b = NameNodeProcess(tmp_path, "nn2", url, *NN_ARGS).start()
+        wait_until(lambda: role(b.address) == f"standby:{a.address}", 15, "nn2 to be a standby naming nn1")
+        dns = [DataNodeProcess(tmp_path, f"dn{i}", f"{a.address},{b.address}").start() for i in range(1, 4)]
+        wait_until(lambda: sum(d.state == "live" for d in stub(a.address).Report(pb.Empty(), timeout=2).datanodes)
+                   == 3, 30, "3 live DataNodes")
+        with FileSystem(f"{a.address},{b.address}") as fs:
+            fs.mkdir("/keep")
+            fs.mkdir("/big/files", parents=True)
+            fs.write_bytes("/keep/f", KEEP)
+            for i in range(3):
+                fs.write_bytes(f"/big/files/f{i}", pattern(4 * BLOCK, seed=i))   # 4 groups each
+        mkdirs(a.address, [f"/big/dirs/d{i:03d}" for i in range(120)])
+        inodes_before, groups_kept = _rows(etcd_cluster, name, "inodes"), len(stat(a.address, "/keep/f").groups)
+
+        stub(a.address).Delete(pb.DeleteRequest(path="/big", recursive=True), timeout=10, metadata=ids())
+        for nn in (a, b):   # gone at once, for every reader (the standby once its view has the change)
+            wait_until(lambda: _missing(nn.address, "/big"), 10, f"/big gone on {nn.name}")
+            assert [e.path for e in stub(nn.address).List(pb.ListRequest(path="/"), timeout=5).entries] == ["/keep"]
+
+        a.proc.wait(30)   # HEDGEFS_NAMENODE_CRASH=purge:3: kill -9 after its 3rd purge change
+        assert a.proc.returncode == -9, a.tail()
+        left = _rows(etcd_cluster, name, "inodes")
+        assert 3 < left < inodes_before, (left, inodes_before)   # mid-purge: part of the tree still in etcd
+
+        active_of([b])
+        # the new active finds the detached tree in etcd and empties it: root, /keep and /keep/f left
+        wait_until(lambda: _rows(etcd_cluster, name, "inodes") == 3, 60, "nn2 to finish the purge",
+                   detail=lambda: f"{_rows(etcd_cluster, name, 'inodes')} inodes in etcd")
+        assert _rows(etcd_cluster, name, "groups") == groups_kept
+        with FileSystem(f"{b.address}") as fs:
+            assert fs.read_bytes("/keep/f") == KEEP
+            fs.mkdir("/big/again", parents=True)   # the name is free
+        assert "purged the tree detached by a recursive delete" in open(b.log_path).read()
+
+        a.env.pop("HEDGEFS_NAMENODE_CRASH")
+        a.start()
+        wait_until(lambda: role(a.address) == f"standby:{b.address}", 30, "nn1 back as a standby")
+    finally:
+        for n in dns + [x for x in (b, a) if x]:
+            n.stop()
+
+
+def _missing(address: str, path: str) -> bool:
+    try:
+        stat(address, path)
+        return False
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        return True
