@@ -24,6 +24,9 @@ class HedgeConfig:
     # the unit reads the reads themselves need (a token bucket with a small burst)
     budget_pct: float = 5.0
     read_extra: int = 0  # late binding: a whole-stripe read reads k + N units and uses the first k
+    # auto: hedge a read under its threshold once later reads of its size to other DataNodes have
+    # answered while it has not (it was overtaken; client/overtaking.py)
+    overtaken: bool = True
 
     @property
     def adaptive(self) -> bool:

@@ -304,3 +304,74 @@ def test_decayed_histogram_forgets_by_half_lives(clock):
     clock.advance(100.0)                                        # far past the rescaling point
     h.record(0.010, clock.now)
     assert h.weight(clock.now) == pytest.approx(1.0, rel=1e-6) and h.quantile(0.5) == pytest.approx(0.010, rel=0.1)
+
+
+def contended(model, clock, seed: int, reads: int = 4000, extra: dict[str, float] | None = None) -> None:
+    """Four closed-loop readers on ten DataNodes sharing a contended host, played on the fake
+    clock: every read takes ~0.8 ms x lognormal(sigma 0.5); one in 200 is descheduled for 5-40
+    ms more (any DataNode, at random); every ~0.5 s the host stalls for 10-50 ms: a read pauses
+    while it lasts. Readers read one cell of dn1..dn7 (data) at a
+    time; a read still running at its threshold is hedged as the reader does it, with 5 other
+    data DataNodes and the first two parity DataNodes (dn8, dn9: read only then), and the reader
+    goes on when the read or its hedge is done; a read running at twice its threshold is slow
+    evidence, as the reader's timer reports it. ``extra``: seconds added to a DataNode's reads."""
+    import heapq
+    import random
+
+    rng = random.Random(seed)
+    stalls = [(clock.now + i * 0.5 + rng.uniform(0, 0.5), rng.uniform(0.01, 0.05)) for i in range(reads // 100)]
+    events, seq, running = [], iter(range(10 ** 9)), set()
+
+    def start(dn: str, request: list | None) -> float:
+        now = clock.now
+        took = 0.0008 * rng.lognormvariate(0, 0.5) + (extra or {}).get(dn, 0.0)
+        if rng.random() < 0.005:
+            took += rng.uniform(0.005, 0.040)
+        end = now + took
+        for at, length in stalls:
+            if at < end and at + length > now:
+                end += at + length - max(at, now)   # paused while it lasts
+        token = model.started(dn, CELL)
+        running.add(token)
+        heapq.heappush(events, (end, next(seq), "end", token, request))
+        heapq.heappush(events, (now + model.slow_after(CELL), next(seq), "late", token, None))
+        if request is not None:
+            heapq.heappush(events, (now + model.threshold(CELL), next(seq), "hedge", token, request))
+        return end
+
+    def request() -> None:
+        start(rng.choice(PEERS[:7]), [False])   # [done]
+
+    for _ in range(4):
+        request()
+    done = 0
+    while done < reads:
+        clock.now, _, kind, token, req = heapq.heappop(events)
+        if kind == "end" and token in running:
+            running.discard(token)
+            model.finished(token, CELL)
+        elif kind == "late" and token in running:
+            model.slow_evidence(token, CELL)
+        elif kind == "hedge" and token in running and not req[0]:
+            others = rng.sample([p for p in PEERS[:7] if p != token.datanode], 5) + PEERS[7:9]
+            heapq.heappush(events, (max(start(dn, None) for dn in others), next(seq), "hedged", token, req))
+        if kind in ("end", "hedged") and req is not None and not req[0]:
+            req[0] = True
+            done += 1
+            request()
+
+
+@pytest.mark.parametrize("seed", [2, 6, 12])
+def test_a_contended_host_marks_nobody_slow(model, clock, changes, seed):
+    """Every DataNode a little slower at random, the host stalling now and then: the parity
+    DataNodes, read only by hedges and hedges only when the host is slow, were judged by a few
+    reads all taken in stalls, beside data DataNodes whose many fast reads dilute the stalls
+    (of seeds 1-12, these three marked dn8 or dn9 slow). A slow read whose peers beside it were as
+    late is no evidence now."""
+    contended(model, clock, seed)
+    assert changes == []
+
+
+def test_a_datanode_20ms_slower_on_a_contended_host_is_slow(model, clock, changes):
+    contended(model, clock, 4, reads=1500, extra={"dn3": 0.020})
+    assert changes[0] == ("dn3", "slow") and {dn for dn, state in changes if state == "slow"} == {"dn3"}
