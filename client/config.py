@@ -27,6 +27,9 @@ class HedgeConfig:
     # auto: hedge a read under its threshold once later reads of its size to other DataNodes have
     # answered while it has not (it was overtaken; client/overtaking.py)
     overtaken: bool = True
+    # auto: a DataNode this client has not read yet starts from the cluster's view of it (its own
+    # read latencies, handed out with locations; client/cluster_view.py)
+    cluster_view: bool = True
 
     @property
     def adaptive(self) -> bool:

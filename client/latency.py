@@ -6,6 +6,7 @@
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
     model.overtaken(token)                       # ... later reads to other DataNodes answered first
+    model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
     model.is_slow("dn3")      # far slower than its peers lately: read around it
@@ -64,6 +65,7 @@ import threading
 import time
 from typing import Callable
 
+from hedgefs.client.cluster_view import View, slow_by_view
 from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
 
 log = logging.getLogger("hedgefs.client.latency")
@@ -206,6 +208,26 @@ class LatencyModel:
             node.inflight += 1
             entry = self._log.started(datanode, None if nbytes is None else size_class(nbytes), now)
         return Token(datanode, now, entry)
+
+    def seed(self, views: dict[str, View]) -> None:
+        """Start from the cluster's view (cluster_view.py) for the DataNodes this client has no
+        reads of its own to: one its figures show slow is read around from the first read, and
+        its probes' answers judge it from then on, like any slow DataNode's."""
+        slow = slow_by_view(views)
+        now, marked = self._clock(), []
+        with self._lock:
+            for name, why in slow.items():
+                node = self._nodes.get(name)
+                if node is not None and (node.classes or node.recent):
+                    continue   # its own reads speak for it
+                node = self._node(name, now)
+                node.slow, node.slow_since, node.evidence = True, now, now
+                marked.append((name, why))
+            if marked:
+                self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
+        for name, why in marked:
+            log.info("%s is slow by the cluster's view (%s); reading around it", name, why)
+            self._on_change(name, "slow")
 
     def age(self, token: Token) -> float:
         return self._clock() - token.began

@@ -200,6 +200,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         out.groups.extend(_group(g) for g in info.groups)
         if info.groups:
             out.token_lifetime_ms = nn.token_lifetime_ms
+            for datanode_id, r in nn.datanode_reads(u.datanode_id for g in info.groups for u in g.units).items():
+                out.datanode_reads[datanode_id].CopyFrom(pb.ReadLatency(reads=r.reads, p50_ms=r.p50_ms, p99_ms=r.p99_ms))
         return out
 
     @_rpc
