@@ -86,6 +86,10 @@ class OperatorViews:
                 out[datanode_id] = recent
         return out
 
+    def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
+        """Seconds since each of these DataNodes (those known) last heartbeated."""
+        return {d: self.liveness.age_s(d) for d in set(datanode_ids) if self.liveness.knows(d)}
+
     def _state(self, datanode_id: str) -> str:
         """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""
         if not self.liveness.is_live(datanode_id):

@@ -428,3 +428,18 @@ def test_figures_of_few_reads_or_few_datanodes_say_nothing():
     assert slow_by_view(views(dn1=1.0, dn2=500.0)) == {}
     assert set(slow_by_view(views(dn1=1.0, dn2=1.2, dn3=500.0))) == {"dn3"}
     assert slow_by_view(views(dn1=1.0, dn2=1.2, dn3=9.0)) == {}   # 9 x, but under the 10 ms floor
+
+
+def test_a_datanode_the_namenode_has_not_heard_for_long_is_read_around(model, changes):
+    """Frozen (its process stopped): no figures, only its silence; heartbeats every second."""
+    ages = {f"dn{i}": View(unheard_s=0.1 * i) for i in range(1, 10)}   # 0.1 .. 0.9 s
+    model.seed({**ages, "dn4": View(unheard_s=12.0)})
+    assert model.slow_datanodes() == {"dn4"} and changes == [("dn4", "slow")]
+
+
+def test_heartbeats_late_everywhere_or_briefly_mark_nobody():
+    late_everywhere = {f"dn{i}": View(unheard_s=2.0 + 0.5 * i) for i in range(1, 10)}   # a loaded host
+    assert slow_by_view(late_everywhere) == {}
+    brief = {**{f"dn{i}": View(unheard_s=0.1 * i) for i in range(1, 10)}, "dn4": View(unheard_s=2.5)}
+    assert slow_by_view(brief) == {}                                                     # under 3 s
+    assert slow_by_view({"dn1": View(unheard_s=0.2), "dn2": View(unheard_s=30.0)}) == {}  # 2 DataNodes: nobody to compare
