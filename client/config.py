@@ -24,6 +24,12 @@ class HedgeConfig:
     # the unit reads the reads themselves need (a token bucket with a small burst)
     budget_pct: float = 5.0
     read_extra: int = 0  # late binding: a whole-stripe read reads k + N units and uses the first k
+    # auto: hedge a read under its threshold once later reads of its size to other DataNodes have
+    # answered while it has not (it was overtaken; client/overtaking.py)
+    overtaken: bool = True
+    # auto: a DataNode this client has not read yet starts from the cluster's view of it (its own
+    # read latencies, handed out with locations; client/cluster_view.py)
+    cluster_view: bool = True
 
     @property
     def adaptive(self) -> bool:

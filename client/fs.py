@@ -174,7 +174,14 @@ class FileSystem:
     # ------------------------------------------------------------------ namespace
 
     def stat(self, path: str) -> FileStatus:
-        return FileStatus.from_proto(self.rpc("GetFileInfo", pb.PathRequest(path=path)))
+        return self._located(self.rpc("GetFileInfo", pb.PathRequest(path=path)))
+
+    def _located(self, info: pb.FileInfo) -> FileStatus:
+        """A file's status; the cluster's view of its DataNodes seeds the latency model."""
+        status = FileStatus.from_proto(info)
+        if status.datanode_reads and self.hedge.adaptive and self.hedge.cluster_view:
+            self.model.seed(status.datanode_reads)
+        return status
 
     def list(self, path: str, recursive: bool = False) -> list[FileStatus]:
         return list(self.iter_list(path, recursive))
@@ -311,7 +318,7 @@ class FileSystem:
         return stats
 
     async def _stat(self, path: str) -> FileStatus:
-        return FileStatus.from_proto(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
+        return self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
 
     async def _pread(self, status: FileStatus, offset: int, length: int,
                      exclude: frozenset[str] = frozenset(), into: bytearray | None = None) -> bytearray | memoryview:

@@ -1,10 +1,12 @@
 """What the client knows about each DataNode's speed: the object the read path asks (STYLE habit 17).
 
     model = LatencyModel()
-    token = model.started("dn3")                 # a unit read goes out
+    token = model.started("dn3", nbytes)         # a unit read goes out
     model.finished(token, nbytes)                # ... it answered with data (an error: failed)
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
+    model.overtaken(token)                       # ... later reads to other DataNodes answered first
+    model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
     model.is_slow("dn3")      # far slower than its peers lately: read around it
@@ -28,10 +30,19 @@ yardsticks are its peers, one DataNode slower than the rest is slow, while a hos
 all over (CPU contention), or a client that stalls for a moment (every read in flight late at
 once), makes nobody slow. It stays slow until most of its recent reads are back under twice
 their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
-too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and again
-when it ends), so a DataNode that stops answering is judged in a fraction of a second, not when
-its reads finish; a cancelled read (a lower bound) counts only once it was that late.
-Slowness without fresh evidence is forgotten after 10 s.
+too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and
+again when it ends), so a DataNode that stops answering is judged in a fraction of a second, not
+when its reads finish; a cancelled read (a lower bound) counts only once it was that late. A slow
+read is no evidence at all when the reads of its size to other DataNodes beside it were mostly
+as late (``excused``, overtaking.py): a DataNode read only now and then (parity, read by hedges,
+which come when the host is slow) is otherwise judged by a few reads all taken in stalls, next
+to DataNodes whose many fast reads dilute theirs. Slowness without fresh evidence is forgotten
+after 10 s.
+
+A read under its threshold is *overtaken* (``overtaken``) when later reads of its size to other
+DataNodes answered while it has not, and it is older than 1.5 x the healthy p99: the threshold's
+rule without its 10 ms floor, which only guards against host-wide stalls, and those overtake
+nothing.
 
 The cluster is *crowded* when the median DataNode's recent reads are overdue: everything is
 late (an overload, not one slow DataNode), and extra reads would only lengthen the queues.
@@ -53,6 +64,9 @@ import statistics
 import threading
 import time
 from typing import Callable
+
+from hedgefs.client.cluster_view import View, slow_by_view
+from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
 
 log = logging.getLogger("hedgefs.client.latency")
 
@@ -167,6 +181,7 @@ class Token:
     """One unit read in flight (from ``started``)."""
     datanode: str
     began: float
+    entry: Entry | None = dataclasses.field(default=None, compare=False, repr=False)   # in the read log
 
 
 class LatencyModel:
@@ -179,18 +194,40 @@ class LatencyModel:
         self._thresholds: dict[int, tuple[float, float]] = {}  # size class -> (until, healthy p99 or inf)
         self._peers: tuple[float, float] = (-math.inf, math.inf)  # (until, median DataNode's recent_p50 or inf)
         self._slow: frozenset[str] = frozenset()
+        self._log = ReadLog()          # every read, in start order: who overtook whom
         self.last_trouble = -math.inf   # last time a DataNode was judged slow or found silent
 
     # ---------------------------------------------------------------- recording
 
-    def started(self, datanode: str) -> Token:
+    def started(self, datanode: str, nbytes: int | None = None) -> Token:
         now = self._clock()
         with self._lock:
             node = self._node(datanode, now)
             if node.inflight == 0:
                 node.busy_since = now
             node.inflight += 1
-        return Token(datanode, now)
+            entry = self._log.started(datanode, None if nbytes is None else size_class(nbytes), now)
+        return Token(datanode, now, entry)
+
+    def seed(self, views: dict[str, View]) -> None:
+        """Start from the cluster's view (cluster_view.py) for the DataNodes this client has no
+        reads of its own to: one its figures show slow is read around from the first read, and
+        its probes' answers judge it from then on, like any slow DataNode's."""
+        slow = slow_by_view(views)
+        now, marked = self._clock(), []
+        with self._lock:
+            for name, why in slow.items():
+                node = self._nodes.get(name)
+                if node is not None and (node.classes or node.recent):
+                    continue   # its own reads speak for it
+                node = self._node(name, now)
+                node.slow, node.slow_since, node.evidence = True, now, now
+                marked.append((name, why))
+            if marked:
+                self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
+        for name, why in marked:
+            log.info("%s is slow by the cluster's view (%s); reading around it", name, why)
+            self._on_change(name, "slow")
 
     def age(self, token: Token) -> float:
         return self._clock() - token.began
@@ -214,7 +251,7 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             change = self._sample(self._node(token.datanode, now), token.datanode, nbytes, now - token.began, now,
-                                  censored=True, slow=True)
+                                  censored=True, slow=True, entry=token.entry)
         self._announce(change)
 
     def slow_after(self, nbytes: int) -> float:
@@ -233,13 +270,16 @@ class LatencyModel:
                 node.last_answer = now
             if failure:
                 node.last_failure = now
+            if token.entry is not None:
+                self._log.ended(token.entry, now, FAILED if failure else CENSORED if censored or not answered else OK,
+                                size_class(nbytes))
             if sample:
-                change = self._sample(node, token.datanode, nbytes, seconds, now, censored)
+                change = self._sample(node, token.datanode, nbytes, seconds, now, censored, entry=token.entry)
         self._announce(change)
         return seconds
 
     def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
-                censored: bool = False, slow: bool = False) -> tuple[str, str] | None:
+                censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
         ratio = seconds / self._threshold(cls, nbytes, now)
         if slow:
@@ -252,6 +292,8 @@ class LatencyModel:
         hist.record(seconds, now)
         if hist.weight(now) >= CLASS_MIN_WEIGHT:
             node.p99[cls] = hist.quantile(0.99)
+        if ratio >= SLOW_RATIO and entry is not None and self._log.excused(entry, seconds, now, self._slow):
+            return None   # the reads beside it were as late: the host was slow, not this DataNode
         node.recent.append((now, ratio))
         node.evidence = now
         return self._judge(node, name, now)
@@ -325,6 +367,21 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             return self._threshold(size_class(nbytes), nbytes, now)
+
+    def overtaken(self, token: Token) -> bool:
+        """Is this read (still running) overtaken: later reads of its size to other DataNodes
+        answered, most within half its age (overtaking.py), and it is older than 1.5 x the
+        healthy p99 (its threshold without the 10 ms floor; a new client: just 1 ms)? Then its
+        DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing."""
+        now = self._clock()
+        entry = token.entry
+        if entry is None or entry.size_class is None or now - token.began < OVERTAKEN_MIN_S:
+            return False
+        with self._lock:
+            p99 = self._healthy_p99(entry.size_class, now)
+            if not math.isinf(p99) and now - token.began < HEDGE_FACTOR * p99:
+                return False
+            return self._log.overtaken(entry, now)
 
     def healthy_p99(self, nbytes: int) -> float | None:
         """What healthy DataNodes' reads of this size take at the 99th percentile, if known."""

@@ -7,6 +7,7 @@ What the NameNode answers for a file (``FileInfo`` on the wire) and what the rea
 import dataclasses
 import time
 
+from hedgefs.client.cluster_view import View, views_from_proto
 from hedgefs.proto import hedgefs_pb2 as pb
 
 
@@ -44,6 +45,8 @@ class FileStatus:
     # expire (a little before the NameNode's lifetime ends: the clocks started apart).
     renew_tokens_at: float = 0.0
     tokens_expire_at: float = 0.0
+    # The cluster's view of its DataNodes (cluster_view.py): what the NameNode said at this lookup.
+    datanode_reads: dict[str, View] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
@@ -61,4 +64,4 @@ class FileStatus:
         renew = now + 0.75 * lifetime_s if lifetime_s else 0.0
         expire = now + 0.95 * lifetime_s if lifetime_s else 0.0
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
-                   info.owner, info.group, info.permission, renew, expire)
+                   info.owner, info.group, info.permission, renew, expire, views_from_proto(info))

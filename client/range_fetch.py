@@ -16,6 +16,10 @@ is the only thing that differs between hedging, read-around and rebuild:
     a wanted unit's read fails                   -> rebuild: sources are read, nobody asked
     a wanted unit's DataNode is slow or silent   -> read around (the policy's route), perhaps
                                                     with a probe of it that races the rebuild
+    a wanted unit's read is overtaken            -> hedge (as if overdue), under its threshold:
+                                                    later reads of its size to other DataNodes
+                                                    answered while it has not (the policy's
+                                                    question; once per read)
     a wanted unit's read is overdue              -> hedge, if the policy allows its cost (one
                                                     spare source more, when k > 1); refused,
                                                     I wait for it, asking now and then whether
@@ -231,14 +235,21 @@ class RangeFetcher:
                      describe(read.error) if read.error else "cancelled")
 
     def _on_time(self) -> None:
-        """Reads past their threshold become overdue; late reads we wait for are looked at again."""
+        """Reads past their threshold become overdue; a wanted unit's read overtaken by later
+        reads is hedged early; late reads we wait for are looked at again."""
         now = asyncio.get_running_loop().time()
         for read in self.reads:
             if read.state is State.ACTIVE and read.role is not Role.PROBE and now >= read.overdue_at:
                 read.mark_overdue()
                 self._overdue(read)
+            elif self._may_be_overtaken(read) and self.policy.overtaken(read):
+                self._overtaken(read)
             elif read.state is State.OVERDUE and read.counted and self.policy.rescue_poll_s is not None:
                 self._rescue(read)
+
+    def _may_be_overtaken(self, read: UnitRead) -> bool:
+        return (read.state is State.ACTIVE and read.role is Role.ORIGINAL and read.counted and not read.overtaken
+                and self.policy.overtaken_poll_s is not None)
 
     def _overdue(self, read: UnitRead) -> None:
         policy, dn = self.policy, read.datanode
@@ -248,8 +259,24 @@ class RangeFetcher:
             return
         self._metrics.record_overdue(dn)   # a read the caller waits on directly is late
         policy.note_overdue(dn)
+        self._hedge(read, f"no answer after {policy.threshold(read.held) * 1000:.0f} ms")
+
+    def _overtaken(self, read: UnitRead) -> None:
+        """Later reads of its size to other DataNodes answered while it has not: its DataNode,
+        not the host, is slow. Hedged now, under its threshold, if the budget allows; refused,
+        it waits for its threshold like any read."""
+        read.overtaken = True
+        age = self._model.age(read.token)
+        if self._hedge(read, f"overtaken by later reads of its size after {age * 1000:.1f} ms"):
+            read.mark_overdue()   # hedged once: its threshold starts nothing more
+            self._metrics.incr("hedges_overtaken")
+
+    def _hedge(self, read: UnitRead, why: str) -> bool:
+        """Race a wanted unit's late read with the code's cheapest rescue, if the policy allows
+        its cost (one spare source more, when k > 1). Refused: the read is waited for."""
+        policy = self.policy
         if not policy.hedging:
-            return
+            return False
         read.counted = False
         spare, self.spare = self.spare, max(self.spare, HEDGE_SPARE if self.k > 1 else 0)
         cost = len(self._to_send())   # what the hedge would read: the code's cheapest, and a spare
@@ -258,13 +285,13 @@ class RangeFetcher:
         if verdict is not Verdict.ALLOWED:
             read.counted = True
             self._metrics.incr(verdict.counter)
-            return
+            return False
         read.hedged = True
         if self.k > 1:
             self.spare = max(self.spare, HEDGE_SPARE)
         self._metrics.incr("hedges")
-        log.info("hedging %s: no answer after %.0f ms", self.describe(read.index),
-                 policy.threshold(read.held) * 1000)
+        log.info("hedging %s: %s", self.describe(read.index), why)
+        return True
 
     def _rescue(self, read: UnitRead) -> None:
         route = self.policy.rescue(read.datanode)
@@ -276,9 +303,14 @@ class RangeFetcher:
             log.info("reading around %s: its DataNode is %s", self.describe(read.index), route.value)
 
     def _next_timer(self) -> float | None:
-        """Seconds until the next read crosses its threshold, or a late read is looked at again."""
+        """Seconds until the next read crosses its threshold, a read under it is asked again
+        whether it is overtaken (every 1 ms, or a quarter of its age: later reads of other
+        fetchers do not wake this one), or a late read is looked at again."""
         now = asyncio.get_running_loop().time()
         times = [r.overdue_at for r in self.reads if r.state is State.ACTIVE and r.role is not Role.PROBE]
+        ages = [now - r.sent_at for r in self.reads if self._may_be_overtaken(r)]
+        if ages:
+            times.append(now + max(self.policy.overtaken_poll_s, min(ages) / 4))
         poll = self.policy.rescue_poll_s
         if poll is not None and any(r.state is State.OVERDUE and r.counted for r in self.reads):
             times.append(now + poll)

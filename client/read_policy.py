@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from hedgefs.client.breaker import ALLOWED, CircuitBreaker, Verdict
 from hedgefs.client.config import HedgeConfig
-from hedgefs.client.latency import LatencyModel
+from hedgefs.client.latency import OVERTAKEN_MIN_S, LatencyModel
 
 if TYPE_CHECKING:
     from hedgefs.client.unit_reads import UnitRead
@@ -52,6 +52,8 @@ class ReadPolicy:
     """The base: HubSpot's fixed rule. Subclasses change the answers, never the questions."""
 
     rescue_poll_s: float | None = None   # how often a late read we wait for is looked at again
+    overtaken_poll_s: float | None = None   # how often (at least) a read under its threshold is asked
+                                            # whether it is overtaken (None: never)
 
     def __init__(self, config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel):
         self.config = config
@@ -66,6 +68,11 @@ class ReadPolicy:
         if self.config.adaptive:
             return self.model.threshold(nbytes)
         return self.config.threshold_ms / 1000.0
+
+    def overtaken(self, read: "UnitRead") -> bool:
+        """Is this read, still under its threshold, overtaken (later reads of its size to other
+        DataNodes answered while it has not): hedge it now? HubSpot's rule knows only the threshold."""
+        return False
 
     def note_overdue(self, datanode: str) -> None:
         """A read of this DataNode crossed the threshold (HubSpot: it counts as impaired)."""
@@ -158,8 +165,15 @@ class AdaptivePolicy(ReadPolicy):
 
     rescue_poll_s = 0.05
 
+    def __init__(self, config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel):
+        super().__init__(config, breaker, model)
+        self.overtaken_poll_s = OVERTAKEN_MIN_S if config.overtaken else None
+
     def note_overdue(self, datanode: str) -> None:
         pass   # impaired DataNodes come from the model's own verdicts, not single late reads
+
+    def overtaken(self, read: "UnitRead") -> bool:
+        return read.token is not None and self.model.overtaken(read.token)
 
     def retire_after(self, read: "UnitRead") -> float:
         """Run on until the read is evidence either way: cancelled at once, a read beaten by a

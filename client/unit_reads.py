@@ -1,11 +1,11 @@
 """One unit read: a block range of one unit from its DataNode, in an explicit state, owning its buffer.
 
-    ACTIVE ──(threshold)──> OVERDUE ──┐
-      │                               ├──> DONE     answered, bytes verified (its buffer held)
-      └───────────────────────────────┴──> FAILED   an error, a bad checksum, BUSY, cancelled
-                                      └──> RETIRED  no longer wanted; cancelled, or (a loser
-                                                    the latency model should hear the end of,
-                                                    or a probe) left to run on, detached
+    ACTIVE ──(threshold; or overtaken, hedged)──> OVERDUE ──┐
+      │                                                     ├──> DONE     answered, bytes verified (its buffer held)
+      └─────────────────────────────────────────────────────┴──> FAILED   an error, a bad checksum, BUSY, cancelled
+                                                            └──> RETIRED  no longer wanted; cancelled, or (a loser
+                                                                          the latency model should hear the end of,
+                                                                          or a probe) left to run on, detached
 
 A read's receive buffer comes from the transport's pool and has one owner, the read: it goes
 back only through ``release()``, which the fetcher that started the read calls once every use
@@ -61,6 +61,7 @@ class UnitRead:
         self._synced = False
         self.counted = True          # does the fetcher count on it (see range_fetch.py)
         self.hedged = False          # an ORIGINAL whose lateness started a hedge
+        self.overtaken = False       # ... asked about being overtaken, and found so (hedged, or refused)
         self.error: BaseException | None = None
         self.token: "Token | None" = None
         self._datanodes, self._model, self._metrics = datanodes, model, metrics
@@ -68,7 +69,8 @@ class UnitRead:
         self._data = None
         self._released = False
         loop = asyncio.get_running_loop()
-        self.overdue_at = loop.time() + threshold
+        self.sent_at = loop.time()
+        self.overdue_at = self.sent_at + threshold
         self.task = asyncio.ensure_future(self._run())
         self.task.add_done_callback(self._ended)
 
@@ -80,7 +82,7 @@ class UnitRead:
         loc = self.loc
         self._metrics.incr("unit_reads")
         model = self._model
-        token = self.token = model.started(loc.datanode_id)
+        token = self.token = model.started(loc.datanode_id, self.held)
         late = asyncio.get_running_loop().call_later(
             model.slow_after(self.held), lambda: self.task.done() or model.slow_evidence(token, self.held))
         try:

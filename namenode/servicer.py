@@ -241,6 +241,11 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         out.groups.extend(_group(g) for g in info.groups)
         if info.groups:
             out.token_lifetime_ms = nn.token_lifetime_ms
+            held = [u.datanode_id for g in info.groups for u in g.units]
+            for datanode_id, r in nn.datanode_reads(held).items():
+                out.datanode_reads[datanode_id].CopyFrom(pb.ReadLatency(reads=r.reads, p50_ms=r.p50_ms, p99_ms=r.p99_ms))
+            for datanode_id, age_s in nn.datanode_heartbeat_ages(held).items():
+                out.datanode_heartbeat_age_ms[datanode_id] = int(age_s * 1000)
         return out
 
     @_rpc

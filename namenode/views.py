@@ -3,6 +3,8 @@ a file's or a DataNode's page. A mixin of ``Namesystem``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from hedgefs.namenode import paths
 from hedgefs.namenode.liveness import HEAT_MINUTES, LOW_SPACE_PCT
 from hedgefs.namenode.locking import _locked, _snapshot
@@ -16,6 +18,7 @@ from hedgefs.namenode.model import (
     FsckProblem,
     FsckReport,
     Listing,
+    ReadLatency,
     UnitsPage,
 )
 from hedgefs.namenode.namespace import LIST_PAGE_BYTES, load_policy
@@ -72,6 +75,22 @@ class OperatorViews:
         needs = self._needs()
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
                              sum(n.replicated for n in needs), LOW_SPACE_PCT)
+
+    def datanode_reads(self, datanode_ids: Iterable[str]) -> dict[str, ReadLatency]:
+        """The reads of the last 60 s of each of these DataNodes, as it measured them (its last
+        heartbeat; those that served none are left out): handed out with a file's locations, so a
+        new client starts from the cluster's view of each DataNode (client/latency.py)."""
+        out = {}
+        for datanode_id in set(datanode_ids):
+            node = self.liveness.get(datanode_id)
+            recent = node.stats.recent_reads if node is not None else None
+            if recent is not None and recent.reads:
+                out[datanode_id] = recent
+        return out
+
+    def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
+        """Seconds since each of these DataNodes (those known) last heartbeated."""
+        return {d: self.liveness.age_s(d) for d in set(datanode_ids) if self.liveness.knows(d)}
 
     def _state(self, datanode_id: str) -> str:
         """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""

@@ -28,7 +28,10 @@ NEVER_BY_TIME = HedgeConfig(threshold_ms=60_000)   # no read hedges by slowness 
 
 @pytest.fixture(scope="module")
 def hcluster(tmp_path_factory, security):
-    c = start_cluster(tmp_path_factory.mktemp("hedge"), security)
+    # Frozen and stalled DataNodes here are never to be declared dead (at load 15-20 a freeze
+    # test outlived the usual 3 s, its unit was repaired, and the repair's reads stalled on the
+    # next test's stalled DataNode): 30 s, far beyond any test's fault.
+    c = start_cluster(tmp_path_factory.mktemp("hedge"), security, dead_interval_s=30.0)
     yield c
     c.down()
 
@@ -46,12 +49,20 @@ def holders(fs: FileSystem, path: str, group: int = 0) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_stripes(hcluster):
+def two_stripes_data(hcluster):
     data = pattern(2 * STRIPE, seed=11)
     with FileSystem(hcluster.namenode, credentials=hcluster.credentials) as fs:
         fs.mkdir("/h", parents=True)
         fs.write_bytes("/h/two-stripes", data, overwrite=True)
-        return data, holders(fs, "/h/two-stripes")
+    return data
+
+
+@pytest.fixture
+def two_stripes(hcluster, two_stripes_data):
+    """The file's bytes and its units' DataNodes, asked afresh for each test (should a unit ever
+    move, a list taken once would point the tests after it at the old DataNode)."""
+    with FileSystem(hcluster.namenode, credentials=hcluster.credentials) as fs:
+        return two_stripes_data, holders(fs, "/h/two-stripes")
 
 
 def test_one_datanode_5s_slow_cat_is_hedged_and_does_not_wait_it_out(hcluster, faults, two_stripes):
@@ -63,7 +74,8 @@ def test_one_datanode_5s_slow_cat_is_hedged_and_does_not_wait_it_out(hcluster, f
     hedged_s = time.monotonic() - start
     assert hedged.code == 0, hedged.stderr
     assert hedged.stdout == data
-    assert hedged_s < 5.0, f"hedged cat took {hedged_s:.2f} s: it waited out the 5 s delay"
+    # it did not wait out the delay: the hedge answered first and the slow read never did (counted,
+    # not timed: a cat's start-up alone can take seconds on a loaded host)
     assert "hedges=1 hedge_wins=1" in hedged.stderr, hedged.stderr  # one read of unit 0, both stripes
     assert f"{units[0]}: unit_reads=0" in hedged.stderr and "overdue=1" in hedged.stderr, hedged.stderr
 

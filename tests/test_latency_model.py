@@ -4,11 +4,13 @@ Reads are played one after another: ``read(dn, ms)`` starts a unit read, advance
 its latency and finishes it, so time passes only as the test says.
 """
 
+import random
 import threading
 
 import pytest
 
 from hedgefs.client import latency
+from hedgefs.client.cluster_view import View, slow_by_view
 from hedgefs.client.latency import LatencyModel, ceiling, size_class
 from nn_support import FakeClock
 
@@ -304,3 +306,140 @@ def test_decayed_histogram_forgets_by_half_lives(clock):
     clock.advance(100.0)                                        # far past the rescaling point
     h.record(0.010, clock.now)
     assert h.weight(clock.now) == pytest.approx(1.0, rel=1e-6) and h.quantile(0.5) == pytest.approx(0.010, rel=0.1)
+
+
+def contended(model, clock, seed: int, reads: int = 4000, extra: dict[str, float] | None = None) -> None:
+    """Four closed-loop readers on ten DataNodes sharing a contended host, played on the fake
+    clock: every read takes ~0.8 ms x lognormal(sigma 0.5); one in 200 is descheduled for 5-40
+    ms more (any DataNode, at random); every ~0.5 s the host stalls for 10-50 ms: a read pauses
+    while it lasts. Readers read one cell of dn1..dn7 (data) at a
+    time; a read still running at its threshold is hedged as the reader does it, with 5 other
+    data DataNodes and the first two parity DataNodes (dn8, dn9: read only then), and the reader
+    goes on when the read or its hedge is done; a read running at twice its threshold is slow
+    evidence, as the reader's timer reports it. ``extra``: seconds added to a DataNode's reads."""
+    import heapq
+    import random
+
+    rng = random.Random(seed)
+    stalls = [(clock.now + i * 0.5 + rng.uniform(0, 0.5), rng.uniform(0.01, 0.05)) for i in range(reads // 100)]
+    events, seq, running = [], iter(range(10 ** 9)), set()
+
+    def start(dn: str, request: list | None) -> float:
+        now = clock.now
+        took = 0.0008 * rng.lognormvariate(0, 0.5) + (extra or {}).get(dn, 0.0)
+        if rng.random() < 0.005:
+            took += rng.uniform(0.005, 0.040)
+        end = now + took
+        for at, length in stalls:
+            if at < end and at + length > now:
+                end += at + length - max(at, now)   # paused while it lasts
+        token = model.started(dn, CELL)
+        running.add(token)
+        heapq.heappush(events, (end, next(seq), "end", token, request))
+        heapq.heappush(events, (now + model.slow_after(CELL), next(seq), "late", token, None))
+        if request is not None:
+            heapq.heappush(events, (now + model.threshold(CELL), next(seq), "hedge", token, request))
+        return end
+
+    def request() -> None:
+        start(rng.choice(PEERS[:7]), [False])   # [done]
+
+    for _ in range(4):
+        request()
+    done = 0
+    while done < reads:
+        clock.now, _, kind, token, req = heapq.heappop(events)
+        if kind == "end" and token in running:
+            running.discard(token)
+            model.finished(token, CELL)
+        elif kind == "late" and token in running:
+            model.slow_evidence(token, CELL)
+        elif kind == "hedge" and token in running and not req[0]:
+            others = rng.sample([p for p in PEERS[:7] if p != token.datanode], 5) + PEERS[7:9]
+            heapq.heappush(events, (max(start(dn, None) for dn in others), next(seq), "hedged", token, req))
+        if kind in ("end", "hedged") and req is not None and not req[0]:
+            req[0] = True
+            done += 1
+            request()
+
+
+@pytest.mark.parametrize("seed", [2, 6, 12])
+def test_a_contended_host_marks_nobody_slow(model, clock, changes, seed):
+    """Every DataNode a little slower at random, the host stalling now and then: the parity
+    DataNodes, read only by hedges and hedges only when the host is slow, were judged by a few
+    reads all taken in stalls, beside data DataNodes whose many fast reads dilute the stalls
+    (of seeds 1-12, these three marked dn8 or dn9 slow). A slow read whose peers beside it were as
+    late is no evidence now."""
+    contended(model, clock, seed)
+    assert changes == []
+
+
+def test_a_datanode_20ms_slower_on_a_contended_host_is_slow(model, clock, changes):
+    contended(model, clock, 4, reads=1500, extra={"dn3": 0.020})
+    assert changes[0] == ("dn3", "slow") and {dn for dn, state in changes if state == "slow"} == {"dn3"}
+
+
+# ---------------------------------------------------------------- the cluster's view (a new client)
+
+def views(**p50_ms):
+    """Figures as the NameNode hands them out: dn -> View(100 reads, p50, 2 x p50 as p99)."""
+    return {dn: View(100, ms / 1000, 2 * ms / 1000) for dn, ms in p50_ms.items()}
+
+
+HEALTHY_VIEW = {f"dn{i}": 0.4 + 0.1 * i for i in range(1, 10)}   # 0.5 .. 1.3 ms
+
+
+def test_a_datanode_the_cluster_saw_slow_is_read_around_before_the_first_read(model, changes):
+    model.seed(views(**{**HEALTHY_VIEW, "dn3": 250.0}))   # dn3's reads were cancelled after 250 ms: frozen
+    assert model.is_slow("dn3") and model.slow_datanodes() == {"dn3"}
+    assert changes == [("dn3", "slow")]
+    assert model.probe_due("dn3")    # and it is asked now and then, like any slow DataNode
+
+
+def test_a_seeded_slow_datanode_recovers_on_its_first_fast_probe(model, clock, changes):
+    warm(model, clock, ms=2.0, peers=PEERS[:5])
+    model.seed(views(**{**HEALTHY_VIEW, "dn7": 600.0}))
+    assert model.is_slow("dn7")
+    assert model.probe_due("dn7")
+    read(model, clock, "dn7", 2.0)
+    model.probe_done("dn7")
+    assert not model.is_slow("dn7") and changes == [("dn7", "slow"), ("dn7", "recovered")]
+
+
+def test_the_clients_own_reads_outweigh_the_clusters_view(model, clock, changes):
+    warm(model, clock, ms=2.0, peers=PEERS[:5])    # it read dn1..dn5 itself, all fast
+    model.seed(views(**{**HEALTHY_VIEW, "dn2": 600.0}))
+    assert not model.is_slow("dn2") and changes == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_contended_cluster_in_the_view_marks_nobody_slow(model, changes, seed):
+    """Every DataNode a little slower at random (0.5 .. 8 ms medians on a shared host), or every
+    one much slower (an overload): nobody is 4 x the median DataNode and over 10 ms."""
+    rng = random.Random(seed)
+    model.seed(views(**{dn: rng.uniform(0.5, 8.0) for dn in PEERS}))
+    model.seed(views(**{dn: rng.uniform(40.0, 120.0) for dn in PEERS}))
+    assert changes == []
+
+
+def test_figures_of_few_reads_or_few_datanodes_say_nothing():
+    few_reads = {**views(**HEALTHY_VIEW), "dn3": View(3, 0.5, 0.9)}
+    assert slow_by_view(few_reads) == {}
+    assert slow_by_view(views(dn1=1.0, dn2=500.0)) == {}
+    assert set(slow_by_view(views(dn1=1.0, dn2=1.2, dn3=500.0))) == {"dn3"}
+    assert slow_by_view(views(dn1=1.0, dn2=1.2, dn3=9.0)) == {}   # 9 x, but under the 10 ms floor
+
+
+def test_a_datanode_the_namenode_has_not_heard_for_long_is_read_around(model, changes):
+    """Frozen (its process stopped): no figures, only its silence; heartbeats every second."""
+    ages = {f"dn{i}": View(unheard_s=0.1 * i) for i in range(1, 10)}   # 0.1 .. 0.9 s
+    model.seed({**ages, "dn4": View(unheard_s=12.0)})
+    assert model.slow_datanodes() == {"dn4"} and changes == [("dn4", "slow")]
+
+
+def test_heartbeats_late_everywhere_or_briefly_mark_nobody():
+    late_everywhere = {f"dn{i}": View(unheard_s=2.0 + 0.5 * i) for i in range(1, 10)}   # a loaded host
+    assert slow_by_view(late_everywhere) == {}
+    brief = {**{f"dn{i}": View(unheard_s=0.1 * i) for i in range(1, 10)}, "dn4": View(unheard_s=2.5)}
+    assert slow_by_view(brief) == {}                                                     # under 3 s
+    assert slow_by_view({"dn1": View(unheard_s=0.2), "dn2": View(unheard_s=30.0)}) == {}  # 2 DataNodes: nobody to compare

@@ -235,8 +235,10 @@ def test_two_rebuilds_in_one_stripe_with_a_retired_source_read_return_the_stored
     """Unit 1 fails at once and is rebuilt; unit 0 goes overdue and is hedged, and the hedge
     wins: unit 0's own read is retired but runs on, and answers while unit 1 still needs a
     k-th unit. Failed on the reader before the range fetcher: the retired read gave its buffer
-    back (poisoned) while it was unit 1's rebuild source, which decoded it into wrong bytes."""
-    stripe, dns, client = setup({0: [Reply(0.3)], 1: [Reply(0.1, error="UNAVAILABLE")], 6: [Reply(5.0)]})
+    back (poisoned) while it was unit 1's rebuild source, which decoded it into wrong bytes.
+    (The threshold's timeline: overtaken by units 2-5 at 2 ms, 0 and 1 would both be hedged then.)"""
+    stripe, dns, client = setup({0: [Reply(0.3)], 1: [Reply(0.1, error="UNAVAILABLE")], 6: [Reply(5.0)]},
+                                overtaken=False)
     assert stripe_read(client) == stripe.data[:6 * CELL]
     assert client.counter("rebuilt_on_failure") == 1
 

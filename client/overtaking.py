@@ -1,0 +1,126 @@
+"""What the reads that started after a read did while it ran: the latency model's yardstick for one read.
+
+    log = ReadLog()
+    entry = log.started("dn3", size_class=0, now=t)     # a unit read goes out
+    log.ended(entry, now, "ok")                          # ... answered ("ok"), cancelled ("censored"), "failed"
+    log.overtaken(entry, now)                            # hedge it under its threshold?
+    log.excused(entry, seconds, now, skip)               # no evidence against its DataNode?
+
+A read is judged by its *later peers*: reads of the same size class to other DataNodes that
+started at or after it, and at least ``bar`` seconds ago (so each had the time to answer
+within ``bar``). Each is *fast* (answered within ``bar``) or *late* (still running, answered
+later, or cancelled after more than ``bar``); failed reads and reads cancelled sooner say
+nothing about speed and are skipped. Two questions use it (latency.py):
+
+- *overtaken*: a read whose later peers mostly answered within half its age (bar = age / 2)
+  is stuck on its DataNode while the others answer: hedged before the threshold;
+- *excused*: a read that took its DataNode a slow read's time while the reads beside it, later
+  peers and earlier reads still running when it started, were mostly late too (bar = its
+  latency / 4) was slowed by the host, not by its DataNode: no evidence that the DataNode is
+  slow. (The earlier reads count because in a stall a closed-loop client starts nothing new:
+  the last reads before it have no later peers at all.)
+
+A host-wide stall (every DataNode slower at once, or the client itself) makes the later peers
+late as well, so it overtakes nothing and excuses itself. The log is in start order and
+bounded (the last ``LOG_MAX`` reads); a question looks at most ``PEERS_ENOUGH`` peers, newest
+first. Not locked: the latency model locks.
+"""
+
+from __future__ import annotations
+
+import collections
+
+OVERTAKERS_MIN = 2       # overtaken: at least 2 later peers answered (one alone could be luck) ...
+OVERTAKEN_FACTOR = 2.0   # ... most of those that had the time, within half its age (2 x their median) ...
+OVERTAKEN_MIN_S = 0.001  # ... and it is at least 1 ms old (what a rebuild from k units costs, roughly)
+EXCUSE_FACTOR = 4.0      # excused: fewer of its peers were 4 x faster than it than were not
+LOG_MAX = 512        # reads remembered (start order); older ones have no later peers to ask about
+PEERS_ENOUGH = 16    # peers looked at per question (newest first): enough for a majority
+LOOK_BACK = 64       # reads started before it looked at, at most (for one still running beside it)
+
+RUNNING, OK, CENSORED, FAILED = "running", "ok", "censored", "failed"
+
+
+class Entry:
+    __slots__ = ("began", "datanode", "size_class", "ended", "outcome")
+
+    def __init__(self, began: float, datanode: str, size_class: int | None):
+        self.began, self.datanode, self.size_class = began, datanode, size_class
+        self.ended = 0.0
+        self.outcome = RUNNING
+
+
+class ReadLog:
+    def __init__(self):
+        self._entries: collections.deque[Entry] = collections.deque(maxlen=LOG_MAX)
+
+    def started(self, datanode: str, size_class: int | None, now: float) -> Entry:
+        entry = Entry(now, datanode, size_class)
+        self._entries.append(entry)
+        return entry
+
+    @staticmethod
+    def ended(entry: Entry, now: float, outcome: str, size_class: int | None = None) -> None:
+        entry.ended, entry.outcome = now, outcome
+        if entry.size_class is None:
+            entry.size_class = size_class
+
+    def overtaken(self, entry: Entry, now: float) -> bool:
+        """At least 2 later peers answered, most of those that had the time within half its age
+        (it is 2 x their median), and it is at least 1 ms old."""
+        age = now - entry.began
+        if age < OVERTAKEN_MIN_S:
+            return False
+        fast, late = self.peers(entry, now, age / OVERTAKEN_FACTOR)
+        return fast >= OVERTAKERS_MIN and fast > late
+
+    def excused(self, entry: Entry, seconds: float, now: float, skip: frozenset[str]) -> bool:
+        """A slow read (``seconds`` long) whose peers beside it were mostly not 4 x faster: what
+        slowed it slowed them too. With no peers (reads one at a time) it is not excused."""
+        fast, late = self.peers(entry, now, seconds / EXCUSE_FACTOR, earlier=True, skip=skip)
+        return late > 0 and late >= fast
+
+    def peers(self, entry: Entry, now: float, bar: float, earlier: bool = False,
+              skip: frozenset[str] = frozenset()) -> tuple[int, int]:
+        """(fast, late) among ``entry``'s later peers that started at least ``bar`` ago; with
+        ``earlier``, also among the reads started before it that were still running when it
+        started (a host stall holds them up as well). Peers on DataNodes in ``skip`` (known
+        slow) are no yardstick."""
+        fast = late = 0
+        for peer in self._beside(entry, now - bar, earlier):
+            if peer.datanode == entry.datanode or peer.outcome == FAILED or peer.datanode in skip:
+                continue
+            if peer.size_class != entry.size_class and None not in (peer.size_class, entry.size_class):
+                continue   # another size answers in another time (a size not known yet: any)
+            if peer.outcome == RUNNING:
+                late += 1
+            elif peer.ended - peer.began <= bar:
+                if peer.outcome == CENSORED:
+                    continue   # cancelled early: no answer either way
+                fast += 1
+            else:
+                late += 1
+            if fast + late >= PEERS_ENOUGH:
+                break
+        return fast, late
+
+    def _beside(self, entry: Entry, newest_start: float, earlier: bool):
+        """Newest first: the reads started at or after ``entry`` and by ``newest_start``; then
+        (``earlier``) those started before it and not done by then (at most LOOK_BACK looked at)."""
+        later, looked_back = True, 0
+        for peer in reversed(self._entries):
+            if later and (peer is entry or peer.began < entry.began):
+                if not earlier:
+                    return
+                later = False
+            if later:
+                if peer.began <= newest_start:
+                    yield peer
+                continue
+            if peer is entry:
+                continue
+            looked_back += 1
+            if looked_back > LOOK_BACK:
+                return
+            if peer.outcome == RUNNING or peer.ended > entry.began:
+                yield peer
