@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import logging
 import re
 import urllib.parse
 
@@ -24,6 +25,8 @@ RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 MAX_META = 2048
+
+log = logging.getLogger("hedgefs.s3")
 
 
 @dataclasses.dataclass
@@ -137,10 +140,17 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     response.content_length = end - start
     await response.prepare(ctx.request)
     if not head and end > start:
-        if span is None:
-            await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
-        else:
-            await stream(response, reader, start, end)
+        try:
+            if span is None:
+                await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
+            else:
+                await stream(response, reader, start, end)
+        except ConnectionError as err:
+            # a client that stops reading (a cancelled download, a timeout) is no gateway failure:
+            # one line, not aiohttp's traceback; aiohttp then closes the connection
+            log.warning("s3: GET /%s/%s (%d bytes): the client went away before the end (%s)", ctx.bucket, ctx.key,
+                        end - start, err or type(err).__name__)
+            return response
     await response.write_eof()
     return response
 

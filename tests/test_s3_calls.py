@@ -274,3 +274,29 @@ def test_parallel_parts_beyond_the_writer_limit_all_land(s3):
     s3.complete_multipart_upload(Bucket="calls", Key="writers/big.bin", UploadId=upload, MultipartUpload={
         "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
     assert s3.get_object(Bucket="calls", Key="writers/big.bin")["Body"].read() == b"".join(parts)
+
+
+# ---------------------------------------------------------------------------- a client that goes away
+
+def test_a_client_leaving_mid_get_is_one_log_line(s3, gateway):
+    """A download cut off half-way (the client closes its socket) is logged in one line, no
+    traceback, and the gateway serves the next GET whole."""
+    import socket
+    import struct
+    import urllib.parse
+
+    from conftest import wait_until
+
+    data = pattern(16 * MiB, seed=77)
+    s3.put_object(Bucket="calls", Key="leave/big.bin", Body=data)
+    url = urllib.parse.urlsplit(s3.generate_presigned_url("get_object", Params={"Bucket": "calls",
+                                                                                "Key": "leave/big.bin"}))
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(f"GET {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # close with a reset
+    wait_until(lambda: "the client went away" in gateway.log(), 30, "the gateway to log the cut-off GET",
+               detail=gateway.log)
+    lines = [line for line in gateway.log().splitlines() if "leave/big.bin" in line]
+    assert len(lines) == 1 and "Traceback" not in gateway.log(), gateway.log()[-2000:]
+    assert s3.get_object(Bucket="calls", Key="leave/big.bin")["Body"].read() == data
