@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import logging
 import re
 import urllib.parse
 
 from aiohttp import web
 
-from hedgefs.client.errors import HedgefsError
+from hedgefs.client.errors import AlreadyExists, HedgefsError
 from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
 from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole, window_chunks
@@ -24,6 +25,8 @@ RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 MAX_META = 2048
+
+log = logging.getLogger("hedgefs.s3")
 
 
 @dataclasses.dataclass
@@ -95,6 +98,35 @@ def check_conditions(request: web.Request, info: ObjectInfo) -> None:
         raise S3Error("NotModified", "Not Modified", status=304, headers=_validators(info))
 
 
+def check_write_conditions(ctx: "Context") -> bool:
+    """A conditional write's If-Match / If-None-Match against the object as it is now (on a worker
+    thread). True when the write must not replace an object (If-None-Match: *): the write then
+    refuses an object that appeared meanwhile; the other conditions are checked before the write,
+    not atomically with it (a concurrent writer of the same key may come between)."""
+    h = ctx.request.headers
+    if "If-Match" not in h and "If-None-Match" not in h:
+        return False
+    try:
+        info = ctx.store.head(ctx.bucket, ctx.key)
+    except S3Error as err:
+        if err.code != "NoSuchKey":
+            raise
+        info = None
+
+    def matches(value):
+        return any(tag.strip() in ("*", info.etag, info.etag.strip('"')) for tag in value.split(","))
+
+    failed = S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+    if "If-Match" in h:
+        if info is None:
+            raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{ctx.bucket}/{ctx.key}")
+        if not matches(h["If-Match"]):
+            raise failed
+    if "If-None-Match" in h and info is not None and matches(h["If-None-Match"]):
+        raise failed
+    return h.get("If-None-Match", "").strip() == "*"
+
+
 def _validators(info: ObjectInfo) -> dict:
     """What a 304 carries, as HTTP says: the validators of the version the client has."""
     return {"ETag": info.etag, "Last-Modified": xmlout.http_date(info.mtime_ms)}
@@ -137,19 +169,29 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     response.content_length = end - start
     await response.prepare(ctx.request)
     if not head and end > start:
-        if span is None:
-            await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
-        else:
-            await stream(response, reader, start, end)
+        try:
+            if span is None:
+                await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
+            else:
+                await stream(response, reader, start, end)
+        except ConnectionError as err:
+            # a client that stops reading (a cancelled download, a timeout) is no gateway failure:
+            # one line, not aiohttp's traceback; aiohttp then closes the connection
+            log.warning("s3: GET /%s/%s (%d bytes): the client went away before the end (%s)", ctx.bucket, ctx.key,
+                        end - start, err or type(err).__name__)
+            return response
     await response.write_eof()
     return response
 
 
-async def _write(ctx: Context, path: str, body, length: int | None) -> None:
+async def _write(ctx: Context, path: str, body, length: int | None, overwrite: bool = True) -> None:
     def write():
         try:
-            ctx.session.fs.write(path, body, overwrite=True)
+            ctx.session.fs.write(path, body, overwrite=overwrite)
         except HedgefsError as err:
+            if not overwrite and isinstance(err, AlreadyExists):
+                raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not "
+                              "hold") from None
             raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
     async with ctx.gateway.writing(length):
         await ctx.run(write)
@@ -168,7 +210,8 @@ async def put_object(ctx: Context) -> web.Response:
         info = await ctx.run(ctx.store.make_marker, ctx.bucket, ctx.key)
         return web.Response(headers={"ETag": info.etag})
     path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
-    await _write(ctx, path, body, declared_length(ctx.request))
+    only_new = await ctx.run(check_write_conditions, ctx)
+    await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new)
     info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta)
     return web.Response(headers={"ETag": info.etag})
 
@@ -356,6 +399,7 @@ async def complete_upload(ctx: Context) -> web.Response:
     upload_id = ctx.request.query["uploadId"]
 
     def complete():
+        check_write_conditions(ctx)
         try:
             etag, content_type, meta, _joined = ctx.session.uploads.complete(
                 ctx.bucket, upload_id, ctx.key, wanted, copy)

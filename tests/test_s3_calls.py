@@ -1,6 +1,7 @@
 """The S3 calls beyond the basic ones, against a real cluster and gateway, with boto3 and the AWS CLI:
 UploadPartCopy, ListMultipartUploads in pages, the ACL calls (answered as S3-compatible stores
-without ACLs answer them), non-ASCII user metadata and keys with odd characters.
+without ACLs answer them), non-ASCII user metadata, keys with odd characters, conditional writes and a client that
+leaves mid-GET.
 
 One cluster (RS-6-3-64k: stripe 384 KiB) and one `hedgefs s3` for the module.
 """
@@ -274,3 +275,65 @@ def test_parallel_parts_beyond_the_writer_limit_all_land(s3):
     s3.complete_multipart_upload(Bucket="calls", Key="writers/big.bin", UploadId=upload, MultipartUpload={
         "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
     assert s3.get_object(Bucket="calls", Key="writers/big.bin")["Body"].read() == b"".join(parts)
+
+
+# ---------------------------------------------------------------------------- a client that goes away
+
+def test_a_client_leaving_mid_get_is_one_log_line(s3, gateway):
+    """A download cut off half-way (the client closes its socket) is logged in one line, no
+    traceback, and the gateway serves the next GET whole."""
+    import socket
+    import struct
+    import urllib.parse
+
+    from conftest import wait_until
+
+    data = pattern(16 * MiB, seed=77)
+    s3.put_object(Bucket="calls", Key="leave/big.bin", Body=data)
+    url = urllib.parse.urlsplit(s3.generate_presigned_url("get_object", Params={"Bucket": "calls",
+                                                                                "Key": "leave/big.bin"}))
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(f"GET {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # close with a reset
+    wait_until(lambda: "the client went away" in gateway.log(), 30, "the gateway to log the cut-off GET",
+               detail=gateway.log)
+    lines = [line for line in gateway.log().splitlines() if "leave/big.bin" in line]
+    assert len(lines) == 1 and "Traceback" not in gateway.log(), gateway.log()[-2000:]
+    assert s3.get_object(Bucket="calls", Key="leave/big.bin")["Body"].read() == data
+
+
+# ---------------------------------------------------------------------------- conditional writes
+
+def test_conditional_puts_and_completes(s3):
+    """If-None-Match / If-Match on PutObject and CompleteMultipartUpload, as S3 answers them."""
+    key = "cond/obj"
+
+    def refused(call, **kw):
+        with pytest.raises(ClientError) as err:
+            call(Bucket="calls", Key=key, **kw)
+        return code(err)
+
+    put = s3.put_object
+    etag = put(Bucket="calls", Key=key, Body=b"one", IfNoneMatch="*")["ETag"]
+    assert refused(put, Body=b"two", IfNoneMatch="*") == ("PreconditionFailed", 412)
+    assert refused(put, Body=b"two", IfNoneMatch=etag) == ("PreconditionFailed", 412)
+    assert refused(put, Body=b"two", IfMatch='"0123"') == ("PreconditionFailed", 412)
+    assert s3.get_object(Bucket="calls", Key=key)["Body"].read() == b"one"
+    etag = put(Bucket="calls", Key=key, Body=b"three", IfMatch=etag)["ETag"]
+    put(Bucket="calls", Key=key, Body=b"four", IfNoneMatch='"0123"')
+    s3.delete_object(Bucket="calls", Key=key)
+    assert refused(put, Body=b"five", IfMatch="*") == ("NoSuchKey", 404)
+
+    def complete(**kw):
+        upload = s3.create_multipart_upload(Bucket="calls", Key=key)["UploadId"]
+        part = s3.upload_part(Bucket="calls", Key=key, UploadId=upload, PartNumber=1, Body=b"part")["ETag"]
+        return s3.complete_multipart_upload(Bucket="calls", Key=key, UploadId=upload, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": part}]}, **kw)
+
+    etag = complete(IfNoneMatch="*")["ETag"]
+    with pytest.raises(ClientError) as err:
+        complete(IfNoneMatch="*")
+    assert code(err) == ("PreconditionFailed", 412)
+    complete(IfMatch=etag)
+    assert s3.get_object(Bucket="calls", Key=key)["Body"].read() == b"part"
