@@ -108,19 +108,33 @@ class Canary:
     def __init__(self, path: pathlib.Path):
         self.path = path
         self.proc: subprocess.Popen | None = None
+        self._samples: list[tuple[float, float]] = []
+        self._alive = 0
+        self._pos = 0
 
     def __enter__(self) -> "Canary":
         self.path.write_text("")
         self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs.bench.canary", str(self.path)])
         return self
 
-    def samples(self) -> list[tuple[float, float]]:
+    def _read(self) -> None:
+        """What the canary wrote since the last call (whole lines only)."""
         with open(self.path) as f:
-            return parse(f)
+            f.seek(self._pos)
+            text = f.read()
+        complete = text[:text.rfind("\n") + 1]
+        self._pos += len(complete)
+        lines = complete.splitlines()
+        self._alive += sum(1 for line in lines if line.startswith("alive"))
+        self._samples.extend(parse(lines))
+
+    def samples(self) -> list[tuple[float, float]]:
+        self._read()
+        return self._samples
 
     def alive_seconds(self) -> int:
-        with open(self.path) as f:
-            return sum(1 for line in f if line.startswith("alive"))
+        self._read()
+        return self._alive
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:

@@ -127,7 +127,7 @@ def evaluate_targets(doc: dict) -> list[dict]:
     for policy in (RS, LRC):
         ratio_target(policy, "tail-1pct-2s", 1.2)
     for policy in doc.get("policies", []):
-        healthy = [r for r in doc["runs"] if r["policy"] == policy and r["kind"] == "healthy" and r["fanout"] == 1]
+        healthy = [r for r in doc["runs"] if r["policy"] == policy and r["kind"] == "healthy"]
         if healthy:
             extra = median_range(r["summary"]["extra_unit_reads_pct"] for r in healthy)
             trips = sum(r["summary"]["breaker_trips"] for r in healthy)

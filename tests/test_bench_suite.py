@@ -109,10 +109,11 @@ def _run(policy, scenario, kind, rep, p999, extra=0.0, floor=0.0, window=None, v
                         "hedges": 3, "breaker_trips": 0, "load": {"saturated": False}},
             "host": {"loadavg_start": [4.0 + rep]},
             "measures": {"window_p999_ms": window or p999, "clean_p999_ms": p999, "floor_pct": floor,
-                         "canary": {"verdict": verdict, "worst_ms": 12.0 if verdict != "quiet" else 3.0},
+                         "canary": {"verdict": verdict, "stalls": int(verdict != "quiet"),
+                                    "worst_ms": 12.0 if verdict != "quiet" else 3.0},
                          "breakdown": {"reads": 5, "median_ms": p999, "dispatch_ms": 0.1, "loop_ms": 1.0,
                                        "units_ms": p999 - 2, "decode_ms": 0.05, "other_ms": 0.5, "sent": 3},
-                         "marked_slow": []}}
+                         "marked_slow": [], "stall_buckets": 0}}
 
 
 def _doc():
@@ -183,3 +184,13 @@ def test_bench_suite_bad_arguments_are_one_line_exit_2(tmp_path, args, fragment)
     bad = run_cli("bench", "suite", *args, "--out", str(tmp_path / "out"), timeout=60)
     assert_one_line_error(bad, fragment)
     assert bad.code == 2 and not (tmp_path / "out").exists()
+
+
+def test_the_canary_process_reports_that_it_is_alive(tmp_path):
+    """The real process: it writes its alive lines (and whatever overshoots it saw) to its file."""
+    from conftest import wait_until
+
+    with canary.Canary(tmp_path / "canary.txt") as c:
+        wait_until(lambda: c.alive_seconds() >= 2, 30, "two alive lines from the canary")
+        assert all(over >= canary.RECORD_MS for _, over in c.samples())
+    assert c.proc.poll() is not None
