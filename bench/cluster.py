@@ -1,7 +1,7 @@
 """The benchmarks' cluster: a fresh local cluster with seeded files on it, and the fault verbs.
 
 One wrapper for the tail-latency suite (bench/scenarios.py) and EC vs replication
-(bench/replication.py): NameNode + 10 DataNodes, real processes in a temp dir, fsync off, 2 MiB
+(bench/replication.py): NameNode + 10 DataNodes (the suite: 12), real processes in a temp dir, fsync off, 2 MiB
 internal blocks, no DataNode declared dead during a run (120 s). Files are seeded random bytes,
 never all in memory. ``CpuHog`` makes the whole host slow for a run.
 """
@@ -29,6 +29,11 @@ BLOCK_SIZE = 2 << 20
 DATANODES = 10
 
 
+def path_of(policy: str) -> str:
+    """The suite's file in ``policy`` (bench/scenarios.py)."""
+    return f"/bench/{policy.lower()}.bin"
+
+
 class RandomSource:
     """A file-like source of seeded random bytes (the file is never all in memory)."""
 
@@ -45,11 +50,12 @@ class RandomSource:
 class BenchCluster:
     """A fresh LocalCluster with the bench files on it, and the fault verbs the runs use."""
 
-    def __init__(self, root: pathlib.Path, files: dict[str, str | None], file_bytes: int, seed: int = 0):
+    def __init__(self, root: pathlib.Path, files: dict[str, str | None], file_bytes: int, seed: int = 0,
+                 datanodes: int = DATANODES):
         """``files``: path -> policy (None: the NameNode's default), each ``file_bytes`` long."""
         self.cluster = LocalCluster(root)
         # No DataNode is declared dead during a run (120 s); a repair comes only from a put.
-        self.cluster.up(Options(datanodes=DATANODES, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
+        self.cluster.up(Options(datanodes=datanodes, namenode_port=0, block_size=BLOCK_SIZE, fsync=False,
                                 dead_interval_s=120.0))
         self.write_s: dict[str, float] = {}
         with self.fs() as fs:

@@ -1,11 +1,12 @@
 """PNG plots of tail-latency results, drawn from the result dicts (the JSON files) alone.
 
-    python -m hedgefs.bench.plots bench/results/<date>-adaptive.json   # redraw from saved results
+    python -m hedgefs.bench.plots bench/results/<date>-suite.json   # redraw from saved results
 
-For the suite (``suite_plots``): the p99.9 ratio to healthy per scenario (adaptive vs static);
-per fault scenario, the latency percentile curves (HDR style) and the latency over time (slowest
-read and median per 100 ms, fault and breaker marked, the DataNodes the model called slow); for
-the broad slowdown, extra unit reads per second as a share of the reads' own. ``run_plot`` draws
+For the suite (``suite_plots``): the p99.9 ratio to healthy per scenario and policy (median of
+the rounds, min-max, beside the oracle's); per scenario, the first round's latency percentile
+curves (HDR style) and its fault runs over time (slowest read and median per 100 ms, fault and
+breaker marked, the DataNodes the model called slow). ``extra_reads_plot`` draws extra unit
+reads per second as a share of the reads' own. ``run_plot`` draws
 one `hedgefs bench read --plot` run.
 """
 
@@ -36,6 +37,8 @@ def _nines(p: float) -> float:
 
 
 def _label(run: dict) -> str:
+    if "label" in run:
+        return run["label"]
     mode = run.get("mode") or ("adaptive" if run["config"]["hedge"].get("threshold_ms") is None else "static")
     if not run["config"]["hedge"]["enabled"]:
         mode = "off"
@@ -44,6 +47,8 @@ def _label(run: dict) -> str:
 
 
 def _color(run: dict, i: int = 0) -> str:
+    if "label" in run:
+        return f"C{i % 10}"
     return COLORS.get(run.get("mode", ""), ["#2e8b57", "#8e44ad", "#555555"][i % 3])
 
 
@@ -203,66 +208,60 @@ def extra_reads_plot(runs: list[dict], path: pathlib.Path, title: str) -> pathli
 
 
 def ratio_plot(doc: dict, path: pathlib.Path) -> pathlib.Path:
-    """p99.9 / healthy p99.9 per scenario, adaptive vs static (pages: page p99 ratio)."""
+    """Per scenario and policy: the fault runs' ratio to their healthy runs (median, min-max bars)
+    beside the oracle's (hatched)."""
     plt = _plt()
-    healthy = _find(doc, "healthy", "adaptive")
-    pages = _find(doc, "fanout-healthy", "adaptive")
-    names = []
-    for run in doc["runs"]:
-        if run["scenario"] not in names and not run["scenario"].startswith("stripes"):
-            names.append(run["scenario"])
+    rows = doc.get("rows", [])
+    names = list(dict.fromkeys(r["scenario"] for r in rows))
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
     fig, ax = plt.subplots(figsize=(11, 4.8))
-    modes = ["adaptive", "static", "off"]
-    width = 0.27
-    for j, mode in enumerate(modes):
-        xs, values = [], []
-        for i, name in enumerate(names):
-            run = _find(doc, name, mode)
-            key, base = ("p99_ms", pages) if name.startswith("fanout") else ("p999_ms", healthy)
-            if run is None or base is None:
-                continue
-            xs.append(i + (j - 1) * width)
-            values.append(run["summary"][key] / max(base["summary"][key], 1e-9))
-        bars = ax.bar(xs, values, width, color=COLORS[mode], label=mode)
-        for bar, v in zip(bars, values):
-            ax.text(bar.get_x() + bar.get_width() / 2, v * 1.05, f"{v:.2g}", ha="center", fontsize=7)
+    width = 0.8 / max(1, 2 * len(policies))
+    for j, policy in enumerate(policies):
+        for o, key in enumerate(("ratio", "oracle_ratio")):
+            xs, mids, lo, hi = [], [], [], []
+            for i, name in enumerate(names):
+                row = next((r for r in rows if r["policy"] == policy and r["scenario"] == name), None)
+                if row is None or row[key]["median"] is None:
+                    continue
+                xs.append(i - 0.4 + width * (2 * j + o + 0.5))
+                mids.append(row[key]["median"])
+                lo.append(row[key]["median"] - row[key]["min"])
+                hi.append(row[key]["max"] - row[key]["median"])
+            color = POLICY_COLORS[j % len(POLICY_COLORS)]
+            ax.bar(xs, mids, width, color=color, alpha=0.55 if o else 1.0, hatch="//" if o else None,
+                   label=f"{policy}" + (" oracle" if o else ""), yerr=[lo, hi], capsize=2, ecolor="black")
     ax.axhline(1.2, color="gray", linestyle="--", linewidth=0.8)
-    ax.text(len(names) - 0.5, 1.2, "1.2 x", color="gray", fontsize=7, va="bottom", ha="right")
+    ax.axhline(1.3, color="gray", linestyle=":", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    ax.set_xticklabels(names, rotation=15, ha="right", fontsize=8)
     ax.set_ylabel("p99.9 / healthy p99.9 (pages: p99), log")
-    ax.set_title(f"tail latency vs healthy, open loop at {doc['load']['rate']:.0f} reads/s ({doc['date']})", fontsize=11)
+    ax.set_title(f"fault vs healthy (median of {doc.get('reps', 1)} rounds, min-max), open loop at "
+                 f"{doc['load']['rate']:.0f} reads/s ({doc['date']})", fontsize=10)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _find(doc: dict, scenario: str, mode: str, read_extra: int = 0) -> dict | None:
-    return next((r for r in doc["runs"] if r["scenario"] == scenario and r["mode"] == mode
-                 and r["read_extra"] == read_extra), None)
+POLICY_COLORS = ["#1f5fa8", "#2e8b57", "#e67e22", "#8e44ad"]
 
 
 def suite_plots(doc: dict, out: pathlib.Path, base: str) -> list[pathlib.Path]:
+    """The ratio plot, and per fault scenario the first round's percentile curves (healthy, fault and
+    oracle per policy) and its fault runs over time."""
     paths = [ratio_plot(doc, out / f"{base}-ratios.png")]
-    names = []
-    for run in doc["runs"]:
-        if run["scenario"] not in names:
-            names.append(run["scenario"])
-    for name in names:
-        runs = [r for r in doc["runs"] if r["scenario"] == name]
-        title = f"{name}" + (f" ({', '.join(runs[0]['victims'])})" if runs[0].get("victims") else "")
-        if name != "healthy" and not name.startswith("fanout-healthy"):
-            paths.append(percentile_plot(runs + ([_find(doc, "healthy", "adaptive")] if not name.startswith(("fanout",
-                                                  "stripes")) else []), out / f"{base}-{name}-percentiles.png", title))
-        if runs[0]["events"]:
-            paths.append(timeline_plot(runs, out / f"{base}-{name}-timeline.png", title))
-        if name.startswith("broad"):
-            paths.append(extra_reads_plot(runs, out / f"{base}-{name}-extra-reads.png",
-                                          title + ": extra unit reads per second"))
+    for name in dict.fromkeys(r["scenario"] for r in doc["runs"]):
+        runs = [dict(r, label=f"{r['policy']} {r['kind']}") for r in doc["runs"]
+                if r["scenario"] == name and r["rep"] == 0]
+        if not runs:
+            continue
+        paths.append(percentile_plot(runs, out / f"{base}-{name}-percentiles.png", f"{name}, round 1"))
+        faults = [r for r in runs if r["kind"] == "fault" and r["events"]]
+        if faults:
+            paths.append(timeline_plot(faults, out / f"{base}-{name}-timeline.png", f"{name}, round 1"))
     return paths
 
 

@@ -28,10 +28,8 @@ and a small histogram. Every 100 ms a sampler also notes the client's unit reads
 reads needed, the breaker and the DataNodes the latency model calls slow, so extra reads can be
 checked over every one-second window.
 
-Bench-only instrumentation (``ClientProbe``, bench/probe.py): the client's breaker reports its
-verdicts to an observer (``CircuitBreaker.observe``, on this FileSystem's instance only) that
-time-stamps hedges, refusals and trips. Nothing in the client's behaviour changes. The time series
-is bench/timeseries.py.
+Bench-only instrumentation (``ClientProbe``, bench/probe.py): the breaker's observer time-stamps
+hedges, refusals and trips; bench/trace.py breaks reads down. Nothing the client does changes.
 """
 
 from __future__ import annotations
@@ -98,6 +96,7 @@ class BenchRun:
     saturated: bool = False
     events: list[dict] = field(default_factory=list)
     host: dict = field(default_factory=dict)
+    t0: float = 0.0     # the run's start (time.monotonic)
 
     def summary(self) -> dict:
         """The keys of `hedgefs bench read --json`."""
@@ -231,12 +230,15 @@ class _Page:
 def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s: float | None = None,
                    reads: int | None = None, read_size: int = DEFAULT_READ_SIZE, seed: int = 0,
                    timeline: Iterable[TimelineEvent] = (), bucket_s: float = BUCKET_S,
-                   rate: float | None = None, fanout: int = 1) -> BenchRun:
+                   rate: float | None = None, fanout: int = 1, tracer=None,
+                   exclude: tuple[float, float, frozenset[str]] | None = None) -> BenchRun:
     """Run the load; stop after `duration_s` seconds or `reads` pages (reads in flight finish).
 
     ``rate`` (pages per second): open loop; else ``threads`` closed-loop readers. `timeline`
     actions run on a helper thread at their time into the run; what they did and when is in
-    `BenchRun.events`.
+    `BenchRun.events`. ``tracer`` (bench/trace.py): each read through it, broken down.
+    ``exclude`` (start_s, end_s, DataNodes): reads scheduled in that window leave those DataNodes
+    out from the first read (the suite's oracle: perfect detection).
     """
     if (duration_s is None) == (reads is None):
         raise ValueError("give exactly one of duration_s and reads")
@@ -249,7 +251,8 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
     t0 = time.monotonic()
     tally = _Tally(t0, hist, series)
     probe = ClientProbe(fs, t0, bucket_s)
-    pages = _Pages(f, read_size, fanout, tally, stop, t0 + duration_s if duration_s is not None else None, reads)
+    pages = _Pages(f, read_size, fanout, tally, stop, t0 + duration_s if duration_s is not None else None, reads,
+                   tracer, exclude)
     events: list[dict] = []
     lags: list[tuple[float, float]] = []
     if rate is None:
@@ -282,7 +285,7 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
                     file_length=f.length, policy=f.status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
                     reads=tally.reads, errors=tally.errors, error_samples=tally.error_samples,
                     expected_unit_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
-                    saturated=pages.saturated, events=events, host=host)
+                    saturated=pages.saturated, events=events, host=host, t0=t0)
 
 
 class _Pages:
@@ -291,8 +294,9 @@ class _Pages:
     of pages."""
 
     def __init__(self, f, read_size: int, fanout: int, tally: _Tally, stop: threading.Event,
-                 deadline: float | None, reads: int | None):
+                 deadline: float | None, reads: int | None, tracer=None, exclude=None):
         self.f, self.read_size, self.fanout, self.tally, self.stop = f, read_size, fanout, tally, stop
+        self.tracer, self.exclude = tracer, exclude
         self.t0 = tally.t0
         self._status = f.status
         self._policy = parse_policy(self._status.policy)
@@ -315,8 +319,14 @@ class _Pages:
         page = _Page(self.tally, scheduled, cells, len(offsets))
         self.tally.started(len(offsets))
         futures = []
+        leave_out: frozenset[str] = frozenset()
+        if self.exclude and self.exclude[0] <= scheduled - self.t0 < self.exclude[1]:
+            leave_out = self.exclude[2]
         for offset in offsets:
-            future = self.f.submit(offset, self.read_size)
+            if self.tracer is not None:
+                future = self.tracer.submit(self.f, offset, self.read_size, scheduled, leave_out)
+            else:
+                future = self.f.submit(offset, self.read_size, leave_out)
             future.add_done_callback(page.read_done)
             futures.append(future)
         return futures

@@ -1,35 +1,36 @@
-"""The tail-latency suite: open-loop reads through fault scenarios, every p99.9 a ratio to healthy.
+"""The tail-latency suite: RS vs LRC vs replication through fault scenarios, each fault run
+beside a healthy run of the same cluster and file, repeated, so that 1.2 x can be told from 1.4 x.
 
-    python -m hedgefs.bench.scenarios [--quick] [--out DIR] [--only NAME[,NAME...]]
-    hedgefs bench suite [--quick] [--out DIR] [--only NAME[,NAME...]]     # the same
+    python -m hedgefs.bench.scenarios [--quick] [--reps N] [--policies P,...] [--only NAME,...] [--out DIR]
+    hedgefs bench suite ...      # the same
     make bench
 
-One fresh local cluster (NameNode + 10 DataNodes, real processes, in a temp dir) and one file:
-192 MiB written with RS-6-3-1024k and 2 MiB internal blocks (16 block groups of 2 stripes, so data
-cells land on every DataNode). First the healthy capacity: 8 closed-loop readers for 5 s; every
-run then reads **open loop** at a third of it (``bench.read``: Poisson arrivals, latency from the
-scheduled start; a third, not `bench read --rate auto`'s half: see LOAD_SHARE), random 64 KiB reads (one cell, one DataNode each), 30 s per run, a new client
-per run (so its latency model and breaker start cold, as a new process's would). Healthy runs
-come first; every run's p99.9 is reported as a ratio to the healthy p99.9 (adaptive threshold,
-the default) of the same suite. Faults go to the DataNode(s) holding the most data cells.
+One fresh local cluster (NameNode + 12 DataNodes: the 10 units of an LRC-6-2-2 group and 2
+spares, real processes in a temp dir) and one 192 MiB file per policy, RS-6-3-1024k,
+LRC-6-2-2-1024k and REPLICATE-3, 2 MiB internal blocks. The healthy capacity is measured once
+(8 closed-loop readers on the RS file) and every run reads **open loop** at a third of it
+(``bench.read``: Poisson arrivals, latency from the scheduled start, the same seed in every run),
+random 64 KiB reads (one cell, one DataNode each), a new client per run.
 
-Runs, each with the default (adaptive) settings and again with HubSpot's fixed 250 ms threshold
-(``static``, the baseline row): healthy; healthy with a CPU hog per core (at a third of the capacity
-measured with the hogs running: at the healthy rate it would only show an overload); one DataNode +500 ms
-on every read (and once with hedging off); one DataNode 1 % of reads +2 s; one DataNode frozen
-(SIGSTOP) for 10 s; four DataNodes +300 ms (broad slowdown: the breaker's case); pages of 20
-reads (``fanout``), healthy and with one DataNode +500 ms, at the same read rate. Then late
-binding on whole-stripe reads (``--read-extra`` 0 vs 1, healthy and with the 1 % +2 s tail), and
-puts of 256 MiB, healthy and with one DataNode frozen, then the time to fsck HEALTHY.
+**Rounds.** Each round runs, per policy, each fault scenario as a triple on the same file:
+healthy, fault, **oracle** (the same fault, with the reads scheduled in the fault window leaving
+the faulty DataNode out from their first read: the best any detection could do; EC policies
+only, since reading another replica instead costs nothing). Rounds repeat
+``--reps`` times (3; ``--quick`` 1), interleaved across policies, so a slow spell of the shared
+host lands on all of them. Every ratio is a fault run's p99.9 over its own preceding healthy
+run's, reported as the median of the rounds with its range (min-max). Beside the whole run's
+p99.9: the fault window's own, and the p99.9 without the 100 ms buckets a host stall touched.
 
-Writes to ``--out``: ``<date>-adaptive.json`` (every run: summary, counters, percentile curve,
-100 ms time series, breaker and model events, unit reads per 100 ms; the targets), PNG plots,
-and ``<date>-adaptive-summary.md`` (the table of ratios, every target met or missed, the load
-average). Targets are evaluated and reported, never asserted: a missed target is a result.
+**Canary** (bench/canary.py): a process outside the client, sleeping 1 ms and recording its
+overshoot for the whole suite; every run gets its verdict (quiet, stalls, stalled). **Breakdown**
+(bench/trace.py): the slowest reads of every run split into dispatch and loop wait, unit reads
+and decode. **Floors** (bench/rounds.py): each fault row's extra unit reads beside
+duty x share x (sources - 1). The targets (bench/targets.py) are issue 25's, evaluated row by
+row and never asserted; the summary's markdown is bench/report.py; the checks beside the rounds
+(closed-loop readers, a new client's 24 MiB read, puts) bench/checks.py.
 
-Here: the scenarios, one run, the puts and the suite. The cluster and its fault verbs are
-bench/cluster.py (shared with bench/replication.py), the targets bench/targets.py, the summary's
-markdown bench/report.py.
+Writes ``<date>-suite.json`` (every run: summary, window and canary figures, breakdown, series,
+events), ``<date>-suite-summary.md`` and PNG plots to ``--out`` (``--name`` changes the stem).
 """
 
 from __future__ import annotations
@@ -44,163 +45,156 @@ import os
 import pathlib
 import platform
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable
 
-from hedgefs.bench.cluster import BLOCK_SIZE, BenchCluster, CpuHog, RandomSource
-from hedgefs.bench.read import DEFAULT_READ_SIZE, TimelineEvent, measure_capacity, run_read_bench
+from hedgefs.bench import canary as canary_mod
+from hedgefs.bench import checks
+from hedgefs.bench.cluster import BLOCK_SIZE, BenchCluster, CpuHog, path_of
+from hedgefs.bench.read import DEFAULT_READ_SIZE, measure_capacity, run_read_bench
 from hedgefs.bench.report import summary_markdown
-from hedgefs.bench.targets import evaluate_targets
+from hedgefs.bench.rounds import duty, floor_pct, rescue_sources
+from hedgefs.bench.targets import aggregate, evaluate_targets
+from hedgefs.bench.timeseries import ms
+from hedgefs.bench.trace import ReadTracer, breakdown, installed
 from hedgefs.client.config import HedgeConfig
-from hedgefs.proto import hedgefs_pb2 as pb
 
 log = logging.getLogger("hedgefs.bench")
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
-PATH = "/bench/data.bin"
+DATANODES = 12
+POLICIES = ("RS-6-3-1024k", "LRC-6-2-2-1024k", "REPLICATE-3")
 FILE_BYTES = 192 << 20
 THREADS = 8             # closed-loop readers that measure capacity
-DURATION_S = 30.0
+DURATION_S = 16.0
+REPS = 3
 CAPACITY_S = 5.0
-# Open-loop rate as a share of the healthy capacity. A fault adds work: reading around one
-# DataNode costs ~60 % more unit reads, hedges more, and everything shares the host's 2 cores.
-# At half of capacity (two suite runs, 2026-11-30) the faulty runs of *both* modes saturated
-# (queues of seconds, the client behind its schedule): they measured the host, not the read path.
+# Open-loop rate as a share of the healthy capacity: at half (two suite runs, 2026-11-30) the
+# faulty runs saturated, measuring the host rather than the read path.
 LOAD_SHARE = 1 / 3
-WARMUP_S = 10.0         # an open-loop run before the measured ones, not counted
-PUT_BYTES = 256 << 20
-PUTS = 3                # each kind, alternating; the median counts
+WARMUP_S = 8.0          # an open-loop run per file before the measured ones, not counted
 FANOUT = 20
-QUICK = {"file_bytes": 96 << 20, "duration_s": 12.0, "put_bytes": 64 << 20, "puts": 1}
-
-MODES = {
-    "adaptive": HedgeConfig(),                      # the default
-    "static": HedgeConfig(threshold_ms=250.0),      # hedgefs before the latency model
-    "off": HedgeConfig(enabled=False),
-}
+SLOWEST = 12            # reads kept, broken down, per run
+QUICK = {"file_bytes": 96 << 20, "duration_s": 8.0, "reps": 1, "warmup_s": 4.0}
+ADAPTIVE = HedgeConfig()
 
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
-    kind: str = "healthy"         # healthy | hog | delay | freeze
-    modes: tuple[str, ...] = ("adaptive", "static")
-    victims: int = 0
+    kind: str = "delay"            # delay | freeze | hog
+    victims: int = 1
     delay_ms: int = 0
     probability: float = 1.0
-    start: float = 0.1            # fault window, as fractions of the run
+    start: float = 0.1             # fault window, as fractions of the run
     end: float = 0.9
     fanout: int = 1
-    read_extra: tuple[int, ...] = (0,)
-    whole_stripes: bool = False   # reads of one stripe (6 MiB) instead of 64 KiB
+    policies: tuple[str, ...] = POLICIES
+    oracle: bool = True
+    default: bool = True           # in the suite without --only
 
 
 SCENARIOS = (
-    Scenario("healthy", "healthy"),
-    Scenario("cpu-hog", "healthy, a CPU hog per core", "hog"),
-    Scenario("slow-500ms", "one DataNode +500 ms on every read", "delay", ("adaptive", "static", "off"), 1, 500),
-    Scenario("tail-1pct-2s", "one DataNode, 1 % of reads +2 s", "delay", victims=1, delay_ms=2000, probability=0.01),
-    Scenario("frozen-10s", "one DataNode frozen (SIGSTOP) 10 s", "freeze", victims=1, start=1 / 3, end=2 / 3),
-    Scenario("broad-4x300ms", "broad slowdown: four DataNodes +300 ms", "delay", victims=4, delay_ms=300),
-    Scenario("fanout-healthy", f"pages of {FANOUT} reads, healthy", modes=("adaptive",), fanout=FANOUT),
-    Scenario("fanout-slow-500ms", f"pages of {FANOUT} reads, one DataNode +500 ms", "delay", victims=1, delay_ms=500,
-             fanout=FANOUT),
-    Scenario("stripes-healthy", "whole-stripe reads, healthy: late binding", modes=("adaptive",), read_extra=(0, 1),
-             whole_stripes=True),
-    Scenario("stripes-tail-1pct-2s", "whole-stripe reads, one DataNode 1 % +2 s: late binding", "delay",
-             ("adaptive",), 1, 2000, 0.01, read_extra=(0, 1), whole_stripes=True),
+    Scenario("slow-500ms", "one DataNode +500 ms on every read", delay_ms=500),
+    Scenario("tail-1pct-2s", "one DataNode, 1 % of reads +2 s", delay_ms=2000, probability=0.01),
+    # 10 s of a 16 s run (quick: 5 of 8)
+    Scenario("frozen-10s", "one DataNode frozen (SIGSTOP) 10 s", "freeze", start=0.1875, end=0.8125),
+    Scenario("cpu-hog", "healthy, a CPU hog per core", "hog", victims=0, policies=POLICIES, oracle=False),
+    Scenario("fanout-slow-500ms", f"pages of {FANOUT} reads, one DataNode +500 ms", delay_ms=500, fanout=FANOUT,
+             policies=POLICIES[:2], oracle=False),
+    Scenario("broad-4x300ms", "broad slowdown: four DataNodes +300 ms", victims=4, delay_ms=300,
+             policies=POLICIES[:2], oracle=False, default=False),
 )
-NAMES = [s.name for s in SCENARIOS] + ["put"]
+STEPS = ("closed-loop", "new-client", "put")   # checks beside the rounds (bench/checks.py)
+DEFAULT_STEPS = ("closed-loop", "new-client")
+NAMES = [s.name for s in SCENARIOS] + list(STEPS)
 
 
 # ---------------------------------------------------------------------------- one run
 
-def _timeline(sc: Scenario, bc: BenchCluster, duration_s: float) -> tuple[list[TimelineEvent], list[str]]:
-    if sc.kind not in ("delay", "freeze"):
-        return [], []
-    victims = bc.victims(sc.victims, PATH)
-    start, end = round(sc.start * duration_s, 2), round(sc.end * duration_s, 2)
-    return bc.fault_timeline(sc.kind, victims, start, end, sc.delay_ms, sc.probability), victims
+@dataclasses.dataclass
+class Ctx:
+    bc: BenchCluster
+    rate: float
+    duration_s: float
+    canary: canary_mod.Canary
+    say: Callable[[str], None]
+    victims: dict = dataclasses.field(default_factory=dict)   # policy -> DataNodes by healthy reads, most first
+    hog_rate: float | None = None
 
 
-def run_one(sc: Scenario, mode: str, read_extra: int, bc: BenchCluster, rate: float, duration_s: float,
-            say: Callable[[str], None]) -> dict:
-    hedge = dataclasses.replace(MODES[mode], read_extra=read_extra)
-    read_size = bc.policies[PATH].stripe_data_size if sc.whole_stripes else DEFAULT_READ_SIZE
-    timeline, victims = _timeline(sc, bc, duration_s)
-    pages = rate / sc.fanout
-    if sc.whole_stripes:
-        pages = rate / (10 * bc.policies[PATH].k)   # a tenth of the unit reads of the 64 KiB runs
+def run_one(ctx: Ctx, sc: Scenario, policy: str, kind: str, rep: int, base: dict | None = None) -> dict:
+    """One run of ``sc`` on ``policy``'s file: ``kind`` healthy (its page shape, no fault), fault,
+    or oracle (the fault, and the window's reads leave the victims out)."""
+    bc, path, dur = ctx.bc, path_of(policy), ctx.duration_s
+    rate = ctx.rate / sc.fanout
+    start, end = round(sc.start * dur, 2), round(sc.end * dur, 2)
+    victims = ctx.victims.get(policy, [])[:sc.victims] if kind != "healthy" else []
+    timeline = bc.fault_timeline(sc.kind, victims, start, end, sc.delay_ms, sc.probability) \
+        if kind != "healthy" and sc.kind in ("delay", "freeze") else []
+    exclude = (start, end, frozenset(victims)) if kind == "oracle" else None
+    tracer = ReadTracer()
     bc.restore()
     try:
-        with CpuHog() if sc.kind == "hog" else contextlib.nullcontext():
-            if sc.kind == "hog":
-                # The hogs take half the CPU: the healthy rate would only measure an overload.
-                # The same share of what the cluster sustains with them running, instead.
-                with bc.fs() as fs:
-                    pages = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S) * LOAD_SHARE
-            with bc.fs(hedge) as fs:
-                run = run_read_bench(fs, PATH, duration_s=duration_s, rate=round(pages, 2), fanout=sc.fanout,
-                                     read_size=read_size, timeline=timeline)
+        with CpuHog() if kind == "fault" and sc.kind == "hog" else contextlib.nullcontext():
+            if kind == "fault" and sc.kind == "hog":
+                if ctx.hog_rate is None:   # the hogs take half the CPU: a third of what is left, measured once
+                    with bc.fs() as fs:
+                        ctx.hog_rate = round(measure_capacity(fs, path, threads=THREADS, duration_s=CAPACITY_S)
+                                             * LOAD_SHARE, 1)
+                rate = ctx.hog_rate
+            with bc.fs(ADAPTIVE) as fs, installed():
+                run = run_read_bench(fs, path, duration_s=dur, rate=round(rate, 2), fanout=sc.fanout,
+                                     timeline=timeline, tracer=tracer, exclude=exclude)
     finally:
         bc.restore()
     result = run.to_dict()
-    result.update({"scenario": sc.name, "mode": mode, "read_extra": read_extra, "victims": victims})
-    s, h = result["summary"], result["host"]
-    label = mode + (f", read-extra {read_extra}" if len(sc.read_extra) > 1 else "")
-    say(f"   {label:<22} {s['reads']:>6} {'pages' if sc.fanout > 1 else 'reads'} ({s['reads_per_s']:.0f}/s)  "
-        f"p50 {s['p50_ms']:.1f}  p99 {s['p99_ms']:.1f}  p99.9 {s['p999_ms']:.1f}  max {s['max_ms']:.1f} ms  "
-        f"hedges {s['hedges']} ({s['hedge_wins']})  avoided {s['avoided']}  trips {s['breaker_trips']}  "
-        f"extra {s['extra_unit_reads_pct']:.2f} % (worst 1 s {s['max_extra_pct_1s']})  errors {result['errors']}  "
-        f"load {h['loadavg_start'][0]}->{h['loadavg_end'][0]}" + ("  SATURATED" if s["load"]["saturated"] else ""))
+    result["host"].pop("loop_lag", None)
+    result.update({"scenario": sc.name, "policy": policy, "kind": kind, "rep": rep, "victims": victims,
+                   "fanout": sc.fanout, "window_s": [start, end] if sc.kind in ("delay", "freeze") else [0.0, dur]})
+    _measures(result, run, tracer, ctx, sc, policy, kind, base)
+    s, h, m = result["summary"], result["host"], result["measures"]
+    ctx.say(f"   r{rep} {policy:<16} {kind:<7} {s['reads']:>6} {'pages' if sc.fanout > 1 else 'reads'}  "
+            f"p99.9 {s['p999_ms']:.1f} (window {m['window_p999_ms']:.1f})  max {s['max_ms']:.1f} ms  "
+            f"extra {s['extra_unit_reads_pct']:.2f} % (floor {m['floor_pct']:.1f})  hedges {s['hedges']}  "
+            f"trips {s['breaker_trips']}  errors {result['errors']}  load {h['loadavg_start'][0]}  "
+            f"canary {m['canary']['verdict']} {m['canary']['worst_ms']} ms" + ("  SATURATED" if s["load"]["saturated"] else ""))
     return result
 
 
-def run_puts(bc: BenchCluster, put_bytes: int, puts: int, say: Callable[[str], None]) -> dict:
-    """Puts of ``put_bytes``, healthy and with one DataNode frozen (alternating), then the time until
-    fsck is HEALTHY again (the NameNode repairs the units the writer dropped)."""
-    frozen = bc.least_loaded(PATH)
-    times: dict[str, list[float]] = {"healthy": [], "frozen": []}
-    dropped = []
-    with bc.fs() as fs:
-        for i in range(puts):
-            for kind in ("healthy", "frozen"):
-                path = f"/bench/put-{kind}-{i}.bin"
-                if kind == "frozen":
-                    bc.cluster.freeze(frozen)
-                try:
-                    started = time.monotonic()
-                    fs.write(path, RandomSource(put_bytes, 100 + i), overwrite=True)
-                    times[kind].append(round(time.monotonic() - started, 3))
-                finally:
-                    if kind == "frozen":
-                        bc.cluster.thaw(frozen)
-                if kind == "frozen":
-                    groups = fs.stat(path).groups
-                    dropped.append(sum(1 for g in groups if frozen not in {u.datanode_id for u in g.units.values()}
-                                       and len(g.units) < bc.policies[PATH].units))
-                say(f"   put {put_bytes >> 20} MiB, {kind:<8}: {times[kind][-1]:.2f} s")
-        started = time.monotonic()
-        status = ""
-        while time.monotonic() - started < 300:
-            status = fs.rpc("Fsck", pb.PathRequest(path="/")).status
-            if status == "HEALTHY":
-                break
-            time.sleep(0.5)
-        healthy_after = round(time.monotonic() - started, 1)
-        for i in range(puts):
-            for kind in ("healthy", "frozen"):
-                fs.delete(f"/bench/put-{kind}-{i}.bin")
-    say(f"   fsck {status} {healthy_after} s after the last put (groups that dropped {frozen}: {dropped})")
-    return {"frozen": frozen, "bytes": put_bytes, "seconds": times,
-            "median_s": {k: statistics.median(v) for k, v in times.items()},
-            "groups_without_frozen": dropped, "fsck": status, "fsck_healthy_after_s": healthy_after,
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+def _measures(result: dict, run, tracer: ReadTracer, ctx: Ctx, sc: Scenario, policy: str, kind: str,
+              base: dict | None) -> None:
+    """The window's p99.9, the canary's word, the floor and the slow reads' breakdown."""
+    start, end = result["window_s"]
+    t0 = run.t0
+    verdict = canary_mod.verdict(ctx.canary.samples(), t0, t0 + run.wall_s)
+    skip = canary_mod.touched_buckets(verdict["windows"], run.series.bucket_s)
+    clean = run.series.window(0.0, run.wall_s + 1.0, skip)
+    win = run.series.window(start, end)
+    done = sorted(r[7] - r[0] for r in tracer.records if r[7] is not None)
+    cut = done[-max(5, len(done) // 1000)] if done else 0.0
+    share, sources = 0.0, rescue_sources(ctx.bc.policies[path_of(policy)])
+    victims = result["victims"]
+    if base is not None and victims:
+        per = base["summary"]["per_datanode"]
+        total = sum(row["unit_reads"] for row in per.values())
+        share = sum(per.get(v, {}).get("unit_reads", 0) for v in victims) / total if total else 0.0
+    d = duty(result["series"], start, end) if victims else 0.0
+    # The oracle reads around the DataNode for the whole window, whatever share of its reads is slow.
+    floor = floor_pct(d, share, sources, 1.0 if kind == "oracle" else sc.probability) \
+        if kind != "healthy" and sc.kind in ("delay", "freeze") else 0.0
+    result["measures"] = {
+        "window_p999_ms": ms(win.percentile(99.9)), "window_max_ms": ms(win.max_s), "window_reads": win.count,
+        "clean_p999_ms": ms(clean.percentile(99.9)), "clean_reads": clean.count, "stall_buckets": len(skip),
+        "canary": verdict, "duty": round(d, 4), "share": round(share, 4), "sources": sources,
+        "floor_pct": round(floor, 3), "breakdown": breakdown(tracer.records, cut),
+        "slowest": tracer.slowest(SLOWEST, t0),
+        "marked_slow": sorted(result["breaker"]["first_slow_s"]),
+    }
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -219,6 +213,7 @@ def environment() -> dict:
 
 
 def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[str] | None = None,
+              policies: list[str] | None = None, reps: int | None = None, name: str = "suite",
               command: str | None = None, say: Callable[[str], None] = print) -> dict:
     from hedgefs.bench import plots
 
@@ -227,82 +222,100 @@ def run_suite(out: pathlib.Path = RESULTS_DIR, quick: bool = False, only: list[s
     command = command or ("python -m hedgefs.bench.scenarios " + shlex.join(sys.argv[1:])).strip()
     file_bytes = QUICK["file_bytes"] if quick else FILE_BYTES
     duration_s = QUICK["duration_s"] if quick else DURATION_S
-    chosen = [s for s in SCENARIOS if not only or s.name in _with_baselines(only)]
+    reps = reps or (QUICK["reps"] if quick else REPS)
+    policies = policies or list(POLICIES)
+    chosen = [s for s in SCENARIOS if (s.name in only if only else s.default)]
+    steps = [s for s in STEPS if (s in only if only else s in DEFAULT_STEPS)]
+    base = out / f"{date}-{name}"
     started = time.monotonic()
-    doc = {"date": date, "command": command, "quick": quick, "environment": environment(), "runs": []}
-    with tempfile.TemporaryDirectory(prefix="hedgefs-bench-") as tmp:
+    doc = {"date": date, "command": command, "quick": quick, "environment": environment(), "runs": [],
+           "reps": reps, "policies": policies, "scenarios": [dataclasses.asdict(s) for s in chosen], "checks": {}}
+    with tempfile.TemporaryDirectory(prefix="hedgefs-bench-") as tmp, \
+            canary_mod.Canary(pathlib.Path(tmp) / "canary.txt") as canary:
         t = time.monotonic()
-        bc = BenchCluster(pathlib.Path(tmp) / "cluster", {PATH: None}, file_bytes)
+        bc = BenchCluster(pathlib.Path(tmp) / "cluster", {path_of(p): p for p in policies}, file_bytes,
+                          datanodes=DATANODES)
         try:
-            status = bc.status[PATH]
-            doc["cluster"] = {"datanodes": 10, "policy": status.policy, "block_size": BLOCK_SIZE,
-                              "file_bytes": file_bytes, "groups": len(status.groups),
-                              "setup_s": round(time.monotonic() - t, 1), "write_s": round(bc.write_s[PATH], 2),
-                              "data_cells_per_datanode": bc.data_cells_per_datanode(PATH)}
-            say(f"== cluster up, {file_bytes >> 20} MiB written in {time.monotonic() - t:.1f} s; load average "
-                f"{os.getloadavg()[0]:.1f}")
+            doc["cluster"] = {"datanodes": DATANODES, "block_size": BLOCK_SIZE, "file_bytes": file_bytes,
+                              "files": {p: {"path": path_of(p), "groups": len(bc.status[path_of(p)].groups),
+                                            "write_s": round(bc.write_s[path_of(p)], 2)} for p in policies},
+                              "setup_s": round(time.monotonic() - t, 1)}
+            say(f"== cluster up ({DATANODES} DataNodes), {len(policies)} files of {file_bytes >> 20} MiB in "
+                f"{time.monotonic() - t:.1f} s; load average {os.getloadavg()[0]:.1f}")
             with bc.fs() as fs:
-                capacity = measure_capacity(fs, PATH, threads=THREADS, duration_s=CAPACITY_S)
+                capacity = measure_capacity(fs, path_of(policies[0]), threads=THREADS, duration_s=CAPACITY_S)
             rate = round(capacity * LOAD_SHARE, 1)
-            # One open-loop run thrown away: the first run after a cluster starts has a tail of its
-            # own (measured: healthy p99.9 87 ms first, 12-41 ms in either mode after), and every
-            # ratio below is to the healthy run.
-            with bc.fs() as fs:
-                run_read_bench(fs, PATH, duration_s=WARMUP_S, rate=rate)
-            doc["load"] = {"capacity_reads_per_s": round(capacity, 1), "rate": rate, "duration_s": duration_s,
-                           "capacity_threads": THREADS, "capacity_s": CAPACITY_S, "warmup_s": WARMUP_S}
-            say(f"== healthy capacity {capacity:.0f} reads/s ({THREADS} closed-loop readers, {CAPACITY_S:g} s): "
-                f"open loop at {rate:.0f}/s, {duration_s:g} s per run")
-            for sc in chosen:
-                say(f"== {sc.name}: {sc.title}")
-                for mode in sc.modes:
-                    for extra in sc.read_extra:
-                        doc["runs"].append(run_one(sc, mode, extra, bc, rate, duration_s, say))
-            if not only or "put" in only:
-                say(f"== put: {(QUICK['put_bytes'] if quick else PUT_BYTES) >> 20} MiB, healthy vs one DataNode frozen")
-                doc["puts"] = run_puts(bc, QUICK["put_bytes"] if quick else PUT_BYTES, QUICK["puts"] if quick else PUTS,
-                                       say)
+            warmup = QUICK["warmup_s"] if quick else WARMUP_S
+            for p in policies:   # the first open-loop run after a start has a tail of its own
+                with bc.fs() as fs:
+                    run_read_bench(fs, path_of(p), duration_s=warmup, rate=rate)
+            doc["load"] = {"capacity_reads_per_s": round(capacity, 1), "capacity_policy": policies[0], "rate": rate,
+                           "duration_s": duration_s, "capacity_threads": THREADS, "capacity_s": CAPACITY_S,
+                           "warmup_s": warmup}
+            say(f"== healthy capacity {capacity:.0f} reads/s ({policies[0]}, {THREADS} closed-loop readers): "
+                f"open loop at {rate:.0f}/s, {duration_s:g} s per run, {reps} round(s)")
+            ctx = Ctx(bc, rate, duration_s, canary, say)
+            for rep in range(reps):
+                for policy in policies:
+                    for sc in chosen:
+                        if policy not in sc.policies:
+                            continue
+                        say(f"== round {rep + 1}/{reps} {policy} {sc.name}: {sc.title}")
+                        healthy = dataclasses.replace(sc, kind="healthy")
+                        h = run_one(ctx, healthy, policy, "healthy", rep)
+                        doc["runs"].append(h)
+                        if policy not in ctx.victims:
+                            per = h["summary"]["per_datanode"]
+                            ctx.victims[policy] = sorted(per, key=lambda dn: -per[dn]["unit_reads"])
+                        doc["runs"].append(run_one(ctx, sc, policy, "fault", rep, h))
+                        if sc.oracle and not bc.policies[path_of(policy)].replicated:   # a replica is no cost
+                            doc["runs"].append(run_one(ctx, sc, policy, "oracle", rep, h))
+                base.with_suffix(".json").write_text(json.dumps(doc) + "\n")   # a crash keeps the rounds so far
+            doc["load"]["hog_rate"] = ctx.hog_rate
+            for step in steps:
+                say(f"== {step}")
+                doc["checks"][step] = checks.STEPS[step](ctx, [p for p in policies if p != "REPLICATE-3"] or policies,
+                                                         quick)
+            doc["canary"] = {"alive_s": canary.alive_seconds(),
+                             "suite": canary_mod.verdict(canary.samples(), 0.0, time.monotonic())}
         finally:
             bc.down()
     doc["wall_s"] = round(time.monotonic() - started, 1)
     doc["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["rows"] = aggregate(doc)
     doc["targets"] = evaluate_targets(doc)
     for t in doc["targets"]:
-        say(f"   target {t['scenario']}: {t['target']}: {t['measured']} -> {'met' if t['met'] else 'MISSED'}")
-    base = out / f"{date}-adaptive"
-    base.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+        say(f"   target {t['scenario']}: {t['target']}: {t['measured']} -> "
+            f"{'met' if t['met'] else '-' if t['met'] is None else 'MISSED'}")
     doc["plots"] = [p.name for p in plots.suite_plots(doc, out, base.name)]
-    base.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    base.with_suffix(".json").write_text(json.dumps(doc) + "\n")
     summary = out / f"{base.name}-summary.md"
-    summary.write_text(summary_markdown(doc, SCENARIOS, FANOUT))
+    summary.write_text(summary_markdown(doc))
     say(f"== summary {summary} ({doc['wall_s'] / 60:.1f} min)")
     return doc
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="hedgefs tail-latency suite: open loop, adaptive vs static hedging")
-    parser.add_argument("--quick", action="store_true", help="shorter runs, smaller file and puts")
+    parser = argparse.ArgumentParser(description="hedgefs tail-latency suite: RS vs LRC vs replication, "
+                                                 "interleaved healthy / fault / oracle rounds")
+    parser.add_argument("--quick", action="store_true", help="shorter runs, smaller files, one round")
+    parser.add_argument("--reps", type=int, help=f"rounds [{REPS}; --quick {QUICK['reps']}]")
+    parser.add_argument("--policies", help="comma-separated policies [" + ",".join(POLICIES) + "]")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR, help=f"results directory [{RESULTS_DIR}]")
-    parser.add_argument("--only", help="comma-separated scenarios (healthy always runs): " + ", ".join(NAMES))
+    parser.add_argument("--name", default="suite", help="results file stem after the date [suite]")
+    parser.add_argument("--only", help="comma-separated scenarios and checks: " + ", ".join(NAMES))
     parser.add_argument("-v", "--verbose", action="store_true", help="client logs (hedges, DataNodes judged slow)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
-        only = parse_only(args.only)
+        only, policies = parse_only(args.only), parse_policies(args.policies)
+        if args.reps is not None and args.reps < 1:
+            raise ValueError("--reps must be >= 1")
     except ValueError as err:
         parser.error(str(err))
-    run_suite(args.out, quick=args.quick, only=only, say=lambda s: print(s, flush=True))
-
-
-def _with_baselines(only: list[str]) -> set[str]:
-    """The chosen scenarios and the baselines their ratios are to: healthy always, and the
-    healthy fan-out and stripe runs for fan-out and stripe scenarios."""
-    names = set(only) | {"healthy"}
-    for family in ("fanout", "stripes"):
-        if any(n.startswith(family + "-") for n in only):
-            names.add(f"{family}-healthy")
-    return names
+    run_suite(args.out, quick=args.quick, only=only, policies=policies, reps=args.reps, name=args.name,
+              say=lambda s: print(s, flush=True))
 
 
 def parse_only(text: str | None) -> list[str] | None:
@@ -312,6 +325,16 @@ def parse_only(text: str | None) -> list[str] | None:
     bad = [x for x in names if x not in NAMES]
     if bad:
         raise ValueError(f"no scenario {bad[0]!r}: choose from {', '.join(NAMES)}")
+    return names
+
+
+def parse_policies(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in POLICIES]
+    if bad or not names:
+        raise ValueError(f"no policy {(bad or [text])[0]!r} in the suite: choose from {', '.join(POLICIES)}")
     return names
 
 

@@ -36,6 +36,16 @@ class TimeSeries:
             bucket.count += 1
         bucket.hist.record(seconds)
 
+    def window(self, start_s: float, end_s: float, skip: set[int] = frozenset()) -> LatencyHistogram:
+        """The reads scheduled in [start_s, end_s), merged (buckets in ``skip`` left out)."""
+        out = LatencyHistogram()
+        first, last = int(round(start_s / self.bucket_s, 6)), int(round(end_s / self.bucket_s, 6))
+        with self._lock:
+            items = [(i, b) for i, b in self._buckets.items() if first <= i < last and i not in skip]
+        for _, b in items:
+            out.merge(b.hist)
+        return out
+
     def rows(self) -> list[dict]:
         with self._lock:
             items = sorted(self._buckets.items())

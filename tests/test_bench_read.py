@@ -104,14 +104,3 @@ def test_bench_replication_bad_rate_is_one_line_exit_2(tmp_path, rate):
     bad = run_cli("bench", "replication", "--rate", rate, "--out", str(tmp_path / "out"), timeout=60)
     assert bad.code == 2 and "--rate" in bad.stderr and "Traceback" not in bad.stderr, bad
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
-
-
-def test_suite_only_brings_the_baselines_its_ratios_need():
-    """`bench suite --only fanout-slow-500ms` once died plotting a ratio to a fan-out baseline it
-    had not run; the chosen scenarios now bring theirs."""
-    from hedgefs.bench.scenarios import NAMES, _with_baselines
-
-    assert _with_baselines(["slow-500ms"]) == {"healthy", "slow-500ms"}
-    assert _with_baselines(["fanout-slow-500ms", "stripes-tail-1pct-2s"]) == {
-        "healthy", "fanout-healthy", "fanout-slow-500ms", "stripes-healthy", "stripes-tail-1pct-2s"}
-    assert {"fanout-healthy", "stripes-healthy"} <= set(NAMES)
