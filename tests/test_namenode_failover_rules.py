@@ -35,15 +35,15 @@ def test_a_new_active_deletes_nothing_before_reports_and_leaves_safe_mode_at_the
     dns = add_datanodes(nn, 5)
     write_file(nn, "/keep", 4096)
     write_file(nn, "/gone", 4096)
+    held = {dn: _held(nn, dn) for dn in dns}   # what each really holds, /gone's units included
+    nn.delete("/gone")     # its deletes are owed, not yet sent (a NameNode in safe mode refuses deletes)
     nn.close()
 
-    # the same namespace opened as a new active (a failover) with safe mode at 60 %
+    # the same namespace opened again (a restart, or a failover: the same rules) with safe mode at 60 %
     nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.6)
     try:
         for dn in dns:
             nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        held = {dn: _held(nn, dn) for dn in dns}   # what each really holds, /gone's units included
-        nn.delete("/gone")
         assert nn.in_safe_mode
         assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
         for dn in dns[:2]:       # 2 of 5 DataNodes: 40 % of the units
