@@ -14,7 +14,7 @@
     model.probe_due("dn3")    # time to send one read to a slow DataNode, to notice its recovery
 
 Per DataNode and size class (reads up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger), a
-decayed latency histogram (log buckets, forward decay with a 5 s half-life: recording is one
+decayed latency histogram (``decayed.py``: log buckets, forward decay with a 5 s half-life: recording is one
 bucket update, memory is fixed). What *healthy* DataNodes take for a size is the median, over
 DataNodes, of their p99 for it: a minority of slow DataNodes cannot move it, a uniformly slow
 host (CPU contention) moves it for everyone. ``threshold`` is 1.5 x that, kept within a floor
@@ -55,7 +55,6 @@ Thread-safe (one lock); the read path calls it from the client's event loop, ``-
 benchmarks from other threads. The clock is injectable, so tests drive it by hand.
 """
 
-import array
 import collections
 import dataclasses
 import logging
@@ -66,6 +65,7 @@ import time
 from typing import Callable
 
 from hedgefs.client.cluster_view import View, slow_by_view
+from hedgefs.client.decayed import DecayedHistogram
 from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
 
 log = logging.getLogger("hedgefs.client.latency")
@@ -105,53 +105,6 @@ def size_class(nbytes: int) -> int:
 def ceiling(nbytes: int) -> float:
     """The latest a read of ``nbytes`` is hedged: 250 ms for a cell, plus the transfer at 32 MiB/s."""
     return CEILING_S + nbytes / CEILING_BYTES_PER_S
-
-
-class DecayedHistogram:
-    """Counts in log-spaced buckets where a sample's weight halves every ``half_life_s``.
-
-    Forward decay: a sample recorded at t weighs 2^((t - landmark) / half_life); the landmark
-    moves (and every count is rescaled) when weights grow large, so recording is O(1) and a
-    quantile O(buckets). Decay scales every count alike, so quantiles change only when samples
-    arrive. Not locked: its owner locks."""
-
-    __slots__ = ("_lo", "_log_growth", "_counts", "_half_life", "_landmark")
-
-    def __init__(self, lo: float, hi: float, growth: float, half_life_s: float, now: float):
-        self._lo = lo
-        self._log_growth = math.log(growth)
-        self._counts = array.array("d", bytes(8 * (int(math.log(hi / lo) / self._log_growth) + 2)))
-        self._half_life = half_life_s
-        self._landmark = now
-
-    def record(self, value: float, now: float) -> None:
-        age = (now - self._landmark) / self._half_life
-        if age > 40:   # 2^40: rescale before the floats lose precision
-            factor = 2.0 ** -age
-            for i, c in enumerate(self._counts):
-                self._counts[i] = c * factor
-            self._landmark, age = now, 0.0
-        if value <= self._lo:
-            index = 0
-        else:
-            index = min(len(self._counts) - 1, 1 + int(math.log(value / self._lo) / self._log_growth))
-        self._counts[index] += 2.0 ** age
-
-    def weight(self, now: float) -> float:
-        """The decayed number of samples: what is remembered now."""
-        return sum(self._counts) * 2.0 ** (-(now - self._landmark) / self._half_life)
-
-    def quantile(self, q: float) -> float:
-        """Upper bound of the bucket holding quantile q (0..1); 0 when empty."""
-        total = sum(self._counts)
-        if total <= 0:
-            return 0.0
-        rank, seen = total * q, 0.0
-        for i, c in enumerate(self._counts):
-            seen += c
-            if seen >= rank:
-                return self._lo * math.exp(self._log_growth * i)
-        return self._lo * math.exp(self._log_growth * (len(self._counts) - 1))
 
 
 def latency_histogram(now: float) -> DecayedHistogram:

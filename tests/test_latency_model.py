@@ -11,6 +11,7 @@ import pytest
 
 from hedgefs.client import latency
 from hedgefs.client.cluster_view import View, slow_by_view
+from hedgefs.client.decayed import DecayedHistogram
 from hedgefs.client.latency import LatencyModel, ceiling, size_class
 from nn_support import FakeClock
 
@@ -294,7 +295,7 @@ def test_threads_record_at_once(model):
 
 
 def test_decayed_histogram_forgets_by_half_lives(clock):
-    h = latency.DecayedHistogram(1e-4, 100.0, 1.1, half_life_s=1.0, now=clock.now)
+    h = DecayedHistogram(1e-4, 100.0, 1.1, half_life_s=1.0, now=clock.now)
     for _ in range(100):
         h.record(0.002, clock.now)
     assert h.weight(clock.now) == pytest.approx(100)
