@@ -42,6 +42,15 @@ import time
 
 import pytest
 import yaml
+from compose_run import (
+    Processes,
+    Remap,
+    channel_to,
+    free_port,
+    run_health,
+    up,
+    wait_registered,
+)
 from compose_support import (
     BUILD_KEYS,
     COMPOSE_FILE,
@@ -59,23 +68,16 @@ from compose_support import (
     TOP_LEVEL_KEYS,
     VARIABLES,
     VOLUME_KEYS,
-    Processes,
-    Remap,
-    channel_to,
     container_ports,
     dockerfile,
     environment,
     exported_metric_names,
     flag_value,
-    free_port,
     health_command,
     hedgefs_services,
     load_compose,
-    run_health,
     servers,
-    up,
     volume_mounts,
-    wait_registered,
 )
 
 from hedgefs.proto import hedgefs_pb2 as pb

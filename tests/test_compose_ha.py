@@ -13,18 +13,20 @@ import subprocess
 
 import grpc
 import pytest
-from compose_support import (
-    DATANODES,
+from compose_run import (
     Processes,
     Remap,
     channel_to,
+    up,
+    wait_registered,
+)
+from compose_support import (
+    DATANODES,
     dockerfile,
     environment,
     flag_value,
     load_compose,
-    up,
     volume_mounts,
-    wait_registered,
 )
 
 from hedgefs.proto import hedgefs_pb2 as pb
