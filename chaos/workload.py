@@ -1,4 +1,6 @@
 """Chaos: the load that runs all along, writers putting and deleting files, readers reading ranges.
+With --ha the writers put files into directories of ``BATCH`` and delete the oldest directory
+whole (recursive: on etcd detached, then purged in the background, across failovers).
 
 Every function takes the run's ``Chaos`` object (runner.py). A writer records each file whose put
 returned in ``chaos.files``; that is what the invariant (invariant.py) checks; and every put and
@@ -23,18 +25,31 @@ from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
 
 
+BATCH = 4   # --ha: a writer's files per directory; the oldest directory goes whole (a recursive delete)
+
+
 def writer(chaos, fs: FileSystem, w: int) -> None:
     rng = random.Random(f"hedgefs-chaos/{chaos.config.seed}/writer/{w}")
     mine: deque[str] = deque()
+    batches: deque[tuple[str, list[str]]] = deque()   # --ha: (directory, every path a put was tried at)
     index = 0
     while not chaos.stop.is_set():
-        if len(mine) >= chaos.config.files_per_writer:
+        if chaos.config.ha and len(batches) > 1 and sum(len(t) for _, t in batches) >= chaos.config.files_per_writer:
+            _delete_batch(chaos, fs, w, *batches.popleft())
+        elif len(mine) >= chaos.config.files_per_writer:
             old = mine.popleft()
             with chaos.lock:
                 chaos.files.pop(old, None)
             namespace.record(chaos, "delete", old, _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}"))
         data = file_content(chaos.config.seed, w, index, file_size(rng, chaos.config.max_file_bytes))
         path = f"/chaos/w{w}/f{index:05d}"
+        if chaos.config.ha:   # on etcd a recursive delete detaches the tree and purges it (namenode/purge.py)
+            if index % BATCH == 0:
+                directory = f"/chaos/w{w}/b{index // BATCH:04d}"
+                batches.append((directory, []))
+                _quietly(chaos, lambda: fs.mkdir(directory, parents=True), f"writer {w}: mkdir {directory}")
+            path = f"{batches[-1][0]}/f{index:05d}"
+            batches[-1][1].append(path)
         policy = REPLICATED.name if index % 2 else None   # None: the cluster's RS-6-3
         index += 1
         err = _quietly(chaos, lambda: fs.write_bytes(path, data, policy=policy), f"writer {w}: put {path}")
@@ -43,12 +58,24 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
             with chaos.lock:
                 chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
                 chaos.report.files += 1
-            mine.append(path)
+            if not chaos.config.ha:
+                mine.append(path)
         else:
             with chaos.lock:
                 chaos.write_failures += 1
             chaos.stop.wait(0.2)
         chaos.stop.wait(rng.uniform(0.5, 2.0))
+
+
+def _delete_batch(chaos, fs: FileSystem, w: int, directory: str, tried: list[str]) -> None:
+    """--ha: delete a directory of this writer's, recursively: every put tried in it is deleted
+    with the outcome of that one call."""
+    with chaos.lock:
+        for path in tried:
+            chaos.files.pop(path, None)
+    err = _quietly(chaos, lambda: fs.delete(directory, recursive=True), f"writer {w}: delete -r {directory}")
+    for path in tried:
+        namespace.record(chaos, "delete", path, err)
 
 
 def _quietly(chaos, action: Callable[[], object], what: str) -> BaseException | None:

@@ -78,10 +78,14 @@ class Cut:
 
     def __enter__(self) -> "Cut":
         self._ipt("-N", self.chain)
-        for port in self.ports:
-            self._ipt("-A", self.chain, "-p", "tcp", "--dport", str(port), "-j", "DROP")
-            self._ipt("-A", self.chain, "-p", "tcp", "--sport", str(port), "-j", "DROP")
-        self._ipt("-I", "OUTPUT", "-o", "lo", "-j", self.chain)
+        try:
+            for port in self.ports:
+                self._ipt("-A", self.chain, "-p", "tcp", "--dport", str(port), "-j", "DROP")
+                self._ipt("-A", self.chain, "-p", "tcp", "--sport", str(port), "-j", "DROP")
+            self._ipt("-I", "OUTPUT", "-o", "lo", "-j", self.chain)
+        except BaseException:
+            self.heal()
+            raise
         self.on = True
         return self
 
