@@ -70,6 +70,7 @@ class Gateway:
         self._sessions: dict[str | None, Session] = {}
         self._lock = threading.Lock()
         self.inflight = 0   # requests being answered (on the event loop only)
+        self.moved = 0      # bytes of bodies since the heap was last trimmed (memory.py)
 
     def session(self, key: AccessKey | None) -> Session:
         """The user's session; in an insecure cluster all share one (everyone is the superuser)."""
@@ -153,11 +154,13 @@ async def errors(request: web.Request, handler):
         gateway.inflight -= 1
     response.headers.setdefault("x-amz-request-id", request_id)
     response.headers.setdefault("Server", "hedgefs")
-    moved = (request.content_length or 0) + (response.content_length or 0)
-    if (moved >= memory.TRIM_AFTER or (request.method == "POST" and "uploadId" in request.query)) \
+    gateway.moved += (request.content_length or 0) + (response.content_length or 0)
+    if (gateway.moved >= memory.TRIM_AFTER or (request.method == "POST" and "uploadId" in request.query)) \
             and gateway.inflight == 0:
-        # only once the gateway is idle: a trim while others' transfers run hands back the
-        # buffers they are about to take again (each then page-faulted and zero-filled afresh)
+        # once TRIM_AFTER bytes went through (one large transfer or many small ones), and only
+        # when the gateway is idle: a trim while others' transfers run hands back the buffers
+        # they are about to take again (each then page-faulted and zero-filled afresh)
+        gateway.moved = 0
         asyncio.get_running_loop().run_in_executor(gateway.pool, memory.trim)   # not awaited
     return response
 

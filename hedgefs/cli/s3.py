@@ -21,11 +21,6 @@ from hedgefs.client.errors import UsageError
 from hedgefs.client.fs import namenode_address
 from hedgefs.proto import hedgefs_pb2 as pb
 
-# Buffers under this come from the heap, freed ones reused (the CLI's 4 MiB: hedgefs/malloc.py):
-# a PUT's stripe buffers (6 MiB for RS-6-3-1024k, up to 8 MiB) then are not mmapped, zero-filled
-# and page-faulted afresh for every stripe. The gateway trims the heap once it is idle (s3/memory.py).
-HEAP_BELOW = 16 << 20
-
 
 def keys_option(f):
     return click.option("--keys", "keys_dir", metavar="DIR", envvar="HEDGEFS_S3_KEYS",
@@ -67,13 +62,11 @@ def s3(port, host, keys_dir, allow_anonymous, tls_cert, tls_key, writers, meta_p
       aws --endpoint-url http://127.0.0.1:9000 s3 cp big.bin s3://data/big.bin
       hedgefs s3 --keys /etc/hedgefs/s3 --tls-cert /etc/hedgefs/s3-gateway.pem   # a secure cluster
     """
-    from hedgefs.malloc import tune_malloc
     from hedgefs.s3.app import Gateway
     from hedgefs.s3.keys import KeyStore
     from hedgefs.s3.server import serve
 
     setup_logging(default_level=logging.WARNING)
-    tune_malloc(mmap_threshold=HEAP_BELOW)
     secure = client_credentials() is not None
     if allow_anonymous and secure:
         raise UsageError("--allow-anonymous is for an insecure cluster only: a secure one has no anonymous user")
