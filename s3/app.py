@@ -24,7 +24,7 @@ from aiohttp import web
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
-from hedgefs.s3 import acl, listing, memory, objects, sigv4
+from hedgefs.s3 import acl, listing, memory, objects, parts, sigv4
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.keys import AccessKey, KeyStore
 from hedgefs.s3.multipart import Uploads
@@ -69,6 +69,8 @@ class Gateway:
         self._writers = asyncio.Semaphore(writers)
         self._sessions: dict[str | None, Session] = {}
         self._lock = threading.Lock()
+        self.inflight = 0   # requests being answered (on the event loop only)
+        self.moved = 0      # bytes of bodies since the heap was last trimmed (memory.py)
 
     def session(self, key: AccessKey | None) -> Session:
         """The user's session; in an insecure cluster all share one (everyone is the superuser)."""
@@ -144,24 +146,38 @@ async def authenticate(gateway: Gateway, request: web.Request) -> sigv4.Signed |
 @web.middleware
 async def errors(request: web.Request, handler):
     request_id = uuid.uuid4().hex[:16].upper()
+    gateway: Gateway = request.app["gateway"]
+    gateway.inflight += 1
     try:
-        response = await handler(request)
+        response = await _answer(request, handler, request_id)
+    finally:
+        gateway.inflight -= 1
+    response.headers.setdefault("x-amz-request-id", request_id)
+    response.headers.setdefault("Server", "hedgefs")
+    gateway.moved += (request.content_length or 0) + (response.content_length or 0)
+    if (gateway.moved >= memory.TRIM_AFTER or (request.method == "POST" and "uploadId" in request.query)) \
+            and gateway.inflight == 0:
+        # once TRIM_AFTER bytes went through (one large transfer or many small ones), and only
+        # when the gateway is idle: a trim while others' transfers run hands back the buffers
+        # they are about to take again (each then page-faulted and zero-filled afresh)
+        gateway.moved = 0
+        asyncio.get_running_loop().run_in_executor(gateway.pool, memory.trim)   # not awaited
+    return response
+
+
+async def _answer(request: web.Request, handler, request_id: str) -> web.StreamResponse:
+    try:
+        return await handler(request)
     except S3Error as err:
-        response = _error_response(request, err, request_id)
+        return _error_response(request, err, request_id)
     except HedgefsError as err:
-        response = _error_response(request, S3Error("InternalError", str(err)), request_id)
+        return _error_response(request, S3Error("InternalError", str(err)), request_id)
     except (web.HTTPException, asyncio.CancelledError, ConnectionError):
         raise
     except Exception as err:   # a bug: the client still gets S3's answer, the log the traceback
         log.exception("s3: %s %s failed", request.method, request.path)
-        response = _error_response(request, S3Error("InternalError", f"internal error: {type(err).__name__}"),
-                                   request_id)
-    response.headers.setdefault("x-amz-request-id", request_id)
-    response.headers.setdefault("Server", "hedgefs")
-    moved = (request.content_length or 0) + (response.content_length or 0)
-    if moved >= memory.TRIM_AFTER or (request.method == "POST" and "uploadId" in request.query):
-        asyncio.get_running_loop().run_in_executor(request.app["gateway"].pool, memory.trim)   # not awaited
-    return response
+        return _error_response(request, S3Error("InternalError", f"internal error: {type(err).__name__}"),
+                               request_id)
 
 
 def _error_response(request: web.Request, err: S3Error, request_id: str) -> web.Response:
@@ -228,7 +244,7 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
         return await objects.get_object(ctx, head=method == "HEAD")
     if method == "PUT":
         if "uploadId" in query:
-            return await objects.upload_part(ctx)
+            return await parts.upload_part(ctx)
         if "x-amz-copy-source" in request.headers:
             return await objects.copy_object(ctx)
         return await objects.put_object(ctx)
@@ -240,9 +256,9 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
         return web.Response(status=204)
     if method == "POST":
         if "uploads" in query:
-            return await objects.create_upload(ctx)
+            return await parts.create_upload(ctx)
         if "uploadId" in query:
-            return await objects.complete_upload(ctx)
+            return await parts.complete_upload(ctx)
     raise S3Error("MethodNotAllowed", "The specified method is not allowed against this resource.")
 
 

@@ -17,6 +17,7 @@ import asyncio
 import base64
 import binascii
 import collections
+import concurrent.futures
 import hashlib
 
 from aiohttp import web
@@ -28,6 +29,7 @@ from hedgefs.s3.errors import S3Error
 WINDOW = 8 << 20        # bytes per positional read of a GET, rounded to whole stripes
 AHEAD = 2               # windows in flight besides the one being sent: 24 MiB per GET at most
 PULL_MAX = 8 << 20      # bytes of a PUT's body fetched from the event loop in one go, at most
+HASH_APART = 1 << 20    # a plain body read in buffers this large is hashed on threads of its own
 
 
 def content_md5(header: str | None) -> bytes | None:
@@ -63,6 +65,37 @@ def is_chunked(request: web.Request, signed: sigv4.Signed | None) -> bool:
     return payload.startswith("STREAMING-")
 
 
+class _Hasher:
+    """One hash of the body on a thread of its own, fed the body's buffers in order: MD5 and
+    SHA-256 each take a core's worth of time (hashlib releases the GIL), so on their own threads
+    they run beside each other and beside the writer's encode and sends, not after each other
+    on its source thread. ``feed`` waits for the buffer before last, so at most two are held."""
+
+    def __init__(self, name: str, h):
+        self.h = h
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"s3-{name}")
+        self._inflight: collections.deque = collections.deque()
+
+    def feed(self, data) -> None:
+        while len(self._inflight) > 1:
+            self._inflight.popleft().result()
+        self._inflight.append(self._thread.submit(self.h.update, data))
+
+    def result(self):
+        """The hash of all that was fed (after it all is hashed); the thread is let go."""
+        try:
+            while self._inflight:
+                self._inflight.popleft().result()
+        finally:
+            self._thread.shutdown(wait=False)
+        return self.h
+
+    def close(self) -> None:
+        for future in self._inflight:
+            future.cancel()
+        self._thread.shutdown(wait=False)
+
+
 class Body:
     def __init__(self, request: web.Request, signed: sigv4.Signed | None):
         self._loop = asyncio.get_running_loop()
@@ -77,20 +110,29 @@ class Body:
         self.length = 0
         self._pending: collections.deque = collections.deque()   # decoded pieces not yet handed on
         self._pending_length = 0
+        self._left: memoryview | None = None   # the rest of a piece of the socket's a buffer took part of
+        self._hashers: list[_Hasher] = []
         self._eof = False
 
     async def _fill(self, n: int) -> bytearray:
         """Up to ``n`` bytes of a plain body in one new buffer (shorter only at its end), each
-        piece copied in as it comes and let go: one stripe in memory per writer, not two."""
+        piece aiohttp received copied in as it is (``readchunk``: never joined first, which
+        copied the body once more into fresh, page-faulted memory) and let go."""
         buf = bytearray(n)
         view, got = memoryview(buf), 0
         try:
             while got < n:
-                data = await self._content.read(n - got)
-                if not data:
-                    break
-                view[got:got + len(data)] = data
-                got += len(data)
+                if self._left is None:
+                    data, end_of_http_chunk = await self._content.readchunk()
+                    if not data:
+                        if end_of_http_chunk and not self._content.at_eof():
+                            continue   # a Transfer-Encoding: chunked boundary, not the end
+                        break   # (aiohttp's one shared empty body says (b"", True) once read: at_eof)
+                    self._left = memoryview(data)
+                take = min(n - got, len(self._left))
+                view[got:got + take] = self._left[:take]
+                got += take
+                self._left = self._left[take:] if take < len(self._left) else None
         finally:
             view.release()
         if got < n:
@@ -111,11 +153,15 @@ class Body:
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes (all that is left if n < 0); b"" at the end. Runs on the writer's
-        source thread: the hashing (hashlib releases the GIL) happens here, off the event loop."""
+        source thread; no hashing happens on the event loop."""
         want = n if n >= 0 else 1 << 62
         if self._chunked is None and not self._pending and not self._eof and 0 < want <= PULL_MAX:
             data = asyncio.run_coroutine_threadsafe(self._fill(want), self._loop).result()
-            self._take_in(data)
+            self._count(data)
+            if len(data) >= HASH_APART:
+                self._hash_apart(data)
+            else:
+                self._hash(data)
             if len(data) < want:
                 self._finish()
             return data
@@ -127,19 +173,36 @@ class Body:
                 break
             for data in raw:
                 for piece in (self._chunked.feed(data) if self._chunked else (data,)):
-                    self._take_in(piece)
+                    self._count(piece)
+                    self._hash(piece)
                     self._pending.append(piece)
                     self._pending_length += len(piece)
         return self._take(min(want, self._pending_length))
 
-    def _take_in(self, piece) -> None:
-        """Hash and count bytes of the body as they arrive (hashlib releases the GIL)."""
-        self.md5.update(piece)
-        if self._sha is not None:
-            self._sha.update(piece)
+    def _count(self, piece) -> None:
         self.length += len(piece)
         if self._want_length is not None and self.length > self._want_length:
             raise S3Error("IncompleteBody", "the body is longer than its declared length")
+
+    def _hash(self, piece) -> None:
+        """Hash a piece here and now (small pieces; or every piece once the body hashes apart)."""
+        if self._hashers:
+            for hasher in self._hashers:
+                hasher.feed(piece)
+            return
+        self.md5.update(piece)
+        if self._sha is not None:
+            self._sha.update(piece)
+
+    def _hash_apart(self, piece) -> None:
+        if not self._hashers:
+            self._hashers = [_Hasher("md5", self.md5)] + ([_Hasher("sha256", self._sha)] if self._sha else [])
+        self._hash(piece)
+
+    def close(self) -> None:
+        """Let the hashing threads go (a body abandoned before its end)."""
+        for hasher in self._hashers:
+            hasher.close()
 
     def _take(self, n: int) -> bytes:
         """The first ``n`` pending bytes: the piece itself when it is exactly that, else one join."""
@@ -162,6 +225,8 @@ class Body:
 
     def _finish(self) -> None:
         self._eof = True
+        for hasher in self._hashers:
+            hasher.result()
         if self._chunked is not None:
             self._chunked.finish()
         if self._want_length is not None and self.length != self._want_length:
@@ -174,6 +239,9 @@ class Body:
             raise S3Error("BadDigest", "The Content-MD5 you specified did not match what we received.")
 
     def etag(self) -> str:
+        """The MD5 ETag of the whole body (read to its end)."""
+        for hasher in self._hashers:
+            hasher.result()
         return f'"{self.md5.hexdigest()}"'
 
 

@@ -1,7 +1,8 @@
-"""The object handlers: GET/HEAD (ranges, conditions), PUT, copy, deletes and multipart uploads."""
+"""The object handlers: GET/HEAD (ranges, conditions), PUT, copy and deletes (multipart uploads: parts.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import email.utils
 import logging
@@ -13,9 +14,9 @@ from aiohttp import web
 from hedgefs.client.errors import AlreadyExists, HedgefsError
 from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole, window_chunks
+from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole
 from hedgefs.s3.errors import S3Error, from_hedgefs
-from hedgefs.s3.store import ObjectInfo, check_key
+from hedgefs.s3.store import ObjectInfo, check_key, object_path
 
 KEPT_HEADERS = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
 RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content-language": "Content-Language",
@@ -23,8 +24,8 @@ RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content
                       "response-content-disposition": "Content-Disposition",
                       "response-content-encoding": "Content-Encoding"}
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
-_COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 MAX_META = 2048
+EARLY_READ_MAX = 1 << 20   # bytes: a ranged GET up to this size may read before its file is confirmed
 
 log = logging.getLogger("hedgefs.s3")
 
@@ -98,7 +99,7 @@ def check_conditions(request: web.Request, info: ObjectInfo) -> None:
         raise S3Error("NotModified", "Not Modified", status=304, headers=_validators(info))
 
 
-def check_write_conditions(ctx: "Context") -> bool:
+def check_write_conditions(ctx: Context) -> bool:
     """A conditional write's If-Match / If-None-Match against the object as it is now (on a worker
     thread). True when the write must not replace an object (If-None-Match: *): the write then
     refuses an object that appeared meanwhile; the other conditions are checked before the write,
@@ -154,32 +155,64 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
+def _early_read(ctx: Context, header: str):
+    """A small ranged GET of a file this gateway has open: (reader, span, the read, started
+    now). get_object sends its bytes only if the NameNode's answer shows the file is still that
+    version; so the read and that question overlap instead of following each other."""
+    try:
+        check_key(ctx.bucket, ctx.key)
+    except S3Error:
+        return None
+    reader = ctx.store.cached_reader(object_path(ctx.bucket, ctx.key))
+    if reader is None:
+        return None
+    try:
+        span = parse_range(header, reader.length)
+    except S3Error:
+        return None
+    if span is None or not 0 < span[1] - span[0] <= EARLY_READ_MAX:
+        return None
+    return reader, span, reader.submit(span[0], span[1] - span[0])
+
+
 async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
-    info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key)
-    check_conditions(ctx.request, info)
-    headers = object_headers(info)
-    for param, header in RESPONSE_OVERRIDES.items():
-        if param in ctx.request.query:
-            headers[header] = ctx.request.query[param]
-    span = parse_range(ctx.request.headers.get("Range"), info.size)
-    start, end = span or (0, info.size)
-    if span is not None:
-        headers["Content-Range"] = f"bytes {start}-{end - 1}/{info.size}"
-    response = web.StreamResponse(status=206 if span else 200, headers=headers)
-    response.content_length = end - start
-    await response.prepare(ctx.request)
-    if not head and end > start:
-        try:
-            if span is None:
-                await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
-            else:
-                await stream(response, reader, start, end)
-        except ConnectionError as err:
-            # a client that stops reading (a cancelled download, a timeout) is no gateway failure:
-            # one line, not aiohttp's traceback; aiohttp then closes the connection
-            log.warning("s3: GET /%s/%s (%d bytes): the client went away before the end (%s)", ctx.bucket, ctx.key,
-                        end - start, err or type(err).__name__)
-            return response
+    header = ctx.request.headers.get("Range")
+    early = _early_read(ctx, header) if header and not head and not ctx.key.endswith("/") else None
+    try:
+        info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key)
+        check_conditions(ctx.request, info)
+        headers = object_headers(info)
+        for param, name in RESPONSE_OVERRIDES.items():
+            if param in ctx.request.query:
+                headers[name] = ctx.request.query[param]
+        span = parse_range(header, info.size)
+        start, end = span or (0, info.size)
+        if span is not None:
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{info.size}"
+        response = web.StreamResponse(status=206 if span else 200, headers=headers)
+        response.content_length = end - start
+        data = None
+        if early is not None and early[0] is reader and early[1] == (start, end):
+            data = await asyncio.wrap_future(early[2])   # the version it read is the one there now
+            early = None
+        await response.prepare(ctx.request)
+        if not head and end > start:
+            try:
+                if data is not None:
+                    await response.write(data)
+                elif span is None:
+                    await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
+                else:
+                    await stream(response, reader, start, end)
+            except ConnectionError as err:
+                # a client that stops reading (a cancelled download, a timeout) is no gateway failure:
+                # one line, not aiohttp's traceback; aiohttp then closes the connection
+                log.warning("s3: GET /%s/%s (%d bytes): the client went away before the end (%s)", ctx.bucket,
+                            ctx.key, end - start, err or type(err).__name__)
+                return response
+    finally:
+        if early is not None:
+            early[2].cancel()   # another version, or no GET after all: its bytes are not sent
     await response.write_eof()
     return response
 
@@ -211,7 +244,10 @@ async def put_object(ctx: Context) -> web.Response:
         return web.Response(headers={"ETag": info.etag})
     path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
     only_new = await ctx.run(check_write_conditions, ctx)
-    await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new)
+    try:
+        await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new)
+    finally:
+        body.close()
     info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta)
     return web.Response(headers={"ETag": info.etag})
 
@@ -229,7 +265,7 @@ async def copy_object(ctx: Context) -> web.Response:
     src_bucket, src_key = copy_source(ctx.request)
     replace = ctx.request.headers.get("x-amz-metadata-directive", "COPY").upper() == "REPLACE"
     info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
-    _copy_conditions(ctx.request, info)
+    copy_conditions(ctx.request, info)
     content_type, meta = user_metadata(ctx.request) if replace else (info.content_type, info.meta)
     if (src_bucket, src_key) == (ctx.bucket, ctx.key) and not replace:
         raise S3Error("InvalidRequest", "This copy request is illegal because it is trying to copy an object to "
@@ -247,7 +283,7 @@ async def copy_object(ctx: Context) -> web.Response:
     return web.Response(body=xmlout.document("CopyObjectResult", body), content_type="application/xml")
 
 
-def _copy_conditions(request: web.Request, info: ObjectInfo) -> None:
+def copy_conditions(request: web.Request, info: ObjectInfo) -> None:
     h = request.headers
     mapped = {"x-amz-copy-source-if-match": "If-Match", "x-amz-copy-source-if-none-match": "If-None-Match",
               "x-amz-copy-source-if-modified-since": "If-Modified-Since",
@@ -289,144 +325,3 @@ async def delete_objects(ctx: Context) -> web.Response:
             parts.append("<Error>" + xmlout.element("Key", key) + xmlout.element("Code", err.code)
                          + xmlout.element("Message", err.message) + "</Error>")
     return web.Response(body=xmlout.document("DeleteResult", "".join(parts)), content_type="application/xml")
-
-
-# ---------------------------------------------------------------------------- multipart
-
-async def create_upload(ctx: Context) -> web.Response:
-    check_key(ctx.bucket, ctx.key)
-    content_type, meta = user_metadata(ctx.request)
-    upload_id = await ctx.run(ctx.session.uploads.create, ctx.bucket, ctx.key, content_type, meta)
-    body = (xmlout.element("Bucket", ctx.bucket) + xmlout.element("Key", ctx.key)
-            + xmlout.element("UploadId", upload_id))
-    return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml")
-
-
-def _part_number(query) -> int:
-    try:
-        return int(query.get("partNumber", ""))
-    except ValueError:
-        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive") from None
-
-
-def copy_range(header: str | None, size: int) -> tuple[int, int]:
-    """[start, end) of x-amz-copy-source-range (``bytes=FIRST-LAST``, both given, as S3 wants)."""
-    if header is None:
-        return 0, size
-    match = _COPY_RANGE.match(header.strip())
-    if not match:
-        raise S3Error("InvalidArgument", f"The x-amz-copy-source-range value must be of the form bytes=first-last "
-                      f"where first and last are the zero-based offsets of the first and last bytes to copy, "
-                      f"not {header!r}")
-    first, last = int(match.group(1)), int(match.group(2))
-    if first > last or last >= size:
-        raise S3Error("InvalidRange", f"The x-amz-copy-source-range {header!r} is not within the source object "
-                      f"of size {size}")
-    return first, last + 1
-
-
-async def upload_part_copy(ctx: Context) -> web.Response:
-    """UploadPartCopy: a part made of (a range of) another object, streamed gateway-side."""
-    number = _part_number(ctx.request.query)
-    src_bucket, src_key = copy_source(ctx.request)
-    info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
-    try:
-        _copy_conditions(ctx.request, info)
-        start, end = copy_range(ctx.request.headers.get("x-amz-copy-source-range"), info.size)
-        source = ChunkSource(window_chunks(reader, start, end) if reader is not None and end > start else ())
-
-        def write(path: str, block_size: int) -> str:
-            try:
-                ctx.session.fs.write(path, source, overwrite=True, block_size=block_size)
-            except HedgefsError as err:
-                raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-            return source.md5.hexdigest()
-
-        async with ctx.gateway.writing(end - start):
-            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
-                                 end - start, write)
-    finally:
-        if reader is not None:
-            reader.close()
-    part = await ctx.run(ctx.session.uploads.part, ctx.bucket, ctx.request.query["uploadId"], number)
-    body = xmlout.element("LastModified", xmlout.iso(part.mtime_ms)) + xmlout.element("ETag", etag)
-    return web.Response(body=xmlout.document("CopyPartResult", body), content_type="application/xml")
-
-
-async def upload_part(ctx: Context) -> web.Response:
-    if "x-amz-copy-source" in ctx.request.headers:
-        return await upload_part_copy(ctx)
-    query = ctx.request.query
-    number = _part_number(query)
-    length = declared_length(ctx.request)
-    if length is None:
-        raise S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.")
-    body = Body(ctx.request, ctx.signed)
-
-    def write(path: str, block_size: int) -> str:
-        # on put_part's worker thread, between its checks and its rename
-        try:
-            ctx.session.fs.write(path, body, overwrite=True, block_size=block_size)
-        except HedgefsError as err:
-            raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-        return body.md5.hexdigest()
-
-    async with ctx.gateway.writing(length):
-        etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length, write)
-    return web.Response(headers={"ETag": etag})
-
-
-async def complete_upload(ctx: Context) -> web.Response:
-    tree = xmlout.parse(await ctx.request.read(), "CompleteMultipartUpload")
-    wanted = []
-    for part in xmlout.children(tree, "Part"):
-        try:
-            wanted.append((int(xmlout.text(part, "PartNumber")), xmlout.text(part, "ETag")))
-        except ValueError:
-            raise S3Error("MalformedXML", "a Part without a numeric PartNumber") from None
-    fs = ctx.session.fs
-
-    def copy(files, path, block_size):
-        def chunks():
-            for f in files:
-                with fs.open(f.path) as reader:
-                    yield from reader.chunks()
-        try:
-            fs.write(path, ChunkSource(chunks()), overwrite=True, block_size=block_size)
-        except HedgefsError as err:
-            raise from_hedgefs(err, path) from None
-
-    upload_id = ctx.request.query["uploadId"]
-
-    def complete():
-        check_write_conditions(ctx)
-        try:
-            etag, content_type, meta, _joined = ctx.session.uploads.complete(
-                ctx.bucket, upload_id, ctx.key, wanted, copy)
-        except S3Error as err:
-            done = _completed(ctx, upload_id, wanted)   # a Complete sent again (its answer lost): S3 says yes
-            if err.code != "NoSuchUpload" or done is None:
-                raise
-            return done
-        return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id})
-
-    async with ctx.gateway.writing():   # a copy of the parts, or of the short last one
-        info = await ctx.run(complete)
-    body = (xmlout.element("Location", f"/{ctx.bucket}/{ctx.key}") + xmlout.element("Bucket", ctx.bucket)
-            + xmlout.element("Key", ctx.key) + xmlout.element("ETag", info.etag))
-    return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml")
-
-
-def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> ObjectInfo | None:
-    """The object an earlier Complete of ``upload_id`` with these parts made, if it is still there."""
-    import hashlib
-
-    try:
-        info = ctx.store.head(ctx.bucket, ctx.key)
-    except S3Error:
-        return None
-    record = ctx.store.read_record(ctx.bucket, ctx.key) or {}
-    digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag in wanted)).hexdigest()
-    if record.get("upload_id") == upload_id and info.etag == f'"{digest}-{len(wanted)}"':
-        return info
-    return None

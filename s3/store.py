@@ -33,8 +33,10 @@ import re
 import threading
 from typing import Iterator
 
-from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound
+from hedgefs.client.errors import HedgefsError, NotFound
+from hedgefs.client.file_reader import FileReader
 from hedgefs.client.fs import FileStatus, FileSystem
+from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.s3.errors import S3Error, from_hedgefs
 
 RESERVED = ".hedgefs-s3"
@@ -44,6 +46,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY = 1024
 MAX_COMPONENT = 255
 RECORDS_CACHED = 4096   # sidecars kept per user, by object version
+READERS_CACHED = 256    # open readers kept per user, by path (each its file's unit locations)
 
 log = logging.getLogger("hedgefs.s3")
 
@@ -96,6 +99,14 @@ def meta_path(bucket: str, key: str) -> str:
     return f"/{bucket}/{RESERVED}/meta/" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def same_version(status: FileStatus, info: pb.FileInfo) -> bool:
+    """Is the NameNode's answer ``info`` the file ``status`` describes? A file's bytes never
+    change in place: another version has other block groups (and a later mtime)."""
+    return (not info.is_dir and info.length == status.length and info.mtime_ms == status.mtime_ms
+            and info.policy == status.policy and len(info.groups) == len(status.groups)
+            and all(g.id == c.id and g.generation == c.generation for g, c in zip(info.groups, status.groups)))
+
+
 def version_etag(status: FileStatus) -> str:
     if status.length == 0 or status.is_dir:
         return f'"{EMPTY_MD5}"'
@@ -109,6 +120,7 @@ class Store:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
         self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
         self._reserved: set[str] = set()   # buckets whose .hedgefs-s3 is known to be there
+        self._readers: collections.OrderedDict[str, FileReader] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ buckets
@@ -208,18 +220,44 @@ class Store:
                 self._records.popitem(last=False)
 
     def open_object(self, bucket: str, key: str):
-        """(ObjectInfo, an open FileReader, or None for a folder marker)."""
+        """(ObjectInfo, an open FileReader, or None for a folder marker).
+
+        Every call asks the NameNode for the file as it is now; an open reader of that same
+        version (the same block groups, length and mtime: a replaced file has new groups and a
+        later mtime) is kept and used again, so a small ranged GET does not rebuild the file's
+        unit locations nor a reader (and ``cached_reader`` may start reading with it before the
+        answer is in: see objects.get_object)."""
         check_key(bucket, key)
         if key.endswith("/"):
             return self.head(bucket, key), None
+        path = object_path(bucket, key)
         try:
-            reader = self.fs.open(object_path(bucket, key))
-        except (NotFound, IsADirectory):
+            fresh = self.fs.rpc("GetFileInfo", pb.PathRequest(path=path))
+        except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        if fresh.is_dir:
+            self.bucket(bucket)
+            raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}")
+        reader = self.cached_reader(path)
+        if reader is None or not same_version(reader.status, fresh):
+            reader = FileReader(self.fs, FileStatus.from_proto(fresh))
+            with self._lock:
+                self._readers[path] = reader
+                while len(self._readers) > READERS_CACHED:
+                    self._readers.popitem(last=False)
         return self.info(bucket, key, reader.status), reader
+
+    def cached_reader(self, path: str) -> FileReader | None:
+        """The reader ``open_object`` last opened at ``path``, if any: of a version that may
+        have been replaced since (its bytes are served only once open_object confirms it)."""
+        with self._lock:
+            reader = self._readers.get(path)
+            if reader is not None:
+                self._readers.move_to_end(path)
+            return reader
 
     def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""

@@ -1,0 +1,159 @@
+"""The multipart upload handlers: Create, UploadPart (and UploadPartCopy), Complete. The parts
+themselves, and how Complete joins them, are multipart.Uploads'."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from hedgefs.client.errors import HedgefsError
+from hedgefs.s3 import xmlout
+from hedgefs.s3.body import Body, ChunkSource, declared_length, window_chunks
+from hedgefs.s3.errors import S3Error, from_hedgefs
+from hedgefs.s3.objects import Context, check_write_conditions, copy_conditions, copy_source, user_metadata
+from hedgefs.s3.store import ObjectInfo, check_key
+
+_COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
+
+
+async def create_upload(ctx: Context) -> web.Response:
+    check_key(ctx.bucket, ctx.key)
+    content_type, meta = user_metadata(ctx.request)
+    upload_id = await ctx.run(ctx.session.uploads.create, ctx.bucket, ctx.key, content_type, meta)
+    body = (xmlout.element("Bucket", ctx.bucket) + xmlout.element("Key", ctx.key)
+            + xmlout.element("UploadId", upload_id))
+    return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml")
+
+
+def _part_number(query) -> int:
+    try:
+        return int(query.get("partNumber", ""))
+    except ValueError:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive") from None
+
+
+def copy_range(header: str | None, size: int) -> tuple[int, int]:
+    """[start, end) of x-amz-copy-source-range (``bytes=FIRST-LAST``, both given, as S3 wants)."""
+    if header is None:
+        return 0, size
+    match = _COPY_RANGE.match(header.strip())
+    if not match:
+        raise S3Error("InvalidArgument", f"The x-amz-copy-source-range value must be of the form bytes=first-last "
+                      f"where first and last are the zero-based offsets of the first and last bytes to copy, "
+                      f"not {header!r}")
+    first, last = int(match.group(1)), int(match.group(2))
+    if first > last or last >= size:
+        raise S3Error("InvalidRange", f"The x-amz-copy-source-range {header!r} is not within the source object "
+                      f"of size {size}")
+    return first, last + 1
+
+
+async def upload_part_copy(ctx: Context) -> web.Response:
+    """UploadPartCopy: a part made of (a range of) another object, streamed gateway-side."""
+    number = _part_number(ctx.request.query)
+    src_bucket, src_key = copy_source(ctx.request)
+    info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
+    try:
+        copy_conditions(ctx.request, info)
+        start, end = copy_range(ctx.request.headers.get("x-amz-copy-source-range"), info.size)
+        source = ChunkSource(window_chunks(reader, start, end) if reader is not None and end > start else ())
+
+        def write(path: str, block_size: int) -> str:
+            try:
+                ctx.session.fs.write(path, source, overwrite=True, block_size=block_size)
+            except HedgefsError as err:
+                raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
+            return source.md5.hexdigest()
+
+        async with ctx.gateway.writing(end - start):
+            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
+                                 end - start, write)
+    finally:
+        if reader is not None:
+            reader.close()
+    part = await ctx.run(ctx.session.uploads.part, ctx.bucket, ctx.request.query["uploadId"], number)
+    body = xmlout.element("LastModified", xmlout.iso(part.mtime_ms)) + xmlout.element("ETag", etag)
+    return web.Response(body=xmlout.document("CopyPartResult", body), content_type="application/xml")
+
+
+async def upload_part(ctx: Context) -> web.Response:
+    if "x-amz-copy-source" in ctx.request.headers:
+        return await upload_part_copy(ctx)
+    query = ctx.request.query
+    number = _part_number(query)
+    length = declared_length(ctx.request)
+    if length is None:
+        raise S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.")
+    body = Body(ctx.request, ctx.signed)
+
+    def write(path: str, block_size: int) -> str:
+        # on put_part's worker thread, between its checks and its rename
+        try:
+            ctx.session.fs.write(path, body, overwrite=True, block_size=block_size)
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
+        return body.etag().strip('"')
+
+    try:
+        async with ctx.gateway.writing(length):
+            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length, write)
+    finally:
+        body.close()
+    return web.Response(headers={"ETag": etag})
+
+
+async def complete_upload(ctx: Context) -> web.Response:
+    tree = xmlout.parse(await ctx.request.read(), "CompleteMultipartUpload")
+    wanted = []
+    for part in xmlout.children(tree, "Part"):
+        try:
+            wanted.append((int(xmlout.text(part, "PartNumber")), xmlout.text(part, "ETag")))
+        except ValueError:
+            raise S3Error("MalformedXML", "a Part without a numeric PartNumber") from None
+    fs = ctx.session.fs
+
+    def copy(files, path, block_size):
+        def chunks():
+            for f in files:
+                with fs.open(f.path) as reader:
+                    yield from reader.chunks()
+        try:
+            fs.write(path, ChunkSource(chunks()), overwrite=True, block_size=block_size)
+        except HedgefsError as err:
+            raise from_hedgefs(err, path) from None
+
+    upload_id = ctx.request.query["uploadId"]
+
+    def complete():
+        check_write_conditions(ctx)
+        try:
+            etag, content_type, meta, _joined = ctx.session.uploads.complete(
+                ctx.bucket, upload_id, ctx.key, wanted, copy)
+        except S3Error as err:
+            done = _completed(ctx, upload_id, wanted)   # a Complete sent again (its answer lost): S3 says yes
+            if err.code != "NoSuchUpload" or done is None:
+                raise
+            return done
+        return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id})
+
+    async with ctx.gateway.writing():   # a copy of the parts, or of the short last one
+        info = await ctx.run(complete)
+    body = (xmlout.element("Location", f"/{ctx.bucket}/{ctx.key}") + xmlout.element("Bucket", ctx.bucket)
+            + xmlout.element("Key", ctx.key) + xmlout.element("ETag", info.etag))
+    return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml")
+
+
+def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> ObjectInfo | None:
+    """The object an earlier Complete of ``upload_id`` with these parts made, if it is still there."""
+    import hashlib
+
+    try:
+        info = ctx.store.head(ctx.bucket, ctx.key)
+    except S3Error:
+        return None
+    record = ctx.store.read_record(ctx.bucket, ctx.key) or {}
+    digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag in wanted)).hexdigest()
+    if record.get("upload_id") == upload_id and info.etag == f'"{digest}-{len(wanted)}"':
+        return info
+    return None
