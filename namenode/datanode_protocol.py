@@ -174,8 +174,10 @@ class DataNodeProtocol:
         if more:
             self._report_parts[datanode_id] = (part, reported)
             return {"parts_held": part + 1}
+        # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
+        # none): a repair copy reported before its receipt must move the unit, not be "stale".
         with self.db.tx():
-            counts = self.blocks.reconcile(datanode_id, reported, self._usable, int(REPORT_GRACE_S * 1000))
+            counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000))
         # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
         self._forget_sent(datanode_id)
         self._reported.add(datanode_id)

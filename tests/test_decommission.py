@@ -136,3 +136,62 @@ def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it
         assert nn.leaving == set()
     finally:
         nn.close()
+
+
+class Disks:
+    """What each DataNode really holds: the deletes its heartbeats bring are carried out."""
+
+    def __init__(self, nn, ids):
+        from nn_support import held
+
+        self.nn, self.units = nn, {dn: set(held(nn, dn)) for dn in ids}
+
+    def heartbeats(self) -> list:
+        from nn_support import heartbeat_all
+
+        from hedgefs.namenode.model import DeleteUnit, RepairUnit
+
+        repairs = []
+        for dn, commands in heartbeat_all(self.nn, list(self.units)).items():
+            for c in commands:
+                if isinstance(c, DeleteUnit):
+                    self.units[dn].discard((c.group_id, c.index, c.generation))
+                elif isinstance(c, RepairUnit):
+                    repairs.append((dn, c))
+        return repairs
+
+    def holders(self, unit) -> set[str]:
+        return {dn for dn, units in self.units.items() if unit in units}
+
+
+def test_a_copy_reported_before_its_receipt_never_leaves_the_unit_nowhere(tmp_path, clock):
+    """The repair target's full block report lists the copy before its UnitStored receipt
+    arrives: the copy is the unit's new home at once (the leaving DataNode's copy is no good
+    holder); the leaving copy goes only once the new one is there."""
+    from nn_support import add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 6)
+    write_file(nn, "/f", 3 * 4096)   # one group on 5 of the 6
+    group = nn.blocks.group(1)[0]
+    leaving = group.units[0]
+    nn.decommission(leaving)
+    disks = Disks(nn, ids)
+    nn.tick()
+    repairs = disks.heartbeats()
+    assert [c.index for _, c in repairs] == [0]
+    target, c = repairs[0]
+    unit = (c.group_id, c.index, c.generation)
+    disks.units[target].add(unit)                        # the copy is made
+    counts = nn.block_report(target, sorted(disks.units[target]))
+    disks.heartbeats()
+    assert disks.holders(unit), "the unit was deleted everywhere"
+    nn.unit_stored(target, *unit)                        # the late receipt
+    for _ in range(3):
+        nn.tick()
+        disks.heartbeats()
+        assert disks.holders(unit), "the unit was deleted everywhere"
+    assert counts.get("moved") == 1                      # the report itself moved it
+    assert disks.holders(unit) == {target} and nn.blocks.group(1)[0].units[0] == target
+    assert nn.admin_state(leaving) == "decommissioned"
+    nn.close()
