@@ -136,6 +136,16 @@ class DataNodeProtocol:
                     break
         return out
 
+    def _resend_after_report(self, datanode_id: str) -> None:
+        """After a full report: confirmed deletes are gone; those still listed go again with the
+        next heartbeat, and stay sent (the DataNode may still carry out the first: ``claim``)."""
+        pending = {(g, i) for g, i, _gen in self.blocks.pending_deletes(datanode_id)}
+        for key in [k for k in self._delete_sent if k[0] == datanode_id]:
+            if (key[1], key[2]) in pending:
+                self._delete_sent[key] = float("-inf")
+            else:
+                del self._delete_sent[key]
+
     def _forget_sent(self, datanode_id: str) -> None:
         for key in [k for k in self._delete_sent if k[0] == datanode_id]:
             del self._delete_sent[key]
@@ -177,9 +187,9 @@ class DataNodeProtocol:
         # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
         # none): a repair copy reported before its receipt must move the unit, not be "stale".
         with self.db.tx():
-            counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000))
-        # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
-        self._forget_sent(datanode_id)
+            counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000),
+                                           self._delete_sent)
+        self._resend_after_report(datanode_id)
         self._reported.add(datanode_id)
         self._scan_needed = True
         if counts.get("received"):
@@ -205,7 +215,8 @@ class DataNodeProtocol:
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
         with self.db.tx():
-            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds) for g, i, gen in units]
+            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds, self._delete_sent)
+                        for g, i, gen in units]
         self._scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))

@@ -195,3 +195,30 @@ def test_a_copy_reported_before_its_receipt_never_leaves_the_unit_nowhere(tmp_pa
     assert disks.holders(unit) == {target} and nn.blocks.group(1)[0].units[0] == target
     assert nn.admin_state(leaving) == "decommissioned"
     nn.close()
+
+
+def test_a_delete_already_sent_is_never_cancelled(tmp_path, clock):
+    """A surplus copy's delete went out; before the DataNode carries it out, the mapped copy's
+    DataNode starts leaving and the surplus copy is reported again: that copy is on its way out
+    (``deleting``), so the leaving DataNode's copy, the only one left, stays."""
+    from nn_support import add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 6)
+    write_file(nn, "/f", 3 * 4096)
+    group = nn.blocks.group(1)[0]
+    holder, spare = group.units[0], next(d for d in ids if d not in group.units.values())
+    unit = (1, 0, group.generation)
+    disks = Disks(nn, ids)
+    assert nn.unit_stored(spare, *unit) == "stale"       # e.g. a repair that timed out, done late
+    disks.heartbeats()
+    assert disks.holders(unit) == {holder}               # the spare copy's delete went out ...
+    disks.units[spare].add(unit)                         # ... and is not done yet
+    nn.decommission(holder)
+    assert nn.unit_stored(spare, *unit) == "deleting"    # reported again meanwhile
+    disks.units[spare].discard(unit)                     # now it is
+    for _ in range(3):
+        nn.tick()
+        disks.heartbeats()
+        assert disks.holders(unit), "the unit was deleted everywhere"
+    nn.close()
