@@ -254,8 +254,9 @@ class DataNodeProtocol:
     # ------------------------------------------------------------------ the monitor's pass
 
     def _leave_safe_mode(self) -> bool:
-        """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
-        that block-reported to this process, or the deadline passed (safe_mode.py); an admin's lasts."""
+        """True (and out of safe mode) once ``safe_mode_share`` of the block groups are readable
+        from DataNodes that block-reported to this process, or the deadline passed (safe_mode.py);
+        an admin's lasts."""
         if self.safe_mode_reason == "admin":
             return False
         reported, total = self._safe_mode_counts()
@@ -264,7 +265,8 @@ class DataNodeProtocol:
             return False
         self.safe_mode_reason = ""
         self.in_safe_mode = False
-        log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
+        log.info("leaving safe mode: %d of %d block groups readable from reported DataNodes (%d of them)",
+                 reported, total, len(self._reported))
         return True
 
     @_locked

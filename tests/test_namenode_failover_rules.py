@@ -1,8 +1,8 @@
 """What a new active NameNode must not do before the DataNodes have reported to it, and the retry
 cache, on an in-process Namesystem (the same rules run on etcd: ha.py opens this class).
 
-Safe mode (``safe_mode_share``): no deletes and no repairs until DataNodes holding that share of
-the units have block-reported to this process; and never a delete to a DataNode before its own
+Safe mode (``safe_mode_share``): no deletes and no repairs until that share of the block groups is
+readable (k units of a group) from DataNodes that have block-reported to this process; and never a delete to a DataNode before its own
 block report (HDFS's stale block contents after a failover).
 """
 
@@ -35,25 +35,28 @@ def test_a_new_active_deletes_nothing_before_reports_and_leaves_safe_mode_at_the
     dns = add_datanodes(nn, 5)
     write_file(nn, "/keep", 4096)
     write_file(nn, "/gone", 4096)
+    held = {dn: _held(nn, dn) for dn in dns}   # what each really holds, /gone's units included
+    nn.delete("/gone")   # (just before the failover: its deletes are not sent yet)
     nn.close()
 
-    # the same namespace opened as a new active (a failover) with safe mode at 60 %
+    # the same namespace opened anew (as a new active is, on the view of the namespace it caught
+    # up with; a start-up's safe mode keeps the same rules) with safe mode at 60 %
     nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.6)
     try:
         for dn in dns:
             nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        held = {dn: _held(nn, dn) for dn in dns}   # what each really holds, /gone's units included
-        nn.delete("/gone")
         assert nn.in_safe_mode
         assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
-        for dn in dns[:2]:       # 2 of 5 DataNodes: 40 % of the units
+        for dn in dns[:2]:       # 2 of 5 DataNodes, 40 % of the units: 2 of /keep's, fewer than k = 3
             _report(nn, dn, held)
         nn.tick()
         assert nn.in_safe_mode
+        assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (0, 1)
         assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
-        _report(nn, dns[2], held)      # 60 %
+        _report(nn, dns[2], held)      # 60 % of the units: k of /keep's, its one group readable
         nn.tick()
         assert not nn.in_safe_mode
+        assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (1, 1)
         sent = {dn: _deletes(c) for dn, c in heartbeat_all(nn, dns).items()}
         assert all(sent[dn] for dn in dns[:3]), sent        # reported: their deletes go out
         assert not any(sent[dn] for dn in dns[3:]), sent    # not reported yet: nothing deleted there

@@ -18,8 +18,8 @@ def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
     deadline = f", or {sm.deadline_left_s:g} s more" if sm.deadline_left_s else ""
     meanwhile = ("no deletes or repairs meanwhile" if sm.reason == "failover" else
                  "no deletes or repairs, and namespace changes are refused, meanwhile")
-    return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} units reported, it waits for "
-            f"{100 * sm.share:.0f}%{deadline}; {meanwhile}")
+    return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} block groups readable from reported "
+            f"DataNodes, it waits for {100 * sm.share:.0f}%{deadline}; {meanwhile}")
 
 
 
@@ -87,7 +87,8 @@ def admin_safemode(action: str, as_json: bool, namenode: str | None) -> None:
     """The NameNode's safe mode (HDFS's `dfsadmin -safemode`): get, enter, leave, or wait until it
     is off. In safe mode the NameNode serves reads but refuses namespace changes (exit 1, "in safe
     mode"), and sends no deletes and plans no repairs. A NameNode restarted on existing groups is
-    in it until --safe-mode-share of the units have been reported (or --safe-mode-deadline-s);
+    in it until --safe-mode-share of the block groups are readable from DataNodes that have
+    block-reported (at least k units of a group; or --safe-mode-deadline-s);
     one entered here lasts until `leave`. A fresh namespace never starts in it.
 
     \b
