@@ -259,7 +259,7 @@ class DataNodeProtocol:
         an admin's lasts."""
         if self.safe_mode_reason == "admin":
             return False
-        reported, total = self._safe_mode_counts()
+        reported, total = self.safe_mode_counts = self._safe_mode_counts()
         late = self._safe_mode_until is not None and self.clock() >= self._safe_mode_until
         if total and reported < self.safe_mode_share * total and not late:
             return False

@@ -67,6 +67,9 @@ class SafeMode:
             if deadline_s:
                 self._safe_mode_until = self.clock() + deadline_s
         self.in_safe_mode = bool(self.safe_mode_reason)
+        # (readable groups, groups) as last counted: at the start and by each monitor pass in safe
+        # mode (_leave_safe_mode), not by each refusal (clients retry them) or state read.
+        self.safe_mode_counts = self._safe_mode_counts() if self.in_safe_mode else (0, 0)
         if self.safe_mode_reason == START_UP:
             log.warning("safe mode: no deletes, repairs or namespace changes until %.0f%% of the block groups "
                         "are readable from reported DataNodes%s", 100 * share, f" (or {deadline_s:g} s)" if deadline_s else "")
@@ -77,7 +80,7 @@ class SafeMode:
             if self.safe_mode_reason == ADMIN:
                 raise SafeModeRefusal(f"cannot {what}: the NameNode is in safe mode (entered by an admin; "
                                       f"hedgefs admin safemode leave ends it)", retriable=False)
-            reported, total = self._safe_mode_counts()
+            reported, total = self.safe_mode_counts
             raise SafeModeRefusal(f"cannot {what}: the NameNode is in safe mode (start-up: {reported} of {total} "
                                   f"block groups readable from reported DataNodes, it waits for "
                                   f"{100 * self.safe_mode_share:.0f}%)", retriable=True)
@@ -105,7 +108,8 @@ class SafeMode:
         return self.safe_mode_state()
 
     def safe_mode_state(self) -> SafeModeState:
-        reported, total = self._safe_mode_counts()
+        """No SQL (the counts are the last pass's): safe off the writers' lock (servicer's Report)."""
+        reported, total = self.safe_mode_counts
         left = max(0.0, self._safe_mode_until - self.clock()) if self._safe_mode_until and self.in_safe_mode else 0.0
         return SafeModeState(self.in_safe_mode, self.safe_mode_reason, reported, total,
                              self.safe_mode_share or 0.0, round(left, 1))

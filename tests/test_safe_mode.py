@@ -74,6 +74,34 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
     nn.close()
 
 
+def test_refusals_and_state_reads_reuse_the_passes_count(tmp_path, clock):
+    """Clients retry refusals every 50 ms to 1 s: the count (a pass over every group) runs once per
+    monitor pass, not per refusal; reading the state runs no SQL at all (the servicer's Report
+    calls it off the writers' lock)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096)
+    units = {dn: held(nn, dn) for dn in ids}
+    nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+    statements = []
+    nn.db.conn.set_trace_callback(statements.append)
+    try:
+        for dn in ids[:3]:
+            report(nn, dn, units[dn])
+        for _ in range(5):
+            with pytest.raises(SafeModeRefusal, match=r"\(start-up: 0 of 1 block groups"):   # as last counted
+                nn.mkdir("/x")
+        before = len(statements)
+        assert nn.safe_mode_state().groups_readable == 0 and len(statements) == before
+        assert not any("policy_k" in sql for sql in statements)
+        nn.tick()
+        assert sum("policy_k" in sql for sql in statements) == 1
+        assert not nn.in_safe_mode and nn.safe_mode_state().groups_readable == 1
+    finally:
+        nn.db.conn.set_trace_callback(None)
+        nn.close()
+
+
 def test_the_deadline_ends_a_start_up_safe_mode(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
