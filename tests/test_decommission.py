@@ -56,6 +56,20 @@ def test_recommission_undoes_a_decommission(dc):
     assert report(dc)["dn2"]["admin_state"] == "in service"
 
 
+def test_wait_asks_the_report_not_decommission_again(dc):
+    """--wait polls the state (Report): the NameNode hears one Decommission, whose log line says who
+    asked; asking again each second would decommission anew a DataNode recommissioned meanwhile."""
+    before = report(dc)
+    leaving = min((d for d in before if before[d]["units_mapped"]), key=lambda d: before[d]["units_mapped"])
+    r = run_cli("admin", "decommission", leaving, "--wait", "--timeout", "120", namenode=dc.namenode)
+    assert r.code == 0, r.stderr
+    assert r.stdout.decode().startswith(f"{leaving}: decommissioned")
+    log = (dc.root / "logs" / "namenode.log").read_text(errors="replace")
+    assert log.count(f"decommission of {leaving} at the request of") == 1
+    r = run_cli("admin", "recommission", leaving, namenode=dc.namenode)
+    assert r.code == 0 and report(dc)[leaving]["admin_state"] == "in service"
+
+
 def test_decommissioned_datanode_is_killed_with_nothing_degraded(dc):
     before = report(dc)
     leaving = max(before, key=lambda d: before[d]["units_mapped"])

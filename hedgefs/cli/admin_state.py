@@ -42,7 +42,8 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
     reads while the NameNode copies every unit it holds onto other DataNodes. Once none is left on
     it, `admin report` shows it decommissioned: it may then be stopped with no group degraded.
     `hedgefs admin recommission DATANODE` undoes it. Exit 2: no such DataNode; exit 1: too few
-    DataNodes would be left for a policy in use (or --timeout passed).
+    DataNodes would be left for a policy in use (or --timeout passed, or another admin
+    recommissioned it while --wait waited).
 
     \b
     Examples:
@@ -59,8 +60,17 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
                                    f"({r.units_mapped} units to copy); it goes on")
             click.echo(_said(datanode_id, r), err=True)
             time.sleep(1.0)
-            r = fs.rpc("Decommission", request)
+            r = _state_of(fs, datanode_id)
     click.echo(_said(datanode_id, r))
+
+
+def _state_of(fs, datanode_id: str) -> pb.DecommissionResponse:
+    """Its state from the Report (asking Decommission again would decommission anew a DataNode
+    another admin has recommissioned meanwhile); one that is back in service ends the wait."""
+    found = [d for d in fs.rpc("Report", pb.Empty()).datanodes if d.id == datanode_id]
+    if not found or not found[0].admin_state:
+        raise HedgefsError(f"{datanode_id} is in service again (recommissioned meanwhile): no longer waiting")
+    return pb.DecommissionResponse(admin_state=found[0].admin_state, units_mapped=found[0].units_mapped)
 
 
 @click.command("recommission", context_settings=CONTEXT)
