@@ -125,6 +125,8 @@ def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it
     held = nn.blocks.units_on("dn1", 1000)
     assert held
     assert nn.decommission("dn1") == ("decommissioning", len(held))
+    # Draining, not broken: fsck calls the groups healthy, and admin report waits for no repair.
+    assert nn.fsck("/").status == "HEALTHY" and nn.report().groups_waiting_repair == 0
     with pytest.raises(FailedPrecondition, match="cannot decommission dn2: policy RS-3-2-1k needs 5 DataNodes, "
                                                  "only 4 would be left in service"):
         nn.decommission("dn2")
