@@ -92,10 +92,11 @@ def list_all(cp, roots) -> None:
             try:
                 if not cp.abort.is_set():
                     _visit(cp, *item, add)
-            except (NotAllowed, PermissionError) as err:   # this entry only: reported, the rest goes on
-                _skip_refused(cp, item[0], err)
-            except BaseException as err:  # a fatal error: bad input, a NameNode gone
-                cp.fail_job(err)
+            except BaseException as err:
+                if refused_here(err):   # this entry only: reported, the rest goes on
+                    _skip_refused(cp, item[0], err)
+                else:                   # a fatal error: bad input, a NameNode gone, a credential refused
+                    cp.fail_job(err)
             finally:
                 with lock:
                     pending[0] -= 1
@@ -146,6 +147,17 @@ def _skip_bad_name(cp, src: Location, target: str) -> bool:
             cp.lock.notify_all()
         log.warning("%s: not valid UTF-8, skipped", shown)
         return True
+
+
+def refused_here(err: BaseException) -> bool:
+    """Whether ``err`` refuses this path only (skipped, exit 1): a local PermissionError, or the
+    NameNode's PERMISSION_DENIED of a path for its owner and mode, whose messages all start
+    "permission denied:" (namenode/permissions.py). Any other NotAllowed (UNAUTHENTICATED: a
+    credential refused; a TLS refusal; an RPC the credential may not call) refuses every other
+    path as well: it stops the job (exit 4) rather than skip all that is left."""
+    if isinstance(err, PermissionError):
+        return True
+    return isinstance(err, NotAllowed) and str(err).startswith("permission denied:")
 
 
 def _skip_refused(cp, src: Location, err: BaseException) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Container, Iterable
 
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
@@ -259,7 +259,8 @@ class BlockMap:
     def _drop(self, group_id: int, idx: int) -> None:
         self.db.conn.execute("DELETE FROM units WHERE group_id = ? AND idx = ?", (group_id, idx))
 
-    def claim(self, datanode_id: str, group_id: int, idx: int, generation: int, is_live: IsLive) -> str:
+    def claim(self, datanode_id: str, group_id: int, idx: int, generation: int, is_live: IsLive,
+              sent: Container[tuple[str, int, int]] = ()) -> str:
         """A DataNode says it holds a unit (block report or UnitStored). Returns what we made of it:
 
         received  a unit of a file being written, on the DataNode the writer was given: its receipt
@@ -277,7 +278,9 @@ class BlockMap:
                   of a NameNode whose database was wiped): left alone, never mapped or deleted
         deleting  a delete of this copy is pending: it is on its way out. A surplus or corrupt
                   copy's pending delete is cancelled instead when no good copy is mapped elsewhere
-                  any more, and the copy adopted or moved here (still corrupt, if it was).
+                  any more, and the copy adopted or moved here (still corrupt, if it was), unless
+                  the delete was already sent (``sent``: (DataNode id, group id, index)): the
+                  DataNode may be carrying it out, so it is final and the copy elsewhere stays mapped.
         """
         if not self.ours(group_id, generation):
             return "foreign"
@@ -296,7 +299,7 @@ class BlockMap:
             return "mapped"
         current_good = current is not None and idx not in group.corrupt and is_live(current)
         pending = self._pending_delete(datanode_id, group_id, idx)  # None, or its kind
-        if pending is not None and (pending == PLAIN or current_good):
+        if pending is not None and (pending == PLAIN or current_good or (datanode_id, group_id, idx) in sent):
             return "deleting"
         if idx >= load_policy(policy_name).units:
             self.queue_delete(datanode_id, group_id, idx, generation)
@@ -321,7 +324,7 @@ class BlockMap:
         return "moved"
 
     def reconcile(self, datanode_id: str, reported: set[Unit], is_live: IsLive,
-                  grace_ms: int) -> dict[str, int]:
+                  grace_ms: int, sent: Container[tuple[str, int, int]] = ()) -> dict[str, int]:
         """Apply a DataNode's full block report; returns counts by outcome (see ``claim``).
 
         A unit of a file being written that the report lists is *received* (its receipt). A unit
@@ -347,7 +350,7 @@ class BlockMap:
             counts["missing"] += 1
         mapped_keys = {(r[0], r[1], r[2]) for r in mapped}
         for group_id, idx, generation in sorted(reported - mapped_keys):
-            counts[self.claim(datanode_id, group_id, idx, generation, is_live)] += 1
+            counts[self.claim(datanode_id, group_id, idx, generation, is_live, sent)] += 1
         for group_id, idx, generation in self.pending_deletes(datanode_id):
             if (group_id, idx, generation) not in reported:
                 self.db.conn.execute(

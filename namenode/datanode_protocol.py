@@ -136,6 +136,16 @@ class DataNodeProtocol:
                     break
         return out
 
+    def _resend_after_report(self, datanode_id: str) -> None:
+        """After a full report: confirmed deletes are gone; those still listed go again with the
+        next heartbeat, and stay sent (the DataNode may still carry out the first: ``claim``)."""
+        pending = {(g, i) for g, i, _gen in self.blocks.pending_deletes(datanode_id)}
+        for key in [k for k in self._delete_sent if k[0] == datanode_id]:
+            if (key[1], key[2]) in pending:
+                self._delete_sent[key] = float("-inf")
+            else:
+                del self._delete_sent[key]
+
     def _forget_sent(self, datanode_id: str) -> None:
         for key in [k for k in self._delete_sent if k[0] == datanode_id]:
             del self._delete_sent[key]
@@ -174,10 +184,12 @@ class DataNodeProtocol:
         if more:
             self._report_parts[datanode_id] = (part, reported)
             return {"parts_held": part + 1}
+        # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
+        # none): a repair copy reported before its receipt must move the unit, not be "stale".
         with self.db.tx():
-            counts = self.blocks.reconcile(datanode_id, reported, self._usable, int(REPORT_GRACE_S * 1000))
-        # Deletes still listed are resent with the next heartbeat; confirmed ones are gone.
-        self._forget_sent(datanode_id)
+            counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000),
+                                           self._delete_sent)
+        self._resend_after_report(datanode_id)
         self._reported.add(datanode_id)
         self._scan_needed = True
         if counts.get("received"):
@@ -203,7 +215,8 @@ class DataNodeProtocol:
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
         with self.db.tx():
-            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds) for g, i, gen in units]
+            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds, self._delete_sent)
+                        for g, i, gen in units]
         self._scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))
@@ -241,17 +254,19 @@ class DataNodeProtocol:
     # ------------------------------------------------------------------ the monitor's pass
 
     def _leave_safe_mode(self) -> bool:
-        """True (and out of safe mode) once ``safe_mode_share`` of the units are on DataNodes
-        that block-reported to this process, or the deadline passed (safe_mode.py); an admin's lasts."""
+        """True (and out of safe mode) once ``safe_mode_share`` of the block groups are readable
+        from DataNodes that block-reported to this process, or the deadline passed (safe_mode.py);
+        an admin's lasts."""
         if self.safe_mode_reason == "admin":
             return False
-        reported, total = self._safe_mode_counts()
+        reported, total = self.safe_mode_counts = self._safe_mode_counts()
         late = self._safe_mode_until is not None and self.clock() >= self._safe_mode_until
         if total and reported < self.safe_mode_share * total and not late:
             return False
         self.safe_mode_reason = ""
         self.in_safe_mode = False
-        log.info("leaving safe mode: %d of %d units reported (by %d DataNodes)", reported, total, len(self._reported))
+        log.info("leaving safe mode: %d of %d block groups readable from reported DataNodes (%d of them)",
+                 reported, total, len(self._reported))
         return True
 
     def restart_leases(self) -> None:

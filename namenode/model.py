@@ -111,8 +111,8 @@ class DataNodeReport:
 class SafeModeState:
     on: bool
     reason: str               # start-up | admin | failover ("" when off)
-    units_reported: int       # units on DataNodes that block-reported to this NameNode
-    units_total: int
+    groups_readable: int      # groups of complete files with >= k units on DataNodes that block-reported
+    groups_total: int         # groups of complete files
     share: float              # the share start-up safe mode waits for
     deadline_left_s: float    # start-up safe mode ends by then at the latest (0: no deadline, or off)
 

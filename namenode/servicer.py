@@ -447,7 +447,8 @@ def authorizer(secure: bool) -> authz.Authorizer:
 
 
 def _safe_mode(s: model.SafeModeState) -> pb.SafeModeResponse:
-    return pb.SafeModeResponse(on=s.on, reason=s.reason, units_reported=s.units_reported, units_total=s.units_total,
+    # (the wire's units_reported/units_total carry the groups: readable ones, all)
+    return pb.SafeModeResponse(on=s.on, reason=s.reason, units_reported=s.groups_readable, units_total=s.groups_total,
                                share=s.share, deadline_left_s=s.deadline_left_s)
 
 

@@ -72,7 +72,10 @@ class OperatorViews:
                                 low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
                                 units_mapped=mapped.get(n.id, 0))
                  for n in self.liveness.all()]
-        needs = self._needs()
+        # A group whose only lack is a unit on a live leaving DataNode is draining, not waiting
+        # for repair: fsck calls it HEALTHY (the per-DataNode units_mapped shows the drain).
+        needs = [n for n in self._needs()
+                 if any(i not in n.live or n.live[i] not in self.leaving for i in n.missing)]
         return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
                              sum(n.replicated for n in needs), LOW_SPACE_PCT)
 

@@ -82,3 +82,11 @@ def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = Fals
         seq += 1
     nn.complete(created.file_id, length, commits)
     return created.file_id
+
+
+def held(nn: Namesystem, datanode_id: str) -> list[tuple[int, int, int]]:
+    """The (group id, index, generation) the map puts on ``datanode_id``: its block report, as a
+    DataNode that lost nothing would send it."""
+    return [tuple(r) for r in nn.db.query(
+        "SELECT u.group_id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id "
+        "WHERE u.datanode_id = ? ORDER BY u.group_id, u.idx", (datanode_id,))]

@@ -56,6 +56,20 @@ def test_recommission_undoes_a_decommission(dc):
     assert report(dc)["dn2"]["admin_state"] == "in service"
 
 
+def test_wait_asks_the_report_not_decommission_again(dc):
+    """--wait polls the state (Report): the NameNode hears one Decommission, whose log line says who
+    asked; asking again each second would decommission anew a DataNode recommissioned meanwhile."""
+    before = report(dc)
+    leaving = min((d for d in before if before[d]["units_mapped"]), key=lambda d: before[d]["units_mapped"])
+    r = run_cli("admin", "decommission", leaving, "--wait", "--timeout", "120", namenode=dc.namenode)
+    assert r.code == 0, r.stderr
+    assert r.stdout.decode().startswith(f"{leaving}: decommissioned")
+    log = (dc.root / "logs" / "namenode.log").read_text(errors="replace")
+    assert log.count(f"decommission of {leaving} at the request of") == 1
+    r = run_cli("admin", "recommission", leaving, namenode=dc.namenode)
+    assert r.code == 0 and report(dc)[leaving]["admin_state"] == "in service"
+
+
 def test_decommissioned_datanode_is_killed_with_nothing_degraded(dc):
     before = report(dc)
     leaving = max(before, key=lambda d: before[d]["units_mapped"])
@@ -111,6 +125,8 @@ def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it
     held = nn.blocks.units_on("dn1", 1000)
     assert held
     assert nn.decommission("dn1") == ("decommissioning", len(held))
+    # Draining, not broken: fsck calls the groups healthy, and admin report waits for no repair.
+    assert nn.fsck("/").status == "HEALTHY" and nn.report().groups_waiting_repair == 0
     with pytest.raises(FailedPrecondition, match="cannot decommission dn2: policy RS-3-2-1k needs 5 DataNodes, "
                                                  "only 4 would be left in service"):
         nn.decommission("dn2")
@@ -136,3 +152,89 @@ def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it
         assert nn.leaving == set()
     finally:
         nn.close()
+
+
+class Disks:
+    """What each DataNode really holds: the deletes its heartbeats bring are carried out."""
+
+    def __init__(self, nn, ids):
+        from nn_support import held
+
+        self.nn, self.units = nn, {dn: set(held(nn, dn)) for dn in ids}
+
+    def heartbeats(self) -> list:
+        from nn_support import heartbeat_all
+
+        from hedgefs.namenode.model import DeleteUnit, RepairUnit
+
+        repairs = []
+        for dn, commands in heartbeat_all(self.nn, list(self.units)).items():
+            for c in commands:
+                if isinstance(c, DeleteUnit):
+                    self.units[dn].discard((c.group_id, c.index, c.generation))
+                elif isinstance(c, RepairUnit):
+                    repairs.append((dn, c))
+        return repairs
+
+    def holders(self, unit) -> set[str]:
+        return {dn for dn, units in self.units.items() if unit in units}
+
+
+def test_a_copy_reported_before_its_receipt_never_leaves_the_unit_nowhere(tmp_path, clock):
+    """The repair target's full block report lists the copy before its UnitStored receipt
+    arrives: the copy is the unit's new home at once (the leaving DataNode's copy is no good
+    holder); the leaving copy goes only once the new one is there."""
+    from nn_support import add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 6)
+    write_file(nn, "/f", 3 * 4096)   # one group on 5 of the 6
+    group = nn.blocks.group(1)[0]
+    leaving = group.units[0]
+    nn.decommission(leaving)
+    disks = Disks(nn, ids)
+    nn.tick()
+    repairs = disks.heartbeats()
+    assert [c.index for _, c in repairs] == [0]
+    target, c = repairs[0]
+    unit = (c.group_id, c.index, c.generation)
+    disks.units[target].add(unit)                        # the copy is made
+    counts = nn.block_report(target, sorted(disks.units[target]))
+    disks.heartbeats()
+    assert disks.holders(unit), "the unit was deleted everywhere"
+    nn.unit_stored(target, *unit)                        # the late receipt
+    for _ in range(3):
+        nn.tick()
+        disks.heartbeats()
+        assert disks.holders(unit), "the unit was deleted everywhere"
+    assert counts.get("moved") == 1                      # the report itself moved it
+    assert disks.holders(unit) == {target} and nn.blocks.group(1)[0].units[0] == target
+    assert nn.admin_state(leaving) == "decommissioned"
+    nn.close()
+
+
+def test_a_delete_already_sent_is_never_cancelled(tmp_path, clock):
+    """A surplus copy's delete went out; before the DataNode carries it out, the mapped copy's
+    DataNode starts leaving and the surplus copy is reported again: that copy is on its way out
+    (``deleting``), so the leaving DataNode's copy, the only one left, stays."""
+    from nn_support import add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 6)
+    write_file(nn, "/f", 3 * 4096)
+    group = nn.blocks.group(1)[0]
+    holder, spare = group.units[0], next(d for d in ids if d not in group.units.values())
+    unit = (1, 0, group.generation)
+    disks = Disks(nn, ids)
+    assert nn.unit_stored(spare, *unit) == "stale"       # e.g. a repair that timed out, done late
+    disks.heartbeats()
+    assert disks.holders(unit) == {holder}               # the spare copy's delete went out ...
+    disks.units[spare].add(unit)                         # ... and is not done yet
+    nn.decommission(holder)
+    assert nn.unit_stored(spare, *unit) == "deleting"    # reported again meanwhile
+    disks.units[spare].discard(unit)                     # now it is
+    for _ in range(3):
+        nn.tick()
+        disks.heartbeats()
+        assert disks.holders(unit), "the unit was deleted everywhere"
+    nn.close()

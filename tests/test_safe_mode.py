@@ -1,6 +1,7 @@
 """Safe mode at a single (SQLite) NameNode's start-up, as HDFS's: after a restart on existing groups
 it sends no deletes, plans no repairs and refuses namespace changes (one line, exit 1) until a
-share of the units has been reported (or a deadline); reads are served; a fresh namespace never
+share of the block groups is readable from DataNodes that have reported (k units of a group; or a
+deadline); reads are served; a fresh namespace never
 enters it; `hedgefs admin safemode get|enter|leave|wait` (HDFS's `dfsadmin -safemode`)."""
 
 import json
@@ -11,7 +12,7 @@ import urllib.request
 
 import pytest
 from conftest import assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster, wait_until
-from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, heartbeat_all, held, make_namenode, write_file
 
 from hedgefs.namenode.safe_mode import SafeModeRefusal
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -33,33 +34,72 @@ def test_a_fresh_namespace_never_enters_safe_mode(tmp_path, clock):
         nn.close()
 
 
-def test_a_restart_waits_for_the_share_of_units_before_changes_deletes_or_repairs(tmp_path, clock):
+def report(nn, dn, units) -> dict[str, int]:
+    """Register and block-report ``units``; the outcomes but for the units the map already puts
+    there (counted by no outcome: {} is a report of mapped units only, none foreign or missing)."""
+    nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+    return nn.block_report(dn, units)
+
+
+def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     ids = add_datanodes(nn, 5)
-    write_file(nn, "/f", 3 * 4096 * 2)
+    write_file(nn, "/f", 3 * 4096 * 2)   # 2 groups of RS-3-2, a unit of each on every DataNode
+    units = {dn: held(nn, dn) for dn in ids}
     nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
     assert nn.in_safe_mode and nn.safe_mode_state().reason == "start-up"
-    with pytest.raises(SafeModeRefusal, match=r"cannot mkdir /x: the NameNode is in safe mode \(start-up: 0 of 10"):
+    with pytest.raises(SafeModeRefusal, match=r"cannot mkdir /x: the NameNode is in safe mode \(start-up: 0 of 2 "
+                                              r"block groups readable from reported DataNodes, it waits for 90%\)"):
         nn.mkdir("/x")
     with pytest.raises(SafeModeRefusal, match="safe mode"):
         nn.delete("/f")
     assert nn.file_info("/f").entry.length == 3 * 4096 * 2     # reads are served
-    # Three of five DataNodes report (60 % < 90 %): still in safe mode, no repair planned though
-    # the other two are silent until they are dead.
-    for dn in ids[:3]:
-        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        nn.block_report(dn, nn.blocks.units_on(dn, 1000))
-    clock.advance(31)   # dn4 and dn5 are dead now: their units would be rebuilt, but not yet
-    heartbeat_all(nn, ids[:3])
+    # Two of five DataNodes report: 2 units of each group, fewer than k = 3, so no group is
+    # readable yet: still in safe mode, and no repair planned though the others are silent
+    # until they are dead.
+    for dn in ids[:2]:
+        assert report(nn, dn, units[dn]) == {}
+    clock.advance(31)   # dn3..dn5 are dead now: their units would be rebuilt, but not yet
+    heartbeat_all(nn, ids[:2])
     assert nn.tick() == [] and nn.in_safe_mode
     assert not nn.liveness.is_live("dn4") and not nn.repairs.in_flight
-    for dn in ids[3:]:
-        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        nn.block_report(dn, nn.blocks.units_on(dn, 1000))
+    assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (0, 2)
+    # A third: k units of every group are on reported DataNodes. Safe mode ends at the next pass,
+    # without dn4 and dn5 (dead) or the deadline (70 s away).
+    assert report(nn, ids[2], units[ids[2]]) == {}
     nn.tick()
-    assert not nn.in_safe_mode
+    assert not nn.in_safe_mode and nn._safe_mode_until - clock() > 60
+    assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (2, 2)
     nn.mkdir("/x")
     nn.close()
+
+
+def test_refusals_and_state_reads_reuse_the_passes_count(tmp_path, clock):
+    """Clients retry refusals every 50 ms to 1 s: the count (a pass over every group) runs once per
+    monitor pass, not per refusal; reading the state runs no SQL at all (the servicer's Report
+    calls it off the writers' lock)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096)
+    units = {dn: held(nn, dn) for dn in ids}
+    nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+    statements = []
+    nn.db.conn.set_trace_callback(statements.append)
+    try:
+        for dn in ids[:3]:
+            report(nn, dn, units[dn])
+        for _ in range(5):
+            with pytest.raises(SafeModeRefusal, match=r"\(start-up: 0 of 1 block groups"):   # as last counted
+                nn.mkdir("/x")
+        before = len(statements)
+        assert nn.safe_mode_state().groups_readable == 0 and len(statements) == before
+        assert not any("policy_k" in sql for sql in statements)
+        nn.tick()
+        assert sum("policy_k" in sql for sql in statements) == 1
+        assert not nn.in_safe_mode and nn.safe_mode_state().groups_readable == 1
+    finally:
+        nn.db.conn.set_trace_callback(None)
+        nn.close()
 
 
 def test_the_deadline_ends_a_start_up_safe_mode(tmp_path, clock):
@@ -117,29 +157,31 @@ def test_cluster_restart_safe_mode_then_leaves_by_itself(sm):
     data = pattern(700_000, seed=3)
     with client(sm.namenode) as f:
         f.write_bytes("/kept", data)
-    sm.kill("dn1")
-    sm.kill("dn2")
+    down = ("dn1", "dn2", "dn3")   # the 2 left hold fewer than k = 3 units of the group
+    for dn in down:
+        sm.kill(dn)
     sm.restart("namenode")
     state = safemode(sm)
     assert state["on"] and state["reason"] == "start-up", state
     r = run_cli("mkdir", "/x", namenode=sm.namenode, env={"HEDGEFS_FAILOVER_DEADLINE_S": "1"})
     assert r.code == 1
     assert_one_line_error(r, "cannot mkdir /x: the NameNode is in safe mode (start-up:")
-    r = run_cli("cat", "/kept", namenode=sm.namenode)
-    assert r.code == 0 and r.stdout == data, r.stderr
+    r = run_cli("stat", "/kept", namenode=sm.namenode)   # served (reading the bytes: the admin test below)
+    assert r.code == 0 and b"700000" in r.stdout, r.stderr
     r = run_cli("admin", "report", namenode=sm.namenode)
     assert r.code == 0 and b"safe mode: ON (start-up:" in r.stdout, r.stdout
     with urllib.request.urlopen(sm.http_url, timeout=10) as page:
         assert 'id="safe-mode">ON (start-up)' in page.read().decode()
-    # A write that arrives now waits (the client retries a start-up refusal) and succeeds once
-    # the DataNodes are back and have reported.
-    env = {**os.environ, **cli_env(sm.namenode)}
+    # A write that arrives now waits (the client retries a start-up refusal, here for as long as
+    # the DataNodes' restarts may take) and succeeds once they are back and have reported.
+    env = {**os.environ, **cli_env(sm.namenode), "HEDGEFS_FAILOVER_DEADLINE_S": "120"}
     put = subprocess.Popen([sys.executable, "-m", "hedgefs", "mkdir", "/after-restart"], env=env,
                            stderr=subprocess.PIPE)
-    sm.start("dn1")
-    sm.start("dn2")
-    assert put.wait(timeout=60) == 0, put.stderr.read()
-    assert safemode(sm)["on"] is False
+    for dn in down:
+        sm.start(dn)
+    assert put.wait(timeout=150) == 0, put.stderr.read()
+    state = safemode(sm)
+    assert state["on"] is False and state["units_reported"] == state["units_total"] == 1, state
 
 
 def test_admin_enter_and_leave(sm):
@@ -148,6 +190,8 @@ def test_admin_enter_and_leave(sm):
     r = run_cli("mkdir", "/y", namenode=sm.namenode)
     assert r.code == 1
     assert_one_line_error(r, "cannot mkdir /y", "safe mode", "hedgefs admin safemode leave")
+    r = run_cli("cat", "/kept", namenode=sm.namenode)   # reads are served in safe mode
+    assert r.code == 0 and r.stdout == pattern(700_000, seed=3), r.stderr
     r = run_cli("admin", "safemode", "get", namenode=sm.namenode)
     assert r.stdout.startswith(b"safe mode is ON (entered by an admin")
     assert safemode(sm, "leave")["on"] is False
@@ -166,16 +210,14 @@ def test_no_delete_is_sent_in_start_up_safe_mode(tmp_path, clock):
     nn.delete("/gone")   # its units are to be deleted: not sent before the restart
     nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
     assert nn.in_safe_mode
-    units = {dn: nn.blocks.units_on(dn, 1000) for dn in ids}
-    for dn in ids[:2]:   # 2 of 5 report (the unit of /keep on each): 40 %, still in safe mode
-        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        nn.block_report(dn, units[dn] + nn.blocks.pending_deletes(dn))
+    units = {dn: held(nn, dn) for dn in ids}
+    for dn in ids[:2]:   # 2 of 5 report (/keep's unit on each, fewer than k = 3): still in safe mode
+        assert report(nn, dn, units[dn] + nn.blocks.pending_deletes(dn)) == {"unknown": 1}   # /gone's: its delete waits
     nn.tick()
     assert nn.in_safe_mode
     assert not any(isinstance(c, DeleteUnit) for cs in heartbeat_all(nn, ids[:2]).values() for c in cs)
     for dn in ids[2:]:
-        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
-        nn.block_report(dn, units[dn])
+        assert report(nn, dn, units[dn]) == {"deleted": 1}   # these had deleted /gone's units
     nn.tick()
     assert not nn.in_safe_mode
     sent = [c for cs in heartbeat_all(nn, ids[:2]).values() for c in cs if isinstance(c, DeleteUnit)]

@@ -14,6 +14,7 @@ from conftest import assert_one_line_error, client, pattern, run_cli, start_clus
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from hedgefs.client.fs import FileSystem
+from hedgefs.proto import hedgefs_pb2 as pb
 
 TOP, PUB, SECRET, HIDDEN = pattern(200_000, 1), pattern(500_000, 2), pattern(1000, 3), pattern(300, 4)
 
@@ -58,6 +59,23 @@ def test_distcp_skips_and_names_what_it_may_not_read_and_copies_the_rest(sc, tmp
                 namenode=sc.namenode, env=bob)
     assert r.code == 0, r.stderr   # nothing refused: 0 as before
     assert json.loads(r.stdout)["files_failed"] == 0
+
+
+def test_only_a_paths_own_refusal_is_skipped_a_refused_credential_stops_the_job(sc):
+    """distcp skips what the NameNode refuses for a path's owner and mode; a NotAllowed of the
+    credential itself (UNAUTHENTICATED, refused TLS, an RPC it may not call) would refuse every
+    file left, so it stops the job with exit 4 instead of skipping them all with exit 1."""
+    from hedgefs.client.errors import NotAllowed
+    from hedgefs.distcp.listing import refused_here
+
+    with FileSystem(sc.namenode, credentials=str(sc.security_dir / "bob.pem")) as bob:
+        with pytest.raises(NotAllowed) as denied:
+            bob.read_bytes("/user/alice/secret.txt")
+        with pytest.raises(NotAllowed) as admin_only:
+            bob.rpc("Decommission", pb.DecommissionRequest(datanode_id="dn1"))
+    assert refused_here(denied.value) and refused_here(PermissionError(13, "Permission denied"))
+    assert not refused_here(admin_only.value), admin_only.value
+    assert not refused_here(NotAllowed("GetFileInfo needs a credential of this cluster"))   # UNAUTHENTICATED's
 
 
 def _port(sc) -> int:

@@ -18,8 +18,8 @@ def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
     deadline = f", or {sm.deadline_left_s:g} s more" if sm.deadline_left_s else ""
     meanwhile = ("no deletes or repairs meanwhile" if sm.reason == "failover" else
                  "no deletes or repairs, and namespace changes are refused, meanwhile")
-    return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} units reported, it waits for "
-            f"{100 * sm.share:.0f}%{deadline}; {meanwhile}")
+    return (f"{sm.reason}: {sm.units_reported} of {sm.units_total} block groups readable from reported "
+            f"DataNodes, it waits for {100 * sm.share:.0f}%{deadline}; {meanwhile}")
 
 
 
@@ -42,7 +42,8 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
     reads while the NameNode copies every unit it holds onto other DataNodes. Once none is left on
     it, `admin report` shows it decommissioned: it may then be stopped with no group degraded.
     `hedgefs admin recommission DATANODE` undoes it. Exit 2: no such DataNode; exit 1: too few
-    DataNodes would be left for a policy in use (or --timeout passed).
+    DataNodes would be left for a policy in use (or --timeout passed, or another admin
+    recommissioned it while --wait waited).
 
     \b
     Examples:
@@ -59,8 +60,17 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
                                    f"({r.units_mapped} units to copy); it goes on")
             click.echo(_said(datanode_id, r), err=True)
             time.sleep(1.0)
-            r = fs.rpc("Decommission", request)
+            r = _state_of(fs, datanode_id)
     click.echo(_said(datanode_id, r))
+
+
+def _state_of(fs, datanode_id: str) -> pb.DecommissionResponse:
+    """Its state from the Report (asking Decommission again would decommission anew a DataNode
+    another admin has recommissioned meanwhile); one that is back in service ends the wait."""
+    found = [d for d in fs.rpc("Report", pb.Empty()).datanodes if d.id == datanode_id]
+    if not found or not found[0].admin_state:
+        raise HedgefsError(f"{datanode_id} is in service again (recommissioned meanwhile): no longer waiting")
+    return pb.DecommissionResponse(admin_state=found[0].admin_state, units_mapped=found[0].units_mapped)
 
 
 @click.command("recommission", context_settings=CONTEXT)
@@ -87,7 +97,8 @@ def admin_safemode(action: str, as_json: bool, namenode: str | None) -> None:
     """The NameNode's safe mode (HDFS's `dfsadmin -safemode`): get, enter, leave, or wait until it
     is off. In safe mode the NameNode serves reads but refuses namespace changes (exit 1, "in safe
     mode"), and sends no deletes and plans no repairs. A NameNode restarted on existing groups is
-    in it until --safe-mode-share of the units have been reported (or --safe-mode-deadline-s);
+    in it until --safe-mode-share of the block groups are readable from DataNodes that have
+    block-reported (at least k units of a group; or --safe-mode-deadline-s);
     one entered here lasts until `leave`. A fresh namespace never starts in it.
 
     \b
