@@ -44,7 +44,7 @@ def closed_loop(ctx, policies: list[str], quick: bool) -> dict:
             ctx.bc.restore()
             started = time.monotonic()
             with ctx.bc.fs() as fs:
-                run = run_read_bench(fs, path_of(policy), threads=CLOSED_THREADS, duration_s=3.0 if quick else CLOSED_S,
+                run = run_read_bench(fs, path_of(policy), threads=CLOSED_THREADS, duration_s=2.0 if quick else CLOSED_S,
                                      seed=10 + i)
             s = run.summary()
             row = {"policy": policy, "run": i, "reads": s["reads"], "reads_per_s": s["reads_per_s"],

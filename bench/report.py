@@ -8,6 +8,26 @@ from __future__ import annotations
 from hedgefs.bench.rounds import fmt_range
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Re-evaluate a saved suite JSON's rows and targets and rewrite it and its summary (the
+    runs are not touched): ``python -m hedgefs.bench.report bench/results/<date>-suite.json``."""
+    import json
+    import pathlib
+    import sys
+
+    from hedgefs.bench.targets import aggregate, evaluate_targets
+
+    for f in [pathlib.Path(a) for a in (sys.argv[1:] if argv is None else argv)]:
+        doc = json.loads(f.read_text())
+        doc["rows"] = aggregate(doc)
+        doc["targets"] = evaluate_targets(doc)
+        doc["reevaluated"] = f"python -m hedgefs.bench.report {f.name}"
+        f.write_text(json.dumps(doc) + "\n")
+        out = f.with_name(f"{f.stem}-summary.md")
+        out.write_text(summary_markdown(doc))
+        print(out)
+
+
 def summary_markdown(doc: dict) -> str:
     env, cl, load = doc["environment"], doc["cluster"], doc["load"]
     rows = doc.get("rows", [])
@@ -16,7 +36,8 @@ def summary_markdown(doc: dict) -> str:
         "",
         f"Command: `{doc['command']}`: {doc['wall_s'] / 60:.1f} min on {env['cpus']} CPUs, commit "
         f"{env['commit'] or '?'}, load average {env['loadavg'][0]} at the start and {env['loadavg_end'][0]} at the "
-        f"end (the host is shared with other engineers' test runs: each row has its own load and canary verdict).",
+        f"end (the host is shared with other engineers' test runs: each row has its own load and canary verdict)."
+        + (f" Rows and targets re-evaluated from the runs by `{doc['reevaluated']}`." if doc.get("reevaluated") else ""),
         "",
         f"One local cluster (NameNode + {cl['datanodes']} DataNodes), one {cl['file_bytes'] >> 20} MiB file per policy "
         f"({', '.join(p + ': ' + str(f['groups']) + ' groups' for p, f in cl['files'].items())}), "
@@ -62,10 +83,14 @@ def summary_markdown(doc: dict) -> str:
                      f"{fmt_range(b['loop_ms'], 1)} | {fmt_range(b['units_ms'], 1)} | {fmt_range(b['decode_ms'], 2)} | "
                      f"{fmt_range(b['other_ms'], 1)} | {fmt_range(b['sent'], 0)} |")
     lines += _checks(doc)
-    lines += ["", "## Targets (issue 25)", "", "| scenario | target | measured | met? | margin | load avg | canary |",
+    lines += ["", "## Targets (issue 25)", "",
+              "A latency target is **met** only if every round is within it, **missed** if none is, and "
+              "*unresolved* if the rounds straddle it or the canary saw the host stall (>= 50 ms) in most of the "
+              "row's runs: then this run cannot tell, and says so. Counts (extra reads, trips) are met or missed.", "",
+              "| scenario | target | measured | met? | margin | load avg | canary |",
               "|---|---|---|---|---|---|---|"]
     for t in doc["targets"]:
-        met = "met" if t["met"] else "n/a" if t["met"] is None else "**missed**"
+        met = {"missed": "**missed**", "unresolved": "*unresolved*"}.get(t.get("status"), t.get("status", "n/a"))
         lines.append(f"| {t['scenario']} | {t['target']} | {t['measured']} | {met} | {t['margin']} | {t['load']} | "
                      f"{t['canary']} |")
     lines += ["", "## How to read these numbers", ""] + [f"- {note}" for note in notes(doc)]
@@ -136,3 +161,7 @@ def notes(doc: dict) -> list[str]:
     out.append("Everything (NameNode, 12 DataNodes, the client, and the other engineers' work) shares the host's "
                "2 cores: extra unit reads are CPU every read waits for.")
     return out
+
+
+if __name__ == "__main__":
+    main()

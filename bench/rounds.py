@@ -70,11 +70,3 @@ def duty(series: list[dict], start_s: float, end_s: float) -> float:
     inside = sum(r["n"] for r in series if start_s <= r["t"] < end_s - 1e-9)
     return inside / total if total else 0.0
 
-
-def pick_baseline(runs: list[dict], index: int) -> dict | None:
-    """The healthy run paired with ``runs[index]``: the nearest healthy run before it in the
-    same sequence (same policy and page shape), else the nearest after."""
-    for j in range(index - 1, -1, -1):
-        if runs[j]["kind"] == "healthy":
-            return runs[j]
-    return next((r for r in runs[index + 1:] if r["kind"] == "healthy"), None)

@@ -78,7 +78,7 @@ LOAD_SHARE = 1 / 3
 WARMUP_S = 8.0          # an open-loop run per file before the measured ones, not counted
 FANOUT = 20
 SLOWEST = 12            # reads kept, broken down, per run
-QUICK = {"file_bytes": 96 << 20, "duration_s": 8.0, "reps": 1, "warmup_s": 4.0}
+QUICK = {"file_bytes": 48 << 20, "duration_s": 5.0, "reps": 1, "warmup_s": 2.0}   # a few minutes
 ADAPTIVE = HedgeConfig()
 
 
@@ -101,7 +101,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("slow-500ms", "one DataNode +500 ms on every read", delay_ms=500),
     Scenario("tail-1pct-2s", "one DataNode, 1 % of reads +2 s", delay_ms=2000, probability=0.01),
-    # 10 s of a 16 s run (quick: 5 of 8)
+    # 10 s of a 16 s run (quick: 3 of 5)
     Scenario("frozen-10s", "one DataNode frozen (SIGSTOP) 10 s", "freeze", start=0.1875, end=0.8125),
     Scenario("cpu-hog", "healthy, a CPU hog per core", "hog", victims=0, policies=POLICIES, oracle=False),
     Scenario("fanout-slow-500ms", f"pages of {FANOUT} reads, one DataNode +500 ms", delay_ms=500, fanout=FANOUT,

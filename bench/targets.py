@@ -79,10 +79,28 @@ def aggregate(doc: dict) -> list[dict]:
             "saturated": sum(1 for r in everything if r["summary"]["load"]["saturated"]),
             "load": median_range(r["host"]["loadavg_start"][0] for r in everything),
             "canary": canary_words(everything),
+            "runs": len(everything),
+            "stalled_runs": sum(1 for r in everything if r["measures"]["canary"]["verdict"] == "stalled"),
             "marked_slow_healthy": sorted({dn for v in reps for dn in v["healthy"]["measures"]["marked_slow"]}),
             "breakdown": parts,
         })
     return rows
+
+
+def resolved(mr: dict, bound: float, stalled: int, runs: int, healthy: dict | None = None) -> tuple[str, str]:
+    """A ratio target's status from its rounds: met (every round within the bound), missed (none),
+    or unresolved, and why: the rounds' range spans the bound, the healthy runs differ among
+    themselves by more than the bound (the baseline moves more than the margin tested), or the
+    host stalled in most of the row's runs (the canary saw a stall of 50 ms or more)."""
+    if runs and stalled * 2 > runs:
+        return "unresolved", f"the host stalled in {stalled} of {runs} runs"
+    if healthy and healthy["n"] > 1 and healthy["max"] > bound * healthy["min"]:
+        return "unresolved", f"the healthy runs span {healthy['max'] / healthy['min']:.2f} x"
+    if mr["max"] <= bound:
+        return "met", ""
+    if mr["min"] > bound:
+        return "missed", ""
+    return "unresolved", f"the rounds span {mr['min']:.2f}-{mr['max']:.2f} x"
 
 
 def _target(scenario: str, name: str, measured: str, met: bool | None, margin: str, row: dict | None = None,
@@ -90,7 +108,7 @@ def _target(scenario: str, name: str, measured: str, met: bool | None, margin: s
     if row is not None:
         load, canary = load or fmt_range(row["load"], 1), canary or row["canary"]
     return {"scenario": scenario, "target": name, "measured": measured, "met": met, "margin": margin,
-            "load": load, "canary": canary}
+            "load": load, "canary": canary, "status": "n/a" if met is None else "met" if met else "missed"}
 
 
 def find_row(doc: dict, policy: str, scenario: str) -> dict | None:
@@ -104,9 +122,14 @@ def evaluate_targets(doc: dict) -> list[dict]:
         row = find_row(doc, policy, scenario)
         if row and row["ratio"]["median"] is not None:
             r = row["ratio"]["median"]
-            out.append(_target(f"{policy} {scenario}", f"{what} <= {bound} x healthy (median of {row['rounds']})",
-                               f"{fmt_range(row['ratio'])} x (window {fmt_range(row['window_ratio'])}, oracle "
-                               f"{fmt_range(row['oracle_ratio'])})", r <= bound, f"{bound - r:+.2f} x", row))
+            t = _target(f"{policy} {scenario}", f"{what} <= {bound} x healthy (median of {row['rounds']})",
+                        f"{fmt_range(row['ratio'])} x (window {fmt_range(row['window_ratio'])}, oracle "
+                        f"{fmt_range(row['oracle_ratio'])})", r <= bound, f"{bound - r:+.2f} x", row)
+            status, why = resolved(row["ratio"], bound, row["stalled_runs"], row["runs"], row["healthy"])
+            if status == "unresolved":
+                t.update(met=None, margin=f"{t['margin']}; unresolved: {why}")
+            t["status"] = status
+            out.append(t)
 
     def extra_target(policy: str, scenario: str, bound: float) -> None:
         key = "extra_pct"

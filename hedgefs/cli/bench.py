@@ -171,7 +171,7 @@ def bench_read(path, rate, threads, fanout, duration_s, reads, read_size, seed, 
 
 
 @click.command("suite", context_settings=CONTEXT)
-@click.option("--quick", is_flag=True, help="Shorter runs (8 s), smaller files, one round: a few minutes.")
+@click.option("--quick", is_flag=True, help="Shorter runs (5 s), smaller files, one round: a few minutes.")
 @click.option("--reps", type=click.IntRange(min=1), help="Rounds of healthy / fault / oracle runs [3; --quick 1].")
 @click.option("--policies", metavar="P[,P...]", help="Only these of RS-6-3-1024k, LRC-6-2-2-1024k, REPLICATE-3.")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")

@@ -27,6 +27,14 @@ def ec() -> None:
       REPLICATE-3    3.00 bytes per byte, any 2 lost; any one replica answers: for small,
                      very hot files and logs written in small appends.
     64k cells suit small random reads (a read touches one cell), 1024k cells large sequential ones.
+
+    \b
+    The tail with one slow DataNode (README "Tail latency"; `hedgefs bench suite`): a one-cell
+    read of a unit on it is rebuilt from the code's cheapest sources instead, so reading around
+    it costs at least duty x share x (sources - 1) more unit reads: RS-6-3 5 more per such read,
+    LRC-6-2-2 2, REPLICATE-3 none (another replica). With a DataNode serving 13.5 % of the reads
+    slow for 80 % of a run: RS-6-3 54 %, LRC-6-2-2 22 %, REPLICATE-3 0 % more unit reads, and on
+    a CPU-bound host those extra reads are the queue every read waits in.
     """
 
 
