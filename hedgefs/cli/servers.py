@@ -60,8 +60,8 @@ def _etcd_tls_beside(credentials: str | None) -> str:
                    "refused (do it in parts).")
 @click.option("--safe-mode-share", type=click.FloatRange(0, 1), default=0.9, show_default=True,
               help="Safe mode: a NameNode restarted on existing groups (or HA's new active) deletes and repairs "
-                   "nothing, and (but for a new active) refuses namespace changes, until DataNodes holding this "
-                   "share of the units have block-reported to it.")
+                   "nothing, and (but for a new active) refuses namespace changes, until this share of the block "
+                   "groups is readable (at least k units) from DataNodes that have block-reported to it, as HDFS.")
 @click.option("--safe-mode-deadline-s", type=click.FloatRange(0), default=60.0, show_default=True,
               help="A restarted NameNode leaves safe mode after this long even if the share has not reported "
                    "(0: only once it has, or an admin's `hedgefs admin safemode leave`).")
