@@ -507,3 +507,22 @@ def test_a_datanode_frozen_from_the_start_is_slow_though_its_reads_opened_connec
     assert model.slow_datanodes() == {"dn1"}
     assert model.silent_for("dn1") >= 0.59
     assert clock() - t0 < 2 * latency.ceiling(CELL) + 0.1
+
+
+def test_a_read_on_a_new_connection_is_overtaken_only_by_reads_that_opened_one_too(model, clock):
+    """Pooled reads answer in 0.5 ms beside it: no yardstick for a first read on a connection
+    (the DataNode is still setting it up). Two later first reads elsewhere answering at once are."""
+    warm(model, clock, ms=0.5)
+    cold = model.started("dn1", CELL)
+    model.connecting(cold)
+    for dn in PEERS[1:7]:
+        read(model, clock, dn, 0.5)
+    clock.advance(0.005)
+    assert not model.overtaken(cold)
+    for dn in PEERS[7:9]:
+        token = model.started(dn, CELL)
+        model.connecting(token)
+        clock.advance(0.0005)
+        model.finished(token, CELL)
+    clock.advance(0.012)   # they started more than half its age ago, and answered at once
+    assert model.overtaken(cold)
