@@ -2,6 +2,7 @@
 
     model = LatencyModel()
     token = model.started("dn3", nbytes)         # a unit read goes out
+    model.connecting(token)                      # ... on a new connection (judged as a new client would)
     model.finished(token, nbytes)                # ... it answered with data (an error: failed)
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
@@ -28,7 +29,10 @@ twice their threshold (recent: the last 0.25 s, or its last 6 reads if it had fe
 4) *and* its recent median read is 4 x that of the median DataNode right now. Since both
 yardsticks are its peers, one DataNode slower than the rest is slow, while a host that is slow
 all over (CPU contention), or a client that stalls for a moment (every read in flight late at
-once), makes nobody slow. It stays slow until most of its recent reads are back under twice
+once), makes nobody slow. A read that opened a new connection (``connecting``; the DataNode
+sets each one up, a thread of its own: 3-4 x a pooled read's time) is judged against the
+ceiling, as a new client judges: late first reads are no evidence, one never answered (frozen,
+its kernel still accepting TCP) is, at twice the ceiling (docs/design.md). It stays slow until most of its recent reads are back under twice
 their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
 too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and
 again when it ends), so a DataNode that stops answering is judged in a fraction of a second, not
@@ -162,6 +166,13 @@ class LatencyModel:
             entry = self._log.started(datanode, None if nbytes is None else size_class(nbytes), now)
         return Token(datanode, now, entry)
 
+    def connecting(self, token: Token) -> None:
+        """The read is opening a new connection (no pooled one was free): judged against the
+        ceiling, and overtaken only by reads that opened one too (overtaking.py)."""
+        if token.entry is not None:
+            with self._lock:
+                token.entry.cold = True
+
     def seed(self, views: dict[str, View]) -> None:
         """Start from the cluster's view (cluster_view.py) for the DataNodes this client has no
         reads of its own to: one its figures show slow is read around from the first read, and
@@ -199,13 +210,24 @@ class LatencyModel:
         is already a slow read's (it says nothing about how much faster it might have been)."""
         self._end(token, nbytes, answered=False, sample=True, censored=True)
 
-    def slow_evidence(self, token: Token, nbytes: int) -> None:
-        """The read is still running at twice its threshold: count it now as a slow read."""
+    def evidence_in(self, token: Token, nbytes: int) -> float:
+        """Seconds until this read, still running, is evidence of slowness (``slow_evidence``):
+        twice its threshold from its start, twice the ceiling on a new connection."""
+        cold = token.entry is not None and token.entry.cold
+        return max(0.0, SLOW_RATIO * (ceiling(nbytes) if cold else self.threshold(nbytes)) - self.age(token))
+
+    def slow_evidence(self, token: Token, nbytes: int) -> float:
+        """The read is still running at twice its threshold: count it now as a slow read (0 is
+        returned), or, one on a new connection younger than twice the ceiling, in the seconds
+        returned. (Otherwise the caller's timer is trusted: the threshold may have moved.)"""
+        if token.entry is not None and token.entry.cold and (wait := self.evidence_in(token, nbytes)) > 0:
+            return wait
         now = self._clock()
         with self._lock:
             change = self._sample(self._node(token.datanode, now), token.datanode, nbytes, now - token.began, now,
                                   censored=True, slow=True, entry=token.entry)
         self._announce(change)
+        return 0.0
 
     def slow_after(self, nbytes: int) -> float:
         """Seconds after which a read of ``nbytes`` still running is evidence of slowness."""
@@ -234,7 +256,8 @@ class LatencyModel:
     def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
-        ratio = seconds / self._threshold(cls, nbytes, now)
+        cold = entry is not None and entry.cold   # a new connection's read: judged as a new client would
+        ratio = seconds / (ceiling(nbytes) if cold else self._threshold(cls, nbytes, now))
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
         if censored and ratio < SLOW_RATIO:

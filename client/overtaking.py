@@ -42,12 +42,13 @@ RUNNING, OK, CENSORED, FAILED = "running", "ok", "censored", "failed"
 
 
 class Entry:
-    __slots__ = ("began", "datanode", "size_class", "ended", "outcome")
+    __slots__ = ("began", "datanode", "size_class", "ended", "outcome", "cold")
 
     def __init__(self, began: float, datanode: str, size_class: int | None):
         self.began, self.datanode, self.size_class = began, datanode, size_class
         self.ended = 0.0
         self.outcome = RUNNING
+        self.cold = False   # it opened a new connection (latency.py's ``connecting``)
 
 
 class ReadLog:
@@ -71,7 +72,7 @@ class ReadLog:
         age = now - entry.began
         if age < OVERTAKEN_MIN_S:
             return False
-        fast, late = self.peers(entry, now, age / OVERTAKEN_FACTOR)
+        fast, late = self.peers(entry, now, age / OVERTAKEN_FACTOR, same_conditions=True)
         return fast >= OVERTAKERS_MIN and fast > late
 
     def excused(self, entry: Entry, seconds: float, now: float, skip: frozenset[str]) -> bool:
@@ -81,14 +82,18 @@ class ReadLog:
         return late > 0 and late >= fast
 
     def peers(self, entry: Entry, now: float, bar: float, earlier: bool = False,
-              skip: frozenset[str] = frozenset()) -> tuple[int, int]:
+              skip: frozenset[str] = frozenset(), same_conditions: bool = False) -> tuple[int, int]:
         """(fast, late) among ``entry``'s later peers that started at least ``bar`` ago; with
         ``earlier``, also among the reads started before it that were still running when it
         started (a host stall holds them up as well). Peers on DataNodes in ``skip`` (known
-        slow) are no yardstick."""
+        slow) are no yardstick; with ``same_conditions``, neither are peers that opened a new
+        connection when it did not, or the other way round (a first read on a connection waits
+        for the DataNode to set it up: measured 3-4 x a pooled read's time, latency.py)."""
         fast = late = 0
         for peer in self._beside(entry, now - bar, earlier):
             if peer.datanode == entry.datanode or peer.outcome == FAILED or peer.datanode in skip:
+                continue
+            if same_conditions and peer.cold != entry.cold:
                 continue
             if peer.size_class != entry.size_class and None not in (peer.size_class, entry.size_class):
                 continue   # another size answers in another time (a size not known yet: any)

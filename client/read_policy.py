@@ -178,7 +178,7 @@ class AdaptivePolicy(ReadPolicy):
     def retire_after(self, read: "UnitRead") -> float:
         """Run on until the read is evidence either way: cancelled at once, a read beaten by a
         rebuild would only ever tell the model "at least this long", never that it is slow."""
-        return max(0.0, self.model.slow_after(read.held) - self.model.age(read.token)) if read.token else 0.0
+        return self.model.evidence_in(read.token, read.held) if read.token else 0.0
 
     def troubled(self, datanode: str | None) -> bool:
         return datanode is not None and (self.model.is_slow(datanode) or self.model.is_silent(datanode))

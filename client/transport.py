@@ -35,6 +35,7 @@ import socket
 import ssl
 import struct
 import time
+from typing import Callable
 
 from hedgefs.client.buffers import BufferPool
 from hedgefs.proto import datatransfer as dt
@@ -53,6 +54,17 @@ _IDLE_S = 60.0
 # of reads must not open hundreds of connections to one DataNode, nor exhaust our descriptors.
 _MAX_READS_PER_DATANODE = 32
 _MAX_IDLE_PER_DATANODE = _MAX_READS_PER_DATANODE
+
+
+@dataclasses.dataclass
+class Phases:
+    """Where a unit read's time went, filled in as it goes (``DataNodeClient.read(phases=...)``):
+    waiting for one of the DataNode's read slots, and setting up a new connection (TCP connect,
+    TLS handshake; 0 on a pooled one). The rest is the DataNode's answer."""
+    queued_s: float = 0.0
+    connect_s: float = 0.0
+    new_connection: bool = False
+    on_connect: "Callable[[], None] | None" = None   # called as a new connection starts to be set up
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +257,8 @@ class DataNodeClient:
         conn.idle_since = time.monotonic()
         idle.append(conn)
 
-    async def request(self, address: str, peer: str, request: bytes) -> tuple[_Connection, int, str]:
+    async def request(self, address: str, peer: str, request: bytes,
+                      phases: Phases | None = None) -> tuple[_Connection, int, str]:
         """Send a request on a pooled (or new) connection and read the response header. A pooled
         connection the DataNode has closed meanwhile fails at once: then once more, on a new one.
         ``peer``: the DataNode id the NameNode gave for ``address`` (TLS checks it is that one)."""
@@ -260,7 +273,12 @@ class DataNodeClient:
             except BaseException:
                 conn.close()   # cancelled (a hedge won): closing is the protocol's cancel
                 raise
+        began = time.monotonic()
+        if phases is not None and phases.on_connect is not None:
+            phases.on_connect()
         conn = await self._connect(address, peer)
+        if phases is not None:
+            phases.new_connection, phases.connect_s = True, time.monotonic() - began
         try:
             await conn.send([request])
             status, message = await conn.recv_response()
@@ -272,25 +290,30 @@ class DataNodeClient:
     # ---------------------------------------------------------------- reads
 
     async def read(self, address: str, group_id: int, index: int, offset: int, length: int, *,
-                   generation: int, token: bytes = b"", peer: str = "") -> memoryview:
+                   generation: int, token: bytes = b"", peer: str = "", phases: Phases | None = None) -> memoryview:
         """Bytes [offset, offset+length) of one internal block, every chunk verified.
 
         Returns a view of a pooled buffer: give it back with ``buffers.give(view)`` when done.
-        Raises TransferError (Busy, ChecksumMismatch, ...); a cancelled read closes its socket."""
+        Raises TransferError (Busy, ChecksumMismatch, ...); a cancelled read closes its socket.
+        ``phases``, if given, is filled in with the time spent waiting for a slot and connecting."""
         slots = self._slots.get(address)
         if slots is None:
             slots = self._slots[address] = asyncio.Semaphore(_MAX_READS_PER_DATANODE)
         try:
-            async with asyncio.timeout(UNIT_READ_TIMEOUT_S), slots:
-                return await self._read(address, peer, group_id, index, generation, offset, length, token)
+            async with asyncio.timeout(UNIT_READ_TIMEOUT_S):
+                began = time.monotonic()
+                async with slots:
+                    if phases is not None:
+                        phases.queued_s = time.monotonic() - began
+                    return await self._read(address, peer, group_id, index, generation, offset, length, token, phases)
         except TimeoutError:
             raise TransferError("DEADLINE_EXCEEDED", f"no answer from {address} in {UNIT_READ_TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
 
-    async def _read(self, address, peer, group_id, index, generation, offset, length, token) -> memoryview:
+    async def _read(self, address, peer, group_id, index, generation, offset, length, token, phases=None) -> memoryview:
         request = dt.pack_request(dt.OP_READ, group_id, index, offset, length, token, generation=generation)
-        conn, status, message = await self.request(address, peer, request)
+        conn, status, message = await self.request(address, peer, request, phases)
         if status != dt.OK:
             self.release(conn)
             raise dt.error_for(status, message or f"refused by {address}")

@@ -24,7 +24,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Callable
 
-from hedgefs.client.transport import Busy, ChecksumMismatch, TransferError
+from hedgefs.client.transport import Busy, ChecksumMismatch, Phases, TransferError
 
 if TYPE_CHECKING:
     from hedgefs.client.latency import LatencyModel, Token
@@ -83,11 +83,19 @@ class UnitRead:
         self._metrics.incr("unit_reads")
         model = self._model
         token = self.token = model.started(loc.datanode_id, self.held)
-        late = asyncio.get_running_loop().call_later(
-            model.slow_after(self.held), lambda: self.task.done() or model.slow_evidence(token, self.held))
+        loop = asyncio.get_running_loop()
+
+        def overdue():   # still running at twice its threshold (a new connection's: the ceiling)
+            nonlocal late
+            if not self.task.done() and (wait := model.slow_evidence(token, self.held)) > 0:
+                late = loop.call_later(wait, overdue)
+
+        late = loop.call_later(model.slow_after(self.held), overdue)
+        phases = Phases(on_connect=lambda: model.connecting(token))
         try:
             data = await self._datanodes.read(loc.data_address, self.group.id, self.index, self.start, self.held,
-                                              generation=self.group.generation, token=loc.token, peer=loc.datanode_id)
+                                              generation=self.group.generation, token=loc.token, peer=loc.datanode_id,
+                                              phases=phases)
         except asyncio.CancelledError:
             model.abandoned(token, self.held)   # it took at least this long
             raise
@@ -105,7 +113,12 @@ class UnitRead:
             raise
         finally:
             late.cancel()
-        self._metrics.record_unit_read(loc.datanode_id, model.finished(token, self.held))
+        seconds = model.finished(token, self.held)
+        self._metrics.record_unit_read(loc.datanode_id, seconds)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("unit read on %s: %.2f ms (slot wait %.2f ms, %s)", loc.datanode_id, seconds * 1000,
+                      phases.queued_s * 1000, f"new connection, connected in {phases.connect_s * 1000:.2f} ms"
+                      if phases.new_connection else "pooled connection")
         return data
 
     def _sync(self) -> None:

@@ -146,7 +146,7 @@ class ScriptedDataNodes:
         return script.pop(0) if len(script) > 1 else script[0]
 
     async def read(self, address: str, group_id: int, index: int, offset: int, length: int, *,
-                   generation: int, token: bytes = b"", peer: str = ""):
+                   generation: int, token: bytes = b"", peer: str = "", phases=None):
         self.asked.append(index)
         reply = self._next(index)
         try:

@@ -444,3 +444,85 @@ def test_heartbeats_late_everywhere_or_briefly_mark_nobody():
     brief = {**{f"dn{i}": View(unheard_s=0.1 * i) for i in range(1, 10)}, "dn4": View(unheard_s=2.5)}
     assert slow_by_view(brief) == {}                                                     # under 3 s
     assert slow_by_view({"dn1": View(unheard_s=0.2), "dn2": View(unheard_s=30.0)}) == {}  # 2 DataNodes: nobody to compare
+
+
+# ---------------------------------------------------------------- reads on new connections
+
+def new_client_start(model, clock, dn1_cold, dn1_ms=75.0, until_ms=120.0):
+    """A new client (closed loop, 4 threads), as a `-v` log of bench/closed_loop_healthy showed
+    it: its first reads open connections; dn1's first four, sent in the first 10 ms, are all
+    answered at 75 ms (the DataNode setting up each connection, a thread of its own, on a loaded
+    host), while the other DataNodes' reads answer in about 0.5 ms and teach the model a 10 ms
+    threshold (by ~65 ms). ``dn1_cold``: the model is told that dn1's reads opened connections. Returns
+    dn1's tokens (ended at ``dn1_ms``, or never if None)."""
+    t0, pending, flagged = clock(), [], set()
+    for i, at in enumerate((0.0, 2.0, 4.0, 10.0)):
+        clock.now = t0 + at / 1000
+        pending.append(model.started("dn1", CELL))
+        if dn1_cold:
+            model.connecting(pending[-1])
+    others, r = PEERS[1:], 0
+    while clock() - t0 < until_ms / 1000:
+        dn = others[r % len(others)]
+        token = model.started(dn, CELL)
+        if r < len(others):
+            model.connecting(token)   # their first reads opened connections too
+        clock.advance((3.0 if r < len(others) else 0.4 + 0.02 * (r % 7)) / 1000)
+        model.finished(token, CELL)
+        r += 1
+        for tok in pending:   # the read path's timer: still running when evidence is due
+            if tok not in flagged and model.evidence_in(tok, CELL) == 0:
+                flagged.add(tok)
+                model.slow_evidence(tok, CELL)
+        if dn1_ms is not None and clock() - t0 >= dn1_ms / 1000 and pending:
+            for tok in pending:
+                model.finished(tok, CELL)
+            pending = []
+    return pending
+
+
+def test_a_new_connections_first_reads_late_together_are_no_evidence(clock, changes):
+    """The false verdict of bench/results/2026-12-01-hedge25-closed-loop-healthy.md: judged by the
+    threshold learned meanwhile (10 ms), dn1's first reads (29-46 ms in the log; 65-75 ms here)
+    made it slow 53 ms into the run. They opened connections, and the connect itself was quick (0.4 ms): the rest was
+    the DataNode's own set-up of them. Judged as a new client judges (the 250 ms ceiling), they are
+    no evidence against it."""
+    blind = LatencyModel(clock, on_change=lambda dn, state: changes.append((dn, state)))
+    new_client_start(blind, clock, dn1_cold=False)
+    assert ("dn1", "slow") in changes   # the false verdict, reproduced (the model not told)
+    changes.clear()
+    model = LatencyModel(clock, on_change=lambda dn, state: changes.append((dn, state)))
+    new_client_start(model, clock, dn1_cold=True)
+    assert model.threshold(CELL) == latency.FLOOR_S   # the threshold was learned, as in the run
+    assert changes == [] and not model.is_slow("dn1")
+
+
+def test_a_datanode_frozen_from_the_start_is_slow_though_its_reads_opened_connections(model, clock, changes):
+    """Frozen before the client's first read, its kernel still accepting TCP: every read to it
+    opens a connection and is never answered. Twice the ceiling after they went out, they are
+    evidence, and it is slow; it is silent at 1 s."""
+    t0 = clock()
+    pending = new_client_start(model, clock, dn1_cold=True, dn1_ms=None, until_ms=600.0)
+    assert changes == [("dn1", "slow")] and len(pending) == 4
+    assert model.slow_datanodes() == {"dn1"}
+    assert model.silent_for("dn1") >= 0.59
+    assert clock() - t0 < 2 * latency.ceiling(CELL) + 0.1
+
+
+def test_a_read_on_a_new_connection_is_overtaken_only_by_reads_that_opened_one_too(model, clock):
+    """Pooled reads answer in 0.5 ms beside it: no yardstick for a first read on a connection
+    (the DataNode is still setting it up). Two later first reads elsewhere answering at once are."""
+    warm(model, clock, ms=0.5)
+    cold = model.started("dn1", CELL)
+    model.connecting(cold)
+    for dn in PEERS[1:7]:
+        read(model, clock, dn, 0.5)
+    clock.advance(0.005)
+    assert not model.overtaken(cold)
+    for dn in PEERS[7:9]:
+        token = model.started(dn, CELL)
+        model.connecting(token)
+        clock.advance(0.0005)
+        model.finished(token, CELL)
+    clock.advance(0.012)   # they started more than half its age ago, and answered at once
+    assert model.overtaken(cold)

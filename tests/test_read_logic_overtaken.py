@@ -125,7 +125,7 @@ class StalledHost(ScriptedDataNodes):
         super().__init__(stripe)
         self.base, self.stall_at, self.stall_s = base, stall_at, stall_s
 
-    async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer=""):
+    async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer="", phases=None):
         loop = asyncio.get_running_loop()
         end = loop.time() + self.base
         if self.stall_at <= end < self.stall_at + self.stall_s:
@@ -204,7 +204,7 @@ class NoisyHost(ScriptedDataNodes):
         self.extra = extra or {}
         self.stalls = [(1000.0 + i * 0.5 + self.rng.uniform(0, 0.5), self.rng.uniform(0.01, 0.05)) for i in range(100)]
 
-    async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer=""):
+    async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer="", phases=None):
         now = asyncio.get_running_loop().time()
         took = 0.0008 * self.rng.lognormvariate(0, 0.5) + self.extra.get(index, 0.0)
         if self.rng.random() < 0.005:
