@@ -94,6 +94,10 @@ REVISION_KEY = "hedgefs-rev"
 RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
            "Complete", "Concat", "Abandon"}
 
+# The observer reads a standby answers from its view: only they wait for the client's revision
+# (the rest are redirected to the active at once, and a worker is not held for them).
+OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy"}
+
 # The call this worker thread serves: its method, the client's revision, the namesystems it took.
 _call = threading.local()
 
@@ -149,7 +153,6 @@ def _rpc(method):
             _call.method, _call.seen, _call.used = method.__name__, _seen(context), []
             if _CRASH:
                 _crash_at("before", method.__name__)
-            self.role.caught_up(_call.seen)   # a standby: not before the client's last revision
             if method.__name__ in RETRIED:
                 with retry_cache.calling(*_ids(context), method.__name__):
                     reply = method(self, request)
@@ -242,8 +245,12 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @property
     def reader(self) -> Namesystem:
+        """The active's namesystem or a standby's view; for an observer read, a standby's view
+        only once it has the client's last revision (read your writes; else NotActive)."""
         nn = self.role.reader()
         _took(nn)
+        if getattr(_call, "method", "") in OBSERVER_READS:
+            self.role.caught_up(_call.seen)
         return nn
 
     # namespace
