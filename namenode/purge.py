@@ -20,12 +20,14 @@ import logging
 import os
 import signal
 import threading
+import time
 
 from hedgefs.namenode.db import ROOT_ID, StoreFailed
 
 log = logging.getLogger("hedgefs.namenode")
 
 DIRS_PER_CHANGE = 200
+MAX_BACKOFF_S = 300.0   # a tree whose purge fails (a bug, not etcd) is tried again at most this far apart
 _SUBTREE = ("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL "
             "SELECT i.id FROM inodes i JOIN sub ON i.parent = sub.id) ")
 
@@ -40,14 +42,32 @@ def detached(db) -> list[int]:
     return [r[0] for r in db.query("SELECT id FROM inodes WHERE parent IS NULL AND id != ?", (ROOT_ID,))]
 
 
-def step(nn) -> int:
-    """One change of the purge (the caller holds the writers' lock): rows removed, 0 when
-    nothing is detached."""
-    db, blocks = nn.db, nn.blocks
-    tops = detached(db)
+class PurgeFailed(Exception):
+    """A purge step of the tree ``top`` failed (not on the store: a bug); its cause is chained."""
+
+    def __init__(self, top: int):
+        super().__init__(f"purge of the detached tree (inode {top}) failed")
+        self.top = top
+
+
+def step(nn, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
+    """One change of the purge (the caller holds the writers' lock) on the first detached tree
+    not in ``skip``: (its top, rows removed); (0, 0) when there is none. PurgeFailed when the
+    change failed other than on the store (StoreFailed goes up as it is)."""
+    tops = [t for t in detached(nn.db) if t not in skip]
     if not tops:
-        return 0
+        return 0, 0
     top = tops[0]
+    try:
+        return top, _step(nn, top)
+    except StoreFailed:
+        raise
+    except Exception as err:
+        raise PurgeFailed(top) from err
+
+
+def _step(nn, top: int) -> int:
+    db, blocks = nn.db, nn.blocks
     # rows a change may touch: half of what one change may hold (db.py), the other half spare
     budget = max(1, (db.backend.max_keys - 8) // 4) if db.backend is not None else DIRS_PER_CHANGE
     row = db.one(_SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
@@ -76,11 +96,14 @@ def step(nn) -> int:
 
 class Purger:
     """The active's purge thread: ``nn.purge_step()`` until nothing is detached, then a look every
-    ``interval_s`` (a delete's tree is picked up within it)."""
+    ``interval_s`` (a delete's tree is picked up within it). A tree whose step fails (a bug) is
+    logged once with its traceback and tried again with an exponential back-off (capped at
+    ``max_backoff_s``); the other trees go on meanwhile."""
 
-    def __init__(self, namenode, interval_s: float = 1.0):
-        self.namenode, self.interval_s = namenode, interval_s
+    def __init__(self, namenode, interval_s: float = 1.0, max_backoff_s: float = MAX_BACKOFF_S):
+        self.namenode, self.interval_s, self.max_backoff_s = namenode, interval_s, max_backoff_s
         self.changes = 0
+        self.failing: dict[int, tuple[float, float]] = {}   # top -> (next try, monotonic; back-off)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="namenode-purge", daemon=True)
 
@@ -93,14 +116,22 @@ class Purger:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            now = time.monotonic()
+            skip = frozenset(t for t, (at, _) in self.failing.items() if now < at)
             try:
-                removed = self.namenode.purge_step()
+                top, removed = self.namenode.purge_step(skip)
             except StoreFailed as err:   # on etcd: this NameNode steps down; the next active goes on
                 log.debug("purge stopped: %s", err)
                 return
-            except Exception:   # one bad change must not end the purge for good
+            except PurgeFailed as err:   # one bad tree must neither end the purge nor block the others
+                self._failed(err)
+                continue
+            except Exception:
                 log.exception("purge step failed")
-                removed = 0
+                top, removed = 0, 0
+            if top in self.failing and removed:
+                log.info("the purge of the detached tree (inode %d) goes on", top)
+                del self.failing[top]
             if removed:
                 self.changes += 1
                 if _CRASH_AFTER and self.changes >= _CRASH_AFTER:
@@ -108,3 +139,13 @@ class Purger:
                     os.kill(os.getpid(), signal.SIGKILL)
             elif self._stop.wait(self.interval_s):
                 return
+
+    def _failed(self, err: PurgeFailed) -> None:
+        _, backoff = self.failing.get(err.top, (0.0, 0.0))
+        if not backoff:   # the traceback once a tree; its next failures in a line at debug
+            log.error("%s; tried again with a back-off up to %g s, the other trees go on", err,
+                      self.max_backoff_s, exc_info=err.__cause__)
+        else:
+            log.debug("%s again: %s", err, err.__cause__)
+        backoff = min(self.max_backoff_s, max(self.interval_s, 2 * backoff))
+        self.failing[err.top] = (time.monotonic() + backoff, backoff)

@@ -98,3 +98,57 @@ def _missing(address: str, path: str) -> bool:
         if err.code() != grpc.StatusCode.NOT_FOUND:
             raise
         return True
+
+
+def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp_path, caplog):
+    """A purge step that fails deterministically (a bug, not the store) must not block the
+    other detached trees, nor be retried every second with a traceback forever."""
+    import logging
+
+    from hedgefs.namenode import purge
+    from nn_support import FakeClock, add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", FakeClock())
+    add_datanodes(nn, 6)
+    for name in ("bad", "good"):
+        nn.mkdir(f"/{name}/sub", parents=True)
+        write_file(nn, f"/{name}/sub/f", 4096)
+    bad_file = nn.file_info("/bad/sub/f")
+    bad_groups = {g.id for g in bad_file.groups}
+    with nn._lock, nn.db.tx():   # detach both, as a recursive delete on etcd does
+        for name in ("bad", "good"):
+            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach=True)
+    assert len(purge.detached(nn.db)) == 2
+
+    forget, attempts = nn.blocks._forget_groups, []
+
+    def broken(groups):   # a bug in the bad tree's groups only
+        if {g.id for g in groups} & bad_groups:
+            attempts.append(1)
+            raise ValueError("a bug")
+        forget(groups)
+
+    nn.blocks._forget_groups = broken
+    purger = purge.Purger(nn, interval_s=0.01, max_backoff_s=0.2)
+    caplog.set_level(logging.DEBUG, "hedgefs.namenode")
+    purger.start()
+    try:
+        wait_until(lambda: len(purge.detached(nn.db)) == 1 and len(attempts) >= 3, 20,
+                   "the good tree purged, the bad one tried again")
+        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1 + len(_subtree(nn, purge.detached(nn.db)[0]))
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        assert len(tracebacks) == 1 and "a bug" in str(tracebacks[0].exc_info[1]), tracebacks
+        backoffs = [b for _, b in purger.failing.values()]
+        assert backoffs and max(backoffs) <= 0.2
+        nn.blocks._forget_groups = forget   # fixed (say, by an upgrade): the bad tree goes too
+        wait_until(lambda: not purge.detached(nn.db), 20, "the bad tree purged once it can be")
+        assert not purger.failing
+        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1   # the root alone
+    finally:
+        purger.stop()
+        nn.close()
+
+
+def _subtree(nn, top: int) -> list:
+    from hedgefs.namenode import purge
+    return nn.db.query(purge._SUBTREE + "SELECT id FROM sub", (top,))
