@@ -333,6 +333,14 @@ def test_a_standby_answers_a_client_only_once_its_view_has_the_clients_last_writ
                 nodes.active = b.address   # its next call lands on the standby (as after a timeout)
                 assert nodes.call("GetFileInfo", pb.PathRequest(path="/d3")).is_dir
                 assert nodes.active == a.address
+                # another client object of this process, on the same addresses (in any order),
+                # reads the write too: the revision is the process's, not one object's
+                other = NameNodes(f"{b.address},{a.address}")
+                try:
+                    assert other.revision == nodes.revision
+                    assert other.call("GetFileInfo", pb.PathRequest(path="/d3")).is_dir
+                finally:
+                    other.close()
             finally:
                 nodes.close()
         finally:
