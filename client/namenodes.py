@@ -19,7 +19,9 @@ list of one and behaves as it always did. Every NameNode call of the client goes
   the active answers a retry after a lost reply with the first answer (its retry cache);
 - keeps the highest etcd revision a reply carried (trailing ``hedgefs-rev``) and sends it with
   every call, so a standby answering an observer read waits until its view has it (read your
-  writes; past a bound it redirects to the active).
+  writes; past a bound it redirects to the active). The revision is kept per process and address
+  list (``HighWater``), shared by every NameNodes object of the process on the same addresses;
+  it does not carry across processes.
 
 A TLS refusal is asked about (``tls.diagnose``) whenever a call gets UNAVAILABLE: gRPC says
 "Socket closed" whether TLS refused us (or we have no credential for a secure NameNode) or the
@@ -164,6 +166,33 @@ class Attempts:
         return Unavailable(f"cannot reach the NameNode at any of {listed} ({code.name.lower()}; {took})")
 
 
+class HighWater:
+    """The highest etcd revision replies from one cluster carried in this process, shared by
+    every NameNodes object on the same addresses (``of``): a write through one client is read
+    through another, in any thread. Thread-safe."""
+
+    _all: dict[frozenset[str], "HighWater"] = {}
+    _all_lock = threading.Lock()
+
+    def __init__(self):
+        self.value = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, addresses: tuple[str, ...]) -> "HighWater":
+        key = frozenset(addresses)
+        with cls._all_lock:
+            found = cls._all.get(key)
+            if found is None:
+                found = cls._all[key] = cls()
+            return found
+
+    def saw(self, revision: int) -> None:
+        if revision > self.value:
+            with self._lock:
+                self.value = max(self.value, revision)
+
+
 class NameNodes:
     """The NameNode addresses of one cluster, the one that answered last, and their channels
     (one per address, each made on first use: blocking ones for ``call``, asyncio ones for
@@ -180,7 +209,7 @@ class NameNodes:
                 raise UsageError(str(err)) from None
         self.config = config
         self.active = self.addresses[0]
-        self.revision = 0   # the highest etcd revision a reply carried (HA); sent with every call
+        self.high_water = HighWater.of(self.addresses)   # the highest etcd revision seen (HA); sent with every call
         self._lock = threading.Lock()
         self._blocking: dict[str, tuple[grpc.Channel, hedgefs_pb2_grpc.NameNodeStub]] = {}
         self._aio: dict[str, tuple[object, hedgefs_pb2_grpc.NameNodeStub]] = {}
@@ -194,18 +223,23 @@ class NameNodes:
         except ValueError:
             return self.addresses[0]
 
+    @property
+    def revision(self) -> int:
+        """The highest etcd revision a reply from these NameNodes carried in this process."""
+        return self.high_water.value
+
     def _answered(self, address: str, trailing) -> None:
         self.active = address
         for key, value in trailing or ():
-            if key == REVISION_KEY and value.isdigit() and int(value) > self.revision:
-                with self._lock:
-                    self.revision = max(self.revision, int(value))
+            if key == REVISION_KEY and value.isdigit():
+                self.high_water.saw(int(value))
 
     def _metadata(self, attempts: Attempts):
         """The call's ids, and the revision to read at least (a standby waits for it: read your writes)."""
-        if not self.revision:
+        revision = self.high_water.value
+        if not revision:
             return attempts.metadata
-        return (*(attempts.metadata or ()), (REVISION_KEY, str(self.revision)))
+        return (*(attempts.metadata or ()), (REVISION_KEY, str(revision)))
 
     # ---------------------------------------------------------------- blocking calls
 

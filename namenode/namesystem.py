@@ -197,9 +197,10 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
-    def purge_step(self) -> int:
-        """One bounded change emptying a tree a recursive delete detached (purge.py); 0: none left."""
-        return purge.step(self)
+    def purge_step(self, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
+        """One bounded change emptying a tree a recursive delete detached, not one in ``skip``
+        (purge.py): (its top inode, rows removed); (0, 0): none left."""
+        return purge.step(self, skip)
 
     @_locked
     def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:

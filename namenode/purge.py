@@ -5,9 +5,10 @@ keys, so a large tree cannot go in one change. A recursive delete therefore *det
 (namespace.py: its top directory loses its parent, in one change: the path is gone at once, for
 every reader, on every NameNode) and the active's ``Purger`` empties it here, one bounded change
 at a time (HDFS's delete does the same: the tree is unlinked under the lock, its blocks removed in
-increments after): a file's groups a chunk at a time (their units become pending deletes on their
-DataNodes, as with any delete), then the file, then the empty directories, deepest first, then the
-top. A detached tree is in etcd like any other row, so a new active finds it at start and goes on
+increments after). A step looks only at one top's children, by index (its cost does not grow with
+the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
+as with any delete), then the files; empty directories; a non-empty directory is cut loose as a
+detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in etcd like any other row, so a new active finds it at start and goes on
 where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing).
 
 Until purged, a detached tree's groups still count in the cluster's totals (status page, metrics);
@@ -20,14 +21,17 @@ import logging
 import os
 import signal
 import threading
+import time
 
+from hedgefs.namenode.blockmap import GroupRow
 from hedgefs.namenode.db import ROOT_ID, StoreFailed
+from hedgefs.namenode.namespace import DETACHED
 
 log = logging.getLogger("hedgefs.namenode")
 
-DIRS_PER_CHANGE = 200
-_SUBTREE = ("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL "
-            "SELECT i.id FROM inodes i JOIN sub ON i.parent = sub.id) ")
+DIRS_PER_CHANGE = 200   # rows a change may touch on SQLite (no transaction limit)
+ROWS_PER_CHANGE = 24    # and on etcd at most (bench/results/2026-12-01-purge.md: 48 doubled a Mkdir's p99)
+MAX_BACKOFF_S = 300.0   # a tree whose purge fails (a bug, not etcd) is tried again at most this far apart
 
 # Fault injection for the failover tests: HEDGEFS_NAMENODE_CRASH=purge:N makes this process
 # kill -9 itself once its N-th purge change is durable. Read at start; unset in production.
@@ -40,47 +44,103 @@ def detached(db) -> list[int]:
     return [r[0] for r in db.query("SELECT id FROM inodes WHERE parent IS NULL AND id != ?", (ROOT_ID,))]
 
 
-def step(nn) -> int:
-    """One change of the purge (the caller holds the writers' lock): rows removed, 0 when
-    nothing is detached."""
+def _next_top(db, skip: frozenset[int]) -> int:
+    """The first detached tree not in ``skip`` (0: none); an index lookup, however many there are."""
+    marks = ",".join("?" * len(skip))
+    row = db.one("SELECT id FROM inodes WHERE parent IS NULL AND id != ?"
+                 + (f" AND id NOT IN ({marks})" if skip else "") + " ORDER BY id LIMIT 1", (ROOT_ID, *skip))
+    return row[0] if row else 0
+
+
+class PurgeFailed(Exception):
+    """A purge step of the tree ``top`` failed (not on the store: a bug); its cause is chained."""
+
+    def __init__(self, top: int):
+        super().__init__(f"purge of the detached tree (inode {top}) failed")
+        self.top = top
+
+
+def step(nn, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
+    """One change of the purge (the caller holds the writers' lock) on the first detached tree
+    not in ``skip``: (its top, rows removed); (0, 0) when there is none. PurgeFailed when the
+    change failed other than on the store (StoreFailed goes up as it is)."""
+    top = _next_top(nn.db, skip)
+    if not top:
+        return 0, 0
+    try:
+        return top, _step(nn, top)
+    except StoreFailed:
+        raise
+    except Exception as err:
+        raise PurgeFailed(top) from err
+
+
+def _step(nn, top: int) -> int:
+    """Up to ``budget`` rows of the top's own children, by bounded index lookups (never a walk of
+    the tree, whose cost would grow with it): a file's groups (and the file once they are all
+    gone), an empty directory, or a non-empty one cut loose as a detached tree of its own (one
+    row; later steps empty it the same way); the top itself once it has no child left."""
     db, blocks = nn.db, nn.blocks
-    tops = detached(db)
-    if not tops:
-        return 0
-    top = tops[0]
     # rows a change may touch: half of what one change may hold (db.py), the other half spare
-    budget = max(1, (db.backend.max_keys - 8) // 4) if db.backend is not None else DIRS_PER_CHANGE
-    row = db.one(_SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
-                 "WHERE inodes.is_dir = 0 LIMIT 1", (top,))
+    # and at most ROWS_PER_CHANGE, so that a writer waiting for the lock waits for a small change
+    budget = min(ROWS_PER_CHANGE, max(1, (db.backend.max_keys - 8) // 4) if db.backend is not None else DIRS_PER_CHANGE)
+    children = db.query("SELECT id, is_dir FROM inodes WHERE parent = ? ORDER BY id LIMIT ?", (top, budget))
     with db.tx():
-        if row is not None:
-            groups, cost = [], 0
-            for g in blocks.groups(row[0]):
-                cost += 2 + 3 * len(g.units)   # the group, its units, their pending deletes
-                if groups and cost > budget:
-                    break
-                groups.append(g)
+        if not children:
+            db.conn.execute("DELETE FROM inodes WHERE id = ?", (top,))
+            if not _next_top(db, frozenset()):
+                log.info("purged every tree detached by a recursive delete (the last: inode %d)", top)
+            return 1
+        cost = 0
+        for inode, is_dir in children:
+            if cost >= budget:
+                break
+            if is_dir:
+                if db.one("SELECT 1 FROM inodes WHERE parent = ? LIMIT 1", (inode,)):
+                    db.conn.execute("UPDATE inodes SET parent = NULL, name = ? WHERE id = ?", (f"{DETACHED}{inode}", inode))
+                else:
+                    db.conn.execute("DELETE FROM inodes WHERE id = ?", (inode,))
+                cost += 1
+                continue
+            groups, more = _groups(blocks, inode, budget - cost, at_least_one=cost == 0)
+            if not groups and more:   # its next group does not fit what is left: the next change
+                break
+            cost += sum(2 + 3 * len(g.units) for g in groups)   # the group, its units, their pending deletes
             if groups:
                 blocks._forget_groups(groups)
-                return len(groups)
-            db.conn.execute("DELETE FROM inodes WHERE id = ?", (row[0],))
-            return 1
-        leaves = [r[0] for r in db.query(
-            _SUBTREE + "SELECT sub.id FROM sub WHERE NOT EXISTS (SELECT 1 FROM inodes c WHERE c.parent = sub.id) "
-            "LIMIT ?", (top, min(DIRS_PER_CHANGE, budget)))]
-        db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in leaves])
-        if top in leaves:
-            log.info("purged the tree detached by a recursive delete (inode %d)", top)
-        return len(leaves)
+            if not more:
+                db.conn.execute("DELETE FROM inodes WHERE id = ?", (inode,))
+                cost += 1
+        return max(1, cost)
+
+
+def _groups(blocks, file_id: int, budget: int, at_least_one: bool) -> tuple[list[GroupRow], bool]:
+    """A file's first groups that fit ``budget`` rows (one at least if ``at_least_one``: a
+    change holds twice the budget), and whether more are left."""
+    rows = blocks.db.query("SELECT id, file_id, seq, length, generation FROM groups WHERE file_id = ? "
+                           "ORDER BY seq LIMIT ?", (file_id, max(1, budget // 2) + 1))
+    by_id = {r[0]: GroupRow(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+    blocks._load_units(by_id)
+    out, cost = [], 0
+    for r in rows:
+        g = by_id[r[0]]
+        cost += 2 + 3 * len(g.units)
+        if cost > budget and (out or not at_least_one):
+            break
+        out.append(g)
+    return out, len(out) < len(rows)
 
 
 class Purger:
     """The active's purge thread: ``nn.purge_step()`` until nothing is detached, then a look every
-    ``interval_s`` (a delete's tree is picked up within it)."""
+    ``interval_s`` (a delete's tree is picked up within it). A tree whose step fails (a bug) is
+    logged once with its traceback and tried again with an exponential back-off (capped at
+    ``max_backoff_s``); the other trees go on meanwhile."""
 
-    def __init__(self, namenode, interval_s: float = 1.0):
-        self.namenode, self.interval_s = namenode, interval_s
+    def __init__(self, namenode, interval_s: float = 1.0, max_backoff_s: float = MAX_BACKOFF_S):
+        self.namenode, self.interval_s, self.max_backoff_s = namenode, interval_s, max_backoff_s
         self.changes = 0
+        self.failing: dict[int, tuple[float, float]] = {}   # top -> (next try, monotonic; back-off)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="namenode-purge", daemon=True)
 
@@ -93,14 +153,22 @@ class Purger:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            now = time.monotonic()
+            skip = frozenset(t for t, (at, _) in self.failing.items() if now < at)
             try:
-                removed = self.namenode.purge_step()
+                top, removed = self.namenode.purge_step(skip)
             except StoreFailed as err:   # on etcd: this NameNode steps down; the next active goes on
                 log.debug("purge stopped: %s", err)
                 return
-            except Exception:   # one bad change must not end the purge for good
+            except PurgeFailed as err:   # one bad tree must neither end the purge nor block the others
+                self._failed(err)
+                continue
+            except Exception:
                 log.exception("purge step failed")
-                removed = 0
+                top, removed = 0, 0
+            if top in self.failing and removed:
+                log.info("the purge of the detached tree (inode %d) goes on", top)
+                del self.failing[top]
             if removed:
                 self.changes += 1
                 if _CRASH_AFTER and self.changes >= _CRASH_AFTER:
@@ -108,3 +176,13 @@ class Purger:
                     os.kill(os.getpid(), signal.SIGKILL)
             elif self._stop.wait(self.interval_s):
                 return
+
+    def _failed(self, err: PurgeFailed) -> None:
+        _, backoff = self.failing.get(err.top, (0.0, 0.0))
+        if not backoff:   # the traceback once a tree; its next failures in a line at debug
+            log.error("%s; tried again with a back-off up to %g s, the other trees go on", err,
+                      self.max_backoff_s, exc_info=err.__cause__)
+        else:
+            log.debug("%s again: %s", err, err.__cause__)
+        backoff = min(self.max_backoff_s, max(self.interval_s, 2 * backoff))
+        self.failing[err.top] = (time.monotonic() + backoff, backoff)

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import sqlite3
+import threading
 import time
 
 import grpc
@@ -93,6 +94,13 @@ REVISION_KEY = "hedgefs-rev"
 RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
            "Complete", "Concat", "Abandon"}
 
+# The observer reads a standby answers from its view: only they wait for the client's revision
+# (the rest are redirected to the active at once, and a worker is not held for them).
+OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy"}
+
+# The call this worker thread serves: its method, the client's revision, the namesystems it took.
+_call = threading.local()
+
 
 # Fault injection for the failover tests: HEDGEFS_NAMENODE_CRASH=before:Create (or after:Create)
 # makes this process kill -9 itself on its first such call, before running it or after it is
@@ -127,10 +135,14 @@ def _not_active(context, err: NotActive) -> None:
     context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
 
 
-def _switched_under(role, err: Exception) -> bool:
+def _switched_under(role, used: list, err: Exception) -> bool:
     """A call that took an HA role's namesystem just before the role switched (a demotion when
-    etcd failed, a promotion) finds its database closed: not an internal error, a NotActive."""
-    return isinstance(err, sqlite3.ProgrammingError) and not isinstance(role, Single)
+    etcd failed, a promotion) finds its database closed: not an internal error, a NotActive. Only
+    then: the role is switching, or a namesystem the call took is no longer the role's. Any other
+    ProgrammingError is a bug, answered INTERNAL with its traceback logged."""
+    if not isinstance(err, sqlite3.ProgrammingError) or isinstance(role, Single):
+        return False
+    return role.role not in ("active", "standby") or any(nn is not role.namesystem for nn in used)
 
 
 def _rpc(method):
@@ -138,9 +150,9 @@ def _rpc(method):
     def wrapper(self, request, context):
         start, code = time.perf_counter(), "OK"
         try:
+            _call.method, _call.seen, _call.used = method.__name__, _seen(context), []
             if _CRASH:
                 _crash_at("before", method.__name__)
-            self.role.caught_up(_seen(context))   # a standby: not before the client's last revision
             if method.__name__ in RETRIED:
                 with retry_cache.calling(*_ids(context), method.__name__):
                     reply = method(self, request)
@@ -164,7 +176,7 @@ def _rpc(method):
                 context.set_trailing_metadata(((SAFE_MODE_KEY, "retry" if err.retriable else "wait"),))
             context.abort(_status(err), str(err))
         except Exception as err:
-            if _switched_under(self.role, err):   # HA: demoted or promoted mid-call, its namesystem closed
+            if _switched_under(self.role, getattr(_call, "used", []), err):   # HA: demoted or promoted mid-call
                 code = grpc.StatusCode.FAILED_PRECONDITION.name
                 log.info("%s: the role switched under the call (%s); the caller tries the active", method.__name__, err)
                 _not_active(context, NotActive(self.role.active_address()))
@@ -209,6 +221,12 @@ def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
         sources=[_unit(u) for u in c.sources], generation=c.generation))
 
 
+def _took(nn: Namesystem) -> None:
+    used = getattr(_call, "used", None)
+    if used is not None:
+        used.append(nn)
+
+
 class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     """``role``: which NameNode serves what (ha.py): ``Single(namenode)`` on SQLite; on etcd an
     ``HA``, whose standby answers observer reads (stat, list, policy) from its view, keeps the
@@ -221,11 +239,19 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @property
     def nn(self) -> Namesystem:
         """The active's namesystem (NotActive on a standby, or an active past its lease)."""
-        return self.role.writer()
+        nn = self.role.writer()
+        _took(nn)
+        return nn
 
     @property
     def reader(self) -> Namesystem:
-        return self.role.reader()
+        """The active's namesystem or a standby's view; for an observer read, a standby's view
+        only once it has the client's last revision (read your writes; else NotActive)."""
+        nn = self.role.reader()
+        _took(nn)
+        if getattr(_call, "method", "") in OBSERVER_READS:
+            self.role.caught_up(_call.seen)
+        return nn
 
     # namespace
     @_rpc

@@ -6,6 +6,8 @@ It needs DataNodes and clients that take a list of NameNodes (the DataNode and c
 HA); without them it skips, saying so.
 """
 
+import socket
+
 import pytest
 
 from etcd_support import ETCD, SKIP_REASON
@@ -59,3 +61,36 @@ def test_demo_ha_kills_the_active_mid_read_and_mid_write_and_loses_nothing(tmp_p
     assert "first write acknowledged by the new active" in out and "'namenode-2': 'active" in out
     told = int(out.split("the writer was told ")[1].split()[0])
     assert f": {told} read back exactly" in out and told > 3
+
+
+def test_demo_ha_writer_that_gets_no_ack_or_stops_is_one_line_not_a_hang(tmp_path):
+    """The demo waits for its writer's acknowledgements with a deadline, and notices a writer
+    that stopped on an error (it used to loop forever in both cases)."""
+    from hedgefs.cli.demo_ha import Writer
+    from hedgefs.client.errors import HedgefsError
+    from hedgefs.client.fs import FileSystem
+
+    class Broken:   # not a clean HedgefsError: the thread dies
+        def write_bytes(self, path, data):
+            raise TypeError("a bug")
+
+    dead = Writer(Broken())
+    dead.start()
+    with pytest.raises(HedgefsError) as err:
+        dead.wait_acked(3, timeout_s=30)
+    assert "writer stopped (TypeError: a bug)" in str(err.value) and "\n" not in str(err.value)
+
+    with socket.socket() as s:   # a NameNode address nothing answers on: every write fails cleanly
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with FileSystem(f"127.0.0.1:{port}") as fs:
+        stuck = Writer(fs)
+        stuck.start()
+        try:
+            with pytest.raises(HedgefsError) as err:
+                stuck.wait_acked(3, timeout_s=2)
+            assert str(err.value).startswith("demo: 0 of 3 writes acknowledged within 2 s")
+            assert "\n" not in str(err.value)
+        finally:
+            stuck.stop.set()
+            stuck.join(30)

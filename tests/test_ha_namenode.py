@@ -265,6 +265,18 @@ def test_meta_sqlite_url_puts_the_namespace_where_it_says(tmp_path):
         a.stop()
 
 
+def _behind(nn) -> int:
+    """The reads a standby sent to the active after waiting for its view (its /metrics)."""
+    import urllib.request
+
+    from hedgefs.plumbing import read_port_file
+    port = read_port_file(nn.port_file)["http"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(int(float(line.split()[-1])) for line in text.splitlines()
+               if line.startswith("hedgefs_namenode_ha_observer_behind_total"))
+
+
 def _rev(call) -> int:
     return int(dict(call.trailing_metadata())["hedgefs-rev"])
 
@@ -282,7 +294,8 @@ def test_a_standby_answers_a_client_only_once_its_view_has_the_clients_last_writ
     b = None
     try:
         active_of([a])
-        b = NameNodeProcess(tmp_path, "nn2", f"etcd://127.0.0.1:{etcd_cluster.client_ports[lagging]}/{name}").start()
+        b = NameNodeProcess(tmp_path, "nn2", f"etcd://127.0.0.1:{etcd_cluster.client_ports[lagging]}/{name}",
+                            "--http-port", "0").start()
         wait_until(lambda: role(b.address) == f"standby:{a.address}", 15, "nn2 to be a standby naming nn1")
 
         # in step: the standby waits for its view (no redirect), whatever the watch's delay
@@ -303,6 +316,14 @@ def test_a_standby_answers_a_client_only_once_its_view_has_the_clients_last_writ
                 stub(b.address).GetFileInfo(pb.PathRequest(path="/d2"), timeout=5,
                                             metadata=(("hedgefs-rev", str(seen)),))
             assert not_active(behind.value) == a.address
+            assert _behind(b) == 1   # it waited for its view, in vain
+
+            # a write (or anything but an observer read) is redirected at once: no wait for the view
+            for call, request in (("Mkdir", pb.MkdirRequest(path="/d4")), ("Delete", pb.DeleteRequest(path="/d1"))):
+                with pytest.raises(grpc.RpcError) as redirected:
+                    getattr(stub(b.address), call)(request, timeout=5, metadata=(("hedgefs-rev", str(seen)), *ids()))
+                assert not_active(redirected.value) == a.address
+            assert _behind(b) == 1
 
             # the client carries the revision by itself, and follows the redirect
             nodes = NameNodes(f"{a.address},{b.address}")
@@ -312,6 +333,14 @@ def test_a_standby_answers_a_client_only_once_its_view_has_the_clients_last_writ
                 nodes.active = b.address   # its next call lands on the standby (as after a timeout)
                 assert nodes.call("GetFileInfo", pb.PathRequest(path="/d3")).is_dir
                 assert nodes.active == a.address
+                # another client object of this process, on the same addresses (in any order),
+                # reads the write too: the revision is the process's, not one object's
+                other = NameNodes(f"{b.address},{a.address}")
+                try:
+                    assert other.revision == nodes.revision
+                    assert other.call("GetFileInfo", pb.PathRequest(path="/d3")).is_dir
+                finally:
+                    other.close()
             finally:
                 nodes.close()
         finally:

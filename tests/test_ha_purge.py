@@ -13,7 +13,8 @@ from hedgefs.proto import hedgefs_pb2 as pb
 from conftest import pattern, wait_until
 
 BLOCK = 65536
-# 64 keys a Txn: a change may touch 28 rows; the tree below has ~200
+# 64 keys a Txn: a change may touch (64-8)//4 = 14 rows (a REPLICATE-3 group costs 11: one group
+# a change; each file below is one group); the tree below has ~130 inodes: tens of changes
 NN_ARGS = ("--default-policy", "REPLICATE-3", "--block-size", str(BLOCK), "--etcd-max-txn-ops", "64")
 KEEP = pattern(100_000, seed=245)
 
@@ -40,9 +41,13 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
             fs.mkdir("/big/files", parents=True)
             fs.write_bytes("/keep/f", KEEP)
             for i in range(3):
-                fs.write_bytes(f"/big/files/f{i}", pattern(4 * BLOCK, seed=i))   # 4 groups each
+                fs.write_bytes(f"/big/files/f{i}", pattern(4 * BLOCK, seed=i))
         mkdirs(a.address, [f"/big/dirs/d{i:03d}" for i in range(120)])
-        inodes_before, groups_kept = _rows(etcd_cluster, name, "inodes"), len(stat(a.address, "/keep/f").groups)
+        inodes_before, groups_before = _rows(etcd_cluster, name, "inodes"), _rows(etcd_cluster, name, "groups")
+        groups_kept = len(stat(a.address, "/keep/f").groups)
+        purged = {g.id for i in range(3) for g in stat(a.address, f"/big/files/f{i}").groups}
+        kept = {g.id for g in stat(a.address, "/keep/f").groups}
+        assert purged and _units_on_disk(tmp_path, purged)   # on the DataNodes' disks
 
         stub(a.address).Delete(pb.DeleteRequest(path="/big", recursive=True), timeout=10, metadata=ids())
         for nn in (a, b):   # gone at once, for every reader (the standby once its view has the change)
@@ -51,18 +56,25 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
 
         a.proc.wait(30)   # HEDGEFS_NAMENODE_CRASH=purge:3: kill -9 after its 3rd purge change
         assert a.proc.returncode == -9, a.tail()
-        left = _rows(etcd_cluster, name, "inodes")
-        assert 3 < left < inodes_before, (left, inodes_before)   # mid-purge: part of the tree still in etcd
+        # mid-purge: some of its groups gone, most of the tree (120 directories) still in etcd
+        left, groups_left = _rows(etcd_cluster, name, "inodes"), _rows(etcd_cluster, name, "groups")
+        assert groups_kept <= groups_left < groups_before and 3 < left <= inodes_before, \
+            (groups_left, groups_before, left, inodes_before)
 
         active_of([b])
         # the new active finds the detached tree in etcd and empties it: root, /keep and /keep/f left
         wait_until(lambda: _rows(etcd_cluster, name, "inodes") == 3, 60, "nn2 to finish the purge",
                    detail=lambda: f"{_rows(etcd_cluster, name, 'inodes')} inodes in etcd")
         assert _rows(etcd_cluster, name, "groups") == groups_kept
+        # the purged units' deletes reach the DataNodes (those queued by the old active as well):
+        # no orphan left on disk, and /keep/f's units untouched
+        wait_until(lambda: not _units_on_disk(tmp_path, purged), 60, "the purged units deleted on the DataNodes",
+                   detail=lambda: f"left on disk: {_units_on_disk(tmp_path, purged)}")
+        assert len(_units_on_disk(tmp_path, kept)) == 3 * len(kept)   # REPLICATE-3
         with FileSystem(f"{b.address}") as fs:
             assert fs.read_bytes("/keep/f") == KEEP
             fs.mkdir("/big/again", parents=True)   # the name is free
-        assert "purged the tree detached by a recursive delete" in open(b.log_path).read()
+        assert "purged every tree detached by a recursive delete" in open(b.log_path).read()
 
         a.env.pop("HEDGEFS_NAMENODE_CRASH")
         a.start()
@@ -70,6 +82,12 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
     finally:
         for n in dns + [x for x in (b, a) if x]:
             n.stop()
+
+
+def _units_on_disk(root, group_ids: set[int]) -> list[str]:
+    """The unit files of these groups on the DataNodes' disks (dnN/blocks/XX/GROUP_INDEX_GEN_VER.blk)."""
+    return sorted(str(p.relative_to(root)) for p in root.glob("dn*/blocks/*/*.blk")
+                  if int(p.name.split("_", 1)[0]) in group_ids)
 
 
 def _missing(address: str, path: str) -> bool:
@@ -80,3 +98,57 @@ def _missing(address: str, path: str) -> bool:
         if err.code() != grpc.StatusCode.NOT_FOUND:
             raise
         return True
+
+
+def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp_path, caplog):
+    """A purge step that fails deterministically (a bug, not the store) must not block the
+    other detached trees, nor be retried every second with a traceback forever."""
+    import logging
+
+    from hedgefs.namenode import purge
+    from nn_support import FakeClock, add_datanodes, make_namenode, write_file
+
+    nn = make_namenode(tmp_path / "nn", FakeClock())
+    add_datanodes(nn, 6)
+    for name in ("bad", "good"):
+        nn.mkdir(f"/{name}/sub", parents=True)
+        write_file(nn, f"/{name}/sub/f", 4096)
+    bad_file = nn.file_info("/bad/sub/f")
+    bad_groups = {g.id for g in bad_file.groups}
+    with nn._lock, nn.db.tx():   # detach both, as a recursive delete on etcd does
+        for name in ("bad", "good"):
+            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach=True)
+    assert len(purge.detached(nn.db)) == 2
+
+    forget, attempts = nn.blocks._forget_groups, []
+
+    def broken(groups):   # a bug in the bad tree's groups only
+        if {g.id for g in groups} & bad_groups:
+            attempts.append(1)
+            raise ValueError("a bug")
+        forget(groups)
+
+    nn.blocks._forget_groups = broken
+    purger = purge.Purger(nn, interval_s=0.01, max_backoff_s=0.2)
+    caplog.set_level(logging.DEBUG, "hedgefs.namenode")
+    purger.start()
+    try:
+        wait_until(lambda: len(purge.detached(nn.db)) == 1 and len(attempts) >= 3, 20,
+                   "the good tree purged, the bad one tried again")
+        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1 + len(_subtree(nn, purge.detached(nn.db)[0]))
+        tracebacks = [r for r in caplog.records if r.exc_info]
+        assert len(tracebacks) == 1 and "a bug" in str(tracebacks[0].exc_info[1]), tracebacks
+        backoffs = [b for _, b in purger.failing.values()]
+        assert backoffs and max(backoffs) <= 0.2
+        nn.blocks._forget_groups = forget   # fixed (say, by an upgrade): the bad tree goes too
+        wait_until(lambda: not purge.detached(nn.db), 20, "the bad tree purged once it can be")
+        assert not purger.failing
+        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1   # the root alone
+    finally:
+        purger.stop()
+        nn.close()
+
+
+def _subtree(nn, top: int) -> list:
+    return nn.db.query("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT i.id FROM inodes i JOIN sub "
+                       "ON i.parent = sub.id) SELECT id FROM sub", (top,))

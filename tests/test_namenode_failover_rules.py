@@ -108,3 +108,81 @@ def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_
         assert not nn.heartbeat(dns[0], "").reregister
     finally:
         nn.close()
+
+
+class _Role:
+    """An HA role's face to the servicer, around an in-process Namesystem: active, or switching."""
+
+    def __init__(self, nn):
+        self.role, self.namesystem, self.epoch = "active", nn, 1
+
+    def writer(self):
+        return self.namesystem
+
+    reader = writer
+
+    def revision(self) -> int:
+        return 0
+
+    def caught_up(self, revision: int) -> None:
+        pass
+
+    def active_address(self) -> str:
+        return "127.0.0.1:1"
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    def __init__(self):
+        self.code, self.trailing = None, ()
+
+    def invocation_metadata(self):
+        return ()
+
+    def set_trailing_metadata(self, md):
+        self.trailing = md
+
+    def abort(self, code, details):
+        self.code = code
+        raise _Aborted(details)
+
+
+def test_a_closed_database_is_not_active_only_when_the_role_switched(tmp_path, caplog):
+    """A ProgrammingError on a healthy active is a bug: INTERNAL, its traceback logged (never a
+    NotActive naming the node itself, which clients would retry until their deadline); a call
+    whose namesystem the role no longer holds (a demotion or promotion under it) is NotActive."""
+    import grpc
+
+    from hedgefs.namenode.servicer import NameNodeServicer
+    from hedgefs.proto import hedgefs_pb2 as pb
+
+    nn = make_namenode(tmp_path / "nn", FakeClock())
+    nn.db.close()   # any sqlite3.ProgrammingError: "Cannot operate on a closed database"
+    role = _Role(nn)
+    servicer = NameNodeServicer(None, role=role)
+
+    ctx = _Context()
+    with pytest.raises(_Aborted):
+        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+    assert ctx.code == grpc.StatusCode.INTERNAL
+    assert any(r.exc_info and "Mkdir failed" in r.getMessage() for r in caplog.records)
+
+    class Switching(_Role):   # the call took nn; the role then moved on to another namesystem
+        def writer(self):
+            self.namesystem = object()
+            return nn
+
+    ctx = _Context()
+    with pytest.raises(_Aborted):
+        servicer.role = Switching(nn)
+        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+    assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION and dict(ctx.trailing)["hedgefs-active"]
+
+    role.role = "demoting"   # the role itself is switching
+    servicer.role, ctx = role, _Context()
+    with pytest.raises(_Aborted):
+        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+    assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION

@@ -5,6 +5,10 @@
 3. kill -9 the active NameNode mid-read: the open file reads on (it needs only the DataNodes), the
    writer's next write is acknowledged by the new active; say how long the gap was
 4. every file the writer was told was written reads back exactly, through the new active
+
+Exit codes: 0 when every byte read back as written; 1 with one line on stderr when the cluster
+does not start, no NameNode becomes active, the writer gets no write acknowledged within
+ACK_TIMEOUT_S (before the kill, or after it) or stops on an error, or the bytes read differ.
 """
 
 import hashlib
@@ -19,6 +23,7 @@ from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
 from hedgefs.proto import hedgefs_pb2 as pb
 
 PATH = "/demo/data.bin"
+ACK_TIMEOUT_S = 60.0   # how long the demo waits for the writer's acknowledgements
 
 
 def say(text: str) -> None:
@@ -67,17 +72,38 @@ class Writer(threading.Thread):
         super().__init__(daemon=True)
         self.fs, self.acked, self.failed = fs, [], []
         self.stop = threading.Event()
+        self.error: BaseException | None = None   # what stopped it, if not ``stop``
 
     def run(self) -> None:
         i = 0
-        while not self.stop.is_set():
-            path, data = f"/demo/w/{i:05d}", hashlib.sha256(str(i).encode()).digest() * 512
-            try:
-                self.fs.write_bytes(path, data)
-                self.acked.append((time.monotonic(), path, data))
-            except HedgefsError as err:   # a clean error: not acknowledged, not counted as written
-                self.failed.append((path, str(err)))
-            i += 1
+        try:
+            while not self.stop.is_set():
+                path, data = f"/demo/w/{i:05d}", hashlib.sha256(str(i).encode()).digest() * 512
+                try:
+                    self.fs.write_bytes(path, data)
+                    self.acked.append((time.monotonic(), path, data))
+                except HedgefsError as err:   # a clean error: not acknowledged, not counted as written
+                    self.failed.append((path, str(err)))
+                i += 1
+        except BaseException as err:   # told by wait_acked, as one line
+            self.error = err
+
+    def wait_acked(self, count: int, after: float = 0.0, timeout_s: float = ACK_TIMEOUT_S) -> list[float]:
+        """When ``count`` writes acknowledged after ``after`` (monotonic) were; HedgefsError when
+        not within ``timeout_s`` or when the writer stopped on an error."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            times = [t for t, _, _ in self.acked if t > after]
+            if len(times) >= count:
+                return times
+            if not self.is_alive():
+                why = f"{type(self.error).__name__}: {self.error}" if self.error else "it ended"
+                raise HedgefsError(f"demo: the writer stopped ({why}) after {len(self.acked)} acknowledged writes")
+            if time.monotonic() >= deadline:
+                last = f"; last error: {self.failed[-1][1]}" if self.failed else ""
+                raise HedgefsError(f"demo: {len(times)} of {count} writes acknowledged within {timeout_s:.0f} s"
+                                   f"{last}")
+            time.sleep(0.05)
 
 
 def _story(cluster: LocalCluster, size_mib: int) -> None:
@@ -90,8 +116,7 @@ def _story(cluster: LocalCluster, size_mib: int) -> None:
         say(f"== wrote {PATH}: {size_mib} MiB")
         writer = Writer(fs)
         writer.start()
-        while len(writer.acked) < 3:
-            time.sleep(0.05)
+        writer.wait_acked(3)
         with fs.open(PATH) as f:
             half = len(data) // 2
             first = f.pread(0, half)
@@ -101,13 +126,11 @@ def _story(cluster: LocalCluster, size_mib: int) -> None:
             rest = f.pread(half, len(data) - half)
             say(f"   the open file read on: {len(first) + len(rest) >> 20} MiB, "
                 f"{'identical' if first + rest == data else 'DIFFERENT'} (reads need only the DataNodes)")
-        while not [t for t, _, _ in writer.acked if t > killed_at] and time.monotonic() - killed_at < 60:
-            time.sleep(0.05)
-        writer.stop.set()
-        writer.join(60)
-        after = [t for t, _, _ in writer.acked if t > killed_at]
-        if not after:
-            raise HedgefsError("demo: no write was acknowledged within 60 s of the kill")
+        try:
+            after = writer.wait_acked(1, after=killed_at)
+        finally:
+            writer.stop.set()
+            writer.join(60)
         say(f"   first write acknowledged by the new active {after[0] - killed_at:.2f} s after the kill; "
             f"NameNodes now: {_roles(cluster)}")
         bad = [p for _, p, d in writer.acked if fs.read_bytes(p) != d]
