@@ -32,10 +32,11 @@ RUN pip install --no-deps . \
 
 # Unprivileged user; /data is where a server keeps its state (mount a volume there), /security
 # a secure cluster's credentials (docker-compose.yml's security-* volumes: the directories exist,
-# owned by this user, so an empty volume mounted on one is writable by it).
+# owned by this user, so an empty volume mounted on one is writable by it; /security/etcd is
+# deploy/compose-ha-tls.yml's security-etcd).
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/hedgefs \
         --shell /usr/sbin/nologin hedgefs \
- && mkdir -p /data /security/namenode /security/admin $(seq -f /security/dn%g 1 10) \
+ && mkdir -p /data /security/namenode /security/admin /security/etcd $(seq -f /security/dn%g 1 10) \
  && chown -R hedgefs:hedgefs /data /security
 USER hedgefs
 WORKDIR /home/hedgefs

@@ -71,7 +71,8 @@ browser-test: $(STAMP)
 	  { echo "browser-test: no chromium, and cannot install it (run as root, or: apt-get install chromium)" >&2; exit 1; }
 	HEDGEFS_SCREENSHOTS=build/screenshots $(PY) -m pytest -q -rs tests/test_browser.py
 
-# docker-compose.yml on a real Docker engine (skips, saying why, where none answers).
+# docker-compose.yml on a real Docker engine: default, secure, and the `ha` profile plain and with
+# deploy/compose-ha-tls.yml (skips, saying why, where none answers). Not part of `make test`.
 compose-test: $(STAMP)
 	$(PY) -m pytest -q -rs -s tests/compose_engine.py
 
