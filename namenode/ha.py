@@ -93,18 +93,29 @@ class Single:
 
 
 class StandbyDataNodes:
-    """What a standby keeps of the DataNodes' reports: liveness and recent receipts, in memory."""
+    """What a standby keeps of the DataNodes' reports: when each was last heard, at which
+    addresses, and recent receipts, in memory. It outlives the standby's view (rebuilt after an
+    etcd outage), so a standby promoted at once still knows every DataNode reporting to it."""
 
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
         self.seen: dict[str, float] = {}
+        self.addresses: dict[str, tuple[str, str]] = {}   # id -> (address, data address)
         self.receipts: collections.deque = collections.deque()
 
-    def heard(self, datanode_id: str) -> None:
-        self.seen[datanode_id] = time.monotonic()
+    def heard(self, datanode_id: str, address: str = "", data_address: str = "") -> None:
+        self.seen[datanode_id] = self.clock()
+        if address:
+            self.addresses[datanode_id] = (address, data_address or self.addresses.get(datanode_id, ("", ""))[1])
+
+    def recent(self, within_s: float) -> dict[str, tuple[str, str]]:
+        """The DataNodes heard within ``within_s`` whose addresses are known."""
+        now = self.clock()
+        return {d: self.addresses[d] for d, t in self.seen.items() if now - t < within_s and d in self.addresses}
 
     def stored(self, datanode_id: str, units: list[tuple[int, int, int]]) -> None:
         self.heard(datanode_id)
-        now = time.monotonic()
+        now = self.clock()
         self.receipts.append((now, datanode_id, units))
         while self.receipts and now - self.receipts[0][0] > RECEIPTS_KEPT_S:
             self.receipts.popleft()
@@ -199,7 +210,7 @@ class HA:
 
     def heard(self, datanode_id: str, address: str = "", data_address: str = "") -> None:
         """A DataNode reported to this standby: its liveness, for the locations of observer reads."""
-        self.datanodes.heard(datanode_id)
+        self.datanodes.heard(datanode_id, address, data_address)
         nn = self.namesystem
         if nn is not None and self.role == "standby" and datanode_id:
             with nn._lock:
@@ -339,12 +350,7 @@ class HA:
         with self._switch:
             self.role = "promoting"
             self.follower.stop()
-            heard = {}
-            if self.namesystem is not None:   # the DataNodes reporting to this standby lately
-                old = self.namesystem.liveness
-                now = time.monotonic()
-                heard = {d: (old.address(d), old.data_address(d)) for d, t in self.datanodes.seen.items()
-                         if now - t < old.dead_interval_s and old.address(d)}
+            if self.namesystem is not None:
                 self.namesystem.close()
                 self.namesystem = None
             self.epoch = epoch
@@ -356,7 +362,7 @@ class HA:
             self.namesystem = nn
             self.failovers += 1
             metrics.ha_promoted(epoch)
-            nn.adopt_datanodes(heard)
+            nn.adopt_datanodes(self.datanodes.recent(nn.liveness.dead_interval_s))   # reporting to it lately
             self._replay_receipts(nn)
             self.role = "active"
             self.on_active(nn)

@@ -74,7 +74,7 @@ from hedgefs.namenode.model import (
 )
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
-from hedgefs.namenode.safe_mode import SafeMode
+from hedgefs.namenode.safe_mode import SafeMode, SafeModeRefusal
 from hedgefs.namenode.views import OperatorViews
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity
@@ -139,6 +139,7 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         self._scan_needed = True
         self._last_scan = float("-inf")
         self.started_ms = self.wall_ms()
+        self._started = clock()
         self.health = Health(self.db)
         self.health.judge_all(self.liveness.live_ids())
         # A new active's (HA) or a restarted NameNode's DataNodes report before it deletes or
@@ -256,6 +257,8 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         live = self._placeable_ids()
         usable = [d for d in live if d not in excluded]
         if len(usable) < policy.units:
+            if len(live) < policy.units:
+                self._refuse_while_datanodes_register(policy, len(live))
             message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live{self._leaving_note()}"
             if len(live) >= policy.units:
                 message = (f"policy {policy.name} needs {policy.units} live DataNodes, only {len(usable)} "
@@ -278,8 +281,21 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
         live = len(self._placeable_ids())
         if live < policy.units:
+            self._refuse_while_datanodes_register(policy, live)
             raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live"
                                   f"{self._leaving_note()}")
+
+    def _refuse_while_datanodes_register(self, policy: Policy, placeable: int) -> None:
+        """Too few DataNodes have registered with this process, but enough are known from the
+        namespace and it started (or became the active) less than a dead interval ago: they are
+        still coming (a heartbeat or two), so the refusal is one the client retries (safe mode's),
+        not "bad input"."""
+        known = len([d for d in self.liveness.live_ids() if d not in self.leaving])
+        age = self.clock() - self._started
+        if known >= policy.units and age < self.liveness.dead_interval_s:
+            raise SafeModeRefusal(f"policy {policy.name} needs {policy.units} live DataNodes: {placeable} of the "
+                                  f"{known} known have registered with this NameNode since it started {age:.1f} s "
+                                  f"ago; the others have not reported yet", retriable=True)
 
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,

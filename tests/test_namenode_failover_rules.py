@@ -110,6 +110,64 @@ def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_
         nn.close()
 
 
+def test_a_standby_promoted_right_after_its_view_was_rebuilt_still_knows_the_datanodes(tmp_path):
+    """A fresh-clone CI run: an etcd member died, the active fail-stopped, re-entered standby (a
+    view rebuilt from etcd, knowing no DataNode) and won the election again at once; the DataNodes
+    it had heard were not adopted and the next put said "needs 3 live DataNodes, only 0 are live"."""
+    from hedgefs.namenode.ha import StandbyDataNodes
+
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    nn.close()
+    heard = StandbyDataNodes(clock)
+    for n, dn in enumerate(dns):   # as the servicer hears them: register, heartbeat, report
+        heard.heard(dn, f"127.0.0.1:{40000 + n}", f"127.0.0.1:{41000 + n}")
+        heard.heard(dn)            # a BlockReport or UnitStored names no address: the last one stays
+    clock.advance(nn.liveness.dead_interval_s + 1)
+    for n, dn in enumerate(dns[1:], start=1):
+        heard.heard(dn, f"127.0.0.1:{40000 + n}")
+    nn = make_namenode(tmp_path / "nn", clock)   # the view, rebuilt: no DataNode heard by it
+    try:
+        recent = heard.recent(nn.liveness.dead_interval_s)
+        assert sorted(recent) == dns[1:]             # dns[0] went quiet: not adopted
+        assert recent[dns[1]] == ("127.0.0.1:40001", "127.0.0.1:41001")
+        nn.adopt_datanodes(recent)
+        nn.create("/at-once")         # was: "needs 5 live DataNodes, only 0 are live"
+    finally:
+        nn.close()
+
+
+def test_too_few_registered_right_after_a_start_is_a_refusal_the_client_retries(tmp_path):
+    """A restarted (or newly active) NameNode that knows enough DataNodes, of which too few have
+    registered with it yet, says so and the client retries (safe mode's "retry"); a dead interval
+    later, with them still silent, it is the plain "only N are live" again."""
+    from hedgefs.namenode.errors import InvalidArgument
+    from hedgefs.namenode.safe_mode import SafeModeRefusal
+
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 5)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    try:
+        for dn in dns[:2]:
+            nn.register(dn, "127.0.0.1:1")
+        with pytest.raises(SafeModeRefusal, match=r"2 of the 5 known have registered") as err:
+            nn.create("/early")
+        assert err.value.retriable
+        nn.register(dns[2], "127.0.0.1:1")
+        clock.advance(nn.liveness.dead_interval_s + 1)
+        heartbeat_all(nn, dns[:3])
+        with pytest.raises(InvalidArgument, match=r"needs 5 live DataNodes, only 3 are live$"):
+            nn.create("/late")
+        for dn in dns[3:]:
+            nn.register(dn, "127.0.0.1:1")
+        nn.create("/now")
+    finally:
+        nn.close()
+
+
 class _Role:
     """An HA role's face to the servicer, around an in-process Namesystem: active, or switching."""
 
