@@ -32,17 +32,10 @@ from typing import Callable, Container, Iterable
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
 from hedgefs.namenode.db import Database
+from hedgefs.namenode.deletes import CORRUPT, PLAIN, SURPLUS, IsLive, PendingDeletes, Unit  # noqa: F401 (re-exported)
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace import load_policy
 
-IsLive = Callable[[str], bool]
-
-Unit = tuple[int, int, int]   # (group id, unit index, generation): a unit as a DataNode names it
-
-# pending_deletes.stale: what kind of copy a pending delete removes
-PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
-SURPLUS = 1   # an extra copy of a unit the map puts elsewhere: goes once its group is whole
-CORRUPT = 2   # a corrupt copy a repaired one replaced: goes once its group is whole
 
 
 @dataclass
@@ -69,7 +62,7 @@ class GroupCommit:
     stored_units: tuple[int, ...]
 
 
-class BlockMap:
+class BlockMap(PendingDeletes):
     def __init__(self, db: Database, wall_ms: Callable[[], int]):
         self.db = db
         self.wall_ms = wall_ms
@@ -183,14 +176,24 @@ class BlockMap:
                         unreported=set(range(len(datanode_ids))))
 
     def commit(self, file_id: int, length: int, commits: list[GroupCommit], policy: Policy,
-               block_size: int, min_units: int) -> None:
+               block_size: int, min_units: int, done: int = 0) -> None:
         """Record what a writer stored: group lengths and order. Units without a receipt leave the
         map (and are deleted, should they be stored after all); fewer than ``min_units`` in a group
         (k, or the minimum replicas) is a refusal.
 
         Groups of the file not listed are dropped (a writer may give up on a group). Every group
-        but the last must be full (k * block_size), as the striping math assumes.
+        but the last must be full (k * block_size), as the striping math assumes. The first
+        ``done`` of ``commits`` were recorded already (``commit_groups``, on etcd, in changes of
+        their own: a file of many groups would not fit one transaction).
         """
+        own = self.check_commit(file_id, length, commits, policy, block_size, min_units)
+        self.commit_groups(file_id, commits[done:], done, own)
+        seen = {c.group_id for c in commits}
+        self._forget_groups([g for gid, g in own.items() if gid not in seen])
+
+    def check_commit(self, file_id: int, length: int, commits: list[GroupCommit], policy: Policy,
+                     block_size: int, min_units: int) -> dict[int, GroupRow]:
+        """Refuse a commit ``commit`` would refuse, changing nothing; the file's groups by id."""
         own = {g.id: g for g in self.groups(file_id)}
         full, seen, total = layout.group_data_size(policy, block_size), set(), 0
         for pos, c in enumerate(commits):
@@ -218,8 +221,16 @@ class BlockMap:
             total += c.length
         if total != length:
             raise InvalidArgument(f"file length {length} is not the sum of its group lengths ({total})")
+        return own
+
+    def commit_groups(self, file_id: int, commits: list[GroupCommit], first_seq: int,
+                      own: dict[int, GroupRow] | None = None) -> None:
+        """Record these groups' lengths and order (from ``first_seq``) and drop their units without
+        a receipt; ``check_commit`` has accepted the whole list. Invisible while the file is being
+        written, so it may run in several changes before the one that completes the file."""
+        own = own if own is not None else {g.id: g for g in self.groups(file_id)}
         now = self.wall_ms()
-        for pos, c in enumerate(commits):
+        for pos, c in enumerate(commits, start=first_seq):
             self.db.conn.execute("UPDATE groups SET seq = ?, length = ? WHERE id = ?", (pos, c.length, c.group_id))
             for idx, dn in own[c.group_id].units.items():
                 if idx not in own[c.group_id].unreported:
@@ -229,7 +240,6 @@ class BlockMap:
                 else:
                     self._drop(c.group_id, idx)
                     self.queue_delete(dn, c.group_id, idx, own[c.group_id].generation)
-        self._forget_groups([g for gid, g in own.items() if gid not in seen])
 
     def append_groups(self, from_file_ids: list[int], to_file_id: int) -> None:
         """Move the groups of ``from_file_ids`` (in that order, each in its own order) to the end
@@ -387,75 +397,6 @@ class BlockMap:
             return "marked"
         self.queue_delete(datanode_id, group_id, idx, generation, CORRUPT)
         return "deleted"
-
-    # ------------------------------------------------------------------ pending deletes
-
-    def queue_delete(self, datanode_id: str, group_id: int, idx: int, generation: int, kind: int = PLAIN) -> None:
-        """Owe ``datanode_id`` a delete of one copy (``kind``: PLAIN, SURPLUS or CORRUPT, see
-        ``deletes_due``). A plain delete of the same copy overrides the others; corrupt overrides surplus."""
-        self.db.conn.execute(
-            "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale, generation) "
-            "VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = CASE WHEN stale = 0 OR excluded.stale = 0 "
-            "THEN 0 ELSE MAX(stale, excluded.stale) END",
-            (datanode_id, group_id, idx, self.wall_ms(), kind, generation))
-
-    def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> int | None:
-        """None if no delete of this copy is pending, else its kind."""
-        row = self.db.one("SELECT stale FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
-                          (datanode_id, group_id, idx))
-        return None if row is None else row[0]
-
-    def pending_deletes(self, datanode_id: str) -> list[Unit]:
-        rows = self.db.query("SELECT group_id, idx, generation FROM pending_deletes WHERE datanode_id = ? "
-                             "ORDER BY queued_ms, group_id, idx", (datanode_id,))
-        return [(r[0], r[1], r[2]) for r in rows]
-
-    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[Unit]:
-        """The pending deletes that may be sent now, oldest first.
-
-        A plain delete always goes. A surplus or corrupt copy goes only once its group is whole:
-        every unit index mapped to a good copy, and not to this one. Until then it may be the copy
-        that saves the group: if the mapped copy is lost, the next report of this one is adopted
-        (``claim``). So no delete ever takes a group below full redundancy.
-        """
-        rows = self.db.query(
-            "SELECT group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
-            "ORDER BY queued_ms, group_id, idx", (datanode_id,))
-        whole: dict[int, GroupRow | None] = {}
-        due = []
-        for group_id, idx, kind, generation in rows:
-            if kind != PLAIN:
-                if group_id not in whole:
-                    whole[group_id] = self._whole_group(group_id, is_live)
-                group = whole[group_id]
-                if group is None or group.units.get(idx) == datanode_id:
-                    continue
-            due.append((group_id, idx, generation))
-        return due
-
-    def _whole_group(self, group_id: int, is_live: IsLive) -> GroupRow | None:
-        """The group if every one of its units is good, else None."""
-        found = self.group(group_id)
-        if found is None:
-            return None
-        group, _state, policy_name = found
-        return group if len(group.good(is_live)) == load_policy(policy_name).units else None
-
-    def pending_delete_counts(self) -> dict[str, int]:
-        rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")
-        return {r[0]: r[1] for r in rows}
-
-    def datanodes_deleting(self) -> dict[int, set[str]]:
-        """group id -> DataNodes with a pending delete for one of its units (no repair goes there)."""
-        out: dict[int, set[str]] = defaultdict(set)
-        for r in self.db.query("SELECT DISTINCT group_id, datanode_id FROM pending_deletes"):
-            out[r[0]].add(r[1])
-        return out
-
-    def expire_deletes(self, before_ms: int) -> int:
-        """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers)."""
-        return self.db.conn.execute("DELETE FROM pending_deletes WHERE queued_ms < ?", (before_ms,)).rowcount
 
 
 def _add_unit(group: GroupRow, row) -> None:

@@ -26,10 +26,9 @@ from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidAr
 # Entry and load_policy are imported from here by the rest of the NameNode.
 from hedgefs.namenode.inodes import SUPER, Entry, Inode, Release, Version, load_policy  # noqa: F401
 from hedgefs.namenode.permissions import EXECUTE, MAX_MODE, READ, WRITE, allowed, check, check_owner, check_sticky
-from hedgefs.namenode.writes import FileWrites
+from hedgefs.namenode.writes import DETACHED, FileWrites  # noqa: F401 (purge.py)
 from hedgefs.security.identity import Identity, check_name
 
-DETACHED = ".purge-"          # the name of a tree a recursive delete cut loose (no parent), until purged
 LIST_PAGE = 1000             # entries in a List page unless the caller asks for fewer
 LIST_PAGE_MAX = 10000
 LIST_PAGE_BYTES = 1 << 20    # a page stops past about this many bytes: far below the 4 MiB message limit
@@ -276,12 +275,13 @@ class Namespace(FileWrites):
         self.db.conn.execute(self._SUBTREE + "DELETE FROM inodes WHERE id IN (SELECT id FROM sub)", (inode_id,))
 
     def delete(self, path: str, recursive: bool, release: Release, who: Identity = SUPER,
-               detach: bool = False) -> int:
+               detach_over: int | None = None) -> int:
         """Remove ``path``; returns how many files went. ``release`` frees their groups first.
 
-        ``detach`` (on etcd, where one change must fit one transaction): a directory with
-        anything below it is cut loose instead, in one change (purge.py empties it later): it
-        gets no parent, so no path reaches it; only the files being written in it go at once.
+        ``detach_over`` (on etcd, where one change must fit one transaction): a directory with
+        anything below it, or a file whose removal would touch more rows than that, is cut loose
+        instead, in one change (purge.py empties it later): it gets no parent, so no path
+        reaches it; only the files being written in a tree go at once.
 
         Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
         a tree removed with it, so nobody removes what they could not remove piece by piece."""
@@ -298,14 +298,15 @@ class Namespace(FileWrites):
             self._check_subtree(node, path, who)
         subtree = self._subtree(node.id)
         files = [i for i, is_dir in subtree if not is_dir]
-        if detach and len(subtree) > 1:
+        if detach_over is not None and len(subtree) > 1:
             writing = [r[0] for r in self.db.query(
                 self._SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
                 "WHERE inodes.state = 'writing'", (node.id,))]
             release(writing)   # a writer in the tree is told "not found", as after a delete
             self.db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in writing])
-            self.db.conn.execute("UPDATE inodes SET parent = NULL, name = ? WHERE id = ?",
-                                 (f"{DETACHED}{node.id}", node.id))
+            self._detach(node.id)
+        elif not node.is_dir and self._too_large(node.id, detach_over):
+            self._detach(node.id)
         else:
             release(files)
             self._remove(node.id)

@@ -74,7 +74,7 @@ from hedgefs.namenode.model import (
 )
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
-from hedgefs.namenode.safe_mode import SafeMode, SafeModeRefusal
+from hedgefs.namenode.safe_mode import SafeMode
 from hedgefs.namenode.views import OperatorViews
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity
@@ -192,9 +192,9 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
     @_locked
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
         self._refuse_in_safe_mode(f"delete {path}")
-        detach = self.db.backend is not None   # on etcd: a tree is detached, then purged (purge.py)
         with self.db.tx():
-            files = self.ns.delete(path, recursive, self.blocks.forget_files, who, detach=detach)
+            files = self.ns.delete(path, recursive, self.blocks.forget_files, who,
+                                   detach_over=purge.change_rows(self.db))
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
@@ -285,18 +285,6 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
             raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live"
                                   f"{self._leaving_note()}")
 
-    def _refuse_while_datanodes_register(self, policy: Policy, placeable: int) -> None:
-        """Too few DataNodes have registered with this process, but enough are known from the
-        namespace and it started (or became the active) less than a dead interval ago: they are
-        still coming (a heartbeat or two), so the refusal is one the client retries (safe mode's),
-        not "bad input"."""
-        known = len([d for d in self.liveness.live_ids() if d not in self.leaving])
-        age = self.clock() - self._started
-        if known >= policy.units and age < self.liveness.dead_interval_s:
-            raise SafeModeRefusal(f"policy {policy.name} needs {policy.units} live DataNodes: {placeable} of the "
-                                  f"{known} known have registered with this NameNode since it started {age:.1f} s "
-                                  f"ago; the others have not reported yet", retriable=True)
-
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
                client_name: str = "", convert_from: tuple[int, int] | None = None,
@@ -348,13 +336,35 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         node = self.ns.file(file_id)
         if node is not None and node.state == "complete" and node.length == length:
             return  # a retry that arrived while this call waited, and won
+        node = self.ns.writing(file_id, who)
+        policy = load_policy(node.policy)
+        min_units = policy.min_stored(self.min_replicas)
+        done = self._commit_in_parts(file_id, length, groups, policy, node.block_size, min_units)
         with self.db.tx():
             node = self.ns.writing(file_id, who)
-            policy = load_policy(node.policy)
-            self.blocks.commit(file_id, length, groups, policy, node.block_size, policy.min_stored(self.min_replicas))
-            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from)
+            self.blocks.commit(file_id, length, groups, policy, node.block_size, min_units, done)
+            rows = purge.change_rows(self.db)   # half for the groups (the rest went in parts), half for a replaced file
+            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from, rows and rows // 2)
         self._scan_needed = True
         log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+
+    def _commit_in_parts(self, file_id: int, length: int, groups: list[GroupCommit], policy: Policy,
+                         block_size: int, min_units: int) -> int:
+        """On etcd, a file of more groups than one transaction holds: all but the last groups'
+        lengths and order recorded first, in changes of their own (invisible: the file is still
+        being written; a retried Complete records them again). Returns how many were."""
+        rows = purge.change_rows(self.db)
+        per_group = 2 + 2 * policy.units   # the group's row and its units' (updates count twice)
+        if rows is None or (len(groups) + 1) * per_group <= rows // 2:
+            return 0
+        self.blocks.check_commit(file_id, length, groups, policy, block_size, min_units)
+        step, done = max(1, rows // 2 // per_group), 0
+        while len(groups) - done > step:
+            with self.db.tx():
+                self.ns.writing(file_id)
+                self.blocks.commit_groups(file_id, groups[done:done + step], done)
+            done += step
+        return done
 
     def _await_receipts(self, groups: list[GroupCommit]) -> None:
         """Wait (the lock released meanwhile) until every unit the writer claims is reported, or

@@ -9,7 +9,9 @@ increments after). A step looks only at one top's children, by index (its cost d
 the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
 as with any delete), then the files; empty directories; a non-empty directory is cut loose as a
 detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in etcd like any other row, so a new active finds it at start and goes on
-where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing).
+where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing). A single file
+too large to remove in one change (a delete, or a file an overwrite replaces: namespace.py,
+writes.py) is detached the same way, and emptied of its groups a batch at a time.
 
 Until purged, a detached tree's groups still count in the cluster's totals (status page, metrics);
 fsck and every path-based call never see it.
@@ -25,7 +27,7 @@ import time
 
 from hedgefs.namenode.blockmap import GroupRow
 from hedgefs.namenode.db import ROOT_ID, StoreFailed
-from hedgefs.namenode.namespace import DETACHED
+from hedgefs.namenode.writes import DETACHED
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -75,16 +77,34 @@ def step(nn, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
         raise PurgeFailed(top) from err
 
 
+def change_rows(db) -> int | None:
+    """On etcd: the rows one change may touch (half of a transaction, as db.py allows a change,
+    less a few for the inode and its parent): a delete of a tree, or of a file that needs more,
+    detaches it, then purges it; a Complete of a file of many groups goes in parts
+    (namesystem.py). None on SQLite (no transaction limit)."""
+    return (db.backend.max_keys - 8) // 2 - 8 if db.backend is not None else None
+
+
+def budget(db) -> int:
+    """Rows one purge change may touch: half of what one change may hold (db.py), the other half
+    spare, and at most ROWS_PER_CHANGE, so that a writer waiting for the lock waits for a small
+    change; DIRS_PER_CHANGE on SQLite."""
+    if db.backend is None:
+        return DIRS_PER_CHANGE
+    return min(ROWS_PER_CHANGE, max(1, (db.backend.max_keys - 8) // 4))
+
+
 def _step(nn, top: int) -> int:
     """Up to ``budget`` rows of the top's own children, by bounded index lookups (never a walk of
     the tree, whose cost would grow with it): a file's groups (and the file once they are all
     gone), an empty directory, or a non-empty one cut loose as a detached tree of its own (one
     row; later steps empty it the same way); the top itself once it has no child left."""
     db, blocks = nn.db, nn.blocks
-    # rows a change may touch: half of what one change may hold (db.py), the other half spare
-    # and at most ROWS_PER_CHANGE, so that a writer waiting for the lock waits for a small change
-    budget = min(ROWS_PER_CHANGE, max(1, (db.backend.max_keys - 8) // 4) if db.backend is not None else DIRS_PER_CHANGE)
-    children = db.query("SELECT id, is_dir FROM inodes WHERE parent = ? ORDER BY id LIMIT ?", (top, budget))
+    rows = budget(db)
+    if db.one("SELECT is_dir FROM inodes WHERE id = ?", (top,))[0]:
+        children = db.query("SELECT id, is_dir FROM inodes WHERE parent = ? ORDER BY id LIMIT ?", (top, rows))
+    else:   # a file detached by a delete or an overwrite: its own groups, then itself
+        children = [(top, 0)]
     with db.tx():
         if not children:
             db.conn.execute("DELETE FROM inodes WHERE id = ?", (top,))
@@ -93,7 +113,7 @@ def _step(nn, top: int) -> int:
             return 1
         cost = 0
         for inode, is_dir in children:
-            if cost >= budget:
+            if cost >= rows:
                 break
             if is_dir:
                 if db.one("SELECT 1 FROM inodes WHERE parent = ? LIMIT 1", (inode,)):
@@ -102,7 +122,7 @@ def _step(nn, top: int) -> int:
                     db.conn.execute("DELETE FROM inodes WHERE id = ?", (inode,))
                 cost += 1
                 continue
-            groups, more = _groups(blocks, inode, budget - cost, at_least_one=cost == 0)
+            groups, more = _groups(blocks, inode, rows - cost, at_least_one=cost == 0)
             if not groups and more:   # its next group does not fit what is left: the next change
                 break
             cost += sum(2 + 3 * len(g.units) for g in groups)   # the group, its units, their pending deletes

@@ -85,6 +85,18 @@ class SafeMode:
                                   f"block groups readable from reported DataNodes, it waits for "
                                   f"{100 * self.safe_mode_share:.0f}%)", retriable=True)
 
+    def _refuse_while_datanodes_register(self, policy, placeable: int) -> None:   # policy: a Policy
+        """Too few DataNodes have registered with this process, but enough are known from the
+        namespace and it started (or became the active) less than a dead interval ago: they are
+        still coming (a heartbeat or two), so the refusal is one the client retries (safe mode's),
+        not "bad input"."""
+        known = len([d for d in self.liveness.live_ids() if d not in self.leaving])
+        age = self.clock() - self._started
+        if known >= policy.units and age < self.liveness.dead_interval_s:
+            raise SafeModeRefusal(f"policy {policy.name} needs {policy.units} live DataNodes: {placeable} of the "
+                                  f"{known} known have registered with this NameNode since it started {age:.1f} s "
+                                  f"ago; the others have not reported yet", retriable=True)
+
     def _safe_mode_counts(self) -> tuple[int, int]:
         """(groups of complete files with at least k units on DataNodes that block-reported to this
         process, all such groups): HDFS's safe blocks and total blocks, counted in SQLite."""

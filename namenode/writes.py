@@ -15,9 +15,26 @@ from hedgefs.namenode.inodes import SUPER, Inode, Release, Version, load_policy
 from hedgefs.namenode.permissions import READ, WRITE, check, check_sticky
 from hedgefs.security.identity import Identity
 
+DETACHED = ".purge-"          # the name of a tree or file a delete cut loose (no parent), until purged
+
 
 class FileWrites:
     """The write path of the namespace; the state (``db``, ``wall_ms``, lookups) is Namespace's."""
+
+    def _detach(self, inode_id: int) -> None:
+        """Cut a tree or a file loose in one row (purge.py empties it): no path reaches it."""
+        self.db.conn.execute("UPDATE inodes SET parent = NULL, name = ? WHERE id = ?",
+                             (f"{DETACHED}{inode_id}", inode_id))
+
+    def _too_large(self, file_id: int, detach_over: int | None) -> bool:
+        """Would removing this file at once touch more than ``detach_over`` rows (None: never
+        detach)? A group costs its row, its units' rows and their pending deletes (purge.py)."""
+        if detach_over is None:
+            return False
+        groups, units = self.db.one(
+            "SELECT COUNT(*), (SELECT COUNT(*) FROM units u JOIN groups g ON g.id = u.group_id WHERE g.file_id = ?) "
+            "FROM groups WHERE file_id = ?", (file_id, file_id))
+        return 1 + 2 * groups + 3 * units > detach_over
 
     def create(self, path: str, overwrite: bool, policy_name: str, block_size: int,
                convert_from: Version | None = None, who: Identity = SUPER) -> tuple[Inode, Policy]:
@@ -89,8 +106,10 @@ class FileWrites:
     def renew_lease(self, file_id: int) -> None:
         self.db.conn.execute("UPDATE inodes SET lease_ms = ? WHERE id = ?", (self.wall_ms(), file_id))
 
-    def complete(self, file_id: int, length: int, release: Release, convert_from: Version | None = None) -> str:
+    def complete(self, file_id: int, length: int, release: Release, convert_from: Version | None = None,
+                 detach_over: int | None = None) -> str:
         """Make a writing file visible, replacing a complete file at its path. Returns the path.
+        A replaced file of more than ``detach_over`` rows (on etcd) is detached, then purged.
 
         A replacement's mtime is later than the replaced file's, even within one millisecond, so
         (length, mtime) names one version of a path's bytes; a conversion (``convert_from``, which
@@ -114,8 +133,11 @@ class FileWrites:
             else:   # the same file in another layout: its owner, group and mode stay
                 self.db.conn.execute("UPDATE inodes SET owner = ?, grp = ?, mode = ? WHERE id = ?",
                                      (existing.owner, existing.group, existing.mode, file_id))
-            release([existing.id])
-            self._remove(existing.id)
+            if self._too_large(existing.id, detach_over):
+                self._detach(existing.id)
+            else:
+                release([existing.id])
+                self._remove(existing.id)
         self.db.conn.execute(
             "UPDATE inodes SET state = 'complete', length = ?, mtime_ms = ?, lease_ms = NULL WHERE id = ?",
             (length, mtime, file_id))

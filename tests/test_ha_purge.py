@@ -117,7 +117,7 @@ def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp
     bad_groups = {g.id for g in bad_file.groups}
     with nn._lock, nn.db.tx():   # detach both, as a recursive delete on etcd does
         for name in ("bad", "good"):
-            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach=True)
+            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach_over=0)
     assert len(purge.detached(nn.db)) == 2
 
     forget, attempts = nn.blocks._forget_groups, []
@@ -152,3 +152,41 @@ def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp
 def _subtree(nn, top: int) -> list:
     return nn.db.query("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT i.id FROM inodes i JOIN sub "
                        "ON i.parent = sub.id) SELECT id FROM sub", (top,))
+
+
+def test_a_file_too_large_for_one_transaction_is_written_deleted_and_overwritten(etcd_cluster, tmp_path):
+    """A file of more groups than one etcd transaction holds (20 groups of REPLICATE-3 at 64 keys
+    a Txn; at the default 1,024, a REPLICATE-3 file of ~63 groups of 128 MiB, 8 GiB) used to be
+    refused with "do it in parts" when its writer completed it, and so were a delete of such a
+    file and an overwrite of one: the Complete records its groups in parts while the file is
+    still invisible, a delete or a replaced file is detached in one change, then purged."""
+    name = prefix("bigfile")
+    a = NameNodeProcess(tmp_path, "nn1", etcd_cluster.url(name), *NN_ARGS).start()
+    dns = []
+    try:
+        active_of([a])
+        dns = [DataNodeProcess(tmp_path, f"dn{i}", a.address).start() for i in range(1, 4)]
+        wait_until(lambda: sum(d.state == "live" for d in stub(a.address).Report(pb.Empty(), timeout=2).datanodes)
+                   == 3, 30, "3 live DataNodes")
+        size = 19 * 1048576 + 1000   # 20 groups: REPLICATE-3's block is one cell (1 MiB) however small --block-size
+        new = pattern(size, seed=247)
+        with FileSystem(a.address) as fs:
+            fs.write_bytes("/keep", KEEP)
+            for path in ("/deleted", "/replaced"):
+                fs.write_bytes(path, pattern(size, seed=246))
+            old = {p: {g.id for g in stat(a.address, p).groups} for p in ("/deleted", "/replaced")}
+            assert all(len(groups) == 20 for groups in old.values()), old
+            fs.delete("/deleted")
+            assert _missing(a.address, "/deleted")
+            fs.write_bytes("/replaced", new, overwrite=True)
+            assert fs.read_bytes("/replaced") == new
+            gone = old["/deleted"] | old["/replaced"]
+            assert not gone & {g.id for g in stat(a.address, "/replaced").groups}
+            wait_until(lambda: _rows(etcd_cluster, name, "groups") == 1 + 20, 60, "the old groups purged from etcd",
+                       detail=lambda: f"{_rows(etcd_cluster, name, 'groups')} groups in etcd")
+            wait_until(lambda: not _units_on_disk(tmp_path, gone), 60, "their units deleted on the DataNodes",
+                       detail=lambda: f"left on disk: {_units_on_disk(tmp_path, gone)}")
+            assert fs.read_bytes("/keep") == KEEP and [e.path for e in fs.list("/")] == ["/keep", "/replaced"]
+    finally:
+        for n in dns + [a]:
+            n.stop()

@@ -1,0 +1,89 @@
+"""Deletes owed to DataNodes (the ``pending_deletes`` table): queued when a unit leaves the
+map, sent in heartbeats when due, confirmed by block reports. A mixin of ``BlockMap``
+(blockmap.py), whose ``db``, ``wall_ms`` and ``group`` it uses; it runs inside the caller's
+transaction."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable
+
+from hedgefs.namenode.namespace import load_policy
+
+IsLive = Callable[[str], bool]
+
+Unit = tuple[int, int, int]   # (group id, unit index, generation): a unit as a DataNode names it
+
+# pending_deletes.stale: what kind of copy a pending delete removes
+PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
+SURPLUS = 1   # an extra copy of a unit the map puts elsewhere: goes once its group is whole
+CORRUPT = 2   # a corrupt copy a repaired one replaced: goes once its group is whole
+
+
+class PendingDeletes:
+    def queue_delete(self, datanode_id: str, group_id: int, idx: int, generation: int, kind: int = PLAIN) -> None:
+        """Owe ``datanode_id`` a delete of one copy (``kind``: PLAIN, SURPLUS or CORRUPT, see
+        ``deletes_due``). A plain delete of the same copy overrides the others; corrupt overrides surplus."""
+        self.db.conn.execute(
+            "INSERT INTO pending_deletes(datanode_id, group_id, idx, queued_ms, stale, generation) "
+            "VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(datanode_id, group_id, idx) DO UPDATE SET stale = CASE WHEN stale = 0 OR excluded.stale = 0 "
+            "THEN 0 ELSE MAX(stale, excluded.stale) END",
+            (datanode_id, group_id, idx, self.wall_ms(), kind, generation))
+
+    def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> int | None:
+        """None if no delete of this copy is pending, else its kind."""
+        row = self.db.one("SELECT stale FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
+                          (datanode_id, group_id, idx))
+        return None if row is None else row[0]
+
+    def pending_deletes(self, datanode_id: str) -> list[Unit]:
+        rows = self.db.query("SELECT group_id, idx, generation FROM pending_deletes WHERE datanode_id = ? "
+                             "ORDER BY queued_ms, group_id, idx", (datanode_id,))
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[Unit]:
+        """The pending deletes that may be sent now, oldest first.
+
+        A plain delete always goes. A surplus or corrupt copy goes only once its group is whole:
+        every unit index mapped to a good copy, and not to this one. Until then it may be the copy
+        that saves the group: if the mapped copy is lost, the next report of this one is adopted
+        (``claim``). So no delete ever takes a group below full redundancy.
+        """
+        rows = self.db.query(
+            "SELECT group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
+            "ORDER BY queued_ms, group_id, idx", (datanode_id,))
+        whole: dict = {}   # group id -> the group (a GroupRow) if whole, else None
+        due = []
+        for group_id, idx, kind, generation in rows:
+            if kind != PLAIN:
+                if group_id not in whole:
+                    whole[group_id] = self._whole_group(group_id, is_live)
+                group = whole[group_id]
+                if group is None or group.units.get(idx) == datanode_id:
+                    continue
+            due.append((group_id, idx, generation))
+        return due
+
+    def _whole_group(self, group_id: int, is_live: IsLive):
+        """The group if every one of its units is good, else None."""
+        found = self.group(group_id)
+        if found is None:
+            return None
+        group, _state, policy_name = found
+        return group if len(group.good(is_live)) == load_policy(policy_name).units else None
+
+    def pending_delete_counts(self) -> dict[str, int]:
+        rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")
+        return {r[0]: r[1] for r in rows}
+
+    def datanodes_deleting(self) -> dict[int, set[str]]:
+        """group id -> DataNodes with a pending delete for one of its units (no repair goes there)."""
+        out: dict[int, set[str]] = defaultdict(set)
+        for r in self.db.query("SELECT DISTINCT group_id, datanode_id FROM pending_deletes"):
+            out[r[0]].add(r[1])
+        return out
+
+    def expire_deletes(self, before_ms: int) -> int:
+        """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers)."""
+        return self.db.conn.execute("DELETE FROM pending_deletes WHERE queued_ms < ?", (before_ms,)).rowcount
