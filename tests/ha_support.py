@@ -195,3 +195,16 @@ def wait_exists(address: str, path: str, timeout: float = 15.0) -> None:
 
 def now() -> float:
     return time.monotonic()
+
+
+def epochs(root, names) -> list[int]:
+    """The highest epoch each DataNode (data dir ``root/name``) has persisted; 0 for none."""
+    from hedgefs.datanode.epochs import EPOCH_FILE
+
+    out = []
+    for name in names:
+        try:
+            out.append(int((root / name / EPOCH_FILE).read_text()))
+        except (FileNotFoundError, ValueError):
+            out.append(0)
+    return out

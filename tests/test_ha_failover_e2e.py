@@ -20,9 +20,8 @@ etcd_support = pytest.importorskip("etcd_support", reason="tests/etcd_support.py
 ha_support = pytest.importorskip("ha_support", reason="tests/ha_support.py (the HA NameNode's) is not here")
 
 from etcd_support import etcd_cluster, prefix  # noqa: E402,F401  (the fixture)
-from ha_support import NameNodeProcess, active_of, role, stub  # noqa: E402
+from ha_support import NameNodeProcess, active_of, epochs, role, stub  # noqa: E402
 from hedgefs.client.fs import FileSystem  # noqa: E402
-from hedgefs.datanode.epochs import EPOCH_FILE  # noqa: E402
 from hedgefs.plumbing import read_port_file  # noqa: E402
 from hedgefs.proto import hedgefs_pb2 as pb  # noqa: E402
 
@@ -58,16 +57,6 @@ def serving(nn, datanodes: int, *paths: str) -> bool:
         return all(g.units for path in paths for g in s.GetFileInfo(pb.PathRequest(path=path), timeout=2).groups)
     except Exception:
         return False
-
-
-def epochs(root, names) -> list[int]:
-    out = []
-    for name in names:
-        try:
-            out.append(int((root / name / EPOCH_FILE).read_text()))
-        except (FileNotFoundError, ValueError):
-            out.append(0)
-    return out
 
 
 @pytest.fixture

@@ -23,10 +23,9 @@ import grpc
 import pytest
 
 from etcd_support import ETCD, ETCDCTL, SKIP_REASON, EtcdCluster, prefix
-from ha_support import DataNodeProcess, NameNodeProcess, active_of, role, stat, stub
+from ha_support import DataNodeProcess, NameNodeProcess, active_of, epochs, role, stat, stub
 from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.etcd import free_ports, member_command
-from hedgefs.datanode.epochs import EPOCH_FILE
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import pattern, wait_until
@@ -155,16 +154,6 @@ class Roles:
                 bad.append((t, name, epoch, newest))
             newest = max(newest, epoch)
         return bad
-
-
-def epochs(root, names) -> list[int]:
-    out = []
-    for name in names:
-        try:
-            out.append(int((root / name / EPOCH_FILE).read_text()))
-        except (FileNotFoundError, ValueError):
-            out.append(0)
-    return out
 
 
 def test_the_active_cut_off_from_etcd_stops_within_its_lease_and_the_standby_takes_over(etcd2, tmp_path):
