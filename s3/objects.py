@@ -8,6 +8,7 @@ import email.utils
 import logging
 import re
 import urllib.parse
+import uuid
 
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from hedgefs.s3 import meta as meta_values
 from hedgefs.s3 import sigv4, xmlout
 from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole
 from hedgefs.s3.errors import S3Error, from_hedgefs
+from hedgefs.s3.multipart import uploads_dir
 from hedgefs.s3.store import ObjectInfo, check_key, object_path
 
 KEPT_HEADERS = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
@@ -217,17 +219,41 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     return response
 
 
+BEING_WRITTEN = " is being written by "   # the NameNode's refusal of a second writer of one path
+
+
 async def _write(ctx: Context, path: str, body, length: int | None, overwrite: bool = True) -> None:
     def write():
         try:
             ctx.session.fs.write(path, body, overwrite=overwrite)
         except HedgefsError as err:
+            if overwrite and isinstance(err, AlreadyExists) and BEING_WRITTEN in str(err):
+                return _write_aside(ctx, path, body)
             if not overwrite and isinstance(err, AlreadyExists):
                 raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not "
                               "hold") from None
             raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
     async with ctx.gateway.writing(length):
         await ctx.run(write)
+
+
+def _write_aside(ctx: Context, path: str, body) -> None:
+    """Another PUT of this key is being written (the NameNode allows one writer a path, HDFS's
+    lease; it refused before any byte moved). S3 lets both run and the last to finish wins: these
+    bytes go to a file of their own among the bucket's uploads, which then replaces the key in one
+    concat of that one file (a rename over it: readers see the old object or this one, whole)."""
+    fs = ctx.session.fs
+    aside = f"{uploads_dir(ctx.bucket)}/put-{uuid.uuid4().hex}"
+    try:
+        ctx.store.reserve(ctx.bucket)
+        fs.write(aside, body)
+        fs.concat(path, [aside], overwrite=True)
+    except HedgefsError as err:
+        try:
+            fs.delete(aside)
+        except HedgefsError:
+            pass   # never created, or already the key's; an abandoned one goes with its lease
+        raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
 
 
 async def put_object(ctx: Context) -> web.Response:

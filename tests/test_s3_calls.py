@@ -372,3 +372,30 @@ def test_ranged_gets_after_a_replace_serve_the_new_bytes(s3, cluster):
     with pytest.raises(ClientError) as err:
         ranged(0, 100)
     assert code(err) == ("NoSuchKey", 404)
+
+
+# ---------------------------------------------------------------------------- two PUTs of one key at once
+
+def test_two_puts_of_one_key_at_once_both_land_and_the_last_to_finish_wins(s3):
+    """S3 lets concurrent PutObjects of a key run; the last to finish is the object, whole (ceph's
+    s3-tests test_atomic_dual_write). hedgefs allows one writer a path, so the gateway refused
+    the second with "is being written" until the first ended; it now writes it aside and swaps it
+    in. A slow PUT is started by hand (a presigned URL, half its body sent), a boto3 PUT of the
+    same key completes meanwhile, then the slow one ends: its bytes are the object."""
+    import socket
+    import urllib.parse
+
+    slow, fast = pattern(3 * MiB, seed=81), pattern(2 * MiB + 5, seed=82)
+    url = urllib.parse.urlsplit(s3.generate_presigned_url("put_object", Params={"Bucket": "calls", "Key": "dual/k"}))
+    with socket.create_connection((url.hostname, url.port)) as sock:
+        sock.sendall(f"PUT {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+                     f"Content-Length: {len(slow)}\r\n\r\n".encode() + slow[:MiB])
+        s3.put_object(Bucket="calls", Key="dual/k", Body=fast)   # was: InvalidRequest, "is being written"
+        assert s3.get_object(Bucket="calls", Key="dual/k")["Body"].read() == fast
+        sock.sendall(slow[MiB:])
+        reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+    got = s3.get_object(Bucket="calls", Key="dual/k")
+    assert got["Body"].read() == slow and got["ETag"] == f'"{hashlib.md5(slow).hexdigest()}"'
+    assert "dual/k" not in [u["Key"] for u in s3.list_multipart_uploads(Bucket="calls").get("Uploads", [])]
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="calls", Prefix="dual/")["Contents"]] == ["dual/k"]
