@@ -1,4 +1,4 @@
-"""The NameNode's SQLite database: schema, pragmas, and group commit of namespace changes.
+"""The NameNode's SQLite database: pragmas, and group commit of namespace changes.
 
 WAL with synchronous=FULL: a change is on disk when the COMMIT holding it returns, so a ``kill -9``
 (or a power cut) loses nothing acknowledged. Writers serialise on the NameNode's lock; ``tx()``
@@ -13,36 +13,18 @@ not see the batch (stat, list) run on per-thread read connections (``reading``):
 what is committed, taken without the lock.
 
 On etcd (``--meta etcd://``, ha.py) this file is a view and ``backend`` holds the truth: the
-capture triggers (etcd_view.py) record each change's rows, and ``_commit`` sends the batch's rows
-to etcd as one Txn guarded by the active's epoch *before* the local COMMIT, so a reader never sees
-a change etcd has not committed; a failed or timed-out Txn fails the batch (``_fail``) and the
-backend's ``fatal`` makes the NameNode step down. A batch is committed before it outgrows one Txn,
-and one change too large for one is refused (TooLarge). A standby opens the view ``read_only``.
+capture triggers (etcd_view.py) record each change's rows. The committer pipelines (research
+5.4): under the lock it collects the batch's rows and COMMITs the view (``_seal``: no fsync, the
+view is rebuilt from etcd at every start), raising ``visible``; off the lock it sends the rows as
+one Txn guarded by the active's epoch (``_push``; one Txn in flight, in order), then raises
+``durable``. Writers apply the next batch meanwhile. A writer answers after ``wait_durable``, and
+a reader (``reading``) after ``wait_durable`` of the ``visible`` its snapshot began at: nobody is
+shown a change etcd has not committed. A failed or timed-out Txn fails the batch (``_fail``) and
+the backend's ``fatal`` makes the NameNode step down (its view, ahead of etcd, is discarded).
+A batch is sealed before it outgrows one Txn, and one change too large for one is refused
+(TooLarge). A standby opens the view ``read_only``.
 
-Tables
-  meta             schema_version; cluster_id (made when the namespace is first formatted, or
-                   given); generation_first/_next: the generations this namespace has issued
-                   (a random start, so another namespace's are not these)
-  inodes           directories and files, each with an owner, a group and mode bits (HDFS's). A
-                   file being written ('writing') is invisible: the unique (parent, name) index
-                   covers only 'complete' rows, so the old file at the same path stays readable
-                   until the new one is completed. Its owner is its writer: only they (or an
-                   admin) may add to, complete or abandon the write.
-  groups           block groups of a file, ``seq`` = order in the file. IDs are AUTOINCREMENT:
-                   never reused, because a DataNode may still hold units of a deleted group.
-                   ``generation``: issued with the group; its units carry it, and a unit of
-                   another generation is not this group's.
-  units            the block map: (group, unit index) -> the DataNode holding it. ``reported`` = 0:
-                   a writer's target whose DataNode has not yet said it stored the unit (only
-                   files being written have such rows: Complete drops them). ``corrupt`` = 1:
-                   reported bad; kept (and read if nothing better is left) until a repaired copy
-                   replaces it.
-  datanodes        every DataNode that ever registered (id, gRPC and data addresses). Liveness is in memory.
-  pending_deletes  DeleteUnitCommands not yet confirmed by a block report; survive restarts.
-                   ``stale`` = 1: an extra copy of a unit the map puts on another DataNode; 2: a
-                   corrupt copy that a repaired one replaced. Both are deleted only once their
-                   group is back at full redundancy (see ``BlockMap.deletes_due``).
-  retry_cache      the first answer of each retried non-idempotent call, for 10 minutes (retry_cache.py)
+The tables and what each holds: schema.py.
 """
 
 from __future__ import annotations
@@ -54,80 +36,21 @@ import secrets
 import sqlite3
 import threading
 import uuid
+from collections import deque
 from contextlib import contextmanager
 from typing import Iterator, Protocol
 
 from hedgefs.namenode import etcd_view
 from hedgefs.namenode.errors import FailedPrecondition
 from hedgefs.namenode.etcd_meta import MetaError
+from hedgefs.namenode.schema import SCHEMA as _SCHEMA, SCHEMA_VERSION  # noqa: F401  (ha.py, tests)
 from hedgefs.security.identity import Refused
 
 log = logging.getLogger("hedgefs.namenode")
 
-SCHEMA_VERSION = 5  # the first released one (the versions before it were never released)
 ROOT_ID = 1
 SUPERGROUP = "supergroup"        # HDFS's name for the superusers' group: the root's group
 DIR_MODE, FILE_MODE = 0o755, 0o644
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS inodes (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    parent     INTEGER REFERENCES inodes(id),
-    name       TEXT NOT NULL,
-    is_dir     INTEGER NOT NULL,
-    policy     TEXT,                -- dirs: explicit policy or NULL; files: the policy written with
-    length     INTEGER NOT NULL DEFAULT 0,
-    block_size INTEGER NOT NULL DEFAULT 0,
-    state      TEXT NOT NULL DEFAULT 'complete' CHECK (state IN ('writing', 'complete')),
-    overwrite  INTEGER NOT NULL DEFAULT 0,
-    mtime_ms   INTEGER NOT NULL,
-    lease_ms   INTEGER,             -- writing files: wall time of Create / the last AddBlockGroup
-    owner      TEXT NOT NULL DEFAULT 'hedgefs',
-    grp        TEXT NOT NULL DEFAULT 'supergroup',
-    mode       INTEGER NOT NULL DEFAULT 493     -- 0755
-);
-CREATE UNIQUE INDEX IF NOT EXISTS inodes_visible ON inodes(parent, name) WHERE state = 'complete';
-CREATE INDEX IF NOT EXISTS inodes_parent ON inodes(parent);
-CREATE INDEX IF NOT EXISTS inodes_writing ON inodes(parent, name) WHERE state = 'writing';
-CREATE TABLE IF NOT EXISTS groups (
-    id      INTEGER PRIMARY KEY AUTOINCREMENT,
-    file_id INTEGER NOT NULL REFERENCES inodes(id),
-    seq     INTEGER NOT NULL,
-    length  INTEGER NOT NULL DEFAULT 0,
-    generation INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS groups_file ON groups(file_id, seq);
-CREATE TABLE IF NOT EXISTS units (
-    group_id    INTEGER NOT NULL REFERENCES groups(id),
-    idx         INTEGER NOT NULL,
-    datanode_id TEXT NOT NULL,
-    added_ms    INTEGER NOT NULL,
-    reported    INTEGER NOT NULL DEFAULT 1,
-    corrupt     INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (group_id, idx)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS units_datanode ON units(datanode_id);
-CREATE TABLE IF NOT EXISTS datanodes (id TEXT PRIMARY KEY, address TEXT NOT NULL, data_address TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS pending_deletes (
-    datanode_id TEXT NOT NULL,
-    group_id    INTEGER NOT NULL,
-    idx         INTEGER NOT NULL,
-    queued_ms   INTEGER NOT NULL,
-    stale       INTEGER NOT NULL DEFAULT 0,
-    generation  INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (datanode_id, group_id, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS retry_cache (
-    client_id  TEXT NOT NULL,
-    call_id    TEXT NOT NULL,
-    method     TEXT NOT NULL,
-    result     TEXT NOT NULL,
-    expires_ms INTEGER NOT NULL,
-    PRIMARY KEY (client_id, call_id)
-) WITHOUT ROWID;
-"""
-
 
 CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
 
@@ -176,8 +99,10 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys=ON")
         self._depth = 0
         # Group commit (``start_group_commit``): changes are numbered as they apply; ``committed``
-        # is the last one a COMMIT was issued for, ``durable`` the last one that COMMIT returned for.
-        self.applied = self.committed = self.durable = self.commits = 0
+        # is the last one a COMMIT was issued for, ``durable`` the last one that COMMIT returned for
+        # (on etcd: its Txn too). ``visible``: on etcd, the last one a reader may see in the view.
+        self.applied = self.committed = self.durable = self.visible = self.commits = 0
+        self._sealed: deque = deque()   # on etcd: (upto, rows) COMMITted to the view, not yet to etcd
         self._wanted = 0
         self.failed: str | None = None
         self._state = threading.Condition()
@@ -254,7 +179,7 @@ class Database:
             if self.backend is not None and self.conn.in_transaction:
                 before = self._captured()
                 if before > self._half():   # the batch's Txn stays within etcd's limit
-                    self._commit(self.applied)
+                    self._seal(self.applied) if self._committer is not None else self._commit(self.applied)
                     before = 0
                     if self.failed:
                         raise StoreFailed(self.failed)
@@ -308,7 +233,7 @@ class Database:
         try:
             if self.conn.in_transaction:
                 if self.backend is not None:
-                    self._push()
+                    self._push_now()
                 self.conn.execute("COMMIT")
         except MetaError as err:   # fail-stop: etcd refused the epoch, or its answer is unknown
             self._fail(f"etcd: {err}")
@@ -328,6 +253,44 @@ class Database:
             self.commits += 1
             self._state.notify_all()
 
+    def _seal(self, upto: int) -> None:
+        """On etcd, pipelined (the caller holds the writers' lock): collect the batch's rows and
+        COMMIT the view; the committer sends them to etcd off the lock (``_push``). ``visible`` is
+        raised before the COMMIT, so a reader whose snapshot holds the batch finds it raised."""
+        if self.failed:
+            return
+        self.committed = upto
+        rows = None
+        try:
+            if self.conn.in_transaction:
+                rows = self._capture.collect(self.conn)
+                etcd_view.set_applied(self.conn, self.backend.revision)   # the view holds at least that
+                self.visible = upto
+                self.conn.execute("COMMIT")
+        except sqlite3.Error as err:   # nothing of the batch reached etcd; its writers are told
+            self._fail(f"commit failed: {err}")
+            self.backend.fatal(str(err))
+            return
+        with self._state:
+            self._sealed.append((upto, rows))
+            self._state.notify_all()
+
+    def _push(self, upto: int, rows: tuple[dict[str, bytes], list[str]] | None) -> None:
+        """The committer, off the lock: a sealed batch's rows to etcd as one Txn guarded by the
+        epoch; then ``upto`` is durable. Fail-stop on any error: the view ran ahead of etcd."""
+        if rows is not None and (rows[0] or rows[1]):
+            try:
+                self.backend.commit(*rows)
+            except Exception as err:   # MetaError: refused, or its outcome unknown
+                self._fail(f"etcd: {err}", rollback=False)   # the open batch belongs to the lock's holder
+                self.backend.fatal(str(err))
+                return
+            self._capture.sent(rows[0])
+        with self._state:
+            self.durable = upto
+            self.commits += 1
+            self._state.notify_all()
+
     def _half(self) -> int:
         """Captured rows (an update counts twice) a change may add, and a batch may hold before
         it is committed: two halves and the id marks fit one Txn of ``backend.max_keys``."""
@@ -336,9 +299,9 @@ class Database:
     def _captured(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM _changes").fetchone()[0]
 
-    def _push(self) -> None:
-        """The batch's rows to etcd, as one Txn guarded by the epoch, before the local COMMIT: a
-        change no reader can see yet is in etcd first (the view never runs ahead of etcd)."""
+    def _push_now(self) -> None:
+        """Without the committer (at open, at close): the batch's rows to etcd, as one Txn guarded
+        by the epoch, before the local COMMIT."""
         puts, deletes = self._capture.collect(self.conn)
         if not puts and not deletes:
             return
@@ -346,10 +309,10 @@ class Database:
         self._capture.sent(puts)
         etcd_view.set_applied(self.conn, revision)
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str, rollback: bool = True) -> None:
         """The changes since the last commit are gone: refuse every change from now on (their
         writers are told), as HDFS's NameNode stops when it cannot write its edit log."""
-        if self.conn.in_transaction:
+        if rollback and self.conn.in_transaction:
             try:
                 self.conn.execute("ROLLBACK")
             except sqlite3.Error:
@@ -378,15 +341,25 @@ class Database:
     def _commit_loop(self) -> None:
         checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         checkpointed = 0
+        pipelined = self.backend is not None
         try:
             while True:
                 with self._state:
-                    while self._wanted <= self.durable and not self._closing and not self.failed:
+                    while (not self._sealed and self._wanted <= self.committed and not self._closing
+                           and not self.failed):
                         self._state.wait()
-                    if self.failed or (self._closing and self._wanted <= self.durable):
+                    if self.failed or (self._closing and not self._sealed and self._wanted <= self.committed):
                         return
-                with self._writer_lock:
-                    self._commit(self.applied)
+                    sealed = self._sealed.popleft() if self._sealed else None
+                if sealed is not None:   # sent before the lock is taken: a sealed batch never waits for it
+                    self._push(*sealed)
+                elif pipelined:
+                    with self._writer_lock:
+                        self._seal(self.applied)
+                    continue   # the next round pushes it
+                else:
+                    with self._writer_lock:
+                        self._commit(self.applied)
                 if self.commits - checkpointed >= CHECKPOINT_EVERY:
                     checkpointed = self.commits
                     try:
@@ -401,8 +374,9 @@ class Database:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """Run ``query``/``one`` of this thread on its own read connection, in one read transaction:
-        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync),
-        never a change still waiting in the batch, and no wait for the writers' lock."""
+        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync;
+        on etcd, the block ends only once etcd has every batch the snapshot holds), never a change
+        still waiting in the batch, and no wait for the writers' lock."""
         if getattr(self._local, "read", None) is not None:   # nested: the outer snapshot
             yield
             return
@@ -415,12 +389,24 @@ class Database:
             with self._state:
                 self._readers.append(conn)
         conn.execute("BEGIN")
+        mark = 0
+        if self.backend is not None:   # on etcd: the snapshot may hold sealed batches not in etcd yet
+            conn.execute("SELECT 1 FROM meta LIMIT 1")   # the snapshot begins here ...
+            mark = self.visible                            # ... so it holds no batch above this
         self._local.read = conn
         try:
             yield
         finally:
             self._local.read = None
             conn.execute("COMMIT")
+            # The answer (or the refusal: "not found" tells too) leaves once etcd has all it saw;
+            # not under the writers' lock, whose holder answers after wait_durable(applied) anyway.
+            if mark > self.durable and not self._owns_lock():
+                self.wait_durable(mark)
+
+    def _owns_lock(self) -> bool:
+        owned = getattr(self._writer_lock, "_is_owned", None)
+        return bool(owned and owned())
 
     def _reader(self) -> sqlite3.Connection:
         return getattr(self._local, "read", None) or self.conn

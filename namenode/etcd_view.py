@@ -13,9 +13,11 @@ Keys (under ``/<prefix>/``; ids fixed-width hex so ranges sort, text percent-quo
 
 Change capture (the active): triggers on every replicated table record the primary key of each
 row inserted, updated or deleted into ``_changes``, inside the writer's own transaction (a
-savepoint rolled back rolls its captures back too). At the one COMMIT point (db.py ``_commit``)
+savepoint rolled back rolls its captures back too). At each batch's COMMIT (db.py ``_seal``)
 ``collect`` turns them into the final row images (a put, or a delete when the row is gone) and
-empties ``_changes``; the caller sends them as one guarded etcd Txn, then COMMITs locally.
+empties ``_changes``; the view COMMITs, and the committer sends them as one guarded etcd Txn off
+the writers' lock (readers of the view wait for it: db.py ``reading``). ``_view.applied_rev`` of
+the active's view is then a lower bound (the last Txn etcd had committed at the seal).
 
 A standby applies each revision's events in one SQLite transaction (``apply``) and keeps the
 revision its view reflects in ``_view.applied_rev`` (not replicated).
