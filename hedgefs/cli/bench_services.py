@@ -222,12 +222,13 @@ def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
 
 
 @click.command("failover", context_settings=CONTEXT)
-@click.option("--mode", type=click.Choice(["namenode-kill", "etcd-leader", "cpu-hog"]), default="namenode-kill",
+@click.option("--mode", type=click.Choice(["namenode-kill", "etcd-leader", "reads", "cpu-hog"]), default="namenode-kill",
               show_default=True, help="namenode-kill: kill -9 of the active and graceful handovers (bench/failover.py); "
               "etcd-leader: kill -9 of etcd's leader member, the longest write stall; cpu-hog: false failovers "
-              "with a busy loop per core (bench/failover_faults.py).")
+              "with a busy loop per core (bench/failover_faults.py); reads: reads of open files during kill -9s "
+              "of the active against windows without (bench/failover_reads.py).")
 @click.option("--reps", type=click.IntRange(1, 1000), default=None,
-              help="Kills per run  [default: 10 namenode-kill, 5 etcd-leader].")
+              help="Kills per run  [default: 10 namenode-kill, 5 etcd-leader and reads].")
 @click.option("--graceful-reps", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="hedgefs admin failover repetitions (namenode-kill).")
 @click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True)
@@ -243,6 +244,7 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
     Examples:
       hedgefs bench failover --reps 10 --out bench/results/failover.json
       hedgefs bench failover --mode etcd-leader --reps 5
+      hedgefs bench failover --mode reads --reps 5
       hedgefs bench failover --mode cpu-hog --seconds 600
     """
     import sys
@@ -260,6 +262,10 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
             from hedgefs.bench.failover_faults import run_etcd_leader
 
             doc = run_etcd_leader(reps=reps or 5, ttl_s=lease_ttl_s, command=command, say=say)
+        elif mode == "reads":
+            from hedgefs.bench.failover_reads import run as run_reads
+
+            doc = run_reads(reps=reps or 5, command=command, say=say)
         else:
             from hedgefs.bench.failover_faults import run_cpu_hog
 
