@@ -211,7 +211,8 @@ def run_etcd_leader(reps: int = 5, ttl_s: int = 3, command: str = "", say=print)
             rows.append(row)
             say(f"etcd leader {leader} killed {rep + 1}/{reps}: longest write stall {row['stall_s']:.2f} s "
                 f"(baseline {row['baseline_longest_gap_s']:.3f} s, median gap {row['baseline_median_gap_ms']} ms), "
-                f"library {row['library_stall_s']:.2f} s, any writer {row['any_writer_stall_s']:.2f} s, NameNodes {row['roles_after']}, epoch {epoch_before} -> "
+                f"library {row['library_stall_s']:.2f} s, any writer {row['any_writer_stall_s']:.2f} s, "
+                f"NameNodes {row['roles_after']}, epoch {epoch_before} -> "
                 f"{row['epoch_after']}")
         writers.stop.set()
         for t in writers.threads:
@@ -222,7 +223,8 @@ def run_etcd_leader(reps: int = 5, ttl_s: int = 3, command: str = "", say=print)
         return {"command": command, "mode": "etcd-leader", "reps": reps, "ttl_s": ttl_s, "window_s": WINDOW_S,
                 "writer_threads": len(writers.threads), "rows": rows,
                 "stall_p50_s": round(statistics.median(stalls), 3), "stall_max_s": max(stalls),
-                "baseline_longest_gap_p50_s": round(statistics.median(base), 3), "baseline_longest_gap_max_s": max(base),
+                "baseline_longest_gap_p50_s": round(statistics.median(base), 3),
+                "baseline_longest_gap_max_s": max(base),
                 "baseline_median_gap_ms": round(statistics.median(r["baseline_median_gap_ms"] for r in rows), 2),
                 "library_stall_max_s": max(r["library_stall_s"] for r in rows),
                 "any_writer_stall_p50_s": round(statistics.median(r["any_writer_stall_s"] for r in rows), 3),
@@ -291,7 +293,8 @@ def run_cpu_hog(seconds: float = 600.0, ttl_s: int = 3, command: str = "", say=p
             time.sleep(0.1)
         # each hog ends itself after the run, should this process die first
         busy = f"import time\nend = time.monotonic() + {seconds + 30}\nwhile time.monotonic() < end: pass\n"
-        hogs = [subprocess.Popen([sys.executable, "-c", busy], start_new_session=True) for _ in range(os.cpu_count() or 1)]
+        hogs = [subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
+                for _ in range(os.cpu_count() or 1)]
         say(f"{len(hogs)} CPU hogs (pids {[h.pid for h in hogs]}) for {seconds:.0f} s, lease TTL {ttl_s} s")
         changes, last, t0 = [], {}, time.monotonic()
         while time.monotonic() < t0 + seconds:

@@ -164,7 +164,8 @@ def run(reps: int = 5, window_s: float = 10.0, files: int = 8, file_kib: int = 2
         return {"command": command, "mode": "reads", "reps": reps, "window_s": window_s, "datanodes": 5,
                 "policy": "RS-3-2-64k", "files": files, "file_kib": file_kib, "reader_threads": threads,
                 "read_kib": read_kib, "lease_ttl_s": 3, "takeover_s": takeovers,
-                "calm": calm, "failover": failover, "takeover": takeover, "restart": _summary(readers.latencies("restart")),
+                "calm": calm, "failover": failover, "takeover": takeover,
+                "restart": _summary(readers.latencies("restart")),
                 "failover_over_calm": ratio(failover), "takeover_over_calm": ratio(takeover),
                 "per_rep": [{p: _summary(readers.latencies(p, r)) for p in ("calm", "failover")} for r in range(reps)],
                 # CPU seconds used by the cluster's processes (the killed NameNode not counted) per window

@@ -252,7 +252,7 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
     from hedgefs.cluster.etcd import EtcdMissing
 
     command = "hedgefs " + " ".join(sys.argv[1:])
-    say = lambda s: click.echo(s, err=True)   # noqa: E731
+    say = lambda s: click.echo(s, err=True)
     try:
         if mode == "namenode-kill":
             from hedgefs.bench.failover import run
