@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 
-from hedgefs.namenode.etcd_meta import EtcdMeta, MetaError
+from hedgefs.namenode.etcd_meta import EtcdMeta, MetaError, MetaUnavailable
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -93,15 +93,32 @@ class Lease:
             wait = max(0.0, interval - (self.clock() - sent))
 
     def revoke(self) -> None:
-        """Give the lease up (the leader key goes with it, at once). Once: again is a no-op."""
+        """Give the lease up (the leader key goes with it, at once). Once: again is a no-op. While
+        etcd has no leader (a deposed active's revoke, during etcd's election) it is tried again,
+        on the other members, until the lease would have run out anyway: the lease's own TTL
+        from the last renewal, plus one TTL more (a new etcd leader counts each lease afresh)."""
         self.stop()
         if self._revoked:
             return
         self._revoked = True
-        try:
-            self.meta.revoke(self.id)
-        except MetaError as err:
-            log.warning("lease %x: revoke failed (%s); it expires in %d s", self.id, err, self.ttl_s)
+        until = max(self.deadline + self.margin_s, self.clock()) + self.ttl_s
+        wait, tries = RETRY_S, 0
+        while True:
+            tries += 1
+            try:
+                self.meta.revoke(self.id, timeout_s=max(0.2, min(1.0, until - self.clock())))
+            except MetaUnavailable as err:
+                if self.clock() + wait < until:
+                    time.sleep(wait)
+                    wait = min(0.5, wait * 2)
+                    continue
+                log.warning("lease %x: revoke failed %d times (%s); it expires by itself", self.id, tries, err)
+            except MetaError as err:   # etcd answered: no such lease (it expired), or refused
+                log.warning("lease %x: revoke failed (%s); it expires in %d s", self.id, err, self.ttl_s)
+            else:
+                if tries > 1:
+                    log.warning("lease %x: revoked at try %d", self.id, tries)
+            return
 
     def stop(self) -> None:
         self._stop.set()
