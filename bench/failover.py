@@ -31,9 +31,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 class _NameNode:
-    def __init__(self, root: str, name: str, meta: str, ttl_s: int):
-        self.root, self.name, self.meta, self.ttl_s = root, name, meta, ttl_s
-        self.port, self.proc = 0, None
+    def __init__(self, root: str, name: str, meta: str, ttl_s: int, extra: tuple[str, ...] = ()):
+        self.root, self.name, self.meta, self.ttl_s, self.extra = root, name, meta, ttl_s, list(extra)
+        self.port, self.proc, self.ports = 0, None, {}
 
     def start(self) -> None:
         from hedgefs.plumbing import read_port_file
@@ -44,7 +44,7 @@ class _NameNode:
         log = open(os.path.join(self.root, f"{self.name}.log"), "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "namenode", "--port", str(self.port),
                                       "--data-dir", os.path.join(self.root, self.name), "--meta", self.meta,
-                                      "--lease-ttl-s", str(self.ttl_s), "--port-file", port_file],
+                                      "--lease-ttl-s", str(self.ttl_s), "--port-file", port_file, *self.extra],
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + 30
@@ -52,7 +52,8 @@ class _NameNode:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} did not start: see {self.root}/{self.name}.log")
             time.sleep(0.05)
-        self.port = read_port_file(port_file)["rpc"]
+        self.ports = read_port_file(port_file)
+        self.port = self.ports["rpc"]
 
     @property
     def address(self) -> str:
@@ -65,9 +66,11 @@ class _NameNode:
 
 
 class _Writers:
-    """THREADS threads of Mkdirs; ``acked`` every path acknowledged, with its time."""
+    """``threads`` threads of Mkdirs (``pause_s`` between a thread's writes); ``acked`` every path
+    acknowledged, with its time; ``errors`` the RPC failures tried again, by status code (a standby's
+    refusal included)."""
 
-    def __init__(self, nodes):
+    def __init__(self, nodes, threads: int = THREADS, pause_s: float = 0.0, top: str = "/bench"):
         import grpc
 
         from hedgefs.proto import hedgefs_pb2 as pb, hedgefs_pb2_grpc
@@ -78,7 +81,9 @@ class _Writers:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.client = uuid.uuid4().hex[:8]
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(THREADS)]
+        self.pause_s, self.top = pause_s, top
+        self.errors: dict[str, int] = {}
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
 
     def rebind(self, node) -> None:
         from hedgefs.proto import hedgefs_pb2_grpc
@@ -88,14 +93,16 @@ class _Writers:
     def _run(self, t: int) -> None:
         i = 0
         while not self.stop.is_set():
-            path, i = f"/bench/t{t}/{i:06d}", i + 1
+            path, i = f"{self.top}/t{t}/{i:06d}", i + 1
             while not self.stop.is_set():
                 done = False
                 for node, stub in list(self.stubs.values()):
                     try:
                         stub.Mkdir(self.pb.MkdirRequest(path=path, parents=True), timeout=2,
                                    metadata=(("hedgefs-client-id", self.client), ("hedgefs-call-id", path)))
-                    except self.grpc.RpcError:
+                    except self.grpc.RpcError as err:
+                        with self.lock:
+                            self.errors[err.code().name] = self.errors.get(err.code().name, 0) + 1
                         continue
                     with self.lock:
                         self.acked.append((time.monotonic(), path, node.name))
@@ -104,6 +111,8 @@ class _Writers:
                 if done:
                     break
                 time.sleep(0.01)
+            if self.pause_s:
+                self.stop.wait(self.pause_s)
 
     def first_after(self, t0: float, name: str) -> float | None:
         with self.lock:

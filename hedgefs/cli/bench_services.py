@@ -222,29 +222,54 @@ def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
 
 
 @click.command("failover", context_settings=CONTEXT)
-@click.option("--reps", type=click.IntRange(1, 1000), default=10, show_default=True, help="kill -9 repetitions.")
+@click.option("--mode", type=click.Choice(["namenode-kill", "etcd-leader", "reads", "cpu-hog"]), default="namenode-kill",
+              show_default=True, help="namenode-kill: kill -9 of the active and graceful handovers (bench/failover.py); "
+              "etcd-leader: kill -9 of etcd's leader member, the longest write stall; cpu-hog: false failovers "
+              "with a busy loop per core (bench/failover_faults.py); reads: reads of open files during kill -9s "
+              "of the active against windows without (bench/failover_reads.py).")
+@click.option("--reps", type=click.IntRange(1, 1000), default=None,
+              help="Kills per run  [default: 10 namenode-kill, 5 etcd-leader and reads].")
 @click.option("--graceful-reps", type=click.IntRange(0, 1000), default=5, show_default=True,
-              help="hedgefs admin failover repetitions.")
+              help="hedgefs admin failover repetitions (namenode-kill).")
 @click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True)
+@click.option("--seconds", type=click.FloatRange(1, 7200), default=600, show_default=True,
+              help="How long the CPU hogs run (cpu-hog).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
-def bench_failover(reps, graceful_reps, lease_ttl_s, out) -> None:
-    """kill -9 of the active NameNode (and graceful handovers) under a write load, on 3 etcd
-    members and 2 NameNodes (real processes): the time to the first write acknowledged by the new
-    active, and that no acknowledged write is lost (bench/failover.py). Needs etcd on PATH.
+def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None:
+    """NameNode failover on 3 etcd members and 2 NameNodes (real processes). Default: kill -9 of
+    the active NameNode (and graceful handovers) under a write load, the time to the first write
+    acknowledged by the new active, and that no acknowledged write is lost. Needs etcd on PATH.
 
     \b
     Examples:
       hedgefs bench failover --reps 10 --out bench/results/failover.json
+      hedgefs bench failover --mode etcd-leader --reps 5
+      hedgefs bench failover --mode reads --reps 5
+      hedgefs bench failover --mode cpu-hog --seconds 600
     """
     import sys
 
-    from hedgefs.bench.failover import run
     from hedgefs.cluster.etcd import EtcdMissing
 
     command = "hedgefs " + " ".join(sys.argv[1:])
+    say = lambda s: click.echo(s, err=True)
     try:
-        doc = run(reps=reps, ttl_s=lease_ttl_s, graceful_reps=graceful_reps, command=command,
-                  say=lambda s: click.echo(s, err=True))
+        if mode == "namenode-kill":
+            from hedgefs.bench.failover import run
+
+            doc = run(reps=reps or 10, ttl_s=lease_ttl_s, graceful_reps=graceful_reps, command=command, say=say)
+        elif mode == "etcd-leader":
+            from hedgefs.bench.failover_faults import run_etcd_leader
+
+            doc = run_etcd_leader(reps=reps or 5, ttl_s=lease_ttl_s, command=command, say=say)
+        elif mode == "reads":
+            from hedgefs.bench.failover_reads import run as run_reads
+
+            doc = run_reads(reps=reps or 5, command=command, say=say)
+        else:
+            from hedgefs.bench.failover_faults import run_cpu_hog
+
+            doc = run_cpu_hog(seconds=seconds, ttl_s=lease_ttl_s, command=command, say=say)
     except EtcdMissing as err:
         raise UsageError(str(err)) from None
     except RuntimeError as err:
