@@ -35,6 +35,9 @@ pyetcd = etcdrpc = None   # loaded by the first EtcdMeta
 
 PAGE = 2000            # keys per Range page of a snapshot
 RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
+# No answer, or one that says nothing of the outcome: UNKNOWN is etcd's "context deadline exceeded"
+# when the member's own deadline ran out first (seen while etcd elects a new leader).
+UNANSWERED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN")
 MARKER = "commit"       # the key each batch Txn of an active puts: which batch etcd has last (etcd_commit.py)
 
 
@@ -186,7 +189,7 @@ class EtcdMeta:
             return getattr(stub, method)(request, timeout or self.timeout_s)
         except grpc.RpcError as err:
             code = err.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL):
+            if code.name in UNANSWERED:
                 with self._lock:
                     endpoint.fail()
                     self._client._clear_old_stubs()
