@@ -14,8 +14,10 @@ a renewal answers TTL 0 (etcd expired it: a standby may be active by now) or ``r
 up (graceful handover); the owner then stops being active.
 
 Why 3 s: etcd's own election (100 ms heartbeat, 1 s election timeout) extends every lease by one
-election timeout when its leader changes, so an etcd failover costs no NameNode failover; a
-renewal every second survives two lost renewals before the deadline (TTL - margin = 2 s); and a
+election timeout when its leader changes, so the lease outlives an etcd failover (the Txn it
+interrupts is settled: etcd_commit.py); a renewal every second survives two lost renewals before
+the deadline (TTL - margin = 2 s), though not always an election as well: the active then stops
+serving until a renewal gets through (bench/results/2026-12-01-failover-etcd-leader-settled.md); and a
 kill -9 of the active is noticed by etcd within the TTL, so a standby takes over in about
 3-4 s. ``--lease-ttl-s`` sets it (longer on a loaded host: a false failover costs a few seconds,
 nothing is lost).
