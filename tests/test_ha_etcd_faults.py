@@ -162,8 +162,9 @@ def test_the_active_rides_out_the_etcd_leaders_death_and_applies_each_write_once
         assert [e for w in writers for e in w.errors] == []
         assert stub(nn.address).Report(pb.Empty(), timeout=5).namenode.epoch == epoch, nn.tail()
         acked = [p for w in writers for p in w.acked]
-        listed = [e.path for e in stub(nn.address).List(pb.ListRequest(path="/s"), timeout=10).entries]
-        assert sorted(listed) == sorted(acked) and len(set(acked)) == len(acked)
+        page = stub(nn.address).List(pb.ListRequest(path="/s", limit=10000), timeout=10)
+        listed = [e.path for e in page.entries]
+        assert not page.more and sorted(listed) == sorted(acked) and len(set(acked)) == len(acked)
         # etcd holds what the active serves, each once: root, /s and one inode per write
         etcd_cluster.wait_healthy()
         assert len(etcd_cluster.keys(f"/{name}/t/inodes/")) == len(acked) + 2
