@@ -19,8 +19,10 @@ view is rebuilt from etcd at every start), raising ``visible``; off the lock it 
 one Txn guarded by the active's epoch (``_push``; one Txn in flight, in order), then raises
 ``durable``. Writers apply the next batch meanwhile. A writer answers after ``wait_durable``, and
 a reader (``reading``) after ``wait_durable`` of the ``visible`` its snapshot began at: nobody is
-shown a change etcd has not committed. A failed or timed-out Txn fails the batch (``_fail``) and
-the backend's ``fatal`` makes the NameNode step down (its view, ahead of etcd, is discarded).
+shown a change etcd has not committed. A Txn whose answer is lost is settled by the backend
+while its lease holds (etcd_commit.py: each batch lands exactly once), everyone still waiting; a
+refused Txn, or one not settled in time, fails the batch (``_fail``) and the backend's ``fatal``
+makes the NameNode step down (its view, ahead of etcd, is discarded).
 A batch is sealed before it outgrows one Txn, and one change too large for one is refused
 (TooLarge). A standby opens the view ``read_only``.
 

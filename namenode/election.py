@@ -14,8 +14,10 @@ a renewal answers TTL 0 (etcd expired it: a standby may be active by now) or ``r
 up (graceful handover); the owner then stops being active.
 
 Why 3 s: etcd's own election (100 ms heartbeat, 1 s election timeout) extends every lease by one
-election timeout when its leader changes, so an etcd failover costs no NameNode failover; a
-renewal every second survives two lost renewals before the deadline (TTL - margin = 2 s); and a
+election timeout when its leader changes, so the lease outlives an etcd failover (the Txn it
+interrupts is settled: etcd_commit.py); a renewal every second survives two lost renewals before
+the deadline (TTL - margin = 2 s), though not always an election as well: the active then stops
+serving until a renewal gets through (bench/results/2026-12-01-failover-etcd-leader-settled.md); and a
 kill -9 of the active is noticed by etcd within the TTL, so a standby takes over in about
 3-4 s. ``--lease-ttl-s`` sets it (longer on a loaded host: a false failover costs a few seconds,
 nothing is lost).
@@ -28,7 +30,7 @@ import logging
 import threading
 import time
 
-from hedgefs.namenode.etcd_meta import EtcdMeta, MetaError
+from hedgefs.namenode.etcd_meta import EtcdMeta, MetaError, MetaUnavailable
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -93,15 +95,32 @@ class Lease:
             wait = max(0.0, interval - (self.clock() - sent))
 
     def revoke(self) -> None:
-        """Give the lease up (the leader key goes with it, at once). Once: again is a no-op."""
+        """Give the lease up (the leader key goes with it, at once). Once: again is a no-op. While
+        etcd has no leader (a deposed active's revoke, during etcd's election) it is tried again,
+        on the other members, until the lease would have run out anyway: the lease's own TTL
+        from the last renewal, plus one TTL more (a new etcd leader counts each lease afresh)."""
         self.stop()
         if self._revoked:
             return
         self._revoked = True
-        try:
-            self.meta.revoke(self.id)
-        except MetaError as err:
-            log.warning("lease %x: revoke failed (%s); it expires in %d s", self.id, err, self.ttl_s)
+        until = max(self.deadline + self.margin_s, self.clock()) + self.ttl_s
+        wait, tries = RETRY_S, 0
+        while True:
+            tries += 1
+            try:
+                self.meta.revoke(self.id, timeout_s=max(0.2, min(1.0, until - self.clock())))
+            except MetaUnavailable as err:
+                if self.clock() + wait < until:
+                    time.sleep(wait)
+                    wait = min(0.5, wait * 2)
+                    continue
+                log.warning("lease %x: revoke failed %d times (%s); it expires by itself", self.id, tries, err)
+            except MetaError as err:   # etcd answered: no such lease (it expired), or refused
+                log.warning("lease %x: revoke failed (%s); it expires in %d s", self.id, err, self.ttl_s)
+            else:
+                if tries > 1:
+                    log.warning("lease %x: revoked at try %d", self.id, tries)
+            return
 
     def stop(self) -> None:
         self._stop.set()

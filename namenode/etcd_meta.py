@@ -5,7 +5,8 @@ What the NameNode needs of etcd, and no more:
   ``commit``    one guarded Txn: If(create_revision(leader) == epoch) Then(puts, deletes). The
                 guard is the fencing: a deposed active (its leader key gone, or another's) can
                 never commit. Returns the revision; raises Fenced when the guard fails and
-                MetaUnavailable when etcd did not answer (the outcome is then unknown).
+                MetaUnavailable when etcd did not answer (the outcome is then unknown). With a
+                ``marker`` it is also one link of etcd_commit.py's chain; ``marker()`` reads it.
   ``snapshot``  every key under the prefix at one revision, in pages (a standby's view, a
                 restart's).
   ``watch``     the prefix's changes from a revision on, one revision at a time.
@@ -34,6 +35,10 @@ pyetcd = etcdrpc = None   # loaded by the first EtcdMeta
 
 PAGE = 2000            # keys per Range page of a snapshot
 RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
+# No answer, or one that says nothing of the outcome: UNKNOWN is etcd's "context deadline exceeded"
+# when the member's own deadline ran out first (seen while etcd elects a new leader).
+UNANSWERED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN")
+MARKER = "commit"       # the key each batch Txn of an active puts: which batch etcd has last (etcd_commit.py)
 
 
 class MetaError(RuntimeError):
@@ -184,7 +189,7 @@ class EtcdMeta:
             return getattr(stub, method)(request, timeout or self.timeout_s)
         except grpc.RpcError as err:
             code = err.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL):
+            if code.name in UNANSWERED:
                 with self._lock:
                     endpoint.fail()
                     self._client._clear_old_stubs()
@@ -288,16 +293,29 @@ class EtcdMeta:
 
     # ------------------------------------------------------------------ writes
 
-    def commit(self, epoch: int, puts: dict[str, bytes], deletes: list[str]) -> int:
-        """One Txn of puts and deletes, guarded by ``epoch``; returns its revision."""
+    def commit(self, epoch: int, puts: dict[str, bytes], deletes: list[str],
+               marker: tuple[bytes, int] | None = None, timeout_s: float | None = None) -> int:
+        """One Txn of puts and deletes, guarded by ``epoch``; returns its revision. ``marker``
+        (value, mod revision): the Txn also puts the ``commit`` key to value, guarded by the key's
+        mod revision being the one given (0: absent), the chain etcd_commit.py settles on."""
         ops = [etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.key(k), value=v)) for k, v in puts.items()]
         ops += [etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=self.key(k))) for k in deletes]
-        guard = etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.CREATE,
-                                key=self.key("leader"), create_revision=epoch)
-        r = self._call("kvstub", "Txn", etcdrpc.TxnRequest(compare=[guard], success=ops))
+        guards = [etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.CREATE,
+                                  key=self.key("leader"), create_revision=epoch)]
+        if marker is not None:
+            ops.append(etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.key(MARKER), value=marker[0])))
+            guards.append(etcdrpc.Compare(result=etcdrpc.Compare.EQUAL, target=etcdrpc.Compare.MOD,
+                                          key=self.key(MARKER), mod_revision=marker[1]))
+        r = self._call("kvstub", "Txn", etcdrpc.TxnRequest(compare=guards, success=ops), timeout=timeout_s)
         if not r.succeeded:
             raise Fenced(f"epoch {epoch} is no longer the leader's: this NameNode was deposed")
         return r.header.revision
+
+    def marker(self, timeout_s: float | None = None) -> tuple[bytes | None, int]:
+        """The ``commit`` key's (value, mod revision), (None, 0) when absent: a linearizable read,
+        tried on each member once."""
+        r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=self.key(MARKER)), timeout=timeout_s, retry=True)
+        return (r.kvs[0].value, r.kvs[0].mod_revision) if r.kvs else (None, 0)
 
     def put_if_absent(self, rel: str, value: bytes) -> bool:
         """Put ``rel`` unless it exists (no guard): True if this call put it."""
@@ -327,8 +345,8 @@ class EtcdMeta:
             raise MetaUnavailable(f"etcd: lease renewal failed: {err.code().name.lower()}") from None
         return 0
 
-    def revoke(self, lease_id: int) -> None:
-        self._call("leasestub", "LeaseRevoke", etcdrpc.LeaseRevokeRequest(ID=lease_id))
+    def revoke(self, lease_id: int, timeout_s: float | None = None) -> None:
+        self._call("leasestub", "LeaseRevoke", etcdrpc.LeaseRevokeRequest(ID=lease_id), timeout=timeout_s)
 
     def campaign(self, value: bytes, lease_id: int) -> tuple[int, bytes | None]:
         """Try to become the leader: (epoch, None) when this call created the leader key on

@@ -10,6 +10,8 @@ Keys (under ``/<prefix>/``; ids fixed-width hex so ranges sort, text percent-quo
                             issued is never issued again, by this active or the next
   leader                    the active's lease-bound key (election.py); its create revision is
                             the epoch
+  commit                    ``<epoch>:<batch>`` of the last batch Txn (etcd_commit.py's chain);
+                            not a row: the view ignores it
 
 Change capture (the active): triggers on every replicated table record the primary key of each
 row inserted, updated or deleted into ``_changes``, inside the writer's own transaction (a
@@ -181,7 +183,7 @@ def open_view(path: str) -> sqlite3.Connection:
 def check(items: list[tuple[str, bytes]], expect_version: int) -> None:
     """NotANamespace when etcd's keys under the prefix are not a hedgefs namespace of this schema
     version (an empty prefix is fine: the first active formats it)."""
-    rels = [rel for rel, _ in items if rel != "leader" and not rel.startswith("nn/")]
+    rels = [rel for rel, _ in items if rel not in ("leader", "commit") and not rel.startswith("nn/")]
     if not rels:
         return
     version = dict(items).get("t/meta/schema_version")

@@ -36,6 +36,7 @@ from typing import Callable
 from hedgefs.namenode import metrics
 from hedgefs.namenode.db import _SCHEMA, SCHEMA_VERSION, NotFormatted
 from hedgefs.namenode.election import DEFAULT_TTL_S, Lease, leader_value
+from hedgefs.namenode.etcd_commit import Chain
 from hedgefs.namenode.errors import FailedPrecondition
 from hedgefs.namenode.etcd_meta import EtcdMeta, MetaError, MetaURL
 from hedgefs.namenode.etcd_view import NotANamespace
@@ -122,17 +123,19 @@ class StandbyDataNodes:
 
 
 class EtcdBackend:
-    """Database's backend on etcd: every commit one Txn guarded by ``epoch``."""
+    """Database's backend on etcd: every commit one Txn guarded by ``epoch``, exactly once, settled
+    while ``serving`` holds when its answer is lost (etcd_commit.py)."""
 
     def __init__(self, meta: EtcdMeta, epoch: int, fatal: Callable[[str], None], max_keys: int = 1024,
-                 revision: int = 0):
+                 revision: int = 0, serving: Callable[[], bool] | None = None):
         self.meta, self.epoch, self._fatal = meta, epoch, fatal
-        self.max_keys = max_keys   # etcd's --max-txn-ops: a batch is committed before it needs more
+        self.max_keys = max_keys - 1   # etcd's --max-txn-ops, less the chain's marker key
         self.revision = max(revision, epoch)   # the last committed: set before any writer is told
+        self.chain = Chain(meta, epoch, serving)
 
     def commit(self, puts: dict[str, bytes], deletes: list[str]) -> int:
         start = time.perf_counter()
-        revision = self.meta.commit(self.epoch, puts, deletes)
+        revision = self.chain.commit(puts, deletes)
         self.revision = max(self.revision, revision)
         metrics.etcd_commit(time.perf_counter() - start, len(puts) + len(deletes))
         return revision
@@ -354,7 +357,8 @@ class HA:
                 self.namesystem.close()
                 self.namesystem = None
             self.epoch = epoch
-            backend = EtcdBackend(self.meta, epoch, self._on_fatal, self.max_txn_ops, self.follower.applied)
+            backend = EtcdBackend(self.meta, epoch, self._on_fatal, self.max_txn_ops, self.follower.applied,
+                                  self.lease.serving)
             self._backend = backend
             threading.Thread(target=self._watch_lease, args=(self.lease,), daemon=True,
                              name="namenode-lease-watch").start()

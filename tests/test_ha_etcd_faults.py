@@ -103,3 +103,70 @@ def test_quorum_lost_refuses_writes_and_quorum_back_recovers(pair, etcd_cluster)
     with pytest.raises(grpc.RpcError) as gone:
         stat(active.address, "/w/during")
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+class Retrier(threading.Thread):
+    """Mkdirs of paths of its own, each retried with its call id (the retry cache) until answered,
+    as the client library does: what a user sees is an answer, or an error past the retries."""
+
+    def __init__(self, address: str, tag: str):
+        super().__init__(daemon=True)
+        self.address, self.tag, self.acked, self.errors = address, tag, [], []
+        self.stop = threading.Event()
+
+    def run(self):
+        s, i = stub(self.address), 0
+        while not self.stop.is_set():
+            path, call, i = f"/s/{self.tag}{i:05d}", ids(), i + 1
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    s.Mkdir(pb.MkdirRequest(path=path), timeout=3, metadata=call)
+                    self.acked.append(path)
+                    break
+                except grpc.RpcError as err:
+                    retriable = err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                               grpc.StatusCode.FAILED_PRECONDITION)
+                    if not retriable or time.monotonic() > deadline:
+                        self.errors.append((path, err.code().name, err.details()))
+                        break
+                    time.sleep(0.05)
+
+
+def test_the_active_rides_out_the_etcd_leaders_death_and_applies_each_write_once(etcd_cluster, tmp_path):
+    """The batch Txn the etcd election interrupts is settled (etcd_commit.py), not fail-stopped:
+    the active keeps its epoch. A lease long enough that its renewals outlast the election on
+    this loaded host: what is tested is the settling, not the TTL budget (bench failover's)."""
+    name = prefix("settle")
+    nn = NameNodeProcess(tmp_path, "nn1", etcd_cluster.url(name), lease_ttl_s=10).start()
+    try:
+        active_of([nn])
+        stub(nn.address).Mkdir(pb.MkdirRequest(path="/s"), timeout=5, metadata=ids())
+        epoch = stub(nn.address).Report(pb.Empty(), timeout=5).namenode.epoch
+        writers = [Retrier(nn.address, f"w{k}-") for k in range(4)]
+        for w in writers:
+            w.start()
+        wait_until(lambda: sum(len(w.acked) for w in writers) >= 40, 30, "writes before the fault")
+        leader = etcd_cluster.leader()
+        etcd_cluster.kill(leader)
+        count = sum(len(w.acked) for w in writers)
+        try:
+            wait_until(lambda: sum(len(w.acked) for w in writers) >= count + 40, 40,
+                       "writes after the etcd leader died")
+        finally:
+            for w in writers:
+                w.stop.set()
+            for w in writers:
+                w.join(40)
+            etcd_cluster.start_member(leader, state="existing")
+        assert [e for w in writers for e in w.errors] == []
+        assert stub(nn.address).Report(pb.Empty(), timeout=5).namenode.epoch == epoch, nn.tail()
+        acked = [p for w in writers for p in w.acked]
+        page = stub(nn.address).List(pb.ListRequest(path="/s", limit=10000), timeout=10)
+        listed = [e.path for e in page.entries]
+        assert not page.more and sorted(listed) == sorted(acked) and len(set(acked)) == len(acked)
+        # etcd holds what the active serves, each once: root, /s and one inode per write
+        etcd_cluster.wait_healthy()
+        assert len(etcd_cluster.keys(f"/{name}/t/inodes/")) == len(acked) + 2
+    finally:
+        nn.stop()
