@@ -222,20 +222,23 @@ def bench_namenode_fleet(datanodes, interval_s, seconds, out) -> None:
 
 
 @click.command("failover", context_settings=CONTEXT)
-@click.option("--mode", type=click.Choice(["namenode-kill", "etcd-leader", "reads", "cpu-hog"]), default="namenode-kill",
+@click.option("--mode", type=click.Choice(["namenode-kill", "etcd-leader", "reads", "cpu-hog", "timeline"]), default="namenode-kill",
               show_default=True, help="namenode-kill: kill -9 of the active and graceful handovers (bench/failover.py); "
               "etcd-leader: kill -9 of etcd's leader member, the longest write stall; cpu-hog: false failovers "
               "with a busy loop per core (bench/failover_faults.py); reads: reads of open files during kill -9s "
-              "of the active against windows without (bench/failover_reads.py).")
+              "of the active against windows without (bench/failover_reads.py); timeline: writes/s and read latency "
+              "per 100 ms around each kill -9, JSON and a PNG (bench/failover_timeline.py).")
 @click.option("--reps", type=click.IntRange(1, 1000), default=None,
-              help="Kills per run  [default: 10 namenode-kill, 5 etcd-leader and reads].")
+              help="Kills per run  [default: 10 namenode-kill, 5 etcd-leader and reads, 3 timeline].")
 @click.option("--graceful-reps", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="hedgefs admin failover repetitions (namenode-kill).")
 @click.option("--lease-ttl-s", type=click.IntRange(2, 60), default=3, show_default=True)
 @click.option("--seconds", type=click.FloatRange(1, 7200), default=600, show_default=True,
               help="How long the CPU hogs run (cpu-hog).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json")
-def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None:
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.png",
+              help="The timeline's PNG (timeline) [default: beside --out, .png].")
+def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out, plot) -> None:
     """NameNode failover on 3 etcd members and 2 NameNodes (real processes). Default: kill -9 of
     the active NameNode (and graceful handovers) under a write load, the time to the first write
     acknowledged by the new active, and that no acknowledged write is lost. Needs etcd on PATH.
@@ -246,11 +249,16 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
       hedgefs bench failover --mode etcd-leader --reps 5
       hedgefs bench failover --mode reads --reps 5
       hedgefs bench failover --mode cpu-hog --seconds 600
+      hedgefs bench failover --mode timeline --reps 3 --out bench/results/failover-timeline.json
     """
     import sys
 
     from hedgefs.cluster.etcd import EtcdMissing
 
+    if plot is not None and mode != "timeline":
+        raise UsageError(f"--plot is for --mode timeline, not {mode}")
+    if mode == "timeline" and plot is None and out is not None:
+        plot = out.with_suffix(".png")
     command = "hedgefs " + " ".join(sys.argv[1:])
     say = lambda s: click.echo(s, err=True)
     try:
@@ -266,6 +274,10 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
             from hedgefs.bench.failover_reads import run as run_reads
 
             doc = run_reads(reps=reps or 5, command=command, say=say)
+        elif mode == "timeline":
+            from hedgefs.bench.failover_timeline import run as run_timeline
+
+            doc = run_timeline(reps=reps or 3, command=command, say=say)
         else:
             from hedgefs.bench.failover_faults import run_cpu_hog
 
@@ -276,7 +288,15 @@ def bench_failover(mode, reps, graceful_reps, lease_ttl_s, seconds, out) -> None
         raise HedgefsError(str(err)) from None
     if out is not None:
         out.write_text(json.dumps(doc, indent=1) + "\n")
-    click.echo(json.dumps(doc))
+    if plot is not None:
+        from hedgefs.bench.failover_timeline import plot as draw
+
+        try:
+            say(f"plot: {draw(doc, plot)}")
+        except RuntimeError as err:   # no matplotlib: the JSON is written, the plot can be redrawn from it
+            raise HedgefsError(f"{err} (redraw: python -m hedgefs.bench.failover_timeline {out or 'RESULT.json'})") from None
+    # the timeline's buckets are for the file: with --out, stdout has the figures only
+    click.echo(json.dumps({k: v for k, v in doc.items() if k != "per_rep"} if mode == "timeline" and out else doc))
 
 
 @click.command("meta", context_settings=CONTEXT)
