@@ -1,7 +1,8 @@
 """Leader election on an etcd lease, and the serve deadline on the monotonic clock.
 
 A NameNode holds one lease (TTL ``ttl_s``, default 3 s) and renews it from its own thread every
-``ttl_s / 3`` (a failed renewal is tried again at once, on another member). Its serve deadline
+``ttl_s / 6``, each renewal given up to ``ttl_s / 3`` (a failed renewal is tried again at once,
+on another member). Its serve deadline
 is the monotonic time at which the last acknowledged renewal was *sent*, plus the TTL etcd gave
 back, minus ``MARGIN_S``: etcd counts the TTL from when it
 received the renewal, which is later, so past the deadline the lease may still exist but no
@@ -15,9 +16,10 @@ up (graceful handover); the owner then stops being active.
 
 Why 3 s: etcd's own election (100 ms heartbeat, 1 s election timeout) extends every lease by one
 election timeout when its leader changes, so the lease outlives an etcd failover (the Txn it
-interrupts is settled: etcd_commit.py); a renewal every second survives two lost renewals before
-the deadline (TTL - margin = 2 s), though not always an election as well: the active then stops
-serving until a renewal gets through (bench/results/2026-12-01-failover-etcd-leader-settled.md); and a
+interrupts is settled: etcd_commit.py); renewals every 0.5 s leave 1.5-2 s of the deadline (TTL -
+margin = 2 s) when etcd's leader dies, about one etcd election: every 1 s left 1-2 s, and in 3 of
+10 kills the settling ran past it and the active failed over, none in 10 at 0.5 s
+(bench/results/2026-12-01-failover-etcd-leader-renewals.md); and a
 kill -9 of the active is noticed by etcd within the TTL, so a standby takes over in about
 3-4 s. ``--lease-ttl-s`` sets it (longer on a loaded host: a false failover costs a few seconds,
 nothing is lost).
@@ -37,6 +39,7 @@ log = logging.getLogger("hedgefs.namenode")
 DEFAULT_TTL_S = 3
 MARGIN_S = 1.0
 RETRY_S = 0.1     # after a failed renewal
+RENEWALS_PER_TTL = 6   # the deadline is at most ttl/6 stale when etcd's leader dies: ~1.5 s of the 2 s left
 
 
 def leader_value(rpc_address: str, http_address: str) -> bytes:
@@ -74,12 +77,12 @@ class Lease:
         return not self.lost.is_set() and self.clock() < self.deadline
 
     def _run(self) -> None:
-        interval = self.ttl_s / 3
+        interval = self.ttl_s / RENEWALS_PER_TTL
         wait = interval
         while not self._stop.wait(wait):
             sent = self.clock()
             try:
-                ttl = self.meta.keepalive(self.id, timeout_s=interval)
+                ttl = self.meta.keepalive(self.id, timeout_s=self.ttl_s / 3)
             except MetaError as err:
                 # at once again, on another member: one lost renewal must not cost the lease
                 wait = RETRY_S
