@@ -15,12 +15,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
 import uuid
-
-from hedgefs.plumbing import stable_port
 
 
 class EtcdMissing(RuntimeError):
@@ -28,8 +27,16 @@ class EtcdMissing(RuntimeError):
 
 
 def free_ports(count: int) -> list[int]:
-    """Loopback ports for members that restart on them: outside the ephemeral range (plumbing)."""
-    return [stable_port() for _ in range(count)]
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def tls_flags(tls) -> list[str]:

@@ -29,7 +29,7 @@ import grpc
 
 from hedgefs.cluster.etcd import binaries, free_ports, member_command
 from hedgefs.cluster.etcd import wait_healthy as etcd_wait_healthy
-from hedgefs.plumbing import read_port_file, stable_port
+from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import material, tls
@@ -173,19 +173,16 @@ class LocalCluster:
         if self.state and any(self.is_running(n) for n in [*self.namenode_names, *self.datanode_ids, *self.etcd_names]):
             raise AlreadyRunning(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
-        # Every process restarts on its ports (the data port aside): they are picked outside the
-        # ephemeral range, where no client's outgoing connection can take them meanwhile.
         self.state = {"options": dataclasses.asdict(options), "datanodes": {},
-                      "namenode": {"port": options.namenode_port or stable_port(),
-                                   "http_port": options.namenode_http_port or stable_port()}}
+                      "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
-            self.state["datanodes"][f"dn{i}"] = {"port": stable_port(), "data_port": 0, "http_port": stable_port()}
+            self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
         if options.ha:
             ports = free_ports(2 * ETCD_MEMBERS)
             self.state["etcd"] = {f"etcd-{i + 1}": {"client_port": ports[2 * i], "peer_port": ports[2 * i + 1]}
                                   for i in range(ETCD_MEMBERS)}
             self.state["etcd_token"] = f"hedgefs-{os.urandom(6).hex()}"
-            self.state["namenode-2"] = {"port": stable_port(), "http_port": stable_port()}
+            self.state["namenode-2"] = {"port": 0, "http_port": 0}
         if options.secure and not (self.security_dir / "ca.pem").exists():
             # An existing (insecure) namespace keeps its cluster id: the material is made for it.
             material.init_material(self.security_dir, self.datanode_ids, cluster_id=self._namespace_cluster_id())
@@ -358,7 +355,7 @@ class LocalCluster:
         """Start one more DataNode (the next dnN) and wait until it is live; returns its name."""
         n = max((int(d[2:]) for d in self.datanode_ids if d[2:].isdigit()), default=0) + 1
         name = f"dn{n}"
-        self.state["datanodes"][name] = {"port": stable_port(), "http_port": stable_port()}
+        self.state["datanodes"][name] = {"port": 0}
         self.start(name)
         self.wait_live([name], timeout_s)
         return name

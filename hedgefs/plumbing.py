@@ -8,9 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 
@@ -20,39 +18,6 @@ import grpc
 def hostport(host: str, port: int) -> str:
     """``host:port``, with an IPv6 host in brackets (``[::1]:8020``)."""
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
-
-
-def _ephemeral_range() -> range:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = f.read().split()
-        return range(int(low), int(high) + 1)
-    except (OSError, ValueError):
-        return range(32768, 61000)
-
-
-_PICKED: set[int] = set()
-_PICKED_LOCK = threading.Lock()
-
-
-def stable_port(host: str = "127.0.0.1") -> int:
-    """A port free now on ``host`` that no outgoing connection will take before a server binds
-    it, even after that server restarts on it: one outside the kernel's ephemeral range, from
-    which every ``connect()`` draws its source port (a port from ``bind(0)`` is inside it, so a
-    process restarted on its old port could find it taken: "Address already in use"). Never the
-    same port twice in one process."""
-    ephemeral = _ephemeral_range()
-    with _PICKED_LOCK:
-        candidates = [p for p in (*range(20000, ephemeral.start), *range(ephemeral.stop, 65536)) if p not in _PICKED]
-        for port in random.sample(candidates, min(len(candidates), 200)):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    continue
-            _PICKED.add(port)
-            return port
-    raise RuntimeError(f"no free port on {host} outside the ephemeral range {ephemeral.start}-{ephemeral.stop - 1}")
 
 
 def write_port_file(path: str, port: int, **more: int) -> None:

@@ -3,10 +3,12 @@ services as local processes (test_compose.py's docstring says what is remapped, 
 import concurrent.futures
 import os
 import pathlib
+import random
 import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,17 +27,44 @@ from compose_support import (
     volume_mounts,
 )
 
-from hedgefs.plumbing import stable_port
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
 
 # --------------------------------------------------------------------------- parity run
 
+def _ephemeral_range() -> range:
+    try:
+        low, high = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+_PICKED: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port outside the kernel's ephemeral range (plumbing.stable_port): a fresh-clone
-    CI run lost dn1's HTTP port to another process's outgoing connection ("Address already in use")."""
-    return stable_port()
+    """A loopback port that is free now and that no outgoing connection will take before it is bound.
+
+    A port from bind(0) lies in the kernel's ephemeral range, from which every connect() of the
+    processes started in the meantime also draws its source port: a fresh-clone CI run lost dn1's
+    HTTP port that way ("Address already in use"). So pick below (or above) that range, and never
+    the same port twice in one test process.
+    """
+    ephemeral = _ephemeral_range()
+    rng = random.Random()
+    candidates = [p for p in (*range(20000, ephemeral.start), *range(ephemeral.stop, 65536))
+                  if p not in _PICKED] or list(range(20000, 65536))
+    for port in rng.sample(candidates, min(len(candidates), 200)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PICKED.add(port)
+        return port
+    raise RuntimeError("no free loopback port outside the ephemeral range")
 
 
 class Remap:
