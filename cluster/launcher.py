@@ -321,14 +321,16 @@ class LocalCluster:
                     material.add_datanode(self.security_dir, name)
                 args += ["--credentials", str(credential)]
             args += options.get("datanode_args", {}).get(name, [])
-        # A DataNode keeps its HTTP (metrics) port across restarts, as the NameNode does, so a
-        # static Prometheus target still finds it; if some other process took it meanwhile, it
-        # starts on a free one instead (and says so in its log). The data port is fresh each start.
+        # Every process keeps its HTTP (status, metrics) port across restarts, so a bookmark or a
+        # static Prometheus target still finds it; if some other process took it meanwhile (a
+        # port from bind(0) may be any client's outgoing one by then: a chaos run's NameNode
+        # could not restart), it starts on a free one instead and says so in its log. Only the
+        # RPC port is kept at all costs (clients and DataNodes know it). The data port is fresh each start.
         http_port = entry.get("http_port", 0)
         try:
             ports = self._launch(name, args, port_file, http_port)
         except ClusterError as err:
-            if name in NAMENODES or not http_port or "cannot serve HTTP" not in str(err):
+            if not http_port or "cannot serve HTTP" not in str(err):
                 raise
             with open(self.root / "logs" / f"{name}.log", "a") as log:
                 log.write(f"launcher: {name}'s HTTP port {http_port} is taken: starting it on a free one\n")
