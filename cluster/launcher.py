@@ -369,7 +369,13 @@ class LocalCluster:
             time.sleep(0.02)
 
     def freeze(self, name: str) -> None:
+        """SIGSTOP, and return once every thread of the process is stopped: kill() returns
+        before a thread running on another core has stopped, and a fault test's next read could
+        still be answered (a fresh-clone run's frozen DataNode served one read in 0.00 s)."""
         self._signal(name, signal.SIGSTOP)
+        pid, deadline = self.pid(name), time.monotonic() + 5.0
+        while pid and not _all_stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def thaw(self, name: str) -> None:
         self._signal(name, signal.SIGCONT)
@@ -450,6 +456,22 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     except OSError:
         return None
     return fields[0], int(fields[19])
+
+
+def _all_stopped(pid: int) -> bool:
+    """Is every thread of ``pid`` stopped (state T or t), or the process gone?"""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        except OSError:
+            continue   # a thread that ended
+    return True
 
 
 def _tail(path: pathlib.Path) -> str:

@@ -1,7 +1,9 @@
-"""A process the launcher restarts keeps its RPC port; its HTTP port too, unless another process
-took it meanwhile: then it starts on a free one and says so (a chaos run's NameNode failed to
-restart, "cannot serve HTTP ... Address already in use", on a port some connection had taken)."""
+"""The launcher's process control: a process it restarts keeps its RPC port, and its HTTP port
+too unless another process took it meanwhile (then it starts on a free one and says so: a chaos
+run's NameNode failed to restart, "cannot serve HTTP ... Address already in use"); a freeze
+returns once the process is stopped."""
 
+import pathlib
 import socket
 
 from conftest import run_cli, start_cluster, wait_until
@@ -30,5 +32,10 @@ def test_a_namenode_whose_http_port_was_taken_restarts_on_a_free_one(tmp_path):
         log = (cluster.root / "logs" / "namenode.log").read_text()
         assert f"namenode's HTTP port {http} is taken: starting it on a free one" in log
         assert run_cli("ls", "/", namenode=cluster.namenode).code == 0
+        # freeze returns only once every thread is stopped (kill() returns before that)
+        cluster.freeze("dn1")
+        tasks = list((pathlib.Path("/proc") / str(cluster.pid("dn1")) / "task").iterdir())
+        assert len(tasks) > 1 and all((t / "stat").read_text().rsplit(")", 1)[1].split()[0] in "Tt" for t in tasks)
+        cluster.thaw("dn1")
     finally:
         cluster.down()
