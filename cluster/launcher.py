@@ -29,6 +29,7 @@ import grpc
 
 from hedgefs.cluster.etcd import binaries, free_ports, member_command
 from hedgefs.cluster.etcd import wait_healthy as etcd_wait_healthy
+from hedgefs.cluster.procs import last_line, proc_stat, wait_stopped
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -152,7 +153,7 @@ class LocalCluster:
                 return False
         except ChildProcessError:
             pass
-        stat = _proc_stat(pid)
+        stat = proc_stat(pid)
         return stat is not None and stat[0] != "Z" and stat[1] == entry.get("started")
 
     def exit_code(self, name: str) -> int | None:
@@ -164,7 +165,7 @@ class LocalCluster:
         """running | frozen | stopped"""
         if not self.is_running(name):
             return "stopped"
-        return "frozen" if _proc_stat(self.pid(name))[0] == "T" else "running"
+        return "frozen" if proc_stat(self.pid(name))[0] == "T" else "running"
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -239,7 +240,7 @@ class LocalCluster:
     def _check_etcd(self) -> None:
         for name in self.etcd_names:
             if not self.is_running(name):
-                raise ClusterError(f"{name} exited: {_tail(self.root / 'logs' / (name + '.log'))}")
+                raise ClusterError(f"{name} exited: {last_line(self.root / 'logs' / (name + '.log'))}")
 
     def _start_etcd(self, name: str) -> None:
         etcd = self.state["etcd"]
@@ -252,7 +253,7 @@ class LocalCluster:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         log.close()
-        etcd[name]["pid"], etcd[name]["started"] = proc.pid, _proc_stat(proc.pid)[1]
+        etcd[name]["pid"], etcd[name]["started"] = proc.pid, proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc
         self._save()
 
@@ -349,7 +350,7 @@ class LocalCluster:
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         entry["pid"] = proc.pid
-        entry["started"] = _proc_stat(proc.pid)[1]
+        entry["started"] = proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc
         return self._wait_port(name, proc, port_file)
 
@@ -373,9 +374,8 @@ class LocalCluster:
         before a thread running on another core has stopped, and a fault test's next read could
         still be answered (a fresh-clone run's frozen DataNode served one read in 0.00 s)."""
         self._signal(name, signal.SIGSTOP)
-        pid, deadline = self.pid(name), time.monotonic() + 5.0
-        while pid and not _all_stopped(pid) and time.monotonic() < deadline:
-            time.sleep(0.002)
+        if self.pid(name):
+            wait_stopped(self.pid(name))
 
     def thaw(self, name: str) -> None:
         self._signal(name, signal.SIGCONT)
@@ -437,7 +437,7 @@ class LocalCluster:
             if port_file.exists():
                 return read_port_file(port_file)
             if proc.poll() is not None:
-                tail = _tail(self.root / "logs" / f"{name}.log")
+                tail = last_line(self.root / "logs" / f"{name}.log")
                 raise ClusterError(f"{name} failed to start (exit {proc.returncode}): {tail}")
             time.sleep(0.02)
         raise ClusterError(f"{name} did not start within {timeout_s:.0f} s")
@@ -446,37 +446,3 @@ class LocalCluster:
         tmp = self.root / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(self.state, indent=2))
         tmp.replace(self.root / STATE_FILE)
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) of a process, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[19])
-
-
-def _all_stopped(pid: int) -> bool:
-    """Is every thread of ``pid`` stopped (state T or t), or the process gone?"""
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return True
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
-                    return False
-        except OSError:
-            continue   # a thread that ended
-    return True
-
-
-def _tail(path: pathlib.Path) -> str:
-    try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "(no log)"
-    return lines[-1] if lines else "(empty log)"
