@@ -26,6 +26,9 @@ from hedgefs.bench.failover import _percentile
 
 
 class _Readers:
+    """``threads`` threads of random ``read_kib`` preads of ``expected``'s files, each checked, each
+    recorded by ``_record`` with the tag ``_tag`` gave just before it began."""
+
     def __init__(self, fs, expected: dict[str, bytes], threads: int, read_kib: int):
         self.fs, self.expected, self.size = fs, expected, read_kib * 1024
         self.phase, self.rep = "warmup", 0
@@ -43,7 +46,7 @@ class _Readers:
             path = rng.choice(paths)
             data = self.expected[path]
             offset = rng.randrange(0, len(data) - self.size)
-            phase, rep, began, start = self.phase, self.rep, time.monotonic(), time.perf_counter()
+            tag, began, start = self._tag(), time.monotonic(), time.perf_counter()
             try:
                 got = readers[path].pread(offset, self.size)
                 error = None if got == data[offset:offset + self.size] else f"wrong bytes at {path}:{offset}"
@@ -51,10 +54,17 @@ class _Readers:
                 error = f"{type(err).__name__}: {err}"[:300]
             seconds = time.perf_counter() - start
             with self.lock:
-                if error:
-                    self.failures.append((phase, error))
-                else:
-                    self.samples.append((phase, rep, began, seconds))
+                self._record(tag, began, seconds, error)
+
+    def _tag(self):
+        return self.phase, self.rep
+
+    def _record(self, tag, began: float, seconds: float, error: str | None) -> None:
+        """Under the lock."""
+        if error:
+            self.failures.append((tag[0], error))
+        else:
+            self.samples.append((*tag, began, seconds))
 
     def latencies(self, phase: str, rep: int | None = None, between: list[tuple[float, float]] | None = None):
         with self.lock:

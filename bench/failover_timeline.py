@@ -30,40 +30,26 @@ import time
 
 from hedgefs.bench.failover import _percentile
 from hedgefs.bench.failover_faults import longest_gap
+from hedgefs.bench.failover_reads import _Readers as _ReadersOf
 
 STEP_S = 0.1
 
 
-class _Readers:
+class _Readers(_ReadersOf):
     """The reads of failover_reads.py, failures included as samples: (monotonic start, seconds, ok)."""
 
     def __init__(self, fs, expected: dict[str, bytes], threads: int, read_kib: int):
-        self.fs, self.expected, self.size = fs, expected, read_kib * 1024
+        super().__init__(fs, expected, threads, read_kib)
         self.samples: list[tuple[float, float, bool]] = []
         self.errors: list[str] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
 
-    def _run(self, i: int) -> None:
-        rng = random.Random(i)
-        readers = {path: self.fs.open(path) for path in self.expected}   # opened once, before any kill
-        paths = sorted(readers)
-        while not self.stop.is_set():
-            path = rng.choice(paths)
-            data = self.expected[path]
-            offset = rng.randrange(0, len(data) - self.size)
-            began, start = time.monotonic(), time.perf_counter()
-            try:
-                got = readers[path].pread(offset, self.size)
-                error = None if got == data[offset:offset + self.size] else f"wrong bytes at {path}:{offset}"
-            except Exception as err:   # counted: the figure this benchmark exists for
-                error = f"{type(err).__name__}: {err}"[:300]
-            seconds = time.perf_counter() - start
-            with self.lock:
-                self.samples.append((began, seconds, error is None))
-                if error:
-                    self.errors.append(error)
+    def _tag(self):
+        return None
+
+    def _record(self, tag, began: float, seconds: float, error: str | None) -> None:
+        self.samples.append((began, seconds, error is None))
+        if error:
+            self.errors.append(error)
 
 
 class _Writers:
