@@ -34,6 +34,7 @@ hedges, refusals and trips; bench/trace.py breaks reads down. Nothing the client
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import random
@@ -42,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from hedgefs.bench import gcwatch
 from hedgefs.bench.probe import ClientProbe
 from hedgefs.bench.timeseries import BUCKET_S, TimeSeries, ms
 from hedgefs.client.metrics import LatencyHistogram
@@ -166,6 +168,7 @@ class BenchRun:
             "loop_lag_p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else None,
             "loop_lag_max_ms": lags[-1] if lags else None,
             "loop_lag": self.host.get("loop_lag", []),  # [t_s, ms], sampled every bucket
+            "gc": self.host.get("gc"),   # the client process's collections in the run (bench/gcwatch.py)
         }
 
 
@@ -248,6 +251,7 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
     hist = LatencyHistogram()
     series = TimeSeries(bucket_s)
     stop = threading.Event()
+    gc_watch = gcwatch.GcWatch().start()   # the bench's own heap walked by no collection in the run
     t0 = time.monotonic()
     tally = _Tally(t0, hist, series)
     probe = ClientProbe(fs, t0, bucket_s)
@@ -277,12 +281,13 @@ def run_read_bench(fs, path: str, *, threads: int = DEFAULT_THREADS, duration_s:
         stop.set()
         for t in helpers:
             t.join(10)
+        gc_watch.stop()
     probe.sample()
     wall = tally.last_done - t0
     host = {"client_cpu_s": round(time.process_time() - cpu0, 2), "loadavg_start": [round(x, 2) for x in load0],
-            "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loop_lag": lags}
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()], "loop_lag": lags, "gc": gc_watch.summary()}
     return BenchRun(threads=threads, rate=rate, fanout=fanout, read_size=read_size, seed=seed, path=path,
-                    file_length=f.length, policy=f.status.policy, hedge=_hedge_dict(fs.hedge), wall_s=wall,
+                    file_length=f.length, policy=f.status.policy, hedge=dataclasses.asdict(fs.hedge), wall_s=wall,
                     reads=tally.reads, errors=tally.errors, error_samples=tally.error_samples,
                     expected_unit_reads=tally.cells, hist=hist, series=series, stats=fs.stats(), probe=probe,
                     saturated=pages.saturated, events=events, host=host, t0=t0)
@@ -421,12 +426,6 @@ def _cells_touched(status, policy, offset: int, length: int) -> int:
         cells = layout.group_range_to_cells(policy, group.length, piece.offset_in_group, piece.length)
         n += len({cell.index for cell in cells})
     return n
-
-
-def _hedge_dict(config) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(config)
 
 
 def format_summary(summary: dict) -> str:

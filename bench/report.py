@@ -103,16 +103,21 @@ def _every_run(doc: dict) -> list[str]:
     """One line per run, in the order they ran: which runs a stall touched."""
     out = ["", "## Every run, in order", "",
            "| round | policy | scenario | kind | p99.9 ms | window p99.9 | stall-free p99.9 | max ms | extra % "
-           "| floor % | load avg | canary (stalls, worst ms, stalled buckets) |",
-           "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "| floor % | load avg | canary (stalls, worst ms, stalled buckets) | client GC (collections, worst ms) |",
+           "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in doc["runs"]:
         s, m = r["summary"], r["measures"]
         c = m["canary"]
         out.append(f"| {r['rep'] + 1} | {r['policy']} | {r['scenario']} | {r['kind']} | {s['p999_ms']:.1f} | "
                    f"{m['window_p999_ms']:.1f} | {m['clean_p999_ms']:.1f} | {s['max_ms']:.1f} | "
                    f"{s['extra_unit_reads_pct']:.2f} | {m['floor_pct']:.2f} | {r['host']['loadavg_start'][0]:.1f} | "
-                   f"{c['verdict']} ({c['stalls']}, {c['worst_ms']:.0f} ms, {m['stall_buckets']}) |")
+                   f"{c['verdict']} ({c['stalls']}, {c['worst_ms']:.0f} ms, {m['stall_buckets']}) | {_gc(r['host'])} |")
     return out
+
+
+def _gc(host: dict) -> str:
+    gc = host.get("gc")   # runs before bench/gcwatch.py have none
+    return f"{gc['collections']}, {gc['max_ms']:.0f} ms" if gc else "-"
 
 
 def _checks(doc: dict) -> list[str]:

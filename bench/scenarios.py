@@ -54,7 +54,7 @@ from typing import Callable
 from hedgefs.bench import canary as canary_mod
 from hedgefs.bench import checks
 from hedgefs.bench.cluster import BLOCK_SIZE, BenchCluster, CpuHog, path_of
-from hedgefs.bench.read import DEFAULT_READ_SIZE, measure_capacity, run_read_bench
+from hedgefs.bench.read import measure_capacity, run_read_bench
 from hedgefs.bench.report import summary_markdown
 from hedgefs.bench.rounds import duty, floor_pct, rescue_sources
 from hedgefs.bench.targets import aggregate, evaluate_targets
@@ -162,7 +162,8 @@ def run_one(ctx: Ctx, sc: Scenario, policy: str, kind: str, rep: int, base: dict
             f"p99.9 {s['p999_ms']:.1f} (window {m['window_p999_ms']:.1f})  max {s['max_ms']:.1f} ms  "
             f"extra {s['extra_unit_reads_pct']:.2f} % (floor {m['floor_pct']:.1f})  hedges {s['hedges']}  "
             f"trips {s['breaker_trips']}  errors {result['errors']}  load {h['loadavg_start'][0]}  "
-            f"canary {m['canary']['verdict']} {m['canary']['worst_ms']} ms" + ("  SATURATED" if s["load"]["saturated"] else ""))
+            f"canary {m['canary']['verdict']} {m['canary']['worst_ms']} ms  gc max {h['gc']['max_ms']} ms"
+            + ("  SATURATED" if s["load"]["saturated"] else ""))
     return result
 
 
