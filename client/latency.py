@@ -30,10 +30,12 @@ twice their threshold (recent: the last 0.25 s, or its last 6 reads if it had fe
 yardsticks are its peers, one DataNode slower than the rest is slow, while a host that is slow
 all over (CPU contention), or a client that stalls for a moment (every read in flight late at
 once), makes nobody slow. A read that opened a new connection (``connecting``; the DataNode
-sets each one up, a thread of its own: 3-4 x a pooled read's time) is judged against the
-ceiling, as a new client judges: late first reads are no evidence, one never answered (frozen,
-its kernel still accepting TCP) is, at twice the ceiling (docs/design.md). It stays slow until most of its recent reads are back under twice
-their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
+sets each one up, a thread of its own: 3-4 x a pooled read's time, tens of ms on a loaded host)
+is judged against ``cold_threshold``, 4 x the threshold and at least 100 ms (at most the ceiling,
+what a new client that knows nothing judges by): late first reads are no evidence, one never
+answered (frozen, its kernel still accepting TCP) is, at twice that (docs/design.md); so are the
+reads a slow DataNode gets once its reads have every pooled connection busy. It stays slow until
+most of its recent reads are back under twice their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
 too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and
 again when it ends), so a DataNode that stops answering is judged in a fraction of a second, not
 when its reads finish; a cancelled read (a lower bound) counts only once it was that late. A slow
@@ -84,6 +86,7 @@ HEDGE_FACTOR = 1.5          # threshold = 1.5 x the healthy p99 for the size
 FLOOR_S = 0.010             # never hedge sooner than this
 CEILING_S = 0.250           # never later than this, for a cell-sized read (HubSpot's fixed default)...
 CEILING_BYTES_PER_S = 32 << 20   # ... plus the transfer at this rate for bigger ones
+COLD_FACTOR, COLD_MIN_S = 4.0, 0.100   # a read on a new connection: judged by 4 x the threshold, >= 100 ms
 THRESHOLD_CACHE_S = 0.05    # thresholds are recomputed at most this often
 RECENT_S = 0.25             # a DataNode is judged on its reads of the last 0.25 s ...
 RECENT_MIN = 6              # ... or its last 6, if it had fewer
@@ -109,6 +112,11 @@ def size_class(nbytes: int) -> int:
 def ceiling(nbytes: int) -> float:
     """The latest a read of ``nbytes`` is hedged: 250 ms for a cell, plus the transfer at 32 MiB/s."""
     return CEILING_S + nbytes / CEILING_BYTES_PER_S
+
+
+def cold_threshold(threshold: float, nbytes: int) -> float:
+    """What a read on a new connection is judged by, its size's threshold being ``threshold``."""
+    return min(ceiling(nbytes), max(COLD_MIN_S, COLD_FACTOR * threshold))
 
 
 def latency_histogram(now: float) -> DecayedHistogram:
@@ -167,8 +175,8 @@ class LatencyModel:
         return Token(datanode, now, entry)
 
     def connecting(self, token: Token) -> None:
-        """The read is opening a new connection (no pooled one was free): judged against the
-        ceiling, and overtaken only by reads that opened one too (overtaking.py)."""
+        """The read is opening a new connection (no pooled one was free): judged against
+        ``cold_threshold``, and overtaken only by reads that opened one too (overtaking.py)."""
         if token.entry is not None:
             with self._lock:
                 token.entry.cold = True
@@ -212,13 +220,14 @@ class LatencyModel:
 
     def evidence_in(self, token: Token, nbytes: int) -> float:
         """Seconds until this read, still running, is evidence of slowness (``slow_evidence``):
-        twice its threshold from its start, twice the ceiling on a new connection."""
+        twice its threshold from its start, twice ``cold_threshold`` on a new connection."""
         cold = token.entry is not None and token.entry.cold
-        return max(0.0, SLOW_RATIO * (ceiling(nbytes) if cold else self.threshold(nbytes)) - self.age(token))
+        threshold = self.threshold(nbytes)
+        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - self.age(token))
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
-        returned), or, one on a new connection younger than twice the ceiling, in the seconds
+        returned), or, one on a new connection younger than twice ``cold_threshold``, in the seconds
         returned. (Otherwise the caller's timer is trusted: the threshold may have moved.)"""
         if token.entry is not None and token.entry.cold and (wait := self.evidence_in(token, nbytes)) > 0:
             return wait
@@ -257,7 +266,8 @@ class LatencyModel:
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
         cold = entry is not None and entry.cold   # a new connection's read: judged as a new client would
-        ratio = seconds / (ceiling(nbytes) if cold else self._threshold(cls, nbytes, now))
+        threshold = self._threshold(cls, nbytes, now)
+        ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
         if censored and ratio < SLOW_RATIO:

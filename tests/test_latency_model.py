@@ -428,3 +428,34 @@ def test_a_read_on_a_new_connection_is_overtaken_only_by_reads_that_opened_one_t
         model.finished(token, CELL)
     clock.advance(0.012)   # they started more than half its age ago, and answered at once
     assert model.overtaken(cold)
+
+
+def test_a_datanode_turned_slow_whose_pool_is_busy_is_slow_well_before_the_ceiling(model, clock, changes):
+    """The suite's +500 ms fault: the first reads after it hold every pooled connection to dn1,
+    so its next reads open new ones. Judged against the ceiling, those were evidence only at
+    0.5 s and dn1 was slow 0.6-0.7 s into the fault (the hedges meanwhile out of budget); judged
+    against ``cold_threshold`` (at least 100 ms) they are evidence at twice that."""
+    warm(model, clock, ms=0.5, rounds=40)   # a learned threshold: the 10 ms floor
+    assert model.threshold(CELL) == latency.FLOOR_S
+    t0, pending, flagged = clock(), [], set()
+    for i in range(8):   # dn1's reads, one every 10 ms: the first two pooled, the rest new connections
+        pending.append(model.started("dn1", CELL))
+        if i >= 2:
+            model.connecting(pending[-1])
+        for _ in range(10):   # the other DataNodes answer as before
+            read(model, clock, PEERS[1 + (i + _) % 9], 0.5)
+            for tok in pending:   # the read path's timer: evidence while still running
+                if tok not in flagged and model.evidence_in(tok, CELL) == 0:
+                    flagged.add(tok)
+                    model.slow_evidence(tok, CELL)
+        clock.advance(0.005)
+    while not model.is_slow("dn1") and clock() - t0 < 1.0:
+        clock.advance(0.005)
+        read(model, clock, PEERS[5], 0.5)
+        for tok in pending:
+            if tok not in flagged and model.evidence_in(tok, CELL) == 0:
+                flagged.add(tok)
+                model.slow_evidence(tok, CELL)
+    assert changes == [("dn1", "slow")]
+    took = clock() - t0
+    assert 2 * latency.COLD_MIN_S <= took < 2 * latency.COLD_MIN_S + 0.1 < 2 * ceiling(CELL)
