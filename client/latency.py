@@ -139,6 +139,7 @@ class _DataNode:
     last_failure: float = -math.inf
     last_probe: float = -math.inf
     probing: bool = False
+    stuck_since: float = -math.inf   # when the last of its reads judged overtaken began
 
 
 @dataclasses.dataclass(frozen=True)
@@ -358,16 +359,26 @@ class LatencyModel:
         """Is this read (still running) overtaken: later reads of its size to other DataNodes
         answered, most within half its age (overtaking.py), and it is older than 1.5 x the
         healthy p99 (its threshold without the 10 ms floor; a new client: just 1 ms)? Then its
-        DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing."""
+        DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing. Once
+        one read of a DataNode is, so is every other read of it in flight that it has answered
+        nothing since (a frozen DataNode's reads of a new client's first stripes: one verdict,
+        not one per stripe, the last of which had no later peers and waited for the ceiling)."""
         now = self._clock()
         entry = token.entry
         if entry is None or entry.size_class is None or now - token.began < OVERTAKEN_MIN_S:
             return False
         with self._lock:
+            node = self._nodes.get(token.datanode)
+            if node is not None and node.last_answer < min(token.began, node.stuck_since):
+                return True   # another of its reads was overtaken, and it answered nothing since either began
             p99 = self._healthy_p99(entry.size_class, now)
             if not math.isinf(p99) and now - token.began < HEDGE_FACTOR * p99:
                 return False
-            return self._log.overtaken(entry, now)
+            if not self._log.overtaken(entry, now):
+                return False
+            if node is not None:
+                node.stuck_since = token.began
+            return True
 
     def healthy_p99(self, nbytes: int) -> float | None:
         """What healthy DataNodes' reads of this size take at the 99th percentile, if known."""

@@ -459,3 +459,21 @@ def test_a_datanode_turned_slow_whose_pool_is_busy_is_slow_well_before_the_ceili
     assert changes == [("dn1", "slow")]
     took = clock() - t0
     assert 2 * latency.COLD_MIN_S <= took < 2 * latency.COLD_MIN_S + 0.1 < 2 * ceiling(CELL)
+
+
+def test_once_a_read_is_overtaken_its_datanodes_other_reads_in_flight_are_too(model, clock):
+    """A new client's first stripes, dn1 frozen: one verdict covers every read dn1 answered
+    nothing since, the youngest included (it has no later peers of its own); an answer from dn1
+    ends that."""
+    older = model.started("dn1", CELL)
+    for dn in PEERS[1:4]:
+        read(model, clock, dn, 0.5)
+    younger = model.started("dn1", CELL)
+    clock.advance(0.002)
+    assert not model.overtaken(younger)   # no later peer of its own answered yet
+    assert model.overtaken(older)
+    assert model.overtaken(younger)       # dn1 answered nothing since either began
+    model.finished(model.started("dn1", CELL), CELL)   # dn1 answers again
+    later = model.started("dn1", CELL)
+    clock.advance(0.002)
+    assert not model.overtaken(later)
