@@ -9,8 +9,9 @@ as a savepoint of one open transaction and numbered; one committer thread COMMIT
 applied so far in one go (one fsync for many), and a writer answers its caller only once
 ``wait_durable`` says its change is in a returned COMMIT. Nothing is acknowledged before it is
 durable, so a ``kill -9`` mid-batch loses only changes no caller was told about. Reads that need
-not see the batch (stat, list) run on per-thread read connections (``reading``): WAL snapshots of
-what is committed, taken without the lock.
+not see the batch (stat, list) run on per-thread read connections (``reading``, reads.py): WAL
+snapshots of what is committed, taken without the lock, and the row cache of durable rows
+(rowcache.py, told here as changes become durable: ``_durable``).
 
 On etcd (``--meta etcd://``, ha.py) this file is a view and ``backend`` holds the truth: the
 capture triggers (etcd_view.py) record each change's rows. The committer pipelines (research
@@ -45,6 +46,7 @@ from typing import Iterator, Protocol
 from hedgefs.namenode import etcd_view
 from hedgefs.namenode.errors import FailedPrecondition
 from hedgefs.namenode.etcd_meta import MetaError
+from hedgefs.namenode.reads import Reads, Stale  # noqa: F401  (Stale: locking.py, tests)
 from hedgefs.namenode.schema import SCHEMA as _SCHEMA, SCHEMA_VERSION  # noqa: F401  (ha.py, tests)
 from hedgefs.security.identity import Refused
 
@@ -81,7 +83,7 @@ class StoreFailed(RuntimeError):
     """The database could not commit: the changes of the batch are lost, none was acknowledged."""
 
 
-class Database:
+class Database(Reads):
     """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself.
 
     ``cluster_id``: the cluster this namespace must belong to (a secure NameNode's credential
@@ -104,6 +106,10 @@ class Database:
         # is the last one a COMMIT was issued for, ``durable`` the last one that COMMIT returned for
         # (on etcd: its Txn too). ``visible``: on etcd, the last one a reader may see in the view.
         self.applied = self.committed = self.durable = self.visible = self.commits = 0
+        # Raised before a batch becomes visible to readers and after it is durable: a reader whose
+        # ``stamp`` is unchanged saw one state throughout (the row cache's check, rowcache.py).
+        self.stamp = 0
+        self.cache = None   # a rowcache.RowCache (the namesystem's), told as changes become durable
         self._sealed: deque = deque()   # on etcd: (upto, rows) COMMITted to the view, not yet to etcd
         self._wanted = 0
         self.failed: str | None = None
@@ -236,6 +242,7 @@ class Database:
             if self.conn.in_transaction:
                 if self.backend is not None:
                     self._push_now()
+                self.stamp += 1
                 self.conn.execute("COMMIT")
         except MetaError as err:   # fail-stop: etcd refused the epoch, or its answer is unknown
             self._fail(f"etcd: {err}")
@@ -250,10 +257,7 @@ class Database:
                 raise
             self._fail(f"commit failed: {err}")
             return
-        with self._state:
-            self.durable = upto
-            self.commits += 1
-            self._state.notify_all()
+        self._durable(upto)
 
     def _seal(self, upto: int) -> None:
         """On etcd, pipelined (the caller holds the writers' lock): collect the batch's rows and
@@ -268,6 +272,7 @@ class Database:
                 rows = self._capture.collect(self.conn)
                 etcd_view.set_applied(self.conn, self.backend.revision)   # the view holds at least that
                 self.visible = upto
+                self.stamp += 1
                 self.conn.execute("COMMIT")
         except sqlite3.Error as err:   # nothing of the batch reached etcd; its writers are told
             self._fail(f"commit failed: {err}")
@@ -288,10 +293,7 @@ class Database:
                 self.backend.fatal(str(err))
                 return
             self._capture.sent(rows[0])
-        with self._state:
-            self.durable = upto
-            self.commits += 1
-            self._state.notify_all()
+        self._durable(upto)
 
     def _half(self) -> int:
         """Captured rows (an update counts twice) a change may add, and a batch may hold before
@@ -326,6 +328,15 @@ class Database:
         with self._state:
             self.failed = f"the NameNode's metadata store failed ({why}); {then}"
             self._state.notify_all()
+
+    def _durable(self, upto: int) -> None:
+        with self._state:
+            self.durable = upto
+            self.stamp += 1
+            self.commits += 1
+            self._state.notify_all()
+        if self.cache is not None:
+            self.cache.prune(upto)
 
     def wait_durable(self, seq: int) -> None:
         """Return once change ``seq`` (and every one before it) is committed; StoreFailed if it
@@ -370,54 +381,6 @@ class Database:
                         log.warning("checkpoint of %s failed: %s", self.path, err)
         finally:
             checkpointer.close()
-
-    # ------------------------------------------------------------------ reads off the writers' lock
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Run ``query``/``one`` of this thread on its own read connection, in one read transaction:
-        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync;
-        on etcd, the block ends only once etcd has every batch the snapshot holds), never a change
-        still waiting in the batch, and no wait for the writers' lock."""
-        if getattr(self._local, "read", None) is not None:   # nested: the outer snapshot
-            yield
-            return
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA query_only=ON")
-            self._local.conn = conn
-            with self._state:
-                self._readers.append(conn)
-        conn.execute("BEGIN")
-        mark = 0
-        if self.backend is not None:   # on etcd: the snapshot may hold sealed batches not in etcd yet
-            conn.execute("SELECT 1 FROM meta LIMIT 1")   # the snapshot begins here ...
-            mark = self.visible                            # ... so it holds no batch above this
-        self._local.read = conn
-        try:
-            yield
-        finally:
-            self._local.read = None
-            conn.execute("COMMIT")
-            # The answer (or the refusal: "not found" tells too) leaves once etcd has all it saw;
-            # not under the writers' lock, whose holder answers after wait_durable(applied) anyway.
-            if mark > self.durable and not self._owns_lock():
-                self.wait_durable(mark)
-
-    def _owns_lock(self) -> bool:
-        owned = getattr(self._writer_lock, "_is_owned", None)
-        return bool(owned and owned())
-
-    def _reader(self) -> sqlite3.Connection:
-        return getattr(self._local, "read", None) or self.conn
-
-    def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
-        return self._reader().execute(sql, params).fetchall()
-
-    def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
-        return self._reader().execute(sql, params).fetchone()
 
     def close(self) -> None:
         """Commit what is applied, stop the committer, close every connection."""

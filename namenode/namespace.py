@@ -55,13 +55,37 @@ class Namespace(FileWrites):
     # ------------------------------------------------------------------ lookups
 
     def _get(self, inode_id: int) -> Inode | None:
-        row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
-        return Inode.from_row(row) if row else None
+        cache = self.db.cache
+        if cache is None:
+            row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
+            return Inode.from_row(row) if row else None
+        node = cache.inode(inode_id)
+        if node is None:
+            floor = self.db.floor()
+            row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
+            if row is None:
+                return None
+            node = Inode.from_row(row)
+            cache.put_inode(node, floor)
+        return node
 
     def _child(self, parent_id: int, name: str) -> Inode | None:
-        row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
-                          (parent_id, name))
-        return Inode.from_row(row) if row else None
+        """The visible child ``name`` of ``parent_id`` (from the row cache if it holds it)."""
+        cache = self.db.cache
+        if cache is None:
+            row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
+                              (parent_id, name))
+            return Inode.from_row(row) if row else None
+        node = cache.child(parent_id, name)
+        if node is None:
+            floor = self.db.floor()
+            row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
+                              (parent_id, name))
+            if row is None:
+                return None
+            node = Inode.from_row(row)
+            cache.put_inode(node, floor, visible=True)
+        return node
 
     def _children(self, parent_id: int) -> list[Inode]:
         rows = self.db.query("SELECT * FROM inodes WHERE parent = ? AND state = 'complete' ORDER BY name",
