@@ -96,12 +96,13 @@ class Namespace(FileWrites):
         """The visible inodes from the root to ``path``; NOT_FOUND / not a directory otherwise.
         Every directory passed through must let ``who`` traverse it (x), as HDFS checks."""
         node = self._get(ROOT_ID)
-        chain, here = [node], paths.ROOT
-        for part in paths.components(path):
+        chain = [node]
+        parts = paths.components(path)
+        for i, part in enumerate(parts):
             if not node.is_dir:
-                raise FailedPrecondition(f"not a directory: {here}")
-            check(who, node, EXECUTE, here, f"look up {path}")
-            here = paths.join(here, part)
+                raise FailedPrecondition(f"not a directory: {'/' + '/'.join(parts[:i])}")
+            if not allowed(who, node, EXECUTE):
+                check(who, node, EXECUTE, "/" + "/".join(parts[:i]), f"look up {path}")
             node = self._child(node.id, part)
             if node is None:
                 raise NotFound(f"no such file or directory: {path}")
@@ -151,8 +152,10 @@ class Namespace(FileWrites):
         """Traverse; ``read_file``: a file must also be readable (its locations are asked for)."""
         chain = self._walk(path, who)
         node = chain[-1]
-        if read_file and not node.is_dir:
-            check(who, node, READ, path, f"read {path}")
+        if not node.is_dir:
+            if read_file and not allowed(who, node, READ):
+                check(who, node, READ, path, f"read {path}")
+            return node, self._entry(node, path, "")
         return node, self._entry(node, path, self._effective_policy(chain, path)[0])
 
     def list_page(self, path: str, recursive: bool, start_after: str, limit: int,

@@ -8,6 +8,7 @@ in test_namenode_pipelined.py) a sealed batch waits until the test opens the gat
 """
 
 import threading
+import time
 
 import pytest
 from nn_support import add_datanodes, make_namenode, write_file
@@ -15,7 +16,8 @@ from test_namenode_pipelined import GatedEtcd, _run
 
 from hedgefs.namenode import rowcache
 from hedgefs.namenode.db import Stale
-from hedgefs.namenode.errors import InvalidArgument, NotFound
+from hedgefs.namenode.errors import InvalidArgument, NotFound, PermissionDenied
+from hedgefs.security.identity import USER, Identity
 
 
 @pytest.fixture
@@ -187,6 +189,7 @@ def test_readers_and_writers_at_once_agree_with_sqlite_after(nn):
     def read():
         while not stop.is_set():
             for i in range(20):
+                time.sleep(0)   # lets the writer have the GIL: a stat answered from memory releases it nowhere
                 try:
                     nn.file_info(f"/d/f{i}")
                 except NotFound:
@@ -208,3 +211,18 @@ def test_readers_and_writers_at_once_agree_with_sqlite_after(nn):
     assert errors == []
     for i in range(20):
         _agree(nn, f"/d/f{i}")
+
+
+def test_a_walk_answered_from_the_cache_still_checks_every_directory_on_the_way(nn):
+    alice = Identity("alice", USER)
+    nn.mkdir("/d/e", parents=True)
+    write_file(nn, "/d/e/f", 10)
+    assert nn.file_info("/d/e/f", who=alice).entry.path == "/d/e/f"
+    assert nn.file_info("/d/e/f", who=alice).entry.path == "/d/e/f"   # from the cache
+    nn.set_permission("/d", 0o700)
+    with pytest.raises(PermissionDenied, match=r"x needed on /d,"):
+        nn.file_info("/d/e/f", who=alice)
+    nn.set_permission("/d", 0o755)
+    nn.set_permission("/d/e/f", 0o600)
+    with pytest.raises(PermissionDenied, match=r"r needed on /d/e/f,"):
+        nn.file_info("/d/e/f", who=alice)
