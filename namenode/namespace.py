@@ -268,17 +268,17 @@ class Namespace(FileWrites):
             last = i == len(parts) - 1
             parent_path = here
             here = paths.join(here, part)
-            check(who, node, EXECUTE, parent_path, f"look up {path}")
+            if not allowed(who, node, EXECUTE):
+                check(who, node, EXECUTE, parent_path, f"look up {path}")
             child = self._child(node.id, part)
             if child is None:
                 if not last and not parents:
                     raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
                 check(who, node, WRITE, parent_path, f"create {here}")
-                cur = self.db.conn.execute(
-                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms, owner, grp, mode) VALUES (?, ?, 1, ?, ?, ?, ?)",
-                    (node.id, part, self.wall_ms(), who.name, node.group, DIR_MODE))
+                child = Inode.from_row(self.db.conn.execute(
+                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms, owner, grp, mode) VALUES (?, ?, 1, ?, ?, ?, ?) "
+                    "RETURNING *", (node.id, part, self.wall_ms(), who.name, node.group, DIR_MODE)).fetchall()[0])
                 self._touch(node.id)
-                child = self._get(cur.lastrowid)
             elif not child.is_dir:
                 if last:
                     raise AlreadyExists(f"file exists: {here}")
@@ -323,7 +323,7 @@ class Namespace(FileWrites):
             raise FailedPrecondition(f"directory not empty: {path}")
         if node.is_dir and not who.is_admin:
             self._check_subtree(node, path, who)
-        subtree = self._subtree(node.id)
+        subtree = self._subtree(node.id) if node.is_dir else [(node.id, False)]   # a file has no children
         files = [i for i, is_dir in subtree if not is_dir]
         if detach_over is not None and len(subtree) > 1:
             writing = [r[0] for r in self.db.query(
