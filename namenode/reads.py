@@ -1,8 +1,8 @@
 """Reads off the writers' lock (a mixin of db.Database): each thread's own read connection, a
 snapshot of what is committed, and the row cache's rules for the thread (rowcache.py).
 
-A read sees only what is durable: WAL readers see a commit only after its fsync, and on etcd a
-read whose snapshot holds a batch etcd does not have yet is answered only once it has
+A read sees only what is durable: a read whose snapshot holds a batch COMMITted but not yet durable
+(its WAL not fsynced, or on etcd not in etcd yet) is answered only once it is
 (``visible``/``durable``, db.py). The snapshot begins at the first query, so a read the row cache
 answers whole opens none; entries and rows are combined only while they show one state
 (``stamp``), else ``Stale`` and the read runs again without entries (locking.py).
@@ -34,11 +34,11 @@ class Reads:
     @contextmanager
     def reading(self, cached: bool = False) -> Iterator[None]:
         """Run ``query``/``one`` of this thread on its own read connection, in one read transaction:
-        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync;
-        on etcd, the block ends only once etcd has every batch the snapshot holds), never a change
-        still waiting in the batch, and no wait for the writers' lock. The transaction begins at
-        the first query (``_begin``): a read the row cache answers whole takes none. ``cached``:
-        the cache's entries may be used (rowcache.py; the caller reruns the read on ``Stale``)."""
+        a snapshot of what is committed (the block ends only once every batch the snapshot holds
+        is durable), never a change still waiting in the batch, and no wait for the writers' lock.
+        The transaction begins at the first query (``_begin``): a read the row cache answers whole
+        takes none. ``cached``: the cache's entries may be used (rowcache.py; the caller reruns
+        the read on ``Stale``)."""
         r = getattr(self._local, "read", None)
         if r is None:
             r = self._local.read = _Read()
@@ -54,7 +54,7 @@ class Reads:
             r.active = False
             if r.begun:
                 r.conn.execute("COMMIT")
-                # The answer (or the refusal: "not found" tells too) leaves once etcd has all it saw;
+                # The answer (or the refusal: "not found" tells too) leaves once all it saw is durable;
                 # not under the writers' lock, whose holder answers after wait_durable(applied) anyway.
                 if r.mark > self.durable and not self._owns_lock():
                     self.wait_durable(r.mark)
@@ -71,10 +71,9 @@ class Reads:
         r.durable = self.durable
         stamp = self.stamp
         r.conn.execute("BEGIN")
-        r.conn.execute("SELECT 1 FROM meta LIMIT 1")   # the snapshot begins here ...
         r.begun = True
-        if self.backend is not None:   # on etcd: the snapshot may hold sealed batches not in etcd yet
-            r.mark = self.visible                      # ... so it holds no batch above this
+        r.conn.execute("SELECT 1 FROM meta LIMIT 1")   # the snapshot begins here ...
+        r.mark = self.visible   # ... so it holds no batch above this (sealed ones may not be durable yet)
         if r.hit and self.stamp != r.stamp:
             raise Stale()
         if not r.hit:

@@ -76,6 +76,7 @@ class RowCache:
         self.inodes: dict = {}      # inode id -> Inode
         self.children: dict = {}    # (parent id, name) -> id of its visible (complete) child
         self.files: dict = {}       # file id -> its groups (tuple of GroupRow, with units)
+        self._maps = (self.inodes, self.children, self.files)
         self._dirty: tuple[dict, dict, dict] = ({}, {}, {})   # the same keys -> number of the last change
         self._marks: deque = deque()   # (change number, map index, key), in number order
         self._lock = threading.Lock()
@@ -90,7 +91,7 @@ class RowCache:
         seq = self.db.applied + 1
         self._dirty[which][key] = seq
         self._marks.append((seq, which, key))
-        (self.inodes, self.children, self.files)[which].pop(key, None)
+        self._maps[which].pop(key, None)
 
     def _on_inode(self, inode_id, parent, name, new_parent, new_name) -> None:
         with self._lock:
@@ -99,7 +100,6 @@ class RowCache:
                 self._mark(1, (parent, name))
             if new_name is not None:
                 self._mark(1, (new_parent, new_name))
-            self._mark(2, inode_id)   # a file's groups are cached with its inode's state in mind
 
     def _on_file(self, file_id) -> None:
         if file_id is not None:
@@ -146,7 +146,7 @@ class RowCache:
         with self._lock:
             if self.db.durable != floor or self._dirty[which].get(key, 0) > floor:
                 return
-            target = (self.inodes, self.children, self.files)[which]
+            target = self._maps[which]
             if len(target) >= MAX_ENTRIES:
                 target.clear()
             target[key] = value
