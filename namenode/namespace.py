@@ -95,9 +95,17 @@ class Namespace(FileWrites):
     def _walk(self, path: str, who: Identity = SUPER) -> list[Inode]:
         """The visible inodes from the root to ``path``; NOT_FOUND / not a directory otherwise.
         Every directory passed through must let ``who`` traverse it (x), as HDFS checks."""
+        parts = paths.components(path)
+        chain = self._cached_chain(parts)
+        if chain is not None:   # every inode from memory; the checks below as for any chain
+            for i, node in enumerate(chain[:-1]):
+                if not node.is_dir:
+                    raise FailedPrecondition(f"not a directory: {'/' + '/'.join(parts[:i])}")
+                if not allowed(who, node, EXECUTE):
+                    check(who, node, EXECUTE, "/" + "/".join(parts[:i]), f"look up {path}")
+            return chain
         node = self._get(ROOT_ID)
         chain = [node]
-        parts = paths.components(path)
         for i, part in enumerate(parts):
             if not node.is_dir:
                 raise FailedPrecondition(f"not a directory: {'/' + '/'.join(parts[:i])}")
@@ -107,6 +115,26 @@ class Namespace(FileWrites):
             if node is None:
                 raise NotFound(f"no such file or directory: {path}")
             chain.append(node)
+        return chain
+
+    def _cached_chain(self, parts: list[str]) -> list[Inode] | None:
+        """The inodes from the root along ``parts`` if the row cache holds them all and may
+        answer (one check for the walk, not one per entry: ``may_hit``, and nothing became
+        visible or durable meanwhile); else None, and the walk goes entry by entry."""
+        cache = self.db.cache
+        if cache is None or not self.db.may_hit():
+            return None
+        stamp = self.db.stamp
+        inodes, children = cache.inodes, cache.children
+        node = inodes.get(ROOT_ID)
+        chain = [node]
+        for part in parts:
+            if node is None or not node.is_dir:
+                return None
+            node = inodes.get(children.get((node.id, part)))
+            chain.append(node)
+        if node is None or self.db.stamp != stamp:
+            return None
         return chain
 
     def _parent_dir(self, path: str, who: Identity = SUPER) -> list[Inode]:
