@@ -115,12 +115,6 @@ class RowCache:
                 if dirty[which].get(key) == seq:
                     del dirty[which][key]
 
-    def clear(self) -> None:
-        with self._lock:
-            self.inodes.clear()
-            self.children.clear()
-            self.files.clear()
-
     # ------------------------------------------------------------------ lookups and fills
 
     def _get(self, which: dict, key):
