@@ -38,7 +38,7 @@ def _shim(tree: pathlib.Path, into: pathlib.Path) -> pathlib.Path:
     for entry in (tree / dirs["hedgefs"]).iterdir():
         (pkg / entry.name).symlink_to(entry)
     for name, where in dirs.items():
-        if name != "hedgefs":
+        if name != "hedgefs" and not (pkg / name.split(".", 1)[1]).exists():   # (hedgefs.fsspec is in hedgefs/)
             (pkg / name.split(".", 1)[1]).symlink_to(tree / where)
     return into
 

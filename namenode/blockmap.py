@@ -112,6 +112,17 @@ class BlockMap(PendingDeletes):
     def groups(self, file_id: int) -> list[GroupRow]:
         return self.groups_of_files([file_id])[file_id]
 
+    def shared_groups(self, file_id: int) -> tuple[GroupRow, ...]:
+        """``groups``, from the row cache if it holds them (rowcache.py): shared, not to be changed."""
+        cache = self.db.cache
+        found = cache.groups(file_id) if cache is not None else None
+        if found is None:
+            floor = self.db.floor()
+            found = tuple(self.groups(file_id))
+            if cache is not None:
+                cache.put_groups(file_id, found, floor)
+        return found
+
     def group(self, group_id: int) -> tuple[GroupRow, str, str] | None:
         """(group, its file's state, its file's policy name), or None if no such group."""
         row = self.db.one(

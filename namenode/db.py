@@ -1,30 +1,35 @@
 """The NameNode's SQLite database: pragmas, and group commit of namespace changes.
 
-WAL with synchronous=FULL: a change is on disk when the COMMIT holding it returns, so a ``kill -9``
-(or a power cut) loses nothing acknowledged. Writers serialise on the NameNode's lock; ``tx()``
-nests, so a composite change (complete = namespace + block map) is one change.
+WAL; a change is acknowledged only once the WAL holding it is fsynced, so a ``kill -9`` (or a
+power cut) loses nothing acknowledged. Writers serialise on the NameNode's lock; ``tx()`` nests,
+so a composite change (complete = namespace + block map) is one change. Before the committer
+starts, and at close, each change is its own COMMIT (synchronous=FULL).
 
 Group commit (HDFS's edit log sync, ``start_group_commit``): a change is applied under the lock
-as a savepoint of one open transaction and numbered; one committer thread COMMITs every change
+as a savepoint of one open transaction and numbered; one committer thread commits every change
 applied so far in one go (one fsync for many), and a writer answers its caller only once
-``wait_durable`` says its change is in a returned COMMIT. Nothing is acknowledged before it is
-durable, so a ``kill -9`` mid-batch loses only changes no caller was told about. Reads that need
-not see the batch (stat, list) run on per-thread read connections (``reading``): WAL snapshots of
-what is committed, taken without the lock.
+``wait_durable`` says its change is durable. Nothing is acknowledged before it is durable, so a
+``kill -9`` mid-batch loses only changes no caller was told about. The committer pipelines (HDFS
+syncs its edit log outside the namesystem lock too; research 5.4): under the lock it COMMITs the
+batch without an fsync (``_seal``: synchronous=NORMAL, the WAL written, not synced), raising
+``visible``; off the lock it makes the batch durable (``_push``: an fsync of the WAL, which holds
+every COMMIT before it), then raises ``durable``. Writers apply the next batch meanwhile. Reads
+that need not see the batch (stat, list) run on per-thread read connections (``reading``,
+reads.py): WAL snapshots of what is committed, taken without the lock, answered only after
+``wait_durable`` of the ``visible`` their snapshot began at, so nobody is shown a change before it
+is durable; and the row cache of durable rows (rowcache.py, told here as changes become durable:
+``_durable``). An fsync that fails fails the batch (``_fail``): changes are refused until a
+restart, whose recovery keeps what the WAL holds.
 
 On etcd (``--meta etcd://``, ha.py) this file is a view and ``backend`` holds the truth: the
-capture triggers (etcd_view.py) record each change's rows. The committer pipelines (research
-5.4): under the lock it collects the batch's rows and COMMITs the view (``_seal``: no fsync, the
-view is rebuilt from etcd at every start), raising ``visible``; off the lock it sends the rows as
-one Txn guarded by the active's epoch (``_push``; one Txn in flight, in order), then raises
-``durable``. Writers apply the next batch meanwhile. A writer answers after ``wait_durable``, and
-a reader (``reading``) after ``wait_durable`` of the ``visible`` its snapshot began at: nobody is
-shown a change etcd has not committed. A Txn whose answer is lost is settled by the backend
-while its lease holds (etcd_commit.py: each batch lands exactly once), everyone still waiting; a
-refused Txn, or one not settled in time, fails the batch (``_fail``) and the backend's ``fatal``
-makes the NameNode step down (its view, ahead of etcd, is discarded).
-A batch is sealed before it outgrows one Txn, and one change too large for one is refused
-(TooLarge). A standby opens the view ``read_only``.
+capture triggers (etcd_view.py) record each change's rows; ``_seal`` collects the batch's rows
+and COMMITs the view (no fsync: the view is rebuilt from etcd at every start), and ``_push``
+sends them as one Txn guarded by the active's epoch (one Txn in flight, in order). A Txn whose
+answer is lost is settled by the backend while its lease holds (etcd_commit.py: each batch lands
+exactly once), everyone still waiting; a refused Txn, or one not settled in time, fails the batch
+(``_fail``) and the backend's ``fatal`` makes the NameNode step down (its view, ahead of etcd, is
+discarded). A batch is sealed before it outgrows one Txn, and one change too large for one is
+refused (TooLarge). A standby opens the view ``read_only``.
 
 The tables and what each holds: schema.py.
 """
@@ -32,6 +37,7 @@ The tables and what each holds: schema.py.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import secrets
@@ -45,7 +51,9 @@ from typing import Iterator, Protocol
 from hedgefs.namenode import etcd_view
 from hedgefs.namenode.errors import FailedPrecondition
 from hedgefs.namenode.etcd_meta import MetaError
+from hedgefs.namenode.reads import Reads, Stale  # noqa: F401  (Stale: locking.py, tests)
 from hedgefs.namenode.schema import SCHEMA as _SCHEMA, SCHEMA_VERSION  # noqa: F401  (ha.py, tests)
+from hedgefs.namenode.waiting import Durability, StoreFailed  # noqa: F401  (StoreFailed: everywhere)
 from hedgefs.security.identity import Refused
 
 log = logging.getLogger("hedgefs.namenode")
@@ -77,11 +85,7 @@ class NotFormatted(RuntimeError):
     """A standby's view of a namespace no active has formatted yet."""
 
 
-class StoreFailed(RuntimeError):
-    """The database could not commit: the changes of the batch are lost, none was acknowledged."""
-
-
-class Database:
+class Database(Reads, Durability):
     """One SQLite connection with a re-entrant transaction helper. Not thread-safe by itself.
 
     ``cluster_id``: the cluster this namespace must belong to (a secure NameNode's credential
@@ -104,12 +108,22 @@ class Database:
         # is the last one a COMMIT was issued for, ``durable`` the last one that COMMIT returned for
         # (on etcd: its Txn too). ``visible``: on etcd, the last one a reader may see in the view.
         self.applied = self.committed = self.durable = self.visible = self.commits = 0
+        # Raised before a batch becomes visible to readers and after it is durable: a reader whose
+        # ``stamp`` is unchanged saw one state throughout (the row cache's check, rowcache.py).
+        self.stamp = 0
+        self.cache = None   # a rowcache.RowCache (the namesystem's), told as changes become durable
         self._sealed: deque = deque()   # on etcd: (upto, rows) COMMITted to the view, not yet to etcd
         self._wanted = 0
         self.failed: str | None = None
+        # The committer waits for work on ``_state``; writers and readers wait for durability each
+        # on a gate of its own, opened when its change is durable (``_waiting``, a heap by change
+        # number): a waiter's arrival wakes only the committer, a durable batch only its waiters.
         self._state = threading.Condition()
+        self._waiting: list[tuple[int, int, threading.Lock]] = []
+        self._gates = itertools.count()
         self._committer: threading.Thread | None = None
         self._writer_lock = None
+        self._dir_synced = False   # the WAL's directory, once (``_sync_wal``)
         self._closing = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -165,6 +179,8 @@ class Database:
         # the lock, to the committer between commits on a connection of its own: PASSIVE, so
         # neither writers nor readers wait for them.
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        if self.backend is None:   # the fsync moves out of the COMMIT, off the lock (``_push``)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
         self._committer = threading.Thread(target=self._commit_loop, name="namenode-commit", daemon=True)
         self._committer.start()
 
@@ -236,6 +252,7 @@ class Database:
             if self.conn.in_transaction:
                 if self.backend is not None:
                     self._push_now()
+                self.stamp += 1
                 self.conn.execute("COMMIT")
         except MetaError as err:   # fail-stop: etcd refused the epoch, or its answer is unknown
             self._fail(f"etcd: {err}")
@@ -250,28 +267,32 @@ class Database:
                 raise
             self._fail(f"commit failed: {err}")
             return
-        with self._state:
-            self.durable = upto
-            self.commits += 1
-            self._state.notify_all()
+        self._durable(upto)
 
     def _seal(self, upto: int) -> None:
-        """On etcd, pipelined (the caller holds the writers' lock): collect the batch's rows and
-        COMMIT the view; the committer sends them to etcd off the lock (``_push``). ``visible`` is
-        raised before the COMMIT, so a reader whose snapshot holds the batch finds it raised."""
+        """Pipelined (the caller holds the writers' lock): COMMIT the batch without its fsync (on
+        etcd: collect its rows first); the committer makes it durable off the lock (``_push``).
+        ``visible`` is raised before the COMMIT, so a reader whose snapshot holds the batch finds
+        it raised."""
         if self.failed:
             return
         self.committed = upto
-        rows = None
+        rows, before = None, self.visible
         try:
             if self.conn.in_transaction:
-                rows = self._capture.collect(self.conn)
-                etcd_view.set_applied(self.conn, self.backend.revision)   # the view holds at least that
+                if self.backend is not None:
+                    rows = self._capture.collect(self.conn)
+                    etcd_view.set_applied(self.conn, self.backend.revision)   # the view holds at least that
+                else:
+                    rows = ({}, [])   # SQLite: the WAL holds the batch, to be synced
                 self.visible = upto
+                self.stamp += 1
                 self.conn.execute("COMMIT")
-        except sqlite3.Error as err:   # nothing of the batch reached etcd; its writers are told
+        except sqlite3.Error as err:   # nothing of the batch is durable; its writers are told
+            self.visible = before          # nor visible: readers need not wait for it
             self._fail(f"commit failed: {err}")
-            self.backend.fatal(str(err))
+            if self.backend is not None:
+                self.backend.fatal(str(err))
             return
         with self._state:
             self._sealed.append((upto, rows))
@@ -279,8 +300,16 @@ class Database:
 
     def _push(self, upto: int, rows: tuple[dict[str, bytes], list[str]] | None) -> None:
         """The committer, off the lock: a sealed batch's rows to etcd as one Txn guarded by the
-        epoch; then ``upto`` is durable. Fail-stop on any error: the view ran ahead of etcd."""
-        if rows is not None and (rows[0] or rows[1]):
+        epoch (on SQLite: an fsync of the WAL); then ``upto`` is durable. Fail-stop on any error:
+        what readers may already see in the file is not known to be durable."""
+        if self.backend is None:
+            if rows is not None:
+                try:
+                    self._sync_wal()
+                except OSError as err:
+                    self._fail(f"fsync failed: {err}", rollback=False)
+                    return
+        elif rows is not None and (rows[0] or rows[1]):
             try:
                 self.backend.commit(*rows)
             except Exception as err:   # MetaError: refused, or its outcome unknown
@@ -288,10 +317,7 @@ class Database:
                 self.backend.fatal(str(err))
                 return
             self._capture.sent(rows[0])
-        with self._state:
-            self.durable = upto
-            self.commits += 1
-            self._state.notify_all()
+        self._durable(upto)
 
     def _half(self) -> int:
         """Captured rows (an update counts twice) a change may add, and a batch may hold before
@@ -326,24 +352,11 @@ class Database:
         with self._state:
             self.failed = f"the NameNode's metadata store failed ({why}); {then}"
             self._state.notify_all()
-
-    def wait_durable(self, seq: int) -> None:
-        """Return once change ``seq`` (and every one before it) is committed; StoreFailed if it
-        never will be."""
-        if seq <= self.durable:
-            return
-        with self._state:
-            self._wanted = max(self._wanted, seq)
-            self._state.notify_all()
-            while self.durable < seq:
-                if self.failed:
-                    raise StoreFailed(self.failed)
-                self._state.wait()
+            self._open_gates(None)
 
     def _commit_loop(self) -> None:
         checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         checkpointed = 0
-        pipelined = self.backend is not None
         try:
             while True:
                 with self._state:
@@ -355,13 +368,10 @@ class Database:
                     sealed = self._sealed.popleft() if self._sealed else None
                 if sealed is not None:   # sent before the lock is taken: a sealed batch never waits for it
                     self._push(*sealed)
-                elif pipelined:
+                else:
                     with self._writer_lock:
                         self._seal(self.applied)
                     continue   # the next round pushes it
-                else:
-                    with self._writer_lock:
-                        self._commit(self.applied)
                 if self.commits - checkpointed >= CHECKPOINT_EVERY:
                     checkpointed = self.commits
                     try:
@@ -370,54 +380,6 @@ class Database:
                         log.warning("checkpoint of %s failed: %s", self.path, err)
         finally:
             checkpointer.close()
-
-    # ------------------------------------------------------------------ reads off the writers' lock
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Run ``query``/``one`` of this thread on its own read connection, in one read transaction:
-        a snapshot of what is committed (durable: WAL readers see a commit only after its fsync;
-        on etcd, the block ends only once etcd has every batch the snapshot holds), never a change
-        still waiting in the batch, and no wait for the writers' lock."""
-        if getattr(self._local, "read", None) is not None:   # nested: the outer snapshot
-            yield
-            return
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA query_only=ON")
-            self._local.conn = conn
-            with self._state:
-                self._readers.append(conn)
-        conn.execute("BEGIN")
-        mark = 0
-        if self.backend is not None:   # on etcd: the snapshot may hold sealed batches not in etcd yet
-            conn.execute("SELECT 1 FROM meta LIMIT 1")   # the snapshot begins here ...
-            mark = self.visible                            # ... so it holds no batch above this
-        self._local.read = conn
-        try:
-            yield
-        finally:
-            self._local.read = None
-            conn.execute("COMMIT")
-            # The answer (or the refusal: "not found" tells too) leaves once etcd has all it saw;
-            # not under the writers' lock, whose holder answers after wait_durable(applied) anyway.
-            if mark > self.durable and not self._owns_lock():
-                self.wait_durable(mark)
-
-    def _owns_lock(self) -> bool:
-        owned = getattr(self._writer_lock, "_is_owned", None)
-        return bool(owned and owned())
-
-    def _reader(self) -> sqlite3.Connection:
-        return getattr(self._local, "read", None) or self.conn
-
-    def query(self, sql: str, params: tuple | list = ()) -> list[sqlite3.Row]:
-        return self._reader().execute(sql, params).fetchall()
-
-    def one(self, sql: str, params: tuple | list = ()) -> sqlite3.Row | None:
-        return self._reader().execute(sql, params).fetchone()
 
     def close(self) -> None:
         """Commit what is applied, stop the committer, close every connection."""
@@ -428,7 +390,12 @@ class Database:
             self._committer.join()
         with self._writer_lock or contextlib.nullcontext():
             if self._committer is not None and not self.failed:
-                self._commit(self.applied)
+                if self.backend is None:   # as the committer would (synchronous=NORMAL: the fsync is ours)
+                    self._seal(self.applied)
+                    while self._sealed and not self.failed:
+                        self._push(*self._sealed.popleft())
+                else:
+                    self._commit(self.applied)
             for conn in self._readers:
                 conn.close()
             self.conn.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from hedgefs.namenode import retry_cache
+from hedgefs.namenode.db import Stale
 
 
 def _locked(method):
@@ -38,9 +39,17 @@ def _locked(method):
 
 
 def _snapshot(method):
-    """Off the lock: a read of what is committed (``Database.reading``), which is durable."""
+    """Off the lock: a read of what is committed (``Database.reading``), which is durable, the row
+    cache's entries used where they agree with it (rowcache.py); else (``Stale``: rare, a commit
+    between the first entry used and the snapshot's start) once more without them."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with self.db.reading():
+        if self.db.in_reading():   # inside another read: its snapshot, its rerun
             return method(self, *args, **kwargs)
+        try:
+            with self.db.reading(cached=True):
+                return method(self, *args, **kwargs)
+        except Stale:
+            with self.db.reading():
+                return method(self, *args, **kwargs)
     return wrapper

@@ -55,13 +55,37 @@ class Namespace(FileWrites):
     # ------------------------------------------------------------------ lookups
 
     def _get(self, inode_id: int) -> Inode | None:
-        row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
-        return Inode.from_row(row) if row else None
+        cache = self.db.cache
+        if cache is None:
+            row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
+            return Inode.from_row(row) if row else None
+        node = cache.inode(inode_id)
+        if node is None:
+            floor = self.db.floor()
+            row = self.db.one("SELECT * FROM inodes WHERE id = ?", (inode_id,))
+            if row is None:
+                return None
+            node = Inode.from_row(row)
+            cache.put_inode(node, floor)
+        return node
 
     def _child(self, parent_id: int, name: str) -> Inode | None:
-        row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
-                          (parent_id, name))
-        return Inode.from_row(row) if row else None
+        """The visible child ``name`` of ``parent_id`` (from the row cache if it holds it)."""
+        cache = self.db.cache
+        if cache is None:
+            row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
+                              (parent_id, name))
+            return Inode.from_row(row) if row else None
+        node = cache.child(parent_id, name)
+        if node is None:
+            floor = self.db.floor()
+            row = self.db.one("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete'",
+                              (parent_id, name))
+            if row is None:
+                return None
+            node = Inode.from_row(row)
+            cache.put_inode(node, floor, visible=True)
+        return node
 
     def _children(self, parent_id: int) -> list[Inode]:
         rows = self.db.query("SELECT * FROM inodes WHERE parent = ? AND state = 'complete' ORDER BY name",
@@ -71,17 +95,46 @@ class Namespace(FileWrites):
     def _walk(self, path: str, who: Identity = SUPER) -> list[Inode]:
         """The visible inodes from the root to ``path``; NOT_FOUND / not a directory otherwise.
         Every directory passed through must let ``who`` traverse it (x), as HDFS checks."""
+        parts = paths.components(path)
+        chain = self._cached_chain(parts)
+        if chain is not None:   # every inode from memory; the checks below as for any chain
+            for i, node in enumerate(chain[:-1]):
+                if not node.is_dir:
+                    raise FailedPrecondition(f"not a directory: {'/' + '/'.join(parts[:i])}")
+                if not allowed(who, node, EXECUTE):
+                    check(who, node, EXECUTE, "/" + "/".join(parts[:i]), f"look up {path}")
+            return chain
         node = self._get(ROOT_ID)
-        chain, here = [node], paths.ROOT
-        for part in paths.components(path):
+        chain = [node]
+        for i, part in enumerate(parts):
             if not node.is_dir:
-                raise FailedPrecondition(f"not a directory: {here}")
-            check(who, node, EXECUTE, here, f"look up {path}")
-            here = paths.join(here, part)
+                raise FailedPrecondition(f"not a directory: {'/' + '/'.join(parts[:i])}")
+            if not allowed(who, node, EXECUTE):
+                check(who, node, EXECUTE, "/" + "/".join(parts[:i]), f"look up {path}")
             node = self._child(node.id, part)
             if node is None:
                 raise NotFound(f"no such file or directory: {path}")
             chain.append(node)
+        return chain
+
+    def _cached_chain(self, parts: list[str]) -> list[Inode] | None:
+        """The inodes from the root along ``parts`` if the row cache holds them all and may
+        answer (one check for the walk, not one per entry: ``may_hit``, and nothing became
+        visible or durable meanwhile); else None, and the walk goes entry by entry."""
+        cache = self.db.cache
+        if cache is None or not self.db.may_hit():
+            return None
+        stamp = self.db.stamp
+        inodes, children = cache.inodes, cache.children
+        node = inodes.get(ROOT_ID)
+        chain = [node]
+        for part in parts:
+            if node is None or not node.is_dir:
+                return None
+            node = inodes.get(children.get((node.id, part)))
+            chain.append(node)
+        if node is None or self.db.stamp != stamp:
+            return None
         return chain
 
     def _parent_dir(self, path: str, who: Identity = SUPER) -> list[Inode]:
@@ -127,8 +180,10 @@ class Namespace(FileWrites):
         """Traverse; ``read_file``: a file must also be readable (its locations are asked for)."""
         chain = self._walk(path, who)
         node = chain[-1]
-        if read_file and not node.is_dir:
-            check(who, node, READ, path, f"read {path}")
+        if not node.is_dir:
+            if read_file and not allowed(who, node, READ):
+                check(who, node, READ, path, f"read {path}")
+            return node, self._entry(node, path, "")
         return node, self._entry(node, path, self._effective_policy(chain, path)[0])
 
     def list_page(self, path: str, recursive: bool, start_after: str, limit: int,
@@ -241,17 +296,17 @@ class Namespace(FileWrites):
             last = i == len(parts) - 1
             parent_path = here
             here = paths.join(here, part)
-            check(who, node, EXECUTE, parent_path, f"look up {path}")
+            if not allowed(who, node, EXECUTE):
+                check(who, node, EXECUTE, parent_path, f"look up {path}")
             child = self._child(node.id, part)
             if child is None:
                 if not last and not parents:
                     raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
                 check(who, node, WRITE, parent_path, f"create {here}")
-                cur = self.db.conn.execute(
-                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms, owner, grp, mode) VALUES (?, ?, 1, ?, ?, ?, ?)",
-                    (node.id, part, self.wall_ms(), who.name, node.group, DIR_MODE))
+                child = Inode.from_row(self.db.conn.execute(
+                    "INSERT INTO inodes(parent, name, is_dir, mtime_ms, owner, grp, mode) VALUES (?, ?, 1, ?, ?, ?, ?) "
+                    "RETURNING *", (node.id, part, self.wall_ms(), who.name, node.group, DIR_MODE)).fetchall()[0])
                 self._touch(node.id)
-                child = self._get(cur.lastrowid)
             elif not child.is_dir:
                 if last:
                     raise AlreadyExists(f"file exists: {here}")
@@ -296,7 +351,7 @@ class Namespace(FileWrites):
             raise FailedPrecondition(f"directory not empty: {path}")
         if node.is_dir and not who.is_admin:
             self._check_subtree(node, path, who)
-        subtree = self._subtree(node.id)
+        subtree = self._subtree(node.id) if node.is_dir else [(node.id, False)]   # a file has no children
         files = [i for i, is_dir in subtree if not is_dir]
         if detach_over is not None and len(subtree) > 1:
             writing = [r[0] for r in self.db.query(

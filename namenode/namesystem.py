@@ -74,7 +74,9 @@ from hedgefs.namenode.model import (
 )
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
+from hedgefs.namenode.rowcache import RowCache
 from hedgefs.namenode.safe_mode import SafeMode
+from hedgefs.namenode.targets import Targets
 from hedgefs.namenode.views import OperatorViews
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity
@@ -89,7 +91,7 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 
 
 
-class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
+class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Targets):
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
@@ -122,6 +124,8 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
         self.db = Database(os.path.join(data_dir, db_file), cluster_id, backend=backend, read_only=read_only)
+        if not read_only:   # a standby's view changes through its follower's connection: no cache
+            self.db.cache = RowCache(self.db, self.db.conn)
         self.cluster_id = self.db.cluster_id
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
@@ -167,7 +171,7 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         """A file's entry and its groups, every unit with a read token (the file must be readable)."""
         node, entry = self.ns.stat(path, who, read_file=True)
         groups = [] if node.is_dir else [self._group_info(g, load_policy(node.policy).k, op=token_ops.READ)
-                                         for g in self.blocks.groups(node.id)]
+                                         for g in self.blocks.shared_groups(node.id)]
         return FileInfo(entry, groups)
 
     @property
@@ -243,47 +247,6 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode):
         return self.ns.default_block_size
 
     # ------------------------------------------------------------------ write path
-
-    def _usable(self, datanode_id: str) -> bool:
-        """Live and registered with this process: may take units, serve repairs, hold a unit."""
-        return datanode_id in self._registered and self.liveness.is_live(datanode_id)
-
-    def _usable_ids(self) -> list[str]:
-        return [d for d in self.liveness.live_ids() if d in self._registered]
-
-    def _live_targets(self, policy: Policy, exclude: Iterable[str] = ()) -> list[str]:
-        """Usable DataNodes a group may use; FAILED_PRECONDITION if fewer than k+m."""
-        excluded = set(exclude)
-        live = self._placeable_ids()
-        usable = [d for d in live if d not in excluded]
-        if len(usable) < policy.units:
-            if len(live) < policy.units:
-                self._refuse_while_datanodes_register(policy, len(live))
-            message = f"policy {policy.name} needs {policy.units} live DataNodes, only {len(live)} are live{self._leaving_note()}"
-            if len(live) >= policy.units:
-                message = (f"policy {policy.name} needs {policy.units} live DataNodes, only {len(usable)} "
-                           f"are live and not excluded ({', '.join(sorted(excluded & set(live)))})")
-            raise FailedPrecondition(message)
-        return usable
-
-    def _targets_with_room(self, policy: Policy, exclude: Iterable[str], unit_bytes: int) -> list[str]:
-        """_live_targets with room for a unit of ``unit_bytes`` (HDFS's remaining-space check):
-        a full disk is never chosen; FAILED_PRECONDITION if fewer than k+m have room."""
-        usable = self._live_targets(policy, exclude)
-        roomy = [d for d in usable if self.liveness.has_room(d, unit_bytes)]
-        if len(roomy) < policy.units:
-            full = sorted(set(usable) - set(roomy))
-            raise FailedPrecondition(f"policy {policy.name} needs {policy.units} DataNodes with room for a unit "
-                                     f"of {unit_bytes} bytes, only {len(roomy)} have it (full: {', '.join(full)})")
-        return roomy
-
-    def _check_placeable(self, policy: Policy) -> None:
-        """A policy needing more DataNodes than are live is bad input: nothing could be placed."""
-        live = len(self._placeable_ids())
-        if live < policy.units:
-            self._refuse_while_datanodes_register(policy, live)
-            raise InvalidArgument(f"policy {policy.name} needs {policy.units} live DataNodes, only {live} are live"
-                                  f"{self._leaving_note()}")
 
     @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,

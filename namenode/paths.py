@@ -35,7 +35,7 @@ def components(path: str) -> list[str]:
             raise _refuse(path, "empty component ('//')")
         if part in (".", ".."):
             raise _refuse(path, "'.' and '..' are not allowed; use a normalised absolute path")
-        if len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT:
+        if len(part) > MAX_COMPONENT // 4 and len(part.encode("utf-8", "surrogatepass")) > MAX_COMPONENT:
             raise _refuse(path, f"a component is longer than {MAX_COMPONENT} bytes")
     return parts
 

@@ -49,7 +49,7 @@ class FileWrites:
         chain = self._parent_dir(path, who)
         name = path.rsplit("/", 1)[1]
         check(who, chain[-1], WRITE, paths.parent_of(path), f"create {path}")
-        existing = self._child(chain[-1].id, name)
+        existing, writer = self._named(chain[-1].id, name)
         if convert_from is not None:
             self._check_version(path, existing, convert_from)
             if not policy_name:
@@ -63,7 +63,9 @@ class FileWrites:
             if not overwrite:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             check(who, existing, WRITE, path, f"overwrite {path}")
-        self._check_not_being_written(chain[-1].id, name, path)
+        if writer is not None:   # one writer per path at a time (HDFS's lease: AlreadyBeingCreatedException)
+            raise AlreadyExists(f"{path} is being written by {writer.owner or 'another client'} (file {writer.id}): "
+                                f"try again when that write ends")
         if not policy_name:
             policy_name = self._effective_policy(chain, paths.parent_of(path))[0]
         policy = load_policy(policy_name)
@@ -74,20 +76,27 @@ class FileWrites:
         except ValueError as err:
             raise InvalidArgument(str(err)) from None
         now = self.wall_ms()
-        cur = self.db.conn.execute(
+        row = self.db.conn.execute(
             "INSERT INTO inodes(parent, name, is_dir, policy, block_size, state, overwrite, mtime_ms, lease_ms, "
-            "owner, grp, mode) VALUES (?, ?, 0, ?, ?, 'writing', ?, ?, ?, ?, ?, ?)",
-            (chain[-1].id, name, policy.name, block_size, int(overwrite), now, now, who.name, chain[-1].group, FILE_MODE))
-        return self._get(cur.lastrowid), policy
+            "owner, grp, mode) VALUES (?, ?, 0, ?, ?, 'writing', ?, ?, ?, ?, ?, ?) RETURNING *",
+            (chain[-1].id, name, policy.name, block_size, int(overwrite), now, now, who.name, chain[-1].group,
+             FILE_MODE)).fetchall()[0]
+        return Inode.from_row(row), policy
 
-    def _check_not_being_written(self, parent_id: int, name: str, path: str) -> None:
-        """One writer per path at a time (HDFS's lease: AlreadyBeingCreatedException), refused at
-        create, before any data moves, rather than the later writer's Complete winning."""
-        row = self.db.conn.execute("SELECT id, owner FROM inodes WHERE parent = ? AND name = ? AND state = 'writing' "
-                                   "LIMIT 1", (parent_id, name)).fetchone()
-        if row is not None:
-            raise AlreadyExists(f"{path} is being written by {row[1] or 'another client'} (file {row[0]}): "
-                                f"try again when that write ends")
+    _NAMED = ("SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'complete' UNION ALL "
+              "SELECT * FROM (SELECT * FROM inodes WHERE parent = ? AND name = ? AND state = 'writing' LIMIT 1)")
+
+    def _named(self, parent_id: int, name: str) -> tuple[Inode | None, Inode | None]:
+        """(the visible file or directory at the name, a file being written there): one query, for
+        Create, which refuses a second writer of a path before any data moves rather than let the
+        later writer's Complete win."""
+        visible = writer = None
+        for row in self.db.conn.execute(self._NAMED, (parent_id, name, parent_id, name)):
+            if row["state"] == "complete":
+                visible = Inode.from_row(row)
+            else:
+                writer = Inode.from_row(row)
+        return visible, writer
 
     def file(self, file_id: int) -> Inode | None:
         node = self._get(file_id)

@@ -1,4 +1,5 @@
-"""Group commit (namenode/db.py): many changes, one COMMIT; nobody answered or shown a change before it.
+"""Group commit (namenode/db.py): many changes, one COMMIT and one fsync of the WAL, off the writers'
+lock; nobody answered or shown a change before that fsync returned.
 
 The batches are made deterministic by holding the writers' lock in the test: changes applied
 meanwhile wait in one open transaction, and the committer can commit only once the test lets go.
@@ -93,6 +94,83 @@ def test_a_failed_commit_fails_every_waiter_of_its_batch_and_refuses_later_chang
     with pytest.raises(StoreFailed, match="changes are refused until the NameNode restarts"):
         _insert(db, "later")
     assert _names(db) == {"kept"}
+
+
+def _gate_the_sync(db: Database, monkeypatch, fail: str = "") -> tuple[threading.Event, threading.Event]:
+    """The committer's fsync of the WAL waits until the test sets ``gate`` (then fails with
+    ``fail``, if given); ``in_sync`` is set while it waits."""
+    gate, in_sync = threading.Event(), threading.Event()
+    real = db._sync_wal
+
+    def gated():
+        in_sync.set()
+        assert gate.wait(30), "the test never opened the gate"
+        in_sync.clear()
+        if fail:
+            raise OSError(5, fail)
+        real()
+
+    monkeypatch.setattr(db, "_sync_wal", gated)
+    return gate, in_sync
+
+
+def _committed(path: str, name: str) -> bool:
+    """Whether the file holds ``name``, read by a connection outside the Database: COMMITted."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT 1 FROM inodes WHERE name = ?", (name,)).fetchone() is not None
+    finally:
+        conn.close()
+
+
+def test_the_lock_is_free_during_the_fsync_and_nobody_sees_the_batch_before_it(batched, tmp_path, monkeypatch):
+    db, lock = batched
+    gate, in_sync = _gate_the_sync(db, monkeypatch)
+    with lock:
+        _insert(db, "a")
+        waiter, out = _waiter(db, db.applied)
+    assert in_sync.wait(10)
+    assert _committed(str(tmp_path / "nn.db"), "a")   # COMMITted without its fsync ...
+    reader = threading.Thread(target=lambda: out.append(_names(db)), daemon=True)
+    reader.start()
+    reader.join(0.5)
+    assert reader.is_alive() and out == []           # ... but neither answered nor shown
+    with lock:                                        # and the lock is free: the next change applies
+        _insert(db, "b")
+    gate.set()
+    waiter.join(10)
+    reader.join(10)
+    shown = [o for o in out if isinstance(o, set)]
+    assert out.count("durable") == 1 and len(shown) == 1 and "a" in shown[0]
+    db.wait_durable(db.applied)
+    assert _names(db) == {"a", "b"}
+
+
+def test_a_failed_fsync_fails_its_batch_and_refuses_later_changes(batched, monkeypatch):
+    db, lock = batched
+    _insert(db, "kept")
+    db.wait_durable(db.applied)
+    gate, in_sync = _gate_the_sync(db, monkeypatch, fail="Input/output error")
+    with lock:
+        _insert(db, "unsure")
+        waiter, out = _waiter(db, db.applied)
+    assert in_sync.wait(10)
+    reader = threading.Thread(target=lambda: out.append(_names_or_refusal(db)), daemon=True)
+    reader.start()
+    gate.set()
+    waiter.join(10)
+    reader.join(10)
+    assert len(out) == 2 and all(isinstance(o, StoreFailed) for o in out)   # neither told of "unsure"
+    assert "metadata store failed (fsync failed:" in str(out[0])
+    with pytest.raises(StoreFailed, match="changes are refused until the NameNode restarts"):
+        _insert(db, "later")
+
+
+def _names_or_refusal(db: Database):
+    try:
+        return _names(db)
+    except StoreFailed as err:
+        return err
 
 
 def test_every_answer_of_concurrent_namenode_writers_is_already_durable(tmp_path):
