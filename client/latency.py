@@ -14,48 +14,30 @@
     model.is_silent("dn3")    # reads in flight, nothing answered for far longer than peers take
     model.probe_due("dn3")    # time to send one read to a slow DataNode, to notice its recovery
 
-Per DataNode and size class (reads up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger), a
-decayed latency histogram (``decayed.py``: log buckets, forward decay with a 5 s half-life: recording is one
-bucket update, memory is fixed). What *healthy* DataNodes take for a size is the median, over
-DataNodes, of their p99 for it: a minority of slow DataNodes cannot move it, a uniformly slow
-host (CPU contention) moves it for everyone. ``threshold`` is 1.5 x that, kept within a floor
-(10 ms) and a ceiling (250 ms, HubSpot's fixed threshold, for a cell-sized read, plus the
-transfer at 32 MiB/s for bigger ones). Until three DataNodes have a few reads of a size (a new
-client): the ceiling.
+Per DataNode and size class (up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger) a decayed
+latency histogram (``decayed.py``, 5 s half-life). *Healthy* for a size is the median over
+DataNodes of their p99: slow minorities cannot move it, a uniformly slow host moves it for all.
+``threshold`` = 1.5 x that, within a 10 ms floor and a ceiling (250 ms, HubSpot's, plus the
+transfer at 32 MiB/s); a new client (fewer than 3 DataNodes known for the size): the ceiling.
+The why of each rule, with the runs that led to it, is in docs/design.md ("latency model").
 
-Each read is also judged against the threshold of its size (so a 4 MiB read is not judged by a
-64 KiB read's clock): a DataNode becomes *slow* when most of its recent reads took at least
-twice their threshold (recent: the last 0.25 s, or its last 6 reads if it had fewer; at least
-4) *and* its recent median read is 4 x that of the median DataNode right now. Since both
-yardsticks are its peers, one DataNode slower than the rest is slow, while a host that is slow
-all over (CPU contention), or a client that stalls for a moment (every read in flight late at
-once), makes nobody slow. A read that opened a new connection (``connecting``; the DataNode
-sets each one up, a thread of its own: 3-4 x a pooled read's time, tens of ms on a loaded host)
-is judged against ``cold_threshold``, 4 x the threshold and at least 100 ms (at most the ceiling,
-what a new client that knows nothing judges by): late first reads are no evidence, one never
-answered (frozen, its kernel still accepting TCP) is, at twice that (docs/design.md); so are the
-reads a slow DataNode gets once its reads have every pooled connection busy. It stays slow until
-most of its recent reads are back under twice their threshold: only its own fast reads (probes) bring it back, not its peers turning slow
-too. A read still running at twice its threshold counts at that moment (``slow_evidence``, and
-again when it ends), so a DataNode that stops answering is judged in a fraction of a second, not
-when its reads finish; a cancelled read (a lower bound) counts only once it was that late. A slow
-read is no evidence at all when the reads of its size to other DataNodes beside it were mostly
-as late (``excused``, overtaking.py): a DataNode read only now and then (parity, read by hedges,
-which come when the host is slow) is otherwise judged by a few reads all taken in stalls, next
-to DataNodes whose many fast reads dilute theirs. Slowness without fresh evidence is forgotten
-after 10 s.
-
-A read under its threshold is *overtaken* (``overtaken``) when later reads of its size to other
-DataNodes answered while it has not, and it is older than 1.5 x the healthy p99: the threshold's
-rule without its 10 ms floor, which only guards against host-wide stalls, and those overtake
-nothing.
-
-The cluster is *crowded* when the median DataNode's recent reads are overdue: everything is
-late (an overload, not one slow DataNode), and extra reads would only lengthen the queues.
-
-A *silent DataNode* is a DataNode with reads in flight that has answered nothing (no data, no
-error) for max(1 s, 20 x the healthy p99 of the smallest reads): reads never wait on one,
-whatever the breaker says.
+- *slow*: most of its recent reads (0.25 s, or its last 6; at least 4) took twice their size's
+  threshold, *and* its recent median is 4 x the median DataNode's: a host slow all over, or a
+  client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
+  up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
+  (4 x the threshold, >= 100 ms, <= the ceiling): late first reads are no evidence; a frozen
+  DataNode's, or a slow one's once its pooled connections are all busy, are, at twice that. A
+  read still running at twice its yardstick counts then (``slow_evidence``); a cancelled one
+  only once that late; a slow read whose peers beside it were as late is ``excused``
+  (overtaking.py). It stays slow until its own fast reads (probes) say otherwise; slowness with
+  no fresh evidence is forgotten after 10 s.
+- *overtaken*: a read under its threshold that later reads of its size to other DataNodes
+  answered past, older than 1.5 x the healthy p99 (a host-wide stall overtakes nothing); then
+  every other read of its DataNode in flight that it answered nothing since, too.
+- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would
+  only lengthen the queues).
+- *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
+  reads): reads never wait on one, whatever the breaker says.
 
 Thread-safe (one lock); the read path calls it from the client's event loop, ``--stats`` and
 benchmarks from other threads. The clock is injectable, so tests drive it by hand.
