@@ -191,17 +191,18 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
         start, end = span or (0, info.size)
         if span is not None:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{info.size}"
+        response = web.StreamResponse(status=206 if span else 200, headers=headers)
+        response.content_length = end - start
+        data = None
         if early is not None and early[0] is reader and early[1] == (start, end):
             data = await asyncio.wrap_future(early[2])   # the version it read is the one there now
             early = None
-            # headers and bytes in one answer (one send), not a stream's three steps
-            return web.Response(status=206, headers=headers, body=data)
-        response = web.StreamResponse(status=206 if span else 200, headers=headers)
-        response.content_length = end - start
         await response.prepare(ctx.request)
         if not head and end > start:
             try:
-                if span is None:
+                if data is not None:
+                    await response.write(data)
+                elif span is None:
                     await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
                 else:
                     await stream(response, reader, start, end)
