@@ -62,4 +62,3 @@ class Entry:
     owner: str = SUPERUSER
     group: str = "supergroup"
     mode: int = 0
-    file_id: int = 0      # the inode (files; 0 for directories)

@@ -119,7 +119,7 @@ class Namespace(FileWrites):
         if node.is_dir:
             return Entry(path, True, 0, dir_policy, 0, node.mtime_ms, node.owner, node.group, node.mode)
         return Entry(path, False, node.length, node.policy, node.block_size, node.mtime_ms, node.owner, node.group,
-                     node.mode, node.id)
+                     node.mode)
 
     # ------------------------------------------------------------------ reads
 

@@ -37,7 +37,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "file_id")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,7 +65,6 @@ class FileInfo(_message.Message):
     TOKEN_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
     DATANODE_READS_FIELD_NUMBER: _ClassVar[int]
     DATANODE_HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
-    FILE_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -79,8 +78,7 @@ class FileInfo(_message.Message):
     token_lifetime_ms: int
     datanode_reads: _containers.MessageMap[str, ReadLatency]
     datanode_heartbeat_age_ms: _containers.ScalarMap[str, int]
-    file_id: int
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., file_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class PathRequest(_message.Message):
     __slots__ = ("path",)

@@ -107,13 +107,6 @@ def same_version(status: FileStatus, info: pb.FileInfo) -> bool:
             and all(g.id == c.id and g.generation == c.generation for g, c in zip(info.groups, status.groups)))
 
 
-def _stamp(info: pb.FileInfo) -> tuple:
-    """What names one version of a file and who may read it, as List and GetFileInfo both say
-    it (file_id 0: a NameNode that does not say its inodes; then every GET asks GetFileInfo)."""
-    return (info.file_id, info.length, info.mtime_ms, info.policy, info.block_size, info.owner, info.group,
-            info.permission)
-
-
 def version_etag(status: FileStatus) -> str:
     if status.length == 0 or status.is_dir:
         return f'"{EMPTY_MD5}"'
@@ -127,7 +120,7 @@ class Store:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
         self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
         self._reserved: set[str] = set()   # buckets whose .hedgefs-s3 is known to be there
-        self._readers: collections.OrderedDict[str, tuple[FileReader, tuple]] = collections.OrderedDict()
+        self._readers: collections.OrderedDict[str, FileReader] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ buckets
@@ -229,27 +222,15 @@ class Store:
     def open_object(self, bucket: str, key: str):
         """(ObjectInfo, an open FileReader, or None for a folder marker).
 
-        Every call asks the NameNode for the file as it is now. An open reader of that same
-        version is kept and used again, so a small ranged GET does not rebuild the file's unit
-        locations nor a reader (and ``cached_reader`` may start reading with it before the
-        answer is in: see objects.get_object). For a kept reader the question is a List of its
-        path, which the NameNode answers from the namespace alone (GetFileInfo also loads and
-        sends every unit's location: twice the NameNode's CPU for a file of 8 groups); the
-        reader is used only when the entry is the one it was opened from (``_stamp``: the same
-        inode, length, mtime, layout, owner, group and mode; inodes are never reused, and a
-        replaced file's mtime is later). Anything else asks GetFileInfo, as a first GET does."""
+        Every call asks the NameNode for the file as it is now; an open reader of that same
+        version (the same block groups, length and mtime: a replaced file has new groups and a
+        later mtime) is kept and used again, so a small ranged GET does not rebuild the file's
+        unit locations nor a reader (and ``cached_reader`` may start reading with it before the
+        answer is in: see objects.get_object)."""
         check_key(bucket, key)
         if key.endswith("/"):
             return self.head(bucket, key), None
         path = object_path(bucket, key)
-        kept = self._kept(path)
-        if kept is not None and kept[1][0]:
-            try:
-                entries = self.fs.rpc("List", pb.ListRequest(path=path, limit=1)).entries
-            except HedgefsError:
-                entries = ()   # GetFileInfo below says what is wrong (NoSuchKey, NoSuchBucket, ...)
-            if len(entries) == 1 and entries[0].path == path and _stamp(entries[0]) == kept[1]:
-                return self.info(bucket, key, kept[0].status), kept[0]
         try:
             fresh = self.fs.rpc("GetFileInfo", pb.PathRequest(path=path))
         except NotFound:
@@ -260,28 +241,23 @@ class Store:
         if fresh.is_dir:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}")
-        reader = kept[0] if kept is not None else None
-        if reader is None or not same_version(reader.status, fresh) or _stamp(fresh) != kept[1]:
+        reader = self.cached_reader(path)
+        if reader is None or not same_version(reader.status, fresh):
             reader = FileReader(self.fs, FileStatus.from_proto(fresh))
-        with self._lock:
-            self._readers[path] = (reader, _stamp(fresh))
-            self._readers.move_to_end(path)
-            while len(self._readers) > READERS_CACHED:
-                self._readers.popitem(last=False)
+            with self._lock:
+                self._readers[path] = reader
+                while len(self._readers) > READERS_CACHED:
+                    self._readers.popitem(last=False)
         return self.info(bucket, key, reader.status), reader
-
-    def _kept(self, path: str) -> tuple[FileReader, tuple] | None:
-        with self._lock:
-            kept = self._readers.get(path)
-            if kept is not None:
-                self._readers.move_to_end(path)
-            return kept
 
     def cached_reader(self, path: str) -> FileReader | None:
         """The reader ``open_object`` last opened at ``path``, if any: of a version that may
         have been replaced since (its bytes are served only once open_object confirms it)."""
-        kept = self._kept(path)
-        return kept[0] if kept is not None else None
+        with self._lock:
+            reader = self._readers.get(path)
+            if reader is not None:
+                self._readers.move_to_end(path)
+            return reader
 
     def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
