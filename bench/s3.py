@@ -6,7 +6,9 @@ Each figure has its baseline measured in the same run, on the same machine, at t
 - GET of a SIZE object, one stream (boto3, 1 MiB reads of the body)  vs  `hedgefs cat` of the file
 - PUT of SIZE, multipart, 8 parts in parallel (boto3 upload_fileobj)  vs  `hedgefs put` of it
   (both: ROUNDS rounds of the gateway and its baseline back to back; medians)
-- 64 KiB ranged GETs, CLIENTS clients: p50 / p99 / p99.9  vs  the library's pread, CLIENTS threads
+- 64 KiB ranged GETs, CLIENTS boto3 clients, each a process of its own: p50 / p99 / p99.9  vs  the
+  library's pread, CLIENTS threads on one FileSystem (as the gateway's are) in this process, which
+  does nothing else meanwhile; beside them the gateway's and the clients' CPU per GET
 - the same ranged GETs with one DataNode +DELAY ms: p99.9  vs  the healthy gateway's p99.9
 - the gateway's peak resident memory during a PUT and a GET of RSS_SIZE (sampled from /proc)
 
@@ -48,8 +50,18 @@ def _percentiles(samples: list[float]) -> dict:
     return {"n": len(s), "p50_ms": p(0.5), "p99_ms": p(0.99), "p999_ms": p(0.999)}
 
 
+def _boto3(endpoint: str, access: str, secret: str):
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access, aws_secret_access_key=secret,
+                        region_name="us-east-1",
+                        config=Config(signature_version="s3v4", max_pool_connections=16,
+                                      s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+
 class _Gateway:
-    def __init__(self, namenode: str, root: pathlib.Path):
+    def __init__(self, namenode: str, root: pathlib.Path, *options: str):
         keys = root / "keys"
         env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
         env.pop("HEDGEFS_CREDENTIALS", None)
@@ -60,7 +72,8 @@ class _Gateway:
         self.access, self.secret = fields["access key"], fields["secret key"]
         self.log = root / "gateway.log"
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys),
+                                          *options],
                                          stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while True:
@@ -73,13 +86,13 @@ class _Gateway:
             time.sleep(0.1)
 
     def client(self):
-        import boto3
-        from botocore.config import Config
+        return _boto3(self.endpoint, self.access, self.secret)
 
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access,
-                            aws_secret_access_key=self.secret, region_name="us-east-1",
-                            config=Config(signature_version="s3v4", max_pool_connections=16,
-                                          s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    def cpu_s(self) -> float:
+        """CPU seconds the gateway has used (all threads)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -144,6 +157,59 @@ def _ranged(read: Callable[[int], None], clients: int, reads: int, size: int, se
         return [t for part in pool.map(one, range(clients)) for t in part]
 
 
+def _client_main(argv: list[str]) -> None:
+    """One ranged-GET client in a process of its own (``python -c``, _S3Client): WARM-UP reads,
+    "ready", and on a line from stdin READS timed reads; prints their seconds and its CPU as JSON."""
+    import resource
+
+    endpoint, access, secret, size, reads, warmup, seed = argv
+    s3 = _boto3(endpoint, access, secret)
+    def read(rng):
+        offset = rng.randrange(0, int(size) - READ)
+        s3.get_object(Bucket="bench", Key="big.bin", Range=f"bytes={offset}-{offset + READ - 1}")["Body"].read()
+
+    warm, rng = random.Random(f"warm-up {seed}"), random.Random(int(seed))   # rng: the offsets pread read
+    for _ in range(int(warmup)):
+        read(warm)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu0, out = resource.getrusage(resource.RUSAGE_SELF), []
+    for _ in range(int(reads)):
+        started = time.perf_counter()
+        read(rng)
+        out.append(time.perf_counter() - started)
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+    print(json.dumps({"seconds": out, "cpu_s": cpu}), flush=True)
+
+
+def _s3_ranged(gateway: _Gateway, clients: int, reads: int, size: int, seed: int, warmup: int = 50) -> tuple[list, float]:
+    """Ranged GETs through the gateway from ``clients`` boto3 clients, each in a process of its
+    own: boto3 spends about as much CPU on a request as the gateway, and threads of one process
+    would queue on its one GIL, which the latency would then count as the gateway's. The
+    processes start together once all are warm. (samples, the clients' CPU seconds)"""
+    procs = [subprocess.Popen([sys.executable, "-c", "import sys; from hedgefs.bench.s3 import _client_main; "
+                               "_client_main(sys.argv[1:])", gateway.endpoint, gateway.access, gateway.secret,
+                               str(size), str(reads), str(warmup), str(seed * 1000 + i)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i in range(clients)]
+    done = False
+    try:
+        for proc in procs:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError("a ranged-GET client did not start")
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        results = [json.loads(proc.stdout.readline()) for proc in procs]
+        done = True
+    finally:
+        for proc in procs:
+            if not done:
+                proc.kill()
+            proc.wait(30)
+    return [t for r in results for t in r["seconds"]], sum(r["cpu_s"] for r in results)
+
+
 def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30, clients: int = 4, reads: int = 500,
         delay_ms: int = 500, rounds: int = 3, command: str = "", say: Callable[[str], None] = print) -> dict:
     load_before = [round(x, 2) for x in os.getloadavg()]
@@ -183,25 +249,20 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
             s3_put, cli_put = statistics.median(puts), statistics.median(cli_puts)
             s3_get, cli_cat = statistics.median(gets), statistics.median(cli_cats)
             say(f"ranged GETs: {clients} clients x {reads} ...")
-            local_clients = threading.local()
-
-            def s3_read(offset):
-                if not hasattr(local_clients, "s3"):
-                    local_clients.s3 = gateway.client()
-                local_clients.s3.get_object(Bucket="bench", Key="big.bin",
-                                            Range=f"bytes={offset}-{offset + READ - 1}")["Body"].read()
-
             with FileSystem(cluster.namenode, credentials=None) as fs:
                 reader = fs.open("/bench/big.bin")
                 _ranged(lambda o: reader.pread(o, READ), clients, 50, size, seed=0)   # warm-up
                 pread = _percentiles(_ranged(lambda o: reader.pread(o, READ), clients, reads, size, seed=1))
                 victim = reader.status.groups[0].units[0].datanode_id
-            _ranged(s3_read, clients, 50, size, seed=0)
-            healthy = _percentiles(_ranged(s3_read, clients, reads, size, seed=1))
+            cpu0 = gateway.cpu_s()
+            samples, clients_cpu = _s3_ranged(gateway, clients, reads, size, seed=1)
+            healthy = _percentiles(samples)
+            healthy["gateway_cpu_ms"] = round((gateway.cpu_s() - cpu0) / len(samples) * 1000, 3)
+            healthy["clients_cpu_ms"] = round(clients_cpu / len(samples) * 1000, 3)
             say(f"ranged GETs with {victim} +{delay_ms} ms ...")
             cluster.datanode_rpc(victim, "SetFaults", pb.FaultConfig(read_delay_ms=delay_ms))
             try:
-                slow = _percentiles(_ranged(s3_read, clients, reads, size, seed=2))
+                slow = _percentiles(_s3_ranged(gateway, clients, reads, size, seed=2)[0])
             finally:
                 cluster.datanode_rpc(victim, "ClearFaults", pb.FaultClearRequest())
             rss = {}
@@ -271,6 +332,9 @@ def markdown(r: dict) -> str:
         lines.append(f"| gateway RSS during a {m['size'] >> 20} MiB PUT / GET | "
                      f"{m['put_peak_mb']} / {m['get_peak_mb']} MB "
                      f"| idle {m['idle_mb']} MB | | <= 200 MB |")
+    if "gateway_cpu_ms" in rg["s3"]:
+        lines += ["", f"CPU per ranged GET: the gateway {rg['s3']['gateway_cpu_ms']} ms, the boto3 clients "
+                  f"{rg['s3']['clients_cpu_ms']} ms (each client a process of its own)."]
     lines += ["", f"{rg['s3']['n']} ranged GETs per run; GET and PUT: the median of {r.get('rounds', 1)} rounds, "
               "each the gateway and its baseline back to back; ratios are gateway MB/s over the baseline's."]
     return "\n".join(lines)

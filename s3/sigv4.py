@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import hashlib
 import hmac
 import re
@@ -45,7 +46,10 @@ class Signed:
     key: bytes                   # the signing key (chunk signatures use it)
 
 
+@functools.lru_cache(maxsize=256)
 def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
+    """The day's key of one secret, region and service: four HMACs, derived once a day per
+    key (every request of that day signs with it; a secret changed on disk is another entry)."""
     key = ("AWS4" + secret).encode()
     for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
@@ -81,8 +85,14 @@ def string_to_sign(amz_date: str, scope: str, canonical: str) -> str:
 
 
 def _parse_date(amz_date: str) -> datetime.datetime:
+    """YYYYMMDDTHHMMSSZ, read by hand (strptime costs more than the rest of the check)."""
     try:
-        return datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
+        if len(amz_date) != 16 or amz_date[8] != "T" or amz_date[15] != "Z" or not amz_date[:8].isdigit() \
+                or not amz_date[9:15].isdigit():
+            raise ValueError(amz_date)
+        d = amz_date
+        return datetime.datetime(int(d[:4]), int(d[4:6]), int(d[6:8]), int(d[9:11]), int(d[11:13]), int(d[13:15]),
+                                 tzinfo=datetime.timezone.utc)
     except ValueError:
         raise S3Error("AccessDenied", f"bad X-Amz-Date {amz_date!r}: expected YYYYMMDDTHHMMSSZ") from None
 

@@ -374,6 +374,35 @@ def test_ranged_gets_after_a_replace_serve_the_new_bytes(s3, cluster):
     assert code(err) == ("NoSuchKey", 404)
 
 
+def test_a_kept_file_renamed_over_or_changed_outside_s3_is_never_served(s3, cluster):
+    """The gateway keeps the readers of files it opened; a kept file deleted and another of the
+    same length renamed into its place, rewritten at the same length, or chmod-ed outside S3:
+    each GET right after returns the new bytes."""
+    import io
+
+    from hedgefs.client.fs import FileSystem
+
+    key, n = "kept/renamed.bin", 2 * STRIPE + 7
+    old, new, again = pattern(n, seed=95), pattern(n, seed=96), pattern(n, seed=97)
+
+    def ranged(start, length):
+        return s3.get_object(Bucket="calls", Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read()
+
+    s3.put_object(Bucket="calls", Key=key, Body=old)
+    for _ in range(3):   # opened, then kept
+        assert ranged(CELL - 3, 64) == old[CELL - 3:CELL + 61]
+    with FileSystem(cluster.namenode, credentials=None) as fs:
+        fs.write("/calls/kept/other.bin", io.BytesIO(new))
+        fs.delete(f"/calls/{key}")
+        fs.rename("/calls/kept/other.bin", f"/calls/{key}")
+        assert ranged(CELL - 3, 64) == new[CELL - 3:CELL + 61]
+        assert ranged(n - 10, 10) == new[n - 10:]
+        fs.write(f"/calls/{key}", io.BytesIO(again), overwrite=True)
+        assert ranged(CELL - 3, 64) == again[CELL - 3:CELL + 61]
+        fs.set_permission(f"/calls/{key}", 0o600)   # the same bytes, another mode: asked again, still served
+        assert ranged(0, 64) == again[:64]
+
+
 # ---------------------------------------------------------------------------- two PUTs of one key at once
 
 def test_two_puts_of_one_key_at_once_both_land_and_the_last_to_finish_wins(s3):

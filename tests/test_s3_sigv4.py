@@ -74,6 +74,26 @@ def test_the_presigned_example_verifies_until_it_expires():
     assert err.value.code == "AccessDenied" and "expired" in err.value.message
 
 
+@pytest.mark.parametrize("date", ["20130524T000000", "2013-05-24T00:00:00Z", "20130524T0000000Z", "2013052AT000000Z",
+                                  "20131324T000000Z", "20130524T250000Z", "20130524T00000\u00b2Z", ""])
+def test_a_malformed_date_is_refused_with_one_line(date):
+    headers = dict(get_headers(), **{"x-amz-date": date})
+    with pytest.raises(S3Error) as err:
+        sigv4.verify("GET", "/test.txt", "", headers, secret_of, NOW)
+    assert err.value.code == "AccessDenied" and "\n" not in err.value.message
+
+
+def test_a_secret_changed_on_disk_signs_with_the_new_key():
+    """The day's signing key is derived once per (secret, date, region, service): a key whose
+    secret was replaced verifies with the new secret, never the cached key of the old one."""
+    assert sigv4.verify("GET", "/test.txt", "", get_headers(), secret_of, NOW)
+    with pytest.raises(S3Error) as err:
+        sigv4.verify("GET", "/test.txt", "", get_headers(), lambda key: SECRET + "x", NOW)
+    assert err.value.code == "SignatureDoesNotMatch"
+    assert sigv4.signing_key(SECRET, "20130524", "us-east-1", "s3") == sigv4.signing_key.__wrapped__(
+        SECRET, "20130524", "us-east-1", "s3")
+
+
 def test_no_signature_is_anonymous():
     assert sigv4.verify("GET", "/test.txt", "", {"host": "h"}, secret_of, NOW) is None
 
