@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from hedgefs.namenode.blockmap import GroupCommit
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.namenode.namespace import load_policy
@@ -90,3 +92,12 @@ def held(nn: Namesystem, datanode_id: str) -> list[tuple[int, int, int]]:
     return [tuple(r) for r in nn.db.query(
         "SELECT u.group_id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id "
         "WHERE u.datanode_id = ? ORDER BY u.group_id, u.idx", (datanode_id,))]
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    """A NameNode (``make_namenode``) with five DataNodes registered."""
+    namenode = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(namenode, 5)
+    yield namenode
+    namenode.close()

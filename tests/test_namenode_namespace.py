@@ -3,20 +3,12 @@
 import sqlite3
 
 import pytest
-from nn_support import add_datanodes, make_namenode, write_file
+from nn_support import add_datanodes, make_namenode, nn, write_file  # noqa: F401 (nn: a fixture)
 
 from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from hedgefs.security.identity import Refused
 
-
-@pytest.fixture
-def nn(tmp_path, clock):
-    """The shared fixture's NameNode, with five DataNodes registered."""
-    namenode = make_namenode(tmp_path / "nn", clock)
-    add_datanodes(namenode, 5)
-    yield namenode
-    namenode.close()
 
 
 def names(entries):

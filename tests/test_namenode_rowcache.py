@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from nn_support import add_datanodes, make_namenode, write_file
+from nn_support import add_datanodes, make_namenode, nn, write_file  # noqa: F401 (nn: a fixture)
 from test_namenode_pipelined import GatedEtcd, _run
 
 from hedgefs.namenode import rowcache
@@ -19,13 +19,6 @@ from hedgefs.namenode.db import Stale
 from hedgefs.namenode.errors import InvalidArgument, NotFound, PermissionDenied
 from hedgefs.security.identity import USER, Identity
 
-
-@pytest.fixture
-def nn(tmp_path, clock):
-    namenode = make_namenode(tmp_path / "nn", clock)
-    add_datanodes(namenode, 5)
-    yield namenode
-    namenode.close()
 
 
 def _uncached(nn, path):
