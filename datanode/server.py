@@ -136,8 +136,12 @@ class DataNode:
             self.http = httpserver.open_server(self.host, self.http_port, self._http, self.datanode_id,
                                                tls=tls.server_context(cred, client_cert="optional") if cred else None)
             self.http_port = self.http.port
+        # No SO_REUSEPORT (gRPC's default, as the NameNode's): a port another server holds is a
+        # refusal to start, not a port shared with it behind the kernel's back (a chaos run's
+        # restarted DataNode got some of its control connections answered by another cluster's).
         server = grpc.server(ThreadPoolExecutor(max_workers=64, thread_name_prefix="dn-rpc"),
-                             options=GRPC_OPTIONS, interceptors=[authorizer(secure=cred is not None)])
+                             options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
+                             interceptors=[authorizer(secure=cred is not None)])
         try:
             if cred is None:
                 bound = server.add_insecure_port(hostport(self.host, self.port))

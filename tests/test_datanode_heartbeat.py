@@ -316,3 +316,20 @@ def test_a_datanode_records_the_cluster_it_joins_and_refuses_a_namenode_of_anoth
         assert "cluster_id=CID-elsewhere" in (tmp_path / "dn2" / "VERSION").read_text().splitlines()
     finally:
         dn.stop()
+
+
+def test_a_datanode_does_not_share_its_port_with_another_server(tmp_path, namenode):
+    """gRPC servers set SO_REUSEPORT unless told not to: a DataNode started on a port another
+    gRPC server holds would have shared it silently, the kernel handing some connections to the
+    other. It refuses to start instead."""
+    _, addr = namenode
+    other = grpc.server(ThreadPoolExecutor(2))   # gRPC's defaults: SO_REUSEPORT on
+    port = other.add_insecure_port("127.0.0.1:0")
+    other.start()
+    try:
+        dn = DataNode(datanode_id="dn1", port=port, data_dir=str(tmp_path / "dn1"), namenode=addr, fsync=False)
+        with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}"):
+            dn.start()
+        dn.stop()
+    finally:
+        other.stop(0)
