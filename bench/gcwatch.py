@@ -15,7 +15,7 @@ its reads (measured 2026-12-01 with ``gc.callbacks``). A read path measured that
 for the bench's bookkeeping: the healthy runs' p99.9 grew from 31 ms in the suite's first run to
 120-230 ms twenty minutes later, on a quiet host with a quiet canary.
 
-``start`` (or ``quiet()``) does what a long-lived Python service does after start-up (``gc.freeze()``, as
+``start`` does what a long-lived Python service does after start-up (``gc.freeze()``, as
 Instagram's and the CPython documentation's advice goes): it collects once before the run, then
 freezes everything alive into the permanent generation, so the run's collections walk only what
 the run itself allocates (the client's reads and the run's own records); ``stop`` unfreezes after
@@ -25,7 +25,6 @@ the run (the next run's ``collect`` reclaims what died). Collections still happe
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import time
 
@@ -64,13 +63,3 @@ class GcWatch:
     def summary(self) -> dict:
         return {"collections": self.collections, "total_ms": round(self.total_ms, 1),
                 "max_ms": max((ms for _, ms, _ in self.pauses), default=0.0), "pauses": list(self.pauses)}
-
-
-@contextlib.contextmanager
-def quiet():
-    """``start`` ... ``stop`` around a block."""
-    watch = GcWatch().start()
-    try:
-        yield watch
-    finally:
-        watch.stop()
