@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from hedgefs.namenode.namespace import Entry
 
@@ -28,6 +29,24 @@ class GroupInfo:
 class FileInfo:
     entry: Entry
     groups: list[GroupInfo]
+    first_group: int | None = None   # a ranged answer: the file's index of groups[0] (None: all groups)
+    group_count: int = 0             # ... and how many groups the file has
+
+
+def groups_in(groups: Sequence, offset: int, length: int) -> tuple[list, int]:
+    """(the groups holding bytes [offset, offset + length) of a file made of ``groups`` in order,
+    each with its ``length``; the index of the first). An empty span past the end: ([], count)."""
+    start, end = offset, offset + max(length, 1)
+    out, first, at = [], len(groups), 0
+    for index, group in enumerate(groups):
+        if at < end and at + group.length > start:
+            if not out:
+                first = index
+            out.append(group)
+        elif out:
+            break
+        at += group.length
+    return out, first
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ from hedgefs.namenode.model import (
     FileInfo,
     GroupInfo,
     UnitLocation,
+    groups_in,
 )
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
@@ -167,12 +168,20 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
             self.ns.mkdir(path, parents, who)
 
     @_snapshot
-    def file_info(self, path: str, who: Identity = SUPER) -> FileInfo:
-        """A file's entry and its groups, every unit with a read token (the file must be readable)."""
+    def file_info(self, path: str, who: Identity = SUPER, span: tuple[int, int] | None = None) -> FileInfo:
+        """A file's entry and its groups, every unit with a read token (the file must be readable).
+        ``span`` (offset, length): only the groups holding those bytes (FileInfo.first_group says
+        where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
         node, entry = self.ns.stat(path, who, read_file=True)
-        groups = [] if node.is_dir else [self._group_info(g, load_policy(node.policy).k, op=token_ops.READ)
-                                         for g in self.blocks.shared_groups(node.id)]
-        return FileInfo(entry, groups)
+        if node.is_dir:
+            return FileInfo(entry, [])
+        rows, first = self.blocks.shared_groups(node.id), 0
+        count = len(rows)
+        if span is not None:
+            rows, first = groups_in(rows, *span)
+        k = load_policy(node.policy).k
+        return FileInfo(entry, [self._group_info(g, k, op=token_ops.READ) for g in rows],
+                        first if span is not None else None, count)
 
     @property
     def token_lifetime_ms(self) -> int:

@@ -126,11 +126,16 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def GetFileInfo(self, request):
         nn = self.reader
-        info = nn.file_info(request.path, caller())
+        span = (request.range_offset, request.range_length) if request.HasField("range_offset") else None
+        info = nn.file_info(request.path, caller(), span)
         out = _entry(info.entry)
         out.groups.extend(_group(g) for g in info.groups)
         if info.groups:
             out.token_lifetime_ms = nn.token_lifetime_ms
+        if info.first_group is not None:   # ranged: where its groups sit, and no DataNode figures
+            out.first_group, out.group_count = info.first_group, info.group_count
+            return out
+        if info.groups:
             held = [u.datanode_id for g in info.groups for u in g.units]
             for datanode_id, r in nn.datanode_reads(held).items():
                 out.datanode_reads[datanode_id].CopyFrom(pb.ReadLatency(reads=r.reads, p50_ms=r.p50_ms, p99_ms=r.p99_ms))

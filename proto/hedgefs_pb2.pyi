@@ -37,7 +37,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,8 @@ class FileInfo(_message.Message):
     TOKEN_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
     DATANODE_READS_FIELD_NUMBER: _ClassVar[int]
     DATANODE_HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_GROUP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_COUNT_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -78,13 +80,19 @@ class FileInfo(_message.Message):
     token_lifetime_ms: int
     datanode_reads: _containers.MessageMap[str, ReadLatency]
     datanode_heartbeat_age_ms: _containers.ScalarMap[str, int]
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    first_group: int
+    group_count: int
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ...) -> None: ...
 
 class PathRequest(_message.Message):
-    __slots__ = ("path",)
+    __slots__ = ("path", "range_offset", "range_length")
     PATH_FIELD_NUMBER: _ClassVar[int]
+    RANGE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RANGE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     path: str
-    def __init__(self, path: _Optional[str] = ...) -> None: ...
+    range_offset: int
+    range_length: int
+    def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ...) -> None: ...
 
 class MkdirRequest(_message.Message):
     __slots__ = ("path", "parents")

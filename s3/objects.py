@@ -181,7 +181,7 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     header = ctx.request.headers.get("Range")
     early = _early_read(ctx, header) if header and not head and not ctx.key.endswith("/") else None
     try:
-        info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key)
+        info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key, early[1] if early else None)
         check_conditions(ctx.request, info)
         headers = object_headers(info)
         for param, name in RESPONSE_OVERRIDES.items():

@@ -101,10 +101,19 @@ def meta_path(bucket: str, key: str) -> str:
 
 def same_version(status: FileStatus, info: pb.FileInfo) -> bool:
     """Is the NameNode's answer ``info`` the file ``status`` describes? A file's bytes never
-    change in place: another version has other block groups (and a later mtime)."""
-    return (not info.is_dir and info.length == status.length and info.mtime_ms == status.mtime_ms
-            and info.policy == status.policy and len(info.groups) == len(status.groups)
-            and all(g.id == c.id and g.generation == c.generation for g, c in zip(info.groups, status.groups)))
+    change in place: another version has other block groups (and a later mtime). A ranged
+    answer (``group_count`` set) holds only the groups of a range: those are compared, at
+    their place, and the number of groups."""
+    if info.is_dir or info.length != status.length or info.mtime_ms != status.mtime_ms \
+            or info.policy != status.policy:
+        return False
+    mine = status.groups
+    if info.group_count:
+        if info.group_count != len(mine):
+            return False
+        mine = mine[info.first_group:info.first_group + len(info.groups)]
+    return len(info.groups) == len(mine) and all(g.id == c.id and g.generation == c.generation
+                                                for g, c in zip(info.groups, mine))
 
 
 def version_etag(status: FileStatus) -> str:
@@ -219,20 +228,40 @@ class Store:
             while len(self._records) > RECORDS_CACHED:
                 self._records.popitem(last=False)
 
-    def open_object(self, bucket: str, key: str):
+    def open_object(self, bucket: str, key: str, span: tuple[int, int] | None = None):
         """(ObjectInfo, an open FileReader, or None for a folder marker).
 
         Every call asks the NameNode for the file as it is now; an open reader of that same
         version (the same block groups, length and mtime: a replaced file has new groups and a
         later mtime) is kept and used again, so a small ranged GET does not rebuild the file's
         unit locations nor a reader (and ``cached_reader`` may start reading with it before the
-        answer is in: see objects.get_object)."""
+        answer is in: see objects.get_object). ``span`` [start, end): the bytes such a GET
+        reads with the kept reader: the NameNode is asked for only the groups holding them
+        (HDFS's getBlockLocations(offset, length)), and for all of the file only when those
+        show another version."""
         check_key(bucket, key)
         if key.endswith("/"):
             return self.head(bucket, key), None
         path = object_path(bucket, key)
+        reader = self.cached_reader(path)
+        ranged = span is not None and reader is not None
+        fresh = self._file_info(bucket, key, span if ranged else None)
+        if ranged and not same_version(reader.status, fresh):
+            fresh = self._file_info(bucket, key)   # another version: all of its groups
+        if reader is None or not same_version(reader.status, fresh):
+            reader = FileReader(self.fs, FileStatus.from_proto(fresh))
+            with self._lock:
+                self._readers[path] = reader
+                while len(self._readers) > READERS_CACHED:
+                    self._readers.popitem(last=False)
+        return self.info(bucket, key, reader.status), reader
+
+    def _file_info(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> pb.FileInfo:
+        request = pb.PathRequest(path=object_path(bucket, key))
+        if span is not None:
+            request.range_offset, request.range_length = span[0], span[1] - span[0]
         try:
-            fresh = self.fs.rpc("GetFileInfo", pb.PathRequest(path=path))
+            fresh = self.fs.rpc("GetFileInfo", request)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -241,14 +270,7 @@ class Store:
         if fresh.is_dir:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}")
-        reader = self.cached_reader(path)
-        if reader is None or not same_version(reader.status, fresh):
-            reader = FileReader(self.fs, FileStatus.from_proto(fresh))
-            with self._lock:
-                self._readers[path] = reader
-                while len(self._readers) > READERS_CACHED:
-                    self._readers.popitem(last=False)
-        return self.info(bucket, key, reader.status), reader
+        return fresh
 
     def cached_reader(self, path: str) -> FileReader | None:
         """The reader ``open_object`` last opened at ``path``, if any: of a version that may

@@ -175,6 +175,26 @@ def test_zero_byte_file(nn):
     assert info.entry.length == 0 and info.groups == []
 
 
+def test_a_ranged_file_info_holds_only_the_groups_of_its_bytes(nn):
+    """HDFS's getBlockLocations(offset, length): the groups holding the span, where they sit, and
+    how many the file has (an S3 GET of 64 KiB asks for one group, not all)."""
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * FULL + 5)
+    every = nn.file_info("/f").groups
+    assert len(every) == 4
+
+    def ranged(offset, length):
+        info = nn.file_info("/f", span=(offset, length))
+        return [g.id for g in info.groups], info.first_group, info.group_count
+
+    assert ranged(0, 1) == ([every[0].id], 0, 4)
+    assert ranged(FULL + 7, 100) == ([every[1].id], 1, 4)
+    assert ranged(FULL - 1, 2) == ([every[0].id, every[1].id], 0, 4)
+    assert ranged(3 * FULL, 5) == ([every[3].id], 3, 4)
+    assert ranged(3 * FULL + 5, 1) == ([], 4, 4)   # past the end: nothing to read
+    assert nn.file_info("/f").first_group is None
+
+
 def test_complete_refuses_when_someone_else_created_the_file_meanwhile(nn):
     add_datanodes(nn, 5)
     slow = nn.create("/f")

@@ -343,66 +343,6 @@ def test_conditional_puts_and_completes(s3):
     assert s3.get_object(Bucket="calls", Key=key)["Body"].read() == b"part"
 
 
-# ---------------------------------------------------------------------------- open files kept
-
-def test_ranged_gets_after_a_replace_serve_the_new_bytes(s3, cluster):
-    """The gateway keeps the files it opened (their unit locations) and may start a small ranged
-    GET with them before the NameNode answers: never with bytes of a version replaced meanwhile,
-    through S3 or outside it, nor of a deleted one."""
-    import io
-
-    from hedgefs.client.fs import FileSystem
-
-    key, n = "kept/obj.bin", 4 * STRIPE
-    versions = [pattern(n, seed=90 + v) for v in range(3)]
-
-    def ranged(start, length):
-        return s3.get_object(Bucket="calls", Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read()
-
-    s3.put_object(Bucket="calls", Key=key, Body=versions[0])
-    for start in (0, CELL + 5, n - 100):
-        assert ranged(start, 100) == versions[0][start:start + 100]
-    s3.put_object(Bucket="calls", Key=key, Body=versions[1])
-    assert ranged(CELL + 5, 100) == versions[1][CELL + 5:CELL + 105]
-    with FileSystem(cluster.namenode, credentials=None) as fs:   # replaced outside S3 (insecure cluster)
-        fs.write(f"/calls/{key}", io.BytesIO(versions[2][:n - 1]), overwrite=True)
-    assert ranged(CELL + 5, 100) == versions[2][CELL + 5:CELL + 105]
-    assert ranged(n - 100, 100) == versions[2][n - 100:n - 1]     # clamped to the new length
-    s3.delete_object(Bucket="calls", Key=key)
-    with pytest.raises(ClientError) as err:
-        ranged(0, 100)
-    assert code(err) == ("NoSuchKey", 404)
-
-
-def test_a_kept_file_renamed_over_or_changed_outside_s3_is_never_served(s3, cluster):
-    """The gateway keeps the readers of files it opened; a kept file deleted and another of the
-    same length renamed into its place, rewritten at the same length, or chmod-ed outside S3:
-    each GET right after returns the new bytes."""
-    import io
-
-    from hedgefs.client.fs import FileSystem
-
-    key, n = "kept/renamed.bin", 2 * STRIPE + 7
-    old, new, again = pattern(n, seed=95), pattern(n, seed=96), pattern(n, seed=97)
-
-    def ranged(start, length):
-        return s3.get_object(Bucket="calls", Key=key, Range=f"bytes={start}-{start + length - 1}")["Body"].read()
-
-    s3.put_object(Bucket="calls", Key=key, Body=old)
-    for _ in range(3):   # opened, then kept
-        assert ranged(CELL - 3, 64) == old[CELL - 3:CELL + 61]
-    with FileSystem(cluster.namenode, credentials=None) as fs:
-        fs.write("/calls/kept/other.bin", io.BytesIO(new))
-        fs.delete(f"/calls/{key}")
-        fs.rename("/calls/kept/other.bin", f"/calls/{key}")
-        assert ranged(CELL - 3, 64) == new[CELL - 3:CELL + 61]
-        assert ranged(n - 10, 10) == new[n - 10:]
-        fs.write(f"/calls/{key}", io.BytesIO(again), overwrite=True)
-        assert ranged(CELL - 3, 64) == again[CELL - 3:CELL + 61]
-        fs.set_permission(f"/calls/{key}", 0o600)   # the same bytes, another mode: asked again, still served
-        assert ranged(0, 64) == again[:64]
-
-
 # ---------------------------------------------------------------------------- two PUTs of one key at once
 
 def test_two_puts_of_one_key_at_once_both_land_and_the_last_to_finish_wins(s3):
