@@ -13,6 +13,7 @@ another cluster, or a NameNode that refuses this DataNode, stops it (``Refused``
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
 import shutil
@@ -310,6 +311,13 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequen
         node.on_fatal = on_fatal
         try:
             bound = node.start()
+            # The start-up heap (gRPC, protobuf, the unit index: ~10^5 objects) into the permanent
+            # generation before anyone is told the DataNode is up: CPython's full collections
+            # otherwise walk it all with the GIL held; every DataNode of a cluster just written ran
+            # one of 50-130 ms within the same 5 s, each stalling every read it served
+            # (bench/results/2026-12-02-datanode-gc.md).
+            gc.collect()
+            gc.freeze()
             if port_file:
                 write_port_file(port_file, bound, data=node.data_port,
                                 **({"http": node.http_port} if node.http else {}))
