@@ -52,7 +52,6 @@ def _status(err: NameNodeError) -> grpc.StatusCode:
 # Read your writes across NameNodes: replies carry the etcd revision they reflect at least; a
 # client sends back the highest it saw, and a standby answers only once its view has it.
 REVISION_KEY = "hedgefs-rev"
-CLIENT_ID_KEY, CALL_ID_KEY = "hedgefs-client-id", "hedgefs-call-id"   # a non-idempotent call's (retry_cache.py)
 
 # Non-idempotent calls: with the client's ids, a retry gets the first answer (retry_cache.py).
 RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner", "Create", "AddBlockGroup",
@@ -78,23 +77,20 @@ def _crash_at(when: str, method: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _metadata(context) -> tuple[str, str, int]:
-    """The client's ids (``hedgefs-client-id``, ``hedgefs-call-id``; "" when absent) and the highest
-    etcd revision it saw (``hedgefs-rev``; 0 when none or not a number): one pass over the call's
-    metadata, which gRPC builds as a new tuple on every ``invocation_metadata()``."""
-    client_id = call_id = ""
-    seen = 0
+def _ids(context) -> tuple[str, str]:
+    md = dict(context.invocation_metadata() or ())
+    return md.get("hedgefs-client-id", ""), md.get("hedgefs-call-id", "")
+
+
+def _seen(context) -> int:
+    """The highest etcd revision the client saw (``hedgefs-rev``; 0 when none or not a number)."""
     for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_KEY:
-            client_id = value
-        elif key == CALL_ID_KEY:
-            call_id = value
-        elif key == REVISION_KEY:
+        if key == REVISION_KEY:
             try:
-                seen = int(value)
+                return int(value)
             except ValueError:
-                seen = 0
-    return client_id, call_id, seen
+                return 0
+    return 0
 
 
 def _not_active(context, err: NotActive) -> None:
@@ -117,12 +113,11 @@ def _rpc(method):
     def wrapper(self, request, context):
         start, code = time.perf_counter(), "OK"
         try:
-            client_id, call_id, seen = _metadata(context)
-            _call.method, _call.seen, _call.used = method.__name__, seen, []
+            _call.method, _call.seen, _call.used = method.__name__, _seen(context), []
             if _CRASH:
                 _crash_at("before", method.__name__)
             if method.__name__ in RETRIED:
-                with retry_cache.calling(client_id, call_id, method.__name__):
+                with retry_cache.calling(*_ids(context), method.__name__):
                     reply = method(self, request)
             else:
                 reply = method(self, request)

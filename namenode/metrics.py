@@ -62,19 +62,9 @@ def ha_standby() -> None:
     HA_EPOCH.set(0)
 
 
-_CALLS: dict[tuple[str, str], object] = {}     # the labelled children, looked up once (labels() takes a
-_SECONDS: dict[str, object] = {}                # lock and builds a key per call: ~10 us of a ~500 us call)
-
-
 def rpc_done(method: str, code: str, seconds: float) -> None:
-    calls = _CALLS.get((method, code))
-    if calls is None:
-        calls = _CALLS[(method, code)] = RPC_CALLS.labels(method, code)
-    timed = _SECONDS.get(method)
-    if timed is None:
-        timed = _SECONDS[method] = RPC_SECONDS.labels(method)
-    calls.inc()
-    timed.observe(seconds)
+    RPC_CALLS.labels(method, code).inc()
+    RPC_SECONDS.labels(method).observe(seconds)
 
 
 def _version() -> str:
