@@ -290,7 +290,9 @@ class RangeFetcher:
         if self.k > 1:
             self.spare = max(self.spare, HEDGE_SPARE)
         self._metrics.incr("hedges")
-        log.info("hedging %s: %s", self.describe(read.index), why)
+        if read.cold:
+            self._metrics.incr("hedges_cold")
+        log.info("hedging %s: %s%s", self.describe(read.index), why, " (a new connection)" if read.cold else "")
         return True
 
     def _rescue(self, read: UnitRead) -> None:
