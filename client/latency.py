@@ -7,6 +7,7 @@
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
     model.overtaken(token)                       # ... later reads to other DataNodes answered first
+    model.stalled_for(token, nbytes)             # ... past its threshold, late with its peers: wait more
     model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
@@ -34,6 +35,8 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
 - *overtaken*: a read under its threshold that later reads of its size to other DataNodes
   answered past, older than 1.5 x the healthy p99 (a host-wide stall overtakes nothing); then
   every other read of its DataNode in flight that it answered nothing since, too.
+- *stalled*: a read past its threshold whose peers beside it are mostly late too is not hedged
+  yet (up to ``cold_threshold``): a host-wide stall hedges nothing by the threshold either.
 - *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would
   only lengthen the queues).
 - *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
@@ -317,6 +320,20 @@ class LatencyModel:
             if node is not None:
                 node.stuck_since = token.began
             return True
+
+    def stalled_for(self, token: Token, nbytes: int) -> float:
+        """Seconds to wait more before hedging this read, past its threshold (0: hedge now). A
+        read whose peers beside it are mostly late too (overtaking.py ``stalled``) waits with
+        them, up to ``cold_threshold``: the host (or this client) stalled, and a hedge would be
+        read from the same host; asked again in a quarter of its age (at least 1 ms)."""
+        entry = token.entry
+        now = self._clock()
+        age = now - token.began
+        with self._lock:
+            if entry is None or age >= cold_threshold(self._threshold(size_class(nbytes), nbytes, now), nbytes):
+                return 0.0
+            stalled = self._log.stalled(entry, now, self._slow)
+        return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 
     def healthy_p99(self, nbytes: int) -> float | None:
         """What healthy DataNodes' reads of this size take at the 99th percentile, if known."""

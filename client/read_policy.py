@@ -74,6 +74,10 @@ class ReadPolicy:
         DataNodes answered while it has not): hedge it now? HubSpot's rule knows only the threshold."""
         return False
 
+    def stalled_for(self, read: "UnitRead") -> float:
+        """A read has crossed its threshold: seconds to wait more before it is overdue (0: now)."""
+        return 0.0
+
     def note_overdue(self, datanode: str) -> None:
         """A read of this DataNode crossed the threshold (HubSpot: it counts as impaired)."""
         if self.hedging:
@@ -174,6 +178,9 @@ class AdaptivePolicy(ReadPolicy):
 
     def overtaken(self, read: "UnitRead") -> bool:
         return read.token is not None and self.model.overtaken(read.token)
+
+    def stalled_for(self, read: "UnitRead") -> float:
+        return self.model.stalled_for(read.token, read.held) if read.token is not None else 0.0
 
     def retire_after(self, read: "UnitRead") -> float:
         """Run on until the read is evidence either way: cancelled at once, a read beaten by a

@@ -157,6 +157,52 @@ def test_a_stall_in_the_middle_of_a_stream_of_reads_hedges_nothing():
     assert client.model.slow_datanodes() == frozenset()
 
 
+def four_readers(client: Client, stripe: Stripe, reads: int, seed: int = 3):
+    """Four readers reading random cells back to back (on a client trained at ~1 ms)."""
+    rng = random.Random(seed)
+
+    async def reader(n):
+        for _ in range(n):
+            unit = rng.randrange(6)
+            assert await client.pread(unit * CELL, CELL) == stripe.data[unit * CELL:(unit + 1) * CELL]
+
+    async def go():
+        await asyncio.gather(*(reader(reads) for _ in range(4)))
+    trained(client, go)
+
+
+@pytest.mark.parametrize("policy", ["RS-6-3-64k", "LRC-6-2-2-64k"])
+def test_a_stall_past_the_threshold_hedges_nothing(policy):
+    """The same four readers, the threshold learned (the 10 ms floor), and a 50 ms host stall
+    0.2 s in: the four reads in flight cross their threshold together, each late with the reads
+    beside it, so each waits with them (a hedge would be read from the same stalled host).
+    Before: 4 hedges, 32 extra unit reads (RS) or 12 (LRC). Now none: 1,200 reads, 1,200 unit reads."""
+    stripe = Stripe(policy)
+    client = Client(StalledHost(stripe, base=1 * MS, stall_at=1000.0 + 0.2005, stall_s=0.05))
+    four_readers(client, stripe, 300)
+    assert client.counter("hedges") == 0 and client.counter("hedges_refused_breaker") == 0
+    assert client.counter("unit_reads") == client.counter("unit_reads_needed") == 1200
+    assert client.model.slow_datanodes() == frozenset()
+
+
+def test_a_stall_longer_than_the_cold_threshold_is_hedged_then():
+    """A 400 ms host stall: the reads in it wait with their peers up to ``cold_threshold``
+    (100 ms here: 4 x the 10 ms floor, at least 100 ms), no longer: then they are hedged."""
+    stripe = Stripe()
+    dns = StalledHost(stripe, base=1 * MS, stall_at=1000.0 + 0.2005, stall_s=0.4)
+    client = Client(dns)
+    hedged_at, incr = [], client.metrics.incr
+
+    def counting(name, n=1):
+        if name == "hedges":
+            hedged_at.append(asyncio.get_running_loop().time() - 1000.0)
+        incr(name, n)
+    client.metrics.incr = counting
+    four_readers(client, stripe, 300)
+    assert len(hedged_at) >= 4
+    assert min(hedged_at) >= 0.2005 + 0.099   # none before 100 ms into the stall
+
+
 def test_an_exhausted_budget_refuses_the_overtaken_hedge():
     """The extra-read budget is spent: unit 2 is overtaken at 2 ms but waited for (6 ms), the
     refusal counted; six reads, no more."""
