@@ -26,21 +26,19 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   threshold, *and* its recent median is 4 x the median DataNode's: a host slow all over, or a
   client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
   up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
-  (4 x the threshold, >= 100 ms, <= the ceiling): late first reads are no evidence; a frozen
-  DataNode's, or a slow one's once its pooled connections are all busy, are, at twice that. A
-  read still running at twice its yardstick counts then (``slow_evidence``); a cancelled one
-  only once that late; a slow read whose peers beside it were as late is ``excused``
-  (overtaking.py). It stays slow until its own fast reads (probes) say otherwise; slowness with
-  no fresh evidence is forgotten after 10 s.
+  (4 x the threshold, >= 100 ms, <= the ceiling; not while a pooled read of its DataNode was
+  slow evidence in the last 0.25 s: *suspect*): late first reads are no evidence, a frozen one's
+  are, at twice that. A read still running at twice its yardstick counts then (``slow_evidence``);
+  a cancelled one only once that late; a slow read whose peers beside it were as late is
+  ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
+  slowness with no fresh evidence is forgotten after 10 s.
 - *overtaken*: a read under its threshold that later reads of its size to other DataNodes
   answered past, older than 1.5 x the healthy p99 (a host-wide stall overtakes nothing); then
   every other read of its DataNode in flight that it answered nothing since, too.
-- *stalled*: a read past its threshold whose peers beside it are mostly late too is not hedged
-  yet (up to ``cold_threshold``): a host-wide stall hedges nothing by the threshold either.
-- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would
-  only lengthen the queues).
-- *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
-  reads): reads never wait on one, whatever the breaker says.
+- *stalled*: a read past its threshold whose peers are mostly late too waits (to ``cold_threshold``).
+- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would only
+  lengthen the queues). *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99
+  of the smallest reads): reads never wait on one, whatever the breaker says.
 
 Thread-safe (one lock); the read path calls it from the client's event loop, ``--stats`` and
 benchmarks from other threads. The clock is injectable, so tests drive it by hand.
@@ -81,6 +79,7 @@ class _DataNode:
     last_probe: float = -math.inf
     probing: bool = False
     stuck_since: float = -math.inf   # when the last of its reads judged overtaken began
+    suspect_until: float = -math.inf   # a pooled read was slow evidence: new connections' reads judged as any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,16 +162,25 @@ class LatencyModel:
     def evidence_in(self, token: Token, nbytes: int) -> float:
         """Seconds until this read, still running, is evidence of slowness (``slow_evidence``):
         twice its threshold from its start, twice ``cold_threshold`` on a new connection."""
-        cold = token.entry is not None and token.entry.cold
-        threshold = self.threshold(nbytes)
-        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - self.age(token))
+        now = self._clock()
+        with self._lock:
+            threshold = self._threshold(size_class(nbytes), nbytes, now)
+            cold = self._cold(token.entry, self._nodes.get(token.datanode), now)
+        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
+
+    @staticmethod
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float) -> bool:
+        """Judged as a new connection's read (``cold_threshold``)? Not while its DataNode is suspect
+        (a pooled read of it was slow evidence in the last RECENT_S: docs/design.md)."""
+        return entry is not None and entry.cold and (node is None or now >= node.suspect_until)
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
         returned), or, one on a new connection younger than twice ``cold_threshold``, in the seconds
-        returned. (Otherwise the caller's timer is trusted: the threshold may have moved.)"""
+        returned, at most twice the threshold (its DataNode may turn suspect meanwhile). (Otherwise
+        the caller's timer is trusted: the threshold may have moved.)"""
         if token.entry is not None and token.entry.cold and (wait := self.evidence_in(token, nbytes)) > 0:
-            return wait
+            return min(wait, self.slow_after(nbytes))
         now = self._clock()
         with self._lock:
             change = self._sample(self._node(token.datanode, now), token.datanode, nbytes, now - token.began, now,
@@ -181,8 +189,7 @@ class LatencyModel:
         return 0.0
 
     def slow_after(self, nbytes: int) -> float:
-        """Seconds after which a read of ``nbytes`` still running is evidence of slowness."""
-        return SLOW_RATIO * self.threshold(nbytes)
+        return SLOW_RATIO * self.threshold(nbytes)   # a read still running after this is slow evidence
 
     def _end(self, token: Token, nbytes: int, answered: bool, sample: bool, failure: bool = False,
              censored: bool = False) -> float:
@@ -207,7 +214,7 @@ class LatencyModel:
     def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
-        cold = entry is not None and entry.cold   # a new connection's read: judged as a new client would
+        cold = self._cold(entry, node, now)   # a new connection's read: judged as a new client would
         threshold = self._threshold(cls, nbytes, now)
         ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
         if slow:
@@ -224,6 +231,8 @@ class LatencyModel:
             return None   # the reads beside it were as late: the host was slow, not this DataNode
         node.recent.append((now, ratio))
         node.evidence = now
+        if ratio >= SLOW_RATIO and not (entry is not None and entry.cold):
+            node.suspect_until = now + RECENT_S
         return self._judge(node, name, now)
 
     def _judge(self, node: _DataNode, name: str, now: float) -> tuple[str, str] | None:
@@ -322,10 +331,9 @@ class LatencyModel:
             return True
 
     def stalled_for(self, token: Token, nbytes: int) -> float:
-        """Seconds to wait more before hedging this read, past its threshold (0: hedge now). A
-        read whose peers beside it are mostly late too (overtaking.py ``stalled``) waits with
-        them, up to ``cold_threshold``: the host (or this client) stalled, and a hedge would be
-        read from the same host; asked again in a quarter of its age (at least 1 ms)."""
+        """Seconds more to wait before hedging this read, past its threshold (0: now): its peers are
+        mostly late too (overtaking.py ``stalled``); asked again in a quarter of its age, up to
+        ``cold_threshold``."""
         entry = token.entry
         now = self._clock()
         age = now - token.began
