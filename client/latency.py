@@ -305,10 +305,10 @@ class LatencyModel:
         with self._lock:
             return self._threshold(size_class(nbytes), nbytes, now)
 
-    def overtaken(self, token: Token) -> bool:
+    def overtaken(self, token: Token, mates: tuple[Entry, ...] = ()) -> bool:
         """Is this read (still running) overtaken: later reads of its size to other DataNodes
-        answered, most within half its age (overtaking.py), and it is older than 1.5 x the
-        healthy p99 (its threshold without the 10 ms floor; a new client: just 1 ms)? Then its
+        answered, most within half its age, or left behind by ``mates``, the reads sent with it
+        (overtaking.py), and older than 1.5 x the healthy p99 (a new client: just 1 ms)? Then its
         DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing. Once
         one read of a DataNode is, so is every other read of it in flight that it has answered
         nothing since (a frozen DataNode's reads of a new client's first stripes: one verdict,
@@ -324,7 +324,7 @@ class LatencyModel:
             p99 = self._healthy_p99(entry.size_class, now)
             if not math.isinf(p99) and now - token.began < HEDGE_FACTOR * p99:
                 return False
-            if not self._log.overtaken(entry, now):
+            if not (self._log.overtaken(entry, now) or self._log.left_behind(entry, mates, now)):
                 return False
             if node is not None:
                 node.stuck_since = token.began

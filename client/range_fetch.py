@@ -44,6 +44,7 @@ import logging
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.breaker import Verdict
 from hedgefs.client.read_policy import HEDGE_SPARE, ReadPolicy, Route
+from hedgefs.client.overtaking import LEFT_BEHIND_FACTOR
 from hedgefs.client.unit_reads import Role, State, UnitRead
 from hedgefs.ec import sources
 from hedgefs.ec.policy import Policy
@@ -247,7 +248,7 @@ class RangeFetcher:
                     continue
                 read.mark_overdue()
                 self._overdue(read)
-            elif self._may_be_overtaken(read) and self.policy.overtaken(read):
+            elif self._may_be_overtaken(read) and self.policy.overtaken(read, self._mates(read)):
                 self._overtaken(read)
             elif read.state is State.OVERDUE and read.counted and self.policy.rescue_poll_s is not None:
                 self._rescue(read)
@@ -255,6 +256,11 @@ class RangeFetcher:
     def _may_be_overtaken(self, read: UnitRead) -> bool:
         return (read.state is State.ACTIVE and read.role is Role.ORIGINAL and read.counted and not read.overtaken
                 and self.policy.overtaken_poll_s is not None)
+
+    def _mates(self, read: UnitRead) -> tuple:
+        """The read log entries of the other wanted units' own reads (sent with it: a stripe's)."""
+        return tuple(r.token.entry for r in self.reads if r is not read and r.role is Role.ORIGINAL
+                     and r.token is not None and r.token.entry is not None)
 
     def _overdue(self, read: UnitRead) -> None:
         policy, dn = self.policy, read.datanode
@@ -318,6 +324,8 @@ class RangeFetcher:
         ages = [now - r.sent_at for r in self.reads if self._may_be_overtaken(r)]
         if ages:
             times.append(now + max(self.policy.overtaken_poll_s, min(ages) / 4))
+            times += [r.sent_at + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates) for r in self.reads
+                      if self._may_be_overtaken(r) and (mates := self._mates(r)) and all(m.ended for m in mates)]
         poll = self.policy.rescue_poll_s
         if poll is not None and any(r.state is State.OVERDUE and r.counted for r in self.reads):
             times.append(now + poll)

@@ -69,9 +69,10 @@ class ReadPolicy:
             return self.model.threshold(nbytes)
         return self.config.threshold_ms / 1000.0
 
-    def overtaken(self, read: "UnitRead") -> bool:
+    def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
         """Is this read, still under its threshold, overtaken (later reads of its size to other
-        DataNodes answered while it has not): hedge it now? HubSpot's rule knows only the threshold."""
+        DataNodes answered while it has not, or ``mates``, the log entries of the reads sent with
+        it, all did): hedge it now? HubSpot's rule knows only the threshold."""
         return False
 
     def stalled_for(self, read: "UnitRead") -> float:
@@ -176,8 +177,8 @@ class AdaptivePolicy(ReadPolicy):
     def note_overdue(self, datanode: str) -> None:
         pass   # impaired DataNodes come from the model's own verdicts, not single late reads
 
-    def overtaken(self, read: "UnitRead") -> bool:
-        return read.token is not None and self.model.overtaken(read.token)
+    def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
+        return read.token is not None and self.model.overtaken(read.token, mates)
 
     def stalled_for(self, read: "UnitRead") -> float:
         return self.model.stalled_for(read.token, read.held) if read.token is not None else 0.0

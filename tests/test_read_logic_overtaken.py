@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from read_sim import FAST, Client, Reply, ScriptedDataNodes, Stripe, run, timed, train
+from read_sim import FROZEN, Client, Reply, ScriptedDataNodes, Stripe, run, timed, train
 
 from hedgefs.client.breaker import BURST
 
@@ -79,6 +79,31 @@ def test_a_new_client_hedges_an_overtaken_read_long_before_its_250ms_ceiling():
     assert got == stripe.data[:6 * CELL]
     assert took < 5 * MS
     assert client.counter("hedges_overtaken") == 1 and sorted(dns.asked) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("policy, parity", [("RS-6-3-64k", [6, 7]), ("LRC-6-2-2-64k", [6])])
+def test_a_new_clients_stripe_read_left_behind_by_its_mates_is_hedged_at_1_5_x_their_time(policy, parity):
+    """A new client's stripe read, its five other data units in 8 ms, unit 0 frozen: every
+    read sent with it answered, so at 12 ms (1.5 x the slowest of them, not 2 x their median as
+    for later peers) its DataNode is what the stripe waits for: hedged with parity (RS: two, k + 1
+    counted; LRC: its local parity), the stripe whole at 20 ms, not ~27 ms."""
+    stripe = Stripe(policy)
+    dns = ScriptedDataNodes(stripe, {**{i: [Reply(8 * MS)] for i in range(stripe.policy.units)}, 0: [FROZEN]})
+    client = Client(dns)
+    got, took = run(lambda: timed(client.pread(0, 6 * CELL)))
+    assert got == stripe.data[:6 * CELL]
+    assert took == pytest.approx(20 * MS)
+    assert client.counter("hedges") == client.counter("hedges_overtaken") == 1
+    assert sorted(dns.asked) == [0, 1, 2, 3, 4, 5] + parity
+
+
+def test_a_stripe_read_a_little_behind_its_mates_is_not_hedged():
+    """Unit 2 at 11 ms beside five at 8 ms: under 1.5 x theirs, waited for; six reads, no more."""
+    stripe = Stripe()
+    dns = ScriptedDataNodes(stripe, {**{i: [Reply(8 * MS)] for i in range(9)}, 2: [Reply(11 * MS)]})
+    client = Client(dns)
+    assert run(lambda: client.pread(0, 6 * CELL)) == stripe.data[:6 * CELL]
+    assert client.counter("hedges") == 0 and sorted(dns.asked) == [0, 1, 2, 3, 4, 5]
 
 
 def test_a_read_is_not_overtaken_by_reads_of_another_size():
