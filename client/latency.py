@@ -7,7 +7,7 @@
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
     model.overtaken(token)                       # ... later reads to other DataNodes answered first
-    model.stalled_for(token, nbytes)             # ... past its threshold, late with its peers: wait more
+    model.hedge_later(token, nbytes)             # ... past its threshold: a new connection's, or stalled: wait
     model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
@@ -169,10 +169,8 @@ class LatencyModel:
         return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
 
     @staticmethod
-    def _cold(entry: Entry | None, node: "_DataNode | None", now: float) -> bool:
-        """Judged as a new connection's read (``cold_threshold``)? Not while its DataNode is suspect
-        (a pooled read of it was slow evidence in the last RECENT_S: docs/design.md)."""
-        return entry is not None and entry.cold and (node is None or now >= node.suspect_until)
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float) -> bool:   # by cold_threshold?
+        return entry is not None and entry.cold and (node is None or now >= node.suspect_until)   # not suspect
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
@@ -309,10 +307,9 @@ class LatencyModel:
         """Is this read (still running) overtaken: later reads of its size to other DataNodes
         answered, most within half its age, or left behind by ``mates``, the reads sent with it
         (overtaking.py), and older than 1.5 x the healthy p99 (a new client: just 1 ms)? Then its
-        DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing. Once
-        one read of a DataNode is, so is every other read of it in flight that it has answered
-        nothing since (a frozen DataNode's reads of a new client's first stripes: one verdict,
-        not one per stripe, the last of which had no later peers and waited for the ceiling)."""
+        DataNode, not the host, is what it waits for (a host-wide stall overtakes nothing), and so
+        is every other read of it in flight that it answered nothing since (a frozen DataNode's
+        reads of a new client's first stripes: one verdict, not one per stripe)."""
         now = self._clock()
         entry = token.entry
         if entry is None or entry.size_class is None or now - token.began < OVERTAKEN_MIN_S:
@@ -330,16 +327,19 @@ class LatencyModel:
                 node.stuck_since = token.began
             return True
 
-    def stalled_for(self, token: Token, nbytes: int) -> float:
-        """Seconds more to wait before hedging this read, past its threshold (0: now): its peers are
-        mostly late too (overtaking.py ``stalled``); asked again in a quarter of its age, up to
-        ``cold_threshold``."""
+    def hedge_later(self, token: Token, nbytes: int) -> float:
+        """Seconds more before hedging this read past its threshold (0: now), up to ``cold_threshold``:
+        to it, on a new connection to a DataNode not suspect; a quarter of its age (asked again
+        then) if its peers are mostly late too (overtaking.py ``stalled``)."""
         entry = token.entry
         now = self._clock()
         age = now - token.began
         with self._lock:
-            if entry is None or age >= cold_threshold(self._threshold(size_class(nbytes), nbytes, now), nbytes):
+            cap = cold_threshold(self._threshold(size_class(nbytes), nbytes, now), nbytes)
+            if entry is None or age >= cap:
                 return 0.0
+            if self._cold(entry, self._nodes.get(token.datanode), now):
+                return cap - age
             stalled = self._log.stalled(entry, now, self._slow)
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 

@@ -25,7 +25,7 @@ is the only thing that differs between hedging, read-around and rebuild:
                                                     I wait for it, asking now and then whether
                                                     its DataNode turned slow or silent (late
                                                     with the reads beside it, a host stall: not
-                                                    overdue yet, the policy's ``stalled_for``)
+                                                    overdue yet, the policy's ``hedge_later``)
     a source's read is overdue                   -> one more source, if the policy allows
     late binding (whole stripes, read_extra N)   -> spare = N from the start
 
@@ -243,7 +243,7 @@ class RangeFetcher:
         now = asyncio.get_running_loop().time()
         for read in self.reads:
             if read.state is State.ACTIVE and read.role is not Role.PROBE and now >= read.overdue_at:
-                if (wait := self.policy.stalled_for(read)) > 0:
+                if (wait := self.policy.hedge_later(read)) > 0:
                     read.overdue_at = now + wait   # late with its peers: the host stalled, not its DataNode
                     continue
                 read.mark_overdue()

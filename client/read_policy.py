@@ -75,7 +75,7 @@ class ReadPolicy:
         it, all did): hedge it now? HubSpot's rule knows only the threshold."""
         return False
 
-    def stalled_for(self, read: "UnitRead") -> float:
+    def hedge_later(self, read: "UnitRead") -> float:
         """A read has crossed its threshold: seconds to wait more before it is overdue (0: now)."""
         return 0.0
 
@@ -180,8 +180,8 @@ class AdaptivePolicy(ReadPolicy):
     def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
         return read.token is not None and self.model.overtaken(read.token, mates)
 
-    def stalled_for(self, read: "UnitRead") -> float:
-        return self.model.stalled_for(read.token, read.held) if read.token is not None else 0.0
+    def hedge_later(self, read: "UnitRead") -> float:
+        return self.model.hedge_later(read.token, read.held) if read.token is not None else 0.0
 
     def retire_after(self, read: "UnitRead") -> float:
         """Run on until the read is evidence either way: cancelled at once, a read beaten by a

@@ -151,3 +151,17 @@ def test_once_a_read_is_overtaken_its_datanodes_other_reads_in_flight_are_too(mo
 
 
 
+
+
+def test_a_read_on_a_new_connection_is_hedged_at_the_cold_threshold_unless_its_datanode_is_suspect(model, clock):
+    """Past the plain threshold, a new connection's read waits until ``cold_threshold`` (100 ms
+    here); once a pooled read of its DataNode was slow evidence, it is hedged at once."""
+    warm(model, clock, ms=0.5, rounds=40)
+    cold = model.started("dn1", CELL)
+    model.connecting(cold)
+    clock.advance(latency.FLOOR_S + 0.001)
+    assert model.hedge_later(cold, CELL) == pytest.approx(latency.COLD_MIN_S - latency.FLOOR_S - 0.001)
+    pooled = model.started("dn1", CELL)
+    clock.advance(2 * latency.FLOOR_S + 0.001)
+    assert model.slow_evidence(pooled, CELL) == 0.0   # dn1 is suspect now
+    assert model.hedge_later(cold, CELL) == 0.0
