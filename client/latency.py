@@ -26,8 +26,8 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   threshold, *and* its recent median is 4 x the median DataNode's: a host slow all over, or a
   client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
   up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
-  (4 x the threshold, >= 100 ms, <= the ceiling; not while a pooled read of its DataNode was
-  slow evidence in the last 0.25 s: *suspect*): late first reads are no evidence, a frozen one's
+  (4 x the threshold, >= 100 ms, <= the ceiling; not while its DataNode, reads in flight, has
+  answered nothing for that long: *suspect*): late first reads are no evidence, a frozen one's
   are, at twice that. A read still running at twice its yardstick counts then (``slow_evidence``);
   a cancelled one only once that late; a slow read whose peers beside it were as late is
   ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
@@ -58,7 +58,7 @@ from hedgefs.client.latency_rules import (  # noqa: F401 (the rules, also read a
     CLASS_LIMITS, HALF_LIFE_S, CLASS_MIN_WEIGHT, CLASS_MIN_DATANODES, HEDGE_FACTOR, FLOOR_S, CEILING_S,
     CEILING_BYTES_PER_S, COLD_FACTOR, COLD_MIN_S, THRESHOLD_CACHE_S, RECENT_S, RECENT_MIN, JUDGE_MIN,
     SLOW_RATIO, PEER_FACTOR, PEERS_MIN, SLOW_FORGET_S, PROBE_INTERVAL_S, SILENT_MIN_S, SILENT_FACTOR,
-    FAILURE_MEMORY_S, MAX_DATANODES, size_class, ceiling, cold_threshold, latency_histogram)
+    FAILURE_MEMORY_S, MAX_DATANODES, COLD_HEDGE_FACTOR, size_class, ceiling, cold_threshold, latency_histogram)
 from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
 
 log = logging.getLogger("hedgefs.client.latency")
@@ -79,7 +79,6 @@ class _DataNode:
     last_probe: float = -math.inf
     probing: bool = False
     stuck_since: float = -math.inf   # when the last of its reads judged overtaken began
-    suspect_until: float = -math.inf   # a pooled read was slow evidence: new connections' reads judged as any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,12 +164,13 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
-            cold = self._cold(token.entry, self._nodes.get(token.datanode), now)
+            cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes))
         return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
 
     @staticmethod
-    def _cold(entry: Entry | None, node: "_DataNode | None", now: float) -> bool:   # by cold_threshold?
-        return entry is not None and entry.cold and (node is None or now >= node.suspect_until)   # not suspect
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float) -> bool:   # by cold_threshold?
+        return entry is not None and entry.cold and not (   # not while its DataNode is *suspect* (docs/design.md)
+            node is not None and node.inflight and now - max(node.busy_since, node.last_answer) >= bar)
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
@@ -212,8 +212,8 @@ class LatencyModel:
     def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
-        cold = self._cold(entry, node, now)   # a new connection's read: judged as a new client would
         threshold = self._threshold(cls, nbytes, now)
+        cold = self._cold(entry, node, now, cold_threshold(threshold, nbytes))   # judged as a new client would
         ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
@@ -229,8 +229,6 @@ class LatencyModel:
             return None   # the reads beside it were as late: the host was slow, not this DataNode
         node.recent.append((now, ratio))
         node.evidence = now
-        if ratio >= SLOW_RATIO and not (entry is not None and entry.cold):
-            node.suspect_until = now + RECENT_S
         return self._judge(node, name, now)
 
     def _judge(self, node: _DataNode, name: str, now: float) -> tuple[str, str] | None:
@@ -329,17 +327,18 @@ class LatencyModel:
 
     def hedge_later(self, token: Token, nbytes: int) -> float:
         """Seconds more before hedging this read past its threshold (0: now), up to ``cold_threshold``:
-        to it, on a new connection to a DataNode not suspect; a quarter of its age (asked again
-        then) if its peers are mostly late too (overtaking.py ``stalled``)."""
+        to 3 x the threshold, on a new connection to a DataNode not suspect; a quarter of its age
+        (asked again then) if its peers are mostly late too (overtaking.py ``stalled``)."""
         entry = token.entry
         now = self._clock()
         age = now - token.began
         with self._lock:
-            cap = cold_threshold(self._threshold(size_class(nbytes), nbytes, now), nbytes)
+            threshold = self._threshold(size_class(nbytes), nbytes, now)
+            cap = cold_threshold(threshold, nbytes)
             if entry is None or age >= cap:
                 return 0.0
-            if self._cold(entry, self._nodes.get(token.datanode), now):
-                return cap - age
+            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap):
+                return COLD_HEDGE_FACTOR * threshold - age
             stalled = self._log.stalled(entry, now, self._slow)
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 
