@@ -46,14 +46,18 @@ def closed_loop(ctx, policies: list[str], quick: bool) -> dict:
             with ctx.bc.fs() as fs:
                 run = run_read_bench(fs, path_of(policy), threads=CLOSED_THREADS, duration_s=2.0 if quick else CLOSED_S,
                                      seed=10 + i)
-            s = run.summary()
+            s, c = run.summary(), run.stats.counters
             row = {"policy": policy, "run": i, "reads": s["reads"], "reads_per_s": s["reads_per_s"],
-                   "p999_ms": s["p999_ms"], "hedges": s["hedges"], "extra_unit_reads_pct": s["extra_unit_reads_pct"],
+                   "p999_ms": s["p999_ms"], "hedges": s["hedges"], "hedges_overtaken": c["hedges_overtaken"],
+                   "hedges_cold": c["hedges_cold"], "hedges_refused": s["hedges_refused"],
+                   "unit_reads": c["unit_reads"], "unit_reads_needed": c["unit_reads_needed"],
+                   "extra_unit_reads_pct": s["extra_unit_reads_pct"],
                    "trips": s["breaker_trips"], "marked_slow": sorted(run.probe.first_slow),
                    "loadavg": run.host["loadavg_start"][0], "canary": _verdict(ctx, started)}
             runs.append(row)
             ctx.say(f"   {policy:<16} run {i}: {row['reads_per_s']:.0f} reads/s, extra {row['extra_unit_reads_pct']:.2f} %, "
-                    f"hedges {row['hedges']}, marked slow {row['marked_slow'] or 'none'}, load {row['loadavg']}, "
+                    f"hedges {row['hedges']} (overtaken {row['hedges_overtaken']}, cold {row['hedges_cold']}), "
+                    f"marked slow {row['marked_slow'] or 'none'}, load {row['loadavg']}, "
                     f"canary {row['canary']['verdict']}")
     return {"threads": CLOSED_THREADS, "runs": runs}
 

@@ -160,7 +160,8 @@ def run_one(ctx: Ctx, sc: Scenario, policy: str, kind: str, rep: int, base: dict
     s, h, m = result["summary"], result["host"], result["measures"]
     ctx.say(f"   r{rep} {policy:<16} {kind:<7} {s['reads']:>6} {'pages' if sc.fanout > 1 else 'reads'}  "
             f"p99.9 {s['p999_ms']:.1f} (window {m['window_p999_ms']:.1f})  max {s['max_ms']:.1f} ms  "
-            f"extra {s['extra_unit_reads_pct']:.2f} % (floor {m['floor_pct']:.1f})  hedges {s['hedges']}  "
+            f"extra {s['extra_unit_reads_pct']:.2f} % (floor {m['floor_pct']:.1f})  hedges {s['hedges']} "
+            f"(overtaken {result['counters']['hedges_overtaken']}, cold {result['counters']['hedges_cold']})  "
             f"trips {s['breaker_trips']}  errors {result['errors']}  load {h['loadavg_start'][0]}  "
             f"canary {m['canary']['verdict']} {m['canary']['worst_ms']} ms  gc max {h['gc']['max_ms']} ms"
             + ("  SATURATED" if s["load"]["saturated"] else ""))

@@ -7,6 +7,7 @@
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
     model.overtaken(token)                       # ... later reads to other DataNodes answered first
+    model.hedge_later(token, nbytes)             # ... past its threshold: a new connection's, or stalled: wait
     model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
@@ -25,19 +26,19 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   threshold, *and* its recent median is 4 x the median DataNode's: a host slow all over, or a
   client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
   up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
-  (4 x the threshold, >= 100 ms, <= the ceiling): late first reads are no evidence; a frozen
-  DataNode's, or a slow one's once its pooled connections are all busy, are, at twice that. A
-  read still running at twice its yardstick counts then (``slow_evidence``); a cancelled one
-  only once that late; a slow read whose peers beside it were as late is ``excused``
-  (overtaking.py). It stays slow until its own fast reads (probes) say otherwise; slowness with
-  no fresh evidence is forgotten after 10 s.
+  (4 x the threshold, >= 100 ms, <= the ceiling; not while its DataNode, reads in flight, has
+  answered nothing for that long: *suspect*): late first reads are no evidence, a frozen one's
+  are, at twice that. A read still running at twice its yardstick counts then (``slow_evidence``);
+  a cancelled one only once that late; a slow read whose peers beside it were as late is
+  ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
+  slowness with no fresh evidence is forgotten after 10 s.
 - *overtaken*: a read under its threshold that later reads of its size to other DataNodes
   answered past, older than 1.5 x the healthy p99 (a host-wide stall overtakes nothing); then
   every other read of its DataNode in flight that it answered nothing since, too.
-- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would
-  only lengthen the queues).
-- *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
-  reads): reads never wait on one, whatever the breaker says.
+- *stalled*: a read past its threshold whose peers are mostly late too waits (to ``cold_threshold``).
+- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would only
+  lengthen the queues). *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99
+  of the smallest reads): reads never wait on one, whatever the breaker says.
 
 Thread-safe (one lock); the read path calls it from the client's event loop, ``--stats`` and
 benchmarks from other threads. The clock is injectable, so tests drive it by hand.
@@ -57,7 +58,7 @@ from hedgefs.client.latency_rules import (  # noqa: F401 (the rules, also read a
     CLASS_LIMITS, HALF_LIFE_S, CLASS_MIN_WEIGHT, CLASS_MIN_DATANODES, HEDGE_FACTOR, FLOOR_S, CEILING_S,
     CEILING_BYTES_PER_S, COLD_FACTOR, COLD_MIN_S, THRESHOLD_CACHE_S, RECENT_S, RECENT_MIN, JUDGE_MIN,
     SLOW_RATIO, PEER_FACTOR, PEERS_MIN, SLOW_FORGET_S, PROBE_INTERVAL_S, SILENT_MIN_S, SILENT_FACTOR,
-    FAILURE_MEMORY_S, MAX_DATANODES, size_class, ceiling, cold_threshold, latency_histogram)
+    FAILURE_MEMORY_S, MAX_DATANODES, COLD_HEDGE_FACTOR, size_class, ceiling, cold_threshold, latency_histogram)
 from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
 
 log = logging.getLogger("hedgefs.client.latency")
@@ -160,16 +161,24 @@ class LatencyModel:
     def evidence_in(self, token: Token, nbytes: int) -> float:
         """Seconds until this read, still running, is evidence of slowness (``slow_evidence``):
         twice its threshold from its start, twice ``cold_threshold`` on a new connection."""
-        cold = token.entry is not None and token.entry.cold
-        threshold = self.threshold(nbytes)
-        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - self.age(token))
+        now = self._clock()
+        with self._lock:
+            threshold = self._threshold(size_class(nbytes), nbytes, now)
+            cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes))
+        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
+
+    @staticmethod
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float) -> bool:   # by cold_threshold?
+        return entry is not None and entry.cold and not (   # not while its DataNode is *suspect* (docs/design.md)
+            node is not None and node.inflight and now - max(node.busy_since, node.last_answer) >= bar)
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
         returned), or, one on a new connection younger than twice ``cold_threshold``, in the seconds
-        returned. (Otherwise the caller's timer is trusted: the threshold may have moved.)"""
+        returned, at most twice the threshold (its DataNode may turn suspect meanwhile). (Otherwise
+        the caller's timer is trusted: the threshold may have moved.)"""
         if token.entry is not None and token.entry.cold and (wait := self.evidence_in(token, nbytes)) > 0:
-            return wait
+            return min(wait, self.slow_after(nbytes))
         now = self._clock()
         with self._lock:
             change = self._sample(self._node(token.datanode, now), token.datanode, nbytes, now - token.began, now,
@@ -178,8 +187,7 @@ class LatencyModel:
         return 0.0
 
     def slow_after(self, nbytes: int) -> float:
-        """Seconds after which a read of ``nbytes`` still running is evidence of slowness."""
-        return SLOW_RATIO * self.threshold(nbytes)
+        return SLOW_RATIO * self.threshold(nbytes)   # a read still running after this is slow evidence
 
     def _end(self, token: Token, nbytes: int, answered: bool, sample: bool, failure: bool = False,
              censored: bool = False) -> float:
@@ -204,8 +212,8 @@ class LatencyModel:
     def _sample(self, node: _DataNode, name: str, nbytes: int, seconds: float, now: float,
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
-        cold = entry is not None and entry.cold   # a new connection's read: judged as a new client would
         threshold = self._threshold(cls, nbytes, now)
+        cold = self._cold(entry, node, now, cold_threshold(threshold, nbytes))   # judged as a new client would
         ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
@@ -293,14 +301,13 @@ class LatencyModel:
         with self._lock:
             return self._threshold(size_class(nbytes), nbytes, now)
 
-    def overtaken(self, token: Token) -> bool:
+    def overtaken(self, token: Token, mates: tuple[Entry, ...] = ()) -> bool:
         """Is this read (still running) overtaken: later reads of its size to other DataNodes
-        answered, most within half its age (overtaking.py), and it is older than 1.5 x the
-        healthy p99 (its threshold without the 10 ms floor; a new client: just 1 ms)? Then its
-        DataNode, not the host, is what it waits for. A host-wide stall overtakes nothing. Once
-        one read of a DataNode is, so is every other read of it in flight that it has answered
-        nothing since (a frozen DataNode's reads of a new client's first stripes: one verdict,
-        not one per stripe, the last of which had no later peers and waited for the ceiling)."""
+        answered, most within half its age, or left behind by ``mates``, the reads sent with it
+        (overtaking.py), and older than 1.5 x the healthy p99 (a new client: just 1 ms)? Then its
+        DataNode, not the host, is what it waits for (a host-wide stall overtakes nothing), and so
+        is every other read of it in flight that it answered nothing since (a frozen DataNode's
+        reads of a new client's first stripes: one verdict, not one per stripe)."""
         now = self._clock()
         entry = token.entry
         if entry is None or entry.size_class is None or now - token.began < OVERTAKEN_MIN_S:
@@ -312,11 +319,28 @@ class LatencyModel:
             p99 = self._healthy_p99(entry.size_class, now)
             if not math.isinf(p99) and now - token.began < HEDGE_FACTOR * p99:
                 return False
-            if not self._log.overtaken(entry, now):
+            if not (self._log.overtaken(entry, now) or self._log.left_behind(entry, mates, now)):
                 return False
             if node is not None:
                 node.stuck_since = token.began
             return True
+
+    def hedge_later(self, token: Token, nbytes: int) -> float:
+        """Seconds more before hedging this read past its threshold (0: now), up to ``cold_threshold``:
+        to 3 x the threshold, on a new connection to a DataNode not suspect; a quarter of its age
+        (asked again then) if its peers are mostly late too (overtaking.py ``stalled``)."""
+        entry = token.entry
+        now = self._clock()
+        age = now - token.began
+        with self._lock:
+            threshold = self._threshold(size_class(nbytes), nbytes, now)
+            cap = cold_threshold(threshold, nbytes)
+            if entry is None or age >= cap:
+                return 0.0
+            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap):
+                return COLD_HEDGE_FACTOR * threshold - age
+            stalled = self._log.stalled(entry, now, self._slow)
+        return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 
     def healthy_p99(self, nbytes: int) -> float | None:
         """What healthy DataNodes' reads of this size take at the 99th percentile, if known."""

@@ -16,6 +16,7 @@ FLOOR_S = 0.010             # never hedge sooner than this
 CEILING_S = 0.250           # never later than this, for a cell-sized read (HubSpot's fixed default)...
 CEILING_BYTES_PER_S = 32 << 20   # ... plus the transfer at this rate for bigger ones
 COLD_FACTOR, COLD_MIN_S = 4.0, 0.100   # a read on a new connection: judged by 4 x the threshold, >= 100 ms
+COLD_HEDGE_FACTOR = 3.0     # ... and hedged at 3 x the threshold (a DataNode answers it 3-4 x slower)
 THRESHOLD_CACHE_S = 0.05    # thresholds are recomputed at most this often
 RECENT_S = 0.25             # a DataNode is judged on its reads of the last 0.25 s ...
 RECENT_MIN = 6              # ... or its last 6, if it had fewer

@@ -18,6 +18,7 @@ COUNTER_NAMES = (
     "unit_read_errors",  # of those, the ones that failed (error status, dead DataNode, checksum)
     "hedges",  # hedges started: a slow unit read rebuilt from others, or the next replica asked (hedgedReadOps)
     "hedges_overtaken",  # of those, hedges started under the threshold: later reads to other DataNodes overtook the read
+    "hedges_cold",  # of those, hedges of a read that opened a new connection (no pooled one was free)
     "hedge_wins",  # hedges that answered before the read they hedged (HDFS's hedgedReadOpsWin)
     "hedges_refused_breaker",
     "hedges_refused_rate",
@@ -47,6 +48,7 @@ _HELP = {
               "asked, raced with the original (HDFS: hedgedReadOps).",
     "hedges_overtaken": "Of the hedges, those started under the threshold because later reads of the same size to "
                         "other DataNodes answered first (the read was overtaken).",
+    "hedges_cold": "Of the hedges, those of a read that opened a new connection (no pooled connection was free).",
     "hedge_wins": "Hedges that answered before the read they hedged (HDFS: hedgedReadOpsWin).",
     "hedges_refused_breaker": "Hedges not started because the circuit breaker was open.",
     "hedges_refused_rate": "Hedges not started because of the extra-read budget or the per-second cap.",

@@ -4,16 +4,21 @@
     entry = log.started("dn3", size_class=0, now=t)     # a unit read goes out
     log.ended(entry, now, "ok")                          # ... answered ("ok"), cancelled ("censored"), "failed"
     log.overtaken(entry, now)                            # hedge it under its threshold?
+    log.stalled(entry, now, skip)                        # past it, but late with its peers: wait?
     log.excused(entry, seconds, now, skip)               # no evidence against its DataNode?
 
 A read is judged by its *later peers*: reads of the same size class to other DataNodes that
 started at or after it, and at least ``bar`` seconds ago (so each had the time to answer
 within ``bar``). Each is *fast* (answered within ``bar``) or *late* (still running, answered
 later, or cancelled after more than ``bar``); failed reads and reads cancelled sooner say
-nothing about speed and are skipped. Two questions use it (latency.py):
+nothing about speed and are skipped. Three questions use it (latency.py):
 
 - *overtaken*: a read whose later peers mostly answered within half its age (bar = age / 2)
-  is stuck on its DataNode while the others answer: hedged before the threshold;
+  is stuck on its DataNode while the others answer: hedged before the threshold; so is one
+  *left behind* by the reads sent with it (a stripe's): all answered, within 1 / 1.5 of its age;
+- *stalled*: a read past its threshold whose peers beside it (bar = age / 2; earlier reads
+  still running when it started count too) are mostly late as well waits with them: its hedge
+  would be read from the same stalled host (the fetcher asks again, up to ``cold_threshold``);
 - *excused*: a read that took its DataNode a slow read's time while the reads beside it, later
   peers and earlier reads still running when it started, were mostly late too (bar = its
   latency / 4) was slowed by the host, not by its DataNode: no evidence that the DataNode is
@@ -33,6 +38,7 @@ import collections
 OVERTAKERS_MIN = 2       # overtaken: at least 2 later peers answered (one alone could be luck) ...
 OVERTAKEN_FACTOR = 2.0   # ... most of those that had the time, within half its age (2 x their median) ...
 OVERTAKEN_MIN_S = 0.001  # ... and it is at least 1 ms old (what a rebuild from k units costs, roughly)
+LEFT_BEHIND_FACTOR = 1.5   # left behind: every other read of its fetch answered, the slowest in 1 / 1.5 of its age
 EXCUSE_FACTOR = 4.0      # excused: fewer of its peers were 4 x faster than it than were not
 LOG_MAX = 512        # reads remembered (start order); older ones have no later peers to ask about
 PEERS_ENOUGH = 16    # peers looked at per question (newest first): enough for a majority
@@ -74,6 +80,25 @@ class ReadLog:
             return False
         fast, late = self.peers(entry, now, age / OVERTAKEN_FACTOR, same_conditions=True)
         return fast >= OVERTAKERS_MIN and fast > late
+
+    def stalled(self, entry: Entry, now: float, skip: frozenset[str]) -> bool:
+        """A read past its threshold whose peers beside it (later peers, and earlier reads still
+        running when it started) are mostly late too, by half its age: the host (or this client)
+        stalled, not its DataNode. With no peers it is not stalled."""
+        fast, late = self.peers(entry, now, (now - entry.began) / OVERTAKEN_FACTOR, earlier=True, skip=skip)
+        return late > 0 and late >= fast
+
+    @staticmethod
+    def left_behind(entry: Entry, mates, now: float) -> bool:
+        """Every other read of its fetch (``mates``: at least 2, sent with it, of its size, on other
+        DataNodes, on a new connection if it is on one) answered, and it is 1.5 x as old as the
+        slowest of them: a stripe's reads go out together, and one DataNode is what it waits for."""
+        if len(mates) < OVERTAKERS_MIN:
+            return False
+        if any(m.outcome != OK or m.datanode == entry.datanode or m.size_class != entry.size_class
+               or (entry.cold and not m.cold) for m in mates):
+            return False
+        return now - entry.began >= LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates)
 
     def excused(self, entry: Entry, seconds: float, now: float, skip: frozenset[str]) -> bool:
         """A slow read (``seconds`` long) whose peers beside it were mostly not 4 x faster: what

@@ -23,7 +23,9 @@ is the only thing that differs between hedging, read-around and rebuild:
     a wanted unit's read is overdue              -> hedge, if the policy allows its cost (one
                                                     spare source more, when k > 1); refused,
                                                     I wait for it, asking now and then whether
-                                                    its DataNode turned slow or silent
+                                                    its DataNode turned slow or silent (late
+                                                    with the reads beside it, a host stall: not
+                                                    overdue yet, the policy's ``hedge_later``)
     a source's read is overdue                   -> one more source, if the policy allows
     late binding (whole stripes, read_extra N)   -> spare = N from the start
 
@@ -42,6 +44,7 @@ import logging
 from hedgefs.client.errors import DataUnavailable
 from hedgefs.client.breaker import Verdict
 from hedgefs.client.read_policy import HEDGE_SPARE, ReadPolicy, Route
+from hedgefs.client.overtaking import LEFT_BEHIND_FACTOR
 from hedgefs.client.unit_reads import Role, State, UnitRead
 from hedgefs.ec import sources
 from hedgefs.ec.policy import Policy
@@ -240,9 +243,12 @@ class RangeFetcher:
         now = asyncio.get_running_loop().time()
         for read in self.reads:
             if read.state is State.ACTIVE and read.role is not Role.PROBE and now >= read.overdue_at:
+                if (wait := self.policy.hedge_later(read)) > 0:
+                    read.overdue_at = now + wait   # late with its peers: the host stalled, not its DataNode
+                    continue
                 read.mark_overdue()
                 self._overdue(read)
-            elif self._may_be_overtaken(read) and self.policy.overtaken(read):
+            elif self._may_be_overtaken(read) and self.policy.overtaken(read, self._mates(read)):
                 self._overtaken(read)
             elif read.state is State.OVERDUE and read.counted and self.policy.rescue_poll_s is not None:
                 self._rescue(read)
@@ -250,6 +256,11 @@ class RangeFetcher:
     def _may_be_overtaken(self, read: UnitRead) -> bool:
         return (read.state is State.ACTIVE and read.role is Role.ORIGINAL and read.counted and not read.overtaken
                 and self.policy.overtaken_poll_s is not None)
+
+    def _mates(self, read: UnitRead) -> tuple:
+        """The read log entries of the other wanted units' own reads (sent with it: a stripe's)."""
+        return tuple(r.token.entry for r in self.reads if r is not read and r.role is Role.ORIGINAL
+                     and r.token is not None and r.token.entry is not None)
 
     def _overdue(self, read: UnitRead) -> None:
         policy, dn = self.policy, read.datanode
@@ -290,7 +301,9 @@ class RangeFetcher:
         if self.k > 1:
             self.spare = max(self.spare, HEDGE_SPARE)
         self._metrics.incr("hedges")
-        log.info("hedging %s: %s", self.describe(read.index), why)
+        if read.cold:
+            self._metrics.incr("hedges_cold")
+        log.info("hedging %s: %s%s", self.describe(read.index), why, " (a new connection)" if read.cold else "")
         return True
 
     def _rescue(self, read: UnitRead) -> None:
@@ -311,6 +324,8 @@ class RangeFetcher:
         ages = [now - r.sent_at for r in self.reads if self._may_be_overtaken(r)]
         if ages:
             times.append(now + max(self.policy.overtaken_poll_s, min(ages) / 4))
+            times += [r.sent_at + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates) for r in self.reads
+                      if self._may_be_overtaken(r) and (mates := self._mates(r)) and all(m.ended for m in mates)]
         poll = self.policy.rescue_poll_s
         if poll is not None and any(r.state is State.OVERDUE and r.counted for r in self.reads):
             times.append(now + poll)

@@ -69,10 +69,15 @@ class ReadPolicy:
             return self.model.threshold(nbytes)
         return self.config.threshold_ms / 1000.0
 
-    def overtaken(self, read: "UnitRead") -> bool:
+    def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
         """Is this read, still under its threshold, overtaken (later reads of its size to other
-        DataNodes answered while it has not): hedge it now? HubSpot's rule knows only the threshold."""
+        DataNodes answered while it has not, or ``mates``, the log entries of the reads sent with
+        it, all did): hedge it now? HubSpot's rule knows only the threshold."""
         return False
+
+    def hedge_later(self, read: "UnitRead") -> float:
+        """A read has crossed its threshold: seconds to wait more before it is overdue (0: now)."""
+        return 0.0
 
     def note_overdue(self, datanode: str) -> None:
         """A read of this DataNode crossed the threshold (HubSpot: it counts as impaired)."""
@@ -172,8 +177,11 @@ class AdaptivePolicy(ReadPolicy):
     def note_overdue(self, datanode: str) -> None:
         pass   # impaired DataNodes come from the model's own verdicts, not single late reads
 
-    def overtaken(self, read: "UnitRead") -> bool:
-        return read.token is not None and self.model.overtaken(read.token)
+    def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
+        return read.token is not None and self.model.overtaken(read.token, mates)
+
+    def hedge_later(self, read: "UnitRead") -> float:
+        return self.model.hedge_later(read.token, read.held) if read.token is not None else 0.0
 
     def retire_after(self, read: "UnitRead") -> float:
         """Run on until the read is evidence either way: cancelled at once, a read beaten by a

@@ -153,6 +153,11 @@ class UnitRead:
         return not self.task.done()
 
     @property
+    def cold(self) -> bool:
+        """Did it open a new connection (the latency model's ``connecting``)?"""
+        return self.token is not None and self.token.entry is not None and self.token.entry.cold
+
+    @property
     def busy(self) -> bool:
         return isinstance(self.error, Busy)
 

@@ -86,6 +86,7 @@ class Reply:
     after: float = 0.001            # seconds until it answers
     error: str | None = None        # a TransferError status ("UNAVAILABLE", "BUSY", "CHECKSUM"), or None: the bytes
     never: bool = False             # never answers (a frozen DataNode): only a cancel ends it
+    cold: bool = False              # opens a new connection (the transport tells the latency model)
 
 
 FAST = Reply(0.001)
@@ -149,6 +150,8 @@ class ScriptedDataNodes:
                    generation: int, token: bytes = b"", peer: str = "", phases=None):
         self.asked.append(index)
         reply = self._next(index)
+        if reply.cold and phases is not None and phases.on_connect is not None:
+            phases.on_connect()
         try:
             if reply.never:
                 await asyncio.get_running_loop().create_future()

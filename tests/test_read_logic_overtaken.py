@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from read_sim import FAST, Client, Reply, ScriptedDataNodes, Stripe, run, timed, train
+from read_sim import FROZEN, Client, Reply, ScriptedDataNodes, Stripe, run, timed, train
 
 from hedgefs.client.breaker import BURST
 
@@ -79,6 +79,46 @@ def test_a_new_client_hedges_an_overtaken_read_long_before_its_250ms_ceiling():
     assert got == stripe.data[:6 * CELL]
     assert took < 5 * MS
     assert client.counter("hedges_overtaken") == 1 and sorted(dns.asked) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("policy, parity", [("RS-6-3-64k", [6, 7]), ("LRC-6-2-2-64k", [6])])
+def test_a_new_clients_stripe_read_left_behind_by_its_mates_is_hedged_at_1_5_x_their_time(policy, parity):
+    """A new client's stripe read, its five other data units in 8 ms, unit 0 frozen: every
+    read sent with it answered, so at 12 ms (1.5 x the slowest of them, not 2 x their median as
+    for later peers) its DataNode is what the stripe waits for: hedged with parity (RS: two, k + 1
+    counted; LRC: its local parity), the stripe whole at 20 ms, not ~27 ms."""
+    stripe = Stripe(policy)
+    dns = ScriptedDataNodes(stripe, {**{i: [Reply(8 * MS)] for i in range(stripe.policy.units)}, 0: [FROZEN]})
+    client = Client(dns)
+    got, took = run(lambda: timed(client.pread(0, 6 * CELL)))
+    assert got == stripe.data[:6 * CELL]
+    assert took == pytest.approx(20 * MS)
+    assert client.counter("hedges") == client.counter("hedges_overtaken") == 1
+    assert sorted(dns.asked) == [0, 1, 2, 3, 4, 5] + parity
+
+
+def test_a_stripe_read_a_little_behind_its_mates_is_not_hedged():
+    """Unit 2 at 11 ms beside five at 8 ms: under 1.5 x theirs, waited for; six reads, no more."""
+    stripe = Stripe()
+    dns = ScriptedDataNodes(stripe, {**{i: [Reply(8 * MS)] for i in range(9)}, 2: [Reply(11 * MS)]})
+    client = Client(dns)
+    assert run(lambda: client.pread(0, 6 * CELL)) == stripe.data[:6 * CELL]
+    assert client.counter("hedges") == 0 and sorted(dns.asked) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_read_on_a_new_connection_is_hedged_at_3_x_the_threshold_not_the_threshold():
+    """The closed-loop check's hedges by rule (bench/results/2026-12-02-hedge-checks.md): 22-37 %
+    were of reads that opened a new connection, which a DataNode answers 3-4 x slower than a
+    pooled one. A cell read on one answering in 25 ms, past the 10 ms threshold, is waited for
+    (hedged only at 3 x the threshold, 30 ms): one unit read, not 1 + 7."""
+    stripe, dns, client = setup({2: [Reply(25 * MS, cold=True)]})
+
+    async def go():
+        await asyncio.sleep(0.06)   # past the model's 50 ms cache of the threshold it had before training
+        return await timed(client.pread(2 * CELL, CELL))
+    got, took = trained(client, go)
+    assert got == stripe.data[2 * CELL:3 * CELL] and took == pytest.approx(25 * MS)
+    assert client.counter("hedges") == 0 and dns.asked == [2]
 
 
 def test_a_read_is_not_overtaken_by_reads_of_another_size():
@@ -155,6 +195,52 @@ def test_a_stall_in_the_middle_of_a_stream_of_reads_hedges_nothing():
     trained(client, go)
     assert client.counter("hedges_overtaken") == 0
     assert client.model.slow_datanodes() == frozenset()
+
+
+def four_readers(client: Client, stripe: Stripe, reads: int, seed: int = 3):
+    """Four readers reading random cells back to back (on a client trained at ~1 ms)."""
+    rng = random.Random(seed)
+
+    async def reader(n):
+        for _ in range(n):
+            unit = rng.randrange(6)
+            assert await client.pread(unit * CELL, CELL) == stripe.data[unit * CELL:(unit + 1) * CELL]
+
+    async def go():
+        await asyncio.gather(*(reader(reads) for _ in range(4)))
+    trained(client, go)
+
+
+@pytest.mark.parametrize("policy", ["RS-6-3-64k", "LRC-6-2-2-64k"])
+def test_a_stall_past_the_threshold_hedges_nothing(policy):
+    """The same four readers, the threshold learned (the 10 ms floor), and a 50 ms host stall
+    0.2 s in: the four reads in flight cross their threshold together, each late with the reads
+    beside it, so each waits with them (a hedge would be read from the same stalled host).
+    Before: 4 hedges, 32 extra unit reads (RS) or 12 (LRC). Now none: 1,200 reads, 1,200 unit reads."""
+    stripe = Stripe(policy)
+    client = Client(StalledHost(stripe, base=1 * MS, stall_at=1000.0 + 0.2005, stall_s=0.05))
+    four_readers(client, stripe, 300)
+    assert client.counter("hedges") == 0 and client.counter("hedges_refused_breaker") == 0
+    assert client.counter("unit_reads") == client.counter("unit_reads_needed") == 1200
+    assert client.model.slow_datanodes() == frozenset()
+
+
+def test_a_stall_longer_than_the_cold_threshold_is_hedged_then():
+    """A 400 ms host stall: the reads in it wait with their peers up to ``cold_threshold``
+    (100 ms here: 4 x the 10 ms floor, at least 100 ms), no longer: then they are hedged."""
+    stripe = Stripe()
+    dns = StalledHost(stripe, base=1 * MS, stall_at=1000.0 + 0.2005, stall_s=0.4)
+    client = Client(dns)
+    hedged_at, incr = [], client.metrics.incr
+
+    def counting(name, n=1):
+        if name == "hedges":
+            hedged_at.append(asyncio.get_running_loop().time() - 1000.0)
+        incr(name, n)
+    client.metrics.incr = counting
+    four_readers(client, stripe, 300)
+    assert len(hedged_at) >= 4
+    assert min(hedged_at) >= 0.2005 + 0.099   # none before 100 ms into the stall
 
 
 def test_an_exhausted_budget_refuses_the_overtaken_hedge():
