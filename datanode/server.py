@@ -312,10 +312,11 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequen
         try:
             bound = node.start()
             # The start-up heap (gRPC, protobuf, the unit index: ~10^5 objects) into the permanent
-            # generation before anyone is told the DataNode is up: CPython's full collections
-            # otherwise walk it all with the GIL held; every DataNode of a cluster just written ran
-            # one of 50-130 ms within the same 5 s, each stalling every read it served
-            # (bench/results/2026-12-02-datanode-gc.md).
+            # generation: CPython's full collections otherwise walk it all with the GIL held; every
+            # DataNode of a cluster just written ran one of 50-130 ms within the same 5 s, each
+            # stalling every read it served (bench/results/2026-12-02-datanode-gc.md). This one
+            # collection runs before the port file is written, but after start() has registered
+            # with the NameNode, so a client may already be sent here during it (49-186 ms, once).
             gc.collect()
             gc.freeze()
             if port_file:
