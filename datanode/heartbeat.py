@@ -17,6 +17,8 @@ NameNode's at its first registration); a NameNode of another cluster, or one tha
 DataNode (another cluster, a credential that is not this DataNode's, TLS that fails both ways)
 is fatal: ``on_fatal(why)`` and the loop ends (the DataNode exits 4). Being refused is not an
 outage: retrying would only be refused again.
+Deletes done at a NameNode's command are confirmed to it in the next heartbeat (``deleted``), so
+it can place a unit of that group here again without waiting for the next full report.
 Receipts for units just stored and bad-unit reports (checksum mismatches seen by reads and the
 scrubber) go out on their own thread, bounded and retried (``reports.Reports``), so neither a
 write nor a read ever waits for the NameNode.
@@ -41,6 +43,7 @@ from hedgefs.security.identity import NAMENODE_NAME, Credential, Refused
 log = logging.getLogger("hedgefs.datanode")
 
 BLOCK_REPORT_PART = 100_000   # units per BlockReport message (~23 bytes each; the limit is 4 MiB)
+MAX_DELETED_TOLD = 10_000     # deletes kept to confirm in the next heartbeat (~20 bytes each)
 
 
 class NameNodeLink:
@@ -73,6 +76,7 @@ class NameNodeLink:
         self._outage = False
         self.reachable = False            # did the last heartbeat get through?
         self._next_block_report = 0.0
+        self._deleted: dict[tuple[int, int, int], None] = {}   # deleted at this NameNode's command, not yet told
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -137,12 +141,16 @@ class NameNodeLink:
             self.block_report()
         elif time.monotonic() >= self._next_block_report:
             self.block_report()
+        deleted = list(self._deleted)
         reply = self._stub.Heartbeat(
             pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address, data_address=self.data_address,
                                 used_bytes=self.store.used_bytes(), units=self.store.unit_count(),
                                 active_repairs=self.repairs.active() if self.repairs else 0,
-                                stats=self.stats() if self.stats else None),
+                                stats=self.stats() if self.stats else None,
+                                deleted=[pb.StoredUnit(group_id=g, index=i, generation=gen) for g, i, gen in deleted]),
             timeout=self.rpc_timeout_s)
+        for unit in deleted:
+            self._deleted.pop(unit, None)
         self._reachable()
         if reply.reregister:
             log.info("namenode %s asked %s to register again", self.namenode, self.datanode_id)
@@ -175,6 +183,10 @@ class NameNodeLink:
             c = command.delete_unit
             if self.store.delete(c.group_id, c.index, generation=c.generation):
                 log.info("deleted unit %d/%d", c.group_id, c.index)
+            # Gone either way (deleted now, or never here): the next heartbeat says so. Bounded by
+            # the deletes one reply carries; a full report would cover what is still owed.
+            if len(self._deleted) < MAX_DELETED_TOLD:
+                self._deleted[(c.group_id, c.index, c.generation)] = None
         elif kind == "repair_unit":
             if self.repairs is None:
                 log.warning("no repair worker; ignoring repair of %d/%d",

@@ -91,7 +91,9 @@ class DataNodeProtocol:
     @_locked
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
                   active_repairs: int = 0, stats: DataNodeStats | None = None,
-                  data_address: str = "") -> HeartbeatReply:
+                  data_address: str = "", deleted: Iterable[tuple[int, int, int]] = ()) -> HeartbeatReply:
+        """``deleted``: units (group, index, generation) the DataNode deleted at this NameNode's
+        command since its last heartbeat: their pending deletes are confirmed here."""
         if not self.liveness.knows(datanode_id):
             return HeartbeatReply([], reregister=True)
         if datanode_id not in self._registered:
@@ -111,6 +113,14 @@ class DataNodeProtocol:
                                           data_address or self.liveness.data_address(datanode_id))
             log.info("datanode %s now at %s (data %s)", datanode_id, address, data_address)
         self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
+        deleted = list(deleted)[:MAX_UNITS_STORED_PER_CALL]   # more is a bad DataNode; a report covers them
+        if deleted:
+            with self.db.tx():
+                confirmed = self.blocks.confirm_deletes(datanode_id, deleted)
+            for group_id, index in confirmed:
+                self._delete_sent.pop((datanode_id, group_id, index), None)
+            if confirmed:   # a unit of those groups may go to this DataNode again
+                self._scan_needed = True
         commands: list[DeleteUnit | RepairUnit] = self._deletes_to_send(datanode_id)
         for repair in self.repairs.take(datanode_id):
             command = self._repair_command(repair)

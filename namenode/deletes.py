@@ -1,5 +1,6 @@
 """Deletes owed to DataNodes (the ``pending_deletes`` table): queued when a unit leaves the
-map, sent in heartbeats when due, confirmed by block reports. A mixin of ``BlockMap``
+map, sent in heartbeats when due, confirmed by the next heartbeat's ``deleted`` (or by a full
+block report that no longer lists the copy). A mixin of ``BlockMap``
 (blockmap.py), whose ``db``, ``wall_ms`` and ``group`` it uses; it runs inside the caller's
 transaction."""
 
@@ -72,6 +73,16 @@ class PendingDeletes:
             return None
         group, _state, policy_name = found
         return group if len(group.good(is_live)) == load_policy(policy_name).units else None
+
+    def confirm_deletes(self, datanode_id: str, units: list[Unit]) -> list[tuple[int, int]]:
+        """The DataNode says these copies are gone: their pending deletes (of that generation) are
+        done. Returns the (group id, index) pairs confirmed."""
+        confirmed = []
+        for group_id, idx, generation in units:
+            if self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ? "
+                                    "AND generation = ?", (datanode_id, group_id, idx, generation)).rowcount:
+                confirmed.append((group_id, idx))
+        return confirmed
 
     def pending_delete_counts(self) -> dict[str, int]:
         rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")

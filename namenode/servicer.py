@@ -314,7 +314,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
             return pb.HeartbeatResponse(epoch=self.role.epoch, active=False)
         reply = self.nn.heartbeat(request.datanode_id, request.address, request.used_bytes, request.units,
                                   request.active_repairs, _stats(request) if request.HasField("stats") else None,
-                                  request.data_address)
+                                  request.data_address, [(u.group_id, u.index, u.generation) for u in request.deleted])
         return pb.HeartbeatResponse(commands=[_command(c) for c in reply.commands], reregister=reply.reregister,
                                     epoch=self.role.epoch, active=True)
 

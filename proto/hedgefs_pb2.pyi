@@ -449,7 +449,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, cluster_id: _Optional[str] = ..., epoch: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats", "data_address")
+    __slots__ = ("datanode_id", "address", "used_bytes", "units", "active_repairs", "stats", "data_address", "deleted")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -457,6 +457,7 @@ class HeartbeatRequest(_message.Message):
     ACTIVE_REPAIRS_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     used_bytes: int
@@ -464,7 +465,8 @@ class HeartbeatRequest(_message.Message):
     active_repairs: int
     stats: DataNodeStats
     data_address: str
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ..., data_address: _Optional[str] = ...) -> None: ...
+    deleted: _containers.RepeatedCompositeFieldContainer[StoredUnit]
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., active_repairs: _Optional[int] = ..., stats: _Optional[_Union[DataNodeStats, _Mapping]] = ..., data_address: _Optional[str] = ..., deleted: _Optional[_Iterable[_Union[StoredUnit, _Mapping]]] = ...) -> None: ...
 
 class DataNodeStats(_message.Message):
     __slots__ = ("capacity_bytes", "http_port", "recent_reads", "read_minutes", "faults", "scrub", "remaining_bytes", "filesystem")

@@ -165,6 +165,24 @@ def test_deletes_are_sent_resent_and_confirmed_by_block_report(nn, clock):
     assert pending[placed[0]] == 0 and pending[placed[1]] == 1
 
 
+def test_a_heartbeat_confirms_the_deletes_its_datanode_did_and_only_those(nn):
+    """As HDFS's incremental reports: the next heartbeat says which deletes were done, so nothing
+    waits a full report's interval for them (a repair may not go to a DataNode still deleting a
+    unit of the group). Another generation of the same unit confirms nothing."""
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    g = generation(nn, gid)
+    nn.delete("/f")
+    heartbeat_all(nn)
+    nn.heartbeat(placed[0], "", deleted=[(gid, 0, g + 1)])   # not the copy it was told to delete
+    assert nn.blocks.pending_deletes(placed[0]) == [(gid, 0, g)]
+    nn.heartbeat(placed[0], "", deleted=[(gid, 0, g)])
+    assert nn.blocks.pending_deletes(placed[0]) == []
+    assert nn.blocks.pending_deletes(placed[1]) == [(gid, 1, g)]   # its DataNode has not said so
+    assert placed[0] not in nn.blocks.datanodes_deleting()[gid] and placed[1] in nn.blocks.datanodes_deleting()[gid]
+    assert {d.id: d.pending_deletes for d in nn.report().datanodes}[placed[0]] == 0
+
+
 def test_pending_deletes_survive_restart_and_expire(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
