@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.ec import layout, sources
-from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.plumbing import describe
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -109,6 +108,8 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     k, want, gid, glen = policy.k, cmd.index, cmd.group_id, cmd.group_length
     if want >= policy.units:
         raise RepairError(f"unit index {want} out of range for {policy.name}")
+    from hedgefs.ec.codec import codec_for   # numpy and the codec: only a DataNode that repairs pays for them
+
     codec = codec_for(policy)
     total = layout.unit_length(policy, glen, want)
 
