@@ -116,3 +116,13 @@ class FailoverConfig:
         if not deadline > 0:
             raise ValueError(f"bad value {raw!r} for HEDGEFS_FAILOVER_DEADLINE_S: expected seconds > 0")
         return cls(deadline_s=deadline)
+
+
+DEFAULT_NAMENODE = "127.0.0.1:8020"
+
+
+def namenode_address(explicit: str | None = None) -> str:
+    """The cluster's NameNode address, or comma-separated addresses (HA: ``nn1:8020,nn2:8020``):
+    ``explicit``, else $HEDGEFS_NAMENODE, else 127.0.0.1:8020, as given (``FileSystem`` checks it:
+    namenodes.parse_addresses)."""
+    return explicit or os.environ.get("HEDGEFS_NAMENODE") or DEFAULT_NAMENODE

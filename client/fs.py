@@ -27,7 +27,7 @@ import threading
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 from hedgefs.client.breaker import CircuitBreaker
-from hedgefs.client.config import FailoverConfig, HedgeConfig
+from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
     HedgefsError,
     IsADirectory,
@@ -50,16 +50,8 @@ from hedgefs.security.identity import Credential, CredentialError
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
 
-DEFAULT_NAMENODE = "127.0.0.1:8020"
 
 log = logging.getLogger("hedgefs.client.fs")
-
-
-def namenode_address(explicit: str | None = None) -> str:
-    """The cluster's NameNode address, or comma-separated addresses (HA: ``nn1:8020,nn2:8020``):
-    ``explicit``, else $HEDGEFS_NAMENODE, else 127.0.0.1:8020, as given (``FileSystem`` checks it:
-    namenodes.parse_addresses)."""
-    return explicit or os.environ.get("HEDGEFS_NAMENODE") or DEFAULT_NAMENODE
 
 
 FROM_ENVIRONMENT = "$HEDGEFS_CREDENTIALS"

@@ -4,6 +4,8 @@ Errors are one line on stderr and a non-zero exit (codes in client/errors.py); `
 turns them into that.
 """
 
+from __future__ import annotations
+
 import contextlib
 import logging
 import sys
@@ -12,7 +14,9 @@ import click
 
 from hedgefs.client.config import HedgeConfig, parse_threshold
 from hedgefs.client.errors import HedgefsError, UsageError
-from hedgefs.client.fs import FROM_ENVIRONMENT, FileSystem, credentials_from, namenode_address
+
+# The client library (hedgefs.client.fs: the reader, asyncio, the codec's neighbours) is imported by
+# the verbs that use it, not by the servers' verbs: every DataNode and NameNode starts through here.
 
 log = logging.getLogger("hedgefs.cli")
 
@@ -69,11 +73,15 @@ def namenode_option(f):
 def client_credentials():
     """The credential this command runs with: ``--credentials``, else $HEDGEFS_CREDENTIALS, else
     None (an insecure cluster). A bad file is bad input (exit 2)."""
+    from hedgefs.client.fs import FROM_ENVIRONMENT, credentials_from
+
     return credentials_from(_credentials_flag or FROM_ENVIRONMENT)
 
 
 def load_credential_or_exit(path: str):
     """A server's credential file, loaded and checked (bad input, exit 2, if it cannot be used)."""
+    from hedgefs.client.fs import credentials_from
+
     return credentials_from(path)
 
 
@@ -134,6 +142,7 @@ def chosen_namenode(namenode: str | None) -> str:
     `hedgefs --namenode X` sets $HEDGEFS_NAMENODE for the verb), else $HEDGEFS_NAMENODE, else
     127.0.0.1:8020."""
     from hedgefs.cli.paths import check_address, url_namenode   # read now: set by remote_path()
+    from hedgefs.client.config import namenode_address
 
     return check_address(namenode_address(url_namenode or namenode))
 
@@ -141,6 +150,8 @@ def chosen_namenode(namenode: str | None) -> str:
 def open_fs(namenode: str | None, hedge: HedgeConfig | None = None) -> FileSystem:
     if hedge is None:
         hedge = hedge_config({})  # HEDGEFS_HEDGE_* may be set (and wrong) for any verb
+    from hedgefs.client.fs import FileSystem
+
     return FileSystem(chosen_namenode(namenode), hedge=hedge, credentials=client_credentials())
 
 

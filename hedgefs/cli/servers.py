@@ -13,7 +13,6 @@ import click
 
 from hedgefs.cli.common import CONTEXT, check_policy, load_credential_or_exit, namenode_address_option, setup_logging
 from hedgefs.client.errors import HedgefsError, NotAllowed, Unavailable, UsageError
-from hedgefs.client.fs import namenode_address
 from hedgefs.security.identity import Refused
 
 
@@ -185,6 +184,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
       hedgefs datanode --id dn4 --data-dir /srv/dn4 --namenode nn1:8020,nn2:8020   # HA: both NameNodes
     """
     from hedgefs.cli.paths import check_address
+    from hedgefs.client.config import namenode_address
     from hedgefs.datanode.faults import parse_bandwidth
     from hedgefs.datanode.server import serve
     from hedgefs.datanode.storage import DataDirInUse
