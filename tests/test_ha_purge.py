@@ -130,20 +130,26 @@ def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp
 
     nn.blocks._forget_groups = broken
     purger = purge.Purger(nn, interval_s=0.01, max_backoff_s=0.2)
+
+    def under_lock(read):   # the purger writes on the NameNode's connection: read as the NameNode does
+        with nn._lock:
+            return read()
+
     caplog.set_level(logging.DEBUG, "hedgefs.namenode")
     purger.start()
     try:
-        wait_until(lambda: len(purge.detached(nn.db)) == 1 and len(attempts) >= 3, 20,
+        wait_until(lambda: under_lock(lambda: len(purge.detached(nn.db)) == 1) and len(attempts) >= 3, 20,
                    "the good tree purged, the bad one tried again")
-        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1 + len(_subtree(nn, purge.detached(nn.db)[0]))
+        assert under_lock(lambda: nn.db.one("SELECT COUNT(*) FROM inodes")[0]
+                          == 1 + len(_subtree(nn, purge.detached(nn.db)[0])))
         tracebacks = [r for r in caplog.records if r.exc_info]
         assert len(tracebacks) == 1 and "a bug" in str(tracebacks[0].exc_info[1]), tracebacks
         backoffs = [b for _, b in purger.failing.values()]
         assert backoffs and max(backoffs) <= 0.2
         nn.blocks._forget_groups = forget   # fixed (say, by an upgrade): the bad tree goes too
-        wait_until(lambda: not purge.detached(nn.db), 20, "the bad tree purged once it can be")
+        wait_until(lambda: not under_lock(lambda: purge.detached(nn.db)), 20, "the bad tree purged once it can be")
         assert not purger.failing
-        assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1   # the root alone
+        assert under_lock(lambda: nn.db.one("SELECT COUNT(*) FROM inodes")[0]) == 1   # the root alone
     finally:
         purger.stop()
         nn.close()
