@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from typing import Iterator
 
 import grpc
@@ -39,6 +40,9 @@ RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
 # when the member's own deadline ran out first (seen while etcd elects a new leader).
 UNANSWERED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN")
 MARKER = "commit"       # the key each batch Txn of an active puts: which batch etcd has last (etcd_commit.py)
+# A watch stream that is quiet this long asks its member for progress; one that stays silent longer
+# (a frozen member: its TCP connection lives, nothing comes) is given up and re-opened on another.
+WATCH_PROBE_S, WATCH_SILENT_S = 1.0, 5.0
 
 
 class MetaError(RuntimeError):
@@ -251,15 +255,28 @@ class EtcdMeta:
             endpoint = self._client.endpoint_in_use
         stream = etcdrpc.WatchStub(channel).Watch(outgoing())
         ended = threading.Event()   # this stream's end (``stop`` is the caller's, and stays theirs)
+        heard, silent = [time.monotonic()], threading.Event()
 
-        def stopper() -> None:
+        def stopper() -> None:   # and the liveness probe: a quiet stream is asked for progress
+            probed = heard[0]
             while not ended.is_set():
                 if stop.wait(0.2):
                     stream.cancel()
                     return
+                now = time.monotonic()
+                if now - heard[0] >= WATCH_SILENT_S:
+                    silent.set()
+                    stream.cancel()
+                    return
+                if now - max(heard[0], probed) >= WATCH_PROBE_S:
+                    probed = now
+                    requests.put(etcdrpc.WatchRequest(progress_request=etcdrpc.WatchProgressRequest()))
         threading.Thread(target=stopper, daemon=True, name="etcd-watch-stop").start()
         try:
             for response in stream:
+                heard[0] = time.monotonic()
+                if response.watch_id == -1:   # a probe's answer: its revision may be ahead of this watch's events
+                    continue
                 if response.compact_revision:
                     raise Compacted(f"etcd compacted revisions up to {response.compact_revision}")
                 if response.canceled:
@@ -281,6 +298,11 @@ class EtcdMeta:
         except grpc.RpcError as err:
             if stop.is_set():
                 return
+            if silent.is_set():
+                with self._lock:
+                    endpoint.fail()
+                    self._client._clear_old_stubs()
+                raise MetaUnavailable(f"etcd watch on {endpoint.netloc}: no answer for {WATCH_SILENT_S:.0f} s") from None
             # The member went away: set it aside, so the watch re-opens on another one.
             if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL):
                 with self._lock:

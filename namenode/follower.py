@@ -31,12 +31,9 @@ class Follower:
         self.conn, self.schema = view.build(path, base_schema, revision, items, schema_version)
         self.applied = revision
         self.leader = ("", 0, 0)
-        values = dict(items)
-        if "leader" in values:
-            got = meta.get("leader")
-            if got is not None:
-                self.leader = (leader_address(got[0]), got[1], got[2])
         self.changed = threading.Event()
+        if "leader" in dict(items):
+            self.confirm_leader()
         self.failed: str | None = None
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -55,6 +52,7 @@ class Follower:
                     view.check(items, self.schema_version)
                     view.reload(self.conn, self.schema, revision, items)
                     self._advance(revision)
+                    self.confirm_leader()   # its events were compacted away too
                 except (MetaError, view.NotANamespace) as again:
                     log.warning("standby view: reload failed: %s", again)
             except MetaError as err:
@@ -79,6 +77,24 @@ class Follower:
                     else ("", 0, 0)
                 self.changed.set()
         self._advance(revision)
+
+    def confirm_leader(self) -> tuple[str, int, int]:
+        """The leader key as etcd has it now (one read), not as the watch last said: a watch that
+        missed the key's end must not keep a standby from campaigning. The watch's word while etcd
+        does not answer."""
+        try:
+            got = self.meta.get("leader")
+        except MetaError as err:
+            log.debug("standby view: cannot read the leader key: %s", err)
+            return self.leader
+        leader = (leader_address(got[0]), got[1], got[2]) if got is not None else ("", 0, 0)
+        if leader != self.leader:
+            if self.leader[1]:
+                log.warning("standby view: the watch still showed active %s (epoch %d), etcd shows %s",
+                            self.leader[0] or "?", self.leader[1], leader[0] or "none")
+            self.leader = leader
+            self.changed.set()
+        return leader
 
     def _advance(self, revision: int) -> None:
         with self._cond:

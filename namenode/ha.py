@@ -46,6 +46,7 @@ log = logging.getLogger("hedgefs.namenode")
 
 VIEW_FILE = "etcd-view.db"
 PROMOTE_WAIT_S = 30.0
+CONFIRM_S = 3.0      # a standby reads the leader key itself this often (its watch could have missed its end)
 CATCH_UP_S = 0.5     # how long a standby waits for its view to reach a client's revision
 RECEIPTS_KEPT_S = 600.0
 
@@ -330,13 +331,16 @@ class HA:
 
     def _campaign(self) -> int:
         """Wait until there is no leader, then try to become it; 0 if stopped."""
-        value = leader_value(self.rpc_address, self.http_address)
+        value, confirm_at = leader_value(self.rpc_address, self.http_address), time.monotonic() + CONFIRM_S
         while not self._stop.is_set():
             if self.follower.failed:
                 raise RuntimeError(self.follower.failed)
             if self.lease.lost.is_set():   # our own lease ended while waiting: get another
                 self.lease = Lease(self.meta, self.ttl_s)
             _, epoch, lease = self.follower.leader
+            if epoch and time.monotonic() >= confirm_at:   # the watch's word, checked against etcd's now and then
+                confirm_at = time.monotonic() + CONFIRM_S
+                _, epoch, lease = self.follower.confirm_leader()
             if epoch and lease == self.lease.id:   # a campaign whose answer was lost did win
                 return epoch
             if epoch == 0 and time.monotonic() >= self._hold_off_until:
