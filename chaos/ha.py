@@ -6,6 +6,8 @@
     step nn-freeze    SIGSTOP the active, wait until the other is active (and at least FREEZE_S,
                       longer than the 3 s lease), SIGCONT: the old one must step down
     step etcd-kill    kill -9 one etcd member (two of three keep the quorum); etcd-start restarts it
+    step etcd-freeze  SIGSTOP one etcd member: its connections stay open and answer nothing, so
+                      every client on it must notice by itself; etcd-thaw sends SIGCONT
 
 All along a poller asks every NameNode for its Report (a standby answers it too: role, epoch,
 applied revision) and keeps each answer with the interval it was asked in. The check: no epoch is
@@ -142,12 +144,12 @@ def apply(chaos, step: Step) -> list[str]:
                 c.start(name)
                 chaos.down.discard(name)
                 _wait_standby(chaos, name)
-        elif step.action == "etcd-kill":
-            c.kill(step.target)
+        elif step.action in ("etcd-kill", "etcd-freeze"):
+            (c.kill if step.action == "etcd-kill" else c.freeze)(step.target)
             chaos.down.add(step.target)
             _wait_active(chaos)
-        elif step.action == "etcd-start":
-            c.start(step.target)
+        elif step.action in ("etcd-start", "etcd-thaw"):
+            (c.start if step.action == "etcd-start" else c.thaw)(step.target)
             chaos.down.discard(step.target)
             _wait_active(chaos)
     except (TimeoutError, grpc.RpcError, OSError) as err:

@@ -31,7 +31,7 @@ REPLICA_BLOCK = block_size_for(REPLICATED, BLOCK_SIZE)   # a replicated block: 1
 LOSS_FAULTS = ("stall", "error", "corrupt", "wire", "rot")
 SLOW_FAULTS = ("delay", "bandwidth")
 BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm may go beyond it
-HA_ACTIONS = ("nn-kill", "nn-freeze", "nn-start", "etcd-kill", "etcd-start")
+HA_ACTIONS = ("nn-kill", "nn-freeze", "nn-start", "etcd-kill", "etcd-freeze", "etcd-start", "etcd-thaw")
 HA_SHARE = 0.3                            # --ha: the share of steps that are NameNode or etcd faults
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")   # cluster/launcher.py's names
 
@@ -70,7 +70,7 @@ class Step:
     lost: tuple = ()
     beyond: bool = False
     nn_down: bool = False                 # --ha: a NameNode is down after the step (killed as the active)
-    etcd_down: str = ""                   # --ha: the etcd member down after the step
+    etcd_down: str = ""                   # --ha: the etcd member down (killed or frozen) after the step
 
     def line(self, m: int = POLICY.m) -> str:
         what = f"{self.action} {self.target}".strip()
@@ -109,7 +109,8 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
     steps are drawn as without it, except that the single NameNode's restart is not one of them."""
     rng = random.Random(f"hedgefs-chaos/{seed}/schedule")
     ha_rng = random.Random(f"hedgefs-chaos/{seed}/ha")
-    nn_down, etcd_down = False, ""
+    freeze_rng = random.Random(f"hedgefs-chaos/{seed}/etcd-freeze")   # its own: ha_rng's draws stay as they were
+    nn_down, etcd_down, etcd_frozen = False, "", False
     names = [f"dn{i}" for i in range(1, datanodes + 1)]
     proc = dict.fromkeys(names, "running")
     fault = dict.fromkeys(names, "")
@@ -117,8 +118,13 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
     for n in range(1, steps + 1):
         if ha and ha_rng.random() < HA_SHARE:
             step = _draw_ha_step(ha_rng, n, nn_down, etcd_down)
+            if step.action == "etcd-kill" and freeze_rng.random() < 0.5:
+                step, etcd_frozen = dataclasses.replace(step, action="etcd-freeze"), True
+            elif step.action == "etcd-start" and etcd_frozen:
+                step, etcd_frozen = dataclasses.replace(step, action="etcd-thaw"), False
             nn_down = {"nn-kill": True, "nn-start": False}.get(step.action, nn_down)
-            etcd_down = {"etcd-kill": step.target, "etcd-start": ""}.get(step.action, etcd_down)
+            etcd_down = {"etcd-kill": step.target, "etcd-freeze": step.target,
+                         "etcd-start": "", "etcd-thaw": ""}.get(step.action, etcd_down)
         else:
             step = _draw_step(rng, n, proc, fault, m, ha)
         if step.action in ("kill", "freeze", "thaw", "restart"):
@@ -141,7 +147,8 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
 
 def _draw_ha_step(rng: random.Random, n: int, nn_down: bool, etcd_down: str) -> Step:
     """A NameNode or etcd fault: kill -9 the active (a later step starts it again: a standby),
-    freeze the active past its lease and thaw it, kill an etcd member, start it again."""
+    freeze the active past its lease and thaw it, kill an etcd member, start it again (about half
+    of the kills become freezes, and their starts thaws: generate_schedule)."""
     weights = {"nn-kill": 0 if nn_down else 2.0, "nn-freeze": 0 if nn_down else 1.5, "nn-start": 3.0 if nn_down else 0,
                "etcd-kill": 0 if etcd_down else 1.5, "etcd-start": 2.0 if etcd_down else 0}
     action = rng.choices(list(weights), weights=list(weights.values()))[0]

@@ -19,9 +19,9 @@ from hedgefs.chaos.schedule import HA_ACTIONS, POLICY, ChaosConfig, generate_sch
 from etcd_support import SKIP_REASON
 
 # Seed SHORT_SEED's first SHORT_STEPS steps kill -9 the active NameNode and start it again, freeze
-# the active past its lease, and kill and restart an etcd member, among DataNode faults (checked
-# below, so a schedule change shows).
-SHORT_SEED, SHORT_STEPS = 42, 16
+# the active past its lease, freeze an etcd member and thaw it, and kill one, among DataNode faults
+# (checked below, so a schedule change shows).
+SHORT_SEED, SHORT_STEPS = 33, 16
 
 
 def test_ha_schedule_adds_namenode_and_etcd_steps_and_keeps_one_namenode_and_a_quorum():
@@ -29,23 +29,27 @@ def test_ha_schedule_adds_namenode_and_etcd_steps_and_keeps_one_namenode_and_a_q
         schedule = generate_schedule(seed, 200, 12, ha=True)
         assert schedule == generate_schedule(seed, 200, 12, ha=True)[:200]
         assert generate_schedule(seed, 50, 12, ha=True) == schedule[:50]
-        down, etcd = False, ""
+        down, etcd, frozen = False, "", ""
         for step in schedule:
             assert step.action != "nn-restart", step.line()   # the single NameNode's step: not with --ha
             if step.action in ("nn-kill", "nn-freeze"):
                 assert not down, step.line()                  # the other NameNode is up to take over
-            if step.action == "etcd-kill":
+            if step.action in ("etcd-kill", "etcd-freeze"):
                 assert not etcd, step.line()                  # two of three members stay up
+            if step.action in ("etcd-start", "etcd-thaw"):    # a frozen member is thawed, a killed one started
+                assert step.target == etcd and (step.action == "etcd-thaw") == (frozen == etcd), step.line()
             down = {"nn-kill": True, "nn-start": False}.get(step.action, down)
-            etcd = {"etcd-kill": step.target, "etcd-start": ""}.get(step.action, etcd)
+            frozen = {"etcd-freeze": step.target, "etcd-kill": ""}.get(step.action, frozen)
+            etcd = {"etcd-kill": step.target, "etcd-freeze": step.target, "etcd-start": "", "etcd-thaw": ""}.get(
+                step.action, etcd)
             assert (step.nn_down, step.etcd_down) == (down, etcd), step.line()
         assert set(HA_ACTIONS) <= {s.action for s in schedule}
     assert not any(s.action in HA_ACTIONS for s in generate_schedule(7, 200, 12))
 
 
-def test_short_ha_schedule_kills_the_active_and_an_etcd_member():
+def test_short_ha_schedule_kills_the_active_and_freezes_and_kills_an_etcd_member():
     actions = [s.action for s in generate_schedule(SHORT_SEED, SHORT_STEPS, 9, ha=True)]
-    assert {"nn-kill", "nn-start", "nn-freeze", "etcd-kill"} <= set(actions), actions
+    assert {"nn-kill", "nn-start", "nn-freeze", "etcd-freeze", "etcd-thaw", "etcd-kill"} <= set(actions), actions
 
 
 def _claim(name, epoch, sent, received, role="active"):
