@@ -2,13 +2,13 @@
 
 The namespace is generated straight into SQLite (the NameNode's own schema, through its
 ``Database``; a million Create/Complete calls would take many minutes here): ``files`` complete
-files of one REPLICATE-3 group each, in directories of 1,000, every group on dn1, dn2 and dn3, so
-each of those DataNodes holds one unit per file. Then, in a fresh child process (so memory is the
-NameNode's own):
+files of one REPLICATE-3 group each, in directories of 1,000, the units dealt round DataNodes dn1,
+dn2, ... so that each holds at most a million (3 DataNodes up to 1 M files, 30 at 10 M). Then, in a
+fresh child process (so memory is the NameNode's own):
 
   start-up       Namesystem() on that database until the first stat answers (health judges every
                  group once), and the process's resident memory after it: bytes per file/group
-  block report   dn1's full report (``files`` units), timed, while 4 threads stat random files:
+  block report   dn1's full report (up to 1 M units), timed, while 4 threads stat random files:
                  their p50/p99 before and during it
   heartbeats     1,000 simulated DataNodes registered and heartbeating in-process: heartbeats/s
   monitor pass   one tick() (repair planning) with the 1,000 DataNodes and the whole namespace
@@ -29,7 +29,13 @@ import time
 
 DIR_FILES = 1000
 POLICY = "REPLICATE-3"
-HOLDERS = ("dn1", "dn2", "dn3")
+WIDTH = 3                    # units per group
+REPORT_UNITS = 1_000_000     # what one DataNode holds at most
+
+
+def holders(files: int) -> list[str]:
+    """The DataNodes the units are dealt round: file i's unit j is on holders[(3 * i + j) % len]."""
+    return [f"dn{k + 1}" for k in range(max(WIDTH, -(-files * WIDTH // REPORT_UNITS)))]
 
 
 def _rss_bytes() -> int:
@@ -49,8 +55,9 @@ def generate(data_dir: str, files: int) -> float:
     os.makedirs(data_dir, exist_ok=True)
     db = Database(os.path.join(data_dir, DB_FILE))
     first = int(db.meta("generation_first"))
+    dns = holders(files)
     with db.tx() as c:
-        for dn in HOLDERS:
+        for dn in dns:
             c.execute("INSERT OR IGNORE INTO datanodes(id, address, data_address) VALUES (?, ?, ?)",
                       (dn, f"127.0.0.1:{1000 + int(dn[2:])}", f"127.0.0.1:{2000 + int(dn[2:])}"))
         top = c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, 'scale', 1, 0)",
@@ -68,7 +75,8 @@ def generate(data_dir: str, files: int) -> float:
             c.executemany("INSERT INTO groups(id, file_id, seq, length, generation) VALUES (?, ?, 0, 1, ?)",
                           [(gcur + 1 + i, cur + 1 + i, first + n + i) for i in range(count)])
             c.executemany("INSERT INTO units(group_id, idx, datanode_id, added_ms, reported) VALUES (?, ?, ?, 0, 1)",
-                          [(gcur + 1 + i, j, dn) for i in range(count) for j, dn in enumerate(HOLDERS)])
+                          [(gcur + 1 + i, j, dns[(WIDTH * (n + i) + j) % len(dns)])
+                           for i in range(count) for j in range(WIDTH)])
             n += count
         c.execute("UPDATE meta SET value = ? WHERE key = 'generation_next'", (str(first + files),))
     db.close()
@@ -83,7 +91,7 @@ def _pct(values: list[float], p: float) -> float:
 def measure(data_dir: str, files: int) -> dict:
     from hedgefs.namenode.namesystem import Namesystem
 
-    out: dict = {"files": files, "groups": files, "units": files * len(HOLDERS)}
+    out: dict = {"files": files, "groups": files, "units": files * WIDTH, "datanodes": len(holders(files))}
     rss0 = _rss_bytes()
     began = time.perf_counter()
     nn = Namesystem(data_dir, dead_interval_s=3600.0)
@@ -95,7 +103,7 @@ def measure(data_dir: str, files: int) -> dict:
     out["db_bytes"] = sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
                           if f.startswith("namenode.db"))
 
-    for dn in HOLDERS:
+    for dn in holders(files):
         nn.register(dn, f"127.0.0.1:{1000 + int(dn[2:])}")
     rng = random.Random(1)
     paths = [f"/scale/d{(i := rng.randrange(files)) // DIR_FILES}/f{i % DIR_FILES}" for _ in range(5000)]
@@ -116,7 +124,9 @@ def measure(data_dir: str, files: int) -> dict:
     for t in stats:
         t.start()
     time.sleep(2.0)
-    units = {(g, 0, gen) for g, gen in nn.db.query("SELECT id, generation FROM groups")}
+    units = {(g, idx, gen) for g, idx, gen in nn.db.query(
+        "SELECT g.id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id WHERE u.datanode_id = 'dn1'")}
+    out["report_units"] = len(units)
     phase[0] = "during"
     began = time.perf_counter()
     counts = nn.block_report("dn1", units)

@@ -24,6 +24,7 @@ from hedgefs.namenode.model import (
 from hedgefs.namenode.namespace import LIST_PAGE_BYTES, load_policy
 
 MAX_FSCK_PROBLEMS = 1000
+FSCK_CHUNK = 10_000   # files whose groups fsck holds at once
 
 
 class OperatorViews:
@@ -32,10 +33,12 @@ class OperatorViews:
     @_snapshot
     def fsck(self, path: str = "/") -> FsckReport:
         files = self.ns.files_under(path)
-        groups_by_file = self.blocks.groups_of_files(f[0] for f in files)
         healthy = degraded = missing = corrupt_files = groups = 0
         problems: list[FsckProblem] = []
-        for file_id, file_path, policy_name in files:
+        groups_by_file: dict = {}
+        for n, (file_id, file_path, policy_name) in enumerate(files):
+            if n % FSCK_CHUNK == 0:   # a chunk's groups and units at a time: 10 M files' at once are gigabytes
+                groups_by_file = self.blocks.groups_of_files(f[0] for f in files[n:n + FSCK_CHUNK])
             policy = load_policy(policy_name)
             file_missing = False
             for group in groups_by_file[file_id]:

@@ -41,6 +41,16 @@ def test_bench_namenode_scale_measures_a_generated_namespace():
     assert got["files"] == 2000 and got["ls_R_entries"] == 2000 + 2 + 1   # the files, d0 and d1, /scale
     assert got["block_report_counts"].get("missing", 0) == 0 and got["stat_during_report"]["n"] >= 0
     assert got["heartbeats_per_s"] > 0 and got["startup_s"] > 0 and got["rss_bytes_per_file"] > 0
+    assert got["datanodes"] == 3 and got["report_units"] == 2000   # 3 holders: dn1 holds a unit of every file
+
+
+def test_bench_namenode_scale_deals_units_so_no_datanode_holds_more_than_a_million():
+    from hedgefs.bench.namenode_scale import REPORT_UNITS, WIDTH, holders
+    for files in (2000, 1_000_000, 1_000_001, 10_000_000):
+        dns = holders(files)
+        assert len(dns) >= 3 and len(set(dns)) == len(dns)
+        assert -(-files * WIDTH // len(dns)) <= REPORT_UNITS
+    assert len(holders(10_000_000)) == 30
 
 
 def test_bench_namenode_fleet_heartbeats_through_real_rpcs():

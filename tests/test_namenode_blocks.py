@@ -258,6 +258,23 @@ def test_fsck_counts_and_status(nn, clock):
     assert ("/b", 2, 3, "MISSING") in [(p.path, p.live_units, p.needed_units, p.status) for p in report.problems]
 
 
+def test_fsck_in_chunks_counts_what_it_counts_at_once(nn, monkeypatch):
+    """fsck reads its files' groups a chunk at a time (10 M files' at once are gigabytes): chunks
+    of one and two files give the report one chunk gives."""
+    from hedgefs.namenode import views
+    add_datanodes(nn, 5)
+    write_file(nn, "/a", 3 * BLOCK * 2)                 # two groups
+    write_file(nn, "/b", 10, lost={0: {4}})             # degraded
+    write_file(nn, "/c", 10, lost={0: {3, 4}})          # degraded by two
+    write_file(nn, "/d", 10)
+    whole = nn.fsck("/")
+    assert (whole.files, whole.groups, whole.healthy, whole.degraded) == (4, 5, 3, 2)
+    assert [(p.path, p.live_units) for p in whole.problems] == [("/b", 4), ("/c", 3)]
+    for chunk in (1, 2, 3):
+        monkeypatch.setattr(views, "FSCK_CHUNK", chunk)
+        assert nn.fsck("/") == whole
+
+
 def test_report_describes_datanodes(nn, clock):
     add_datanodes(nn, 5)
     write_file(nn, "/f", 10, lost={0: {0}})
