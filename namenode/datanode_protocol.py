@@ -314,7 +314,7 @@ class DataNodeProtocol:
             retry_cache.expire(self.db, now_ms)
             if self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
                 live_keys = {(d, g, i) for d in {k[0] for k in self._delete_sent}
-                             for g, i in self.blocks.pending_deletes(d)}
+                             for g, i, _generation in self.blocks.pending_deletes(d)}
                 self._delete_sent = {k: v for k, v in self._delete_sent.items() if k in live_keys}
         self.health.refresh(self.liveness.is_live, [d for d, _ in changed])
         if self.in_safe_mode and not self._leave_safe_mode():

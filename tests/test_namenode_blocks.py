@@ -203,6 +203,28 @@ def test_pending_deletes_survive_restart_and_expire(tmp_path, clock):
     nn.close()
 
 
+def test_an_expired_delete_goes_while_a_younger_one_of_the_same_datanode_stays_sent(tmp_path, clock):
+    """The monitor drops deletes older than the TTL; one queued later on the same DataNode stays,
+    and stays sent (not resent at once). The pass must not fail on it: a failed pass plans no repair."""
+    nn = make_namenode(tmp_path / "nn", clock, dead_interval_s=3 * DELETE_TTL_S)   # live without heartbeats
+    add_datanodes(nn, 5)
+    one_group(nn, "/old")
+    nn.delete("/old")
+    heartbeat_all(nn)
+    clock.advance(DELETE_TTL_S - 10)
+    young, placed = one_group(nn, "/young")
+    g = generation(nn, young)
+    nn.delete("/young")
+    heartbeat_all(nn)
+    clock.advance(11)
+    nn.tick()
+    assert {g for dn in placed.values() for g, _i, _gen in nn.blocks.pending_deletes(dn)} == {young}
+    assert heartbeat_all(nn, list(placed.values())) == {dn: [] for dn in placed.values()}   # sent 11 s ago
+    clock.advance(DELETE_RESEND_S)
+    assert heartbeat_all(nn)[placed[0]] == [DeleteUnit(young, 0, g)]
+    nn.close()
+
+
 def test_reregistering_datanode_gets_its_deletes_again(nn):
     add_datanodes(nn, 5)
     gid, placed = one_group(nn)
