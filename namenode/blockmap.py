@@ -36,6 +36,7 @@ from hedgefs.namenode.deletes import CORRUPT, PLAIN, SURPLUS, IsLive, PendingDel
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace import load_policy
 
+FORGET_CHUNK = 10_000   # files whose groups a delete drops at a time
 
 
 @dataclass
@@ -262,9 +263,11 @@ class BlockMap(PendingDeletes):
                 seq += 1
 
     def forget_files(self, file_ids: list[int]) -> None:
-        """Drop the files' groups; every unit becomes a pending delete on its DataNode."""
-        groups = [g for gs in self.groups_of_files(file_ids).values() for g in gs]
-        self._forget_groups(groups)
+        """Drop the files' groups; every unit becomes a pending delete on its DataNode. A chunk of
+        files' groups at a time (a directory of millions of files' groups at once are gigabytes)."""
+        for start in range(0, len(file_ids), FORGET_CHUNK):
+            self._forget_groups([g for gs in self.groups_of_files(file_ids[start:start + FORGET_CHUNK]).values()
+                                 for g in gs])
 
     def _forget_groups(self, groups: list[GroupRow]) -> None:
         for g in groups:

@@ -7,13 +7,15 @@ transaction."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from typing import Callable, Iterator
 
 from hedgefs.namenode.namespace import load_policy
 
 IsLive = Callable[[str], bool]
 
 Unit = tuple[int, int, int]   # (group id, unit index, generation): a unit as a DataNode names it
+
+DUE_PAGE = 1000   # pending deletes read at a time by ``deletes_due``
 
 # pending_deletes.stale: what kind of copy a pending delete removes
 PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
@@ -43,28 +45,34 @@ class PendingDeletes:
                              "ORDER BY queued_ms, group_id, idx", (datanode_id,))
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def deletes_due(self, datanode_id: str, is_live: IsLive) -> list[Unit]:
-        """The pending deletes that may be sent now, oldest first.
+    def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
+        """The pending deletes that may be sent now, oldest first, read a page at a time: a
+        heartbeat takes what it sends (1,000 at most), so a DataNode owed the millions of deletes
+        of a big directory costs a page per heartbeat, not millions of rows.
 
         A plain delete always goes. A surplus or corrupt copy goes only once its group is whole:
         every unit index mapped to a good copy, and not to this one. Until then it may be the copy
         that saves the group: if the mapped copy is lost, the next report of this one is adopted
         (``claim``). So no delete ever takes a group below full redundancy.
         """
-        rows = self.db.query(
-            "SELECT group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
-            "ORDER BY queued_ms, group_id, idx", (datanode_id,))
         whole: dict = {}   # group id -> the group (a GroupRow) if whole, else None
-        due = []
-        for group_id, idx, kind, generation in rows:
-            if kind != PLAIN:
-                if group_id not in whole:
-                    whole[group_id] = self._whole_group(group_id, is_live)
-                group = whole[group_id]
-                if group is None or group.units.get(idx) == datanode_id:
-                    continue
-            due.append((group_id, idx, generation))
-        return due
+        after: tuple[int, int, int] | None = None   # (queued_ms, group id, index) of the page's last
+        while True:
+            rows = self.db.query(
+                "SELECT queued_ms, group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
+                + ("" if after is None else "AND (queued_ms, group_id, idx) > (?, ?, ?) ")
+                + "ORDER BY queued_ms, group_id, idx LIMIT ?", (datanode_id, *(after or ()), DUE_PAGE))
+            for _queued, group_id, idx, kind, generation in rows:
+                if kind != PLAIN:
+                    if group_id not in whole:
+                        whole[group_id] = self._whole_group(group_id, is_live)
+                    group = whole[group_id]
+                    if group is None or group.units.get(idx) == datanode_id:
+                        continue
+                yield (group_id, idx, generation)
+            if len(rows) < DUE_PAGE:
+                return
+            after = tuple(rows[-1][:3])
 
     def _whole_group(self, group_id: int, is_live: IsLive):
         """The group if every one of its units is good, else None."""

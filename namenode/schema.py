@@ -77,6 +77,11 @@ CREATE TABLE IF NOT EXISTS pending_deletes (
     generation  INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (datanode_id, group_id, idx)
 ) WITHOUT ROWID;
+-- A group's deletes (a file's delete marks its groups'), a DataNode's oldest first (a heartbeat
+-- sends a page), the expired (the monitor): each a scan of all pending deletes without these.
+CREATE INDEX IF NOT EXISTS pending_deletes_group ON pending_deletes(group_id);
+CREATE INDEX IF NOT EXISTS pending_deletes_queue ON pending_deletes(datanode_id, queued_ms);
+CREATE INDEX IF NOT EXISTS pending_deletes_age ON pending_deletes(queued_ms);
 CREATE TABLE IF NOT EXISTS retry_cache (
     client_id  TEXT NOT NULL,
     call_id    TEXT NOT NULL,
@@ -85,4 +90,5 @@ CREATE TABLE IF NOT EXISTS retry_cache (
     expires_ms INTEGER NOT NULL,
     PRIMARY KEY (client_id, call_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS retry_cache_expiry ON retry_cache(expires_ms);
 """

@@ -225,6 +225,50 @@ def test_an_expired_delete_goes_while_a_younger_one_of_the_same_datanode_stays_s
     nn.close()
 
 
+def _delete_work(nn, files: int) -> int:
+    """SQLite's instructions (in thousands) for deleting a directory of ``files`` one-group files."""
+    nn.mkdir(f"/d{files}")
+    for i in range(files):
+        write_file(nn, f"/d{files}/f{i}", 10)
+    steps = [0]
+
+    def count():
+        steps[0] += 1
+        return 0
+
+    nn.db.conn.set_progress_handler(count, 1000)
+    try:
+        nn.delete(f"/d{files}", recursive=True)
+    finally:
+        nn.db.conn.set_progress_handler(None, 0)
+    return steps[0]
+
+
+def test_deleting_a_directory_costs_in_proportion_to_its_files(nn):
+    """Each group's delete marked its copies' pending deletes by a scan of every pending delete:
+    a directory of a million files took hours under the lock. Counted in SQLite's instructions."""
+    add_datanodes(nn, 5)
+    small, large = _delete_work(nn, 100), _delete_work(nn, 400)
+    assert small > 0 and large < 6 * small, (small, large)   # 4 x the files: 4 x the work, not 16 x
+
+
+def test_a_datanode_owed_more_than_a_page_of_deletes_gets_them_all_oldest_first(nn, monkeypatch):
+    from hedgefs.namenode import datanode_protocol, deletes
+    monkeypatch.setattr(deletes, "DUE_PAGE", 2)
+    monkeypatch.setattr(datanode_protocol, "MAX_DELETES_PER_HEARTBEAT", 3)
+    add_datanodes(nn, 5)
+    gone = []
+    for i in range(5):
+        gid, _placed = one_group(nn, f"/f{i}")
+        gone.append((gid, generation(nn, gid)))
+        nn.delete(f"/f{i}")
+    index = {gid: i for gid, i, _g in nn.blocks.pending_deletes("dn1")}
+    sent = [[c.group_id for c in nn.heartbeat("dn1", "").commands] for _ in range(3)]
+    assert sent == [[g for g, _ in gone[:3]], [g for g, _ in gone[3:]], []]
+    nn.heartbeat("dn1", "", deleted=[(g, index[g], gen) for g, gen in gone])
+    assert nn.blocks.pending_deletes("dn1") == []
+
+
 def test_reregistering_datanode_gets_its_deletes_again(nn):
     add_datanodes(nn, 5)
     gid, placed = one_group(nn)
