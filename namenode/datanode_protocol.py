@@ -323,9 +323,9 @@ class DataNodeProtocol:
             return []
         self._scan_needed, self._last_scan = False, self.clock()
         unit_bytes = self.ns.default_block_size
-        planned = self.repairs.plan(self._needs(self.health.unhealthy | self._leaving_groups()),
-                                    [d for d in self._placeable_ids() if self.liveness.has_room(d, unit_bytes)],
-                                    self.liveness.load_key, self.blocks.datanodes_deleting())
+        needs = self._needs(self.health.unhealthy | self._leaving_groups())
+        planned = self.repairs.plan(needs, [d for d in self._placeable_ids() if self.liveness.has_room(d, unit_bytes)],
+                                    self.liveness.load_key, self.blocks.datanodes_deleting(n.group_id for n in needs))
         for repair in planned:
             self.liveness.note_allocated(repair.target, unit_bytes)
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)

@@ -7,7 +7,7 @@ transaction."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from hedgefs.namenode.namespace import load_policy
 
@@ -96,11 +96,17 @@ class PendingDeletes:
         rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")
         return {r[0]: r[1] for r in rows}
 
-    def datanodes_deleting(self) -> dict[int, set[str]]:
-        """group id -> DataNodes with a pending delete for one of its units (no repair goes there)."""
+    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, set[str]]:
+        """group id -> DataNodes with a pending delete for one of its units (no repair goes there),
+        of these groups only: while a big directory's deletes drain, every pass plans, and all the
+        pending deletes each time would be millions of rows."""
         out: dict[int, set[str]] = defaultdict(set)
-        for r in self.db.query("SELECT DISTINCT group_id, datanode_id FROM pending_deletes"):
-            out[r[0]].add(r[1])
+        ids = list(group_ids)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for r in self.db.query(f"SELECT DISTINCT group_id, datanode_id FROM pending_deletes "
+                                   f"WHERE group_id IN ({','.join('?' * len(chunk))})", chunk):
+                out[r[0]].add(r[1])
         return out
 
     def expire_deletes(self, before_ms: int) -> int:

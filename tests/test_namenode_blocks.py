@@ -179,7 +179,8 @@ def test_a_heartbeat_confirms_the_deletes_its_datanode_did_and_only_those(nn):
     nn.heartbeat(placed[0], "", deleted=[(gid, 0, g)])
     assert nn.blocks.pending_deletes(placed[0]) == []
     assert nn.blocks.pending_deletes(placed[1]) == [(gid, 1, g)]   # its DataNode has not said so
-    assert placed[0] not in nn.blocks.datanodes_deleting()[gid] and placed[1] in nn.blocks.datanodes_deleting()[gid]
+    deleting = nn.blocks.datanodes_deleting([gid])[gid]
+    assert placed[0] not in deleting and placed[1] in deleting
     assert {d.id: d.pending_deletes for d in nn.report().datanodes}[placed[0]] == 0
 
 
