@@ -13,6 +13,8 @@ fresh child process (so memory is the NameNode's own):
   heartbeats     1,000 simulated DataNodes registered and heartbeating in-process: heartbeats/s
   monitor pass   one tick() (repair planning) with the 1,000 DataNodes and the whole namespace
   operator       fsck of /, a full ``ls -R`` through the paged listing, and status()
+  a big delete   100 directories of 1,000 files removed, then a heartbeat of a DataNode owed their
+                 deletes and a monitor pass that plans repairs, timed
 
 ``python bench/namenode_scale.py generate|measure DATA_DIR FILES`` are the two children; each
 prints one JSON line.
@@ -163,6 +165,22 @@ def measure(data_dir: str, files: int) -> dict:
         out[name] = round(time.perf_counter() - began, 2)
         if name == "ls_R_s":
             out["ls_R_entries"] = len(result)
+    # A big delete: 100 directories (100,000 files), then what its pending deletes cost a
+    # heartbeat of a DataNode owed them and a monitor pass that plans repairs.
+    doomed = min(100, files // DIR_FILES)
+    began = time.perf_counter()
+    for d in range(doomed):
+        nn.delete(f"/scale/d{d}", recursive=True)
+    out["delete_files"], out["delete_s"] = doomed * DIR_FILES, round(time.perf_counter() - began, 2)
+    out["deletes_owed_dn1"] = nn.blocks.pending_delete_counts().get("dn1", 0)
+    began = time.perf_counter()
+    nn.heartbeat("dn1", used_bytes=1 << 30, units=1000)
+    out["heartbeat_owing_ms"] = round((time.perf_counter() - began) * 1000, 1)
+    nn.tick()   # the deleted groups' health, judged once
+    nn._scan_needed = True
+    began = time.perf_counter()
+    nn.tick()
+    out["monitor_tick_owing_s"] = round(time.perf_counter() - began, 3)
     out["rss_bytes_end"] = _rss_bytes()
     nn.close()
     return out

@@ -42,6 +42,7 @@ def test_bench_namenode_scale_measures_a_generated_namespace():
     assert got["block_report_counts"].get("missing", 0) == 0 and got["stat_during_report"]["n"] >= 0
     assert got["heartbeats_per_s"] > 0 and got["startup_s"] > 0 and got["rss_bytes_per_file"] > 0
     assert got["datanodes"] == 3 and got["report_units"] == 2000   # 3 holders: dn1 holds a unit of every file
+    assert got["delete_files"] == 2000 and got["deletes_owed_dn1"] == 2000 and got["heartbeat_owing_ms"] > 0
 
 
 def test_bench_namenode_scale_deals_units_so_no_datanode_holds_more_than_a_million():
