@@ -312,10 +312,8 @@ class DataNodeProtocol:
                 self.ns.abandon(file_id, self.blocks.forget_files)
                 log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
             retry_cache.expire(self.db, now_ms)
-            if self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
-                live_keys = {(d, g, i) for d in {k[0] for k in self._delete_sent}
-                             for g, i, _generation in self.blocks.pending_deletes(d)}
-                self._delete_sent = {k: v for k, v in self._delete_sent.items() if k in live_keys}
+            for key in self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
+                self._delete_sent.pop(key, None)   # what expired only: a big delete's queue may hold millions
         self.health.refresh(self.liveness.is_live, [d for d, _ in changed])
         if self.in_safe_mode and not self._leave_safe_mode():
             return []

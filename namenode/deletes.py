@@ -109,6 +109,8 @@ class PendingDeletes:
                 out[r[0]].add(r[1])
         return out
 
-    def expire_deletes(self, before_ms: int) -> int:
-        """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers)."""
-        return self.db.conn.execute("DELETE FROM pending_deletes WHERE queued_ms < ?", (before_ms,)).rowcount
+    def expire_deletes(self, before_ms: int) -> list[tuple[str, int, int]]:
+        """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers);
+        returns the (DataNode, group id, index) given up."""
+        return [(r[0], r[1], r[2]) for r in self.db.conn.execute(
+            "DELETE FROM pending_deletes WHERE queued_ms < ? RETURNING datanode_id, group_id, idx", (before_ms,))]
