@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Container, Iterable
+from typing import Callable, Container, Iterable, Iterator
 
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
@@ -36,7 +36,7 @@ from hedgefs.namenode.deletes import CORRUPT, PLAIN, SURPLUS, IsLive, PendingDel
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace import load_policy
 
-FORGET_CHUNK = 10_000   # files whose groups a delete drops at a time
+GROUPS_CHUNK = 10_000   # files whose groups (with units) a walk of many files holds at once
 
 
 @dataclass
@@ -109,6 +109,16 @@ class BlockMap(PendingDeletes):
                 by_id[g.id] = g
         self._load_units(by_id)
         return out
+
+    def groups_file_by_file(self, file_ids: list[int]) -> Iterator[list[GroupRow]]:
+        """Each file's groups (``groups_of_files``), in the order of ``file_ids``, read GROUPS_CHUNK
+        files at a time: fsck and a big delete walk millions of files, whose groups and units at
+        once are gigabytes."""
+        for start in range(0, len(file_ids), GROUPS_CHUNK):
+            chunk = file_ids[start:start + GROUPS_CHUNK]
+            groups = self.groups_of_files(chunk)
+            for file_id in chunk:
+                yield groups[file_id]
 
     def groups(self, file_id: int) -> list[GroupRow]:
         return self.groups_of_files([file_id])[file_id]
@@ -263,11 +273,9 @@ class BlockMap(PendingDeletes):
                 seq += 1
 
     def forget_files(self, file_ids: list[int]) -> None:
-        """Drop the files' groups; every unit becomes a pending delete on its DataNode. A chunk of
-        files' groups at a time (a directory of millions of files' groups at once are gigabytes)."""
-        for start in range(0, len(file_ids), FORGET_CHUNK):
-            self._forget_groups([g for gs in self.groups_of_files(file_ids[start:start + FORGET_CHUNK]).values()
-                                 for g in gs])
+        """Drop the files' groups; every unit becomes a pending delete on its DataNode."""
+        for groups in self.groups_file_by_file(file_ids):
+            self._forget_groups(groups)
 
     def _forget_groups(self, groups: list[GroupRow]) -> None:
         for g in groups:

@@ -56,12 +56,12 @@ class PendingDeletes:
         (``claim``). So no delete ever takes a group below full redundancy.
         """
         whole: dict = {}   # group id -> the group (a GroupRow) if whole, else None
-        after: tuple[int, int, int] | None = None   # (queued_ms, group id, index) of the page's last
+        after = (-1, -1, -1)   # (queued_ms, group id, index) of the last page's last row: before any
         while True:
             rows = self.db.query(
                 "SELECT queued_ms, group_id, idx, stale, generation FROM pending_deletes WHERE datanode_id = ? "
-                + ("" if after is None else "AND (queued_ms, group_id, idx) > (?, ?, ?) ")
-                + "ORDER BY queued_ms, group_id, idx LIMIT ?", (datanode_id, *(after or ()), DUE_PAGE))
+                "AND (queued_ms, group_id, idx) > (?, ?, ?) ORDER BY queued_ms, group_id, idx LIMIT ?",
+                (datanode_id, *after, DUE_PAGE))
             for _queued, group_id, idx, kind, generation in rows:
                 if kind != PLAIN:
                     if group_id not in whole:

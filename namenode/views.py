@@ -24,7 +24,6 @@ from hedgefs.namenode.model import (
 from hedgefs.namenode.namespace import LIST_PAGE_BYTES, load_policy
 
 MAX_FSCK_PROBLEMS = 1000
-FSCK_CHUNK = 10_000   # files whose groups fsck holds at once
 
 
 class OperatorViews:
@@ -35,13 +34,11 @@ class OperatorViews:
         files = self.ns.files_under(path)
         healthy = degraded = missing = corrupt_files = groups = 0
         problems: list[FsckProblem] = []
-        groups_by_file: dict = {}
-        for n, (file_id, file_path, policy_name) in enumerate(files):
-            if n % FSCK_CHUNK == 0:   # a chunk's groups and units at a time: 10 M files' at once are gigabytes
-                groups_by_file = self.blocks.groups_of_files(f[0] for f in files[n:n + FSCK_CHUNK])
+        each = self.blocks.groups_file_by_file([f[0] for f in files])
+        for (_file_id, file_path, policy_name), file_groups in zip(files, each):
             policy = load_policy(policy_name)
             file_missing = False
-            for group in groups_by_file[file_id]:
+            for group in file_groups:
                 groups += 1
                 good = len(group.good(self.liveness.is_live))
                 if good >= policy.units:

@@ -325,21 +325,29 @@ def test_fsck_counts_and_status(nn, clock):
     assert ("/b", 2, 3, "MISSING") in [(p.path, p.live_units, p.needed_units, p.status) for p in report.problems]
 
 
-def test_fsck_in_chunks_counts_what_it_counts_at_once(nn, monkeypatch):
-    """fsck reads its files' groups a chunk at a time (10 M files' at once are gigabytes): chunks
-    of one and two files give the report one chunk gives."""
-    from hedgefs.namenode import views
+def test_fsck_and_delete_in_chunks_do_what_they_do_at_once(nn, monkeypatch):
+    """fsck and a recursive delete read their files' groups a chunk at a time (10 M files' at once
+    are gigabytes): chunks of one, two and three files give fsck's report of one chunk, and a
+    delete in chunks of two owes every stored unit's delete."""
+    from hedgefs.namenode import blockmap
     add_datanodes(nn, 5)
-    write_file(nn, "/a", 3 * BLOCK * 2)                 # two groups
-    write_file(nn, "/b", 10, lost={0: {4}})             # degraded
-    write_file(nn, "/c", 10, lost={0: {3, 4}})          # degraded by two
-    write_file(nn, "/d", 10)
-    whole = nn.fsck("/")
+    nn.mkdir("/t")
+    write_file(nn, "/t/a", 3 * BLOCK * 2)                 # two groups
+    write_file(nn, "/t/b", 10, lost={0: {4}})             # degraded
+    write_file(nn, "/t/c", 10, lost={0: {3, 4}})          # degraded by two
+    write_file(nn, "/t/d", 10)
+    whole = nn.fsck("/t")
     assert (whole.files, whole.groups, whole.healthy, whole.degraded) == (4, 5, 3, 2)
-    assert [(p.path, p.live_units) for p in whole.problems] == [("/b", 4), ("/c", 3)]
+    assert [(p.path, p.live_units) for p in whole.problems] == [("/t/b", 4), ("/t/c", 3)]
     for chunk in (1, 2, 3):
-        monkeypatch.setattr(views, "FSCK_CHUNK", chunk)
-        assert nn.fsck("/") == whole
+        monkeypatch.setattr(blockmap, "GROUPS_CHUNK", chunk)
+        assert nn.fsck("/t") == whole
+    stored = nn.db.one("SELECT COUNT(*) FROM units")[0]
+    owed = sum(nn.blocks.pending_delete_counts().values())   # the writer's targets that never stored
+    assert (stored, owed) == (10 + 4 + 3 + 5, 1 + 2)
+    nn.delete("/t", recursive=True)
+    assert nn.db.one("SELECT COUNT(*) FROM units")[0] == 0 and nn.db.one("SELECT COUNT(*) FROM groups")[0] == 0
+    assert sum(nn.blocks.pending_delete_counts().values()) == owed + stored
 
 
 def test_report_describes_datanodes(nn, clock):
