@@ -13,8 +13,9 @@ fresh child process (so memory is the NameNode's own):
   heartbeats     1,000 simulated DataNodes registered and heartbeating in-process: heartbeats/s
   monitor pass   one tick() (repair planning) with the 1,000 DataNodes and the whole namespace
   operator       fsck of /, a full ``ls -R`` through the paged listing, and status()
-  a big delete   100 directories of 1,000 files removed, then a heartbeat of a DataNode owed their
-                 deletes and a monitor pass that plans repairs, timed
+  a big delete   100 directories of 1,000 files removed (each is detached: purge.py), then purged
+                 change by change (the longest change is the longest a writer waits), then a
+                 heartbeat of a DataNode owed their deletes and a monitor pass that plans repairs
 
 ``python bench/namenode_scale.py generate|measure DATA_DIR FILES`` are the two children; each
 prints one JSON line.
@@ -172,6 +173,14 @@ def measure(data_dir: str, files: int) -> dict:
     for d in range(doomed):
         nn.delete(f"/scale/d{d}", recursive=True)
     out["delete_files"], out["delete_s"] = doomed * DIR_FILES, round(time.perf_counter() - began, 2)
+    began, steps, longest = time.perf_counter(), 0, 0.0
+    while True:
+        at = time.perf_counter()
+        if not nn.purge_step()[0]:
+            break
+        steps, longest = steps + 1, max(longest, time.perf_counter() - at)
+    out["purge_s"], out["purge_changes"] = round(time.perf_counter() - began, 2), steps
+    out["purge_change_max_ms"] = round(longest * 1000, 1)
     out["deletes_owed_dn1"] = nn.blocks.pending_delete_counts().get("dn1", 0)
     began = time.perf_counter()
     nn.heartbeat("dn1", used_bytes=1 << 30, units=1000)

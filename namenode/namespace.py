@@ -330,12 +330,12 @@ class Namespace(FileWrites):
         self.db.conn.execute(self._SUBTREE + "DELETE FROM inodes WHERE id IN (SELECT id FROM sub)", (inode_id,))
 
     def delete(self, path: str, recursive: bool, release: Release, who: Identity = SUPER,
-               detach_over: int | None = None) -> int:
+               detach_over: int | None = None, detach_trees_over: int | None = None) -> int:
         """Remove ``path``; returns how many files went. ``release`` frees their groups first.
 
-        ``detach_over`` (on etcd, where one change must fit one transaction): a directory with
-        anything below it, or a file whose removal would touch more rows than that, is cut loose
-        instead, in one change (purge.py empties it later): it gets no parent, so no path
+        A tree of more than ``detach_trees_over`` inodes, or a file whose removal would touch more
+        than ``detach_over`` rows (on etcd, where one change must fit one transaction), is cut
+        loose instead, in one change (purge.py empties it later): it gets no parent, so no path
         reaches it; only the files being written in a tree go at once.
 
         Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
@@ -353,7 +353,7 @@ class Namespace(FileWrites):
             self._check_subtree(node, path, who)
         subtree = self._subtree(node.id) if node.is_dir else [(node.id, False)]   # a file has no children
         files = [i for i, is_dir in subtree if not is_dir]
-        if detach_over is not None and len(subtree) > 1:
+        if detach_trees_over is not None and len(subtree) > detach_trees_over:
             writing = [r[0] for r in self.db.query(
                 self._SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
                 "WHERE inodes.state = 'writing'", (node.id,))]

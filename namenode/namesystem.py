@@ -207,7 +207,7 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
         self._refuse_in_safe_mode(f"delete {path}")
         with self.db.tx():
             files = self.ns.delete(path, recursive, self.blocks.forget_files, who,
-                                   detach_over=purge.change_rows(self.db))
+                                   detach_over=purge.change_rows(self.db), detach_trees_over=purge.trees_over(self.db))
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked

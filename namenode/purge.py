@@ -1,14 +1,16 @@
-"""Detach-and-purge: what a recursive delete on etcd leaves behind, emptied in the background.
+"""Detach-and-purge: what a recursive delete of a large tree leaves behind, emptied in the background.
 
 On etcd every change is one transaction, and a transaction holds at most ``--etcd-max-txn-ops``
-keys, so a large tree cannot go in one change. A recursive delete therefore *detaches* the tree
-(namespace.py: its top directory loses its parent, in one change: the path is gone at once, for
-every reader, on every NameNode) and the active's ``Purger`` empties it here, one bounded change
-at a time (HDFS's delete does the same: the tree is unlinked under the lock, its blocks removed in
-increments after). A step looks only at one top's children, by index (its cost does not grow with
+keys, so a large tree cannot go in one change; on SQLite it can, but every writer waits for it
+(~0.1 ms a file under the writers' lock: 12 s for 100,000 files). A recursive delete therefore
+*detaches* the tree (namespace.py: its top directory loses its parent, in one change: the path is
+gone at once, for every reader, on every NameNode) and the active's ``Purger`` empties it here,
+one bounded change at a time (HDFS's delete does the same: the tree is unlinked under the lock, its
+blocks removed in increments after). On etcd any directory with something below it is detached;
+on SQLite a tree of more than ``TREE_INODES`` inodes. A step looks only at one top's children, by index (its cost does not grow with
 the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
 as with any delete), then the files; empty directories; a non-empty directory is cut loose as a
-detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in etcd like any other row, so a new active finds it at start and goes on
+detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in the store like any other row, so a new active finds it at start and goes on
 where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing). A single file
 too large to remove in one change (a delete, or a file an overwrite replaces: namespace.py,
 writes.py) is detached the same way, and emptied of its groups a batch at a time.
@@ -31,7 +33,8 @@ from hedgefs.namenode.writes import DETACHED
 
 log = logging.getLogger("hedgefs.namenode")
 
-DIRS_PER_CHANGE = 200   # rows a change may touch on SQLite (no transaction limit)
+TREE_INODES = 1000      # on SQLite, a recursive delete of a larger tree detaches it (inline it holds writers ~0.1 s)
+SQLITE_ROWS_PER_CHANGE = 2000   # rows a purge change touches on SQLite: ~70 one-group RS-6-3 files, ~10 ms
 ROWS_PER_CHANGE = 24    # and on etcd at most (bench/results/2026-12-01-purge.md: 48 doubled a Mkdir's p99)
 MAX_BACKOFF_S = 300.0   # a tree whose purge fails (a bug, not etcd) is tried again at most this far apart
 
@@ -85,12 +88,18 @@ def change_rows(db) -> int | None:
     return (db.backend.max_keys - 8) // 2 - 8 if db.backend is not None else None
 
 
+def trees_over(db) -> int:
+    """A recursive delete of a tree of more inodes than this detaches it: on etcd any directory
+    with something below it, on SQLite a tree of more than TREE_INODES."""
+    return 1 if db.backend is not None else TREE_INODES
+
+
 def budget(db) -> int:
     """Rows one purge change may touch: half of what one change may hold (db.py), the other half
     spare, and at most ROWS_PER_CHANGE, so that a writer waiting for the lock waits for a small
-    change; DIRS_PER_CHANGE on SQLite."""
+    change; SQLITE_ROWS_PER_CHANGE on SQLite."""
     if db.backend is None:
-        return DIRS_PER_CHANGE
+        return SQLITE_ROWS_PER_CHANGE
     return min(ROWS_PER_CHANGE, max(1, (db.backend.max_keys - 8) // 4))
 
 

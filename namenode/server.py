@@ -100,9 +100,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
                           safe_mode_deadline_s=None if backend else safe_mode_deadline_s)
 
     def on_active(nn):
-        started = [Monitor(nn, repair_interval_s)]
-        if nn.db.backend is not None:   # on etcd: trees detached by recursive deletes, emptied (purge.py)
-            started.append(Purger(nn))
+        started = [Monitor(nn, repair_interval_s), Purger(nn)]   # the Purger: trees recursive deletes detached
         for m in started:
             m.start()
         monitors.extend(started)

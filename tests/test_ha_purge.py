@@ -125,7 +125,7 @@ def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp
     bad_groups = {g.id for g in bad_file.groups}
     with nn._lock, nn.db.tx():   # detach both, as a recursive delete on etcd does
         for name in ("bad", "good"):
-            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach_over=0)
+            nn.ns.delete(f"/{name}", True, nn.blocks.forget_files, detach_over=0, detach_trees_over=1)
     assert len(purge.detached(nn.db)) == 2
 
     forget, attempts = nn.blocks._forget_groups, []
