@@ -34,7 +34,7 @@ from hedgefs.namenode.writes import DETACHED
 log = logging.getLogger("hedgefs.namenode")
 
 TREE_INODES = 1000      # on SQLite, a recursive delete of a larger tree detaches it (inline it holds writers ~0.1 s)
-SQLITE_ROWS_PER_CHANGE = 2000   # rows a purge change touches on SQLite: ~70 one-group RS-6-3 files, ~10 ms
+SQLITE_ROWS_PER_CHANGE = 1000   # rows a purge change touches on SQLite: ~35 one-group RS-6-3 files, ~12 ms
 ROWS_PER_CHANGE = 24    # and on etcd at most (bench/results/2026-12-01-purge.md: 48 doubled a Mkdir's p99)
 MAX_BACKOFF_S = 300.0   # a tree whose purge fails (a bug, not etcd) is tried again at most this far apart
 
