@@ -32,6 +32,7 @@ from typing import Callable, Container, Iterable, Iterator
 from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
 from hedgefs.namenode.db import Database
+from hedgefs.namenode.reads import in_chunks
 from hedgefs.namenode.deletes import CORRUPT, PLAIN, SURPLUS, IsLive, PendingDeletes, Unit  # noqa: F401 (re-exported)
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace import load_policy
@@ -84,12 +85,9 @@ class BlockMap(PendingDeletes):
     # ------------------------------------------------------------------ groups
 
     def _load_units(self, groups: dict[int, GroupRow]) -> None:
-        ids = list(groups)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
+        for chunk, marks in in_chunks(list(groups)):
             rows = self.db.query(
-                "SELECT group_id, idx, datanode_id, reported, corrupt FROM units "
-                f"WHERE group_id IN ({','.join('?' * len(chunk))})", chunk)
+                f"SELECT group_id, idx, datanode_id, reported, corrupt FROM units WHERE group_id IN ({marks})", chunk)
             for r in rows:
                 _add_unit(groups[r[0]], r)
 
@@ -98,10 +96,9 @@ class BlockMap(PendingDeletes):
         ids = list(file_ids)
         out: dict[int, list[GroupRow]] = {i: [] for i in ids}
         by_id: dict[int, GroupRow] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
+        for chunk, marks in in_chunks(ids):
             rows = self.db.query(
-                f"SELECT id, file_id, seq, length, generation FROM groups WHERE file_id IN ({','.join('?' * len(chunk))}) "
+                f"SELECT id, file_id, seq, length, generation FROM groups WHERE file_id IN ({marks}) "
                 "ORDER BY file_id, seq", chunk)
             for r in rows:
                 g = GroupRow(r[0], r[1], r[2], r[3], r[4])
@@ -159,7 +156,7 @@ class BlockMap(PendingDeletes):
         """Every group of every complete file (or those of ``ids``), with its file's policy name."""
         if ids is not None:
             ids = sorted(ids)
-            return [g for start in range(0, len(ids), 500) for g in self._complete_groups(ids[start:start + 500])]
+            return [g for chunk, _ in in_chunks(ids) for g in self._complete_groups(chunk)]
         return self._complete_groups(None)
 
     def _complete_groups(self, ids: list[int] | None) -> list[tuple[GroupRow, str]]:

@@ -10,6 +10,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Iterator
 
 from hedgefs.namenode.namespace import load_policy
+from hedgefs.namenode.reads import in_chunks
 
 IsLive = Callable[[str], bool]
 
@@ -101,11 +102,9 @@ class PendingDeletes:
         of these groups only: while a big directory's deletes drain, every pass plans, and all the
         pending deletes each time would be millions of rows."""
         out: dict[int, set[str]] = defaultdict(set)
-        ids = list(group_ids)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
+        for chunk, marks in in_chunks(list(group_ids)):
             for r in self.db.query(f"SELECT DISTINCT group_id, datanode_id FROM pending_deletes "
-                                   f"WHERE group_id IN ({','.join('?' * len(chunk))})", chunk):
+                                   f"WHERE group_id IN ({marks})", chunk):
                 out[r[0]].add(r[1])
         return out
 

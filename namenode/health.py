@@ -23,6 +23,7 @@ from collections import Counter
 from typing import Callable, Iterable
 
 from hedgefs.namenode.db import Database
+from hedgefs.namenode.reads import in_chunks
 from hedgefs.namenode.namespace import load_policy
 
 _TEMP_SCHEMA = """
@@ -135,9 +136,7 @@ class Health:
                           (datanode_id,))
             ids = [r[0] for r in c.execute("SELECT group_id FROM dirty_groups")]
             c.execute("DELETE FROM dirty_groups")
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_chunks(ids):
             policies = {r[0]: r[1] for r in self.db.query(
                 f"SELECT g.id, f.policy FROM main.groups g JOIN main.inodes f ON f.id = g.file_id "
                 f"WHERE g.id IN ({marks}) AND f.state = 'complete'", chunk)}

@@ -15,6 +15,16 @@ from contextlib import contextmanager
 from typing import Iterator
 
 
+IN_CHUNK = 500   # ids one ``IN (...)`` binds: a short statement each, far below SQLite's variable limit
+
+
+def in_chunks(ids: list) -> Iterator[tuple[list, str]]:
+    """``ids`` IN_CHUNK at a time, each chunk with its ``?,?,...`` for ``IN (...)``."""
+    for start in range(0, len(ids), IN_CHUNK):
+        chunk = ids[start:start + IN_CHUNK]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 class Stale(Exception):
     """A cached read met a snapshot newer than the entries it used: run it again (locking.py)."""
 
