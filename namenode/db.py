@@ -62,6 +62,7 @@ ROOT_ID = 1
 SUPERGROUP = "supergroup"        # HDFS's name for the superusers' group: the root's group
 DIR_MODE, FILE_MODE = 0o755, 0o644
 
+CLOSE_READS_S = 10.0      # close() waits this long at most for running read transactions
 CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
 
 
@@ -127,6 +128,7 @@ class Database(Reads, Durability):
         self._closing = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        self._reads_open, self._reads_closed = 0, False   # read transactions running; close() waits for them
         if read_only:   # a standby's view: etcd's rows, applied by its follower (follower.py)
             self.cluster_id = self._view_identity(cluster_id)
             return
@@ -382,7 +384,16 @@ class Database(Reads, Durability):
             checkpointer.close()
 
     def close(self) -> None:
-        """Commit what is applied, stop the committer, close every connection."""
+        """Commit what is applied, stop the committer, close every connection: the threads' read
+        connections once no read transaction runs on one (an HA switch closes a namesystem
+        whose reads go on off the lock; closing a connection under a running query crashes
+        SQLite), a read that would begin after this one refused as on a closed database."""
+        with self._state:
+            self._reads_closed = True
+            reads_done = self._state.wait_for(lambda: not self._reads_open, CLOSE_READS_S)
+        if not reads_done:
+            log.warning("closing the database while %d reads still run: their connections are left open",
+                        self._reads_open)
         if self._committer is not None:
             with self._state:
                 self._closing = True
@@ -396,6 +407,6 @@ class Database(Reads, Durability):
                         self._push(*self._sealed.popleft())
                 else:
                     self._commit(self.applied)
-            for conn in self._readers:
+            for conn in self._readers if reads_done else ():
                 conn.close()
             self.conn.close()

@@ -111,4 +111,5 @@ class Follower:
         """Stop following and close the view's connection (the file stays: an active opens it)."""
         self._stop.set()
         self._thread.join(timeout=10)
-        self.conn.close()
+        if not self._thread.is_alive():   # a connection closed under a running statement crashes SQLite
+            self.conn.close()

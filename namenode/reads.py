@@ -33,7 +33,7 @@ class _Read:
     """A thread's read connection and the state of its ``reading`` block."""
 
     conn: sqlite3.Connection | None = None
-    active = begun = hit = cached = False
+    active = open = begun = hit = cached = False
     mark = stamp = durable = 0
 
 
@@ -62,8 +62,17 @@ class Reads:
             yield
         finally:
             r.active = False
+            if r.open:
+                try:
+                    if r.begun:
+                        r.conn.execute("COMMIT")
+                finally:
+                    r.open = False
+                    with self._state:
+                        self._reads_open -= 1
+                        if self._reads_closed:
+                            self._state.notify_all()   # close() waits for the last one
             if r.begun:
-                r.conn.execute("COMMIT")
                 # The answer (or the refusal: "not found" tells too) leaves once all it saw is durable;
                 # not under the writers' lock, whose holder answers after wait_durable(applied) anyway.
                 if r.mark > self.durable and not self._owns_lock():
@@ -71,7 +80,12 @@ class Reads:
 
     def _begin(self, r: "_Read") -> None:
         """The snapshot of a ``reading`` block, at its first query. Stale if cache entries already
-        used may be of an older state than the snapshot."""
+        used may be of an older state than the snapshot; refused once the database closes."""
+        with self._state:
+            if self._reads_closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            self._reads_open += 0 if r.open else 1
+        r.open = True
         if r.conn is None:
             r.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             r.conn.row_factory = sqlite3.Row

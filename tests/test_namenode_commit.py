@@ -203,3 +203,37 @@ def test_every_answer_of_concurrent_namenode_writers_is_already_durable(tmp_path
     assert len(nn.list("/", recursive=True)) == 16 * 41
     assert nn.db.durable == nn.db.applied
     nn.close()
+
+
+def test_close_waits_for_a_running_read_and_refuses_the_next(tmp_path):
+    """An HA switch closes a namesystem whose reads go on off the lock (observer reads on a
+    standby being promoted): a read connection closed under a running query crashed SQLite (a
+    chaos run's standby died of SIGSEGV as it took over). close() waits for the read transaction;
+    a read that would begin after it is refused as on a closed database."""
+    db = Database(str(tmp_path / "nn.db"))
+    db.start_group_commit(threading.RLock())
+    _insert(db, "d0")
+    db.wait_durable(db.applied)
+    first_read, go_on, seen = threading.Event(), threading.Event(), []
+
+    def read():
+        with db.reading():
+            seen.append(db.one("SELECT COUNT(*) FROM inodes")[0])
+            first_read.set()
+            assert go_on.wait(30)
+            seen.append(db.one("SELECT name FROM inodes WHERE id != 1")[0])   # same snapshot, same connection
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert first_read.wait(30)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()   # waiting for the read transaction, not closing its connection under it
+    go_on.set()
+    reader.join(30)
+    closer.join(30)
+    assert not closer.is_alive() and seen == [2, "d0"]
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        with db.reading():
+            db.one("SELECT 1")
