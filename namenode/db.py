@@ -172,11 +172,16 @@ class Database(Reads, Durability):
 
     # ------------------------------------------------------------------ group commit
 
+    def guard(self, lock) -> None:
+        """``lock`` is held by every user of ``conn`` (the namesystem's: its writers, and on a
+        standby's view its locked reads, a Report): close() takes it before closing ``conn``."""
+        self._writer_lock = lock
+
     def start_group_commit(self, lock) -> None:
         """From now on a ``tx()`` only applies its change: the committer thread commits every change
         applied since its last commit in one transaction (one fsync), taking ``lock`` (the one every
         writer holds) for it. A caller answers only after ``wait_durable(self.applied)``."""
-        self._writer_lock = lock
+        self.guard(lock)
         # Checkpoints (WAL -> database file, with its own fsync) move from inside a COMMIT, under
         # the lock, to the committer between commits on a connection of its own: PASSIVE, so
         # neither writers nor readers wait for them.

@@ -153,7 +153,9 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
         self._init_safe_mode(safe_mode_share, safe_mode_deadline_s, ha=backend is not None or read_only)
         self._reregister: set[str] = set()  # adopted at a failover (adopt_datanodes), not yet registered here
         self.restart_leases()
-        if not read_only:
+        if read_only:
+            self.db.guard(self._lock)
+        else:
             self.db.start_group_commit(self._lock)
 
     def close(self) -> None:

@@ -237,3 +237,23 @@ def test_close_waits_for_a_running_read_and_refuses_the_next(tmp_path):
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         with db.reading():
             db.one("SELECT 1")
+
+
+def test_a_standby_view_closes_only_once_a_locked_read_on_it_ends(tmp_path):
+    """A standby's Report reads its view under the namesystem's lock, on the view's own
+    connection; a promotion closes the view. The close must take that lock, not close the
+    connection under the Report's query."""
+    from nn_support import FakeClock, make_namenode
+    from test_namenode_pipelined import GatedEtcd
+
+    clock = FakeClock()
+    make_namenode(tmp_path / "nn", clock, backend=GatedEtcd()).close()   # a view file, as an active leaves it
+    view = make_namenode(tmp_path / "nn", clock, read_only=True)
+    with view._lock:   # a Report on the standby, between two of its queries
+        closer = threading.Thread(target=view.close)
+        closer.start()
+        closer.join(0.2)
+        assert closer.is_alive()   # the promotion waits for the Report
+        assert view.report().datanodes == []   # whose next query runs on an open connection
+    closer.join(30)
+    assert not closer.is_alive()
