@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from hedgefs.cluster.etcd import EtcdMembers
+from hedgefs.cluster.procs import wait_stopped
 
 ETCD = shutil.which("etcd")
 ETCDCTL = shutil.which("etcdctl")
@@ -55,6 +56,8 @@ class EtcdCluster(EtcdMembers):
             proc.send_signal(sig)
             if sig in (signal.SIGKILL, signal.SIGTERM):
                 proc.wait(10)
+            elif sig == signal.SIGSTOP:   # every thread stopped: one on another core may still send
+                wait_stopped(proc.pid)
 
     def keys(self, prefix: str) -> list[str]:
         r = self._ctl("get", "--prefix", "--keys-only", prefix)
