@@ -155,6 +155,8 @@ class Namespace(FileWrites):
         names = []
         node = self._get(inode_id)
         while node is not None and node.id != ROOT_ID:
+            if node.parent is None:   # in a tree a delete detached (purge.py): no path reaches it
+                return f"(deleted, being purged: inode {inode_id})"
             names.append(node.name)
             node = self._get(node.parent)
         return "/" + "/".join(reversed(names))
@@ -331,7 +333,8 @@ class Namespace(FileWrites):
 
     def delete(self, path: str, recursive: bool, release: Release, who: Identity = SUPER,
                detach_over: int | None = None, detach_trees_over: int | None = None) -> int:
-        """Remove ``path``; returns how many files went. ``release`` frees their groups first.
+        """Remove ``path``; returns how many files went at once (a detached tree's go with its
+        purge). ``release`` frees their groups first.
 
         A tree of more than ``detach_trees_over`` inodes, or a file whose removal would touch more
         than ``detach_over`` rows (on etcd, where one change must fit one transaction), is cut
@@ -351,18 +354,17 @@ class Namespace(FileWrites):
             raise FailedPrecondition(f"directory not empty: {path}")
         if node.is_dir and not who.is_admin:
             self._check_subtree(node, path, who)
-        subtree = self._subtree(node.id) if node.is_dir else [(node.id, False)]   # a file has no children
-        files = [i for i, is_dir in subtree if not is_dir]
-        if detach_trees_over is not None and len(subtree) > detach_trees_over:
-            writing = [r[0] for r in self.db.query(
-                self._SUBTREE + "SELECT inodes.id FROM inodes JOIN sub ON inodes.id = sub.id "
-                "WHERE inodes.state = 'writing'", (node.id,))]
-            release(writing)   # a writer in the tree is told "not found", as after a delete
-            self.db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in writing])
+        if node.is_dir and detach_trees_over is not None and self._larger(node.id, detach_trees_over):
+            files = self._writing_below(node.id)
+            release(files)   # a writer in the tree is told "not found", as after a delete
+            self.db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in files])
             self._detach(node.id)
         elif not node.is_dir and self._too_large(node.id, detach_over):
+            files = []
             self._detach(node.id)
         else:
+            subtree = self._subtree(node.id) if node.is_dir else [(node.id, False)]   # a file has no children
+            files = [i for i, is_dir in subtree if not is_dir]
             release(files)
             self._remove(node.id)
         self._touch(node.parent)

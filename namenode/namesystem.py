@@ -76,7 +76,7 @@ from hedgefs.namenode.model import (
 from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
 from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
 from hedgefs.namenode.rowcache import RowCache
-from hedgefs.namenode.safe_mode import SafeMode
+from hedgefs.namenode.safe_mode import ADMIN, START_UP, SafeMode
 from hedgefs.namenode.targets import Targets
 from hedgefs.namenode.views import OperatorViews
 from hedgefs.security import tokens as token_ops
@@ -209,13 +209,16 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
         self._refuse_in_safe_mode(f"delete {path}")
         with self.db.tx():
             files = self.ns.delete(path, recursive, self.blocks.forget_files, who,
-                                   detach_over=purge.change_rows(self.db), detach_trees_over=purge.trees_over(self.db))
+                                   detach_over=purge.file_rows(self.db), detach_trees_over=purge.trees_over(self.db))
         log.debug("deleted %s (%d files) for %s", path, files, who.name)
 
     @_locked
     def purge_step(self, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
         """One bounded change emptying a tree a recursive delete detached, not one in ``skip``
-        (purge.py): (its top inode, rows removed); (0, 0): none left."""
+        (purge.py): (its top inode, rows removed); (0, 0): none left, or in safe mode (start-up or
+        an admin's: no namespace change, and the block map not yet confirmed by reports)."""
+        if self.in_safe_mode and self.safe_mode_reason in (START_UP, ADMIN):
+            return 0, 0
         return purge.step(self, skip)
 
     @_locked

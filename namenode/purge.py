@@ -34,7 +34,9 @@ from hedgefs.namenode.writes import DETACHED
 log = logging.getLogger("hedgefs.namenode")
 
 TREE_INODES = 1000      # on SQLite, a recursive delete of a larger tree detaches it (inline it holds writers ~0.1 s)
+FILE_ROWS = 30_000      # and a delete of a file of more rows (~1,000 RS-6-3 groups: as long a hold)
 SQLITE_ROWS_PER_CHANGE = 1000   # rows a purge change touches on SQLite: ~35 one-group RS-6-3 files, ~12 ms
+SQLITE_CHILDREN_PER_CHANGE = 200   # and children it looks at (an empty file or directory: 1 row, a few statements)
 ROWS_PER_CHANGE = 24    # and on etcd at most (bench/results/2026-12-01-purge.md: 48 doubled a Mkdir's p99)
 MAX_BACKOFF_S = 300.0   # a tree whose purge fails (a bug, not etcd) is tried again at most this far apart
 
@@ -88,6 +90,12 @@ def change_rows(db) -> int | None:
     return (db.backend.max_keys - 8) // 2 - 8 if db.backend is not None else None
 
 
+def file_rows(db) -> int | None:
+    """A delete of a file whose removal would touch more rows detaches it: on etcd what one
+    change holds, on SQLite FILE_ROWS."""
+    return change_rows(db) if db.backend is not None else FILE_ROWS
+
+
 def trees_over(db) -> int:
     """A recursive delete of a tree of more inodes than this detaches it: on etcd any directory
     with something below it, on SQLite a tree of more than TREE_INODES."""
@@ -111,7 +119,8 @@ def _step(nn, top: int) -> int:
     db, blocks = nn.db, nn.blocks
     rows = budget(db)
     if db.one("SELECT is_dir FROM inodes WHERE id = ?", (top,))[0]:
-        children = db.query("SELECT id, is_dir FROM inodes WHERE parent = ? ORDER BY id LIMIT ?", (top, rows))
+        limit = rows if db.backend is not None else SQLITE_CHILDREN_PER_CHANGE
+        children = db.query("SELECT id, is_dir FROM inodes WHERE parent = ? ORDER BY id LIMIT ?", (top, limit))
     else:   # a file detached by a delete or an overwrite: its own groups, then itself
         children = [(top, 0)]
     with db.tx():

@@ -36,6 +36,24 @@ class FileWrites:
             "FROM groups WHERE file_id = ?", (file_id, file_id))
         return 1 + 2 * groups + 3 * units > detach_over
 
+    def _larger(self, inode_id: int, inodes: int) -> bool:
+        """Has the tree more than ``inodes`` inodes? A walk of ``inodes + 1`` at most."""
+        return self.db.one("WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT i.id FROM inodes i "
+                           "JOIN sub ON i.parent = sub.id LIMIT ?) SELECT COUNT(*) FROM sub",
+                           (inode_id, inodes + 1))[0] > inodes
+
+    def _writing_below(self, inode_id: int) -> list[int]:
+        """The files being written in the tree: every file being written (few, by index), each
+        walked up to the root."""
+        out = []
+        for (file_id,) in self.db.query("SELECT id FROM inodes WHERE state = 'writing'"):
+            node = self._get(file_id)
+            while node is not None and node.id != inode_id and node.parent is not None:
+                node = self._get(node.parent)
+            if node is not None and node.id == inode_id:
+                out.append(file_id)
+        return out
+
     def create(self, path: str, overwrite: bool, policy_name: str, block_size: int,
                convert_from: Version | None = None, who: Identity = SUPER) -> tuple[Inode, Policy]:
         """Add an invisible 'writing' file; refuses what Complete would refuse, before data moves.

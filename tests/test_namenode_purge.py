@@ -10,12 +10,14 @@ import os
 import sqlite3
 
 import grpc
+import pytest
 
-from ha_support import DataNodeProcess, NameNodeProcess, ids, mkdirs, stat, stub
+from ha_support import DataNodeProcess, NameNodeProcess, ids, missing, mkdirs, stat, stub, units_on_disk
 from hedgefs.client.fs import FileSystem
 from hedgefs.namenode import purge
+from hedgefs.namenode.errors import NotFound
 from hedgefs.proto import hedgefs_pb2 as pb
-from nn_support import FakeClock, make_namenode
+from nn_support import FakeClock, add_datanodes, make_namenode, write_file
 
 from conftest import pattern, wait_until
 
@@ -27,45 +29,61 @@ KEEP = pattern(100_000, seed=246)
 def test_a_tree_of_more_than_tree_inodes_is_detached_and_a_smaller_one_goes_inline(tmp_path):
     nn = make_namenode(tmp_path / "nn", FakeClock())
     try:
+        add_datanodes(nn, 6)
         for top, dirs in (("/small", purge.TREE_INODES - 1), ("/large", purge.TREE_INODES)):
             for i in range(dirs):   # the top and its dirs: TREE_INODES inodes, then one more
                 nn.mkdir(f"{top}/d{i}", parents=True)
+        write_file(nn, "/large/d0/done", 4096)
+        writing = nn.create("/large/d1/writing").file_id   # a writer inside the tree
         nn.delete("/small", recursive=True)
         assert purge.detached(nn.db) == []
         large = nn.ns.lookup("/large").id
         nn.delete("/large", recursive=True)
         assert purge.detached(nn.db) == [large]
         assert [e.path for e in nn.list("/")] == []
+        with pytest.raises(NotFound):   # its writer is told at once, as after any delete
+            nn.complete(writing, 0, [])
+        nn.safe_mode("enter")   # no namespace change in an admin's safe mode: the purge waits too
+        assert nn.purge_step() == (0, 0)
+        nn.safe_mode("leave")
+        changes = 0
         while nn.purge_step()[0]:
-            pass
+            changes += 1
+        assert changes >= purge.TREE_INODES // purge.SQLITE_CHILDREN_PER_CHANGE   # bounded changes
         assert nn.db.one("SELECT COUNT(*) FROM inodes")[0] == 1   # the root alone
+        assert nn.db.one("SELECT COUNT(*) FROM groups")[0] == 0
     finally:
         nn.close()
 
 
-def _inodes(db_path: str) -> int:
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
-        return conn.execute("SELECT COUNT(*) FROM inodes").fetchone()[0]
-
-
-def _on_disk(root, group_ids: set[int]) -> list[str]:
-    """The unit files of these groups on the DataNodes' disks."""
-    return sorted(str(p.relative_to(root)) for p in root.glob("dn*/blocks/*/*.blk")
-                  if int(p.name.split("_", 1)[0]) in group_ids)
-
-
-def _missing(address: str, path: str) -> bool:
+def test_a_file_of_more_than_file_rows_is_detached_and_purged(tmp_path, monkeypatch):
+    monkeypatch.setattr(purge, "FILE_ROWS", 50)   # 4 RS-3-2 groups: 4 x (2 + 3 x 5) + 1 = 69 rows; one: 18
+    nn = make_namenode(tmp_path / "nn", FakeClock())
     try:
-        stat(address, path)
-        return False
-    except grpc.RpcError as err:
-        if err.code() != grpc.StatusCode.NOT_FOUND:
-            raise
-        return True
+        add_datanodes(nn, 6)
+        big = write_file(nn, "/big", 4 * 3 * 4096)
+        write_file(nn, "/small", 3 * 4096)
+        nn.delete("/small")
+        assert purge.detached(nn.db) == []
+        nn.delete("/big")
+        assert purge.detached(nn.db) == [big]
+        with pytest.raises(NotFound):
+            nn.file_info("/big")
+        while nn.purge_step()[0]:
+            pass
+        assert nn.db.one("SELECT COUNT(*) FROM groups")[0] == 0
+        assert sum(nn.blocks.pending_delete_counts().values()) == 5 * 5   # every unit of both files to delete
+    finally:
+        nn.close()
+
+
+def _rows(db_path: str, table: str = "inodes") -> int:
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
 def test_a_large_delete_is_gone_at_once_and_a_restarted_namenode_finishes_its_purge(tmp_path):
-    nn = NameNodeProcess(tmp_path, "nn", "sqlite://", *NN_ARGS, env={"HEDGEFS_NAMENODE_CRASH": "purge:2"})
+    nn = NameNodeProcess(tmp_path, "nn", "sqlite://", *NN_ARGS, env={"HEDGEFS_NAMENODE_CRASH": "purge:3"})
     dns = []
     try:
         nn.start()
@@ -80,29 +98,31 @@ def test_a_large_delete_is_gone_at_once_and_a_restarted_namenode_finishes_its_pu
                 fs.write_bytes(f"/big/files/f{i}", pattern(4 * BLOCK, seed=i))
         mkdirs(nn.address, [f"/big/dirs/{half}/d{i:03d}" for half in "ab" for i in range(purge.TREE_INODES // 2)])
         db_path = os.path.join(nn.data_dir, "namenode.db")
-        before = _inodes(db_path)
+        before = _rows(db_path)
         purged = {g.id for i in range(3) for g in stat(nn.address, f"/big/files/f{i}").groups}
         kept = {g.id for g in stat(nn.address, "/keep/f").groups}
-        assert purged and len(_on_disk(tmp_path, purged)) == 3 * len(purged)
+        assert purged and len(units_on_disk(tmp_path, purged)) == 3 * len(purged)
 
         stub(nn.address).Delete(pb.DeleteRequest(path="/big", recursive=True), timeout=10, metadata=ids())
-        try:   # gone at once; the NameNode may already have killed itself on its 2nd purge change
-            assert _missing(nn.address, "/big")
+        try:   # gone at once; the NameNode may already have killed itself on its 3rd purge change
+            assert missing(nn.address, "/big")
             assert [e.path for e in stub(nn.address).List(pb.ListRequest(path="/"), timeout=5).entries] == ["/keep"]
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
-        nn.proc.wait(30)   # HEDGEFS_NAMENODE_CRASH=purge:2: kill -9 once its 2nd purge change is durable
+        nn.proc.wait(30)   # HEDGEFS_NAMENODE_CRASH=purge:3: kill -9 once its 3rd purge change is durable
         assert nn.proc.returncode == -9, nn.tail()
-        assert 3 < _inodes(db_path) < before   # mid-purge: /big itself gone, its two subtrees left
+        # mid-purge: /big cut loose from its two subtrees and gone (changes 1, 2), the files' groups
+        # forgotten and their units' deletes queued (3), the dirs left
+        assert _rows(db_path, "groups") == len(kept) and 3 < _rows(db_path) < before
 
         nn.env.pop("HEDGEFS_NAMENODE_CRASH")
         nn.start()
         # the restarted NameNode finds the detached trees and empties them: root, /keep, /keep/f left
-        wait_until(lambda: _inodes(db_path) == 3, 60, "the purge to finish", detail=lambda: f"{_inodes(db_path)} inodes")
-        wait_until(lambda: not _on_disk(tmp_path, purged), 60, "the purged units deleted on the DataNodes",
-                   detail=lambda: f"left on disk: {_on_disk(tmp_path, purged)}")
-        assert len(_on_disk(tmp_path, kept)) == 3 * len(kept)
+        wait_until(lambda: _rows(db_path) == 3, 60, "the purge to finish", detail=lambda: f"{_rows(db_path)} inodes")
+        wait_until(lambda: not units_on_disk(tmp_path, purged), 60, "the purged units deleted on the DataNodes",
+                   detail=lambda: f"left on disk: {units_on_disk(tmp_path, purged)}")
+        assert len(units_on_disk(tmp_path, kept)) == 3 * len(kept)
         with FileSystem(nn.address) as fs:
             assert fs.read_bytes("/keep/f") == KEEP
             fs.mkdir("/big/again", parents=True)   # the name is free
