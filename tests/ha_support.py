@@ -183,6 +183,23 @@ def stat(address: str, path: str) -> pb.FileInfo:
     return stub(address).GetFileInfo(pb.PathRequest(path=path), timeout=5)
 
 
+def missing(address: str, path: str) -> bool:
+    """Does ``address`` answer "not found" for ``path``?"""
+    try:
+        stat(address, path)
+        return False
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        return True
+
+
+def units_on_disk(root, group_ids: set[int]) -> list[str]:
+    """The unit files of these groups on the DataNodes' disks (dnN/blocks/XX/GROUP_INDEX_GEN_VER.blk)."""
+    return sorted(str(p.relative_to(root)) for p in root.glob("dn*/blocks/*/*.blk")
+                  if int(p.name.split("_", 1)[0]) in group_ids)
+
+
 def wait_exists(address: str, path: str, timeout: float = 15.0) -> None:
     def found():
         try:

@@ -6,7 +6,8 @@ the old one did not (kill -9 of the active mid-purge). Real processes, a real 3-
 import grpc
 
 from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
-from ha_support import DataNodeProcess, NameNodeProcess, active_of, ids, mkdirs, role, stat, stub
+from ha_support import (DataNodeProcess, NameNodeProcess, active_of, ids, missing, mkdirs, role, stat, stub,
+                        units_on_disk)
 from hedgefs.client.fs import FileSystem
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -47,19 +48,19 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
         groups_kept = len(stat(a.address, "/keep/f").groups)
         purged = {g.id for i in range(3) for g in stat(a.address, f"/big/files/f{i}").groups}
         kept = {g.id for g in stat(a.address, "/keep/f").groups}
-        assert purged and _units_on_disk(tmp_path, purged)   # on the DataNodes' disks
+        assert purged and units_on_disk(tmp_path, purged)   # on the DataNodes' disks
 
         stub(a.address).Delete(pb.DeleteRequest(path="/big", recursive=True), timeout=10, metadata=ids())
         # gone at once, for every reader (the standby once its view has the change); nn1 may already
         # have killed itself (its purge starts within a second and dies on its 3rd change), but while
         # it answers, it answers so
         try:
-            assert _missing(a.address, "/big")
+            assert missing(a.address, "/big")
             assert [e.path for e in stub(a.address).List(pb.ListRequest(path="/"), timeout=5).entries] == ["/keep"]
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
-        wait_until(lambda: _missing(b.address, "/big"), 10, "/big gone on nn2")
+        wait_until(lambda: missing(b.address, "/big"), 10, "/big gone on nn2")
         assert [e.path for e in stub(b.address).List(pb.ListRequest(path="/"), timeout=5).entries] == ["/keep"]
 
         a.proc.wait(30)   # HEDGEFS_NAMENODE_CRASH=purge:3: kill -9 after its 3rd purge change
@@ -76,9 +77,9 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
         assert _rows(etcd_cluster, name, "groups") == groups_kept
         # the purged units' deletes reach the DataNodes (those queued by the old active as well):
         # no orphan left on disk, and /keep/f's units untouched
-        wait_until(lambda: not _units_on_disk(tmp_path, purged), 60, "the purged units deleted on the DataNodes",
-                   detail=lambda: f"left on disk: {_units_on_disk(tmp_path, purged)}")
-        assert len(_units_on_disk(tmp_path, kept)) == 3 * len(kept)   # REPLICATE-3
+        wait_until(lambda: not units_on_disk(tmp_path, purged), 60, "the purged units deleted on the DataNodes",
+                   detail=lambda: f"left on disk: {units_on_disk(tmp_path, purged)}")
+        assert len(units_on_disk(tmp_path, kept)) == 3 * len(kept)   # REPLICATE-3
         with FileSystem(f"{b.address}") as fs:
             assert fs.read_bytes("/keep/f") == KEEP
             fs.mkdir("/big/again", parents=True)   # the name is free
@@ -90,22 +91,6 @@ def test_a_recursive_delete_detaches_at_once_and_a_new_active_finishes_the_purge
     finally:
         for n in dns + [x for x in (b, a) if x]:
             n.stop()
-
-
-def _units_on_disk(root, group_ids: set[int]) -> list[str]:
-    """The unit files of these groups on the DataNodes' disks (dnN/blocks/XX/GROUP_INDEX_GEN_VER.blk)."""
-    return sorted(str(p.relative_to(root)) for p in root.glob("dn*/blocks/*/*.blk")
-                  if int(p.name.split("_", 1)[0]) in group_ids)
-
-
-def _missing(address: str, path: str) -> bool:
-    try:
-        stat(address, path)
-        return False
-    except grpc.RpcError as err:
-        if err.code() != grpc.StatusCode.NOT_FOUND:
-            raise
-        return True
 
 
 def test_a_tree_whose_purge_fails_backs_off_logged_once_and_the_others_go_on(tmp_path, caplog):
@@ -191,15 +176,15 @@ def test_a_file_too_large_for_one_transaction_is_written_deleted_and_overwritten
             old = {p: {g.id for g in stat(a.address, p).groups} for p in ("/deleted", "/replaced")}
             assert all(len(groups) == 20 for groups in old.values()), old
             fs.delete("/deleted")
-            assert _missing(a.address, "/deleted")
+            assert missing(a.address, "/deleted")
             fs.write_bytes("/replaced", new, overwrite=True)
             assert fs.read_bytes("/replaced") == new
             gone = old["/deleted"] | old["/replaced"]
             assert not gone & {g.id for g in stat(a.address, "/replaced").groups}
             wait_until(lambda: _rows(etcd_cluster, name, "groups") == 1 + 20, 60, "the old groups purged from etcd",
                        detail=lambda: f"{_rows(etcd_cluster, name, 'groups')} groups in etcd")
-            wait_until(lambda: not _units_on_disk(tmp_path, gone), 60, "their units deleted on the DataNodes",
-                       detail=lambda: f"left on disk: {_units_on_disk(tmp_path, gone)}")
+            wait_until(lambda: not units_on_disk(tmp_path, gone), 60, "their units deleted on the DataNodes",
+                       detail=lambda: f"left on disk: {units_on_disk(tmp_path, gone)}")
             assert fs.read_bytes("/keep") == KEEP and [e.path for e in fs.list("/")] == ["/keep", "/replaced"]
     finally:
         for n in dns + [a]:
