@@ -7,8 +7,8 @@ keys, so a large tree cannot go in one change; on SQLite it can, but every write
 gone at once, for every reader, on every NameNode) and the active's ``Purger`` empties it here,
 one bounded change at a time (HDFS's delete does the same: the tree is unlinked under the lock, its
 blocks removed in increments after). On etcd any directory with something below it is detached;
-on SQLite a tree of more than ``TREE_INODES`` inodes, or a file of more than ``FILE_ROWS`` rows. A step looks only at one top's children, by index (its cost does not grow with
-the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
+on SQLite a tree of more than ``TREE_INODES`` inodes, or a file of more than ``FILE_ROWS`` rows.
+A step looks only at one top's children, by index (its cost does not grow with the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
 as with any delete), then the files; empty directories; a non-empty directory is cut loose as a
 detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in the store like any other row, so a new active finds it at start and goes on
 where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing). A single file
