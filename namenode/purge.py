@@ -1,19 +1,21 @@
 """Detach-and-purge: what a recursive delete of a large tree leaves behind, emptied in the background.
 
 On etcd every change is one transaction, and a transaction holds at most ``--etcd-max-txn-ops``
-keys, so a large tree cannot go in one change; on SQLite it can, but every writer waits for it
-(~0.1 ms a file under the writers' lock: 12 s for 100,000 files). A recursive delete therefore
-*detaches* the tree (namespace.py: its top directory loses its parent, in one change: the path is
-gone at once, for every reader, on every NameNode) and the active's ``Purger`` empties it here,
-one bounded change at a time (HDFS's delete does the same: the tree is unlinked under the lock, its
-blocks removed in increments after). On etcd any directory with something below it is detached;
-on SQLite a tree of more than ``TREE_INODES`` inodes, or a file of more than ``FILE_ROWS`` rows.
-A step looks only at one top's children, by index (its cost does not grow with the tree): files' groups, a batch at a time (their units become pending deletes on their DataNodes,
-as with any delete), then the files; empty directories; a non-empty directory is cut loose as a
-detached tree of its own (one row), emptied by later steps the same way; a top with no child left. A detached tree is in the store like any other row, so a new active finds it at start and goes on
-where the old one stopped (a kill -9 mid-purge loses nothing and leaves nothing). A single file
-too large to remove in one change (a delete, or a file an overwrite replaces: namespace.py,
-writes.py) is detached the same way, and emptied of its groups a batch at a time.
+keys, so a large tree cannot go in one change; on SQLite it can, but every writer waits for it (~0.1 ms
+a file under the writers' lock: 12-14 s for 100,000 files). A recursive delete therefore *detaches*
+the tree (namespace.py: its top directory loses its parent, in one change: the path is gone at once,
+for every reader, on every NameNode) and the active's ``Purger`` empties it here, one bounded change
+at a time (HDFS's delete does the same: the tree is unlinked under the lock, its blocks removed in
+increments after). On etcd any directory with something below it is detached; on SQLite a tree of
+more than ``TREE_INODES`` inodes, or a file of more than ``FILE_ROWS`` rows. A step looks only at
+one top's children, by index (its cost does not grow with the tree): files' groups, a batch at a
+time (their units become pending deletes on their DataNodes, as with any delete), then the files;
+empty directories; a non-empty directory is cut loose as a detached tree of its own (one row),
+emptied by later steps the same way; a top with no child left. A detached tree is in the store like
+any other row, so a new active finds it at start and goes on where the old one stopped (a kill -9
+mid-purge loses nothing and leaves nothing). A single file too large to remove in one change (a
+delete, or a file an overwrite replaces: namespace.py, writes.py) is detached the same way, and
+emptied of its groups a batch at a time.
 
 Until purged, a detached tree's files and groups still count in the cluster's totals (status page, metrics);
 fsck and every path-based call never see it.

@@ -363,25 +363,6 @@ def test_report_describes_datanodes(nn, clock):
     assert report.groups_waiting_repair == 1 and report.repairs_done == 0
 
 
-def test_a_report_reads_the_groups_short_of_units_not_every_group(nn):
-    """Report (dfsadmin -report, and every NameNode's role poll) read every group of the namespace
-    under the lock to count those waiting for repair: 3.8 s at 200,000 files, per call."""
-    add_datanodes(nn, 5)
-    for i in range(30):
-        write_file(nn, f"/ok{i}", 10)
-    write_file(nn, "/short", 10, lost={0: {0}})
-    read, complete_groups = [], nn.blocks.complete_groups
-
-    def counted(ids=None):
-        out = complete_groups(ids)
-        read.append(len(out))
-        return out
-
-    nn.blocks.complete_groups = counted
-    report = nn.report()
-    assert report.groups_waiting_repair == 1 and read == [1]
-
-
 def test_after_a_restart_a_dead_unregistered_holder_does_not_make_a_repaired_copy_stale(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 6)

@@ -264,3 +264,22 @@ def test_surplus_copy_waits_until_its_group_is_whole(nn, clock):
     assert nn.heartbeat("dn6", "").commands == []     # unit 3 is lost: dn6's extra copy may yet be needed
     heartbeat_all(nn, [lost])                         # it comes back: the group is whole
     assert nn.heartbeat("dn6", "").commands == [DeleteUnit(group.id, 0, group.generation)]
+
+
+def test_a_report_reads_the_groups_short_of_units_not_every_group(nn):
+    """Report (dfsadmin -report, and every NameNode's role poll) read every group of the namespace
+    under the lock to count those waiting for repair: 3.8 s at 200,000 files, per call."""
+    add_datanodes(nn, 5)
+    for i in range(30):
+        write_file(nn, f"/ok{i}", 10)
+    write_file(nn, "/short", 10, lost={0: {0}})
+    read, complete_groups = [], nn.blocks.complete_groups
+
+    def counted(ids=None):
+        out = complete_groups(ids)
+        read.append(len(out))
+        return out
+
+    nn.blocks.complete_groups = counted
+    report = nn.report()
+    assert report.groups_waiting_repair == 1 and read == [1]
