@@ -355,7 +355,7 @@ class Namespace(FileWrites):
         if node.is_dir and not who.is_admin:
             self._check_subtree(node, path, who)
         if node.is_dir and detach_trees_over is not None and self._larger(node.id, detach_trees_over):
-            files = self._writing_below(node.id)
+            files = self._writing_below(self.path_of(node.id))
             release(files)   # a writer in the tree is told "not found", as after a delete
             self.db.conn.executemany("DELETE FROM inodes WHERE id = ?", [(i,) for i in files])
             self._detach(node.id)

@@ -84,7 +84,8 @@ class Reads:
         with self._state:
             if self._reads_closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            self._reads_open += 0 if r.open else 1
+            if not r.open:   # (a second try of a block whose first failed is counted once)
+                self._reads_open += 1
         r.open = True
         if r.conn is None:
             r.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)

@@ -42,17 +42,11 @@ class FileWrites:
                            "JOIN sub ON i.parent = sub.id LIMIT ?) SELECT COUNT(*) FROM sub",
                            (inode_id, inodes + 1))[0] > inodes
 
-    def _writing_below(self, inode_id: int) -> list[int]:
-        """The files being written in the tree: every file being written (few, by index), each
-        walked up to the root."""
-        out = []
-        for (file_id,) in self.db.query("SELECT id FROM inodes WHERE state = 'writing'"):
-            node = self._get(file_id)
-            while node is not None and node.id != inode_id and node.parent is not None:
-                node = self._get(node.parent)
-            if node is not None and node.id == inode_id:
-                out.append(file_id)
-        return out
+    def _writing_below(self, path: str) -> list[int]:
+        """The files being written in the tree at ``path``: of every file being written (few, by
+        index), those whose path is under it."""
+        return [file_id for (file_id,) in self.db.query("SELECT id FROM inodes WHERE state = 'writing'")
+                if paths.is_under(self.path_of(file_id), path)]
 
     def create(self, path: str, overwrite: bool, policy_name: str, block_size: int,
                convert_from: Version | None = None, who: Identity = SUPER) -> tuple[Inode, Policy]:
@@ -136,7 +130,7 @@ class FileWrites:
     def complete(self, file_id: int, length: int, release: Release, convert_from: Version | None = None,
                  detach_over: int | None = None) -> str:
         """Make a writing file visible, replacing a complete file at its path. Returns the path.
-        A replaced file of more than ``detach_over`` rows (on etcd) is detached, then purged.
+        A replaced file of more than ``detach_over`` rows is detached, then purged.
 
         A replacement's mtime is later than the replaced file's, even within one millisecond, so
         (length, mtime) names one version of a path's bytes; a conversion (``convert_from``, which
