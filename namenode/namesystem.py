@@ -321,7 +321,8 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
             node = self.ns.writing(file_id, who)
             self.blocks.commit(file_id, length, groups, policy, node.block_size, min_units, done)
             rows = purge.change_rows(self.db)   # half for the groups (the rest went in parts), half for a replaced file
-            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from, rows and rows // 2)
+            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from,
+                                    purge.FILE_ROWS if rows is None else rows // 2)
         self._scan_needed = True
         log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
 

@@ -56,7 +56,7 @@ def test_a_tree_of_more_than_tree_inodes_is_detached_and_a_smaller_one_goes_inli
         nn.close()
 
 
-def test_a_file_of_more_than_file_rows_is_detached_and_purged(tmp_path, monkeypatch):
+def test_a_file_of_more_than_file_rows_deleted_or_replaced_is_detached_and_purged(tmp_path, monkeypatch):
     monkeypatch.setattr(purge, "FILE_ROWS", 50)   # 4 RS-3-2 groups: 4 x (2 + 3 x 5) + 1 = 69 rows; one: 18
     nn = make_namenode(tmp_path / "nn", FakeClock())
     try:
@@ -69,10 +69,13 @@ def test_a_file_of_more_than_file_rows_is_detached_and_purged(tmp_path, monkeypa
         assert purge.detached(nn.db) == [big]
         with pytest.raises(NotFound):
             nn.file_info("/big")
+        replaced = write_file(nn, "/again", 4 * 3 * 4096)   # an overwrite replaces a big file: detached too
+        write_file(nn, "/again", 3 * 4096, overwrite=True)
+        assert purge.detached(nn.db) == [big, replaced] and len(nn.file_info("/again").groups) == 1
         while nn.purge_step()[0]:
             pass
-        assert nn.db.one("SELECT COUNT(*) FROM groups")[0] == 0
-        assert sum(nn.blocks.pending_delete_counts().values()) == 5 * 5   # every unit of both files to delete
+        assert nn.db.one("SELECT COUNT(*) FROM groups")[0] == 1   # the new /again's
+        assert sum(nn.blocks.pending_delete_counts().values()) == 9 * 5   # every unit of the 3 files gone
     finally:
         nn.close()
 
