@@ -360,32 +360,43 @@ class BlockMap(PendingDeletes):
         the map puts on this DataNode but the report lacks is *missing*: dropped from the
         map (repair follows), unless it was placed less than ``grace_ms`` ago (the report may
         predate it) or belongs to a file being written. Pending deletes the report no longer
-        shows are confirmed and forgotten.
+        shows are confirmed and forgotten. In changes of its own, as many as it needs (on etcd
+        one change holds a few hundred rows): not inside one.
         """
-        counts: dict[str, int] = defaultdict(int)
         mapped = self.db.query(
             "SELECT u.group_id, u.idx, g.generation, u.added_ms, f.state, u.reported FROM units u "
             "JOIN groups g ON g.id = u.group_id JOIN inodes f ON f.id = g.file_id WHERE u.datanode_id = ?",
             (datanode_id,))
         recent = self.wall_ms() - grace_ms
+        work: list[tuple[str, int, int, int]] = []   # (what, group id, index, generation), then done in parts
         for group_id, idx, generation, added_ms, state, was_reported in mapped:
             present = (group_id, idx, generation) in reported
             if present and not was_reported:   # a receipt that UnitStored did not bring
-                self.db.conn.execute("UPDATE units SET reported = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
-                counts["received"] += 1
-            if present or state == "writing" or added_ms > recent:
-                continue
-            self._drop(group_id, idx)
-            counts["missing"] += 1
+                work.append(("received", group_id, idx, generation))
+            if not (present or state == "writing" or added_ms > recent):
+                work.append(("missing", group_id, idx, generation))
         mapped_keys = {(r[0], r[1], r[2]) for r in mapped}
-        for group_id, idx, generation in sorted(reported - mapped_keys):
-            counts[self.claim(datanode_id, group_id, idx, generation, is_live, sent)] += 1
-        for group_id, idx, generation in self.pending_deletes(datanode_id):
-            if (group_id, idx, generation) not in reported:
-                self.db.conn.execute(
-                    "DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
-                    (datanode_id, group_id, idx))
-                counts["deleted"] += 1
+        work += [("claim", *unit) for unit in sorted(reported - mapped_keys)]
+
+        def apply(item) -> str:
+            what, group_id, idx, generation = item
+            if what == "received":
+                self.db.conn.execute("UPDATE units SET reported = 1 WHERE group_id = ? AND idx = ?", (group_id, idx))
+            elif what == "missing":
+                self._drop(group_id, idx)
+            elif what == "deleted":
+                self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",
+                                     (datanode_id, group_id, idx))
+            else:
+                return self.claim(datanode_id, group_id, idx, generation, is_live, sent)
+            return what
+
+        counts: dict[str, int] = defaultdict(int)
+        for outcome in self.db.each_in_changes(work, apply):
+            counts[outcome] += 1
+        gone = [("deleted", *unit) for unit in self.pending_deletes(datanode_id) if unit not in reported]
+        for outcome in self.db.each_in_changes(gone, apply):
+            counts[outcome] += 1
         return dict(counts)
 
     def mark_bad(self, datanode_id: str, group_id: int, idx: int, generation: int) -> str:

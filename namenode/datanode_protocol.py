@@ -115,8 +115,7 @@ class DataNodeProtocol:
         self.liveness.heartbeat(datanode_id, address, used_bytes, units, active_repairs, stats, data_address)
         deleted = list(deleted)[:MAX_UNITS_STORED_PER_CALL]   # more is a bad DataNode; a report covers them
         if deleted:
-            with self.db.tx():
-                confirmed = self.blocks.confirm_deletes(datanode_id, deleted)
+            confirmed = self.blocks.confirm_deletes(datanode_id, deleted)
             for group_id, index in confirmed:
                 self._delete_sent.pop((datanode_id, group_id, index), None)
             if confirmed:   # a unit of those groups may go to this DataNode again
@@ -196,9 +195,8 @@ class DataNodeProtocol:
             return {"parts_held": part + 1}
         # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
         # none): a repair copy reported before its receipt must move the unit, not be "stale".
-        with self.db.tx():
-            counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000),
-                                           self._delete_sent)
+        counts = self.blocks.reconcile(datanode_id, reported, self._holds, int(REPORT_GRACE_S * 1000),
+                                       self._delete_sent)
         self._resend_after_report(datanode_id)
         self._reported.add(datanode_id)
         self._scan_needed = True
@@ -224,9 +222,8 @@ class DataNodeProtocol:
         units = list(units)
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
-        with self.db.tx():
-            outcomes = [self.blocks.claim(datanode_id, g, i, gen, self._holds, self._delete_sent)
-                        for g, i, gen in units]
+        outcomes = self.db.each_in_changes(
+            units, lambda u: self.blocks.claim(datanode_id, *u, self._holds, self._delete_sent))
         self._scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))

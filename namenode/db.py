@@ -326,6 +326,27 @@ class Database(Reads, Durability):
             self._capture.sent(rows[0])
         self._durable(upto)
 
+    def each_in_changes(self, items, fn) -> list:
+        """``fn(item)`` for each item, in order, as many to a change as one change may hold: on
+        SQLite all in one, on etcd a part at a time, a part halved when it proves TooLarge (a
+        DataNode's report, receipts or confirmed deletes grow with its units: one change of them
+        all was refused for ever, and the DataNode stopped heartbeating). ``fn`` must change
+        nothing but rows (a refused part is undone and done again). Returns the results."""
+        items, out = list(items), []
+        size = len(items) if self.backend is None else max(1, self._half() // 4)
+        while len(out) < len(items):
+            part = items[len(out):len(out) + size]
+            try:
+                with self.tx():
+                    results = [fn(item) for item in part]
+            except TooLarge:
+                if size == 1:
+                    raise
+                size //= 2
+                continue
+            out.extend(results)
+        return out
+
     def _half(self) -> int:
         """Captured rows (an update counts twice) a change may add, and a batch may hold before
         it is committed: two halves and the id marks fit one Txn of ``backend.max_keys``."""

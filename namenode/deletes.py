@@ -85,13 +85,12 @@ class PendingDeletes:
 
     def confirm_deletes(self, datanode_id: str, units: list[Unit]) -> list[tuple[int, int]]:
         """The DataNode says these copies are gone: their pending deletes (of that generation) are
-        done. Returns the (group id, index) pairs confirmed."""
-        confirmed = []
-        for group_id, idx, generation in units:
-            if self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ? "
-                                    "AND generation = ?", (datanode_id, group_id, idx, generation)).rowcount:
-                confirmed.append((group_id, idx))
-        return confirmed
+        done, in changes of their own (not inside one). Returns the (group id, index) pairs confirmed."""
+        def confirm(unit: Unit) -> bool:
+            return self.db.conn.execute("DELETE FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND "
+                                        "idx = ? AND generation = ?", (datanode_id, *unit)).rowcount > 0
+        done = self.db.each_in_changes(units, confirm)
+        return [(group_id, idx) for (group_id, idx, _gen), ok in zip(units, done) if ok]
 
     def pending_delete_counts(self) -> dict[str, int]:
         rows = self.db.query("SELECT datanode_id, COUNT(*) FROM pending_deletes GROUP BY datanode_id")

@@ -1,0 +1,73 @@
+"""A DataNode's calls whose changes grow with its units, on etcd, where one change holds a few
+hundred rows (here 27: --etcd-max-txn-ops 64): receipts (UnitStored), deletes confirmed in a
+heartbeat, and a full block report. Each was one change: past the limit it was refused as
+"do it in parts", the DataNode sent the same call again for ever, and a heartbeat that carried
+the confirmations of a big delete kept failing, so the DataNode was soon declared dead (seen
+as 12 units left on a DataNode's disk in test_ha_purge). Now they go in parts.
+
+A real NameNode process on a real 3-member etcd; the DataNodes are simulated through the real
+RPCs (as `hedgefs bench namenode-fleet` does), so the test can say exactly how many units each
+call carries.
+"""
+
+from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
+from ha_support import NameNodeProcess, active_of, ids, stub
+
+from hedgefs.proto import hedgefs_pb2 as pb
+
+from conftest import wait_until
+
+GROUPS = 30   # units per DataNode: 30 receipts, 30 confirmations, 30 confirmed by a report (a row each)
+FAKES = ("sim0", "sim1", "sim2")
+BLOCK = 1 << 20   # REPLICATE-3: a block is one cell (1 MiB), however small --block-size
+NN_ARGS = ("--default-policy", "REPLICATE-3", "--block-size", "65536", "--etcd-max-txn-ops", "64",
+           "--dead-interval-s", "120")
+
+
+def _pending(nn: str) -> dict[str, int]:
+    return {d.id: d.pending_deletes for d in stub(nn).Report(pb.Empty(), timeout=10).datanodes}
+
+
+def _heartbeat(nn: str, dn: str, deleted=()) -> list:
+    reply = stub(nn).Heartbeat(pb.HeartbeatRequest(datanode_id=dn, deleted=list(deleted)), timeout=10)
+    return [c.delete_unit for c in reply.commands if c.WhichOneof("command") == "delete_unit"]
+
+
+def test_receipts_confirmed_deletes_and_a_report_of_more_units_than_one_etcd_change_holds(etcd_cluster, tmp_path):
+    nn = NameNodeProcess(tmp_path, "nn1", etcd_cluster.url(prefix("dnrows")), *NN_ARGS).start()
+    try:
+        active_of([nn])
+        s = stub(nn.address)
+        for i, dn in enumerate(FAKES):
+            s.RegisterDataNode(pb.RegisterRequest(datanode_id=dn, address=f"127.0.0.1:{9000 + i}",
+                                                  data_address=f"127.0.0.1:{9100 + i}"), timeout=10)
+            s.BlockReport(pb.BlockReportRequest(datanode_id=dn), timeout=10)
+        created = s.Create(pb.CreateRequest(path="/f", client_name="test"), timeout=10, metadata=ids())
+        groups = [s.AddBlockGroup(pb.AddBlockGroupRequest(file_id=created.file_id), timeout=10, metadata=ids())
+                  for _ in range(GROUPS)]
+        held = {dn: [pb.StoredUnit(group_id=g.id, index=u.index, generation=g.generation, length=BLOCK)
+                     for g in groups for u in g.units if u.datanode_id == dn] for dn in FAKES}
+        assert all(len(units) == GROUPS for units in held.values()), {d: len(u) for d, u in held.items()}
+
+        # receipts: 30 in one call (was: refused, "this change touches 30 rows")
+        for dn in FAKES:
+            s.UnitStored(pb.UnitStoredRequest(datanode_id=dn, units=held[dn]), timeout=10)
+        s.Complete(pb.CompleteRequest(file_id=created.file_id, length=GROUPS * BLOCK,
+                                      groups=[pb.GroupCommit(group_id=g.id, length=BLOCK, stored_units=[0, 1, 2])
+                                              for g in groups]), timeout=10, metadata=ids())
+        assert sum(g.length for g in s.GetFileInfo(pb.PathRequest(path="/f"), timeout=10).groups) == GROUPS * BLOCK
+
+        s.Delete(pb.DeleteRequest(path="/f"), timeout=10, metadata=ids())
+        wait_until(lambda: all(n == GROUPS for dn, n in _pending(nn.address).items() if dn in FAKES), 30,
+                   "the deleted file's units queued for deletion on every DataNode",
+                   detail=lambda: _pending(nn.address))
+
+        # a heartbeat confirms 30 deletes at once (was: refused, for ever: the DataNode died)
+        told = {(c.group_id, c.index, c.generation) for c in _heartbeat(nn.address, "sim0")}
+        assert told == {(u.group_id, u.index, u.generation) for u in held["sim0"]}
+        _heartbeat(nn.address, "sim0", deleted=held["sim0"])
+        # a full report without the units confirms the other 30 (was: refused, "touches 30 rows")
+        s.BlockReport(pb.BlockReportRequest(datanode_id="sim1"), timeout=10)
+        assert {dn: n for dn, n in _pending(nn.address).items() if dn in FAKES} == {"sim0": 0, "sim1": 0, "sim2": 30}
+    finally:
+        nn.stop()
