@@ -155,6 +155,12 @@ class DataNodeProtocol:
             else:
                 del self._delete_sent[key]
 
+    def _expire_deletes(self, before_ms: int, limit: int | None) -> int:
+        gone = self.blocks.expire_deletes(before_ms, limit)
+        for key in gone:
+            self._delete_sent.pop(key, None)   # what expired only: a big delete's queue may hold millions
+        return len(gone)
+
     def _forget_sent(self, datanode_id: str) -> None:
         for key in [k for k in self._delete_sent if k[0] == datanode_id]:
             del self._delete_sent[key]
@@ -308,9 +314,10 @@ class DataNodeProtocol:
                 path = self.ns.path_of(file_id)
                 self.ns.abandon(file_id, self.blocks.forget_files)
                 log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
-            retry_cache.expire(self.db, now_ms)
-            for key in self.blocks.expire_deletes(now_ms - int(DELETE_TTL_S * 1000)):
-                self._delete_sent.pop(key, None)   # what expired only: a big delete's queue may hold millions
+        # in parts: on etcd one change of every expired entry was refused once there were a few
+        # hundred, and so was every pass after it (no repair planned, no lease expired again)
+        self.db.in_parts(lambda limit: retry_cache.expire(self.db, now_ms, limit))
+        self.db.in_parts(lambda limit: self._expire_deletes(now_ms - int(DELETE_TTL_S * 1000), limit))
         self.health.refresh(self.liveness.is_live, [d for d, _ in changed])
         if self.in_safe_mode and not self._leave_safe_mode():
             return []

@@ -327,13 +327,11 @@ class Database(Reads, Durability):
         self._durable(upto)
 
     def each_in_changes(self, items, fn) -> list:
-        """``fn(item)`` for each item, in order, as many to a change as one change may hold: on
-        SQLite all in one, on etcd a part at a time, a part halved when it proves TooLarge (a
-        DataNode's report, receipts or confirmed deletes grow with its units: one change of them
-        all was refused for ever, and the DataNode stopped heartbeating). ``fn`` must change
-        nothing but rows (a refused part is undone and done again). Returns the results."""
+        """``fn(item)`` for each item, in order, a part to a change (``part_rows``; halved if it proves
+        TooLarge): a DataNode's receipts, report or confirmed deletes grow with its units, and on etcd
+        one change of them all was refused for ever. ``fn`` changes only rows. Returns the results."""
         items, out = list(items), []
-        size = len(items) if self.backend is None else max(1, self._half() // 4)
+        size = self.part_rows() or len(items)
         while len(out) < len(items):
             part = items[len(out):len(out) + size]
             try:
@@ -346,6 +344,20 @@ class Database(Reads, Durability):
                 continue
             out.extend(results)
         return out
+
+    def in_parts(self, step) -> None:
+        """``step(limit)`` (changes at most ``limit`` rows, returns how many), a change each, until it
+        does fewer: the expiry of a backlog. Once, with no limit, on SQLite."""
+        limit = self.part_rows()
+        while True:
+            with self.tx():
+                done = step(limit)
+            if limit is None or done < limit:
+                return
+
+    def part_rows(self) -> int | None:
+        """Items a part (on etcd a quarter of a change's rows, room for triggers; None on SQLite)."""
+        return None if self.backend is None else max(1, self._half() // 4)
 
     def _half(self) -> int:
         """Captured rows (an update counts twice) a change may add, and a batch may hold before

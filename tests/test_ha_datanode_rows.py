@@ -13,9 +13,16 @@ call carries.
 from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
 from ha_support import NameNodeProcess, active_of, ids, stub
 
+from hedgefs.namenode import retry_cache
+from hedgefs.namenode.datanode_protocol import DELETE_TTL_S
+from hedgefs.namenode.election import Lease, leader_value
+from hedgefs.namenode.etcd_meta import EtcdMeta, parse_meta_url
+from hedgefs.namenode.ha import EtcdBackend
+from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import wait_until
+from nn_support import FakeClock
 
 GROUPS = 30   # units per DataNode: 30 receipts, 30 confirmations, 30 confirmed by a report (a row each)
 FAKES = ("sim0", "sim1", "sim2")
@@ -71,3 +78,33 @@ def test_receipts_confirmed_deletes_and_a_report_of_more_units_than_one_etcd_cha
         assert {dn: n for dn, n in _pending(nn.address).items() if dn in FAKES} == {"sim0": 0, "sim1": 0, "sim2": 30}
     finally:
         nn.stop()
+
+
+def test_the_monitor_expires_more_deletes_and_retry_entries_than_one_etcd_change_holds(etcd_cluster, tmp_path):
+    """A backlog expires at once (10 minutes after a big delete, the deletes a dead DataNode never
+    confirmed; the retry cache's entries of a busy minute): one change of them all was refused,
+    and so was every monitor pass after it. The NameNode's Namesystem on a real etcd, a fake clock."""
+    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("expiry"))))
+    lease = Lease(meta, ttl_s=30)
+    epoch, _ = meta.campaign(leader_value("127.0.0.1:1", ""), lease.id)
+    clock = FakeClock()
+    nn = Namesystem(str(tmp_path / "nn"), default_policy="REPLICATE-3", clock=clock, wall_clock=clock,
+                    backend=EtcdBackend(meta, epoch, lambda why: None, max_keys=64), db_file="view.db")
+    try:
+        nn.db.start_group_commit(nn._lock)
+        with nn._lock:
+            nn.db.each_in_changes(range(GROUPS), lambda i: nn.blocks.queue_delete("gone", i, 0, 1))
+            nn.db.each_in_changes(range(GROUPS), lambda i: retry_cache.remember(
+                nn.db, ("client", f"call{i}", "Mkdir"), None, nn.wall_ms()))
+        assert nn.blocks.pending_delete_counts() == {"gone": GROUPS}
+        clock.advance(DELETE_TTL_S + 1)
+        nn.tick()
+        nn.db.wait_durable(nn.db.applied)
+        assert nn.blocks.pending_delete_counts() == {}
+        assert nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0] == 0
+        _, items = meta.snapshot()
+        assert not [rel for rel, _ in items if rel.startswith(("t/pending_deletes/", "t/retry_cache/"))]
+    finally:
+        nn.close()
+        lease.stop()
+        meta.close()
