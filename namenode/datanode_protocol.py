@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from hedgefs.namenode import retry_cache
+from hedgefs.namenode import purge, retry_cache
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied
 from hedgefs.namenode.locking import _locked
 from hedgefs.namenode.model import DataNodeStats, DeleteUnit, HeartbeatReply, RepairUnit
@@ -154,6 +154,11 @@ class DataNodeProtocol:
                 self._delete_sent[key] = float("-inf")
             else:
                 del self._delete_sent[key]
+
+    def _expire_lease(self, file_id: int) -> str:
+        path = self.ns.path_of(file_id)
+        self.ns.abandon(file_id, self.blocks.forget_files, detach_over=purge.file_rows(self.db))
+        return path
 
     def _expire_deletes(self, before_ms: int, limit: int | None) -> int:
         gone = self.blocks.expire_deletes(before_ms, limit)
@@ -306,14 +311,12 @@ class DataNodeProtocol:
             self._scan_needed = True
         now_ms = self.wall_ms()
         cutoff_ms = now_ms - int(self.lease_timeout_s * 1000)
-        with self.db.tx():
-            # Leases count from this process's start as the active at the earliest (HDFS renews
-            # every lease on start-up): a writer whose renewals failed while no NameNode served
-            # gets one whole lease period to renew, not an abandon on the first pass.
-            for file_id in self.ns.expired_leases(cutoff_ms) if cutoff_ms > self.leases_from_ms else ():
-                path = self.ns.path_of(file_id)
-                self.ns.abandon(file_id, self.blocks.forget_files)
-                log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
+        # Leases count from this process's start as the active at the earliest (HDFS renews
+        # every lease on start-up): a writer whose renewals failed while no NameNode served
+        # gets one whole lease period to renew, not an abandon on the first pass.
+        expired = self.ns.expired_leases(cutoff_ms) if cutoff_ms > self.leases_from_ms else []
+        for file_id, path in zip(expired, self.db.each_in_changes(expired, self._expire_lease)):
+            log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
         # in parts: on etcd one change of every expired entry was refused once there were a few
         # hundred, and so was every pass after it (no repair planned, no lease expired again)
         self.db.in_parts(lambda limit: retry_cache.expire(self.db, now_ms, limit))

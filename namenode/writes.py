@@ -115,9 +115,10 @@ class FileWrites:
         return node if node is not None and not node.is_dir else None
 
     def writing(self, file_id: int, who: Identity = SUPER) -> Inode:
-        """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
+        """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too).
+        A detached one (deleted, or abandoned, and too large to go at once) is being purged: none."""
         node = self.file(file_id)
-        if node is None or node.state != "writing":
+        if node is None or node.state != "writing" or node.parent is None:
             raise NotFound(f"no file is being written with id {file_id} (completed, abandoned or expired)")
         if who.name != node.owner and not who.is_admin:
             raise PermissionDenied(f"permission denied: file {file_id} is being written by {node.owner}, "
@@ -243,16 +244,22 @@ class FileWrites:
         self._touch(chain[-1].id)
         return length
 
-    def abandon(self, file_id: int, release: Release, who: Identity = SUPER) -> bool:
-        """Drop a writing file; False if there is none with that id."""
+    def abandon(self, file_id: int, release: Release, who: Identity = SUPER, detach_over: int | None = None) -> bool:
+        """Drop a writing file; False if there is none with that id. One of more than ``detach_over``
+        rows is detached, as a delete of it is (on etcd one change of its removal was refused)."""
         node = self.file(file_id)
         if node is None or node.state != "writing":
             return False
         self.writing(file_id, who)
+        if self._too_large(file_id, detach_over):
+            self._detach(file_id)
+            return True
         release([file_id])
         self._remove(file_id)
         return True
 
     def expired_leases(self, before_ms: int) -> list[int]:
-        rows = self.db.query("SELECT id FROM inodes WHERE state = 'writing' AND lease_ms < ?", (before_ms,))
+        """Files being written whose lease ended before ``before_ms`` (a detached one: being purged)."""
+        rows = self.db.query("SELECT id FROM inodes WHERE state = 'writing' AND lease_ms < ? AND parent IS NOT NULL",
+                             (before_ms,))
         return [r[0] for r in rows]

@@ -10,19 +10,21 @@ RPCs (as `hedgefs bench namenode-fleet` does), so the test can say exactly how m
 call carries.
 """
 
+import pytest
 from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
 from ha_support import NameNodeProcess, active_of, ids, stub
 
 from hedgefs.namenode import retry_cache
 from hedgefs.namenode.datanode_protocol import DELETE_TTL_S
 from hedgefs.namenode.election import Lease, leader_value
+from hedgefs.namenode.errors import NotFound
 from hedgefs.namenode.etcd_meta import EtcdMeta, parse_meta_url
 from hedgefs.namenode.ha import EtcdBackend
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import wait_until
-from nn_support import FakeClock
+from nn_support import FakeClock, add_datanodes, heartbeat_all
 
 GROUPS = 30   # units per DataNode: 30 receipts, 30 confirmations, 30 confirmed by a report (a row each)
 FAKES = ("sim0", "sim1", "sim2")
@@ -80,10 +82,12 @@ def test_receipts_confirmed_deletes_and_a_report_of_more_units_than_one_etcd_cha
         nn.stop()
 
 
-def test_the_monitor_expires_more_deletes_and_retry_entries_than_one_etcd_change_holds(etcd_cluster, tmp_path):
+def test_the_monitor_expires_more_deletes_retry_entries_and_leases_than_one_etcd_change_holds(etcd_cluster,
+                                                                                            tmp_path):
     """A backlog expires at once (10 minutes after a big delete, the deletes a dead DataNode never
-    confirmed; the retry cache's entries of a busy minute): one change of them all was refused,
-    and so was every monitor pass after it. The NameNode's Namesystem on a real etcd, a fake clock."""
+    confirmed; the retry cache's entries of a busy minute), and a dead writer's file of many groups
+    is abandoned: one change of each was refused, and so was every monitor pass after it (no repair
+    planned, no lease expired). The NameNode's Namesystem on a real etcd, a fake clock."""
     meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("expiry"))))
     lease = Lease(meta, ttl_s=30)
     epoch, _ = meta.campaign(leader_value("127.0.0.1:1", ""), lease.id)
@@ -91,19 +95,30 @@ def test_the_monitor_expires_more_deletes_and_retry_entries_than_one_etcd_change
     nn = Namesystem(str(tmp_path / "nn"), default_policy="REPLICATE-3", clock=clock, wall_clock=clock,
                     backend=EtcdBackend(meta, epoch, lambda why: None, max_keys=64), db_file="view.db")
     try:
-        nn.db.start_group_commit(nn._lock)
         with nn._lock:
             nn.db.each_in_changes(range(GROUPS), lambda i: nn.blocks.queue_delete("gone", i, 0, 1))
             nn.db.each_in_changes(range(GROUPS), lambda i: retry_cache.remember(
                 nn.db, ("client", f"call{i}", "Mkdir"), None, nn.wall_ms()))
+        add_datanodes(nn, 3)
+        dead_writer = nn.create("/big")
+        big = {nn.add_block_group(dead_writer.file_id).id for _ in range(10)}   # 10 groups: 111 rows to remove
         assert nn.blocks.pending_delete_counts() == {"gone": GROUPS}
         clock.advance(DELETE_TTL_S + 1)
+        heartbeat_all(nn)
         nn.tick()
         nn.db.wait_durable(nn.db.applied)
         assert nn.blocks.pending_delete_counts() == {}
+        with pytest.raises(NotFound):   # abandoned: detached at once, then purged
+            nn.complete(dead_writer.file_id, 0, [])
+        while nn.purge_step() != (0, 0):
+            pass
+        nn.db.wait_durable(nn.db.applied)
+        assert not big & {g[0] for g in nn.db.query("SELECT id FROM groups")}
+        assert sum(nn.blocks.pending_delete_counts().values()) == 30   # the big file's units, on 3 DataNodes
         assert nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0] == 0
-        _, items = meta.snapshot()
-        assert not [rel for rel, _ in items if rel.startswith(("t/pending_deletes/", "t/retry_cache/"))]
+        _, items = meta.snapshot()   # etcd has the expiries too
+        assert not [rel for rel, _ in items if rel.startswith(("t/pending_deletes/gone/", "t/retry_cache/"))]
+        assert [rel for rel, _ in items if rel.startswith("t/pending_deletes/")]   # (the keys it checks for)
     finally:
         nn.close()
         lease.stop()
