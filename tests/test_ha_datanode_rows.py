@@ -2,7 +2,7 @@
 hundred rows (here 27: --etcd-max-txn-ops 64): receipts (UnitStored), deletes confirmed in a
 heartbeat, and a full block report. Each was one change: past the limit it was refused as
 "do it in parts", the DataNode sent the same call again for ever, and a heartbeat that carried
-the confirmations of a big delete kept failing, so the DataNode was soon declared dead (seen
+the confirmations of a big delete kept failing, so no command reached that DataNode again (seen
 as 12 units left on a DataNode's disk in test_ha_purge). Now they go in parts.
 
 A real NameNode process on a real 3-member etcd; the DataNodes are simulated through the real
