@@ -157,7 +157,7 @@ class DataNodeProtocol:
 
     def _expire_lease(self, file_id: int) -> str:
         path = self.ns.path_of(file_id)
-        self.ns.abandon(file_id, self.blocks.forget_files, detach_over=purge.file_rows(self.db))
+        self.ns.abandon(file_id, self.blocks.forget_files, detach_over=purge.abandon_over(self.db))
         return path
 
     def _expire_deletes(self, before_ms: int, limit: int | None) -> int:

@@ -327,9 +327,9 @@ class Database(Reads, Durability):
         self._durable(upto)
 
     def each_in_changes(self, items, fn) -> list:
-        """``fn(item)`` for each item, in order, a part to a change (``part_rows``; halved if it proves
-        TooLarge): a DataNode's receipts, report or confirmed deletes grow with its units, and on etcd
-        one change of them all was refused for ever. ``fn`` changes only rows. Returns the results."""
+        """[fn(item) for item in items], a part (``part_rows``, halved if TooLarge) to a change: what
+        grows with a DataNode's units, refused for ever on etcd as one change. ``fn`` changes only rows."""
+        assert self._depth == 0, "each_in_changes inside a change would be one change"
         items, out = list(items), []
         size = self.part_rows() or len(items)
         while len(out) < len(items):
@@ -346,8 +346,8 @@ class Database(Reads, Durability):
         return out
 
     def in_parts(self, step) -> None:
-        """``step(limit)`` (changes at most ``limit`` rows, returns how many), a change each, until it
-        does fewer: the expiry of a backlog. Once, with no limit, on SQLite."""
+        """``step(limit)`` (changes <= ``limit`` rows, returns how many) a change each until it does fewer."""
+        assert self._depth == 0, "in_parts inside a change would be one change"
         limit = self.part_rows()
         while True:
             with self.tx():

@@ -379,7 +379,7 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
     @_locked
     def abandon(self, file_id: int, who: Identity = SUPER) -> None:
         with self.db.tx():
-            dropped = self.ns.abandon(file_id, self.blocks.forget_files, who, purge.file_rows(self.db))
+            dropped = self.ns.abandon(file_id, self.blocks.forget_files, who, purge.abandon_over(self.db))
         if dropped:
             log.debug("abandoned file %d", file_id)
 

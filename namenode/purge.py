@@ -98,6 +98,13 @@ def file_rows(db) -> int | None:
     return change_rows(db) if db.backend is not None else FILE_ROWS
 
 
+def abandon_over(db) -> int:
+    """An abandoned file (its writer gone, or giving up) of more rows than this is detached: on
+    etcd every one (one row; removing it at once might not fit a change, its groups' pending
+    deletes too, and the monitor's lease expiry would fail on it every pass), on SQLite FILE_ROWS."""
+    return 0 if db.backend is not None else FILE_ROWS
+
+
 def trees_over(db) -> int:
     """A recursive delete of a tree of more inodes than this detaches it: on etcd any directory
     with something below it, on SQLite a tree of more than TREE_INODES."""

@@ -248,7 +248,7 @@ class FileWrites:
         """Drop a writing file; False if there is none with that id. One of more than ``detach_over``
         rows is detached, as a delete of it is (on etcd one change of its removal was refused)."""
         node = self.file(file_id)
-        if node is None or node.state != "writing":
+        if node is None or node.state != "writing" or node.parent is None:   # (detached: being purged)
             return False
         self.writing(file_id, who)
         if self._too_large(file_id, detach_over):

@@ -16,6 +16,7 @@ from ha_support import NameNodeProcess, active_of, ids, stub
 
 from hedgefs.namenode import retry_cache
 from hedgefs.namenode.datanode_protocol import DELETE_TTL_S
+from hedgefs.namenode.db import TooLarge
 from hedgefs.namenode.election import Lease, leader_value
 from hedgefs.namenode.errors import NotFound
 from hedgefs.namenode.etcd_meta import EtcdMeta, parse_meta_url
@@ -82,44 +83,77 @@ def test_receipts_confirmed_deletes_and_a_report_of_more_units_than_one_etcd_cha
         nn.stop()
 
 
-def test_the_monitor_expires_more_deletes_retry_entries_and_leases_than_one_etcd_change_holds(etcd_cluster,
-                                                                                            tmp_path):
-    """A backlog expires at once (10 minutes after a big delete, the deletes a dead DataNode never
-    confirmed; the retry cache's entries of a busy minute), and a dead writer's file of many groups
-    is abandoned: one change of each was refused, and so was every monitor pass after it (no repair
-    planned, no lease expired). The NameNode's Namesystem on a real etcd, a fake clock."""
-    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("expiry"))))
+@pytest.fixture
+def etcd_nn(etcd_cluster, tmp_path):
+    """The NameNode's Namesystem on a real etcd (as ha.py opens it for an active), a fake clock."""
+    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("inproc"))))
     lease = Lease(meta, ttl_s=30)
     epoch, _ = meta.campaign(leader_value("127.0.0.1:1", ""), lease.id)
     clock = FakeClock()
     nn = Namesystem(str(tmp_path / "nn"), default_policy="REPLICATE-3", clock=clock, wall_clock=clock,
-                    backend=EtcdBackend(meta, epoch, lambda why: None, max_keys=64), db_file="view.db")
+                    lease_timeout_s=60, backend=EtcdBackend(meta, epoch, lambda why: None, max_keys=64),
+                    db_file="view.db")
     try:
-        with nn._lock:
-            nn.db.each_in_changes(range(GROUPS), lambda i: nn.blocks.queue_delete("gone", i, 0, 1))
-            nn.db.each_in_changes(range(GROUPS), lambda i: retry_cache.remember(
-                nn.db, ("client", f"call{i}", "Mkdir"), None, nn.wall_ms()))
-        add_datanodes(nn, 3)
-        dead_writer = nn.create("/big")
-        big = {nn.add_block_group(dead_writer.file_id).id for _ in range(10)}   # 10 groups: 111 rows to remove
-        assert nn.blocks.pending_delete_counts() == {"gone": GROUPS}
-        clock.advance(DELETE_TTL_S + 1)
-        heartbeat_all(nn)
-        nn.tick()
-        nn.db.wait_durable(nn.db.applied)
-        assert nn.blocks.pending_delete_counts() == {}
-        with pytest.raises(NotFound):   # abandoned: detached at once, then purged
-            nn.complete(dead_writer.file_id, 0, [])
-        while nn.purge_step() != (0, 0):
-            pass
-        nn.db.wait_durable(nn.db.applied)
-        assert not big & {g[0] for g in nn.db.query("SELECT id FROM groups")}
-        assert sum(nn.blocks.pending_delete_counts().values()) == 30   # the big file's units, on 3 DataNodes
-        assert nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0] == 0
-        _, items = meta.snapshot()   # etcd has the expiries too
-        assert not [rel for rel, _ in items if rel.startswith(("t/pending_deletes/gone/", "t/retry_cache/"))]
-        assert [rel for rel, _ in items if rel.startswith("t/pending_deletes/")]   # (the keys it checks for)
+        yield nn, clock, meta
     finally:
         nn.close()
         lease.stop()
         meta.close()
+
+
+def _remember(nn, name: str) -> None:
+    retry_cache.remember(nn.db, ("client", name, "Mkdir"), None, nn.wall_ms())
+
+
+def _remembered(nn) -> set[str]:
+    return {r[0] for r in nn.db.query("SELECT call_id FROM retry_cache")}
+
+
+def test_the_monitor_expires_more_deletes_retry_entries_and_leases_than_one_etcd_change_holds(etcd_nn):
+    """A backlog expires at once (10 minutes after a big delete, the deletes a dead DataNode never
+    confirmed; the retry cache's entries of a busy minute), and a dead writer's file of many groups
+    is abandoned: one change of each was refused, and so was every monitor pass after it (no repair
+    planned, no lease expired)."""
+    nn, clock, meta = etcd_nn
+    with nn._lock:
+        nn.db.each_in_changes(range(GROUPS), lambda i: nn.blocks.queue_delete("gone", i, 0, 1))
+        nn.db.each_in_changes(range(GROUPS), lambda i: _remember(nn, f"call{i}"))
+    add_datanodes(nn, 3)
+    dead_writer = nn.create("/big")
+    big = {nn.add_block_group(dead_writer.file_id).id for _ in range(10)}   # 10 groups: 111 rows to remove
+    assert nn.blocks.pending_delete_counts() == {"gone": GROUPS}
+    clock.advance(DELETE_TTL_S + 1)   # past the retry cache's TTL (as long) and the lease (60 s) too
+    heartbeat_all(nn)
+    nn.tick()
+    nn.db.wait_durable(nn.db.applied)
+    assert nn.blocks.pending_delete_counts() == {}
+    assert _remembered(nn) == set()
+    with pytest.raises(NotFound):   # abandoned: detached at once, then purged
+        nn.complete(dead_writer.file_id, 0, [])
+    while nn.purge_step() != (0, 0):
+        pass
+    nn.db.wait_durable(nn.db.applied)
+    assert not big & {g[0] for g in nn.db.query("SELECT id FROM groups")}
+    assert sum(nn.blocks.pending_delete_counts().values()) == 30   # the big file's units, on 3 DataNodes
+    _, items = meta.snapshot()   # etcd has the expiries too
+    assert not [rel for rel, _ in items if rel.startswith(("t/pending_deletes/gone/", "t/retry_cache/"))]
+    assert [rel for rel, _ in items if rel.startswith("t/pending_deletes/")]   # (the keys it checks for)
+
+
+def test_a_part_too_large_for_one_change_is_halved_and_an_item_too_large_alone_is_refused(etcd_nn):
+    """each_in_changes with items of 10 rows: its parts (6 items) are too large, 3 are too, 1 fits;
+    an item of 30 rows fits no change: refused, and the parts before it stay done."""
+    nn, _clock, _meta = etcd_nn
+
+    def rows(item: tuple[str, int]) -> str:
+        name, n = item
+        for i in range(n):
+            _remember(nn, f"{name}-{i}")
+        return name
+
+    with nn._lock:
+        assert nn.db.each_in_changes([(f"a{i}", 10) for i in range(7)], rows) == [f"a{i}" for i in range(7)]
+        assert _remembered(nn) == {f"a{i}-{j}" for i in range(7) for j in range(10)}
+        with pytest.raises(TooLarge):
+            nn.db.each_in_changes([("b0", 10), ("b1", 30), ("b2", 10)], rows)
+        assert {r for r in _remembered(nn) if r.startswith("b")} == {f"b0-{j}" for j in range(10)}
