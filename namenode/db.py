@@ -203,7 +203,7 @@ class Database(Reads, Durability):
                 raise StoreFailed(self.failed)
             if self.backend is not None and self.conn.in_transaction:
                 before = self._captured()
-                if before > self._half():   # the batch's Txn stays within etcd's limit
+                if before > self.change_rows():   # the batch's Txn stays within etcd's limit
                     self._seal(self.applied) if self._committer is not None else self._commit(self.applied)
                     before = 0
                     if self.failed:
@@ -227,13 +227,13 @@ class Database(Reads, Durability):
                     self.conn.execute("ROLLBACK")
                 raise ReadOnlyView("this NameNode is a standby: its view of the namespace is etcd's, changed "
                                    "only by the active")
-            if self.backend is not None and self._captured() - before > self._half():
+            if self.backend is not None and self._captured() - before > self.change_rows():
                 keys = self._captured() - before
                 self._undo_change()
                 if self._committer is None and self.conn.in_transaction:
                     self.conn.execute("ROLLBACK")
                 raise TooLarge(f"this change touches {keys} rows, more than one etcd transaction may hold "
-                               f"({self._half()}): do it in parts (a smaller directory, fewer sources)")
+                               f"({self.change_rows()}): do it in parts (a smaller directory, fewer sources)")
             self.conn.execute("RELEASE change")
             self.applied += 1
             if self._committer is None:
@@ -357,12 +357,12 @@ class Database(Reads, Durability):
 
     def part_rows(self) -> int | None:
         """Items a part (on etcd a quarter of a change's rows, room for triggers; None on SQLite)."""
-        return None if self.backend is None else max(1, self._half() // 4)
+        return None if self.backend is None else max(1, self.change_rows() // 4)
 
-    def _half(self) -> int:
-        """Captured rows (an update counts twice) a change may add, and a batch may hold before
-        it is committed: two halves and the id marks fit one Txn of ``backend.max_keys``."""
-        return (self.backend.max_keys - 8) // 2
+    def change_rows(self) -> int | None:
+        """Captured rows (an update counts twice) a change may add, and a batch may hold before it is
+        committed: two halves and the id marks fit one Txn of ``backend.max_keys``. None on SQLite."""
+        return None if self.backend is None else (self.backend.max_keys - 8) // 2
 
     def _captured(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM _changes").fetchone()[0]

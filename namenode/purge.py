@@ -89,7 +89,7 @@ def change_rows(db) -> int | None:
     less a few for the inode and its parent): a delete of a tree, or of a file that needs more,
     detaches it, then purges it; a Complete of a file of many groups goes in parts
     (namesystem.py). None on SQLite (no transaction limit)."""
-    return (db.backend.max_keys - 8) // 2 - 8 if db.backend is not None else None
+    return db.change_rows() - 8 if db.backend is not None else None
 
 
 def file_rows(db) -> int | None:
@@ -117,7 +117,7 @@ def budget(db) -> int:
     change; SQLITE_ROWS_PER_CHANGE on SQLite."""
     if db.backend is None:
         return SQLITE_ROWS_PER_CHANGE
-    return min(ROWS_PER_CHANGE, max(1, (db.backend.max_keys - 8) // 4))
+    return min(ROWS_PER_CHANGE, max(1, db.change_rows() // 2))
 
 
 def _step(nn, top: int) -> int:
