@@ -278,8 +278,7 @@ class BlockMap(PendingDeletes):
         for g in groups:
             for idx, dn in g.units.items():
                 self.queue_delete(dn, g.id, idx, g.generation)
-            # Extra copies elsewhere go too, whoever holds the unit.
-            self.db.conn.execute("UPDATE pending_deletes SET stale = ? WHERE group_id = ?", (PLAIN, g.id))
+            self.make_plain(g.id)   # extra copies elsewhere go too, whoever holds the unit
             self.db.conn.execute("DELETE FROM units WHERE group_id = ?", (g.id,))
             self.db.conn.execute("DELETE FROM groups WHERE id = ?", (g.id,))
 

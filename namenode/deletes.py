@@ -35,6 +35,20 @@ class PendingDeletes:
             "THEN 0 ELSE MAX(stale, excluded.stale) END",
             (datanode_id, group_id, idx, self.wall_ms(), kind, generation))
 
+    def owed(self, group_ids: Iterable[int]) -> dict[int, int]:
+        """The deletes of surplus or corrupt copies each group's wholeness holds back, by group."""
+        return {g: n for ids, marks in in_chunks(list(group_ids)) for g, n in self.db.query(
+            f"SELECT group_id, COUNT(*) FROM pending_deletes WHERE group_id IN ({marks}) AND stale != ? "
+            "GROUP BY group_id", (*ids, PLAIN))}
+
+    def make_plain(self, group_id: int, limit: int = -1) -> int:
+        """Let go of up to ``limit`` (-1: all) of the deletes a group held back: it is going, and its
+        copies with it. Returns how many."""
+        return self.db.conn.execute(
+            "UPDATE pending_deletes SET stale = ? WHERE (datanode_id, group_id, idx) IN (SELECT datanode_id, "
+            "group_id, idx FROM pending_deletes WHERE group_id = ? AND stale != ? LIMIT ?)",
+            (PLAIN, group_id, PLAIN, limit)).rowcount
+
     def _pending_delete(self, datanode_id: str, group_id: int, idx: int) -> int | None:
         """None if no delete of this copy is pending, else its kind."""
         row = self.db.one("SELECT stale FROM pending_deletes WHERE datanode_id = ? AND group_id = ? AND idx = ?",

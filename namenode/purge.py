@@ -149,10 +149,14 @@ def _step(nn, top: int) -> int:
                     db.conn.execute("DELETE FROM inodes WHERE id = ?", (inode,))
                 cost += 1
                 continue
-            groups, more = _groups(blocks, inode, rows - cost, at_least_one=cost == 0)
+            groups, more, owed = _groups(blocks, inode, rows - cost, at_least_one=cost == 0)
             if not groups and more:   # its next group does not fit what is left: the next change
                 break
-            cost += sum(2 + 3 * len(g.units) for g in groups)   # the group, its units, their pending deletes
+            limit = db.change_rows()
+            if limit is not None and len(groups) == 1 and _cost(groups[0], owed) > limit:
+                cost += blocks.make_plain(groups[0].id, rows)   # the deletes it held back fill a change: a part first
+                break
+            cost += sum(_cost(g, owed) for g in groups)
             if groups:
                 blocks._forget_groups(groups)
             if not more:
@@ -161,21 +165,28 @@ def _step(nn, top: int) -> int:
         return max(1, cost)
 
 
-def _groups(blocks, file_id: int, budget: int, at_least_one: bool) -> tuple[list[GroupRow], bool]:
+def _cost(group: GroupRow, owed: dict[int, int]) -> int:
+    """Rows forgetting a group touches: its row, its units' and their deletes, and the deletes it
+    held back (made plain)."""
+    return 2 + 3 * len(group.units) + owed.get(group.id, 0)
+
+
+def _groups(blocks, file_id: int, budget: int, at_least_one: bool) -> tuple[list[GroupRow], bool, dict[int, int]]:
     """A file's first groups that fit ``budget`` rows (one at least if ``at_least_one``: a
-    change holds twice the budget), and whether more are left."""
+    change holds twice the budget), whether more are left, and the deletes they held back."""
     rows = blocks.db.query("SELECT id, file_id, seq, length, generation FROM groups WHERE file_id = ? "
                            "ORDER BY seq LIMIT ?", (file_id, max(1, budget // 2) + 1))
     by_id = {r[0]: GroupRow(r[0], r[1], r[2], r[3], r[4]) for r in rows}
     blocks._load_units(by_id)
+    owed = blocks.owed(by_id)
     out, cost = [], 0
     for r in rows:
         g = by_id[r[0]]
-        cost += 2 + 3 * len(g.units)
+        cost += _cost(g, owed)
         if cost > budget and (out or not at_least_one):
             break
         out.append(g)
-    return out, len(out) < len(rows)
+    return out, len(out) < len(rows), owed
 
 
 class Purger:

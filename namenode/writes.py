@@ -28,13 +28,16 @@ class FileWrites:
 
     def _too_large(self, file_id: int, detach_over: int | None) -> bool:
         """Would removing this file at once touch more than ``detach_over`` rows (None: never
-        detach)? A group costs its row, its units' rows and their pending deletes (purge.py)."""
+        detach)? A group costs its row; a unit its row, the delete queued for it and that delete
+        made plain; a delete its groups held back (a surplus or corrupt copy's) is made plain too
+        (blockmap.forget_files)."""
         if detach_over is None:
             return False
-        groups, units = self.db.one(
-            "SELECT COUNT(*), (SELECT COUNT(*) FROM units u JOIN groups g ON g.id = u.group_id WHERE g.file_id = ?) "
-            "FROM groups WHERE file_id = ?", (file_id, file_id))
-        return 1 + 2 * groups + 3 * units > detach_over
+        groups, units, owed = self.db.one(
+            "SELECT COUNT(*), (SELECT COUNT(*) FROM units u JOIN groups g ON g.id = u.group_id WHERE g.file_id = ?), "
+            "(SELECT COUNT(*) FROM pending_deletes p JOIN groups g ON g.id = p.group_id WHERE g.file_id = ? "
+            "AND p.stale != 0) FROM groups WHERE file_id = ?", (file_id, file_id, file_id))   # 0: deletes.PLAIN
+        return 1 + 2 * groups + 3 * units + owed > detach_over
 
     def _larger(self, inode_id: int, inodes: int) -> bool:
         """Has the tree more than ``inodes`` inodes? A walk of ``inodes + 1`` at most."""

@@ -25,7 +25,7 @@ from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import wait_until
-from nn_support import FakeClock, add_datanodes, heartbeat_all
+from nn_support import FakeClock, add_datanodes, generation, heartbeat_all, write_file
 
 GROUPS = 30   # units per DataNode: 30 receipts, 30 confirmations, 30 confirmed by a report (a row each)
 FAKES = ("sim0", "sim1", "sim2")
@@ -158,3 +158,29 @@ def test_a_part_too_large_for_one_change_is_halved_and_an_item_too_large_alone_i
         with pytest.raises(TooLarge):
             nn.db.each_in_changes([("b0", 10), ("b1", 30), ("b2", 10)], rows)
         assert {r for r in _remembered(nn) if r.startswith("b")} == {f"b0-{j}" for j in range(10)}
+
+
+def test_a_file_whose_groups_owe_surplus_deletes_is_deleted_or_replaced_however_many_it_owes(etcd_nn):
+    """Removing a file queues a delete of each unit and makes its groups' earlier deletes plain:
+    rows the estimate deciding between removing a file at once and detaching it left out. A file
+    of one group whose surplus copies on 7 DataNodes are owed 21 deletes (a returned DataNode's,
+    an over-eager repair's) was estimated at 12 rows (19 allowed) and touched 33 of the 27 one
+    change may hold: its delete was refused for ever ("do it in parts"), and so was the Complete
+    of a file replacing it. Now both detach it, and the purge empties it."""
+    nn, _clock, _meta = etcd_nn
+    add_datanodes(nn, 10)
+    for path in ("/owes", "/replaced"):
+        write_file(nn, path, 1000)
+        (group,) = nn.file_info(path).groups
+        extra = sorted({f"dn{i}" for i in range(1, 11)} - {u.datanode_id for u in group.units})
+        outcomes = [nn.unit_stored(dn, group.id, i, group.generation) for dn in extra for i in range(3)]
+        assert outcomes == ["stale"] * 21
+    nn.delete("/owes")
+    with pytest.raises(NotFound):
+        nn.file_info("/owes")
+    write_file(nn, "/replaced", 2000, overwrite=True)
+    assert sum(g.length for g in nn.file_info("/replaced").groups) == 2000
+    while nn.purge_step() != (0, 0):
+        pass
+    nn.db.wait_durable(nn.db.applied)
+    assert [tuple(r) for r in nn.db.query("SELECT id FROM groups")] == [(nn.file_info("/replaced").groups[0].id,)]
