@@ -152,9 +152,9 @@ def _step(nn, top: int) -> int:
             groups, more, owed = _groups(blocks, inode, rows - cost, at_least_one=cost == 0)
             if not groups and more:   # its next group does not fit what is left: the next change
                 break
-            limit = db.change_rows()
-            if limit is not None and len(groups) == 1 and _cost(groups[0], owed) > limit:
-                cost += blocks.make_plain(groups[0].id, rows)   # the deletes it held back fill a change: a part first
+            limit, first = db.change_rows(), groups[0] if len(groups) == 1 else None
+            if limit is not None and first is not None and owed.get(first.id) and _cost(first, owed) > limit:
+                cost += blocks.make_plain(first.id, rows)   # with what it held back it fills a change: that first
                 break
             cost += sum(_cost(g, owed) for g in groups)
             if groups:

@@ -28,8 +28,8 @@ class FileWrites:
 
     def _too_large(self, file_id: int, detach_over: int | None) -> bool:
         """Would removing this file at once touch more than ``detach_over`` rows (None: never
-        detach)? A group costs its row; a unit its row, the delete queued for it and that delete
-        made plain; a delete its groups held back (a surplus or corrupt copy's) is made plain too
+        detach)? A group costs its row (and one spare); a unit its row and the delete queued for it
+        (and one spare); a delete its groups held back (a surplus or corrupt copy's) is made plain
         (blockmap.forget_files)."""
         if detach_over is None:
             return False

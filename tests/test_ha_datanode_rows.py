@@ -166,7 +166,8 @@ def test_a_file_whose_groups_owe_surplus_deletes_is_deleted_or_replaced_however_
     of one group whose surplus copies on 7 DataNodes are owed 21 deletes (a returned DataNode's,
     an over-eager repair's) was estimated at 12 rows (19 allowed) and touched 33 of the 27 one
     change may hold: its delete was refused for ever ("do it in parts"), and so was the Complete
-    of a file replacing it. Now both detach it, and the purge empties it."""
+    of a file replacing it. Now both detach it, and the purge empties it, the held-back deletes
+    made plain in a change of their own first."""
     nn, _clock, _meta = etcd_nn
     add_datanodes(nn, 10)
     for path in ("/owes", "/replaced"):
@@ -180,6 +181,8 @@ def test_a_file_whose_groups_owe_surplus_deletes_is_deleted_or_replaced_however_
         nn.file_info("/owes")
     write_file(nn, "/replaced", 2000, overwrite=True)
     assert sum(g.length for g in nn.file_info("/replaced").groups) == 2000
+    write_file(nn, "/rs", 1000, policy="RS-6-3-1024k")   # 9 units: a group costs more than a change,
+    nn.delete("/rs")                                      # by the purge's estimate, with nothing held back
     while nn.purge_step() != (0, 0):
         pass
     nn.db.wait_durable(nn.db.applied)
