@@ -181,10 +181,12 @@ class FileWrites:
                                      f"mtime {existing.mtime_ms}): left as it is")
 
     def concat(self, target: str, sources: list[str], overwrite: bool, release: Release,
-               move_groups: Callable[[list[int], int], None], who: Identity = SUPER) -> int:
+               move_groups: Callable[[list[int], int], None], who: Identity = SUPER,
+               detach_over: int | None = None) -> int:
         """Make the complete files ``sources`` one file at ``target`` (HDFS's concat, as a rename):
         the first part's inode becomes the target, the other parts' groups are appended to it in
-        order (``move_groups(from_ids, to_id)``), and the other parts go. Returns the length.
+        order (``move_groups(from_ids, to_id)``), and the other parts go. Returns the length. A
+        replaced target of more than ``detach_over`` rows is detached, then purged (as complete).
 
         Every part but the last must end on a block group boundary, and all must share one policy
         and block size, so that every group but the last of the result is full.
@@ -234,8 +236,11 @@ class FileWrites:
                 raise AlreadyExists(f"file exists: {target}")
             mtime = max(mtime, existing.mtime_ms + 1)   # a new version of the target: see complete
             check(who, existing, WRITE, target, f"overwrite {target}")
-            release([existing.id])
-            self._remove(existing.id)
+            if self._too_large(existing.id, detach_over):
+                self._detach(existing.id)
+            else:
+                release([existing.id])
+                self._remove(existing.id)
         move_groups([p.id for p in parts[1:]], first.id)
         for node in parts[1:]:
             self._remove(node.id)

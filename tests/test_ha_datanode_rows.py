@@ -187,3 +187,21 @@ def test_a_file_whose_groups_owe_surplus_deletes_is_deleted_or_replaced_however_
         pass
     nn.db.wait_durable(nn.db.applied)
     assert [tuple(r) for r in nn.db.query("SELECT id FROM groups")] == [(nn.file_info("/replaced").groups[0].id,)]
+
+
+def test_a_concat_over_a_file_too_large_for_one_change_detaches_it(etcd_nn):
+    """A concat replacing a file (the S3 gateway's multipart Complete over an existing object)
+    removed the old file inline: one of 4 groups made the change 32 rows of the 27 it may hold, and
+    the concat was refused for ever. It is detached now, as a Complete replacing it would be."""
+    nn, _clock, _meta = etcd_nn
+    add_datanodes(nn, 3)
+    write_file(nn, "/part", 1000)
+    block = nn.file_info("/part").entry.block_size
+    write_file(nn, "/target", 4 * block)
+    assert len(nn.file_info("/target").groups) == 4
+    nn.concat("/target", ["/part"], overwrite=True)
+    assert sum(g.length for g in nn.file_info("/target").groups) == 1000
+    while nn.purge_step() != (0, 0):
+        pass
+    nn.db.wait_durable(nn.db.applied)
+    assert nn.db.query("SELECT COUNT(*) FROM groups")[0][0] == 1
