@@ -13,7 +13,8 @@ cells, at most the NameNode's default) whose group its length fills exactly, so 
 equal block sizes; at Complete, when every part but the last ends on a group of the first part's
 block size, a part written with another block size (the short last one) is rewritten with it and
 the parts are concatenated: no byte of the big parts moves. Otherwise the parts are copied into
-the object (a stream, never whole in memory).
+the object (a stream, never whole in memory); so too on etcd when the parts hold more groups than
+one transaction may move (the NameNode refuses that concat before anything changed).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from hedgefs.s3.store import RESERVED, Store
 
 MIN_PART = 5 << 20          # S3's: every part but the last at least 5 MiB
 MAX_PARTS = 10000
+# The NameNode's refusal of a change larger than one etcd transaction (namenode/db.py, TooLarge)
+TOO_LARGE = "more than one etcd transaction may hold"
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
 _PART = re.compile(r"^(\d{5})\.([0-9a-f]{32})$")
 
@@ -205,5 +208,7 @@ class Uploads:
         try:
             self.fs.concat(path, sources, overwrite=True)
         except HedgefsError as err:
+            if TOO_LARGE in str(err):   # on etcd: more groups than one transaction moves; the caller copies
+                return False
             raise from_hedgefs(err, path) from None
         return True
