@@ -44,6 +44,9 @@ class PendingDeletes:
     def make_plain(self, group_id: int, limit: int = -1) -> int:
         """Let go of up to ``limit`` (-1: all) of the deletes a group held back: it is going, and its
         copies with it. Returns how many."""
+        if limit < 0:
+            return self.db.conn.execute("UPDATE pending_deletes SET stale = ? WHERE group_id = ? AND stale != ?",
+                                        (PLAIN, group_id, PLAIN)).rowcount
         return self.db.conn.execute(
             "UPDATE pending_deletes SET stale = ? WHERE (datanode_id, group_id, idx) IN (SELECT datanode_id, "
             "group_id, idx FROM pending_deletes WHERE group_id = ? AND stale != ? LIMIT ?)",

@@ -370,10 +370,9 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
         """One file at ``target`` from the parts ``sources``, in one transaction: a reader sees
         no target (or the old one) until the commit, then all of it."""
         self._refuse_in_safe_mode(f"concat into {target}")
-        rows = purge.change_rows(self.db)   # half for the moved groups, half for a replaced target (as complete)
-        with self.db.tx():
+        with self.db.tx():   # a replaced target is detached on etcd (the moved groups share this change)
             length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
-                                    who, purge.FILE_ROWS if rows is None else rows // 2)
+                                    who, 0 if self.db.backend is not None else purge.FILE_ROWS)
         self._scan_needed = True
         log.debug("concat %s: %d parts, %d bytes", target, len(sources), length)
 

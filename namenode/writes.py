@@ -37,6 +37,7 @@ class FileWrites:
             "SELECT COUNT(*), (SELECT COUNT(*) FROM units u JOIN groups g ON g.id = u.group_id WHERE g.file_id = ?), "
             "(SELECT COUNT(*) FROM pending_deletes p JOIN groups g ON g.id = p.group_id WHERE g.file_id = ? "
             "AND p.stale != 0) FROM groups WHERE file_id = ?", (file_id, file_id, file_id))   # 0: deletes.PLAIN
+        # (a literal: deletes.py imports the namespace, which this module is part of)
         return 1 + 2 * groups + 3 * units + owed > detach_over
 
     def _larger(self, inode_id: int, inodes: int) -> bool:
