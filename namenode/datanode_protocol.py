@@ -160,7 +160,7 @@ class DataNodeProtocol:
         self.ns.abandon(file_id, self.blocks.forget_files, detach_over=purge.abandon_over(self.db))
         return path
 
-    def _expire_deletes(self, before_ms: int, limit: int | None) -> int:
+    def _expire_deletes(self, before_ms: int, limit: int) -> int:
         gone = self.blocks.expire_deletes(before_ms, limit)
         for key in gone:
             self._delete_sent.pop(key, None)   # what expired only: a big delete's queue may hold millions
@@ -318,7 +318,9 @@ class DataNodeProtocol:
         for file_id, path in zip(expired, self.db.each_in_changes(expired, self._expire_lease)):
             log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
         # in parts: on etcd one change of every expired entry was refused once there were a few
-        # hundred, and so was every pass after it (no repair planned, no lease expired again)
+        # hundred, and so was every pass after it (no repair planned, no lease expired again); and a
+        # bounded number of parts a pass: a backlog (a dead DataNode's deletes of a big delete, all
+        # expiring together) no longer holds every writer until it is gone, the next pass goes on
         self.db.in_parts(lambda limit: retry_cache.expire(self.db, now_ms, limit))
         self.db.in_parts(lambda limit: self._expire_deletes(now_ms - int(DELETE_TTL_S * 1000), limit))
         self.health.refresh(self.liveness.is_live, [d for d, _ in changed])

@@ -124,10 +124,10 @@ class PendingDeletes:
                 out[r[0]].add(r[1])
         return out
 
-    def expire_deletes(self, before_ms: int, limit: int | None = None) -> list[tuple[str, int, int]]:
+    def expire_deletes(self, before_ms: int, limit: int) -> list[tuple[str, int, int]]:
         """Give up on deletes queued before ``before_ms`` (a later block report re-queues leftovers),
-        the oldest ``limit`` of them (None: all); returns the (DataNode, group id, index) given up."""
+        the oldest ``limit`` of them; returns the (DataNode, group id, index) given up."""
         return [(r[0], r[1], r[2]) for r in self.db.conn.execute(
             "DELETE FROM pending_deletes WHERE (datanode_id, group_id, idx) IN (SELECT datanode_id, group_id, idx "
             "FROM pending_deletes WHERE queued_ms < ? ORDER BY queued_ms LIMIT ?) RETURNING datanode_id, group_id, idx",
-            (before_ms, -1 if limit is None else limit))]
+            (before_ms, limit))]

@@ -83,9 +83,9 @@ def remember(db, ids, result, now_ms: int) -> None:
                   "VALUES (?, ?, ?, ?, ?)", (ids[0], ids[1], ids[2], _encode(result), now_ms + TTL_MS))
 
 
-def expire(db, now_ms: int, limit: int | None = None) -> int:
-    """Drop expired entries, the oldest ``limit`` of them (None: all); returns how many (the caller
-    holds the lock, inside a change)."""
+def expire(db, now_ms: int, limit: int) -> int:
+    """Drop expired entries, the oldest ``limit`` of them; returns how many (the caller holds the
+    lock, inside a change)."""
     return db.conn.execute("DELETE FROM retry_cache WHERE (client_id, call_id) IN (SELECT client_id, call_id FROM "
                            "retry_cache WHERE expires_ms <= ? ORDER BY expires_ms LIMIT ?)",
-                           (now_ms, -1 if limit is None else limit)).rowcount
+                           (now_ms, limit)).rowcount

@@ -2,6 +2,8 @@
 
 import pytest
 
+from hedgefs.namenode import retry_cache
+from hedgefs.namenode.db import PASS_PARTS, SQLITE_PART_ROWS
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition
@@ -223,6 +225,32 @@ def test_an_expired_delete_goes_while_a_younger_one_of_the_same_datanode_stays_s
     assert heartbeat_all(nn, list(placed.values())) == {dn: [] for dn in placed.values()}   # sent 11 s ago
     clock.advance(DELETE_RESEND_S)
     assert heartbeat_all(nn)[placed[0]] == [DeleteUnit(young, 0, g)]
+    nn.close()
+
+
+def test_a_backlog_of_expired_deletes_and_retry_entries_goes_a_bounded_part_a_pass(tmp_path, clock):
+    """A dead DataNode's deletes of a big delete expire together, and so do the retry cache's
+    entries of a busy minute. The monitor's pass holds every writer: one pass expired the whole
+    backlog (on etcd 8,000 changes for a million), now each pass a bounded part, the next the rest."""
+    nn = make_namenode(tmp_path / "nn", clock, dead_interval_s=3 * DELETE_TTL_S)
+    add_datanodes(nn, 5)
+    bound = PASS_PARTS * SQLITE_PART_ROWS
+    backlog = 2 * bound + 500
+    with nn._lock, nn.db.tx():
+        for i in range(backlog):
+            nn.blocks.queue_delete("dn1", 1_000_000 + i, 0, 1)
+            retry_cache.remember(nn.db, ("client", f"call{i}", "Mkdir"), None, nn.wall_ms())
+    clock.advance(DELETE_TTL_S + 1)   # past the retry cache's TTL (as long) too
+
+    def left() -> tuple[int, int]:
+        return (nn.blocks.pending_delete_counts().get("dn1", 0),
+                nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0])
+
+    seen = [left()]
+    for _ in range(3):
+        nn.tick()
+        seen.append(left())
+    assert seen == [(backlog, backlog), (backlog - bound, backlog - bound), (500, 500), (0, 0)]
     nn.close()
 
 
