@@ -231,6 +231,27 @@ def test_a_score_without_news_is_forgotten_too(model, clock):
     assert 0 < model.score("dn9") < 1
 
 
+def test_a_score_moves_with_each_read_and_as_its_oldest_reads_are_forgotten(model, clock):
+    """A read ranks every unit of its group by score, so the model keeps each DataNode's score
+    between its reads; it must still answer what the reads so far say: a new read counts at
+    once, and the oldest leave it on time."""
+    warm(model, clock, ms=2.0)   # its peers; dn42 is new
+    for _ in range(5):
+        read(model, clock, "dn42", 502.0)
+    assert model.score("dn42") > 4
+    clock.advance(latency.SLOW_FORGET_S / 2)
+    for _ in range(4):
+        read(model, clock, "dn42", 2.0)
+        assert model.score("dn42") > 4     # the median of the 5 slow and up to 4 fast reads
+    read(model, clock, "dn42", 2.0)
+    read(model, clock, "dn42", 2.0)
+    assert model.score("dn42") < 1         # 6 fast of 11: the median is a fast one
+    clock.advance(latency.SLOW_FORGET_S / 2)
+    assert model.score("dn42") < 1         # the slow ones forgotten, the fast ones kept
+    clock.advance(latency.SLOW_FORGET_S / 2)
+    assert model.score("dn42") == 0.0      # every read forgotten
+
+
 def test_memory_is_bounded(model, clock):
     for i in range(latency.MAX_DATANODES + 500):
         read(model, clock, f"dn{i}", 1.0)
