@@ -106,6 +106,9 @@ class HedgedReader:
 
 async def gather_or_cancel(coros) -> list:
     """Like asyncio.gather, but the first failure cancels the rest: no work outlives its read."""
+    coros = list(coros)
+    if len(coros) == 1:   # most reads: one group, one range of units; no task to make and gather
+        return [await coros[0]]
     tasks = [asyncio.ensure_future(c) for c in coros]
     try:
         return await asyncio.gather(*tasks)
