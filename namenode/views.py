@@ -59,10 +59,19 @@ class OperatorViews:
         status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
         return FsckReport(len(files), groups, healthy, degraded, missing, status, problems, corrupt_files)
 
-    @_locked
     def report(self) -> ClusterReport:
+        """dfsadmin -report: each DataNode as this NameNode sees it, and the groups waiting for repair."""
+        return self._report(self._mapped_units())
+
+    @_snapshot
+    def _mapped_units(self) -> dict[str, int]:
+        """Units mapped to each DataNode: a count of every unit (~5 s at 30 M), so off the writers'
+        lock, on a snapshot; under it every Create and Complete waited for the count."""
+        return dict(self.db.query("SELECT datanode_id, COUNT(*) FROM units GROUP BY datanode_id"))
+
+    @_locked
+    def _report(self, mapped: dict[str, int]) -> ClusterReport:
         deletes = self.blocks.pending_delete_counts()
-        mapped = dict(self.db.query("SELECT datanode_id, COUNT(*) FROM units GROUP BY datanode_id"))
         nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
                                 int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
                                 self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
