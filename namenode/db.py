@@ -64,11 +64,6 @@ DIR_MODE, FILE_MODE = 0o755, 0o644
 
 CLOSE_READS_S = 10.0      # close() waits this long at most for running read transactions
 CHECKPOINT_EVERY = 50     # commits between two checkpoints (SQLite's own default: every ~1000 WAL pages)
-# ``in_parts``: a part's rows on SQLite (on etcd ``part_rows``), and the parts of one call. The
-# monitor's pass expires at most 4,000 rows of a kind on SQLite (~50 ms under the lock) and ~1,000
-# on etcd at the default --etcd-max-txn-ops, more than a busy NameNode adds in a second.
-SQLITE_PART_ROWS = 500
-PASS_PARTS = 8
 
 
 class Backend(Protocol):
@@ -349,17 +344,6 @@ class Database(Reads, Durability):
                 continue
             out.extend(results)
         return out
-
-    def in_parts(self, step, parts: int = PASS_PARTS) -> None:
-        """``step(limit)`` (changes <= ``limit`` rows, returns how many) a change each until it does
-        fewer, at most ``parts`` changes: a backlog (a million expired deletes) is worked off over
-        several calls instead of holding the caller's lock for all of it (on etcd 8,000 changes)."""
-        assert self._depth == 0, "in_parts inside a change would be one change"
-        limit = self.part_rows() or SQLITE_PART_ROWS
-        for _ in range(parts):
-            with self.tx():
-                if step(limit) < limit:
-                    return
 
     def part_rows(self) -> int | None:
         """Items a part (on etcd a quarter of a change's rows, room for triggers; None on SQLite)."""

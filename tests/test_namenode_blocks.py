@@ -1,9 +1,11 @@
 """Block map upkeep without gRPC: block reports, liveness (hand-driven clock), deletes, fsck, report."""
 
+import threading
+
 import pytest
 
 from hedgefs.namenode import retry_cache
-from hedgefs.namenode.db import PASS_PARTS, SQLITE_PART_ROWS
+from hedgefs.namenode.datanode_protocol import EXPIRE_PART_ROWS
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition
@@ -228,29 +230,41 @@ def test_an_expired_delete_goes_while_a_younger_one_of_the_same_datanode_stays_s
     nn.close()
 
 
-def test_a_backlog_of_expired_deletes_and_retry_entries_goes_a_bounded_part_a_pass(tmp_path, clock):
+def test_a_backlog_of_expired_deletes_and_retry_entries_goes_a_change_at_a_time_with_writers_between(
+        tmp_path, clock):
     """A dead DataNode's deletes of a big delete expire together, and so do the retry cache's
-    entries of a busy minute. The monitor's pass holds every writer: one pass expired the whole
-    backlog (on etcd 8,000 changes for a million), now each pass a bounded part, the next the rest."""
+    entries of a busy hour. The monitor expired a backlog in one change under the writers' lock
+    (1.2 s for 200,000 deletes): now a change of at most EXPIRE_PART_ROWS at a time, the lock let
+    go between them (a writer gets in), and still all of it in one pass, so that no backlog can
+    grow faster than it expires."""
     nn = make_namenode(tmp_path / "nn", clock, dead_interval_s=3 * DELETE_TTL_S)
     add_datanodes(nn, 5)
-    bound = PASS_PARTS * SQLITE_PART_ROWS
-    backlog = 2 * bound + 500
+    backlog = 2 * EXPIRE_PART_ROWS + 100
     with nn._lock, nn.db.tx():
         for i in range(backlog):
             nn.blocks.queue_delete("dn1", 1_000_000 + i, 0, 1)
             retry_cache.remember(nn.db, ("client", f"call{i}", "Mkdir"), None, nn.wall_ms())
     clock.advance(DELETE_TTL_S + 1)   # past the retry cache's TTL (as long) too
+    parts, writers = [], []
+    expire_part = nn._expire_part
 
-    def left() -> tuple[int, int]:
-        return (nn.blocks.pending_delete_counts().get("dn1", 0),
-                nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0])
+    def a_writer(name: str) -> None:   # another thread: it needs the lock the monitor let go
+        nn.mkdir(f"/{name}")
+        writers.append(name)
 
-    seen = [left()]
-    for _ in range(3):
-        nn.tick()
-        seen.append(left())
-    assert seen == [(backlog, backlog), (backlog - bound, backlog - bound), (500, 500), (0, 0)]
+    def watched(step, limit: int) -> int:
+        parts.append(expire_part(step, limit))
+        writer = threading.Thread(target=a_writer, args=(f"w{len(parts)}",))
+        writer.start()
+        writer.join(timeout=10)
+        return parts[-1]
+
+    nn._expire_part = watched
+    nn.tick()
+    assert nn.blocks.pending_delete_counts() == {}
+    assert nn.db.query("SELECT COUNT(*) FROM retry_cache")[0][0] == 0
+    assert parts == [EXPIRE_PART_ROWS, EXPIRE_PART_ROWS, 100] * 2
+    assert writers == [f"w{i}" for i in range(1, 7)]   # each got in between two of the monitor's changes
     nn.close()
 
 
