@@ -73,7 +73,9 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
                          "the scrubber to find the flipped byte (fsck DEGRADED)")
         assert doc["problems"] == [{"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8,
                                     "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
-        assert report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1
+        # the DataNode's scrub figures ride its next heartbeat, which may come after its bad-unit report
+        wait_until(lambda: report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1, 20,
+                   f"{bad_dn}'s scrub figures in the report (its next heartbeat)")
         port = scrubbed.state["datanodes"][bad_dn]["http_port"]
         metrics = fetch(scrubbed, port, "/metrics")
         assert re.search(rf'^hedgefs_datanode_scrub_bad_units_total{{datanode="{bad_dn}"}} [1-9]', metrics, re.M), metrics
