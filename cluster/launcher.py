@@ -325,17 +325,24 @@ class LocalCluster:
         # Every process keeps its HTTP (status, metrics) port across restarts, so a bookmark or a
         # static Prometheus target still finds it; if some other process took it meanwhile (a
         # port from bind(0) may be any client's outgoing one by then: a chaos run's NameNode
-        # could not restart), it starts on a free one instead and says so in its log. Only the
-        # RPC port is kept at all costs (clients and DataNodes know it). The data port is fresh each start.
+        # could not restart), it starts on a free one instead and says so in its log. A DataNode
+        # does the same with its RPC port (it registers its new address: a test's restart of a
+        # DataNode failed on a port some client had been given meanwhile). A NameNode's RPC port is
+        # kept at all costs (clients and DataNodes know it). The data port is fresh each start.
         http_port = entry.get("http_port", 0)
         try:
             ports = self._launch(name, args, port_file, http_port)
         except ClusterError as err:
-            if not http_port or "cannot serve HTTP" not in str(err):
+            if http_port and "cannot serve HTTP" in str(err):
+                taken, http_port = f"HTTP port {http_port}", 0
+            elif name not in NAMENODES and "cannot listen on" in str(err) and "data port" not in str(err):
+                taken, args = f"RPC port {entry['port']}", [*args[:args.index("--port")], "--port", "0",
+                                                           *args[args.index("--port") + 2:]]
+            else:
                 raise
             with open(self.root / "logs" / f"{name}.log", "a") as log:
-                log.write(f"launcher: {name}'s HTTP port {http_port} is taken: starting it on a free one\n")
-            ports = self._launch(name, args, port_file, 0)
+                log.write(f"launcher: {name}'s {taken} is taken: starting it on a free one\n")
+            ports = self._launch(name, args, port_file, http_port)
         entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
         if name not in NAMENODES:
             entry["data_port"] = ports["data"]

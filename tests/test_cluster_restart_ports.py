@@ -1,4 +1,4 @@
-"""The launcher's process control: a process it restarts keeps its RPC port, and its HTTP port
+"""The launcher's process control: a NameNode it restarts keeps its RPC port, and its HTTP port
 too unless another process took it meanwhile (then it starts on a free one and says so: a chaos
 run's NameNode failed to restart, "cannot serve HTTP ... Address already in use"); a freeze
 returns once the process is stopped."""
@@ -7,6 +7,7 @@ import pathlib
 import socket
 
 from conftest import run_cli, start_cluster, wait_until
+from durability_support import report_cli
 
 
 def test_a_namenode_whose_http_port_was_taken_restarts_on_a_free_one(tmp_path):
@@ -37,5 +38,35 @@ def test_a_namenode_whose_http_port_was_taken_restarts_on_a_free_one(tmp_path):
         tasks = list((pathlib.Path("/proc") / str(cluster.pid("dn1")) / "task").iterdir())
         assert len(tasks) > 1 and all((t / "stat").read_text().rsplit(")", 1)[1].split()[0] in "Tt" for t in tasks)
         cluster.thaw("dn1")
+    finally:
+        cluster.down()
+
+
+def test_a_datanode_whose_rpc_port_was_taken_restarts_on_a_free_one_and_registers_it(tmp_path):
+    """A DataNode's RPC port may be some client's by the time it restarts (test_lrc's dn8 failed
+    to start on one): it starts on a free one, says so, and the NameNode hears the new address."""
+    cluster = start_cluster(tmp_path / "c", datanodes=3)
+    try:
+        rpc = cluster.state["datanodes"]["dn1"]["port"]
+        cluster.kill("dn1")
+        with socket.socket() as squatter:
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+
+            def took() -> bool:
+                try:
+                    squatter.bind(("127.0.0.1", rpc))
+                    return True
+                except OSError:
+                    return False
+
+            wait_until(took, 30, "the killed DataNode's RPC port to be free")
+            squatter.listen()
+            cluster.start("dn1")
+        moved = cluster.state["datanodes"]["dn1"]["port"]
+        assert moved not in (0, rpc)
+        log = (cluster.root / "logs" / "dn1.log").read_text()
+        assert f"dn1's RPC port {rpc} is taken: starting it on a free one" in log
+        wait_until(lambda: report_cli(cluster.namenode)["dn1"]["address"] == f"127.0.0.1:{moved}", 30,
+                   "the NameNode to hear dn1's new address")
     finally:
         cluster.down()
