@@ -131,10 +131,12 @@ class RangeFetcher:
         (but the late-binding spare). Which units is the code's to say: any k for RS, read in
         the policy's order; an LRC's local group first (``ec/sources.py``)."""
         counted = self._counted()
-        candidates = self._candidates()
         missing = [w for w in self.wanted if w not in counted]
         if self.wanted and not missing:
-            return candidates[:max(0, len(self.wanted) + self.spare - len(counted))]
+            more = len(self.wanted) + self.spare - len(counted)
+            # (ranked only when something is to be sent: most reads send nothing past their own)
+            return self._candidates()[:more] if more > 0 else []
+        candidates = self._candidates()
         if not self.layout.local_groups:   # RS, and replicas (k = 1): any k units
             return candidates[:max(0, self.k + self.spare - len(counted))]
         usable = (set(candidates) | counted) - set(missing)
