@@ -3,6 +3,7 @@ too unless another process took it meanwhile (then it starts on a free one and s
 run's NameNode failed to restart, "cannot serve HTTP ... Address already in use"); a freeze
 returns once the process is stopped."""
 
+import contextlib
 import pathlib
 import socket
 
@@ -10,23 +11,30 @@ from conftest import run_cli, start_cluster, wait_until
 from durability_support import report_cli
 
 
+@contextlib.contextmanager
+def squatting(port: int, what: str):
+    """Another process's listener on ``port`` (once the killed process has let go of it)."""
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # past the old connections' TIME_WAIT
+
+        def took() -> bool:
+            try:
+                squatter.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                return False
+
+        wait_until(took, 30, f"{what} to be free")
+        squatter.listen()
+        yield
+
+
 def test_a_namenode_whose_http_port_was_taken_restarts_on_a_free_one(tmp_path):
     cluster = start_cluster(tmp_path / "c", datanodes=3)
     try:
         rpc, http = cluster.state["namenode"]["port"], cluster.state["namenode"]["http_port"]
         cluster.kill("namenode")
-        with socket.socket() as squatter:
-            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # past the old connections' TIME_WAIT
-
-            def took() -> bool:   # once the killed process has let go of it
-                try:
-                    squatter.bind(("127.0.0.1", http))
-                    return True
-                except OSError:
-                    return False
-
-            wait_until(took, 30, "the killed NameNode's HTTP port to be free")
-            squatter.listen()
+        with squatting(http, "the killed NameNode's HTTP port"):
             cluster.start("namenode")
         assert cluster.state["namenode"]["port"] == rpc
         assert cluster.state["namenode"]["http_port"] not in (0, http)
@@ -49,18 +57,7 @@ def test_a_datanode_whose_rpc_port_was_taken_restarts_on_a_free_one_and_register
     try:
         rpc = cluster.state["datanodes"]["dn1"]["port"]
         cluster.kill("dn1")
-        with socket.socket() as squatter:
-            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-
-            def took() -> bool:
-                try:
-                    squatter.bind(("127.0.0.1", rpc))
-                    return True
-                except OSError:
-                    return False
-
-            wait_until(took, 30, "the killed DataNode's RPC port to be free")
-            squatter.listen()
+        with squatting(rpc, "the killed DataNode's RPC port"):
             cluster.start("dn1")
         moved = cluster.state["datanodes"]["dn1"]["port"]
         assert moved not in (0, rpc)
