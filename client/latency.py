@@ -69,8 +69,6 @@ class _DataNode:
     p99: dict                # size class -> its p99, while its histogram has enough weight (kept fresh)
     recent: collections.deque   # (time, latency as a multiple of the threshold) of its last reads
     recent_p50: float = 0.0     # the median of those, as of its last read
-    score: float = 0.0          # ``score``'s answer, good until ``score_until`` (or a read's sample)
-    score_until: float = -math.inf
     slow: bool = False
     slow_since: float = 0.0
     evidence: float = 0.0       # last sample
@@ -230,7 +228,6 @@ class LatencyModel:
         if ratio >= SLOW_RATIO and entry is not None and self._log.excused(entry, seconds, now, self._slow):
             return None   # the reads beside it were as late: the host was slow, not this DataNode
         node.recent.append((now, ratio))
-        node.score_until = -math.inf
         node.evidence = now
         return self._judge(node, name, now)
 
@@ -420,15 +417,8 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             node = self._nodes.get(datanode)
-            if node is None:
-                return 0.0
-            if now < node.score_until:   # no read since, and none of them forgotten yet
-                return node.score
-            fresh = [(t, r) for t, r in node.recent if now - t < SLOW_FORGET_S]
-            # a read ranks every unit of its group: once per sample, not once per read of each
-            node.score = statistics.median([r for _, r in fresh]) if fresh else 0.0
-            node.score_until = fresh[0][0] + SLOW_FORGET_S if fresh else math.inf
-            return node.score
+            fresh = [r for t, r in node.recent if now - t < SLOW_FORGET_S] if node is not None else []
+            return statistics.median(fresh) if fresh else 0.0
 
     def probe_due(self, datanode: str) -> bool:
         """True (and the probe is booked) if a read should go to this slow DataNode now: at most

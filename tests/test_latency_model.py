@@ -232,9 +232,8 @@ def test_a_score_without_news_is_forgotten_too(model, clock):
 
 
 def test_a_score_moves_with_each_read_and_as_its_oldest_reads_are_forgotten(model, clock):
-    """A read ranks every unit of its group by score, so the model keeps each DataNode's score
-    between its reads; it must still answer what the reads so far say: a new read counts at
-    once, and the oldest leave it on time."""
+    """Rebuild sources and replicas are ranked by score, which must answer what the reads so
+    far say: a new read counts at once, and the oldest leave it on time."""
     warm(model, clock, ms=2.0)   # its peers; dn42 is new
     for _ in range(5):
         read(model, clock, "dn42", 502.0)
