@@ -27,6 +27,7 @@ import time
 
 import grpc
 
+from hedgefs.cluster.commands import datanode_command, namenode_command
 from hedgefs.cluster.etcd import binaries, free_ports, member_command
 from hedgefs.cluster.etcd import wait_healthy as etcd_wait_healthy
 from hedgefs.cluster.procs import last_line, proc_stat, wait_stopped
@@ -288,40 +289,19 @@ class LocalCluster:
         data_dir = self.root / name
         data_dir.mkdir(parents=True, exist_ok=True)
         if name in NAMENODES:
-            args = ["namenode", "--port", str(entry["port"]), "--data-dir", str(data_dir),
-                    "--dead-interval-s", str(options["dead_interval_s"]),
-                    "--repair-interval-s", str(options["repair_interval_s"]),
-                    "--lease-timeout-s", str(options.get("lease_timeout_s", 600.0))]
-            if options.get("policy"):
-                args += ["--default-policy", options["policy"]]
-            if options.get("block_size"):
-                args += ["--block-size", str(options["block_size"])]
-            if self.meta:
-                args += ["--meta", self.meta]
-            if options.get("secure"):
-                args += ["--credentials", str(self.security_dir / "namenode.pem")]
-                if self.meta:
-                    args += ["--etcd-tls", str(self.etcd_tls.directory)]
-                if options.get("block_token_lifetime_s"):
-                    args += ["--block-token-lifetime-s", str(options["block_token_lifetime_s"])]
+            secure = options.get("secure")
+            credential = self.security_dir / "namenode.pem" if secure else None
+            etcd_tls = self.etcd_tls.directory if secure and self.meta else None
+
+            def command(port: int) -> list[str]:
+                return namenode_command(port, data_dir, options, self.meta, credential, etcd_tls)
         else:
-            args = ["datanode", "--id", name, "--port", str(entry["port"]), "--data-dir", str(data_dir),
-                    "--namenode", self.namenode, "--heartbeat-interval-s", str(options["heartbeat_interval_s"]),
-                    # A fresh data port each start (the NameNode hears it at registration, readers
-                    # relocate): the old one may be some client's ephemeral port by now.
-                    "--data-port", "0"]
-            if options.get("enable_faults"):
-                args.append("--enable-faults")
-            if not options.get("fsync", True):
-                args.append("--no-fsync")
-            if options.get("scrub_interval_s") is not None:
-                args += ["--scrub-interval-s", str(options["scrub_interval_s"]), "--scrub-bandwidth", "64M"]
-            if options.get("secure"):
-                credential = self.security_dir / f"{name}.pem"
-                if not credential.exists():
-                    material.add_datanode(self.security_dir, name)
-                args += ["--credentials", str(credential)]
-            args += options.get("datanode_args", {}).get(name, [])
+            credential = self.security_dir / f"{name}.pem" if options.get("secure") else None
+            if credential is not None and not credential.exists():
+                material.add_datanode(self.security_dir, name)
+
+            def command(port: int) -> list[str]:
+                return datanode_command(name, port, data_dir, self.namenode, options, credential)
         # Every process keeps its HTTP (status, metrics) port across restarts, so a bookmark or a
         # static Prometheus target still finds it; if some other process took it meanwhile (a
         # port from bind(0) may be any client's outgoing one by then: a chaos run's NameNode
@@ -329,20 +309,19 @@ class LocalCluster:
         # does the same with its RPC port (it registers its new address: a test's restart of a
         # DataNode failed on a port some client had been given meanwhile). A NameNode's RPC port is
         # kept at all costs (clients and DataNodes know it). The data port is fresh each start.
-        http_port = entry.get("http_port", 0)
+        rpc_port, http_port = entry["port"], entry.get("http_port", 0)
         try:
-            ports = self._launch(name, args, port_file, http_port)
+            ports = self._launch(name, command(rpc_port), port_file, http_port)
         except ClusterError as err:
             if http_port and "cannot serve HTTP" in str(err):
                 taken, http_port = f"HTTP port {http_port}", 0
             elif name not in NAMENODES and "cannot listen on" in str(err) and "data port" not in str(err):
-                taken, args = f"RPC port {entry['port']}", [*args[:args.index("--port")], "--port", "0",
-                                                           *args[args.index("--port") + 2:]]
+                taken, rpc_port = f"RPC port {rpc_port}", 0
             else:
                 raise
             with open(self.root / "logs" / f"{name}.log", "a") as log:
                 log.write(f"launcher: {name}'s {taken} is taken: starting it on a free one\n")
-            ports = self._launch(name, args, port_file, http_port)
+            ports = self._launch(name, command(rpc_port), port_file, http_port)
         entry["port"], entry["http_port"] = ports["rpc"], ports.get("http", 0)
         if name not in NAMENODES:
             entry["data_port"] = ports["data"]
