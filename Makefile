@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: fuse etcd iptables demo test proto bench bench-replication bench-mount browser-test compose-test clean
+.PHONY: fuse etcd iptables demo test test-fast proto bench bench-replication bench-mount browser-test compose-test clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found" >&2; exit 1; }
@@ -42,7 +42,7 @@ etcd:
 	      { command -v update-rc.d >/dev/null && update-rc.d etcd disable >/dev/null 2>&1; } ; true; }; } || \
 	  echo "note: cannot install $(ETCD_DEBS) (not root?): the HA tests (metadata on etcd) are skipped" >&2
 
-# The etcd partition test (tests/test_ha_partition.py) cuts one NameNode off from etcd with
+# The etcd partition test (tests/integration/test_ha_partition.py) cuts one NameNode off from etcd with
 # iptables on loopback: Debian's iptables when root and missing. Never fatal: without it (or
 # without root) that test skips, saying so.
 iptables:
@@ -62,6 +62,12 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not alone"
 	$(PY) -m pytest -q -m alone
 
+# The tiers without processes (tests/unit: pure and in-process; tests/sim: virtual clocks, scripted
+# peers): the check to run after every edit, in well under a minute. tests/integration starts real
+# processes, tests/chaos runs seeded chaos; `make test` runs all four.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n 2 tests/unit tests/sim
+
 # The status page in headless Chromium: Playwright into the venv, Debian's chromium if missing
 # (as root; Playwright's own browser download is never used). Screenshots go to build/screenshots/.
 browser-test: $(STAMP)
@@ -69,7 +75,7 @@ browser-test: $(STAMP)
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q chromium; } || \
 	  { echo "browser-test: no chromium, and cannot install it (run as root, or: apt-get install chromium)" >&2; exit 1; }
-	HEDGEFS_SCREENSHOTS=build/screenshots $(PY) -m pytest -q -rs tests/test_browser.py
+	HEDGEFS_SCREENSHOTS=build/screenshots $(PY) -m pytest -q -rs tests/integration/test_browser.py
 
 # docker-compose.yml on a real Docker engine: default, secure, and the `ha` profile plain and with
 # deploy/compose-ha-tls.yml (skips, saying why, where none answers). Not part of `make test`.

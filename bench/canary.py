@@ -11,7 +11,7 @@ it to the host, one without cannot.
 
 The pure parts (``stalls``, ``verdict``, ``touched_buckets``) turn the overshoots into stall
 windows, a verdict per run and the 100 ms buckets of a run a stall touched; they are unit tested
-on synthetic data (tests/test_bench_suite.py).
+on synthetic data (tests/integration/test_bench_suite.py).
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def markdown(r: dict) -> str:
         f"Start-up: `hedgefs cat` of a 1-byte file {r['startup']['cat_1_byte_s']} s to its first byte; "
         f"`python -c pass` {r['startup']['python_alone_s']} s; `python -c \"import fsspec\"` "
         f"{r['startup']['python_import_fsspec_s']} s. `hedgefs cat` never imports fsspec "
-        f"(tests/test_fsspec.py checks it), so fsspec is a core dependency, not an extra.",
+        f"(tests/integration/test_fsspec.py checks it), so fsspec is a core dependency, not an extra.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,5 @@
 """The suite's arithmetic, pure: repeated runs to a median and its range, and each fault row's
-floor of extra unit reads (tests/test_bench_suite.py).
+floor of extra unit reads (tests/integration/test_bench_suite.py).
 
 **Floor** (../shared/research/tail-floor.md, section 2.1): a one-cell read whose cell is on a
 DataNode being read around is rebuilt from ``sources`` other units instead of one, so a scheme

@@ -13,7 +13,7 @@ LRC(6, 2, 2):
 
 The global rows are Azure's construction (p0 = sum a_i x_i + sum b_i y_i, p1 = sum a_i^2 x_i +
 sum b_i^2 y_i, with distinct non-zero coefficients), here over GF(2^8), where a = 2^0..2^2 and
-b = 2^3..2^5. tests/test_ec_lrc.py checks every loss pattern of the built-in shapes: every g + 1
+b = 2^3..2^5. tests/unit/test_ec_lrc.py checks every loss pattern of the built-in shapes: every g + 1
 lost units decode, and LRC(6, 2, 2) decodes 180 of the 210 patterns of 4 lost units (85.7 %, the
 paper's "86 %"); the 30 others are undecodable by any code of this shape (a group and its local
 parity lost with too few global parities left), so the code is maximally recoverable.

@@ -117,7 +117,7 @@ class Policy:
     def tolerance(self) -> int:
         """Lost units (DataNodes) any group survives, whichever they are: m for RS and REPLICATE,
         g + 1 for LRC (every pattern of g + 1, for the built-in shapes checked one by one in
-        tests/test_ec_lrc.py; more losses decode only for some patterns)."""
+        tests/unit/test_ec_lrc.py; more losses decode only for some patterns)."""
         return self.global_parities + 1 if self.local_groups else self.m
 
     def decodable(self, indices) -> bool:

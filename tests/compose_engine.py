@@ -24,7 +24,7 @@ Not part of `make test` (it needs an engine and a minute or two); it skips, sayi
 engine answers. The host ports are picked by the engine (a small override file maps 8020 and 9870
 to free loopback ports) so the test never collides with a cluster already on 8020/9870. The
 `monitoring` profile's images come from a public registry, which may not answer: that profile is
-validated statically by tests/test_compose.py instead.
+validated statically by tests/integration/test_compose.py instead.
 """
 
 from __future__ import annotations

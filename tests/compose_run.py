@@ -1,4 +1,4 @@
-"""The parity run of tests/test_compose.py and tests/test_compose_ha.py: docker-compose.yml's
+"""The parity run of tests/integration/test_compose.py and tests/integration/test_compose_ha.py: docker-compose.yml's
 services as local processes (test_compose.py's docstring says what is remapped, and only that)."""
 import concurrent.futures
 import os

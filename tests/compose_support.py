@@ -1,4 +1,4 @@
-"""What tests/test_compose.py reads docker-compose.yml and the Dockerfile with (the parity run,
+"""What tests/integration/test_compose.py reads docker-compose.yml and the Dockerfile with (the parity run,
 the services as local processes: compose_run.py)."""
 import json
 import os

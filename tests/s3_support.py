@@ -119,7 +119,7 @@ def self_signed(directory) -> tuple[str, str]:
 
 def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: list[bytes]) -> tuple[dict, bytes]:
     """Headers and body of a PUT signed as STREAMING-AWS4-HMAC-SHA256-PAYLOAD, each piece a chunk
-    (the chaining of AWS's "Transferring Payload in Multiple Chunks"; tests/test_s3_sigv4.py checks
+    (the chaining of AWS's "Transferring Payload in Multiple Chunks"; tests/unit/test_s3_sigv4.py checks
     the gateway's side of it against that page's example)."""
     import datetime
     import hashlib

@@ -3,7 +3,7 @@ security check it removes is still where it says, so a refactor cannot leave it 
 import ast
 import pathlib
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _mutations():

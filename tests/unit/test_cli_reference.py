@@ -12,7 +12,7 @@ import pytest
 
 from hedgefs.cli import cli
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Command reference"
 
 

@@ -83,7 +83,7 @@ from compose_support import (
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 
-ETCD_MEMBERS = ["etcd-1", "etcd-2", "etcd-3"]   # the `ha` profile's (tests/test_compose_ha.py)
+ETCD_MEMBERS = ["etcd-1", "etcd-2", "etcd-3"]   # the `ha` profile's (tests/integration/test_compose_ha.py)
 
 # Reserves a free loopback port per service before its process binds it: run alone (Makefile).
 pytestmark = pytest.mark.alone

@@ -1,5 +1,5 @@
 """docker-compose.yml's `ha` profile (HEDGEFS_HA=1 docker compose --profile ha up): checked
-statically, and run as local processes the way tests/test_compose.py runs the default services
+statically, and run as local processes the way tests/integration/test_compose.py runs the default services
 (its docstring says what is remapped; an etcd member's /usr/local/bin/etcd is the etcd on PATH,
 Debian's etcd-server here), with a kill of the active NameNode.
 """

@@ -28,7 +28,7 @@ import tomllib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Modules of the package root that are shared plumbing, not the CLI.
 PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc", "hedgefs.httpserver", "hedgefs.histogram"}
