@@ -1,4 +1,4 @@
-"""`make compose-test`: docker-compose.yml on a real Docker engine, as the README uses it.
+"""`make compose-test`: docker-compose.yml on a real Docker engine, as docs/deploy.md uses it.
 
     up -d --build --wait           build the image, start the NameNode and dn1..dn10, wait for healthy
     run --rm client admin report   dn1..dn10 live

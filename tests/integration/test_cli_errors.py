@@ -118,7 +118,7 @@ def test_cluster_up_on_a_running_cluster_leaves_it_running(cluster):
 
 
 def test_each_error_class_has_its_documented_exit_code(nn):
-    """README's table: 2 for a path wrong for what it names, as for a bad or missing one."""
+    """docs/cli.md's exit codes: 2 for a path wrong for what it names, as for a bad or missing one."""
     for args, fragment in ((("cat", "/err/dir"), "is a directory"),
                            (("mkdir", "/err/file/sub"), "not a directory"),
                            (("rm", "/err"), "directory not empty"),

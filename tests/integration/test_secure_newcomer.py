@@ -1,6 +1,6 @@
 """A secure cluster as a newcomer meets it: distcp of a tree with entries the credential may not
 read skips and names them and copies the rest (exit 1, not a job aborted with exit 4); the
-README's curl line reaches the status page; `admin export-p12` gives a bundle a browser (and the
+docs/security.md's curl line reaches the status page; `admin export-p12` gives a bundle a browser (and the
 cryptography library) loads."""
 
 import json
@@ -86,7 +86,7 @@ def test_the_readme_curl_line_reaches_the_status_page(sc):
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed (apt-get install curl)")
     port, sec = _port(sc), sc.security_dir
-    # The README's line, as written (DIR = the cluster dir, PORT = the status page's).
+    # docs/security.md's line, as written (DIR = the cluster dir, PORT = the status page's).
     r = subprocess.run(["curl", "-sS", "--fail", "--cacert", str(sec / "ca.pem"), "--cert", str(sec / "admin.pem"),
                         "--resolve", f"namenode.hedgefs:{port}:127.0.0.1", f"https://namenode.hedgefs:{port}/"],
                        capture_output=True, timeout=30)

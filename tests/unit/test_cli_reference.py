@@ -1,7 +1,7 @@
-"""Every command has --help with examples, and README's command reference matches the CLI: every
-command is listed, with every flag it takes, and nothing that no longer exists.
+"""Every command has --help with examples, and the manual's command reference (docs/cli.md) matches
+the CLI: every command is listed, with every flag it takes, and nothing that no longer exists.
 
-A failure prints the reference line to put in README's "Command reference" section.
+A failure prints the reference line to put in docs/cli.md's "Command reference" section.
 """
 
 import pathlib
@@ -12,7 +12,7 @@ import pytest
 
 from hedgefs.cli import cli
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 SECTION = "## Command reference"
 
 
@@ -32,7 +32,7 @@ def commands():
     return out
 
 
-# Option sets many verbs share, written once in README: a line may say [READ OPTIONS] for the
+# Option sets many verbs share, written once in docs/cli.md: a line may say [READ OPTIONS] for the
 # hedge flags and [CLIENT OPTIONS] for --namenode and --credentials.
 SHARED = {"[READ OPTIONS]": ("--hedge-threshold-ms", "--no-hedge", "--hedge-max-impaired-nodes",
                              "--hedge-impaired-window-ms", "--hedge-cooldown-ms", "--hedge-max-per-second",
@@ -67,10 +67,10 @@ def reference_line(path: str, cmd: click.Command) -> str:
     return "- `" + " ".join(parts) + "`"
 
 
-def readme_reference(known: set[str]) -> tuple[dict[str, str], list[str]]:
-    """README's reference lines by the command they describe, and the lines naming none."""
-    text = README.read_text()
-    assert SECTION in text, f"README has no {SECTION!r} section"
+def manual_reference(known: set[str]) -> tuple[dict[str, str], list[str]]:
+    """docs/cli.md's reference lines by the command they describe, and the lines naming none."""
+    text = REFERENCE.read_text()
+    assert SECTION in text, f"docs/cli.md has no {SECTION!r} section"
     body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     found, unknown = {}, []
     for line in body.splitlines():
@@ -86,10 +86,10 @@ def readme_reference(known: set[str]) -> tuple[dict[str, str], list[str]]:
     return found, unknown
 
 
-def test_readme_reference_lists_every_command_and_flag():
+def test_the_manuals_reference_lists_every_command_and_flag():
     every = commands()
-    lines, unknown = readme_reference({p for p, _ in every})
-    problems = [f"README lists a command that does not exist: {ln}" for ln in unknown]
+    lines, unknown = manual_reference({p for p, _ in every})
+    problems = [f"docs/cli.md lists a command that does not exist: {ln}" for ln in unknown]
     for path, cmd in every:
         line = lines.get(path)
         if line is None:
@@ -98,7 +98,7 @@ def test_readme_reference_lists_every_command_and_flag():
         covered = line + " ".join(" ".join(members) for token, members in SHARED.items() if token in line)
         for p in cmd.params:
             if isinstance(p, click.Option) and not p.hidden and not re.search(re.escape(_long(p)) + r"\b(?!-)", covered):
-                problems.append(f"{path}: flag {max(p.opts, key=len)} not in README; expected {reference_line(path, cmd)}")
+                problems.append(f"{path}: flag {max(p.opts, key=len)} not in docs/cli.md; expected {reference_line(path, cmd)}")
     assert not problems, "\n".join(problems)
 
 
