@@ -88,7 +88,7 @@ def warn_if_open(what: str, host: str) -> None:
 
         logging.getLogger("hedgefs.security").warning(
             "%s listens on %s without --credentials: anyone who can reach it owns the cluster "
-            "(see the README's Security section)", what, host)
+            "(see docs/security.md)", what, host)
 
 
 def describe(err: BaseException) -> str:

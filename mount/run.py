@@ -44,7 +44,7 @@ def check_fuse() -> None:
     try:
         import pyfuse3  # noqa: F401
     except ImportError as err:
-        raise HedgefsError(f"cannot mount: pyfuse3 is not installed ({err}); see README: Mount") from None
+        raise HedgefsError(f"cannot mount: pyfuse3 is not installed ({err}); see docs/mount.md") from None
     if not os.path.exists("/dev/fuse"):
         raise HedgefsError("cannot mount: no /dev/fuse (load the fuse module, or give the container the device)")
 

@@ -32,7 +32,7 @@ def check_request(request: web.Request) -> None:
     canned = request.headers.get("x-amz-acl")
     if canned is not None and canned.strip().lower() not in ALLOWED_CANNED:
         raise S3Error("NotImplemented", f"ACL {canned!r} is not served here: only 'private' (hedgefs permissions "
-                      "decide access; README \"S3\")")
+                      "decide access; see docs/s3.md)")
     grants = [h for h in GRANT_HEADERS if h in request.headers]
     if grants:
         raise S3Error("NotImplemented", f"{grants[0]} is not served here: ACL grants are not kept (only 'private')")

@@ -260,7 +260,7 @@ def admin_init_security(directory, datanodes, cluster_id, admin_user, days, if_m
     Writes ca.pem (the CA's certificate: public), namenode.pem (with the CA key and the cluster
     key), one <id>.pem per DataNode (with the cluster key) and admin.pem, each mode 0600, and
     etcd/: etcd's TLS files from the same CA (server.pem, peer.pem, and client.pem for the
-    NameNodes' --meta etcds://..., each with its -key.pem; see README "High availability").
+    NameNodes' --meta etcds://..., each with its -key.pem; see docs/ha.md).
     With --if-missing on a directory made before etcd/ existed, only etcd/ is added. Start
     the servers with --credentials pointing at theirs; `hedgefs cluster up --secure` does all of
     this for a local cluster, and docker compose's secure mode runs it into a volume.

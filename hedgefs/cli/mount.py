@@ -33,7 +33,7 @@ def mount(mountpoint: str, foreground: bool, log_file: str | None, timeout_s: fl
     One client serves every program that uses the mount: reads are hedged preads with read-ahead
     on sequential access; files are written from start to end and appear when closed (close(2)
     returns a failed commit as its error). Refused: writing into an existing file without O_TRUNC
-    (EROFS), appends to one (ENOTSUP), links (EPERM), xattrs (ENOTSUP). README: Mount.
+    (EROFS), appends to one (ENOTSUP), links (EPERM), xattrs (ENOTSUP). Manual: docs/mount.md.
 
     \b
     Examples:

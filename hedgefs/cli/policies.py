@@ -29,7 +29,7 @@ def ec() -> None:
     64k cells suit small random reads (a read touches one cell), 1024k cells large sequential ones.
 
     \b
-    The tail with one slow DataNode (README "Tail latency"; `hedgefs bench suite`): a one-cell
+    The tail with one slow DataNode (docs/benchmarks.md; `hedgefs bench suite`): a one-cell
     read of a unit on it is rebuilt from the code's cheapest sources instead, so reading around
     it costs at least duty x share x (sources - 1) more unit reads: RS-6-3 5 more per such read,
     LRC-6-2-2 2, REPLICATE-3 none (another replica). With a DataNode serving 13.5 % of the reads
