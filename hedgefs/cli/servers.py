@@ -75,7 +75,8 @@ def _etcd_tls_beside(credentials: str | None) -> str:
 @click.option("--min-replicas", type=click.IntRange(1, None), default=2, show_default=True,
               help="Replicas of a REPLICATE-n block that must be stored for a write to succeed (at most n; "
                    "the NameNode re-replicates the rest).")
-@click.option("--port-file", type=click.Path(dir_okay=False), help="Write the bound port here once serving.")
+@click.option("--port-file", type=click.Path(dir_okay=False),
+              help="Write the bound ports here once serving (gRPC first, then http= with --http-port).")
 @server_credentials_option
 @click.option("--cluster-id", metavar="ID",
               help="The cluster a new namespace belongs to (default: a new one, or the credential's). "
