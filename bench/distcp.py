@@ -9,7 +9,7 @@ Three copies of the same file in one run, each to a fresh destination path:
                                                     around the overdue DataNode
 
 Reads inside a segment are not hedged in any of them (--no-hedge): the segment-level hedge is
-what is measured (hedged reads alone would also hide this fault; see the README). Output: a JSON
+what is measured (hedged reads alone would also hide this fault; see docs/benchmarks.md, distcp). Output: a JSON
 file with every segment's attempts, and a Gantt chart of the segments (hedged ones in another
 colour) like the DoltHub post's.
 """

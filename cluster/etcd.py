@@ -3,7 +3,7 @@
 
 ``EtcdMembers(root, count).start()`` runs ``count`` members on free 127.0.0.1 ports (client and
 peer), data under ``root`` (or /dev/shm), a unique ``--initial-cluster-token``, the flags the
-README recommends (``--max-txn-ops 1024``), waits until a write goes through, and ``stop()``
+docs/ha.md recommends (``--max-txn-ops 1024``), waits until a write goes through, and ``stop()``
 ends them by pid. Port 2379 is never assumed free. With ``tls`` (security/material.py's DIR/etcd/)
 the members speak TLS to clients and peers and accept only certificates of the cluster CA: a
 client must show the NameNodes' client certificate (``--client-cert-allowed-hostname``), a peer
@@ -40,7 +40,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def tls_flags(tls) -> list[str]:
-    """etcd's TLS flags for the files of ``tls`` (an EtcdMaterial): the README's secure mode."""
+    """etcd's TLS flags for the files of ``tls`` (an EtcdMaterial): docs/ha.md's secure mode."""
     from hedgefs.security.material import ETCD_CLIENT_HOSTNAME, ETCD_PEER_CN
 
     return ["--cert-file", str(tls.server_cert), "--key-file", str(tls.server_key), "--client-cert-auth",
@@ -56,7 +56,7 @@ def ctl_flags(tls) -> list[str]:
 
 def member_command(etcd: str, name: str, data_dir: str, client_ports: dict[str, int], peer_ports: dict[str, int],
                    token: str, state: str = "new", tls=None) -> list[str]:
-    """The ``etcd`` command line of member ``name`` of a loopback cluster (the README's flags)."""
+    """The ``etcd`` command line of member ``name`` of a loopback cluster (docs/ha.md's flags)."""
     scheme = "https" if tls else "http"
     initial = ",".join(f"{n}={scheme}://127.0.0.1:{peer_ports[n]}" for n in peer_ports)
     client, peer = f"{scheme}://127.0.0.1:{client_ports[name]}", f"{scheme}://127.0.0.1:{peer_ports[name]}"

@@ -3,7 +3,7 @@
 Requests arrive on trio tasks (pyfuse3); every call that reaches the cluster runs in a worker
 thread (calls.run) or is a client future awaited on trio (calls.wait, reads), so a slow NameNode or DataNode holds up its own request only, and many reads
 are in flight at once. What each operation means, and what is refused with which errno, is the
-README's "Mount" table; the comments here say why where it is not obvious.
+docs/mount.md's table of operations; the comments here say why where it is not obvious.
 
 Caching: entries and attributes are valid for ``timeout`` seconds (0 for a file being written
 here: its size grows). An open keeps the kernel's page cache of a file (``keep_cache``) only when
@@ -144,7 +144,7 @@ class Operations(pyfuse3.Operations):
             else:
                 await self._as_owner(self.fs.set_owner, path, owner, group)
         # atime/mtime: the NameNode keeps the time a file was written; touch and rsync -a's
-        # utimes are accepted and change nothing (README: Mount).
+        # utimes are accepted and change nothing (docs/mount.md).
         return await self.getattr(inode)
 
     async def _as_owner(self, fn, *args):

@@ -1,1 +1,1 @@
-"""The S3 gateway: see README "S3"."""
+"""The S3 gateway: see docs/s3.md."""

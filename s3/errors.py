@@ -83,7 +83,7 @@ def from_hedgefs(err: HedgefsError, resource: str, missing: str = "NoSuchKey") -
         return S3Error("AccessDenied", message, resource)
     if isinstance(err, (AlreadyExists, IsADirectory)) or "is a directory" in message or "not a directory" in message:
         # a key where the namespace has a directory, or below a key that is a file: S3 allows
-        # both, a filesystem neither (README "S3": keys and directories)
+        # both, a filesystem neither (docs/s3.md: Names)
         return S3Error("InvalidRequest", f"{message} (a key cannot also be a prefix of other keys here)", resource,
                        status=409)
     if isinstance(err, (Unavailable, DataUnavailable)):
