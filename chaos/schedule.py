@@ -34,6 +34,8 @@ BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm
 HA_ACTIONS = ("nn-kill", "nn-freeze", "nn-start", "etcd-kill", "etcd-freeze", "etcd-start", "etcd-thaw")
 HA_SHARE = 0.3                            # --ha: the share of steps that are NameNode or etcd faults
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")   # cluster/launcher.py's names
+HOST_ACTIONS = ("host-kill", "host-start", "rack-partition", "rack-heal", "rack-slow", "rack-clear")
+HOST_SHARE = 0.3                          # --hosts: the share of steps that are host or rack faults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +49,13 @@ class ChaosConfig:
     max_file_bytes: int = 2 * POLICY.k * BLOCK_SIZE + POLICY.stripe_data_size
     secure: bool = False                  # TLS, credentials and block tokens on every channel
     ha: bool = False                      # 3 etcd members, 2 NameNodes; NameNode and etcd faults (ha.py)
+    hosts: int = 0                        # >0: DataNodes on hosts in network namespaces; host and rack faults
+    racks: int = 4
 
     def replay_command(self, steps: int) -> str:
         return (f"hedgefs chaos --seed {self.seed} --steps {steps} --datanodes {self.datanodes} "
                 f"--writers {self.writers} --readers {self.readers}" + (" --secure" if self.secure else "")
-                + (" --ha" if self.ha else ""))
+                + (" --ha" if self.ha else "") + (f" --hosts {self.hosts} --racks {self.racks}" if self.hosts else ""))
 
 
 # ---------------------------------------------------------------------------- the schedule
@@ -71,12 +75,17 @@ class Step:
     beyond: bool = False
     nn_down: bool = False                 # --ha: a NameNode is down after the step (killed as the active)
     etcd_down: str = ""                   # --ha: the etcd member down (killed or frozen) after the step
+    dns: tuple = ()                       # --hosts: the DataNodes a host or rack step acts on
+    cut: tuple = ()                       # --hosts: DataNodes in a partitioned rack after the step
 
     def line(self, m: int = POLICY.m) -> str:
         what = f"{self.action} {self.target}".strip()
         if self.action == "fault":
             what += " " + " ".join([self.fault] + [_knob(k, v) for k, v in self.knobs if k not in ("stall", "salt")])
-        how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.stopped, "killed")
+        if self.action in ("rack-slow",):
+            what += " " + " ".join(_knob(k, v) for k, v in self.knobs)
+        how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.cut, "cut") \
+            | dict.fromkeys(self.stopped, "killed")
         lost = " ".join(f"{d}={how[d]}" for d in self.lost) or "-"
         slow = " ".join(f"{d}={f}" for d, f in self.faults if f in SLOW_FAULTS)
         flag = f"  BEYOND TOLERANCE ({len(self.lost)} > {m})" if self.beyond else ""
@@ -101,12 +110,21 @@ def _knob(name: str, value) -> str:
     return f"p={value:g}"
 
 
-def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, ha: bool = False) -> list[Step]:
+def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, ha: bool = False,
+                      hosts: int = 0, racks: int = 4) -> list[Step]:
     """The whole schedule, from the seed alone; step n does not depend on how many steps follow.
 
     With ``ha`` about one step in HA_SHARE is a NameNode or etcd fault (its own random stream:
     HA_ACTIONS), drawn so that one NameNode and two etcd members always stay up; the DataNode
-    steps are drawn as without it, except that the single NameNode's restart is not one of them."""
+    steps are drawn as without it, except that the single NameNode's restart is not one of them.
+    With ``hosts`` about one step in HOST_SHARE is a host or rack fault (hosts.py, its own stream:
+    HOST_ACTIONS): a host killed, a rack partitioned, a rack slowed as a whole; DataNode steps
+    leave the DataNodes of a partitioned rack alone."""
+    from hedgefs.chaos import hosts as host_faults
+
+    topology = host_faults.Topology(datanodes, hosts, racks) if hosts else None
+    host_rng = random.Random(f"hedgefs-chaos/{seed}/hosts")
+    cut: set[str] = set()
     rng = random.Random(f"hedgefs-chaos/{seed}/schedule")
     ha_rng = random.Random(f"hedgefs-chaos/{seed}/ha")
     freeze_rng = random.Random(f"hedgefs-chaos/{seed}/etcd-freeze")   # its own: ha_rng's draws stay as they were
@@ -125,8 +143,13 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
             nn_down = {"nn-kill": True, "nn-start": False}.get(step.action, nn_down)
             etcd_down = {"etcd-kill": step.target, "etcd-freeze": step.target,
                          "etcd-start": "", "etcd-thaw": ""}.get(step.action, etcd_down)
+        elif topology and host_rng.random() < HOST_SHARE:
+            step = host_faults.draw(host_rng, n, topology, proc, fault, cut, m)
+            host_faults.advance(step, proc, fault, cut)
         else:
-            step = _draw_step(rng, n, proc, fault, m, ha)
+            reachable = [d for d in names if d not in cut]
+            step = _draw_step(rng, n, {d: proc[d] for d in reachable}, {d: fault[d] for d in reachable}, m, ha,
+                              lost_elsewhere=len(cut))
         if step.action in ("kill", "freeze", "thaw", "restart"):
             proc[step.target] = {"kill": "stopped", "freeze": "frozen"}.get(step.action, "running")
             if step.action in ("kill", "restart"):
@@ -135,9 +158,9 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
             fault[step.target] = step.fault
         elif step.action == "clear":
             fault[step.target] = ""
-        lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS)
+        lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS or d in cut)
         schedule.append(dataclasses.replace(
-            step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m,
+            step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m, cut=tuple(sorted(cut)),
             nn_down=nn_down, etcd_down=etcd_down,
             frozen=tuple(d for d in names if proc[d] == "frozen"),
             stopped=tuple(d for d in names if proc[d] == "stopped"),
@@ -159,9 +182,12 @@ def _draw_ha_step(rng: random.Random, n: int, nn_down: bool, etcd_down: str) -> 
     return Step(n, action, "" if action == "nn-start" else "active")
 
 
-def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: bool = False) -> Step:
+def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: bool = False,
+               lost_elsewhere: int = 0) -> Step:
+    """A DataNode step among ``proc``'s DataNodes (``lost_elsewhere``: lost ones not among them,
+    in a partitioned rack)."""
     names = list(proc)
-    lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS]
+    lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS] + [""] * lost_elsewhere
     healthy = [d for d in names if d not in lost]
     ailing = [d for d in names if proc[d] != "running" or fault[d]]
     may_harm = len(lost) < m or (len(lost) < m + 2 and rng.random() < BEYOND_CHANCE)
