@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from hedgefs.chaos.hosts import Topology
+from hedgefs.chaos.schedule import Topology
 from hedgefs.chaos.runner import run_chaos
 from hedgefs.chaos.schedule import HOST_ACTIONS, LOSS_FAULTS, POLICY, ChaosConfig, generate_schedule
 
