@@ -83,9 +83,12 @@ def _wait_namenode(chaos, timeout_s: float = 20.0) -> None:
 
 
 def heal(chaos) -> list[str]:
-    """Start the NameNode if it is down, thaw or start every DataNode, clear every fault."""
+    """Start the NameNode if it is down, heal every partition, thaw or start every DataNode, clear
+    every fault."""
     c = chaos.cluster
     try:
+        if c.network:
+            c.heal()
         if not c.is_running("namenode"):
             c.start("namenode")
         for dn in c.datanode_ids:

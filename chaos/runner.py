@@ -11,6 +11,9 @@ after every step.
     end: clear every fault, thaw and start everything, every file must read, fsck -> HEALTHY,
          every acknowledged put and delete is reflected in the namespace (namespace.py)
 
+With --hosts the DataNodes run on hosts in network namespaces, in racks, and the schedule kills
+whole hosts, partitions racks and slows racks as a whole too (hosts.py).
+
 With --ha the cluster has 3 etcd members and 2 NameNodes, and the schedule kills and freezes the
 active NameNode and kills etcd members too (ha.py); a poller records every NameNode's role and
 epoch all along, and at the end no two may have been active at once.
@@ -48,9 +51,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from hedgefs.chaos import actions, ha, invariant, namespace, workload
+from hedgefs.chaos import actions, ha, hosts, invariant, namespace, workload
 from hedgefs.chaos.common import StoredFile, short
-from hedgefs.chaos.schedule import BLOCK_SIZE, HA_ACTIONS, POLICY, REPLICATED, ChaosConfig, Step, generate_schedule
+from hedgefs.chaos.schedule import (BLOCK_SIZE, HA_ACTIONS, HOST_ACTIONS, POLICY, REPLICATED, ChaosConfig, Step,
+                                    generate_schedule)
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
@@ -118,7 +122,8 @@ class Chaos:
         self.config = config
         self.cluster = LocalCluster(root)
         self.out = out
-        self.schedule = generate_schedule(config.seed, config.steps, config.datanodes, ha=config.ha)
+        self.schedule = generate_schedule(config.seed, config.steps, config.datanodes, ha=config.ha,
+                                          hosts=config.hosts, racks=config.racks)
         self.report = Report(seed=config.seed, ha=config.ha)
         self.latency = LatencyHistogram()
         self.lock = threading.Lock()
@@ -153,11 +158,13 @@ class Chaos:
         self.cluster.up(Options(datanodes=c.datanodes, namenode_port=0, policy=POLICY.name, block_size=BLOCK_SIZE,
                                 heartbeat_interval_s=0.3, dead_interval_s=3.0, repair_interval_s=0.3, fsync=False,
                                 lease_timeout_s=LEASE_S,
-                                scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure, ha=c.ha))
+                                scrub_interval_s=SCRUB_INTERVAL_S, secure=c.secure, ha=c.ha, hosts=c.hosts,
+                                racks=c.racks if c.hosts else 1))
         if self.poller:
             self.poller.start()
         self.out(f"cluster: {self.cluster.root} ({'3 etcd members, NameNodes' if c.ha else 'NameNode'} "
                  f"{self.cluster.namenode}, {c.datanodes} DataNodes, "
+                 f"{f'on {c.hosts} hosts in {c.racks} racks, ' if c.hosts else ''}"
                  f"{POLICY.name} and {REPLICATED.name}, {BLOCK_SIZE // 1024} KiB blocks{', secure' if c.secure else ''})")
         # The checker never waits out a breaker or an extra-read budget.
         verify_hedge = HedgeConfig(max_impaired_nodes=1000, max_per_second=100_000, budget_pct=1000)
@@ -198,7 +205,8 @@ class Chaos:
     def _run_step(self, step: Step) -> bool:
         started = time.monotonic()
         writes_before = (self.report.files, self.write_failures)
-        problems = ha.apply(self, step) if step.action in HA_ACTIONS else actions.apply(self, step)
+        problems = ha.apply(self, step) if step.action in HA_ACTIONS else \
+            hosts.apply(self, step) if step.action in HOST_ACTIONS else actions.apply(self, step)
         self.check_line, self.excused = "(not checked)", []
         self.stop.wait(step.dwell_s)
         if not problems:

@@ -20,6 +20,7 @@ import random
 
 import numpy as np
 
+from hedgefs.cluster.network import layout
 from hedgefs.ec.layout import block_size_for
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -34,6 +35,9 @@ BEYOND_CHANCE = 0.15                      # at the loss budget, chance that harm
 HA_ACTIONS = ("nn-kill", "nn-freeze", "nn-start", "etcd-kill", "etcd-freeze", "etcd-start", "etcd-thaw")
 HA_SHARE = 0.3                            # --ha: the share of steps that are NameNode or etcd faults
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")   # cluster/launcher.py's names
+HOST_ACTIONS = ("host-kill", "host-start", "rack-partition", "rack-heal", "rack-slow", "rack-clear")
+HOST_SHARE = 0.3                          # --hosts: the share of steps that are host or rack faults
+RACK_DELAYS_MS = (50, 100, 250, 500)      # rack-slow: every DataNode of the rack this read delay
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +51,13 @@ class ChaosConfig:
     max_file_bytes: int = 2 * POLICY.k * BLOCK_SIZE + POLICY.stripe_data_size
     secure: bool = False                  # TLS, credentials and block tokens on every channel
     ha: bool = False                      # 3 etcd members, 2 NameNodes; NameNode and etcd faults (ha.py)
+    hosts: int = 0                        # >0: DataNodes on hosts in network namespaces; host and rack faults
+    racks: int = 4
 
     def replay_command(self, steps: int) -> str:
         return (f"hedgefs chaos --seed {self.seed} --steps {steps} --datanodes {self.datanodes} "
                 f"--writers {self.writers} --readers {self.readers}" + (" --secure" if self.secure else "")
-                + (" --ha" if self.ha else ""))
+                + (" --ha" if self.ha else "") + (f" --hosts {self.hosts} --racks {self.racks}" if self.hosts else ""))
 
 
 # ---------------------------------------------------------------------------- the schedule
@@ -71,12 +77,17 @@ class Step:
     beyond: bool = False
     nn_down: bool = False                 # --ha: a NameNode is down after the step (killed as the active)
     etcd_down: str = ""                   # --ha: the etcd member down (killed or frozen) after the step
+    dns: tuple = ()                       # --hosts: the DataNodes a host or rack step acts on
+    cut: tuple = ()                       # --hosts: DataNodes in a partitioned rack after the step
 
     def line(self, m: int = POLICY.m) -> str:
         what = f"{self.action} {self.target}".strip()
         if self.action == "fault":
             what += " " + " ".join([self.fault] + [_knob(k, v) for k, v in self.knobs if k not in ("stall", "salt")])
-        how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.stopped, "killed")
+        if self.action in ("rack-slow",):
+            what += " " + " ".join(_knob(k, v) for k, v in self.knobs)
+        how = dict(self.faults) | dict.fromkeys(self.frozen, "frozen") | dict.fromkeys(self.cut, "cut") \
+            | dict.fromkeys(self.stopped, "killed")
         lost = " ".join(f"{d}={how[d]}" for d in self.lost) or "-"
         slow = " ".join(f"{d}={f}" for d, f in self.faults if f in SLOW_FAULTS)
         flag = f"  BEYOND TOLERANCE ({len(self.lost)} > {m})" if self.beyond else ""
@@ -101,12 +112,19 @@ def _knob(name: str, value) -> str:
     return f"p={value:g}"
 
 
-def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, ha: bool = False) -> list[Step]:
+def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, ha: bool = False,
+                      hosts: int = 0, racks: int = 4) -> list[Step]:
     """The whole schedule, from the seed alone; step n does not depend on how many steps follow.
 
     With ``ha`` about one step in HA_SHARE is a NameNode or etcd fault (its own random stream:
     HA_ACTIONS), drawn so that one NameNode and two etcd members always stay up; the DataNode
-    steps are drawn as without it, except that the single NameNode's restart is not one of them."""
+    steps are drawn as without it, except that the single NameNode's restart is not one of them.
+    With ``hosts`` about one step in HOST_SHARE is a host or rack fault (draw_host_step, its own
+    stream: HOST_ACTIONS; hosts.py applies them): a host killed, a rack partitioned, a rack slowed as a whole; DataNode steps
+    leave the DataNodes of a partitioned rack alone."""
+    topology = Topology(datanodes, hosts, racks) if hosts else None
+    host_rng = random.Random(f"hedgefs-chaos/{seed}/hosts")
+    cut: set[str] = set()
     rng = random.Random(f"hedgefs-chaos/{seed}/schedule")
     ha_rng = random.Random(f"hedgefs-chaos/{seed}/ha")
     freeze_rng = random.Random(f"hedgefs-chaos/{seed}/etcd-freeze")   # its own: ha_rng's draws stay as they were
@@ -125,8 +143,13 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
             nn_down = {"nn-kill": True, "nn-start": False}.get(step.action, nn_down)
             etcd_down = {"etcd-kill": step.target, "etcd-freeze": step.target,
                          "etcd-start": "", "etcd-thaw": ""}.get(step.action, etcd_down)
+        elif topology and host_rng.random() < HOST_SHARE:
+            step = draw_host_step(host_rng, n, topology, proc, fault, cut, m)
+            advance_host_step(step, proc, fault, cut)
         else:
-            step = _draw_step(rng, n, proc, fault, m, ha)
+            reachable = [d for d in names if d not in cut]
+            step = _draw_step(rng, n, {d: proc[d] for d in reachable}, {d: fault[d] for d in reachable}, m, ha,
+                              lost_elsewhere=len(cut))
         if step.action in ("kill", "freeze", "thaw", "restart"):
             proc[step.target] = {"kill": "stopped", "freeze": "frozen"}.get(step.action, "running")
             if step.action in ("kill", "restart"):
@@ -135,9 +158,9 @@ def generate_schedule(seed: int, steps: int, datanodes: int, m: int = POLICY.m, 
             fault[step.target] = step.fault
         elif step.action == "clear":
             fault[step.target] = ""
-        lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS)
+        lost = tuple(d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS or d in cut)
         schedule.append(dataclasses.replace(
-            step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m,
+            step, dwell_s=round(rng.uniform(0.2, 1.0), 1), lost=lost, beyond=len(lost) > m, cut=tuple(sorted(cut)),
             nn_down=nn_down, etcd_down=etcd_down,
             frozen=tuple(d for d in names if proc[d] == "frozen"),
             stopped=tuple(d for d in names if proc[d] == "stopped"),
@@ -159,9 +182,12 @@ def _draw_ha_step(rng: random.Random, n: int, nn_down: bool, etcd_down: str) -> 
     return Step(n, action, "" if action == "nn-start" else "active")
 
 
-def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: bool = False) -> Step:
+def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: bool = False,
+               lost_elsewhere: int = 0) -> Step:
+    """A DataNode step among ``proc``'s DataNodes (``lost_elsewhere``: lost ones not among them,
+    in a partitioned rack)."""
     names = list(proc)
-    lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS]
+    lost = [d for d in names if proc[d] != "running" or fault[d] in LOSS_FAULTS] + [""] * lost_elsewhere
     healthy = [d for d in names if d not in lost]
     ailing = [d for d in names if proc[d] != "running" or fault[d]]
     may_harm = len(lost) < m or (len(lost) < m + 2 and rng.random() < BEYOND_CHANCE)
@@ -190,6 +216,97 @@ def _draw_step(rng: random.Random, n: int, proc: dict, fault: dict, m: int, ha: 
     if kind == "bounce":
         return Step(n, "restart", rng.choice(healthy))
     return Step(n, kind)
+
+
+# ---------------------------------------------------------------------------- hosts and racks
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """Which DataNodes are on which host and in which rack, as the launcher deals them."""
+
+    datanodes: int
+    hosts: int
+    racks: int
+
+    def host_dns(self, host: str) -> list[str]:
+        h = int(host[4:])
+        return [f"dn{i}" for i in range(1, self.datanodes + 1) if (i - 1) % self.hosts + 1 == h]
+
+    def rack_hosts(self, rack: str) -> list[str]:
+        return [h for h, r in layout(self.hosts, self.racks) if f"rack{r}" == rack]
+
+    def rack_dns(self, rack: str) -> list[str]:
+        return [d for h in self.rack_hosts(rack) for d in self.host_dns(h)]
+
+    @property
+    def host_names(self) -> list[str]:
+        return [h for h, _ in layout(self.hosts, self.racks)]
+
+    @property
+    def rack_names(self) -> list[str]:
+        return [f"rack{r}" for r in range(1, self.racks + 1)]
+
+
+def draw_host_step(rng: random.Random, n, topo: Topology, proc: dict, fault: dict, cut: set, m: int):
+    """One host or rack step, given the DataNodes' states after the previous step."""
+    lost = {d for d in proc if proc[d] != "running" or fault[d] in LOSS_FAULTS or d in cut}
+    beyond = rng.random() < BEYOND_CHANCE   # once a step, as a DataNode step's
+
+    def affordable(dns) -> bool:
+        after = len(lost | set(dns))
+        return after <= m or (after <= m + 2 and beyond)
+
+    cut_racks = [r for r in topo.rack_names if set(topo.rack_dns(r)) <= cut and topo.rack_dns(r)]
+    killable = [h for h in topo.host_names
+                if any(proc[d] != "stopped" for d in topo.host_dns(h)) and not set(topo.host_dns(h)) & cut]
+    startable = [h for h in topo.host_names
+                 if any(proc[d] == "stopped" for d in topo.host_dns(h)) and not set(topo.host_dns(h)) & cut]
+    whole = [r for r in topo.rack_names if r not in cut_racks and topo.rack_dns(r)]
+    slowed = [r for r in topo.rack_names if any(fault[d] == "delay" for d in topo.rack_dns(r))]
+    quiet = [r for r in whole if all(not fault[d] and proc[d] == "running" for d in topo.rack_dns(r))]
+    kill_h = [h for h in killable if affordable(topo.host_dns(h))]
+    part_r = [r for r in whole if affordable(topo.rack_dns(r))]
+    weights = {"host-kill": 3.0 if kill_h else 0, "host-start": 3.0 if startable else 0,
+               "rack-partition": 5.0 if part_r else 0, "rack-heal": 3.0 if cut_racks else 0,
+               "rack-slow": 2.0 if quiet else 0, "rack-clear": 2.0 if slowed else 0}
+    if not any(weights.values()):
+        return Step(n, "pause")
+    action = rng.choices(list(weights), weights=list(weights.values()))[0]
+    if action == "host-kill":
+        host = rng.choice(kill_h)
+        return Step(n, action, host, dns=tuple(d for d in topo.host_dns(host) if proc[d] != "stopped"))
+    if action == "host-start":
+        host = rng.choice(startable)
+        return Step(n, action, host, dns=tuple(d for d in topo.host_dns(host) if proc[d] == "stopped"))
+    if action == "rack-partition":
+        rack = rng.choice(part_r)
+        return Step(n, action, rack, dns=tuple(topo.rack_dns(rack)))
+    if action == "rack-heal":
+        rack = rng.choice(cut_racks)
+        return Step(n, action, rack, dns=tuple(topo.rack_dns(rack)))
+    if action == "rack-slow":
+        rack = rng.choice(quiet)
+        return Step(n, action, rack, "delay", (("read_delay_ms", rng.choice(RACK_DELAYS_MS)), ("probability", 1.0)),
+                    dns=tuple(topo.rack_dns(rack)))
+    rack = rng.choice(slowed)
+    return Step(n, action, rack, dns=tuple(d for d in topo.rack_dns(rack) if fault[d] == "delay"))
+
+
+def advance_host_step(step, proc: dict, fault: dict, cut: set) -> None:
+    """The DataNodes' states after a host or rack step."""
+    for d in step.dns:
+        if step.action == "host-kill":
+            proc[d], fault[d] = "stopped", ""
+        elif step.action == "host-start":
+            proc[d], fault[d] = "running", ""
+        elif step.action == "rack-partition":
+            cut.add(d)
+        elif step.action == "rack-heal":
+            cut.discard(d)
+        elif step.action == "rack-slow":
+            fault[d] = "delay"
+        elif step.action == "rack-clear":
+            fault[d] = ""
 
 
 def _fault_step(rng: random.Random, n: int, target: str, kind: str) -> Step:

@@ -10,6 +10,11 @@ Everything about a cluster lives in one directory:
                               the namespace (cluster/etcd.py), their logs beside the others
                               admin.pem is the credential of the superuser, for this launcher and you
 
+With --hosts N (root only) the DataNodes run on N hosts in R racks: a network namespace per host on
+a bridge (cluster/network.py), each DataNode bound to its host's address and registered with its
+host and rack; the NameNode(s) listen on the bridge's address in the root namespace, etcd and
+clients stay there too. ``down`` removes every namespace, veth and the bridge.
+
 Processes run in their own sessions, so `hedgefs cluster up` can return and leave them running;
 `kill`, `freeze` and `thaw` are SIGKILL, SIGSTOP and SIGCONT from the OS.
 """
@@ -30,7 +35,8 @@ import grpc
 from hedgefs.cluster.commands import datanode_command, namenode_command
 from hedgefs.cluster.etcd import binaries, free_ports, member_command
 from hedgefs.cluster.etcd import wait_healthy as etcd_wait_healthy
-from hedgefs.cluster.procs import last_line, proc_stat, wait_stopped
+from hedgefs.cluster.network import HostNetwork
+from hedgefs.cluster.procs import last_line, proc_stat, wait_gone, wait_stopped
 from hedgefs.plumbing import read_port_file
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -68,6 +74,8 @@ class Options:
     # Extra `hedgefs datanode` flags for some DataNodes, e.g. {"dn3": ["--max-streams", "16"]}.
     datanode_args: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     ha: bool = False                         # 3 etcd members and 2 NameNodes on them (cluster/etcd.py)
+    hosts: int = 0                           # >0: DataNodes on this many hosts (network namespaces; root)
+    racks: int = 1                           # with hosts: in this many racks (contiguous runs of hosts)
 
 
 class LocalCluster:
@@ -91,7 +99,35 @@ class LocalCluster:
     @property
     def namenode(self) -> str:
         """The NameNode's address; with --ha, both, comma-separated (what clients and DataNodes take)."""
-        return ",".join(f"127.0.0.1:{self.state[n]['port']}" for n in self.namenode_names)
+        return ",".join(f"{self.namenode_host}:{self.state[n]['port']}" for n in self.namenode_names)
+
+    @property
+    def network(self) -> HostNetwork | None:
+        """The hosts' namespaces and bridge of a --hosts cluster (None: every process on loopback)."""
+        return HostNetwork(self.state["network"]) if self.state.get("network") else None
+
+    @property
+    def namenode_host(self) -> str:
+        """Where the NameNodes listen: loopback, or the bridge's address (hosts reach it there)."""
+        return self.network.gateway if self.network else "127.0.0.1"
+
+    def datanode_host(self, name: str) -> str | None:
+        """The host a DataNode runs on (None without --hosts)."""
+        return self._entry(name).get("host")
+
+    def members(self, target: str) -> list[str]:
+        """The processes a target names: a process itself, or the DataNodes of a host (``host3``) or
+        of a rack (``rack2``) of a --hosts cluster."""
+        net = self.network
+        hosts = net.hosts_of(target) if net else []
+        if hosts:
+            return [d for d in self.datanode_ids if self.datanode_host(d) in hosts]
+        try:
+            self._entry(target)
+        except ClusterError as err:
+            raise ClusterError(f"{err}; hosts: {', '.join(net.hosts)}; racks: {', '.join(net.racks)}") \
+                if net else err from None
+        return [target]
 
     @property
     def secure(self) -> bool:
@@ -113,7 +149,7 @@ class LocalCluster:
     def http_url(self) -> str:
         """The NameNode's status page."""
         port = self.state["namenode"].get("http_port")
-        return f"{'https' if self.secure else 'http'}://127.0.0.1:{port}/" if port else ""
+        return f"{'https' if self.secure else 'http'}://{self.namenode_host}:{port}/" if port else ""
 
     @property
     def datanode_ids(self) -> list[str]:
@@ -121,7 +157,8 @@ class LocalCluster:
 
     def datanode_address(self, name: str) -> str:
         """The DataNode's gRPC address (fault knobs)."""
-        return f"127.0.0.1:{self._entry(name)['port']}"
+        host = self.datanode_host(name)
+        return f"{self.network.host(host)['address'] if host else '127.0.0.1'}:{self._entry(name)['port']}"
 
     def datanode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
         """Call a DataNode's RPC by name: SetFaults, ClearFaults, GetFaults (what tests and tools
@@ -133,7 +170,7 @@ class LocalCluster:
     def namenode_rpc(self, name: str, method: str, request, timeout: float = 10.0):
         """Call one NameNode's RPC by name ("namenode", "namenode-2"), without failover: what it
         answers itself (a standby's Report included: its role, epoch and applied revision)."""
-        address = f"127.0.0.1:{self._entry(name)['port']}"
+        address = f"{self.namenode_host}:{self._entry(name)['port']}"
         with tls.channel(address, self._admin(), material.NAMENODE_NAME, GRPC_OPTIONS) as channel:
             return getattr(hedgefs_pb2_grpc.NameNodeStub(channel), method)(request, timeout=timeout)
 
@@ -175,10 +212,17 @@ class LocalCluster:
         if self.state and any(self.is_running(n) for n in [*self.namenode_names, *self.datanode_ids, *self.etcd_names]):
             raise AlreadyRunning(f"a cluster is already running in {self.root} (hedgefs cluster down --dir {self.root})")
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
+        if self.network:
+            self.network.destroy()   # what a crashed run left (a cluster that went down has nothing left)
+        network = HostNetwork.plan(options.hosts, options.racks) if options.hosts else None
         self.state = {"options": dataclasses.asdict(options), "datanodes": {},
                       "namenode": {"port": options.namenode_port, "http_port": options.namenode_http_port}}
         for i in range(1, options.datanodes + 1):
             self.state["datanodes"][f"dn{i}"] = {"port": 0, "data_port": 0, "http_port": 0}
+            if network:   # dealt round-robin: dn1 on host1, ..., dnN+1 on host1 again
+                self.state["datanodes"][f"dn{i}"]["host"] = network.hosts[(i - 1) % len(network.hosts)]
+        if network:
+            self.state["network"] = network.state
         if options.ha:
             ports = free_ports(2 * ETCD_MEMBERS)
             self.state["etcd"] = {f"etcd-{i + 1}": {"client_port": ports[2 * i], "peer_port": ports[2 * i + 1]}
@@ -191,6 +235,9 @@ class LocalCluster:
         if options.secure and options.ha and not self.etcd_tls.exists():
             material.add_etcd_material(self.security_dir)   # material made before etcd's was
         try:
+            if network:
+                self._save()          # the names are on disk before anything is made: down() finds them
+                network.create()
             for name in self.etcd_names:
                 self.start(name)
             if self.etcd_names:
@@ -271,7 +318,10 @@ class LocalCluster:
                 time.sleep(0.05)
             if self.is_running(name):
                 os.kill(self.pid(name), signal.SIGKILL)
+                wait_gone(self.pid(name))   # a namespace outlives its name while a process is in it
             self._entry(name)["pid"] = None
+        if self.network:
+            self.network.destroy()
         if self.state:
             self._save()
 
@@ -294,14 +344,18 @@ class LocalCluster:
             etcd_tls = self.etcd_tls.directory if secure and self.meta else None
 
             def command(port: int) -> list[str]:
-                return namenode_command(port, data_dir, options, self.meta, credential, etcd_tls)
+                return namenode_command(port, data_dir, options, self.meta, credential, etcd_tls, self.namenode_host)
         else:
             credential = self.security_dir / f"{name}.pem" if options.get("secure") else None
             if credential is not None and not credential.exists():
                 material.add_datanode(self.security_dir, name)
 
+            host = self.datanode_host(name)
+            place = None if host is None else {"host_id": host, "address": self.network.host(host)["address"],
+                                               "rack": "/" + self.network.host(host)["rack"]}
+
             def command(port: int) -> list[str]:
-                return datanode_command(name, port, data_dir, self.namenode, options, credential)
+                return datanode_command(name, port, data_dir, self.namenode, options, credential, place)
         # Every process keeps its HTTP (status, metrics) port across restarts, so a bookmark or a
         # static Prometheus target still finds it; if some other process took it meanwhile (a
         # port from bind(0) may be any client's outgoing one by then: a chaos run's NameNode
@@ -331,7 +385,9 @@ class LocalCluster:
         entry = self._entry(name)
         port_file.unlink(missing_ok=True)
         log = open(self.root / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "hedgefs", *args, "--http-port", str(http_port),
+        host = self.datanode_host(name) if name in self.datanode_ids else None
+        prefix = self.network.exec_prefix(host) if host else []
+        proc = subprocess.Popen([*prefix, sys.executable, "-m", "hedgefs", *args, "--http-port", str(http_port),
                                  "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
@@ -345,6 +401,8 @@ class LocalCluster:
         n = max((int(d[2:]) for d in self.datanode_ids if d[2:].isdigit()), default=0) + 1
         name = f"dn{n}"
         self.state["datanodes"][name] = {"port": 0}
+        if self.network:
+            self.state["datanodes"][name]["host"] = self.network.hosts[(n - 1) % len(self.network.hosts)]
         self.start(name)
         self.wait_live([name], timeout_s)
         return name
@@ -372,6 +430,31 @@ class LocalCluster:
         self.start(name)
         if name in self.datanode_ids:
             self.wait_live([name], timeout_s)
+
+    def partition(self, target: str) -> list[str]:
+        """Cut a host or a rack off from everything outside it (iptables in its namespaces); returns
+        the hosts cut."""
+        hosts = self._hosts(target)
+        self.network.partition(target)
+        self._save()
+        return hosts
+
+    def heal(self, target: str | None = None) -> list[str]:
+        """Undo the partitions of a host or rack (all: None); returns the hosts healed."""
+        if target is not None:
+            self._hosts(target)
+        healed = self.network.heal(target) if self.network else []
+        self._save()
+        return healed
+
+    def _hosts(self, target: str) -> list[str]:
+        net = self.network
+        if net is None:
+            raise ClusterError(f"{target}: this cluster has no hosts (cluster up --hosts N)")
+        hosts = net.hosts_of(target)
+        if not hosts:
+            raise ClusterError(f"no host or rack {target!r}; hosts: {', '.join(net.hosts)}; racks: {', '.join(net.racks)}")
+        return hosts
 
     def wait_live(self, names: list[str], timeout_s: float = 60.0) -> None:
         """Block until the NameNode reports every one of `names` live."""

@@ -45,3 +45,13 @@ def last_line(path: pathlib.Path) -> str:
     except OSError:
         return "(no log)"
     return lines[-1] if lines else "(empty log)"
+
+
+def wait_gone(pid: int, timeout_s: float = 10.0) -> None:
+    """After SIGKILL: until the process has exited (a zombie has let go of its namespaces and files)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stat = proc_stat(pid)
+        if stat is None or stat[0] in ("Z", "X"):
+            return
+        time.sleep(0.01)

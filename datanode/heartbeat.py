@@ -50,11 +50,12 @@ class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
                  rpc_timeout_s: float = 10.0, repairs=None, stats=None, credential: Credential | None = None,
-                 on_fatal=None, epochs: EpochGuard | None = None):
+                 on_fatal=None, epochs: EpochGuard | None = None, host_id: str = "", rack: str = ""):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
         self.data_address = data_address
+        self.host_id, self.rack = host_id, rack   # where it runs: sent at registration
         self.store = store
         self.repairs = repairs            # a RepairRunner (set before start)
         self.stats = stats                # () -> pb.DataNodeStats: what the DataNode measured
@@ -126,7 +127,8 @@ class NameNodeLink:
             reply = self._stub.RegisterDataNode(
                 pb.RegisterRequest(datanode_id=self.datanode_id, address=self.address,
                                    data_address=self.data_address, cluster_id=joined,
-                                   storage_id=getattr(self.store, "storage_id", "")),
+                                   storage_id=getattr(self.store, "storage_id", ""),
+                                   host_id=self.host_id, rack=self.rack),
                 timeout=self.rpc_timeout_s)
             if joined and reply.cluster_id != joined:
                 raise Refused(f"namenode {self.namenode} is of cluster {reply.cluster_id}; this DataNode's data "

@@ -39,6 +39,7 @@ from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
 from hedgefs.security.identity import DATANODE, Credential, Refused
 from hedgefs.security.tokens import BlockTokens
+from hedgefs.topology import DEFAULT_RACK, parse_host_id, parse_rack
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -57,7 +58,8 @@ class DataNode:
                  block_report_interval_s: float = 60.0, fsync: bool = True, max_repairs: int = 2,
                  http_port: int | None = None, scrub_interval_s: float = DEFAULT_INTERVAL_S,
                  scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS, data_port: int = 0, max_streams: int = 64,
-                 write_idle_s: float = 30.0, environ: Mapping[str, str] | None = None):
+                 write_idle_s: float = 30.0, rack: str = DEFAULT_RACK, host_id: str | None = None,
+                 environ: Mapping[str, str] | None = None):
         environ = os.environ if environ is None else environ
         if not datanode_id:
             raise ValueError("a DataNode needs an id (--id)")
@@ -91,6 +93,10 @@ class DataNode:
         self.datanode_id = datanode_id
         self.host, self.port = host, port
         self.advertise_host = advertise_host or host
+        # Where it runs, told to the NameNode at registration (placement: distinct hosts, at most m
+        # units of a group per rack). Its host is the host it is reached at unless said otherwise.
+        self.rack = parse_rack(rack)
+        self.host_id = parse_host_id(host_id) if host_id else self.advertise_host
         # Every NameNode of the cluster (HA: several, "nn1:8020,nn2:8020"): each gets a link of its own.
         self.namenodes = [a.strip() for a in namenode.split(",")] if isinstance(namenode, str) else list(namenode)
         if not self.namenodes or not all(self.namenodes):
@@ -167,6 +173,7 @@ class DataNode:
         self.data_address = hostport(self.advertise_host, self.data_port)
         self.links = [NameNodeLink(namenode=nn, datanode_id=self.datanode_id,
                                    address=self.address, data_address=self.data_address, store=self.store,
+                                   host_id=self.host_id, rack=self.rack,
                                    heartbeat_interval_s=self.heartbeat_interval_s,
                                    block_report_interval_s=self.block_report_interval_s,
                                    stats=self._stats, credential=cred, on_fatal=lambda why: self.on_fatal(why),
@@ -257,7 +264,7 @@ class DataNode:
         if request.path == "/health":
             lines = "".join(f"namenode {link.namenode} {'reachable' if link.reachable else 'unreachable'}\n"
                             for link in self.links)
-            return httpserver.text(200, f"ok\n{lines}")
+            return httpserver.text(200, f"ok\nhost {self.host_id} rack {self.rack}\n{lines}")
         return httpserver.text(404, f"not found: {request.path} (try /metrics or /health)\n")
 
     def stop(self, grace: float = 2.0) -> None:
@@ -284,7 +291,8 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequen
           heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
           fsync: bool = True, max_repairs: int = 2, http_port: int | None = None,
           scrub_interval_s: float = DEFAULT_INTERVAL_S, scrub_bandwidth_bps: int = DEFAULT_BANDWIDTH_BPS,
-          data_port: int = 0, max_streams: int = 64, write_idle_s: float = 30.0) -> None:
+          data_port: int = 0, max_streams: int = 64, write_idle_s: float = 30.0, rack: str = DEFAULT_RACK,
+          host_id: str | None = None) -> None:
     """Run a DataNode until SIGTERM/SIGINT.
 
     Raises ValueError for a bad configuration (bad --fault spec, --fault without --enable-faults),
@@ -300,7 +308,7 @@ def serve(*, datanode_id: str, port: int, data_dir: str, namenode: "str | Sequen
                     block_report_interval_s=block_report_interval_s, fsync=fsync,
                     max_repairs=max_repairs, http_port=http_port, scrub_interval_s=scrub_interval_s,
                     scrub_bandwidth_bps=scrub_bandwidth_bps, data_port=data_port, max_streams=max_streams,
-                    write_idle_s=write_idle_s)
+                    write_idle_s=write_idle_s, rack=rack, host_id=host_id)
     with stop_on_signal() as stop:
         refused: list[str] = []
 

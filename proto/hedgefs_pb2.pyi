@@ -425,18 +425,22 @@ class NameNodeRole(_message.Message):
     def __init__(self, role: _Optional[str] = ..., epoch: _Optional[int] = ..., applied_revision: _Optional[int] = ..., meta: _Optional[str] = ..., active: _Optional[str] = ..., safe_mode: _Optional[bool] = ..., safe_mode_detail: _Optional[_Union[SafeModeResponse, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("datanode_id", "address", "data_address", "cluster_id", "storage_id")
+    __slots__ = ("datanode_id", "address", "data_address", "cluster_id", "storage_id", "host_id", "rack")
     DATANODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     STORAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
     datanode_id: str
     address: str
     data_address: str
     cluster_id: str
     storage_id: str
-    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., storage_id: _Optional[str] = ...) -> None: ...
+    host_id: str
+    rack: str
+    def __init__(self, datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., storage_id: _Optional[str] = ..., host_id: _Optional[str] = ..., rack: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("cluster_id", "epoch", "active")

@@ -25,8 +25,14 @@ from hedgefs.client.errors import HedgefsError
 @click.option("--dry-run", is_flag=True, help="Print the seed and the schedule; start nothing.")
 @click.option("--secure", is_flag=True, help="Run the cluster secure: TLS, credentials, block tokens.")
 @click.option("--ha", is_flag=True, help="3 etcd members and 2 NameNodes; kill and freeze the active, kill etcd members.")
+@click.option("--hosts", type=click.IntRange(1, 64),
+              help="Run the DataNodes on this many hosts (network namespaces, as `cluster up --hosts`; root) and "
+                   "kill hosts, partition and slow racks too.")
+@click.option("--racks", type=click.IntRange(1, 7), default=4, show_default=True,
+              help="With --hosts: racks (at most m = 3 DataNodes a rack keeps a rack's loss within tolerance).")
 @metrics_port_option
-def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, secure, ha, metrics_port) -> None:
+def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run, secure, ha, hosts, racks,
+          metrics_port) -> None:
     """Kill, freeze, slow and corrupt DataNodes, rot units on their disks (and restart the NameNode)
     on a seeded schedule while writers and readers run; after every step, every stored file must
     read back identical.
@@ -52,6 +58,11 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
     The clients' receive buffers are poisoned when given back (HEDGEFS_POISON_BUFFERS=1), so
     a buffer used after its return shows up as wrong bytes.
 
+    With --hosts N (as root) the DataNodes run on N hosts in --racks racks, each host a network
+    namespace (as `cluster up --hosts`), and about 3 steps in 10 kill a whole host (and start it
+    again), partition a rack from the rest (and heal it), or slow a rack as a whole (every DataNode
+    in it the same read delay: correlated slowness) and clear it.
+
     \b
     Examples:
       hedgefs chaos --seed 1 --steps 200
@@ -60,6 +71,7 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
       hedgefs chaos --seed 7 --steps 17 --keep                      # replay, keep the logs
       hedgefs chaos --ha --seed 3 --steps 60                        # NameNode and etcd faults too
       hedgefs chaos --steps 500 --metrics-port 9101                 # hedges and breaker, live
+      hedgefs chaos --hosts 12 --racks 4 --seed 5 --steps 200       # hosts and racks (as root)
     """
     # Receive buffers poisoned on return (client/transport.py): a use after return is wrong bytes.
     os.environ.setdefault("HEDGEFS_POISON_BUFFERS", "1")
@@ -69,11 +81,22 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
 
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
+    if hosts and not dry_run:
+        from hedgefs.client.errors import NotAllowed, UsageError
+        from hedgefs.cluster.network import HostsUnavailable, check_available, layout
+
+        try:
+            check_available(("ip", "iptables"))
+            layout(hosts, racks)
+        except HostsUnavailable as err:
+            raise (NotAllowed if err.missing == "root" else UsageError)(f"chaos --hosts: {err}") from None
+        except ValueError as err:
+            raise UsageError(f"chaos: {err}") from None
     config = ChaosConfig(seed=seed, steps=steps, datanodes=datanodes, writers=writers, readers=readers, secure=secure,
-                         ha=ha)
+                         ha=ha, hosts=hosts or 0, racks=racks)
     if dry_run:
         click.echo(f"chaos: seed {seed}")
-        for step in generate_schedule(seed, steps, datanodes, ha=ha):
+        for step in generate_schedule(seed, steps, datanodes, ha=ha, hosts=hosts or 0, racks=racks):
             click.echo(step.line())
         return
     try:

@@ -145,6 +145,12 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
 @click.option("--advertise-host", help="Host other processes use to reach this DataNode (default: --host).")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Where internal blocks live.")
 @namenode_address_option
+@click.option("--rack", default="/default-rack", show_default=True, metavar="/DC/RACK",
+              help="The rack this DataNode is in, a path such as /dc1/r2: placement keeps at most m units of a "
+                   "block group in one rack.")
+@click.option("--host-id", metavar="ID",
+              help="The host (machine) this DataNode runs on: placement puts a group's units on distinct hosts "
+                   "[the host of --advertise-host].")
 @click.option("--enable-faults", is_flag=True, help="Accept fault-injection RPCs (hedgefs fault ...).")
 @click.option("--fault", "fault_specs", multiple=True, metavar="KEY=VALUE",
               help="Start with a fault: read-delay-ms, probability, jitter-ms, stall, error-probability, "
@@ -169,7 +175,8 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
 @click.option("--port-file", type=click.Path(dir_okay=False),
               help="Write the bound ports here once serving (gRPC first, then data=, http=).")
 @server_credentials_option
-def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namenode, enable_faults, fault_specs,
+def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namenode, rack, host_id, enable_faults,
+             fault_specs,
              heartbeat_interval_s, block_report_interval_s, max_repairs, scrub_interval_s, scrub_bandwidth, max_streams,
              write_idle_s, no_fsync, http_port, port_file, credentials) -> None:
     """Run a DataNode (internal blocks on local disk, CRC32C-checked, scrubbed).
@@ -183,6 +190,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
       hedgefs datanode --id dn2 --data-dir /srv/dn2 --scrub-interval-s 86400 --scrub-bandwidth 20M
       hedgefs datanode --id dn3 --data-dir /srv/dn3 --namenode nn:8020 --credentials /etc/hedgefs/dn3.pem
       hedgefs datanode --id dn4 --data-dir /srv/dn4 --namenode nn1:8020,nn2:8020   # HA: both NameNodes
+      hedgefs datanode --id dn5 --data-dir /srv/dn5 --namenode nn:8020 --rack /dc1/r2 --host-id node7
     """
     from hedgefs.cli.paths import check_address
     from hedgefs.client.config import namenode_address
@@ -203,7 +211,7 @@ def datanode(datanode_id, port, data_port, host, advertise_host, data_dir, namen
               fault_specs=list(fault_specs), credential=credential, heartbeat_interval_s=heartbeat_interval_s,
               block_report_interval_s=block_report_interval_s, max_repairs=max_repairs, fsync=not no_fsync,
               http_port=http_port, scrub_interval_s=scrub_interval_s, scrub_bandwidth_bps=scrub_bandwidth_bps,
-              data_port=data_port, max_streams=max_streams, write_idle_s=write_idle_s)
+              data_port=data_port, max_streams=max_streams, write_idle_s=write_idle_s, rack=rack, host_id=host_id)
     except ValueError as err:
         raise UsageError(str(err)) from None
     except DataDirInUse as err:

@@ -172,3 +172,13 @@ def test_cluster_up_with_three_datanodes_fits_its_policy_and_prints_its_dir(tmp_
         assert_one_line_error(wide, "needs 9 DataNodes")
     finally:
         run_cli("cluster", "down", "--dir", str(root))
+
+
+@pytest.mark.parametrize("flags, message", [(["--rack", "r2"], "bad rack 'r2'"),
+                                            (["--host-id", "a b"], "bad host id 'a b'")])
+def test_a_datanode_refuses_a_bad_rack_or_host_id(tmp_path, flags, message):
+    result = run_cli("datanode", "--id", "dn1", "--data-dir", str(tmp_path / "dn1"), "--namenode", "127.0.0.1:1",
+                     *flags)
+    assert_one_line_error(result, message)
+    assert result.code == 2
+    assert not (tmp_path / "dn1").exists()   # refused before its data dir was made

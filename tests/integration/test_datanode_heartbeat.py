@@ -33,6 +33,7 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
         self.events: list[tuple] = []
         self.commands: dict[str, list[pb.Command]] = {}   # by DataNode id
         self.reregister = False
+        self.locations: dict[str, tuple[str, str]] = {}   # DataNode id -> (host_id, rack) it registered with
 
     def _record(self, *event):
         with self.lock:
@@ -44,6 +45,8 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
 
     def RegisterDataNode(self, request, context):
         self._record("register", request.datanode_id, request.address)
+        with self.lock:
+            self.locations[request.datanode_id] = (request.host_id, request.rack)
         return pb.RegisterResponse(cluster_id="CID-recording")
 
     def BlockReport(self, request, context):
@@ -125,6 +128,24 @@ def test_register_report_heartbeat_delete_reregister(tmp_path, namenode):
         assert nn.of("report")[1] == ("report", "dn1", [])
     finally:
         dn.stop()
+
+
+def test_a_datanode_registers_its_host_and_rack(tmp_path, namenode):
+    """--rack and --host-id reach the NameNode in the registration; without them the host is the
+    one the DataNode is reached at and the rack HDFS's default. /health says both."""
+    import urllib.request
+
+    nn, addr = namenode
+    placed = datanode(tmp_path, "dn1", addr, rack="/dc1/r2/", host_id="node7", http_port=0)
+    plain = datanode(tmp_path, "dn2", addr)
+    try:
+        wait_until(lambda: len(nn.locations) == 2, 10, "both registrations")
+        assert nn.locations == {"dn1": ("node7", "/dc1/r2"), "dn2": ("127.0.0.1", "/default-rack")}
+        with urllib.request.urlopen(f"http://127.0.0.1:{placed.http_port}/health", timeout=10) as reply:
+            assert "host node7 rack /dc1/r2" in reply.read().decode().splitlines()
+    finally:
+        placed.stop()
+        plain.stop()
 
 
 def test_a_large_block_report_goes_in_parts(tmp_path, namenode, monkeypatch):

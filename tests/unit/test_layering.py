@@ -31,7 +31,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Modules of the package root that are shared plumbing, not the CLI.
-PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc", "hedgefs.httpserver", "hedgefs.histogram"}
+PLUMBING = {"hedgefs", "hedgefs.plumbing", "hedgefs.malloc", "hedgefs.httpserver", "hedgefs.histogram",
+            "hedgefs.topology"}
 
 ALLOWED = {
     "ec": {"ec"},
