@@ -22,6 +22,7 @@ import added (must complain), so it is shown to catch what it is meant to catch.
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import shutil
 import tomllib
@@ -103,7 +104,13 @@ def layer(module: str) -> str:
 
 def imports(path: pathlib.Path, module: str, is_package: bool) -> list[tuple[int, str]]:
     """(line, imported module) for every import in the file, relative ones resolved."""
-    tree = ast.parse(path.read_text(), str(path))
+    return _imports(path.read_text(), str(path.name), module, is_package)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(text: str, filename: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    # Keyed by the text: the scratch copies below differ from the tree in one file, parsed anew.
+    tree = ast.parse(text, filename)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -201,6 +208,13 @@ def test_every_package_has_a_layer():
         assert layer(name) in ALLOWED, f"{name}: no rule for package {layer(name)!r}"
 
 
+def _not_source(directory: str, names: list[str]) -> list[str]:
+    """What the scratch copy leaves out: everything but Python sources and their directories (bench/
+    holds megabytes of results; copying them made each case take seconds)."""
+    base = pathlib.Path(directory)
+    return [n for n in names if n == "__pycache__" or not (n.endswith(".py") or (base / n).is_dir())]
+
+
 @pytest.fixture
 def scratch(tmp_path):
     """A copy of the source tree (no tests, no virtualenv) to break on purpose."""
@@ -208,7 +222,7 @@ def scratch(tmp_path):
         if entry == ROOT / "hedgefs" or entry.parent == ROOT:
             top = entry.relative_to(ROOT).parts[0]
             if not (tmp_path / top).exists():
-                shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(ROOT / top, tmp_path / top, ignore=_not_source)
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     return tmp_path
 
