@@ -6,7 +6,11 @@ directory, directory not empty, unknown policy), 3 = NameNode unreachable, 4 = n
 or the wrong credential, an admin's call, file permissions, TLS refused).
 """
 
+from typing import TypeVar
+
 import grpc
+
+T = TypeVar("T")
 
 
 class HedgefsError(Exception):
@@ -29,6 +33,14 @@ class AlreadyExists(UsageError):
 
 class IsADirectory(UsageError):
     pass
+
+
+class NotADirectory(UsageError):
+    """A path names a file where a directory is needed (a parent, mkdir under a file, rmdir)."""
+
+
+class DirectoryNotEmpty(UsageError):
+    """A delete without ``recursive`` (or a rename onto) a directory that holds entries."""
 
 
 class Unavailable(HedgefsError):
@@ -55,6 +67,19 @@ class FileChanged(HedgefsError):
     ones are another file's. Read it again from the start."""
 
 
+class WriteAborted(HedgefsError):
+    """A FileWriter was aborted (or closed after a failure): nothing was committed."""
+
+
+def translate(err: HedgefsError, table: "dict[type[HedgefsError], T]", default: "T") -> "T":
+    """What ``table`` says for ``err``: the entry of its most specific class (a gateway's errno,
+    S3 code or Python exception per client error class), else ``default``."""
+    for cls in type(err).__mro__:
+        if cls in table:
+            return table[cls]
+    return default
+
+
 _BY_CODE = {
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
@@ -68,8 +93,10 @@ _BY_CODE = {
 
 # Refusals of a path for what it names (FAILED_PRECONDITION, as gRPC files rmdir of a non-empty
 # directory): the path the user gave is wrong for the verb, so they are bad input (exit 2), as
-# "no such file" and "file exists" are. The NameNode's messages start so (namenode/namespace.py).
-_WRONG_KIND = ("is a directory:", "not a directory:", "directory not empty:")
+# "no such file" and "file exists" are. The NameNode's messages start so (namenode/namespace.py);
+# this is the one place that reads them: the gateways translate the classes (their tables).
+_WRONG_KIND = {"is a directory:": IsADirectory, "not a directory:": NotADirectory,
+               "directory not empty:": DirectoryNotEmpty}
 
 
 def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | None = None) -> HedgefsError:
@@ -84,7 +111,9 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
         return UsageError(f"{address} does not answer as a NameNode (a DataNode's port?): check HEDGEFS_NAMENODE "
                           f"or --namenode")
     details = err.details() or code.name.lower()
-    if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith(_WRONG_KIND):
-        return (IsADirectory if details.startswith("is a directory:") else UsageError)(details)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        for prefix, kind in _WRONG_KIND.items():
+            if details.startswith(prefix):
+                return kind(details)
     cls = _BY_CODE.get(code, HedgefsError)
     return cls(details)

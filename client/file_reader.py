@@ -13,16 +13,24 @@ file go on through a NameNode failover: they need only the DataNodes.
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from hedgefs.client.errors import DataUnavailable, FileChanged, HedgefsError, NotFound
 from hedgefs.client.locations import FileStatus
+from hedgefs.client.reader import HedgedReader, gather_or_cancel
+from hedgefs.client.streams import Stream
+from hedgefs.ec import layout
 from hedgefs.ec.policy import parse_policy
 
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
+    from hedgefs.client.latency import LatencyModel
+    from hedgefs.client.loop import LoopThread
+    from hedgefs.client.metrics import ClientMetrics
+    from hedgefs.client.transport import DataNodeClient
 
 log = logging.getLogger("hedgefs.client.fs")
 
@@ -56,11 +64,31 @@ def _converted(cached: FileStatus, fresh: FileStatus) -> bool:
             (fresh.length, fresh.mtime_ms) == (cached.length, cached.mtime_ms))
 
 
-class FileReader:
-    """An open file: positional reads, and sequential chunks with read-ahead."""
+CHUNK_BYTES = 8 << 20   # a stream's window: whole stripes, about this many bytes
 
-    def __init__(self, fs, status: FileStatus):   # fs: the FileSystem that opened it (fs.py)
-        self._fs = fs
+
+@dataclasses.dataclass(frozen=True)
+class ReadServices:
+    """What an open file reads through, shared by every file a FileSystem opens: the client's
+    event loop, the hedged reader, and the locator (the NameNode's GetFileInfo: where the units
+    are now, fresh tokens). ``metrics``/``model``/``datanodes``: counters, the latency model's
+    trouble clock, and the DataNodes' client (checksums)."""
+
+    loop: "LoopThread"
+    hedged: HedgedReader
+    locate: Callable[[str], Awaitable[FileStatus]]
+    metrics: "ClientMetrics"
+    model: "LatencyModel"
+    datanodes: "DataNodeClient"
+
+
+class FileReader:
+    """An open file: positional reads, and ranged streams with read-ahead."""
+
+    def __init__(self, services: ReadServices, status: FileStatus):
+        if not isinstance(services, ReadServices):   # a FileSystem: s3/ until it opens with fs.open(status)
+            services = services.read_services
+        self._io = services
         self.status = status
         self.length = status.length
         self._located = time.monotonic()
@@ -71,15 +99,18 @@ class FileReader:
         if offset < 0 or length < 0:
             raise ValueError("offset and length must be >= 0")
         length = max(0, min(length, self.length - offset))
-        return self._fs._call(self._read(offset, length))
+        return self._io.loop.call(self._read(offset, length))
 
-    def submit(self, offset: int, length: int, exclude: frozenset[str] = frozenset()) -> "concurrent.futures.Future":
+    def submit(self, offset: int, length: int, exclude: frozenset[str] = frozenset(),
+               into: bytearray | None = None) -> "concurrent.futures.Future":
         """Start a positional read; the Future's ``cancel()`` stops it and its unit reads.
-        Units on DataNodes in ``exclude`` are rebuilt from other units where possible."""
+        Units on DataNodes in ``exclude`` are rebuilt from other units where possible. ``into``:
+        a buffer of at least ``length`` bytes to read into (the Future then gives a view of it),
+        the caller's not to touch until the Future is done."""
         if offset < 0 or length < 0:
             raise ValueError("offset and length must be >= 0")
         length = max(0, min(length, self.length - offset))
-        return self._fs._submit(self._read(offset, length, exclude))
+        return self._io.loop.submit(self._read(offset, length, exclude, into))
 
     async def _read(self, offset: int, length: int, exclude: frozenset[str] = frozenset(),
                     into: bytearray | None = None) -> bytearray | memoryview:
@@ -95,12 +126,12 @@ class FileReader:
                 if time.monotonic() >= status.tokens_expire_at:
                     status = await renewal
             try:
-                return await self._watched(self._fs._pread(status, offset, length, exclude, into), status)
+                return await self._watched(self._pread(status, offset, length, exclude, into), status)
             except DataUnavailable:
                 if attempt == _RELOCATIONS:
                     raise
                 try:
-                    fresh = await self._fs._stat(status.path)
+                    fresh = await self._io.locate(status.path)
                 except NotFound:
                     raise FileChanged(f"{status.path} was deleted while it was read") from None
                 converted = _converted(status, fresh)
@@ -113,7 +144,7 @@ class FileReader:
                     log.info("%s was converted from %s to %s while being read: reading the new layout",
                              status.path, status.policy, fresh.policy)
                 elif renewed:
-                    self._fs.metrics.incr("token_refreshes")
+                    self._io.metrics.incr("token_refreshes")
                 if self.status is status:
                     self.status = fresh
 
@@ -131,7 +162,7 @@ class FileReader:
                 if task in done:
                     return task.result()
                 if check is None:
-                    check = asyncio.ensure_future(self._fs._stat(status.path))
+                    check = asyncio.ensure_future(self._io.locate(status.path))
                     continue
                 try:
                     fresh = check.result()
@@ -157,7 +188,7 @@ class FileReader:
         has seen trouble since we last asked, at most every RELOCATE_S: reads then skip a DataNode
         it has declared dead, even while the breaker is open."""
         now = time.monotonic()
-        if (self._relocating is not None or self._fs.model.last_trouble <= self._located
+        if (self._relocating is not None or self._io.model.last_trouble <= self._located
                 or now - self._located < RELOCATE_S):
             return
         self._located = now
@@ -165,7 +196,7 @@ class FileReader:
 
     async def _relocate(self) -> None:
         try:
-            fresh = await self._fs._stat(self.status.path)
+            fresh = await self._io.locate(self.status.path)
             same_groups = [g.id for g in fresh.groups] == [g.id for g in self.status.groups]
             if same_groups and fresh.groups != self.status.groups:
                 log.info("%s: unit locations changed (a DataNode died or units moved); reading the new ones",
@@ -198,49 +229,62 @@ class FileReader:
         if self._renewing is None or self._renewing.done():
             async def renew() -> FileStatus:
                 try:
-                    fresh = await self._fs._stat(status.path)
+                    fresh = await self._io.locate(status.path)
                 except HedgefsError as err:
                     log.info("cannot renew the block tokens of %s: %s", status.path, err)
                     return self.status
                 if [g.id for g in fresh.groups] == [g.id for g in status.groups]:
                     self.status = fresh
-                    self._fs.metrics.incr("token_refreshes")
+                    self._io.metrics.incr("token_refreshes")
                 return self.status
             self._renewing = asyncio.ensure_future(renew())
         return asyncio.shield(self._renewing)
+
+    async def _pread(self, status: FileStatus, offset: int, length: int, exclude: frozenset[str],
+                     into: bytearray | None) -> bytearray | memoryview:
+        """The bytes [offset, offset+length) as ``status`` places them: a new bytearray, or a view
+        of ``into`` filled with them."""
+        self._io.metrics.incr("reads")
+        policy = parse_policy(status.policy)
+        out = bytearray(length) if into is None else into
+        view = memoryview(out)[:length]
+        pieces = layout.file_range_to_groups(offset, length, policy, status.block_size, status.length)
+        await gather_or_cancel(
+            self._io.hedged.read_group_range(
+                policy, status.groups[p.group_index], p.offset_in_group, p.length,
+                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], exclude)
+            for p in pieces
+        )
+        return out if into is None else view
 
     def checksum(self) -> "FileChecksum":
         from hedgefs.client import checksum as _checksum
 
         status = self.status
-        return self._fs._call(_checksum.file_checksum(
-            self._fs.datanodes, parse_policy(status.policy), status.groups, status.length, self._read))
+        return self._io.loop.call(_checksum.file_checksum(
+            self._io.datanodes, parse_policy(status.policy), status.groups, status.length, self._read))
 
-    def chunks(self, read_ahead: int = 2, reuse: bool = False) -> Iterator[bytearray | memoryview]:
-        """The whole file in order, a few stripes per chunk, with `read_ahead` chunks in flight.
+    def chunk_size(self, about: int = CHUNK_BYTES) -> int:
+        """A stream's window: whole stripes, about ``about`` bytes (at least one stripe: a whole
+        stripe is what a degraded read decodes at once)."""
+        stripe = parse_policy(self.status.policy).stripe_data_size
+        return stripe * max(1, about // stripe)
 
-        ``reuse``: chunks are views of ``read_ahead + 1`` buffers used again and again, each valid
-        only until the next chunk is asked for: what a copy to a file or a pipe needs, without
-        a fresh (zeroed, page-faulted) buffer per chunk."""
-        policy = parse_policy(self.status.policy)
-        size = policy.stripe_data_size * max(1, (8 << 20) // policy.stripe_data_size)
-        offsets = list(range(0, self.length, size))
-        inflight: list = []   # (buffer or None, future)
-        free: list[bytearray] = []
-        try:
-            for offset in offsets:
-                buf = (free.pop() if free else bytearray(size)) if reuse else None
-                inflight.append((buf, self._fs._submit(self._read(offset, min(size, self.length - offset), into=buf))))
-                if len(inflight) > read_ahead:
-                    buf, future = inflight.pop(0)
-                    yield future.result()
-                    if buf is not None:
-                        free.append(buf)   # the consumer asked for the next chunk: done with this one
-            while inflight:
-                yield inflight.pop(0)[1].result()
-        finally:
-            for _buf, future in inflight:
-                future.cancel()
+    def stream(self, start: int = 0, end: int | None = None, read_ahead: int = 2, reuse: bool = False,
+               window: int = CHUNK_BYTES) -> Stream:
+        """Bytes [start, end) (to the end: None) in order, in windows of about ``window`` bytes
+        (whole stripes), ``read_ahead`` of them in flight besides the one being consumed: iterate
+        for chunks, or ``read(n)`` (streams.py). ``reuse``: chunks are views of ``read_ahead + 1``
+        buffers, each valid only until the next is asked for (a lease: use it as a context
+        manager); otherwise each chunk is the caller's own."""
+        end = self.length if end is None else min(end, self.length)
+        if start < 0 or end < 0:
+            raise ValueError("start and end must be >= 0")
+        return Stream(self, min(start, end), end, self.chunk_size(window), read_ahead, reuse)
+
+    def chunks(self, read_ahead: int = 2, reuse: bool = False) -> Stream:
+        """The whole file in order: ``stream()``."""
+        return self.stream(read_ahead=read_ahead, reuse=reuse)
 
     def close(self) -> None:
         pass

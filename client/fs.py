@@ -20,12 +20,14 @@ only the DataNodes; renewing its tokens or locations goes through the same calls
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import io
 import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
+from hedgefs.client.admin import Admin
 from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
@@ -33,22 +35,21 @@ from hedgefs.client.errors import (
     IsADirectory,
     UsageError,
 )
-from hedgefs.client.file_reader import FileReader
+from hedgefs.client.file_reader import FileReader, ReadServices
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.namenodes import NAMENODE_TIMEOUT_S, NameNodes
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
-from hedgefs.client.reader import HedgedReader, gather_or_cancel
+from hedgefs.client.reader import HedgedReader
 from hedgefs.client.transport import DataNodeClient, TransferError
-from hedgefs.ec import layout
-from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
 from hedgefs.security.identity import Credential, CredentialError
 
 if TYPE_CHECKING:
     from hedgefs.client.checksum import FileChecksum
+    from hedgefs.client.file_writer import FileWriter
 
 
 log = logging.getLogger("hedgefs.client.fs")
@@ -86,11 +87,14 @@ class FileSystem:
         self.breaker = CircuitBreaker(self.hedge, on_trip=breaker_tripped, model=self.model)
         watch_breaker(self.breaker)
         self._loop = LoopThread()
+        self.admin = Admin(self.namenodes)   # report, fsck, safe mode, decommission, credentials, failover
         self._call(self._init_channels())
 
     async def _init_channels(self) -> None:
         self.datanodes = DataNodeClient(tls=tls.client_context(self.credential) if self.credential else None)
-        self._reader = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self.model, self._report_bad)
+        hedged = HedgedReader(self.datanodes, self.hedge, self.breaker, self.metrics, self.model, self._report_bad)
+        # What every file this FileSystem opens reads through (file_reader.py).
+        self.read_services = ReadServices(self._loop, hedged, self._locate, self.metrics, self.model, self.datanodes)
         self._reported: set[tuple[int, int, str]] = set()
         self._reports: set[asyncio.Task] = set()
 
@@ -132,7 +136,8 @@ class FileSystem:
         self._loop.call_soon(callback)
 
     def rpc(self, method: str, request):
-        """Call a NameNode method by name (blocking); errors become HedgefsError.
+        """Not the public API: a NameNode call by name, with protobuf in and out. Only s3/ still
+        uses it (GetFileInfo with a range), until it moves onto ``stat(path, span=)``.
 
         From the calling thread, on a blocking channel of its own: no hop to the client's event
         loop and back, which cost a third of the client's CPU per call (``hedgefs bench namenode``).
@@ -165,8 +170,19 @@ class FileSystem:
 
     # ------------------------------------------------------------------ namespace
 
-    def stat(self, path: str) -> FileStatus:
-        return self._located(self.rpc("GetFileInfo", pb.PathRequest(path=path)))
+    def stat(self, path: str, span: tuple[int, int] | None = None) -> FileStatus:
+        """The status of ``path``; a file's with the locations of its block groups. ``span``
+        (start, end): only the groups holding bytes [start, end) (HDFS's getBlockLocations of a
+        range: whether a cached open file is still this version, for a few bytes of a huge file,
+        without listing its thousands of groups); ``FileStatus.ranged`` says so, and
+        ``first_group`` which group comes first. A ranged status is not opened for reading."""
+        request = pb.PathRequest(path=path)
+        if span is not None:
+            start, end = span
+            if start < 0 or end < start:
+                raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
+            request.range_offset, request.range_length = start, end - start
+        return self._located(self.namenodes.call("GetFileInfo", request))
 
     def _located(self, info: pb.FileInfo) -> FileStatus:
         """A file's status; the cluster's view of its DataNodes seeds the latency model."""
@@ -213,10 +229,25 @@ class FileSystem:
     def set_policy(self, path: str, policy: str) -> None:
         self.rpc("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
 
-    def get_policy(self, path: str) -> pb.PolicyResponse:
-        return self.rpc("GetPolicy", pb.PathRequest(path=path))
+    def get_policy(self, path: str) -> "PolicyInfo":
+        """The policy new files under ``path`` get, and where it comes from."""
+        r = self.namenodes.call("GetPolicy", pb.PathRequest(path=path))
+        return PolicyInfo(r.policy, r.source_path, r.default_block_size)
 
     # ------------------------------------------------------------------ write
+
+    def create(self, path: str, overwrite: bool = False, policy: str | None = None, block_size: int = 0,
+               digests: "tuple[str, ...]" = ()) -> "FileWriter":
+        """A new file at ``path`` to ``write`` into, push-style; ``close`` commits it (file_writer.py).
+        The NameNode's refusals (exists, a directory, no such parent, not allowed) are raised here.
+        ``block_size`` 0 = the NameNode's default for the policy; ``digests``: hashlib names to
+        hash the bytes with as they pass (``FileWriter.hexdigest``)."""
+        from hedgefs.client.file_writer import FileWriter
+        from hedgefs.client.writer import StripedWriter
+
+        writer = StripedWriter(self.datanodes, self._rpc)
+        created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
+        return FileWriter(self._loop, writer, created, path, digests)
 
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
               progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:
@@ -258,39 +289,23 @@ class FileSystem:
         meanwhile (HedgefsError)."""
         from hedgefs.client.writer import StripedWriter
 
-        with self.open(path) as f:
-            chunks = f.chunks()
-            pending = bytearray()
-
-            def read(n: int) -> bytes:
-                # Called in the writer's source thread, which may block on our reads.
-                while len(pending) < n:
-                    chunk = next(chunks, None)
-                    if chunk is None:
-                        break
-                    pending.extend(chunk)
-                out = bytes(pending[:n])
-                del pending[:n]
-                return out
-
+        with self.open(path) as f, f.stream() as source:   # read in the writer's source thread
             version = pb.FileVersion(length=f.length, mtime_ms=f.status.mtime_ms)
             writer = StripedWriter(self.datanodes, self._rpc)
-            try:
-                return self._write(lambda relay: writer.write_file(path, read, overwrite=True, policy_name=policy,
-                                                                   progress=relay, convert_from=version), progress)
-            finally:
-                try:
-                    chunks.close()   # cancels the reads still in flight
-                except ValueError:
-                    pass   # the writer's source thread is still inside it: it stops at its next read
+            return self._write(lambda relay: writer.write_file(path, source.read, overwrite=True, policy_name=policy,
+                                                               progress=relay, convert_from=version), progress)
 
     # ------------------------------------------------------------------ read
 
-    def open(self, path: str) -> "FileReader":
-        status = self.stat(path)
+    def open(self, path: "str | FileStatus") -> "FileReader":
+        """An open file at ``path``, or of a status ``stat`` gave (no second NameNode call: a
+        gateway that checked the version opens that version)."""
+        status = path if isinstance(path, FileStatus) else self.stat(path)
+        if status.ranged:
+            raise UsageError(f"{status.path}: a status of a span of the file cannot be opened (stat it whole)")
         if status.is_dir:
-            raise IsADirectory(f"is a directory: {path}")
-        return FileReader(self, status)
+            raise IsADirectory(f"is a directory: {status.path}")
+        return FileReader(self.read_services, status)
 
     def read_bytes(self, path: str) -> bytes:
         with self.open(path) as f:
@@ -309,24 +324,16 @@ class FileSystem:
             row["slow"] = dn in slow
         return stats
 
-    async def _stat(self, path: str) -> FileStatus:
+    async def _locate(self, path: str) -> FileStatus:
+        """``stat`` on the client's event loop: an open file's locator (file_reader.py)."""
         return self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
 
-    async def _pread(self, status: FileStatus, offset: int, length: int,
-                     exclude: frozenset[str] = frozenset(), into: bytearray | None = None) -> bytearray | memoryview:
-        """The bytes [offset, offset+length): a new bytearray, or a view of ``into`` filled with them."""
-        self.metrics.incr("reads")
-        policy = parse_policy(status.policy)
-        out = bytearray(length) if into is None else into
-        view = memoryview(out)[:length]
-        pieces = layout.file_range_to_groups(offset, length, policy, status.block_size, status.length)
-        await gather_or_cancel(
-            self._reader.read_group_range(
-                policy, status.groups[p.group_index], p.offset_in_group, p.length,
-                view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], exclude)
-            for p in pieces
-        )
-        return out if into is None else view
+
+@dataclasses.dataclass(frozen=True)
+class PolicyInfo:
+    policy: str
+    source_path: str          # the directory it is inherited from ("": the cluster's default)
+    default_block_size: int   # the NameNode's default block size (before rounding to a policy's cell)
 
 
 class _ProgressRelay:

@@ -47,6 +47,10 @@ class FileStatus:
     tokens_expire_at: float = 0.0
     # The cluster's view of its DataNodes (cluster_view.py): what the NameNode said at this lookup.
     datanode_reads: dict[str, View] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # A status of some of its block groups only (``FileSystem.stat(path, span=)``): ``groups`` are
+    # those holding the span, the first of them the file's group ``first_group``. Not for reading.
+    ranged: bool = dataclasses.field(default=False, compare=False)
+    first_group: int = dataclasses.field(default=0, compare=False)
 
     @classmethod
     def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
@@ -64,4 +68,5 @@ class FileStatus:
         renew = now + 0.75 * lifetime_s if lifetime_s else 0.0
         expire = now + 0.95 * lifetime_s if lifetime_s else 0.0
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
-                   info.owner, info.group, info.permission, renew, expire, views_from_proto(info))
+                   info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
+                   ranged=info.group_count > 0, first_group=info.first_group)

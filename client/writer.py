@@ -137,10 +137,27 @@ class StripedWriter:
                          convert_from: pb.FileVersion | None = None) -> int:
         """Store everything ``read`` yields at ``path``; visible only once complete. Returns the length.
         ``convert_from``: this rewrites that version of ``path`` in another policy (``ec convert``)."""
-        created = await self._rpc("Create", pb.CreateRequest(
+        created = await self.create(path, overwrite=overwrite, policy_name=policy_name, block_size=block_size,
+                                    convert_from=convert_from)
+        return await self.write_created(created, read, progress, convert_from=convert_from)
+
+    async def create(self, path: str, *, overwrite: bool, policy_name: str | None, block_size: int = 0,
+                     convert_from: pb.FileVersion | None = None) -> pb.CreateResponse:
+        """The NameNode's Create: the file exists, invisible, until ``write_created`` completes it
+        (or abandons it); its refusals (exists, a directory, no such parent) are raised here."""
+        return await self._rpc("Create", pb.CreateRequest(
             path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
             client_name=f"pid-{os.getpid()}", convert_from=convert_from))
-        source = StripeSource(read)
+
+    async def write_created(self, created: pb.CreateResponse, read: ReadFn, progress: Callable[[int], None],
+                            convert_from: pb.FileVersion | None = None) -> int:
+        """Write everything ``read`` yields into the file ``create`` made, and complete it; on any
+        failure (``read`` raising included) abandon it: nothing half-written becomes visible."""
+        try:
+            source = StripeSource(read)
+        except BaseException:
+            await self._abandon(created.file_id)
+            raise
         renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:
             policy = parse_policy(created.policy)
@@ -158,14 +175,17 @@ class StripedWriter:
                                                     convert_from=convert_from))
             return total
         except BaseException:
-            try:
-                await self._rpc("Abandon", pb.AbandonRequest(file_id=created.file_id))
-            except HedgefsError:
-                pass  # the NameNode's lease monitor cleans up what we could not
+            await self._abandon(created.file_id)
             raise
         finally:
             renewal.cancel()
             source.close()
+
+    async def _abandon(self, file_id: int) -> None:
+        try:
+            await asyncio.shield(self._rpc("Abandon", pb.AbandonRequest(file_id=file_id)))
+        except HedgefsError:
+            pass  # the NameNode's lease monitor cleans up what we could not
 
     async def _renew_lease(self, file_id: int, every_s: float) -> None:
         if every_s <= 0:

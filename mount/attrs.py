@@ -6,8 +6,7 @@ the insecure cluster's superuser) is the user who mounted; any other name is ``n
 reverse (chown) maps a number to its local name.
 
 Errors: every HedgefsError becomes the errno a program expects (ENOENT, EEXIST, ENOTEMPTY,
-EACCES, ...); the NameNode's messages are one line that starts with what went wrong, which is
-what tells "not a directory" from "directory not empty" within one gRPC status.
+EACCES, ...): one table (``ERRNO``) over the client's error classes.
 """
 
 import errno
@@ -18,16 +17,8 @@ import stat
 
 import pyfuse3
 
-from hedgefs.client.errors import (
-    AlreadyExists,
-    DataUnavailable,
-    HedgefsError,
-    IsADirectory,
-    NotAllowed,
-    NotFound,
-    Unavailable,
-    UsageError,
-)
+from hedgefs.client import errors
+from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileStatus
 
 NOBODY = 65534
@@ -100,26 +91,18 @@ def attributes(status: FileStatus, inode: int, owners: Owners, timeout: float,
     return a
 
 
+# What close(2), open(2), mkdir(2)... return for each client error (client/errors.py).
+ERRNO = {
+    errors.NotFound: errno.ENOENT,
+    errors.AlreadyExists: errno.EEXIST,
+    errors.IsADirectory: errno.EISDIR,
+    errors.NotADirectory: errno.ENOTDIR,
+    errors.DirectoryNotEmpty: errno.ENOTEMPTY,
+    errors.NotAllowed: errno.EACCES,
+    errors.FileChanged: errno.ESTALE,   # replaced or deleted under an open file
+    errors.UsageError: errno.EINVAL,
+}
+
+
 def errno_of(err: HedgefsError) -> int:
-    if type(err).__name__ == "FileChanged":   # replaced or deleted under an open file (client.errors)
-        return errno.ESTALE
-    message = str(err)
-    for prefix, code in (("not a directory", errno.ENOTDIR), ("directory not empty", errno.ENOTEMPTY),
-                         ("is a directory", errno.EISDIR), ("file exists", errno.EEXIST),
-                         ("directory exists", errno.EEXIST), ("no such file", errno.ENOENT),
-                         ("permission denied", errno.EACCES)):
-        if message.startswith(prefix):
-            return code
-    if isinstance(err, NotFound):
-        return errno.ENOENT
-    if isinstance(err, AlreadyExists):
-        return errno.EEXIST
-    if isinstance(err, IsADirectory):
-        return errno.EISDIR
-    if isinstance(err, NotAllowed):
-        return errno.EACCES
-    if isinstance(err, UsageError):
-        return errno.EINVAL
-    if isinstance(err, (Unavailable, DataUnavailable)):
-        return errno.EIO
-    return errno.EIO
+    return errors.translate(err, ERRNO, errno.EIO)   # data unavailable, NameNode unreachable, ...

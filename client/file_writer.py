@@ -1,0 +1,186 @@
+"""A file being written, push-style: ``FileSystem.create(path) -> FileWriter`` (HDFS's DFSOutputStream).
+
+    with fs.create("/data/out.bin", overwrite=True) as f:   # Create: its refusals are raised here
+        for piece in pieces:
+            f.write(piece)                                   # blocks while PIPE_BYTES wait to go out
+    # closed: committed (an exception inside ``with`` aborts instead: no file appears)
+
+``write`` hands the bytes to the library's striped writer (writer.py), which runs on the client's
+event loop and reads them a stripe at a time from its source thread through a bounded pipe; so a
+producer that writes faster than the DataNodes take the bytes waits in ``write`` rather than
+filling memory. ``close`` ends the input and returns once the NameNode has completed the file:
+a failure anywhere (a DataNode, the NameNode, a source) is raised by the ``write`` or ``close``
+that meets it, and the file is abandoned, never left half-written; an overwritten file stays as
+it was. ``abort`` abandons the write on purpose.
+
+The bytes written are the caller's no longer than the call: ``write`` copies what is not
+``bytes`` (a bytearray or memoryview the caller goes on to reuse). ``digests`` names hashlib
+algorithms to hash the bytes with as they pass (an S3 PUT's MD5 ETag): ``hexdigest(name)``
+once closed.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import hashlib
+import threading
+from typing import TYPE_CHECKING, Sequence
+
+from hedgefs.client.errors import HedgefsError, WriteAborted
+
+if TYPE_CHECKING:
+    from hedgefs.client.loop import LoopThread
+    from hedgefs.client.writer import StripedWriter
+
+PIPE_BYTES = 8 << 20   # written bytes buffered before ``write`` waits for the stripes to go out
+
+
+class _Pipe:
+    """Bytes from ``FileWriter.write`` to the striped writer's source thread (``read``), at most
+    ``limit`` bytes waiting. The write's end (or failure) wakes a blocked ``put``; a failure set
+    by ``fail`` is raised into ``read`` (the writer then abandons the file)."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._chunks: collections.deque[memoryview] = collections.deque()
+        self._queued = 0
+        self._ended = False
+        self._failure: BaseException | None = None
+        self._finished = False   # the striped write has ended (committed or failed)
+        self._cond = threading.Condition()
+
+    def put(self, data: bytes) -> bool:
+        """False if the write has ended (failed) and takes nothing more."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._queued < self._limit or self._finished)
+            if self._finished:
+                return False
+            self._chunks.append(memoryview(data))
+            self._queued += len(data)
+            self._cond.notify_all()
+            return True
+
+    def end(self) -> None:
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def fail(self, err: BaseException) -> None:
+        with self._cond:
+            self._failure = err
+            self._chunks.clear()
+            self._cond.notify_all()
+
+    def finished(self) -> None:
+        with self._cond:
+            self._finished = True
+            self._chunks.clear()
+            self._cond.notify_all()
+
+    def read(self, n: int) -> bytes:
+        with self._cond:
+            self._cond.wait_for(lambda: self._chunks or self._ended or self._failure is not None)
+            if self._failure is not None:
+                raise self._failure
+            if not self._chunks:
+                return b""
+            head = self._chunks[0]
+            if len(head) <= n:
+                self._chunks.popleft()
+                out = head
+            else:
+                out, self._chunks[0] = head[:n], head[n:]
+            self._queued -= len(out)
+            self._cond.notify_all()
+            whole = isinstance(out.obj, bytes) and len(out) == len(out.obj)
+            return out.obj if whole else bytes(out)
+
+
+class FileWriter:
+    """One file being written (see the module): ``write`` in order, then ``close`` (commits) or
+    ``abort``. Thread-safe; the bytes go out in the order the calls return."""
+
+    def __init__(self, loop: "LoopThread", writer: "StripedWriter", created, path: str,
+                 digests: Sequence[str] = ()):
+        self.path = path
+        self.written = 0   # bytes accepted by ``write``
+        self.length: int | None = None   # once committed: the file's length
+        self._hashes = {name: hashlib.new(name) for name in digests}
+        self._pipe = _Pipe(PIPE_BYTES)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._future: concurrent.futures.Future = loop.submit(
+            writer.write_created(created, self._read, lambda _n: None))
+        self._future.add_done_callback(lambda _f: self._pipe.finished())
+
+    def _read(self, n: int):
+        """The striped writer's source (its own thread)."""
+        data = self._pipe.read(n)
+        for h in self._hashes.values():
+            h.update(data)
+        return data
+
+    def write(self, data) -> int:
+        """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it
+        has failed, WriteAborted once aborted, ValueError once closed."""
+        n = len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: write to a closed FileWriter")
+            if not n:
+                return 0
+            if not self._pipe.put(data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))):
+                self._raise_failure()
+            self.written += n
+            return n
+
+    def close(self) -> int:
+        """End the input and wait until the NameNode has the file complete; its length. A failure
+        is raised here (the file abandoned). Closing again returns the length (or raises again)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._pipe.end()
+        try:
+            self.length = self._future.result()
+        except HedgefsError:
+            raise
+        except Exception:   # noqa: BLE001
+            self._raise_failure()
+        return self.length
+
+    def abort(self) -> None:
+        """Abandon the write: nothing is committed, and ``close`` raises WriteAborted. Returns once
+        the NameNode was told (an overwritten file is left as it was). Nothing after a commit."""
+        with self._lock:
+            self._closed = True
+            if not self._future.done():
+                self._pipe.fail(WriteAborted(f"{self.path}: the write was aborted"))
+        try:
+            self._future.result()
+        except Exception:   # noqa: BLE001 - what an abort ends with
+            pass
+
+    @property
+    def committed(self) -> bool:
+        return self.length is not None
+
+    def hexdigest(self, name: str) -> str:
+        """The ``digests`` hash ``name`` of every byte written (once closed)."""
+        return self._hashes[name].hexdigest()
+
+    def _raise_failure(self):
+        err = self._future.exception() if self._future.done() else None
+        if isinstance(err, HedgefsError):
+            raise err
+        raise HedgefsError(f"{self.path}: the write failed: {err}") from err
+
+    def __enter__(self) -> "FileWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
