@@ -164,8 +164,12 @@ class ReadAhead:
 
     def _read(self, start: int, stop: int, into: bytearray | None = None) -> concurrent.futures.Future:
         piece = self._piece() if self._piece is not None and into is None else 0
-        if not piece or stop - start <= piece:
+        if piece:
+            piece = max(self._align, piece // self._align * self._align)   # whole stripes
+        if into is not None:
             return self._reader.submit(start, stop - start, into=into)
+        if not piece or stop - start <= piece:
+            return self._reader.submit(start, stop - start)
         edges = [start, *range((start // piece + 1) * piece, stop, piece), stop]
         parts = [_Window(a, b, self._reader.submit(a, b - a)) for a, b in zip(edges, edges[1:])]
         return self._joined(parts, start, stop)

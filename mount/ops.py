@@ -160,7 +160,7 @@ class Operations(pyfuse3.Operations):
                 raise fail(errno.ENOTSUP, f"{path}: truncate to {size} while being written")
             return
         if writing is not None and size == 0:
-            self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
+            await self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
             return
         status = await run(self.fs.stat, path)
         if size == status.length:
@@ -271,14 +271,18 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.ENOTSUP, f"{path}: appending to a hedgefs file is not supported")
         writing = Writing(node, path, status.length)
         if flags & os.O_TRUNC:
-            self._start(writing, overwrite=True)
+            await self._start(writing, overwrite=True)
         return pyfuse3.FileInfo(fh=self._add_handle(writing))
 
     async def create(self, parent_inode, name, mode, flags, ctx):
         path = self._child(parent_inode, name)
         node = self.inodes.learn(path, 1)
         writing = Writing(node, path, 0)
-        self._start(writing, overwrite=False, mode=mode & 0o7777)
+        try:
+            await self._start(writing, overwrite=False, mode=mode & 0o7777)
+        except pyfuse3.FUSEError:
+            self.inodes.forget(node.inode, 1)
+            raise
         fh = self._add_handle(writing)
         return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
 
@@ -286,17 +290,14 @@ class Operations(pyfuse3.Operations):
         handle = self._handle(fh)
         if isinstance(handle, Writing):
             raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
-        out = bytearray()
-        for lo, hi, start, future in handle.plan(off, size):
+        try:
             try:
-                try:
-                    data = await wait(future)
-                except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
-                    data, start = await wait(handle.reader.submit(lo, hi - lo)), lo
-            except HedgefsError as err:
-                raise as_fuse_error(err) from None
-            out += memoryview(data)[lo - start:hi - start]
-        return bytes(out)
+                data = await wait(handle.fetch(off, size))
+            except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
+                data = await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
+        except HedgefsError as err:
+            raise as_fuse_error(err) from None
+        return bytes(data)
 
     async def write(self, fh, off, buf):
         writing = self._handle(fh)
@@ -305,7 +306,7 @@ class Operations(pyfuse3.Operations):
         if writing.writer is None:
             if writing.length:
                 raise fail(errno.EROFS, f"{writing.path}: writing into an existing file (open it with O_TRUNC)")
-            self._start(writing, overwrite=True)
+            await self._start(writing, overwrite=True)
         elif writing.writer.committed is not None:
             await self._write_on(writing, off)
         return await run(writing.writer.write, off, buf)
@@ -317,12 +318,17 @@ class Operations(pyfuse3.Operations):
         old = writing.writer
         prefix = await run(self.fs.open, writing.path) if old.written else None
         writing.writer = None
-        self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
+        await self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
         writing.writer.owner = old.owner
 
-    def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
+    async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
+        """Create the file at the NameNode (in a worker thread: its refusal is this call's errno)."""
         if writing.writer is None:
-            writing.writer = WriteHandle(self.fs, writing.path, overwrite, mode, prefix)
+            writer = await run(WriteHandle, self.fs, writing.path, overwrite, mode, prefix)
+            if writing.writer is not None:   # another request on this descriptor started one meanwhile
+                await run(writer.abort)
+                return
+            writing.writer = writer
             writing.node.writer = writing.writer
             writing.node.seen = None
 
@@ -382,16 +388,14 @@ class Operations(pyfuse3.Operations):
 
     def _space(self) -> tuple[int, int]:
         """(used, capacity) bytes of the live DataNodes; (0, 0) if this user may not know."""
-        from hedgefs.proto import hedgefs_pb2 as pb
-
         try:
-            report = self.fs.rpc("Report", pb.Empty())
+            report = self.fs.admin.report()
         except NotAllowed:
             return 0, 0
         except HedgefsError as err:
             log.info("statfs: %s", err)
             return 0, 0
-        live = [d for d in report.datanodes if d.state == "live"]
+        live = report.live()
         used = sum(d.used_bytes for d in live)
         capacity = max(used, sum(d.capacity_bytes for d in live))
         return used, capacity

@@ -27,7 +27,6 @@ import datetime
 import math
 import os
 import posixpath
-import threading
 import time
 
 from fsspec.callbacks import DEFAULT_CALLBACK
@@ -39,11 +38,13 @@ from hedgefs.client.fs import FROM_ENVIRONMENT, FileSystem, namenode_address
 from hedgefs.client.errors import HedgefsError
 from hedgefs.ec.policy import parse_policy
 from hedgefs.fsspec.errors import python_error, translated
-from hedgefs.fsspec.files import ByteCounter, ChunkSource, HedgeFile, Pieces, piece_size
+from hedgefs.client.streams import ReadAhead
+from hedgefs.fsspec.files import ByteCounter, HedgeFile
 
 PROTOCOL = "hedgefs"
 DEFAULT_PORT = 8020
 TROUBLE_S = 30.0     # reads go in pieces this long after the client last hedged or read around a DataNode
+PIECE_BYTES = 8 << 20   # a piece of a read while in trouble: whole stripes, about this many bytes
 CHUNK_READ_AHEAD = 2   # chunks (~8 MiB each) in flight in get_file and cp_file
 
 
@@ -104,9 +105,18 @@ class HedgeFileSystem(AbstractFileSystem):
         type(self)._cache.pop(self._fs_token, None)
         self.client.close()
 
+    def piece(self) -> int:
+        """The most one positional read asks for (0: no limit). While the client is in trouble, a
+        32 MiB read is six 6 MiB reads of 1 MiB unit ranges in flight together, not six 5 MiB unit
+        reads: a slow DataNode is hedged at the threshold of a 1 MiB read, and the latency model,
+        which judges a DataNode slow on several reads, learns of it within the file (later pieces
+        read around it). A healthy client reads in one piece: fewer, longer unit reads move more
+        bytes per CPU second."""
+        return PIECE_BYTES if self.in_trouble() else 0
+
     def in_trouble(self) -> bool:
         """Whether the client has hedged, read around or rebuilt a unit in the last TROUBLE_S, or
-        holds a DataNode slow: then reads go to the hedged reader in pieces (files.Pieces)."""
+        holds a DataNode slow: then reads go to the hedged reader in pieces (``piece``)."""
         m = self.client.metrics
         seen = m.counter("hedges") + m.counter("avoided") + m.counter("rebuilt_on_failure")
         now = time.monotonic()
@@ -251,20 +261,11 @@ class HedgeFileSystem(AbstractFileSystem):
         return self._with_parents(path, lambda: self.client.write(
             path, source, overwrite=overwrite, policy=policy or self.policy, progress=progress))
 
-    def start_write(self, path: str, source, overwrite: bool, policy: str | None) -> concurrent.futures.Future:
-        """``write_from`` on a thread of its own (a file open for writing feeds ``source``)."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(self.write_from(path, source, overwrite, policy))
-            except BaseException as err:   # noqa: BLE001 - handed to the file object, which raises it
-                future.set_exception(err)
-
-        threading.Thread(target=run, name="hedgefs-fsspec-write", daemon=True).start()
-        return future
+    def create_writer(self, path: str, overwrite: bool, policy: str | None):
+        """The library's FileWriter for a file open for writing (parents made)."""
+        path = self._strip_protocol(path)
+        return self._with_parents(path, lambda: self.client.create(
+            path, overwrite=overwrite, policy=policy or self.policy))
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         import io
@@ -290,12 +291,8 @@ class HedgeFileSystem(AbstractFileSystem):
         if status.is_dir:
             self.makedirs(path2, exist_ok=True)
             return
-        with translated(), self.client.open(src) as reader:
-            chunks = reader.chunks(read_ahead=CHUNK_READ_AHEAD)
-            try:
-                self.write_from(path2, ChunkSource(chunks), overwrite=True, policy=kwargs.get("policy"))
-            finally:
-                chunks.close()
+        with translated(), self.client.open(src) as reader, reader.stream(read_ahead=CHUNK_READ_AHEAD) as source:
+            self.write_from(path2, source, overwrite=True, policy=kwargs.get("policy"))
 
     # ------------------------------------------------------------------ read
 
@@ -314,8 +311,9 @@ class HedgeFileSystem(AbstractFileSystem):
         with translated(), self.client.open(self._strip_protocol(path)) as reader:
             offset, stop = self._range(reader.length, start, end)
             self.fetched.add(stop - offset)
-            piece = piece_size(parse_policy(reader.status.policy)) if self.in_trouble() else stop - offset
-            return bytes(Pieces(reader, offset, stop, piece).result())
+            stripe = parse_policy(reader.status.policy).stripe_data_size
+            ahead = ReadAhead(reader, window=stripe, max_window=stripe, align=stripe, start=-1, piece=self.piece)
+            return bytes(ahead.fetch(offset, stop - offset).result())   # one random read (in pieces in trouble)
 
     def cat_ranges(self, paths, starts, ends, max_gap=None, on_error="return", **kwargs):
         """Every range at once: each file opened once, each range one hedged positional read, all in
@@ -375,9 +373,12 @@ class HedgeFileSystem(AbstractFileSystem):
             os.makedirs(os.path.dirname(os.path.abspath(lpath)), exist_ok=True)
             target = open(lpath, "wb")
         try:
-            with translated(), self.client.open(rpath) as reader:
+            # Leased chunks only into a file made here, whose write copies them before it returns;
+            # a caller's file-like may keep what it is given (a list, a queue, a lazy hasher).
+            with translated(), self.client.open(rpath) as reader, \
+                    reader.stream(read_ahead=CHUNK_READ_AHEAD, reuse=made) as chunks:
                 callback.set_size(reader.length)
-                for chunk in reader.chunks(read_ahead=CHUNK_READ_AHEAD, reuse=True):
+                for chunk in chunks:
                     target.write(chunk)
                     callback.relative_update(len(chunk))
         except BaseException:

@@ -1,9 +1,11 @@
-"""The mount's hand-written parts without a kernel: the inode table and the read-ahead.
+"""The mount's hand-written parts without a kernel: the inode table and its read-ahead (the
+library's ReadAhead with the mount's windows).
 
 The reader under ReadHandle is a scripted one (bytes = f(offset), every call recorded), as the
 reader-logic tests do with a scripted transport: what is checked is which ranges are asked for
-(a random read asks for exactly its range, with no read-ahead; a run of sequential reads grows the window from the
-cell to MAX_WINDOW) and that every byte returned is the file's.
+(a random read asks for exactly its range, with no read-ahead; a run of sequential reads grows the
+window from the cell, or the kernel's read if larger, to MAX_WINDOW) and that every byte
+returned is the file's.
 """
 
 import concurrent.futures
@@ -54,7 +56,7 @@ def test_sequential_reads_grow_the_read_ahead_from_the_cell_to_the_maximum(monke
         got += handle.read(offset, 128 * 1024)
     assert got == data
     sizes = [length for _offset, length in reader.submits]
-    assert sizes[0] == CELL and max(sizes) == 1 << 20
+    assert sizes[0] == 128 * 1024 and max(sizes) == 1 << 20   # the first window: the kernel's read
     assert sizes == sorted(sizes[:-1]) + sizes[-1:]   # growing (the last one ends at the end of the file)
     covered = 0
     for offset, length in reader.submits:   # back to back, nothing read twice
@@ -67,7 +69,7 @@ def test_a_random_read_drops_the_read_ahead_and_reads_past_the_end_are_empty():
     data = pattern(30 * CELL + 5)
     reader = ScriptedReader(data)
     handle = ReadHandle(reader)
-    assert handle.read(0, 4096) == data[:4096] and reader.submits[0] == (0, CELL)
+    assert handle.read(0, 4096) == data[:4096] and reader.submits[0] == (0, CELL)   # the first window: a cell
     assert handle.read(20 * CELL, 10) == data[20 * CELL:20 * CELL + 10]
     assert reader.submits[-1] == (20 * CELL, 10)
     assert handle.read(len(data) - 2, 100) == data[-2:]
@@ -103,21 +105,23 @@ def test_an_unlinked_inode_keeps_its_number_until_forgotten():
     assert table.get(node.inode) is None
 
 
-def test_an_abandoned_write_is_an_error_for_the_writer_not_an_end_of_file():
-    """Unmounted mid-write: the writer must fail (and abandon the file), never see EOF and commit
-    the bytes so far."""
+def test_an_aborted_write_is_an_error_for_the_writer_not_an_end_of_file():
+    """Unmounted mid-write (or aborted): the striped writer must fail (and abandon the file), never
+    see EOF and commit the bytes so far. The FileWriter's pipe, which the mount writes into."""
     import pytest
 
-    from hedgefs.mount.files import _Pipe
+    from hedgefs.client.errors import WriteAborted
+    from hedgefs.client.file_writer import _Pipe
 
-    pipe = _Pipe()
+    pipe = _Pipe(1 << 20)
     assert pipe.put(b"abc") and pipe.read(2) == b"ab" and pipe.read(10) == b"c"
     pipe.put(b"more")
-    pipe.break_()
-    with pytest.raises(OSError):
+    pipe.fail(WriteAborted("aborted"))
+    with pytest.raises(WriteAborted):
         pipe.read(10)
+    pipe.finished()
     assert not pipe.put(b"x")
-    done = _Pipe()
+    done = _Pipe(1 << 20)
     done.put(b"z")
-    done.close()
+    done.end()
     assert done.read(5) == b"z" and done.read(5) == b""
