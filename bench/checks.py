@@ -22,7 +22,6 @@ from hedgefs.bench.cluster import RandomSource, path_of
 from hedgefs.bench.read import run_read_bench
 from hedgefs.bench.rounds import median_range
 from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import hedgefs_pb2 as pb
 
 CLOSED_THREADS = 4
 CLOSED_RUNS = 5
@@ -73,8 +72,8 @@ def _cat(ctx, path: str) -> float:
     with ctx.bc.fs() as fs:
         started = time.monotonic()
         n = 0
-        with fs.open(path) as f:
-            for chunk in f.chunks(reuse=True):
+        with fs.open(path) as f, f.chunks(reuse=True) as chunks:
+            for chunk in chunks:
                 n += len(chunk)
         took = time.monotonic() - started
     if n != CAT_BYTES:
@@ -143,7 +142,7 @@ def puts(ctx, policies: list[str], quick: bool) -> dict:
         started = time.monotonic()
         status = ""
         while time.monotonic() - started < 300:
-            status = fs.rpc("Fsck", pb.PathRequest(path="/")).status
+            status = fs.admin.fsck("/").status
             if status == "HEALTHY":
                 break
             time.sleep(0.5)

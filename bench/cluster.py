@@ -18,6 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from hedgefs.bench.read import TimelineEvent
+from hedgefs.client.admin import FsckReport
 from hedgefs.client.fs import FileSystem
 from hedgefs.client.metrics import natural_key
 from hedgefs.cluster.launcher import LocalCluster, Options
@@ -180,9 +181,9 @@ class BenchCluster:
             self.set_faults(name, None)
         self.cluster.wait_live(self.cluster.datanode_ids, 60)
 
-    def fsck(self) -> pb.FsckResponse:
+    def fsck(self) -> FsckReport:
         with self.fs() as fs:
-            return fs.rpc("Fsck", pb.PathRequest(path="/"))
+            return fs.admin.fsck("/")
 
     def down(self) -> None:
         self.cluster.down()

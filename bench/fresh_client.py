@@ -142,7 +142,7 @@ def _wait_heard(cluster: LocalCluster, victim: str, timeout_s: float = 60.0) -> 
     deadline = time.monotonic() + timeout_s
     with FileSystem(cluster.namenode) as fs:
         while time.monotonic() < deadline:
-            report = fs.rpc("Report", pb.Empty())
+            report = fs.admin.report()
             if any(d.id == victim and d.state != "dead" and d.last_heartbeat_age_ms < 1500 for d in report.datanodes):
                 return
             time.sleep(0.2)

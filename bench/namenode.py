@@ -93,64 +93,66 @@ class InProcess:
 
 
 class OverRpc:
-    """A NameNode server, through the client library's RPC call (one FileSystem, one channel)."""
+    """A NameNode server over its wire protocol, DataNode calls included, through the client
+    library's channel layer (namenodes.py: one blocking channel, failover and retry ids as any
+    client call): what is measured is the protocol, so it is spoken here, not the public API."""
 
     def __init__(self, namenode: str):
-        from hedgefs.client.fs import FileSystem
+        from hedgefs.client.namenodes import NameNodes
         from hedgefs.proto import hedgefs_pb2 as pb
 
         self.pb = pb
-        self.fs = FileSystem(namenode, credentials=None)
-        self.rpc = self.fs.rpc
+        self.namenodes = NameNodes(namenode)
+        self.call = self.namenodes.call
 
     def close(self) -> None:
-        self.fs.close()
+        self.namenodes.close()
 
     def register(self, dn: str) -> None:
         n = int(dn[2:])
-        self.rpc("RegisterDataNode", self.pb.RegisterRequest(datanode_id=dn, address=f"127.0.0.1:{1000 + n}",
+        self.call("RegisterDataNode", self.pb.RegisterRequest(datanode_id=dn, address=f"127.0.0.1:{1000 + n}",
                                                              data_address=f"127.0.0.1:{2000 + n}"))
         self.heartbeat(dn)
 
     def mkdir(self, path: str) -> None:
-        self.rpc("Mkdir", self.pb.MkdirRequest(path=path, parents=True))
+        self.call("Mkdir", self.pb.MkdirRequest(path=path, parents=True))
 
     def create(self, path: str, policy: str = "") -> int:
-        return self.rpc("Create", self.pb.CreateRequest(path=path, policy=policy, client_name="bench")).file_id
+        return self.call("Create", self.pb.CreateRequest(path=path, policy=policy, client_name="bench")).file_id
 
     def add_group(self, file_id: int) -> tuple[int, int, list[str]]:
-        g = self.rpc("AddBlockGroup", self.pb.AddBlockGroupRequest(file_id=file_id))
+        g = self.call("AddBlockGroup", self.pb.AddBlockGroupRequest(file_id=file_id))
         return g.id, g.generation, [u.datanode_id for u in g.units]
 
     def stored(self, dn: str, units: list[tuple[int, int, int]]) -> None:
-        self.rpc("UnitStored", self.pb.UnitStoredRequest(
+        self.call("UnitStored", self.pb.UnitStoredRequest(
             datanode_id=dn, units=[self.pb.StoredUnit(group_id=g, index=i, generation=gen) for g, i, gen in units]))
 
     def complete(self, file_id: int, length: int, groups: list[tuple[int, int, tuple[int, ...]]]) -> None:
-        self.rpc("Complete", self.pb.CompleteRequest(file_id=file_id, length=length, groups=[
+        self.call("Complete", self.pb.CompleteRequest(file_id=file_id, length=length, groups=[
             self.pb.GroupCommit(group_id=g, length=n, stored_units=list(s)) for g, n, s in groups]))
 
     def stat(self, path: str) -> None:
-        self.rpc("GetFileInfo", self.pb.PathRequest(path=path))
+        self.call("GetFileInfo", self.pb.PathRequest(path=path))
 
     def list(self, path: str) -> None:
-        self.rpc("List", self.pb.ListRequest(path=path))
+        self.call("List", self.pb.ListRequest(path=path))
 
     def rename(self, src: str, dst: str) -> None:
-        self.rpc("Rename", self.pb.RenameRequest(src=src, dst=dst))
+        self.call("Rename", self.pb.RenameRequest(src=src, dst=dst))
 
     def delete(self, path: str) -> None:
-        self.rpc("Delete", self.pb.DeleteRequest(path=path))
+        self.call("Delete", self.pb.DeleteRequest(path=path))
 
     def report(self, dn: str, units: list[tuple[int, int, int]]) -> None:
-        self.rpc("BlockReport", self.pb.BlockReportRequest(
+        self.call("BlockReport", self.pb.BlockReportRequest(
             datanode_id=dn, units=[self.pb.StoredUnit(group_id=g, index=i, generation=gen) for g, i, gen in units]))
 
     def heartbeat(self, dn: str) -> None:
-        self.rpc("Heartbeat", self.pb.HeartbeatRequest(datanode_id=dn, used_bytes=1 << 30, units=100))
+        self.call("Heartbeat", self.pb.HeartbeatRequest(datanode_id=dn, used_bytes=1 << 30, units=100))
 
     def noop(self) -> None:
-        self.rpc("GetPolicy", self.pb.PathRequest(path="/"))
+        self.call("GetPolicy", self.pb.PathRequest(path="/"))
 
 
 def write_file(target, path: str, policy: str) -> dict[str, list[tuple[int, int, int]]]:

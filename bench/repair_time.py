@@ -42,7 +42,6 @@ from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster, Options
 from hedgefs.ec import sources
 from hedgefs.ec.policy import parse_policy
-from hedgefs.proto import hedgefs_pb2 as pb
 
 POLL_S = 0.02
 
@@ -80,7 +79,7 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
             stored = sum(u_len for i in range(files) for u_len in _unit_lengths(fs, f"/bench/f{i}", pol))
 
             def report():
-                return {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
+                return {d.id: d for d in fs.admin.report().datanodes}
 
             # Heartbeats carry used bytes: wait until they account for everything written.
             _wait(lambda: sum(d.used_bytes for d in report().values()) == stored, 30, "heartbeats to settle")
@@ -96,9 +95,9 @@ def run(size_mib: float = 48, files: int = 4, policy: str = "RS-6-3-1024k", bloc
             cluster.kill(victim.id)
             dead = _wait(lambda: report()[victim.id].state == "dead", 10 * dead_interval_s + 30,
                          f"{victim.id} declared dead")
-            healthy = _wait(lambda: fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY", 600,
+            healthy = _wait(lambda: fs.admin.fsck("/").status == "HEALTHY", 600,
                             "fsck HEALTHY")
-            after = fs.rpc("Report", pb.Empty())
+            after = fs.admin.report()
             sent = _bytes_sent(cluster, survivors) - sent_before
         repair_s = healthy - dead
         floor = sum(sources.repair_traffic(p, glen, i) for p, glen, i in lost)

@@ -65,7 +65,7 @@ def datanode_rpc(chaos, dn: str, method: str, request):
 
 def repairs_done(chaos) -> int:
     try:
-        return chaos.vfs.rpc("Report", pb.Empty()).repairs_done
+        return chaos.vfs.admin.report().repairs_done
     except HedgefsError:
         return 0
 
@@ -74,7 +74,7 @@ def _wait_namenode(chaos, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            chaos.vfs.rpc("Report", pb.Empty())
+            chaos.vfs.admin.report()
             return
         except Unavailable:
             if time.monotonic() > deadline:

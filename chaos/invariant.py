@@ -178,7 +178,7 @@ def wait_healthy(chaos) -> list[str]:
     deadline = time.monotonic() + FSCK_S
     while True:
         try:
-            r = chaos.vfs.rpc("Fsck", pb.PathRequest(path="/"))
+            r = chaos.vfs.admin.fsck("/")
             if r.status == "HEALTHY":
                 chaos.out(f"final: fsck HEALTHY ({r.files} files, {r.groups} groups) after "
                           f"{FSCK_S - (deadline - time.monotonic()):.1f} s")

@@ -8,8 +8,8 @@ import click
 
 from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs, remote_path
 from hedgefs.cli.humanize import visible
+from hedgefs.client.admin import DataNodeReport
 from hedgefs.client.metrics import natural_key
-from hedgefs.proto import hedgefs_pb2 as pb
 
 
 @click.command(context_settings=CONTEXT)
@@ -31,7 +31,7 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
     """
     path = remote_path(path)
     with open_fs(namenode) as fs:
-        r = fs.rpc("Fsck", pb.PathRequest(path=path))
+        r = fs.admin.fsck(path)
     if as_json:
         click.echo(json.dumps({
             "path": path, "files": r.files, "groups": r.groups, "healthy": r.healthy, "degraded": r.degraded,
@@ -80,7 +80,7 @@ def admin_failover(namenode: str | None) -> None:
       hedgefs admin failover --namenode nn1:8020
     """
     with open_fs(namenode) as fs:
-        fs.rpc("Failover", pb.Empty())
+        fs.admin.failover()
     click.echo("handed over: a standby takes over (hedgefs admin report shows which)")
 
 
@@ -104,7 +104,7 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
     from hedgefs.cli.humanize import human_size, plural
 
     with open_fs(namenode) as fs:
-        r = fs.rpc("Report", pb.Empty())
+        r = fs.admin.report()
     n = r.namenode
     role = {"role": n.role or "active", "epoch": n.epoch, "applied_revision": n.applied_revision,
             "meta": n.meta or "sqlite", "active": n.active, "safe_mode": n.safe_mode}
@@ -183,7 +183,7 @@ def _shared_filesystems(rows: list[dict]) -> list[list[str]]:
     return groups
 
 
-def _scrub(d: pb.DataNodeInfo) -> dict:
+def _scrub(d: DataNodeReport) -> dict:
     s = d.scrub
     return {"enabled": s.enabled, "passes": s.passes, "pass_units_done": s.pass_units_done,
             "pass_units": s.pass_units, "bytes_verified": s.bytes_verified, "bad_units": s.bad_units,
@@ -231,8 +231,7 @@ def admin_credential(user, as_admin, groups, datanode_id, days, out, namenode) -
         raise UsageError(str(err)) from None
     key = material.new_private_key()
     with open_fs(namenode) as fs:
-        answer = fs.rpc("IssueCredential", pb.IssueCredentialRequest(
-            name=name, role=role, groups=group_list, public_key_pem=material.public_key_pem(key), days=days))
+        answer = fs.admin.issue_credential(name, role, material.public_key_pem(key), group_list, days)
     material.write_private(out, material.bundle(
         material.key_pem(key), answer.certificate_pem, answer.ca_pem,
         cluster_key=answer.cluster_key or None, comment=f"{role} {name} of cluster {answer.cluster_id}"))

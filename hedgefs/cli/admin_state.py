@@ -7,11 +7,11 @@ import time
 import click
 
 from hedgefs.cli.common import CONTEXT, namenode_option, open_fs
+from hedgefs.client.admin import DecommissionState, SafeModeStatus
 from hedgefs.client.errors import HedgefsError
-from hedgefs.proto import hedgefs_pb2 as pb
 
 
-def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
+def describe_safe_mode(sm: SafeModeStatus) -> str:
     """What a safe mode waits for, in one phrase."""
     if sm.reason == "admin":
         return "entered by an admin: `hedgefs admin safemode leave` ends it"
@@ -23,7 +23,7 @@ def describe_safe_mode(sm: pb.SafeModeResponse) -> str:
 
 
 
-def _said(datanode_id: str, r: pb.DecommissionResponse) -> str:
+def _said(datanode_id: str, r: DecommissionState) -> str:
     if r.admin_state == "decommissioned":
         return f"{datanode_id}: decommissioned (no unit the cluster needs is on it: it may be stopped)"
     if r.admin_state == "decommissioning":
@@ -50,9 +50,8 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
       hedgefs admin decommission dn3
       hedgefs admin decommission dn3 --wait && hedgefs fault kill dn3
     """
-    request = pb.DecommissionRequest(datanode_id=datanode_id)
     with open_fs(namenode) as fs:
-        r = fs.rpc("Decommission", request)
+        r = fs.admin.decommission(datanode_id)
         deadline = time.monotonic() + timeout_s if timeout_s else None
         while wait and r.admin_state != "decommissioned":
             if deadline is not None and time.monotonic() >= deadline:
@@ -64,13 +63,13 @@ def admin_decommission(datanode_id: str, wait: bool, timeout_s: float, namenode:
     click.echo(_said(datanode_id, r))
 
 
-def _state_of(fs, datanode_id: str) -> pb.DecommissionResponse:
+def _state_of(fs, datanode_id: str) -> DecommissionState:
     """Its state from the Report (asking Decommission again would decommission anew a DataNode
     another admin has recommissioned meanwhile); one that is back in service ends the wait."""
-    found = [d for d in fs.rpc("Report", pb.Empty()).datanodes if d.id == datanode_id]
-    if not found or not found[0].admin_state:
+    found = fs.admin.report().datanode(datanode_id)
+    if found is None or not found.admin_state:
         raise HedgefsError(f"{datanode_id} is in service again (recommissioned meanwhile): no longer waiting")
-    return pb.DecommissionResponse(admin_state=found[0].admin_state, units_mapped=found[0].units_mapped)
+    return DecommissionState(found.admin_state, found.units_mapped)
 
 
 @click.command("recommission", context_settings=CONTEXT)
@@ -85,7 +84,7 @@ def admin_recommission(datanode_id: str, namenode: str | None) -> None:
       hedgefs admin recommission dn3
     """
     with open_fs(namenode) as fs:
-        r = fs.rpc("Decommission", pb.DecommissionRequest(datanode_id=datanode_id, recommission=True))
+        r = fs.admin.recommission(datanode_id)
     click.echo(_said(datanode_id, r))
 
 
@@ -109,10 +108,10 @@ def admin_safemode(action: str, as_json: bool, namenode: str | None) -> None:
       hedgefs admin safemode wait && hedgefs put big.bin /data/
     """
     with open_fs(namenode) as fs:
-        r = fs.rpc("SafeMode", pb.SafeModeRequest(action="get" if action == "wait" else action))
+        r = fs.admin.safe_mode("get" if action == "wait" else action)
         while action == "wait" and r.on:
-            time.sleep(0.5)
-            r = fs.rpc("SafeMode", pb.SafeModeRequest(action="get"))
+            time.sleep(0.5)   # polling the NameNode, as `hdfs dfsadmin -safemode wait` does
+            r = fs.admin.safe_mode()
     if as_json:
         click.echo(json.dumps({"on": r.on, "reason": r.reason, "units_reported": r.units_reported,
                                "units_total": r.units_total, "share": r.share, "deadline_left_s": r.deadline_left_s}))

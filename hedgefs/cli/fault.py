@@ -13,6 +13,7 @@ import click
 import grpc
 
 from hedgefs.cli.common import CONTEXT, Group, client_credentials, namenode_option, open_fs
+from hedgefs.client.admin import ClusterReport
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.metrics import natural_key
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
@@ -21,18 +22,18 @@ from hedgefs.security import tls
 from hedgefs.security.identity import DATANODE, server_name
 
 
-def _registered(namenode: str | None) -> pb.ReportResponse:
+def _registered(namenode: str | None) -> ClusterReport:
     """The DataNodes the NameNode knows (an admin's call: fault knobs are an admin's too)."""
     with open_fs(namenode) as fs:
         try:
-            return fs.rpc("Report", pb.Empty())
+            return fs.admin.report()
         except NotAllowed as err:
             if "needs an admin credential" in str(err):
                 raise NotAllowed(str(err).replace("Report needs", "fault commands need", 1)) from None
             raise
 
 
-def _fault_rpc(report: pb.ReportResponse, datanode_id: str, method: str, request) -> pb.FaultState:
+def _fault_rpc(report: ClusterReport, datanode_id: str, method: str, request) -> pb.FaultState:
     found = [dn for dn in report.datanodes if dn.id == datanode_id]
     if not found:
         known = ", ".join(sorted((d.id for d in report.datanodes), key=natural_key)) or "none"

@@ -191,10 +191,11 @@ def _stdout_pipe_like_cat():
 
 def _copy_out(f, out, progress: Progress | None) -> None:
     try:
-        for chunk in f.chunks(reuse=True):
-            out.write(chunk)
-            if progress:
-                progress.advance(len(chunk))
+        with f.chunks(reuse=True) as chunks:   # leased: each written out before the next is asked for
+            for chunk in chunks:
+                out.write(chunk)
+                if progress:
+                    progress.advance(len(chunk))
         out.flush()
     finally:
         if progress:

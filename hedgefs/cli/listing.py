@@ -7,6 +7,7 @@ split one entry in two. ``--json`` gives every name exactly.
 
 import json
 import signal
+from stat import S_IFDIR, S_IFREG, filemode
 import sys
 import time
 
@@ -51,8 +52,6 @@ def ls_(paths: tuple[str, ...], recursive: bool, long: bool, human: bool, direct
       hedgefs ls -R / | wc -l
       hedgefs ls --json /data | jq -r 'select(.length > 1e9) | .path'
     """
-    from hedgefs.namenode.permissions import mode_string
-
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `ls -R / | head` ends quietly
     targets = [remote_path(p) for p in paths or ("/",)]
     with open_fs(namenode) as fs:
@@ -63,7 +62,7 @@ def ls_(paths: tuple[str, ...], recursive: bool, long: bool, human: bool, direct
                     click.echo(json.dumps(_entry_doc(e)))
                     continue
                 length = "-" if e.is_dir else (human_size(e.length) if human else str(e.length))
-                click.echo(f"{mode_string(e.is_dir, e.permission)} {visible(e.owner):<8} {visible(e.group):<10} "
+                click.echo(f"{_mode_string(e.is_dir, e.permission)} {visible(e.owner):<8} {visible(e.group):<10} "
                            f"{length:>12} {e.policy:<14} {_mtime(e.mtime_ms)}  {visible(e.path)}")
 
 
@@ -224,3 +223,8 @@ def find(path: str, pattern: str | None, kind: str | None, as_json: bool, nameno
             if pattern and not fnmatch.fnmatchcase(e.path.rsplit("/", 1)[-1] or "/", pattern):
                 continue
             click.echo(json.dumps(_entry_doc(e)) if as_json else visible(e.path))
+
+
+def _mode_string(is_dir: bool, permission: int) -> str:
+    """``drwxr-xr-x`` as ls prints it (``t``/``T`` for the sticky bit, the only one hedgefs has)."""
+    return filemode((S_IFDIR if is_dir else S_IFREG) | permission & 0o1777)

@@ -19,7 +19,6 @@ from hedgefs.cli.common import (
 )
 from hedgefs.client.errors import UsageError
 from hedgefs.client.fs import namenode_address
-from hedgefs.proto import hedgefs_pb2 as pb
 
 
 def keys_option(f):
@@ -141,9 +140,8 @@ def s3_key(user, groups, days, keys_dir, namenode) -> None:
 
         private = material.new_private_key()
         with open_fs(namenode) as fs:
-            answer = fs.rpc("IssueCredential", pb.IssueCredentialRequest(
-                name=user, role=material.USER, groups=group_list, public_key_pem=material.public_key_pem(private),
-                days=days))
+            answer = fs.admin.issue_credential(user, material.USER, material.public_key_pem(private), group_list,
+                                               days)
         bundle = material.bundle(material.key_pem(private), answer.certificate_pem, answer.ca_pem,
                                  comment=f"user {user} of cluster {answer.cluster_id}, for the S3 gateway")
     elif group_list:

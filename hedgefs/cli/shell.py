@@ -9,26 +9,6 @@ from hedgefs.cli.common import CONTEXT, hedge_config, hedge_options, namenode_op
 from hedgefs.client.errors import AlreadyExists, IsADirectory, NotFound, UsageError
 
 
-class _Chunks:
-    """A file-like ``read(n)`` over a reader's chunks: what FileSystem.write takes as a source."""
-
-    def __init__(self, chunks):
-        self._chunks = iter(chunks)
-        self._buf = b""
-
-    def read(self, n: int = -1) -> bytes:
-        while n < 0 or len(self._buf) < n:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            self._buf += bytes(chunk)
-        if n < 0:
-            out, self._buf = self._buf, b""
-        else:
-            out, self._buf = self._buf[:n], self._buf[n:]
-        return out
-
-
 @click.command(context_settings=CONTEXT)
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
 @click.argument("dst")
@@ -68,9 +48,9 @@ def cp(sources: tuple[str, ...], dst: str, force: bool, policy: str | None, name
                 f = fs.open(src)
             except IsADirectory:
                 raise IsADirectory(f"is a directory: {src} (distcp copies trees)") from None
-            with f:
+            with f, f.stream() as source:
                 f.check_available()
-                fs.write(dest, _Chunks(f.chunks()), overwrite=force, policy=policy)
+                fs.write(dest, source, overwrite=force, policy=policy)
 
 
 @click.command(context_settings=CONTEXT)

@@ -24,10 +24,8 @@ def df(human: bool, as_json: bool, namenode: str | None) -> None:
       hedgefs df -h
       hedgefs df --json | jq .available_bytes
     """
-    from hedgefs.proto import hedgefs_pb2 as pb
-
     with open_fs(namenode) as fs:
-        r = fs.rpc("Report", pb.Empty())
+        r = fs.admin.report()
     live = [d for d in r.datanodes if d.state != "dead"]
     seen: set[str] = set()
     size = available = 0
