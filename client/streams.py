@@ -28,10 +28,18 @@ import concurrent.futures
 import dataclasses
 import os
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from hedgefs.client.file_reader import FileReader
+from hedgefs.client.errors import FileChanged
+
+
+class Positional(Protocol):
+    """What the read-ahead reads from: an open file (FileReader), or anything with its length
+    and its cancellable positional reads (a distcp source)."""
+
+    length: int
+
+    def submit(self, offset: int, length: int, *, into: bytearray | None = None) -> concurrent.futures.Future: ...
 
 POISON = 0xDB   # as the receive buffers' (buffers.py)
 KEEP_BEHIND = 2  # windows kept once read past: a kernel re-reads a little
@@ -77,7 +85,7 @@ def _done(value) -> concurrent.futures.Future:
 class ReadAhead:
     """Reads of one open file that run ahead of the reader while it reads in order (see the module)."""
 
-    def __init__(self, reader: "FileReader", *, window: int, max_window: int, align: int = 1, ahead: int = 1,
+    def __init__(self, reader: Positional, *, window: int, max_window: int, align: int = 1, ahead: int = 1,
                  keep_behind: int = KEEP_BEHIND, piece: Callable[[], int] | None = None, start: int = 0,
                  end: int | None = None, buffers: _Buffers | None = None):
         self._reader = reader
@@ -221,7 +229,7 @@ class Stream:
     A context manager: leaving it (or ``close``) cancels the reads in flight. With ``reuse``, a
     chunk is valid until the next is asked for (see the module)."""
 
-    def __init__(self, reader: "FileReader", start: int, end: int, window: int, read_ahead: int = 2,
+    def __init__(self, reader: Positional, start: int, end: int, window: int, read_ahead: int = 2,
                  reuse: bool = False, poison: bool | None = None):
         self.start, self.end = start, end
         buffers = _Buffers(window, poisoning() if poison is None else poison) if reuse else None
@@ -242,6 +250,9 @@ class Stream:
         return stop, future
 
     def _took(self, stop: int, chunk):
+        if len(chunk) != stop - self._at:   # a source shorter than it said: never a shifted byte after it
+            self.close()
+            raise FileChanged(f"the file ended early: {len(chunk)} of {stop - self._at} bytes at {self._at}")
         self._at = stop
         if self._ahead._buffers is not None:
             chunk = chunk if isinstance(chunk, memoryview) else memoryview(chunk)

@@ -6,9 +6,12 @@
     cluster (the launcher)       proto, plumbing, security: no client, no servers
     chaos, bench                 sit on top: client, cluster, ec, proto, plumbing (bench: distcp, fsspec too)
     distcp                       a product feature on the client: client, ec, proto, plumbing
-    fsspec (hedgefs/fsspec)      hedgefs:// for fsspec, on the client: client, ec, proto, plumbing
-    s3                           the S3 gateway, on the client: client, ec, proto, plumbing, security
-    mount                        the FUSE mount, on the client: client, ec, proto, plumbing, security
+    fsspec (hedgefs/fsspec)      hedgefs:// for fsspec, on the client's public API: client, ec, plumbing
+    s3                           the S3 gateway, on the client: client, ec, proto (for now), plumbing, security
+    mount                        the FUSE mount, on the client's public API: client, ec, plumbing, security
+
+The gateways (mount, fsspec, s3) speak the client's typed API, never protobuf: the library keeps
+the wire behind it (``FileSystem.admin``, ``stat(span=)``, ``create``, ``stream``).
     cli (hedgefs/cli)            the composition root: anything
 
 Every import counts, including the ones inside functions (they run too). Besides the arrows,
@@ -47,9 +50,11 @@ ALLOWED = {
     "chaos": {"chaos", "client", "cluster", "ec", "proto", "plumbing", "security"},
     "bench": {"bench", "client", "cluster", "ec", "proto", "plumbing", "distcp", "fsspec", "namenode", "security"},
     "distcp": {"distcp", "client", "ec", "proto", "plumbing", "security"},
-    "fsspec": {"fsspec", "client", "ec", "proto", "plumbing", "security"},
+    "fsspec": {"fsspec", "client", "ec", "plumbing", "security"},
+    # s3/ still imports proto (store.py's ranged GetFileInfo): the S3 helper moves it onto
+    # FileSystem.stat(span=) and then drops "proto" here (GATEWAYS below then holds it too).
     "s3": {"s3", "client", "ec", "proto", "plumbing", "security"},
-    "mount": {"mount", "client", "ec", "proto", "plumbing", "security"},
+    "mount": {"mount", "client", "ec", "plumbing", "security"},
     "cli": {"cli", "client", "namenode", "datanode", "cluster", "chaos", "bench", "distcp", "s3", "mount", "ec",
             "proto", "plumbing", "security"},
 }
@@ -203,6 +208,15 @@ def test_the_tree_keeps_the_rules():
     assert not problems, "\n".join(problems)
 
 
+# Packages on the client's public API: no protobuf. s3 joins once it is moved (see ALLOWED).
+GATEWAYS = {"mount", "fsspec"}
+
+
+def test_the_gateways_speak_no_protobuf():
+    for gateway in GATEWAYS:
+        assert "proto" not in ALLOWED[gateway], gateway
+
+
 def test_every_package_has_a_layer():
     for name in modules(ROOT):
         assert layer(name) in ALLOWED, f"{name}: no rule for package {layer(name)!r}"
@@ -236,6 +250,8 @@ def scratch(tmp_path):
     ("namenode/namesystem.py", "from hedgefs.datanode import storage", "namenode may import only"),
     ("security/tls.py", "from hedgefs.client.fs import FileSystem", "security may import only"),
     ("distcp/job.py", "from hedgefs.cluster.launcher import LocalCluster", "distcp may import only"),
+    ("mount/ops.py", "from hedgefs.proto import hedgefs_pb2 as pb", "mount may import only"),
+    ("hedgefs/fsspec/files.py", "from hedgefs.proto import hedgefs_pb2", "fsspec may import only"),
     ("datanode/storage.py", "from hedgefs.datanode import faults", "module cycle"),
 ])
 def test_a_forbidden_import_is_caught(scratch, file, line, expected):
