@@ -11,7 +11,7 @@ producer that writes faster than the DataNodes take the bytes waits in ``write``
 filling memory. ``close`` ends the input and returns once the NameNode has completed the file:
 a failure anywhere (a DataNode, the NameNode, a source) is raised by the ``write`` or ``close``
 that meets it, and the file is abandoned, never left half-written; an overwritten file stays as
-it was. ``abort`` abandons the write on purpose.
+it was. ``abort`` abandons the write on purpose, and so does dropping the writer unclosed.
 
 The bytes written are the caller's no longer than the call: ``write`` copies what is not
 ``bytes`` (a bytearray or memoryview the caller goes on to reuse). ``digests`` names hashlib
@@ -110,16 +110,16 @@ class FileWriter:
         self._pipe = _Pipe(PIPE_BYTES)
         self._lock = threading.Lock()
         self._closed = False
-        self._future: concurrent.futures.Future = loop.submit(
-            writer.write_created(created, self._read, lambda _n: None))
-        self._future.add_done_callback(lambda _f: self._pipe.finished())
+        pipe, hashes = self._pipe, list(self._hashes.values())
 
-    def _read(self, n: int):
-        """The striped writer's source (its own thread)."""
-        data = self._pipe.read(n)
-        for h in self._hashes.values():
-            h.update(data)
-        return data
+        def read(n: int) -> bytes:   # the striped writer's source (its own thread); holds no FileWriter
+            data = pipe.read(n)
+            for h in hashes:
+                h.update(data)
+            return data
+
+        self._future: concurrent.futures.Future = loop.submit(writer.write_created(created, read, lambda _n: None))
+        self._future.add_done_callback(lambda _f: pipe.finished())
 
     def write(self, data) -> int:
         """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it
@@ -175,6 +175,11 @@ class FileWriter:
         if isinstance(err, HedgefsError):
             raise err
         raise HedgefsError(f"{self.path}: the write failed: {err}") from err
+
+    def __del__(self) -> None:
+        """Dropped unclosed: abandoned (never committed), without waiting for the NameNode."""
+        if not getattr(self, "_closed", True) and not self._future.done():
+            self._pipe.fail(WriteAborted(f"{self.path}: the FileWriter was dropped unclosed"))
 
     def __enter__(self) -> "FileWriter":
         return self

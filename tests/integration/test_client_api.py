@@ -82,6 +82,23 @@ def test_an_abort_leaves_no_file_and_an_overwritten_file_as_it_was(fs):
         fs.stat("/api/never")
 
 
+def test_a_writer_dropped_unclosed_is_abandoned(fs):
+    import gc
+
+    from conftest import wait_until
+
+    f = fs.create("/api/dropped", overwrite=True)
+    f.write(b"x" * STRIPE)
+    future = f._future
+    del f
+    gc.collect()
+    wait_until(future.done, 30, "the dropped write to end")
+    assert isinstance(future.exception(), WriteAborted)
+    with pytest.raises(NotFound):
+        fs.stat("/api/dropped")
+    fs.write_bytes("/api/dropped", b"free again")   # the NameNode let the file go (Abandon)
+
+
 def test_create_raises_the_namenodes_refusal_at_once(fs):
     fs.write_bytes("/api/exists", b"1", overwrite=True)
     with pytest.raises(AlreadyExists):
