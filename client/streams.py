@@ -76,6 +76,18 @@ class _Window:
     buf: bytearray | None = None
 
 
+INLINE_JOIN = 1 << 20   # bytes a joined read copies on the thread that completes it; more: on a joiner thread
+_JOINS: list[concurrent.futures.ThreadPoolExecutor] = []
+_JOINS_LOCK = threading.Lock()
+
+
+def _joins() -> concurrent.futures.ThreadPoolExecutor:
+    with _JOINS_LOCK:
+        if not _JOINS:
+            _JOINS.append(concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="hedgefs-join"))
+        return _JOINS[0]
+
+
 def _done(value) -> concurrent.futures.Future:
     future: concurrent.futures.Future = concurrent.futures.Future()
     future.set_result(value)
@@ -208,10 +220,10 @@ class ReadAhead:
                 last = left[0] == 0
             if not last:
                 return
-            if any(p.future.cancelled() for p in parts):
-                threading.Thread(target=finish, name="hedgefs-reread", daemon=True).start()   # it waits
-            else:
+            if end - offset <= INLINE_JOIN and not any(p.future.cancelled() for p in parts):
                 finish()
+            else:   # a long copy (or a read again, which waits) off the thread that ended the read: the client's I/O loop
+                _joins().submit(finish)
 
         for p in parts:
             p.future.add_done_callback(one_done)
