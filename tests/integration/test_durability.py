@@ -122,7 +122,7 @@ def test_lost_datanode_is_repaired_onto_the_spare_and_then_any_3_more_losses_rea
     g = status.groups[0]
     for gone in itertools.combinations(range(9), 3):
         crippled = dataclasses.replace(g, units={i: u for i, u in g.units.items() if i not in gone})
-        got = fs._call(fs._pread(dataclasses.replace(status, groups=(crippled,)), 0, status.length))
+        got = fs.open(dataclasses.replace(status, groups=(crippled,))).pread(0, status.length)
         assert bytes(got) == data, f"lost units {gone}"
     # ...and for real: kill 3 more current holders, keeping the rebuilt unit among the 6 left.
     for index in (1, 2, 7):
