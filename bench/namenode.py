@@ -41,7 +41,7 @@ class InProcess:
     """The namesystem itself: no RPC, no protobuf."""
 
     def __init__(self, data_dir: str):
-        from hedgefs.namenode.blockmap import GroupCommit
+        from hedgefs.namenode.blocks.blockmap import GroupCommit
         from hedgefs.namenode.namesystem import Namesystem
 
         self._commit = GroupCommit

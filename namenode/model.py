@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from hedgefs.namenode.namespace import Entry
+from hedgefs.namenode.namespace.inodes import Entry
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,516 @@
+"""The block map (HDFS's BlocksMap): block groups by id, where each of their units lives, deletes
+owed to DataNodes. In memory only: unit locations come from receipts and block reports, and come
+back from them after a restart or a failover (DESIGN.md, "Metadata engines"). What the journal
+knows of a group is its id, its file and, while the file is written, its writer's targets.
+
+A ``Group`` is (id, file, locs): ``locs`` holds one 16-bit DataNode number per unit index
+(0: no copy known), ``DataNodeNumbers`` turning ids into numbers. A unit is *unreported* while
+its writer's target has not said it stored it (only files being written have those), *corrupt*
+when reported bad (kept, and read if nothing better is left, until a repaired copy replaces it).
+A unit is *good* when reported, not corrupt and on a live DataNode (the caller says which are).
+
+Receipts, not claims: a unit counts only once its DataNode has said it stored it (UnitStored, or a
+block report): AddBlockGroup maps the writer's targets as unreported, their receipts mark them
+reported, Complete keeps only the reported ones (``commit``).
+
+No premature deletes: a copy of a unit of a live group (a surplus copy, or a corrupt one that a
+repaired copy replaced) is deleted only once every unit of its group is good elsewhere
+(``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
+
+Generations: a group's units carry the generation issued with it (``generation_base`` + its id;
+groups of a converted namespace whose generation differs keep theirs in ``odd_generations``), and
+a unit is this group's only with that generation. A unit of a generation this namespace never
+issued is *foreign* (a DataNode that also served another namespace, or a wiped NameNode's
+predecessor): it is never mapped, served or deleted from here.
+
+Counts kept as things change, so no question about them scans the map: units mapped to each
+DataNode, groups of complete files, and of those the ones readable from what is mapped (safe
+mode's progress). ``dirty`` collects the groups whose units changed, for health.py.
+
+Every method runs under the namesystem's lock; readers of ``groups`` and ``locs`` take none (a
+group's ``locs`` is replaced whole, never changed in place).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Callable, Container, Iterable, Iterator
+
+from hedgefs.ec.policy import Policy
+from hedgefs.namenode.blocks.deletes import Kind, PendingDeletes, Unit
+from hedgefs.namenode.errors import FailedPrecondition
+from hedgefs.namenode.namespace.inodes import File, load_policy
+
+IsLive = Callable[[str], bool]
+REPORT_GRACE_S = 10.0        # a block report may predate a unit mapped this recently: keep it
+
+
+class Claim(enum.Enum):
+    """What the block map made of a DataNode saying it holds a unit (``claim``)."""
+    RECEIVED = "received"    # a unit of a file being written, on the DataNode the writer was given: its receipt
+    WRITING = "writing"      # any other unit of a file being written: not ours to judge yet
+    MAPPED = "mapped"        # the map already says so
+    ADOPTED = "adopted"      # the unit had no location: now it is here
+    MOVED = "moved"          # the map said a dead DataNode, or a corrupt copy: now it is here
+    STALE = "stale"          # a good copy is mapped elsewhere: this one is surplus
+    EXTRA = "extra"          # another unit of this group is on this DataNode: left alone
+    UNKNOWN = "unknown"      # no such group or unit index: delete it
+    FOREIGN = "foreign"      # a generation this namespace never issued: left alone
+    DELETING = "deleting"    # a delete of this copy is pending: on its way out
+
+
+class BadMark(enum.Enum):
+    """What the block map made of a report of a corrupt copy (``mark_bad``)."""
+    MARKED = "marked"        # the mapped copy: marked corrupt, kept until a repaired copy replaces it
+    KNOWN = "known"          # it was already marked
+    DELETED = "deleted"      # not the mapped copy (or no such group): deleted once its group is whole
+    WRITING = "writing"      # a unit of a file being written: left alone
+    FOREIGN = "foreign"      # not a unit of this namespace: left alone
+
+
+@dataclass(frozen=True)
+class GroupCommit:
+    group_id: int
+    length: int
+    stored_units: tuple[int, ...]
+
+
+class Group:
+    __slots__ = ("id", "file", "locs")
+
+    def __init__(self, group_id: int, file: File, locs: bytes):
+        self.id, self.file, self.locs = group_id, file, locs
+
+
+_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def _codec(units: int) -> struct.Struct:
+    found = _STRUCTS.get(units)
+    if found is None:
+        found = _STRUCTS[units] = struct.Struct(f"<{units}H")
+    return found
+
+
+class DataNodeNumbers:
+    """DataNode id <-> a small number (from 1), for ``Group.locs``; for the process's life."""
+
+    def __init__(self):
+        self._numbers: dict[str, int] = {}
+        self.ids: list[str | None] = [None]
+
+    def number(self, datanode_id: str) -> int:
+        n = self._numbers.get(datanode_id)
+        if n is None:
+            if len(self.ids) > 0xFFFF:
+                raise FailedPrecondition("this NameNode knows 65,535 DataNodes already: no more")
+            n = self._numbers[datanode_id] = len(self.ids)
+            self.ids.append(datanode_id)
+        return n
+
+    def get(self, datanode_id: str) -> int:
+        return self._numbers.get(datanode_id, 0)
+
+
+class BlockMap:
+    def __init__(self, wall_ms: Callable[[], int], clock: Callable[[], float] = time.monotonic):
+        self.wall_ms = wall_ms
+        self.clock = clock
+        self.groups: dict[int, Group] = {}
+        self.next_group_id = 1
+        self.generation_base = 0          # a group's generation: this + its id
+        self.generation_first = 1         # the first generation this namespace issued
+        self.odd_generations: dict[int, int] = {}   # group id -> its generation, where not base + id
+        self.numbers = DataNodeNumbers()
+        self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
+        self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
+        self.mapped: Counter[str] = Counter()             # DataNode id -> units mapped to it
+        self.deletes = PendingDeletes()
+        self.dirty: set[int] = set()       # groups whose units changed since health last looked
+        self.complete_groups = 0           # groups of complete files
+        self.readable = 0                  # ... readable from the units mapped (corrupt ones aside)
+        self._recent: deque[tuple[float, tuple[str, int, int]]] = deque()   # (when, (DataNode, group, index))
+        self._recent_keys: dict[tuple[str, int, int], float] = {}            # ... the last time each was mapped
+
+    # ------------------------------------------------------------------ ids and generations
+
+    def generation(self, group_id: int) -> int:
+        odd = self.odd_generations.get(group_id)
+        return odd if odd is not None else self.generation_base + group_id
+
+    def ours(self, generation: int) -> bool:
+        """Did this namespace issue the generation? 0 (a unit named without one) is nobody's."""
+        return self.generation_first <= generation < self.generation_base + self.next_group_id
+
+    # ------------------------------------------------------------------ reading a group
+
+    def units(self, group: Group) -> dict[int, str]:
+        """unit index -> the DataNode its copy is mapped to (reported or not)."""
+        locs = group.locs
+        if not locs:
+            return {}
+        ids = self.numbers.ids
+        return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)) if n}
+
+    def holder(self, group: Group, index: int) -> str | None:
+        locs = group.locs
+        if 2 * index + 2 > len(locs):
+            return None
+        n = locs[2 * index] | (locs[2 * index + 1] << 8)
+        return self.numbers.ids[n] if n else None
+
+    def good(self, group: Group, is_live: IsLive) -> dict[int, str]:
+        """Units on live DataNodes, reported stored and not reported corrupt."""
+        skip = self.unreported.get(group.id, frozenset()) | self.corrupt.get(group.id, frozenset())
+        return {i: d for i, d in self.units(group).items() if i not in skip and is_live(d)}
+
+    def readable_units(self, group: Group, is_live: IsLive) -> dict[int, str]:
+        """Good units and live corrupt ones."""
+        skip = self.unreported.get(group.id, frozenset())
+        return {i: d for i, d in self.units(group).items() if i not in skip and is_live(d)}
+
+    def reported_units(self, group: Group) -> dict[int, str]:
+        skip = self.unreported.get(group.id, frozenset())
+        return {i: d for i, d in self.units(group).items() if i not in skip}
+
+    def get(self, group_id: int) -> Group | None:
+        return self.groups.get(group_id)
+
+    def corrupt_count(self) -> int:
+        return sum(len(v) for v in self.corrupt.values())
+
+    def units_on(self, datanode_id: str, limit: int) -> list[tuple[int, int, Group]]:
+        """(group id, unit index, group) of up to ``limit`` units mapped to a DataNode (a scan)."""
+        number = self.numbers.get(datanode_id)
+        out = []
+        if not number or not self.mapped.get(datanode_id):
+            return out
+        for gid in sorted(self.groups):
+            group = self.groups[gid]
+            locs = group.locs
+            if not locs:
+                continue
+            for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)):
+                if n == number:
+                    out.append((gid, i, group))
+                    if len(out) >= limit:
+                        return out
+        return out
+
+    def groups_on(self, datanode_id: str) -> Iterator[Group]:
+        """Every group with a unit mapped to ``datanode_id`` (a scan of the map)."""
+        number = self.numbers.get(datanode_id)
+        if not number or not self.mapped.get(datanode_id):
+            return
+        for group in list(self.groups.values()):
+            locs = group.locs
+            if locs and number in _codec(len(locs) // 2).unpack(locs):
+                yield group
+
+    # ------------------------------------------------------------------ changes of one group
+
+    def _readable(self, group: Group) -> bool:
+        file = group.file
+        if file.writer is not None or not group.locs:
+            return False
+        bad = self.corrupt.get(group.id, frozenset())
+        have = [i for i, n in enumerate(_codec(len(group.locs) // 2).unpack(group.locs)) if n and i not in bad]
+        return load_policy(file.attrs.policy).decodable(have)
+
+    def _set(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False) -> None:
+        """Map ``group``'s unit ``index`` to ``datanode_id`` (None: nowhere), reported; the counts follow."""
+        was = self._readable(group)
+        units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
+        values = list(_codec(units).unpack(group.locs)) if group.locs else [0] * units
+        old = values[index]
+        if old:
+            self.mapped[self.numbers.ids[old]] -= 1
+        values[index] = self.numbers.number(datanode_id) if datanode_id else 0
+        if datanode_id:
+            self.mapped[datanode_id] += 1
+            self._note_recent(datanode_id, group.id, index)
+        group.locs = _codec(units).pack(*values) if any(values) else b""
+        self._mark(self.unreported, group.id, index, False)
+        self._mark(self.corrupt, group.id, index, corrupt and datanode_id is not None)
+        self._recount(group, was)
+
+    def _recount(self, group: Group, was: bool) -> None:
+        now = self._readable(group)
+        self.readable += now - was
+        if group.file.writer is None:
+            self.dirty.add(group.id)
+
+    @staticmethod
+    def _mark(marks: dict[int, frozenset[int]], group_id: int, index: int, on: bool) -> None:
+        have = marks.get(group_id, frozenset())
+        if on and index not in have:
+            marks[group_id] = have | {index}
+        elif not on and index in have:
+            rest = have - {index}
+            if rest:
+                marks[group_id] = rest
+            else:
+                del marks[group_id]
+
+    def _note_recent(self, datanode_id: str, group_id: int, index: int) -> None:
+        now = self.clock()
+        key = (datanode_id, group_id, index)
+        self._recent.append((now, key))
+        self._recent_keys[key] = now
+        recent = self._recent
+        while recent and now - recent[0][0] > REPORT_GRACE_S:
+            when, old = recent.popleft()
+            if self._recent_keys.get(old) == when:
+                del self._recent_keys[old]
+
+    def _mapped_lately(self, key: tuple[str, int, int]) -> bool:
+        when = self._recent_keys.get(key)
+        return when is not None and self.clock() - when <= REPORT_GRACE_S
+
+    def queue_delete(self, datanode_id: str, group_id: int, index: int, generation: int,
+                     kind: Kind = Kind.PLAIN) -> None:
+        self.deletes.queue(datanode_id, group_id, index, generation, self.wall_ms(), kind)
+
+    def pending_deletes(self, datanode_id: str) -> list[Unit]:
+        return self.deletes.units(datanode_id)
+
+    def pending_delete_counts(self) -> dict[str, int]:
+        return self.deletes.counts()
+
+    # ------------------------------------------------------------------ the journal's changes (apply.py)
+
+    def add_group(self, file: File, group_id: int, targets: Iterable[str]) -> Group:
+        """A new group of a file being written; unit j goes to targets[j] ("": nowhere), unreported."""
+        targets = list(targets)
+        numbers = [self.numbers.number(d) if d else 0 for d in targets]
+        group = Group(group_id, file, _codec(len(numbers)).pack(*numbers) if any(numbers) else b"")
+        self.groups[group_id] = group
+        self.next_group_id = max(self.next_group_id, group_id + 1)
+        if any(numbers):
+            self.unreported[group_id] = frozenset(i for i, d in enumerate(targets) if d)
+        for d in targets:
+            if d:
+                self.mapped[d] += 1
+        return group
+
+    def commit(self, group: Group, delete_unreported: bool = True) -> None:
+        """Its file is complete (the caller has cleared its writer): units without a receipt
+        leave the map (and, at the active, are deleted, should they be stored after all; a replay
+        or a standby knows no receipts: their DataNodes' reports will say); the kept ones count as
+        mapped just now (a block report computed before this must not drop them)."""
+        generation = self.generation(group.id)
+        unreported = self.unreported.pop(group.id, ())
+        if group.locs:
+            values = list(_codec(len(group.locs) // 2).unpack(group.locs))
+            ids = self.numbers.ids
+            for index, n in enumerate(values):
+                if not n:
+                    continue
+                if index in unreported:
+                    self.mapped[ids[n]] -= 1
+                    if delete_unreported:
+                        self.queue_delete(ids[n], group.id, index, generation)
+                    values[index] = 0
+                else:
+                    self._note_recent(ids[n], group.id, index)
+            group.locs = _codec(len(values)).pack(*values) if any(values) else b""
+        self.complete_groups += 1
+        self._recount(group, False)
+
+    def forget(self, group: Group) -> None:
+        """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
+        every copy of it is owed a delete, extra copies included."""
+        was = self._readable(group)
+        generation = self.generation(group.id)
+        for index, holder in self.units(group).items():
+            self.mapped[holder] -= 1
+            self.queue_delete(holder, group.id, index, generation)
+        self.deletes.make_plain(group.id)
+        self.groups.pop(group.id, None)
+        self.unreported.pop(group.id, None)
+        self.corrupt.pop(group.id, None)
+        self.odd_generations.pop(group.id, None)
+        self.readable -= was
+        if group.file.writer is None:
+            self.complete_groups -= 1
+            self.dirty.add(group.id)
+
+    # ------------------------------------------------------------------ what DataNodes say
+
+    def claim(self, datanode_id: str, group_id: int, index: int, generation: int, holds: IsLive,
+              sent: Container[tuple[str, int, int]] = ()) -> Claim:
+        """A DataNode says it holds a unit (block report or UnitStored). ``holds(d)``: does a copy
+        on DataNode d count as good (live, registered, not leaving)? A surplus or corrupt copy's
+        pending delete is cancelled, and the copy adopted or moved here (still corrupt, if it
+        was), when no good copy is mapped elsewhere any more, unless the delete was already sent
+        (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
+        final and the copy elsewhere stays mapped."""
+        if not self.ours(generation):
+            return Claim.FOREIGN
+        group = self.groups.get(group_id)
+        if group is None or self.generation(group_id) != generation:
+            self.queue_delete(datanode_id, group_id, index, generation)
+            return Claim.UNKNOWN
+        current = self.holder(group, index)
+        if group.file.writer is not None:
+            if current == datanode_id and index in self.unreported.get(group_id, ()):
+                self._mark(self.unreported, group_id, index, False)
+                return Claim.RECEIVED
+            return Claim.WRITING
+        if current == datanode_id:
+            return Claim.MAPPED
+        was_corrupt = index in self.corrupt.get(group_id, ())
+        current_good = current is not None and not was_corrupt and holds(current)
+        pending = self.deletes.kind(datanode_id, group_id, index)
+        if pending is not None and (pending == Kind.PLAIN or current_good or (datanode_id, group_id, index) in sent):
+            return Claim.DELETING
+        if index >= load_policy(group.file.attrs.policy).units:
+            self.queue_delete(datanode_id, group_id, index, generation)
+            return Claim.UNKNOWN
+        if current_good:
+            self.queue_delete(datanode_id, group_id, index, generation, Kind.SURPLUS)
+            return Claim.STALE
+        if datanode_id in self.units(group).values():
+            return Claim.EXTRA
+        if pending is not None:   # surplus or corrupt, but the best copy now: keep it
+            self.deletes.cancel(datanode_id, group_id, index)
+        self._set(group, index, datanode_id, corrupt=pending == Kind.CORRUPT)
+        if current is None:
+            return Claim.ADOPTED
+        self.queue_delete(current, group_id, index, generation, Kind.CORRUPT if was_corrupt else Kind.SURPLUS)
+        return Claim.MOVED
+
+    def reconcile(self, datanode_id: str, reported: set[Unit], holds: IsLive,
+                  sent: Container[tuple[str, int, int]] = ()) -> Counter:
+        """Apply a DataNode's full block report; returns counts by outcome (``Claim`` values but
+        "mapped", and "missing", "deleted").
+
+        A unit the map puts on this DataNode but the report lacks is *missing*: dropped from the
+        map (repair follows), unless it was mapped less than REPORT_GRACE_S ago (the report may
+        predate it) or belongs to a file being written. Pending deletes the report no longer
+        shows are confirmed and forgotten."""
+        counts: Counter = Counter()
+        before = self.mapped.get(datanode_id, 0)
+        matched = 0
+        for unit in sorted(reported):
+            outcome = self.claim(datanode_id, *unit, holds, sent)
+            if outcome != Claim.MAPPED:
+                counts[outcome.value] += 1
+            if outcome in (Claim.MAPPED, Claim.RECEIVED) or (
+                    outcome == Claim.WRITING and self.holder(self.groups[unit[0]], unit[1]) == datanode_id):
+                matched += 1
+        if matched < before:   # some unit mapped here is not in the report: find which (a scan)
+            missing = self._drop_missing(datanode_id, reported)
+            if missing:
+                counts["missing"] = missing
+        deleted = self.deletes.confirm_absent(datanode_id, reported)
+        if deleted:
+            counts["deleted"] = deleted
+        return counts
+
+    def _drop_missing(self, datanode_id: str, reported: set[Unit]) -> int:
+        dropped = 0
+        for group in list(self.groups_on(datanode_id)):
+            if group.file.writer is not None:
+                continue
+            generation = self.generation(group.id)
+            for index, holder in self.units(group).items():
+                if holder == datanode_id and (group.id, index, generation) not in reported \
+                        and not self._mapped_lately((datanode_id, group.id, index)):
+                    self._set(group, index, None)
+                    dropped += 1
+        return dropped
+
+    def mark_bad(self, datanode_id: str, group_id: int, index: int, generation: int) -> BadMark:
+        """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it)."""
+        if not self.ours(generation):
+            return BadMark.FOREIGN
+        group = self.groups.get(group_id)
+        if group is None or self.generation(group_id) != generation:
+            self.queue_delete(datanode_id, group_id, index, generation)
+            return BadMark.DELETED
+        if group.file.writer is not None:
+            return BadMark.WRITING
+        if self.holder(group, index) == datanode_id:
+            if index in self.corrupt.get(group_id, ()):
+                return BadMark.KNOWN
+            was = self._readable(group)
+            self._mark(self.corrupt, group_id, index, True)
+            self._recount(group, was)
+            return BadMark.MARKED
+        self.queue_delete(datanode_id, group_id, index, generation, Kind.CORRUPT)
+        return BadMark.DELETED
+
+    def drop_unit(self, group: Group, index: int) -> None:
+        self._set(group, index, None)
+
+    def is_whole(self, group: Group, is_live: IsLive) -> bool:
+        return len(self.good(group, is_live)) == load_policy(group.file.attrs.policy).units
+
+    def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
+        """The pending deletes that may be sent now, oldest first. A plain delete always goes. A
+        surplus or corrupt copy goes only once its group is whole: every unit index mapped to a
+        good copy, and not to this one. Until then it may be the copy that saves the group: if the
+        mapped copy is lost, the next report of this one is adopted (``claim``)."""
+        whole: dict[int, bool] = {}
+        for unit, kind in self.deletes.scan(datanode_id):
+            if kind != Kind.PLAIN:
+                group = self.groups.get(unit[0])
+                if group is None:
+                    continue
+                if unit[0] not in whole:
+                    whole[unit[0]] = self.is_whole(group, is_live)
+                if not whole[unit[0]] or self.holder(group, unit[1]) == datanode_id:
+                    continue
+            yield unit
+
+    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, set[str]]:
+        out = {}
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            units = load_policy(group.file.attrs.policy).units if group is not None else 16
+            found = self.deletes.datanodes_deleting(gid, units)
+            if found:
+                out[gid] = found
+        return out
+
+
+def check_commit(file_id: int, length: int, commits: list[GroupCommit], policy: Policy, block_size: int,
+                 min_units: int, own: dict[int, Group], reported: Callable[[Group], dict[int, str]]) -> None:
+    """Refuse what a Complete must refuse: groups not the file's or listed twice, lengths that do
+    not add up (every group but the last holds exactly k * block_size bytes), groups without
+    ``min_units`` units reported stored (or whose units cannot decode them: LRC)."""
+    from hedgefs.ec import layout
+    from hedgefs.namenode.errors import InvalidArgument
+
+    full, seen, total = layout.group_data_size(policy, block_size), set(), 0
+    for pos, c in enumerate(commits):
+        if c.group_id not in own:
+            raise InvalidArgument(f"group {c.group_id} does not belong to file {file_id}")
+        if c.group_id in seen:
+            raise InvalidArgument(f"group {c.group_id} is listed twice")
+        seen.add(c.group_id)
+        last = pos == len(commits) - 1
+        if c.length > full or (not last and c.length != full):
+            raise InvalidArgument(
+                f"group {c.group_id} has {c.length} bytes; every group but the last holds exactly "
+                f"k * block_size = {full} bytes, the last at most that")
+        if any(i >= policy.units for i in c.stored_units):
+            raise InvalidArgument(f"group {c.group_id}: unit index out of range for {policy.name}")
+        total += c.length
+        if c.length == 0:
+            continue   # an empty group goes at Complete: nothing in it to keep
+        received = sorted(reported(own[c.group_id]))
+        if len(received) < min_units:
+            raise FailedPrecondition(
+                f"group {c.group_id} has only {len(received)} stored units reported by their DataNodes "
+                f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {min_units}")
+        if not policy.decodable(received):   # an LRC group: not any k units decode it
+            raise FailedPrecondition(
+                f"group {c.group_id}: its stored units {received} cannot decode it ({policy.name})")
+    if total != length:
+        raise InvalidArgument(f"file length {length} is not the sum of its group lengths ({total})")
