@@ -82,6 +82,7 @@ from hedgefs.namenode.model import (
 )
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import FILE_MODE, SUPER, Dir, Entry, File, Lease, Node, Version, load_policy
+from hedgefs.namenode.namespace.inodes import policy_name as canonical
 from hedgefs.namenode.namespace.permissions import (
     EXECUTE,
     MAX_MODE,
@@ -408,7 +409,7 @@ class Namesystem:
         if not node.is_dir:
             raise FailedPrecondition(f"not a directory: {path} (policies are set on directories)")
         check(who, node, WRITE, path, f"set the policy of {path}")
-        name = load_policy(policy).name if policy else ""
+        name = canonical(policy) if policy else ""
         self._log(r.SetPolicy(path, name, retry))
         log.info("policy of %s set to %s", path, name or "(inherited)")
 
@@ -474,18 +475,19 @@ class Namesystem:
         group and mode. Permissions (HDFS): w on the parent, and on the file an overwrite or a
         conversion replaces."""
         self.safemode.refuse(f"create {path}")
-        if not paths.components(path):
+        parts = paths.components(path)
+        if not parts:
             raise FailedPrecondition("is a directory: /")
-        chain = self.tree.parent_dir(path, who)
+        chain = self.tree.parent_dir(path, who, parts)
         parent = chain[-1]
-        name = path.rsplit("/", 1)[1]
+        name = parts[-1]
         check(who, parent, WRITE, paths.parent_of(path), f"create {path}")
         existing = parent.children.get(name)
         if convert_from is not None:
             _check_version(path, existing, convert_from)
             if not policy_name:
                 raise InvalidArgument("a conversion needs the policy to convert to")
-            if load_policy(policy_name).name == existing.policy:
+            if canonical(policy_name) == existing.policy:
                 raise InvalidArgument(f"{path} is already {existing.policy}: nothing to convert")
             overwrite = True
         if existing is not None:
@@ -509,11 +511,12 @@ class Namesystem:
             raise InvalidArgument(str(err)) from None
         self.manager.check_placeable(policy)
         file_id = self.tree.next_id
-        self._log(r.Create(path, file_id, policy.name, block_size, bool(overwrite), self.wall_ms(), who.name,
+        name = canonical(policy_name)
+        self._log(r.Create(path, file_id, name, block_size, bool(overwrite), self.wall_ms(), who.name,
                            parent.group, FILE_MODE, retry))
-        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, file_id, policy.name,
+        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, file_id, name,
                   block_size, client_name, who.name, " (a conversion)" if convert_from else "")
-        return self._created(file_id, policy.name, block_size)
+        return self._created(file_id, name, block_size)
 
     def _writing(self, file_id: int, who: Identity = SUPER) -> Lease:
         """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
@@ -714,12 +717,17 @@ class Namesystem:
 
     def _group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
         units = self.manager.locations(group, k, keep_dead)
-        generation = self.blocks.generation(group.id)
-        if op is None:
-            locations = [self._location(i, d) for i, d in sorted(units.items())]
-        else:
-            locations = [self._location(i, d, group.id, generation, op) for i, d in sorted(units.items())]
-        return GroupInfo(group.id, length, locations, generation)
+        gid = group.id
+        generation = self.blocks.generation(gid)
+        tokens = self.tokens if op is not None else None
+        addresses = self.liveness.addresses
+        locations = []
+        for i in sorted(units):
+            d = units[i]
+            address, data_address = addresses(d)
+            locations.append(UnitLocation(i, d, address, data_address,
+                                          tokens.sign(op, gid, i, generation) if tokens else b""))
+        return GroupInfo(gid, length, locations, generation)
 
     # ------------------------------------------------------------------ the DataNode protocol
 
@@ -850,6 +858,7 @@ class Namesystem:
             self.manager.check_decommission(datanode_id, self._widest_policy())
             if datanode_id not in self.leaving:
                 self._log(r.Decommission(datanode_id, True))
+                self.manager.placeable_changed()
                 self.manager.scan_needed = True
                 log.warning("decommissioning %s: no new units; its %d units are copied elsewhere", datanode_id,
                             self.manager.units_left(datanode_id))
@@ -863,6 +872,7 @@ class Namesystem:
                 raise NotFound(f"no DataNode {datanode_id!r} (hedgefs admin report lists them)")
             if datanode_id in self.leaving:
                 self._log(r.Decommission(datanode_id, False))
+                self.manager.placeable_changed()
                 self.manager.scan_needed = True
                 log.warning("recommissioned %s: it takes new units again", datanode_id)
             return "", self.manager.units_left(datanode_id)

@@ -40,9 +40,10 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Iterator
 
+from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import Policy
 from hedgefs.namenode.blocks.deletes import Kind, PendingDeletes, Unit
-from hedgefs.namenode.errors import FailedPrecondition
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace.inodes import File, load_policy
 
 IsLive = Callable[[str], bool]
@@ -87,6 +88,7 @@ class Group:
 
 
 _STRUCTS: dict[int, struct.Struct] = {}
+_NONE: frozenset[int] = frozenset()
 
 
 def _codec(units: int) -> struct.Struct:
@@ -165,12 +167,20 @@ class BlockMap:
 
     def good(self, group: Group, is_live: IsLive) -> dict[int, str]:
         """Units on live DataNodes, reported stored and not reported corrupt."""
-        skip = self.unreported.get(group.id, frozenset()) | self.corrupt.get(group.id, frozenset())
-        return {i: d for i, d in self.units(group).items() if i not in skip and is_live(d)}
+        locs = group.locs
+        if not locs:
+            return {}
+        ids = self.numbers.ids
+        gid = group.id
+        if gid in self.unreported or gid in self.corrupt:
+            skip = self.unreported.get(gid, _NONE) | self.corrupt.get(gid, _NONE)
+            return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs))
+                    if n and i not in skip and is_live(ids[n])}
+        return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)) if n and is_live(ids[n])}
 
     def readable_units(self, group: Group, is_live: IsLive) -> dict[int, str]:
         """Good units and live corrupt ones."""
-        skip = self.unreported.get(group.id, frozenset())
+        skip = self.unreported.get(group.id, _NONE)
         return {i: d for i, d in self.units(group).items() if i not in skip and is_live(d)}
 
     def reported_units(self, group: Group) -> dict[int, str]:
@@ -484,10 +494,7 @@ def check_commit(file_id: int, length: int, commits: list[GroupCommit], policy: 
     """Refuse what a Complete must refuse: groups not the file's or listed twice, lengths that do
     not add up (every group but the last holds exactly k * block_size bytes), groups without
     ``min_units`` units reported stored (or whose units cannot decode them: LRC)."""
-    from hedgefs.ec import layout
-    from hedgefs.namenode.errors import InvalidArgument
-
-    full, seen, total = layout.group_data_size(policy, block_size), set(), 0
+    full, seen, total = group_data_size(policy, block_size), set(), 0
     for pos, c in enumerate(commits):
         if c.group_id not in own:
             raise InvalidArgument(f"group {c.group_id} does not belong to file {file_id}")

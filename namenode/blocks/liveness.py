@@ -90,6 +90,11 @@ class Liveness:
         node = self._nodes.get(datanode_id)
         return node.address if node else ""
 
+    def addresses(self, datanode_id: str) -> tuple[str, str]:
+        """(gRPC address, data address) of a DataNode (("", "") if unknown)."""
+        node = self._nodes.get(datanode_id)
+        return (node.address, node.data_address) if node else ("", "")
+
     def data_address(self, datanode_id: str) -> str:
         node = self._nodes.get(datanode_id)
         return node.data_address if node else ""

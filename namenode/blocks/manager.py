@@ -52,6 +52,7 @@ MAX_UNITS_STORED_PER_CALL = 10000
 MAX_REPORT_UNITS = 50_000_000  # units in one DataNode's report, all parts together
 FULL_SCAN_S = 10.0           # the repair pass runs at least this often even when nothing changed
 HEALTH_BUDGET = 200_000      # groups a monitor pass judges of a full health pass
+PLACEABLE_FOR_S = 0.25       # Create's count of DataNodes that may take units is kept this long
 DECOMMISSIONING, DECOMMISSIONED = "decommissioning", "decommissioned"
 
 Locate = Callable[[int, str, int, int], UnitLocation]   # (index, DataNode, group id, generation) -> with a read token
@@ -75,6 +76,8 @@ class BlockManager:
         self.scan_needed = True            # the repair pass reads every unhealthy group: when something changed
         self._last_scan = float("-inf")
         self.receipt_waiters = None        # a Condition the namesystem waits on for receipts (notified here)
+        self._placeable: tuple[float, int] = (float("-inf"), 0)   # (when, how many) DataNodes may take units
+        self._placeable_registered = 0
 
     # ------------------------------------------------------------------ who may do what
 
@@ -113,6 +116,10 @@ class BlockManager:
             self.liveness.note_allocated(d, unit_bytes)
         return targets
 
+    def placeable_changed(self) -> None:
+        """A DataNode began or stopped leaving: Create's count is counted again."""
+        self._placeable = (float("-inf"), 0)
+
     def _live_targets(self, policy: Policy, exclude: Iterable[str] = ()) -> list[str]:
         excluded = set(exclude)
         live = self.placeable_ids()
@@ -140,13 +147,15 @@ class BlockManager:
 
     def check_placeable(self, policy: Policy) -> None:
         """A policy needing more DataNodes than are live is bad input: nothing could be placed.
-        (Every Create asks: it counts only up to what the policy needs.)"""
-        live = 0
-        for d in self.registered:
-            if d not in self.leaving and self.liveness.is_live(d):
-                live += 1
-                if live >= policy.units:
-                    return
+        (Every Create asks: the count is kept for PLACEABLE_FOR_S, a registration or a
+        decommission ending it sooner.)"""
+        now = self.clock()
+        at, live = self._placeable
+        if not 0 <= now - at < PLACEABLE_FOR_S or len(self.registered) != self._placeable_registered:
+            live = len(self.placeable_ids())
+            self._placeable, self._placeable_registered = (now, live), len(self.registered)
+        if live >= policy.units:
+            return
         live = len(self.placeable_ids())
         if live < policy.units:
             self._refuse_while_datanodes_register(policy, live)

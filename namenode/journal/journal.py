@@ -4,12 +4,13 @@ made durable by a group commit before its caller is answered (HDFS's edit log an
 ``log(record)`` runs under the namesystem's writers' lock: it encodes the record (an error there
 changes nothing), takes the next txid (before the tree changes: a reader that saw the change reads
 a ``last`` at least its txid), applies it (apply.py; an error there is a bug, and the journal
-stops: fail-stop), and queues its frame. One sync thread takes whatever is queued, writes it to
-the engine as one batch (SQLite: one INSERT and one COMMIT with its fsync; etcd: one guarded
-Txn), off the writers' lock, raises ``durable`` and wakes the waiters: many records, one fsync.
-Writers queue the next batch meanwhile. A caller is answered after ``wait_durable(txid)``; a
-reader after ``wait_durable(last)`` as it was at the end of its read, so nobody is shown a change
-before it is durable. A batch the engine could not write fails the journal (``failed``): every
+stops: fail-stop), and queues its frame. Then, the writers' lock released, the caller waits until
+its txid is durable (``wait_durable``, HDFS's logSync): the first caller to find its record queued
+and nobody writing takes whatever is queued and writes it to the engine as one batch (SQLite: one
+INSERT and one COMMIT with its fsync; etcd: one guarded Txn), raises ``durable`` and wakes the
+waiters: many records, one fsync, and no thread hand-over for a lone caller; each waiter waits on a gate of its
+own, opened when its record is durable. Writers queue the next batch meanwhile. A reader waits for ``last`` as it was at the end of its read, so nobody is shown a
+change before it is durable. A batch the engine could not write fails the journal (``failed``): every
 change is refused from then on (StoreFailed), as HDFS's NameNode stops when it cannot write its
 edit log; nothing it had queued was acknowledged.
 
@@ -19,6 +20,8 @@ it applied is durable by definition (it came from the engine).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 from typing import Callable, Iterator, Protocol
@@ -62,13 +65,13 @@ class Journal:
         self.failed: str | None = None
         self.batches = 0               # batches written (tests, metrics)
         self._lock = threading.Lock()
-        self._work = threading.Condition(self._lock)    # the sync thread waits for frames
-        self._done = threading.Condition(self._lock)    # callers wait for durability
+        self._waiting: list[tuple[int, int, threading.Lock]] = []   # (txid, ticket, gate): a heap
+        self._tickets = itertools.count()
         self._frames: list[bytes] = []
         self._first = 0                # txid of _frames[0]
         self._queued = 0               # txid of _frames[-1]
-        self._closing = False
-        self._thread: threading.Thread | None = None
+        self._syncing = False          # a caller is writing a batch
+        self.writing = False
         self.on_batch: Callable[[int], None] | None = None   # told each batch's last txid once durable
         self.on_failure: Callable[[str], None] | None = None   # told once when the journal fails
 
@@ -108,9 +111,8 @@ class Journal:
         return replayed
 
     def start(self) -> None:
-        """From now on batches are written by the sync thread."""
-        self._thread = threading.Thread(target=self._run, name="namenode-journal", daemon=True)
-        self._thread.start()
+        """From now on records are logged and written (a standby's journal only follows)."""
+        self.writing = True
 
     # ------------------------------------------------------------------ logging
 
@@ -133,18 +135,60 @@ class Journal:
                 self._first = txid
             self._frames.append(frame)
             self._queued = txid
-            self._work.notify()
+            if not self._syncing and self._waiting and self._waiting[0][0] <= txid:
+                heapq.heappop(self._waiting)[2].release()   # a reader of this record may write it now
         return txid
 
     def wait_durable(self, txid: int) -> None:
-        """Return once every txid up to ``txid`` is durable; StoreFailed if it never will be."""
+        """Return once every txid up to ``txid`` is durable; StoreFailed if it never will be.
+
+        HDFS's logSync: the caller whose record is queued and finds nobody writing writes the
+        batch itself (everything queued by then), off every lock; the others wait, each on a gate
+        of its own, opened when its txid is durable (or, for the first of those left, when it may
+        write the next batch): a lone caller writes its own record with no thread to hand over to,
+        many callers share one write and one fsync, and a batch wakes only the callers it serves."""
         if txid <= self.durable:
             return
-        with self._lock:
-            while self.durable < txid:
-                if self.failed:
-                    raise StoreFailed(self.failed)
-                self._done.wait()
+        lock = self._lock
+        while True:
+            with lock:
+                while True:
+                    if self.durable >= txid:
+                        return
+                    if self.failed:
+                        raise StoreFailed(self.failed)
+                    if not self._syncing and self._queued >= txid:
+                        frames, first, last = self._frames, self._first, self._queued
+                        self._frames = []
+                        self._syncing = True
+                        break
+                    gate = threading.Lock()
+                    gate.acquire()
+                    heapq.heappush(self._waiting, (txid, next(self._tickets), gate))
+                    lock.release()
+                    try:
+                        gate.acquire()
+                    finally:
+                        lock.acquire()
+            try:
+                self.engine.append(first, last, b"".join(frames))
+            except Exception as err:
+                with lock:
+                    self._syncing = False
+                self.fail(f"writing txids {first}-{last} to {self.engine.location}: {err}")
+                raise StoreFailed(self.failed) from None
+            faults.crash_point("journal:committed")
+            with lock:
+                self.durable = last
+                self.batches += 1
+                self._syncing = False
+                waiting = self._waiting
+                while waiting and waiting[0][0] <= last:
+                    heapq.heappop(waiting)[2].release()
+                if waiting and waiting[0][0] <= self._queued:   # the next batch: its first caller writes it
+                    heapq.heappop(waiting)[2].release()
+            if self.on_batch is not None:
+                self.on_batch(last)
 
     def fail(self, why: str) -> None:
         with self._lock:
@@ -152,32 +196,10 @@ class Journal:
             if first:
                 self.failed = f"the NameNode's journal failed ({why}); changes are refused"
                 log.critical("journal on %s failed: %s", self.engine.location, why)
-            self._work.notify_all()
-            self._done.notify_all()
+            while self._waiting:
+                heapq.heappop(self._waiting)[2].release()
         if first and self.on_failure is not None:
             self.on_failure(why)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._frames and not self._closing and not self.failed:
-                    self._work.wait()
-                if self.failed or not self._frames:
-                    return
-                frames, first, last = self._frames, self._first, self._queued
-                self._frames = []
-            try:
-                self.engine.append(first, last, b"".join(frames))
-            except Exception as err:
-                self.fail(f"writing txids {first}-{last} to {self.engine.location}: {err}")
-                return
-            faults.crash_point("journal:committed")
-            with self._lock:
-                self.durable = last
-                self.batches += 1
-                self._done.notify_all()
-            if self.on_batch is not None:
-                self.on_batch(last)
 
     # ------------------------------------------------------------------ a standby's
 
@@ -191,10 +213,9 @@ class Journal:
         self.last = self.durable = txid
 
     def close(self) -> None:
-        """Write what is queued, stop the sync thread."""
-        with self._lock:
-            self._closing = True
-            self._work.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        """Write what is queued (its callers may be gone: a shutdown)."""
+        if self.writing and not self.failed and self._queued > self.durable:
+            try:
+                self.wait_durable(self._queued)
+            except StoreFailed:
+                pass

@@ -37,6 +37,12 @@ def load_policy(name: str) -> Policy:
         raise InvalidArgument(str(err)) from None
 
 
+@lru_cache(maxsize=256)
+def policy_name(name: str) -> str:
+    """The canonical name of a policy (``load_policy(name).name``, which formats it anew)."""
+    return load_policy(name).name
+
+
 class Attrs:
     """Owner, group and mode bits, and for a file its policy and block size: interned (``of``),
     so equal attributes are one object. Immutable: a change points the inode at another one."""
@@ -133,6 +139,8 @@ class File(Node):
     def group_lengths(self) -> list[int]:
         """Each group's data bytes: all full but the last (a file being written: all 0)."""
         n = len(self.groups)
+        if n == 1 and self.writer is None:
+            return [self.length]
         if n == 0 or self.writer is not None:
             return [0] * n
         full = group_data_size(load_policy(self.attrs.policy), self.attrs.block_size)

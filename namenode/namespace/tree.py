@@ -69,10 +69,12 @@ class Tree:
 
     # ------------------------------------------------------------------ lookups (no lock)
 
-    def walk(self, path: str, who: Identity = SUPER) -> list[Node]:
-        """The visible nodes from the root to ``path``; NOT_FOUND / not a directory otherwise.
-        Every directory passed through must let ``who`` traverse it (x), as HDFS checks."""
-        parts = paths.components(path)
+    def walk(self, path: str, who: Identity = SUPER, parts: list[str] | None = None) -> list[Node]:
+        """The visible nodes from the root to ``path`` (``parts``: its components, if the caller
+        has them); NOT_FOUND / not a directory otherwise. Every directory passed through must let
+        ``who`` traverse it (x), as HDFS checks."""
+        if parts is None:
+            parts = paths.components(path)
         node: Node = self.root
         chain = [node]
         admin = who.is_admin
@@ -101,11 +103,12 @@ class Tree:
             node = node.children.get(part)
         return node
 
-    def parent_dir(self, path: str, who: Identity = SUPER) -> list[Node]:
-        """The chain to the directory that holds (or would hold) non-root ``path``."""
+    def parent_dir(self, path: str, who: Identity = SUPER, parts: list[str] | None = None) -> list[Node]:
+        """The chain to the directory that holds (or would hold) non-root ``path`` (``parts``: its
+        components, if the caller has them)."""
         parent = paths.parent_of(path)
         try:
-            chain = self.walk(parent, who)
+            chain = self.walk(parent, who, parts[:-1] if parts is not None else None)
         except NotFound:
             raise NotFound(f"no such file or directory: {parent}") from None
         if not chain[-1].is_dir:
