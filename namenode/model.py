@@ -27,7 +27,7 @@ class GroupInfo:
     generation: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FileInfo:
     entry: Entry
     groups: list[GroupInfo]

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import struct
 import time
+from functools import lru_cache
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Iterator
@@ -88,6 +89,18 @@ class Group:
 
 
 _STRUCTS: dict[int, struct.Struct] = {}
+
+
+@lru_cache(maxsize=256)
+def _units_of(policy: str) -> int:
+    return load_policy(policy).units
+
+
+@lru_cache(maxsize=256)
+def _plain_k(policy: str) -> int:
+    """k of a policy any k units of which decode a group (RS, copies); 0 for LRC."""
+    p = load_policy(policy)
+    return 0 if p.local_groups else p.k
 _NONE: frozenset[int] = frozenset()
 
 
@@ -96,6 +109,68 @@ def _codec(units: int) -> struct.Struct:
     if found is None:
         found = _STRUCTS[units] = struct.Struct(f"<{units}H")
     return found
+
+
+class GroupTable:
+    """Groups by id: a list indexed by the id (ids are issued one after another, never reused),
+    8 bytes a group where a dict takes ~45; the dict API the block map's users need."""
+
+    __slots__ = ("_slots", "_count")
+
+    def __init__(self):
+        self._slots: list[Group | None] = []
+        self._count = 0
+
+    def get(self, group_id: int, default=None):
+        slots = self._slots
+        return slots[group_id] if 0 <= group_id < len(slots) and slots[group_id] is not None else default
+
+    def __getitem__(self, group_id: int) -> Group:
+        found = self.get(group_id)
+        if found is None:
+            raise KeyError(group_id)
+        return found
+
+    def __setitem__(self, group_id: int, group: Group) -> None:
+        slots = self._slots
+        if group_id >= len(slots):
+            slots.extend([None] * (group_id + 1 - len(slots) + len(slots) // 8))
+        if slots[group_id] is None:
+            self._count += 1
+        slots[group_id] = group
+
+    def reserve(self, size: int) -> list:
+        """The list itself, long enough for ids below ``size`` (an image's load fills it, then
+        calls ``recount``)."""
+        if len(self._slots) < size:
+            self._slots.extend([None] * (size - len(self._slots)))
+        return self._slots
+
+    def recount(self) -> None:
+        self._count = sum(1 for g in self._slots if g is not None)
+
+    def pop(self, group_id: int, default=None):
+        found = self.get(group_id)
+        if found is not None:
+            self._slots[group_id] = None
+            self._count -= 1
+        return found if found is not None else default
+
+    def __contains__(self, group_id: int) -> bool:
+        return self.get(group_id) is not None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self):
+        """The ids, ascending (over a copy: the table may change meanwhile)."""
+        return (g.id for g in list(self._slots) if g is not None)
+
+    def values(self):
+        return [g for g in list(self._slots) if g is not None]
+
+    def keys(self):
+        return list(iter(self))
 
 
 class DataNodeNumbers:
@@ -122,7 +197,7 @@ class BlockMap:
     def __init__(self, wall_ms: Callable[[], int], clock: Callable[[], float] = time.monotonic):
         self.wall_ms = wall_ms
         self.clock = clock
-        self.groups: dict[int, Group] = {}
+        self.groups = GroupTable()
         self.next_group_id = 1
         self.generation_base = 0          # a group's generation: this + its id
         self.generation_first = 1         # the first generation this namespace issued
@@ -132,7 +207,9 @@ class BlockMap:
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
         self.mapped: Counter[str] = Counter()             # DataNode id -> units mapped to it
         self.deletes = PendingDeletes()
-        self.dirty: set[int] = set()       # groups whose units changed since health last looked
+        # groups whose units changed since health last looked (None: health has not begun its
+        # first full pass yet, and will judge every group then: nothing to note)
+        self.dirty: set[int] | None = None
         self.complete_groups = 0           # groups of complete files
         self.readable = 0                  # ... readable from the units mapped (corrupt ones aside)
         self._recent: deque[tuple[float, tuple[str, int, int]]] = deque()   # (when, (DataNode, group, index))
@@ -199,8 +276,8 @@ class BlockMap:
         out = []
         if not number or not self.mapped.get(datanode_id):
             return out
-        for gid in sorted(self.groups):
-            group = self.groups[gid]
+        for group in self.groups.values():
+            gid = group.id
             locs = group.locs
             if not locs:
                 continue
@@ -216,7 +293,7 @@ class BlockMap:
         number = self.numbers.get(datanode_id)
         if not number or not self.mapped.get(datanode_id):
             return
-        for group in list(self.groups.values()):
+        for group in self.groups.values():
             locs = group.locs
             if locs and number in _codec(len(locs) // 2).unpack(locs):
                 yield group
@@ -225,33 +302,46 @@ class BlockMap:
 
     def _readable(self, group: Group) -> bool:
         file = group.file
-        if file.writer is not None or not group.locs:
+        locs = group.locs
+        if file.writer is not None or not locs:
             return False
-        bad = self.corrupt.get(group.id, frozenset())
-        have = [i for i, n in enumerate(_codec(len(group.locs) // 2).unpack(group.locs)) if n and i not in bad]
-        return load_policy(file.attrs.policy).decodable(have)
+        bad = self.corrupt.get(group.id)
+        values = _codec(len(locs) // 2).unpack(locs)
+        k = _plain_k(file.attrs.policy)
+        if k and bad is None:   # RS or copies: any k units
+            return len(values) - values.count(0) >= k
+        return load_policy(file.attrs.policy).decodable(
+            [i for i, n in enumerate(values) if n and (bad is None or i not in bad)])
 
-    def _set(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False) -> None:
-        """Map ``group``'s unit ``index`` to ``datanode_id`` (None: nowhere), reported; the counts follow."""
+    def _set(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False,
+             recent: bool = True) -> None:
+        """Map ``group``'s unit ``index`` to ``datanode_id`` (None: nowhere), reported; the counts
+        follow. ``recent``: note it as mapped just now (a receipt, a commit: a full report that
+        may predate it must not drop it; a report's own adoption needs no such note)."""
         was = self._readable(group)
+        gid = group.id
         units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
-        values = list(_codec(units).unpack(group.locs)) if group.locs else [0] * units
+        codec = _codec(units)
+        values = list(codec.unpack(group.locs)) if group.locs else [0] * units
         old = values[index]
         if old:
             self.mapped[self.numbers.ids[old]] -= 1
         values[index] = self.numbers.number(datanode_id) if datanode_id else 0
         if datanode_id:
             self.mapped[datanode_id] += 1
-            self._note_recent(datanode_id, group.id, index)
-        group.locs = _codec(units).pack(*values) if any(values) else b""
-        self._mark(self.unreported, group.id, index, False)
-        self._mark(self.corrupt, group.id, index, corrupt and datanode_id is not None)
+            if recent:
+                self._note_recent(datanode_id, gid, index)
+        group.locs = codec.pack(*values) if any(values) else b""
+        if gid in self.unreported:
+            self._mark(self.unreported, gid, index, False)
+        if gid in self.corrupt or corrupt:
+            self._mark(self.corrupt, gid, index, corrupt and datanode_id is not None)
         self._recount(group, was)
 
     def _recount(self, group: Group, was: bool) -> None:
         now = self._readable(group)
         self.readable += now - was
-        if group.file.writer is None:
+        if group.file.writer is None and self.dirty is not None:
             self.dirty.add(group.id)
 
     @staticmethod
@@ -347,18 +437,20 @@ class BlockMap:
         self.readable -= was
         if group.file.writer is None:
             self.complete_groups -= 1
-            self.dirty.add(group.id)
+            if self.dirty is not None:
+                self.dirty.add(group.id)
 
     # ------------------------------------------------------------------ what DataNodes say
 
     def claim(self, datanode_id: str, group_id: int, index: int, generation: int, holds: IsLive,
-              sent: Container[tuple[str, int, int]] = ()) -> Claim:
+              sent: Container[tuple[str, int, int]] = (), receipt: bool = True) -> Claim:
         """A DataNode says it holds a unit (block report or UnitStored). ``holds(d)``: does a copy
         on DataNode d count as good (live, registered, not leaving)? A surplus or corrupt copy's
         pending delete is cancelled, and the copy adopted or moved here (still corrupt, if it
         was), when no good copy is mapped elsewhere any more, unless the delete was already sent
         (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
-        final and the copy elsewhere stays mapped."""
+        final and the copy elsewhere stays mapped. ``receipt``: a UnitStored's (False: a block
+        report's, which says what is there now)."""
         if not self.ours(generation):
             return Claim.FOREIGN
         group = self.groups.get(group_id)
@@ -384,11 +476,12 @@ class BlockMap:
         if current_good:
             self.queue_delete(datanode_id, group_id, index, generation, Kind.SURPLUS)
             return Claim.STALE
-        if datanode_id in self.units(group).values():
+        number = self.numbers.get(datanode_id)
+        if number and group.locs and number in _codec(len(group.locs) // 2).unpack(group.locs):
             return Claim.EXTRA
         if pending is not None:   # surplus or corrupt, but the best copy now: keep it
             self.deletes.cancel(datanode_id, group_id, index)
-        self._set(group, index, datanode_id, corrupt=pending == Kind.CORRUPT)
+        self._set(group, index, datanode_id, corrupt=pending == Kind.CORRUPT, recent=receipt)
         if current is None:
             return Claim.ADOPTED
         self.queue_delete(current, group_id, index, generation, Kind.CORRUPT if was_corrupt else Kind.SURPLUS)
@@ -405,14 +498,54 @@ class BlockMap:
         shows are confirmed and forgotten."""
         counts: Counter = Counter()
         before = self.mapped.get(datanode_id, 0)
-        matched = 0
-        for unit in sorted(reported):
-            outcome = self.claim(datanode_id, *unit, holds, sent)
+        matched = adopted = 0
+        number = self.numbers.number(datanode_id)
+        # The common cases inline (a unit mapped here already; one of a complete group with no
+        # copy known, nothing pending or marked about it: adopted), the rest through ``claim``:
+        # a million units' report is a million of these.
+        slots = self.groups.reserve(0)
+        size = len(slots)
+        base = self.generation_base
+        odd = self.odd_generations
+        pending = self.deletes.pending_on(datanode_id)
+        unreported, corrupt, mapped = self.unreported, self.corrupt, self.mapped
+        dirty = self.dirty
+        for unit in reported:
+            gid, index, generation = unit
+            group = slots[gid] if 0 <= gid < size else None
+            if group is not None and not odd and generation == base + gid and group.file.writer is None \
+                    and gid not in unreported and gid not in corrupt \
+                    and (not pending or (gid << 8) | index not in pending):
+                locs = group.locs
+                policy = group.file.attrs.policy
+                width, k = _units_of(policy), _plain_k(policy)
+                if k and index < width and (not locs or len(locs) == 2 * width):
+                    if locs:
+                        values = list(_codec(width).unpack(locs))
+                        n = values[index]
+                        if n == number:
+                            matched += 1
+                            continue
+                    else:
+                        values, n = [0] * width, 0
+                    if n == 0 and number not in values:   # adopted: no copy known, none here of another unit
+                        had = width - values.count(0)
+                        values[index] = number
+                        group.locs = _codec(width).pack(*values)
+                        self.readable += (had + 1 >= k) - (had >= k)
+                        if dirty is not None:
+                            dirty.add(gid)
+                        adopted += 1
+                        continue
+            outcome = self.claim(datanode_id, *unit, holds, sent, receipt=False)
             if outcome != Claim.MAPPED:
                 counts[outcome.value] += 1
             if outcome in (Claim.MAPPED, Claim.RECEIVED) or (
                     outcome == Claim.WRITING and self.holder(self.groups[unit[0]], unit[1]) == datanode_id):
                 matched += 1
+        if adopted:
+            counts[Claim.ADOPTED.value] += adopted
+            mapped[datanode_id] += adopted
         if matched < before:   # some unit mapped here is not in the report: find which (a scan)
             missing = self._drop_missing(datanode_id, reported)
             if missing:

@@ -61,6 +61,10 @@ class PendingDeletes:
             self._kinds[dk] = kind
             self._held.setdefault(group_id, set()).add(dk)
 
+    def pending_on(self, datanode_id: str) -> dict[int, int]:
+        """A DataNode's pending deletes, by packed unit (read only: a report's fast path)."""
+        return self._by_dn.get(datanode_id, {})
+
     def kind(self, datanode_id: str, group_id: int, index: int) -> Kind | None:
         """None if no delete of this copy is pending, else its kind."""
         key = pack(group_id, index)

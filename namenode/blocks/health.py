@@ -43,14 +43,19 @@ class Health:
         return self.counts[DEGRADED] + self.counts[MISSING]
 
     def rescan(self) -> None:
-        """Judge every group again (a DataNode died or came back, safe mode ended)."""
+        """Judge every group again (a DataNode died or came back, safe mode ended); changes made
+        meanwhile are noted to be judged again (``BlockMap.dirty``)."""
+        if self.blocks.dirty is None:
+            self.blocks.dirty = set()
         self._scan = list(self.blocks.groups)
         self._scanning = True
 
     def refresh(self, is_live: Callable[[str], bool], budget: int = 1 << 62) -> int:
         """Judge the dirty groups, then up to ``budget`` of a full pass; how many were judged."""
         blocks = self.blocks
-        dirty, blocks.dirty = blocks.dirty, set()
+        dirty = blocks.dirty or ()
+        if blocks.dirty is not None:
+            blocks.dirty = set()
         judged = 0
         for gid in dirty:
             self._judge(gid, is_live)

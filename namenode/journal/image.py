@@ -7,8 +7,12 @@ An image is a stream of msgpack arrays, depth first from the root, cut into chun
     ["hedgefs-image", VERSION, txid, cluster id, generation base, first generation,
      next group id, next file id]
     ["A", n, owner, group, mode, policy, block size]       an Attrs, numbered n (before its first use)
-    ["D", id, name, mtime, attrs n, policy, children]       a directory, then its children
-    ["F", id, name, mtime, attrs n, length, [group ids]]    a complete file
+    ["D", id, name, mtime, attrs n, policy, subdirectories, files]
+                                                           a directory; then, if it has files, one
+    ["F", [ids], [names], [mtimes], [attrs n], [lengths], [groups]]
+                                                           its files, column by column (a file's
+                                                           groups: its one group id, or a list);
+                                                           then its subdirectories, depth first
     ["W", file id, directory path, name, mtime, attrs n, overwrite, holder, [[group id, [targets]]]]
     ["R", client id, call id, op, answer, expires ms]      a retry-cache entry
     ["O", group id, generation]                            a group whose generation is not base + id
@@ -23,6 +27,7 @@ written off the lock is the tree exactly as it was at its txid.
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import struct
@@ -113,17 +118,26 @@ class Snapshot:
             if node is None:
                 stack.pop()
                 continue
-            fields = self._as_of(node)
-            if node.is_dir:
-                name, a, mtime, policy = fields
-                children = [c for c in self._children_of(node)]
-                out.write(pack(["D", node.id, name, mtime, attrs(a), policy, len(children)]))
-                stack.append(iter(children))
-                dirs += 1
-            else:
-                name, a, mtime, length, groups, _writer = fields
-                out.write(pack(["F", node.id, name, mtime, attrs(a), length, [g.id for g in groups]]))
-                files += 1
+            name, a, mtime, policy = self._as_of(node)
+            subdirs, columns = [], ([], [], [], [], [], [])
+            ids, names, mtimes, numbers_, lengths, groups_ = columns
+            for child in self._children_of(node):
+                if child.is_dir:
+                    subdirs.append(child)
+                    continue
+                c_name, c_attrs, c_mtime, c_length, c_groups, _writer = self._as_of(child)
+                ids.append(child.id)
+                names.append(c_name)
+                mtimes.append(c_mtime)
+                numbers_.append(attrs(c_attrs))
+                lengths.append(c_length)
+                groups_.append(c_groups[0].id if len(c_groups) == 1 else [g.id for g in c_groups])
+            out.write(pack(["D", node.id, name, mtime, attrs(a), policy, len(subdirs), len(ids)]))
+            if ids:
+                out.write(pack(["F", *columns]))
+            files += len(ids)
+            dirs += 1
+            stack.append(iter(subdirs))
             yield from out.full()
         for file_id, parent, name, mtime, a, overwrite, holder, groups in self.writing:
             n = attrs(a)
@@ -164,7 +178,7 @@ class _Chunker:
 
 
 def _items(chunks: Iterable[bytes]) -> Iterator[list]:
-    unpacker = msgpack.Unpacker(raw=False, use_list=True, max_buffer_size=1 << 31)
+    unpacker = msgpack.Unpacker(raw=False, use_list=False, max_buffer_size=1 << 31)
     for n, chunk in enumerate(chunks):
         if len(chunk) < 4 or _CRC.unpack_from(chunk)[0] != crc32c.crc32c(memoryview(chunk)[4:]):
             raise CorruptImage(f"chunk {n}: CRC32C mismatch")
@@ -173,9 +187,22 @@ def _items(chunks: Iterable[bytes]) -> Iterator[list]:
 
 
 def load(applier: Applier, chunks: Iterable[bytes]) -> None:
-    """Rebuild the journaled state from an image (into an empty namespace)."""
+    """Rebuild the journaled state from an image (into an empty namespace). The objects it makes
+    live as long as the process: they are moved out of the garbage collector's sight after
+    (``gc.freeze``), and it is paused meanwhile (a collection per 700 new objects, each walking
+    what is already loaded, would make a load of millions quadratic)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _load(applier, chunks)
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
+def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
     tree, blocks = applier.tree, applier.blocks
-    groups = blocks.groups
     items = _items(chunks)
     try:
         header = next(items)
@@ -183,31 +210,18 @@ def load(applier: Applier, chunks: Iterable[bytes]) -> None:
             raise CorruptImage(f"not a hedgefs image of version {VERSION}: {header[:2]}")
         (_m, _v, _txid, applier.cluster_id, blocks.generation_base, blocks.generation_first,
          blocks.next_group_id, tree.next_id) = header
+        slots = blocks.groups.reserve(blocks.next_group_id)
         table: list[Attrs] = []
-        stack: list[list] = []     # [directory, children still to read]
+        stack: list[list] = []     # [directory, subdirectories still to read]
         files = dirs = complete_groups = 0
-        rooted = False
         by_policy: Counter[str] = Counter()
-        for item in items:
+        empty = b""
+        item = next(items)
+        while True:
             kind = item[0]
-            if kind == "F":
-                _k, node_id, name, mtime, n, length, gids = item
-                parent = stack[-1][0]
-                f = File(node_id, name, parent, table[n], mtime, length)
-                gs = []
-                for gid in gids:
-                    g = groups[gid] = Group(gid, f, b"")
-                    gs.append(g)
-                f.groups = tuple(gs)
-                complete_groups += len(gs)
-                parent.children[name] = f
-                files += 1
-                by_policy[f.attrs.policy] += 1
-                _consumed(stack)
-            elif kind == "D":
-                _k, node_id, name, mtime, n, policy, count = item
-                if not rooted:
-                    rooted = True
+            if kind == "D":
+                _k, node_id, name, mtime, n, policy, subdirs, nfiles = item
+                if dirs == 0:
                     d = tree.root
                     d.attrs, d.mtime, d.policy = table[n], mtime, policy
                 else:
@@ -216,8 +230,29 @@ def load(applier: Applier, chunks: Iterable[bytes]) -> None:
                     parent.children[name] = d
                     _consumed(stack)
                 dirs += 1
-                if count:
-                    stack.append([d, count])
+                if nfiles:
+                    _k, ids, names, mtimes, numbers, lengths, gids = next(items)
+                    if _k != "F" or len(ids) != nfiles:
+                        raise CorruptImage(f"directory {name!r}: its files are not where they should be")
+                    children = d.children
+                    for node_id, fname, fmtime, n, length, g in zip(ids, names, mtimes, numbers, lengths, gids):
+                        f = File(node_id, fname, d, table[n], fmtime, length)
+                        if g.__class__ is int:
+                            group = slots[g] = Group(g, f, empty)
+                            f.groups = (group,)
+                            complete_groups += 1
+                        else:
+                            gs = []
+                            for gid in g:
+                                group = slots[gid] = Group(gid, f, empty)
+                                gs.append(group)
+                            f.groups = tuple(gs)
+                            complete_groups += len(gs)
+                        children[fname] = f
+                        by_policy[f.attrs.policy] += 1
+                    files += nfiles
+                if subdirs:
+                    stack.append([d, subdirs])
             elif kind == "A":
                 _k, n, owner, group, mode, policy, block_size = item
                 if n != len(table):
@@ -244,19 +279,21 @@ def load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 break
             else:
                 raise CorruptImage(f"an entry of unknown kind {kind!r}")
-        else:
-            raise CorruptImage("it ends before its end mark")
+            item = next(items)
     except CorruptImage:
         raise
-    except (StopIteration, ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+    except StopIteration:
+        raise CorruptImage("it ends before its end mark") from None
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
         raise CorruptImage(f"unreadable: {type(err).__name__}: {err}") from None
+    blocks.groups.recount()
     tree.files, tree.dirs, tree.by_policy = files, dirs, by_policy
     blocks.complete_groups = complete_groups
 
 
 def _frozen(value):
-    """msgpack's lists as the tuples apply made."""
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+    """msgpack's arrays as the tuples apply made."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def _consumed(stack: list[list]) -> None:

@@ -118,15 +118,25 @@ class Dir(Node):
 
 
 class File(Node):
-    """A file. ``groups``: its block groups in file order (a tuple of blocks.Group); ``writer``:
-    its Lease while it is being written (not yet in its parent's children), None once complete."""
+    """A file. ``groups``: its block groups in file order (a tuple of blocks.Group; kept as the
+    group itself when there is one, as for most files: a tuple costs 56 bytes); ``writer``: its
+    Lease while it is being written (not yet in its parent's children), None once complete."""
 
-    __slots__ = ("length", "groups", "writer")
+    __slots__ = ("length", "_groups", "writer")
 
     def __init__(self, node_id: int, name: str, parent: Dir | None, attrs: Attrs, mtime: int, length: int = 0,
                  groups: tuple = (), writer: "Lease | None" = None):
         self.id, self.name, self.parent, self.attrs, self.mtime = node_id, name, parent, attrs, mtime
         self.length, self.groups, self.writer = length, groups, writer
+
+    @property
+    def groups(self) -> tuple:
+        g = self._groups
+        return g if g.__class__ is tuple else (g,)
+
+    @groups.setter
+    def groups(self, groups: tuple) -> None:
+        self._groups = groups[0] if len(groups) == 1 else tuple(groups)
 
     @property
     def policy(self) -> str:
@@ -160,7 +170,7 @@ class Lease:
         self.holder, self.renewed = holder, renewed
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Entry:
     """One file or directory as List and GetFileInfo show it (dirs: the effective policy)."""
 
