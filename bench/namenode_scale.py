@@ -55,24 +55,20 @@ def _rss_bytes() -> int:
     return 0
 
 
-def generate(data_dir: str, files: int) -> float:
-    """The namespace, as the journal's records applied in process and an image; returns seconds."""
+def namespace(files: int, cluster_id: str = "CID-scale"):
+    """(an Applier holding the namespace, the txid of its last record): the journal's own
+    records, applied in process (no journal: nothing is written)."""
     from hedgefs.namenode.blocks.blockmap import BlockMap
     from hedgefs.namenode.blocks.collector import Collector
     from hedgefs.namenode.journal import records as r
     from hedgefs.namenode.journal.apply import Applier
-    from hedgefs.namenode.journal.image import Snapshot
-    from hedgefs.namenode.journal.sqlite import SqliteEngine
     from hedgefs.namenode.namespace.retry_cache import RetryCache
     from hedgefs.namenode.namespace.tree import Tree
-    from hedgefs.namenode.namesystem import DB_FILE
 
-    began = time.perf_counter()
-    os.makedirs(data_dir, exist_ok=True)
     tree = Tree(POLICY)
     blocks = BlockMap(lambda: 0)
     applier = Applier(tree, blocks, RetryCache(), Collector(tree, blocks), wall_ms=lambda: 0)
-    applier.apply(r.Format("CID-scale", 1 << 40))
+    applier.apply(r.Format(cluster_id, 1 << 40))
     dns = holders(files)
     applier.apply(r.Mkdir("/scale", 0, "hedgefs", tree.next_id))
     n = 0
@@ -86,8 +82,21 @@ def generate(data_dir: str, files: int) -> float:
                                                               for j in range(WIDTH))))
             applier.apply(r.Complete(file_id, 1, (group_id,), 0))
         n += min(DIR_FILES, files - n)
+    return applier, 3 * files + -(-files // DIR_FILES) + 2
+
+
+def generate(data_dir: str, files: int) -> float:
+    """The namespace, as the journal's records applied in process and an image; returns seconds."""
+    from hedgefs.namenode.journal import records as r
+    from hedgefs.namenode.journal.image import Snapshot
+    from hedgefs.namenode.journal.sqlite import SqliteEngine
+    from hedgefs.namenode.namesystem import DB_FILE
+
+    began = time.perf_counter()
+    os.makedirs(data_dir, exist_ok=True)
+    applier, txid = namespace(files)
+    tree = applier.tree
     engine = SqliteEngine(os.path.join(data_dir, DB_FILE))
-    txid = 3 * files + files // DIR_FILES + 2
     engine.write_image(txid, Snapshot(applier, txid).chunks())
     engine.publish_image(txid)
     frames = [r.frame(txid + 1 + k, r.encode(r.Mkdir(f"/tail/d{k}", 0, "hedgefs", tree.next_id + k)))

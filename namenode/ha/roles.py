@@ -313,7 +313,7 @@ class HA:
         return 0
 
     def _promote(self, epoch: int) -> None:
-        began = time.monotonic()
+        began = time.monotonic()   # the lease won: the campaign's answer
         if not self.tailer.wait_applied(epoch, PROMOTE_WAIT_S):
             raise MetaError(f"elected (epoch {epoch}) but the journal did not catch up within {PROMOTE_WAIT_S:.0f} s"
                             f"{': ' + self.tailer.failed if self.tailer.failed else ''}")
@@ -328,6 +328,9 @@ class HA:
             threading.Thread(target=self._watch_lease, args=(self.lease,), daemon=True,
                              name="namenode-lease-watch").start()
             nn.journal.on_failure = self._on_fatal
+            nn.journal.on_first_batch = lambda txid: log.info(
+                "first change durable as the active (txid %d) %.0f ms after winning the lease (epoch %d)",
+                txid, (time.monotonic() - began) * 1000, epoch)
             nn.promote(engine)
             if not nn.cluster_id:   # a prefix no active has formatted yet: this one does
                 nn.format(self.cluster_id)

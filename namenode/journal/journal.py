@@ -74,6 +74,7 @@ class Journal:
         self.writing = False
         self.on_batch: Callable[[int], None] | None = None   # told each batch's last txid once durable
         self.on_failure: Callable[[str], None] | None = None   # told once when the journal fails
+        self.on_first_batch: Callable[[int], None] | None = None   # told once, the first batch written
 
     # ------------------------------------------------------------------ start-up
 
@@ -187,6 +188,9 @@ class Journal:
                     heapq.heappop(waiting)[2].release()
                 if waiting and waiting[0][0] <= self._queued:   # the next batch: its first caller writes it
                     heapq.heappop(waiting)[2].release()
+            if self.on_first_batch is not None:
+                told, self.on_first_batch = self.on_first_batch, None
+                told(last)
             if self.on_batch is not None:
                 self.on_batch(last)
 
