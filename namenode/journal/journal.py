@@ -8,11 +8,12 @@ stops: fail-stop), and queues its frame. Then, the writers' lock released, the c
 its txid is durable (``wait_durable``, HDFS's logSync): the first caller to find its record queued
 and nobody writing takes whatever is queued and writes it to the engine as one batch (SQLite: one
 INSERT and one COMMIT with its fsync; etcd: one guarded Txn), raises ``durable`` and wakes the
-waiters: many records, one fsync, and no thread hand-over for a lone caller; each waiter waits on a gate of its
-own, opened when its record is durable. Writers queue the next batch meanwhile. A reader waits for ``last`` as it was at the end of its read, so nobody is shown a
-change before it is durable. A batch the engine could not write fails the journal (``failed``): every
-change is refused from then on (StoreFailed), as HDFS's NameNode stops when it cannot write its
-edit log; nothing it had queued was acknowledged.
+waiters: many records, one fsync, and no thread hand-over for a lone caller. Each waiter waits on
+a gate of its own, opened when its record is durable; writers queue the next batch meanwhile. A
+reader waits for ``last`` as it was at the end of its read, so nobody is shown a change before it
+is durable. A batch the engine could not write fails the journal (``failed``): every change is
+refused from then on (StoreFailed), as HDFS's NameNode stops when it cannot write its edit log;
+nothing it had queued was acknowledged.
 
 A standby's journal follows another's (``follow``): it applies records as they arrive, and what
 it applied is durable by definition (it came from the engine).

@@ -12,8 +12,8 @@ durable when ``append`` returns, and a kill -9 at any point leaves it whole or a
 tail fails SQLite's own frame checksums and is cut at the next open). An image's chunks go in a
 few transactions of their own, published afterwards in one small transaction (an image a crash
 interrupted is never the latest, and is cleared at the next open); the batches it covers are
-deleted in another. Each thread has its own connection (the sync thread's appends, the
-checkpointer's images); SQLite serialises their transactions.
+deleted in another. The batches go on one connection (one caller writes at a time), the checkpointer's
+images on a connection of its own; SQLite serialises their transactions.
 
 A file of the schema-5 format (the NameNode's tables of before the journal) is converted at open
 (upgrade.py), in one transaction, after a backup copy of it is made beside it.
