@@ -74,6 +74,7 @@ class EtcdJournal:
         self.meta = meta
         self.location = str(meta.url)
         self.max_ops = max(2, max_ops - 1)   # less the chain's marker key
+        self.max_record_bytes = KEY_BYTES - 64   # a frame (its header) of one record fits a key
         self.read_revision = 0               # the revision image() and batches() read at
         self.revision = 0                    # the last Txn this engine committed (an active's)
         self.epoch = 0

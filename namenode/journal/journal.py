@@ -28,6 +28,7 @@ import threading
 from typing import Callable, Iterator, Protocol
 
 from hedgefs.namenode import faults
+from hedgefs.namenode.errors import FailedPrecondition
 from hedgefs.namenode.journal import records
 from hedgefs.namenode.journal.apply import Applier
 
@@ -42,10 +43,16 @@ class CorruptStore(RuntimeError):
     """An image or a journal record that does not check: one line naming where and the txid."""
 
 
+class RecordTooLarge(FailedPrecondition):
+    """A change whose record the engine could not hold (etcd: a key's 1 MiB): refused before
+    anything changed (a Concat of some 200,000 groups; no other record comes near)."""
+
+
 class Engine(Protocol):
     """Where the journal's batches and checkpoint images are kept (sqlite.py, etcd.py)."""
 
     location: str                                                           # for messages: a file, a URL
+    max_record_bytes: int                                                   # one record's payload at most
 
     def image(self) -> tuple[int, Iterator[bytes]] | None: ...             # the latest: (txid, its chunks)
     def batches(self, after: int) -> Iterator[tuple[int, int, bytes]]: ...  # (first, last, frames) past txid
@@ -123,6 +130,11 @@ class Journal:
         if self.failed:
             raise StoreFailed(self.failed)
         payload = records.encode(record)
+        if len(payload) > self.engine.max_record_bytes:
+            # (the words the S3 gateway's multipart Complete looks for, to copy the parts instead)
+            raise RecordTooLarge(f"{type(record).__name__} of {len(payload):,} bytes: more than one etcd "
+                                 f"transaction may hold (a journal record of at most "
+                                 f"{self.engine.max_record_bytes:,} bytes); do it in parts")
         txid = self.last + 1
         self.last = txid
         try:

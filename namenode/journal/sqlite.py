@@ -55,6 +55,7 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 class SqliteEngine:
+    max_record_bytes = 1 << 29   # SQLite's blobs go to 1 GB: far past any record
     def __init__(self, path: str, superuser: str = "hedgefs"):
         self.path = self.location = path
         existed = os.path.exists(path) and os.path.getsize(path) > 0

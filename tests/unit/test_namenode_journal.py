@@ -22,7 +22,7 @@ import pytest
 
 from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import NameNodeError
-from hedgefs.namenode.journal.journal import CorruptStore, StoreFailed
+from hedgefs.namenode.journal.journal import CorruptStore, RecordTooLarge, StoreFailed
 from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.namesystem import Namesystem
 from nn_support import FakeClock, add_datanodes, make_namenode, state, stored
@@ -256,6 +256,19 @@ def test_a_batch_the_engine_cannot_write_fails_its_callers_and_every_later_chang
     assert isinstance(out[0], StoreFailed) and "disk full (injected)" in str(out[0])
     with pytest.raises(StoreFailed, match="the NameNode's journal failed"):
         nn.mkdir("/b")
+
+
+def test_a_record_larger_than_the_engine_holds_is_refused_before_anything_changes(gated):
+    """etcd holds a record in one key (1 MiB): a change whose record is larger is refused, the tree
+    and the journal as they were, and the journal goes on (not a failed batch: a fail-stop)."""
+    nn, engine = gated
+    engine.max_record_bytes = 200
+    before, last = state(nn), nn.journal.last
+    with pytest.raises(RecordTooLarge, match="Mkdir of .* bytes: more than one etcd transaction may hold"):
+        nn.mkdir("/" + "x" * 250)
+    assert state(nn) == before and nn.journal.last == last and not nn.journal.failed
+    nn.mkdir("/short")
+    assert nn.file_info("/short").entry.is_dir
 
 
 def test_a_checkpoint_written_while_writers_go_on_is_the_tree_at_its_txid(tmp_path, clock, monkeypatch):
