@@ -161,6 +161,7 @@ class Namesystem:
             engine = SqliteEngine(os.path.join(data_dir, db_file), superuser)
         self.journal = Journal(engine, self.applier)
         self.liveness = Liveness(dead_interval_s, clock)
+        self._locations: tuple[dict | None, dict] = (None, {})   # (live view, UnitLocation by (index, id)): _group_info
         self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
         self.safemode = SafeMode(self.blocks, safe_mode_share, safe_mode_deadline_s, clock)
         self.manager = BlockManager(self.blocks, self.liveness, self.repairs, self.safemode, self.applier.leaving,
@@ -720,13 +721,25 @@ class Namesystem:
         gid = group.id
         generation = self.blocks.generation(gid)
         tokens = self.tokens if op is not None else None
+        live = self.liveness.live()
+        if not tokens:   # a unit's location is the same in every answer while the live view is
+            made, known = self._locations
+            if made is not live:
+                known = {}
+                self._locations = (live, known)
+            locations = []
+            for i, d in units.items():   # in index order
+                location = known.get((i, d))
+                if location is None:
+                    address, data_address = live.get(d) or self.liveness.addresses(d)
+                    location = known[(i, d)] = UnitLocation(i, d, address, data_address)
+                locations.append(location)
+            return GroupInfo(gid, length, locations, generation)
         addresses = self.liveness.addresses
         locations = []
-        for i in sorted(units):
-            d = units[i]
-            address, data_address = addresses(d)
-            locations.append(UnitLocation(i, d, address, data_address,
-                                          tokens.sign(op, gid, i, generation) if tokens else b""))
+        for i, d in units.items():   # in index order
+            address, data_address = live.get(d) or addresses(d)
+            locations.append(UnitLocation(i, d, address, data_address, tokens.sign(op, gid, i, generation)))
         return GroupInfo(gid, length, locations, generation)
 
     # ------------------------------------------------------------------ the DataNode protocol

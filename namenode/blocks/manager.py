@@ -183,7 +183,7 @@ class BlockManager:
         ``keep_dead`` (the operator's file page): every reported unit."""
         if keep_dead:
             return self.blocks.reported_units(group)
-        units = self.blocks.good(group, self.liveness.is_live)
+        units = self.blocks.good(group, self.liveness.live().__contains__)
         if len(units) < k:
             units = self.blocks.readable_units(group, self.liveness.is_live)
         return units
