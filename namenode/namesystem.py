@@ -51,6 +51,7 @@ from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     DELETE_RESEND_S,
     DELETE_TTL_S,
+    HEALTH_STEP,
     REPORT_GRACE_S,
     BlockManager,
 )
@@ -837,7 +838,11 @@ class Namesystem:
                 self._locked(lambda: self._expire_lease(file_id))
         while self.collector.pending:
             self._locked(lambda: self.collector.step(COLLECT_STEP))
-        return self._locked(lambda: self.manager.tick(self.default_block_size)) if not self.standby else []
+        if self.standby:
+            return []
+        while self._locked(self.manager.judge_step):   # a full health pass, a bounded step a hold
+            pass
+        return self._locked(lambda: self.manager.tick(self.default_block_size))
 
     def _expired_leases(self) -> list[int]:
         with self._lock:
@@ -948,21 +953,25 @@ class Namesystem:
                                     low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
                                     units_mapped=mapped.get(n.id, 0))
                      for n in self.liveness.all()]
-            # A group whose only lack is a unit on a live leaving DataNode is draining, not waiting
-            # for repair (fsck calls it HEALTHY; units_mapped shows the drain).
+            # From the health counts, kept as groups change (not a look at every unhealthy group
+            # under the lock: seconds when a million lack units). A group whose only lack is a unit
+            # on a live leaving DataNode is draining, not waiting (health counts it good; fsck
+            # calls it HEALTHY; units_mapped shows the drain).
             self._judge_health()
-            needs = [n for n in self.manager.needs(self.health.unhealthy)
-                     if any(i not in n.live or n.live[i] not in self.leaving for i in n.missing)]
-            return ClusterReport(nodes, len(needs), self.repairs.done, self.blocks.corrupt_count(),
-                                 sum(n.replicated for n in needs), LOW_SPACE_PCT)
+            return ClusterReport(nodes, self.health.waiting_repair, self.repairs.done, self.blocks.corrupt_count(),
+                                 self.health.replicated, LOW_SPACE_PCT)
         return self._locked(report)
 
     def _judge_health(self) -> None:
         """Health as of now (under the lock): the changed groups judged, and out of safe mode a
-        first full pass if none was done yet."""
-        if not self.health.judged and not self.safemode.on:
+        step of a first full pass if none was done yet (the monitor goes on with it). Not on a
+        standby: as HDFS's, it judges no group before it is the active (a first pass at a million
+        groups would hold its tail up for seconds); its counts are 0."""
+        if self.standby:
+            return
+        if not self.health.judged and not self.health.scanning and not self.safemode.on:
             self.health.rescan()
-        self.health.refresh(self.liveness.is_live)
+        self.health.refresh(self.liveness.is_live, HEALTH_STEP)
 
     def datanode_reads(self, datanode_ids: Iterable[str]) -> dict[str, ReadLatency]:
         """The reads of the last 60 s of each of these DataNodes, as it measured them (its last

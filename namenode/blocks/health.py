@@ -27,12 +27,19 @@ HEALTHY, DEGRADED, MISSING = "healthy", "degraded", "missing"
 class Health:
     def __init__(self, blocks: BlockMap):
         self.blocks = blocks
-        self.unhealthy: dict[int, tuple[str, int]] = {}   # group id -> (state, units without a good copy)
+        # group id -> (state, units without a good copy, replicated: a policy of copies)
+        self.unhealthy: dict[int, tuple[str, int, bool]] = {}
         self.counts: Counter[str] = Counter({DEGRADED: 0, MISSING: 0})
         self.units_lacking = 0        # units without a good copy, in degraded groups (repairable)
+        self.replicated = 0           # unhealthy groups of replicated policies (under-replicated blocks)
         self.judged = False           # a full pass has been done: the counts are the map's
         self._scan: list[int] = []    # group ids a full pass has still to judge
         self._scanning = False
+
+    @property
+    def scanning(self) -> bool:
+        """A full pass is under way (``refresh`` goes on with it)."""
+        return self._scanning
 
     @property
     def healthy(self) -> int:
@@ -84,16 +91,18 @@ class Health:
             self._set(gid, None)
             return
         readable = blocks.readable_units(group, is_live)
-        self._set(gid, (DEGRADED if policy.decodable(readable) else MISSING, policy.units - good))
+        self._set(gid, (DEGRADED if policy.decodable(readable) else MISSING, policy.units - good, policy.replicated))
 
-    def _set(self, gid: int, new: tuple[str, int] | None) -> None:
+    def _set(self, gid: int, new: tuple[str, int, bool] | None) -> None:
         old = self.unhealthy.pop(gid, None)
         if old is not None:
             self.counts[old[0]] -= 1
+            self.replicated -= old[2]
             if old[0] == DEGRADED:
                 self.units_lacking -= old[1]
         if new is not None:
             self.unhealthy[gid] = new
             self.counts[new[0]] += 1
+            self.replicated += new[2]
             if new[0] == DEGRADED:
                 self.units_lacking += new[1]

@@ -51,7 +51,7 @@ MAX_BAD_UNITS_PER_CALL = 1000
 MAX_UNITS_STORED_PER_CALL = 10000
 MAX_REPORT_UNITS = 50_000_000  # units in one DataNode's report, all parts together
 FULL_SCAN_S = 10.0           # the repair pass runs at least this often even when nothing changed
-HEALTH_BUDGET = 200_000      # groups a monitor pass judges of a full health pass
+HEALTH_STEP = 20_000         # groups of a full health pass judged a hold of the writers' lock (~0.1 s)
 PLACEABLE_FOR_S = 0.25       # Create's count of DataNodes that may take units is kept this long
 DECOMMISSIONING, DECOMMISSIONED = "decommissioning", "decommissioned"
 
@@ -469,9 +469,9 @@ class BlockManager:
             if not self.safe_mode.may_leave():
                 return []
             self.scan_needed = True
-        if not self.health.judged and not self.health._scanning:
+        if not self.health.judged and not self.health.scanning:
             self.health.rescan()   # the first full pass: after safe mode, or at once without one
-        self.health.refresh(self.liveness.is_live, HEALTH_BUDGET)
+        self.health.refresh(self.liveness.is_live, HEALTH_STEP)
         if not self.health.judged:
             return []
         if not self.scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
@@ -486,6 +486,14 @@ class BlockManager:
             self.liveness.note_allocated(repair.target, default_block_size)
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)
         return planned
+
+    def judge_step(self) -> bool:
+        """A step of a full health pass under way (the monitor's, between two holds of the lock);
+        True while there is more."""
+        if self.safe_mode.on or not self.health.scanning:
+            return False
+        self.health.refresh(self.liveness.is_live, HEALTH_STEP)
+        return self.health.scanning
 
     def expire_deletes(self, before_ms: int, limit: int) -> int:
         gone = self.blocks.deletes.expire(before_ms, limit)
