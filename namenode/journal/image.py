@@ -304,7 +304,12 @@ def _consumed(stack: list[list]) -> None:
 
 
 class Checkpointer:
-    """Writes an image every ``every`` records (a thread of the active), and at clean shutdown."""
+    """Writes an image every ``every`` records (a thread of the active), and at clean shutdown;
+    in a namespace of more than 8 x ``every`` inodes, every eighth of its size instead: an image
+    costs in proportion to the namespace (seconds at 10 M inodes, off the lock but on the same
+    GIL), the records it saves a start-up in proportion to their number, so that neither the
+    images nor a start-up's replay grow out of proportion (10 M inodes: 1.25 M records, a few
+    seconds of replay)."""
 
     def __init__(self, journal, lock, every: int = 200_000):
         self.journal, self.lock, self.every = journal, lock, every
@@ -325,9 +330,13 @@ class Checkpointer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=600)
 
+    def _period(self) -> int:
+        tree = self.journal.applier.tree
+        return max(self.every, (tree.files + tree.dirs) // 8)
+
     def _batch(self, last: int) -> None:
-        """The journal's sync thread, after each batch: is an image due?"""
-        if last - self.journal.image_txid >= self.every:
+        """The journal, after each batch: is an image due?"""
+        if last - self.journal.image_txid >= self._period():
             self._due.set()
 
     def _run(self) -> None:
@@ -336,7 +345,7 @@ class Checkpointer:
             self._due.clear()
             if self._stop:
                 return
-            if self.journal.last - self.journal.image_txid >= self.every and not self.journal.failed:
+            if self.journal.last - self.journal.image_txid >= self._period() and not self.journal.failed:
                 try:
                     self.checkpoint()
                 except Exception:

@@ -25,6 +25,7 @@ from hedgefs.namenode.errors import NameNodeError
 from hedgefs.namenode.journal.journal import CorruptStore, RecordTooLarge, StoreFailed
 from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.namesystem import Namesystem
+from conftest import wait_until
 from nn_support import FakeClock, add_datanodes, make_namenode, state, stored
 
 POLICIES = ("RS-3-2-1k", "REPLICATE-3", "REPLICATE-2", "RS-3-2-2k")
@@ -439,3 +440,18 @@ def test_lock_free_readers_never_see_a_half_made_change(tmp_path, clock):
         t.join(10)
     assert errors == []
     nn.close()
+
+
+def test_images_come_every_checkpoint_every_records_or_every_eighth_of_a_larger_namespace(tmp_path, clock):
+    """An image costs in proportion to the namespace: past 8 x --checkpoint-every inodes, one
+    comes every eighth of the namespace's size in records instead."""
+    nn = make_namenode(tmp_path / "nn", clock, checkpoint_every=10)
+    nn.checkpointer.start()   # (the server starts it)
+    try:
+        assert nn.checkpointer._period() == 10
+        for i in range(199):
+            nn.mkdir(f"/d{i}")
+        assert nn.tree.dirs == 200 and nn.checkpointer._period() == 25
+        wait_until(lambda: nn.journal.last - nn.journal.image_txid < 25, 30, "images as the namespace grew")
+    finally:
+        nn.close(checkpoint=False)
