@@ -65,7 +65,8 @@ def _etcd_tls_beside(credentials: str | None) -> str:
                    "(0: only once it has, or an admin's `hedgefs admin safemode leave`).")
 @click.option("--checkpoint-every", type=click.IntRange(1), default=200_000, show_default=True, metavar="RECORDS",
               help="Write a checkpoint image of the namespace (and drop the journal before it) every this many "
-                   "journal records, and at a clean shutdown: a start-up loads the image and replays the rest.")
+                   "journal records (or every eighth of the namespace's inodes, if more), and at a clean "
+                   "shutdown: a start-up loads the image and replays the rest.")
 @click.option("--http-port", type=int, help="Serve the status pages at http://HOST:PORT/ (JSON under /api/), "
                                             "Prometheus metrics at /metrics and a probe at /health (0 picks a free port).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
