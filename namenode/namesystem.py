@@ -761,7 +761,15 @@ class Namesystem:
 
     def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
                      more: bool = False) -> dict[str, int]:
-        return self._locked(lambda: self.manager.block_report(datanode_id, units, part, more))
+        """A part of a DataNode's full block report, claimed under one hold of the lock; at the
+        last, if the map put units here that the report lacks, the scan for them runs off the
+        lock (every group read: seconds at 10 M) and only their drop under it."""
+        units = list(units)
+        counts, reported = self._locked(lambda: self.manager.report_part(datanode_id, units, part, more))
+        if reported is None:
+            return counts
+        missing = self.blocks.missing_candidates(datanode_id, reported)
+        return self._locked(lambda: self.manager.finish_report(datanode_id, reported, missing, counts))
 
     def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> list[str]:
         """A DataNode's receipts for units it has just stored (a writer's, or a repair's); returns

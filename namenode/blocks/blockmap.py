@@ -489,15 +489,31 @@ class BlockMap:
 
     def reconcile(self, datanode_id: str, reported: set[Unit], holds: IsLive,
                   sent: Container[tuple[str, int, int]] = ()) -> Counter:
-        """Apply a DataNode's full block report; returns counts by outcome (``Claim`` values but
-        "mapped", and "missing", "deleted").
+        """Apply a DataNode's full block report at once (``reconcile_part`` of all of it, then the
+        missing units dropped); returns counts by outcome (``Claim`` values but "mapped", and
+        "missing", "deleted").
 
         A unit the map puts on this DataNode but the report lacks is *missing*: dropped from the
         map (repair follows), unless it was mapped less than REPORT_GRACE_S ago (the report may
         predate it) or belongs to a file being written. Pending deletes the report no longer
         shows are confirmed and forgotten."""
-        counts: Counter = Counter()
         before = self.mapped.get(datanode_id, 0)
+        counts, matched = self.reconcile_part(datanode_id, reported, holds, sent)
+        if matched < before:
+            missing = self.drop_missing(datanode_id, reported, self.missing_candidates(datanode_id, reported))
+            if missing:
+                counts["missing"] = missing
+        deleted = self.deletes.confirm_absent(datanode_id, reported)
+        if deleted:
+            counts["deleted"] = deleted
+        return counts
+
+    def reconcile_part(self, datanode_id: str, units: Iterable[Unit], holds: IsLive,
+                       sent: Container[tuple[str, int, int]] = ()) -> tuple[Counter, int]:
+        """Claim each unit of (a part of) a full report: (counts by outcome, how many were mapped
+        here already). A report whose parts matched fewer units than the map put here before its
+        first part lacks some: ``missing_candidates`` then ``drop_missing`` find and drop them."""
+        counts: Counter = Counter()
         matched = adopted = 0
         number = self.numbers.number(datanode_id)
         # The common cases inline (a unit mapped here already; one of a complete group with no
@@ -510,7 +526,7 @@ class BlockMap:
         pending = self.deletes.pending_on(datanode_id)
         unreported, corrupt, mapped = self.unreported, self.corrupt, self.mapped
         dirty = self.dirty
-        for unit in reported:
+        for unit in units:
             gid, index, generation = unit
             group = slots[gid] if 0 <= gid < size else None
             if group is not None and not odd and generation == base + gid and group.file.writer is None \
@@ -546,26 +562,38 @@ class BlockMap:
         if adopted:
             counts[Claim.ADOPTED.value] += adopted
             mapped[datanode_id] += adopted
-        if matched < before:   # some unit mapped here is not in the report: find which (a scan)
-            missing = self._drop_missing(datanode_id, reported)
-            if missing:
-                counts["missing"] = missing
-        deleted = self.deletes.confirm_absent(datanode_id, reported)
-        if deleted:
-            counts["deleted"] = deleted
-        return counts
+        return counts, matched
 
-    def _drop_missing(self, datanode_id: str, reported: set[Unit]) -> int:
-        dropped = 0
-        for group in list(self.groups_on(datanode_id)):
-            if group.file.writer is not None:
+    def missing_candidates(self, datanode_id: str, reported: set[Unit]) -> list[tuple[Group, int]]:
+        """(group, index) of units mapped to ``datanode_id`` that ``reported`` lacks: a scan of
+        every group, which reads only (group.locs is replaced whole, never changed in place), so
+        it runs off the writers' lock; ``drop_missing`` checks each again under it."""
+        number = self.numbers.get(datanode_id)
+        if not number:
+            return []
+        out = []
+        for group in self.groups.values():
+            locs = group.locs
+            if not locs or number not in (values := _codec(len(locs) // 2).unpack(locs)):
                 continue
             generation = self.generation(group.id)
-            for index, holder in self.units(group).items():
-                if holder == datanode_id and (group.id, index, generation) not in reported \
-                        and not self._mapped_lately((datanode_id, group.id, index)):
-                    self._set(group, index, None)
-                    dropped += 1
+            for index, n in enumerate(values):
+                if n == number and (group.id, index, generation) not in reported:
+                    out.append((group, index))
+        return out
+
+    def drop_missing(self, datanode_id: str, reported: set[Unit], candidates: list[tuple[Group, int]]) -> int:
+        """Drop the units of ``candidates`` (``missing_candidates``) still mapped to
+        ``datanode_id``, still not reported, of complete files and not mapped lately."""
+        dropped = 0
+        for group, index in candidates:
+            if self.groups.get(group.id) is not group or group.file.writer is not None \
+                    or self.holder(group, index) != datanode_id \
+                    or (group.id, index, self.generation(group.id)) in reported \
+                    or self._mapped_lately((datanode_id, group.id, index)):
+                continue
+            self._set(group, index, None)
+            dropped += 1
         return dropped
 
     def mark_bad(self, datanode_id: str, group_id: int, index: int, generation: int) -> BadMark:

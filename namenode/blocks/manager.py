@@ -72,7 +72,8 @@ class BlockManager:
         self.reported: set[str] = set()     # DataNodes whose full block report this process has had
         self.passive = False                # a standby's: it keeps locations, sends no command
         self.delete_sent: dict[tuple[str, int, int], float] = {}
-        self._report_parts: dict[str, tuple[int, set]] = {}
+        # a report coming in parts: DataNode id -> (last part, mapped before it, matched, counts, units)
+        self._report_parts: dict[str, tuple] = {}
         self.scan_needed = True            # the repair pass reads every unhealthy group: when something changed
         self._last_scan = float("-inf")
         self.receipt_waiters = None        # a Condition the namesystem waits on for receipts (notified here)
@@ -329,28 +330,63 @@ class BlockManager:
 
     def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
                      more: bool = False) -> dict[str, int]:
-        """A DataNode's full list of (group id, index, generation), possibly in parts (0, 1, ...,
-        ``more`` on all but the last: applied when the last arrives); counts by outcome."""
+        """A whole report at once (tests, tools): ``report_part`` and, if due, ``finish_report``
+        with the missing units' scan under the same hold of the lock."""
+        counts, reported = self.report_part(datanode_id, units, part, more)
+        if reported is None:
+            return counts
+        return self.finish_report(datanode_id, reported,
+                                  self.blocks.missing_candidates(datanode_id, reported), counts)
+
+    def report_part(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
+                    more: bool = False) -> tuple[dict[str, int], set | None]:
+        """One part of a DataNode's full list of (group id, index, generation) (parts 0, 1, ...,
+        ``more`` on all but the last), its units claimed now: a writer waits for one part, not
+        the whole report. Returns (counts, None) once done, or at the last part (counts so far,
+        the whole report) when some unit mapped here before the first part was not in it: the
+        caller scans for those off the lock (``BlockMap.missing_candidates``) and calls
+        ``finish_report``."""
         self.require_known(datanode_id)
         self.liveness.seen(datanode_id)
         held = self._report_parts.pop(datanode_id, None)
         if part != (0 if held is None else held[0] + 1):
             raise InvalidArgument(f"block report part {part} from {datanode_id} out of order (expected "
                                   f"{0 if held is None else held[0] + 1}): send the report again from part 0")
-        reported = set(units) if held is None else held[1].union(units)
+        units = set(units)
+        if held is None:
+            before, matched, counts, reported = self.blocks.mapped.get(datanode_id, 0), 0, Counter(), units
+        else:
+            _part, before, matched, counts, reported = held
+            reported |= units
         if len(reported) > MAX_REPORT_UNITS:
             raise InvalidArgument(f"block report from {datanode_id} of more than {MAX_REPORT_UNITS:,} units")
-        if more:
-            self._report_parts[datanode_id] = (part, reported)
-            return {"parts_held": part + 1}
         # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
         # none): a repair copy reported before its receipt must move the unit, not be "stale".
-        counts = self.blocks.reconcile(datanode_id, reported, self.holds, self.delete_sent)
+        got, hits = self.blocks.reconcile_part(datanode_id, units, self.holds, self.delete_sent)
+        counts.update(got)
+        matched += hits
+        if got.get(Claim.RECEIVED.value) and self.receipt_waiters is not None:
+            self.receipt_waiters.notify_all()
+        if more:
+            self._report_parts[datanode_id] = (part, before, matched, counts, reported)
+            return {"parts_held": part + 1}, None
+        if matched < before:   # some unit mapped here is not in the report: find which, off the lock
+            return dict(counts), reported
+        return self.finish_report(datanode_id, reported, [], counts), None
+
+    def finish_report(self, datanode_id: str, reported: set, missing: list, counts) -> dict[str, int]:
+        """The end of a full report: ``missing`` (candidates: ``BlockMap.missing_candidates``)
+        dropped, pending deletes it no longer shows confirmed, deletes still listed sent again."""
+        counts = Counter(counts)
+        dropped = self.blocks.drop_missing(datanode_id, reported, missing)
+        if dropped:
+            counts["missing"] = dropped
+        deleted = self.blocks.deletes.confirm_absent(datanode_id, reported)
+        if deleted:
+            counts["deleted"] = deleted
         self._resend_after_report(datanode_id)
         self.reported.add(datanode_id)
         self.scan_needed = True
-        if counts.get(Claim.RECEIVED.value) and self.receipt_waiters is not None:
-            self.receipt_waiters.notify_all()
         self.liveness.seen(datanode_id).foreign_units = counts.get(Claim.FOREIGN.value, 0)
         if counts.get(Claim.FOREIGN.value):
             log.warning("%s holds %d units of generations this namespace never issued (another namespace, "

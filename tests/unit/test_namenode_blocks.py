@@ -375,9 +375,10 @@ def test_lrc_groups_are_judged_by_which_units_live_not_how_many(nn, clock):
     assert (status.groups_missing, status.groups_degraded) == (1, 1)
 
 
-def test_a_block_report_in_parts_is_applied_once_the_last_arrives(tmp_path, clock):
-    """A DataNode's report in parts (so each message stays under the 4 MiB limit): nothing is
-    judged missing before the last part; out of order is a one-line refusal."""
+def test_a_block_report_in_parts_is_judged_missing_only_once_the_last_arrives(tmp_path, clock):
+    """A DataNode's report in parts (so each message stays under the 4 MiB limit): each part's
+    units are claimed as it comes (one hold of the lock a part), nothing is judged missing before
+    the last part; out of order is a one-line refusal."""
     from hedgefs.namenode.errors import InvalidArgument
 
     nn = make_namenode(tmp_path / "nn", clock)
@@ -394,3 +395,36 @@ def test_a_block_report_in_parts_is_applied_once_the_last_arrives(tmp_path, cloc
         nn.block_report(ids[0], mine, part=2)
     nn.block_report(ids[0], mine[:1], part=0, more=True)
     assert nn.block_report(ids[0], [], part=1).get("missing") == 2   # the whole report lacked two units
+
+
+def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the_lock(tmp_path, clock):
+    """After a restart a part's units are located as soon as it arrives; the scan for units the
+    report lacks (every group read) runs without the writers' lock, and only their drop under it."""
+    import threading
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096 * 3)
+    held = sorted((g.id, u.index, g.generation) for g in nn.file_info("/f").groups for u in g.units
+                  if u.datanode_id == ids[0])
+    clock.advance(60)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    nn.register(ids[0], "127.0.0.1:40001")
+    assert nn.block_report(ids[0], held[:1], part=0, more=True) == {"parts_held": 1}
+    assert nn.blocks.mapped[ids[0]] == 1    # located before the last part
+    assert nn.block_report(ids[0], held[1:], part=1) == {"adopted": 3}   # the whole report's counts
+    lock_free = []
+    scan = nn.blocks.missing_candidates
+
+    def watched(datanode_id, reported):
+        taker = threading.Thread(target=lambda: lock_free.append(nn._lock.acquire(timeout=5) and not nn._lock.release()))
+        taker.start()
+        taker.join()
+        return scan(datanode_id, reported)
+
+    nn.blocks.missing_candidates = watched
+    clock.advance(60)
+    assert nn.block_report(ids[0], held[1:]).get("missing") == 1   # the first unit is gone from the disk
+    assert lock_free == [True]
+    nn.close()
