@@ -288,6 +288,12 @@ class BlockMap:
                         return out
         return out
 
+    @staticmethod
+    def unit_numbers(group: Group) -> tuple[int, ...]:
+        """The DataNode number of each unit of ``group`` (0: none)."""
+        locs = group.locs
+        return _codec(len(locs) // 2).unpack(locs) if locs else ()
+
     def groups_on(self, datanode_id: str) -> Iterator[Group]:
         """Every group with a unit mapped to ``datanode_id`` (a scan of the map)."""
         number = self.numbers.get(datanode_id)

@@ -15,6 +15,7 @@ group would be "missing") nothing is judged: ``judged`` says when the counts mea
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Callable
 
@@ -32,6 +33,9 @@ class Health:
         self.counts: Counter[str] = Counter({DEGRADED: 0, MISSING: 0})
         self.units_lacking = 0        # units without a good copy, in degraded groups (repairable)
         self.replicated = 0           # unhealthy groups of replicated policies (under-replicated blocks)
+        # degraded group ids by units lacking, each an ordered set (a dict): repair candidates,
+        # most lacking first, round robin within a count (``repair_candidates``)
+        self._degraded: dict[int, dict[int, None]] = {}
         self.judged = False           # a full pass has been done: the counts are the map's
         self._scan: list[int] = []    # group ids a full pass has still to judge
         self._scanning = False
@@ -93,6 +97,22 @@ class Health:
         readable = blocks.readable_units(group, is_live)
         self._set(gid, (DEGRADED if policy.decodable(readable) else MISSING, policy.units - good, policy.replicated))
 
+    def repair_candidates(self, limit: int) -> list[int]:
+        """Up to ``limit`` degraded groups to plan repairs for, those lacking most units first
+        (the nearest to loss: HDFS's priority queues); each one taken goes to the back of its
+        count, so a pass bounded by ``limit`` comes round to every group in turn."""
+        out: list[int] = []
+        for lacking in sorted(self._degraded, reverse=True):
+            bucket = self._degraded[lacking]
+            taken = list(itertools.islice(bucket, limit - len(out)))
+            for gid in taken:
+                del bucket[gid]
+                bucket[gid] = None
+            out.extend(taken)
+            if len(out) >= limit:
+                break
+        return out
+
     def _set(self, gid: int, new: tuple[str, int, bool] | None) -> None:
         old = self.unhealthy.pop(gid, None)
         if old is not None:
@@ -100,9 +120,14 @@ class Health:
             self.replicated -= old[2]
             if old[0] == DEGRADED:
                 self.units_lacking -= old[1]
+                bucket = self._degraded[old[1]]
+                del bucket[gid]
+                if not bucket:
+                    del self._degraded[old[1]]
         if new is not None:
             self.unhealthy[gid] = new
             self.counts[new[0]] += 1
             self.replicated += new[2]
             if new[0] == DEGRADED:
                 self.units_lacking += new[1]
+                self._degraded.setdefault(new[1], {})[gid] = None

@@ -52,6 +52,8 @@ MAX_UNITS_STORED_PER_CALL = 10000
 MAX_REPORT_UNITS = 50_000_000  # units in one DataNode's report, all parts together
 FULL_SCAN_S = 10.0           # the repair pass runs at least this often even when nothing changed
 HEALTH_STEP = 20_000         # groups of a full health pass judged a hold of the writers' lock (~0.1 s)
+PLAN_GROUPS = 5_000          # groups a repair pass plans for at most (the rest: the next passes)
+LEAVING_SCAN = 200_000       # groups a repair pass looks through for units on leaving DataNodes
 PLACEABLE_FOR_S = 0.25       # Create's count of DataNodes that may take units is kept this long
 DECOMMISSIONING, DECOMMISSIONED = "decommissioning", "decommissioned"
 
@@ -74,8 +76,9 @@ class BlockManager:
         self.delete_sent: dict[tuple[str, int, int], float] = {}
         # a report coming in parts: DataNode id -> (last part, mapped before it, matched, counts, units)
         self._report_parts: dict[str, tuple] = {}
-        self.scan_needed = True            # the repair pass reads every unhealthy group: when something changed
+        self.scan_needed = True            # a repair pass is due: something changed, or the last had more to do
         self._last_scan = float("-inf")
+        self._leaving_cursor = 0           # where the next pass goes on looking for units on leaving DataNodes
         self.receipt_waiters = None        # a Condition the namesystem waits on for receipts (notified here)
         self._placeable: tuple[float, int] = (float("-inf"), 0)   # (when, how many) DataNodes may take units
         self._placeable_registered = 0
@@ -455,12 +458,31 @@ class BlockManager:
             raise FailedPrecondition(f"cannot decommission {datanode_id}: policy {name} needs {width} DataNodes, only "
                                      f"{len(staying)} would be left in service")
 
-    def _leaving_groups(self) -> set[int]:
-        """Groups with a unit on a live leaving DataNode: the repair pass looks at them too."""
+    def _leaving_groups(self, limit: int) -> set[int]:
+        """Groups with a unit on a live leaving DataNode (the repair pass moves them), up to
+        ``limit`` of the next LEAVING_SCAN groups of the map from where the last pass stopped
+        (``_leaving_cursor``, 0 once it went round: a decommission takes passes, not one hold of
+        the lock over every group)."""
+        numbers = {self.blocks.numbers.get(d) for d in self.leaving if self.liveness.is_live(d)}
+        numbers.discard(None)
+        numbers.discard(0)
+        if not numbers:
+            self._leaving_cursor = 0
+            return set()
+        slots = self.blocks.groups.reserve(0)
         out: set[int] = set()
-        for datanode_id in self.leaving:
-            if self.liveness.is_live(datanode_id):
-                out.update(g.id for g in self.blocks.groups_on(datanode_id))
+        start = self._leaving_cursor
+        end = min(len(slots), start + LEAVING_SCAN)
+        gid = start
+        for gid in range(start, end):
+            group = slots[gid]
+            if group is not None and group.locs and not numbers.isdisjoint(self.blocks.unit_numbers(group)):
+                out.add(gid)
+                if len(out) >= limit:
+                    break
+        else:
+            gid = end - 1
+        self._leaving_cursor = gid + 1 if gid + 1 < len(slots) else 0
         return out
 
     # ------------------------------------------------------------------ repair planning
@@ -513,7 +535,14 @@ class BlockManager:
         if not self.scan_needed and self.clock() - self._last_scan < FULL_SCAN_S:
             return []
         self.scan_needed, self._last_scan = False, self.clock()
-        needs = self.needs(set(self.health.unhealthy) | self._leaving_groups())
+        # A bounded pass (one hold of the writers' lock: a lost rack leaves a million groups
+        # short): the most short of units first, and a stretch of the map for leaving DataNodes;
+        # if either had more, the next pass goes on.
+        short = self.health.repair_candidates(PLAN_GROUPS)
+        leaving = self._leaving_groups(PLAN_GROUPS)
+        if len(short) >= PLAN_GROUPS or self._leaving_cursor:
+            self.scan_needed = True
+        needs = self.needs(set(short) | leaving)
         deleting = self.blocks.datanodes_deleting(n.group_id for n in needs)
         planned = self.repairs.plan(needs, [d for d in self.placeable_ids()
                                             if self.liveness.has_room(d, default_block_size)],

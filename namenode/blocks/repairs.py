@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
@@ -72,14 +73,23 @@ class RepairScheduler:
         """Plan repairs for ``needs``; returns the repairs newly put in flight."""
         planned = []
         now = self.clock()
-        busy = {d: self.count_for(d) for d in live}
+        # (one look at the repairs in flight, not one per DataNode and unit: a pass after a lost
+        # rack plans thousands)
+        counts = Counter(r.target for r in self.in_flight.values())
+        busy = {d: counts.get(d, 0) for d in live}
+        free = sum(1 for d in live if busy[d] < self.max_per_datanode)
+        targets: dict[int, set[str]] = {}   # group id -> DataNodes its repairs in flight go to
+        for r in self.in_flight.values():
+            targets.setdefault(r.group_id, set()).add(r.target)
         for need in sorted(needs, key=lambda n: (len(n.live), n.group_id)):
+            if not free:   # every DataNode has its fill of repairs: the next pass plans the rest
+                break
             if not (need.decodable if need.decodable is not None else len(need.live) >= need.k):
                 continue
             for index in need.missing:
                 if (need.group_id, index) in self.in_flight:
                     continue
-                taken = {r.target for r in self.in_flight.values() if r.group_id == need.group_id}
+                taken = targets.get(need.group_id, ())
                 candidates = [d for d in live
                               if d not in need.holders and d not in taken
                               and d not in deleting.get(need.group_id, ())
@@ -89,7 +99,9 @@ class RepairScheduler:
                     continue
                 repair = InFlight(need.group_id, index, chosen[0], now)
                 self.in_flight[(need.group_id, index)] = repair
+                targets.setdefault(need.group_id, set()).add(chosen[0])
                 busy[chosen[0]] += 1
+                free -= busy[chosen[0]] == self.max_per_datanode
                 planned.append(repair)
         return planned
 

@@ -304,3 +304,47 @@ def test_a_report_counts_each_datanodes_mapped_units(nn):
         for u in nn.file_info(f"/f{i}").groups[0].units:
             expected[u.datanode_id] = expected.get(u.datanode_id, 0) + 1
     assert {d.id: d.units_mapped for d in report.datanodes if d.units_mapped} == expected
+
+
+def test_a_repair_pass_plans_a_bounded_number_of_groups_the_most_short_first_and_comes_round_to_all(nn, monkeypatch):
+    """A lost rack leaves a million groups short: a pass plans for at most PLAN_GROUPS of them (one
+    bounded hold of the writers' lock), those lacking most units first, and the next passes go on
+    round the rest until every group has its repair."""
+    from hedgefs.namenode.blocks import manager
+
+    monkeypatch.setattr(manager, "PLAN_GROUPS", 2)
+    add_datanodes(nn, 5)
+    short_one = [f"/one{i}" for i in range(4)]
+    for path in short_one:
+        write_file(nn, path, 10, lost={0: {4}})
+    write_file(nn, "/two", 10, lost={0: {3, 4}})
+    ids = {p: group_of(nn, p).id for p in [*short_one, "/two"]}
+    add_datanodes(nn, 3, start=6)                 # room for every repair (2 a DataNode)
+    first = nn.tick()
+    assert {r.group_id for r in first} == {ids["/two"], ids["/one0"]}   # 2 groups: the most short first
+    assert {(r.group_id, r.index) for r in first if r.group_id == ids["/two"]} == {(ids["/two"], 3), (ids["/two"], 4)}
+    planned = {r.group_id for r in first}
+    for _ in range(4):
+        planned |= {r.group_id for r in nn.tick()}
+    assert planned == set(ids.values())
+
+
+def test_a_decommission_looks_through_the_map_a_stretch_a_pass(nn, monkeypatch):
+    """The units on a leaving DataNode are found LEAVING_SCAN groups a pass (not every group of the
+    map in one hold of the lock), and every one of them is moved in the end."""
+    from hedgefs.namenode.blocks import manager
+
+    monkeypatch.setattr(manager, "LEAVING_SCAN", 2)
+    add_datanodes(nn, 6)
+    paths = [f"/f{i}" for i in range(5)]
+    for path in paths:
+        write_file(nn, path, 10)
+    leaving = group_of(nn, "/f0").units[0].datanode_id
+    on_it = {group_of(nn, p).id for p in paths if leaving in {u.datanode_id for u in group_of(nn, p).units}}
+    add_datanodes(nn, 5, start=7)
+    nn.decommission(leaving)
+    moved, passes = set(), 0
+    while moved != on_it and passes < 20:
+        moved |= {r.group_id for r in nn.tick()}
+        passes += 1
+    assert moved == on_it and passes > 1
