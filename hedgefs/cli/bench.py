@@ -2,7 +2,7 @@
 
 The group and the read-path verbs (read, suite, replication) live here; the data-path probes
 (distcp, security, codec, transport, throughput) in bench_data.py, and the services (fsspec,
-s3, mount: the ways in beside the library; namenode, namenode-scale, namenode-fleet, failover, meta) in bench_services.py. VERBS registers them all,
+s3, mount: the ways in beside the library; namenode, namenode-scale, namenode-fleet, promotion, failover, meta) in bench_services.py. VERBS registers them all,
 explicitly, in the order `hedgefs bench --help` lists them; a module is imported only when one
 of its verbs runs (or help lists them all).
 """
@@ -42,6 +42,7 @@ VERBS = {
     "namenode": "bench_services:bench_namenode",
     "namenode-scale": "bench_services:bench_namenode_scale",
     "namenode-fleet": "bench_services:bench_namenode_fleet",
+    "promotion": "bench_services:bench_promotion",
     "failover": "bench_services:bench_failover",
     "meta": "bench_services:bench_meta",
 }
