@@ -14,7 +14,7 @@ import urllib.parse
 
 from aiohttp import web
 
-from hedgefs.s3 import xmlout
+from hedgefs.s3 import checksums, xmlout
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.multipart import upload_dir
 from hedgefs.s3.store import check_bucket
@@ -193,10 +193,11 @@ async def list_parts(ctx) -> web.Response:
     max_parts = _int(q, "max-parts", 1000, 1000)
 
     def parts():
-        ctx.session.uploads.upload(ctx.bucket, upload_id, ctx.key)
-        return ctx.session.uploads.parts(ctx.bucket, upload_id)
+        return ctx.session.uploads.upload(ctx.bucket, upload_id, ctx.key), ctx.session.uploads.parts(ctx.bucket,
+                                                                                                      upload_id)
 
-    have = [(n, p) for n, p in (await ctx.run(parts)).items() if n > marker]
+    record, have = await ctx.run(parts)
+    have = [(n, p) for n, p in have.items() if n > marker]
     page, truncated = have[:max_parts], len(have) > max_parts
     body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("Key", ctx.key), xmlout.element("UploadId", upload_id),
             OWNER.replace("Owner>", "Initiator>"), OWNER, xmlout.element("StorageClass", "STANDARD"),
@@ -204,10 +205,13 @@ async def list_parts(ctx) -> web.Response:
             xmlout.element("IsTruncated", truncated)]
     if page:
         body.append(xmlout.element("NextPartNumberMarker", page[-1][0]))
-    for number, (md5, status) in page:
+    for number, part in page:
         body.append("<Part>" + xmlout.element("PartNumber", number)
-                    + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
-                    + xmlout.element("ETag", f'"{md5}"') + xmlout.element("Size", status.length) + "</Part>")
+                    + xmlout.element("LastModified", xmlout.iso(part.status.mtime_ms))
+                    + xmlout.element("ETag", f'"{part.md5}"') + xmlout.element("Size", part.status.length)
+                    + (xmlout.element(checksums.element(record["checksum_algorithm"]), checksums.encode(part.checksum))
+                       if part.checksum and record.get("checksum_algorithm") else "")
+                    + "</Part>")
     return _xml("ListPartsResult", "".join(body))
 
 

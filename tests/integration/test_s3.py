@@ -156,7 +156,9 @@ def test_a_wrong_content_md5_stores_nothing(s3, bucket):
         s3.head_object(Bucket=bucket, Key="bad-md5.bin")
 
 
-def test_an_upload_cut_half_way_leaves_nothing_visible(cluster, tmp_path, bucket, fs):
+def test_an_upload_cut_half_way_leaves_nothing_visible(cluster, tmp_path, s3, fs):
+    s3.create_bucket(Bucket="open", ACL="public-read-write")   # anonymous writes need o+w (s3/acl.py)
+    bucket = "open"
     anonymous = GatewayProcess(cluster.namenode, str(tmp_path), "--allow-anonymous")
     try:
         data = pattern(3 * STRIPE)
@@ -248,12 +250,18 @@ def test_errors_carry_s3_codes(s3, bucket, gateway, keys):
     for call, expected in [(lambda: s3.get_object(Bucket="no-such-bucket", Key="k"), "NoSuchBucket"),
                            (lambda: s3.get_object(Bucket=bucket, Key="no/such/key"), "NoSuchKey"),
                            (lambda: s3.delete_bucket(Bucket=bucket), "BucketNotEmpty"),
-                           (lambda: s3.create_bucket(Bucket=bucket), "BucketAlreadyOwnedByYou"),
+                           (lambda: s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={
+                               "LocationConstraint": "eu-west-1"}), "BucketAlreadyOwnedByYou"),
                            (lambda: s3.create_bucket(Bucket="Bad_Name"), "InvalidBucketName"),
-                           (lambda: s3.get_bucket_policy(Bucket=bucket), "NotImplemented")]:
+                           (lambda: s3.get_bucket_policy(Bucket=bucket), "NoSuchBucketPolicy"),
+                           (lambda: s3.put_bucket_policy(Bucket=bucket, Policy="{}"), "NotImplemented"),
+                           (lambda: s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={
+                               "Status": "Enabled"}), "NotImplemented")]:
         with pytest.raises(ClientError) as err:
             call()
         assert code(err) == expected
+    s3.create_bucket(Bucket=bucket)   # again by its owner, in us-east-1: S3 says yes and nothing changes
+    assert s3.head_object(Bucket=bucket, Key="cond.txt")
     access, _secret = keys[1]
     for wrong, expected in [(boto3_client(gateway.endpoint, access, "wrong-secret"), "SignatureDoesNotMatch"),
                             (boto3_client(gateway.endpoint, "HFNOSUCHKEY0000000000", "x"), "InvalidAccessKeyId")]:
