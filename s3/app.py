@@ -19,6 +19,7 @@ import threading
 import urllib.parse
 import uuid
 
+import aiohttp
 from aiohttp import web
 
 from hedgefs.client.config import HedgeConfig
@@ -382,10 +383,31 @@ async def _create_bucket(ctx: objects.Context) -> web.Response:
     return web.Response(headers={"Location": f"/{ctx.bucket}"})
 
 
+async def expect_continue(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: the request is authenticated (an anonymous one checked against
+    the mode) before the client is asked for its body; a refusal is the answer instead."""
+    if request.headers.get("Expect", "").lower() != "100-continue":
+        return web.Response(status=417, text="Expectation Failed")
+    gateway: Gateway = request.app["gateway"]
+    bucket, key = split_path(request.raw_path)
+    try:
+        if request.method not in ("OPTIONS", "POST"):
+            signed = await authenticate(gateway, request)
+            if signed is None:
+                session = await gateway.run(gateway.session, None)
+                await gateway.run(acl.check_anonymous, objects.Context(gateway, session, request, None, bucket, key))
+    except S3Error as err:
+        return _error_response(request, err, uuid.uuid4().hex[:16].upper())
+    if request.version == aiohttp.HttpVersion11:   # as aiohttp's own handler does
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0
+    return None
+
+
 def make_app(gateway: Gateway) -> web.Application:
     # read_bufsize: a request body is buffered up to 2x this before aiohttp pauses the socket
     # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB)
     app = web.Application(middlewares=[errors], client_max_size=1 << 20, handler_args={"read_bufsize": READ_BUFSIZE})
     app["gateway"] = gateway
-    app.router.add_route("*", "/{tail:.*}", dispatch)
+    app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app
