@@ -421,6 +421,34 @@ def test_a_key_that_is_also_a_prefix_is_refused_clearly(s3, bucket):
     assert s3.get_object(Bucket=bucket, Key="clash/file")["Body"].read() == b"1"
 
 
+def _a_slow_reader_over_tls_gets_every_byte(s3s, bucket: str, cert: str) -> None:
+    """A whole GET read slowly through a small socket buffer: the TLS transport holds what it
+    could not send yet while the gateway's buffers are read into again (issue 43); every byte
+    must be the object's."""
+    import http.client
+    import socket
+    import ssl
+    import time
+
+    data = pattern(40 * STRIPE + 13, seed=43)
+    s3s.put_object(Bucket=bucket, Key="tls-slow.bin", Body=data)
+    url = urllib.parse.urlsplit(s3s.generate_presigned_url("get_object", Params={"Bucket": bucket,
+                                                                                  "Key": "tls-slow.bin"}))
+    conn = http.client.HTTPSConnection(url.hostname, url.port, context=ssl.create_default_context(cafile=cert),
+                                       timeout=60)
+    conn.connect()
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+    conn.request("GET", f"{url.path}?{url.query}")
+    response = conn.getresponse()
+    assert response.status == 200
+    got = bytearray()
+    while chunk := response.read(16 << 10):
+        got += chunk
+        time.sleep(0.001)   # the reader is slow: the gateway's sends outrun it all along
+    conn.close()
+    assert len(got) == len(data) and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+
+
 def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
     cert, key = self_signed(str(tmp_path))
     tls = GatewayProcess(cluster.namenode, str(tmp_path), "--tls-cert", cert, "--tls-key", key, keys=keys[0])
@@ -434,6 +462,7 @@ def test_https_with_a_certificate(cluster, keys, bucket, tmp_path):
                            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
         s3s.put_object(Bucket=bucket, Key="tls.bin", Body=pattern(CELL + 1))
         assert s3s.get_object(Bucket=bucket, Key="tls.bin")["Body"].read() == pattern(CELL + 1)
+        _a_slow_reader_over_tls_gets_every_byte(s3s, bucket, cert)
     finally:
         tls.stop()
     assert_one_line_error(run_cli("s3", "--keys", keys[0], "--tls-cert", cert, namenode=cluster.namenode),
