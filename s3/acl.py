@@ -38,6 +38,11 @@ FILE_MODES = {"private": 0o600, "public-read": 0o644, "public-read-write": 0o666
 UNCHANGED = {"bucket-owner-read", "bucket-owner-full-control"}
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 _XSI = "http://www.w3.org/2001/XMLSchema-instance"
+# the query parameters that name another resource than a bucket's listing or an object's bytes
+SUBRESOURCES = {"acl", "attributes", "cors", "delete", "encryption", "legal-hold", "lifecycle", "location", "logging",
+                "notification", "object-lock", "ownershipControls", "policy", "policyStatus", "publicAccessBlock",
+                "replication", "restore", "retention", "select", "tagging", "torrent", "uploadId", "uploads",
+                "versioning", "versions", "website"}
 GRANT_HEADERS = ("x-amz-grant-read", "x-amz-grant-write", "x-amz-grant-read-acp", "x-amz-grant-write-acp",
                  "x-amz-grant-full-control")
 
@@ -91,13 +96,14 @@ def owner_xml(owner: str) -> str:
 
 
 def policy_xml(owner: str, mode: int) -> bytes:
-    grants = [(f'<Grantee xmlns:xsi="{_XSI}" xsi:type="CanonicalUser">{xmlout.element("ID", owner)}'
-               f'{xmlout.element("DisplayName", owner)}</Grantee>', "FULL_CONTROL")]
+    grants = []   # everyone's first, then the owner's (the order S3 lists a canned ACL's grants in)
     group = f'<Grantee xmlns:xsi="{_XSI}" xsi:type="Group">{xmlout.element("URI", ALL_USERS)}</Grantee>'
     if mode & 0o004:
         grants.append((group, "READ"))
     if mode & 0o002:
         grants.append((group, "WRITE"))
+    grants.append((f'<Grantee xmlns:xsi="{_XSI}" xsi:type="CanonicalUser">{xmlout.element("ID", owner)}'
+                   f'{xmlout.element("DisplayName", owner)}</Grantee>', "FULL_CONTROL"))
     body = "".join(f"<Grant>{grantee}{xmlout.element('Permission', p)}</Grant>" for grantee, p in grants)
     return xmlout.document("AccessControlPolicy", owner_xml(owner) + f"<AccessControlList>{body}</AccessControlList>")
 
@@ -172,8 +178,7 @@ def check_anonymous(ctx) -> None:
     denied = S3Error("AccessDenied", "Access Denied (an anonymous request: the bucket's or object's ACL, its "
                      "hedgefs mode, does not let everyone do this)")
     request, query = ctx.request, ctx.request.query
-    if not ctx.bucket or "acl" in query or "uploads" in query or "uploadId" in query \
-            or "x-amz-copy-source" in request.headers:
+    if not ctx.bucket or "x-amz-copy-source" in request.headers:
         raise denied
     fs = ctx.session.fs
     try:
@@ -183,11 +188,10 @@ def check_anonymous(ctx) -> None:
     except HedgefsError as err:
         raise from_hedgefs(err, ctx.bucket, "NoSuchBucket") from None
     method = request.method
+    if set(query) & SUBRESOURCES:
+        raise denied
     if not ctx.key:
-        if method == "GET" and _other(bucket, 0o004) and not set(query) - {"list-type", "prefix", "delimiter",
-                                                                          "marker", "max-keys", "start-after",
-                                                                          "continuation-token", "encoding-type",
-                                                                          "fetch-owner"}:
+        if method == "GET" and _other(bucket, 0o004):
             return
         raise denied
     parts = ctx.key.rstrip("/").split("/")
@@ -212,12 +216,9 @@ def check_anonymous(ctx) -> None:
             raise S3Error("NoSuchKey", "The specified key does not exist.", ctx.key) from None
         except HedgefsError as err:
             raise from_hedgefs(err, ctx.key) from None
-        if _other(status, 0o004) and not set(query) - {"partNumber", "response-content-type",
-                                                       "response-content-language", "response-expires",
-                                                       "response-cache-control", "response-content-disposition",
-                                                       "response-content-encoding", "versionId"}:
+        if _other(status, 0o004):
             return
         raise denied
-    if method in ("PUT", "DELETE") and _other(directory, 0o002) and not set(query) - {"versionId"}:
+    if method in ("PUT", "DELETE") and _other(directory, 0o002):
         return
     raise denied

@@ -347,7 +347,8 @@ async def _bucket(ctx: objects.Context) -> web.StreamResponse:
 
 async def _create_bucket(ctx: objects.Context) -> web.Response:
     """CreateBucket: a private directory (or as its canned ACL says), owned by the key's user.
-    Again by its owner: as us-east-1 answers, 200 and nothing changes, unless it names an ACL."""
+    Again by its owner with the ACL it has: as us-east-1 answers, 200 and nothing changes; with
+    another ACL, or by another user, BucketAlreadyExists."""
     request = ctx.request
     canned = acl.requested(request)
     if request.headers.get("x-amz-bucket-object-lock-enabled", "").lower() == "true":
@@ -361,8 +362,10 @@ async def _create_bucket(ctx: objects.Context) -> web.Response:
         except S3Error as err:
             if err.code != "BucketAlreadyOwnedByYou":
                 raise
-            owner = store.bucket(ctx.bucket).owner
-            if canned or (ctx.user is not None and owner not in (ctx.user, "")):
+            status = store.bucket(ctx.bucket)
+            wanted = acl.mode_of(canned or "private", True, status.permission)
+            if (ctx.user is not None and status.owner not in (ctx.user, "")) \
+                    or (wanted is not None and wanted != status.permission & 0o1777):
                 raise S3Error("BucketAlreadyExists", "The requested bucket name is not available. The bucket "
                               "namespace is shared by all users of the system.", ctx.bucket) from None
             if where not in ("", "us-east-1"):

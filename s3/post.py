@@ -235,8 +235,8 @@ async def form_upload(ctx: Context) -> web.Response:
     if status == "201":
         body = (xmlout.element("Location", headers["Location"]) + xmlout.element("Bucket", ctx.bucket)
                 + xmlout.element("Key", key) + xmlout.element("ETag", info.etag))
-        return web.Response(status=201, body=xmlout.document("PostResponse", body), content_type="application/xml",
-                            headers={"ETag": info.etag})
+        return web.Response(status=201, body=(xmlout.HEAD + f"<PostResponse>{body}</PostResponse>").encode(),
+                            content_type="application/xml", headers={"ETag": info.etag})   # no namespace, as S3
     return web.Response(status=200 if status == "200" else 204, headers=headers)
 
 

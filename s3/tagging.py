@@ -21,6 +21,7 @@ MAX_VALUE = 256
 
 
 def check(tags: list[tuple[str, str]], limit: int = OBJECT_TAGS) -> list[tuple[str, str]]:
+    """The tags, checked against S3's limits, in S3's order (by key)."""
     if len(tags) > limit:
         raise S3Error("InvalidTag", f"at most {limit} tags")
     seen = set()
@@ -32,7 +33,7 @@ def check(tags: list[tuple[str, str]], limit: int = OBJECT_TAGS) -> list[tuple[s
         if key in seen:
             raise S3Error("InvalidTag", f"Cannot provide multiple Tags with the same key: {key!r}")
         seen.add(key)
-    return tags
+    return sorted(tags)
 
 
 def from_header(text: str | None) -> list[tuple[str, str]]:
