@@ -230,6 +230,9 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     try:
         if signed is None:
             await ctx.run(acl.check_anonymous, ctx)
+        expected = request.headers.get("x-amz-expected-bucket-owner")
+        if expected and bucket and (await ctx.run(session.store.bucket, bucket)).owner != expected:
+            raise S3Error("AccessDenied", "Access Denied: the bucket's owner is not x-amz-expected-bucket-owner")
         response = await _handle(ctx)
     except S3Error as err:
         err.headers.update(cors)
