@@ -3,7 +3,7 @@ over HTTP, with a signed payload), in an aws-chunked trailer (boto3's default ov
 STREAMING-UNSIGNED-PAYLOAD-TRAILER; the Java and Go SDKs' signed trailers), on PUT, UploadPart
 and CompleteMultipartUpload, returned with ChecksumMode (botocore then checks the GET's bytes
 against it), and a corrupted checksum is BadDigest with nothing stored. Also the AWS CLI's cp
-and sync with their default checksums, and tags, CORS, GetObjectAttributes and form uploads.
+and sync with their default checksums; and tags, CORS preflights and answers, and browser form uploads
 
 One cluster (RS-6-3-64k: stripe 384 KiB) and one `hedgefs s3` for the module.
 """
@@ -188,3 +188,88 @@ def test_the_aws_cli_cp_and_sync_with_their_default_checksums(s3, gateway, keys,
     result = aws_cli(gateway, keys, "s3", "sync", "s3://sums/cli/tree/", str(back))
     assert result.returncode == 0, result.stderr.decode()
     assert (back / "big.bin").read_bytes() == big and (back / "sub" / "small.txt").read_bytes() == b"small"
+
+
+# ---------------------------------------------------------------------------- tags, CORS, forms
+
+def test_object_and_bucket_tags(s3):
+    s3.put_object(Bucket="sums", Key="tagged", Body=b"t", Tagging="b=2&a=1")
+    assert s3.get_object_tagging(Bucket="sums", Key="tagged")["TagSet"] == [{"Key": "a", "Value": "1"},
+                                                                            {"Key": "b", "Value": "2"}]
+    assert s3.head_object(Bucket="sums", Key="tagged")["ResponseMetadata"]["HTTPHeaders"]["x-amz-tagging-count"] == "2"
+    etag = s3.head_object(Bucket="sums", Key="tagged")["ETag"]
+    s3.put_object_tagging(Bucket="sums", Key="tagged", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})
+    assert s3.get_object_tagging(Bucket="sums", Key="tagged")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    assert s3.head_object(Bucket="sums", Key="tagged")["ETag"] == etag   # the object itself is unchanged
+    s3.copy_object(Bucket="sums", Key="tagged-copy", CopySource={"Bucket": "sums", "Key": "tagged"})
+    assert s3.get_object_tagging(Bucket="sums", Key="tagged-copy")["TagSet"] == [{"Key": "k", "Value": "v"}]
+    with pytest.raises(ClientError) as err:
+        s3.put_object_tagging(Bucket="sums", Key="tagged", Tagging={"TagSet": [
+            {"Key": str(i), "Value": ""} for i in range(11)]})
+    assert code(err) == ("InvalidTag", 400)
+    s3.delete_object_tagging(Bucket="sums", Key="tagged")
+    assert s3.get_object_tagging(Bucket="sums", Key="tagged")["TagSet"] == []
+    with pytest.raises(ClientError) as err:
+        s3.get_bucket_tagging(Bucket="sums")
+    assert code(err) == ("NoSuchTagSet", 404)
+    s3.put_bucket_tagging(Bucket="sums", Tagging={"TagSet": [{"Key": "team", "Value": "storage"}]})
+    assert s3.get_bucket_tagging(Bucket="sums")["TagSet"] == [{"Key": "team", "Value": "storage"}]
+    s3.delete_bucket_tagging(Bucket="sums")
+
+
+def test_cors_preflight_and_answers(s3, gateway):
+    import urllib.error
+    import urllib.request
+
+    def send(path, method="GET", **headers):
+        request = urllib.request.Request(f"{gateway.endpoint}{path}", method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as r:
+                return r.status, dict(r.headers)
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers)
+
+    s3.put_object(Bucket="sums", Key="cors.txt", Body=b"c")
+    s3.put_bucket_cors(Bucket="sums", CORSConfiguration={"CORSRules": [
+        {"AllowedMethods": ["GET", "PUT"], "AllowedOrigins": ["https://*.example.com"], "AllowedHeaders": ["x-amz-*"],
+         "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600}]})
+    assert s3.get_bucket_cors(Bucket="sums")["CORSRules"][0]["AllowedOrigins"] == ["https://*.example.com"]
+    status, headers = send("/sums/cors.txt", "OPTIONS", Origin="https://app.example.com",
+                           **{"Access-Control-Request-Method": "PUT", "Access-Control-Request-Headers": "x-amz-date"})
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+    assert "PUT" in headers["Access-Control-Allow-Methods"] and headers["Access-Control-Max-Age"] == "600"
+    for origin, method, wanted in [("https://evil.test", "GET", ""), ("https://app.example.com", "DELETE", ""),
+                                   ("https://app.example.com", "GET", "authorization")]:
+        extra = {"Access-Control-Request-Headers": wanted} if wanted else {}
+        assert send("/sums/cors.txt", "OPTIONS", Origin=origin, **{"Access-Control-Request-Method": method},
+                    **extra)[0] == 403
+    assert send("/sums/cors.txt", "OPTIONS")[0] == 400
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "sums", "Key": "cors.txt"})
+    request = urllib.request.Request(url, headers={"Origin": "https://app.example.com"})
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert r.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+        assert r.headers["Access-Control-Expose-Headers"] == "ETag"
+    s3.delete_bucket_cors(Bucket="sums")
+    with pytest.raises(ClientError) as err:
+        s3.get_bucket_cors(Bucket="sums")
+    assert code(err) == ("NoSuchCORSConfiguration", 404)
+
+
+def test_browser_form_uploads_with_a_policy(s3):
+    import requests
+
+    post = s3.generate_presigned_post("sums", "forms/${filename}", Fields={"Content-Type": "text/plain"},
+                                      Conditions=[["starts-with", "$key", "forms/"], {"Content-Type": "text/plain"},
+                                                  ["content-length-range", 1, 1000]])
+    answer = requests.post(post["url"], data=post["fields"], files={"file": ("note.txt", b"from a form")}, timeout=30)
+    assert answer.status_code == 204, answer.text
+    got = s3.get_object(Bucket="sums", Key="forms/note.txt")
+    assert got["Body"].read() == b"from a form" and got["ContentType"] == "text/plain"
+    assert got["ETag"] == f'"{hashlib.md5(b"from a form").hexdigest()}"'
+    for fields, file, expected in [({**post["fields"], "key": "elsewhere/x"}, b"x", 403),      # a condition fails
+                                   ({**post["fields"], "x-amz-meta-extra": "1"}, b"x", 403),   # a field not allowed
+                                   (post["fields"], b"y" * 1001, 400),                         # too large
+                                   ({**post["fields"], "x-amz-signature": "0" * 64}, b"x", 403)]:
+        answer = requests.post(post["url"], data=fields, files={"file": ("bad.txt", file)}, timeout=30)
+        assert answer.status_code == expected, answer.text
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="sums", Prefix="forms/")["Contents"]] == ["forms/note.txt"]
