@@ -191,7 +191,7 @@ def check_anonymous(ctx) -> None:
     if set(query) & SUBRESOURCES:
         raise denied
     if not ctx.key:
-        if method == "GET" and _other(bucket, 0o004):
+        if method in ("GET", "HEAD") and _other(bucket, 0o004):
             return
         raise denied
     parts = ctx.key.rstrip("/").split("/")

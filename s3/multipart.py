@@ -39,6 +39,7 @@ from hedgefs.s3.store import RESERVED, Store
 
 MIN_PART = 5 << 20          # S3's: every part but the last at least 5 MiB
 MAX_PARTS = 10000
+ASIDE_KEPT_S = 24 * 3600    # a PutObject's aside file older than this is a dead gateway's leftover
 # The NameNode's refusal of a change larger than one etcd transaction (namenode/db.py, TooLarge)
 TOO_LARGE = "more than one etcd transaction may hold"
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -172,11 +173,23 @@ class Uploads:
             return []
         for entry in entries:
             upload_id = entry.path.rsplit("/", 1)[1]
+            if upload_id.startswith("put-"):
+                self._sweep(entry)
+                continue
             try:
                 out.append((upload_id, self.upload(bucket, upload_id)))
             except S3Error:
                 continue   # being created or aborted right now
         return sorted(out, key=lambda item: (item[1]["key"], item[1]["initiated_ms"], item[0]))
+
+    def _sweep(self, entry: FileStatus) -> None:
+        """A PutObject's file written aside (store.Store.write_object) is swapped in within
+        seconds; one a day old was left by a gateway that died before the swap: it goes."""
+        if entry.mtime_ms < (time.time() - ASIDE_KEPT_S) * 1000:
+            try:
+                self.fs.delete(entry.path)
+            except HedgefsError:
+                pass   # another's (sticky directory), or gone meanwhile
 
     def complete(self, bucket: str, upload_id: str, key: str, wanted: list[tuple[int, str, str | None]],
                  copy: Callable[[list[FileStatus], str, int], None],

@@ -3,7 +3,8 @@ over HTTP, with a signed payload), in an aws-chunked trailer (boto3's default ov
 STREAMING-UNSIGNED-PAYLOAD-TRAILER; the Java and Go SDKs' signed trailers), on PUT, UploadPart
 and CompleteMultipartUpload, returned with ChecksumMode (botocore then checks the GET's bytes
 against it), and a corrupted checksum is BadDigest with nothing stored. Also the AWS CLI's cp
-and sync with their default checksums; and tags, CORS preflights and answers, and browser form uploads
+and sync with their default checksums; and tags, CORS preflights and answers, and browser form
+uploads.
 
 One cluster (RS-6-3-64k: stripe 384 KiB) and one `hedgefs s3` for the module.
 """
