@@ -128,7 +128,14 @@ class _Hasher:
 
 
 class Body:
-    def __init__(self, request: web.Request, signed: sigv4.Signed | None, checksum_default: str | None = None):
+    """A request's body as the writer's source. ``etag_from_checksum``: a body that carries a
+    checksum (and no Content-MD5) is not MD5-hashed at all; its ETag is then made from the
+    checksum (store.Store.record): the checksum already vouches for its bytes, and an MD5 of a
+    256 MiB body is a third of a core-second on the request's path. Parts always get their MD5
+    (a multipart ETag is the MD5 of theirs)."""
+
+    def __init__(self, request: web.Request, signed: sigv4.Signed | None, checksum_default: str | None = None,
+                 etag_from_checksum: bool = False):
         self._loop = asyncio.get_running_loop()
         self._content = request.content
         self._chunked = sigv4.ChunkedBody(signed, request.headers.get("x-amz-content-sha256", "")) \
@@ -144,7 +151,8 @@ class Body:
                           "STREAMING-...-TRAILER)")
         self._checksum = checksums.Hasher(algorithm) if algorithm else None
         self.checksum: tuple[str, bytes] | None = None   # (algorithm, raw digest), once the body is whole
-        self.md5 = hashlib.md5()
+        skip_md5 = etag_from_checksum and algorithm is not None and self._want_md5 is None
+        self.md5 = None if skip_md5 else hashlib.md5()
         self.length = 0
         self._pending: collections.deque = collections.deque()   # decoded pieces not yet handed on
         self._pending_length = 0
@@ -239,7 +247,8 @@ class Body:
             for hasher in self._hashers:
                 hasher.feed(piece)
             return
-        self.md5.update(piece)
+        if self.md5 is not None:
+            self.md5.update(piece)
         if self._sha is not None:
             self._sha.update(piece)
         if self._checksum is not None:
@@ -301,11 +310,11 @@ class Body:
                               "calculated checksum.")
             self.checksum = (algorithm, digest)
 
-    def etag(self) -> str:
-        """The MD5 ETag of the whole body (read to its end)."""
+    def etag(self) -> str | None:
+        """The MD5 ETag of the whole body (read to its end); None if it was not MD5-hashed."""
         for hasher in self._hashers:
             hasher.result()
-        return f'"{self.md5.hexdigest()}"'
+        return f'"{self.md5.hexdigest()}"' if self.md5 is not None else None
 
 
 class ChunkSource:

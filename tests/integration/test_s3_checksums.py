@@ -50,12 +50,28 @@ def absent(s3, key: str) -> bool:
 def test_boto3_defaults_send_a_crc32_the_gateway_checks_and_keeps(s3):
     data = pattern(STRIPE + 3, seed=1)
     put = s3.put_object(Bucket="sums", Key="default.bin", Body=data)   # over HTTP: signed payload + CRC32 header
-    assert put["ChecksumCRC32"] == crc32(data) and put["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    assert put["ChecksumCRC32"] == crc32(data) and put["ETag"].endswith('-1"')   # made from the CRC32: no MD5
     assert "ChecksumCRC32" not in s3.head_object(Bucket="sums", Key="default.bin")
     head = s3.head_object(Bucket="sums", Key="default.bin", ChecksumMode="ENABLED")
     assert head["ChecksumCRC32"] == crc32(data) and head["ChecksumType"] == "FULL_OBJECT"
     got = s3.get_object(Bucket="sums", Key="default.bin", ChecksumMode="ENABLED")   # botocore checks the bytes
     assert got["Body"].read() == data and got["ChecksumCRC32"] == crc32(data)
+
+
+def test_the_etag_is_the_md5_without_a_checksum_or_with_a_content_md5(s3, gateway, keys):
+    """An MD5 is computed only where it is asked for: no checksum sent (as older SDKs and curl
+    send), or a Content-MD5 to check; otherwise the checksum vouches for the bytes and the ETag
+    is made from it and the version (the "-1" form: no MD5 of the bytes, as a multipart's)."""
+    data = pattern(STRIPE + 9, seed=6)
+    md5 = f'"{hashlib.md5(data).hexdigest()}"'
+    plain = boto3_client(gateway.endpoint, *keys[1], request_checksum_calculation="when_required")
+    assert plain.put_object(Bucket="sums", Key="etag/plain", Body=data)["ETag"] == md5
+    digest = base64.b64encode(hashlib.md5(data).digest()).decode()
+    assert s3.put_object(Bucket="sums", Key="etag/md5", Body=data, ContentMD5=digest)["ETag"] == md5
+    made = [s3.put_object(Bucket="sums", Key="etag/crc", Body=data)["ETag"] for _ in range(2)]
+    assert made[0] != md5 and made[0].endswith('-1"') and made[0] != made[1]   # each version its own
+    assert s3.head_object(Bucket="sums", Key="etag/crc")["ETag"] == made[1]
+    assert s3.get_object(Bucket="sums", Key="etag/crc", IfMatch=made[1])["Body"].read() == data
 
 
 @pytest.mark.parametrize("algorithm", checksums.ALGORITHMS)
