@@ -199,8 +199,9 @@ async def list_uploads(ctx) -> web.Response:
         if record is None:
             body.append("<CommonPrefixes>" + xmlout.element("Prefix", enc(key)) + "</CommonPrefixes>")
             continue
+        who = owner_xml(record["initiator"]) if record.get("initiator") else owner
         body.append("<Upload>" + xmlout.element("Key", enc(key)) + xmlout.element("UploadId", upload_id)
-                    + owner.replace("Owner>", "Initiator>") + owner + xmlout.element("StorageClass", "STANDARD")
+                    + who.replace("Owner>", "Initiator>") + who + xmlout.element("StorageClass", "STANDARD")
                     + xmlout.element("Initiated", xmlout.iso(record["initiated_ms"])) + "</Upload>")
     return _xml("ListMultipartUploadsResult", "".join(body))
 

@@ -79,8 +79,10 @@ class Uploads:
         self.fs = store.fs
 
     def create(self, bucket: str, key: str, content_type: str | None, meta: dict,
-               checksum: tuple[str, str] | None = None, tags: list | None = None, canned: str | None = None) -> str:
-        """A new upload; ``checksum``: (algorithm, COMPOSITE or FULL_OBJECT) its parts and object carry."""
+               checksum: tuple[str, str] | None = None, tags: list | None = None, canned: str | None = None,
+               initiator: str | None = None) -> str:
+        """A new upload; ``checksum``: (algorithm, COMPOSITE or FULL_OBJECT) its parts and object
+        carry; ``initiator``: the user of the key that began it (ListMultipartUploads names it)."""
         self.store.prepare(bucket, key)
         upload_id = uuid.uuid4().hex
         directory = upload_dir(bucket, upload_id)
@@ -91,6 +93,8 @@ class Uploads:
             record["tags"] = [list(t) for t in tags]
         if canned:
             record["acl"] = canned
+        if initiator:
+            record["initiator"] = initiator
         self.store.reserve(bucket)
         try:
             self.fs.mkdir(directory)

@@ -38,7 +38,7 @@ async def create_upload(ctx: Context) -> web.Response:
     tags = tagging.from_header(h.get("x-amz-tagging"))
     canned = acl.requested(ctx.request)
     upload_id = await ctx.run(ctx.session.uploads.create, ctx.bucket, ctx.key, content_type, meta, checksum, tags,
-                              canned)
+                              canned, ctx.user)
     body = (xmlout.element("Bucket", ctx.bucket) + xmlout.element("Key", ctx.key)
             + xmlout.element("UploadId", upload_id))
     return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml",
