@@ -13,8 +13,10 @@ bits it means. The owner of a bucket is the owner of its directory, and of every
     authenticated-read, aws-exec-read, log-delivery-write, grants to other users: 501 NotImplemented
                           (no class of users between the owner and everyone)
 
-GetBucketAcl/GetObjectAcl answer from the mode: the owner FULL_CONTROL, AllUsers READ for
-o+r, AllUsers WRITE for o+w. A PutBucketAcl/PutObjectAcl body is read the same way back. A
+GetBucketAcl/GetObjectAcl answer from the mode: the owner FULL_CONTROL (unless the mode gives
+the owner nothing), AllUsers READ for o+r, AllUsers WRITE for o+w. A PutBucketAcl/PutObjectAcl
+body is read the same way back; one that grants nothing at all is mode 000 (the owner may still
+set an ACL again, as S3's owner may). A
 bucket made through the gateway is private (0700), as S3's are; an object gets hedgefs's 0644
 unless the PUT names an ACL (the mode is set right after the write commits).
 
@@ -35,6 +37,7 @@ from hedgefs.s3.errors import S3Error, from_hedgefs
 
 DIR_MODES = {"private": 0o700, "public-read": 0o755, "public-read-write": 0o777}
 FILE_MODES = {"private": 0o600, "public-read": 0o644, "public-read-write": 0o666}
+NO_GRANTS = "no grants"   # a PutAcl body granting nothing, not even to the owner: mode 000
 UNCHANGED = {"bucket-owner-read", "bucket-owner-full-control"}
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 _XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -73,6 +76,8 @@ def mode_of(canned: str | None, is_dir: bool, current: int) -> int | None:
     """The mode a canned ACL gives (None: no change); a directory keeps its sticky bit."""
     if canned is None or canned in UNCHANGED:
         return None
+    if canned == NO_GRANTS:
+        return current & 0o1000
     if is_dir:
         return DIR_MODES[canned] | (current & 0o1000)
     return FILE_MODES[canned]
@@ -102,8 +107,9 @@ def policy_xml(owner: str, mode: int) -> bytes:
         grants.append((group, "READ"))
     if mode & 0o002:
         grants.append((group, "WRITE"))
-    grants.append((f'<Grantee xmlns:xsi="{_XSI}" xsi:type="CanonicalUser">{xmlout.element("ID", owner)}'
-                   f'{xmlout.element("DisplayName", owner)}</Grantee>', "FULL_CONTROL"))
+    if mode & 0o700:   # (000: an ACL that granted nothing, not even to the owner)
+        grants.append((f'<Grantee xmlns:xsi="{_XSI}" xsi:type="CanonicalUser">{xmlout.element("ID", owner)}'
+                       f'{xmlout.element("DisplayName", owner)}</Grantee>', "FULL_CONTROL"))
     body = "".join(f"<Grant>{grantee}{xmlout.element('Permission', p)}</Grant>" for grantee, p in grants)
     return xmlout.document("AccessControlPolicy", owner_xml(owner) + f"<AccessControlList>{body}</AccessControlList>")
 
@@ -112,7 +118,7 @@ def canned_of_body(body: bytes, owner: str) -> str:
     """The canned ACL a PutBucketAcl/PutObjectAcl body amounts to (NotImplemented if none)."""
     tree = xmlout.parse(body, "AccessControlPolicy")
     acl = xmlout.children(tree, "AccessControlList")
-    everyone = set()
+    everyone, owner_granted = set(), False
     for grant in xmlout.children(acl[0], "Grant") if acl else []:
         grantee = xmlout.children(grant, "Grantee")
         permission = xmlout.text(grant, "Permission")
@@ -121,7 +127,7 @@ def canned_of_body(body: bytes, owner: str) -> str:
         if uri == ALL_USERS and permission in ("READ", "WRITE"):
             everyone.add(permission)
         elif not uri and who in (owner, "") and permission == "FULL_CONTROL":
-            continue
+            owner_granted = True
         else:
             raise S3Error("NotImplemented", f"an ACL grant of {permission} to {uri or who or 'someone'} has no "
                           "hedgefs mode: only the owner's FULL_CONTROL and AllUsers READ/WRITE are served")
@@ -131,7 +137,7 @@ def canned_of_body(body: bytes, owner: str) -> str:
         return "public-read"
     if everyone:
         raise S3Error("NotImplemented", "AllUsers WRITE without READ has no hedgefs mode here")
-    return "private"
+    return "private" if owner_granted else NO_GRANTS
 
 
 # ---------------------------------------------------------------------- handlers

@@ -165,7 +165,10 @@ def test_canned_acls_are_modes(s3, cluster, gateway, keys, tmp_path):
     s3.put_bucket_acl(Bucket="calls", ACL="public-read-write")
     assert _grants(s3.get_bucket_acl(Bucket="calls")) == {("alice", "FULL_CONTROL"), (ALL_USERS, "READ"),
                                                            (ALL_USERS, "WRITE")}
+    s3.put_bucket_acl(Bucket="calls", AccessControlPolicy={"Owner": opened["Owner"], "Grants": []})
+    assert s3.get_bucket_acl(Bucket="calls")["Grants"] == []    # nothing granted: mode 000
     s3.put_bucket_acl(Bucket="calls", ACL="private")
+    assert _grants(s3.get_bucket_acl(Bucket="calls")) == {("alice", "FULL_CONTROL")}
     s3.put_object(Bucket="acl-public", Key="owner-full", Body=b"4", ACL="bucket-owner-full-control")
     for call in [lambda: s3.put_object(Bucket="acl-public", Key="auth", Body=b"5", ACL="authenticated-read"),
                  lambda: s3.put_bucket_acl(Bucket="calls", GrantRead='id="bob"'),
