@@ -361,7 +361,7 @@ class Store:
             except HedgefsError as err:
                 if "exists" in str(err):
                     continue
-                raise from_hedgefs(err, f"/{bucket}") from None
+                raise from_hedgefs(err, f"/{bucket}", "NoSuchBucket") from None
             try:
                 self.fs.set_permission(directory, 0o1777)
             except HedgefsError as err:
@@ -391,7 +391,14 @@ class Store:
         aside = f"/{bucket}/{RESERVED}/uploads/put-{uuid.uuid4().hex}"
         self.reserve(bucket)
         try:
-            write(aside)
+            try:
+                write(aside)
+            except NotFound:
+                # no uploads directory, refused at Create (before a byte was read): the bucket was
+                # deleted and made again through another gateway since this one made it
+                self._reserved.discard(bucket)
+                self.reserve(bucket)
+                write(aside)
             self.fs.concat(path, [aside], overwrite=overwrite)
         except BaseException:
             try:

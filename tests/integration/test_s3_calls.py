@@ -406,3 +406,22 @@ def test_two_puts_of_one_key_at_once_both_land_and_the_last_to_finish_wins(s3):
     assert got["Body"].read() == slow and got["ETag"] == f'"{hashlib.md5(slow).hexdigest()}"'
     assert "dual/k" not in [u["Key"] for u in s3.list_multipart_uploads(Bucket="calls").get("Uploads", [])]
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="calls", Prefix="dual/")["Contents"]] == ["dual/k"]
+
+
+def test_a_bucket_made_again_through_another_gateway_takes_puts(s3, cluster, gateway, keys, tmp_path):
+    """Every PUT writes aside in the bucket's .hedgefs-s3/uploads, which a gateway makes once and
+    remembers: a bucket deleted and made again through another gateway has none until one asks."""
+    from s3_support import GatewayProcess
+
+    s3.create_bucket(Bucket="again")
+    s3.put_object(Bucket="again", Key="first", Body=b"1")
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="again", Key="first")
+        via_other.delete_bucket(Bucket="again")
+        via_other.create_bucket(Bucket="again")
+    finally:
+        other.stop()
+    s3.put_object(Bucket="again", Key="second", Body=b"2")
+    assert s3.get_object(Bucket="again", Key="second")["Body"].read() == b"2"
