@@ -97,7 +97,11 @@ class Uploads:
             record["initiator"] = initiator
         self.store.reserve(bucket)
         try:
-            self.fs.mkdir(directory)
+            try:
+                self.fs.mkdir(directory)
+            except NotFound:   # the bucket was made again through another gateway (store.write_object)
+                self.store.reserve(bucket, again=True)
+                self.fs.mkdir(directory)
             self.fs.write_bytes(f"{directory}/upload.json", json.dumps(record).encode(), policy=self.store.meta_policy)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None

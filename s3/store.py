@@ -351,9 +351,10 @@ class Store:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
         self._remember((status.path, status.length, status.mtime_ms), record)
 
-    def reserve(self, bucket: str) -> None:
-        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there."""
-        if bucket in self._reserved:
+    def reserve(self, bucket: str, again: bool = False) -> None:
+        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there
+        (``again``: known, but found missing)."""
+        if bucket in self._reserved and not again:
             return
         for directory in (f"/{bucket}/{RESERVED}", f"/{bucket}/{RESERVED}/meta", f"/{bucket}/{RESERVED}/uploads"):
             try:
@@ -396,8 +397,7 @@ class Store:
             except NotFound:
                 # no uploads directory, refused at Create (before a byte was read): the bucket was
                 # deleted and made again through another gateway since this one made it
-                self._reserved.discard(bucket)
-                self.reserve(bucket)
+                self.reserve(bucket, again=True)
                 write(aside)
             self.fs.concat(path, [aside], overwrite=overwrite)
         except BaseException:

@@ -425,3 +425,17 @@ def test_a_bucket_made_again_through_another_gateway_takes_puts(s3, cluster, gat
         other.stop()
     s3.put_object(Bucket="again", Key="second", Body=b"2")
     assert s3.get_object(Bucket="again", Key="second")["Body"].read() == b"2"
+    s3.delete_object(Bucket="again", Key="second")
+    s3.delete_bucket(Bucket="again")
+    s3.create_bucket(Bucket="again")
+    s3.put_object(Bucket="again", Key="third", Body=b"3")   # this gateway remembers the upload directory again
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="again", Key="third")
+        via_other.delete_bucket(Bucket="again")
+        via_other.create_bucket(Bucket="again")
+    finally:
+        other.stop()
+    upload = s3.create_multipart_upload(Bucket="again", Key="parts")["UploadId"]
+    s3.abort_multipart_upload(Bucket="again", Key="parts", UploadId=upload)
