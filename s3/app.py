@@ -34,11 +34,10 @@ from hedgefs.s3.store import Store
 log = logging.getLogger("hedgefs.s3")
 
 # Sub-resources of S3's API this gateway does not serve: a clear NotImplemented, never a
-# misread request (GET ?acl must not answer with the object).
-UNSUPPORTED = {"policy", "cors", "lifecycle", "versioning", "versions", "tagging", "website", "logging",
-               "notification", "replication", "encryption", "object-lock", "retention", "legal-hold", "torrent",
-               "restore", "select", "analytics", "inventory", "metrics", "accelerate", "requestPayment",
-               "ownershipControls", "publicAccessBlock", "intelligent-tiering", "attributes"}
+# misread request (GET ?torrent must not answer with the object). The bucket settings it does
+# not keep are answered as S3 answers for a bucket without them (NO_SETTING, below).
+UNSUPPORTED = {"notification", "logging", "torrent", "restore", "select", "analytics", "inventory", "metrics",
+               "accelerate", "requestPayment", "intelligent-tiering", "policyStatus"}
 
 
 READ_BUFSIZE = 256 << 10
@@ -207,7 +206,6 @@ NO_SETTING = {
     "ownershipControls": ("OwnershipControlsNotFoundError", "The bucket ownership controls were not found"),
 }
 NO_LOCK = ("retention", "legal-hold")
-ANSWERED = {"tagging", "cors", "attributes", "versions", "versioning", *NO_SETTING, *NO_LOCK}
 
 
 async def dispatch(request: web.Request) -> web.StreamResponse:
@@ -246,7 +244,7 @@ async def _handle(ctx: objects.Context) -> web.StreamResponse:
     request, gateway, session, bucket, key = ctx.request, ctx.gateway, ctx.session, ctx.bucket, ctx.key
     query = request.query
     method = request.method
-    unsupported = (UNSUPPORTED - ANSWERED) & set(query)
+    unsupported = UNSUPPORTED & set(query)
     if unsupported:
         raise S3Error("NotImplemented", f"not implemented here: ?{sorted(unsupported)[0]}")
     if query.get("versionId", "null") != "null":
