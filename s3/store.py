@@ -370,11 +370,15 @@ class Store:
         self._reserved.add(bucket)
 
     def prepare(self, bucket: str, key: str) -> str:
-        """The path a new object is written to, its directories made."""
+        """The path a new object is written to, its directories made. A key at the top of a
+        bucket this gateway has written to costs no call: the write aside finds a bucket gone
+        (write_object: NoSuchBucket)."""
         check_key(bucket, key)
-        self.bucket(bucket)
         path = object_path(bucket, key)
         parent = path.rsplit("/", 1)[0]
+        if parent == f"/{bucket}" and bucket in self._reserved:
+            return path
+        self.bucket(bucket)
         if parent != f"/{bucket}":
             try:
                 self.fs.mkdir(parent, parents=True)

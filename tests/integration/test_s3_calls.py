@@ -439,3 +439,23 @@ def test_a_bucket_made_again_through_another_gateway_takes_puts(s3, cluster, gat
         other.stop()
     upload = s3.create_multipart_upload(Bucket="again", Key="parts")["UploadId"]
     s3.abort_multipart_upload(Bucket="again", Key="parts", UploadId=upload)
+
+
+def test_a_put_into_a_bucket_gone_is_no_such_bucket(s3, cluster, keys, tmp_path):
+    """Also when another gateway deleted it: this one, which wrote there, does not ask first."""
+    from s3_support import GatewayProcess
+
+    s3.create_bucket(Bucket="gone")
+    s3.put_object(Bucket="gone", Key="k", Body=b"1")
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="gone", Key="k")
+        via_other.delete_bucket(Bucket="gone")
+    finally:
+        other.stop()
+    for key in ("top", "nested/deeper"):
+        with pytest.raises(ClientError) as err:
+            s3.put_object(Bucket="gone", Key=key, Body=b"2")
+        assert code(err) == ("NoSuchBucket", 404)
+    assert "gone" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
