@@ -217,7 +217,11 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
     if request.method == "POST" and bucket and not key and not request.query \
             and request.content_type == "multipart/form-data":
         # a browser's form upload: signed (or not) inside the form, which post.py checks
-        return await post.form_upload(objects.Context(gateway, None, request, None, bucket, key))
+        ctx = objects.Context(gateway, None, request, None, bucket, key)
+        response = await post.form_upload(ctx)
+        if "Origin" in request.headers:   # a script's upload from another origin reads the answer
+            response.headers.update(await ctx.run(buckets.response_headers, ctx.session.store, bucket, request))
+        return response
     signed = await authenticate(gateway, request)
     key_record = gateway.keys.get(signed.access_key) if signed else None
     session = gateway.cached(key_record) or await gateway.run(gateway.session, key_record)

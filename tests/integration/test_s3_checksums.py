@@ -278,8 +278,13 @@ def test_browser_form_uploads_with_a_policy(s3):
     post = s3.generate_presigned_post("sums", "forms/${filename}", Fields={"Content-Type": "text/plain"},
                                       Conditions=[["starts-with", "$key", "forms/"], {"Content-Type": "text/plain"},
                                                   ["content-length-range", 1, 1000]])
-    answer = requests.post(post["url"], data=post["fields"], files={"file": ("note.txt", b"from a form")}, timeout=30)
+    s3.put_bucket_cors(Bucket="sums", CORSConfiguration={"CORSRules": [{"AllowedMethods": ["POST"],
+                                                                         "AllowedOrigins": ["https://app.test"]}]})
+    answer = requests.post(post["url"], data=post["fields"], files={"file": ("note.txt", b"from a form")}, timeout=30,
+                           headers={"Origin": "https://app.test"})
     assert answer.status_code == 204, answer.text
+    assert answer.headers["Access-Control-Allow-Origin"] == "https://app.test"   # a script may read the answer
+    s3.delete_bucket_cors(Bucket="sums")
     got = s3.get_object(Bucket="sums", Key="forms/note.txt")
     assert got["Body"].read() == b"from a form" and got["ContentType"] == "text/plain"
     assert got["ETag"] == f'"{hashlib.md5(b"from a form").hexdigest()}"'
