@@ -24,7 +24,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Callable
 
-from hedgefs.client.transport import Busy, ChecksumMismatch, Phases, TransferError
+from hedgefs.client.transport import Busy, ChecksumMismatch, DeadlineExceeded, Phases, TransferError
 
 if TYPE_CHECKING:
     from hedgefs.client.latency import LatencyModel, Token
@@ -100,7 +100,7 @@ class UnitRead:
             model.abandoned(token, self.held)   # it took at least this long
             raise
         except TransferError as err:
-            if err.status == "DEADLINE_EXCEEDED":
+            if isinstance(err, DeadlineExceeded):
                 model.abandoned(token, self.held)   # our own time limit: no answer
             else:
                 model.failed(token)
@@ -163,7 +163,11 @@ class UnitRead:
 
     @property
     def data(self):
-        assert self.state is State.DONE and not self._released, "a unit read's bytes used after release"
+        """The bytes it answered; only while DONE and not released (anything else is a bug that
+        would hand out a buffer the pool may have given to another read)."""
+        if self.state is not State.DONE or self._released:
+            raise RuntimeError(f"the bytes of unit {self.group.id}/{self.index} used while {self._state.value}"
+                               + (", after release" if self._released else ""))
         return self._data
 
     def mark_overdue(self) -> None:
