@@ -27,7 +27,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from hedgefs.client.breaker import CircuitBreaker
+from hedgefs.client.breaker import BudgetBreaker, CircuitBreaker, FixedBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.locations import GroupLocation, UnitLocation
@@ -39,6 +39,14 @@ from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
 
 log = logging.getLogger("hedgefs.client.reader")
+
+
+def make_breaker(config: HedgeConfig, model: LatencyModel, on_trip: Callable[[], None] = lambda: None,
+                 **clock) -> CircuitBreaker:
+    """The budget breaker with the adaptive threshold, HubSpot's fixed one with a fixed threshold."""
+    if config.adaptive:
+        return BudgetBreaker(config, model, on_trip=on_trip, **clock)
+    return FixedBreaker(config, on_trip=on_trip, **clock)
 
 
 class HedgedReader:

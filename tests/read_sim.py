@@ -21,12 +21,11 @@ import dataclasses
 import random
 import selectors
 
-from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.locations import GroupLocation, UnitLocation
 from hedgefs.client.metrics import ClientMetrics
-from hedgefs.client.reader import HedgedReader
+from hedgefs.client.reader import HedgedReader, make_breaker
 from hedgefs.client.buffers import BufferPool
 from hedgefs.client.transport import Busy, ChecksumMismatch, TransferError
 from hedgefs.ec import layout
@@ -183,7 +182,7 @@ class Client:
         self.config = HedgeConfig(**hedge)
         self.metrics = ClientMetrics()
         self.model = LatencyModel(clock=self._clock)
-        self.breaker = CircuitBreaker(self.config, clock=self._clock, model=self.model)
+        self.breaker = make_breaker(self.config, self.model, clock=self._clock)
         self.reported: list[int] = []
         self.reader = HedgedReader(datanodes, self.config, self.breaker, self.metrics, self.model,
                                    lambda group, index, loc: self.reported.append(index))

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from hedgefs.client.breaker import ALLOWED, BURST, REFUSED_BREAKER, REFUSED_RATE, CircuitBreaker
+from hedgefs.client.breaker import ALLOWED, BURST, REFUSED_BREAKER, REFUSED_RATE, BudgetBreaker, FixedBreaker
 from hedgefs.client.config import HedgeConfig, parse_threshold
 from nn_support import FakeClock
 
@@ -18,9 +18,9 @@ def clock():
     return FakeClock(start=1000.0)
 
 
-def breaker(clock, **overrides) -> CircuitBreaker:
+def breaker(clock, **overrides) -> FixedBreaker:
     """A fixed-threshold breaker (today's rules)."""
-    return CircuitBreaker(HedgeConfig(**{"threshold_ms": 250.0, **overrides}), clock=clock)
+    return FixedBreaker(HedgeConfig(**{"threshold_ms": 250.0, **overrides}), clock=clock)
 
 
 def test_defaults_are_hubspots_with_the_adaptive_threshold():
@@ -165,15 +165,13 @@ class SlowSet:
         return frozenset(dn for dn, t in self.since.items() if self._clock() - t >= for_at_least)
 
 
-def adaptive(clock, model, **overrides) -> CircuitBreaker:
-    return CircuitBreaker(HedgeConfig(**overrides), clock=clock, model=model)
+def adaptive(clock, model, **overrides) -> BudgetBreaker:
+    return BudgetBreaker(HedgeConfig(**overrides), model, clock=clock)
 
 
 def test_adaptive_impaired_datanodes_are_the_ones_the_model_calls_slow_for_a_second(clock):
     model = SlowSet(clock)
-    b = adaptive(clock, model)
-    for dn in ("dn1", "dn2", "dn3"):
-        b.record_slow(dn)   # a crossed threshold means nothing here
+    b = adaptive(clock, model)   # (it hears of no read crossing a threshold: no record_slow)
     assert b.try_hedge() == ALLOWED and b.allows_read_around()
     model.mark("dn1", "dn2")
     clock.advance(1.0)
