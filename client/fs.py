@@ -316,6 +316,11 @@ class FileSystem:
         with self.open(path) as f:
             return f.checksum()
 
+    def observe_reads(self, observer) -> "Callable[[], None]":
+        """Call ``observer(report)`` (a ``range_fetch.FetchReport``) as each range fetch of a read
+        ends, on the client's event loop; returns the call that stops it (reader.py ``observe``)."""
+        return self.read_services.hedged.observe(observer)
+
     def stats(self) -> ReadStats:
         stats = self.metrics.snapshot(breaker_trips=self.breaker.trips)
         slow = self.model.slow_datanodes()

@@ -6,6 +6,7 @@
     log.overtaken(entry, now)                            # hedge it under its threshold?
     log.stalled(entry, now, skip)                        # past it, but late with its peers: wait?
     log.excused(entry, seconds, now, skip)               # no evidence against its DataNode?
+    next_look(began, mates, now)                         # when to ask ``overtaken`` again
 
 A read is judged by its *later peers*: reads of the same size class to other DataNodes that
 started at or after it, and at least ``bar`` seconds ago (so each had the time to answer
@@ -154,3 +155,13 @@ class ReadLog:
                 return
             if peer.outcome == RUNNING or peer.ended > entry.began:
                 yield peer
+
+
+def next_look(began: float, mates, now: float) -> float:
+    """When to ask again whether a read begun at ``began`` is overtaken: a quarter of its age
+    from now (at least ``OVERTAKEN_MIN_S``: the later reads of other fetches wake nobody, so it is
+    asked on a schedule), or the moment its ``mates`` leave it behind, once every one has answered."""
+    at = now + max(OVERTAKEN_MIN_S, (now - began) / 4)
+    if mates and all(m.ended for m in mates):
+        at = min(at, began + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates))
+    return at

@@ -142,6 +142,8 @@ def test_once_a_read_is_overtaken_its_datanodes_other_reads_in_flight_are_too(mo
     clock.advance(0.002)
     assert not model.overtaken(younger)   # no later peer of its own answered yet
     assert model.overtaken(older)
+    assert not model.overtaken(younger)   # a question changes nothing ...
+    model.stuck(older)                    # ... the fetcher acting on it does
     assert model.overtaken(younger)       # dn1 answered nothing since either began
     model.finished(model.started("dn1", CELL), CELL)   # dn1 answers again
     later = model.started("dn1", CELL)
