@@ -72,6 +72,18 @@ FAILOVER_COUNTERS = {"rebuild": "rebuilt_on_failure", "replica": "replica_failov
 
 
 @dataclasses.dataclass(frozen=True)
+class UnitTiming:
+    """One unit read of a fetch: where it went, when, and how it ended (``ended_at`` None: still
+    running when the fetch ended, retired or a probe)."""
+    index: int
+    datanode: str | None
+    role: str
+    sent_at: float
+    ended_at: float | None
+    state: str
+
+
+@dataclasses.dataclass(frozen=True)
 class FetchReport:
     """One range fetch, as it ended (times on the event loop's clock, ``time.monotonic``)."""
     group_id: int
@@ -82,6 +94,7 @@ class FetchReport:
     unit_reads: int      # reads it sent, probes included
     decode_s: float      # rebuilding units from others
     ok: bool
+    units: tuple[UnitTiming, ...] = ()
 
 
 class RangeFetcher:
@@ -209,8 +222,10 @@ class RangeFetcher:
                 self._on_time()
         finally:
             if observed:
+                units = tuple(UnitTiming(r.index, r.datanode, r.role.value, r.sent_at, r.ended_at, r.state.value)
+                              for r in self.reads)
                 report = FetchReport(self.group.id, self.start, self.end, began, loop.time(), len(self.reads),
-                                     self._decode_s, ok)
+                                     self._decode_s, ok, units)
                 for observer in self.ctx.observers:
                     observer(report)
 

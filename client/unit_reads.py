@@ -94,6 +94,7 @@ class UnitRead:
         self._data = None
         self._released = False
         self.sent_at = asyncio.get_running_loop().time()
+        self.ended_at: float | None = None
         self.task = asyncio.ensure_future(self._run())
         self.task.add_done_callback(self._ended)
 
@@ -163,6 +164,7 @@ class UnitRead:
             self._state = State.DONE if self.error is None else State.FAILED
 
     def _ended(self, task: asyncio.Task) -> None:
+        self.ended_at = task.get_loop().time()
         self._sync()
         if self._probe is not None:
             self._probe.done()
