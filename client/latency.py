@@ -70,6 +70,13 @@ from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Ent
 
 log = logging.getLogger("hedgefs.client.latency")
 
+WAIT_SLACK_S = 1e-6   # a wait shorter than this is none (what a float subtraction leaves of "now")
+
+
+def _wait(seconds: float) -> float:
+    """``seconds`` to wait, or 0: a timer set for a hair's breadth would fire at the same time again."""
+    return seconds if seconds > WAIT_SLACK_S else 0.0
+
 @dataclasses.dataclass
 class _DataNode:
     classes: dict            # size class -> DecayedHistogram of its reads' latency
@@ -196,7 +203,7 @@ class LatencyModel:
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
             cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes))
-        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
+        return _wait(SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
 
     @staticmethod
     def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float) -> bool:   # by cold_threshold?
@@ -389,7 +396,7 @@ class LatencyModel:
             if entry is None or age >= cap:
                 return 0.0
             if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap):
-                return COLD_HEDGE_FACTOR * threshold - age
+                return _wait(COLD_HEDGE_FACTOR * threshold - age)
             stalled = self._log.stalled(entry, now, self._slow_now(now))
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 

@@ -163,5 +163,7 @@ def next_look(began: float, mates, now: float) -> float:
     asked on a schedule), or the moment its ``mates`` leave it behind, once every one has answered."""
     at = now + max(OVERTAKEN_MIN_S, (now - began) / 4)
     if mates and all(m.ended for m in mates):
-        at = min(at, began + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates))
+        behind = began + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates)
+        if behind > now:   # (past it and not left behind: mates unlike it, say; never a time gone by)
+            at = min(at, behind)
     return at

@@ -67,6 +67,9 @@ NON_BUSY_ROUNDS = 3      # otherwise
 RETRY_BACKOFF_S = 0.02
 # Decoding less than this runs inline on the event loop; more goes to a worker thread.
 INLINE_DECODE_BYTES = 256 * 1024
+# A read due within this much of now is due now: the loop wakes at a timer's time, which a float
+# subtraction and addition may leave a hair short of the time it was computed from.
+DUE_SLACK_S = 1e-6
 # The counter a failed wanted unit's read adds to, by what replaces it (the code's ``substitute``).
 FAILOVER_COUNTERS = {"rebuild": "rebuilt_on_failure", "replica": "replica_failovers"}
 
@@ -112,6 +115,7 @@ class RangeFetcher:
         self._asked: set[int] = set()      # units sent this round (a failed one is asked again only by _retry)
         self._ranking: list[int] | None = None
         self._held: dict[int, int] = {}
+        self._whole: bool | None = None
         self._due: dict[UnitRead, float] = {}   # when an active read is next looked at: its threshold, or later
         self._hedged: list[UnitRead] = []       # wanted units' reads whose lateness started a hedge
         self._judged: set[UnitRead] = set()     # found overtaken (hedged, or refused: asked once)
@@ -132,8 +136,10 @@ class RangeFetcher:
         """Bytes of [start, end) the unit holds (0: past its end, zeros)."""
         n = self._held.get(index)
         if n is None:
-            n = self._held[index] = layout.block_bytes_held(self.ec_policy, self.group.length, index, self.start,
-                                                            self.end - self.start)
+            if self._whole is None:   # the last data unit is a group's shortest: do all units hold it whole?
+                self._whole = self.end <= layout.unit_length(self.ec_policy, self.group.length, self.ec_policy.k - 1)
+            n = self._held[index] = self.end - self.start if self._whole else layout.block_bytes_held(
+                self.ec_policy, self.group.length, index, self.start, self.end - self.start)
         return n
 
     def _send(self, index: int, role: Role, probe=None) -> UnitRead:
@@ -160,8 +166,8 @@ class RangeFetcher:
         """The units not asked yet, best first (the policy's ranking, by the code's tiers)."""
         if self._ranking is None:
             units = self.group.units
-            cands = [(i, self._datanode(i), self.held(i) == 0) for i in range(self.ec_policy.units)
-                     if i in units or self.held(i) == 0]
+            cands = [(i, units[i].datanode_id if i in units else None, self.held(i) == 0)
+                     for i in range(self.code.units) if i in units or self.held(i) == 0]
             self._ranking = self.policy.rank(cands, self.end - self.start, self.exclude, self.code.tier)
         return [i for i in self._ranking if i not in self._asked]
 
@@ -243,9 +249,7 @@ class RangeFetcher:
             elif route.around:
                 metrics.record_avoided(dn)
                 log.debug("reading around %s (%s)", self.describe(w), route.value)
-        available = sum(1 for u in range(self.ec_policy.units)
-                        if (u in self.group.units and self._datanode(u) not in self.exclude) or self.held(u) == 0)
-        self.spare = policy.late_binding(self.code.spare_room(self.wanted, available))
+        self.spare = policy.late_binding(self._spare_room)
         self._top_up()
         for u in self.code.holding(self.wanted):
             dn = self._datanode(u)
@@ -255,6 +259,13 @@ class RangeFetcher:
             if ticket is not None:
                 log.debug("probing %s, which reads slowly", self.describe(u))
                 self._send(u, Role.PROBE, ticket)
+
+    def _spare_room(self) -> int:
+        """The units late binding could add (the code's answer, from the units there are to read)."""
+        units = self.group.units
+        available = sum(1 for u in range(self.code.units)
+                        if (u in units and units[u].datanode_id not in self.exclude) or self.held(u) == 0)
+        return self.code.spare_room(self.wanted, available)
 
     def _finished(self) -> dict[int, UnitRead] | None:
         """The done reads, once they give every wanted unit (read, or decodable from them)."""
@@ -280,7 +291,7 @@ class RangeFetcher:
                 continue
             state = read.state
             if state is State.ACTIVE:
-                if now >= self._due[read]:
+                if now + DUE_SLACK_S >= self._due[read]:
                     if (wait := policy.hedge_later(read)) > 0:
                         self._due[read] = now + wait   # late with its peers: the host stalled, not its DataNode
                         continue

@@ -141,9 +141,9 @@ class ReadPolicy:
         """A source we wait for is overdue: may one more source be read?"""
         return self.breaker.try_extra(1) == ALLOWED
 
-    def late_binding(self, room: int) -> int:
+    def late_binding(self, room: Callable[[], int]) -> int:
         """Extra units to read at once (late binding: the first to answer are used), at most
-        ``room`` (the code's: whole stripes only, or the other replicas)."""
+        ``room()`` (the code's: whole stripes only, or the other replicas; asked only if needed)."""
         return 0
 
 
@@ -161,9 +161,9 @@ class FixedPolicy(ReadPolicy):
     def may_hedge(self, cost: int) -> Verdict:
         return self.breaker.try_hedge(cost)
 
-    def late_binding(self, room: int) -> int:
+    def late_binding(self, room: Callable[[], int]) -> int:
         """Not while the breaker holds extra reads back."""
-        extra = min(self.read_extra, room)
+        extra = min(self.read_extra, room()) if self.read_extra else 0
         return extra if extra and self.breaker.allows_read_around() else 0
 
 
@@ -221,11 +221,11 @@ class AdaptivePolicy(FixedPolicy):
         return None if route is Route.ASK else route
 
     def probe(self, datanode: str) -> ProbeTicket | None:
-        """Slow or silent, or far slower than the threshold lately (a unit ranked below others by
-        its score would otherwise never be read, and never be seen to recover); one due; and the
-        budget pays for it."""
+        """Slow, or far slower than the threshold lately (a unit ranked below others by its score
+        would otherwise never be read, and never be seen to recover); one due; and the budget
+        pays for it. Not a silent one: its own reads in flight are its probes."""
         model = self.model
-        if not (self.troubled(datanode) or speed_band(model.score(datanode)) >= 2):
+        if not (model.is_slow(datanode) or speed_band(model.score(datanode)) >= 2):
             return None
         ticket = model.book_probe(datanode)
         if ticket is not None and self.breaker.try_extra(1) != ALLOWED:

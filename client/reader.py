@@ -88,10 +88,10 @@ class HedgedReader:
         second copy of a slow transfer reads a different set of units: distcp's hedges).
         """
         by_range: dict[tuple[int, int], list] = {}
+        needed = 0
         for r in layout.group_range_to_units(ec_policy, group.length, offset, length):
             by_range.setdefault((r.offset_in_block, r.offset_in_block + r.length), []).append(r)
-        needed = sum(1 for (start, end), rs in by_range.items() for r in rs
-                     if layout.block_bytes_held(ec_policy, group.length, r.index, start, end - start))
+            needed += layout.block_bytes_held(ec_policy, group.length, r.index, r.offset_in_block, r.length) > 0
         ctx = self.context
         ctx.metrics.incr("unit_reads_needed", needed)
         self.policy.earn(needed)
@@ -109,7 +109,7 @@ class HedgedReader:
             finally:
                 fetcher.close()
 
-        await gather_or_cancel(one(start, end, rs) for (start, end), rs in by_range.items())
+        await gather_or_cancel([one(start, end, rs) for (start, end), rs in by_range.items()])
 
 
 async def gather_or_cancel(coros) -> list:

@@ -228,6 +228,7 @@ class MdsCode:
     def __init__(self, policy: Policy):
         self.policy = policy
         self.k = policy.k
+        self.units = policy.units
 
     def named(self, wanted: Sequence[int]) -> Sequence[int]:
         return wanted
@@ -248,7 +249,12 @@ class MdsCode:
         return list(ranked[:max(0, self.k + spare - len(counting))])
 
     def enough(self, wanted: Sequence[int], done: Collection[int]) -> bool:
-        return all(w in done for w in wanted) or len(done) >= self.k
+        if len(done) >= self.k:
+            return True
+        for w in wanted:
+            if w not in done:
+                return False
+        return True
 
     def holders(self, wanted: Sequence[int], done: Collection[int]) -> dict[int, int]:
         return {w: w for w in wanted if w in done}
@@ -311,7 +317,10 @@ class Copies(MdsCode):
         return [] if units else list(wanted)
 
     def holding(self, wanted) -> Iterable[int]:
-        return range(self.policy.units) if wanted else ()
+        return range(self.units) if wanted else ()
+
+    def enough(self, wanted, done) -> bool:
+        return bool(done)
 
     def holders(self, wanted, done) -> dict[int, int]:
         first = next(iter(done), None)
