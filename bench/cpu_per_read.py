@@ -3,7 +3,9 @@
     python -m hedgefs.bench.cpu_per_read --other /work/main/.venv/bin/python [--rounds 5]
                                          [--threads 4] [--duration-s 8] [--policies RS-6-3-1024k,...]
 
-One local cluster (this tree's servers, 10 DataNodes, fsync off), one 64 MiB file per policy.
+One local cluster (this tree's servers, 10 DataNodes, fsync off), one 64 MiB file per policy;
+the servers pinned to one CPU and the clients to the other (as ``hedgefs bench tail`` pins them),
+so the servers' own work lands on the clients' CPU less.
 Each round runs, per policy, a closed loop of ``--threads`` readers of random 64 KiB reads (one
 cell each, healthy) for ``--duration-s`` seconds in a fresh client process of each build, in
 alternating order (this build first in even rounds, the other in odd ones), so a slow spell of a
@@ -18,12 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import statistics
 import subprocess
 import sys
 import tempfile
 
 from hedgefs.bench.cluster import BenchCluster, path_of
+from hedgefs.bench.tail import cpu_plan, pin_process
 
 # What each client process runs: its own build's client and load generator.
 DRIVER = """
@@ -40,9 +44,11 @@ with FileSystem(namenode) as fs:
 """
 
 
-def one(python: str, namenode: str, path: str, threads: int, duration_s: float) -> dict:
-    result = subprocess.run([python, "-c", DRIVER, namenode, path, str(threads), str(duration_s)],
-                            capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+def one(python: str, namenode: str, path: str, threads: int, duration_s: float, cpus: set[int] | None) -> dict:
+    command = [python, "-c", DRIVER, namenode, path, str(threads), str(duration_s)]
+    if cpus:
+        command = ["taskset", "-c", ",".join(map(str, sorted(cpus)))] + command
+    result = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
     if result.returncode != 0:
         raise SystemExit(f"{python}: the client failed: {result.stderr[-800:]}")
     row = json.loads(result.stdout.strip().splitlines()[-1])
@@ -54,14 +60,19 @@ def one(python: str, namenode: str, path: str, threads: int, duration_s: float) 
 def run(other: str, rounds: int, threads: int, duration_s: float, policies: list[str]) -> dict:
     builds = {"this": sys.executable, "other": other}
     with tempfile.TemporaryDirectory(prefix="hedgefs-cpu-") as tmp:
-        bc = BenchCluster(__import__("pathlib").Path(tmp), {path_of(p): p for p in policies}, 64 << 20)
+        bc = BenchCluster(pathlib.Path(tmp), {path_of(p): p for p in policies}, 64 << 20)
+        plan = cpu_plan()
+        if plan:
+            for name in [*bc.cluster.namenode_names, *bc.cluster.datanode_ids]:
+                pin_process(bc.cluster.pid(name), plan[1])
         try:
             runs = []
             for r in range(rounds):
                 order = ["this", "other"] if r % 2 == 0 else ["other", "this"]
                 for policy in policies:
                     for build in order:
-                        row = one(builds[build], bc.namenode, path_of(policy), threads, duration_s)
+                        row = one(builds[build], bc.namenode, path_of(policy), threads, duration_s,
+                                  plan[0] if plan else None)
                         row.update(round=r, build=build, policy=policy, load=round(os.getloadavg()[0], 2))
                         runs.append(row)
                         print(f"round {r + 1} {policy:<16} {build:<5} {row['reads']:>6} reads  "
