@@ -180,11 +180,11 @@ class ScriptedDataNodes:
 class Client:
     """A reader over scripted DataNodes, with a real latency model and breaker on the virtual clock."""
 
-    def __init__(self, datanodes: ScriptedDataNodes, **hedge):
+    def __init__(self, datanodes: ScriptedDataNodes, on_change=lambda datanode, state: None, **hedge):
         self.datanodes = datanodes
         self.config = HedgeConfig(**hedge)
         self.metrics = ClientMetrics()
-        self.model = LatencyModel(clock=self._clock)
+        self.model = LatencyModel(clock=self._clock, on_change=on_change)
         self.breaker = make_breaker(self.config, self.model, clock=self._clock)
         self.reported: list[int] = []
         self.reader = HedgedReader(datanodes, self.config, self.breaker, self.metrics, self.model,
