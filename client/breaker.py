@@ -9,9 +9,7 @@ Two breakers, one set of questions (``try_hedge``, ``try_extra``, ``allows_read_
     BudgetBreaker   with the adaptive threshold (the default): the impaired DataNodes are the ones
                     the latency model has judged slow compared with their peers for a second on
                     end (so a uniformly slow host impairs nobody, and neither does a moment's
-                    stall); every extra unit read spends the budget; nothing extra while the
-                    model finds the cluster *crowded* (the median DataNode's reads overdue: an
-                    overload, which extra reads would only deepen), nor reading around while more
+                    stall); every extra unit read spends the budget; no reading around while more
                     than max_impaired_nodes DataNodes are slow at once (the first second of a
                     broad slowdown costs no more than its hedges).
 
@@ -196,7 +194,7 @@ class FixedBreaker(CircuitBreaker):
 
 class BudgetBreaker(CircuitBreaker):
     """The adaptive rule: impaired = slow by the latency model for a second on end; every extra
-    unit read spends the budget; nothing extra while the cluster is crowded."""
+    unit read spends the budget."""
 
     def __init__(self, config: HedgeConfig, model: "LatencyModel", clock: Callable[[], float] = time.monotonic,
                  on_trip: Callable[[], None] = lambda: None):
@@ -209,12 +207,8 @@ class BudgetBreaker(CircuitBreaker):
             self._tokens = min(float(BURST), self._tokens + unit_reads * self._config.budget_pct / 100.0)
 
     def allows_read_around(self) -> bool:
-        """Not while open, nor while more DataNodes are slow than may be impaired, nor crowded."""
-        return (not self.is_open and len(self._model.slow_datanodes()) <= self._config.max_impaired_nodes
-                and not self._model.crowded())
-
-    def _held_back(self, now: float) -> bool:
-        return self._refresh(now) or self._model.crowded()
+        """Not while open, nor while more DataNodes are slow than may be impaired."""
+        return not self.is_open and len(self._model.slow_datanodes()) <= self._config.max_impaired_nodes
 
     def _spend(self, cost: int) -> bool:
         if self._tokens < cost:

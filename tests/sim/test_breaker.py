@@ -148,10 +148,6 @@ class SlowSet:
     def __init__(self, clock):
         self._clock = clock
         self.since: dict[str, float] = {}
-        self.is_crowded = False
-
-    def crowded(self) -> bool:
-        return self.is_crowded
 
     def mark(self, *datanodes: str) -> None:
         for dn in datanodes:
@@ -193,16 +189,6 @@ def test_a_moments_slowness_of_three_datanodes_trips_nothing(clock):
     assert not b.allows_read_around()
     model.clear("dn1", "dn2", "dn3")
     assert b.allows_read_around() and b.try_hedge() == ALLOWED and b.trips == 0
-
-
-def test_a_crowded_cluster_gets_no_extra_reads_and_trips_nothing(clock):
-    model = SlowSet(clock)
-    b = adaptive(clock, model)
-    model.is_crowded = True        # every DataNode's reads overdue: an overload
-    assert b.try_hedge() == REFUSED_BREAKER and b.try_extra() == REFUSED_BREAKER and not b.allows_read_around()
-    assert b.trips == 0 and not b.is_open
-    model.is_crowded = False
-    assert b.try_hedge() == ALLOWED and b.allows_read_around()
 
 
 def test_adaptive_breaker_opens_again_after_cooldown_while_three_are_still_slow(clock):
