@@ -82,7 +82,7 @@ P999_READS = 100_000        # reads per arm before p99.9 is gated on
 HICCUP_FLOOR_MS = {"client": 20.0, "servers": 20.0}
 HICCUP_FACTOR = 3.0
 SETTLE_S = 5.0              # after a block, at most this long for its reads to finish
-RECOVER_S = 15.0            # after a fault, at most this long for the hedging client to see the recovery
+RECOVER_S = 5.0             # after a fault, at most this long for the hedging client to see the recovery
 
 
 @dataclasses.dataclass(frozen=True)
