@@ -39,8 +39,8 @@ from hedgefs.client.range_fetch import FetchReport, RangeFetcher
 from hedgefs.client.read_policy import AdaptivePolicy, FixedPolicy, ReadPolicy
 from hedgefs.client.transport import DataNodeClient
 from hedgefs.client.unit_reads import ReadContext
-from hedgefs.ec import layout
 from hedgefs.ec.policy import Policy
+from hedgefs.ec.sources import code_for
 
 log = logging.getLogger("hedgefs.client.reader")
 
@@ -88,10 +88,10 @@ class HedgedReader:
         second copy of a slow transfer reads a different set of units: distcp's hedges).
         """
         by_range: dict[tuple[int, int], list] = {}
-        needed = 0
-        for r in layout.group_range_to_units(ec_policy, group.length, offset, length):
+        ranges = code_for(ec_policy).unit_ranges(group.length, offset, length)
+        for r in ranges:   # (a wanted unit holds every byte of its range: it is the group's data)
             by_range.setdefault((r.offset_in_block, r.offset_in_block + r.length), []).append(r)
-            needed += layout.block_bytes_held(ec_policy, group.length, r.index, r.offset_in_block, r.length) > 0
+        needed = len(ranges)
         ctx = self.context
         ctx.metrics.incr("unit_reads_needed", needed)
         self.policy.earn(needed)

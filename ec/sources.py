@@ -26,6 +26,9 @@ range fetch (client/range_fetch.py) asks of the code's shape, so that the fetch 
 branches on it. A fetch wants some units over one block range (a replicated block: unit 0, which
 every replica holds) and keeps a set of units it *counts on* (read, or being read):
 
+    unit_ranges(group_length, offset, length)
+                                   the wanted units of a group data range, and what each gives
+                                   (RS, LRC: ec/layout.py's cells; copies: unit 0's one range)
     named(wanted)                  the units a read asks by name, each routed on its own (RS, LRC:
                                    the wanted units; copies: none, the ranking picks a replica)
     covered(wanted, units)         the wanted units those units give as they are (``missing``: the rest)
@@ -48,7 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Collection, Iterable, Sequence
 
-from hedgefs.ec import lrc
+from hedgefs.ec import layout, lrc
 from hedgefs.ec.gf256 import Basis
 from hedgefs.ec.policy import Policy
 
@@ -207,10 +210,8 @@ def repair_traffic(policy: Policy, group_length: int, index: int) -> int:
     """Bytes a repair of unit ``index`` reads when every other unit is there: per stripe, from each
     source of the plan, as much of its cell as the wanted cell is long (columns decode on their
     own, so a repair worker reads no more)."""
-    from hedgefs.ec.layout import iter_stripes
-
     read = plan(policy, [index], set(range(policy.units)) - {index}).read
-    return sum(min(s.cell_lengths[index], s.cell_lengths[u]) for s in iter_stripes(policy, group_length)
+    return sum(min(s.cell_lengths[index], s.cell_lengths[u]) for s in layout.iter_stripes(policy, group_length)
                for u in read)
 
 
@@ -229,6 +230,9 @@ class MdsCode:
         self.policy = policy
         self.k = policy.k
         self.units = policy.units
+
+    def unit_ranges(self, group_length: int, offset: int, length: int) -> list[layout.UnitRange]:
+        return layout.group_range_to_units(self.policy, group_length, offset, length)
 
     def named(self, wanted: Sequence[int]) -> Sequence[int]:
         return wanted
@@ -306,6 +310,14 @@ class Copies(MdsCode):
 
     hedge_spare = 0   # another replica is the whole rescue
     substitute = "replica"
+
+    def unit_ranges(self, group_length, offset, length) -> list[layout.UnitRange]:
+        """A block's bytes are unit 0's as they are: one range, one piece (no cells to cut it into)."""
+        if offset < 0 or length < 0 or offset + length > group_length:
+            raise ValueError(f"range [{offset}, {offset + length}) is not inside the block's {group_length} bytes")
+        if not length:
+            return []
+        return [layout.UnitRange(0, offset, length, (layout.CellRange(0, 0, offset, length, offset, offset),))]
 
     def named(self, wanted):
         return ()

@@ -90,3 +90,15 @@ def test_shortfalls_say_what_was_missing():
     assert "only 5 of the 6 units needed" in RS.shortfall(7, 0, 5, 9, "")
     assert REP.shortfall(7, 0, 0, 3, "dn1: boom") == "block 7: none of its 3 live replicas could be read (dn1: boom)"
     assert REP.shortfall(7, 0, 0, 0, "") == "block 7 has no live replica"
+
+
+def test_unit_ranges_of_copies_are_one_piece_of_unit_0_and_of_rs_the_layouts():
+    from hedgefs.ec import layout
+
+    (r,) = REP.unit_ranges(10_000_000, 1000, 5_000_000)
+    assert (r.index, r.offset_in_block, r.length) == (0, 1000, 5_000_000)
+    assert [(c.offset_in_block, c.offset_in_group, c.length) for c in r.cells] == [(1000, 1000, 5_000_000)]
+    assert REP.unit_ranges(100, 100, 0) == []
+    with pytest.raises(ValueError):
+        REP.unit_ranges(100, 50, 51)
+    assert RS.unit_ranges(6 * 65536, 1000, 200_000) == layout.group_range_to_units(RS.policy, 6 * 65536, 1000, 200_000)
