@@ -314,6 +314,10 @@ admin.add_command(s3_cert)
 from hedgefs.cli.admin_state import admin_decommission, admin_recommission, admin_safemode, describe_safe_mode  # noqa: E402,E501
 
 admin.add_command(admin_decommission)
+
+from hedgefs.cli.balance import admin_balance  # noqa: E402
+
+admin.add_command(admin_balance)
 admin.add_command(admin_recommission)
 admin.add_command(admin_safemode)
 

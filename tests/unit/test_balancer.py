@@ -189,3 +189,54 @@ def test_a_balance_is_refused_on_bad_input_and_plans_nothing_in_safe_mode(tmp_pa
     assert nn.balance(1 << 20, restart=True).planned_moves == 0
     nn.safe_mode("leave")
     assert nn.balance(1 << 20).planned_moves > 0
+
+
+def test_the_command_paces_its_steps_to_the_bandwidth(tmp_path, clock):
+    """hedgefs admin balance's loop (cli/balance.py) against the in-process NameNode, on the fake
+    clock: the bytes it starts moving stay within the bandwidth (one unit of slack, the bucket's
+    burst), and it ends when the NameNode says the balance is done."""
+    from hedgefs.cli.balance import BURST_S, run
+
+    nn = make_namenode(tmp_path / "nn", clock, policy="RS-6-3-1k")
+    sim = Cluster(nn)
+    sim.add(12)
+    for i in range(30):
+        write_file(nn, f"/f{i}", 6000)
+    sim.add(12, racks=3)
+    rate = 2 * UNIT                                # two units a second
+    started = clock()
+    spent = []
+
+    def step(max_bytes, threshold, restart):
+        state = nn.balance(max_bytes, 100.0, restart)
+        spent.append((clock() - started, state.planned_bytes))
+        return state
+
+    def sleep(seconds):
+        clock.advance(seconds)
+        sim.heartbeat()
+
+    outcome = run(step, rate, 100.0, clock=clock, sleep=sleep)
+    assert outcome.state.quiet and outcome.state.misplaced == 0 and nn.fsck().misplaced == 0
+    total = 0
+    for at, planned in spent:
+        total += planned
+        assert total <= rate * (at + BURST_S) + UNIT
+    assert outcome.planned_bytes == total == outcome.bytes_moved
+    assert outcome.seconds >= outcome.bytes_moved / rate - BURST_S
+
+
+def test_the_command_gives_up_at_its_timeout(tmp_path, clock):
+    import pytest
+
+    from hedgefs.cli.balance import run
+    from hedgefs.client.errors import HedgefsError
+
+    nn = make_namenode(tmp_path / "nn", clock, policy="RS-6-3-1k")
+    sim = Cluster(nn)
+    sim.add(12)
+    for i in range(10):
+        write_file(nn, f"/f{i}", 6000)
+    sim.add(12, racks=3)
+    with pytest.raises(HedgefsError, match="not done after 5 s"):
+        run(lambda b, t, r: nn.balance(b, t, r), UNIT, 100.0, clock=clock, sleep=clock.advance, timeout_s=5)
