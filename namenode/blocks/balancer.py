@@ -40,6 +40,7 @@ log = logging.getLogger("hedgefs.namenode")
 
 SCAN = 100_000           # groups a step judges at most (one hold of the writers' lock)
 UNITS_LOOKED_AT = 2_000  # units of an overfull DataNode a step looks at for an evening move
+BUSY = object()          # _mend_group's "the DataNodes it needs are busy now"
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ class Balancer:
                 if policy.name not in bounds:
                     bounds[policy.name] = m.bounds(shape_of(policy.name))
                 moves = self._mend_group(group, policy, bounds[policy.name], busy)
+                if moves is BUSY:
+                    break       # the targets it needs are busy: the next step goes on from this group
                 if moves is not None:
                     cost = sum(r.nbytes for r in moves)
                     if moves and cost > budget and (planned or budget <= 0 or self._moving()):
@@ -153,9 +156,10 @@ class Balancer:
     def _moving(self) -> bool:
         return any(r.source for r in self.m.repairs.in_flight.values())
 
-    def _mend_group(self, group, policy, bounds: Bounds, busy: Counter) -> list[InFlight] | None:
+    def _mend_group(self, group, policy, bounds: Bounds, busy: Counter) -> "list[InFlight] | object | None":
         """None if the group keeps the rule (or is not whole: a repair's, not a move's); else the
-        moves that mend it ([] if none can)."""
+        moves that mend it ([] if none can; BUSY if the DataNodes it needs have their fill of
+        repairs and moves now)."""
         m = self.m
         units = m.blocks.units(group)
         if len(m.blocks.good(group, m.stays)) < policy.units or len(units) < policy.units:
@@ -180,16 +184,22 @@ class Balancer:
             movers.append(worst)
             del placed[worst]
         nbytes = {i: self._unit_bytes(group, policy, i) for i in movers}
-        candidates = m.candidates(d for d in m.placeable_ids()
-                                  if d not in units.values() and busy[d] < m.repairs.max_per_datanode
-                                  and m.liveness.has_room(d, max(nbytes.values())))
-        chosen = m.placement.choose(shape, movers, candidates, placed, bounds)
-        final = dict(placed)
-        final.update({i: where(d) for i, d in chosen.items()})
-        if len(chosen) < len(movers) or misplaced(shape, final, bounds):
-            return []
+        roomy = [d for d in m.placeable_ids() if d not in units.values() and m.liveness.has_room(d, max(nbytes.values()))]
+        free = [d for d in roomy if busy[d] < m.repairs.max_per_datanode]
+        chosen = self._mends(shape, movers, free, placed, bounds)
+        if chosen is None:
+            # with every DataNode free it could: they are busy (repairs, moves), not unable
+            return BUSY if len(free) < len(roomy) and self._mends(shape, movers, roomy, placed, bounds) else []
         now = m.clock()
         return [InFlight(group.id, i, chosen[i], now, source=units[i], nbytes=nbytes[i]) for i in movers]
+
+    def _mends(self, shape, movers: list[int], ids: list[str], placed: dict, bounds: Bounds) -> dict[int, str] | None:
+        """Targets for ``movers`` among ``ids`` that leave the group within the rule, or None."""
+        m = self.m
+        chosen = m.placement.choose(shape, movers, m.candidates(ids), placed, bounds)
+        final = dict(placed)
+        final.update({i: m.liveness.location(d) for i, d in chosen.items()})
+        return chosen if len(chosen) == len(movers) and not misplaced(shape, final, bounds) else None
 
     @staticmethod
     def _unit_bytes(group, policy, index: int) -> int:
