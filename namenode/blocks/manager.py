@@ -593,7 +593,8 @@ class BlockManager:
         bounds: dict[Shape, Bounds] = {}
         planned = self.repairs.plan(needs, self.candidates(d for d in self.placeable_ids()
                                                            if self.liveness.has_room(d, default_block_size)),
-                                    deleting, lambda shape: bounds.get(shape) or bounds.setdefault(shape, self.bounds(shape)))
+                                    deleting, lambda shape: bounds.get(shape) or bounds.setdefault(shape, self.bounds(shape)),
+                                    self.liveness.location)
         for repair in planned:
             self.liveness.note_allocated(repair.target, default_block_size)
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)

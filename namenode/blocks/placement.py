@@ -114,13 +114,16 @@ class Placement:
 
     def choose(self, shape: Shape, indexes: Iterable[int], candidates: Iterable[Candidate],
                placed: Mapping[int, Location] = {}, bounds: Bounds | None = None,
-               shuffle: bool = False) -> dict[int, str]:
+               shuffle: bool = False, spill: bool = True) -> dict[int, str]:
         """A DataNode for each of ``indexes`` (fewer if the candidates run out), ``placed`` being
         the group's units that stay where they are (a repair's survivors, a move's others).
         Candidates are distinct DataNodes holding no unit of the group. The rule first; where the
         cluster cannot keep it, the best spread of ``bounds`` (of every live place when not
         given) and a warning. ``shuffle``: the indexes take their DataNodes in a random order (a
-        new group's: no unit index always gets the least loaded), else in the order given."""
+        new group's: no unit index always gets the least loaded), else in the order given.
+        ``spill``: when the candidates (fewer than the live DataNodes: some full, busy or
+        excluded) cannot give even that spread, any of them rather than no unit (a write must go
+        on); else those units are left unplaced (a repair waits a pass for a busy DataNode)."""
         pool = {c.id: c for c in candidates}
         indexes = list(indexes)
         order = list(indexes)
@@ -140,7 +143,7 @@ class Placement:
             now.update({i: pool[d].location for i, d in chosen.items()})
             chosen.update(self._fill(shape, rest, {d: c for d, c in pool.items() if d not in taken}, now, *loose))
             self._warn(shape, bounds)
-        if len(chosen) < len(order):   # any DataNode at all rather than no unit
+        if len(chosen) < len(order) and spill:   # any DataNode at all rather than no unit
             taken = set(chosen.values())
             now = dict(placed)
             now.update({i: pool[d].location for i, d in chosen.items()})

@@ -83,17 +83,22 @@ class RepairScheduler:
             del self.in_flight[key]
 
     def plan(self, needs: list[GroupNeed], live: list[Candidate], deleting: dict[int, set[str]],
-             bounds: Callable[[Shape], Bounds] | None = None) -> list[InFlight]:
+             bounds: Callable[[Shape], Bounds] | None = None,
+             location: Callable[[str], Location] | None = None) -> list[InFlight]:
         """Plan repairs for ``needs`` onto the ``live`` candidates, by the placement rule with the
         group's staying units (and its repairs in flight) as constraints; ``bounds(shape)``: the
-        best spread the cluster allows. Returns the repairs newly put in flight."""
+        best spread the cluster allows; ``location(d)``: where any DataNode is (a holder or a
+        target need not be a candidate). Returns the repairs newly put in flight."""
         planned = []
         now = self.clock()
         # (one look at the repairs in flight, not one per DataNode and unit: a pass after a lost
         # rack plans thousands)
         counts = Counter(r.target for r in self.in_flight.values())
         busy = {c.id: counts.get(c.id, 0) for c in live}
-        where = {c.id: c.location for c in live}
+        known = {c.id: c.location for c in live}
+
+        def where(d: str) -> Location:
+            return known.get(d) or (location(d) if location is not None else Location(d))
         free = sum(1 for c in live if busy[c.id] < self.max_per_datanode)
         targets: dict[int, dict[int, str]] = {}   # group id -> {index: DataNode} of its repairs in flight
         for r in self.in_flight.values():
@@ -113,10 +118,13 @@ class RepairScheduler:
                           and busy[c.id] < self.max_per_datanode]
             shape = need.shape or Shape(max(need.missing) + 1, max(need.missing) + 1,
                                         (-1,) * (max(need.missing) + 1))
-            placed = {i: where.get(d) or Location(d) for i, d in need.staying.items()}
-            placed.update({i: where.get(d) or Location(d) for i, d in taken.items()})
+            placed = {i: where(d) for i, d in need.staying.items()}
+            placed.update({i: where(d) for i, d in taken.items()})
+            # beyond the best spread only for a group that cannot lose another unit: the others
+            # wait a pass for the DataNodes the rule wants (busy with repairs now)
+            last = len(need.live) <= need.k
             chosen = self.placement.choose(shape, todo, candidates, placed,
-                                           bounds(shape) if bounds is not None else None)
+                                           bounds(shape) if bounds is not None else None, spill=last)
             for index, target in chosen.items():
                 repair = InFlight(need.group_id, index, target, now)
                 self.in_flight[(need.group_id, index)] = repair

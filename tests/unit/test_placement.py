@@ -193,3 +193,17 @@ def test_repairs_and_decommission_keep_the_rule(tmp_path, clock):
         for on_host, in_rack in racks_of(nn, f"/f{i}"):
             assert max(on_host.values()) == 1 and max(in_rack.values()) <= 3
     nn.close()
+
+
+def test_a_repair_waits_for_the_datanode_the_rule_wants_unless_the_group_is_at_its_last_unit():
+    """Only rack r3 may take unit 8 (r1 and r2 hold 3 each); its free DataNodes are busy: a group
+    that can lose another unit waits a pass, one that cannot takes any DataNode at once."""
+    candidates = cluster(12, 3)
+    where = {c.id: c.location for c in candidates}
+    staying = dict(zip(range(8), ["dn1", "dn2", "dn3", "dn5", "dn6", "dn7", "dn9", "dn10"]))
+    free = [c for c in candidates if c.id not in staying.values() and c.id not in ("dn11", "dn12")]
+    placed = {i: where[d] for i, d in staying.items()}
+    bounds = Bounds.of(RS63, where.values())
+    assert Placement(random.Random(1)).choose(RS63, [8], free, placed, bounds, spill=False) == {}
+    [(index, target)] = Placement(random.Random(1)).choose(RS63, [8], free, placed, bounds).items()
+    assert index == 8 and where[target].rack != "/r3"
