@@ -10,7 +10,7 @@ have fewer good units than before, so a kill of the balancer, of a DataNode or o
 any point loses nothing (a copy made and never switched to is a surplus copy, deleted as any).
 
 1. **The rule first.** A step judges the groups from where the last one stopped (``SCAN`` groups at
-   most: one bounded hold of the writers' lock), and for each misplaced group (placement.py's
+   most: one bounded hold of the writers' lock; a round of 10 M groups is 500 steps), and for each misplaced group (placement.py's
    judge: every unit live, but two on a host or more than the tolerance in a rack where the
    DataNodes in service allow better) plans the fewest moves that mend it: the units on the most
    crowded host and rack leave first, and go where placement puts them.
@@ -38,7 +38,7 @@ from hedgefs.namenode.namespace.inodes import load_policy
 
 log = logging.getLogger("hedgefs.namenode")
 
-SCAN = 100_000           # groups a step judges at most (one hold of the writers' lock)
+SCAN = 20_000            # groups a step judges at most (one hold of the writers' lock: ~0.1 s, as health's)
 UNITS_LOOKED_AT = 2_000  # units of an overfull DataNode a step looks at for an evening move
 BUSY = object()          # _mend_group's "the DataNodes it needs are busy now"
 
@@ -111,15 +111,17 @@ class Balancer:
         blocks = m.blocks
         slots = blocks.groups.reserve(0)
         bounds: dict[str, Bounds] = {}
+        policies: dict = {}
         end = min(len(slots), self.cursor + SCAN)
         gid = self.cursor
         while gid < end:
             group = slots[gid]
             if group is not None and group.locs and group.file.writer is None:
-                policy = load_policy(group.file.attrs.policy)
-                if policy.name not in bounds:
-                    bounds[policy.name] = m.bounds(shape_of(policy.name))
-                moves = self._mend_group(group, policy, bounds[policy.name], busy)
+                name = group.file.attrs.policy
+                policy = policies.get(name) or policies.setdefault(name, load_policy(name))
+                if name not in bounds:
+                    bounds[name] = m.bounds(shape_of(policy.name))
+                moves = self._mend_group(group, policy, bounds[name], busy)
                 if moves is BUSY:
                     break       # the targets it needs are busy: the next step goes on from this group
                 if moves is not None:
