@@ -124,7 +124,7 @@ class Placement:
         ``spill``: when the candidates (fewer than the live DataNodes: some full, busy or
         excluded) cannot give even that spread, any of them rather than no unit (a write must go
         on); else those units are left unplaced (a repair waits a pass for a busy DataNode)."""
-        pool = {c.id: c for c in candidates}
+        ranked = sorted(candidates, key=lambda c: (c.load, self.rng.random()))   # once: every pass's order
         indexes = list(indexes)
         order = list(indexes)
         if shuffle:
@@ -132,56 +132,25 @@ class Placement:
         # an LRC's local groups first (each member where its group has fewest), the global parities after
         order.sort(key=lambda i: i >= len(shape.local) or shape.local[i] < 0)
         if bounds is None:
-            bounds = Bounds.of(shape, [c.location for c in pool.values()] + list(placed.values()))
+            bounds = Bounds.of(shape, [c.location for c in ranked] + list(placed.values()))
         strict = (1, shape.cap)
         loose = (max(1, bounds.per_host), max(shape.cap, bounds.per_rack))
-        chosen = self._fill(shape, order, pool, dict(placed), *strict)
-        if len(chosen) < len(order) and loose != strict:
-            rest = [i for i in order if i not in chosen]
-            taken = {c for c in chosen.values()}
-            now = dict(placed)
-            now.update({i: pool[d].location for i, d in chosen.items()})
-            chosen.update(self._fill(shape, rest, {d: c for d, c in pool.items() if d not in taken}, now, *loose))
+        passes = [strict, loose] if loose != strict else [strict]
+        if loose != strict and len(order) + len(placed) == shape.units:
+            passes = [loose]   # the whole group cannot keep the rule here: the best spread at once
             self._warn(shape, bounds)
-        if len(chosen) < len(order) and spill:   # any DataNode at all rather than no unit
-            taken = set(chosen.values())
-            now = dict(placed)
-            now.update({i: pool[d].location for i, d in chosen.items()})
-            rest = [i for i in order if i not in chosen]
-            chosen.update(self._fill(shape, rest, {d: c for d, c in pool.items() if d not in taken}, now,
-                                     shape.units, shape.units))
-        return {i: chosen[i] for i in indexes if i in chosen}
-
-    def _fill(self, shape: Shape, order: list[int], pool: dict[str, Candidate], placed: dict[int, Location],
-              per_host: int, per_rack: int) -> dict[int, str]:
-        hosts = Counter(loc.host for loc in placed.values())
-        racks = Counter(loc.rack for loc in placed.values())
-        local = Counter((loc.rack, shape.local[i]) for i, loc in placed.items() if shape.local[i] >= 0)
-        ranked = sorted(pool.values(), key=lambda c: (c.load, self.rng.random()))
+        if spill:
+            passes.append((shape.units, shape.units))   # any DataNode at all rather than no unit
         chosen: dict[int, str] = {}
-        used: set[str] = set()
-        for index in order:
-            group = shape.local[index] if index < len(shape.local) else -1
-            best, best_key = None, None
-            seen: set[tuple[str, int]] = set()
-            for c in ranked:   # of each rack, the least loaded fit on a host this busy: the first seen
-                loc = c.location
-                on_host = hosts[loc.host]
-                if c.id in used or on_host >= per_host or racks[loc.rack] >= per_rack or (loc.rack, on_host) in seen:
-                    continue
-                seen.add((loc.rack, on_host))
-                key = (on_host, local[(loc.rack, group)] if group >= 0 else 0, racks[loc.rack])
-                if best_key is None or key < best_key:
-                    best, best_key = c, key
-            if best is None:
-                continue
-            chosen[index] = best.id
-            used.add(best.id)
-            hosts[best.location.host] += 1
-            racks[best.location.rack] += 1
-            if group >= 0:
-                local[(best.location.rack, group)] += 1
-        return chosen
+        state = _Fill(shape, placed)
+        for n, (per_host, per_rack) in enumerate(passes):
+            rest = [i for i in order if i not in chosen]
+            if not rest:
+                break
+            if n == 1 and passes[0] == strict and (per_host, per_rack) == loose:
+                self._warn(shape, bounds)
+            chosen.update(state.fill(rest, ranked, per_host, per_rack))
+        return {i: chosen[i] for i in indexes if i in chosen}
 
     def _warn(self, shape: Shape, bounds: Bounds) -> None:
         causes = []
@@ -199,3 +168,61 @@ class Placement:
             if key not in self.warned:
                 self.warned.add(key)
                 log.warning("placement: %s", text)
+
+
+class _Fill:
+    """The units placed so far (per host, per rack, per rack and local group) and the DataNodes
+    taken; ``fill`` places more within a pass's bounds."""
+
+    def __init__(self, shape: Shape, placed: Mapping[int, Location]):
+        self.shape = shape
+        self.hosts = Counter(loc.host for loc in placed.values())
+        self.racks = Counter(loc.rack for loc in placed.values())
+        self.local = Counter((loc.rack, shape.local[i]) for i, loc in placed.items()
+                             if i < len(shape.local) and shape.local[i] >= 0)
+        self.used: set[str] = set()
+
+    def fill(self, order: list[int], ranked: list[Candidate], per_host: int, per_rack: int) -> dict[int, str]:
+        """For each index, the least loaded candidate on the host with fewest of the group, then
+        the rack with fewest of its local group, then the rack with fewest of the group; a
+        candidate that is as good as any can be ends the search (a long list is not read to its end)."""
+        hosts, racks, local, used = self.hosts, self.racks, self.local, self.used
+        chosen: dict[int, str] = {}
+        all_racks = {c.location.rack for c in ranked}
+        all_hosts = {c.location.host for c in ranked}
+        covered = sum(1 for h in all_hosts if hosts.get(h, 0))   # hosts of the candidates holding a unit
+        for index in order:
+            group = self.shape.local[index] if index < len(self.shape.local) else -1
+            counts = [racks.get(r, 0) for r in all_racks]
+            open_counts = [n for n in counts if n < per_rack]
+            if not open_counts:
+                break
+            # the best key any candidate could have: a host without a unit of the group, if one is left
+            fewest = 0 if covered < len(all_hosts) else min(hosts.get(h, 0) for h in all_hosts)
+            floor = (fewest, 0, min(open_counts))
+            best, best_key = None, None
+            for c in ranked:
+                if c.id in used:
+                    continue
+                loc = c.location
+                on_host = hosts.get(loc.host, 0)
+                in_rack = racks.get(loc.rack, 0)
+                if on_host >= per_host or in_rack >= per_rack:
+                    continue
+                key = (on_host, local.get((loc.rack, group), 0) if group >= 0 else 0, in_rack)
+                if best_key is None or key < best_key:
+                    best, best_key = c, key
+                    if key <= floor:
+                        break
+            if best is None:
+                continue
+            loc = best.location
+            chosen[index] = best.id
+            used.add(best.id)
+            if not hosts.get(loc.host, 0):
+                covered += 1
+            hosts[loc.host] = hosts.get(loc.host, 0) + 1
+            racks[loc.rack] = racks.get(loc.rack, 0) + 1
+            if group >= 0:
+                local[(loc.rack, group)] = local.get((loc.rack, group), 0) + 1
+        return chosen
