@@ -67,6 +67,10 @@ def test_a_whole_rack_goes_and_every_byte_stays(tmp_path):
                     assert max(on_host.values()) == 1, (path, on_host)
         summary = fsck(c)
         assert (summary["status"], summary["misplaced"]) == ("HEALTHY", 0)
+        shown = run_cli("admin", "report", namenode=c.namenode)
+        assert shown.code == 0 and "rack/host" in shown.stdout.decode()
+        rows = {line.split()[0]: line.split()[2] for line in shown.stdout.decode().splitlines() if line.startswith("dn")}
+        assert rows["dn1"] == "/r1/host1" and rows["dn13"] == "/r3/host12", shown.stdout
 
         rack1 = [dn for dn in HOST if RACK[dn] == "/r1"]
         for dn in rack1:
