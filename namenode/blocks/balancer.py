@@ -145,15 +145,16 @@ class Balancer:
         return budget
 
     def _settled(self) -> bool:
-        """No move in flight, no delete owed to a DataNode in service, and each has heartbeated
-        since the last move took its place: the used bytes they report are as the moves left them."""
+        """No move in flight, the old copy of every move done deleted, and each DataNode in
+        service heartbeated since the last move took its place: the used bytes they report are as
+        the moves left them. (Other deletes, a busy cluster's, do not hold the balance up.)"""
         m = self.m
         if self._moving():
             return False
-        ids = m.placeable_ids()
-        deletes = m.blocks.pending_delete_counts()
-        return not any(deletes.get(d) for d in ids) and all(
-            m.liveness.get(d).last_seen >= m.repairs.last_move_at for d in ids)
+        owed = {key for key in m.repairs.moved_from
+                if m.blocks.deletes.kind(*key) is not None and m.liveness.is_live(key[0])}
+        m.repairs.moved_from = owed
+        return not owed and all(m.liveness.get(d).last_seen >= m.repairs.last_move_at for d in m.placeable_ids())
 
     def _moving(self) -> bool:
         return any(r.source for r in self.m.repairs.in_flight.values())

@@ -65,6 +65,7 @@ class RepairScheduler:
         self.bytes_moved = 0
         self.moves_failed = 0      # ... that timed out, or whose target died
         self.last_move_at = float("-inf")
+        self.moved_from: set[tuple[str, int, int]] = set()   # (DataNode, group, index): old copies not yet deleted
 
     def count_for(self, datanode_id: str) -> int:
         return sum(1 for r in self.in_flight.values() if r.target == datanode_id)
@@ -138,6 +139,7 @@ class RepairScheduler:
         self.moves_done += 1
         self.bytes_moved += move.nbytes
         self.last_move_at = self.clock()
+        self.moved_from.add((move.source, move.group_id, move.index))
 
     def start_moves(self, moves: Iterable[InFlight]) -> None:
         """Moves the balancer planned (``InFlight.source`` set): in flight as repairs are."""
