@@ -27,6 +27,7 @@ crowds out repairs.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -70,10 +71,12 @@ class Balancer:
         self.round_done = False
         self.round = Counter()       # this round's: misplaced, unmendable, planned
         self.last = Counter()        # the last whole round's
+        self.looked: dict[str, int] = {}   # DataNode -> the group id its next evening look starts at
 
     def restart(self) -> None:
         """A new balance: judge the whole map again from its start."""
         self.cursor, self.round_done, self.round, self.last = 0, False, Counter(), Counter()
+        self.looked = {}
 
     # ------------------------------------------------------------------ a step
 
@@ -155,6 +158,31 @@ class Balancer:
                 if m.blocks.deletes.kind(*key) is not None and m.liveness.is_live(key[0])}
         m.repairs.moved_from = owed
         return not owed and all(m.liveness.get(d).last_seen >= m.repairs.last_move_at for d in m.placeable_ids())
+
+    def _units_on(self, datanode_id: str):
+        """(group id, index, group) of up to UNITS_LOOKED_AT units on ``datanode_id`` in at most
+        SCAN groups, from where its last look stopped (wrapping round): a DataNode whose first
+        units cannot move offers others at the next step."""
+        blocks = self.m.blocks
+        number = blocks.numbers.get(datanode_id)
+        if not number:
+            return
+        slots = blocks.groups.reserve(0)
+        start = self.looked.get(datanode_id, 0) % max(1, len(slots))
+        found = 0
+        for seen, gid in enumerate(itertools.chain(range(start, len(slots)), range(0, start))):
+            if seen >= SCAN:   # one look is a bounded stretch of the map, as a mending step's
+                return
+            self.looked[datanode_id] = gid + 1
+            group = slots[gid]
+            if group is None or not group.locs:
+                continue
+            for index, n in enumerate(blocks.unit_numbers(group)):
+                if n == number:
+                    yield gid, index, group
+                    found += 1
+            if found >= UNITS_LOOKED_AT:
+                return
 
     def _moving(self) -> bool:
         return any(r.source for r in self.m.repairs.in_flight.values())
@@ -264,7 +292,7 @@ class Balancer:
         bounds_of: dict[str, Bounds] = {}
         where = m.liveness.location
         for source in sorted(give, key=lambda d: -share[d]):
-            for gid, index, group in blocks.units_on(source, UNITS_LOOKED_AT):
+            for gid, index, group in self._units_on(source):
                 takers = [d for d, level in take.items() if share[d] < level]
                 if share[source] <= give[source] or not takers or (budget <= 0 and (planned or self._moving())):
                     break
