@@ -9,8 +9,9 @@ length, Content-MD5, the payload hash and the checksum (sent as a header, or in 
 aws-chunked trailer), and raises S3Error on a mismatch, before the writer commits: the library
 then abandons the file, so a bad or cut upload leaves nothing visible (the write is atomic).
 
-``stream(reader, ...)`` sends ``[start, end)`` of an open file in windows read ahead through the
-library's positional reads, each a hedged striped read.
+``stream(response, reader, ...)`` sends ``[start, end)`` of an open file through the library's
+``FileReader.stream``: windows read ahead, each a hedged striped read; ``file_source`` is the same
+stream as a writer's source (copies).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import hashlib
 
 from aiohttp import web
 
-from hedgefs.ec.policy import parse_policy
 from hedgefs.s3 import checksums, sigv4
 from hedgefs.s3.errors import S3Error
 
@@ -318,97 +318,49 @@ class Body:
 
 
 class ChunkSource:
-    """A file-like ``read(n)`` over an iterator of byte chunks (copies: one file's reader into
-    another file's writer), hashing what passes."""
+    """A file-like ``read(n)`` over byte chunks (a copy: one file's ``stream`` into another
+    file's writer), hashing what passes. ``close`` closes the chunks (a stream's reads in flight
+    are cancelled) if they can be closed."""
 
     def __init__(self, chunks):
+        self._source = chunks
         self._chunks = iter(chunks)
-        self._pending = bytearray()
+        self._pending = memoryview(b"")
         self.md5 = hashlib.md5()
         self.checksum: checksums.Hasher | None = None   # set before the first read to compute one
 
     def read(self, n: int = -1) -> bytes:
-        while not self._pending:
+        if n < 0:
+            return b"".join(iter(lambda: self.read(PULL_MAX), b""))
+        if not self._pending:
             chunk = next(self._chunks, None)
             if chunk is None:
                 return b""
             self.md5.update(chunk)
             if self.checksum is not None:
                 self.checksum.update(chunk)
-            self._pending += chunk
-        n = len(self._pending) if n < 0 else min(n, len(self._pending))
-        out = bytes(self._pending[:n])
-        del self._pending[:n]
-        return out
+            self._pending = memoryview(chunk)
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return bytes(out)
+
+    def close(self) -> None:
+        self._pending = memoryview(b"")
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
 
 
-def _windows(reader, start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) cut into WINDOW-sized spans on whole stripes after the first, so no stripe is
-    read (and its cells fetched) twice."""
-    stripe = parse_policy(reader.status.policy).stripe_data_size
-    window = stripe * max(1, WINDOW // stripe)
-    cuts = [start, *range((start // window + 1) * window, end, window), end]
-    return list(zip(cuts, cuts[1:]))
-
-
-def window_chunks(reader, start: int, end: int):
-    """Bytes [start, end) of an open file as chunks, AHEAD windows in flight (a blocking
-    iterator: a copy's source on a worker thread)."""
-    spans = collections.deque(_windows(reader, start, end))
-    inflight: collections.deque = collections.deque()
-    try:
-        while spans or inflight:
-            while spans and len(inflight) <= AHEAD:
-                offset, stop = spans.popleft()
-                inflight.append(reader.submit(offset, stop - offset))
-            yield inflight.popleft().result()
-    finally:
-        for future in inflight:
-            future.cancel()
-
-
-async def stream_whole(response: web.StreamResponse, transport, reader, pool) -> None:
-    """Write the whole of ``reader`` (an open file) to ``response`` through the library's
-    ``chunks(reuse=True)``: AHEAD + 1 buffers read into again and again, not a fresh (mmapped,
-    zero-filled, page-faulted) 6 MiB buffer per window: 65,000 page faults of a 256 MiB GET,
-    a third of the gateway's CPU for it.
-
-    A buffer is read into again once the next chunk is asked for, so nothing may point at it
-    then: with the transport's write buffer limits at 0, aiohttp's drain after each chunk waits
-    until the transport has sent all of it (a transport may keep views of what it could not
-    send yet, as Python 3.12's does), and a check makes sure before the next chunk is asked for."""
-    loop = asyncio.get_running_loop()
-    chunks = reader.chunks(read_ahead=AHEAD, reuse=True)
-    limits = transport.get_write_buffer_limits() if transport is not None else None
-    try:
-        if transport is not None:
-            transport.set_write_buffer_limits(high=0, low=0)
-        while True:
-            chunk = await loop.run_in_executor(pool, next, chunks, None)
-            if chunk is None:
-                break
-            await response.write(chunk)
-            while transport is not None and transport.get_write_buffer_size() and not transport.is_closing():
-                await asyncio.sleep(0.001)   # aiohttp drained less than all (not seen): wait for the rest
-            if transport is None or transport.is_closing():
-                raise ConnectionResetError("the client went away")
-    finally:
-        chunks.close()
-        if transport is not None and limits is not None and not transport.is_closing():
-            transport.set_write_buffer_limits(high=limits[1], low=limits[0])
+def file_source(reader, start: int, end: int) -> ChunkSource:
+    """Bytes [start, end) of an open file as a writer's source (a blocking reader: the writer's
+    source thread), AHEAD windows read ahead."""
+    return ChunkSource(reader.stream(start, end, read_ahead=AHEAD, window=WINDOW))
 
 
 async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
-    """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
-    spans = collections.deque(_windows(reader, start, end))
-    inflight: collections.deque = collections.deque()
-    try:
-        while spans or inflight:
-            while spans and len(inflight) <= AHEAD:
-                offset, stop = spans.popleft()
-                inflight.append(reader.submit(offset, stop - offset))
-            data = await asyncio.wrap_future(inflight.popleft())
-            await response.write(data)
-    finally:
-        for future in inflight:
-            future.cancel()
+    """Write bytes [start, end) of ``reader`` (an open file) to ``response``: windows of whole
+    stripes (the first may start mid-stripe), AHEAD of them read ahead while one is sent,
+    awaited on this event loop (no thread parked per GET). Each chunk is its own (no lease):
+    the transport may keep a view of what it has not sent yet."""
+    with reader.stream(start, end, read_ahead=AHEAD, window=WINDOW) as chunks:
+        async for chunk in chunks:
+            await response.write(chunk)
