@@ -159,6 +159,7 @@ class Body:
         self._left: memoryview | None = None   # the rest of a piece of the socket's a buffer took part of
         self._hashers: list[_Hasher] = []
         self._eof = False
+        self._ahead: tuple[int, concurrent.futures.Future] | None = None   # the next fill, begun (n, its future)
 
     @property
     def algorithm(self) -> str | None:
@@ -200,6 +201,9 @@ class Body:
         """Up to ``n`` bytes of the raw body as aiohttp buffered them, fewer only at its end: one
         trip to the event loop per writer read (a stripe), not one per socket read."""
         pieces, got = [], 0
+        if self._left is not None:   # what a fill left of the socket's last piece
+            pieces.append(bytes(self._left[:n]))
+            got, self._left = len(pieces[0]), self._left[n:] if n < len(self._left) else None
         while got < n:
             data = await self._content.read(n - got)
             if not data:
@@ -212,8 +216,12 @@ class Body:
         """Up to ``n`` bytes (all that is left if n < 0); b"" at the end. Runs on the writer's
         source thread; no hashing happens on the event loop."""
         want = n if n >= 0 else 1 << 62
+        if self._ahead is not None and (self._pending or want != self._ahead[0]):
+            self._pend(self._ahead)   # not the read foreseen (not seen: the writer reads whole stripes)
         if self._chunked is None and not self._pending and not self._eof and 0 < want <= PULL_MAX:
-            data = asyncio.run_coroutine_threadsafe(self._fill(want), self._loop).result()
+            ahead, self._ahead = self._ahead, None
+            future = ahead[1] if ahead is not None else asyncio.run_coroutine_threadsafe(self._fill(want), self._loop)
+            data = future.result()
             self._count(data)
             if len(data) >= HASH_APART:
                 self._hash_apart(data)
@@ -221,6 +229,11 @@ class Body:
                 self._hash(data)
             if len(data) < want:
                 self._finish()
+            elif self._want_length is None or self.length < self._want_length:
+                # the next read's bytes come in while the writer encodes and sends these: the
+                # client's upload does not stop while the writer works, nor the writer wait for
+                # the network each stripe (the read it asks for next is the same size)
+                self._ahead = (want, asyncio.run_coroutine_threadsafe(self._fill(want), self._loop))
             return data
         while self._pending_length < want and not self._eof:
             raw = asyncio.run_coroutine_threadsafe(
@@ -235,6 +248,18 @@ class Body:
                     self._pending.append(piece)
                     self._pending_length += len(piece)
         return self._take(min(want, self._pending_length))
+
+    def _pend(self, ahead: tuple[int, concurrent.futures.Future]) -> None:
+        """The bytes a fill read ahead, counted, hashed and pending, as the reads of a chunked body."""
+        self._ahead = None
+        data = ahead[1].result()
+        self._count(data)
+        self._hash(data)
+        if data:
+            self._pending.append(data)
+            self._pending_length += len(data)
+        if len(data) < ahead[0]:
+            self._finish()
 
     def _count(self, piece) -> None:
         self.length += len(piece)
@@ -261,7 +286,10 @@ class Body:
         self._hash(piece)
 
     def close(self) -> None:
-        """Let the hashing threads go (a body abandoned before its end)."""
+        """Let the hashing threads go, and stop a read ahead (a body abandoned before its end)."""
+        if self._ahead is not None:
+            self._ahead[1].cancel()
+            self._ahead = None
         for hasher in self._hashers:
             hasher.close()
 
