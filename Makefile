@@ -55,10 +55,11 @@ demo: $(STAMP)
 	$(VENV)/bin/hedgefs demo
 
 # Two workers, a test module on one of them (its shared clusters stay with it): most of a test
-# waits on real processes, so two modules at once fit two cores. The 25 slowest steps close every
-# log: where the time went.
+# waits on real processes, so two modules at once fit two cores. The longest modules go first
+# (tests/module_times.py; --no-loadscope-reorder keeps that order instead of xdist's "most tests
+# first"), so no long module starts last. The 25 slowest steps close every log: where time went.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # The tiers without processes (tests/unit: pure and in-process; tests/sim: virtual clocks, scripted
 # peers): the check to run after every edit, in well under a minute. tests/integration starts real
