@@ -61,7 +61,9 @@ def from_junit(*paths: str) -> dict[str, float]:
     seconds: dict[str, float] = {}
     cases = [case for path in paths for case in ET.parse(path).getroot().iter("testcase")]
     for case in cases:
-        module = case.get("classname", "").split(".")
+        if not case.get("classname"):   # a module that failed to collect
+            continue
+        module = case.get("classname").split(".")
         # classname is the dotted module path, then any class: keep the parts up to test_*.
         parts = []
         for part in module:
