@@ -309,6 +309,12 @@ class LocalCluster:
         self._save()
 
     def down(self) -> None:
+        # Another launcher (`hedgefs cluster restart dn5` while this object is held, say) may have
+        # started processes since this one last read cluster.json, and every start is saved there
+        # at once: stop what the file says, or they outlive `down` (a test's CLI-restarted DataNode
+        # kept heartbeating into a deleted namespace for the rest of the run and after it).
+        if (self.root / STATE_FILE).exists():
+            self.state = json.loads((self.root / STATE_FILE).read_text())
         names = [*self.datanode_ids, *self.namenode_names, *self.etcd_names] if self.state else []
         for name in names:
             if self.is_running(name):
@@ -351,7 +357,6 @@ class LocalCluster:
             rpc_port, http_port = entry["port"], entry.get("http_port", 0)
             launched.append((name, command, port_file, rpc_port, http_port,
                              self._launch(name, command(rpc_port), port_file, http_port)))
-        self._save()   # every pid on disk before the wait: a failed start leaves nothing `down` cannot find
         for name, command, port_file, rpc_port, http_port, proc in launched:
             entry = self._entry(name)
             # Every process keeps its HTTP (status, metrics) port across restarts, so a bookmark or a
@@ -418,6 +423,7 @@ class LocalCluster:
         entry["pid"] = proc.pid
         entry["started"] = proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc
+        self._save()   # on disk at once: a failed start's down() reads the file
         return proc
 
     def add_datanode(self, timeout_s: float = 30.0) -> str:

@@ -8,7 +8,7 @@ the short chaos run) run every test that uses a cluster twice, on an insecure cl
 secure one (TLS on every channel, credentials, block tokens, permissions); the ``security``
 fixture says which (``"insecure"`` / ``"secure"``). A test marked ``insecure_only`` (a reason
 given) runs once: it checks logic no channel touches (lease timing, the breaker, the scrubber),
-and `make test` must stay well under 15 minutes. ``run_cli`` and ``client`` know the
+and `make test` must stay under 10 minutes. ``run_cli`` and ``client`` know the
 credentials of every cluster started here, so a test needs no change to run in both.
 """
 
