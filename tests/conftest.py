@@ -47,6 +47,13 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("security", modes, indirect=True, scope="session")
 
 
+def pytest_collection_modifyitems(items):
+    """The longest modules first: the order make test's workers take them (tests/module_times.py)."""
+    import module_times
+
+    module_times.longest_first(items)
+
+
 @pytest.fixture(scope="session")
 def security(request) -> str:
     """``"insecure"`` or ``"secure"``: how the clusters of this test run (see the module docstring)."""
