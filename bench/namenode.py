@@ -17,7 +17,7 @@ Each operation is run by N closed-loop threads against a *target*, and timed per
   noop        GetPolicy of / (no write, no file): what the path to the NameNode costs
 
 Two targets: ``InProcess`` calls a ``Namesystem`` in this process (the metadata engine's own
-ceiling, no RPC), ``OverRpc`` calls a NameNode server through the client library (``FileSystem.rpc``,
+ceiling, no RPC), ``OverRpc`` calls a NameNode server through the client library (``NameNodes.call``,
 what every client does). This file imports the client and the namenode lazily and nothing of
 ``hedgefs.bench``, so ``python bench/namenode.py client ...`` runs it as a separate client process
 against another build of hedgefs (``bench/namenode_run.py`` puts that build first on the path).

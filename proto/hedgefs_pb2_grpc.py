@@ -166,6 +166,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.SafeModeRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.SafeModeResponse.FromString,
                 _registered_method=True)
+        self.Balance = channel.unary_unary(
+                '/hedgefs.NameNode/Balance',
+                request_serializer=hedgefs__pb2.BalanceRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.BalanceResponse.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -344,6 +349,13 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Balance(self, request, context):
+        """the balancer (issue 47): a step of `hedgefs admin balance` (messages at the end of this file)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -476,6 +488,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.SafeMode,
                     request_deserializer=hedgefs__pb2.SafeModeRequest.FromString,
                     response_serializer=hedgefs__pb2.SafeModeResponse.SerializeToString,
+            ),
+            'Balance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Balance,
+                    request_deserializer=hedgefs__pb2.BalanceRequest.FromString,
+                    response_serializer=hedgefs__pb2.BalanceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1182,6 +1199,33 @@ class NameNode:
             '/hedgefs.NameNode/SafeMode',
             hedgefs__pb2.SafeModeRequest.SerializeToString,
             hedgefs__pb2.SafeModeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Balance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Balance',
+            hedgefs__pb2.BalanceRequest.SerializeToString,
+            hedgefs__pb2.BalanceResponse.FromString,
             options,
             channel_credentials,
             insecure,
