@@ -667,7 +667,7 @@ class BlockMap:
                     continue
             yield unit
 
-    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, set[str]]:
+    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, dict[str, set[int]]]:
         out = {}
         for gid in group_ids:
             group = self.groups.get(gid)

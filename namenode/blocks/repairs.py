@@ -2,7 +2,7 @@
 
 Pure bookkeeping, in memory. Each pass (``plan``) takes the groups that lack live units, most
 endangered first (fewest live units), and for its missing unit indexes picks live DataNodes that
-hold no unit of that group, are not deleting one of its units, and have fewer than
+hold no unit of that group, do not owe a delete of the unit, and have fewer than
 ``max_per_datanode`` repairs in flight, by the placement rule (placement.py: the units that stay
 and the repairs in flight are where they are; the new ones go to other hosts, within each
 rack's share). A repair is *in flight* from the moment it is planned:
@@ -83,7 +83,7 @@ class RepairScheduler:
         for key in [k for k, r in self.in_flight.items() if r.target == datanode_id]:
             del self.in_flight[key]
 
-    def plan(self, needs: list[GroupNeed], live: list[Candidate], deleting: dict[int, set[str]],
+    def plan(self, needs: list[GroupNeed], live: list[Candidate], deleting: dict[int, dict[str, set[int]]],
              bounds: Callable[[Shape], Bounds] | None = None,
              location: Callable[[str], Location] | None = None) -> list[InFlight]:
         """Plan repairs for ``needs`` onto the ``live`` candidates, by the placement rule with the
@@ -113,9 +113,15 @@ class RepairScheduler:
             if not todo:
                 continue
             taken = targets.get(need.group_id, {})
+            # A DataNode owing a delete of one of these units would delete the repaired copy: not
+            # there. One owing a delete of another unit of the group may take them: a surplus or
+            # corrupt copy's delete waits for the group to be whole, so excluding it would wait for
+            # a repair that waits for it (chaos 4242022 --secure: the group's three non-holders each
+            # owed one, and the group stayed degraded for good).
+            owed = deleting.get(need.group_id, {})
             candidates = [c for c in live
                           if c.id not in need.holders and c.id not in taken.values()
-                          and c.id not in deleting.get(need.group_id, ())
+                          and not owed.get(c.id, set()).intersection(todo)
                           and busy[c.id] < self.max_per_datanode]
             shape = need.shape or Shape(max(need.missing) + 1, max(need.missing) + 1,
                                         (-1,) * (max(need.missing) + 1))

@@ -35,6 +35,7 @@ log = logging.getLogger("hedgefs.namenode")
 
 FORMAT = b"hedgefs-journal-1"
 KEY_BYTES = 1 << 20          # a batch key's frames at most (a larger batch: several keys)
+IMAGE_PAGE = 16              # image chunks (~1 MiB each) read per etcd Range
 TXN_BYTES = 1_400_000        # what one Txn may carry (etcd's --max-request-bytes: 1.5 MiB)
 _LAST = struct.Struct("<Q")
 # Keys that are this journal's (or its election's): anything else under a prefix is not ours.
@@ -109,7 +110,7 @@ class EtcdJournal:
         txid, prefix, chunks = pointer["txid"], pointer["prefix"], pointer["chunks"]
 
         def read() -> Iterator[bytes]:
-            _, items = self.meta.range(prefix + "/", revision=revision)
+            _, items = self.meta.range(prefix + "/", revision=revision, page=IMAGE_PAGE)
             got = {int(rel.rsplit("/", 1)[1], 16): value for rel, value in items}
             for n in range(chunks):
                 if n not in got:

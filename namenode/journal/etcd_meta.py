@@ -35,6 +35,10 @@ log = logging.getLogger("hedgefs.namenode")
 pyetcd = etcdrpc = None   # loaded by the first EtcdMeta
 
 PAGE = 2000            # keys per Range page of a snapshot
+# What one etcd answer may hold, for this client: gRPC's default (4 MiB) is less than a page of image
+# chunks or of journal batches (keys of up to ~1 MiB), and every value read is kept anyway; etcd's own
+# server sends answers of any size. Pages of image chunks are kept small (image()).
+ETCD_GRPC_OPTIONS = [("grpc.max_receive_message_length", -1)]
 RETRY_ENDPOINT_S = 2.0  # a member that failed is tried again after this long
 # No answer, or one that says nothing of the outcome: UNKNOWN is etcd's "context deadline exceeded"
 # when the member's own deadline ran out first (seen while etcd elects a new leader).
@@ -155,7 +159,8 @@ class EtcdMeta:
         self.timeout_s = timeout_s
         creds = _channel_credentials(url) if url.secure else None
         self._client = pyetcd.MultiEndpointEtcd3Client(
-            endpoints=[pyetcd.Endpoint(h, p, secure=url.secure, creds=creds, time_retry=RETRY_ENDPOINT_S)
+            endpoints=[pyetcd.Endpoint(h, p, secure=url.secure, creds=creds, time_retry=RETRY_ENDPOINT_S,
+                                       opts=ETCD_GRPC_OPTIONS)
                        for h, p in url.endpoints],
             timeout=timeout_s, failover=True)
         self._lock = threading.Lock()   # the client's endpoint choice is not thread-safe
@@ -222,7 +227,7 @@ class EtcdMeta:
         start, end = self.root, _range_end(self.root)
         revision, out = 0, []
         while True:
-            r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=PAGE,
+            r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=page,
                                                                  revision=revision), timeout=self.timeout_s * 5,
                            retry=True)
             revision = revision or r.header.revision
@@ -232,14 +237,14 @@ class EtcdMeta:
             start = r.kvs[-1].key + b"\0"
 
     def range(self, rel_prefix: str, revision: int = 0, keys_only: bool = False,
-              start_after: str = "") -> tuple[int, list[tuple[str, bytes]]]:
+              start_after: str = "", page: int = PAGE) -> tuple[int, list[tuple[str, bytes]]]:
         """Every (rel, value) whose key starts with ``rel_prefix``, at ``revision`` (0: now, the
         revision then returned: read the rest at it), in key order, paged."""
         prefix = self.key(rel_prefix)
         start, end = (self.key(start_after) + b"\0" if start_after else prefix), _range_end(prefix)
         out: list[tuple[str, bytes]] = []
         while True:
-            r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=PAGE,
+            r = self._call("kvstub", "Range", etcdrpc.RangeRequest(key=start, range_end=end, limit=page,
                                                                  revision=revision, keys_only=keys_only),
                            timeout=self.timeout_s * 5, retry=True)
             revision = revision or r.header.revision

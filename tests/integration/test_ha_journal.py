@@ -126,6 +126,23 @@ def test_an_image_on_etcd_plus_the_batches_after_it_and_the_older_ones_compacted
         meta.close()
 
 
+def test_an_image_larger_than_a_grpc_answer_is_read_back(etcd_cluster):
+    """An image of more than 4 MiB (gRPC's default answer; ~200,000 files) on etcd: a NameNode that
+    starts or a standby reads every chunk back (it was RESOURCE_EXHAUSTED: it could not start)."""
+    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("bigimage"))))
+    reader = EtcdMeta(parse_meta_url(etcd_cluster.url(meta.url.prefix)))
+    try:
+        chunks = [bytes([n]) * (1 << 20) for n in range(6)]
+        engine = EtcdJournal(meta)
+        engine.write_image(7, iter(chunks))
+        engine.publish_image(7)
+        txid, read = EtcdJournal(reader).image()
+        assert txid == 7 and list(read) == chunks
+    finally:
+        reader.close()
+        meta.close()
+
+
 def test_lease_deadline_and_campaign(etcd_cluster):
     meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("lease"))))
     a, b = Lease(meta, ttl_s=3), Lease(meta, ttl_s=3)
