@@ -32,6 +32,7 @@ from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig,
 from hedgefs.client.errors import (
     HedgefsError,
     IsADirectory,
+    NotFound,
     UsageError,
 )
 from hedgefs.client.file_reader import FileReader, ReadServices
@@ -55,6 +56,7 @@ log = logging.getLogger("hedgefs.client.fs")
 
 
 FROM_ENVIRONMENT = "$HEDGEFS_CREDENTIALS"
+MAX_LINKS = 40   # symbolic links followed in a row (Linux's MAXSYMLINKS)
 
 
 def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> Credential | None:
@@ -228,6 +230,52 @@ class FileSystem:
     def set_policy(self, path: str, policy: str) -> None:
         self.rpc("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
 
+    def set_times(self, path: str, mtime_ms: int | None = None, atime_ms: int | None = None) -> None:
+        """HDFS's setTimes (utimes): ms since the epoch; None leaves that time as it is."""
+        self.rpc("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=-1 if mtime_ms is None else mtime_ms,
+                                                atime_ms=-1 if atime_ms is None else atime_ms))
+
+    def symlink(self, target: str, path: str) -> None:
+        """A symbolic link at ``path`` to ``target`` (``ln -s target path``), kept as given: ``open``
+        follows it, ``stat`` does not (its ``symlink`` is the target)."""
+        self.rpc("CreateSymlink", pb.SymlinkRequest(target=target, path=path))
+
+    def readlink(self, path: str) -> str:
+        status = self.stat(path)
+        if not status.is_link:
+            raise UsageError(f"not a symbolic link: {path}")
+        return status.symlink
+
+    def resolve(self, path: str) -> str:
+        """``path`` with the symbolic links it ends in followed (up to 40, as Linux), relative
+        targets from the link's directory. (Links inside a path are not followed: the
+        NameNode answers "not a directory".)"""
+        import posixpath
+
+        for _ in range(MAX_LINKS):
+            status = self.stat(path)
+            if not status.is_link:
+                return path
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), status.symlink))
+        raise UsageError(f"too many levels of symbolic links: {path}")
+
+    def get_xattrs(self, path: str) -> dict[str, bytes]:
+        """Every extended attribute of ``path`` (``user.NAME``: the only namespace kept)."""
+        return dict(self.namenodes.call("GetXAttrs", pb.PathRequest(path=path)).xattrs)
+
+    def get_xattr(self, path: str, name: str) -> bytes:
+        value = self.get_xattrs(path).get(name)
+        if value is None:
+            raise NotFound(f"no extended attribute {name} on {path}")
+        return value
+
+    def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        """``flags``: XATTR_CREATE (1: fails if it exists), XATTR_REPLACE (2: fails if it does not)."""
+        self.rpc("SetXAttr", pb.SetXAttrRequest(path=path, name=name, value=bytes(value), flags=flags))
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        self.rpc("RemoveXAttr", pb.RemoveXAttrRequest(path=path, name=name))
+
     def get_policy(self, path: str) -> "PolicyInfo":
         """The policy new files under ``path`` get, and where it comes from."""
         r = self.namenodes.call("GetPolicy", pb.PathRequest(path=path))
@@ -300,6 +348,8 @@ class FileSystem:
         """An open file at ``path``, or of a status ``stat`` gave (no second NameNode call: a
         gateway that checked the version opens that version)."""
         status = path if isinstance(path, FileStatus) else self.stat(path)
+        if status.is_link:
+            status = self.stat(self.resolve(status.path))
         if status.ranged:
             raise UsageError(f"{status.path}: a status of a span of the file cannot be opened (stat it whole)")
         if status.is_dir:

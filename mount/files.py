@@ -68,6 +68,7 @@ class WriteHandle:
         self.path = path
         self.mode = mode              # chmod'ed while being written: applied after the commit
         self.owner: tuple[str, str] | None = None
+        self.times: tuple[int | None, int | None] | None = None   # (mtime, atime) ms set meanwhile
         self.started_ms = int(time.time() * 1000)
         self.committed: FileStatus | None = None
         self._fs = fs
@@ -108,6 +109,9 @@ class WriteHandle:
                 changed = True
             if self.owner is not None and self.owner != (status.owner, status.group):
                 self._fs.set_owner(self.path, *self.owner)
+                changed = True
+            if self.times is not None:
+                self._fs.set_times(self.path, *self.times)
                 changed = True
             if changed:
                 status = self._fs.stat(self.path)

@@ -143,8 +143,14 @@ class Operations(pyfuse3.Operations):
                 pending.owner = (owner, group)
             else:
                 await self._as_owner(self.fs.set_owner, path, owner, group)
-        # atime/mtime: the NameNode keeps the time a file was written; touch and rsync -a's
-        # utimes are accepted and change nothing (docs/mount.md).
+        if fields.update_atime or fields.update_mtime:   # utimes(2), touch, rsync -a, tar x: HDFS's setTimes
+            mtime = attr.st_mtime_ns // 1_000_000 if fields.update_mtime else None
+            atime = attr.st_atime_ns // 1_000_000 if fields.update_atime else None
+            if pending is not None:
+                pending.times = (mtime if mtime is not None else (pending.times or (None, None))[0],
+                                 atime if atime is not None else (pending.times or (None, None))[1])
+            else:
+                await self._as_owner(self.fs.set_times, path, mtime, atime)
         return await self.getattr(inode)
 
     async def _as_owner(self, fn, *args):
@@ -405,26 +411,58 @@ class Operations(pyfuse3.Operations):
     async def link(self, inode, new_parent_inode, new_name, ctx):
         raise fail(errno.EPERM, "hard links are not supported")
 
-    async def symlink(self, parent_inode, name, target, ctx):
-        raise fail(errno.EPERM, "symbolic links are not supported")
-
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        raise fail(errno.EPERM, "only regular files and directories")
+        raise fail(errno.EPERM, "only regular files, directories and symbolic links")
+
+    # ------------------------------------------------------------------ links and extended attributes
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        path = self._child(parent_inode, name)
+        try:
+            text = target.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
+        await run(self.fs.symlink, text, path)
+        return await self._entry(path)
 
     async def readlink(self, inode, ctx):
-        raise fail(errno.EINVAL)
+        status = await run(self.fs.stat, self._path(inode))
+        if not status.is_link:
+            raise fail(errno.EINVAL)
+        return status.symlink.encode("utf-8")
+
+    @staticmethod
+    def _xattr_name(name: bytes) -> str:
+        """Only the user namespace is kept: trusted., security., system. (ACLs) are ENOTSUP."""
+        if not name.startswith(b"user."):
+            raise fail(errno.ENOTSUP)
+        try:
+            return name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EILSEQ) from None
 
     async def setxattr(self, inode, name, value, ctx):
-        raise fail(errno.ENOTSUP)
+        await run(self.fs.set_xattr, self._path(inode), self._xattr_name(name), value)
 
     async def getxattr(self, inode, name, ctx):
-        raise fail(errno.ENOTSUP)
+        key = self._xattr_name(name)
+        value = (await run(self.fs.get_xattrs, self._path(inode))).get(key)
+        if value is None:
+            raise fail(pyfuse3.ENOATTR)
+        return value
 
     async def listxattr(self, inode, ctx):
-        return []
+        node = self.inodes.get(inode)
+        if node is not None and node.writer is not None:
+            return []
+        return [name.encode("utf-8") for name in await run(self.fs.get_xattrs, self._path(inode))]
 
     async def removexattr(self, inode, name, ctx):
-        raise fail(errno.ENOTSUP)
+        key = self._xattr_name(name)
+        try:
+            await run(self.fs.remove_xattr, self._path(inode), key)
+        except pyfuse3.FUSEError as err:
+            raise fail(pyfuse3.ENOATTR) if err.errno == errno.ENOENT else err
 
 
 for _name, _method in list(vars(Operations).items()):
