@@ -102,8 +102,12 @@ class FileWriter:
     ``abort``. Thread-safe; the bytes go out in the order the calls return."""
 
     def __init__(self, loop: "LoopThread", writer: "StripedWriter", created, path: str,
-                 digests: Sequence[str] = ()):
+                 digests: Sequence[str] = (), start: int = 0, kept_length: int = 0, prefix=None):
+        """An append (``FileSystem.append``): ``start`` is the file's length before it, whose
+        bytes from ``kept_length`` on (the last, partial group: copy-on-write) ``prefix`` (a
+        ``read(n)``) yields before what ``write`` is given."""
         self.path = path
+        self.start = start   # the file's length before this write (an append's; 0 for a new file)
         self.written = 0   # bytes accepted by ``write``
         self.length: int | None = None   # once committed: the file's length
         self._hashes = {name: hashlib.new(name) for name in digests}
@@ -111,14 +115,23 @@ class FileWriter:
         self._lock = threading.Lock()
         self._closed = False
         pipe, hashes = self._pipe, list(self._hashes.values())
+        rewrite = [prefix, start - kept_length]   # what is left of the prefix to read
 
         def read(n: int) -> bytes:   # the striped writer's source (its own thread); holds no FileWriter
+            if rewrite[1] > 0:
+                data = rewrite[0](min(n, rewrite[1]))
+                if not data:
+                    raise HedgefsError(f"{path}: the file ended {rewrite[1]} bytes early while its last "
+                                       f"block group was rewritten: it changed meanwhile")
+                rewrite[1] -= len(data)
+                return data
             data = pipe.read(n)
             for h in hashes:
                 h.update(data)
             return data
 
-        self._future: concurrent.futures.Future = loop.submit(writer.write_created(created, read, lambda _n: None))
+        self._future: concurrent.futures.Future = loop.submit(
+            writer.write_created(created, read, lambda _n: None, kept_length=kept_length))
         self._future.add_done_callback(lambda _f: pipe.finished())
 
     def write(self, data) -> int:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 from hedgefs.client.admin import Admin
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
+    FileChanged,
     HedgefsError,
     IsADirectory,
     NotFound,
@@ -295,6 +296,62 @@ class FileSystem:
         writer = StripedWriter(self.datanodes, self._rpc)
         created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
         return FileWriter(self._loop, writer, created, path, digests)
+
+    def append(self, path: str, digests: "tuple[str, ...]" = ()) -> "FileWriter":
+        """The complete file at ``path``, open for appending (HDFS's append): ``write`` adds bytes
+        at its end, ``close`` commits the new version; until then readers see the file as it was,
+        and an abort (or a crash: the lease expires) leaves it so. Copy-on-write: the file's full
+        block groups are kept as they are, its last, partial one is rewritten (read and written
+        again with the new bytes after it) into a new group. Refusals here: no such file, a
+        directory, a symbolic link, not allowed, another client writing it (AlreadyExists).
+        ``FileWriter.start`` is the length it had."""
+        from hedgefs.client.file_writer import FileWriter
+        from hedgefs.client.writer import StripedWriter
+
+        writer = StripedWriter(self.datanodes, self._rpc)
+        reopened = self._call(writer.reopen(path))
+        prefix, done = self._old_bytes(writer, path, reopened, reopened.length)
+        out = FileWriter(self._loop, writer, reopened.write, path, digests, start=reopened.length,
+                         kept_length=reopened.kept_length, prefix=prefix)
+        out._future.add_done_callback(lambda _f: done())
+        return out
+
+    def truncate(self, path: str, length: int) -> None:
+        """HDFS's truncate: the file at ``path`` keeps its first ``length`` bytes (at most its
+        length: UsageError past the end, nothing changed). A cut on a block group boundary is
+        one NameNode call; elsewhere the group it falls in is rewritten copy-on-write (its first
+        bytes read and written into a new group), and the new version replaces the file at once
+        when that is durable. Readers see the old file or the new one, never a mix."""
+        from hedgefs.client.writer import StripedWriter
+
+        if length < 0:
+            raise UsageError(f"cannot truncate {path} to {length} bytes")
+        writer = StripedWriter(self.datanodes, self._rpc)
+        reopened = self._call(writer.reopen(path, truncate_to=length))
+        if reopened is None:
+            return
+        prefix, done = self._old_bytes(writer, path, reopened, length)
+        try:
+            self._call(writer.write_created(reopened.write, prefix, lambda _n: None,
+                                            kept_length=reopened.kept_length))
+        finally:
+            done()
+
+    def _old_bytes(self, writer, path: str, reopened: pb.AppendResponse, end: int):
+        """(read, close) of the bytes [kept_length, end) of the version the NameNode reopened
+        (the last group's, to be written again); that version changed: FileChanged, the write
+        abandoned."""
+        if end <= reopened.kept_length:
+            return (lambda n: b""), (lambda: None)
+        try:
+            reader = self.open(path)
+            if (reader.length, reader.status.mtime_ms) != (reopened.length, reopened.mtime_ms):
+                raise FileChanged(f"{path} changed while being reopened for writing")
+            stream = reader.stream(reopened.kept_length, end)
+        except BaseException:
+            self._call(writer._abandon(reopened.write.file_id))
+            raise
+        return stream.read, stream.close
 
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
               progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:

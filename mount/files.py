@@ -7,9 +7,10 @@ read races) and stops at ``MAX_WINDOW``: the ranges ahead are already being read
 asks for them. A read anywhere else is random: the read-ahead is dropped and the read is exactly
 its range (client/streams.py's ReadAhead). Reads never block a thread: the ops await the futures.
 
-Writing: hedgefs files are written once, from start to end, and become visible when complete.
-The kernel's writes go to the library's FileWriter (``FileSystem.create``), whose bounded pipe
-holds them until the stripes go out; a write anywhere but the end is refused. ``commit`` (the
+Writing: hedgefs files are written from start to end, or appended to, and a version becomes
+visible when complete. The kernel's writes go to the library's FileWriter (``FileSystem.create``
+or ``append``), whose bounded pipe holds them until the stripes go out; a write anywhere but the
+end is refused. ``commit`` (the
 first close(2)) closes it: the NameNode's complete, or the error close(2) returns; the file
 never appears in part.
 """
@@ -57,14 +58,16 @@ class WriteFailed(Exception):
 
 class WriteHandle:
     """A file being written here: ``write`` in order, then ``commit`` once. Made in a worker
-    thread: it creates the file at the NameNode (whose refusal is the open's or creat's error).
+    thread: it creates (or reopens for an append) the file at the NameNode, whose refusal is the
+    open's, creat's or write's error.
 
-    ``prefix``: the file as last committed through the same descriptor (a FileReader). A process
-    may write on after a close(2) of a duplicate of its descriptor (a shell's ``{ a; b; } > f``
-    closes the fd in every child that exits): each close commits what was written so far, and
-    writing on rewrites the file with the committed bytes first (hedgefs has no append)."""
+    ``append``: the library's append (copy-on-write of the file's last block group): the bytes
+    written follow the file's, which stays as it was until the commit. A process may write on
+    after a close(2) of a duplicate of its descriptor (a shell's ``{ a; b; } > f`` closes the fd
+    in every child that exits): each close commits what was written so far, and writing on is
+    an append to it."""
 
-    def __init__(self, fs: FileSystem, path: str, overwrite: bool, mode: int | None = None, prefix=None):
+    def __init__(self, fs: FileSystem, path: str, overwrite: bool, mode: int | None = None, append: bool = False):
         self.path = path
         self.mode = mode              # chmod'ed while being written: applied after the commit
         self.owner: tuple[str, str] | None = None
@@ -73,16 +76,8 @@ class WriteHandle:
         self.committed: FileStatus | None = None
         self._fs = fs
         self._lock = threading.Lock()
-        self._writer = fs.create(path, overwrite=overwrite)
-        if prefix is not None:
-            try:
-                with prefix.stream() as chunks:
-                    for chunk in chunks:
-                        self._writer.write(chunk)
-            except BaseException:
-                self._writer.abort()
-                raise
-        self.written = self._writer.written
+        self._writer = fs.append(path) if append else fs.create(path, overwrite=overwrite)
+        self.written = self._writer.start + self._writer.written
 
     def write(self, offset: int, data: bytes) -> int:
         with self._lock:
@@ -128,10 +123,11 @@ def version(status: FileStatus) -> tuple:
 
 class Writing:
     """A descriptor open for writing. The writer starts at the first write (or a truncation to
-    0) of an existing file, at once for a file created here."""
+    0) of an existing file, at once for a file created here. ``append``: opened O_APPEND (every
+    write goes to the end, whatever offset the kernel says)."""
 
-    def __init__(self, node: Node, path: str, length: int):
-        self.node, self.path, self.length = node, path, length
+    def __init__(self, node: Node, path: str, length: int, append: bool = False):
+        self.node, self.path, self.length, self.append = node, path, length, append
         self.writer: WriteHandle | None = None
         self.error: int = 0
 

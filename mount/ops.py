@@ -171,10 +171,23 @@ class Operations(pyfuse3.Operations):
         status = await run(self.fs.stat, path)
         if size == status.length:
             return
-        if size != 0:
-            raise fail(errno.EROFS, f"{path}: truncate to {size}: hedgefs files are written once")
-        await run(self.fs.write_bytes, path, b"", True)
+        try:
+            if size < status.length:
+                await run(self.fs.truncate, path, size)   # HDFS's truncate: copy-on-write of the group cut
+            else:
+                await run(self._extend, path, size - status.length)
+        except pyfuse3.FUSEError as err:   # another client is writing it
+            raise fail(errno.EBUSY, f"{path}: being written elsewhere") if err.errno == errno.EEXIST else err
+        if writing is not None:
+            writing.length = size
         node.seen = None
+
+    def _extend(self, path: str, zeros: int) -> None:
+        """truncate(2) past the end: the file grows by ``zeros`` zero bytes (an append of them)."""
+        chunk = bytes(min(zeros, 1 << 20))
+        with self.fs.append(path) as writer:
+            while zeros > 0:
+                zeros -= writer.write(chunk[:min(zeros, len(chunk))])
 
     # ------------------------------------------------------------------ directories
 
@@ -273,9 +286,7 @@ class Operations(pyfuse3.Operations):
         status = await run(self.fs.stat, path)
         if status.is_dir:
             raise fail(errno.EISDIR)
-        if flags & os.O_APPEND and status.length:
-            raise fail(errno.ENOTSUP, f"{path}: appending to a hedgefs file is not supported")
-        writing = Writing(node, path, status.length)
+        writing = Writing(node, path, status.length, append=bool(flags & os.O_APPEND))
         if flags & os.O_TRUNC:
             await self._start(writing, overwrite=True)
         return pyfuse3.FileInfo(fh=self._add_handle(writing))
@@ -310,27 +321,37 @@ class Operations(pyfuse3.Operations):
         if writing.error:
             raise fail(writing.error)
         if writing.writer is None:
-            if writing.length:
-                raise fail(errno.EROFS, f"{writing.path}: writing into an existing file (open it with O_TRUNC)")
-            await self._start(writing, overwrite=True)
+            if writing.append or (writing.length and off == writing.length):   # >>, or a write at the end
+                await self._start(writing, overwrite=False, append=True)
+            elif writing.length:
+                raise fail(errno.EROFS, f"{writing.path}: writing inside an existing file (open it with O_TRUNC, "
+                                        f"or O_APPEND)")
+            else:
+                await self._start(writing, overwrite=True)
         elif writing.writer.committed is not None:
             await self._write_on(writing, off)
+        if writing.append:
+            off = writing.writer.written   # O_APPEND: at the end, whatever the kernel thought the size was
         return await run(writing.writer.write, off, buf)
 
     async def _write_on(self, writing: Writing, offset: int) -> None:
-        """A write after a close(2) of a duplicate committed the file: rewrite it, committed bytes first."""
-        if offset != writing.writer.written:
+        """A write after a close(2) of a duplicate committed the file: an append to what was committed."""
+        if offset != writing.writer.written and not writing.append:
             raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
         old = writing.writer
-        prefix = await run(self.fs.open, writing.path) if old.written else None
         writing.writer = None
-        await self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
-        writing.writer.owner = old.owner
+        await self._start(writing, overwrite=False, append=True)
+        writing.writer.mode, writing.writer.owner = old.mode, old.owner
 
-    async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
-        """Create the file at the NameNode (in a worker thread: its refusal is this call's errno)."""
+    async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, append: bool = False) -> None:
+        """Create (or reopen for an append) the file at the NameNode (in a worker thread: its
+        refusal is this call's errno)."""
         if writing.writer is None:
-            writer = await run(WriteHandle, self.fs, writing.path, overwrite, mode, prefix)
+            try:
+                writer = await run(WriteHandle, self.fs, writing.path, overwrite, mode, append)
+            except pyfuse3.FUSEError as err:   # an append to a file another client is writing
+                raise fail(errno.EBUSY, f"{writing.path}: being written elsewhere") \
+                    if append and err.errno == errno.EEXIST else err
             if writing.writer is not None:   # another request on this descriptor started one meanwhile
                 await run(writer.abort)
                 return

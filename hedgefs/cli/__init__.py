@@ -37,6 +37,8 @@ COMMANDS = {
     "cp": "shell:cp",
     "touchz": "shell:touchz",
     "touch": "changes:touch",
+    "append": "changes:append",
+    "truncate": "changes:truncate",
     "ln": "changes:ln",
     "getfattr": "changes:getfattr",
     "setfattr": "changes:setfattr",

@@ -134,3 +134,62 @@ def setfattr(path: str, name: str, value: str | None, remove: bool, namenode: st
         else:
             data = raw.encode("utf-8")
         fs.set_xattr(path, name, data)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("local")
+@click.argument("remote")
+@namenode_option
+def append(local: str, remote: str, namenode: str | None) -> None:
+    """Append LOCAL (a file, or - for stdin) to the file REMOTE, as `hdfs dfs -appendToFile`; a
+    REMOTE that does not exist is created. The new bytes appear when the append ends, all of them
+    or none (a failure leaves REMOTE as it was). Copy-on-write: REMOTE's last, partial block group
+    is rewritten with the new bytes after it; its other groups stay as they are. A REMOTE another
+    client is writing is refused at once (exit 2).
+
+    \b
+    Examples:
+      hedgefs append today.log /logs/app.log
+      echo "done $(date)" | hedgefs append - /logs/app.log
+    """
+    remote = remote_path(remote)
+    if local == "-":
+        source = sys.stdin.buffer
+    else:
+        try:
+            source = open(local, "rb")
+        except FileNotFoundError:
+            raise NotFound(f"no such local file: {local}") from None
+        except IsADirectoryError:
+            raise IsADirectory(f"is a directory: {local}") from None
+        except OSError as err:
+            raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
+    with open_fs(namenode) as fs, source:
+        try:
+            writer = fs.append(remote)
+        except NotFound:
+            fs.write(remote, source)
+            return
+        with writer:
+            while chunk := source.read(1 << 20):
+                writer.write(chunk)
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("length", type=click.IntRange(0))
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@namenode_option
+def truncate(length: int, paths: tuple[str, ...], namenode: str | None) -> None:
+    """Cut each file PATH to its first LENGTH bytes, as `hdfs dfs -truncate`. Longer than the file
+    is refused (exit 2), as HDFS refuses it. On a block group boundary it is one NameNode call;
+    elsewhere the group the cut falls in is rewritten (copy-on-write), and the file changes when
+    that is durable: readers see it whole before or whole after.
+
+    \b
+    Examples:
+      hedgefs truncate 0 /logs/app.log
+      hedgefs truncate 1048576 /data/a.bin /data/b.bin
+    """
+    with open_fs(namenode) as fs:
+        for path in [remote_path(p) for p in paths]:
+            fs.truncate(path, length)

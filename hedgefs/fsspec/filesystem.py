@@ -267,6 +267,17 @@ class HedgeFileSystem(AbstractFileSystem):
         return self._with_parents(path, lambda: self.client.create(
             path, overwrite=overwrite, policy=policy or self.policy))
 
+    def append_writer(self, path: str, policy: str | None):
+        """The library's append FileWriter for ``ab``; a file that does not exist is created."""
+        from hedgefs.client.errors import NotFound
+
+        path = self._strip_protocol(path)
+        with translated():
+            try:
+                return self.client.append(path)
+            except NotFound:
+                return self.create_writer(path, overwrite=False, policy=policy)
+
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         import io
 

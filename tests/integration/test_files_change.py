@@ -125,3 +125,130 @@ def test_cli_touch_ln_getfattr_setfattr_and_their_bad_inputs(c, fs):
     assert_one_line_error(run_cli("touch", "-t", "yesterday", "/cli/new", namenode=nn), "bad time")
     assert_one_line_error(run_cli("ln", "-s", "/x", "/cli/new", namenode=nn), "exists")
     assert fs.stat("/cli/new").mtime_ms == 1_000_000 and fs.get_xattrs("/cli/new") == {"user.k": b"v 1"}
+
+
+# ---------------------------------------------------------------------------- append and truncate
+
+def _groups(fs, path: str) -> list[int]:
+    return [g.id for g in fs.stat(path).groups]
+
+
+def test_append_rewrites_only_the_last_group_and_readers_see_the_old_file_until_close(fs):
+    fs.mkdir("/ap", parents=True)
+    old = pattern(GROUP + 100_000, 1)                      # one full group and a partial one
+    fs.write_bytes("/ap/f", old)
+    before = _groups(fs, "/ap/f")
+    inode_mtime = fs.stat("/ap/f").mtime_ms
+    more = pattern(2 * GROUP + 7, 2)
+    with fs.append("/ap/f") as w:
+        assert w.start == len(old)
+        w.write(more[:1000])
+        assert fs.read_bytes("/ap/f") == old               # not visible before close
+        w.write(more[1000:])
+    assert w.length == len(old) + len(more)
+    assert fs.read_bytes("/ap/f") == old + more
+    after = _groups(fs, "/ap/f")
+    assert after[0] == before[0] and before[1] not in after   # the full group kept, the partial one rewritten
+    assert len(after) == 4 and fs.stat("/ap/f").mtime_ms > inode_mtime
+    with fs.append("/ap/f") as w:                          # now ending inside a group again: and again
+        w.write(b"tail")
+    assert fs.read_bytes("/ap/f") == old + more + b"tail"
+
+
+def test_append_to_an_empty_file_and_to_one_ending_on_a_group_boundary(fs):
+    fs.write_bytes("/ap-empty", b"")
+    with fs.append("/ap-empty") as w:
+        w.write(b"first")
+    assert fs.read_bytes("/ap-empty") == b"first"
+    whole = pattern(GROUP, 3)
+    fs.write_bytes("/ap-full", whole)
+    gid = _groups(fs, "/ap-full")
+    with fs.append("/ap-full") as w:
+        w.write(b"next")
+    assert fs.read_bytes("/ap-full") == whole + b"next" and _groups(fs, "/ap-full")[:1] == gid
+
+
+def test_an_aborted_append_leaves_the_file_and_a_second_writer_is_refused(fs):
+    data = pattern(5000, 4)
+    fs.write_bytes("/ap-one", data)
+    xattrs_before = fs.set_xattr("/ap-one", "user.k", b"v")
+    w = fs.append("/ap-one")
+    w.write(b"never seen")
+    with pytest.raises(AlreadyExists, match="being written"):
+        fs.append("/ap-one")
+    with pytest.raises(AlreadyExists, match="being written"):
+        fs.truncate("/ap-one", 10)
+    with pytest.raises(AlreadyExists, match="being written"):
+        fs.create("/ap-one", overwrite=True)
+    with pytest.raises(AlreadyExists, match="appended"):
+        fs.rename("/ap-one", "/ap-moved")
+    w.abort()
+    assert fs.read_bytes("/ap-one") == data and xattrs_before is None
+    with fs.append("/ap-one") as w:                        # the lease is gone: the next one may
+        w.write(b"+")
+    assert fs.read_bytes("/ap-one") == data + b"+" and fs.get_xattrs("/ap-one") == {"user.k": b"v"}
+
+
+def test_a_file_deleted_while_appended_to_fails_the_append_and_stays_deleted(fs):
+    fs.write_bytes("/ap-del", b"abc")
+    w = fs.append("/ap-del")
+    w.write(b"def")
+    fs.delete("/ap-del")
+    with pytest.raises(NotFound):
+        w.close()
+    with pytest.raises(NotFound):
+        fs.stat("/ap-del")
+
+
+@pytest.mark.parametrize("cut", [0, 1, GROUP - 1, GROUP, GROUP + 12345, 2 * GROUP + 50_000])
+def test_truncate_keeps_the_first_bytes_on_and_off_group_boundaries(fs, cut):
+    data = pattern(2 * GROUP + 50_000, 5)
+    path = f"/tr-{cut}"
+    fs.write_bytes(path, data)
+    first = _groups(fs, path)[0]
+    fs.truncate(path, cut)
+    assert fs.read_bytes(path) == data[:cut] and fs.stat(path).length == cut
+    if cut >= GROUP:
+        assert _groups(fs, path)[0] == first               # full groups before the cut are kept
+
+
+def test_truncate_and_append_refusals_change_nothing(fs):
+    fs.mkdir("/tr-bad", parents=True)
+    fs.write_bytes("/tr-bad/f", b"12345")
+    with pytest.raises(UsageError, match="only shortens"):
+        fs.truncate("/tr-bad/f", 6)
+    with pytest.raises(UsageError, match="is a directory"):
+        fs.truncate("/tr-bad", 0)
+    with pytest.raises(UsageError, match="is a directory"):
+        fs.append("/tr-bad")
+    with pytest.raises(NotFound):
+        fs.append("/tr-bad/missing")
+    fs.symlink("f", "/tr-bad/link")
+    with pytest.raises(UsageError, match="symbolic link"):
+        fs.append("/tr-bad/link")
+    assert fs.read_bytes("/tr-bad/f") == b"12345"
+
+
+def test_cli_append_and_truncate_and_their_bad_inputs(c, fs, tmp_path):
+    nn = c.namenode
+    local = tmp_path / "part"
+    local.write_bytes(b"from a file\n")
+    assert_one_line_error(run_cli("append", str(local), "/cli-ap/log", namenode=nn), "no such file or directory")
+    fs.mkdir("/cli-ap")
+    assert run_cli("append", str(local), "/cli-ap/log", namenode=nn).code == 0     # created
+    assert run_cli("append", "-", "/cli-ap/log", namenode=nn, input=b"from stdin\n").code == 0
+    assert fs.read_bytes("/cli-ap/log") == b"from a file\nfrom stdin\n"
+    assert run_cli("truncate", "5", "/cli-ap/log", namenode=nn).code == 0
+    assert fs.read_bytes("/cli-ap/log") == b"from "
+    assert_one_line_error(run_cli("append", str(local), "/cli-ap", namenode=nn), "is a directory: /cli-ap")
+    assert_one_line_error(run_cli("truncate", "99", "/cli-ap/log", namenode=nn), "only shortens")
+    assert run_cli("truncate", "99", "/cli-ap/log", namenode=nn).code == 2
+    assert_one_line_error(run_cli("truncate", "-1", "/cli-ap/log", namenode=nn))
+    w = fs.append("/cli-ap/log")
+    try:
+        result = run_cli("append", "-", "/cli-ap/log", namenode=nn, input=b"x")
+        assert_one_line_error(result, "being written")
+        assert result.code == 2
+    finally:
+        w.abort()
+    assert fs.read_bytes("/cli-ap/log") == b"from "                               # nothing changed

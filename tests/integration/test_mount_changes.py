@@ -96,3 +96,49 @@ def test_utime_symlink_xattrs_and_hard_links(mnt, mc):
         os.link(d / "f", d / "hard")
     assert raised.value.errno == errno.EPERM
     assert sorted(os.listdir(d)) == ["f", "s"] and (d / "f").read_bytes() == b"bytes"
+
+
+def test_append_with_o_append_and_shell_redirection(mnt, mc):
+    d = mnt / "app"
+    d.mkdir()
+    log = d / "log"
+    log.write_bytes(b"line 1\n")
+    subprocess.run(["sh", "-c", f"echo 'line 2' >> {log}; echo 'line 3' >> {log}"], check=True)
+    assert log.read_bytes() == b"line 1\nline 2\nline 3\n"
+    big = pattern(3 * CELL * 6 + 11, 9)                       # across block groups
+    with open(log, "ab") as f:
+        f.write(big)
+    assert log.read_bytes() == b"line 1\nline 2\nline 3\n" + big
+    fd = os.open(log, os.O_WRONLY)                            # no O_APPEND: a write at the end appends too
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, b"end")
+    os.close(fd)
+    assert log.read_bytes().endswith(big + b"end")
+    with client(mc.namenode) as fs:                           # another client appending: EBUSY here
+        w = fs.append("/app/log")
+        try:
+            with pytest.raises(OSError) as raised:
+                with open(log, "ab") as f:
+                    f.write(b"refused")
+            assert raised.value.errno == errno.EBUSY
+        finally:
+            w.abort()
+    assert log.read_bytes().endswith(b"end")
+
+
+def test_truncate_and_ftruncate_shorter_and_longer(mnt):
+    f = mnt / "trunc"
+    data = pattern(2 * 6 * CELL + 1000, 10)
+    f.write_bytes(data)
+    os.truncate(f, 6 * CELL + 5)                              # inside a group: copy-on-write of it
+    assert f.read_bytes() == data[:6 * CELL + 5]
+    os.truncate(f, 6 * CELL + 5 + 100)                        # longer: zeros, as POSIX
+    assert f.read_bytes() == data[:6 * CELL + 5] + bytes(100)
+    with open(f, "r+b") as fh:
+        fh.truncate(10)
+    assert f.read_bytes() == data[:10]
+    with open(f, "r+b") as fh:                                # ftruncate then a write at the new end
+        fh.truncate(4)
+        fh.seek(4)
+        fh.write(b"XY")
+    assert f.read_bytes() == data[:4] + b"XY"
