@@ -297,21 +297,26 @@ class FileSystem:
         created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
         return FileWriter(self._loop, writer, created, path, digests)
 
-    def append(self, path: str, digests: "tuple[str, ...]" = ()) -> "FileWriter":
+    def append(self, path: str, digests: "tuple[str, ...]" = (), rewrite_from: int | None = None) -> "FileWriter":
         """The complete file at ``path``, open for appending (HDFS's append): ``write`` adds bytes
         at its end, ``close`` commits the new version; until then readers see the file as it was,
         and an abort (or a crash: the lease expires) leaves it so. Copy-on-write: the file's full
         block groups are kept as they are, its last, partial one is rewritten (read and written
         again with the new bytes after it) into a new group. Refusals here: no such file, a
         directory, a symbolic link, not allowed, another client writing it (AlreadyExists).
-        ``FileWriter.start`` is the length it had."""
+        ``FileWriter.start`` is the length it had.
+
+        ``rewrite_from`` (at most the file's length): a write in place: the bytes written replace
+        the file's from that offset on (the new version ends where they end); the groups before
+        the one it falls in are kept, that one and those after it are written anew."""
         from hedgefs.client.file_writer import FileWriter
         from hedgefs.client.writer import StripedWriter
 
         writer = StripedWriter(self.datanodes, self._rpc)
-        reopened = self._call(writer.reopen(path))
-        prefix, done = self._old_bytes(writer, path, reopened, reopened.length)
-        out = FileWriter(self._loop, writer, reopened.write, path, digests, start=reopened.length,
+        reopened = self._call(writer.reopen(path, rewrite_from=rewrite_from))
+        start = reopened.length if rewrite_from is None else rewrite_from
+        prefix, done = self._old_bytes(writer, path, reopened, start)
+        out = FileWriter(self._loop, writer, reopened.write, path, digests, start=start,
                          kept_length=reopened.kept_length, prefix=prefix)
         out._future.add_done_callback(lambda _f: done())
         return out

@@ -149,12 +149,14 @@ class StripedWriter:
             path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
             client_name=f"pid-{os.getpid()}", convert_from=convert_from))
 
-    async def reopen(self, path: str, truncate_to: int | None = None) -> pb.AppendResponse | None:
+    async def reopen(self, path: str, truncate_to: int | None = None,
+                     rewrite_from: int | None = None) -> pb.AppendResponse | None:
         """The NameNode's Append (``truncate_to`` None) or Truncate: a new version of the file,
         copy-on-write of its last group (see AppendRequest in the proto). A truncate on a group
         boundary is done at once: None."""
         if truncate_to is None:
-            return await self._rpc("Append", pb.AppendRequest(path=path, client_name=f"pid-{os.getpid()}"))
+            return await self._rpc("Append", pb.AppendRequest(path=path, client_name=f"pid-{os.getpid()}",
+                                                              rewrite_from=rewrite_from))
         answer = await self._rpc("Truncate", pb.TruncateRequest(path=path, length=truncate_to,
                                                                 client_name=f"pid-{os.getpid()}"))
         return None if answer.done else answer.rewrite

@@ -16,6 +16,7 @@ never appears in part.
 """
 
 import errno
+import tempfile
 import threading
 import time
 
@@ -117,6 +118,96 @@ class WriteHandle:
         self._writer.abort()   # nothing after a commit; before one, the file never appears
 
 
+class Edit:
+    """A file changed in place through a descriptor: a write that is not at the end, a read of a
+    file being written here, a truncate of it. A working copy on local disk (a temporary file:
+    the file's bytes, read once) takes the writes and answers the reads; ``commit`` (fsync(2),
+    close(2)) writes the new version copy-on-write (``FileSystem.append(rewrite_from=)``: the
+    groups before the first byte changed are kept, the rest is written anew) and it replaces the
+    file at once, or the error is the call's and the file stays as it was. The same interface
+    as WriteHandle's for the ops; it lasts until the descriptor is released."""
+
+    def __init__(self, fs: FileSystem, path: str):
+        self.path = path
+        self.mode: int | None = None
+        self.owner: tuple[str, str] | None = None
+        self.times: tuple[int | None, int | None] | None = None
+        self.started_ms = int(time.time() * 1000)
+        self._fs = fs
+        self._lock = threading.Lock()
+        self._copy = tempfile.TemporaryFile(prefix="hedgefs-edit-")
+        try:
+            with fs.open(path) as reader, reader.stream() as chunks:
+                self.status = reader.status
+                for chunk in chunks:
+                    self._copy.write(chunk)
+        except BaseException:
+            self._copy.close()
+            raise
+        self.base = self.size = self.status.length   # the committed length, and the working copy's
+        self.dirty_from: int | None = None           # the first byte changed since the last commit
+
+    @property
+    def written(self) -> int:
+        return self.size
+
+    @property
+    def committed(self) -> FileStatus | None:
+        return None if self.dirty_from is not None else self.status
+
+    def _changed(self, offset: int) -> None:
+        self.dirty_from = offset if self.dirty_from is None else min(self.dirty_from, offset)
+
+    def write(self, offset: int, data: bytes) -> int:
+        with self._lock:
+            self._copy.seek(offset)
+            n = self._copy.write(data)
+            self._changed(min(offset, self.size))   # (past the end: the gap reads as zeros, and is new too)
+            self.size = max(self.size, offset + n)
+            return n
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            self._copy.seek(offset)
+            return self._copy.read(max(0, min(size, self.size - offset)))
+
+    def truncate(self, size: int) -> None:
+        with self._lock:
+            self._copy.truncate(size)   # longer: zeros, as POSIX
+            self._changed(min(size, self.size))
+            self.size = size
+
+    def commit(self) -> FileStatus:
+        """The working copy's changes become the file's new version (and a chmod, chown or utimes
+        made meanwhile are applied). Raises HedgefsError (its errno for fsync(2) or close(2))."""
+        with self._lock:
+            changed = self.dirty_from is not None
+            if changed:
+                start = min(self.dirty_from, self.base)
+                with self._fs.append(self.path, rewrite_from=start) as out:
+                    self._copy.seek(start)
+                    left = self.size - start
+                    while left > 0:
+                        chunk = self._copy.read(min(left, 1 << 20))
+                        out.write(chunk)
+                        left -= len(chunk)
+                self.base, self.dirty_from = self.size, None
+            if self.mode is not None:
+                self._fs.set_permission(self.path, self.mode)
+            if self.owner is not None:
+                self._fs.set_owner(self.path, *self.owner)
+            if self.times is not None:
+                self._fs.set_times(self.path, *self.times)
+            if changed or self.mode is not None or self.owner is not None or self.times is not None:
+                self.mode = self.owner = self.times = None
+                self.status = self._fs.stat(self.path)
+            return self.status
+
+    def abort(self) -> None:
+        """The descriptor is gone: the working copy too (what was not committed is dropped)."""
+        self._copy.close()
+
+
 def version(status: FileStatus) -> tuple:
     return status.length, status.mtime_ms, tuple(g.id for g in status.groups)
 
@@ -128,7 +219,8 @@ class Writing:
 
     def __init__(self, node: Node, path: str, length: int, append: bool = False):
         self.node, self.path, self.length, self.append = node, path, length, append
-        self.writer: WriteHandle | None = None
+        self.writer: WriteHandle | Edit | None = None
+        self.reader: ReadHandle | None = None   # reads before anything is written (O_RDWR)
         self.error: int = 0
 
 

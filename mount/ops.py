@@ -24,7 +24,7 @@ from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.mount.attrs import Owners, attributes
 from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
-from hedgefs.mount.files import Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
+from hedgefs.mount.files import Edit, Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
 from hedgefs.mount.inodes import InodeTable, Node, child
 
 log = logging.getLogger("hedgefs.mount")
@@ -74,6 +74,8 @@ class Operations(pyfuse3.Operations):
 
     def _attrs(self, status: FileStatus, node: Node) -> pyfuse3.EntryAttributes:
         writer = node.writer
+        if isinstance(writer, Edit):   # an existing file changed here: its own attributes, the copy's size
+            return attributes(writer.status, node.inode, self.owners, 0, size=writer.written)
         if writer is not None:
             return attributes(self._pending(writer), node.inode, self.owners, 0, size=writer.written)
         return attributes(status, node.inode, self.owners, self.timeout)
@@ -162,8 +164,16 @@ class Operations(pyfuse3.Operations):
 
     async def _truncate(self, path: str, node: Node, writing: "Writing | None", size: int) -> None:
         if node.writer is not None:
-            if size != node.writer.written:
-                raise fail(errno.ENOTSUP, f"{path}: truncate to {size} while being written")
+            if size == node.writer.written:
+                return
+            owner = writing if writing is not None and writing.writer is node.writer else None
+            if owner is None:   # truncate(2) by path of a file a descriptor here is writing
+                owner = next((h for h in self._handles.values() if isinstance(h, Writing) and h.writer is node.writer),
+                             None)
+            if owner is None:
+                raise fail(errno.EBUSY, f"{path}: truncate to {size} while being written")
+            edit = await self._edit(owner)
+            await run(edit.truncate, size)
             return
         if writing is not None and size == 0:
             await self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
@@ -180,6 +190,9 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EBUSY, f"{path}: being written elsewhere") if err.errno == errno.EEXIST else err
         if writing is not None:
             writing.length = size
+            if writing.reader is not None:   # its reads: of the new length
+                writing.reader.close()
+                writing.reader = None
         node.seen = None
 
     def _extend(self, path: str, zeros: int) -> None:
@@ -306,7 +319,13 @@ class Operations(pyfuse3.Operations):
     async def read(self, fh, off, size):
         handle = self._handle(fh)
         if isinstance(handle, Writing):
-            raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
+            if handle.writer is None:   # (O_RDWR) nothing written yet: the file as committed
+                if handle.reader is None:
+                    handle.reader = ReadHandle(await run(self.fs.open, handle.path))
+                handle = handle.reader
+            else:                       # what this descriptor wrote: its working copy
+                edit = await self._edit(handle)
+                return await run(edit.read, off, size)
         try:
             try:
                 data = await wait(handle.fetch(off, size))
@@ -317,31 +336,57 @@ class Operations(pyfuse3.Operations):
         return bytes(data)
 
     async def write(self, fh, off, buf):
+        """In order (a new file, O_TRUNC, O_APPEND, a write at the end): streamed into stripes as
+        written. Anywhere else: a working copy (Edit), committed copy-on-write at fsync or close."""
         writing = self._handle(fh)
         if writing.error:
             raise fail(writing.error)
-        if writing.writer is None:
+        w = writing.writer
+        if w is None:
             if writing.append or (writing.length and off == writing.length):   # >>, or a write at the end
                 await self._start(writing, overwrite=False, append=True)
-            elif writing.length:
-                raise fail(errno.EROFS, f"{writing.path}: writing inside an existing file (open it with O_TRUNC, "
-                                        f"or O_APPEND)")
-            else:
+            elif not writing.length and off == 0:
                 await self._start(writing, overwrite=True)
-        elif writing.writer.committed is not None:
-            await self._write_on(writing, off)
+            else:
+                await self._edit(writing)
+        elif not isinstance(w, Edit):
+            at_end = writing.append or off == w.written
+            if w.committed is not None and at_end:
+                await self._write_on(writing)
+            elif not at_end:
+                await self._edit(writing)
         if writing.append:
             off = writing.writer.written   # O_APPEND: at the end, whatever the kernel thought the size was
         return await run(writing.writer.write, off, buf)
 
-    async def _write_on(self, writing: Writing, offset: int) -> None:
-        """A write after a close(2) of a duplicate committed the file: an append to what was committed."""
-        if offset != writing.writer.written and not writing.append:
-            raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
+    async def _write_on(self, writing: Writing) -> None:
+        """A write at the end after a close(2) of a duplicate (or an fsync) committed the file: an
+        append to what was committed."""
         old = writing.writer
         writing.writer = None
         await self._start(writing, overwrite=False, append=True)
         writing.writer.mode, writing.writer.owner = old.mode, old.owner
+
+    async def _edit(self, writing: Writing) -> Edit:
+        """This descriptor's working copy (Edit), made now if it has none: what it streamed so far
+        is committed first, then the file is read into the copy."""
+        w = writing.writer
+        if isinstance(w, Edit):
+            return w
+        if w is not None:
+            if w.committed is None:
+                await self._commit(writing)
+            writing.writer = None
+        edit = await run(Edit, self.fs, writing.path)
+        if writing.writer is not None:   # another request on this descriptor made one meanwhile
+            edit.abort()
+            return writing.writer
+        if writing.reader is not None:
+            writing.reader.close()
+            writing.reader = None
+        writing.writer = writing.node.writer = edit
+        writing.node.seen = None
+        return edit
 
     async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, append: bool = False) -> None:
         """Create (or reopen for an append) the file at the NameNode (in a worker thread: its
@@ -368,7 +413,7 @@ class Operations(pyfuse3.Operations):
         if not isinstance(handle, Writing) or handle.writer is None or handle.error:
             return
         writer = handle.writer
-        if writer.committed is None:
+        if writer.committed is None or isinstance(writer, Edit):
             try:
                 await self._commit(handle)
             except pyfuse3.FUSEError as err:
@@ -380,7 +425,7 @@ class Operations(pyfuse3.Operations):
         try:
             await run(writer.commit)
         finally:
-            if writing.node.writer is writer:
+            if writing.node.writer is writer and not isinstance(writer, Edit):   # (an Edit lasts until release)
                 writing.node.writer = None
         writing.node.seen = None
 
@@ -388,7 +433,9 @@ class Operations(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         if isinstance(handle, ReadHandle):
             handle.close()
-        elif isinstance(handle, Writing) and handle.writer is not None:
+        elif isinstance(handle, Writing) and handle.reader is not None:
+            handle.reader.close()
+        if isinstance(handle, Writing) and handle.writer is not None:
             if handle.writer.committed is None and not handle.error:
                 try:
                     await self._commit(handle)   # no flush came (the kernel sends one per close)
@@ -399,9 +446,13 @@ class Operations(pyfuse3.Operations):
                 handle.node.writer = None
 
     async def fsync(self, fh, datasync):
-        # A file being written becomes durable when it is committed, at close (HDFS has hsync;
-        # hedgefs has none): fsync of it returns at once. Complete files are durable already.
-        self._handle(fh)
+        """Durable: what this descriptor wrote is committed now (a stream, or a working copy's
+        changes), and a failure is fsync's error; writing on continues (an append, or the copy)."""
+        handle = self._handle(fh)
+        if isinstance(handle, Writing):
+            await self.flush(fh)
+            if handle.error:
+                raise fail(handle.error)
 
     async def statfs(self, ctx):
         stats = pyfuse3.StatvfsData()

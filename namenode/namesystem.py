@@ -813,13 +813,17 @@ class Namesystem:
         self._log(r.Abandon(file_id, retry))
         log.debug("abandoned file %d", file_id)
 
-    def append(self, path: str, client_name: str = "", who: Identity = SUPER, retry=None) -> Reopened:
+    def append(self, path: str, client_name: str = "", who: Identity = SUPER, retry=None,
+               rewrite_from: int | None = None) -> Reopened:
         """Begin an append to the complete file at ``path`` (HDFS's append): a new version of it is
         written copy-on-write: it shares the file's full groups; the client rewrites the bytes of
         its last, partial group (``Reopened.kept_length`` to ``length``) and then the new ones,
         and Complete replaces the file with it. Until then readers see the file as it was; one
-        writer per path, as for Create."""
-        return self._change(retry, r.Reopen, lambda: self._reopen(path, None, client_name, who, retry),
+        writer per path, as for Create. ``rewrite_from`` (an offset within the file): the new
+        version replaces the bytes from there on (a write in place, copy-on-write of the group it
+        falls in and those after it): the groups before that one are kept."""
+        return self._change(retry, r.Reopen,
+                            lambda: self._reopen(path, None, client_name, who, retry, rewrite_from),
                             lambda kept: self._reopened(kept[0]))
 
     def truncate(self, path: str, length: int, client_name: str = "", who: Identity = SUPER,
@@ -832,7 +836,8 @@ class Namesystem:
         return self._change(retry, kinds, lambda: self._reopen(path, length, client_name, who, retry),
                             lambda kept: self._reopened(kept[0]) if kept else None)
 
-    def _reopen(self, path: str, cut: int | None, client_name: str, who: Identity, retry) -> Reopened | None:
+    def _reopen(self, path: str, cut: int | None, client_name: str, who: Identity, retry,
+                rewrite_from: int | None = None) -> Reopened | None:
         what = "append to" if cut is None else "truncate"
         self.safemode.refuse(f"{what} {path}")
         chain = self.tree.walk(path, who)
@@ -855,7 +860,11 @@ class Namesystem:
                 return None
         policy = load_policy(node.attrs.policy)
         full = group_data_size(policy, node.attrs.block_size)
+        if rewrite_from is not None and not 0 <= rewrite_from <= node.length:
+            raise InvalidArgument(f"cannot rewrite {path} from byte {rewrite_from}: it has {node.length}")
         end = node.length if cut is None else cut
+        if rewrite_from is not None:
+            end = rewrite_from
         kept = min(end // full, len(node.groups))
         if cut is not None and cut == kept * full:
             mtime = max(self.wall_ms(), node.mtime + 1)   # a new version: see complete

@@ -792,12 +792,14 @@ class XAttrsResponse(_message.Message):
     def __init__(self, xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
-    __slots__ = ("path", "client_name")
+    __slots__ = ("path", "client_name", "rewrite_from")
     PATH_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    REWRITE_FROM_FIELD_NUMBER: _ClassVar[int]
     path: str
     client_name: str
-    def __init__(self, path: _Optional[str] = ..., client_name: _Optional[str] = ...) -> None: ...
+    rewrite_from: int
+    def __init__(self, path: _Optional[str] = ..., client_name: _Optional[str] = ..., rewrite_from: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
     __slots__ = ("write", "kept_length", "length", "mtime_ms")

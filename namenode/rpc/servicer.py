@@ -241,7 +241,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def Append(self, request, call):
-        return _reopened(self.nn.append(request.path, request.client_name, caller(), call.retry))
+        rewrite_from = request.rewrite_from if request.HasField("rewrite_from") else None
+        return _reopened(self.nn.append(request.path, request.client_name, caller(), call.retry, rewrite_from))
 
     @_rpc
     def Truncate(self, request, call):

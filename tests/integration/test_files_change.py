@@ -252,3 +252,22 @@ def test_cli_append_and_truncate_and_their_bad_inputs(c, fs, tmp_path):
     finally:
         w.abort()
     assert fs.read_bytes("/cli-ap/log") == b"from "                               # nothing changed
+
+
+def test_a_write_in_place_keeps_the_groups_before_it(fs):
+    data = pattern(3 * GROUP + 999, 6)
+    fs.write_bytes("/inplace", data)
+    before = _groups(fs, "/inplace")
+    at = GROUP + 5000
+    with fs.append("/inplace", rewrite_from=at) as w:      # bytes from `at` on are replaced
+        assert w.start == at
+        w.write(b"NEW" * 10)
+        w.write(data[at + 30:])
+    assert fs.read_bytes("/inplace") == data[:at] + b"NEW" * 10 + data[at + 30:]
+    after = _groups(fs, "/inplace")
+    assert after[0] == before[0] and not set(after[1:]) & set(before)
+    with fs.append("/inplace", rewrite_from=10) as w:      # and shorter: the file ends where the bytes end
+        w.write(b"!")
+    assert fs.read_bytes("/inplace") == data[:10] + b"!"
+    with pytest.raises(UsageError, match="cannot rewrite"):
+        fs.append("/inplace", rewrite_from=12)

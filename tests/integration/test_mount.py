@@ -230,26 +230,7 @@ def test_listing_of_more_entries_than_a_namenode_page(mnt, mcluster):
 
 # ---------------------------------------------------------------------------- what is refused
 
-def _write_into_existing(path):
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, b"x")
-    finally:
-        os.close(fd)
-
-
-def _seek_back_and_write(path):
-    with open(path, "wb") as f:
-        f.write(b"abc")
-        f.flush()
-        f.seek(0)
-        f.write(b"z")
-        f.flush()
-
-
 ERRNO_TABLE = [
-    ("write into an existing file without O_TRUNC", _write_into_existing, errno.EROFS),
-    ("write out of order", lambda p: _seek_back_and_write(str(p) + ".new"), errno.ENOTSUP),
     ("hard link", lambda p: os.link(p, str(p) + ".link"), errno.EPERM),
     ("fifo", lambda p: os.mkfifo(str(p) + ".fifo"), errno.EPERM),
     ("set an xattr outside the user namespace", lambda p: os.setxattr(p, "security.k", b"v"), errno.ENOTSUP),

@@ -9,9 +9,10 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 
 import pytest
-from conftest import CELL, client, pattern, start_cluster
+from conftest import CELL, GROUP, client, pattern, start_cluster
 from test_mount import start_mount, stop_mount
 
 
@@ -142,3 +143,94 @@ def test_truncate_and_ftruncate_shorter_and_longer(mnt):
         fh.seek(4)
         fh.write(b"XY")
     assert f.read_bytes() == data[:4] + b"XY"
+
+
+def test_writes_in_place_reads_of_what_was_written_and_fsync(mnt, mc):
+    f = mnt / "inplace.bin"
+    data = bytearray(pattern(2 * GROUP + 300, 11))
+    original = bytes(data)
+    f.write_bytes(original)
+    fd = os.open(f, os.O_RDWR)
+    try:
+        assert os.pread(fd, 10, 5) == bytes(data[5:15])          # O_RDWR: reads before any write
+        os.pwrite(fd, b"MIDDLE", GROUP + 7)                    # inside the second group
+        data[GROUP + 7:GROUP + 13] = b"MIDDLE"
+        assert os.pread(fd, 20, GROUP) == bytes(data[GROUP:GROUP + 20])   # what it wrote
+        os.pwrite(fd, b"END", len(data) + 2)                      # past the end: a gap of zeros
+        data += b"\0\0END"
+        assert os.fstat(fd).st_size == len(data)
+        with client(mc.namenode) as fs:
+            assert fs.read_bytes("/inplace.bin") == original      # not before fsync or close
+            first = fs.stat("/inplace.bin").groups[0].id
+            os.fsync(fd)                                          # durable, visible to every client now
+            assert fs.read_bytes("/inplace.bin") == bytes(data)
+            assert fs.stat("/inplace.bin").groups[0].id == first  # the group before the change: kept
+        os.pwrite(fd, b"x", 0)
+        data[0:1] = b"x"
+    finally:
+        os.close(fd)
+    assert f.read_bytes() == bytes(data)
+    g = mnt / "ooo.bin"                                           # a new file written out of order
+    with open(g, "wb") as fh:
+        fh.write(b"abc")
+        fh.seek(0)
+        fh.write(b"z")
+    assert g.read_bytes() == b"zbc"
+
+
+def test_sqlite_database_on_the_mount_survives_kill_9_of_its_writer(mnt, tmp_path):
+    import sqlite3
+
+    db = mnt / "db" / "test.sqlite"
+    db.parent.mkdir()
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+    for batch in range(10):                                       # 10,000 inserts in 10 transactions
+        with conn:
+            conn.executemany("INSERT INTO t (v) VALUES (?)", [(f"row {batch}-{i}",) for i in range(1000)])
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    # A writer killed with -9 after a committed transaction, in the middle of the next one.
+    script = (f"import sqlite3, os, signal\n"
+              f"c = sqlite3.connect({str(db)!r})\n"
+              f"with c:\n    c.execute(\"INSERT INTO t (v) VALUES ('committed')\")\n"
+              f"c.execute('BEGIN')\n"
+              f"c.executemany('INSERT INTO t (v) VALUES (?)', [('lost',)] * 500)\n"
+              f"os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr.decode()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (10_001,)
+    assert conn.execute("SELECT count(*) FROM t WHERE v = 'committed'").fetchone() == (1,)
+    conn.close()
+
+
+def test_git_clone_status_commit_and_fsck_on_the_mount(mnt, tmp_path):
+    if not shutil.which("git"):
+        pytest.skip("no git")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
+
+    def git(*args, cwd):
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=env, timeout=300)
+        assert out.returncode == 0, f"git {' '.join(args)}: {out.stderr.decode()}"
+        return out.stdout.decode()
+
+    src = tmp_path / "src"
+    src.mkdir()
+    git("init", "-q", cwd=src)
+    for i in range(20):
+        (src / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
+    git("add", ".", cwd=src)
+    git("commit", "-q", "-m", "first", cwd=src)
+    git("clone", "-q", str(src), str(mnt / "clone"), cwd=tmp_path)
+    repo = mnt / "clone"
+    assert git("status", "--porcelain", cwd=repo) == ""
+    (repo / "f3.txt").write_text("changed\n")
+    (repo / "new.txt").write_text("new\n")
+    git("add", ".", cwd=repo)
+    git("commit", "-q", "-m", "second", cwd=repo)
+    assert git("status", "--porcelain", cwd=repo) == ""
+    git("fsck", "--full", "--strict", cwd=repo)
+    assert git("log", "--format=%s", cwd=repo).split() == ["second", "first"]
