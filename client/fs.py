@@ -295,7 +295,7 @@ class FileSystem:
 
         writer = StripedWriter(self.datanodes, self._rpc)
         created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
-        return FileWriter(self._loop, writer, created, path, digests)
+        return FileWriter(self._loop, writer, created, path, digests, again=lambda: self._reopen(path))
 
     def append(self, path: str, digests: "tuple[str, ...]" = (), rewrite_from: int | None = None) -> "FileWriter":
         """The complete file at ``path``, open for appending (HDFS's append): ``write`` adds bytes
@@ -310,16 +310,21 @@ class FileSystem:
         the file's from that offset on (the new version ends where they end); the groups before
         the one it falls in are kept, that one and those after it are written anew."""
         from hedgefs.client.file_writer import FileWriter
+
+        writer, created, start, kept_length, prefix, done = self._reopen(path, rewrite_from)
+        return FileWriter(self._loop, writer, created, path, digests, start=start, kept_length=kept_length,
+                          prefix=prefix, done=done, again=lambda: self._reopen(path))
+
+    def _reopen(self, path: str, rewrite_from: int | None = None) -> tuple:
+        """An append's (or a write in place's) start: the NameNode's Append, and the file's bytes
+        to write again; (writer, created, start, kept_length, prefix, done) for a FileWriter."""
         from hedgefs.client.writer import StripedWriter
 
         writer = StripedWriter(self.datanodes, self._rpc)
         reopened = self._call(writer.reopen(path, rewrite_from=rewrite_from))
         start = reopened.length if rewrite_from is None else rewrite_from
         prefix, done = self._old_bytes(writer, path, reopened, start)
-        out = FileWriter(self._loop, writer, reopened.write, path, digests, start=start,
-                         kept_length=reopened.kept_length, prefix=prefix)
-        out._future.add_done_callback(lambda _f: done())
-        return out
+        return writer, reopened.write, start, reopened.kept_length, prefix, done
 
     def truncate(self, path: str, length: int) -> None:
         """HDFS's truncate: the file at ``path`` keeps its first ``length`` bytes (at most its

@@ -32,11 +32,19 @@ class ReadHandle:
     """Reads of one open file (a FileReader), with read-ahead while they come in order."""
 
     def __init__(self, reader):
+        self.node = None   # its inode (ops.open): what the kernel was told of its size
+        self.follow(reader)
+
+    def follow(self, reader) -> None:
+        """Read on from ``reader`` (a newer version of the file: see ops._follow)."""
+        old = getattr(self, "ahead", None)
         self.reader = reader
         self.length = reader.length
         policy = reader.status.policy
         cell = parse_policy(policy).cell_size if policy else 1 << 20
         self.ahead = ReadAhead(reader, window=cell, max_window=max(cell, MAX_WINDOW), ahead=1)
+        if old is not None:
+            old.close()
 
     def fetch(self, offset: int, size: int):
         """A future of the bytes [offset, offset + size), clipped to the file (see the module)."""

@@ -20,7 +20,7 @@ import os
 import pyfuse3
 import trio
 
-from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
+from hedgefs.client.errors import AlreadyExists, FileChanged, HedgefsError, NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.mount.attrs import Owners, attributes
 from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
@@ -78,6 +78,7 @@ class Operations(pyfuse3.Operations):
             return attributes(writer.status, node.inode, self.owners, 0, size=writer.written)
         if writer is not None:
             return attributes(self._pending(writer), node.inode, self.owners, 0, size=writer.written)
+        node.size = status.length
         return attributes(status, node.inode, self.owners, self.timeout)
 
     def _pending(self, writer: WriteHandle) -> FileStatus:
@@ -293,7 +294,9 @@ class Operations(pyfuse3.Operations):
         if flags & os.O_ACCMODE == os.O_RDONLY:
             reader = await run(self.fs.open, path)
             seen, node.seen = node.seen, version(reader.status)
-            return pyfuse3.FileInfo(fh=self._add_handle(ReadHandle(reader)), keep_cache=seen == node.seen)
+            handle = ReadHandle(reader)
+            handle.node = node
+            return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=seen == node.seen)
         if node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is already being written here")
         status = await run(self.fs.stat, path)
@@ -326,14 +329,39 @@ class Operations(pyfuse3.Operations):
             else:                       # what this descriptor wrote: its working copy
                 edit = await self._edit(handle)
                 return await run(edit.read, off, size)
+        if off + size > handle.length and handle.node is not None and handle.node.size > handle.length:
+            await self._follow(handle)   # the kernel was told of a longer file (appended to elsewhere): read that
         try:
             try:
-                data = await wait(handle.fetch(off, size))
-            except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
-                data = await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
+                data = await self._fetch(handle, off, size)
+            except FileChanged:   # replaced since it was opened: an append's new version, say
+                if not await self._follow(handle):
+                    raise
+                data = await self._fetch(handle, off, size)
         except HedgefsError as err:
             raise as_fuse_error(err) from None
         return bytes(data)
+
+    @staticmethod
+    async def _fetch(handle: ReadHandle, off: int, size: int):
+        try:
+            return await wait(handle.fetch(off, size))
+        except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
+            return await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
+
+    async def _follow(self, handle: ReadHandle) -> bool:
+        """An open file reads on into a newer version of itself that is at least as long (``tail
+        -f`` of a file appended to): True if it moved to one. (A shorter one: it reads what it
+        opened while that lasts, then ESTALE.)"""
+        try:
+            fresh = await run(self.fs.open, handle.reader.status.path)
+        except pyfuse3.FUSEError:
+            return False
+        if fresh.length < handle.length or version(fresh.status) == version(handle.reader.status):
+            fresh.close()
+            return False
+        handle.follow(fresh)
+        return True
 
     async def write(self, fh, off, buf):
         """In order (a new file, O_TRUNC, O_APPEND, a write at the end): streamed into stripes as

@@ -271,3 +271,21 @@ def test_a_write_in_place_keeps_the_groups_before_it(fs):
     assert fs.read_bytes("/inplace") == data[:10] + b"!"
     with pytest.raises(UsageError, match="cannot rewrite"):
         fs.append("/inplace", rewrite_from=12)
+
+
+def test_hflush_commits_what_was_written_and_writing_goes_on(fs):
+    w = fs.create("/hf", overwrite=True)
+    w.write(b"line 1\n")
+    assert w.hflush() == 7                                  # visible now, to any new reader
+    assert fs.read_bytes("/hf") == b"line 1\n"
+    w.write(b"line 2\n")
+    assert w.hsync() == 14
+    assert fs.read_bytes("/hf") == b"line 1\nline 2\n"
+    w.write(b"line 3\n")
+    w.abort()                                               # what an hflush committed stays
+    assert fs.read_bytes("/hf") == b"line 1\nline 2\n"
+    with fs.append("/hf") as w:
+        w.write(b"line 3\n")
+        w.hflush()
+        w.write(b"line 4\n")
+    assert w.length == 28 and fs.read_bytes("/hf") == b"line 1\nline 2\nline 3\nline 4\n"

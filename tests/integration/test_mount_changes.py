@@ -10,9 +10,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
-from conftest import CELL, GROUP, client, pattern, start_cluster
+from conftest import CELL, GROUP, client, pattern, start_cluster, wait_until
 from test_mount import start_mount, stop_mount
 
 
@@ -234,3 +235,30 @@ def test_git_clone_status_commit_and_fsck_on_the_mount(mnt, tmp_path):
     assert git("status", "--porcelain", cwd=repo) == ""
     git("fsck", "--full", "--strict", cwd=repo)
     assert git("log", "--format=%s", cwd=repo).split() == ["second", "first"]
+
+
+def test_tail_f_through_the_mount_sees_a_line_hflushed_by_another_client(mnt, mc):
+    (mnt / "tailed").write_bytes(b"first\n")
+    tail = subprocess.Popen(["tail", "-f", "-s", "0.2", str(mnt / "tailed")], stdout=subprocess.PIPE)
+    try:
+        os.set_blocking(tail.stdout.fileno(), False)
+        seen = bytearray()
+
+        def has(text: bytes) -> bool:
+            chunk = tail.stdout.read()
+            if chunk:
+                seen.extend(chunk)
+            return text in seen
+
+        wait_until(lambda: has(b"first\n"), 10, "tail's first line")
+        with client(mc.namenode) as fs, fs.append("/tailed") as w:
+            for i in range(3):
+                w.write(f"appended {i}\n".encode())
+                w.hflush()
+                began = time.monotonic()
+                wait_until(lambda: has(f"appended {i}\n".encode()), 10, f"line {i} in tail -f")
+                print(f"tail -f saw hflushed line {i} after {time.monotonic() - began:.2f} s")   # (the attribute timeout: 1 s)
+    finally:
+        tail.kill()
+        tail.wait()
+    assert bytes(seen) == b"first\nappended 0\nappended 1\nappended 2\n"
