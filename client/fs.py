@@ -326,6 +326,12 @@ class FileSystem:
         prefix, done = self._old_bytes(writer, path, reopened, start)
         return writer, reopened.write, start, reopened.kept_length, prefix, done
 
+    def recover_lease(self, path: str) -> bool:
+        """HDFS's recoverLease: abandon the write in progress at ``path`` now (a crashed writer's,
+        whose lease would expire later), leaving the file at its last committed version (every
+        byte an hflush committed). True if there was one."""
+        return self.rpc("RecoverLease", pb.PathRequest(path=path)).recovered
+
     def truncate(self, path: str, length: int) -> None:
         """HDFS's truncate: the file at ``path`` keeps its first ``length`` bytes (at most its
         length: UsageError past the end, nothing changed). A cut on a block group boundary is

@@ -452,6 +452,9 @@ class Operations(pyfuse3.Operations):
         writer = writing.writer
         try:
             await run(writer.commit)
+        except pyfuse3.FUSEError as err:   # a working copy of a file another client is writing now
+            raise fail(errno.EBUSY, f"{writing.path}: being written elsewhere") \
+                if isinstance(writer, Edit) and err.errno == errno.EEXIST else err
         finally:
             if writing.node.writer is writer and not isinstance(writer, Edit):   # (an Edit lasts until release)
                 writing.node.writer = None

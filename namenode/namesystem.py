@@ -651,6 +651,32 @@ class Namesystem:
             self._writing(file_id, who).renewed = self.clock()
         self._locked(renew)
 
+    def recover_lease(self, path: str, who: Identity = SUPER, retry=None) -> bool:
+        """HDFS's recoverLease: the write in progress at ``path`` (a crashed writer's, whose lease
+        would expire only after --lease-timeout-s) is abandoned now, so that another may write:
+        a new file's never appears, an append's, truncate's or write in place's leaves the file
+        at its last committed version (every hflushed byte). The writer itself, or a user who may
+        write the file (or, for a new file, its directory). True if there was one."""
+        return self._change(retry, r.Abandon, lambda: self._recover_lease(path, who, retry),
+                            lambda _kept: True)
+
+    def _recover_lease(self, path: str, who: Identity, retry) -> bool:
+        parts = paths.components(path)
+        if not parts:
+            raise FailedPrecondition("is a directory: /")
+        parent = self.tree.parent_dir(path, who, parts)[-1]
+        lease = self.tree.writers.get((parent, parts[-1]))
+        if lease is None:
+            return False
+        if who.name != lease.holder and not who.is_admin:
+            target = lease.base if lease.base is not None else parent
+            check(who, target, WRITE, path if lease.base is not None else paths.parent_of(path),
+                  f"recover the lease of {path}")
+        self._log(r.Abandon(lease.file_id, retry))
+        log.warning("lease of %s (file %d, held by %s) recovered by %s: its write is abandoned", path,
+                    lease.file_id, lease.holder, who.name)
+        return True
+
     def restart_leases(self) -> None:
         """Every lease counts from now (this process begins to serve as the active: HDFS renews
         every lease at start-up): a writer whose renewals failed while no NameNode served gets one

@@ -830,3 +830,9 @@ class TruncateResponse(_message.Message):
     done: bool
     rewrite: AppendResponse
     def __init__(self, done: _Optional[bool] = ..., rewrite: _Optional[_Union[AppendResponse, _Mapping]] = ...) -> None: ...
+
+class RecoverLeaseResponse(_message.Message):
+    __slots__ = ("recovered",)
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    recovered: bool
+    def __init__(self, recovered: _Optional[bool] = ...) -> None: ...

@@ -201,6 +201,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.TruncateRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.TruncateResponse.FromString,
                 _registered_method=True)
+        self.RecoverLease = channel.unary_unary(
+                '/hedgefs.NameNode/RecoverLease',
+                request_serializer=hedgefs__pb2.PathRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.RecoverLeaseResponse.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -423,6 +428,14 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecoverLease(self, request, context):
+        """HDFS's recoverLease: the write in progress at a path (a crashed writer's) is abandoned now,
+        not when its lease expires; the file stays at its last committed version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -590,6 +603,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.Truncate,
                     request_deserializer=hedgefs__pb2.TruncateRequest.FromString,
                     response_serializer=hedgefs__pb2.TruncateResponse.SerializeToString,
+            ),
+            'RecoverLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecoverLease,
+                    request_deserializer=hedgefs__pb2.PathRequest.FromString,
+                    response_serializer=hedgefs__pb2.RecoverLeaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1485,6 +1503,33 @@ class NameNode:
             '/hedgefs.NameNode/Truncate',
             hedgefs__pb2.TruncateRequest.SerializeToString,
             hedgefs__pb2.TruncateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecoverLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/RecoverLease',
+            hedgefs__pb2.PathRequest.SerializeToString,
+            hedgefs__pb2.RecoverLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,7 @@ COMMANDS = {
     "touch": "changes:touch",
     "append": "changes:append",
     "truncate": "changes:truncate",
+    "recover-lease": "changes:recover_lease",
     "ln": "changes:ln",
     "getfattr": "changes:getfattr",
     "setfattr": "changes:setfattr",

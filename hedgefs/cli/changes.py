@@ -193,3 +193,22 @@ def truncate(length: int, paths: tuple[str, ...], namenode: str | None) -> None:
     with open_fs(namenode) as fs:
         for path in [remote_path(p) for p in paths]:
             fs.truncate(path, length)
+
+
+@click.command(name="recover-lease", context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@namenode_option
+def recover_lease(paths: tuple[str, ...], namenode: str | None) -> None:
+    """End the write in progress at each PATH now (a crashed writer's, whose lease would expire
+    only after the NameNode's --lease-timeout-s), as `hdfs debug recoverLease`: a new file being
+    written never appears; an append, truncate or write in place leaves the file at its last
+    committed version (every byte an hflush committed). Says for each whether there was one.
+
+    \b
+    Examples:
+      hedgefs recover-lease /logs/app.log
+    """
+    with open_fs(namenode) as fs:
+        for path in [remote_path(p) for p in paths]:
+            done = fs.recover_lease(path)
+            click.echo(f"{path}: {'write abandoned' if done else 'no write in progress'}")

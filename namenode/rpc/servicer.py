@@ -37,7 +37,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     **{name: authz.user() for name in (
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
         "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
-        "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate")},
+        "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
@@ -250,6 +250,10 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         if rewrite is None:
             return pb.TruncateResponse(done=True)
         return pb.TruncateResponse(done=False, rewrite=_reopened(rewrite))
+
+    @_rpc
+    def RecoverLease(self, request, call):
+        return pb.RecoverLeaseResponse(recovered=self.nn.recover_lease(request.path, caller(), call.retry))
 
     # health
     @_rpc

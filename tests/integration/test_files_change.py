@@ -289,3 +289,27 @@ def test_hflush_commits_what_was_written_and_writing_goes_on(fs):
         w.hflush()
         w.write(b"line 4\n")
     assert w.length == 28 and fs.read_bytes("/hf") == b"line 1\nline 2\nline 3\nline 4\n"
+
+
+def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered(c, fs):
+    fs.write_bytes("/killed", b"before\n")
+    script = ("import os, signal, sys\n"
+              "from hedgefs.client.fs import FileSystem\n"
+              f"fs = FileSystem({c.namenode!r})\n"
+              "w = fs.append('/killed')\n"
+              "w.write(b'flushed\\n'); w.hflush()\n"
+              "w.write(b'never flushed\\n')\n"
+              "print('ready', flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, env=cli_env(c.namenode))
+    assert proc.returncode == -9 and b"ready" in proc.stdout, proc.stderr.decode()
+    assert fs.read_bytes("/killed") == b"before\nflushed\n"
+    with pytest.raises(AlreadyExists, match="being written"):    # its lease holds until it expires...
+        fs.append("/killed")
+    assert fs.recover_lease("/killed") is True                  # ... or is recovered
+    assert fs.recover_lease("/killed") is False
+    with fs.append("/killed") as w:
+        w.write(b"after\n")
+    assert fs.read_bytes("/killed") == b"before\nflushed\nafter\n"
+    out = run_cli("recover-lease", "/killed", namenode=c.namenode)
+    assert out.code == 0 and out.stdout == b"/killed: no write in progress\n"
