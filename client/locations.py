@@ -53,6 +53,7 @@ class FileStatus:
     first_group: int = dataclasses.field(default=0, compare=False)
     atime_ms: int = 0   # the access time: the mtime unless set (``FileSystem.set_times``)
     symlink: str = ""   # a symbolic link's target ("" for files and directories)
+    file_id: int = dataclasses.field(default=0, compare=False)   # the inode id (appends keep it)
 
     @property
     def is_link(self) -> bool:
@@ -76,4 +77,4 @@ class FileStatus:
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
                    info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
                    ranged=info.group_count > 0, first_group=info.first_group,
-                   atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink)
+                   atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id)

@@ -350,14 +350,16 @@ class Operations(pyfuse3.Operations):
             return await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
 
     async def _follow(self, handle: ReadHandle) -> bool:
-        """An open file reads on into a newer version of itself that is at least as long (``tail
-        -f`` of a file appended to): True if it moved to one. (A shorter one: it reads what it
-        opened while that lasts, then ESTALE.)"""
+        """An open file reads on into a newer version of the same inode (appended to, written in
+        place: the file id is kept) that is at least as long (``tail -f``): True if it moved to
+        one. Another file put at its path (an overwrite, a rename over it) is not followed: the
+        descriptor reads what it opened while that lasts, then ESTALE, as a shorter one."""
         try:
             fresh = await run(self.fs.open, handle.reader.status.path)
         except pyfuse3.FUSEError:
             return False
-        if fresh.length < handle.length or version(fresh.status) == version(handle.reader.status):
+        old = handle.reader.status
+        if fresh.length < handle.length or fresh.status.file_id != old.file_id or version(fresh.status) == version(old):
             fresh.close()
             return False
         handle.follow(fresh)

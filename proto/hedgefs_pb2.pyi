@@ -37,7 +37,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class FileInfo(_message.Message):
     GROUP_COUNT_FIELD_NUMBER: _ClassVar[int]
     ATIME_MS_FIELD_NUMBER: _ClassVar[int]
     SYMLINK_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -86,7 +87,8 @@ class FileInfo(_message.Message):
     group_count: int
     atime_ms: int
     symlink: str
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ...) -> None: ...
+    file_id: int
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ...) -> None: ...
 
 class PathRequest(_message.Message):
     __slots__ = ("path", "range_offset", "range_length")

@@ -232,6 +232,7 @@ class Entry:
     mode: int = 0
     atime_ms: int = 0      # the mtime unless setTimes set another
     symlink: str = ""      # a symbolic link's target ("" for files and directories)
+    file_id: int = 0       # the inode id (kept by appends, truncates and writes in place; not by overwrites)
 
 
 def entry(node: Node, path: str, dir_policy: str = "") -> Entry:
@@ -239,6 +240,6 @@ def entry(node: Node, path: str, dir_policy: str = "") -> Entry:
     extra = node.extra
     atime = node.mtime if extra is None or extra.atime is None else extra.atime
     if node.is_dir:
-        return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode, atime)
+        return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode, atime, "", node.id)
     return Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode, atime,
-                 node.target if node.is_link else "")
+                 node.target if node.is_link else "", node.id)

@@ -57,7 +57,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
 def _entry(e: Entry) -> pb.FileInfo:
     return pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
                        block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
-                       permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink)
+                       permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
 
 
 def _created(c: model.Created) -> pb.CreateResponse:
