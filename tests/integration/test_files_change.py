@@ -1,19 +1,18 @@
 """Files that change (issue 45) on a real cluster: times (setTimes), symbolic links, extended
-attributes, append and truncate; through the library, the CLI and the mount.
+attributes, append, truncate, writes in place, hflush and lease recovery; through the library and
+the CLI (the mount's: test_mount_changes.py).
 
 The NameNode's side (one record each, replay and images equal to the live tree) is
-tests/unit/test_namenode_journal.py's seeded workload; here, what a user sees.
+tests/unit/test_namenode_journal.py's seeded workload (and test_ha_journal.py's on etcd); here,
+what a user sees.
 """
 
-import errno
-import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import GROUP, assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster, wait_until
+from conftest import GROUP, assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster
 
 from hedgefs.client.errors import AlreadyExists, NotFound, UsageError
 
