@@ -130,6 +130,7 @@ class Chaos:
         self.latency = LatencyHistogram()
         self.lock = threading.Lock()
         self.files: dict[str, StoredFile] = {}
+        self.changing: set[str] = set()   # paths being appended to or truncated (workload.change)
         self.stop = threading.Event()
         self.step = 0                     # the step being applied or checked
         self.pending: list[str] = []      # problems found between checks (readers, late reads)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from hedgefs.chaos import namespace
 from hedgefs.chaos.common import StoredFile
-from hedgefs.chaos.invariant import compare, count_clean_failure, stored
+from hedgefs.chaos.invariant import common_prefix, compare, count_clean_failure, stored
 from hedgefs.chaos.schedule import POLICY, REPLICATED, file_content, file_size
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
@@ -102,9 +102,12 @@ def change(chaos, fs: FileSystem, w: int, rng: random.Random, path: str) -> None
 
         def act():
             fs.truncate(path, size)
+    with chaos.lock:
+        chaos.changing.add(path)
     err = _quietly(chaos, act, f"writer {w}: {op} {path} to {size}")
     namespace.record(chaos, op, path, err, size)
     with chaos.lock:
+        chaos.changing.discard(path)
         if err is None:
             chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
             if op == "append":
@@ -163,9 +166,9 @@ def reader(chaos, fs: FileSystem, r: int) -> None:
         try:
             with fs.open(path) as handle:
                 got = handle.pread(offset, length)
-                if handle.length != len(f.data):   # another version (appended, truncated): the prefix both have
-                    expected = min(length, max(0, handle.length - offset))
-                    length = len(got) if len(got) == expected else length
+            if handle.length != len(f.data) and len(got) == min(length, max(0, handle.length - offset)):
+                length = common_prefix(chaos, f, got, offset, length)   # another version: what both hold
+                got = got[:length]
         except HedgefsError as err:
             if stored(chaos, f):
                 count_clean_failure(chaos, err)
