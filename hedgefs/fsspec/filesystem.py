@@ -419,8 +419,8 @@ class HedgeFileSystem(AbstractFileSystem):
         return datetime.datetime.fromtimestamp(self.info(path)["mtime"], tz=datetime.timezone.utc)
 
     def created(self, path):
-        """A file's: its mtime (hedgefs files are written once, and never change after). A
-        directory's creation time is not kept."""
+        """A file's: its mtime (hedgefs keeps no creation time: an append, a truncate or
+        set_times changes it). A directory's creation time is not kept."""
         info = self.info(path)
         if info["type"] == "directory":
             raise NotImplementedError(f"hedgefs keeps no creation time for a directory: {info['name']}")
