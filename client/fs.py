@@ -223,13 +223,13 @@ class FileSystem:
 
     def set_times(self, path: str, mtime_ms: int | None = None, atime_ms: int | None = None) -> None:
         """HDFS's setTimes (utimes): ms since the epoch; None leaves that time as it is."""
-        self.rpc("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=-1 if mtime_ms is None else mtime_ms,
+        self.namenodes.call("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=-1 if mtime_ms is None else mtime_ms,
                                                 atime_ms=-1 if atime_ms is None else atime_ms))
 
     def symlink(self, target: str, path: str) -> None:
         """A symbolic link at ``path`` to ``target`` (``ln -s target path``), kept as given: ``open``
         follows it, ``stat`` does not (its ``symlink`` is the target)."""
-        self.rpc("CreateSymlink", pb.SymlinkRequest(target=target, path=path))
+        self.namenodes.call("CreateSymlink", pb.SymlinkRequest(target=target, path=path))
 
     def readlink(self, path: str) -> str:
         status = self.stat(path)
@@ -262,10 +262,10 @@ class FileSystem:
 
     def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
         """``flags``: XATTR_CREATE (1: fails if it exists), XATTR_REPLACE (2: fails if it does not)."""
-        self.rpc("SetXAttr", pb.SetXAttrRequest(path=path, name=name, value=bytes(value), flags=flags))
+        self.namenodes.call("SetXAttr", pb.SetXAttrRequest(path=path, name=name, value=bytes(value), flags=flags))
 
     def remove_xattr(self, path: str, name: str) -> None:
-        self.rpc("RemoveXAttr", pb.RemoveXAttrRequest(path=path, name=name))
+        self.namenodes.call("RemoveXAttr", pb.RemoveXAttrRequest(path=path, name=name))
 
     def get_policy(self, path: str) -> "PolicyInfo":
         """The policy new files under ``path`` get, and where it comes from."""
@@ -320,7 +320,7 @@ class FileSystem:
         """HDFS's recoverLease: abandon the write in progress at ``path`` now (a crashed writer's,
         whose lease would expire later), leaving the file at its last committed version (every
         byte an hflush committed). True if there was one."""
-        return self.rpc("RecoverLease", pb.PathRequest(path=path)).recovered
+        return self.namenodes.call("RecoverLease", pb.PathRequest(path=path)).recovered
 
     def truncate(self, path: str, length: int) -> None:
         """HDFS's truncate: the file at ``path`` keeps its first ``length`` bytes (at most its
