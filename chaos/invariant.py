@@ -125,6 +125,23 @@ def stored(chaos, f: StoredFile) -> bool:
         return chaos.files.get(f.path) is f
 
 
+def changed(chaos, f: StoredFile) -> bool:
+    """Is ``f``'s file being appended to or truncated, or has it been since ``f`` was recorded? Its
+    bytes are then another version's, of another length: a prefix of the same stream as ``f``'s
+    (workload.py), so only the bytes both have are known."""
+    with chaos.lock:
+        return f.path in chaos.changing or chaos.files.get(f.path) is not f
+
+
+def common_prefix(chaos, f: StoredFile, got: bytes, offset: int, length: int) -> int:
+    """The length to check ``got`` (a read of [offset, offset + length)) for: all of it, unless
+    the file is another version of another length (``changed``) whose read is that much shorter
+    or longer; then what both versions hold."""
+    if len(got) == min(length, max(0, len(f.data) - offset)) or not changed(chaos, f):
+        return length
+    return min(len(got), max(0, len(f.data) - offset))
+
+
 def count_clean_failure(chaos, err: BaseException | str) -> None:
     kind = err if isinstance(err, str) else f"{type(err).__name__}: {short(err)}"
     kind = re.sub(r"\d+", "N", kind)[:90]
@@ -163,8 +180,9 @@ class _ReadAttempt:
     def _run(self) -> None:
         began = time.monotonic()
         try:
-            got = self._chaos.vfs.read_bytes(self._file.path)
-            compare(self._chaos, self._file, bytes(got), 0, len(self._file.data), "checker", time.monotonic() - began)
+            got = bytes(self._chaos.vfs.read_bytes(self._file.path))
+            n = common_prefix(self._chaos, self._file, got, 0, len(self._file.data))
+            compare(self._chaos, self._file, got[:n] if n < len(got) else got, 0, n, "checker", time.monotonic() - began)
         except BaseException as err:  # noqa: BLE001 - judged by the caller
             self.error = err
             self.trace = traceback.format_exc().strip().splitlines()[-1]

@@ -26,7 +26,7 @@ from hedgefs.client.errors import HedgefsError, Unavailable
 
 @dataclasses.dataclass(frozen=True)
 class Operation:
-    op: str                               # put, delete
+    op: str                               # put, append, truncate (size: the length it leaves), delete
     path: str
     outcome: str                          # ok, unknown, failed
     step: int
@@ -64,17 +64,21 @@ def check(chaos, root: str = "/chaos") -> list[str]:
     for path, ops in sorted(by_path.items()):
         put = next((e for e in ops if e.op == "put"), None)
         deletes = [e for e in ops if e.op == "delete"]
+        sized = [e for e in ops if e.op in ("put", "append", "truncate")]   # in the order made (one writer a path)
+        last_ok = max((i for i, e in enumerate(sized) if e.outcome == "ok"), default=None)
         there = listing.get(path)
         if any(e.outcome == "ok" for e in deletes):
             if there is not None:
                 problems.append(f"namespace: {path} was deleted (acknowledged, step "
                                 f"{next(e.step for e in deletes if e.outcome == 'ok')}) and is back")
         elif not deletes and put is not None and put.outcome == "ok":
+            last = sized[last_ok]
+            may = {last.size} | {e.size for e in sized[last_ok + 1:]}   # later outcomes unknown: either
             if there is None:
                 problems.append(f"namespace: {path} was written (acknowledged, step {put.step}) and is gone")
-            elif there.length != put.size:
-                problems.append(f"namespace: {path} was written with {put.size} bytes (acknowledged, step "
-                                f"{put.step}) and has {there.length}")
+            elif there.length not in may:
+                problems.append(f"namespace: {path} was {last.op} to {last.size} bytes (acknowledged, step "
+                                f"{last.step}) and has {there.length}")
     problems += [f"namespace: {path} exists and no writer created it" for path in sorted(set(listing) - set(by_path))]
     r.ns_lost = len(problems)
     return problems

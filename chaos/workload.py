@@ -1,6 +1,12 @@
-"""Chaos: the load that runs all along, writers putting and deleting files, readers reading ranges.
-With --ha the writers put files into directories of ``BATCH`` and delete the oldest directory
-whole (recursive: one journal record, the groups freed in the background, across failovers).
+"""Chaos: the load that runs all along, writers putting, appending to, truncating and deleting
+files, readers reading ranges. With --ha the writers put files into directories of ``BATCH`` and
+delete the oldest directory whole (recursive: one journal record, the groups freed in the
+background, across failovers).
+
+Every version of a file (put, appended to, truncated) is a prefix of one seeded stream of its own
+(``file_content`` is prefix-stable), so a reader whose expectation is one version behind the file
+it opened still knows every byte it gets: a range of a version of another length is checked
+against the prefix it has (see ``reader``).
 
 Every function takes the run's ``Chaos`` object (runner.py). A writer records each file whose put
 returned in ``chaos.files``; that is what the invariant (invariant.py) checks; and every put and
@@ -19,7 +25,7 @@ from typing import Callable
 
 from hedgefs.chaos import namespace
 from hedgefs.chaos.common import StoredFile
-from hedgefs.chaos.invariant import compare, count_clean_failure, stored
+from hedgefs.chaos.invariant import common_prefix, compare, count_clean_failure, stored
 from hedgefs.chaos.schedule import POLICY, REPLICATED, file_content, file_size
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
@@ -41,6 +47,10 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
             with chaos.lock:
                 chaos.files.pop(old, None)
             namespace.record(chaos, "delete", old, _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}"))
+        if not chaos.config.ha and mine and rng.random() < CHANGE_SHARE:
+            change(chaos, fs, w, rng, rng.choice(list(mine)))
+            chaos.stop.wait(rng.uniform(0.5, 2.0))
+            continue
         data = file_content(chaos.config.seed, w, index, file_size(rng, chaos.config.max_file_bytes))
         path = f"/chaos/w{w}/f{index:05d}"
         if chaos.config.ha:   # a recursive delete: one record, the groups freed after (namenode/blocks/collector.py)
@@ -65,6 +75,49 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
                 chaos.write_failures += 1
             chaos.stop.wait(0.2)
         chaos.stop.wait(rng.uniform(0.5, 2.0))
+
+
+CHANGE_SHARE = 0.3   # of a writer's turns (not --ha): an append to or a truncate of one of its files
+
+
+def change(chaos, fs: FileSystem, w: int, rng: random.Random, path: str) -> None:
+    """Append to ``path`` (the next bytes of its stream) or truncate it; the new version is what
+    the readers and the final check expect once it returned. An outcome not known (the NameNode
+    went away) takes the file out of the byte checks (the namespace check allows either length)."""
+    with chaos.lock:
+        f = chaos.files.get(path)
+    if f is None:
+        return
+    w_index = int(path.rsplit("/f", 1)[1])
+    if rng.random() < 0.6:
+        op, size = "append", len(f.data) + file_size(rng, chaos.config.max_file_bytes // 2)
+        data = file_content(chaos.config.seed, w, w_index, size)
+
+        def act():
+            with fs.append(path) as out:
+                out.write(data[len(f.data):])
+    else:
+        op, size = "truncate", rng.randrange(len(f.data) + 1)
+        data = f.data[:size]
+
+        def act():
+            fs.truncate(path, size)
+    with chaos.lock:
+        chaos.changing.add(path)
+    err = _quietly(chaos, act, f"writer {w}: {op} {path} to {size}")
+    namespace.record(chaos, op, path, err, size)
+    with chaos.lock:
+        chaos.changing.discard(path)
+        if err is None:
+            chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
+            if op == "append":
+                chaos.report.appends += 1
+            else:
+                chaos.report.truncates += 1
+        elif namespace.outcome(err) == "unknown":
+            chaos.files.pop(path, None)
+        else:
+            chaos.write_failures += 1
 
 
 def _delete_batch(chaos, fs: FileSystem, w: int, directory: str, tried: list[str]) -> None:
@@ -113,6 +166,9 @@ def reader(chaos, fs: FileSystem, r: int) -> None:
         try:
             with fs.open(path) as handle:
                 got = handle.pread(offset, length)
+            if handle.length != len(f.data) and len(got) == min(length, max(0, handle.length - offset)):
+                length = common_prefix(chaos, f, got, offset, length)   # another version: what both hold
+                got = got[:length]
         except HedgefsError as err:
             if stored(chaos, f):
                 count_clean_failure(chaos, err)

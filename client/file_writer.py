@@ -25,7 +25,7 @@ import collections
 import concurrent.futures
 import hashlib
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from hedgefs.client.errors import HedgefsError, WriteAborted
 
@@ -102,24 +102,72 @@ class FileWriter:
     ``abort``. Thread-safe; the bytes go out in the order the calls return."""
 
     def __init__(self, loop: "LoopThread", writer: "StripedWriter", created, path: str,
-                 digests: Sequence[str] = ()):
+                 digests: Sequence[str] = (), start: int = 0, kept_length: int = 0, prefix=None,
+                 done: Callable[[], None] | None = None, again: Callable[[], tuple] | None = None):
+        """An append (``FileSystem.append``): ``start`` is the file's length before it, whose
+        bytes from ``kept_length`` on (the last, partial group: copy-on-write) ``prefix`` (a
+        ``read(n)``) yields before what ``write`` is given; ``done`` is called when the write
+        ends. ``again``: what ``hflush`` starts the next part with (``FileSystem._reopen``)."""
         self.path = path
+        self.start = start   # the file's length before this write (an append's; 0 for a new file)
         self.written = 0   # bytes accepted by ``write``
         self.length: int | None = None   # once committed: the file's length
         self._hashes = {name: hashlib.new(name) for name in digests}
-        self._pipe = _Pipe(PIPE_BYTES)
         self._lock = threading.Lock()
         self._closed = False
-        pipe, hashes = self._pipe, list(self._hashes.values())
+        self._loop, self._again = loop, again
+        self._begin(writer, created, start, kept_length, prefix, done)
+
+    def _begin(self, writer, created, start: int, kept_length: int, prefix, done) -> None:
+        self._pipe = pipe = _Pipe(PIPE_BYTES)
+        hashes = list(self._hashes.values())
+        path = self.path
+        rewrite = [prefix, start - kept_length]   # what is left of the prefix to read
 
         def read(n: int) -> bytes:   # the striped writer's source (its own thread); holds no FileWriter
+            if rewrite[1] > 0:
+                data = rewrite[0](min(n, rewrite[1]))
+                if not data:
+                    raise HedgefsError(f"{path}: the file ended {rewrite[1]} bytes early while its last "
+                                       f"block group was rewritten: it changed meanwhile")
+                rewrite[1] -= len(data)
+                return data
             data = pipe.read(n)
             for h in hashes:
                 h.update(data)
             return data
 
-        self._future: concurrent.futures.Future = loop.submit(writer.write_created(created, read, lambda _n: None))
+        self._future: concurrent.futures.Future = self._loop.submit(
+            writer.write_created(created, read, lambda _n: None, kept_length=kept_length))
         self._future.add_done_callback(lambda _f: pipe.finished())
+        if done is not None:
+            self._future.add_done_callback(lambda _f: done())
+
+    def hflush(self) -> int:
+        """Every byte written so far becomes the file's, visible to every new reader and durable
+        (each group on at least k DataNodes: ``hsync`` is the same call), and writing goes on; the
+        file's length then. The simplest form of HDFS's hflush: the write so far is committed (as
+        ``close``) and an append to it begins, so each call costs a NameNode Complete and Append
+        and the rewrite of the file's last, partial block group. A failure is raised here and
+        ends the writer (what an earlier hflush committed stays)."""
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self.path}: hflush of a closed FileWriter")
+            if self._again is None:
+                raise ValueError(f"{self.path}: this FileWriter cannot go on after a commit")
+            self._pipe.end()
+            try:
+                length = self._future.result()
+                self._begin(*self._again())
+            except HedgefsError:
+                self._closed = True
+                raise
+            except Exception:   # noqa: BLE001
+                self._closed = True
+                self._raise_failure()
+            return length
+
+    hsync = hflush
 
     def write(self, data) -> int:
         """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it

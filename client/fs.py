@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 from hedgefs.client.admin import Admin
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
+    FileChanged,
     HedgefsError,
     IsADirectory,
+    NotFound,
     UsageError,
 )
 from hedgefs.client.file_reader import FileReader, ReadServices
@@ -55,6 +57,7 @@ log = logging.getLogger("hedgefs.client.fs")
 
 
 FROM_ENVIRONMENT = "$HEDGEFS_CREDENTIALS"
+MAX_LINKS = 40   # symbolic links followed in a row (Linux's MAXSYMLINKS)
 
 
 def credentials_from(explicit: "str | Credential | None" = FROM_ENVIRONMENT) -> Credential | None:
@@ -218,6 +221,52 @@ class FileSystem:
     def set_policy(self, path: str, policy: str) -> None:
         self.namenodes.call("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
 
+    def set_times(self, path: str, mtime_ms: int | None = None, atime_ms: int | None = None) -> None:
+        """HDFS's setTimes (utimes): ms since the epoch; None leaves that time as it is."""
+        self.namenodes.call("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=-1 if mtime_ms is None else mtime_ms,
+                                                atime_ms=-1 if atime_ms is None else atime_ms))
+
+    def symlink(self, target: str, path: str) -> None:
+        """A symbolic link at ``path`` to ``target`` (``ln -s target path``), kept as given: ``open``
+        follows it, ``stat`` does not (its ``symlink`` is the target)."""
+        self.namenodes.call("CreateSymlink", pb.SymlinkRequest(target=target, path=path))
+
+    def readlink(self, path: str) -> str:
+        status = self.stat(path)
+        if not status.is_link:
+            raise UsageError(f"not a symbolic link: {path}")
+        return status.symlink
+
+    def resolve(self, path: str) -> str:
+        """``path`` with the symbolic links it ends in followed (up to 40, as Linux), relative
+        targets from the link's directory. (Links inside a path are not followed: the
+        NameNode answers "not a directory".)"""
+        import posixpath
+
+        for _ in range(MAX_LINKS):
+            status = self.stat(path)
+            if not status.is_link:
+                return path
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), status.symlink))
+        raise UsageError(f"too many levels of symbolic links: {path}")
+
+    def get_xattrs(self, path: str) -> dict[str, bytes]:
+        """Every extended attribute of ``path`` (``user.NAME``: the only namespace kept)."""
+        return dict(self.namenodes.call("GetXAttrs", pb.PathRequest(path=path)).xattrs)
+
+    def get_xattr(self, path: str, name: str) -> bytes:
+        value = self.get_xattrs(path).get(name)
+        if value is None:
+            raise NotFound(f"no extended attribute {name} on {path}")
+        return value
+
+    def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        """``flags``: XATTR_CREATE (1: fails if it exists), XATTR_REPLACE (2: fails if it does not)."""
+        self.namenodes.call("SetXAttr", pb.SetXAttrRequest(path=path, name=name, value=bytes(value), flags=flags))
+
+    def remove_xattr(self, path: str, name: str) -> None:
+        self.namenodes.call("RemoveXAttr", pb.RemoveXAttrRequest(path=path, name=name))
+
     def get_policy(self, path: str) -> "PolicyInfo":
         """The policy new files under ``path`` get, and where it comes from."""
         r = self.namenodes.call("GetPolicy", pb.PathRequest(path=path))
@@ -236,7 +285,79 @@ class FileSystem:
 
         writer = StripedWriter(self.datanodes, self._rpc)
         created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
-        return FileWriter(self._loop, writer, created, path, digests)
+        return FileWriter(self._loop, writer, created, path, digests, again=lambda: self._reopen(path))
+
+    def append(self, path: str, digests: "tuple[str, ...]" = (), rewrite_from: int | None = None) -> "FileWriter":
+        """The complete file at ``path``, open for appending (HDFS's append): ``write`` adds bytes
+        at its end, ``close`` commits the new version; until then readers see the file as it was,
+        and an abort (or a crash: the lease expires) leaves it so. Copy-on-write: the file's full
+        block groups are kept as they are, its last, partial one is rewritten (read and written
+        again with the new bytes after it) into a new group. Refusals here: no such file, a
+        directory, a symbolic link, not allowed, another client writing it (AlreadyExists).
+        ``FileWriter.start`` is the length it had.
+
+        ``rewrite_from`` (at most the file's length): a write in place: the bytes written replace
+        the file's from that offset on (the new version ends where they end); the groups before
+        the one it falls in are kept, that one and those after it are written anew."""
+        from hedgefs.client.file_writer import FileWriter
+
+        writer, created, start, kept_length, prefix, done = self._reopen(path, rewrite_from)
+        return FileWriter(self._loop, writer, created, path, digests, start=start, kept_length=kept_length,
+                          prefix=prefix, done=done, again=lambda: self._reopen(path))
+
+    def _reopen(self, path: str, rewrite_from: int | None = None) -> tuple:
+        """An append's (or a write in place's) start: the NameNode's Append, and the file's bytes
+        to write again; (writer, created, start, kept_length, prefix, done) for a FileWriter."""
+        from hedgefs.client.writer import StripedWriter
+
+        writer = StripedWriter(self.datanodes, self._rpc)
+        reopened = self._call(writer.reopen(path, rewrite_from=rewrite_from))
+        start = reopened.length if rewrite_from is None else rewrite_from
+        prefix, done = self._old_bytes(writer, path, reopened, start)
+        return writer, reopened.write, start, reopened.kept_length, prefix, done
+
+    def recover_lease(self, path: str) -> bool:
+        """HDFS's recoverLease: abandon the write in progress at ``path`` now (a crashed writer's,
+        whose lease would expire later), leaving the file at its last committed version (every
+        byte an hflush committed). True if there was one."""
+        return self.namenodes.call("RecoverLease", pb.PathRequest(path=path)).recovered
+
+    def truncate(self, path: str, length: int) -> None:
+        """HDFS's truncate: the file at ``path`` keeps its first ``length`` bytes (at most its
+        length: UsageError past the end, nothing changed). A cut on a block group boundary is
+        one NameNode call; elsewhere the group it falls in is rewritten copy-on-write (its first
+        bytes read and written into a new group), and the new version replaces the file at once
+        when that is durable. Readers see the old file or the new one, never a mix."""
+        from hedgefs.client.writer import StripedWriter
+
+        if length < 0:
+            raise UsageError(f"cannot truncate {path} to {length} bytes")
+        writer = StripedWriter(self.datanodes, self._rpc)
+        reopened = self._call(writer.reopen(path, truncate_to=length))
+        if reopened is None:
+            return
+        prefix, done = self._old_bytes(writer, path, reopened, length)
+        try:
+            self._call(writer.write_created(reopened.write, prefix, lambda _n: None,
+                                            kept_length=reopened.kept_length))
+        finally:
+            done()
+
+    def _old_bytes(self, writer, path: str, reopened: pb.AppendResponse, end: int):
+        """(read, close) of the bytes [kept_length, end) of the version the NameNode reopened
+        (the last group's, to be written again); that version changed: FileChanged, the write
+        abandoned."""
+        if end <= reopened.kept_length:
+            return (lambda n: b""), (lambda: None)
+        try:
+            reader = self.open(path)
+            if (reader.length, reader.status.mtime_ms) != (reopened.length, reopened.mtime_ms):
+                raise FileChanged(f"{path} changed while being reopened for writing")
+            stream = reader.stream(reopened.kept_length, end)
+        except BaseException:
+            self._call(writer._abandon(reopened.write.file_id))
+            raise
+        return stream.read, stream.close
 
     def write(self, path: str, source: BinaryIO, overwrite: bool = False, policy: str | None = None,
               progress: Callable[[int], None] | None = None, block_size: int = 0) -> int:
@@ -290,6 +411,8 @@ class FileSystem:
         """An open file at ``path``, or of a status ``stat`` gave (no second NameNode call: a
         gateway that checked the version opens that version)."""
         status = path if isinstance(path, FileStatus) else self.stat(path)
+        if status.is_link:
+            status = self.stat(self.resolve(status.path))
         if status.ranged:
             raise UsageError(f"{status.path}: a status of a span of the file cannot be opened (stat it whole)")
         if status.is_dir:

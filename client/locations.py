@@ -51,6 +51,13 @@ class FileStatus:
     # those holding the span, the first of them the file's group ``first_group``. Not for reading.
     ranged: bool = dataclasses.field(default=False, compare=False)
     first_group: int = dataclasses.field(default=0, compare=False)
+    atime_ms: int = 0   # the access time: the mtime unless set (``FileSystem.set_times``)
+    symlink: str = ""   # a symbolic link's target ("" for files and directories)
+    file_id: int = dataclasses.field(default=0, compare=False)   # the inode id (appends keep it)
+
+    @property
+    def is_link(self) -> bool:
+        return bool(self.symlink)
 
     @classmethod
     def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
@@ -69,4 +76,5 @@ class FileStatus:
         expire = now + 0.95 * lifetime_s if lifetime_s else 0.0
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
                    info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
-                   ranged=info.group_count > 0, first_group=info.first_group)
+                   ranged=info.group_count > 0, first_group=info.first_group,
+                   atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id)

@@ -149,10 +149,24 @@ class StripedWriter:
             path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
             client_name=f"pid-{os.getpid()}", convert_from=convert_from))
 
+    async def reopen(self, path: str, truncate_to: int | None = None,
+                     rewrite_from: int | None = None) -> pb.AppendResponse | None:
+        """The NameNode's Append (``truncate_to`` None) or Truncate: a new version of the file,
+        copy-on-write of its last group (see AppendRequest in the proto). A truncate on a group
+        boundary is done at once: None."""
+        if truncate_to is None:
+            return await self._rpc("Append", pb.AppendRequest(path=path, client_name=f"pid-{os.getpid()}",
+                                                              rewrite_from=rewrite_from))
+        answer = await self._rpc("Truncate", pb.TruncateRequest(path=path, length=truncate_to,
+                                                                client_name=f"pid-{os.getpid()}"))
+        return None if answer.done else answer.rewrite
+
     async def write_created(self, created: pb.CreateResponse, read: ReadFn, progress: Callable[[int], None],
-                            convert_from: pb.FileVersion | None = None) -> int:
+                            convert_from: pb.FileVersion | None = None, kept_length: int = 0) -> int:
         """Write everything ``read`` yields into the file ``create`` made, and complete it; on any
-        failure (``read`` raising included) abandon it: nothing half-written becomes visible."""
+        failure (``read`` raising included) abandon it: nothing half-written becomes visible.
+        ``kept_length``: an append's or a truncate's (``reopen``): the bytes of the file's groups
+        this version shares, before what ``read`` yields. Returns the file's length."""
         try:
             source = StripeSource(read)
         except BaseException:
@@ -171,9 +185,9 @@ class StripedWriter:
                 failed.update(written.failed_datanodes)
                 total += written.length
                 data = written.next_stripe
-            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=total, groups=commits,
-                                                    convert_from=convert_from))
-            return total
+            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=kept_length + total,
+                                                    groups=commits, convert_from=convert_from))
+            return kept_length + total
         except BaseException:
             await self._abandon(created.file_id)
             raise

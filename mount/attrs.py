@@ -76,7 +76,7 @@ def attributes(status: FileStatus, inode: int, owners: Owners, timeout: float,
     a.generation = 0
     a.entry_timeout = timeout
     a.attr_timeout = timeout
-    kind = stat.S_IFDIR if status.is_dir else stat.S_IFREG
+    kind = stat.S_IFDIR if status.is_dir else stat.S_IFLNK if status.is_link else stat.S_IFREG
     a.st_mode = kind | (status.permission & 0o7777 or (0o755 if status.is_dir else 0o644))
     # 1 for directories too: "unknown", so find and fts count no subdirectories from it.
     a.st_nlink = 1
@@ -87,7 +87,8 @@ def attributes(status: FileStatus, inode: int, owners: Owners, timeout: float,
     a.st_blksize = 128 * 1024
     a.st_blocks = (a.st_size + BLOCK - 1) // BLOCK
     ns = status.mtime_ms * 1_000_000
-    a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
+    a.st_mtime_ns = a.st_ctime_ns = ns
+    a.st_atime_ns = (status.atime_ms or status.mtime_ms) * 1_000_000
     return a
 
 

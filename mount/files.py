@@ -7,14 +7,16 @@ read races) and stops at ``MAX_WINDOW``: the ranges ahead are already being read
 asks for them. A read anywhere else is random: the read-ahead is dropped and the read is exactly
 its range (client/streams.py's ReadAhead). Reads never block a thread: the ops await the futures.
 
-Writing: hedgefs files are written once, from start to end, and become visible when complete.
-The kernel's writes go to the library's FileWriter (``FileSystem.create``), whose bounded pipe
-holds them until the stripes go out; a write anywhere but the end is refused. ``commit`` (the
+Writing: hedgefs files are written from start to end, or appended to, and a version becomes
+visible when complete. The kernel's writes go to the library's FileWriter (``FileSystem.create``
+or ``append``), whose bounded pipe holds them until the stripes go out; a write anywhere but the
+end is refused. ``commit`` (the
 first close(2)) closes it: the NameNode's complete, or the error close(2) returns; the file
 never appears in part.
 """
 
 import errno
+import tempfile
 import threading
 import time
 
@@ -30,11 +32,19 @@ class ReadHandle:
     """Reads of one open file (a FileReader), with read-ahead while they come in order."""
 
     def __init__(self, reader):
+        self.node = None   # its inode (ops.open): what the kernel was told of its size
+        self.follow(reader)
+
+    def follow(self, reader) -> None:
+        """Read on from ``reader`` (a newer version of the file: see ops._follow)."""
+        old = getattr(self, "ahead", None)
         self.reader = reader
         self.length = reader.length
         policy = reader.status.policy
         cell = parse_policy(policy).cell_size if policy else 1 << 20
         self.ahead = ReadAhead(reader, window=cell, max_window=max(cell, MAX_WINDOW), ahead=1)
+        if old is not None:
+            old.close()
 
     def fetch(self, offset: int, size: int):
         """A future of the bytes [offset, offset + size), clipped to the file (see the module)."""
@@ -57,31 +67,26 @@ class WriteFailed(Exception):
 
 class WriteHandle:
     """A file being written here: ``write`` in order, then ``commit`` once. Made in a worker
-    thread: it creates the file at the NameNode (whose refusal is the open's or creat's error).
+    thread: it creates (or reopens for an append) the file at the NameNode, whose refusal is the
+    open's, creat's or write's error.
 
-    ``prefix``: the file as last committed through the same descriptor (a FileReader). A process
-    may write on after a close(2) of a duplicate of its descriptor (a shell's ``{ a; b; } > f``
-    closes the fd in every child that exits): each close commits what was written so far, and
-    writing on rewrites the file with the committed bytes first (hedgefs has no append)."""
+    ``append``: the library's append (copy-on-write of the file's last block group): the bytes
+    written follow the file's, which stays as it was until the commit. A process may write on
+    after a close(2) of a duplicate of its descriptor (a shell's ``{ a; b; } > f`` closes the fd
+    in every child that exits): each close commits what was written so far, and writing on is
+    an append to it."""
 
-    def __init__(self, fs: FileSystem, path: str, overwrite: bool, mode: int | None = None, prefix=None):
+    def __init__(self, fs: FileSystem, path: str, overwrite: bool, mode: int | None = None, append: bool = False):
         self.path = path
         self.mode = mode              # chmod'ed while being written: applied after the commit
         self.owner: tuple[str, str] | None = None
+        self.times: tuple[int | None, int | None] | None = None   # (mtime, atime) ms set meanwhile
         self.started_ms = int(time.time() * 1000)
         self.committed: FileStatus | None = None
         self._fs = fs
         self._lock = threading.Lock()
-        self._writer = fs.create(path, overwrite=overwrite)
-        if prefix is not None:
-            try:
-                with prefix.stream() as chunks:
-                    for chunk in chunks:
-                        self._writer.write(chunk)
-            except BaseException:
-                self._writer.abort()
-                raise
-        self.written = self._writer.written
+        self._writer = fs.append(path) if append else fs.create(path, overwrite=overwrite)
+        self.written = self._writer.start + self._writer.written
 
     def write(self, offset: int, data: bytes) -> int:
         with self._lock:
@@ -109,6 +114,9 @@ class WriteHandle:
             if self.owner is not None and self.owner != (status.owner, status.group):
                 self._fs.set_owner(self.path, *self.owner)
                 changed = True
+            if self.times is not None:
+                self._fs.set_times(self.path, *self.times)
+                changed = True
             if changed:
                 status = self._fs.stat(self.path)
             self.committed = status
@@ -118,17 +126,109 @@ class WriteHandle:
         self._writer.abort()   # nothing after a commit; before one, the file never appears
 
 
+class Edit:
+    """A file changed in place through a descriptor: a write that is not at the end, a read of a
+    file being written here, a truncate of it. A working copy on local disk (a temporary file:
+    the file's bytes, read once) takes the writes and answers the reads; ``commit`` (fsync(2),
+    close(2)) writes the new version copy-on-write (``FileSystem.append(rewrite_from=)``: the
+    groups before the first byte changed are kept, the rest is written anew) and it replaces the
+    file at once, or the error is the call's and the file stays as it was. The same interface
+    as WriteHandle's for the ops; it lasts until the descriptor is released."""
+
+    def __init__(self, fs: FileSystem, path: str):
+        self.path = path
+        self.mode: int | None = None
+        self.owner: tuple[str, str] | None = None
+        self.times: tuple[int | None, int | None] | None = None
+        self.started_ms = int(time.time() * 1000)
+        self._fs = fs
+        self._lock = threading.Lock()
+        self._copy = tempfile.TemporaryFile(prefix="hedgefs-edit-")
+        try:
+            with fs.open(path) as reader, reader.stream() as chunks:
+                self.status = reader.status
+                for chunk in chunks:
+                    self._copy.write(chunk)
+        except BaseException:
+            self._copy.close()
+            raise
+        self.base = self.size = self.status.length   # the committed length, and the working copy's
+        self.dirty_from: int | None = None           # the first byte changed since the last commit
+
+    @property
+    def written(self) -> int:
+        return self.size
+
+    @property
+    def committed(self) -> FileStatus | None:
+        return None if self.dirty_from is not None else self.status
+
+    def _changed(self, offset: int) -> None:
+        self.dirty_from = offset if self.dirty_from is None else min(self.dirty_from, offset)
+
+    def write(self, offset: int, data: bytes) -> int:
+        with self._lock:
+            self._copy.seek(offset)
+            n = self._copy.write(data)
+            self._changed(min(offset, self.size))   # (past the end: the gap reads as zeros, and is new too)
+            self.size = max(self.size, offset + n)
+            return n
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self._lock:
+            self._copy.seek(offset)
+            return self._copy.read(max(0, min(size, self.size - offset)))
+
+    def truncate(self, size: int) -> None:
+        with self._lock:
+            self._copy.truncate(size)   # longer: zeros, as POSIX
+            self._changed(min(size, self.size))
+            self.size = size
+
+    def commit(self) -> FileStatus:
+        """The working copy's changes become the file's new version (and a chmod, chown or utimes
+        made meanwhile are applied). Raises HedgefsError (its errno for fsync(2) or close(2))."""
+        with self._lock:
+            changed = self.dirty_from is not None
+            if changed:
+                start = min(self.dirty_from, self.base)
+                with self._fs.append(self.path, rewrite_from=start) as out:
+                    self._copy.seek(start)
+                    left = self.size - start
+                    while left > 0:
+                        chunk = self._copy.read(min(left, 1 << 20))
+                        out.write(chunk)
+                        left -= len(chunk)
+                self.base, self.dirty_from = self.size, None
+            if self.mode is not None:
+                self._fs.set_permission(self.path, self.mode)
+            if self.owner is not None:
+                self._fs.set_owner(self.path, *self.owner)
+            if self.times is not None:
+                self._fs.set_times(self.path, *self.times)
+            if changed or self.mode is not None or self.owner is not None or self.times is not None:
+                self.mode = self.owner = self.times = None
+                self.status = self._fs.stat(self.path)
+            return self.status
+
+    def abort(self) -> None:
+        """The descriptor is gone: the working copy too (what was not committed is dropped)."""
+        self._copy.close()
+
+
 def version(status: FileStatus) -> tuple:
     return status.length, status.mtime_ms, tuple(g.id for g in status.groups)
 
 
 class Writing:
     """A descriptor open for writing. The writer starts at the first write (or a truncation to
-    0) of an existing file, at once for a file created here."""
+    0) of an existing file, at once for a file created here. ``append``: opened O_APPEND (every
+    write goes to the end, whatever offset the kernel says)."""
 
-    def __init__(self, node: Node, path: str, length: int):
-        self.node, self.path, self.length = node, path, length
-        self.writer: WriteHandle | None = None
+    def __init__(self, node: Node, path: str, length: int, append: bool = False):
+        self.node, self.path, self.length, self.append = node, path, length, append
+        self.writer: WriteHandle | Edit | None = None
+        self.reader: ReadHandle | None = None   # reads before anything is written (O_RDWR)
         self.error: int = 0
 
 

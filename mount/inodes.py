@@ -25,6 +25,7 @@ class Node:
     lookups: int = 0
     seen: tuple | None = None
     writer: object | None = None   # the file's WriteHandle while it is being written here
+    size: int = -1                 # the size the kernel was last told (an open file longer than it read: ops._follow)
 
 
 def child(parent: str, name: str) -> str:

@@ -20,11 +20,11 @@ import os
 import pyfuse3
 import trio
 
-from hedgefs.client.errors import AlreadyExists, HedgefsError, NotAllowed
+from hedgefs.client.errors import AlreadyExists, FileChanged, HedgefsError, NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.mount.attrs import Owners, attributes
 from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
-from hedgefs.mount.files import Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
+from hedgefs.mount.files import Edit, Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
 from hedgefs.mount.inodes import InodeTable, Node, child
 
 log = logging.getLogger("hedgefs.mount")
@@ -74,8 +74,11 @@ class Operations(pyfuse3.Operations):
 
     def _attrs(self, status: FileStatus, node: Node) -> pyfuse3.EntryAttributes:
         writer = node.writer
+        if isinstance(writer, Edit):   # an existing file changed here: its own attributes, the copy's size
+            return attributes(writer.status, node.inode, self.owners, 0, size=writer.written)
         if writer is not None:
             return attributes(self._pending(writer), node.inode, self.owners, 0, size=writer.written)
+        node.size = status.length
         return attributes(status, node.inode, self.owners, self.timeout)
 
     def _pending(self, writer: WriteHandle) -> FileStatus:
@@ -143,8 +146,14 @@ class Operations(pyfuse3.Operations):
                 pending.owner = (owner, group)
             else:
                 await self._as_owner(self.fs.set_owner, path, owner, group)
-        # atime/mtime: the NameNode keeps the time a file was written; touch and rsync -a's
-        # utimes are accepted and change nothing (docs/mount.md).
+        if fields.update_atime or fields.update_mtime:   # utimes(2), touch, rsync -a, tar x: HDFS's setTimes
+            mtime = attr.st_mtime_ns // 1_000_000 if fields.update_mtime else None
+            atime = attr.st_atime_ns // 1_000_000 if fields.update_atime else None
+            if pending is not None:
+                pending.times = (mtime if mtime is not None else (pending.times or (None, None))[0],
+                                 atime if atime is not None else (pending.times or (None, None))[1])
+            else:
+                await self._as_owner(self.fs.set_times, path, mtime, atime)
         return await self.getattr(inode)
 
     async def _as_owner(self, fn, *args):
@@ -156,8 +165,16 @@ class Operations(pyfuse3.Operations):
 
     async def _truncate(self, path: str, node: Node, writing: "Writing | None", size: int) -> None:
         if node.writer is not None:
-            if size != node.writer.written:
-                raise fail(errno.ENOTSUP, f"{path}: truncate to {size} while being written")
+            if size == node.writer.written:
+                return
+            owner = writing if writing is not None and writing.writer is node.writer else None
+            if owner is None:   # truncate(2) by path of a file a descriptor here is writing
+                owner = next((h for h in self._handles.values() if isinstance(h, Writing) and h.writer is node.writer),
+                             None)
+            if owner is None:
+                raise fail(errno.EBUSY, f"{path}: truncate to {size} while being written")
+            edit = await self._edit(owner)
+            await run(edit.truncate, size)
             return
         if writing is not None and size == 0:
             await self._start(writing, overwrite=True)   # O_TRUNC or ftruncate(fd, 0): the new bytes follow
@@ -165,10 +182,26 @@ class Operations(pyfuse3.Operations):
         status = await run(self.fs.stat, path)
         if size == status.length:
             return
-        if size != 0:
-            raise fail(errno.EROFS, f"{path}: truncate to {size}: hedgefs files are written once")
-        await run(self.fs.write_bytes, path, b"", True)
+        try:
+            if size < status.length:
+                await run(self.fs.truncate, path, size)   # HDFS's truncate: copy-on-write of the group cut
+            else:
+                await run(self._extend, path, size - status.length)
+        except pyfuse3.FUSEError as err:   # another client is writing it
+            raise fail(errno.EBUSY, f"{path}: being written elsewhere") if err.errno == errno.EEXIST else err
+        if writing is not None:
+            writing.length = size
+            if writing.reader is not None:   # its reads: of the new length
+                writing.reader.close()
+                writing.reader = None
         node.seen = None
+
+    def _extend(self, path: str, zeros: int) -> None:
+        """truncate(2) past the end: the file grows by ``zeros`` zero bytes (an append of them)."""
+        chunk = bytes(min(zeros, 1 << 20))
+        with self.fs.append(path) as writer:
+            while zeros > 0:
+                zeros -= writer.write(chunk[:min(zeros, len(chunk))])
 
     # ------------------------------------------------------------------ directories
 
@@ -261,15 +294,15 @@ class Operations(pyfuse3.Operations):
         if flags & os.O_ACCMODE == os.O_RDONLY:
             reader = await run(self.fs.open, path)
             seen, node.seen = node.seen, version(reader.status)
-            return pyfuse3.FileInfo(fh=self._add_handle(ReadHandle(reader)), keep_cache=seen == node.seen)
+            handle = ReadHandle(reader)
+            handle.node = node
+            return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=seen == node.seen)
         if node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is already being written here")
         status = await run(self.fs.stat, path)
         if status.is_dir:
             raise fail(errno.EISDIR)
-        if flags & os.O_APPEND and status.length:
-            raise fail(errno.ENOTSUP, f"{path}: appending to a hedgefs file is not supported")
-        writing = Writing(node, path, status.length)
+        writing = Writing(node, path, status.length, append=bool(flags & os.O_APPEND))
         if flags & os.O_TRUNC:
             await self._start(writing, overwrite=True)
         return pyfuse3.FileInfo(fh=self._add_handle(writing))
@@ -289,42 +322,111 @@ class Operations(pyfuse3.Operations):
     async def read(self, fh, off, size):
         handle = self._handle(fh)
         if isinstance(handle, Writing):
-            raise fail(errno.ENOTSUP, f"{handle.path}: reading a file while writing it")
+            if handle.writer is None:   # (O_RDWR) nothing written yet: the file as committed
+                if handle.reader is None:
+                    handle.reader = ReadHandle(await run(self.fs.open, handle.path))
+                handle = handle.reader
+            else:                       # what this descriptor wrote: its working copy
+                edit = await self._edit(handle)
+                return await run(edit.read, off, size)
+        if off + size > handle.length and handle.node is not None and handle.node.size > handle.length:
+            await self._follow(handle)   # the kernel was told of a longer file (appended to elsewhere): read that
         try:
             try:
-                data = await wait(handle.fetch(off, size))
-            except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
-                data = await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
+                data = await self._fetch(handle, off, size)
+            except FileChanged:   # replaced since it was opened: an append's new version, say
+                if not await self._follow(handle):
+                    raise
+                data = await self._fetch(handle, off, size)
         except HedgefsError as err:
             raise as_fuse_error(err) from None
         return bytes(data)
 
+    @staticmethod
+    async def _fetch(handle: ReadHandle, off: int, size: int):
+        try:
+            return await wait(handle.fetch(off, size))
+        except concurrent.futures.CancelledError:   # a random read on this descriptor dropped it
+            return await wait(handle.reader.submit(off, max(0, min(size, handle.length - off))))
+
+    async def _follow(self, handle: ReadHandle) -> bool:
+        """An open file reads on into a newer version of the same inode (appended to, written in
+        place: the file id is kept) that is at least as long (``tail -f``): True if it moved to
+        one. Another file put at its path (an overwrite, a rename over it) is not followed: the
+        descriptor reads what it opened while that lasts, then ESTALE, as a shorter one."""
+        try:
+            fresh = await run(self.fs.open, handle.reader.status.path)
+        except pyfuse3.FUSEError:
+            return False
+        old = handle.reader.status
+        if fresh.length < handle.length or fresh.status.file_id != old.file_id or version(fresh.status) == version(old):
+            fresh.close()
+            return False
+        handle.follow(fresh)
+        return True
+
     async def write(self, fh, off, buf):
+        """In order (a new file, O_TRUNC, O_APPEND, a write at the end): streamed into stripes as
+        written. Anywhere else: a working copy (Edit), committed copy-on-write at fsync or close."""
         writing = self._handle(fh)
         if writing.error:
             raise fail(writing.error)
-        if writing.writer is None:
-            if writing.length:
-                raise fail(errno.EROFS, f"{writing.path}: writing into an existing file (open it with O_TRUNC)")
-            await self._start(writing, overwrite=True)
-        elif writing.writer.committed is not None:
-            await self._write_on(writing, off)
+        w = writing.writer
+        if w is None:
+            if writing.append or (writing.length and off == writing.length):   # >>, or a write at the end
+                await self._start(writing, overwrite=False, append=True)
+            elif not writing.length and off == 0:
+                await self._start(writing, overwrite=True)
+            else:
+                await self._edit(writing)
+        elif not isinstance(w, Edit):
+            at_end = writing.append or off == w.written
+            if w.committed is not None and at_end:
+                await self._write_on(writing)
+            elif not at_end:
+                await self._edit(writing)
+        if writing.append:
+            off = writing.writer.written   # O_APPEND: at the end, whatever the kernel thought the size was
         return await run(writing.writer.write, off, buf)
 
-    async def _write_on(self, writing: Writing, offset: int) -> None:
-        """A write after a close(2) of a duplicate committed the file: rewrite it, committed bytes first."""
-        if offset != writing.writer.written:
-            raise fail(errno.ENOTSUP, f"{writing.path}: hedgefs files are written in order")
+    async def _write_on(self, writing: Writing) -> None:
+        """A write at the end after a close(2) of a duplicate (or an fsync) committed the file: an
+        append to what was committed."""
         old = writing.writer
-        prefix = await run(self.fs.open, writing.path) if old.written else None
         writing.writer = None
-        await self._start(writing, overwrite=True, mode=old.mode, prefix=prefix)
-        writing.writer.owner = old.owner
+        await self._start(writing, overwrite=False, append=True)
+        writing.writer.mode, writing.writer.owner = old.mode, old.owner
 
-    async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, prefix=None) -> None:
-        """Create the file at the NameNode (in a worker thread: its refusal is this call's errno)."""
+    async def _edit(self, writing: Writing) -> Edit:
+        """This descriptor's working copy (Edit), made now if it has none: what it streamed so far
+        is committed first, then the file is read into the copy."""
+        w = writing.writer
+        if isinstance(w, Edit):
+            return w
+        if w is not None:
+            if w.committed is None:
+                await self._commit(writing)
+            writing.writer = None
+        edit = await run(Edit, self.fs, writing.path)
+        if writing.writer is not None:   # another request on this descriptor made one meanwhile
+            edit.abort()
+            return writing.writer
+        if writing.reader is not None:
+            writing.reader.close()
+            writing.reader = None
+        writing.writer = writing.node.writer = edit
+        writing.node.seen = None
+        return edit
+
+    async def _start(self, writing: Writing, overwrite: bool, mode: int | None = None, append: bool = False) -> None:
+        """Create (or reopen for an append) the file at the NameNode (in a worker thread: its
+        refusal is this call's errno)."""
         if writing.writer is None:
-            writer = await run(WriteHandle, self.fs, writing.path, overwrite, mode, prefix)
+            try:
+                writer = await run(WriteHandle, self.fs, writing.path, overwrite, mode, append)
+            except pyfuse3.FUSEError as err:   # an append to a file another client is writing
+                raise fail(errno.EBUSY, f"{writing.path}: being written elsewhere") \
+                    if append and err.errno == errno.EEXIST else err
             if writing.writer is not None:   # another request on this descriptor started one meanwhile
                 await run(writer.abort)
                 return
@@ -341,7 +443,7 @@ class Operations(pyfuse3.Operations):
         if not isinstance(handle, Writing) or handle.writer is None or handle.error:
             return
         writer = handle.writer
-        if writer.committed is None:
+        if writer.committed is None or isinstance(writer, Edit):
             try:
                 await self._commit(handle)
             except pyfuse3.FUSEError as err:
@@ -352,8 +454,11 @@ class Operations(pyfuse3.Operations):
         writer = writing.writer
         try:
             await run(writer.commit)
+        except pyfuse3.FUSEError as err:   # a working copy of a file another client is writing now
+            raise fail(errno.EBUSY, f"{writing.path}: being written elsewhere") \
+                if isinstance(writer, Edit) and err.errno == errno.EEXIST else err
         finally:
-            if writing.node.writer is writer:
+            if writing.node.writer is writer and not isinstance(writer, Edit):   # (an Edit lasts until release)
                 writing.node.writer = None
         writing.node.seen = None
 
@@ -361,7 +466,9 @@ class Operations(pyfuse3.Operations):
         handle = self._handles.pop(fh, None)
         if isinstance(handle, ReadHandle):
             handle.close()
-        elif isinstance(handle, Writing) and handle.writer is not None:
+        elif isinstance(handle, Writing) and handle.reader is not None:
+            handle.reader.close()
+        if isinstance(handle, Writing) and handle.writer is not None:
             if handle.writer.committed is None and not handle.error:
                 try:
                     await self._commit(handle)   # no flush came (the kernel sends one per close)
@@ -372,9 +479,13 @@ class Operations(pyfuse3.Operations):
                 handle.node.writer = None
 
     async def fsync(self, fh, datasync):
-        # A file being written becomes durable when it is committed, at close (HDFS has hsync;
-        # hedgefs has none): fsync of it returns at once. Complete files are durable already.
-        self._handle(fh)
+        """Durable: what this descriptor wrote is committed now (a stream, or a working copy's
+        changes), and a failure is fsync's error; writing on continues (an append, or the copy)."""
+        handle = self._handle(fh)
+        if isinstance(handle, Writing):
+            await self.flush(fh)
+            if handle.error:
+                raise fail(handle.error)
 
     async def statfs(self, ctx):
         stats = pyfuse3.StatvfsData()
@@ -405,26 +516,58 @@ class Operations(pyfuse3.Operations):
     async def link(self, inode, new_parent_inode, new_name, ctx):
         raise fail(errno.EPERM, "hard links are not supported")
 
-    async def symlink(self, parent_inode, name, target, ctx):
-        raise fail(errno.EPERM, "symbolic links are not supported")
-
     async def mknod(self, parent_inode, name, mode, rdev, ctx):
-        raise fail(errno.EPERM, "only regular files and directories")
+        raise fail(errno.EPERM, "only regular files, directories and symbolic links")
+
+    # ------------------------------------------------------------------ links and extended attributes
+
+    async def symlink(self, parent_inode, name, target, ctx):
+        path = self._child(parent_inode, name)
+        try:
+            text = target.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
+        await run(self.fs.symlink, text, path)
+        return await self._entry(path)
 
     async def readlink(self, inode, ctx):
-        raise fail(errno.EINVAL)
+        status = await run(self.fs.stat, self._path(inode))
+        if not status.is_link:
+            raise fail(errno.EINVAL)
+        return status.symlink.encode("utf-8")
+
+    @staticmethod
+    def _xattr_name(name: bytes) -> str:
+        """Only the user namespace is kept: trusted., security., system. (ACLs) are ENOTSUP."""
+        if not name.startswith(b"user."):
+            raise fail(errno.ENOTSUP)
+        try:
+            return name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise fail(errno.EILSEQ) from None
 
     async def setxattr(self, inode, name, value, ctx):
-        raise fail(errno.ENOTSUP)
+        await run(self.fs.set_xattr, self._path(inode), self._xattr_name(name), value)
 
     async def getxattr(self, inode, name, ctx):
-        raise fail(errno.ENOTSUP)
+        key = self._xattr_name(name)
+        value = (await run(self.fs.get_xattrs, self._path(inode))).get(key)
+        if value is None:
+            raise fail(pyfuse3.ENOATTR)
+        return value
 
     async def listxattr(self, inode, ctx):
-        return []
+        node = self.inodes.get(inode)
+        if node is not None and node.writer is not None:
+            return []
+        return [name.encode("utf-8") for name in await run(self.fs.get_xattrs, self._path(inode))]
 
     async def removexattr(self, inode, name, ctx):
-        raise fail(errno.ENOTSUP)
+        key = self._xattr_name(name)
+        try:
+            await run(self.fs.remove_xattr, self._path(inode), key)
+        except pyfuse3.FUSEError as err:
+            raise fail(pyfuse3.ENOATTR) if err.errno == errno.ENOENT else err
 
 
 for _name, _method in list(vars(Operations).items()):

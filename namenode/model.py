@@ -61,6 +61,16 @@ class Created:
 
 
 @dataclass(frozen=True)
+class Reopened:
+    """An append or a truncate's write (namesystem.append): write from ``kept_length`` on (the
+    bytes [kept_length, length) of the file as it is are rewritten first, then the new ones)."""
+    created: Created
+    kept_length: int   # bytes in the groups the new version shares with the file (whole groups)
+    length: int        # the file's length now
+    mtime_ms: int      # the file's mtime now: with length, the version being rewritten
+
+
+@dataclass(frozen=True)
 class DeleteUnit:
     group_id: int
     index: int

@@ -79,12 +79,26 @@ from hedgefs.namenode.model import (
     HeartbeatReply,
     Listing,
     ReadLatency,
+    Reopened,
     SafeModeState,
     UnitLocation,
     UnitsPage,
 )
 from hedgefs.namenode.namespace import paths
-from hedgefs.namenode.namespace.inodes import FILE_MODE, SUPER, Dir, Entry, File, Lease, Node, Version, load_policy
+from hedgefs.namenode.namespace.inodes import (
+    FILE_MODE,
+    MAX_LINK_TARGET,
+    MAX_XATTR_SIZE,
+    MAX_XATTRS,
+    SUPER,
+    Dir,
+    Entry,
+    File,
+    Lease,
+    Node,
+    Version,
+    load_policy,
+)
 from hedgefs.namenode.namespace.inodes import policy_name as canonical
 from hedgefs.namenode.namespace.permissions import (
     EXECUTE,
@@ -245,7 +259,10 @@ class Namesystem:
         retry cache has the answer of this call already; answer once durable."""
         with self._lock:
             if retry is not None:
-                kept = self.retry.lookup(retry, r.CODES[kind], self.wall_ms())
+                kept = MISS
+                for one in kind if isinstance(kind, tuple) else (kind,):   # (a call that logs one of several)
+                    if kept is MISS:
+                        kept = self.retry.lookup(retry, r.CODES[one], self.wall_ms())
                 if kept is not MISS:
                     result = rebuild(kept)
                     seen = self.journal.last
@@ -282,7 +299,7 @@ class Namesystem:
         ``span`` (offset, length): only the groups holding those bytes (FileInfo.first_group says
         where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
         node, entry = self.tree.stat(path, who, read_file=True)
-        if node.is_dir:
+        if node.is_dir or node.is_link:
             self._seen()
             return FileInfo(entry, [])
         groups, lengths = node.groups, node.group_lengths()
@@ -389,6 +406,7 @@ class Namesystem:
             raise InvalidArgument("cannot rename the root directory '/'")
         check(who, chain[-2], WRITE, paths.parent_of(src), f"move {src}")
         check_sticky(who, chain[-2], node, paths.parent_of(src), src, "move")
+        self._refuse_rewritten(chain[-2], node, src, "move")
         if not paths.components(dst):
             raise AlreadyExists("directory exists: /")
         parent = self.tree.parent_dir(dst, who)[-1]
@@ -455,6 +473,84 @@ class Namesystem:
                 raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
         self._log(r.SetOwner(path, owner, group, retry))
         log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
+
+    def set_times(self, path: str, mtime_ms: int = -1, atime_ms: int = -1, who: Identity = SUPER,
+                  retry=None) -> None:
+        """HDFS's setTimes (utimes): -1 leaves a time as it is."""
+        self._change(retry, r.SetTimes, lambda: self._set_times(path, mtime_ms, atime_ms, who, retry))
+
+    def _set_times(self, path: str, mtime_ms: int, atime_ms: int, who: Identity, retry) -> None:
+        """The owner, or a user who may write the inode (utimes(2); HDFS: w)."""
+        self.safemode.refuse(f"set the times of {path}")
+        if mtime_ms < -1 or atime_ms < -1:
+            raise InvalidArgument(f"bad times for {path}: mtime {mtime_ms}, atime {atime_ms} (ms since the epoch, "
+                                  f"-1 = unchanged)")
+        node = self.tree.lookup(path, who)
+        if who.name != node.owner and not who.is_admin:
+            check(who, node, WRITE, path, f"set the times of {path}")
+        if mtime_ms == -1 and atime_ms == -1:
+            return
+        self._log(r.SetTimes(path, mtime_ms, atime_ms, retry))
+
+    def symlink(self, target: str, path: str, who: Identity = SUPER, retry=None) -> None:
+        """A symbolic link at ``path`` to ``target`` (HDFS's createSymlink; its parent must exist)."""
+        self._change(retry, r.Symlink, lambda: self._symlink(target, path, who, retry))
+
+    def _symlink(self, target: str, path: str, who: Identity, retry) -> None:
+        self.safemode.refuse(f"symlink {path}")
+        if not target or "\0" in target or len(target.encode("utf-8")) > MAX_LINK_TARGET:
+            raise InvalidArgument(f"bad symbolic link target {target[:80]!r}: 1 to {MAX_LINK_TARGET} bytes, no NUL")
+        parts = paths.components(path)
+        if not parts:
+            raise AlreadyExists("directory exists: /")
+        parent = self.tree.parent_dir(path, who, parts)[-1]
+        check(who, parent, WRITE, paths.parent_of(path), f"create {path}")
+        existing = parent.children.get(parts[-1])
+        if existing is not None:
+            raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {path}")
+        self._log(r.Symlink(path, target, self.tree.next_id, self.wall_ms(), who.name, parent.group, retry))
+
+    def get_xattrs(self, path: str, who: Identity = SUPER) -> dict[str, bytes]:
+        """Every extended attribute of ``path`` (the user namespace: the only one kept); needs r."""
+        node = self.tree.lookup(path, who)
+        check(who, node, READ, path, f"read the extended attributes of {path}")
+        self._seen()
+        return dict(node.extra.xattrs) if node.extra is not None else {}
+
+    def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0, who: Identity = SUPER,
+                  retry=None) -> None:
+        """HDFS's setXAttr; ``flags``: XATTR_CREATE (1: it must not exist) or XATTR_REPLACE (2: it
+        must), 0 either. Needs w (the user namespace's rule, as HDFS and Linux)."""
+        self._change(retry, r.SetXAttr, lambda: self._set_xattr(path, name, value, flags, who, retry))
+
+    def _set_xattr(self, path: str, name: str, value: bytes, flags: int, who: Identity, retry) -> None:
+        self.safemode.refuse(f"set an extended attribute of {path}")
+        _check_xattr_name(name)
+        if len(name.encode("utf-8")) + len(value) > MAX_XATTR_SIZE:
+            raise InvalidArgument(f"extended attribute {name} of {path}: name and value are "
+                                  f"{len(name.encode()) + len(value)} bytes, at most {MAX_XATTR_SIZE}")
+        node = self.tree.lookup(path, who)
+        check(who, node, WRITE, path, f"set an extended attribute of {path}")
+        have = node.extra.xattrs if node.extra is not None else {}
+        if flags & XATTR_CREATE and name in have:
+            raise AlreadyExists(f"extended attribute {name} of {path} exists")
+        if flags & XATTR_REPLACE and name not in have:
+            raise NotFound(f"no extended attribute {name} on {path}")
+        if name not in have and len(have) >= MAX_XATTRS:
+            raise InvalidArgument(f"{path} has {len(have)} extended attributes, the most an inode may have")
+        self._log(r.SetXAttr(path, name, bytes(value), retry))
+
+    def remove_xattr(self, path: str, name: str, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.RemoveXAttr, lambda: self._remove_xattr(path, name, who, retry))
+
+    def _remove_xattr(self, path: str, name: str, who: Identity, retry) -> None:
+        self.safemode.refuse(f"remove an extended attribute of {path}")
+        _check_xattr_name(name)
+        node = self.tree.lookup(path, who)
+        check(who, node, WRITE, path, f"remove an extended attribute of {path}")
+        if node.extra is None or name not in node.extra.xattrs:
+            raise NotFound(f"no extended attribute {name} on {path}")
+        self._log(r.RemoveXAttr(path, name, retry))
 
     # ------------------------------------------------------------------ the write path
 
@@ -557,6 +653,32 @@ class Namesystem:
             self._writing(file_id, who).renewed = self.clock()
         self._locked(renew)
 
+    def recover_lease(self, path: str, who: Identity = SUPER, retry=None) -> bool:
+        """HDFS's recoverLease: the write in progress at ``path`` (a crashed writer's, whose lease
+        would expire only after --lease-timeout-s) is abandoned now, so that another may write:
+        a new file's never appears, an append's, truncate's or write in place's leaves the file
+        at its last committed version (every hflushed byte). The writer itself, or a user who may
+        write the file (or, for a new file, its directory). True if there was one."""
+        return self._change(retry, r.Abandon, lambda: self._recover_lease(path, who, retry),
+                            lambda _kept: True)
+
+    def _recover_lease(self, path: str, who: Identity, retry) -> bool:
+        parts = paths.components(path)
+        if not parts:
+            raise FailedPrecondition("is a directory: /")
+        parent = self.tree.parent_dir(path, who, parts)[-1]
+        lease = self.tree.writers.get((parent, parts[-1]))
+        if lease is None:
+            return False
+        if who.name != lease.holder and not who.is_admin:
+            target = lease.base if lease.base is not None else parent
+            check(who, target, WRITE, path if lease.base is not None else paths.parent_of(path),
+                  f"recover the lease of {path}")
+        self._log(r.Abandon(lease.file_id, retry))
+        log.warning("lease of %s (file %d, held by %s) recovered by %s: its write is abandoned", path,
+                    lease.file_id, lease.holder, who.name)
+        return True
+
     def restart_leases(self) -> None:
         """Every lease counts from now (this process begins to serve as the active: HDFS renews
         every lease at start-up): a writer whose renewals failed while no NameNode served gets one
@@ -586,11 +708,17 @@ class Namesystem:
         lease = self._writing(file_id, who)
         file = lease.file
         policy = load_policy(file.attrs.policy)
-        own = {g.id: g for g in file.groups}
-        check_commit(file_id, length, groups, policy, file.attrs.block_size, policy.min_stored(self.min_replicas),
-                     own, self.blocks.reported_units)
+        shared = lease.shared()
+        kept_length = len(shared) * group_data_size(policy, file.attrs.block_size)
+        own = {g.id: g for g in file.groups[lease.kept:]}
+        if length < kept_length:
+            raise InvalidArgument(f"file {file_id}: length {length} is less than the {kept_length} bytes it keeps")
+        check_commit(file_id, length - kept_length, groups, policy, file.attrs.block_size,
+                     policy.min_stored(self.min_replicas), own, self.blocks.reported_units)
         path = self.tree.lease_path(lease)
         existing = lease.parent.children.get(file.name)
+        if lease.base is not None and existing is not lease.base:   # (a delete drops the write: apply.py)
+            raise FailedPrecondition(f"{path} was replaced while being appended to or truncated: this write goes")
         mtime, attrs = self.wall_ms(), None
         if convert_from is not None:
             _check_version(path, existing, convert_from)
@@ -604,7 +732,8 @@ class Namesystem:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             if convert_from is None:
                 mtime = max(mtime, existing.mtime + 1)
-        kept = tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
+        kept = tuple(g.id for g in shared) + \
+            tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
         self._log(r.Complete(file_id, length, kept, mtime, attrs, retry))
         self._completed[file_id] = length
         if len(self._completed) > COMPLETED_KEPT:
@@ -671,6 +800,9 @@ class Namesystem:
             check(who, node, READ, source, f"concat {source}")
             check(who, chain[-2], WRITE, paths.parent_of(source), f"concat {source} (it goes)")
             check_sticky(who, chain[-2], node, paths.parent_of(source), source, "concat")
+            if node.is_link:
+                raise InvalidArgument(f"concat: {source} is a symbolic link")
+            self._refuse_rewritten(chain[-2], node, source, "concat")
             parts.append(node)
         first = parts[0]
         full = group_data_size(load_policy(first.policy), first.block_size)
@@ -695,6 +827,7 @@ class Namesystem:
                 raise AlreadyExists(f"file exists: {target}")
             mtime = max(mtime, existing.mtime + 1)   # a new version of the target: see complete
             check(who, existing, WRITE, target, f"overwrite {target}")
+            self._refuse_rewritten(parent, existing, target, "replace")
         self._log(r.Concat(target, tuple(sources), mtime, retry))
         log.debug("concat %s: %d parts", target, len(sources))
 
@@ -707,6 +840,87 @@ class Namesystem:
         self._writing(file_id, who)
         self._log(r.Abandon(file_id, retry))
         log.debug("abandoned file %d", file_id)
+
+    def append(self, path: str, client_name: str = "", who: Identity = SUPER, retry=None,
+               rewrite_from: int | None = None) -> Reopened:
+        """Begin an append to the complete file at ``path`` (HDFS's append): a new version of it is
+        written copy-on-write: it shares the file's full groups; the client rewrites the bytes of
+        its last, partial group (``Reopened.kept_length`` to ``length``) and then the new ones,
+        and Complete replaces the file with it. Until then readers see the file as it was; one
+        writer per path, as for Create. ``rewrite_from`` (an offset within the file): the new
+        version replaces the bytes from there on (a write in place, copy-on-write of the group it
+        falls in and those after it): the groups before that one are kept."""
+        return self._change(retry, r.Reopen,
+                            lambda: self._reopen(path, None, client_name, who, retry, rewrite_from),
+                            lambda kept: self._reopened(kept[0]))
+
+    def truncate(self, path: str, length: int, client_name: str = "", who: Identity = SUPER,
+                 retry=None) -> Reopened | None:
+        """HDFS's truncate: ``path`` keeps its first ``length`` bytes. A cut on a group boundary
+        (or none) is done at once (None); otherwise the group it falls in is rewritten
+        copy-on-write, as an append's last group is: the answer says what to rewrite, and
+        Complete (length ``length``) ends it. Longer than the file: refused (HDFS's too)."""
+        kinds = (r.Reopen, r.Truncate)
+        return self._change(retry, kinds, lambda: self._reopen(path, length, client_name, who, retry),
+                            lambda kept: self._reopened(kept[0]) if kept else None)
+
+    def _reopen(self, path: str, cut: int | None, client_name: str, who: Identity, retry,
+                rewrite_from: int | None = None) -> Reopened | None:
+        what = "append to" if cut is None else "truncate"
+        self.safemode.refuse(f"{what} {path}")
+        chain = self.tree.walk(path, who)
+        node = chain[-1]
+        if node.is_dir:
+            raise FailedPrecondition(f"is a directory: {path}")
+        if node.is_link:
+            raise InvalidArgument(f"{path} is a symbolic link (to {node.target}): {what} its target")
+        check(who, node, WRITE, path, f"{what} {path}")
+        parent = chain[-2]
+        writer = self.tree.writers.get((parent, node.name))
+        if writer is not None:
+            raise AlreadyExists(f"{path} is being written by {writer.holder or 'another client'} "
+                                f"(file {writer.file_id}): try again when that write ends")
+        if cut is not None:
+            if cut < 0 or cut > node.length:
+                raise InvalidArgument(f"cannot truncate {path} to {cut} bytes: it has {node.length} "
+                                      f"(truncate only shortens)")
+            if cut == node.length:
+                return None
+        policy = load_policy(node.attrs.policy)
+        full = group_data_size(policy, node.attrs.block_size)
+        if rewrite_from is not None and not 0 <= rewrite_from <= node.length:
+            raise InvalidArgument(f"cannot rewrite {path} from byte {rewrite_from}: it has {node.length}")
+        end = node.length if cut is None else cut
+        if rewrite_from is not None:
+            end = rewrite_from
+        kept = min(end // full, len(node.groups))
+        if cut is not None and cut == kept * full:
+            mtime = max(self.wall_ms(), node.mtime + 1)   # a new version: see complete
+            self._log(r.Truncate(path, cut, kept, mtime, retry))
+            log.debug("truncate %s to %d bytes: %d groups kept", path, cut, kept)
+            return None
+        self.manager.check_placeable(policy)
+        self._log(r.Reopen(path, kept, who.name, retry))
+        log.debug("%s %s (file %d): %d groups kept, %d bytes to rewrite, client %r (%s)", what, path, node.id,
+                  kept, end - kept * full, client_name, who.name)
+        return self._reopened(node.id)
+
+    def _refuse_rewritten(self, parent: Dir, node: Node, path: str, what: str) -> None:
+        """A file being appended to or truncated is not moved or replaced meanwhile (its new
+        version shares its groups); deleting it ends that write (apply.py)."""
+        writer = self.tree.writers.get((parent, node.name))
+        if writer is not None and writer.base is node:
+            raise AlreadyExists(f"cannot {what} {path}: it is being appended to or truncated by "
+                                f"{writer.holder or 'another client'}; try again when that write ends")
+
+    def _reopened(self, file_id: int) -> Reopened:
+        lease = self.tree.writing.get(file_id)
+        if lease is None or lease.base is None:
+            raise FailedPrecondition(f"the append or truncate of file {file_id} has ended already")
+        file, base = lease.file, lease.base
+        full = group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
+        return Reopened(self._created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
+                        base.length, base.mtime)
 
     # ------------------------------------------------------------------ locations
 
@@ -928,7 +1142,7 @@ class Namesystem:
 
     def _widest_policy(self) -> tuple[str, int]:
         """The policy in use (the default, a directory's, a file's) that needs the most DataNodes."""
-        names = {self.default_policy} | {p for p, n in self.tree.by_policy.items() if n > 0}
+        names = {self.default_policy} | {p for p, n in self.tree.by_policy.items() if n > 0 and p}
         names |= {d.policy for d in self.tree.subtree_dirs(self.tree.root) if d.policy}
         widths = sorted(((load_policy(n).units, n) for n in names), reverse=True)
         return widths[0][1], widths[0][0]
@@ -944,6 +1158,8 @@ class Namesystem:
         blocks, is_live = self.blocks, self.liveness.is_live
         bounds: dict = {}
         for file_path, file in self.tree.files_under(path):
+            if file.is_link:
+                continue
             files += 1
             policy = load_policy(file.attrs.policy)
             if policy.name not in bounds:
@@ -1072,7 +1288,7 @@ class Namesystem:
             remaining_bytes=sum(d.remaining_bytes for d in filesystems.values()), low_space_pct=LOW_SPACE_PCT,
             used_bytes=sum(d.used_bytes for d in live),
             files=self.tree.files, directories=self.tree.dirs,
-            policies={p: n for p, n in sorted(self.tree.by_policy.items()) if n},
+            policies={p: n for p, n in sorted(self.tree.by_policy.items()) if n and p},
             groups_healthy=health.healthy, groups_degraded=health.counts["degraded"],
             groups_missing=health.counts["missing"],
             repairs_queued=max(0, health.units_lacking - len(self.repairs.in_flight)),
@@ -1105,6 +1321,15 @@ class Namesystem:
                      for g, i, group in self.blocks.units_on(datanode_id, limit + 1)]
             return UnitsPage(row, found[:limit], len(found) > limit)
         return self._locked(page)
+
+
+XATTR_CREATE, XATTR_REPLACE = 1, 2   # setxattr(2)'s flags
+XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security, system: the mount says ENOTSUP)
+
+
+def _check_xattr_name(name: str) -> None:
+    if not name.startswith(XATTR_NAMESPACE) or len(name) == len(XATTR_NAMESPACE):
+        raise InvalidArgument(f"extended attribute {name!r}: only the user namespace is kept (user.NAME)")
 
 
 def _check_version(path: str, existing: Node | None, version: Version) -> None:

@@ -37,7 +37,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,9 @@ class FileInfo(_message.Message):
     DATANODE_HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
     FIRST_GROUP_FIELD_NUMBER: _ClassVar[int]
     GROUP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ATIME_MS_FIELD_NUMBER: _ClassVar[int]
+    SYMLINK_FIELD_NUMBER: _ClassVar[int]
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -82,7 +85,10 @@ class FileInfo(_message.Message):
     datanode_heartbeat_age_ms: _containers.ScalarMap[str, int]
     first_group: int
     group_count: int
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ...) -> None: ...
+    atime_ms: int
+    symlink: str
+    file_id: int
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ...) -> None: ...
 
 class PathRequest(_message.Message):
     __slots__ = ("path", "range_offset", "range_length")
@@ -743,6 +749,103 @@ class SafeModeResponse(_message.Message):
     share: float
     deadline_left_s: float
     def __init__(self, on: _Optional[bool] = ..., reason: _Optional[str] = ..., units_reported: _Optional[int] = ..., units_total: _Optional[int] = ..., share: _Optional[float] = ..., deadline_left_s: _Optional[float] = ...) -> None: ...
+
+class SetTimesRequest(_message.Message):
+    __slots__ = ("path", "mtime_ms", "atime_ms")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ATIME_MS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    mtime_ms: int
+    atime_ms: int
+    def __init__(self, path: _Optional[str] = ..., mtime_ms: _Optional[int] = ..., atime_ms: _Optional[int] = ...) -> None: ...
+
+class SymlinkRequest(_message.Message):
+    __slots__ = ("target", "path")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    path: str
+    def __init__(self, target: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class SetXAttrRequest(_message.Message):
+    __slots__ = ("path", "name", "value", "flags")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    name: str
+    value: bytes
+    flags: int
+    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., value: _Optional[bytes] = ..., flags: _Optional[int] = ...) -> None: ...
+
+class RemoveXAttrRequest(_message.Message):
+    __slots__ = ("path", "name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    name: str
+    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class XAttrsResponse(_message.Message):
+    __slots__ = ("xattrs",)
+    class XattrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
+    xattrs: _containers.ScalarMap[str, bytes]
+    def __init__(self, xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("path", "client_name", "rewrite_from")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    REWRITE_FROM_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    client_name: str
+    rewrite_from: int
+    def __init__(self, path: _Optional[str] = ..., client_name: _Optional[str] = ..., rewrite_from: _Optional[int] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("write", "kept_length", "length", "mtime_ms")
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    KEPT_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    write: CreateResponse
+    kept_length: int
+    length: int
+    mtime_ms: int
+    def __init__(self, write: _Optional[_Union[CreateResponse, _Mapping]] = ..., kept_length: _Optional[int] = ..., length: _Optional[int] = ..., mtime_ms: _Optional[int] = ...) -> None: ...
+
+class TruncateRequest(_message.Message):
+    __slots__ = ("path", "length", "client_name")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    length: int
+    client_name: str
+    def __init__(self, path: _Optional[str] = ..., length: _Optional[int] = ..., client_name: _Optional[str] = ...) -> None: ...
+
+class TruncateResponse(_message.Message):
+    __slots__ = ("done", "rewrite")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    REWRITE_FIELD_NUMBER: _ClassVar[int]
+    done: bool
+    rewrite: AppendResponse
+    def __init__(self, done: _Optional[bool] = ..., rewrite: _Optional[_Union[AppendResponse, _Mapping]] = ...) -> None: ...
+
+class RecoverLeaseResponse(_message.Message):
+    __slots__ = ("recovered",)
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    recovered: bool
+    def __init__(self, recovered: _Optional[bool] = ...) -> None: ...
 
 class BalanceRequest(_message.Message):
     __slots__ = ("max_bytes", "threshold_pct", "restart")

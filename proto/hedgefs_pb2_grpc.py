@@ -166,6 +166,46 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.SafeModeRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.SafeModeResponse.FromString,
                 _registered_method=True)
+        self.SetTimes = channel.unary_unary(
+                '/hedgefs.NameNode/SetTimes',
+                request_serializer=hedgefs__pb2.SetTimesRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
+        self.CreateSymlink = channel.unary_unary(
+                '/hedgefs.NameNode/CreateSymlink',
+                request_serializer=hedgefs__pb2.SymlinkRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
+        self.SetXAttr = channel.unary_unary(
+                '/hedgefs.NameNode/SetXAttr',
+                request_serializer=hedgefs__pb2.SetXAttrRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
+        self.RemoveXAttr = channel.unary_unary(
+                '/hedgefs.NameNode/RemoveXAttr',
+                request_serializer=hedgefs__pb2.RemoveXAttrRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
+        self.GetXAttrs = channel.unary_unary(
+                '/hedgefs.NameNode/GetXAttrs',
+                request_serializer=hedgefs__pb2.PathRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.XAttrsResponse.FromString,
+                _registered_method=True)
+        self.Append = channel.unary_unary(
+                '/hedgefs.NameNode/Append',
+                request_serializer=hedgefs__pb2.AppendRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.AppendResponse.FromString,
+                _registered_method=True)
+        self.Truncate = channel.unary_unary(
+                '/hedgefs.NameNode/Truncate',
+                request_serializer=hedgefs__pb2.TruncateRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.TruncateResponse.FromString,
+                _registered_method=True)
+        self.RecoverLease = channel.unary_unary(
+                '/hedgefs.NameNode/RecoverLease',
+                request_serializer=hedgefs__pb2.PathRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.RecoverLeaseResponse.FromString,
+                _registered_method=True)
         self.Balance = channel.unary_unary(
                 '/hedgefs.NameNode/Balance',
                 request_serializer=hedgefs__pb2.BalanceRequest.SerializeToString,
@@ -349,6 +389,58 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetTimes(self, request, context):
+        """files that change (issue 45): times, symbolic links, extended attributes (user.*), and an
+        append or a truncate as a copy-on-write rewrite of the file's last block group
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSymlink(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetXAttr(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveXAttr(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetXAttrs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Append(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Truncate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecoverLease(self, request, context):
+        """HDFS's recoverLease: the write in progress at a path (a crashed writer's) is abandoned now,
+        not when its lease expires; the file stays at its last committed version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Balance(self, request, context):
         """the balancer (issue 47): a step of `hedgefs admin balance` (messages at the end of this file)
         """
@@ -488,6 +580,46 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.SafeMode,
                     request_deserializer=hedgefs__pb2.SafeModeRequest.FromString,
                     response_serializer=hedgefs__pb2.SafeModeResponse.SerializeToString,
+            ),
+            'SetTimes': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTimes,
+                    request_deserializer=hedgefs__pb2.SetTimesRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'CreateSymlink': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSymlink,
+                    request_deserializer=hedgefs__pb2.SymlinkRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'SetXAttr': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetXAttr,
+                    request_deserializer=hedgefs__pb2.SetXAttrRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'RemoveXAttr': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveXAttr,
+                    request_deserializer=hedgefs__pb2.RemoveXAttrRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+            ),
+            'GetXAttrs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetXAttrs,
+                    request_deserializer=hedgefs__pb2.PathRequest.FromString,
+                    response_serializer=hedgefs__pb2.XAttrsResponse.SerializeToString,
+            ),
+            'Append': grpc.unary_unary_rpc_method_handler(
+                    servicer.Append,
+                    request_deserializer=hedgefs__pb2.AppendRequest.FromString,
+                    response_serializer=hedgefs__pb2.AppendResponse.SerializeToString,
+            ),
+            'Truncate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Truncate,
+                    request_deserializer=hedgefs__pb2.TruncateRequest.FromString,
+                    response_serializer=hedgefs__pb2.TruncateResponse.SerializeToString,
+            ),
+            'RecoverLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecoverLease,
+                    request_deserializer=hedgefs__pb2.PathRequest.FromString,
+                    response_serializer=hedgefs__pb2.RecoverLeaseResponse.SerializeToString,
             ),
             'Balance': grpc.unary_unary_rpc_method_handler(
                     servicer.Balance,
@@ -1199,6 +1331,222 @@ class NameNode:
             '/hedgefs.NameNode/SafeMode',
             hedgefs__pb2.SafeModeRequest.SerializeToString,
             hedgefs__pb2.SafeModeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTimes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SetTimes',
+            hedgefs__pb2.SetTimesRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSymlink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/CreateSymlink',
+            hedgefs__pb2.SymlinkRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetXAttr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SetXAttr',
+            hedgefs__pb2.SetXAttrRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveXAttr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/RemoveXAttr',
+            hedgefs__pb2.RemoveXAttrRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetXAttrs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/GetXAttrs',
+            hedgefs__pb2.PathRequest.SerializeToString,
+            hedgefs__pb2.XAttrsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Append(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Append',
+            hedgefs__pb2.AppendRequest.SerializeToString,
+            hedgefs__pb2.AppendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Truncate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Truncate',
+            hedgefs__pb2.TruncateRequest.SerializeToString,
+            hedgefs__pb2.TruncateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecoverLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/RecoverLease',
+            hedgefs__pb2.PathRequest.SerializeToString,
+            hedgefs__pb2.RecoverLeaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -111,16 +111,21 @@ def state(nn: Namesystem) -> dict:
     while stack:
         path, node = stack.pop()
         a = node.attrs
+        extra = (node.extra.atime, dict(node.extra.xattrs)) if node.extra is not None else None
         if node.is_dir:
-            nodes[path] = ("dir", node.id, a.owner, a.group, a.mode, node.mtime, node.policy)
+            nodes[path] = ("dir", node.id, a.owner, a.group, a.mode, node.mtime, node.policy, extra)
             for name, child in node.children.items():
                 stack.append((path.rstrip("/") + "/" + name, child))
+        elif node.is_link:
+            nodes[path] = ("link", node.id, a.owner, a.group, a.mode, node.mtime, node.length, node.target, extra)
         else:
             nodes[path] = ("file", node.id, a.owner, a.group, a.mode, a.policy, a.block_size, node.mtime, node.length,
-                           [(g.id, blocks.generation(g.id)) for g in node.groups])
+                           [(g.id, blocks.generation(g.id)) for g in node.groups], extra)
+            assert all(g.file is node for g in node.groups), f"{path}: a group that is not its own"
     writing = {fid: (tree.lease_path(lease), lease.overwrite, lease.holder, lease.file.attrs.owner,
-                     lease.file.attrs.mode, [(g.id, blocks.generation(g.id), sorted(blocks.units(g).items()))
-                                             for g in lease.file.groups])
+                     lease.file.attrs.mode, lease.kept, lease.base is not None and lease.base.id,
+                     [(g.id, blocks.generation(g.id), sorted(blocks.units(g).items()) if i >= lease.kept else None)
+                      for i, g in enumerate(lease.file.groups)])
                for fid, lease in tree.writing.items()}
     retry = {key: (op, answer) for key, (op, answer, _expires) in nn.retry.items()}
     return {"nodes": nodes, "writing": writing, "next_id": tree.next_id,

@@ -7,7 +7,7 @@ split one entry in two. ``--json`` gives every name exactly.
 
 import json
 import signal
-from stat import S_IFDIR, S_IFREG, filemode
+from stat import S_IFDIR, S_IFLNK, S_IFREG, filemode
 import sys
 import time
 
@@ -19,9 +19,13 @@ from hedgefs.client.errors import NotFound
 
 
 def _entry_doc(e) -> dict:
-    return {"path": e.path, "type": "directory" if e.is_dir else "file", "length": 0 if e.is_dir else e.length,
-            "policy": e.policy, "owner": e.owner, "group": e.group, "permission": f"{e.permission:04o}",
-            "mtime_ms": e.mtime_ms, "block_size": e.block_size}
+    doc = {"path": e.path, "type": "directory" if e.is_dir else "symlink" if e.is_link else "file",
+           "length": 0 if e.is_dir else e.length, "policy": e.policy, "owner": e.owner, "group": e.group,
+           "permission": f"{e.permission:04o}", "mtime_ms": e.mtime_ms, "block_size": e.block_size,
+           "atime_ms": e.atime_ms}
+    if e.is_link:
+        doc["target"] = e.symlink
+    return doc
 
 
 def _mtime(mtime_ms: int) -> str:
@@ -62,8 +66,10 @@ def ls_(paths: tuple[str, ...], recursive: bool, long: bool, human: bool, direct
                     click.echo(json.dumps(_entry_doc(e)))
                     continue
                 length = "-" if e.is_dir else (human_size(e.length) if human else str(e.length))
-                click.echo(f"{_mode_string(e.is_dir, e.permission)} {visible(e.owner):<8} {visible(e.group):<10} "
-                           f"{length:>12} {e.policy:<14} {_mtime(e.mtime_ms)}  {visible(e.path)}")
+                target = f" -> {visible(e.symlink)}" if e.is_link else ""
+                click.echo(f"{_mode_string(e.is_dir, e.permission, e.is_link)} {visible(e.owner):<8} "
+                           f"{visible(e.group):<10} {length:>12} {e.policy:<14} {_mtime(e.mtime_ms)}  "
+                           f"{visible(e.path)}{target}")
 
 
 @click.command(context_settings=CONTEXT)
@@ -88,10 +94,14 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
 
     with open_fs(namenode) as fs:
         st = fs.stat(remote_path(path))
-    doc = {"path": st.path, "type": "directory" if st.is_dir else "file", "length": st.length, "policy": st.policy,
+    doc = {"path": st.path, "type": "directory" if st.is_dir else "symlink" if st.is_link else "file",
+           "length": st.length, "policy": st.policy,
            "owner": st.owner, "group": st.group, "permission": f"{st.permission:04o}", "mtime_ms": st.mtime_ms,
-           "mtime": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(st.mtime_ms / 1000)) if st.mtime_ms else None}
-    policy = None if st.is_dir else parse_policy(st.policy)
+           "mtime": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(st.mtime_ms / 1000)) if st.mtime_ms else None,
+           "atime_ms": st.atime_ms}
+    if st.is_link:
+        doc["target"] = st.symlink
+    policy = None if st.is_dir or st.is_link else parse_policy(st.policy)
     if policy is not None and policy.replicated:
         doc["replication"] = policy.units
         doc["blocks"] = [
@@ -112,6 +122,8 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
     click.echo(f"path:    {visible(doc['path'])}\ntype:    {doc['type']}\nlength:  {doc['length']}\n"
                f"policy:  {doc['policy']}\nowner:   {visible(doc['owner'])}:{visible(doc['group'])} {doc['permission']}\n"
                f"mtime:   {doc['mtime'] or '-'}")
+    if st.is_link:
+        click.echo(f"target:  {visible(st.symlink)}")
     for g in doc.get("groups", []):
         units = " ".join(f"{u['index']}@{u['datanode']}" for u in g["units"])
         click.echo(f"group {g['id']}: {g['length']} bytes, units {units}")
@@ -225,6 +237,6 @@ def find(path: str, pattern: str | None, kind: str | None, as_json: bool, nameno
             click.echo(json.dumps(_entry_doc(e)) if as_json else visible(e.path))
 
 
-def _mode_string(is_dir: bool, permission: int) -> str:
+def _mode_string(is_dir: bool, permission: int, is_link: bool = False) -> str:
     """``drwxr-xr-x`` as ls prints it (``t``/``T`` for the sticky bit, the only one hedgefs has)."""
-    return filemode((S_IFDIR if is_dir else S_IFREG) | permission & 0o1777)
+    return filemode((S_IFDIR if is_dir else S_IFLNK if is_link else S_IFREG) | permission & 0o1777)

@@ -31,9 +31,11 @@ def mount(mountpoint: str, foreground: bool, log_file: str | None, timeout_s: fl
     """Mount the cluster at MOUNTPOINT (FUSE 3) until `fusermount3 -u MOUNTPOINT` or SIGTERM.
 
     One client serves every program that uses the mount: reads are hedged preads with read-ahead
-    on sequential access; files are written from start to end and appear when closed (close(2)
-    returns a failed commit as its error). Refused: writing into an existing file without O_TRUNC
-    (EROFS), appends to one (ENOTSUP), links (EPERM), xattrs (ENOTSUP). Manual: docs/mount.md.
+    on sequential access; files written in order appear when closed (close(2) returns a failed
+    commit as its error), appends (O_APPEND) and truncates are copy-on-write of the last block
+    group, writes in place go to a working copy committed at fsync or close; symlinks, utimes and
+    user.* xattrs are the NameNode's. Refused: hard links (EPERM), other xattr namespaces
+    (ENOTSUP). Manual: docs/mount.md.
 
     \b
     Examples:

@@ -1,5 +1,5 @@
-"""The file objects of ``HedgeFileSystem.open``: ``rb`` over one FileReader, ``wb``/``xb`` over
-one FileWriter (the library's push writer, which commits on close).
+"""The file objects of ``HedgeFileSystem.open``: ``rb`` over one FileReader, ``wb``/``xb``/``ab``
+over one FileWriter (the library's push writer, which commits on close; ``ab``: its append).
 
 Reading. A read is a positional read of the library (``FileReader.submit``: hedged, around slow
 DataNodes) through the library's read-ahead (client/streams.py's ``ReadAhead``), in pieces while the
@@ -73,8 +73,8 @@ class HedgeFile(AbstractBufferedFile):
     def __init__(self, fs, path: str, mode: str = "rb", block_size="default", autocommit: bool = True,
                  cache_type: str | None = None, cache_options: dict | None = None, policy: str | None = None,
                  **kwargs):
-        if mode not in ("rb", "wb", "xb"):
-            raise NotImplementedError(f"hedgefs files open as rb, wb or xb, not {mode!r} (files are write-once)")
+        if mode not in ("rb", "wb", "xb", "ab"):
+            raise NotImplementedError(f"hedgefs files open as rb, wb, xb or ab, not {mode!r}")
         if not autocommit:
             raise NotImplementedError("hedgefs commits a file on close: autocommit=False is not supported")
         self._reader = None
@@ -89,7 +89,7 @@ class HedgeFile(AbstractBufferedFile):
                 self.cache = Cache(self._reader, fs.fetched, size, fs.piece)
         else:
             super().__init__(fs, path, mode, block_size, cache_options=cache_options, **kwargs)
-            self._start_write(overwrite=mode == "wb", policy=policy or fs.policy)
+            self._start_write(overwrite=mode == "wb", policy=policy or fs.policy, append=mode == "ab")
 
     # ------------------------------------------------------------------ read
 
@@ -106,13 +106,17 @@ class HedgeFile(AbstractBufferedFile):
 
     # ------------------------------------------------------------------ write
 
-    def _start_write(self, overwrite: bool, policy: str | None) -> None:
+    def _start_write(self, overwrite: bool, policy: str | None, append: bool = False) -> None:
         try:
-            self._writer = self.fs.create_writer(self.path, overwrite=overwrite, policy=policy)   # Create's errors here
+            if append:   # the library's append (copy-on-write of the last block group); a new file if none
+                self._writer = self.fs.append_writer(self.path, policy=policy)
+            else:
+                self._writer = self.fs.create_writer(self.path, overwrite=overwrite, policy=policy)   # Create's errors here
         except BaseException:
             self.closed = True   # nothing to close or commit
             raise
         self.offset = 0
+        self.loc = self._writer.start   # (an append's: tell() is the file's length)
 
     def write(self, data) -> int:
         if not self.writable():

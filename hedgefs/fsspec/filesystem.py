@@ -267,6 +267,17 @@ class HedgeFileSystem(AbstractFileSystem):
         return self._with_parents(path, lambda: self.client.create(
             path, overwrite=overwrite, policy=policy or self.policy))
 
+    def append_writer(self, path: str, policy: str | None):
+        """The library's append FileWriter for ``ab``; a file that does not exist is created."""
+        from hedgefs.client.errors import NotFound
+
+        path = self._strip_protocol(path)
+        with translated():
+            try:
+                return self.client.append(path)
+            except NotFound:
+                return self.create_writer(path, overwrite=False, policy=policy)
+
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         import io
 
@@ -408,8 +419,8 @@ class HedgeFileSystem(AbstractFileSystem):
         return datetime.datetime.fromtimestamp(self.info(path)["mtime"], tz=datetime.timezone.utc)
 
     def created(self, path):
-        """A file's: its mtime (hedgefs files are written once, and never change after). A
-        directory's creation time is not kept."""
+        """A file's: its mtime (hedgefs keeps no creation time: an append, a truncate or
+        set_times changes it). A directory's creation time is not kept."""
         info = self.info(path)
         if info["type"] == "directory":
             raise NotImplementedError(f"hedgefs keeps no creation time for a directory: {info['name']}")

@@ -35,13 +35,14 @@ class Collector:
         else:
             self._release(node)
 
-    def release(self, file: File) -> None:
-        """A file that left the tree (replaced, abandoned): its groups go now."""
-        self._release(file)
+    def release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset()) -> None:
+        """A file that left the tree (replaced, abandoned): its groups go now, but those of
+        ``keep`` (ids: groups the version replacing it shares, after an append or a truncate)."""
+        self._release(file, keep)
 
-    def _release(self, file: File) -> None:
+    def _release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset()) -> None:
         for group in file.groups:
-            if self.blocks.groups.get(group.id) is group:
+            if group.id not in keep and self.blocks.groups.get(group.id) is group:
                 self.blocks.forget(group)
 
     def step(self, limit: int) -> int:

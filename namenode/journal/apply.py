@@ -23,7 +23,7 @@ from hedgefs.namenode.blocks.blockmap import BlockMap
 from hedgefs.namenode.blocks.collector import Collector
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.namespace import paths
-from hedgefs.namenode.namespace.inodes import DIR_MODE, Attrs, Dir, File, Lease
+from hedgefs.namenode.namespace.inodes import DIR_MODE, LINK_MODE, Attrs, Dir, Extra, File, Lease, Link
 from hedgefs.namenode.namespace.retry_cache import RetryCache
 from hedgefs.namenode.namespace.tree import Tree
 
@@ -43,7 +43,9 @@ class Applier:
             r.Format: self._format, r.Mkdir: self._mkdir, r.Create: self._create, r.AddGroup: self._add_group,
             r.Complete: self._complete, r.Abandon: self._abandon, r.Delete: self._delete, r.Rename: self._rename,
             r.SetPolicy: self._set_policy, r.SetPermission: self._set_permission, r.SetOwner: self._set_owner,
-            r.Concat: self._concat, r.Decommission: self._decommission,
+            r.Concat: self._concat, r.Decommission: self._decommission, r.SetTimes: self._set_times,
+            r.Symlink: self._symlink, r.SetXAttr: self._set_xattr, r.RemoveXAttr: self._remove_xattr,
+            r.Reopen: self._reopen, r.Truncate: self._truncate,
         }
 
     def apply(self, record: r.Record) -> None:
@@ -109,39 +111,54 @@ class Applier:
         tree, blocks = self.tree, self.blocks
         lease = tree.drop_lease(rec.file_id)
         file = lease.file
+        shared = {g.id for g in lease.shared()}
         by_id = {g.id: g for g in file.groups}
         keep = tuple(by_id.pop(gid) for gid in rec.groups)
         for group in by_id.values():   # groups the writer gave up on
-            blocks.forget(group)
-        attrs = file.attrs if rec.attrs is None else \
-            Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)
-        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime, attrs=attrs)
+            if group.id not in shared:
+                blocks.forget(group)
+        base = lease.base   # an append's or a truncate's: the version it replaces keeps its attributes
+        attrs = base.attrs if base is not None else file.attrs
+        if rec.attrs is not None:
+            attrs = Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)
+        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime, attrs=attrs,
+                        extra=base.extra if base is not None else None)
         for group in keep:
-            blocks.commit(group, delete_unreported=not self.replaying)
+            if group.id in shared:
+                group.file = file   # the base's group, now this version's
+            else:
+                blocks.commit(group, delete_unreported=not self.replaying)
         old = tree.put(lease.parent, file)
         if old is not None:
-            self.collector.release(old)
+            self.collector.release(old, keep=shared)
         tree.set_fields(lease.parent, mtime=rec.mtime)
         self._remember(rec)
 
     def _abandon(self, rec: r.Abandon) -> None:
         lease = self.tree.drop_lease(rec.file_id)
-        for group in lease.file.groups:
-            self.blocks.forget(group)
+        self._forget_new(lease)
         self._remember(rec)
+
+    def _forget_new(self, lease: Lease) -> None:
+        """The groups a write in progress made (not those it shares with the file it rewrites)."""
+        for group in lease.file.groups[lease.kept:]:
+            self.blocks.forget(group)
 
     def _delete(self, rec: r.Delete) -> None:
         tree = self.tree
         parent = self._dir(paths.parent_of(rec.path))
         node = tree.take(parent, rec.path.rsplit("/", 1)[1])
+        appending = tree.writers.get((parent, node.name)) if not node.is_dir else None
+        if appending is not None and appending.base is node:   # its append or truncate goes with it
+            tree.drop_lease(appending.file_id)
+            self._forget_new(appending)
         tree.cut(node)
         tree.set_fields(parent, mtime=rec.mtime)
         if node.is_dir:   # writes in the tree: their writers are told "not found" from now on
             for file_id, lease in list(tree.writing.items()):
                 if not tree.is_attached(lease.parent):
                     tree.drop_lease(file_id)
-                    for group in lease.file.groups:
-                        self.blocks.forget(group)
+                    self._forget_new(lease)
         self.collector.add(node)
         self._remember(rec)
 
@@ -198,8 +215,67 @@ class Applier:
         tree.set_fields(target_parent, mtime=rec.mtime)
         self._remember(rec)
 
+    def _set_times(self, rec: r.SetTimes) -> None:
+        node = self._node(rec.path)
+        if rec.mtime >= 0:
+            self.tree.set_fields(node, mtime=rec.mtime)
+        if rec.atime >= 0:
+            self.tree.set_fields(node, extra=_extra(node.extra, atime=rec.atime))
+        self._remember(rec)
+
+    def _symlink(self, rec: r.Symlink) -> None:
+        tree = self.tree
+        parent = self._dir(paths.parent_of(rec.path))
+        link = Link(rec.link_id, rec.path.rsplit("/", 1)[1], parent, Attrs.of(rec.owner, rec.group, LINK_MODE),
+                    rec.mtime, rec.target)
+        tree.put(parent, link)
+        tree.set_fields(parent, mtime=rec.mtime)
+        tree.next_id = max(tree.next_id, rec.link_id + 1)
+        self._remember(rec)
+
+    def _set_xattr(self, rec: r.SetXAttr) -> None:
+        node = self._node(rec.path)
+        xattrs = dict(node.extra.xattrs) if node.extra is not None else {}
+        xattrs[rec.name] = bytes(rec.value)
+        self.tree.set_fields(node, extra=_extra(node.extra, xattrs=xattrs))
+        self._remember(rec)
+
+    def _remove_xattr(self, rec: r.RemoveXAttr) -> None:
+        node = self._node(rec.path)
+        xattrs = dict(node.extra.xattrs) if node.extra is not None else {}
+        xattrs.pop(rec.name, None)
+        self.tree.set_fields(node, extra=_extra(node.extra, xattrs=xattrs))
+        self._remember(rec)
+
+    def _reopen(self, rec: r.Reopen) -> None:
+        tree = self.tree
+        base = self._node(rec.path)
+        parent = base.parent
+        file = File(base.id, base.name, parent, base.attrs, base.mtime, 0, base.groups[:rec.kept])
+        file.writer = Lease(base.id, file, parent, True, rec.holder, self.clock(), base, rec.kept)
+        tree.add_lease(file.writer)
+        self._remember(rec, (base.id, rec.kept))
+
+    def _truncate(self, rec: r.Truncate) -> None:
+        node = self._node(rec.path)
+        groups = node.groups
+        self.tree.set_fields(node, length=rec.length, groups=groups[:rec.kept], mtime=rec.mtime)
+        for group in groups[rec.kept:]:
+            self.blocks.forget(group)
+        self.tree.set_fields(node.parent, mtime=rec.mtime)
+        self._remember(rec)
+
     def _decommission(self, rec: r.Decommission) -> None:
         if rec.leaving:
             self.leaving.add(rec.datanode_id)
         else:
             self.leaving.discard(rec.datanode_id)
+
+
+_SAME = object()
+
+
+def _extra(extra: Extra | None, atime=_SAME, xattrs=_SAME) -> Extra | None:
+    """``extra`` with a field changed: a new object (see inodes.Extra), None when nothing is left."""
+    was_atime, was_xattrs = (extra.atime, extra.xattrs) if extra is not None else (None, {})
+    return Extra.of(was_atime if atime is _SAME else atime, was_xattrs if xattrs is _SAME else xattrs)

@@ -42,7 +42,7 @@ import msgpack
 from hedgefs.namenode import faults
 from hedgefs.namenode.blocks.blockmap import Group
 from hedgefs.namenode.journal.apply import Applier
-from hedgefs.namenode.namespace.inodes import Attrs, Dir, File, Lease, Node, load_policy
+from hedgefs.namenode.namespace.inodes import Attrs, Dir, Extra, File, Lease, Link, Node, load_policy
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -73,7 +73,8 @@ class Snapshot:
             width = load_policy(f.attrs.policy).units
             self.writing.append((file_id, tree.path_of(lease.parent), f.name, f.mtime, f.attrs, lease.overwrite,
                                  lease.holder, [[g.id, [blocks.units(g).get(i, "") for i in range(width)]]
-                                                for g in f.groups]))
+                                                for g in f.groups[lease.kept:]],
+                                 lease.kept if lease.base is not None else None))
         self.retry = applier.retry_cache.copy()
         self.odd = dict(blocks.odd_generations)
         self.leaving = sorted(applier.leaving)
@@ -118,14 +119,23 @@ class Snapshot:
             if node is None:
                 stack.pop()
                 continue
-            name, a, mtime, policy = self._as_of(node)
+            name, a, mtime, policy, extra = self._as_of(node)
             subdirs, columns = [], ([], [], [], [], [], [])
             ids, names, mtimes, numbers_, lengths, groups_ = columns
+            links, extras = ([], [], [], [], []), []
+            if extra is not None:
+                extras.append((None, extra))
             for child in self._children_of(node):
                 if child.is_dir:
                     subdirs.append(child)
                     continue
-                c_name, c_attrs, c_mtime, c_length, c_groups, _writer = self._as_of(child)
+                c_name, c_attrs, c_mtime, c_length, c_groups, _writer, c_extra = self._as_of(child)
+                if c_extra is not None:
+                    extras.append((c_name, c_extra))
+                if child.is_link:
+                    for column, value in zip(links, (child.id, c_name, c_mtime, attrs(c_attrs), child.target)):
+                        column.append(value)
+                    continue
                 ids.append(child.id)
                 names.append(c_name)
                 mtimes.append(c_mtime)
@@ -135,13 +145,17 @@ class Snapshot:
             out.write(pack(["D", node.id, name, mtime, attrs(a), policy, len(subdirs), len(ids)]))
             if ids:
                 out.write(pack(["F", *columns]))
-            files += len(ids)
+            if links[0]:   # (after the directory's files: the loader puts them in the last directory read)
+                out.write(pack(["S", *links]))
+            for x_name, x in extras:
+                out.write(pack(["X", x_name, x.atime, x.xattrs]))
+            files += len(ids) + len(links[0])
             dirs += 1
             stack.append(iter(subdirs))
             yield from out.full()
-        for file_id, parent, name, mtime, a, overwrite, holder, groups in self.writing:
+        for file_id, parent, name, mtime, a, overwrite, holder, groups, kept in self.writing:
             n = attrs(a)
-            out.write(pack(["W", file_id, parent, name, mtime, n, overwrite, holder, groups]))
+            out.write(pack(["W", file_id, parent, name, mtime, n, overwrite, holder, groups, kept]))
         for (client, call), (op, answer, expires) in self.retry.items():
             out.write(pack(["R", client, call, op, answer, expires]))
         for gid, generation in self.odd.items():
@@ -155,8 +169,8 @@ class Snapshot:
 
 def _fields(node: Node) -> tuple:
     if node.is_dir:
-        return node.name, node.attrs, node.mtime, node.policy
-    return node.name, node.attrs, node.mtime, node.length, node.groups, node.writer
+        return node.name, node.attrs, node.mtime, node.policy, node.extra
+    return node.name, node.attrs, node.mtime, node.length, node.groups, node.writer, node.extra
 
 
 class _Chunker:
@@ -258,12 +272,25 @@ def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 if n != len(table):
                     raise CorruptImage(f"attributes {n} out of order")
                 table.append(Attrs.of(owner, group, mode, policy, block_size))
+            elif kind == "S":   # the symbolic links of the last directory read
+                _k, ids, names, mtimes, numbers, targets = item
+                for node_id, lname, lmtime, n, target in zip(ids, names, mtimes, numbers, targets):
+                    d.children[lname] = Link(node_id, lname, d, table[n], lmtime, target)
+                    by_policy[""] += 1
+                files += len(ids)
+            elif kind == "X":   # atime and xattrs of the last directory read (None) or of a child of it
+                _k, x_name, atime, xattrs = item
+                (d if x_name is None else d.children[x_name]).extra = Extra(atime, dict(xattrs))
             elif kind == "W":
-                _k, file_id, parent_path, name, mtime, n, overwrite, holder, wgroups = item
+                _k, file_id, parent_path, name, mtime, n, overwrite, holder, wgroups, *rest = item
+                kept = rest[0] if rest else None   # an append's or a truncate's: the first groups of its base
                 parent = tree.find(parent_path)
+                base = parent.children.get(name) if kept is not None else None
+                kept = kept or 0
                 f = File(file_id, name, parent, table[n], mtime)
-                f.writer = Lease(file_id, f, parent, overwrite, holder, applier.clock())
-                f.groups = tuple(blocks.add_group(f, gid, targets) for gid, targets in wgroups)
+                f.writer = Lease(file_id, f, parent, overwrite, holder, applier.clock(), base, kept)
+                f.groups = (base.groups[:kept] if kept else ()) + \
+                    tuple(blocks.add_group(f, gid, targets) for gid, targets in wgroups)
                 tree.add_lease(f.writer)
             elif kind == "R":
                 _k, client, call, op, answer, expires = item

@@ -128,12 +128,66 @@ class Decommission(NamedTuple):
     leaving: bool
 
 
+class SetTimes(NamedTuple):
+    """HDFS's setTimes: ``mtime``/``atime`` in ms, -1 = left as it is."""
+    path: str
+    mtime: int
+    atime: int
+    retry: Retry = None
+
+
+class Symlink(NamedTuple):
+    """A symbolic link at ``path`` (its parent exists, the name is free) to ``target``."""
+    path: str
+    target: str
+    link_id: int
+    mtime: int
+    owner: str
+    group: str
+    retry: Retry = None
+
+
+class SetXAttr(NamedTuple):
+    path: str
+    name: str
+    value: bytes
+    retry: Retry = None
+
+
+class RemoveXAttr(NamedTuple):
+    path: str
+    name: str
+    retry: Retry = None
+
+
+class Reopen(NamedTuple):
+    """An append or a truncate of the complete file at ``path`` begins: a new version of it is
+    written (a lease, its file id the file's own), sharing its first ``kept`` groups; the rest
+    of its bytes are rewritten into new groups, copy-on-write. The file stays as it was until
+    the Complete of this write replaces it."""
+    path: str
+    kept: int
+    holder: str
+    retry: Retry = None
+
+
+class Truncate(NamedTuple):
+    """The complete file at ``path`` keeps its first ``kept`` groups and ``length`` bytes (a cut
+    on a group boundary: no bytes to rewrite); the other groups go."""
+    path: str
+    length: int
+    kept: int
+    mtime: int
+    retry: Retry = None
+
+
 Record = (Format | Mkdir | Create | AddGroup | Complete | Abandon | Delete | Rename | SetPolicy | SetPermission
-          | SetOwner | Concat | Decommission)
+          | SetOwner | Concat | Decommission | SetTimes | Symlink | SetXAttr | RemoveXAttr | Reopen | Truncate)
 
 # Codes are the on-disk format: never renumber, only add.
 CODES: dict[type, int] = {Format: 1, Mkdir: 2, Create: 3, AddGroup: 4, Complete: 5, Abandon: 6, Delete: 7,
-                          Rename: 8, SetPolicy: 9, SetPermission: 10, SetOwner: 11, Concat: 12, Decommission: 13}
+                          Rename: 8, SetPolicy: 9, SetPermission: 10, SetOwner: 11, Concat: 12, Decommission: 13,
+                          SetTimes: 14, Symlink: 15, SetXAttr: 16, RemoveXAttr: 17, Reopen: 18, Truncate: 19}
 TYPES: dict[int, type] = {code: cls for cls, code in CODES.items()}
 
 _HEAD = struct.Struct("<IIQ")   # length of the payload, crc32c of txid + payload, txid

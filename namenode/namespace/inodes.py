@@ -24,6 +24,10 @@ from hedgefs.security.identity import ADMIN, SUPERUSER, Identity
 SUPER = Identity(SUPERUSER, ADMIN)   # the default caller of tests and tools that drive this directly
 SUPERGROUP = "supergroup"            # HDFS's name for the superusers' group: the root's group
 DIR_MODE, FILE_MODE = 0o755, 0o644   # HDFS's defaults (umask 022)
+LINK_MODE = 0o777                    # a symbolic link's (its target's decide)
+MAX_XATTRS = 32                      # per inode (HDFS's dfs.namenode.fs-limits.max-xattrs-per-inode)
+MAX_XATTR_SIZE = 16384               # name + value bytes (HDFS's dfs.namenode.fs-limits.max-xattr-size)
+MAX_LINK_TARGET = 4096               # bytes (PATH_MAX)
 
 Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw
 
@@ -69,12 +73,14 @@ class Attrs:
 
 
 class Node:
-    """A directory or a file: its id (HDFS's INodeId: issued once, never reused, kept across
-    renames), its name in its parent, the parent (None: the root, or a tree a delete cut loose),
-    its attributes and modification time."""
+    """A directory, a file or a symbolic link: its id (HDFS's INodeId: issued once, never reused,
+    kept across renames and appends), its name in its parent, the parent (None: the root, or a
+    tree a delete cut loose), its attributes and modification time; ``extra``: what few nodes
+    have (an access time set apart from the mtime, extended attributes), None for most."""
 
-    __slots__ = ("id", "name", "parent", "attrs", "mtime")
+    __slots__ = ("id", "name", "parent", "attrs", "mtime", "extra")
     is_dir = False
+    is_link = False
 
     # permissions.Owned
     @property
@@ -100,6 +106,7 @@ class Dir(Node):
 
     def __init__(self, node_id: int, name: str, parent: "Dir | None", attrs: Attrs, mtime: int, policy: str = ""):
         self.id, self.name, self.parent, self.attrs, self.mtime = node_id, name, parent, attrs, mtime
+        self.extra: Extra | None = None
         self.children: dict[str, Node] = {}
         self.policy = policy
         self.stamp = 0
@@ -128,6 +135,7 @@ class File(Node):
                  groups: tuple = (), writer: "Lease | None" = None):
         self.id, self.name, self.parent, self.attrs, self.mtime = node_id, name, parent, attrs, mtime
         self.length, self.groups, self.writer = length, groups, writer
+        self.extra: Extra | None = None
 
     @property
     def groups(self) -> tuple:
@@ -157,17 +165,56 @@ class File(Node):
         return [full] * (n - 1) + [self.length - full * (n - 1)]
 
 
+class Link(File):
+    """A symbolic link (HDFS's INodeSymlink): its ``target`` as given, never resolved by the
+    NameNode (the client or the kernel follows it). A file of no groups whose length is the
+    target's size in bytes (what lstat says), mode 0777, no policy."""
+
+    __slots__ = ("target",)
+    is_link = True
+
+    def __init__(self, node_id: int, name: str, parent: Dir | None, attrs: Attrs, mtime: int, target: str):
+        super().__init__(node_id, name, parent, attrs, mtime, len(target.encode("utf-8")))
+        self.target = target
+
+
+class Extra:
+    """What few inodes have: an access time set by setTimes (None: the mtime is the atime, as
+    HDFS's default precision of an hour makes it for most files) and extended attributes of the
+    user namespace (name -> value). Immutable: a change gives the node a new one (a checkpoint
+    image written meanwhile keeps the old one)."""
+
+    __slots__ = ("atime", "xattrs")
+
+    def __init__(self, atime: int | None = None, xattrs: dict[str, bytes] | None = None):
+        self.atime, self.xattrs = atime, xattrs or {}
+
+    @staticmethod
+    def of(atime: int | None, xattrs: dict[str, bytes]) -> "Extra | None":
+        return Extra(atime, xattrs) if atime is not None or xattrs else None
+
+
 class Lease:
     """A file being written (HDFS's under-construction file and its lease): the file (``file_id``
     is its id), where it will appear (its parent directory and name: set at Create, a rename of the parent carries it
-    along), whether it may replace a file there, and its holder. ``renewed`` (monotonic seconds)
+    along), whether it may replace a file there, and its holder. An append or a truncate
+    (``Reopen``) is a new version of the complete file ``base`` written copy-on-write: it shares
+    base's first ``kept`` (full) groups and has the id of base; base stays visible, as it was,
+    until the Complete replaces it. ``renewed`` (monotonic seconds)
     is memory only: every lease restarts when a NameNode starts serving, as HDFS's do."""
 
-    __slots__ = ("file_id", "file", "parent", "overwrite", "holder", "renewed")
+    __slots__ = ("file_id", "file", "parent", "overwrite", "holder", "renewed", "base", "kept")
 
-    def __init__(self, file_id: int, file: File, parent: Dir, overwrite: bool, holder: str, renewed: float):
+    def __init__(self, file_id: int, file: File, parent: Dir, overwrite: bool, holder: str, renewed: float,
+                 base: File | None = None, kept: int = 0):
         self.file_id, self.file, self.parent, self.overwrite = file_id, file, parent, overwrite
         self.holder, self.renewed = holder, renewed
+        self.base, self.kept = base, kept
+
+    def shared(self) -> tuple:
+        """The groups this write keeps of the file it rewrites (an append's, a truncate's): its
+        first ``kept`` groups, the complete file's own objects, never released by this write."""
+        return self.file.groups[:self.kept] if self.kept else ()
 
 
 @dataclass(slots=True)
@@ -183,10 +230,16 @@ class Entry:
     owner: str = SUPERUSER
     group: str = SUPERGROUP
     mode: int = 0
+    atime_ms: int = 0      # the mtime unless setTimes set another
+    symlink: str = ""      # a symbolic link's target ("" for files and directories)
+    file_id: int = 0       # the inode id (kept by appends, truncates and writes in place; not by overwrites)
 
 
 def entry(node: Node, path: str, dir_policy: str = "") -> Entry:
     a = node.attrs
+    extra = node.extra
+    atime = node.mtime if extra is None or extra.atime is None else extra.atime
     if node.is_dir:
-        return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode)
-    return Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode)
+        return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode, atime, "", node.id)
+    return Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode, atime,
+                 node.target if node.is_link else "", node.id)

@@ -57,7 +57,7 @@ RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner"
 
 # The observer reads a standby answers: only they wait for the client's revision (the rest are
 # redirected to the active at once, and a worker is not held for them).
-OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy"}
+OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy", "GetXAttrs"}
 
 
 @dataclass(frozen=True)

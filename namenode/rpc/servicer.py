@@ -36,7 +36,8 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     # namespace and the write path: any user (file permissions, and a write's owner, decide)
     **{name: authz.user() for name in (
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
-        "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat")},
+        "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
+        "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
@@ -57,7 +58,17 @@ AUTHORIZATION: dict[str, authz.Rule] = {
 def _entry(e: Entry) -> pb.FileInfo:
     return pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
                        block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
-                       permission=e.mode)
+                       permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
+
+
+def _created(c: model.Created) -> pb.CreateResponse:
+    return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
+                             lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
+
+
+def _reopened(r: model.Reopened) -> pb.AppendResponse:
+    return pb.AppendResponse(write=_created(r.created), kept_length=r.kept_length, length=r.length,
+                             mtime_ms=r.mtime_ms)
 
 
 def _unit(u: model.UnitLocation) -> pb.UnitLocation:
@@ -176,8 +187,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Create(self, request, call):
         c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
                            request.client_name, _version(request, "convert_from"), caller(), call.retry)
-        return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
-                                 lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
+        return _created(c)
 
     @_rpc
     def AddBlockGroup(self, request, call):
@@ -204,6 +214,47 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def RenewLease(self, request, call):
         self.nn.renew_lease(request.file_id, caller())
         return pb.Empty()
+
+    # files that change
+    @_rpc
+    def SetTimes(self, request, call):
+        self.nn.set_times(request.path, request.mtime_ms, request.atime_ms, caller(), call.retry)
+        return pb.Empty()
+
+    @_rpc
+    def CreateSymlink(self, request, call):
+        self.nn.symlink(request.target, request.path, caller(), call.retry)
+        return pb.Empty()
+
+    @_rpc
+    def SetXAttr(self, request, call):
+        self.nn.set_xattr(request.path, request.name, request.value, request.flags, caller(), call.retry)
+        return pb.Empty()
+
+    @_rpc
+    def RemoveXAttr(self, request, call):
+        self.nn.remove_xattr(request.path, request.name, caller(), call.retry)
+        return pb.Empty()
+
+    @_rpc
+    def GetXAttrs(self, request, call):
+        return pb.XAttrsResponse(xattrs=self.reader(call).get_xattrs(request.path, caller()))
+
+    @_rpc
+    def Append(self, request, call):
+        rewrite_from = request.rewrite_from if request.HasField("rewrite_from") else None
+        return _reopened(self.nn.append(request.path, request.client_name, caller(), call.retry, rewrite_from))
+
+    @_rpc
+    def Truncate(self, request, call):
+        rewrite = self.nn.truncate(request.path, request.length, request.client_name, caller(), call.retry)
+        if rewrite is None:
+            return pb.TruncateResponse(done=True)
+        return pb.TruncateResponse(done=False, rewrite=_reopened(rewrite))
+
+    @_rpc
+    def RecoverLease(self, request, call):
+        return pb.RecoverLeaseResponse(recovered=self.nn.recover_lease(request.path, caller(), call.retry))
 
     # health
     @_rpc

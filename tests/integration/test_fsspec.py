@@ -325,6 +325,23 @@ def test_a_failed_or_discarded_writer_leaves_no_file(hfs):
     assert not hfs.exists("/fail/dropped.bin")
 
 
+def test_open_ab_appends_and_creates(hfs):
+    hfs.pipe("/ab/log", b"one\n")
+    with hfs.open("/ab/log", "ab") as f:
+        assert f.tell() == 4
+        f.write(b"two\n")
+        assert hfs.cat("/ab/log") == b"one\n"          # the new version appears at close
+    assert hfs.cat("/ab/log") == b"one\ntwo\n" and hfs.info("/ab/log")["size"] == 8
+    with hfs.open("/ab/new", "ab") as f:               # none there: created
+        f.write(b"first")
+    assert hfs.cat("/ab/new") == b"first"
+    with pytest.raises(RuntimeError):
+        with hfs.open("/ab/log", "ab") as f:
+            f.write(b"lost")
+            raise RuntimeError("boom")
+    assert hfs.cat("/ab/log") == b"one\ntwo\n"          # an append that failed left the file
+
+
 def test_write_errors_come_out_at_open(hfs):
     hfs.pipe("/wx/a.bin", b"a")
     with pytest.raises(FileExistsError, match="file exists: /wx/a.bin"):
@@ -335,8 +352,10 @@ def test_write_errors_come_out_at_open(hfs):
         hfs.open("/wx", "wb")
     with pytest.raises(FileExistsError):
         hfs.pipe_file("/wx/a.bin", b"again", mode="create")
-    with pytest.raises(NotImplementedError, match="write-once"):
-        hfs.open("/wx/a.bin", "ab")
+    with pytest.raises(IsADirectoryError, match="is a directory: /wx"):
+        hfs.open("/wx", "ab")
+    with pytest.raises(NotImplementedError, match="rb, wb, xb or ab"):
+        hfs.open("/wx/a.bin", "r+b")
     with pytest.raises(ValueError, match="policy"):
         hfs.pipe_file("/wx/p.bin", b"x", policy="RS-9-9-bogus")
 

@@ -232,3 +232,44 @@ def test_a_tailer_whose_etcd_member_dies_or_freezes_follows_on_through_another(e
             else:
                 etcd_cluster.kill(member, signal.SIGCONT)
             etcd_cluster.wait_healthy()
+
+
+def test_files_that_change_reach_a_standby_and_an_image_on_etcd(etcd_cluster, tmp_path):
+    """setTimes, symbolic links, xattrs, an append (one left open, sharing its file's groups) and a
+    truncate: the same namespace on a standby fed by etcd, and from an image on etcd."""
+    from nn_support import stored
+
+    clock = FakeClock()
+    meta = EtcdMeta(parse_meta_url(etcd_cluster.url(prefix("changes"))))
+    active, lease, _epoch = _active(meta, tmp_path / "a", clock, ttl_s=30)
+    standby = tailer = None
+    try:
+        add_datanodes(active, 5)
+        active.mkdir("/c", parents=True)
+        write_file(active, "/c/f", 3 * 1024 * 1024 + 5)
+        write_file(active, "/c/g", 3 * 1024 * 1024 + 5)
+        active.set_times("/c/f", 1_000, 2_000)
+        active.symlink("f", "/c/link")
+        active.set_xattr("/c/f", "user.k", b"\x00v")
+        reopened = active.append("/c/f")
+        group = active.add_block_group(reopened.created.file_id)
+        active.complete(reopened.created.file_id, reopened.length + 10,
+                        [stored(active, group, reopened.length + 10 - reopened.kept_length)])
+        assert active.truncate("/c/g", 0) is None                # on a group boundary: one Truncate record
+        write_file(active, "/c/g", 3 * 1024 * 1024 + 5, overwrite=True)
+        left_open = active.append("/c/g")
+        active.add_block_group(left_open.created.file_id)
+        txid = active.checkpoint()
+        active.remove_xattr("/c/f", "user.k")
+        standby, tailer = _standby(meta, tmp_path / "b", clock)
+        assert standby.replayed == active.journal.last - txid
+        assert state(standby) == state(active)
+        assert standby.tree.find("/c/link").target == "f" and standby.tree.find("/c/f").length == reopened.length + 10
+    finally:
+        if tailer is not None:
+            tailer.stop()
+        if standby is not None:
+            standby.close()
+        lease.revoke()
+        active.close(checkpoint=False)
+        meta.close()

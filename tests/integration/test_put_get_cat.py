@@ -75,7 +75,8 @@ def test_stat_json_lists_groups_and_units(cluster):
     result = run_cli("stat", "--json", "/stat/f", namenode=cluster.namenode)
     assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"path", "type", "length", "policy", "owner", "group", "permission", "mtime_ms", "mtime", "groups"}
+    assert set(doc) == {"path", "type", "length", "policy", "owner", "group", "permission", "mtime_ms", "mtime", "atime_ms",
+                         "groups"}
     assert doc["type"] == "file" and doc["length"] == GROUP + 10 and doc["policy"] == "RS-6-3-64k"
     assert [g["length"] for g in doc["groups"]] == [GROUP, 10]
     for g in doc["groups"]:
