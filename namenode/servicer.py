@@ -36,7 +36,8 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     # namespace and the write path: any user (file permissions, and a write's owner, decide)
     **{name: authz.user() for name in (
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
-        "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat")},
+        "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
+        "StatMany", "Mkdirs", "DeleteMany", "CreateMany")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
