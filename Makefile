@@ -64,7 +64,8 @@ test: $(STAMP)
 
 # The tiers without processes (tests/unit: pure and in-process; tests/sim: virtual clocks, scripted
 # peers): the check to run after every edit, in well under a minute. tests/integration starts real
-# processes, tests/chaos runs seeded chaos; `make test` runs all four.
+# processes, tests/chaos runs seeded chaos, tests/replay replays recorded DataNode service times
+# through the reader on a virtual clock (~30 s); `make test` runs all five.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 tests/unit tests/sim
 

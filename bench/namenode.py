@@ -41,7 +41,10 @@ class InProcess:
     """The namesystem itself: no RPC, no protobuf."""
 
     def __init__(self, data_dir: str):
-        from hedgefs.namenode.blockmap import GroupCommit
+        try:
+            from hedgefs.namenode.blocks.blockmap import GroupCommit
+        except ImportError:   # a baseline build of before the journal
+            from hedgefs.namenode.blockmap import GroupCommit
         from hedgefs.namenode.namesystem import Namesystem
 
         self._commit = GroupCommit

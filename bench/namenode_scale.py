@@ -1,24 +1,29 @@
 """`hedgefs bench namenode-scale`: one NameNode with a large namespace, in-process.
 
-The namespace is generated straight into SQLite (the NameNode's own schema, through its
-``Database``; a million Create/Complete calls would take many minutes here): ``files`` complete
-files of one REPLICATE-3 group each, in directories of 1,000, the units dealt round DataNodes dn1,
-dn2, ... so that each holds at most a million (3 DataNodes up to 1 M files, 30 at 10 M). Then, in a
-fresh child process (so memory is the NameNode's own):
+The namespace is made in process, not through a million Create/Complete calls (which would take
+many minutes here): ``files`` complete files of one REPLICATE-3 group each, in directories of
+1,000, their units dealt round DataNodes dn1, dn2, ... so that each holds at most a million (3
+DataNodes up to 1 M files, 30 at 10 M), applied as the journal's own records and written as a
+checkpoint image, then ``TAIL`` more records in the journal after it. Then, in a fresh child
+process (so memory is the NameNode's own):
 
-  start-up       Namesystem() on that database until the first stat answers (health judges every
-                 group once), and the process's resident memory after it: bytes per file/group
-  block report   dn1's full report (up to 1 M units), timed, while 4 threads stat random files:
-                 their p50/p99 before and during it
+  start-up       Namesystem() on that data dir until the first stat answers: the image loaded,
+                 the journal's tail replayed
+  memory         the process's resident memory after start-up, and after every DataNode's full
+                 block report (the block map of every unit's location, in memory): bytes per file
+  block report   dn1's full report again (up to 1 M units), timed, while 4 threads stat random
+                 files: their p50/p99 before and during it
   heartbeats     1,000 simulated DataNodes registered and heartbeating in-process: heartbeats/s
-  monitor pass   one tick() (repair planning) with the 1,000 DataNodes and the whole namespace
+  monitor pass   one tick() (health, repair planning) with the 1,000 DataNodes and the whole namespace
   operator       fsck of /, a full ``ls -R`` through the paged listing, and status()
-  a big delete   100 directories of 1,000 files removed (each is detached: purge.py), then purged
-                 change by change (the longest change is the longest a writer waits), then a
-                 heartbeat of a DataNode owed their deletes and a monitor pass that plans repairs
+  a big delete   100 directories of 1,000 files moved under one, removed by one recursive
+                 delete (one call, one journal record), then the groups freed a bounded step at a
+                 time (the longest step is the longest a writer waits), then a heartbeat of a
+                 DataNode owed their deletes and a monitor pass
 
 ``python bench/namenode_scale.py generate|measure DATA_DIR FILES`` are the two children; each
-prints one JSON line.
+prints one JSON line. A ``--baseline`` build runs its own copy of this script (its format, its
+measures): the keys the two share are the comparable ones.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ DIR_FILES = 1000
 POLICY = "REPLICATE-3"
 WIDTH = 3                    # units per group
 REPORT_UNITS = 1_000_000     # what one DataNode holds at most
+TAIL = 10_000                # journal records after the image (a start-up replays them)
 
 
 def holders(files: int) -> list[str]:
@@ -49,40 +55,55 @@ def _rss_bytes() -> int:
     return 0
 
 
+def namespace(files: int, cluster_id: str = "CID-scale"):
+    """(an Applier holding the namespace, the txid of its last record): the journal's own
+    records, applied in process (no journal: nothing is written)."""
+    from hedgefs.namenode.blocks.blockmap import BlockMap
+    from hedgefs.namenode.blocks.collector import Collector
+    from hedgefs.namenode.journal import records as r
+    from hedgefs.namenode.journal.apply import Applier
+    from hedgefs.namenode.namespace.retry_cache import RetryCache
+    from hedgefs.namenode.namespace.tree import Tree
+
+    tree = Tree(POLICY)
+    blocks = BlockMap(lambda: 0)
+    applier = Applier(tree, blocks, RetryCache(), Collector(tree, blocks), wall_ms=lambda: 0)
+    applier.apply(r.Format(cluster_id, 1 << 40))
+    dns = holders(files)
+    applier.apply(r.Mkdir("/scale", 0, "hedgefs", tree.next_id))
+    n = 0
+    for d in range((files + DIR_FILES - 1) // DIR_FILES):
+        applier.apply(r.Mkdir(f"/scale/d{d}", 0, "hedgefs", tree.next_id))
+        for i in range(min(DIR_FILES, files - n)):
+            file_id, group_id = tree.next_id, blocks.next_group_id
+            applier.apply(r.Create(f"/scale/d{d}/f{i}", file_id, POLICY, 134217728, False, 0, "hedgefs",
+                                   "supergroup", 0o644))
+            applier.apply(r.AddGroup(file_id, group_id, tuple(dns[(WIDTH * (n + i) + j) % len(dns)]
+                                                              for j in range(WIDTH))))
+            applier.apply(r.Complete(file_id, 1, (group_id,), 0))
+        n += min(DIR_FILES, files - n)
+    return applier, 3 * files + -(-files // DIR_FILES) + 2
+
+
 def generate(data_dir: str, files: int) -> float:
-    """The namespace, written directly; returns seconds taken."""
-    from hedgefs.namenode.db import ROOT_ID, Database
+    """The namespace, as the journal's records applied in process and an image; returns seconds."""
+    from hedgefs.namenode.journal import records as r
+    from hedgefs.namenode.journal.image import Snapshot
+    from hedgefs.namenode.journal.sqlite import SqliteEngine
     from hedgefs.namenode.namesystem import DB_FILE
 
     began = time.perf_counter()
     os.makedirs(data_dir, exist_ok=True)
-    db = Database(os.path.join(data_dir, DB_FILE))
-    first = int(db.meta("generation_first"))
-    dns = holders(files)
-    with db.tx() as c:
-        for dn in dns:
-            c.execute("INSERT OR IGNORE INTO datanodes(id, address, data_address) VALUES (?, ?, ?)",
-                      (dn, f"127.0.0.1:{1000 + int(dn[2:])}", f"127.0.0.1:{2000 + int(dn[2:])}"))
-        top = c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, 'scale', 1, 0)",
-                        (ROOT_ID,)).lastrowid
-        n = 0
-        for d in range((files + DIR_FILES - 1) // DIR_FILES):
-            dir_id = c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, ?, 1, 0)",
-                               (top, f"d{d}")).lastrowid
-            count = min(DIR_FILES, files - n)
-            cur = c.execute("SELECT COALESCE(MAX(id), 0) FROM inodes").fetchone()[0]
-            c.executemany("INSERT INTO inodes(id, parent, name, is_dir, policy, length, block_size, mtime_ms) "
-                          "VALUES (?, ?, ?, 0, ?, 1, 134217728, 0)",
-                          [(cur + 1 + i, dir_id, f"f{i}", POLICY) for i in range(count)])
-            gcur = c.execute("SELECT COALESCE(MAX(id), 0) FROM groups").fetchone()[0]
-            c.executemany("INSERT INTO groups(id, file_id, seq, length, generation) VALUES (?, ?, 0, 1, ?)",
-                          [(gcur + 1 + i, cur + 1 + i, first + n + i) for i in range(count)])
-            c.executemany("INSERT INTO units(group_id, idx, datanode_id, added_ms, reported) VALUES (?, ?, ?, 0, 1)",
-                          [(gcur + 1 + i, j, dns[(WIDTH * (n + i) + j) % len(dns)])
-                           for i in range(count) for j in range(WIDTH)])
-            n += count
-        c.execute("UPDATE meta SET value = ? WHERE key = 'generation_next'", (str(first + files),))
-    db.close()
+    applier, txid = namespace(files)
+    tree = applier.tree
+    engine = SqliteEngine(os.path.join(data_dir, DB_FILE))
+    engine.write_image(txid, Snapshot(applier, txid).chunks())
+    engine.publish_image(txid)
+    frames = [r.frame(txid + 1 + k, r.encode(r.Mkdir(f"/tail/d{k}", 0, "hedgefs", tree.next_id + k)))
+              for k in range(TAIL)]
+    for k in range(0, TAIL, 500):
+        engine.append(txid + 1 + k, txid + min(TAIL, k + 500), b"".join(frames[k:k + 500]))
+    engine.close()
     return time.perf_counter() - began
 
 
@@ -91,23 +112,43 @@ def _pct(values: list[float], p: float) -> float:
     return round(values[min(len(values) - 1, int(p * len(values)))] * 1000, 2) if values else 0.0
 
 
+def _units_of(dn: str, files: int, generation) -> list[tuple[int, int, int]]:
+    dns = holders(files)
+    k = dns.index(dn)
+    out = []
+    for pos in range(k, files * WIDTH, len(dns)):   # unit pos = WIDTH * i + j
+        i, j = divmod(pos, WIDTH)
+        out.append((i + 1, j, generation(i + 1)))
+    return out
+
+
 def measure(data_dir: str, files: int) -> dict:
     from hedgefs.namenode.namesystem import Namesystem
 
     out: dict = {"files": files, "groups": files, "units": files * WIDTH, "datanodes": len(holders(files))}
     rss0 = _rss_bytes()
     began = time.perf_counter()
-    nn = Namesystem(data_dir, dead_interval_s=3600.0)
+    nn = Namesystem(data_dir, dead_interval_s=3600.0, default_policy=POLICY)
     nn.file_info("/scale/d0/f0")
     out["startup_s"] = round(time.perf_counter() - began, 2)
+    out["startup_replayed"] = nn.replayed
     rss = _rss_bytes()
     out["rss_bytes"] = rss
     out["rss_bytes_per_file"] = round((rss - rss0) / files, 1)
     out["db_bytes"] = sum(os.path.getsize(os.path.join(data_dir, f)) for f in os.listdir(data_dir)
                           if f.startswith("namenode.db"))
-
+    # Every DataNode's full report: where every unit is (memory only, as after any start-up)
+    began = time.perf_counter()
     for dn in holders(files):
         nn.register(dn, f"127.0.0.1:{1000 + int(dn[2:])}")
+        nn.block_report(dn, _units_of(dn, files, nn.blocks.generation))
+    out["all_reports_s"] = round(time.perf_counter() - began, 1)
+    rss = _rss_bytes()
+    out["rss_bytes_located"] = rss
+    out["rss_bytes_per_file_located"] = round((rss - rss0) / files, 1)
+    nn.tick()   # out of safe mode (if it was in it), health judged
+    nn.file_info("/scale/d0/f0")
+
     rng = random.Random(1)
     paths = [f"/scale/d{(i := rng.randrange(files)) // DIR_FILES}/f{i % DIR_FILES}" for _ in range(5000)]
     phase = ["before"]
@@ -127,8 +168,7 @@ def measure(data_dir: str, files: int) -> dict:
     for t in stats:
         t.start()
     time.sleep(2.0)
-    units = {(g, idx, gen) for g, idx, gen in nn.db.query(
-        "SELECT g.id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id WHERE u.datanode_id = 'dn1'")}
+    units = _units_of("dn1", files, nn.blocks.generation)
     out["report_units"] = len(units)
     phase[0] = "during"
     began = time.perf_counter()
@@ -156,7 +196,7 @@ def measure(data_dir: str, files: int) -> dict:
             beats += 1
     out["heartbeats_per_s"] = round(beats / (time.perf_counter() - began))
     began = time.perf_counter()
-    nn._scan_needed = True     # the pass after a DataNode came or went: the full planning it does then
+    nn.manager.scan_needed = True     # the pass after a DataNode came or went: the full planning it does then
     nn.tick()
     out["monitor_tick_s"] = round(time.perf_counter() - began, 3)
     for name, run in (("fsck_s", lambda: nn.fsck("/")), ("ls_R_s", lambda: nn.list("/", recursive=True)),
@@ -166,32 +206,40 @@ def measure(data_dir: str, files: int) -> dict:
         out[name] = round(time.perf_counter() - began, 2)
         if name == "ls_R_s":
             out["ls_R_entries"] = len(result)
-    # A big delete: 100 directories (100,000 files), then what its pending deletes cost a
-    # heartbeat of a DataNode owed them and a monitor pass that plans repairs.
+    # A big delete: 100 directories (100,000 files) moved under one, then that one deleted: one
+    # call, one journal record; their groups are freed after, a bounded step at a time (the
+    # monitor's), the longest step what a writer waits.
     doomed = min(100, files // DIR_FILES)
-    began = time.perf_counter()
+    nn.mkdir("/doomed")
     for d in range(doomed):
-        nn.delete(f"/scale/d{d}", recursive=True)
-    out["delete_files"], out["delete_s"] = doomed * DIR_FILES, round(time.perf_counter() - began, 2)
-    began, changes = time.perf_counter(), []
-    while True:
+        nn.rename(f"/scale/d{d}", f"/doomed/d{d}")
+    before = nn.journal.last
+    began = time.perf_counter()
+    nn.delete("/doomed", recursive=True)
+    out["delete_files"], out["delete_s"] = doomed * DIR_FILES, round(time.perf_counter() - began, 3)
+    out["delete_records"] = nn.journal.last - before
+    began, steps = time.perf_counter(), []
+    from hedgefs.namenode.namesystem import COLLECT_STEP
+    while nn.collector.pending:
         at = time.perf_counter()
-        if not nn.purge_step()[0]:
-            break
-        changes.append(time.perf_counter() - at)
-    out["purge_s"], out["purge_changes"] = round(time.perf_counter() - began, 2), len(changes)
-    out["purge_change_ms"] = {"p50": _pct(changes, 0.5), "p99": _pct(changes, 0.99), "max": _pct(changes, 1.0)}
+        with nn._lock:
+            nn.collector.step(COLLECT_STEP)
+        steps.append(time.perf_counter() - at)
+    out["purge_s"], out["purge_changes"] = round(time.perf_counter() - began, 2), len(steps)
+    out["purge_change_ms"] = {"p50": _pct(steps, 0.5), "p99": _pct(steps, 0.99), "max": _pct(steps, 1.0)}
     out["deletes_owed_dn1"] = nn.blocks.pending_delete_counts().get("dn1", 0)
     began = time.perf_counter()
     nn.heartbeat("dn1", used_bytes=1 << 30, units=1000)
     out["heartbeat_owing_ms"] = round((time.perf_counter() - began) * 1000, 1)
     nn.tick()   # the deleted groups' health, judged once
-    nn._scan_needed = True
+    nn.manager.scan_needed = True
     began = time.perf_counter()
     nn.tick()
     out["monitor_tick_owing_s"] = round(time.perf_counter() - began, 3)
     out["rss_bytes_end"] = _rss_bytes()
-    nn.close()
+    began = time.perf_counter()
+    nn.close()   # a clean shutdown's image
+    out["close_with_image_s"] = round(time.perf_counter() - began, 1)
     return out
 
 
@@ -204,9 +252,9 @@ if __name__ == "__main__":
 
 
 def run(*, files: int, baseline: str | None, command: str, say=print) -> dict:
-    """Generate once, then measure each build on its own copy, in child processes."""
+    """Each build generates its own namespace (its own format) with its own copy of this script,
+    then measures it, in child processes."""
     import pathlib
-    import shutil
     import subprocess
     import tempfile
 
@@ -216,26 +264,29 @@ def run(*, files: int, baseline: str | None, command: str, say=print) -> dict:
     doc: dict = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                  "files": files, "baseline": baseline, "cpus": os.cpu_count(), "load_before": os.getloadavg()}
 
-    def child(args: list[str], env: dict) -> dict:
-        done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True)
+    def child(which: pathlib.Path, args: list[str], env: dict) -> dict:
+        done = subprocess.run([sys.executable, str(which), *args], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"scale child failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     with tempfile.TemporaryDirectory(prefix="hedgefs-nnscale-", dir=os.environ.get("HEDGEFS_BENCH_TMP")) as tmp:
         root = pathlib.Path(tmp)
-        say(f"  generating {files:,} files")
-        doc["generate_s"] = child(["generate", str(root / "gen"), str(files)], dict(os.environ))["generate_s"]
-        builds = {"current": dict(os.environ)}
+        builds = {"current": (dict(os.environ), script)}
         tree = None
         try:
             if baseline:
                 tree = _baseline_tree(baseline, root)
-                builds = {"baseline": {**os.environ, "PYTHONPATH": str(_shim(tree, root / "shim"))}, **builds}
-            for build, env in builds.items():
+                builds = {"baseline": ({**os.environ, "PYTHONPATH": str(_shim(tree, root / "shim"))},
+                                       tree / "bench" / "namenode_scale.py"), **builds}
+            for build, (env, which) in builds.items():
+                say(f"  generating {files:,} files with the {build} build")
+                generated = child(which, ["generate", str(root / build), str(files)], env)
                 say(f"  measuring the {build} build")
-                shutil.copytree(root / "gen", root / build)
-                doc.setdefault("builds", {})[build] = got = child(["measure", str(root / build), str(files)], env)
+                doc.setdefault("builds", {})[build] = got = {**generated,
+                                                             **child(which, ["measure", str(root / build),
+                                                                             str(files)], env)}
+                import shutil
                 shutil.rmtree(root / build)
                 say("    " + json.dumps(got))
         finally:

@@ -147,7 +147,7 @@ def run_one(ctx: Ctx, sc: Scenario, policy: str, kind: str, rep: int, base: dict
                         ctx.hog_rate = round(measure_capacity(fs, path, threads=THREADS, duration_s=CAPACITY_S)
                                              * LOAD_SHARE, 1)
                 rate = ctx.hog_rate
-            with bc.fs(ADAPTIVE) as fs, installed():
+            with bc.fs(ADAPTIVE) as fs, installed(fs):
                 run = run_read_bench(fs, path, duration_s=dur, rate=round(rate, 2), fanout=sc.fanout,
                                      timeline=timeline, tracer=tracer, exclude=exclude)
     finally:

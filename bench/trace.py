@@ -9,28 +9,28 @@
 A read's latency (from its scheduled start, as bench/read.py counts it) splits into:
 
 - ``dispatch``: scheduled -> handed to the client (the load generator's own lag);
-- ``loop``: handed over -> the read's coroutine runs on the client's event loop (the loop's queue);
+- ``loop``: handed over -> its first range fetch starts (the loop's queue, and the open file's
+  own work before it: locations, tokens);
 - ``units``: the range fetchers' time waiting on unit reads (first fetcher start -> last end,
   decode taken out), and ``sent``: how many unit reads they sent;
 - ``decode``: rebuilding cells from other units;
 - ``other``: the rest inside the read (locating, assembling, the future's delivery).
 
-The client keeps no per-read record, so this one is the bench's: the read runs in a coroutine of
-the bench's (``FileReader._read`` through ``FileSystem._submit``, what ``FileReader.submit``
-does) that holds a record in a context variable, and ``RangeFetcher.fetch`` and ``._decode`` are
-wrapped while a tracer is installed (``installed()``), adding their times to the current
-record. Nothing the client decides changes; outside a traced read the wrappers only pass through.
+The client keeps no per-read record, so this one is the bench's: a context variable holds the
+read's record while ``FileReader.submit`` hands the read to the client's event loop (the loop
+runs it in a copy of that context: ``call_soon_threadsafe`` and the task it starts take the
+caller's), and while a tracer is ``installed(fs)`` the client's fetch observer
+(``FileSystem.observe_reads``: one ``FetchReport`` as each range fetch ends, in the context of the
+read it served) adds each fetch's times to the current record. Nothing the client decides
+changes, and no class or private of it is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import statistics
 import time
-
-from hedgefs.client import range_fetch
 
 _CURRENT: contextvars.ContextVar["list | None"] = contextvars.ContextVar("hedgefs_bench_read", default=None)
 # A record: [scheduled, submitted, started, fetch_first_start, fetch_last_end, decode_s, sent, finished]
@@ -39,39 +39,25 @@ PARTS = ("dispatch_ms", "loop_ms", "units_ms", "decode_ms", "other_ms")
 
 
 @contextlib.contextmanager
-def installed():
-    """Wrap the fetcher's fetch and decode for the block (a traced read's times go to its record)."""
-    cls = range_fetch.RangeFetcher
-    fetch, decode = cls.fetch, cls._decode
-
-    @functools.wraps(fetch)
-    async def traced_fetch(self, *args, **kwargs):
-        rec = _CURRENT.get()
-        if rec is None:
-            return await fetch(self, *args, **kwargs)
-        began = time.monotonic()
-        rec[FETCH_START] = began if rec[FETCH_START] is None else min(rec[FETCH_START], began)
-        try:
-            return await fetch(self, *args, **kwargs)
-        finally:
-            rec[FETCH_END] = max(rec[FETCH_END] or 0.0, time.monotonic())
-            rec[SENT] += len(getattr(self, "reads", ()))
-
-    @functools.wraps(decode)
-    async def traced_decode(self, *args, **kwargs):
-        rec = _CURRENT.get()
-        began = time.monotonic()
-        try:
-            return await decode(self, *args, **kwargs)
-        finally:
-            if rec is not None:
-                rec[DECODE] += time.monotonic() - began
-
-    cls.fetch, cls._decode = traced_fetch, traced_decode
+def installed(fs):
+    """Observe ``fs``'s range fetches for the block (a traced read's fetches go to its record)."""
+    stop = fs.observe_reads(fetched)
     try:
         yield
     finally:
-        cls.fetch, cls._decode = fetch, decode
+        stop()
+
+
+def fetched(report) -> None:
+    """One range fetch ended (``client.range_fetch.FetchReport``): add it to the current read's record."""
+    rec = _CURRENT.get()
+    if rec is None:
+        return
+    rec[FETCH_START] = report.began if rec[FETCH_START] is None else min(rec[FETCH_START], report.began)
+    rec[STARTED] = rec[FETCH_START]
+    rec[FETCH_END] = max(rec[FETCH_END] or 0.0, report.ended)
+    rec[SENT] += report.unit_reads
+    rec[DECODE] += report.decode_s
 
 
 class ReadTracer:
@@ -83,17 +69,13 @@ class ReadTracer:
     def submit(self, f, offset: int, length: int, scheduled: float, exclude: frozenset[str] = frozenset()):
         rec = [scheduled, time.monotonic(), None, None, None, 0.0, 0, None]
         self.records.append(rec)
-        length = max(0, min(length, f.length - offset))
-
-        async def read():
-            rec[STARTED] = time.monotonic()
-            _CURRENT.set(rec)
-            try:
-                return await f._read(offset, length, exclude)
-            finally:
-                rec[FINISHED] = time.monotonic()
-
-        return f._fs._submit(read())
+        token = _CURRENT.set(rec)
+        try:
+            future = f.submit(offset, length, exclude)
+        finally:
+            _CURRENT.reset(token)
+        future.add_done_callback(lambda _f: rec.__setitem__(FINISHED, time.monotonic()))
+        return future
 
     def slowest(self, n: int, t0: float) -> list[dict]:
         done = [r for r in self.records if r[FINISHED] is not None]

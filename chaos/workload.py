@@ -1,6 +1,6 @@
 """Chaos: the load that runs all along, writers putting and deleting files, readers reading ranges.
 With --ha the writers put files into directories of ``BATCH`` and delete the oldest directory
-whole (recursive: on etcd detached, then purged in the background, across failovers).
+whole (recursive: one journal record, the groups freed in the background, across failovers).
 
 Every function takes the run's ``Chaos`` object (runner.py). A writer records each file whose put
 returned in ``chaos.files``; that is what the invariant (invariant.py) checks; and every put and
@@ -43,7 +43,7 @@ def writer(chaos, fs: FileSystem, w: int) -> None:
             namespace.record(chaos, "delete", old, _quietly(chaos, lambda: fs.delete(old), f"writer {w}: delete {old}"))
         data = file_content(chaos.config.seed, w, index, file_size(rng, chaos.config.max_file_bytes))
         path = f"/chaos/w{w}/f{index:05d}"
-        if chaos.config.ha:   # on etcd a recursive delete detaches the tree and purges it (namenode/purge.py)
+        if chaos.config.ha:   # a recursive delete: one record, the groups freed after (namenode/blocks/collector.py)
             if index % BATCH == 0:
                 directory = f"/chaos/w{w}/b{index // BATCH:04d}"
                 batches.append((directory, []))

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 from hedgefs.client.admin import Admin
 from hedgefs.client.batched import BatchedCalls
-from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
     HedgefsError,
@@ -42,7 +41,7 @@ from hedgefs.client.loop import LoopThread
 from hedgefs.client.namenodes import NAMENODE_TIMEOUT_S, NameNodes
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
 from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
-from hedgefs.client.reader import HedgedReader
+from hedgefs.client.reader import HedgedReader, make_breaker
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
@@ -85,7 +84,7 @@ class FileSystem:
         self.hedge = hedge or HedgeConfig.from_sources()
         self.metrics = ClientMetrics()
         self.model = LatencyModel()   # per-DataNode latency: thresholds, who is slow or silent
-        self.breaker = CircuitBreaker(self.hedge, on_trip=breaker_tripped, model=self.model)
+        self.breaker = make_breaker(self.hedge, self.model, on_trip=breaker_tripped)
         watch_breaker(self.breaker)
         self._loop = LoopThread()
         self.admin = Admin(self.namenodes)   # report, fsck, safe mode, decommission, credentials, failover
@@ -343,6 +342,11 @@ class FileSystem:
         bytes, combined from the DataNodes' stored chunk CRCs without moving data where it can."""
         with self.open(path) as f:
             return f.checksum()
+
+    def observe_reads(self, observer) -> "Callable[[], None]":
+        """Call ``observer(report)`` (a ``range_fetch.FetchReport``) as each range fetch of a read
+        ends, on the client's event loop; returns the call that stops it (reader.py ``observe``)."""
+        return self.read_services.hedged.observe(observer)
 
     def stats(self) -> ReadStats:
         stats = self.metrics.snapshot(breaker_trips=self.breaker.trips)

@@ -6,14 +6,21 @@
     model.finished(token, nbytes)                # ... it answered with data (an error: failed)
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
-    model.overtaken(token)                       # ... later reads to other DataNodes answered first
+    model.overtaken(token, mates)                # ... later reads to other DataNodes answered first?
+    model.stuck(token)                           # ... it was: so are its DataNode's other reads in flight
+    model.overtaken_look_at(token, mates)        # ... when to ask again
     model.hedge_later(token, nbytes)             # ... past its threshold: a new connection's, or stalled: wait
     model.seed(views)                            # a new client: the DataNodes' own figures (cluster_view.py)
+    ticket = model.book_probe("dn3")             # one read to a slow DataNode, to notice its recovery
+    ticket.done()                                # ... it ended (None: no probe due)
 
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
     model.is_slow("dn3")      # far slower than its peers lately: read around it
     model.is_silent("dn3")    # reads in flight, nothing answered for far longer than peers take
-    model.probe_due("dn3")    # time to send one read to a slow DataNode, to notice its recovery
+    model.last_trouble        # the last time a DataNode turned slow or silent
+
+The questions (``threshold``, ``is_slow``, ``is_silent``, ``overtaken``, ``score``, ...) change
+nothing the model knows; only the recording calls above do.
 
 Per DataNode and size class (up to 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, larger) a decayed
 latency histogram (``decayed.py``, 5 s half-life). *Healthy* for a size is the median over
@@ -33,12 +40,18 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
   slowness with no fresh evidence is forgotten after 10 s.
 - *overtaken*: a read under its threshold that later reads of its size to other DataNodes
-  answered past, older than 1.5 x the healthy p99 (a host-wide stall overtakes nothing); then
-  every other read of its DataNode in flight that it answered nothing since, too.
+  answered past (3 at least), older than the healthy p99 (a host-wide stall overtakes nothing);
+  then every other read of its DataNode in flight that it answered nothing since, too.
 - *stalled*: a read past its threshold whose peers are mostly late too waits (to ``cold_threshold``).
-- *crowded*: the median DataNode's recent reads are overdue (an overload: extra reads would only
-  lengthen the queues). *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99
-  of the smallest reads): reads never wait on one, whatever the breaker says.
+- *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
+  reads): reads never wait on one, whatever the breaker says.
+
+Each rule earns its place on the replay tier (tests/replay/: recorded DataNode service times
+replayed through the real reader on a virtual clock): without it, some replay's outcome is
+worse. One rule that did not (2026-12-06) is gone: *crowded* (no extra read while the median
+DataNode's reads were overdue: its removal changed only the LRC +500 ms replays, and for the
+better, p99.9 455 -> 320 ms for a new client; a replay of recorded service times cannot show the
+overload it was for, and the real-cluster runs never did either).
 
 Thread-safe (one lock); the read path calls it from the client's event loop, ``--stats`` and
 benchmarks from other threads. The clock is injectable, so tests drive it by hand.
@@ -59,9 +72,16 @@ from hedgefs.client.latency_rules import (  # noqa: F401 (the rules, also read a
     CEILING_BYTES_PER_S, COLD_FACTOR, COLD_MIN_S, THRESHOLD_CACHE_S, RECENT_S, RECENT_MIN, JUDGE_MIN,
     SLOW_RATIO, PEER_FACTOR, PEERS_MIN, SLOW_FORGET_S, PROBE_INTERVAL_S, SILENT_MIN_S, SILENT_FACTOR,
     FAILURE_MEMORY_S, MAX_DATANODES, COLD_HEDGE_FACTOR, size_class, ceiling, cold_threshold, latency_histogram)
-from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog
+from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog, next_look
 
 log = logging.getLogger("hedgefs.client.latency")
+
+WAIT_SLACK_S = 1e-6   # a wait shorter than this is none (what a float subtraction leaves of "now")
+
+
+def _wait(seconds: float) -> float:
+    """``seconds`` to wait, or 0: a timer set for a hair's breadth would fire at the same time again."""
+    return seconds if seconds > WAIT_SLACK_S else 0.0
 
 @dataclasses.dataclass
 class _DataNode:
@@ -79,6 +99,22 @@ class _DataNode:
     last_probe: float = -math.inf
     probing: bool = False
     stuck_since: float = -math.inf   # when the last of its reads judged overtaken began
+
+
+class ProbeTicket:
+    """A probe booked with ``book_probe``: the DataNode gets no other probe until ``done()``."""
+
+    __slots__ = ("_node", "_lock")
+
+    def __init__(self, node: "_DataNode", lock: threading.Lock):
+        self._node, self._lock = node, lock
+
+    def done(self) -> None:
+        node = self._node
+        if node is not None:
+            self._node = None
+            with self._lock:
+                node.probing = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,18 +136,26 @@ class LatencyModel:
         self._peers: tuple[float, float] = (-math.inf, math.inf)  # (until, median DataNode's recent_p50 or inf)
         self._slow: frozenset[str] = frozenset()
         self._log = ReadLog()          # every read, in start order: who overtook whom
-        self.last_trouble = -math.inf   # last time a DataNode was judged slow or found silent
+        self._last_slow = -math.inf    # last time a DataNode was judged slow
+        self._last_silent = -math.inf  # last time a DataNode that had been silent answered
+        self._trouble: tuple[float, float] = (-math.inf, -math.inf)   # (until, last_trouble)
 
     # ---------------------------------------------------------------- recording
 
     def started(self, datanode: str, nbytes: int | None = None) -> Token:
         now = self._clock()
+        forgot = False
         with self._lock:
             node = self._node(datanode, now)
+            if node.slow and now - node.evidence >= SLOW_FORGET_S:
+                node.slow, forgot = False, True   # no news for long (is_slow says so already): another chance
+                self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
             if node.inflight == 0:
                 node.busy_since = now
             node.inflight += 1
             entry = self._log.started(datanode, None if nbytes is None else size_class(nbytes), now)
+        if forgot:
+            log.info("%s: no news for %.0f s; no longer avoided", datanode, SLOW_FORGET_S)
         return Token(datanode, now, entry)
 
     def connecting(self, token: Token) -> None:
@@ -165,7 +209,7 @@ class LatencyModel:
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
             cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes))
-        return max(0.0, SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
+        return _wait(SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
 
     @staticmethod
     def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float) -> bool:   # by cold_threshold?
@@ -196,6 +240,9 @@ class LatencyModel:
         change = None
         with self._lock:
             node = self._node(token.datanode, now)
+            silence = now - max(node.busy_since, node.last_answer) if answered and node.inflight else 0.0
+            if silence >= SILENT_MIN_S and silence >= self._silent_after(now):
+                self._last_silent = now   # it had turned silent (questions note nothing: the answer does)
             node.inflight = max(0, node.inflight - 1)
             if answered:
                 node.last_answer = now
@@ -225,7 +272,7 @@ class LatencyModel:
         hist.record(seconds, now)
         if hist.weight(now) >= CLASS_MIN_WEIGHT:
             node.p99[cls] = hist.quantile(0.99)
-        if ratio >= SLOW_RATIO and entry is not None and self._log.excused(entry, seconds, now, self._slow):
+        if ratio >= SLOW_RATIO and entry is not None and self._log.excused(entry, seconds, now, self._slow_now(now)):
             return None   # the reads beside it were as late: the host was slow, not this DataNode
         node.recent.append((now, ratio))
         node.evidence = now
@@ -243,7 +290,7 @@ class LatencyModel:
             return None
         node.slow = slow
         if slow:
-            node.slow_since = self.last_trouble = now
+            node.slow_since = self._last_slow = now
         self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
         return (name, "slow" if slow else "recovered")
 
@@ -304,10 +351,15 @@ class LatencyModel:
     def overtaken(self, token: Token, mates: tuple[Entry, ...] = ()) -> bool:
         """Is this read (still running) overtaken: later reads of its size to other DataNodes
         answered, most within half its age, or left behind by ``mates``, the reads sent with it
-        (overtaking.py), and older than 1.5 x the healthy p99 (a new client: just 1 ms)? Then its
-        DataNode, not the host, is what it waits for (a host-wide stall overtakes nothing), and so
-        is every other read of it in flight that it answered nothing since (a frozen DataNode's
-        reads of a new client's first stripes: one verdict, not one per stripe)."""
+        (overtaking.py), and older than the healthy p99 (a new client: just 1 ms)? Then its
+        DataNode, not the host, is what it waits for (a host-wide stall overtakes nothing). Also
+        true of every read of a DataNode found ``stuck`` that it answered nothing since.
+
+        The bar is the healthy p99 itself: the threshold (1.5 x it) hedges a read on its age
+        alone and wants a margin; this rule has the later reads' evidence and needs none. With
+        1.5 x here too, a host whose p99 is over 6.7 ms (the 10 ms floor / 1.5) made the bar the
+        threshold, and the rule could never act before it (the replay tier's LRC +500 ms trace,
+        p99 74 ms: no overtaken hedge with 1.5 x, 9 with the p99; tests/replay)."""
         now = self._clock()
         entry = token.entry
         if entry is None or entry.size_class is None or now - token.began < OVERTAKEN_MIN_S:
@@ -317,13 +369,31 @@ class LatencyModel:
             if node is not None and node.last_answer < min(token.began, node.stuck_since):
                 return True   # another of its reads was overtaken, and it answered nothing since either began
             p99 = self._healthy_p99(entry.size_class, now)
-            if not math.isinf(p99) and now - token.began < HEDGE_FACTOR * p99:
-                return False
-            if not (self._log.overtaken(entry, now) or self._log.left_behind(entry, mates, now)):
-                return False
+            if not math.isinf(p99) and now - token.began < p99:
+                return False   # (no 1.5 margin: that is the threshold's, for hedging without evidence)
+            return self._log.overtaken(entry, now) or self._log.left_behind(entry, mates, now)
+
+    def stuck(self, token: Token) -> None:
+        """This read was found overtaken: so is every other read of its DataNode in flight that it
+        answered nothing since (a frozen DataNode's reads of a new client's first stripes: one
+        verdict, not one per stripe)."""
+        with self._lock:
+            node = self._nodes.get(token.datanode)
             if node is not None:
-                node.stuck_since = token.began
-            return True
+                node.stuck_since = max(node.stuck_since, token.began)
+
+    def overtaken_look_at(self, token: Token, mates: tuple[Entry, ...] = ()) -> float:
+        """When to ask again whether this read, still under its threshold, is overtaken: no
+        sooner than it could be (the healthy p99 old), then every quarter of its age (at
+        least every 1 ms; later reads of other fetches wake nobody), and the moment ``mates``
+        leave it behind (overtaking.py)."""
+        now = self._clock()
+        entry = token.entry
+        with self._lock:
+            p99 = self._healthy_p99(entry.size_class, now) if entry is not None and entry.size_class is not None \
+                else math.inf
+        gate = token.began + (OVERTAKEN_MIN_S if math.isinf(p99) else max(OVERTAKEN_MIN_S, p99))
+        return max(gate, next_look(token.began, mates, now))
 
     def hedge_later(self, token: Token, nbytes: int) -> float:
         """Seconds more before hedging this read past its threshold (0: now), up to ``cold_threshold``:
@@ -338,8 +408,8 @@ class LatencyModel:
             if entry is None or age >= cap:
                 return 0.0
             if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap):
-                return COLD_HEDGE_FACTOR * threshold - age
-            stalled = self._log.stalled(entry, now, self._slow)
+                return _wait(COLD_HEDGE_FACTOR * threshold - age)
+            stalled = self._log.stalled(entry, now, self._slow_now(now))
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0
 
     def healthy_p99(self, nbytes: int) -> float | None:
@@ -350,27 +420,35 @@ class LatencyModel:
         return None if math.isinf(value) else value
 
     def is_slow(self, datanode: str) -> bool:
+        """Judged slow, with fresh evidence (slowness without news for SLOW_FORGET_S is forgotten:
+        the DataNode gets another chance, and its next read says how it is)."""
         if datanode not in self._slow:   # the common case, without the lock
             return False
         now = self._clock()
         with self._lock:
             node = self._nodes.get(datanode)
-            if node is None or not node.slow:
-                return False
-            if now - node.evidence < SLOW_FORGET_S:
-                return True
-            node.slow = False   # no news for long: give it another chance
-            self._slow = frozenset(n for n, s in self._nodes.items() if s.slow)
-        log.info("%s: no news for %.0f s; no longer avoided", datanode, SLOW_FORGET_S)
-        return False
+            return node is not None and node.slow and now - node.evidence < SLOW_FORGET_S
 
-    def crowded(self) -> bool:
-        """Is the median DataNode's typical recent read overdue? Then the cluster (or this client)
-        is overloaded, not one DataNode slow: extra reads would only add to the queue."""
+    def _slow_now(self, now: float) -> frozenset[str]:
+        """The DataNodes slow with fresh evidence (locked)."""
+        if not self._slow:
+            return self._slow
+        return frozenset(n for n in self._slow if now - self._nodes[n].evidence < SLOW_FORGET_S)
+
+    @property
+    def last_trouble(self) -> float:
+        """The last time a DataNode was judged slow or went silent (-inf: never); at most
+        THRESHOLD_CACHE_S old (every read of an open file asks)."""
         now = self._clock()
         with self._lock:
-            median = self._peer_p50(now)
-        return not math.isinf(median) and median >= 1.0
+            until, value = self._trouble
+            if now >= until:
+                after = self._silent_after(now)
+                silent = [t for n in self._nodes.values() if n.inflight
+                          and (t := max(n.busy_since, n.last_answer) + after) <= now]
+                value = max([self._last_slow, self._last_silent, *silent])
+                self._trouble = (now + THRESHOLD_CACHE_S, value)
+            return max(value, self._last_slow)
 
     def slow_datanodes(self, for_at_least: float = 0.0) -> frozenset[str]:
         """The DataNodes slow now (and continuously for at least ``for_at_least`` seconds)."""
@@ -394,15 +472,19 @@ class LatencyModel:
         """Silence (with reads in flight) that makes a DataNode silent: max(1 s, 20 x p99)."""
         now = self._clock()
         with self._lock:
-            p99 = self._healthy_p99(0, now)
+            return self._silent_after(now)
+
+    def _silent_after(self, now: float) -> float:
+        p99 = self._healthy_p99(0, now)
         return max(SILENT_MIN_S, SILENT_FACTOR * p99) if not math.isinf(p99) else SILENT_MIN_S
 
     def is_silent(self, datanode: str) -> bool:
-        silent = self.silent_for(datanode)
-        if silent <= 0 or silent < self.silent_after():
-            return False
-        self.last_trouble = self._clock()
-        return True
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or node.inflight == 0:
+                return False
+            return now - max(node.busy_since, node.last_answer) >= self._silent_after(now)
 
     def failed_recently(self, datanode: str) -> bool:
         now = self._clock()
@@ -420,22 +502,16 @@ class LatencyModel:
             fresh = [r for t, r in node.recent if now - t < SLOW_FORGET_S] if node is not None else []
             return statistics.median(fresh) if fresh else 0.0
 
-    def probe_due(self, datanode: str) -> bool:
-        """True (and the probe is booked) if a read should go to this slow DataNode now: at most
-        one every 250 ms, one at a time. Call ``probe_done`` when it ends."""
+    def book_probe(self, datanode: str) -> ProbeTicket | None:
+        """A ticket for one read to this DataNode now, to notice its recovery, or None: at most one
+        every 250 ms, one at a time (the ticket's ``done()`` when the read ends)."""
         now = self._clock()
         with self._lock:
             node = self._nodes.get(datanode)
             if node is None or node.probing or now - node.last_probe < PROBE_INTERVAL_S:
-                return False
+                return None
             node.probing, node.last_probe = True, now
-            return True
-
-    def probe_done(self, datanode: str) -> None:
-        with self._lock:
-            node = self._nodes.get(datanode)
-            if node is not None:
-                node.probing = False
+            return ProbeTicket(node, self._lock)
 
     def snapshot(self) -> dict[str, dict]:
         """Per DataNode: slow, its median recent read as a multiple of the threshold, reads in

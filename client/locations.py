@@ -26,7 +26,7 @@ class GroupLocation:
     id: int
     length: int
     units: dict[int, UnitLocation]
-    generation: int = 0
+    generation: int   # every unit read names it: the NameNode's, never a default
 
 
 @dataclasses.dataclass(frozen=True)

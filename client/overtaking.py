@@ -6,6 +6,7 @@
     log.overtaken(entry, now)                            # hedge it under its threshold?
     log.stalled(entry, now, skip)                        # past it, but late with its peers: wait?
     log.excused(entry, seconds, now, skip)               # no evidence against its DataNode?
+    next_look(began, mates, now)                         # when to ask ``overtaken`` again
 
 A read is judged by its *later peers*: reads of the same size class to other DataNodes that
 started at or after it, and at least ``bar`` seconds ago (so each had the time to answer
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import collections
 
-OVERTAKERS_MIN = 2       # overtaken: at least 2 later peers answered (one alone could be luck) ...
+OVERTAKERS_MIN = 3       # overtaken: at least 3 later peers answered (one or two could be luck) ...
 OVERTAKEN_FACTOR = 2.0   # ... most of those that had the time, within half its age (2 x their median) ...
 OVERTAKEN_MIN_S = 0.001  # ... and it is at least 1 ms old (what a rebuild from k units costs, roughly)
 LEFT_BEHIND_FACTOR = 1.5   # left behind: every other read of its fetch answered, the slowest in 1 / 1.5 of its age
@@ -73,7 +74,7 @@ class ReadLog:
             entry.size_class = size_class
 
     def overtaken(self, entry: Entry, now: float) -> bool:
-        """At least 2 later peers answered, most of those that had the time within half its age
+        """At least 3 later peers answered, most of those that had the time within half its age
         (it is 2 x their median), and it is at least 1 ms old."""
         age = now - entry.began
         if age < OVERTAKEN_MIN_S:
@@ -90,7 +91,7 @@ class ReadLog:
 
     @staticmethod
     def left_behind(entry: Entry, mates, now: float) -> bool:
-        """Every other read of its fetch (``mates``: at least 2, sent with it, of its size, on other
+        """Every other read of its fetch (``mates``: at least 3, sent with it, of its size, on other
         DataNodes, on a new connection if it is on one) answered, and it is 1.5 x as old as the
         slowest of them: a stripe's reads go out together, and one DataNode is what it waits for."""
         if len(mates) < OVERTAKERS_MIN:
@@ -154,3 +155,15 @@ class ReadLog:
                 return
             if peer.outcome == RUNNING or peer.ended > entry.began:
                 yield peer
+
+
+def next_look(began: float, mates, now: float) -> float:
+    """When to ask again whether a read begun at ``began`` is overtaken: a quarter of its age
+    from now (at least ``OVERTAKEN_MIN_S``: the later reads of other fetches wake nobody, so it is
+    asked on a schedule), or the moment its ``mates`` leave it behind, once every one has answered."""
+    at = now + max(OVERTAKEN_MIN_S, (now - began) / 4)
+    if mates and all(m.ended for m in mates):
+        behind = began + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates)
+        if behind > now:   # (past it and not left behind: mates unlike it, say; never a time gone by)
+            at = min(at, behind)
+    return at

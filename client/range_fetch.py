@@ -1,17 +1,20 @@
-"""The range fetcher: k units of one block range of one block group, from a ranked list of units.
+"""The range fetcher: the wanted units of one block range of one block group, from a ranked list of units.
 
-I am responsible for one block range [start, end) of one group and the data units wanted over
-it (for a replicated block, k = 1 and nothing in particular is wanted: any replica will do).
-I read each wanted unit from its DataNode, and I finish as soon as I hold every wanted unit,
-or any k units (then the missing wanted ones are decoded; for replicas, copied). Each unit
-read is in an explicit state (unit_reads.py). One loop (``_loop``) re-runs on every event, a
-read ending or a read crossing its threshold, and keeps enough reads *counted on* (active
-ones, done ones, and late ones I chose to wait for) to finish:
+I am responsible for one block range [start, end) of one group and the units wanted over it
+(for a replicated block, unit 0, which every replica holds). I read each wanted unit from its
+DataNode, and I finish as soon as the units I hold give every wanted unit, as they are or
+decoded. Each unit read is in an explicit state (unit_reads.py). One loop (``fetch``) re-runs
+on every event, a read ending or a read crossing its threshold, and keeps enough reads *counted
+on* (active ones, done ones, and late ones I chose to wait for: the reads not REPLACED) to
+finish:
 
-    target = (every wanted unit, if each has a read counted on; else k) + spare
+    target = (every wanted unit, if each has a read counted on; else what the code needs) + spare
 
-topping up from the ranking whenever the count falls short. What makes a read stop counting
-is the only thing that differs between hedging, read-around and rebuild:
+topping up from the ranking whenever the count falls short. Which units the code needs, when
+they are enough and which of them hold a wanted unit as it is, are the code's to say
+(``ec/sources.py``: RS any k, LRC the cheapest plan, copies any one): I never ask which code it
+is. What makes a read stop counting (it becomes REPLACED) is the only thing that differs between
+hedging, read-around and rebuild:
 
     a wanted unit's read fails                   -> rebuild: sources are read, nobody asked
     a wanted unit's DataNode is slow or silent   -> read around (the policy's route), perhaps
@@ -20,33 +23,39 @@ is the only thing that differs between hedging, read-around and rebuild:
                                                     later reads of its size to other DataNodes
                                                     answered while it has not (the policy's
                                                     question; once per read)
-    a wanted unit's read is overdue              -> hedge, if the policy allows its cost (one
-                                                    spare source more, when k > 1); refused,
-                                                    I wait for it, asking now and then whether
-                                                    its DataNode turned slow or silent (late
-                                                    with the reads beside it, a host stall: not
-                                                    overdue yet, the policy's ``hedge_later``)
+    a wanted unit's read is overdue              -> hedge, if the policy allows its cost (the
+                                                    code's cheapest rescue and its spare);
+                                                    refused, I wait for it, asking now and then
+                                                    whether its DataNode turned slow or silent
+                                                    (late with the reads beside it, a host stall:
+                                                    not overdue yet, the policy's ``hedge_later``)
     a source's read is overdue                   -> one more source, if the policy allows
     late binding (whole stripes, read_extra N)   -> spare = N from the start
+
+When to look at a read again (its threshold, the next time it could be overtaken, the next
+look at a late read) is the policy's to say; the decisions I take about a read (hedged, found
+overtaken, when it is due) are mine, kept here, never written into the read.
 
 Reads still running when I finish are retired: cancelled, or left to run on (detached) for
 the latency model's sake or as probes; their buffers go back when they end. The caller uses
 the returned bytes, then calls ``close()``, which gives every buffer back. A read that
 failed for want of sources is tried again (BUSY DataNodes after a pause, then every failed
 unit, a few rounds): slow or flaky is not lost; only units that cannot be read at all are.
+
+Observers (``ReadContext.observers``) get a ``FetchReport`` as each fetch ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
+from hedgefs.client.breaker import ALLOWED
 from hedgefs.client.errors import DataUnavailable
-from hedgefs.client.breaker import Verdict
-from hedgefs.client.read_policy import HEDGE_SPARE, ReadPolicy, Route
-from hedgefs.client.overtaking import LEFT_BEHIND_FACTOR
-from hedgefs.client.unit_reads import Role, State, UnitRead
-from hedgefs.ec import sources
+from hedgefs.client.read_policy import Route
+from hedgefs.client.unit_reads import ReadContext, Role, State, UnitRead
+from hedgefs.ec import layout, sources
 from hedgefs.ec.policy import Policy
 from hedgefs.plumbing import describe
 
@@ -58,48 +67,89 @@ NON_BUSY_ROUNDS = 3      # otherwise
 RETRY_BACKOFF_S = 0.02
 # Decoding less than this runs inline on the event loop; more goes to a worker thread.
 INLINE_DECODE_BYTES = 256 * 1024
+# A read due within this much of now is due now: the loop wakes at a timer's time, which a float
+# subtraction and addition may leave a hair short of the time it was computed from.
+DUE_SLACK_S = 1e-6
+# The counter a failed wanted unit's read adds to, by what replaces it (the code's ``substitute``).
+FAILOVER_COUNTERS = {"rebuild": "rebuilt_on_failure", "replica": "replica_failovers"}
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitTiming:
+    """One unit read of a fetch: where it went, when, and how it ended (``ended_at`` None: still
+    running when the fetch ended, retired or a probe)."""
+    index: int
+    datanode: str | None
+    role: str
+    sent_at: float
+    ended_at: float | None
+    state: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchReport:
+    """One range fetch, as it ended (times on the event loop's clock, ``time.monotonic``)."""
+    group_id: int
+    start: int
+    end: int
+    began: float
+    ended: float
+    unit_reads: int      # reads it sent, probes included
+    decode_s: float      # rebuilding units from others
+    ok: bool
+    units: tuple[UnitTiming, ...] = ()
 
 
 class RangeFetcher:
-    def __init__(self, *, policy: ReadPolicy, layout: Policy, code, group, start: int, end: int, wanted: list[int],
-                 held, datanodes, model, metrics, report_bad, exclude: frozenset[str] = frozenset()):
-        self.policy, self.layout, self.code, self.group = policy, layout, code, group
+    def __init__(self, ctx: ReadContext, ec_policy: Policy, group, start: int, end: int, wanted: list[int],
+                 exclude: frozenset[str] = frozenset()):
+        self.ctx, self.policy = ctx, ctx.policy
+        self.ec_policy = ec_policy
+        self.code = sources.code_for(ec_policy)
+        self.group = group
         self.start, self.end = start, end
         self.wanted = wanted
-        self.k = code.k
-        self._held = held                  # index -> bytes of [start, end) the unit holds
-        self._datanodes, self._model, self._metrics, self._report_bad = datanodes, model, metrics, report_bad
         self.exclude = exclude
         self.reads: list[UnitRead] = []    # every read I sent, in order
         self.spare = 0
         self._asked: set[int] = set()      # units sent this round (a failed one is asked again only by _retry)
         self._ranking: list[int] | None = None
+        self._held: dict[int, int] = {}
+        self._whole: bool | None = None
+        self._due: dict[UnitRead, float] = {}   # when an active read is next looked at: its threshold, or later
+        self._hedged: list[UnitRead] = []       # wanted units' reads whose lateness started a hedge
+        self._judged: set[UnitRead] = set()     # found overtaken (hedged, or refused: asked once)
         self._rounds = 0
         self._decoding = False
+        self._decode_s = 0.0
 
     # ---------------------------------------------------------------- helpers
 
     def describe(self, index: int) -> str:
-        loc = self.group.units.get(index)
-        where = loc.datanode_id if loc else "no DataNode"
-        return f"unit {self.group.id}/{index} [{self.start}, {self.end}) on {where}"
+        return f"unit {self.group.id}/{index} [{self.start}, {self.end}) on {self._datanode(index) or 'no DataNode'}"
 
     def _datanode(self, index: int) -> str | None:
         loc = self.group.units.get(index)
         return loc.datanode_id if loc else None
 
-    def _send(self, index: int, role: Role) -> UnitRead:
-        held = self._held(index)
-        read = UnitRead(group=self.group, index=index, start=self.start, end=self.end, held=held, role=role,
-                        datanodes=self._datanodes, model=self._model, metrics=self._metrics,
-                        threshold=self.policy.threshold(held), report_bad=self._report_bad, describe=self.describe)
+    def held(self, index: int) -> int:
+        """Bytes of [start, end) the unit holds (0: past its end, zeros)."""
+        n = self._held.get(index)
+        if n is None:
+            if self._whole is None:   # the last data unit is a group's shortest: do all units hold it whole?
+                self._whole = self.end <= layout.unit_length(self.ec_policy, self.group.length, self.ec_policy.k - 1)
+            n = self._held[index] = self.end - self.start if self._whole else layout.block_bytes_held(
+                self.ec_policy, self.group.length, index, self.start, self.end - self.start)
+        return n
+
+    def _send(self, index: int, role: Role, probe=None) -> UnitRead:
+        read = UnitRead(self.ctx, self.group, index, self.start, self.end, self.held(index), role, probe)
         self.reads.append(read)
         self._asked.add(index)
         if role is Role.PROBE:
-            read.counted = False
-            dn = read.datanode
-            self._metrics.record_probe(dn)
-            read.task.add_done_callback(lambda _t: self._model.probe_done(dn))
+            self.ctx.metrics.record_probe(read.datanode)
+        else:
+            self._due[read] = read.sent_at + self.policy.threshold(read.held)
         return read
 
     def _done(self) -> dict[int, UnitRead]:
@@ -109,228 +159,230 @@ class RangeFetcher:
                 out[r.index] = r
         return out
 
-    def _counted(self) -> set[int]:
-        return {r.index for r in self.reads if r.counted and r.state in (State.ACTIVE, State.OVERDUE, State.DONE)}
+    def _counted(self, without: UnitRead | None = None) -> set[int]:
+        return {r.index for r in self.reads if r is not without and r.counted}
 
     def _candidates(self) -> list[int]:
+        """The units not asked yet, best first (the policy's ranking, by the code's tiers)."""
         if self._ranking is None:
             units = self.group.units
-            if self.code.k == 1:
-                self._ranking = self.policy.rank_replicas(
-                    [(i, units[i].datanode_id) for i in sorted(units)], self.end - self.start, self.exclude)
-            else:
-                n = self.code.k + self.code.m
-                cands = [(i, self._datanode(i), self._held(i) == 0) for i in range(n)
-                         if i in units or self._held(i) == 0]
-                self._ranking = self.policy.rank_sources(cands, self.k, self.exclude)
+            cands = [(i, units[i].datanode_id if i in units else None, self.held(i) == 0)
+                     for i in range(self.code.units) if i in units or self.held(i) == 0]
+            self._ranking = self.policy.rank(cands, self.end - self.start, self.exclude, self.code.tier)
         return [i for i in self._ranking if i not in self._asked]
 
-    def _to_send(self) -> list[int]:
-        """The units to ask now so that the reads counted on can give every wanted unit (or, for
-        replicas, any one), plus the spare: nothing while every wanted unit has a read counted on
-        (but the late-binding spare). Which units is the code's to say: any k for RS, read in
-        the policy's order; an LRC's local group first (``ec/sources.py``)."""
-        counted = self._counted()
-        missing = [w for w in self.wanted if w not in counted]
-        if self.wanted and not missing:
-            more = len(self.wanted) + self.spare - len(counted)
+    def _avoid(self, index: int) -> bool:
+        dn = self._datanode(index)
+        return self.policy.troubled(dn) or dn in self.exclude
+
+    def _to_send(self, counted: set[int], spare: int) -> list[int]:
+        """The units to ask now so that the reads counted on give every wanted unit, plus the
+        spare: nothing while every wanted unit has a read counted on (but the late-binding
+        spare). Which units is the code's to say."""
+        missing = self.code.missing(self.wanted, counted)
+        if not missing:
+            more = len(self.wanted) + spare - len(counted)
             # (ranked only when something is to be sent: most reads send nothing past their own)
             return self._candidates()[:more] if more > 0 else []
-        candidates = self._candidates()
-        if not self.layout.local_groups:   # RS, and replicas (k = 1): any k units
-            return candidates[:max(0, self.k + self.spare - len(counted))]
-        usable = (set(candidates) | counted) - set(missing)
-        troubled = {u for u in usable - counted if self.policy.troubled(self._datanode(u))
-                    or self._datanode(u) in self.exclude}
-        for available in (usable - troubled, usable):
-            try:
-                plan = sources.plan(self.layout, missing, available, reading=counted, order=self._ranking)
-            except sources.Undecodable:
-                continue
-            send = [u for u in plan.read if u not in counted]
-            if plan.local:
-                return send   # a spare outside the group could not stand in for a late peer
-            return send + [u for u in candidates if u not in send][:self.spare]
-        return []   # nothing decodes with what is left: wait for the reads that run
+        return self.code.to_read(missing, counted, self._candidates(), spare, self._avoid)
 
     def _top_up(self) -> None:
-        """Send reads until enough are counted on (or none is left to send)."""
-        for index in self._to_send():
-            self._send(index, Role.SOURCE)
+        """Send reads until enough are counted on (or none is left to send). A read that gives
+        a wanted unit no read counted on gives is an ORIGINAL (its lateness is hedged); the
+        rest are sources."""
+        counted = self._counted()
+        send = self._to_send(counted, self.spare)
+        if not send:
+            return
+        covered = self.code.covered(self.wanted, counted)
+        for index in send:
+            gives = self.code.covered(self.wanted, covered | {index})
+            self._send(index, Role.ORIGINAL if len(gives) > len(covered) else Role.SOURCE)
+            covered = gives
 
     # ---------------------------------------------------------------- the loop
 
     async def fetch(self) -> dict[int, object]:
-        """Each wanted unit's bytes of [start, end) (for replicas: {0: the block's bytes})."""
-        self._start()
-        while True:
-            result = self._finished()
-            if result is not None:
-                return await self._finish(result)
-            self._top_up()
-            running = [r.task for r in self.reads if r.running]
-            if not running:
-                if self._retry():
-                    await asyncio.sleep(RETRY_BACKOFF_S * self._rounds)
-                    continue
-                raise self._unavailable()
-            timeout = self._next_timer()
-            done, _ = await asyncio.wait(running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            self._on_ended([r for r in self.reads if r.task in done])
-            self._on_time()
+        """Each wanted unit's bytes of [start, end)."""
+        observed = bool(self.ctx.observers)
+        loop = asyncio.get_running_loop()
+        began, ok = loop.time() if observed else 0.0, False
+        try:
+            self._start()
+            while True:
+                result = self._finished()
+                if result is not None:
+                    out = await self._finish(result)
+                    ok = True
+                    return out
+                self._top_up()
+                running = [r.task for r in self.reads if r.running]
+                if not running:
+                    if self._retry():
+                        await asyncio.sleep(RETRY_BACKOFF_S * self._rounds)
+                        continue
+                    raise self._unavailable()
+                timeout = self._next_timer()
+                done, _ = await asyncio.wait(running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                self._on_ended([r for r in self.reads if r.task in done])
+                self._on_time()
+        finally:
+            if observed:
+                units = tuple(UnitTiming(r.index, r.datanode, r.role.value, r.sent_at, r.ended_at, r.state.value)
+                              for r in self.reads)
+                report = FetchReport(self.group.id, self.start, self.end, began, loop.time(), len(self.reads),
+                                     self._decode_s, ok, units)
+                for observer in self.ctx.observers:
+                    observer(report)
 
     def _start(self) -> None:
-        policy = self.policy
-        if self.code.k == 1:   # replicas: the best one, and what the policy adds at once
-            ranked = self._candidates()
-            if not ranked:
-                raise DataUnavailable(f"block {self.group.id} has no live replica")
-            self._send(ranked[0], Role.ORIGINAL)
-            units = self.group.units
-            probe = policy.replica_probe([(i, units[i].datanode_id) for i in ranked])
-            if probe is not None:
-                log.debug("probing %s, which reads slowly", self.describe(probe))
-                self._send(probe, Role.PROBE)
-            self.spare = policy.extra_replicas(len(self._candidates()))
-            return
-        for w in self.wanted:
+        """The units the code names are routed one by one (asked, or read around); the ranking
+        sends the rest; a DataNode passed over may be probed."""
+        policy, metrics = self.policy, self.ctx.metrics
+        for w in self.code.named(self.wanted):
             dn = self._datanode(w)
             route = Route.NO_COPY if dn is None else Route.EXCLUDED if dn in self.exclude else policy.route(dn)
             if route is Route.ASK:
                 self._send(w, Role.ORIGINAL)
-                continue
-            if route is Route.NO_COPY:
-                self._metrics.incr("rebuilt_on_failure")
+            elif route is Route.NO_COPY:
+                metrics.incr("rebuilt_on_failure")
             elif route.around:
-                self._metrics.record_avoided(dn)
+                metrics.record_avoided(dn)
                 log.debug("reading around %s (%s)", self.describe(w), route.value)
-                if route is Route.PROBE:
-                    self._send(w, Role.PROBE)
-        available = sum(1 for u in range(self.code.k + self.code.m)
-                        if (u in self.group.units and self._datanode(u) not in self.exclude) or self._held(u) == 0)
-        self.spare = policy.late_binding_spare(self.k, self.code.m, len(self.wanted), available)
+        self.spare = policy.late_binding(self._spare_room)
+        self._top_up()
+        for u in self.code.holding(self.wanted):
+            dn = self._datanode(u)
+            if u in self._asked or dn is None or dn in self.exclude:
+                continue
+            ticket = policy.probe(dn)
+            if ticket is not None:
+                log.debug("probing %s, which reads slowly", self.describe(u))
+                self._send(u, Role.PROBE, ticket)
+
+    def _spare_room(self) -> int:
+        """The units late binding could add (the code's answer, from the units there are to read)."""
+        units = self.group.units
+        available = sum(1 for u in range(self.code.units)
+                        if (u in units and units[u].datanode_id not in self.exclude) or self.held(u) == 0)
+        return self.code.spare_room(self.wanted, available)
 
     def _finished(self) -> dict[int, UnitRead] | None:
         """The done reads, once they give every wanted unit (read, or decodable from them)."""
         done = self._done()
-        if self.wanted and all(w in done for w in self.wanted):
-            return done
-        if self.k == 1:
-            return done or None
-        missing = [w for w in self.wanted if w not in done]
-        if self.layout.local_groups:
-            try:
-                sources.plan(self.layout, missing, done)
-            except sources.Undecodable:
-                return None
-            return done
-        return done if len(done) >= self.k else None
+        return done if self.code.enough(self.wanted, done) else None
 
     def _on_ended(self, ended: list[UnitRead]) -> None:
         for read in ended:
-            if read.state is not State.FAILED or read.role is Role.PROBE or self._finished():
+            if read.state is not State.FAILED or read.role is not Role.ORIGINAL or self._finished():
                 continue
-            if self.k == 1:
-                self._metrics.incr("replica_failovers")   # the next replica is asked
-            elif read.role is Role.ORIGINAL:
-                self._metrics.incr("rebuilt_on_failure")
-            else:
-                continue
-            log.info("read of %s failed (%s); reading another unit", self.describe(read.index),
+            self.ctx.metrics.incr(FAILOVER_COUNTERS[self.code.substitute])
+            log.info("read of %s failed (%s); reading another unit", read.describe(),
                      describe(read.error) if read.error else "cancelled")
 
     def _on_time(self) -> None:
         """Reads past their threshold become overdue; a wanted unit's read overtaken by later
         reads is hedged early; late reads we wait for are looked at again."""
         now = asyncio.get_running_loop().time()
+        policy = self.policy
+        entries = None
         for read in self.reads:
-            if read.state is State.ACTIVE and read.role is not Role.PROBE and now >= read.overdue_at:
-                if (wait := self.policy.hedge_later(read)) > 0:
-                    read.overdue_at = now + wait   # late with its peers: the host stalled, not its DataNode
-                    continue
-                read.mark_overdue()
-                self._overdue(read)
-            elif self._may_be_overtaken(read) and self.policy.overtaken(read, self._mates(read)):
-                self._overtaken(read)
-            elif read.state is State.OVERDUE and read.counted and self.policy.rescue_poll_s is not None:
+            if read.role is Role.PROBE:
+                continue
+            state = read.state
+            if state is State.ACTIVE:
+                if now + DUE_SLACK_S >= self._due[read]:
+                    if (wait := policy.hedge_later(read)) > 0:
+                        self._due[read] = now + wait   # late with its peers: the host stalled, not its DataNode
+                        continue
+                    read.mark_overdue()
+                    self._overdue(read)
+                elif read.role is Role.ORIGINAL and read not in self._judged:
+                    entries = self._entries() if entries is None else entries
+                    if policy.overtaken(read, self._mates(read, entries)):
+                        self._overtaken(read, now)
+            elif state is State.OVERDUE:
                 self._rescue(read)
 
-    def _may_be_overtaken(self, read: UnitRead) -> bool:
-        return (read.state is State.ACTIVE and read.role is Role.ORIGINAL and read.counted and not read.overtaken
-                and self.policy.overtaken_poll_s is not None)
+    def _entries(self) -> list:
+        """The read-log entries of the wanted units' own reads (a stripe's go out together)."""
+        return [r.token.entry for r in self.reads
+                if r.role is Role.ORIGINAL and r.token is not None and r.token.entry is not None]
 
-    def _mates(self, read: UnitRead) -> tuple:
-        """The read log entries of the other wanted units' own reads (sent with it: a stripe's)."""
-        return tuple(r.token.entry for r in self.reads if r is not read and r.role is Role.ORIGINAL
-                     and r.token is not None and r.token.entry is not None)
+    @staticmethod
+    def _mates(read: UnitRead, entries: list) -> tuple:
+        own = read.token.entry if read.token is not None else None
+        return tuple(e for e in entries if e is not own)
 
     def _overdue(self, read: UnitRead) -> None:
         policy, dn = self.policy, read.datanode
         if read.role is Role.SOURCE:
             if self._candidates() and policy.may_add_source(dn):
-                read.counted = False
+                read.replace()
             return
-        self._metrics.record_overdue(dn)   # a read the caller waits on directly is late
+        self.ctx.metrics.record_overdue(dn)   # a read the caller waits on directly is late
         policy.note_overdue(dn)
         self._hedge(read, f"no answer after {policy.threshold(read.held) * 1000:.0f} ms")
 
-    def _overtaken(self, read: UnitRead) -> None:
+    def _overtaken(self, read: UnitRead, now: float) -> None:
         """Later reads of its size to other DataNodes answered while it has not: its DataNode,
         not the host, is slow. Hedged now, under its threshold, if the budget allows; refused,
         it waits for its threshold like any read."""
-        read.overtaken = True
-        age = self._model.age(read.token)
-        if self._hedge(read, f"overtaken by later reads of its size after {age * 1000:.1f} ms"):
-            read.mark_overdue()   # hedged once: its threshold starts nothing more
-            self._metrics.incr("hedges_overtaken")
+        self._judged.add(read)
+        self.policy.note_overtaken(read)
+        if self._hedge(read, f"overtaken by later reads of its size after {(now - read.sent_at) * 1000:.1f} ms"):
+            self.ctx.metrics.incr("hedges_overtaken")
 
     def _hedge(self, read: UnitRead, why: str) -> bool:
         """Race a wanted unit's late read with the code's cheapest rescue, if the policy allows
-        its cost (one spare source more, when k > 1). Refused: the read is waited for."""
-        policy = self.policy
-        if not policy.hedging:
+        its cost (the rescue, and the code's spare). Refused: the read is waited for."""
+        metrics = self.ctx.metrics
+        spare = max(self.spare, self.code.hedge_spare)
+        cost = len(self._to_send(self._counted(without=read), spare))   # what the hedge would read
+        verdict = self.policy.may_hedge(cost)
+        if verdict is not ALLOWED:
+            if verdict.counter:
+                metrics.incr(verdict.counter)
             return False
-        read.counted = False
-        spare, self.spare = self.spare, max(self.spare, HEDGE_SPARE if self.k > 1 else 0)
-        cost = len(self._to_send())   # what the hedge would read: the code's cheapest, and a spare
+        read.replace()
+        self._hedged.append(read)
         self.spare = spare
-        verdict = policy.may_hedge(cost)
-        if verdict is not Verdict.ALLOWED:
-            read.counted = True
-            self._metrics.incr(verdict.counter)
-            return False
-        read.hedged = True
-        if self.k > 1:
-            self.spare = max(self.spare, HEDGE_SPARE)
-        self._metrics.incr("hedges")
+        metrics.incr("hedges")
         if read.cold:
-            self._metrics.incr("hedges_cold")
-        log.info("hedging %s: %s%s", self.describe(read.index), why, " (a new connection)" if read.cold else "")
+            metrics.incr("hedges_cold")
+        log.info("hedging %s: %s%s", read.describe(), why, " (a new connection)" if read.cold else "")
         return True
 
     def _rescue(self, read: UnitRead) -> None:
         route = self.policy.rescue(read.datanode)
         if route is None or not self._candidates():
             return
-        read.counted = False
+        read.replace()
         if read.role is Role.ORIGINAL:
-            self._metrics.record_avoided(read.datanode)
-            log.info("reading around %s: its DataNode is %s", self.describe(read.index), route.value)
+            self.ctx.metrics.record_avoided(read.datanode)
+            log.info("reading around %s: its DataNode is %s", read.describe(), route.value)
 
     def _next_timer(self) -> float | None:
-        """Seconds until the next read crosses its threshold, a read under it is asked again
-        whether it is overtaken (every 1 ms, or a quarter of its age: later reads of other
-        fetchers do not wake this one), or a late read is looked at again."""
+        """Seconds until the policy next wants a look at a read: one crossing its threshold, one
+        under it that could be overtaken by then, a late one we wait for."""
         now = asyncio.get_running_loop().time()
-        times = [r.overdue_at for r in self.reads if r.state is State.ACTIVE and r.role is not Role.PROBE]
-        ages = [now - r.sent_at for r in self.reads if self._may_be_overtaken(r)]
-        if ages:
-            times.append(now + max(self.policy.overtaken_poll_s, min(ages) / 4))
-            times += [r.sent_at + LEFT_BEHIND_FACTOR * max(m.ended - m.began for m in mates) for r in self.reads
-                      if self._may_be_overtaken(r) and (mates := self._mates(r)) and all(m.ended for m in mates)]
-        poll = self.policy.rescue_poll_s
-        if poll is not None and any(r.state is State.OVERDUE and r.counted for r in self.reads):
-            times.append(now + poll)
+        policy = self.policy
+        poll = policy.rescue_poll_s
+        times = []
+        entries = None
+        for r in self.reads:
+            if r.role is Role.PROBE:
+                continue
+            state = r.state
+            if state is State.ACTIVE:
+                times.append(self._due[r])
+                if r.role is Role.ORIGINAL and r not in self._judged:
+                    entries = self._entries() if entries is None else entries
+                    at = policy.overtaken_look_at(r, self._mates(r, entries))
+                    if at is not None:
+                        times.append(at)
+            elif state is State.OVERDUE and poll is not None:
+                times.append(now + poll)
         return max(0.0, min(times) - now) if times else None
 
     def _retry(self) -> bool:
@@ -350,50 +402,52 @@ class RangeFetcher:
         return True
 
     def _unavailable(self) -> DataUnavailable:
-        done = len(self._done())
-        if self.code.k == 1:
-            errors = "; ".join(f"{r.datanode}: {describe(r.error) if r.error else 'cancelled'}"
-                               for r in self.reads if r.state is State.FAILED)
-            return DataUnavailable(f"block {self.group.id}: none of its {len(self.group.units)} live replicas "
-                                   f"could be read ({errors})")
-        return DataUnavailable(f"cannot read group {self.group.id} at block offset {self.start}: only {done} "
-                               f"of the {self.k} units needed could be read")
+        errors = "; ".join(f"{r.datanode}: {describe(r.error) if r.error else 'cancelled'}"
+                           for r in self.reads if r.state is State.FAILED)
+        return DataUnavailable(self.code.shortfall(self.group.id, self.start, len(self._done()),
+                                                   len(self.group.units), errors))
 
     # ---------------------------------------------------------------- the end
 
     async def _finish(self, done: dict[int, UnitRead]) -> dict[int, object]:
-        for read in self.reads:
-            if read.hedged and read.state is not State.DONE:
-                self._metrics.incr("hedge_wins")
-                log.info("hedge won for %s", self.describe(read.index))
-        self._retire_rest(done)
-        if self.code.k == 1:   # replicas: any answer is the block's bytes
-            return {0: next(iter(done.values())).data}
-        wanted = self.wanted
-        missing = [w for w in wanted if w not in done]
+        for read in self._hedged:
+            if read.state is not State.DONE:
+                self.ctx.metrics.incr("hedge_wins")
+                log.info("hedge won for %s", read.describe())
+        self._retire_rest()
+        holders = self.code.holders(self.wanted, done)
+        missing = [w for w in self.wanted if w not in holders]
         if not missing:
-            return {w: done[w].data for w in wanted}
+            return {w: done[holders[w]].data for w in self.wanted}
         # Every done unit: RS uses the first k by index (data first), LRC the fewest it needs.
         decoded = await self._decode({i: r.data for i, r in done.items()}, missing)
-        return {w: done[w].data if w in done else decoded[w] for w in wanted}
+        return {w: done[holders[w]].data if w in holders else decoded[w] for w in self.wanted}
 
-    def _retire_rest(self, done: dict[int, UnitRead]) -> None:
+    def _retire_rest(self) -> None:
         for read in self.reads:
             if not read.running:
                 continue
             if read.role is Role.PROBE:
                 read.run_on()
             else:
-                read.retire(self.policy.retire_after(read), self._metrics)
+                read.retire(self.policy.retire_after(read), self.ctx.metrics)
 
     async def _decode(self, units: dict, wants: list[int]) -> dict:
+        from hedgefs.ec.codec import codec_for   # here: numpy only once a read decodes
+
+        codec = codec_for(self.ec_policy)
         length = self.end - self.start
-        if length * len(wants) <= INLINE_DECODE_BYTES:
-            return self.code.decode(units, wants, length)
-        self._decoding = True
-        result = await asyncio.get_running_loop().run_in_executor(None, self.code.decode, units, wants, length)
-        self._decoding = False
-        return result
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            if length * len(wants) <= INLINE_DECODE_BYTES:
+                return codec.decode(units, wants, length)
+            self._decoding = True
+            result = await loop.run_in_executor(None, codec.decode, units, wants, length)
+            self._decoding = False
+            return result
+        finally:
+            self._decode_s += loop.time() - began
 
     def close(self) -> None:
         """Every use of the bytes is over: cancel what still runs for us, give every buffer back.
@@ -401,6 +455,6 @@ class RangeFetcher:
         garbage collector instead: the thread may still be reading them.)"""
         for read in self.reads:
             if read.running and read.state is not State.RETIRED:
-                read.cancel(self._metrics)
+                read.cancel(self.ctx.metrics)
             if not self._decoding:
                 read.release()

@@ -1,30 +1,32 @@
 """What a read may do: the questions the range fetcher asks, and nothing else.
 
 The fetcher (range_fetch.py) knows how to read k units of a block range; this module decides
-when a read is late, which units to ask, and whether an extra read may be spent. Two policies:
+when a read is late, which units to ask, and whether an extra read may be spent. Three policies,
+one set of questions (the fetcher never branches on which policy it has):
 
+    ReadPolicy       hedging off: a late read is waited for, a failed one rebuilt (a rebuild's
+                     late source may still bring in the next, if the breaker allows).
     FixedPolicy      HubSpot's rule: a fixed threshold; a read past it is hedged if the breaker
                      allows (any DataNode with a read past it counts as impaired); nothing is
-                     read around, nothing probed, no budget. Also the policy of a client with
-                     hedging off (``enabled``: False), which only ever waits or rebuilds a
-                     failed read.
+                     read around, nothing probed, no budget.
     AdaptivePolicy   the latency model's threshold per read size; DataNodes the model calls slow
-                     or silent are read around (a probe now and then sees their recovery); every
-                     extra unit read spends the breaker's budget; a retired loser runs on until
-                     it has told the model whether its DataNode is slow.
+                     or silent are read around (a probe now and then sees their recovery); a read
+                     overtaken by later reads is hedged under its threshold; every extra unit read
+                     spends the breaker's budget; a retired loser runs on until it has told the
+                     model whether its DataNode is slow.
 
-The fetcher never branches on which policy it has.
+Which one a client gets, and with which threshold, is the composition's (reader.py
+``make_policy``), from its ``HedgeConfig``.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from hedgefs.client.breaker import ALLOWED, CircuitBreaker, Verdict
-from hedgefs.client.config import HedgeConfig
-from hedgefs.client.latency import OVERTAKEN_MIN_S, LatencyModel
+from hedgefs.client.breaker import ALLOWED, BudgetBreaker, CircuitBreaker, FixedBreaker, Verdict
+from hedgefs.client.latency import OVERTAKEN_MIN_S, LatencyModel, ProbeTicket
 
 if TYPE_CHECKING:
     from hedgefs.client.unit_reads import UnitRead
@@ -35,60 +37,57 @@ class Route(enum.Enum):
     ASK = "ask"                     # ask its DataNode
     AROUND_SLOW = "slow"            # rebuild it from other units: its DataNode is slow
     AROUND_SILENT = "silent"        # ... its DataNode has reads in flight and answers nothing
-    PROBE = "probe"                 # rebuild it, and ask its (slow) DataNode too, to see it recover
     NO_COPY = "no live copy"        # no DataNode holds it: rebuild it
     EXCLUDED = "excluded"           # the caller asked to leave its DataNode out (distcp's second copy)
 
     @property
     def around(self) -> bool:
-        return self in (Route.AROUND_SLOW, Route.AROUND_SILENT, Route.PROBE)
-
-
-# A hedge of a read that needs k sources (k > 1) reads one spare: one more straggler is free.
-HEDGE_SPARE = 1
+        return self in (Route.AROUND_SLOW, Route.AROUND_SILENT)
 
 
 class ReadPolicy:
-    """The base: HubSpot's fixed rule. Subclasses change the answers, never the questions."""
+    """Hedging off: the base every policy refines. Subclasses change the answers, never the questions."""
 
-    rescue_poll_s: float | None = None   # how often a late read we wait for is looked at again
-    overtaken_poll_s: float | None = None   # how often (at least) a read under its threshold is asked
-                                            # whether it is overtaken (None: never)
+    rescue_poll_s: float | None = None   # how often a late read we wait for is looked at again (None: never)
 
-    def __init__(self, config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel):
-        self.config = config
+    def __init__(self, breaker: CircuitBreaker, model: LatencyModel, threshold: Callable[[int], float],
+                 read_extra: int = 0):
         self.breaker = breaker
         self.model = model
-        self.hedging = config.enabled
+        self._threshold = threshold
+        self.read_extra = read_extra
 
     # ---------------------------------------------------------------- timing
 
     def threshold(self, nbytes: int) -> float:
         """Seconds after which a unit read of ``nbytes`` still running is overdue."""
-        if self.config.adaptive:
-            return self.model.threshold(nbytes)
-        return self.config.threshold_ms / 1000.0
+        return self._threshold(nbytes)
 
     def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
         """Is this read, still under its threshold, overtaken (later reads of its size to other
         DataNodes answered while it has not, or ``mates``, the log entries of the reads sent with
-        it, all did): hedge it now? HubSpot's rule knows only the threshold."""
+        it, all did): hedge it now? (Only the adaptive policy knows more than the threshold.)"""
         return False
+
+    def overtaken_look_at(self, read: "UnitRead", mates: tuple = ()) -> float | None:
+        """When to ask ``overtaken`` about this read again (None: never)."""
+        return None
+
+    def note_overtaken(self, read: "UnitRead") -> None:
+        """The fetcher acts on ``overtaken``: its DataNode's other reads in flight are overtaken too."""
 
     def hedge_later(self, read: "UnitRead") -> float:
         """A read has crossed its threshold: seconds to wait more before it is overdue (0: now)."""
         return 0.0
 
     def note_overdue(self, datanode: str) -> None:
-        """A read of this DataNode crossed the threshold (HubSpot: it counts as impaired)."""
-        if self.hedging:
-            self.breaker.record_slow(datanode)
+        """A read of this DataNode crossed the threshold."""
 
     def retire_after(self, read: "UnitRead") -> float:
         """A loser: cancel it after this many seconds (0: at once)."""
         return 0.0
 
-    # ---------------------------------------------------------------- routes and ranks
+    # ---------------------------------------------------------------- routes, ranks, probes
 
     def route(self, datanode: str) -> Route:
         return Route.ASK
@@ -97,43 +96,36 @@ class ReadPolicy:
         """A late read we chose to wait for: go around its DataNode now? (None: keep waiting.)"""
         return None
 
-    def troubled(self, datanode: str) -> bool:
+    def troubled(self, datanode: str | None) -> bool:
         return False
 
     def late(self, datanode: str, threshold: float) -> bool:
-        """A replica to ask last: troubled, or silent past the threshold with reads out now."""
+        """A unit to ask last: troubled, or silent past the threshold with reads out now."""
         return False
 
-    def rank_sources(self, candidates: Iterable[tuple[int, str | None, bool]], k: int, exclude: frozenset[str]) -> list[int]:
-        """Units to decode from, best first. ``candidates``: (index, DataNode or None, free),
-        free meaning the range is past the unit's end (zeros, no read). Free first; then away
-        from excluded and troubled DataNodes; data before parity (no decode needed for data);
-        DataNodes without a recent failure; the fastest by the model; then index."""
-        model = self.model
-
-        def rank(c):
-            index, dn, free = c
-            if free:
-                return (0, False, False, False, False, 0.0, index)
-            return (1, dn in exclude, self.troubled(dn), index >= k, model.failed_recently(dn), model.score(dn), index)
-
-        return [c[0] for c in sorted(candidates, key=rank)]
-
-    def rank_replicas(self, replicas: Sequence[tuple[int, str]], nbytes: int, exclude: frozenset[str]) -> list[int]:
-        """Replicas best first: not excluded; (adaptive) not troubled nor silent past the
-        threshold; no recent failure; the model's score in factor-2 bands (replicas about as
-        fast share the load); then index (placement is random per block: that spreads it too)."""
+    def rank(self, candidates: Iterable[tuple[int, str | None, bool]], nbytes: int, exclude: frozenset[str],
+             tier: Callable[[int], int]) -> list[int]:
+        """Units to read, best first. ``candidates``: (index, DataNode or None, free), free meaning
+        the range is past the unit's end (zeros, no read); ``tier``: the code's word for a unit (0:
+        its bytes are data, no decode needed; 1: parity). Free first; then away from excluded and
+        late DataNodes; data before parity; DataNodes without a recent failure; the model's score
+        in factor-2 bands (units about as fast share the load); then index (placement is random
+        per group: that spreads it too)."""
         model = self.model
         threshold = self.threshold(nbytes)
 
-        def rank(r):
-            index, dn = r
-            return (dn in exclude, self.late(dn, threshold), model.failed_recently(dn), speed_band(model.score(dn)), index)
+        def key(c):
+            index, dn, free = c
+            if free:
+                return (0, False, False, 0, False, 0, index)
+            return (1, dn in exclude, self.late(dn, threshold), tier(index), model.failed_recently(dn),
+                    speed_band(model.score(dn)), index)
 
-        return [r[0] for r in sorted(replicas, key=rank)]
+        return [c[0] for c in sorted(candidates, key=key)]
 
-    def replica_probe(self, ranked: Sequence[tuple[int, str]]) -> int | None:
-        """A replica to ask besides the best one, to learn whether its DataNode recovered."""
+    def probe(self, datanode: str) -> ProbeTicket | None:
+        """A read passes this DataNode over: a ticket to ask it anyway, to learn whether it
+        recovered (None: not now). The read holds the ticket and hands it back when it ends."""
         return None
 
     # ---------------------------------------------------------------- extra reads
@@ -142,43 +134,65 @@ class ReadPolicy:
         self.breaker.earn(unit_reads)
 
     def may_hedge(self, cost: int) -> Verdict:
-        """A read is overdue: may ``cost`` extra unit reads race it?"""
-        if not self.hedging:
-            return Verdict.REFUSED_BREAKER
-        return self.breaker.try_hedge(cost)
+        """A read is overdue: may ``cost`` extra unit reads race it? (OFF: hedging is off.)"""
+        return Verdict.OFF
 
     def may_add_source(self, late_datanode: str) -> bool:
         """A source we wait for is overdue: may one more source be read?"""
         return self.breaker.try_extra(1) == ALLOWED
 
-    def late_binding_spare(self, k: int, m: int, wanted: int, available: int) -> int:
-        """Extra units to read at once for a read wanting ``wanted`` data units (late binding:
-        the first k to answer are used). Only for whole stripes: a smaller read would need
-        k - wanted + N more reads than it wants. Not while the breaker holds extra reads back."""
-        extra = min(self.config.read_extra, m)
-        if not extra or not self.hedging or wanted != k or available < k + 1:
-            return 0
-        return extra if self.breaker.allows_read_around() else 0
-
-    def extra_replicas(self, n: int) -> int:
-        """Replicas to ask at once besides the best (late binding for k = 1)."""
+    def late_binding(self, room: Callable[[], int]) -> int:
+        """Extra units to read at once (late binding: the first to answer are used), at most
+        ``room()`` (the code's: whole stripes only, or the other replicas; asked only if needed)."""
         return 0
 
 
-class AdaptivePolicy(ReadPolicy):
+class FixedPolicy(ReadPolicy):
+    """HubSpot's rule: a read past the fixed threshold is hedged, within the breaker's limits."""
+
+    def __init__(self, breaker: FixedBreaker, model: LatencyModel, threshold: Callable[[int], float],
+                 read_extra: int = 0):
+        super().__init__(breaker, model, threshold, read_extra)
+        self.breaker: FixedBreaker = breaker
+
+    def note_overdue(self, datanode: str) -> None:
+        self.breaker.record_slow(datanode)   # HubSpot: it counts as impaired
+
+    def may_hedge(self, cost: int) -> Verdict:
+        return self.breaker.try_hedge(cost)
+
+    def late_binding(self, room: Callable[[], int]) -> int:
+        """Not while the breaker holds extra reads back."""
+        extra = min(self.read_extra, room()) if self.read_extra else 0
+        return extra if extra and self.breaker.allows_read_around() else 0
+
+
+class AdaptivePolicy(FixedPolicy):
     """The latency model decides; the breaker's budget pays for every extra read."""
 
     rescue_poll_s = 0.05
 
-    def __init__(self, config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel):
-        super().__init__(config, breaker, model)
-        self.overtaken_poll_s = OVERTAKEN_MIN_S if config.overtaken else None
+    def __init__(self, breaker: BudgetBreaker, model: LatencyModel, read_extra: int = 0, overtaken: bool = True):
+        ReadPolicy.__init__(self, breaker, model, model.threshold, read_extra)
+        self.breaker: BudgetBreaker = breaker
+        self._overtakes = overtaken
 
     def note_overdue(self, datanode: str) -> None:
         pass   # impaired DataNodes come from the model's own verdicts, not single late reads
 
     def overtaken(self, read: "UnitRead", mates: tuple = ()) -> bool:
-        return read.token is not None and self.model.overtaken(read.token, mates)
+        return self._overtakes and read.token is not None and self.model.overtaken(read.token, mates)
+
+    def overtaken_look_at(self, read: "UnitRead", mates: tuple = ()) -> float | None:
+        if not self._overtakes:
+            return None
+        if read.token is None:   # its task has not run yet: it could be overtaken OVERTAKEN_MIN_S after it was sent
+            return read.sent_at + OVERTAKEN_MIN_S
+        return self.model.overtaken_look_at(read.token, mates)
+
+    def note_overtaken(self, read: "UnitRead") -> None:
+        if read.token is not None:
+            self.model.stuck(read.token)
 
     def hedge_later(self, read: "UnitRead") -> float:
         return self.model.hedge_later(read.token, read.held) if read.token is not None else 0.0
@@ -197,49 +211,31 @@ class AdaptivePolicy(ReadPolicy):
     def route(self, datanode: str) -> Route:
         model = self.model
         if model.is_silent(datanode):
-            route = Route.AROUND_SILENT   # never waited on, breaker or not
-        elif model.is_slow(datanode) and self.breaker.allows_read_around():
-            route = Route.AROUND_SLOW
-        else:
-            return Route.ASK
-        if model.probe_due(datanode):
-            if self.breaker.try_extra(1) == ALLOWED:
-                return Route.PROBE
-            model.probe_done(datanode)
-        return route
+            return Route.AROUND_SILENT   # never waited on, breaker or not
+        if model.is_slow(datanode) and self.breaker.allows_read_around():
+            return Route.AROUND_SLOW
+        return Route.ASK
 
     def rescue(self, datanode: str) -> Route | None:
-        if self.model.is_silent(datanode):
-            return Route.AROUND_SILENT
-        if self.model.is_slow(datanode) and self.breaker.allows_read_around():
-            return Route.AROUND_SLOW
-        return None
+        route = self.route(datanode)
+        return None if route is Route.ASK else route
 
-    def replica_probe(self, ranked: Sequence[tuple[int, str]]) -> int | None:
+    def probe(self, datanode: str) -> ProbeTicket | None:
+        """Slow, or far slower than the threshold lately (a unit ranked below others by its score
+        would otherwise never be read, and never be seen to recover); one due; and the budget
+        pays for it. Not a silent one: its own reads in flight are its probes."""
         model = self.model
-        for index, dn in ranked[1:]:
-            if (model.is_slow(dn) or speed_band(model.score(dn)) >= 2) and model.probe_due(dn):
-                if self.breaker.try_extra(1) != ALLOWED:
-                    model.probe_done(dn)
-                    return None
-                return index
-        return None
+        if not (model.is_slow(datanode) or speed_band(model.score(datanode)) >= 2):
+            return None
+        ticket = model.book_probe(datanode)
+        if ticket is not None and self.breaker.try_extra(1) != ALLOWED:
+            ticket.done()
+            return None
+        return ticket
 
     def may_add_source(self, late_datanode: str) -> bool:
         # Instead of silent it is not an extra read: it replaces a failure.
         return self.model.is_silent(late_datanode) or self.breaker.try_extra(1) == ALLOWED
-
-    def extra_replicas(self, n: int) -> int:
-        extra = min(self.config.read_extra, n)
-        if extra and self.breaker.allows_read_around() and self.breaker.try_extra(extra) == ALLOWED:
-            return extra
-        return 0
-
-
-def make_policy(config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel) -> ReadPolicy:
-    if config.enabled and config.adaptive:
-        return AdaptivePolicy(config, breaker, model)
-    return ReadPolicy(config, breaker, model)
 
 
 def speed_band(score: float) -> int:

@@ -6,10 +6,10 @@ cells sit back to back in its block). Units wanted over the same block range are
 (a whole stripe is one: six data units over one range); each fetch is a ``RangeFetcher``
 (range_fetch.py), which reads its units, hedges the late ones, reads around slow DataNodes,
 rebuilds failed units from any k others, and decodes. A replicated block (REPLICATE-n) is the
-same fetch with k = 1: any one replica answers the whole range, and nothing is decoded
-(HDFS-5776's hedged pread). What a read may do (thresholds, hedges, budget, routes, ranks) is
-the ``ReadPolicy``'s to say (read_policy.py); the state of each unit read and who owns its
-buffer, ``UnitRead``'s (unit_reads.py).
+same fetch of its one data unit, which every replica holds (HDFS-5776's hedged pread): the
+code's shape is ``ec/sources.py``'s to say (``code_for``), never the fetcher's. What a read may
+do (thresholds, hedges, budget, routes, ranks) is the ``ReadPolicy``'s to say (read_policy.py);
+the state of each unit read and who owns its buffer, ``UnitRead``'s (unit_reads.py).
 
 Decoding a range that spans stripes is sound: at every block offset the k + m units hold one
 codeword, and bytes past a unit's end are zeros, exactly as the encoder padded them.
@@ -21,66 +21,83 @@ checks its copy on disk and, if that is damaged, has the NameNode repair it.
 
 ``hedges`` is HDFS's hedgedReadOps and ``hedge_wins`` its hedgedReadOpsWin (a hedge answered
 before the read it hedged).
+
+The composition of the read path from a ``HedgeConfig`` is here too: ``make_breaker`` and
+``make_policy`` (hedging off; HubSpot's fixed threshold; the adaptive model).
 """
 
 import asyncio
 import logging
 from typing import Callable
 
-from hedgefs.client.breaker import CircuitBreaker
+from hedgefs.client.breaker import BudgetBreaker, CircuitBreaker, FixedBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.locations import GroupLocation, UnitLocation
 from hedgefs.client.metrics import ClientMetrics
-from hedgefs.client.range_fetch import RangeFetcher
-from hedgefs.client.read_policy import make_policy
+from hedgefs.client.range_fetch import FetchReport, RangeFetcher
+from hedgefs.client.read_policy import AdaptivePolicy, FixedPolicy, ReadPolicy
 from hedgefs.client.transport import DataNodeClient
-from hedgefs.ec import layout
+from hedgefs.client.unit_reads import ReadContext
 from hedgefs.ec.policy import Policy
+from hedgefs.ec.sources import code_for
 
 log = logging.getLogger("hedgefs.client.reader")
+
+
+def make_breaker(config: HedgeConfig, model: LatencyModel, on_trip: Callable[[], None] = lambda: None,
+                 **clock) -> CircuitBreaker:
+    """The budget breaker with the adaptive threshold, HubSpot's fixed one with a fixed threshold."""
+    if config.adaptive:
+        return BudgetBreaker(config, model, on_trip=on_trip, **clock)
+    return FixedBreaker(config, on_trip=on_trip, **clock)
+
+
+def make_policy(config: HedgeConfig, breaker: CircuitBreaker, model: LatencyModel) -> ReadPolicy:
+    if config.adaptive:
+        threshold = model.threshold
+    else:
+        fixed = config.threshold_ms / 1000.0
+        threshold = lambda nbytes: fixed   # noqa: E731
+    if not config.enabled:
+        return ReadPolicy(breaker, model, threshold)
+    if config.adaptive:
+        return AdaptivePolicy(breaker, model, config.read_extra, config.overtaken)
+    return FixedPolicy(breaker, model, threshold, config.read_extra)
 
 
 class HedgedReader:
     def __init__(self, datanodes: DataNodeClient, config: HedgeConfig, breaker: CircuitBreaker, metrics: ClientMetrics,
                  model: LatencyModel,
                  report_bad: Callable[[GroupLocation, int, UnitLocation], None] = lambda group, index, loc: None):
-        self._datanodes = datanodes
-        self._metrics = metrics
-        self._model = model
         self.policy = make_policy(config, breaker, model)
-        self._report_bad = report_bad  # (group, index, where): a read of the unit failed its checksum
+        self.context = ReadContext(datanodes, model, metrics, self.policy, report_bad)
 
-    async def read_group_range(self, policy: Policy, group: GroupLocation, offset: int, length: int, out: memoryview,
-                               exclude: frozenset[str] = frozenset()) -> None:
+    def observe(self, observer: Callable[[FetchReport], None]) -> Callable[[], None]:
+        """Call ``observer(report)`` as each range fetch ends, on the event loop, in the context
+        of the read it served (a benchmark's trace keeps its per-read record in a context var).
+        Returns the call that stops it."""
+        self.context.observers.append(observer)
+        return lambda: self.context.observers.remove(observer)
+
+    async def read_group_range(self, ec_policy: Policy, group: GroupLocation, offset: int, length: int,
+                               out: memoryview, exclude: frozenset[str] = frozenset()) -> None:
         """Fill out[:length] with the group's data bytes [offset, offset+length).
 
         Units on DataNodes in ``exclude`` are rebuilt from other units where k others exist (a
         second copy of a slow transfer reads a different set of units: distcp's hedges).
         """
-        from hedgefs.ec.codec import codec_for   # here, not at the top: numpy only once a read needs it
-
-        code = codec_for(policy)
-        if policy.replicated:   # any one replica holds the block's bytes as they are (k = 1)
-            self._metrics.incr("unit_reads_needed")
-            self.policy.earn(1)
-            fetcher = self._fetcher(policy, code, group, offset, offset + length, [], exclude)
-            try:
-                data = (await fetcher.fetch())[0]
-                out[:length] = data[:length]
-            finally:
-                fetcher.close()
-            return
         by_range: dict[tuple[int, int], list] = {}
-        for r in layout.group_range_to_units(policy, group.length, offset, length):
+        ranges = code_for(ec_policy).unit_ranges(group.length, offset, length)
+        for r in ranges:   # (a wanted unit holds every byte of its range: it is the group's data)
             by_range.setdefault((r.offset_in_block, r.offset_in_block + r.length), []).append(r)
-        needed = sum(1 for (start, end), rs in by_range.items() for r in rs
-                     if layout.block_bytes_held(policy, group.length, r.index, start, end - start))
-        self._metrics.incr("unit_reads_needed", needed)
+        needed = len(ranges)
+        ctx = self.context
+        ctx.metrics.incr("unit_reads_needed", needed)
         self.policy.earn(needed)
 
         async def one(start: int, end: int, ranges) -> None:
-            fetcher = self._fetcher(policy, code, group, start, end, [r.index for r in ranges], exclude)
+            fetcher = RangeFetcher(ctx, ec_policy, group, start, end, [r.index for r in ranges], exclude)
             try:
                 data = await fetcher.fetch()
                 for r in ranges:
@@ -92,16 +109,7 @@ class HedgedReader:
             finally:
                 fetcher.close()
 
-        await gather_or_cancel(one(start, end, rs) for (start, end), rs in by_range.items())
-
-    def _fetcher(self, policy: Policy, code, group: GroupLocation, start: int, end: int, wanted: list[int],
-                 exclude: frozenset[str]) -> RangeFetcher:
-        def held(index: int) -> int:
-            return layout.block_bytes_held(policy, group.length, index, start, end - start)
-
-        return RangeFetcher(policy=self.policy, layout=policy, code=code, group=group, start=start, end=end, wanted=wanted,
-                            held=held, datanodes=self._datanodes, model=self._model, metrics=self._metrics,
-                            report_bad=self._report_bad, exclude=exclude)
+        await gather_or_cancel([one(start, end, rs) for (start, end), rs in by_range.items()])
 
 
 async def gather_or_cancel(coros) -> list:

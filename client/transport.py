@@ -20,7 +20,8 @@ never answers is hedged like a slow one). Connections are pooled per DataNode an
 one that the DataNode closed while idle is noticed on reuse and replaced once.
 
 Every failure is a ``TransferError`` whose text is ``STATUS: why``; ``Busy`` (the DataNode's
---max-streams) and ``ChecksumMismatch`` are its kinds the reader counts apart.
+--max-streams), ``ChecksumMismatch`` and ``DeadlineExceeded`` (our own time limit: no answer) are
+its kinds the reader tells apart.
 
 Every request names its unit fully, (group id, index, generation), and carries the unit's block
 token from the NameNode (empty in an insecure cluster). Given an ``ssl.SSLContext`` (a secure
@@ -42,7 +43,15 @@ from hedgefs.proto import datatransfer as dt
 from hedgefs.proto.datatransfer import Busy, ChecksumMismatch, TransferError
 from hedgefs.security.identity import DATANODE, server_name
 
-__all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch"]
+__all__ = ["DataNodeClient", "TransferError", "Busy", "ChecksumMismatch", "DeadlineExceeded"]
+
+
+class DeadlineExceeded(TransferError):
+    """A unit read that had no answer within our own time limit: no answer, not a refusal."""
+
+    def __init__(self, message: str):
+        super().__init__("DEADLINE_EXCEEDED", message)
+
 
 # A unit read that has not finished by then fails and is rebuilt, hedging or not.
 UNIT_READ_TIMEOUT_S = 60.0
@@ -307,7 +316,7 @@ class DataNodeClient:
                         phases.queued_s = time.monotonic() - began
                     return await self._read(address, peer, group_id, index, generation, offset, length, token, phases)
         except TimeoutError:
-            raise TransferError("DEADLINE_EXCEEDED", f"no answer from {address} in {UNIT_READ_TIMEOUT_S:.0f} s") from None
+            raise DeadlineExceeded(f"no answer from {address} in {UNIT_READ_TIMEOUT_S:.0f} s") from None
         except OSError as e:
             raise TransferError("UNAVAILABLE", f"{address}: {e.strerror or e}") from None
 

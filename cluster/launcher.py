@@ -258,11 +258,15 @@ class LocalCluster:
         db = self.root / "namenode" / "namenode.db"   # namenode/namesystem.py's DB_FILE
         if not db.exists():
             return None
-        try:
-            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'cluster_id'").fetchone()
-        except sqlite3.Error:
-            return None
+        row = None
+        for table in ("journal_meta", "meta"):   # the journal's copy of it; the schema-5 format's
+            try:
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                    row = conn.execute(f"SELECT value FROM {table} WHERE key = 'cluster_id'").fetchone()
+            except sqlite3.Error:
+                continue
+            if row:
+                break
         return row[0] if row else None
 
     @property

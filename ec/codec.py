@@ -256,7 +256,8 @@ class LrcCodec(Codec):
 class CopyCodec:
     """``REPLICATE-n`` behind the codec interface: one data unit and n - 1 copies of it. Encoding
     hands back the data cell itself as every "parity" cell (nothing is computed or copied: a
-    writer sends the same buffer to n DataNodes); decoding hands back any unit's bytes."""
+    writer sends the same buffer to n DataNodes); decoding hands back a copy of any unit's bytes,
+    a new array as ``Codec.decode`` promises (never a view of a buffer the caller may reuse)."""
 
     backend = "copy"
     library = None
@@ -280,9 +281,9 @@ class CopyCodec:
         if not units:
             raise ValueError("need 1 unit, got 0")
         have = as_u8(units[min(units)])[:length]
-        if len(have) < length:   # a short cell, as Codec.decode pads it
-            have = np.concatenate([have, np.zeros(length - len(have), dtype=np.uint8)])
-        return {unit: have for unit in dict.fromkeys(want)}
+        out = np.zeros(length, dtype=np.uint8)   # a short cell is zero-padded, as Codec.decode pads it
+        out[:len(have)] = have
+        return {unit: out for unit in dict.fromkeys(want)}
 
 
 def codec_for(policy: Policy, backend: str | None = None) -> "Codec | LrcCodec | CopyCodec":

@@ -20,15 +20,38 @@ group peers are being read anyway), which ``replacement`` names.
 
 ``plan`` is cached per (policy, wants, available, reading, order): a reader asks again and again
 about the same few patterns.
+
+**A read's code** (``code_for(policy)``: ``MdsCode`` for RS, ``LrcCode``, ``Copies``): the questions a
+range fetch (client/range_fetch.py) asks of the code's shape, so that the fetch itself never
+branches on it. A fetch wants some units over one block range (a replicated block: unit 0, which
+every replica holds) and keeps a set of units it *counts on* (read, or being read):
+
+    unit_ranges(group_length, offset, length)
+                                   the wanted units of a group data range, and what each gives
+                                   (RS, LRC: ec/layout.py's cells; copies: unit 0's one range)
+    named(wanted)                  the units a read asks by name, each routed on its own (RS, LRC:
+                                   the wanted units; copies: none, the ranking picks a replica)
+    covered(wanted, units)         the wanted units those units give as they are (``missing``: the rest)
+    holding(wanted)                the units that hold a wanted unit as it is (RS, LRC: the wanted
+                                   units; copies: every replica)
+    to_read(missing, counting, ranked, spare, avoid)
+                                   the units to read more so that the missing wanted units can be
+                                   rebuilt: RS any k, in the caller's order; LRC the cheapest plan,
+                                   its local group first; copies any one
+    enough(wanted, done)           can the done units give every wanted unit?
+    holders(wanted, done)          the done unit that holds each wanted unit's bytes as they are
+    spare_room(wanted, available)  units late binding could add (whole stripes only; copies: the
+                                   other replicas)
+    tier(unit)                     0 for a unit whose bytes are data (no decode), 1 for parity
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
-from hedgefs.ec import lrc
+from hedgefs.ec import layout, lrc
 from hedgefs.ec.gf256 import Basis
 from hedgefs.ec.policy import Policy
 
@@ -187,8 +210,151 @@ def repair_traffic(policy: Policy, group_length: int, index: int) -> int:
     """Bytes a repair of unit ``index`` reads when every other unit is there: per stripe, from each
     source of the plan, as much of its cell as the wanted cell is long (columns decode on their
     own, so a repair worker reads no more)."""
-    from hedgefs.ec.layout import iter_stripes
-
     read = plan(policy, [index], set(range(policy.units)) - {index}).read
-    return sum(min(s.cell_lengths[index], s.cell_lengths[u]) for s in iter_stripes(policy, group_length)
+    return sum(min(s.cell_lengths[index], s.cell_lengths[u]) for s in layout.iter_stripes(policy, group_length)
                for u in read)
+
+
+# ---------------------------------------------------------------------------- a read's code
+
+
+class MdsCode:
+    """RS-k-m, or any code where any k units give every unit (an MDS code)."""
+
+    # A hedge of a read that needs k sources reads one more: one more straggler is then free.
+    hedge_spare = 1
+    # What replaces a unit whose read failed: "rebuild" (decoded from others) or "replica".
+    substitute = "rebuild"
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.k = policy.k
+        self.units = policy.units
+
+    def unit_ranges(self, group_length: int, offset: int, length: int) -> list[layout.UnitRange]:
+        return layout.group_range_to_units(self.policy, group_length, offset, length)
+
+    def named(self, wanted: Sequence[int]) -> Sequence[int]:
+        return wanted
+
+    def covered(self, wanted: Sequence[int], units: Collection[int]) -> set[int]:
+        return {w for w in wanted if w in units}
+
+    def missing(self, wanted: Sequence[int], units: Collection[int]) -> list[int]:
+        return [w for w in wanted if w not in units]
+
+    def holding(self, wanted: Sequence[int]) -> Iterable[int]:
+        return wanted
+
+    def to_read(self, missing: Sequence[int], counting: set[int], ranked: Sequence[int], spare: int,
+                avoid: Callable[[int], bool]) -> list[int]:
+        """Units of ``ranked`` (best first, none of them counted on) to read so that ``counting``
+        and they rebuild ``missing``, plus ``spare`` more; [] when nothing left decodes."""
+        return list(ranked[:max(0, self.k + spare - len(counting))])
+
+    def enough(self, wanted: Sequence[int], done: Collection[int]) -> bool:
+        if len(done) >= self.k:
+            return True
+        for w in wanted:
+            if w not in done:
+                return False
+        return True
+
+    def holders(self, wanted: Sequence[int], done: Collection[int]) -> dict[int, int]:
+        return {w: w for w in wanted if w in done}
+
+    def spare_room(self, wanted: Sequence[int], available: int) -> int:
+        """Late binding reads whole stripes only: a smaller read would need k - wanted + N more
+        reads than it wants."""
+        return self.policy.m if len(wanted) == self.k and available > self.k else 0
+
+    def tier(self, unit: int) -> int:
+        return 0 if unit < self.k else 1
+
+    def shortfall(self, group_id: int, start: int, done: int, units: int, errors: str) -> str:
+        return (f"cannot read group {group_id} at block offset {start}: only {done} "
+                f"of the {self.k} units needed could be read")
+
+
+class LrcCode(MdsCode):
+    """LRC-k-l-g: a lost unit from its local group when that is whole, else globally (``plan``)."""
+
+    def to_read(self, missing, counting, ranked, spare, avoid) -> list[int]:
+        usable = (set(ranked) | counting) - set(missing)
+        avoided = {u for u in usable - counting if avoid(u)}
+        for available in (usable - avoided, usable):
+            try:
+                chosen = plan(self.policy, missing, available, reading=counting, order=ranked)
+            except Undecodable:
+                continue
+            send = [u for u in chosen.read if u not in counting]
+            if chosen.local:
+                return send   # a spare outside the group could not stand in for a late peer
+            return send + [u for u in ranked if u not in send][:spare]
+        return []   # nothing decodes with what is left: wait for the reads that run
+
+    def enough(self, wanted, done) -> bool:
+        missing = [w for w in wanted if w not in done]
+        if not missing:
+            return True
+        try:
+            plan(self.policy, missing, done)
+        except Undecodable:
+            return False
+        return True
+
+
+class Copies(MdsCode):
+    """REPLICATE-n, the MDS code with k = 1: unit 0 is wanted, and every unit holds it as it is,
+    so any one replica will do."""
+
+    hedge_spare = 0   # another replica is the whole rescue
+    substitute = "replica"
+
+    def unit_ranges(self, group_length, offset, length) -> list[layout.UnitRange]:
+        """A block's bytes are unit 0's as they are: one range, one piece (no cells to cut it into)."""
+        if offset < 0 or length < 0 or offset + length > group_length:
+            raise ValueError(f"range [{offset}, {offset + length}) is not inside the block's {group_length} bytes")
+        if not length:
+            return []
+        return [layout.UnitRange(0, offset, length, (layout.CellRange(0, 0, offset, length, offset, offset),))]
+
+    def named(self, wanted):
+        return ()
+
+    def covered(self, wanted, units) -> set[int]:
+        return set(wanted) if units else set()
+
+    def missing(self, wanted, units) -> list[int]:
+        return [] if units else list(wanted)
+
+    def holding(self, wanted) -> Iterable[int]:
+        return range(self.units) if wanted else ()
+
+    def enough(self, wanted, done) -> bool:
+        return bool(done)
+
+    def holders(self, wanted, done) -> dict[int, int]:
+        first = next(iter(done), None)
+        return {} if first is None else {w: first for w in wanted}
+
+    def spare_room(self, wanted, available: int) -> int:
+        return max(0, available - 1)
+
+    def tier(self, unit: int) -> int:
+        return 0
+
+    def shortfall(self, group_id, start, done, units, errors) -> str:
+        if not units:
+            return f"block {group_id} has no live replica"
+        return f"block {group_id}: none of its {units} live replicas could be read ({errors})"
+
+
+@lru_cache(maxsize=64)
+def code_for(policy: Policy) -> MdsCode:
+    """The read strategy of a file's own policy."""
+    if policy.replicated:
+        return Copies(policy)
+    if policy.local_groups:
+        return LrcCode(policy)
+    return MdsCode(policy)

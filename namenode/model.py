@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from hedgefs.namenode.namespace import Entry
+from hedgefs.namenode.namespace.inodes import Entry
 
 
-@dataclass(frozen=True)
+# The two answers every stat builds many of: plain slotted classes (a frozen dataclass's every field
+# is an object.__setattr__ call: 3x the cost of a stat's own work). Treat them as read-only.
+@dataclass(slots=True)
 class UnitLocation:
     index: int
     datanode_id: str
@@ -17,7 +19,7 @@ class UnitLocation:
     token: bytes = b""      # a block access token for it (a secure cluster)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GroupInfo:
     id: int
     length: int
@@ -25,7 +27,7 @@ class GroupInfo:
     generation: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FileInfo:
     entry: Entry
     groups: list[GroupInfo]

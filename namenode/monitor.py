@@ -1,11 +1,12 @@
-"""The monitor thread: calls ``Namesystem.tick`` every ``interval_s`` (liveness, leases, repairs)."""
+"""The monitor thread: calls ``Namesystem.tick`` every ``interval_s`` (liveness, leases, repairs,
+what deletes let go of)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from hedgefs.namenode.db import StoreFailed
+from hedgefs.namenode.journal.journal import StoreFailed
 
 log = logging.getLogger("hedgefs.namenode")
 

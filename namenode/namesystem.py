@@ -1,50 +1,34 @@
-"""The namesystem (HDFS's FSNamesystem): the NameNode's state and every decision it makes.
+"""The namesystem (HDFS's FSNamesystem): every NameNode RPC as a plain method, over components.
 
-Every NameNode RPC is a plain method here, run under one lock over SQLite: the namespace, block
-group placement, DataNode registration, heartbeats and the commands they carry, block reports,
-repair planning, fsck. Changes are group-committed (db.py): a locked method answers only once
-every change it could have seen is durable (``_locked``). Reads that need only the namespace and
-block map (stat, list, policy, browse, fsck) take no lock: they read a snapshot of what is
-committed (``_snapshot``), which a change reaches only once it is durable. ``servicer.py`` only unpacks requests, calls these methods and packs the
-answers; tests drive this class directly, with an injectable clock. Refusals are
+    tree        namespace/tree.py     directories, files, writes in progress (memory)
+    journal     journal/journal.py    one record per change, group-committed (SQLite or etcd)
+    applier     journal/apply.py      the only code that changes the tree (and what goes with it)
+    retry       namespace/retry_cache.py  answers of retried calls (rebuilt from the records)
+    blocks      blocks/blockmap.py    unit locations, pending deletes (memory only)
+    manager     blocks/manager.py     the DataNode protocol, placement, repairs, decommission, health
+    safe_mode   blocks/safe_mode.py
+    checkpointer journal/image.py     checkpoint images
+
+A change: under the writers' lock, the retry cache is asked (a retried call gets its first
+answer), the handler checks the request against the tree and builds one record, the journal
+applies and queues it; then, the lock released, the caller waits until the record is durable
+(group commit), and is answered. A read (stat, list, policy, fsck) takes no lock: it reads the
+tree and the block map as they are (tree.py says why that is safe), then waits until what it
+could have seen is durable (``_seen``). ``servicer.py`` unpacks requests, calls these methods and
+packs the answers; tests drive this class directly, with an injectable clock. Refusals are
 ``errors.NameNodeError`` subclasses.
 
-The methods are in three parts: the namespace and writes (here), the DataNode protocol and the
-monitor's pass (datanode_protocol.py), the operators' reads (views.py).
+Receipts, not claims: a unit counts only once its DataNode has reported it (``units_stored``, or
+a block report). ``complete`` waits up to ``receipt_wait_s`` (outside the lock) for the receipts
+of the units the writer says it stored, keeps the units reported by then, and refuses the
+Complete if a group has fewer than k.
 
-Who keeps what:
-  namespace.Namespace                directories, files, policies (SQLite)
-  blockmap.BlockMap                  groups, unit locations, pending deletes, known DataNodes (SQLite)
-  liveness.Liveness                  heartbeats and what DataNodes say about themselves (memory)
-  repair_scheduler.RepairScheduler   repairs in flight (memory; after a restart they are planned again)
-  health.Health                      counts for the status page and /metrics, kept up to date by
-                                     changes (``status`` reads them: no scan per page or scrape)
-
-A DataNode known from SQLite but not yet registered with this process (the NameNode restarted)
-serves reads only: it is no placement target, no repair target or source, and no live holder when
-a copy elsewhere is judged (``_usable``); it may be long dead, and its report is still to come.
-
-Receipts, not claims: a unit counts only once its DataNode has reported it (``units_stored``, or a
-block report). ``complete`` waits up to ``receipt_wait_s`` (outside the lock) for the receipts of
-the units the writer says it stored, keeps the units reported by then, and refuses the Complete if
-a group has fewer than k.
-
-A unit reported corrupt stays mapped, marked, read only when a group has nothing better, until a
-repaired copy replaces it; fsck counts it neither healthy nor missing.
-
-Security: the namespace methods take the caller (``who``, from the servicer) and check file
-permissions (namespace.py); a write in progress is its creator's. The cluster id is made when the
-namespace is formatted (or given: a secure NameNode's credential names it) and a DataNode of
+Security: the namespace methods take the caller (``who``) and check file permissions as HDFS
+does (namespace/permissions.py); a write in progress is its creator's. The cluster id is made when
+the namespace is formatted (or given: a secure NameNode's credential names it) and a DataNode of
 another cluster is refused. Every unit location handed out carries a block token (``tokens``, in
 a secure cluster): a read token in GetFileInfo's locations and repair sources, a write token from
-AddBlockGroup. A unit is (group, index, generation): a DataNode's unit of a generation this
-namespace never issued is foreign, left alone (blockmap.py).
-
-Commands reach a DataNode in its heartbeat reply. A pending delete is sent (a surplus or corrupt
-copy's only once its group is whole again: ``BlockMap.deletes_due``), then re-sent every
-``DELETE_RESEND_S`` until a block report no longer lists the unit, or ``DELETE_TTL_S`` passes (a
-later block report re-queues what is still there). Repairs are built when delivered, so their
-sources are the live units of that moment.
+AddBlockGroup.
 """
 
 from __future__ import annotations
@@ -52,35 +36,68 @@ from __future__ import annotations
 import logging
 import os
 import random
+import secrets
 import threading
 import time
+import uuid
+from collections import OrderedDict
 from typing import Callable, Iterable
 
-from hedgefs.ec.policy import DEFAULT_POLICY, Policy
-from hedgefs.namenode import placement, purge
-from hedgefs.namenode.blockmap import BlockMap, GroupCommit, GroupRow
-from hedgefs.namenode.datanode_protocol import DELETE_RESEND_S, DELETE_TTL_S, REPORT_GRACE_S, DataNodeProtocol  # noqa: F401 (tests)
-from hedgefs.namenode.db import Backend, Database
-from hedgefs.namenode.decommission import Decommissioning
-from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
-from hedgefs.namenode.health import Health
-from hedgefs.namenode.liveness import Liveness
-from hedgefs.namenode.locking import _locked, _snapshot
-from hedgefs.namenode.model import (
-    Created,
-    FileInfo,
-    GroupInfo,
-    UnitLocation,
-    groups_in,
+from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
+from hedgefs.ec.policy import DEFAULT_POLICY
+from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit, check_commit
+from hedgefs.namenode.blocks.collector import Collector
+from hedgefs.namenode.blocks.liveness import Liveness
+from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
+    DELETE_RESEND_S,
+    DELETE_TTL_S,
+    HEALTH_STEP,
+    REPORT_GRACE_S,
+    BlockManager,
 )
-from hedgefs.namenode.namespace import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, SUPER, Entry, Namespace, load_policy
-from hedgefs.namenode.repair_scheduler import GroupNeed, RepairScheduler
-from hedgefs.namenode.rowcache import RowCache
-from hedgefs.namenode.safe_mode import ADMIN, START_UP, SafeMode
-from hedgefs.namenode.targets import Targets
-from hedgefs.namenode.views import OperatorViews
+from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
+from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from hedgefs.namenode.journal import records as r
+from hedgefs.namenode.journal.apply import Applier
+from hedgefs.namenode.journal.image import Checkpointer
+from hedgefs.namenode.journal.journal import Engine, Journal
+from hedgefs.namenode.model import (
+    ClusterReport,
+    ClusterStatus,
+    Created,
+    DataNodeReport,
+    DataNodeStats,
+    DataNodeStatus,
+    FileInfo,
+    FilePage,
+    FsckProblem,
+    FsckReport,
+    GroupInfo,
+    HeartbeatReply,
+    Listing,
+    ReadLatency,
+    SafeModeState,
+    UnitLocation,
+    UnitsPage,
+)
+from hedgefs.namenode.namespace import paths
+from hedgefs.namenode.namespace.inodes import FILE_MODE, SUPER, Dir, Entry, File, Lease, Node, Version, load_policy
+from hedgefs.namenode.namespace.inodes import policy_name as canonical
+from hedgefs.namenode.namespace.permissions import (
+    EXECUTE,
+    MAX_MODE,
+    READ,
+    WRITE,
+    allowed,
+    check,
+    check_owner,
+    check_sticky,
+)
+from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache
+from hedgefs.namenode.namespace.tree import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, Tree
 from hedgefs.security import tokens as token_ops
-from hedgefs.security.identity import Identity
+from hedgefs.security.identity import Identity, Refused, check_name
 from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")
@@ -89,112 +106,202 @@ DB_FILE = "namenode.db"
 REPAIR_TIMEOUT_S = 60.0
 RECEIPT_WAIT_S = 5.0         # how long Complete waits for receipts (the client's deadline is 10 s)
 MIN_REPLICAS = 2             # a replicated block is durable once this many replicas are stored (HDFS's replication.min)
+CHECKPOINT_EVERY = 200_000   # records between two checkpoint images
+COLLECT_INLINE = 2000        # files a delete's groups are freed of at once (the rest: the monitor, in steps)
+COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000 blocks an increment)
+EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
+COMPLETED_KEPT = 100_000     # completed writes remembered (a Complete retried without retry ids)
+MAX_FSCK_PROBLEMS = 1000
 
 
-
-class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Targets):
+class Namesystem:
     def __init__(self, data_dir: str, *, default_policy: str = DEFAULT_POLICY,
                  default_block_size: int = 128 * 1024 * 1024, dead_interval_s: float = 30.0,
                  lease_timeout_s: float = 600.0, repair_timeout_s: float = REPAIR_TIMEOUT_S,
                  receipt_wait_s: float = RECEIPT_WAIT_S, min_replicas: int = MIN_REPLICAS,
                  clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None, cluster_id: str | None = None,
-                 tokens: BlockTokens | None = None, db_file: str = DB_FILE, backend: Backend | None = None,
-                 read_only: bool = False, safe_mode_share: float | None = None,
-                 safe_mode_deadline_s: float | None = None):
-        """``backend``/``read_only``: the file is a view of a namespace on etcd (ha.py), the
-        active's (every commit goes to etcd first) or a standby's (no change at all).
-        ``safe_mode_share``: a new active's safe mode (no deletes, no repairs) lasts until this
-        share of the units is on DataNodes that block-reported to it, and so does a NameNode
-        restarted on SQLite with groups in its map (at most ``safe_mode_deadline_s``, and it also
-        refuses namespace changes: safe_mode.py); None: no safe mode."""
+                 tokens: BlockTokens | None = None, db_file: str = DB_FILE, engine: Engine | None = None,
+                 standby: bool = False, safe_mode_share: float | None = None,
+                 safe_mode_deadline_s: float | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
+                 superuser: str = "hedgefs"):
+        """``engine``: where the journal is (default: SQLite, ``db_file`` in ``data_dir``).
+        ``standby``: a standby's (HA): it changes nothing itself, it follows another's records
+        (``follow``) and keeps the DataNodes' reports, sending no command. ``safe_mode_share``:
+        a start-up with groups in the namespace, and a promotion, wait in safe mode until this
+        share of the groups is readable from reported DataNodes (safe_mode.py); None: no safe mode."""
         try:
-            load_policy(default_policy)
+            self.default_policy = load_policy(default_policy).name
         except InvalidArgument as err:
             raise ValueError(f"bad default policy: {err}") from None
+        if min_replicas < 1:
+            raise ValueError(f"--min-replicas must be >= 1 (got {min_replicas})")
         os.makedirs(data_dir, exist_ok=True)
-        self._lock = threading.RLock()
-        self._local = threading.local()
+        self.default_block_size = default_block_size
         self.clock = clock
         self.wall_ms = lambda: int(wall_clock() * 1000)
         self.lease_timeout_s = lease_timeout_s
         self.receipt_wait_s = receipt_wait_s
-        if min_replicas < 1:
-            raise ValueError(f"--min-replicas must be >= 1 (got {min_replicas})")
         self.min_replicas = min_replicas
-        self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
         self.rng = rng or random.Random()
-        self.db = Database(os.path.join(data_dir, db_file), cluster_id, backend=backend, read_only=read_only)
-        if not read_only:   # a standby's view changes through its follower's connection: no cache
-            self.db.cache = RowCache(self.db, self.db.conn)
-        self.cluster_id = self.db.cluster_id
         self.tokens = tokens            # None: an insecure cluster, no block tokens
-        self.ns = Namespace(self.db, default_policy=default_policy, default_block_size=default_block_size,
-                            wall_ms=self.wall_ms)
-        self.blocks = BlockMap(self.db, self.wall_ms)
-        self.liveness = Liveness(dead_interval_s, clock)
-        self._registered: set[str] = set()  # DataNodes that registered with this process
-        self.liveness.load(self.blocks.datanodes())
-        self._load_leaving()   # DataNodes being decommissioned (decommission.py)
-        self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
-        self._delete_sent: dict[tuple[str, int, int], float] = {}
-        self._report_parts: dict[str, tuple[int, set]] = {}  # a report arriving in parts: last part, units so far
-        # The repair scan reads every group: run it when something that can create or satisfy
-        # a need changed (a unit dropped, a DataNode died or came, a repair ended), else rarely.
-        self._scan_needed = True
-        self._last_scan = float("-inf")
+        self.standby = standby
+        self._lock = threading.RLock()
+        self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
+        self._completed: OrderedDict[int, int] = OrderedDict()   # file id -> length, of recent Completes
+        self.early_receipts: list[tuple[str, tuple[int, int, int]]] = []   # a standby's, of groups still to come
         self.started_ms = self.wall_ms()
-        self._started = clock()
-        self.health = Health(self.db)
-        self.health.judge_all(self.liveness.live_ids())
-        # A new active's (HA) or a restarted NameNode's DataNodes report before it deletes or
-        # repairs (HDFS's safe mode and its stale block contents after a failover).
-        self._reported: set[str] = set()   # DataNodes whose full block report this process has had
-        self._init_safe_mode(safe_mode_share, safe_mode_deadline_s, ha=backend is not None or read_only)
-        self._reregister: set[str] = set()  # adopted at a failover (adopt_datanodes), not yet registered here
+
+        self.tree = Tree(self.default_policy, superuser)
+        self.blocks = BlockMap(self.wall_ms, clock)
+        self.retry = RetryCache()
+        self.collector = Collector(self.tree, self.blocks)
+        self.applier = Applier(self.tree, self.blocks, self.retry, self.collector, clock, self.wall_ms)
+        if engine is None:
+            from hedgefs.namenode.journal.sqlite import SqliteEngine
+            engine = SqliteEngine(os.path.join(data_dir, db_file), superuser)
+        self.journal = Journal(engine, self.applier)
+        self.liveness = Liveness(dead_interval_s, clock)
+        self._locations: tuple[dict | None, dict] = (None, {})   # (live view, UnitLocation by (index, id)): _group_info
+        self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
+        self.safemode = SafeMode(self.blocks, safe_mode_share, safe_mode_deadline_s, clock)
+        self.manager = BlockManager(self.blocks, self.liveness, self.repairs, self.safemode, self.applier.leaving,
+                                    self._read_location, self.rng)
+        self.manager.receipt_waiters = self._receipts
+        self.manager.passive = standby
+        self.health = self.manager.health
+        self.checkpointer = Checkpointer(self.journal, self._lock, checkpoint_every)
+        try:
+            self.replayed = self.journal.load()
+            self.collector.drain()
+            if not standby:
+                self.journal.start()
+                if not self.applier.cluster_id:
+                    self.format(cluster_id)
+            if cluster_id and self.applier.cluster_id and cluster_id != self.applier.cluster_id:
+                raise Refused(f"the namespace in {engine.location} belongs to cluster {self.applier.cluster_id}, "
+                              f"not {cluster_id}")
+            if self.applier.cluster_id and not standby:
+                engine.record_cluster(self.applier.cluster_id)
+        except BaseException:
+            self.journal.close()
+            engine.close()
+            raise
+        self.manager.started = clock()
+        if not standby:
+            self.safemode.start(Reason.START_UP)
         self.restart_leases()
-        if read_only:
-            self.db.guard(self._lock)
-        else:
-            self.db.start_group_commit(self._lock)
 
-    def close(self) -> None:
-        self.db.close()
+    def format(self, cluster_id: str | None) -> None:
+        """A new namespace: its cluster id, and where its generations start (a random point of a
+        2^61-wide space: the ranges two namespaces issue, a wiped NameNode's and its successor's,
+        meet with odds of (n1 + n2) / 2^61)."""
+        with self._lock:
+            txid = self.journal.log(r.Format(cluster_id or f"CID-{uuid.uuid4()}", secrets.randbelow(1 << 61) + (1 << 40)))
+        self.journal.wait_durable(txid)
 
-    # ------------------------------------------------------------------ namespace
+    @property
+    def cluster_id(self) -> str:
+        return self.applier.cluster_id
 
-    @_locked
-    def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"mkdir {path}")
-        with self.db.tx():
-            self.ns.mkdir(path, parents, who)
+    @property
+    def leaving(self) -> set[str]:
+        return self.applier.leaving
 
-    @_snapshot
-    def file_info(self, path: str, who: Identity = SUPER, span: tuple[int, int] | None = None) -> FileInfo:
-        """A file's entry and its groups, every unit with a read token (the file must be readable).
-        ``span`` (offset, length): only the groups holding those bytes (FileInfo.first_group says
-        where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
-        node, entry = self.ns.stat(path, who, read_file=True)
-        if node.is_dir:
-            return FileInfo(entry, [])
-        rows, first = self.blocks.shared_groups(node.id), 0
-        count = len(rows)
-        if span is not None:
-            rows, first = groups_in(rows, *span)
-        k = load_policy(node.policy).k
-        return FileInfo(entry, [self._group_info(g, k, op=token_ops.READ) for g in rows],
-                        first if span is not None else None, count)
+    @property
+    def in_safe_mode(self) -> bool:
+        return self.safemode.on
+
+    @property
+    def safe_mode_reason(self) -> str:
+        return self.safemode.reason.value
 
     @property
     def token_lifetime_ms(self) -> int:
         return int(self.tokens.lifetime_s * 1000) if self.tokens else 0
 
-    @_snapshot
+    def close(self, checkpoint: bool = True) -> None:
+        """Stop: the journal's queue written, an image of the namespace (a clean shutdown's: the
+        next start replays nothing), the engine closed."""
+        self.checkpointer.stop()
+        self.journal.close()
+        if checkpoint and not self.standby and not self.journal.failed:
+            try:
+                self.checkpointer.checkpoint()
+            except Exception as err:   # the journal holds everything: the next start replays it
+                log.warning("no checkpoint at shutdown: %s", err)
+        self.journal.engine.close()
+
+    def checkpoint(self) -> int:
+        """An image now (tests, tools): its txid."""
+        return self.checkpointer.checkpoint()
+
+    # ------------------------------------------------------------------ how calls run
+
+    def _change(self, retry, kind: type, handler: Callable, rebuild: Callable = lambda answer: answer):
+        """Run ``handler`` (which logs at most one record) under the writers' lock, unless the
+        retry cache has the answer of this call already; answer once durable."""
+        with self._lock:
+            if retry is not None:
+                kept = self.retry.lookup(retry, r.CODES[kind], self.wall_ms())
+                if kept is not MISS:
+                    result = rebuild(kept)
+                    seen = self.journal.last
+                else:
+                    result = handler()
+                    seen = self.journal.last
+            else:
+                result = handler()
+                seen = self.journal.last
+        self.journal.wait_durable(seen)
+        return result
+
+    def _locked(self, handler: Callable):
+        """Under the writers' lock, answered once what it saw is durable (no record of its own)."""
+        with self._lock:
+            result = handler()
+            seen = self.journal.last
+        self.journal.wait_durable(seen)
+        return result
+
+    def _seen(self) -> None:
+        """A read is answered only once everything it could have seen is durable."""
+        self.journal.wait_durable(self.journal.last)
+
+    def _log(self, record) -> int:
+        if self.standby:
+            raise FailedPrecondition("this NameNode is a standby: its namespace is changed only by the active")
+        return self.journal.log(record)
+
+    # ------------------------------------------------------------------ namespace reads
+
+    def file_info(self, path: str, who: Identity = SUPER, span: tuple[int, int] | None = None) -> FileInfo:
+        """A file's entry and its groups, every unit with a read token (the file must be readable).
+        ``span`` (offset, length): only the groups holding those bytes (FileInfo.first_group says
+        where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
+        node, entry = self.tree.stat(path, who, read_file=True)
+        if node.is_dir:
+            self._seen()
+            return FileInfo(entry, [])
+        groups, lengths = node.groups, node.group_lengths()
+        count, first = len(groups), 0
+        chosen = range(count)
+        if span is not None:
+            chosen, first = _groups_in(lengths, *span)
+        k = load_policy(node.attrs.policy).k
+        infos = [self._group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
+        if self.safemode.on and any(len(g.units) < k for g in infos) and self.manager.reports_due():
+            self.safemode.refuse_unlocated(path)
+        self._seen()
+        return FileInfo(entry, infos, first if span is not None else None, count)
+
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
                   limit: int = 0, who: Identity = SUPER) -> tuple[list[Entry], bool]:
-        """One page of a listing (``Namespace.list_page``): (entries, more)."""
+        """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
-        return self.ns.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who)
+        out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who)
+        self._seen()
+        return out
 
     def list(self, path: str, recursive: bool = False) -> list[Entry]:
         """Every page of a listing (for tests and tools; the RPC is paged)."""
@@ -204,159 +311,326 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
             out.extend(page)
         return out
 
-    @_locked
-    def delete(self, path: str, recursive: bool = False, who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"delete {path}")
-        with self.db.tx():
-            files = self.ns.delete(path, recursive, self.blocks.forget_files, who,
-                                   detach_over=purge.file_rows(self.db), detach_trees_over=purge.trees_over(self.db))
-        log.debug("deleted %s (%d files) for %s", path, files, who.name)
-
-    @_locked
-    def purge_step(self, skip: frozenset[int] = frozenset()) -> tuple[int, int]:
-        """One bounded change emptying a tree a recursive delete detached, not one in ``skip``
-        (purge.py): (its top inode, rows removed); (0, 0): none left, or in safe mode (start-up or
-        an admin's: no namespace change, and the block map not yet confirmed by reports)."""
-        if self.in_safe_mode and self.safe_mode_reason in (START_UP, ADMIN):
-            return 0, 0
-        return purge.step(self, skip)
-
-    @_locked
-    def rename(self, src: str, dst: str, who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"rename {src}")
-        with self.db.tx():
-            self.ns.rename(src, dst, who)
-        log.debug("renamed %s to %s for %s", src, dst, who.name)
-
-    @_locked
-    def set_policy(self, path: str, policy: str, who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"set the policy of {path}")
-        if policy:
-            self._check_placeable(load_policy(policy))
-        with self.db.tx():
-            name = self.ns.set_policy(path, policy, who)
-        log.info("policy of %s set to %s", path, name or "(inherited)")
-
-    @_snapshot
     def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
         """(policy name, directory it comes from; "" = the cluster default)."""
-        return self.ns.get_policy(path, who)
+        out = self.tree.get_policy(path, who)
+        self._seen()
+        return out
 
-    @_locked
-    def set_permission(self, path: str, mode: int, who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"chmod {path}")
-        with self.db.tx():
-            self.ns.set_permission(path, mode, who)
+    # ------------------------------------------------------------------ namespace changes
+
+    def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER, retry=None) -> None:
+        return self._change(retry, r.Mkdir, lambda: self._mkdir(path, parents, who, retry))
+
+    def _mkdir(self, path: str, parents: bool, who: Identity, retry) -> None:
+        """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor)."""
+        self.safemode.refuse(f"mkdir {path}")
+        parts = paths.components(path)
+        if not parts:
+            if parents:
+                return
+            raise AlreadyExists("directory exists: /")
+        node, here = self.tree.root, paths.ROOT
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            parent_path, here = here, paths.join(here, part)
+            if not allowed(who, node, EXECUTE):
+                check(who, node, EXECUTE, parent_path, f"look up {path}")
+            child = node.children.get(part)
+            if child is None:
+                if not last and not parents:
+                    raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
+                check(who, node, WRITE, parent_path, f"create {here}")
+                self._log(r.Mkdir(path, self.wall_ms(), who.name, self.tree.next_id, retry))
+                return
+            if not child.is_dir:
+                if last:
+                    raise AlreadyExists(f"file exists: {here}")
+                raise FailedPrecondition(f"not a directory: {here}")
+            if last and not parents:
+                raise AlreadyExists(f"directory exists: {here}")
+            node = child
+
+    def delete(self, path: str, recursive: bool = False, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.Delete, lambda: self._delete(path, recursive, who, retry))
+
+    def _delete(self, path: str, recursive: bool, who: Identity, retry) -> None:
+        """Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
+        a tree removed with it, so nobody removes what they could not remove piece by piece."""
+        self.safemode.refuse(f"delete {path}")
+        if path == paths.ROOT:
+            raise InvalidArgument("cannot delete the root directory '/'")
+        chain = self.tree.walk(path, who)
+        node, parent = chain[-1], chain[-2]
+        check(who, parent, WRITE, paths.parent_of(path), f"delete {path}")
+        check_sticky(who, parent, node, paths.parent_of(path), path, "delete")
+        if node.is_dir and not recursive and node.children:
+            raise FailedPrecondition(f"directory not empty: {path}")
+        if node.is_dir and not who.is_admin:
+            for d in self.tree.subtree_dirs(node):
+                if not allowed(who, d, READ | WRITE | EXECUTE):
+                    where = self.tree.path_of(d)
+                    check(who, d, READ | WRITE | EXECUTE, where, f"delete {path} (it holds {where})")
+        self._log(r.Delete(path, self.wall_ms(), retry))
+        self.collector.step(COLLECT_INLINE)
+        log.debug("deleted %s for %s", path, who.name)
+
+    def rename(self, src: str, dst: str, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.Rename, lambda: self._rename(src, dst, who, retry))
+
+    def _rename(self, src: str, dst: str, who: Identity, retry) -> None:
+        """Permissions (HDFS): w on the source's parent (and the sticky rule), w on the target's."""
+        self.safemode.refuse(f"rename {src}")
+        chain = self.tree.walk(src, who)
+        node = chain[-1]
+        if node is self.tree.root:
+            raise InvalidArgument("cannot rename the root directory '/'")
+        check(who, chain[-2], WRITE, paths.parent_of(src), f"move {src}")
+        check_sticky(who, chain[-2], node, paths.parent_of(src), src, "move")
+        if not paths.components(dst):
+            raise AlreadyExists("directory exists: /")
+        parent = self.tree.parent_dir(dst, who)[-1]
+        check(who, parent, WRITE, paths.parent_of(dst), f"move {src} to {dst}")
+        existing = parent.children.get(dst.rsplit("/", 1)[1])
+        if existing is not None:
+            raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {dst}")
+        if node.is_dir and paths.is_under(dst, src):
+            raise InvalidArgument(f"cannot move directory {src} into itself: {dst}")
+        self._log(r.Rename(src, dst, self.wall_ms(), retry))
+        log.debug("renamed %s to %s for %s", src, dst, who.name)
+
+    def set_policy(self, path: str, policy: str, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.SetPolicy, lambda: self._set_policy(path, policy, who, retry))
+
+    def _set_policy(self, path: str, policy: str, who: Identity, retry) -> None:
+        """Set (or with "" clear) a directory's explicit policy. Needs w on the directory (HDFS)."""
+        self.safemode.refuse(f"set the policy of {path}")
+        if policy:
+            self.manager.check_placeable(load_policy(policy))
+        node = self.tree.lookup(path, who)
+        if not node.is_dir:
+            raise FailedPrecondition(f"not a directory: {path} (policies are set on directories)")
+        check(who, node, WRITE, path, f"set the policy of {path}")
+        name = canonical(policy) if policy else ""
+        self._log(r.SetPolicy(path, name, retry))
+        log.info("policy of %s set to %s", path, name or "(inherited)")
+
+    def set_permission(self, path: str, mode: int, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.SetPermission, lambda: self._set_permission(path, mode, who, retry))
+
+    def _set_permission(self, path: str, mode: int, who: Identity, retry) -> None:
+        """chmod: the owner or the superuser (HDFS)."""
+        self.safemode.refuse(f"chmod {path}")
+        if not 0 <= mode <= MAX_MODE:
+            raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
+        node = self.tree.lookup(path, who)
+        check_owner(who, node, path, "change the mode of")
+        self._log(r.SetPermission(path, mode, retry))
         log.info("mode of %s set to %04o by %s", path, mode, who.name)
 
-    @_locked
-    def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER) -> None:
-        self._refuse_in_safe_mode(f"chown {path}")
-        with self.db.tx():
-            self.ns.set_owner(path, owner, group, who)
+    def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.SetOwner, lambda: self._set_owner(path, owner, group, who, retry))
+
+    def _set_owner(self, path: str, owner: str, group: str, who: Identity, retry) -> None:
+        """chown: a new owner only by the superuser; a new group by the superuser, or by the owner
+        if it is one of the owner's groups (HDFS)."""
+        self.safemode.refuse(f"chown {path}")
+        if not owner and not group:
+            raise InvalidArgument("chown needs an owner, a group, or both")
+        for name, what in ((owner, "user"), (group, "group")):
+            if name:
+                try:
+                    check_name(name, what)
+                except ValueError as err:
+                    raise InvalidArgument(str(err)) from None
+        node = self.tree.lookup(path, who)
+        if owner and owner != node.owner and not who.is_admin:
+            raise PermissionDenied(f"permission denied: only an admin may give {path} to another user "
+                                   f"(user {who.name} is not one)")
+        if group and group != node.group and not who.is_admin:
+            check_owner(who, node, path, "change the group of")
+            if group not in who.groups:
+                raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
+        self._log(r.SetOwner(path, owner, group, retry))
         log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
 
-    @property
-    def default_block_size(self) -> int:
-        return self.ns.default_block_size
+    # ------------------------------------------------------------------ the write path
 
-    # ------------------------------------------------------------------ write path
-
-    @_locked
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
-               client_name: str = "", convert_from: tuple[int, int] | None = None,
-               who: Identity = SUPER) -> Created:
-        self._refuse_in_safe_mode(f"create {path}")
-        with self.db.tx():
-            node, pol = self.ns.create(path, overwrite, policy, block_size, convert_from, who)
-            self._check_placeable(pol)
-        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, node.id, pol.name,
-                 node.block_size, client_name, who.name, " (a conversion)" if convert_from else "")
-        return Created(node.id, pol.name, node.block_size, int(self.lease_timeout_s * 1000),
-                       pol.min_stored(self.min_replicas))
+               client_name: str = "", convert_from: Version | None = None, who: Identity = SUPER,
+               retry=None) -> Created:
+        return self._change(retry, r.Create,
+                            lambda: self._create(path, overwrite, policy, block_size, client_name, convert_from,
+                                                 who, retry),
+                            lambda kept: self._created(*kept))
 
-    @_locked
-    def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER) -> GroupInfo:
+    def _created(self, file_id: int, policy: str, block_size: int) -> Created:
+        return Created(file_id, policy, block_size, int(self.lease_timeout_s * 1000),
+                       load_policy(policy).min_stored(self.min_replicas))
+
+    def _create(self, path: str, overwrite: bool, policy_name: str, block_size: int, client_name: str,
+                convert_from: Version | None, who: Identity, retry) -> Created:
+        """Add an invisible file being written; refuses what Complete would refuse, before data moves.
+
+        ``convert_from`` (``ec convert``): the file at ``path`` must be that version, and the new
+        policy another one; the new file will replace it (see ``complete``), keeping its owner,
+        group and mode. Permissions (HDFS): w on the parent, and on the file an overwrite or a
+        conversion replaces."""
+        self.safemode.refuse(f"create {path}")
+        parts = paths.components(path)
+        if not parts:
+            raise FailedPrecondition("is a directory: /")
+        chain = self.tree.parent_dir(path, who, parts)
+        parent = chain[-1]
+        name = parts[-1]
+        check(who, parent, WRITE, paths.parent_of(path), f"create {path}")
+        existing = parent.children.get(name)
+        if convert_from is not None:
+            _check_version(path, existing, convert_from)
+            if not policy_name:
+                raise InvalidArgument("a conversion needs the policy to convert to")
+            if canonical(policy_name) == existing.policy:
+                raise InvalidArgument(f"{path} is already {existing.policy}: nothing to convert")
+            overwrite = True
+        if existing is not None:
+            if existing.is_dir:
+                raise FailedPrecondition(f"is a directory: {path}")
+            if not overwrite:
+                raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
+            check(who, existing, WRITE, path, f"overwrite {path}")
+        writer = self.tree.writers.get((parent, name))
+        if writer is not None:   # one writer per path at a time (HDFS's lease: AlreadyBeingCreatedException)
+            raise AlreadyExists(f"{path} is being written by {writer.holder or 'another client'} "
+                                f"(file {writer.file_id}): try again when that write ends")
+        if not policy_name:
+            policy_name = self.tree.effective_policy(chain, paths.parent_of(path))[0]
+        policy = load_policy(policy_name)
+        if block_size == 0:
+            block_size = block_size_for(policy, self.default_block_size)
+        try:
+            check_block_size(policy, block_size)
+        except ValueError as err:
+            raise InvalidArgument(str(err)) from None
+        self.manager.check_placeable(policy)
+        file_id = self.tree.next_id
+        name = canonical(policy_name)
+        self._log(r.Create(path, file_id, name, block_size, bool(overwrite), self.wall_ms(), who.name,
+                           parent.group, FILE_MODE, retry))
+        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, file_id, name,
+                  block_size, client_name, who.name, " (a conversion)" if convert_from else "")
+        return self._created(file_id, name, block_size)
+
+    def _writing(self, file_id: int, who: Identity = SUPER) -> Lease:
+        """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
+        lease = self.tree.writing.get(file_id)
+        if lease is None:
+            raise NotFound(f"no file is being written with id {file_id} (completed, abandoned or expired)")
+        if who.name != lease.holder and not who.is_admin:
+            raise PermissionDenied(f"permission denied: file {file_id} is being written by {lease.holder}, "
+                                   f"not by user {who.name}")
+        return lease
+
+    def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER,
+                        retry=None) -> GroupInfo:
         """A new group for a write in progress (the caller's), every unit with a write token."""
-        self._refuse_in_safe_mode("add a block group")
-        with self.db.tx():
-            node = self.ns.writing(file_id, who)
-            policy = load_policy(node.policy)
-            targets = placement.choose(self._targets_with_room(policy, exclude, node.block_size), policy.units,
-                                       self.liveness.load_key, self.rng)
-            # Least loaded is not a reason to hold a data unit (reads go to data units first).
-            self.rng.shuffle(targets)
-            group = self.blocks.add_group(file_id, targets)
-            self.ns.renew_lease(file_id)
-        for d in targets:
-            self.liveness.note_allocated(d, node.block_size)
-        return GroupInfo(group.id, 0, [self._location(j, d, group.id, group.generation, token_ops.WRITE)
-                                       for j, d in enumerate(targets)], group.generation)
+        return self._change(retry, r.AddGroup, lambda: self._add_block_group(file_id, exclude, who, retry),
+                            lambda kept: self._new_group(kept[0], kept[1]))
 
-    @_locked
+    def _add_block_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
+        self.safemode.refuse("add a block group")
+        lease = self._writing(file_id, who)
+        policy = load_policy(lease.file.attrs.policy)
+        targets = self.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
+        group_id = self.blocks.next_group_id
+        self._log(r.AddGroup(file_id, group_id, tuple(targets), retry))
+        return self._new_group(group_id, targets)
+
+    def _new_group(self, group_id: int, targets) -> GroupInfo:
+        generation = self.blocks.generation(group_id)
+        return GroupInfo(group_id, 0, [self._location(j, d, group_id, generation, token_ops.WRITE)
+                                       for j, d in enumerate(targets)], generation)
+
     def renew_lease(self, file_id: int, who: Identity = SUPER) -> None:
-        with self.db.tx():
-            self.ns.writing(file_id, who)
-            self.ns.renew_lease(file_id)
+        def renew() -> None:
+            self._writing(file_id, who).renewed = self.clock()
+        self._locked(renew)
 
-    @_locked
+    def restart_leases(self) -> None:
+        """Every lease counts from now (this process begins to serve as the active: HDFS renews
+        every lease at start-up): a writer whose renewals failed while no NameNode served gets one
+        whole lease period to renew, not an abandon on the first pass."""
+        with self._lock:
+            now = self.clock()
+            for lease in self.tree.writing.values():
+                lease.renewed = now
+
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
-                 convert_from: tuple[int, int] | None = None, who: Identity = SUPER) -> None:
-        node = self.ns.file(file_id)
-        if node is not None and node.state == "writing":
-            self.ns.writing(file_id, who)       # someone else's write: refused before anything waits
-        if node is not None and node.state == "complete":
-            if node.length == length:
-                return  # a retry of a Complete that succeeded
-            raise FailedPrecondition(f"file {file_id} is already complete with length {node.length}")
-        self._await_receipts(groups)
-        node = self.ns.file(file_id)
-        if node is not None and node.state == "complete" and node.length == length:
-            return  # a retry that arrived while this call waited, and won
-        node = self.ns.writing(file_id, who)
-        policy = load_policy(node.policy)
-        min_units = policy.min_stored(self.min_replicas)
-        done = self._commit_in_parts(file_id, length, groups, policy, node.block_size, min_units)
-        with self.db.tx():
-            node = self.ns.writing(file_id, who)
-            self.blocks.commit(file_id, length, groups, policy, node.block_size, min_units, done)
-            rows = purge.change_rows(self.db)   # half for the groups (the rest went in parts), half for a replaced file
-            path = self.ns.complete(file_id, length, self.blocks.forget_files, convert_from,
-                                    purge.FILE_ROWS if rows is None else rows // 2)
-        self._scan_needed = True
-        log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(groups))
+                 convert_from: Version | None = None, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.Complete, lambda: self._complete(file_id, length, groups, convert_from, who, retry))
 
-    def _commit_in_parts(self, file_id: int, length: int, groups: list[GroupCommit], policy: Policy,
-                         block_size: int, min_units: int) -> int:
-        """On etcd, a file of more groups than one transaction holds: all but the last groups'
-        lengths and order recorded first, in changes of their own (invisible: the file is still
-        being written; a retried Complete records them again). Returns how many were."""
-        rows = purge.change_rows(self.db)
-        per_group = 2 + 2 * policy.units   # the group's row and its units' (updates count twice)
-        if rows is None or (len(groups) + 1) * per_group <= rows // 2:
-            return 0
-        self.blocks.check_commit(file_id, length, groups, policy, block_size, min_units)
-        step, done = max(1, rows // 2 // per_group), 0
-        while len(groups) - done > step:
-            with self.db.tx():
-                self.ns.writing(file_id)
-                self.blocks.commit_groups(file_id, groups[done:done + step], done)
-            done += step
-        return done
+    def _complete(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
+                  who: Identity, retry) -> None:
+        """Make a write visible, replacing a complete file at its path, if every group has enough
+        units reported stored. A replacement's mtime is later than the replaced file's, even within
+        one millisecond, so (length, mtime) names one version of a path's bytes; a conversion
+        (``convert_from``, which the file must still be) keeps the mtime and the owner, group and
+        mode: the bytes are the same."""
+        if self._done_before(file_id, length):
+            return
+        self._writing(file_id, who)       # someone else's write: refused before anything waits
+        self._await_receipts(groups)
+        if self._done_before(file_id, length):
+            return   # a retry that arrived while this call waited, and won
+        lease = self._writing(file_id, who)
+        file = lease.file
+        policy = load_policy(file.attrs.policy)
+        own = {g.id: g for g in file.groups}
+        check_commit(file_id, length, groups, policy, file.attrs.block_size, policy.min_stored(self.min_replicas),
+                     own, self.blocks.reported_units)
+        path = self.tree.lease_path(lease)
+        existing = lease.parent.children.get(file.name)
+        mtime, attrs = self.wall_ms(), None
+        if convert_from is not None:
+            _check_version(path, existing, convert_from)
+            if length != existing.length:
+                raise InvalidArgument(f"{path}: the conversion wrote {length} bytes of {existing.length}")
+            mtime, attrs = existing.mtime, (existing.owner, existing.group, existing.mode)
+        if existing is not None:
+            if existing.is_dir:
+                raise FailedPrecondition(f"is a directory: {path}")
+            if not lease.overwrite:
+                raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
+            if convert_from is None:
+                mtime = max(mtime, existing.mtime + 1)
+        kept = tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
+        self._log(r.Complete(file_id, length, kept, mtime, attrs, retry))
+        self._completed[file_id] = length
+        if len(self._completed) > COMPLETED_KEPT:
+            self._completed.popitem(last=False)
+        log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(kept))
+
+    def _done_before(self, file_id: int, length: int) -> bool:
+        """A Complete of this write succeeded already: True for its retry, a refusal otherwise."""
+        if file_id in self.tree.writing or file_id not in self._completed:
+            return False
+        if self._completed[file_id] == length:
+            return True
+        raise FailedPrecondition(f"file {file_id} is already complete with length {self._completed[file_id]}")
 
     def _await_receipts(self, groups: list[GroupCommit]) -> None:
         """Wait (the lock released meanwhile) until every unit the writer claims is reported, or
         ``receipt_wait_s`` passes. Receipts usually arrive before Complete: a DataNode sends one as
         soon as it has stored a unit, and the writer completes only after every unit is stored."""
         deadline = time.monotonic() + self.receipt_wait_s
+        blocks = self.blocks
         while True:
             waiting = 0
             for c in groups:
-                found = self.blocks.group(c.group_id)
-                if found is not None:   # (a dead DataNode's receipt is not worth waiting for)
-                    group = found[0]
-                    waiting += sum(1 for i in c.stored_units
-                                   if i in group.unreported and self.liveness.is_live(group.units[i]))
+                group = blocks.get(c.group_id)
+                pending = blocks.unreported.get(c.group_id) if group is not None else None
+                if pending:   # (a dead DataNode's receipt is not worth waiting for)
+                    waiting += sum(1 for i in c.stored_units if i in pending
+                                   and self.liveness.is_live(blocks.holder(group, i) or ""))
             left = deadline - time.monotonic()
             if not waiting or left <= 0:
                 if waiting:
@@ -365,25 +639,74 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
                 return
             self._receipts.wait(left)
 
-    @_locked
-    def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER) -> None:
-        """One file at ``target`` from the parts ``sources``, in one transaction: a reader sees
-        no target (or the old one) until the commit, then all of it."""
-        self._refuse_in_safe_mode(f"concat into {target}")
-        with self.db.tx():   # a replaced target is detached on etcd (the moved groups share this change)
-            length = self.ns.concat(target, sources, overwrite, self.blocks.forget_files, self.blocks.append_groups,
-                                    who, 0 if self.db.backend is not None else purge.FILE_ROWS)
-        self._scan_needed = True
-        log.debug("concat %s: %d parts, %d bytes", target, len(sources), length)
+    def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER,
+               retry=None) -> None:
+        """One file at ``target`` from the parts ``sources``, in one record: a reader sees no
+        target (or the old one) until it is applied, then all of it."""
+        self._change(retry, r.Concat, lambda: self._concat(target, sources, overwrite, who, retry))
 
-    @_locked
-    def abandon(self, file_id: int, who: Identity = SUPER) -> None:
-        with self.db.tx():
-            dropped = self.ns.abandon(file_id, self.blocks.forget_files, who, purge.abandon_over(self.db))
-        if dropped:
-            log.debug("abandoned file %d", file_id)
+    def _concat(self, target: str, sources: list[str], overwrite: bool, who: Identity, retry) -> None:
+        """HDFS's concat, as a rename: the first part becomes the target, the other parts' groups
+        are appended to it in order, and the other parts go. Every part but the last must end on a
+        block group boundary, and all must share one policy and block size, so that every group
+        but the last of the result is full. Permissions (HDFS): r on every part and w on its
+        parent (the parts go), w on the target's parent, and on a target an overwrite replaces."""
+        self.safemode.refuse(f"concat into {target}")
+        if not sources:
+            raise InvalidArgument("concat needs at least one source")
+        if len(set(sources)) != len(sources):
+            raise InvalidArgument("concat: a source is listed twice")
+        if target in sources:
+            raise InvalidArgument(f"concat: the target {target} is also a source")
+        if not paths.components(target):
+            raise FailedPrecondition("is a directory: /")
+        parts = []
+        for source in sources:
+            chain = self.tree.walk(source, who)
+            node = chain[-1]
+            if node.is_dir:
+                raise FailedPrecondition(f"is a directory: {source}")
+            check(who, node, READ, source, f"concat {source}")
+            check(who, chain[-2], WRITE, paths.parent_of(source), f"concat {source} (it goes)")
+            check_sticky(who, chain[-2], node, paths.parent_of(source), source, "concat")
+            parts.append(node)
+        first = parts[0]
+        full = group_data_size(load_policy(first.policy), first.block_size)
+        for source, node in zip(sources, parts):
+            if (node.policy, node.block_size) != (first.policy, first.block_size):
+                raise InvalidArgument(
+                    f"concat: {source} is {node.policy} with {node.block_size}-byte blocks, "
+                    f"{sources[0]} is {first.policy} with {first.block_size}-byte blocks")
+        for source, node in zip(sources[:-1], parts[:-1]):
+            if node.length % full:
+                raise InvalidArgument(
+                    f"concat: {source} is {node.length} bytes, not a multiple of its block group size "
+                    f"{full} (only the last part may end inside a group)")
+        parent = self.tree.parent_dir(target, who)[-1]
+        check(who, parent, WRITE, paths.parent_of(target), f"create {target}")
+        existing = parent.children.get(target.rsplit("/", 1)[1])
+        mtime = self.wall_ms()
+        if existing is not None:
+            if existing.is_dir:
+                raise FailedPrecondition(f"is a directory: {target}")
+            if not overwrite:
+                raise AlreadyExists(f"file exists: {target}")
+            mtime = max(mtime, existing.mtime + 1)   # a new version of the target: see complete
+            check(who, existing, WRITE, target, f"overwrite {target}")
+        self._log(r.Concat(target, tuple(sources), mtime, retry))
+        log.debug("concat %s: %d parts", target, len(sources))
 
-    # ------------------------------------------------------------------ health
+    def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
+        self._change(retry, r.Abandon, lambda: self._abandon(file_id, who, retry))
+
+    def _abandon(self, file_id: int, who: Identity, retry) -> None:
+        if file_id not in self.tree.writing:
+            return
+        self._writing(file_id, who)
+        self._log(r.Abandon(file_id, retry))
+        log.debug("abandoned file %d", file_id)
+
+    # ------------------------------------------------------------------ locations
 
     def _location(self, index: int, datanode_id: str, group_id: int = 0, generation: int = 0,
                   op: int = token_ops.READ) -> UnitLocation:
@@ -391,38 +714,398 @@ class Namesystem(DataNodeProtocol, OperatorViews, Decommissioning, SafeMode, Tar
         return UnitLocation(index, datanode_id, self.liveness.address(datanode_id),
                             self.liveness.data_address(datanode_id), token)
 
+    def _read_location(self, index: int, datanode_id: str, group_id: int, generation: int) -> UnitLocation:
+        return self._location(index, datanode_id, group_id, generation, token_ops.READ)
 
-    def _group_info(self, group: GroupRow, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
-        """Good units. Units on dead DataNodes are left out (a reader would only wait on them), and
-        corrupt ones too unless fewer than k are good (a corrupt unit's other chunks still read).
-        ``keep_dead`` (the operator's file page): every reported unit. ``op``: sign tokens for it."""
-        if keep_dead:
-            units = {i: d for i, d in group.units.items() if i not in group.unreported}
-        else:
-            units = group.good(self.liveness.is_live)
-            if len(units) < k:
-                units = self._readable_units(group)
-        if op is None:
-            locations = [self._location(i, d) for i, d in sorted(units.items())]
-        else:
-            locations = [self._location(i, d, group.id, group.generation, op) for i, d in sorted(units.items())]
-        return GroupInfo(group.id, group.length, locations, group.generation)
+    def _group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
+        units = self.manager.locations(group, k, keep_dead)
+        gid = group.id
+        generation = self.blocks.generation(gid)
+        tokens = self.tokens if op is not None else None
+        live = self.liveness.live()
+        if not tokens:   # a unit's location is the same in every answer while the live view is
+            made, known = self._locations
+            if made is not live:
+                known = {}
+                self._locations = (live, known)
+            locations = []
+            for i, d in units.items():   # in index order
+                location = known.get((i, d))
+                if location is None:
+                    address, data_address = live.get(d) or self.liveness.addresses(d)
+                    location = known[(i, d)] = UnitLocation(i, d, address, data_address)
+                locations.append(location)
+            return GroupInfo(gid, length, locations, generation)
+        addresses = self.liveness.addresses
+        locations = []
+        for i, d in units.items():   # in index order
+            address, data_address = live.get(d) or addresses(d)
+            locations.append(UnitLocation(i, d, address, data_address, tokens.sign(op, gid, i, generation)))
+        return GroupInfo(gid, length, locations, generation)
 
-    def _readable_units(self, group: GroupRow) -> dict[int, str]:
-        """Good units and live corrupt ones."""
-        return {i: d for i, d in group.units.items() if i not in group.unreported and self.liveness.is_live(d)}
+    # ------------------------------------------------------------------ the DataNode protocol
 
-    def _needs(self, candidates: Iterable[int] | None = None) -> list[GroupNeed]:
-        """Groups of complete files with units on no live DataNode (of ``candidates`` only: the
-        monitor passes the groups ``health`` judges unhealthy, so a pass costs what is broken, not
-        the namespace). A unit on a live DataNode that has not registered yet is not missing (its
-        report is due) but no repair source: ``GroupNeed.live`` lists only usable ones."""
-        needs = []
-        for group, policy_name in self.blocks.complete_groups(candidates):
-            policy = load_policy(policy_name)
-            good = group.good(self._stays)   # a unit on a leaving DataNode is to be copied elsewhere
-            if len(good) < policy.units:
-                live = {i: d for i, d in group.good(self.liveness.is_live).items() if self._usable(d)}
-                needs.append(GroupNeed(group.id, policy.k, live, [i for i in range(policy.units) if i not in good],
-                                       frozenset(group.units.values()), policy.replicated, policy.decodable(live)))
-        return needs
+    def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "",
+                 storage_id: str = "") -> str:
+        """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
+        another cluster is refused, and so is a second DataNode under the id of a live one with
+        another data dir (``storage_id``): its empty block report would hide the real one's units."""
+        return self._locked(lambda: self.manager.register(datanode_id, address, data_address, cluster_id,
+                                                          storage_id, self.cluster_id) or self.cluster_id)
+
+    def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
+                  active_repairs: int = 0, stats: DataNodeStats | None = None,
+                  data_address: str = "", deleted: Iterable[tuple[int, int, int]] = ()) -> HeartbeatReply:
+        return self._locked(lambda: self.manager.heartbeat(datanode_id, address, used_bytes, units, active_repairs,
+                                                           stats, data_address, deleted))
+
+    def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
+                     more: bool = False) -> dict[str, int]:
+        """A part of a DataNode's full block report, claimed under one hold of the lock; at the
+        last, if the map put units here that the report lacks, the scan for them runs off the
+        lock (every group read: seconds at 10 M) and only their drop under it."""
+        units = list(units)
+        counts, reported = self._locked(lambda: self.manager.report_part(datanode_id, units, part, more))
+        if reported is None:
+            return counts
+        missing = self.blocks.missing_candidates(datanode_id, reported)
+        return self._locked(lambda: self.manager.finish_report(datanode_id, reported, missing, counts))
+
+    def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> list[str]:
+        """A DataNode's receipts for units it has just stored (a writer's, or a repair's); returns
+        each one's outcome (``Claim`` values)."""
+        units = list(units)
+
+        def stored() -> list[str]:
+            outcomes = self.manager.units_stored(datanode_id, units)
+            if self.standby:   # receipts of groups this standby has not tailed yet: for a promotion
+                self.early_receipts.extend((datanode_id, u) for u, o in zip(units, outcomes) if o == Claim.UNKNOWN)
+            return [o.value for o in outcomes]
+        return self._locked(stored)
+
+    def unit_stored(self, datanode_id: str, group_id: int, index: int, generation: int) -> str:
+        return self.units_stored(datanode_id, [(group_id, index, generation)])[0]
+
+    def report_bad_units(self, units: Iterable[tuple[int, int, int, str, str]]) -> None:
+        """(group id, unit index, generation, DataNode id, reason) of corrupt copies."""
+        units = list(units)
+        self._locked(lambda: self.manager.report_bad_units(units))
+
+    # ------------------------------------------------------------------ a standby's
+
+    def inherit_datanodes(self, other: "Namesystem") -> None:
+        """What another Namesystem of this process heard from DataNodes (a standby built again
+        after a demotion, or after its tail broke): who is live and registered, at which
+        addresses. Locations come again with their next reports."""
+        with self._lock:
+            for node in other.liveness.all():
+                self.liveness.adopt(node)
+            self.manager.registered |= other.manager.registered & {n.id for n in other.liveness.all()}
+
+    def follow(self, txid: int, record) -> None:
+        """A record the active logged (a standby's tailer), applied as the active applied it."""
+        with self._lock:
+            self.journal.follow(txid, record)
+            if isinstance(record, r.Delete):
+                self.collector.step(COLLECT_INLINE)
+
+    def promote(self, engine: Engine) -> None:
+        """This standby becomes the active: its journal writes to ``engine`` from its last txid
+        on; DataNodes that spoke to it are usable at once, and asked to report again before any
+        delete goes to them (HDFS-6772); receipts of groups it had not tailed are applied now."""
+        with self._lock:
+            self.journal.engine = engine
+            self.journal.start()
+            self.standby = False
+            self.manager.adopt({n.id: (n.address, n.data_address) for n in self.liveness.all()
+                                if n.id in self.manager.registered or self.liveness.is_live(n.id)})
+            self.safemode.start(Reason.FAILOVER)
+            self.manager.started = self.clock()
+            early, self.early_receipts = self.early_receipts, []
+            for datanode_id, unit in early:
+                try:
+                    self.manager.units_stored(datanode_id, [unit])
+                except Exception as err:   # a DataNode gone, a group gone: nothing to keep
+                    log.debug("receipt replay from %s: %s", datanode_id, err)
+        self.restart_leases()
+
+    # ------------------------------------------------------------------ the monitor's pass
+
+    def tick(self) -> list[InFlight]:
+        """One pass of the monitor: expired retry-cache entries and deletes, leases expired,
+        deleted trees' groups freed, then liveness changes, health and repair planning. Returns
+        the repairs planned in this pass; each part holds the writers' lock for a bounded time."""
+        now_ms = self.wall_ms()
+        while self._locked(lambda: self.retry.expire(now_ms, EXPIRE_STEP)) >= EXPIRE_STEP:
+            pass
+        cutoff = now_ms - int(DELETE_TTL_S * 1000)
+        while self._locked(lambda: self.manager.expire_deletes(cutoff, EXPIRE_STEP)) >= EXPIRE_STEP:
+            pass
+        if not self.standby:
+            for file_id in self._expired_leases():
+                self._locked(lambda: self._expire_lease(file_id))
+        while self.collector.pending:
+            self._locked(lambda: self.collector.step(COLLECT_STEP))
+        if self.standby:
+            return []
+        while self._locked(self.manager.judge_step):   # a full health pass, a bounded step a hold
+            pass
+        return self._locked(lambda: self.manager.tick(self.default_block_size))
+
+    def _expired_leases(self) -> list[int]:
+        with self._lock:
+            now = self.clock()
+            return [fid for fid, lease in self.tree.writing.items() if now - lease.renewed > self.lease_timeout_s]
+
+    def _expire_lease(self, file_id: int) -> None:
+        lease = self.tree.writing.get(file_id)
+        if lease is None or self.clock() - lease.renewed <= self.lease_timeout_s:
+            return
+        path = self.tree.lease_path(lease)
+        self._log(r.Abandon(file_id))
+        log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
+
+    # ------------------------------------------------------------------ administration
+
+    def safe_mode_state(self) -> SafeModeState:
+        return self.safemode.state()
+
+    def safe_mode(self, action: str = "get") -> SafeModeState:
+        """HDFS's ``dfsadmin -safemode get|enter|leave``."""
+        def act() -> SafeModeState:
+            if self.safemode.act(action):
+                self.manager.scan_needed = True
+            return self.safemode.state()
+        return self._locked(act)
+
+    def decommission(self, datanode_id: str) -> tuple[str, int]:
+        """Start draining ``datanode_id``; (its state, units still mapped to it). Idempotent."""
+        def start() -> tuple[str, int]:
+            self.manager.check_decommission(datanode_id, self._widest_policy())
+            if datanode_id not in self.leaving:
+                self._log(r.Decommission(datanode_id, True))
+                self.manager.placeable_changed()
+                self.manager.scan_needed = True
+                log.warning("decommissioning %s: no new units; its %d units are copied elsewhere", datanode_id,
+                            self.manager.units_left(datanode_id))
+            return self.manager.admin_state(datanode_id), self.manager.units_left(datanode_id)
+        return self._locked(start)
+
+    def recommission(self, datanode_id: str) -> tuple[str, int]:
+        """Put ``datanode_id`` back in service (it takes new units again). Idempotent."""
+        def stop() -> tuple[str, int]:
+            if not self.liveness.knows(datanode_id):
+                raise NotFound(f"no DataNode {datanode_id!r} (hedgefs admin report lists them)")
+            if datanode_id in self.leaving:
+                self._log(r.Decommission(datanode_id, False))
+                self.manager.placeable_changed()
+                self.manager.scan_needed = True
+                log.warning("recommissioned %s: it takes new units again", datanode_id)
+            return "", self.manager.units_left(datanode_id)
+        return self._locked(stop)
+
+    def admin_state(self, datanode_id: str) -> str:
+        return self.manager.admin_state(datanode_id)
+
+    def _widest_policy(self) -> tuple[str, int]:
+        """The policy in use (the default, a directory's, a file's) that needs the most DataNodes."""
+        names = {self.default_policy} | {p for p, n in self.tree.by_policy.items() if n > 0}
+        names |= {d.policy for d in self.tree.subtree_dirs(self.tree.root) if d.policy}
+        widths = sorted(((load_policy(n).units, n) for n in names), reverse=True)
+        return widths[0][1], widths[0][0]
+
+    # ------------------------------------------------------------------ operators' reads
+
+    def fsck(self, path: str = "/") -> FsckReport:
+        healthy = degraded = missing = corrupt_files = groups = files = 0
+        problems: list[FsckProblem] = []
+        blocks, is_live = self.blocks, self.liveness.is_live
+        for file_path, file in self.tree.files_under(path):
+            files += 1
+            policy = load_policy(file.attrs.policy)
+            file_missing = False
+            for group in file.groups:
+                groups += 1
+                good = len(blocks.good(group, is_live))
+                if good >= policy.units:
+                    healthy += 1
+                    continue
+                readable = blocks.readable_units(group, is_live)
+                corrupt = len(readable) - good
+                status = "DEGRADED" if policy.decodable(readable) else "MISSING"
+                if status == "DEGRADED":
+                    degraded += 1
+                else:
+                    missing += 1
+                    file_missing = True
+                if len(problems) < MAX_FSCK_PROBLEMS:
+                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt,
+                                                policy.units, policy.name))
+            corrupt_files += file_missing
+        self._seen()
+        status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
+        return FsckReport(files, groups, healthy, degraded, missing, status, problems, corrupt_files)
+
+    def report(self) -> ClusterReport:
+        """dfsadmin -report: each DataNode as this NameNode sees it, and the groups waiting for repair."""
+        def report() -> ClusterReport:
+            from hedgefs.namenode.blocks.liveness import LOW_SPACE_PCT
+            deletes = self.blocks.pending_delete_counts()
+            mapped = self.blocks.mapped
+            nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
+                                    int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
+                                    self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
+                                    data_address=n.data_address, foreign_units=n.foreign_units,
+                                    capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
+                                    shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
+                                    low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
+                                    units_mapped=mapped.get(n.id, 0))
+                     for n in self.liveness.all()]
+            # From the health counts, kept as groups change (not a look at every unhealthy group
+            # under the lock: seconds when a million lack units). A group whose only lack is a unit
+            # on a live leaving DataNode is draining, not waiting (health counts it good; fsck
+            # calls it HEALTHY; units_mapped shows the drain).
+            self._judge_health()
+            return ClusterReport(nodes, self.health.waiting_repair, self.repairs.done, self.blocks.corrupt_count(),
+                                 self.health.replicated, LOW_SPACE_PCT)
+        return self._locked(report)
+
+    def _judge_health(self) -> None:
+        """Health as of now (under the lock): the changed groups judged, and out of safe mode a
+        step of a first full pass if none was done yet (the monitor goes on with it). Not on a
+        standby: as HDFS's, it judges no group before it is the active (a first pass at a million
+        groups would hold its tail up for seconds); its counts are 0."""
+        if self.standby:
+            return
+        if not self.health.judged and not self.health.scanning and not self.safemode.on:
+            self.health.rescan()
+        self.health.refresh(self.liveness.is_live, HEALTH_STEP)
+
+    def datanode_reads(self, datanode_ids: Iterable[str]) -> dict[str, ReadLatency]:
+        """The reads of the last 60 s of each of these DataNodes, as it measured them (its last
+        heartbeat; those that served none are left out): handed out with a file's locations, so a
+        new client starts from the cluster's view of each DataNode (client/latency.py)."""
+        out = {}
+        for datanode_id in set(datanode_ids):
+            node = self.liveness.get(datanode_id)
+            recent = node.stats.recent_reads if node is not None else None
+            if recent is not None and recent.reads:
+                out[datanode_id] = recent
+        return out
+
+    def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
+        """Seconds since each of these DataNodes (those known) last heartbeated."""
+        return {d: self.liveness.age_s(d) for d in set(datanode_ids) if self.liveness.knows(d)}
+
+    def _state(self, datanode_id: str) -> str:
+        """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""
+        if not self.liveness.is_live(datanode_id):
+            return "dead"
+        return "stale" if self.liveness.age_s(datanode_id) > self.liveness.dead_interval_s / 3 else "live"
+
+    def status(self) -> ClusterStatus:
+        """The overview and the DataNode table: counts kept as things change, liveness, repairs."""
+        return self._locked(self._status)
+
+    def _status(self) -> ClusterStatus:
+        from hedgefs.namenode.blocks.liveness import HEAT_MINUTES, LOW_SPACE_PCT
+
+        now_ms = self.wall_ms()
+        minute = now_ms // 60_000
+        first = minute - HEAT_MINUTES + 1
+        deletes = self.blocks.pending_delete_counts()
+        running: dict[str, int] = {}
+        for repair in self.repairs.in_flight.values():
+            running[repair.target] = running.get(repair.target, 0) + 1
+        nodes = []
+        for n in sorted(self.liveness.all(), key=lambda n: _natural(n.id)):
+            age = self.liveness.age_s(n.id)
+            recent = n.stats.recent_reads
+            host = n.address.rsplit(":", 1)[0]
+            nodes.append(DataNodeStatus(
+                n.id, n.address, f"{host}:{n.stats.http_port}" if n.stats.http_port else "", self._state(n.id),
+                round(age, 1), n.stats.capacity_bytes, n.used_bytes, n.units, running.get(n.id, 0),
+                n.active_repairs, deletes.get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
+                recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
+                [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
+                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id)),
+                self.admin_state(n.id)))
+        live = [d for d in nodes if d.state != "dead"]
+        filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
+        health = self.health
+        return ClusterStatus(
+            cluster_id=self.cluster_id, started_ms=self.started_ms, now_ms=now_ms,
+            capacity_bytes=sum(d.capacity_bytes for d in filesystems.values()),
+            remaining_bytes=sum(d.remaining_bytes for d in filesystems.values()), low_space_pct=LOW_SPACE_PCT,
+            used_bytes=sum(d.used_bytes for d in live),
+            files=self.tree.files, directories=self.tree.dirs,
+            policies={p: n for p, n in sorted(self.tree.by_policy.items()) if n},
+            groups_healthy=health.healthy, groups_degraded=health.counts["degraded"],
+            groups_missing=health.counts["missing"],
+            repairs_queued=max(0, health.units_lacking - len(self.repairs.in_flight)),
+            repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
+            first_minute=first, datanodes=nodes, safe_mode=self.safe_mode_reason)
+
+    def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
+        """A file's groups and units, or one page of a directory (names after ``after``)."""
+        node, entry = self.tree.stat(path)
+        if not node.is_dir:
+            lengths = node.group_lengths()
+            info = FileInfo(entry, [self._group_info(g, n, 0, keep_dead=True) for g, n in zip(node.groups, lengths)])
+            holders = {u.datanode_id for g in info.groups for u in g.units}
+            self._seen()
+            return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
+        entries, more = self.tree.list_page(path, False, paths.join(path, after) if after else "", limit + 1,
+                                            LIST_PAGE_BYTES)
+        self._seen()
+        return Listing(path, entries[:limit], len(entries) > limit or (more and len(entries) < limit + 1))
+
+    def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:
+        """A DataNode's row of the table and the first ``limit`` units the block map puts on it."""
+        if not self.liveness.knows(datanode_id):
+            return None
+
+        def page() -> UnitsPage:
+            row = next(d for d in self._status().datanodes if d.id == datanode_id)
+            found = [(g, i, self.tree.path_of(group.file) if group.file.writer is None
+                      else self.tree.lease_path(group.file.writer))
+                     for g, i, group in self.blocks.units_on(datanode_id, limit + 1)]
+            return UnitsPage(row, found[:limit], len(found) > limit)
+        return self._locked(page)
+
+
+def _check_version(path: str, existing: Node | None, version: Version) -> None:
+    """The file a conversion rewrites must be the very one its client read."""
+    if existing is None:
+        raise NotFound(f"no such file or directory: {path}")
+    if existing.is_dir:
+        raise FailedPrecondition(f"is a directory: {path}")
+    if (existing.length, existing.mtime) != tuple(version):
+        raise FailedPrecondition(f"{path} changed during the conversion (now {existing.length} bytes, "
+                                 f"mtime {existing.mtime}): left as it is")
+
+
+def _groups_in(lengths: list[int], offset: int, length: int) -> tuple[range, int]:
+    """(the indexes of the groups holding bytes [offset, offset + length), the first), for groups
+    of these lengths in order. An empty span past the end: (an empty range, count)."""
+    start, end = offset, offset + max(length, 1)
+    first, last, at = len(lengths), len(lengths), 0
+    for index, n in enumerate(lengths):
+        if at < end and at + n > start:
+            if first == len(lengths):
+                first = index
+            last = index + 1
+        elif first != len(lengths):
+            break
+        at += n
+    return range(first, last), first
+
+
+def _natural(name: str) -> tuple:
+    """dn2 before dn10."""
+    stem = name.rstrip("0123456789")
+    digits = name[len(stem):]
+    return stem, int(digits) if digits else -1, name
+
+
+__all__ = ["Namesystem", "GroupCommit", "DB_FILE", "Dir", "File"]

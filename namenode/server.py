@@ -20,14 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from hedgefs import httpserver
-from hedgefs.namenode import web
-from hedgefs.namenode.election import DEFAULT_TTL_S
-from hedgefs.namenode.etcd_meta import MetaURL, parse_meta_url, with_tls
-from hedgefs.namenode.ha import HA, VIEW_FILE, Single
+from hedgefs.namenode.ha.election import DEFAULT_TTL_S
+from hedgefs.namenode.journal.etcd_meta import MetaURL, parse_meta_url, with_tls
+from hedgefs.namenode.ha.roles import HA, Single
+from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.monitor import Monitor
-from hedgefs.namenode.namesystem import DB_FILE, Namesystem
-from hedgefs.namenode.purge import Purger
-from hedgefs.namenode.servicer import NameNodeServicer, authorizer
+from hedgefs.namenode.namesystem import CHECKPOINT_EVERY, DB_FILE, Namesystem
+from hedgefs.namenode.rpc.servicer import NameNodeServicer, authorizer
+from hedgefs.namenode.web import handler as web
 from hedgefs.plumbing import hostport, serve_until, stop_on_signal, warn_if_open, write_port_file
 from hedgefs.proto import GRPC_OPTIONS, NAMENODE_MAX_MESSAGE_BYTES, hedgefs_pb2_grpc
 from hedgefs.security import tls
@@ -60,7 +60,7 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
           credential: Credential | None = None, cluster_id: str | None = None,
           block_token_lifetime_s: float = DEFAULT_LIFETIME_S, meta: str = "",
           lease_ttl_s: int = DEFAULT_TTL_S, safe_mode_share: float = 0.9, etcd_max_txn_ops: int = 1024,
-          etcd_tls: str = "", safe_mode_deadline_s: float = 60.0) -> None:
+          etcd_tls: str = "", safe_mode_deadline_s: float = 60.0, checkpoint_every: int = CHECKPOINT_EVERY) -> None:
     """Run a NameNode until SIGTERM or SIGINT (signals are handled only from the main thread).
 
     Raises RuntimeError / ValueError with a one-line message if it cannot start (port taken,
@@ -68,9 +68,10 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
     NameNode's, a namespace of another cluster).
 
     ``meta``: ``sqlite:///PATH`` (default: namenode.db in the data dir) or
-    ``etcd://HOST:PORT[,...]/PREFIX`` (HA, ha.py: this NameNode is the active or a standby;
-    MetaUnavailable when no etcd member answers at start), or ``etcds://...`` (TLS, with the
-    client certificate of the directory ``etcd_tls``).
+    ``etcd://HOST:PORT[,...]/PREFIX`` (HA, ha/roles.py: this NameNode is the active or a
+    standby; MetaUnavailable when no etcd member answers at start), or ``etcds://...`` (TLS, with
+    the client certificate of the directory ``etcd_tls``). A journal or image that does not check
+    raises CorruptStore (one line naming it and the txid).
     """
     url = parse_meta_url(meta) if meta else MetaURL("sqlite")
     if url.secure:
@@ -91,16 +92,18 @@ def serve(*, port: int, data_dir: str, host: str = "127.0.0.1", port_file: str |
     monitors: list[Monitor] = []
     address = hostport(host, port)
 
-    def open_namesystem(backend=None, read_only=False):
+    def open_namesystem(engine=None, standby=False):
+        if engine is None:
+            engine = SqliteEngine(url.path or os.path.join(data_dir, DB_FILE))
         return Namesystem(data_dir, default_policy=default_policy, default_block_size=default_block_size,
                           dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
-                          min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens,
-                          db_file=url.path or (VIEW_FILE if url.scheme == "etcd" else DB_FILE), backend=backend,
-                          read_only=read_only, safe_mode_share=safe_mode_share if backend or not read_only else None,
-                          safe_mode_deadline_s=None if backend else safe_mode_deadline_s)
+                          min_replicas=min_replicas, cluster_id=cluster_id, tokens=tokens, engine=engine,
+                          standby=standby, safe_mode_share=safe_mode_share,
+                          safe_mode_deadline_s=safe_mode_deadline_s if url.scheme == "sqlite" else None,
+                          checkpoint_every=checkpoint_every)
 
     def on_active(nn):
-        started = [Monitor(nn, repair_interval_s), Purger(nn)]   # the Purger: trees recursive deletes detached
+        started = [Monitor(nn, repair_interval_s), nn.checkpointer]
         for m in started:
             m.start()
         monitors.extend(started)

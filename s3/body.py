@@ -3,9 +3,11 @@
 ``Body.read(n)`` runs in the writer's source thread: it pulls the next piece from the socket on
 the event loop (so a slow client holds no event loop), decodes ``aws-chunked`` (checking each
 chunk's signature), and hashes what it hands on: MD5 for the ETag, SHA-256 when the request
-signed its payload's hash. At the end of the body it checks the length, Content-MD5 and the
-payload hash, and raises S3Error on a mismatch, before the writer commits: the library then
-abandons the file, so a bad or cut upload leaves nothing visible (the write is atomic).
+signed its payload's hash, and the request's x-amz-checksum-* algorithm (checksums.py), each on
+a thread of its own once the body comes in large buffers. At the end of the body it checks the
+length, Content-MD5, the payload hash and the checksum (sent as a header, or in the
+aws-chunked trailer), and raises S3Error on a mismatch, before the writer commits: the library
+then abandons the file, so a bad or cut upload leaves nothing visible (the write is atomic).
 
 ``stream(reader, ...)`` sends ``[start, end)`` of an open file in windows read ahead through the
 library's positional reads, each a hedged striped read.
@@ -23,7 +25,7 @@ import hashlib
 from aiohttp import web
 
 from hedgefs.ec.policy import parse_policy
-from hedgefs.s3 import sigv4
+from hedgefs.s3 import checksums, sigv4
 from hedgefs.s3.errors import S3Error
 
 WINDOW = 8 << 20        # bytes per positional read of a GET, rounded to whole stripes
@@ -62,7 +64,36 @@ def is_chunked(request: web.Request, signed: sigv4.Signed | None) -> bool:
     """The payload hash says so (STREAMING-...), not Content-Encoding: a client may set that to
     aws-chunked for a plain body (S3 then stores it as sent)."""
     payload = signed.payload if signed else request.headers.get("x-amz-content-sha256", "")
+    if payload.startswith("STREAMING-") and payload not in sigv4.STREAMING_KINDS:
+        raise S3Error("NotImplemented", f"x-amz-content-sha256 {payload} is not served here (SigV4a): "
+                      f"sign with SigV4, or send {sigv4.STREAMING_UNSIGNED_TRAILER}")
     return payload.startswith("STREAMING-")
+
+
+def requested_checksum(request: web.Request, default: str | None = None) -> tuple[str | None, str | None, bool]:
+    """What a request says of its body's checksum: (algorithm, the value in its header, whether
+    the value comes in the aws-chunked trailer). The algorithm is the one of its
+    x-amz-checksum-ALGO header or its x-amz-trailer, else x-amz-sdk-checksum-algorithm (S3 then
+    computes it), else ``default`` (a multipart upload's); None: no checksum but the MD5."""
+    h = request.headers
+    sent = [(checksums.HEADERS[name.lower()], value) for name, value in h.items()
+            if name.lower() in checksums.HEADERS]
+    if len(sent) > 1:
+        raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- header. Multiple checksum Types "
+                      "are not allowed.")
+    trailer = h.get("x-amz-trailer", "").strip().lower()
+    if trailer:
+        if trailer not in checksums.HEADERS:
+            raise S3Error("InvalidRequest", f"x-amz-trailer {trailer!r}: only an x-amz-checksum-* trailer is served")
+        if sent:
+            raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- header or trailer")
+        return checksums.HEADERS[trailer], None, True
+    if sent:
+        return sent[0][0], sent[0][1], False
+    named = h.get("x-amz-sdk-checksum-algorithm")
+    if named:
+        return checksums.algorithm_of(named), None, False
+    return default, None, False
 
 
 class _Hasher:
@@ -97,22 +128,48 @@ class _Hasher:
 
 
 class Body:
-    def __init__(self, request: web.Request, signed: sigv4.Signed | None):
+    """A request's body as the writer's source. ``etag_from_checksum``: a body that carries a
+    checksum (and no Content-MD5) is not MD5-hashed at all; its ETag is then made from the
+    checksum (store.Store.record): the checksum already vouches for its bytes, and an MD5 of a
+    256 MiB body is a third of a core-second on the request's path. Parts always get their MD5
+    (a multipart ETag is the MD5 of theirs)."""
+
+    def __init__(self, request: web.Request, signed: sigv4.Signed | None, checksum_default: str | None = None,
+                 etag_from_checksum: bool = False):
         self._loop = asyncio.get_running_loop()
         self._content = request.content
-        self._chunked = sigv4.ChunkedBody(signed) if is_chunked(request, signed) else None
+        self._chunked = sigv4.ChunkedBody(signed, request.headers.get("x-amz-content-sha256", "")) \
+            if is_chunked(request, signed) else None
         payload = signed.payload if signed else ""
         self._sha = hashlib.sha256() if len(payload) == 64 else None
         self._want_sha = payload
         self._want_md5 = content_md5(request.headers.get("Content-MD5"))
         self._want_length = declared_length(request)
-        self.md5 = hashlib.md5()
+        algorithm, self._want_checksum, self._in_trailer = requested_checksum(request, checksum_default)
+        if self._in_trailer and self._chunked is None:
+            raise S3Error("InvalidRequest", "x-amz-trailer needs an aws-chunked body (x-amz-content-sha256: "
+                          "STREAMING-...-TRAILER)")
+        self._checksum = checksums.Hasher(algorithm) if algorithm else None
+        self.checksum: tuple[str, bytes] | None = None   # (algorithm, raw digest), once the body is whole
+        skip_md5 = etag_from_checksum and algorithm is not None and self._want_md5 is None
+        self.md5 = None if skip_md5 else hashlib.md5()
         self.length = 0
         self._pending: collections.deque = collections.deque()   # decoded pieces not yet handed on
         self._pending_length = 0
         self._left: memoryview | None = None   # the rest of a piece of the socket's a buffer took part of
         self._hashers: list[_Hasher] = []
         self._eof = False
+
+    @property
+    def algorithm(self) -> str | None:
+        """The checksum algorithm the request named for its body (None: none)."""
+        return self._checksum.algorithm if self._checksum is not None else None
+
+    def compute(self, algorithm: str) -> None:
+        """Compute this checksum of the body too (one the request did not name: a multipart
+        upload's); before the first read."""
+        if self._checksum is None:
+            self._checksum = checksums.Hasher(algorithm)
 
     async def _fill(self, n: int) -> bytearray:
         """Up to ``n`` bytes of a plain body in one new buffer (shorter only at its end), each
@@ -190,13 +247,17 @@ class Body:
             for hasher in self._hashers:
                 hasher.feed(piece)
             return
-        self.md5.update(piece)
+        if self.md5 is not None:
+            self.md5.update(piece)
         if self._sha is not None:
             self._sha.update(piece)
+        if self._checksum is not None:
+            self._checksum.update(piece)
 
     def _hash_apart(self, piece) -> None:
         if not self._hashers:
-            self._hashers = [_Hasher("md5", self.md5)] + ([_Hasher("sha256", self._sha)] if self._sha else [])
+            self._hashers = [_Hasher(name, h) for name, h in (("md5", self.md5), ("sha256", self._sha),
+                                                              ("checksum", self._checksum)) if h is not None]
         self._hash(piece)
 
     def close(self) -> None:
@@ -237,12 +298,23 @@ class Body:
                           "match what was computed.")
         if self._want_md5 is not None and self.md5.digest() != self._want_md5:
             raise S3Error("BadDigest", "The Content-MD5 you specified did not match what we received.")
+        if self._checksum is not None:
+            algorithm, digest = self._checksum.algorithm, self._checksum.digest()
+            want = self._chunked.trailers.get(checksums.header(algorithm)) if self._in_trailer \
+                else self._want_checksum
+            if self._in_trailer and want is None:
+                raise S3Error("MalformedTrailerError", f"the aws-chunked trailer lacks the "
+                              f"{checksums.header(algorithm)} its x-amz-trailer header announced")
+            if want is not None and checksums.decode(algorithm, want) != digest:
+                raise S3Error("BadDigest", f"The {checksums.header(algorithm)} you specified did not match the "
+                              "calculated checksum.")
+            self.checksum = (algorithm, digest)
 
-    def etag(self) -> str:
-        """The MD5 ETag of the whole body (read to its end)."""
+    def etag(self) -> str | None:
+        """The MD5 ETag of the whole body (read to its end); None if it was not MD5-hashed."""
         for hasher in self._hashers:
             hasher.result()
-        return f'"{self.md5.hexdigest()}"'
+        return f'"{self.md5.hexdigest()}"' if self.md5 is not None else None
 
 
 class ChunkSource:
@@ -253,6 +325,7 @@ class ChunkSource:
         self._chunks = iter(chunks)
         self._pending = bytearray()
         self.md5 = hashlib.md5()
+        self.checksum: checksums.Hasher | None = None   # set before the first read to compute one
 
     def read(self, n: int = -1) -> bytes:
         while not self._pending:
@@ -260,6 +333,8 @@ class ChunkSource:
             if chunk is None:
                 return b""
             self.md5.update(chunk)
+            if self.checksum is not None:
+                self.checksum.update(chunk)
             self._pending += chunk
         n = len(self._pending) if n < 0 else min(n, len(self._pending))
         out = bytes(self._pending[:n])

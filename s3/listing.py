@@ -14,12 +14,17 @@ import urllib.parse
 
 from aiohttp import web
 
-from hedgefs.s3 import xmlout
+from hedgefs.s3 import checksums, xmlout
+from hedgefs.s3.acl import owner_xml
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.multipart import upload_dir
 from hedgefs.s3.store import check_bucket
 
-OWNER = "<Owner><ID>hedgefs</ID><DisplayName>hedgefs</DisplayName></Owner>"
+
+
+def _owner(ctx) -> str:
+    """The bucket's owner (of every object in it: S3's "bucket owner enforced"), blocking."""
+    return ctx.store.bucket(ctx.bucket).owner or "hedgefs"
 
 
 def _xml(root: str, body: str) -> web.Response:
@@ -37,17 +42,30 @@ def _int(query, name: str, default: int, high: int) -> int:
 
 
 async def list_buckets(ctx) -> web.Response:
-    buckets = await ctx.run(ctx.store.list_buckets)
+    """ListBuckets, in pages when asked (max-buckets, continuation-token, prefix)."""
+    q = ctx.request.query
+    prefix = q.get("prefix", "")
+    paged = "max-buckets" in q
+    max_buckets = _int(q, "max-buckets", 10000, 10000)
+    after = ""
+    if q.get("continuation-token"):
+        try:
+            after = base64.urlsafe_b64decode(q["continuation-token"].encode()).decode()
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise S3Error("InvalidArgument", "The continuation token provided is incorrect") from None
+    buckets = sorted((b for b in await ctx.run(ctx.store.list_buckets)
+                      if b.path[1:].startswith(prefix) and b.path[1:] > after), key=lambda b: b.path)
+    page, truncated = buckets[:max_buckets], len(buckets) > max_buckets
     body = "".join("<Bucket>" + xmlout.element("Name", b.path[1:])
                    + xmlout.element("CreationDate", xmlout.iso(b.mtime_ms))
-                   + "</Bucket>" for b in buckets)
-    return _xml("ListAllMyBucketsResult", OWNER + f"<Buckets>{body}</Buckets>")
-
-
-async def location(ctx) -> web.Response:
-    await ctx.run(ctx.store.bucket, ctx.bucket)
-    return web.Response(body=xmlout.HEAD.encode() + f'<LocationConstraint xmlns="{xmlout.NS}"/>'.encode(),
-                        content_type="application/xml")
+                   + "</Bucket>" for b in page)
+    owner = owner_xml(ctx.user or "hedgefs")
+    tail = ""
+    if paged and truncated:
+        tail = xmlout.element("ContinuationToken", base64.urlsafe_b64encode(page[-1].path[1:].encode()).decode())
+    if prefix:
+        tail += xmlout.element("Prefix", prefix)
+    return _xml("ListAllMyBucketsResult", owner + f"<Buckets>{body}</Buckets>" + tail)
 
 
 async def list_objects(ctx) -> web.Response:
@@ -75,9 +93,9 @@ async def list_objects(ctx) -> web.Response:
         items = items[:max_keys]
         files = [(k, s) for k, s in items if s is not None]
         infos = {i.key: i for i in ctx.store.infos(ctx.bucket, files)}
-        return items, infos, truncated
+        return items, infos, truncated, _owner(ctx)
 
-    items, infos, truncated = await ctx.run(page) if max_keys else ([], {}, False)
+    items, infos, truncated, bucket_owner = await ctx.run(page) if max_keys else ([], {}, False, "")
 
     def enc(text: str) -> str:
         return urllib.parse.quote(text, safe="/") if url else text
@@ -113,7 +131,8 @@ async def list_objects(ctx) -> web.Response:
         parts.append("<Contents>" + xmlout.element("Key", enc(key))
                      + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
                      + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size)
-                     + (OWNER if owner else "") + xmlout.element("StorageClass", "STANDARD") + "</Contents>")
+                     + (owner_xml(bucket_owner) if owner else "") + xmlout.element("StorageClass", "STANDARD")
+                     + "</Contents>")
     return _xml("ListBucketResult", "".join(parts))
 
 
@@ -165,6 +184,7 @@ async def list_uploads(ctx) -> web.Response:
         return urllib.parse.quote(text, safe="/") if url else text
 
     uploads = await ctx.run(ctx.session.uploads.list, ctx.bucket)
+    owner = owner_xml(await ctx.run(_owner, ctx))
     items, truncated = uploads_page(uploads, prefix, delimiter, key_marker, upload_id_marker, max_uploads)
     body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("KeyMarker", enc(key_marker)),
             xmlout.element("UploadIdMarker", upload_id_marker), xmlout.element("Prefix", enc(prefix))]
@@ -179,8 +199,9 @@ async def list_uploads(ctx) -> web.Response:
         if record is None:
             body.append("<CommonPrefixes>" + xmlout.element("Prefix", enc(key)) + "</CommonPrefixes>")
             continue
+        who = owner_xml(record["initiator"]) if record.get("initiator") else owner
         body.append("<Upload>" + xmlout.element("Key", enc(key)) + xmlout.element("UploadId", upload_id)
-                    + OWNER.replace("Owner>", "Initiator>") + OWNER + xmlout.element("StorageClass", "STANDARD")
+                    + who.replace("Owner>", "Initiator>") + who + xmlout.element("StorageClass", "STANDARD")
                     + xmlout.element("Initiated", xmlout.iso(record["initiated_ms"])) + "</Upload>")
     return _xml("ListMultipartUploadsResult", "".join(body))
 
@@ -193,21 +214,26 @@ async def list_parts(ctx) -> web.Response:
     max_parts = _int(q, "max-parts", 1000, 1000)
 
     def parts():
-        ctx.session.uploads.upload(ctx.bucket, upload_id, ctx.key)
-        return ctx.session.uploads.parts(ctx.bucket, upload_id)
+        return ctx.session.uploads.upload(ctx.bucket, upload_id, ctx.key), ctx.session.uploads.parts(ctx.bucket,
+                                                                                                      upload_id)
 
-    have = [(n, p) for n, p in (await ctx.run(parts)).items() if n > marker]
+    record, have = await ctx.run(parts)
+    owner = owner_xml(await ctx.run(_owner, ctx))
+    have = [(n, p) for n, p in have.items() if n > marker]
     page, truncated = have[:max_parts], len(have) > max_parts
     body = [xmlout.element("Bucket", ctx.bucket), xmlout.element("Key", ctx.key), xmlout.element("UploadId", upload_id),
-            OWNER.replace("Owner>", "Initiator>"), OWNER, xmlout.element("StorageClass", "STANDARD"),
+            owner.replace("Owner>", "Initiator>"), owner, xmlout.element("StorageClass", "STANDARD"),
             xmlout.element("PartNumberMarker", marker), xmlout.element("MaxParts", max_parts),
             xmlout.element("IsTruncated", truncated)]
     if page:
         body.append(xmlout.element("NextPartNumberMarker", page[-1][0]))
-    for number, (md5, status) in page:
+    for number, part in page:
         body.append("<Part>" + xmlout.element("PartNumber", number)
-                    + xmlout.element("LastModified", xmlout.iso(status.mtime_ms))
-                    + xmlout.element("ETag", f'"{md5}"') + xmlout.element("Size", status.length) + "</Part>")
+                    + xmlout.element("LastModified", xmlout.iso(part.status.mtime_ms))
+                    + xmlout.element("ETag", f'"{part.md5}"') + xmlout.element("Size", part.status.length)
+                    + (xmlout.element(checksums.element(record["checksum_algorithm"]), checksums.encode(part.checksum))
+                       if part.checksum and record.get("checksum_algorithm") else "")
+                    + "</Part>")
     return _xml("ListPartsResult", "".join(body))
 
 
@@ -221,9 +247,10 @@ async def list_versions(ctx) -> web.Response:
     def page():
         items = list(itertools.islice(ctx.store.walk(ctx.bucket, prefix, marker, delimiter), max_keys + 1))
         files = [(k, s) for k, s in items[:max_keys] if s is not None]
-        return items[:max_keys], {i.key: i for i in ctx.store.infos(ctx.bucket, files)}, len(items) > max_keys
+        return (items[:max_keys], {i.key: i for i in ctx.store.infos(ctx.bucket, files)}, len(items) > max_keys,
+                _owner(ctx))
 
-    items, infos, truncated = await ctx.run(page)
+    items, infos, truncated, bucket_owner = await ctx.run(page)
     parts = [xmlout.element("Name", ctx.bucket), xmlout.element("Prefix", prefix), xmlout.element("KeyMarker", marker),
              xmlout.element("VersionIdMarker", ""), xmlout.element("MaxKeys", max_keys),
              xmlout.element("IsTruncated", truncated)]
@@ -238,7 +265,7 @@ async def list_versions(ctx) -> web.Response:
         info = infos[key]
         parts.append("<Version>" + xmlout.element("Key", key) + xmlout.element("VersionId", "null")
                      + xmlout.element("IsLatest", True) + xmlout.element("LastModified", xmlout.iso(info.mtime_ms))
-                     + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size) + OWNER
+                     + xmlout.element("ETag", info.etag) + xmlout.element("Size", info.size) + owner_xml(bucket_owner)
                      + xmlout.element("StorageClass", "STANDARD") + "</Version>")
     return _xml("ListVersionsResult", "".join(parts))
 

@@ -1,7 +1,10 @@
 """Multipart uploads as hedgefs files, joined by the NameNode's concat when their layout allows.
 
-    /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/upload.json     key, Content-Type, x-amz-meta-*, when
+    /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/upload.json     key, Content-Type, x-amz-meta-*, when,
+                                                          the checksum algorithm and type
     /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/00001.<md5>      part 1 (its name carries its ETag)
+    /BUCKET/.hedgefs-s3/uploads/UPLOAD_ID/00001.<md5>.<c>  ... and its checksum (hex), when the
+                                                          upload has an algorithm
 
 Nothing of an upload is visible as an object until Complete; Abort (or a Complete) removes the
 directory, so an upload abandoned half-way leaves nothing but that directory (ListMultipartUploads
@@ -25,20 +28,28 @@ import re
 import secrets
 import time
 import uuid
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from hedgefs.client.errors import HedgefsError, NotFound
 from hedgefs.client.fs import FileStatus
 from hedgefs.ec.policy import parse_policy
+from hedgefs.s3 import checksums
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.store import RESERVED, Store
 
 MIN_PART = 5 << 20          # S3's: every part but the last at least 5 MiB
 MAX_PARTS = 10000
+ASIDE_KEPT_S = 24 * 3600    # a PutObject's aside file older than this is a dead gateway's leftover
 # The NameNode's refusal of a change larger than one etcd transaction (namenode/db.py, TooLarge)
 TOO_LARGE = "more than one etcd transaction may hold"
 _UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
-_PART = re.compile(r"^(\d{5})\.([0-9a-f]{32})$")
+_PART = re.compile(r"^(\d{5})\.([0-9a-f]{32})(?:\.([0-9a-f]{8,64}))?$")
+
+
+class Part(NamedTuple):
+    md5: str                    # hex: the part's ETag
+    checksum: bytes | None      # raw, of the upload's checksum algorithm (None: the upload has none)
+    status: FileStatus
 
 
 def uploads_dir(bucket: str) -> str:
@@ -67,14 +78,30 @@ class Uploads:
         self.store = store
         self.fs = store.fs
 
-    def create(self, bucket: str, key: str, content_type: str | None, meta: dict) -> str:
+    def create(self, bucket: str, key: str, content_type: str | None, meta: dict,
+               checksum: tuple[str, str] | None = None, tags: list | None = None, canned: str | None = None,
+               initiator: str | None = None) -> str:
+        """A new upload; ``checksum``: (algorithm, COMPOSITE or FULL_OBJECT) its parts and object
+        carry; ``initiator``: the user of the key that began it (ListMultipartUploads names it)."""
         self.store.prepare(bucket, key)
         upload_id = uuid.uuid4().hex
         directory = upload_dir(bucket, upload_id)
         record = {"key": key, "content_type": content_type, "meta": meta, "initiated_ms": int(time.time() * 1000)}
+        if checksum:
+            record["checksum_algorithm"], record["checksum_type"] = checksum
+        if tags:
+            record["tags"] = [list(t) for t in tags]
+        if canned:
+            record["acl"] = canned
+        if initiator:
+            record["initiator"] = initiator
         self.store.reserve(bucket)
         try:
-            self.fs.mkdir(directory)
+            try:
+                self.fs.mkdir(directory)
+            except NotFound:   # the bucket was made again through another gateway (store.write_object)
+                self.store.reserve(bucket, again=True)
+                self.fs.mkdir(directory)
             self.fs.write_bytes(f"{directory}/upload.json", json.dumps(record).encode(), policy=self.store.meta_policy)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
@@ -92,14 +119,15 @@ class Uploads:
             raise S3Error("NoSuchUpload", "The upload is not one of this key.", upload_id)
         return record
 
-    def parts(self, bucket: str, upload_id: str) -> dict[int, tuple[str, FileStatus]]:
-        """part number -> (its md5, its file)."""
+    def parts(self, bucket: str, upload_id: str) -> dict[int, Part]:
+        """part number -> its Part."""
         out = {}
         try:
             for entry in self.fs.iter_list(upload_dir(bucket, upload_id)):
                 match = _PART.match(entry.path.rsplit("/", 1)[1])
                 if match:
-                    out[int(match.group(1))] = (match.group(2), entry)
+                    digest = bytes.fromhex(match.group(3)) if match.group(3) else None
+                    out[int(match.group(1))] = Part(match.group(2), digest, entry)
         except NotFound:
             raise S3Error("NoSuchUpload", "The specified upload does not exist.", upload_id) from None
         return dict(sorted(out.items()))
@@ -108,32 +136,34 @@ class Uploads:
         have = self.parts(bucket, upload_id)
         if number not in have:
             raise S3Error("NoSuchUpload", "The specified upload does not exist (aborted meanwhile?).", upload_id)
-        return have[number][1]
+        return have[number].status
 
     def put_part(self, bucket: str, upload_id: str, number: int, length: int,
-                 write: Callable[[str, int], str]) -> str:
-        """Store part ``number``; ``write(path, block_size)`` writes the body there and returns its
-        md5. A part uploaded again replaces the one before. Returns the part's ETag."""
+                 write: Callable[[str, int, str | None], tuple[str, bytes | None]]) -> tuple[str, bytes | None]:
+        """Store part ``number``; ``write(path, block_size, algorithm)`` writes the body there and
+        returns its md5 and its checksum of the upload's algorithm (raw; None: the upload has none).
+        A part uploaded again replaces the one before. Returns the part's ETag and that checksum."""
         if not 1 <= number <= MAX_PARTS:
             raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
         directory = upload_dir(bucket, upload_id)
-        self.upload(bucket, upload_id)
+        record = self.upload(bucket, upload_id)
         policy = self.fs.get_policy(directory)
         spec = parse_policy(policy.policy)
         block_size = part_block_size(length, spec.k, spec.cell_size, policy.default_block_size)
         temp = f"{directory}/{number:05d}.tmp-{secrets.token_hex(4)}"
-        md5 = write(temp, block_size)
+        md5, digest = write(temp, block_size, record.get("checksum_algorithm"))
+        name = f"{directory}/{number:05d}.{md5}" + (f".{digest.hex()}" if digest else "")
         try:
-            old = [entry for n, entry in self.parts(bucket, upload_id).items() if n == number]
-            self.fs.rename(temp, f"{directory}/{number:05d}.{md5}")
-            for _md5, status in old:
-                if status.path != f"{directory}/{number:05d}.{md5}":
-                    self.fs.delete(status.path)
+            old = [part for n, part in self.parts(bucket, upload_id).items() if n == number]
+            self.fs.rename(temp, name)
+            for part in old:
+                if part.status.path != name:
+                    self.fs.delete(part.status.path)
         except HedgefsError as err:
             if "exists" not in str(err):   # the same bytes again: the part is there already
                 raise from_hedgefs(err, upload_id, "NoSuchUpload") from None
             self.fs.delete(temp)
-        return f'"{md5}"'
+        return f'"{md5}"', digest
 
     def abort(self, bucket: str, upload_id: str) -> None:
         self.upload(bucket, upload_id)
@@ -151,35 +181,67 @@ class Uploads:
             return []
         for entry in entries:
             upload_id = entry.path.rsplit("/", 1)[1]
+            if upload_id.startswith("put-"):
+                self._sweep(entry)
+                continue
             try:
                 out.append((upload_id, self.upload(bucket, upload_id)))
             except S3Error:
                 continue   # being created or aborted right now
         return sorted(out, key=lambda item: (item[1]["key"], item[1]["initiated_ms"], item[0]))
 
-    def complete(self, bucket: str, upload_id: str, key: str, wanted: list[tuple[int, str]],
-                 copy: Callable[[list[FileStatus], str, int], None]) -> tuple[str, str, dict, bool]:
-        """Join the parts ``wanted`` ((number, ETag) in order) into the object. ``copy(parts, path,
-        block_size)`` streams parts into one new file at path (0: the default block size). Returns
-        (ETag, Content-Type, meta, whether concat joined them)."""
+    def _sweep(self, entry: FileStatus) -> None:
+        """A PutObject's file written aside (store.Store.write_object) is swapped in within
+        seconds; one a day old was left by a gateway that died before the swap: it goes."""
+        if entry.mtime_ms < (time.time() - ASIDE_KEPT_S) * 1000:
+            try:
+                self.fs.delete(entry.path)
+            except HedgefsError:
+                pass   # another's (sticky directory), or gone meanwhile
+
+    def complete(self, bucket: str, upload_id: str, key: str, wanted: list[tuple[int, str, str | None]],
+                 copy: Callable[[list[FileStatus], str, int], None],
+                 expected: tuple[str, str] | None = None) -> tuple[str, str, dict, dict, bool]:
+        """Join the parts ``wanted`` ((number, ETag, its checksum as the request names it or None)
+        in order) into the object. ``copy(parts, path, block_size)`` streams parts into one new
+        file at path (0: the default block size). ``expected``: (algorithm, base64) of the object's
+        checksum as the request states it; a mismatch is BadDigest before anything moves.
+        Returns (ETag, Content-Type, meta, what the object's sidecar keeps besides, whether
+        concat joined them)."""
         record = self.upload(bucket, upload_id, key)
         have = self.parts(bucket, upload_id)
         if not wanted:
             raise S3Error("MalformedXML", "a multipart upload needs at least one part")
-        numbers = [n for n, _ in wanted]
+        numbers = [n for n, _, _ in wanted]
         if numbers != sorted(set(numbers)):
             raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order.")
+        algorithm, kind = record.get("checksum_algorithm"), record.get("checksum_type")
         chosen = []
-        for number, etag in wanted:
-            if number not in have or have[number][0] != etag.strip('"').lower():
+        for number, etag, sent in wanted:
+            if number not in have or have[number].md5 != etag.strip('"').lower():
                 raise S3Error("InvalidPart", f"part {number} was not uploaded, or its ETag is not {etag}")
-            chosen.append(have[number])
-        for md5, status in chosen[:-1]:
-            if status.length < MIN_PART:
+            part = have[number]
+            if sent is not None and algorithm and checksums.decode(algorithm, sent) != part.checksum:
+                raise S3Error("InvalidPart", f"part {number}'s {checksums.header(algorithm)} is not {sent}")
+            chosen.append(part)
+        for part in chosen[:-1]:
+            if part.status.length < MIN_PART:
                 raise S3Error("EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
-        etag = '"' + hashlib.md5(b"".join(bytes.fromhex(m) for m, _ in chosen)).hexdigest() + f'-{len(chosen)}"'
+        etag = '"' + hashlib.md5(b"".join(bytes.fromhex(p.md5) for p in chosen)).hexdigest() + f'-{len(chosen)}"'
+        extra: dict = {"parts": [(p.status.length, checksums.encode(p.checksum) if p.checksum else "") for p in chosen]}
+        if algorithm and all(p.checksum for p in chosen):
+            value = checksums.of_object(algorithm, kind, [(p.checksum, p.status.length) for p in chosen])
+            extra["checksum"] = {"algorithm": algorithm, "value": value, "type": kind}
+        if expected is not None:
+            if expected[0] != algorithm or "checksum" not in extra or expected[1].strip() != extra["checksum"]["value"]:
+                raise S3Error("BadDigest", f"The {checksums.header(expected[0])} you specified did not match the "
+                              "calculated checksum.")
+        if record.get("tags"):
+            extra["tags"] = record["tags"]
+        if record.get("acl"):
+            extra["acl"] = record["acl"]
         path = self.store.prepare(bucket, key)
-        files = [status for _, status in chosen]
+        files = [p.status for p in chosen]
         concat = self._concat(files, path, copy)
         if not concat:
             copy(files, path, 0)
@@ -187,7 +249,7 @@ class Uploads:
             self.fs.delete(upload_dir(bucket, upload_id), recursive=True)
         except HedgefsError:
             pass
-        return etag, record.get("content_type"), record.get("meta") or {}, concat
+        return etag, record.get("content_type"), record.get("meta") or {}, extra, concat
 
     def _concat(self, files: list[FileStatus], path: str, copy) -> bool:
         first = files[0]

@@ -8,16 +8,14 @@ import email.utils
 import logging
 import re
 import urllib.parse
-import uuid
 
 from aiohttp import web
 
 from hedgefs.client.errors import AlreadyExists, HedgefsError
+from hedgefs.s3 import acl, checksums, sigv4, tagging, xmlout
 from hedgefs.s3 import meta as meta_values
-from hedgefs.s3 import sigv4, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, stream, stream_whole
+from hedgefs.s3.body import Body, ChunkSource, declared_length, requested_checksum, stream, stream_whole
 from hedgefs.s3.errors import S3Error, from_hedgefs
-from hedgefs.s3.multipart import uploads_dir
 from hedgefs.s3.store import ObjectInfo, check_key, object_path
 
 KEPT_HEADERS = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
@@ -40,6 +38,8 @@ class Context:
     signed: sigv4.Signed | None
     bucket: str
     key: str
+    user: str | None = None      # the hedgefs user of the request's key (None: anonymous)
+    headers: dict = dataclasses.field(default_factory=dict)   # every answer carries these (CORS)
 
     async def run(self, fn, *args):
         return await self.gateway.run(fn, *args)
@@ -68,9 +68,27 @@ def user_metadata(request: web.Request) -> tuple[str | None, dict]:
 def object_headers(info: ObjectInfo) -> dict:
     headers = {"ETag": info.etag, "Last-Modified": xmlout.http_date(info.mtime_ms), "Accept-Ranges": "bytes",
                "Content-Type": info.content_type}
+    if info.tags:
+        headers["x-amz-tagging-count"] = str(len(info.tags))
     for name, value in info.meta.items():
         headers[name] = meta_values.to_header(value) if name.startswith("x-amz-meta-") else value
     return headers
+
+
+def checksum_headers(checksum: dict | None) -> dict:
+    """x-amz-checksum-ALGO and -type of a stored checksum ({} if none)."""
+    if not checksum:
+        return {}
+    return {checksums.header(checksum["algorithm"]): checksum["value"],
+            "x-amz-checksum-type": checksum.get("type", checksums.FULL_OBJECT)}
+
+
+def stored_checksum(body: Body) -> dict | None:
+    """What a whole body's checksum is kept as (None: it had none)."""
+    if body.checksum is None:
+        return None
+    algorithm, digest = body.checksum
+    return {"algorithm": algorithm, "value": checksums.encode(digest), "type": checksums.FULL_OBJECT}
 
 
 def check_conditions(request: web.Request, info: ObjectInfo) -> None:
@@ -157,6 +175,33 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
+def part_number(query) -> int | None:
+    if "partNumber" not in query:
+        return None
+    try:
+        number = int(query["partNumber"])
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 10000:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+    return number
+
+
+def part_span(info: ObjectInfo, number: int) -> tuple[tuple[int, int] | None, dict | None]:
+    """GET ?partNumber=N: the bytes of the object's part N, and that part's checksum (of the
+    object's algorithm and type); an object uploaded in one piece is its own part 1."""
+    if not info.parts:
+        if number != 1:
+            raise S3Error("InvalidPart", f"part {number} of an object uploaded in one piece: it has only part 1")
+        return None, info.checksum
+    if number > len(info.parts):
+        raise S3Error("InvalidPart", f"part {number} of an object of {len(info.parts)} parts")
+    start = sum(length for length, _ in info.parts[:number - 1])
+    length, value = info.parts[number - 1]
+    checksum = dict(info.checksum, value=value) if info.checksum and value else None
+    return (start, start + length), checksum
+
+
 def _early_read(ctx: Context, header: str):
     """A small ranged GET of a file this gateway has open: (reader, span, the read, started
     now). get_object sends its bytes only if the NameNode's answer shows the file is still that
@@ -183,14 +228,25 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     try:
         info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key, early[1] if early else None)
         check_conditions(ctx.request, info)
-        headers = object_headers(info)
+        headers = {**object_headers(info), **ctx.headers}
         for param, name in RESPONSE_OVERRIDES.items():
             if param in ctx.request.query:
                 headers[name] = ctx.request.query[param]
-        span = parse_range(header, info.size)
+        number = part_number(ctx.request.query)
+        if number is not None:
+            if header:
+                raise S3Error("InvalidRequest", "Cannot specify both Range header and partNumber query parameter")
+            span, checksum = part_span(info, number)
+        else:
+            span, checksum = parse_range(header, info.size), info.checksum
         start, end = span or (0, info.size)
-        if span is not None:
+        if span is not None and info.size:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{info.size}"
+        if info.parts:
+            headers["x-amz-mp-parts-count"] = str(len(info.parts))
+        if ctx.request.headers.get("x-amz-checksum-mode", "").upper() == "ENABLED" \
+                and (span is None or number is not None):
+            headers.update(checksum_headers(checksum))
         response = web.StreamResponse(status=206 if span else 200, headers=headers)
         response.content_length = end - start
         data = None
@@ -219,16 +275,12 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     return response
 
 
-BEING_WRITTEN = " is being written by "   # the NameNode's refusal of a second writer of one path
-
-
 async def _write(ctx: Context, path: str, body, length: int | None, overwrite: bool = True) -> None:
+    """Write ``body`` as the object at ``path`` (store.Store.write_object: aside, then in place)."""
     def write():
         try:
-            ctx.session.fs.write(path, body, overwrite=overwrite)
+            ctx.store.write_object(ctx.bucket, path, lambda aside: ctx.session.fs.write(aside, body), overwrite)
         except HedgefsError as err:
-            if overwrite and isinstance(err, AlreadyExists) and BEING_WRITTEN in str(err):
-                return _write_aside(ctx, path, body)
             if not overwrite and isinstance(err, AlreadyExists):
                 raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not "
                               "hold") from None
@@ -237,31 +289,14 @@ async def _write(ctx: Context, path: str, body, length: int | None, overwrite: b
         await ctx.run(write)
 
 
-def _write_aside(ctx: Context, path: str, body) -> None:
-    """Another PUT of this key is being written (the NameNode allows one writer a path, HDFS's
-    lease; it refused before any byte moved). S3 lets both run and the last to finish wins: these
-    bytes go to a file of their own among the bucket's uploads, which then replaces the key in one
-    concat of that one file (a rename over it: readers see the old object or this one, whole)."""
-    fs = ctx.session.fs
-    aside = f"{uploads_dir(ctx.bucket)}/put-{uuid.uuid4().hex}"
-    try:
-        ctx.store.reserve(ctx.bucket)
-        fs.write(aside, body)
-        fs.concat(path, [aside], overwrite=True)
-    except HedgefsError as err:
-        try:
-            fs.delete(aside)
-        except HedgefsError:
-            pass   # never created, or already the key's; an abandoned one goes with its lease
-        raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-
-
 async def put_object(ctx: Context) -> web.Response:
     check_key(ctx.bucket, ctx.key)
     if declared_length(ctx.request) is None and "chunked" not in ctx.request.headers.get("Transfer-Encoding", ""):
         raise S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.")
     content_type, meta = user_metadata(ctx.request)
-    body = Body(ctx.request, ctx.signed)
+    canned = acl.requested(ctx.request)
+    tags = tagging.from_header(ctx.request.headers.get("x-amz-tagging"))
+    body = Body(ctx.request, ctx.signed, etag_from_checksum=True)
     if ctx.key.endswith("/"):
         if await ctx.run(body.read, 1):
             raise S3Error("InvalidArgument", "a key ending in '/' is a directory here: it holds no bytes")
@@ -274,8 +309,14 @@ async def put_object(ctx: Context) -> web.Response:
         await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new)
     finally:
         body.close()
-    info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta)
-    return web.Response(headers={"ETag": info.etag})
+    checksum = stored_checksum(body)
+    extra = {"checksum": checksum} if checksum else {}
+    if tags:
+        extra["tags"] = [list(t) for t in tags]
+    info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta, extra)
+    if canned:
+        await ctx.run(acl.apply, ctx.session.fs, path, canned, False, 0o644)
+    return web.Response(headers={"ETag": info.etag, **checksum_headers(checksum)})
 
 
 def copy_source(request: web.Request) -> tuple[str, str]:
@@ -290,6 +331,9 @@ async def copy_object(ctx: Context) -> web.Response:
     check_key(ctx.bucket, ctx.key)
     src_bucket, src_key = copy_source(ctx.request)
     replace = ctx.request.headers.get("x-amz-metadata-directive", "COPY").upper() == "REPLACE"
+    canned = acl.requested(ctx.request)
+    replace_tags = ctx.request.headers.get("x-amz-tagging-directive", "COPY").upper() == "REPLACE"
+    new_tags = tagging.from_header(ctx.request.headers.get("x-amz-tagging")) if replace_tags else None
     info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
     copy_conditions(ctx.request, info)
     content_type, meta = user_metadata(ctx.request) if replace else (info.content_type, info.meta)
@@ -302,9 +346,19 @@ async def copy_object(ctx: Context) -> web.Response:
     else:   # onto itself too: new metadata is a new version (store.Store.info caches by version)
         path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
         source = ChunkSource(reader.chunks())
+        algorithm = requested_checksum(ctx.request)[0] or (info.checksum or {}).get("algorithm")
+        if algorithm:
+            source.checksum = checksums.Hasher(algorithm)
         await _write(ctx, path, source, info.size)
         etag = f'"{source.md5.hexdigest()}"' if "-" not in info.etag else info.etag
-        new = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, etag, content_type, meta)
+        extra = {"tags": [list(t) for t in (info.tags if new_tags is None else new_tags)]}
+        if source.checksum is not None:
+            extra["checksum"] = {"algorithm": algorithm, "value": checksums.encode(source.checksum.digest()),
+                                 "type": checksums.FULL_OBJECT}
+        new = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, etag, content_type, meta,
+                            {k: v for k, v in extra.items() if v})
+        if canned:
+            await ctx.run(acl.apply, ctx.session.fs, path, canned, False, 0o644)
     body = xmlout.element("LastModified", xmlout.iso(new.mtime_ms)) + xmlout.element("ETag", new.etag)
     return web.Response(body=xmlout.document("CopyObjectResult", body), content_type="application/xml")
 

@@ -8,10 +8,17 @@ import re
 from aiohttp import web
 
 from hedgefs.client.errors import HedgefsError
-from hedgefs.s3 import xmlout
+from hedgefs.s3 import acl, checksums, tagging, xmlout
 from hedgefs.s3.body import Body, ChunkSource, declared_length, window_chunks
 from hedgefs.s3.errors import S3Error, from_hedgefs
-from hedgefs.s3.objects import Context, check_write_conditions, copy_conditions, copy_source, user_metadata
+from hedgefs.s3.objects import (
+    Context,
+    check_write_conditions,
+    checksum_headers,
+    copy_conditions,
+    copy_source,
+    user_metadata,
+)
 from hedgefs.s3.store import ObjectInfo, check_key
 
 _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
@@ -20,10 +27,22 @@ _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 async def create_upload(ctx: Context) -> web.Response:
     check_key(ctx.bucket, ctx.key)
     content_type, meta = user_metadata(ctx.request)
-    upload_id = await ctx.run(ctx.session.uploads.create, ctx.bucket, ctx.key, content_type, meta)
+    h = ctx.request.headers
+    checksum, headers = None, {}
+    if h.get("x-amz-checksum-algorithm"):
+        algorithm = checksums.algorithm_of(h["x-amz-checksum-algorithm"])
+        checksum = (algorithm, checksums.valid_type(algorithm, h.get("x-amz-checksum-type")))
+        headers = {"x-amz-checksum-algorithm": checksum[0], "x-amz-checksum-type": checksum[1]}
+    elif h.get("x-amz-checksum-type"):
+        raise S3Error("InvalidRequest", "x-amz-checksum-type needs an x-amz-checksum-algorithm")
+    tags = tagging.from_header(h.get("x-amz-tagging"))
+    canned = acl.requested(ctx.request)
+    upload_id = await ctx.run(ctx.session.uploads.create, ctx.bucket, ctx.key, content_type, meta, checksum, tags,
+                              canned, ctx.user)
     body = (xmlout.element("Bucket", ctx.bucket) + xmlout.element("Key", ctx.key)
             + xmlout.element("UploadId", upload_id))
-    return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml")
+    return web.Response(body=xmlout.document("InitiateMultipartUploadResult", body), content_type="application/xml",
+                        headers=headers)
 
 
 def _part_number(query) -> int:
@@ -59,16 +78,17 @@ async def upload_part_copy(ctx: Context) -> web.Response:
         start, end = copy_range(ctx.request.headers.get("x-amz-copy-source-range"), info.size)
         source = ChunkSource(window_chunks(reader, start, end) if reader is not None and end > start else ())
 
-        def write(path: str, block_size: int) -> str:
+        def write(path: str, block_size: int, algorithm: str | None) -> tuple[str, bytes | None]:
+            source.checksum = checksums.Hasher(algorithm) if algorithm else None
             try:
                 ctx.session.fs.write(path, source, overwrite=True, block_size=block_size)
             except HedgefsError as err:
                 raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-            return source.md5.hexdigest()
+            return source.md5.hexdigest(), source.checksum.digest() if source.checksum else None
 
         async with ctx.gateway.writing(end - start):
-            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"], number,
-                                 end - start, write)
+            etag, _digest = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"],
+                                          number, end - start, write)
     finally:
         if reader is not None:
             reader.close()
@@ -87,20 +107,29 @@ async def upload_part(ctx: Context) -> web.Response:
         raise S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.")
     body = Body(ctx.request, ctx.signed)
 
-    def write(path: str, block_size: int) -> str:
+    def write(path: str, block_size: int, algorithm: str | None) -> tuple[str, bytes | None]:
         # on put_part's worker thread, between its checks and its rename
+        if algorithm and body.algorithm not in (None, algorithm):
+            raise S3Error("InvalidRequest", f"this upload's parts carry {checksums.header(algorithm)}, "
+                          f"not {checksums.header(body.algorithm)}")
+        if algorithm:
+            body.compute(algorithm)
         try:
             ctx.session.fs.write(path, body, overwrite=True, block_size=block_size)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{ctx.bucket}/{ctx.key}") from None
-        return body.etag().strip('"')
+        return body.etag().strip('"'), body.checksum[1] if algorithm and body.checksum else None
 
     try:
         async with ctx.gateway.writing(length):
-            etag = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length, write)
+            etag, digest = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, query["uploadId"], number, length,
+                                         write)
     finally:
         body.close()
-    return web.Response(headers={"ETag": etag})
+    headers = {"ETag": etag}
+    if body.checksum is not None:
+        headers[checksums.header(body.checksum[0])] = checksums.encode(body.checksum[1])
+    return web.Response(headers=headers)
 
 
 async def complete_upload(ctx: Context) -> web.Response:
@@ -108,9 +137,13 @@ async def complete_upload(ctx: Context) -> web.Response:
     wanted = []
     for part in xmlout.children(tree, "Part"):
         try:
-            wanted.append((int(xmlout.text(part, "PartNumber")), xmlout.text(part, "ETag")))
+            number = int(xmlout.text(part, "PartNumber"))
         except ValueError:
             raise S3Error("MalformedXML", "a Part without a numeric PartNumber") from None
+        sent = [xmlout.text(part, checksums.element(a)) for a in checksums.ALGORITHMS
+                if xmlout.children(part, checksums.element(a))]
+        wanted.append((number, xmlout.text(part, "ETag"), sent[0] if sent else None))
+    stated = [(a, v) for name, a in checksums.HEADERS.items() if (v := ctx.request.headers.get(name)) is not None]
     fs = ctx.session.fs
 
     def copy(files, path, block_size):
@@ -118,8 +151,14 @@ async def complete_upload(ctx: Context) -> web.Response:
             for f in files:
                 with fs.open(f.path) as reader:
                     yield from reader.chunks()
+
+        def write(target):
+            fs.write(target, ChunkSource(chunks()), overwrite=True, block_size=block_size)
         try:
-            fs.write(path, ChunkSource(chunks()), overwrite=True, block_size=block_size)
+            if block_size:   # a part laid out again beside the others
+                write(path)
+            else:            # the object itself
+                ctx.store.write_object(ctx.bucket, path, write)
         except HedgefsError as err:
             raise from_hedgefs(err, path) from None
 
@@ -128,20 +167,28 @@ async def complete_upload(ctx: Context) -> web.Response:
     def complete():
         check_write_conditions(ctx)
         try:
-            etag, content_type, meta, _joined = ctx.session.uploads.complete(
-                ctx.bucket, upload_id, ctx.key, wanted, copy)
+            etag, content_type, meta, extra, _joined = ctx.session.uploads.complete(
+                ctx.bucket, upload_id, ctx.key, wanted, copy, stated[0] if stated else None)
         except S3Error as err:
             done = _completed(ctx, upload_id, wanted)   # a Complete sent again (its answer lost): S3 says yes
             if err.code != "NoSuchUpload" or done is None:
                 raise
             return done
-        return ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id})
+        canned = extra.pop("acl", None)
+        info = ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id, **extra})
+        if canned:
+            acl.apply(ctx.session.fs, info.path, canned, False, 0o644)
+        return info
 
     async with ctx.gateway.writing():   # a copy of the parts, or of the short last one
         info = await ctx.run(complete)
     body = (xmlout.element("Location", f"/{ctx.bucket}/{ctx.key}") + xmlout.element("Bucket", ctx.bucket)
             + xmlout.element("Key", ctx.key) + xmlout.element("ETag", info.etag))
-    return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml")
+    if info.checksum:
+        body += (xmlout.element(checksums.element(info.checksum["algorithm"]), info.checksum["value"])
+                 + xmlout.element("ChecksumType", info.checksum["type"]))
+    return web.Response(body=xmlout.document("CompleteMultipartUploadResult", body), content_type="application/xml",
+                        headers=checksum_headers(info.checksum))
 
 
 def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> ObjectInfo | None:
@@ -153,7 +200,7 @@ def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> O
     except S3Error:
         return None
     record = ctx.store.read_record(ctx.bucket, ctx.key) or {}
-    digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag in wanted)).hexdigest()
+    digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag, _ in wanted)).hexdigest()
     if record.get("upload_id") == upload_id and info.etag == f'"{digest}-{len(wanted)}"':
         return info
     return None

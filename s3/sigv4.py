@@ -26,7 +26,9 @@ from hedgefs.s3.errors import S3Error
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED = "UNSIGNED-PAYLOAD"
 STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+STREAMING_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
 STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+STREAMING_KINDS = (STREAMING, STREAMING_TRAILER, STREAMING_UNSIGNED_TRAILER)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 MAX_SKEW_S = 15 * 60          # as S3: a signed request's date may be this far from ours
 MAX_PRESIGN_S = 7 * 24 * 3600
@@ -184,19 +186,25 @@ def verify(method: str, raw_path: str, raw_query: str, headers: Mapping[str, str
 
 class ChunkedBody:
     """Decodes an ``aws-chunked`` body fed in pieces of any size: ``feed(data)`` returns the
-    payload bytes it completes, ``finish()`` checks the body ended with its final chunk. Each
-    chunk's signature (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``) chains from the seed signature;
-    a wrong one is SignatureDoesNotMatch before its bytes are handed on. Unsigned chunks with a
-    trailer (what newer SDKs send) are decoded too; the trailing checksum is not checked."""
+    payload bytes it completes, ``finish()`` checks the body ended with its final chunk and
+    reads its trailer. Each chunk's signature (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``, and
+    ``...-TRAILER``) chains from the seed signature; a wrong one is SignatureDoesNotMatch before
+    its bytes are handed on. After the final chunk come the trailing headers (what SDKs send
+    their checksum in: ``x-amz-checksum-crc32:...``), signed (``x-amz-trailer-signature``,
+    chained from the final chunk's) or not (``STREAMING-UNSIGNED-PAYLOAD-TRAILER``):
+    ``trailers`` holds them once ``finish()`` has checked them."""
 
     MAX_CHUNK = 64 << 20
+    MAX_TRAILER = 4096
 
-    def __init__(self, signed: Signed | None):
-        self._signed = signed if signed is not None and signed.payload.startswith(STREAMING) \
-            and signed.payload != STREAMING_UNSIGNED_TRAILER else None
+    def __init__(self, signed: Signed | None, payload: str = ""):
+        payload = signed.payload if signed else payload
+        self._signed = signed if signed is not None and payload in (STREAMING, STREAMING_TRAILER) else None
+        self._signed_trailer = payload == STREAMING_TRAILER
         self._previous = signed.signature if signed else ""
         self._buffer = bytearray()
         self._done = False
+        self.trailers: dict[str, str] = {}
 
     def _check(self, signature: str, data: bytes | bytearray) -> None:
         s = self._signed
@@ -208,8 +216,9 @@ class ChunkedBody:
 
     def feed(self, data: bytes) -> list[bytes]:
         if self._done:
-            if data.strip():
-                self._buffer.extend(data)   # trailer lines after the final chunk
+            self._buffer.extend(data)   # the trailer, after the final chunk
+            if len(self._buffer) > self.MAX_TRAILER:
+                raise S3Error("MalformedTrailerError", "the aws-chunked trailer is too long")
             return []
         self._buffer.extend(data)
         out = []
@@ -248,3 +257,24 @@ class ChunkedBody:
     def finish(self) -> None:
         if not self._done:
             raise S3Error("IncompleteBody", "the aws-chunked body ended before its final chunk")
+        signature, canonical = None, []
+        for line in bytes(self._buffer).split(b"\r\n"):
+            if not line.strip():
+                continue
+            name, sep, value = line.decode("latin-1").partition(":")
+            if not sep:
+                raise S3Error("MalformedTrailerError", f"a bad aws-chunked trailer line {line[:40]!r}")
+            name, value = name.strip().lower(), value.strip()
+            if name == "x-amz-trailer-signature":
+                signature = value
+                continue
+            self.trailers[name] = value
+            canonical.append(f"{name}:{value}\n")
+        if self._signed is not None and self._signed_trailer:
+            if signature is None:
+                raise S3Error("SignatureDoesNotMatch", "the aws-chunked trailer carries no x-amz-trailer-signature")
+            s = self._signed
+            text = "\n".join(["AWS4-HMAC-SHA256-TRAILER", s.amz_date, s.scope, self._previous,
+                              hashlib.sha256("".join(canonical).encode("latin-1")).hexdigest()])
+            if not hmac.compare_digest(_hmac_hex(s.key, text), signature):
+                raise S3Error("SignatureDoesNotMatch", "the aws-chunked trailer's signature does not match it")

@@ -31,7 +31,8 @@ import json
 import logging
 import re
 import threading
-from typing import Iterator
+import uuid
+from typing import Callable, Iterator
 
 from hedgefs.client.errors import HedgefsError, NotFound
 from hedgefs.client.file_reader import FileReader
@@ -60,6 +61,10 @@ class ObjectInfo:
     content_type: str = DEFAULT_TYPE
     meta: dict = dataclasses.field(default_factory=dict)   # x-amz-meta-NAME -> value (NAME lower-case)
     path: str = ""
+    # x-amz-checksum-*: {"algorithm": "CRC32", "value": base64, "type": "FULL_OBJECT" or "COMPOSITE"}
+    checksum: dict | None = None
+    parts: tuple = ()               # a multipart object's parts: (length, checksum base64 or "")
+    tags: tuple = ()                # (key, value) pairs
 
 
 def check_bucket(bucket: str) -> str:
@@ -220,7 +225,9 @@ class Store:
                 return base
             self._remember(version, record)
         return dataclasses.replace(base, etag=record["etag"], content_type=record.get("content_type") or DEFAULT_TYPE,
-                                   meta=record.get("meta") or {})
+                                   meta=record.get("meta") or {}, checksum=record.get("checksum"),
+                                   parts=tuple(tuple(p) for p in record.get("parts") or ()),
+                                   tags=tuple(tuple(t) for t in record.get("tags") or ()))
 
     def _remember(self, version: tuple, record: dict) -> None:
         with self._lock:
@@ -285,15 +292,24 @@ class Store:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
         return list(self._pool.map(lambda e: self.info(bucket, e[0], e[1]), entries))
 
-    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict,
+    def record(self, bucket: str, key: str, etag: str | None, content_type: str | None, meta: dict,
                extra: dict | None = None) -> ObjectInfo:
-        """After an object's bytes committed: keep its ETag and metadata in its sidecar."""
+        """After an object's bytes committed: keep its ETag and metadata in its sidecar. No ETag:
+        one made from its checksum (``extra``) and version, in the ``-1`` form that says it is no
+        MD5 of the bytes (as a multipart ETag says it)."""
         status = self.stat_object(bucket, key)
-        info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path)
-        if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"':
+        extra = extra or {}
+        if etag is None:
+            checksum = extra["checksum"]
+            made = f"{checksum['algorithm']}:{checksum['value']}:{status.length}:{status.mtime_ms}"
+            etag = '"' + hashlib.md5(made.encode()).hexdigest() + '-1"'
+        info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path,
+                          extra.get("checksum"), tuple(tuple(p) for p in extra.get("parts") or ()),
+                          tuple(tuple(t) for t in extra.get("tags") or ()))
+        if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"' and not extra:
             return info
         record = {"key": key, "etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
-                  "content_type": content_type, "meta": meta, **(extra or {})}
+                  "content_type": content_type, "meta": meta, **extra}
         body = json.dumps(record).encode()
         path = meta_path(bucket, key)
         try:
@@ -304,9 +320,41 @@ class Store:
             log.warning("s3: could not keep the metadata of /%s/%s: %s", bucket, key, err)
         return info
 
-    def reserve(self, bucket: str) -> None:
-        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there."""
-        if bucket in self._reserved:
+    def _current_record(self, bucket: str, key: str) -> tuple[FileStatus, dict]:
+        """The object's file and its sidecar as it is now (read afresh: not the cache), one that
+        describes it even if it has none (its version's ETag)."""
+        status = self.stat_object(bucket, key)
+        if status.is_dir:
+            raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
+        record = self.read_record(bucket, key)
+        if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms \
+                or record.get("key", key) != key:
+            record = {"key": key, "etag": version_etag(status), "length": status.length,
+                      "mtime_ms": status.mtime_ms, "content_type": None, "meta": {}}
+        return status, record
+
+    def object_tags(self, bucket: str, key: str) -> list[tuple[str, str]]:
+        _status, record = self._current_record(bucket, key)
+        return [tuple(t) for t in record.get("tags") or ()]
+
+    def set_object_tags(self, bucket: str, key: str, tags: list[tuple[str, str]]) -> None:
+        """Replace the object's tags (its bytes, ETag and version stay: S3 keeps them apart). The
+        sidecar is rewritten; another gateway's cache may show the old tag count on a GET until it
+        drops the entry, GetObjectTagging always reads it afresh."""
+        status, record = self._current_record(bucket, key)
+        record = {**record, "tags": [list(t) for t in tags]}
+        try:
+            self.reserve(bucket)
+            self.fs.write_bytes(meta_path(bucket, key), json.dumps(record).encode(), overwrite=True,
+                                policy=self.meta_policy)
+        except HedgefsError as err:
+            raise from_hedgefs(err, f"/{bucket}/{key}") from None
+        self._remember((status.path, status.length, status.mtime_ms), record)
+
+    def reserve(self, bucket: str, again: bool = False) -> None:
+        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there
+        (``again``: known, but found missing)."""
+        if bucket in self._reserved and not again:
             return
         for directory in (f"/{bucket}/{RESERVED}", f"/{bucket}/{RESERVED}/meta", f"/{bucket}/{RESERVED}/uploads"):
             try:
@@ -314,7 +362,7 @@ class Store:
             except HedgefsError as err:
                 if "exists" in str(err):
                     continue
-                raise from_hedgefs(err, f"/{bucket}") from None
+                raise from_hedgefs(err, f"/{bucket}", "NoSuchBucket") from None
             try:
                 self.fs.set_permission(directory, 0o1777)
             except HedgefsError as err:
@@ -322,17 +370,46 @@ class Store:
         self._reserved.add(bucket)
 
     def prepare(self, bucket: str, key: str) -> str:
-        """The path a new object is written to, its directories made."""
+        """The path a new object is written to, its directories made. A key at the top of a
+        bucket this gateway has written to costs no call: the write aside finds a bucket gone
+        (write_object: NoSuchBucket)."""
         check_key(bucket, key)
-        self.bucket(bucket)
         path = object_path(bucket, key)
         parent = path.rsplit("/", 1)[0]
+        if parent == f"/{bucket}" and bucket in self._reserved:
+            return path
+        self.bucket(bucket)
         if parent != f"/{bucket}":
             try:
                 self.fs.mkdir(parent, parents=True)
             except HedgefsError as err:
                 raise from_hedgefs(err, f"/{bucket}/{key}") from None
         return path
+
+    def write_object(self, bucket: str, path: str, write: Callable[[str], object], overwrite: bool = True) -> None:
+        """Write an object's bytes: ``write(aside)`` writes a file of its own among the bucket's
+        uploads, which then replaces the object in one concat of that one file (a rename over
+        it; ``overwrite`` False: only if there is none, AlreadyExists else). So two PUTs of one
+        key both succeed and the last to complete wins, as S3 has it (the NameNode lets one
+        writer write a path at a time, HDFS's lease), and readers see the old object or the new
+        one, whole. Raises what ``write`` or the NameNode raise; the aside file then goes."""
+        aside = f"/{bucket}/{RESERVED}/uploads/put-{uuid.uuid4().hex}"
+        self.reserve(bucket)
+        try:
+            try:
+                write(aside)
+            except NotFound:
+                # no uploads directory, refused at Create (before a byte was read): the bucket was
+                # deleted and made again through another gateway since this one made it
+                self.reserve(bucket, again=True)
+                write(aside)
+            self.fs.concat(path, [aside], overwrite=overwrite)
+        except BaseException:
+            try:
+                self.fs.delete(aside)
+            except HedgefsError:
+                pass   # never created (an abandoned write leaves nothing), or already the object
+            raise
 
     def make_marker(self, bucket: str, key: str) -> ObjectInfo:
         """PUT of a key ending in '/' with no bytes: a directory."""

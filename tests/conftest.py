@@ -66,8 +66,12 @@ def start_cluster(root, security: str = "insecure", **overrides) -> LocalCluster
     except BaseException:
         cluster.down()
         raise
+    # Keyed by address, and a dead cluster's port is free for the next one: an insecure cluster on a
+    # port a secure one had must not inherit its credential (CI failed on exactly that).
     if cluster.credentials:
         CREDENTIALS[cluster.namenode] = cluster.credentials
+    else:
+        CREDENTIALS.pop(cluster.namenode, None)
     return cluster
 
 

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.namesystem import Namesystem
-from hedgefs.namenode.namespace import load_policy
+from hedgefs.namenode.namespace.inodes import load_policy
 
 
 class FakeClock:
@@ -50,7 +50,7 @@ def stored(nn: Namesystem, group, length: int, indexes=None) -> GroupCommit:
 
 def generation(nn: Namesystem, group_id: int) -> int:
     """The generation the NameNode issued with a group (its units carry it)."""
-    return nn.blocks.group(group_id)[0].generation
+    return nn.blocks.generation(group_id)
 
 
 def add_datanodes(nn: Namesystem, count: int, start: int = 1) -> list[str]:
@@ -89,9 +89,7 @@ def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = Fals
 def held(nn: Namesystem, datanode_id: str) -> list[tuple[int, int, int]]:
     """The (group id, index, generation) the map puts on ``datanode_id``: its block report, as a
     DataNode that lost nothing would send it."""
-    return [tuple(r) for r in nn.db.query(
-        "SELECT u.group_id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id "
-        "WHERE u.datanode_id = ? ORDER BY u.group_id, u.idx", (datanode_id,))]
+    return [(g, i, nn.blocks.generation(g)) for g, i, _group in nn.blocks.units_on(datanode_id, 1 << 62)]
 
 
 @pytest.fixture
@@ -101,3 +99,33 @@ def nn(tmp_path, clock):
     add_datanodes(namenode, 5)
     yield namenode
     namenode.close()
+
+
+def state(nn: Namesystem) -> dict:
+    """Everything the journal rebuilds, field by field: every directory and file (attributes,
+    times, policies, lengths, groups and their generations), every write in progress (its
+    targets), the id counters, the retry cache's answers, the DataNodes being decommissioned."""
+    tree, blocks = nn.tree, nn.blocks
+    nodes = {}
+    stack = [("/", tree.root)]
+    while stack:
+        path, node = stack.pop()
+        a = node.attrs
+        if node.is_dir:
+            nodes[path] = ("dir", node.id, a.owner, a.group, a.mode, node.mtime, node.policy)
+            for name, child in node.children.items():
+                stack.append((path.rstrip("/") + "/" + name, child))
+        else:
+            nodes[path] = ("file", node.id, a.owner, a.group, a.mode, a.policy, a.block_size, node.mtime, node.length,
+                           [(g.id, blocks.generation(g.id)) for g in node.groups])
+    writing = {fid: (tree.lease_path(lease), lease.overwrite, lease.holder, lease.file.attrs.owner,
+                     lease.file.attrs.mode, [(g.id, blocks.generation(g.id), sorted(blocks.units(g).items()))
+                                             for g in lease.file.groups])
+               for fid, lease in tree.writing.items()}
+    retry = {key: (op, answer) for key, (op, answer, _expires) in nn.retry.items()}
+    return {"nodes": nodes, "writing": writing, "next_id": tree.next_id,
+            "next_group_id": blocks.next_group_id, "generation_base": blocks.generation_base,
+            "generation_first": blocks.generation_first, "retry": retry, "leaving": set(nn.leaving),
+            "cluster_id": nn.cluster_id, "files": tree.files, "dirs": tree.dirs,
+            "by_policy": {p: n for p, n in tree.by_policy.items() if n},
+            "complete_groups": blocks.complete_groups}

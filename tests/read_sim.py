@@ -21,14 +21,13 @@ import dataclasses
 import random
 import selectors
 
-from hedgefs.client.breaker import CircuitBreaker
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.latency import LatencyModel
 from hedgefs.client.locations import GroupLocation, UnitLocation
 from hedgefs.client.metrics import ClientMetrics
-from hedgefs.client.reader import HedgedReader
+from hedgefs.client.reader import HedgedReader, make_breaker
 from hedgefs.client.buffers import BufferPool
-from hedgefs.client.transport import Busy, ChecksumMismatch, TransferError
+from hedgefs.client.transport import Busy, ChecksumMismatch, DeadlineExceeded, TransferError
 from hedgefs.ec import layout
 from hedgefs.ec.codec import codec_for
 from hedgefs.ec.policy import Policy, parse_policy
@@ -84,7 +83,8 @@ async def _drain(timeout: float) -> None:
 @dataclasses.dataclass(frozen=True)
 class Reply:
     after: float = 0.001            # seconds until it answers
-    error: str | None = None        # a TransferError status ("UNAVAILABLE", "BUSY", "CHECKSUM"), or None: the bytes
+    error: str | None = None        # a TransferError status ("UNAVAILABLE", "BUSY", "CHECKSUM",
+                                    # "DEADLINE_EXCEEDED": our own time limit), or None: the bytes
     never: bool = False             # never answers (a frozen DataNode): only a cancel ends it
     cold: bool = False              # opens a new connection (the transport tells the latency model)
 
@@ -162,7 +162,9 @@ class ScriptedDataNodes:
         if reply.error == "CHECKSUM":
             raise ChecksumMismatch(group_id, index, offset, address)
         if reply.error == "BUSY":
-            raise Busy("BUSY", f"{address} is busy")
+            raise Busy(f"{address} is busy")
+        if reply.error == "DEADLINE_EXCEEDED":
+            raise DeadlineExceeded(f"no answer from {address} in time")
         if reply.error:
             raise TransferError(reply.error, f"{address}: scripted failure")
         block = self.stripe.blocks[index]
@@ -178,12 +180,12 @@ class ScriptedDataNodes:
 class Client:
     """A reader over scripted DataNodes, with a real latency model and breaker on the virtual clock."""
 
-    def __init__(self, datanodes: ScriptedDataNodes, **hedge):
+    def __init__(self, datanodes: ScriptedDataNodes, on_change=lambda datanode, state: None, **hedge):
         self.datanodes = datanodes
         self.config = HedgeConfig(**hedge)
         self.metrics = ClientMetrics()
-        self.model = LatencyModel(clock=self._clock)
-        self.breaker = CircuitBreaker(self.config, clock=self._clock, model=self.model)
+        self.model = LatencyModel(clock=self._clock, on_change=on_change)
+        self.breaker = make_breaker(self.config, self.model, clock=self._clock)
         self.reported: list[int] = []
         self.reader = HedgedReader(datanodes, self.config, self.breaker, self.metrics, self.model,
                                    lambda group, index, loc: self.reported.append(index))

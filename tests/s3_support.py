@@ -69,8 +69,8 @@ def boto3_client(endpoint: str, access: str, secret: str, **config):
 
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access, aws_secret_access_key=secret,
                         region_name="us-east-1",
-                        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"},
-                                      signature_version="s3v4", **config))
+                        config=Config(retries={"max_attempts": 1}, signature_version="s3v4",
+                                      **{"s3": {"addressing_style": "path"}, **config}))
 
 
 def raw_put(gateway, path: str, headers: dict, body: bytes, close_after: int | None = None):
@@ -117,10 +117,15 @@ def self_signed(directory) -> tuple[str, str]:
     return cert_path, key_path
 
 
-def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: list[bytes]) -> tuple[dict, bytes]:
-    """Headers and body of a PUT signed as STREAMING-AWS4-HMAC-SHA256-PAYLOAD, each piece a chunk
-    (the chaining of AWS's "Transferring Payload in Multiple Chunks"; tests/unit/test_s3_sigv4.py checks
-    the gateway's side of it against that page's example)."""
+def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: list[bytes],
+                       trailer: tuple[str, str] | None = None, unsigned: bool = False,
+                       trailer_signature: str | None = None) -> tuple[dict, bytes]:
+    """Headers and body of an aws-chunked PUT, each piece a chunk: signed as
+    STREAMING-AWS4-HMAC-SHA256-PAYLOAD (the chaining of AWS's "Transferring Payload in Multiple
+    Chunks"; tests/unit/test_s3_sigv4.py checks the gateway's side of it against that page's
+    example), with ``trailer`` (name, value) as STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (its
+    x-amz-trailer-signature chained from the final chunk's; ``trailer_signature`` replaces it),
+    or ``unsigned``: STREAMING-UNSIGNED-PAYLOAD-TRAILER, as boto3 sends over HTTPS."""
     import datetime
     import hashlib
     import hmac
@@ -131,18 +136,34 @@ def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: lis
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     scope = f"{day}/us-east-1/s3/aws4_request"
     key = sigv4.signing_key(secret, day, "us-east-1", "s3")
+    payload = sigv4.STREAMING_UNSIGNED_TRAILER if unsigned else sigv4.STREAMING_TRAILER if trailer else sigv4.STREAMING
     names = ["content-encoding", "host", "x-amz-content-sha256", "x-amz-date", "x-amz-decoded-content-length"]
     headers = {"content-encoding": "aws-chunked", "host": urllib.parse.urlsplit(gateway.endpoint).netloc,
-               "x-amz-content-sha256": sigv4.STREAMING, "x-amz-date": amz_date,
+               "x-amz-content-sha256": payload, "x-amz-date": amz_date,
                "x-amz-decoded-content-length": str(sum(map(len, pieces)))}
-    canonical = sigv4.canonical_request("PUT", path, "", headers, names, sigv4.STREAMING)
+    if trailer:
+        names.append("x-amz-trailer")
+        headers["x-amz-trailer"] = trailer[0]
+    canonical = sigv4.canonical_request("PUT", path, "", headers, names, payload)
     signature = hmac.new(key, sigv4.string_to_sign(amz_date, scope, canonical).encode(), hashlib.sha256).hexdigest()
     body, previous = b"", signature
     for piece in [*pieces, b""]:
+        if unsigned:
+            body += f"{len(piece):x}\r\n".encode() + piece + (b"\r\n" if piece else b"")
+            continue
         text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, previous, sigv4.EMPTY_SHA256,
                           hashlib.sha256(piece).hexdigest()])
         previous = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-        body += f"{len(piece):x};chunk-signature={previous}\r\n".encode() + piece + b"\r\n"
+        body += f"{len(piece):x};chunk-signature={previous}\r\n".encode() + piece + (b"\r\n" if piece else b"")
+    if trailer:
+        line = f"{trailer[0]}:{trailer[1]}\n"
+        body += line.replace("\n", "\r\n").encode()
+        if not unsigned:
+            text = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, previous,
+                              hashlib.sha256(line.encode()).hexdigest()])
+            signed = trailer_signature or hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+            body += f"x-amz-trailer-signature:{signed}\r\n".encode()
+    body += b"\r\n"
     headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access}/{scope},SignedHeaders={';'.join(names)},"
                                 f"Signature={signature}")
     headers["content-length"] = str(len(body))

@@ -2,7 +2,7 @@
 
 The group and the read-path verbs (read, suite, replication) live here; the data-path probes
 (distcp, security, codec, transport, throughput) in bench_data.py, and the services (fsspec,
-s3, mount: the ways in beside the library; namenode, namenode-scale, namenode-fleet, failover, meta) in bench_services.py. VERBS registers them all,
+s3, mount: the ways in beside the library; namenode, namenode-scale, namenode-fleet, promotion, failover, meta) in bench_services.py. VERBS registers them all,
 explicitly, in the order `hedgefs bench --help` lists them; a module is imported only when one
 of its verbs runs (or help lists them all).
 """
@@ -30,6 +30,7 @@ from hedgefs.client.errors import HedgefsError, UsageError
 VERBS = {
     "read": "bench:bench_read",
     "suite": "bench:bench_suite",
+    "tail": "bench:bench_tail",
     "replication": "bench:bench_replication",
     "distcp": "bench_data:bench_distcp",
     "security": "bench_data:bench_security",
@@ -43,6 +44,7 @@ VERBS = {
     "namenode": "bench_services:bench_namenode",
     "namenode-scale": "bench_services:bench_namenode_scale",
     "namenode-fleet": "bench_services:bench_namenode_fleet",
+    "promotion": "bench_services:bench_promotion",
     "failover": "bench_services:bench_failover",
     "meta": "bench_services:bench_meta",
 }
@@ -213,6 +215,49 @@ def bench_suite(quick, reps, policies, out, name, only) -> None:
     command = "hedgefs " + " ".join(sys.argv[1:])
     scenarios.run_suite(pathlib.Path(out) if out else scenarios.RESULTS_DIR, quick=quick, only=names, policies=chosen,
                         reps=reps, name=name, command=command, say=lambda s: click.echo(s))
+
+
+@click.command("tail", context_settings=CONTEXT)
+@click.option("--quick", is_flag=True, help="4 rounds of 1.25 s arms, 32 MiB files: about 5 minutes.")
+@click.option("--rounds", type=click.IntRange(min=2), help="Rounds [20; --quick 4].")
+@click.option("--policies", metavar="P[,P...]", help="Only these of RS-6-3-1024k, LRC-6-2-2-1024k, REPLICATE-3.")
+@click.option("--faults", metavar="F[,F...]", help="Only these of slow-500ms, frozen, tail-1pct-2s.")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+@click.option("--name", default="tail", show_default=True, help="Results file stem after the date.")
+def bench_tail(quick, rounds, policies, faults, out, name) -> None:
+    """Tail claims this host can decide: hedged reads against the oracle, with intervals.
+
+    Five arms in one cluster, switched without restarts: healthy without hedging (H0) and with
+    (H); one DataNode faulty without hedging (S0), with (S), and the oracle (O: the faulty
+    DataNode left out from every read's first try). Faults: +500 ms, frozen, 1 % +2 s; policies
+    RS-6-3, LRC-6-2-2, REPLICATE-3. This process (load and clients) on one CPU, the servers on
+    the other; hiccup meters in both; 20 rounds, blocks and arms in a new order each round,
+    open loop. Prints every row with its 95 % block-bootstrap interval and verdict (met,
+    missed, unresolved); writes <date>-<name>.json.gz and <date>-<name>-summary.md to --out.
+    About 38 minutes; --quick about 5.
+
+    \b
+    Examples:
+      hedgefs bench tail
+      hedgefs bench tail --quick --policies LRC-6-2-2-1024k --faults slow-500ms --out /tmp/bench
+    """
+    import dataclasses
+    import sys
+
+    from hedgefs.bench import tail
+
+    try:
+        chosen = tail.parse_names(policies, list(tail.POLICIES), "policy")
+        fault_names = tail.parse_names(faults, [f.name for f in tail.FAULTS], "fault")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    settings = tail.QUICK if quick else tail.FULL
+    if rounds:
+        settings = dataclasses.replace(settings, rounds=rounds)
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    tail.run_tail(pathlib.Path(out) if out else tail.RESULTS_DIR, settings, chosen,
+                  [f for f in tail.FAULTS if fault_names is None or f.name in fault_names], name, command=command,
+                  say=lambda s: click.echo(s))
 
 
 @click.command("replication", context_settings=CONTEXT)

@@ -229,6 +229,37 @@ def bench_namenode_scale(files, baseline, out) -> None:
     click.echo(json.dumps(doc))
 
 
+@click.command("promotion", context_settings=CONTEXT)
+@click.option("--files", type=click.IntRange(1000), default=1_000_000, show_default=True,
+              help="Files of one group in the namespace both NameNodes load.")
+@click.option("--reps", type=click.IntRange(0), default=10, show_default=True, help="Handovers (Failover calls).")
+@click.option("--kills", type=click.IntRange(0), default=3, show_default=True, help="kill -9s of the active.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), metavar="FILE.json",
+              help="Write the JSON document here.")
+def bench_promotion(files, reps, kills, out) -> None:
+    """How long a hot standby takes to serve writes once it has won the lease, with FILES files
+    (bench/promotion.py): 3 etcd members, 2 NameNodes on one prefix, 8 writer threads; per
+    handover the new active's promotion (lease won to first change durable, from its log) and
+    the writers' unwritable time (Failover call or kill to the first acknowledged write).
+
+    \b
+    Examples:
+      hedgefs bench promotion --files 1000000 --reps 10 --kills 3 --out bench/results/promotion.json
+    """
+    import sys
+
+    from hedgefs.bench.promotion import run
+
+    command = "hedgefs " + " ".join(sys.argv[1:])
+    try:
+        doc = run(files=files, reps=reps, kills=kills, command=command, say=lambda s: click.echo(s, err=True))
+    except RuntimeError as err:
+        raise HedgefsError(str(err)) from None
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+    click.echo(json.dumps(doc))
+
+
 @click.command("namenode-fleet", context_settings=CONTEXT)
 @click.option("--datanodes", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @click.option("--interval", "interval_s", type=click.FloatRange(0.1), default=3.0, show_default=True,

@@ -48,9 +48,9 @@ def chaos(seed, steps, datanodes, writers, readers, as_json, root, keep, dry_run
     With --ha the cluster runs on 3 etcd members with 2 NameNodes (needs etcd), and about 3 steps
     in 10 kill -9 the active NameNode (a later step starts it again, as a standby), freeze it past
     its lease and thaw it, or kill and restart an etcd member; the writers put their files in
-    directories of 4 and delete the oldest directory whole (a recursive delete: on etcd detached,
-    then purged in the background, across failovers). Every NameNode's role and epoch is
-    polled all along: no epoch may be claimed active by two NameNodes, and no NameNode may answer
+    directories of 4 and delete the oldest directory whole (a recursive delete: one journal
+    record, its groups freed in the background, across failovers). Every NameNode's role and
+    epoch is polled all along: no epoch may be claimed active by two NameNodes, and no NameNode may answer
     active with an epoch older than one already active.
 
     Exit 0 only if wrong bytes, lost namespace operations and dual actives are 0 and the invariant

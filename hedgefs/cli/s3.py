@@ -31,7 +31,8 @@ def keys_option(f):
 @click.option("--port", type=int, default=9000, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 in a container).")
 @keys_option
-@click.option("--allow-anonymous", is_flag=True, help="Serve unsigned requests too (an insecure cluster only).")
+@click.option("--allow-anonymous", is_flag=True, help="Serve unsigned requests too, where the modes let everyone "
+              "(public-read ACLs; an insecure cluster only).")
 @click.option("--tls-cert", metavar="PEM", type=click.Path(dir_okay=False),
               help="Serve HTTPS with this certificate (chain) for the gateway's host name: in a secure "
                    "cluster the one `hedgefs admin s3-cert` issues (it holds its key too) ...")

@@ -41,11 +41,11 @@ def _etcd_tls_beside(credentials: str | None) -> str:
 @click.option("--port", type=int, default=8020, show_default=True, help="Port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False),
-              help="Where the SQLite namespace lives (on etcd: this NameNode's view of it).")
+              help="Where the journal and checkpoint images live (namenode.db; on etcd: nothing but the lock).")
 @click.option("--meta", "meta", metavar="URL", default="", envvar="HEDGEFS_META",
-              help="Where the namespace lives: sqlite:///PATH (default: namenode.db in the data dir; no HA) or "
-                   "etcd://HOST:PORT[,HOST:PORT...]/PREFIX (HA: run several NameNodes on one prefix; one is the "
-                   "active, the others standbys that take over); etcds://... the same over TLS (--etcd-tls).")
+              help="Where the namespace's journal lives: sqlite:///PATH (default: namenode.db in the data dir; no "
+                   "HA) or etcd://HOST:PORT[,HOST:PORT...]/PREFIX (HA: run several NameNodes on one prefix; one is "
+                   "the active, the others hot standbys that take over); etcds://... the same over TLS (--etcd-tls).")
 @click.option("--etcd-tls", "etcd_tls", metavar="DIR", default="", envvar="HEDGEFS_ETCD_TLS",
               help="With --meta etcds://: the directory with ca.pem, client.pem and client-key.pem (what "
                    "`hedgefs admin init-security` writes in DIR/etcd/; default: the etcd/ directory beside "
@@ -54,9 +54,8 @@ def _etcd_tls_beside(credentials: str | None) -> str:
               help="HA: the active's etcd lease. It serves only while surely holding it (TTL - 1 s after its "
                    "last renewal); a standby takes over within about the TTL of the active's death.")
 @click.option("--etcd-max-txn-ops", type=click.IntRange(16), default=1024, show_default=True,
-              help="HA: the etcd servers' --max-txn-ops (etcd's own default is 128: run etcd with 1024). A batch "
-                   "of changes is committed before it needs more keys; one change needing more than half is "
-                   "refused (do it in parts).")
+              help="HA: the etcd servers' --max-txn-ops (etcd's own default is 128: run etcd with 1024). A group "
+                   "commit that needs more keys goes in several Txns.")
 @click.option("--safe-mode-share", type=click.FloatRange(0, 1), default=0.9, show_default=True,
               help="Safe mode: a NameNode restarted on existing groups (or HA's new active) deletes and repairs "
                    "nothing, and (but for a new active) refuses namespace changes, until this share of the block "
@@ -64,6 +63,10 @@ def _etcd_tls_beside(credentials: str | None) -> str:
 @click.option("--safe-mode-deadline-s", type=click.FloatRange(0), default=60.0, show_default=True,
               help="A restarted NameNode leaves safe mode after this long even if the share has not reported "
                    "(0: only once it has, or an admin's `hedgefs admin safemode leave`).")
+@click.option("--checkpoint-every", type=click.IntRange(1), default=200_000, show_default=True, metavar="RECORDS",
+              help="Write a checkpoint image of the namespace (and drop the journal before it) every this many "
+                   "journal records (or every eighth of the namespace's inodes, if more), and at a clean "
+                   "shutdown: a start-up loads the image and replays the rest.")
 @click.option("--http-port", type=int, help="Serve the status pages at http://HOST:PORT/ (JSON under /api/), "
                                             "Prometheus metrics at /metrics and a probe at /health (0 picks a free port).")
 @click.option("--dead-interval-s", type=float, default=30.0, show_default=True, help="Silence after which a DataNode is dead.")
@@ -84,10 +87,10 @@ def _etcd_tls_beside(credentials: str | None) -> str:
 @click.option("--block-token-lifetime-s", type=click.FloatRange(1), default=600.0, show_default=True,
               help="How long a block access token is good for (secure clusters; clients renew theirs).")
 def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops, safe_mode_share, safe_mode_deadline_s,
-             http_port, dead_interval_s,
+             checkpoint_every, http_port, dead_interval_s,
              repair_interval_s, lease_timeout_s, block_size, default_policy, min_replicas, port_file, credentials, cluster_id,
              block_token_lifetime_s) -> None:
-    """Run a NameNode (namespace and block-group map in SQLite, or on etcd: --meta).
+    """Run a NameNode (the namespace in memory, its journal in SQLite, or on etcd: --meta).
 
     On etcd (--meta etcd://...) the namespace survives the loss of any NameNode: start two or
     three on one prefix, each with its own data dir; one is the active, the others standbys that
@@ -101,7 +104,8 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
       hedgefs namenode --data-dir /srv/nn --host 0.0.0.0 --credentials /etc/hedgefs/namenode.pem
       hedgefs namenode --data-dir /srv/nn1 --meta etcd://e1:2379,e2:2379,e3:2379/hedgefs
     """
-    from hedgefs.namenode.etcd_meta import MetaUnavailable, parse_meta_url, preflight, with_tls
+    from hedgefs.namenode.journal.etcd_meta import MetaUnavailable, parse_meta_url, preflight, with_tls
+    from hedgefs.namenode.journal.journal import CorruptStore
     from hedgefs.namenode.server import serve
 
     # INFO: what changed in the cluster; -v adds a line per namespace operation (DEBUG)
@@ -124,7 +128,7 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
               lease_timeout_s=lease_timeout_s, http_port=http_port, min_replicas=min_replicas,
               credential=credential, cluster_id=cluster_id, block_token_lifetime_s=block_token_lifetime_s,
               meta=meta, lease_ttl_s=lease_ttl_s, safe_mode_share=safe_mode_share, etcd_max_txn_ops=etcd_max_txn_ops,
-              etcd_tls=etcd_tls, safe_mode_deadline_s=safe_mode_deadline_s)
+              etcd_tls=etcd_tls, safe_mode_deadline_s=safe_mode_deadline_s, checkpoint_every=checkpoint_every)
     except MetaUnavailable as err:
         refusal = preflight(url) if not url.secure else None   # plaintext to members that speak TLS?
         if refusal:
@@ -132,6 +136,8 @@ def namenode(port, host, data_dir, meta, etcd_tls, lease_ttl_s, etcd_max_txn_ops
         raise Unavailable(f"namenode: etcd unreachable ({meta}): {err}") from None
     except Refused as err:
         raise NotAllowed(str(err)) from None
+    except CorruptStore as err:   # nothing was changed: the operator decides (a backup, the journal)
+        raise HedgefsError(f"namenode: {err}") from None
     except (ValueError, RuntimeError) as err:
         raise HedgefsError(str(err)) from None
 

@@ -37,12 +37,17 @@ def test_bench_namenode_bad_arguments_are_one_line_errors(args, fragment):
 def test_bench_namenode_scale_measures_a_generated_namespace():
     result = run_cli("bench", "namenode-scale", "--files", "2000", timeout=300)
     assert result.code == 0, result.stderr
+    from hedgefs.bench.namenode_scale import TAIL
+
     got = json.loads(result.stdout.decode().splitlines()[-1])["builds"]["current"]
-    assert got["files"] == 2000 and got["ls_R_entries"] == 2000 + 2 + 1   # the files, d0 and d1, /scale
+    # the files, d0 and d1, /scale; the journal's tail after the image: TAIL directories in /tail
+    assert got["files"] == 2000 and got["ls_R_entries"] == 2000 + 2 + 1 + TAIL + 1
+    assert got["startup_replayed"] == TAIL
     assert got["block_report_counts"].get("missing", 0) == 0 and got["stat_during_report"]["n"] >= 0
     assert got["heartbeats_per_s"] > 0 and got["startup_s"] > 0 and got["rss_bytes_per_file"] > 0
     assert got["datanodes"] == 3 and got["report_units"] == 2000   # 3 holders: dn1 holds a unit of every file
     assert got["delete_files"] == 2000 and got["deletes_owed_dn1"] == 2000 and got["heartbeat_owing_ms"] > 0
+    assert got["delete_records"] == 1   # the two directories, moved under one, gone in one delete
 
 
 def test_bench_namenode_scale_deals_units_so_no_datanode_holds_more_than_a_million():

@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 from conftest import cluster_options, fetch, pattern, run_cli, start_cluster, wait_until
-from hedgefs.namenode import placement
-from hedgefs.namenode.liveness import Liveness
+from hedgefs.namenode.blocks import placement
+from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.model import DataNodeStats
 
 MiB = 1 << 20

@@ -182,3 +182,13 @@ def test_a_datanode_refuses_a_bad_rack_or_host_id(tmp_path, flags, message):
     assert_one_line_error(result, message)
     assert result.code == 2
     assert not (tmp_path / "dn1").exists()   # refused before its data dir was made
+
+
+def test_bad_bench_tail_flags_are_one_line_usage_errors(nn):
+    """Refused before any cluster starts: exit 2, one line."""
+    for args, fragment in ((("--policies", "RS-9-9-1k"), "no policy 'RS-9-9-1k'"),
+                           (("--faults", "slow"), "no fault 'slow'"),
+                           (("--rounds", "1"), "--rounds")):
+        result = run_cli("bench", "tail", *args, namenode=nn)
+        assert_one_line_error(result, fragment)
+        assert result.code == 2, (args, result)

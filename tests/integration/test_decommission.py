@@ -151,9 +151,10 @@ def test_the_namesystem_moves_a_leaving_datanodes_units_by_copy_and_remembers_it
             break
     assert nn.admin_state("dn1") == "decommissioned" and not nn.blocks.units_on("dn1", 1000)
     nn.close()
-    nn = make_namenode(tmp_path / "nn", clock)   # a restart goes on knowing it
+    nn = make_namenode(tmp_path / "nn", clock)   # a restart goes on knowing it (the journal's)
     try:
         assert nn.leaving == {"dn1"}
+        nn.register("dn1", "127.0.0.1:40001")
         assert nn.recommission("dn1") == ("", 0)
         assert nn.leaving == set()
     finally:
@@ -195,8 +196,8 @@ def test_a_copy_reported_before_its_receipt_never_leaves_the_unit_nowhere(tmp_pa
     nn = make_namenode(tmp_path / "nn", clock)
     ids = add_datanodes(nn, 6)
     write_file(nn, "/f", 3 * 4096)   # one group on 5 of the 6
-    group = nn.blocks.group(1)[0]
-    leaving = group.units[0]
+    placed = nn.blocks.units(nn.blocks.get(1))
+    leaving = placed[0]
     nn.decommission(leaving)
     disks = Disks(nn, ids)
     nn.tick()
@@ -214,7 +215,7 @@ def test_a_copy_reported_before_its_receipt_never_leaves_the_unit_nowhere(tmp_pa
         disks.heartbeats()
         assert disks.holders(unit), "the unit was deleted everywhere"
     assert counts.get("moved") == 1                      # the report itself moved it
-    assert disks.holders(unit) == {target} and nn.blocks.group(1)[0].units[0] == target
+    assert disks.holders(unit) == {target} and nn.blocks.units(nn.blocks.get(1))[0] == target
     assert nn.admin_state(leaving) == "decommissioned"
     nn.close()
 
@@ -228,9 +229,9 @@ def test_a_delete_already_sent_is_never_cancelled(tmp_path, clock):
     nn = make_namenode(tmp_path / "nn", clock)
     ids = add_datanodes(nn, 6)
     write_file(nn, "/f", 3 * 4096)
-    group = nn.blocks.group(1)[0]
-    holder, spare = group.units[0], next(d for d in ids if d not in group.units.values())
-    unit = (1, 0, group.generation)
+    placed = nn.blocks.units(nn.blocks.get(1))
+    holder, spare = placed[0], next(d for d in ids if d not in placed.values())
+    unit = (1, 0, nn.blocks.generation(1))
     disks = Disks(nn, ids)
     assert nn.unit_stored(spare, *unit) == "stale"       # e.g. a repair that timed out, done late
     disks.heartbeats()

@@ -14,6 +14,9 @@ import pytest
 
 from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
 from ha_support import NameNodeProcess, active_of, ids, role, stat, stub
+from hedgefs.namenode.journal import records
+from hedgefs.namenode.journal.etcd import EtcdJournal
+from hedgefs.namenode.journal.etcd_meta import EtcdMeta, parse_meta_url
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import wait_until
@@ -165,8 +168,21 @@ def test_the_active_rides_out_the_etcd_leaders_death_and_applies_each_write_once
         page = stub(nn.address).List(pb.ListRequest(path="/s", limit=10000), timeout=10)
         listed = [e.path for e in page.entries]
         assert not page.more and sorted(listed) == sorted(acked) and len(set(acked)) == len(acked)
-        # etcd holds what the active serves, each once: root, /s and one inode per write
+        # the journal on etcd holds each write once: one Mkdir record per path, txids one after another
         etcd_cluster.wait_healthy()
-        assert len(etcd_cluster.keys(f"/{name}/t/inodes/")) == len(acked) + 2
+        meta = EtcdMeta(parse_meta_url(etcd_cluster.url(name)))
+        try:
+            _, batches = meta.range("j/")
+            made, txids = [], []
+            for rel, value in batches:
+                first, _last, data = EtcdJournal.parse(rel, value)
+                for txid, record in records.frames(data, first):
+                    txids.append(txid)
+                    if isinstance(record, records.Mkdir) and record.path.startswith("/s/"):
+                        made.append(record.path)
+        finally:
+            meta.close()
+        assert sorted(made) == sorted(acked)
+        assert txids == list(range(txids[0], txids[0] + len(txids)))
     finally:
         nn.stop()

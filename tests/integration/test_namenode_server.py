@@ -118,14 +118,23 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
 
     proc, channel, nn = start(data_dir, tmp_path / "port2", log_path)
     procs.append(proc)
+    # Where units are is memory only: until the DataNodes report, a read of the file is a safe-mode
+    # refusal the client retries (HDFS's getBlockLocations in safe mode), not a file without units.
+    code, details = refused(nn.GetFileInfo, pb.PathRequest(path="/a/b/f"))
+    assert code == C.FAILED_PRECONDITION and "safe mode (start-up)" in details
+    assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/half"))[0] == C.NOT_FOUND
+    # a DataNode this process has not heard from is asked to register and report
+    assert nn.Heartbeat(pb.HeartbeatRequest(datanode_id="dn1"), timeout=5).reregister
+    for i in range(1, 6):
+        nn.RegisterDataNode(pb.RegisterRequest(datanode_id=f"dn{i}", address=f"127.0.0.1:{41000 + i}"), timeout=5)
+        nn.BlockReport(pb.BlockReportRequest(datanode_id=f"dn{i}", units=[
+            pb.StoredUnit(group_id=group.id, index=u.index, generation=group.generation)
+            for u in info.groups[0].units if u.datanode_id == f"dn{i}"]), timeout=5)
     again = nn.GetFileInfo(pb.PathRequest(path="/a/b/f"), timeout=5)
     for reply in (info, again):   # the cluster's view of the DataNodes (heartbeat ages) moves on
         reply.ClearField("datanode_reads")
         reply.ClearField("datanode_heartbeat_age_ms")
-    assert again == info  # same groups, same unit locations: DataNodes count as live after a restart
-    assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/half"))[0] == C.NOT_FOUND
-    # a DataNode known from before the restart is asked to register and report again
-    assert nn.Heartbeat(pb.HeartbeatRequest(datanode_id="dn1"), timeout=5).reregister
+    assert again == info  # same groups, and the same unit locations once reported
     channel.close()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
@@ -191,18 +200,20 @@ def test_ls_R_of_100000_entries_is_paged_under_the_4_MiB_message_limit(tmp_path,
     """100 directories of 1,000 files with long names: one answer would be ~10 MB, over the
     NameNode's 4 MiB limit; the CLI gets it in pages and prints every entry in order."""
     from conftest import run_cli
-    from hedgefs.namenode.db import ROOT_ID, Database
+    from hedgefs.namenode.journal import records as r
+    from hedgefs.namenode.namesystem import Namesystem
 
-    (tmp_path / "nn").mkdir()
-    db = Database(str(tmp_path / "nn" / "namenode.db"))   # filled directly: 100,000 Mkdir calls would take minutes
-    with db.tx() as c:
+    # Filled in process, by logging the records themselves (100,000 Creates over RPC would take minutes)
+    nn = Namesystem(str(tmp_path / "nn"), default_policy="RS-3-2-1k", default_block_size=4096)
+    with nn._lock:
         for d in range(100):
-            dir_id = c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (?, ?, 1, 0)",
-                               (ROOT_ID, f"dir{d:03d}")).lastrowid
-            c.executemany("INSERT INTO inodes(parent, name, is_dir, policy, length, block_size, mtime_ms) "
-                          "VALUES (?, ?, 0, 'RS-3-2-1k', 7, 4096, 0)",
-                          [(dir_id, f"file-with-a-rather-long-name-to-fill-the-page-{f:04d}") for f in range(1000)])
-    db.close()
+            nn.journal.log(r.Mkdir(f"/dir{d:03d}", 0, "hedgefs", nn.tree.next_id))
+            for f in range(1000):
+                file_id = nn.tree.next_id
+                nn.journal.log(r.Create(f"/dir{d:03d}/file-with-a-rather-long-name-to-fill-the-page-{f:04d}", file_id,
+                                        "RS-3-2-1k", 4096, False, 0, "hedgefs", "supergroup", 0o644))
+                nn.journal.log(r.Complete(file_id, 0, (), 0))
+    nn.close()
     proc, channel, nn = start(tmp_path / "nn", tmp_path / "port", tmp_path / "nn.log")
     procs.append(proc)
     with pytest.raises(grpc.RpcError) as err:   # the limit is real: one 5 MiB request is refused

@@ -1,6 +1,5 @@
 """The S3 calls beyond the basic ones, against a real cluster and gateway, with boto3 and the AWS CLI:
-UploadPartCopy, ListMultipartUploads in pages, the ACL calls (answered as S3-compatible stores
-without ACLs answer them), non-ASCII user metadata, keys with odd characters, conditional writes and a client that
+UploadPartCopy, ListMultipartUploads in pages, the ACL calls (canned ACLs as modes), non-ASCII user metadata, keys with odd characters, conditional writes and a client that
 leaves mid-GET.
 
 One cluster (RS-6-3-64k: stripe 384 KiB) and one `hedgefs s3` for the module.
@@ -128,43 +127,82 @@ def test_list_multipart_uploads_in_pages(s3):
 
 # ---------------------------------------------------------------------------- ACLs
 
-def _owner_only(acl: dict) -> bool:
-    owner = acl["Owner"]["ID"]
-    return [(g["Grantee"]["ID"], g["Grantee"]["Type"], g["Permission"]) for g in acl["Grants"]] == \
-        [(owner, "CanonicalUser", "FULL_CONTROL")]
+ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
 
 
-def test_acls_are_the_private_canned_acl(s3):
-    s3.put_object(Bucket="calls", Key="acl/object", Body=b"1")
-    bucket_acl = s3.get_bucket_acl(Bucket="calls")
-    object_acl = s3.get_object_acl(Bucket="calls", Key="acl/object")
-    assert _owner_only(bucket_acl) and _owner_only(object_acl) and object_acl["Owner"]["ID"] == "hedgefs"
+def _grants(acl: dict) -> set:
+    return {(g["Grantee"].get("ID") or g["Grantee"].get("URI"), g["Permission"]) for g in acl["Grants"]}
+
+
+def test_canned_acls_are_modes(s3, cluster, gateway, keys, tmp_path):
+    """private / public-read / public-read-write are the modes 700/755/777 of a bucket and
+    600/644/666 of an object; GetAcl reads the mode back; a bucket made through S3 is private and
+    owned by the key's user; an anonymous request (--allow-anonymous) may do what "other" may."""
+    import urllib.error
+    import urllib.request
+
+    from conftest import client
+    from s3_support import GatewayProcess
+
+    s3.create_bucket(Bucket="acl-public", ACL="public-read")
+    s3.put_object(Bucket="acl-public", Key="open", Body=b"1", ACL="public-read")
+    s3.put_object(Bucket="acl-public", Key="closed", Body=b"2", ACL="private")
+    s3.put_object(Bucket="acl-public", Key="default", Body=b"3")
+    with client(cluster.namenode) as fs:
+        assert fs.stat("/calls").permission & 0o777 == 0o700 and fs.stat("/calls").owner == "alice"
+        assert fs.stat("/acl-public").permission & 0o777 == 0o755
+        assert [fs.stat(f"/acl-public/{k}").permission & 0o777 for k in ("open", "closed", "default")] == \
+            [0o644, 0o600, 0o644]
+    assert _grants(s3.get_bucket_acl(Bucket="calls")) == {("alice", "FULL_CONTROL")}
+    assert _grants(s3.get_bucket_acl(Bucket="acl-public")) == {("alice", "FULL_CONTROL"), (ALL_USERS, "READ")}
+    assert _grants(s3.get_object_acl(Bucket="acl-public", Key="closed")) == {("alice", "FULL_CONTROL")}
+    opened = s3.get_object_acl(Bucket="acl-public", Key="open")
+    assert opened["Owner"]["ID"] == "alice" and _grants(opened) == {("alice", "FULL_CONTROL"), (ALL_USERS, "READ")}
+    s3.put_object_acl(Bucket="acl-public", Key="closed", AccessControlPolicy={"Owner": opened["Owner"],
+                                                                              "Grants": opened["Grants"]})
+    assert _grants(s3.get_object_acl(Bucket="acl-public", Key="closed")) == _grants(opened)   # written back
+    s3.put_object_acl(Bucket="acl-public", Key="closed", ACL="private")
+    s3.put_bucket_acl(Bucket="calls", ACL="public-read-write")
+    assert _grants(s3.get_bucket_acl(Bucket="calls")) == {("alice", "FULL_CONTROL"), (ALL_USERS, "READ"),
+                                                           (ALL_USERS, "WRITE")}
+    s3.put_bucket_acl(Bucket="calls", AccessControlPolicy={"Owner": opened["Owner"], "Grants": []})
+    assert s3.get_bucket_acl(Bucket="calls")["Grants"] == []    # nothing granted: mode 000
     s3.put_bucket_acl(Bucket="calls", ACL="private")
-    s3.put_object_acl(Bucket="calls", Key="acl/object", ACL="private")
-    policy = {"Owner": object_acl["Owner"], "Grants": object_acl["Grants"]}
-    s3.put_object_acl(Bucket="calls", Key="acl/object", AccessControlPolicy=policy)   # what it read, written back
-    s3.put_object(Bucket="calls", Key="acl/private", Body=b"2", ACL="private")
-    s3.put_object(Bucket="calls", Key="acl/owner-full", Body=b"3", ACL="bucket-owner-full-control")
-    public = {"Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
-              "Permission": "READ"}
-    for call in [lambda: s3.put_object_acl(Bucket="calls", Key="acl/object", ACL="public-read"),
-                 lambda: s3.put_bucket_acl(Bucket="calls", ACL="public-read-write"),
-                 lambda: s3.put_object(Bucket="calls", Key="acl/public", Body=b"4", ACL="public-read"),
-                 lambda: s3.create_bucket(Bucket="acl-public", ACL="public-read"),
-                 lambda: s3.put_bucket_acl(Bucket="calls", GrantRead='uri="http://acs.amazonaws.com/groups/global/AllUsers"'),
-                 lambda: s3.put_object_acl(Bucket="calls", Key="acl/object", AccessControlPolicy={
-                     "Owner": object_acl["Owner"], "Grants": [*object_acl["Grants"], public]})]:
+    assert _grants(s3.get_bucket_acl(Bucket="calls")) == {("alice", "FULL_CONTROL")}
+    s3.put_object(Bucket="acl-public", Key="owner-full", Body=b"4", ACL="bucket-owner-full-control")
+    for call in [lambda: s3.put_object(Bucket="acl-public", Key="auth", Body=b"5", ACL="authenticated-read"),
+                 lambda: s3.put_bucket_acl(Bucket="calls", GrantRead='id="bob"'),
+                 lambda: s3.put_object_acl(Bucket="acl-public", Key="open", AccessControlPolicy={
+                     "Owner": opened["Owner"], "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": "bob"},
+                                                           "Permission": "READ"}]})]:
         with pytest.raises(ClientError) as err:
             call()
         assert code(err) == ("NotImplemented", 501)
     with pytest.raises(ClientError):
-        s3.head_object(Bucket="calls", Key="acl/public")     # refused, so not stored
-    assert "acl-public" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+        s3.head_object(Bucket="acl-public", Key="auth")     # refused, so not stored
     for call, expected in [(lambda: s3.get_object_acl(Bucket="calls", Key="acl/none"), "NoSuchKey"),
                            (lambda: s3.get_bucket_acl(Bucket="no-such-bucket"), "NoSuchBucket")]:
         with pytest.raises(ClientError) as err:
             call()
         assert code(err)[0] == expected
+
+    anonymous = GatewayProcess(cluster.namenode, str(tmp_path), "--allow-anonymous", keys=keys[0])
+    try:
+        def status(path: str, method: str = "GET") -> int:
+            request = urllib.request.Request(f"{anonymous.endpoint}{path}", method=method,
+                                             data=b"x" if method == "PUT" else None)
+            try:
+                with urllib.request.urlopen(request, timeout=10) as r:
+                    return r.status
+            except urllib.error.HTTPError as err:
+                return err.code
+        assert [status("/acl-public/open"), status("/acl-public/closed"), status("/acl-public"),
+                status("/calls"), status("/acl-public/new", "PUT"), status("/acl-public?acl")] == \
+            [200, 403, 200, 403, 403, 403]
+        s3.put_bucket_acl(Bucket="acl-public", ACL="public-read-write")
+        assert status("/acl-public/new", "PUT") == 200 and status("/acl-public/new", "DELETE") == 204
+    finally:
+        anonymous.stop()
 
 
 # ---------------------------------------------------------------------------- metadata and keys
@@ -368,3 +406,56 @@ def test_two_puts_of_one_key_at_once_both_land_and_the_last_to_finish_wins(s3):
     assert got["Body"].read() == slow and got["ETag"] == f'"{hashlib.md5(slow).hexdigest()}"'
     assert "dual/k" not in [u["Key"] for u in s3.list_multipart_uploads(Bucket="calls").get("Uploads", [])]
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="calls", Prefix="dual/")["Contents"]] == ["dual/k"]
+
+
+def test_a_bucket_made_again_through_another_gateway_takes_puts(s3, cluster, gateway, keys, tmp_path):
+    """Every PUT writes aside in the bucket's .hedgefs-s3/uploads, which a gateway makes once and
+    remembers: a bucket deleted and made again through another gateway has none until one asks."""
+    from s3_support import GatewayProcess
+
+    s3.create_bucket(Bucket="again")
+    s3.put_object(Bucket="again", Key="first", Body=b"1")
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="again", Key="first")
+        via_other.delete_bucket(Bucket="again")
+        via_other.create_bucket(Bucket="again")
+    finally:
+        other.stop()
+    s3.put_object(Bucket="again", Key="second", Body=b"2")
+    assert s3.get_object(Bucket="again", Key="second")["Body"].read() == b"2"
+    s3.delete_object(Bucket="again", Key="second")
+    s3.delete_bucket(Bucket="again")
+    s3.create_bucket(Bucket="again")
+    s3.put_object(Bucket="again", Key="third", Body=b"3")   # this gateway remembers the upload directory again
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="again", Key="third")
+        via_other.delete_bucket(Bucket="again")
+        via_other.create_bucket(Bucket="again")
+    finally:
+        other.stop()
+    upload = s3.create_multipart_upload(Bucket="again", Key="parts")["UploadId"]
+    s3.abort_multipart_upload(Bucket="again", Key="parts", UploadId=upload)
+
+
+def test_a_put_into_a_bucket_gone_is_no_such_bucket(s3, cluster, keys, tmp_path):
+    """Also when another gateway deleted it: this one, which wrote there, does not ask first."""
+    from s3_support import GatewayProcess
+
+    s3.create_bucket(Bucket="gone")
+    s3.put_object(Bucket="gone", Key="k", Body=b"1")
+    other = GatewayProcess(cluster.namenode, str(tmp_path), keys=keys[0])
+    try:
+        via_other = boto3_client(other.endpoint, *keys[1])
+        via_other.delete_object(Bucket="gone", Key="k")
+        via_other.delete_bucket(Bucket="gone")
+    finally:
+        other.stop()
+    for key in ("top", "nested/deeper"):
+        with pytest.raises(ClientError) as err:
+            s3.put_object(Bucket="gone", Key=key, Body=b"2")
+        assert code(err) == ("NoSuchBucket", 404)
+    assert "gone" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]

@@ -14,7 +14,7 @@ import pytest
 from conftest import assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster, wait_until
 from nn_support import add_datanodes, heartbeat_all, held, make_namenode, write_file
 
-from hedgefs.namenode.safe_mode import SafeModeRefusal
+from hedgefs.namenode.blocks.safe_mode import SafeModeRefusal
 from hedgefs.proto import hedgefs_pb2 as pb
 
 # ------------------------------------------------------------------ the namesystem, on a fake clock
@@ -36,7 +36,7 @@ def test_a_fresh_namespace_never_enters_safe_mode(tmp_path, clock):
 
 def report(nn, dn, units) -> dict[str, int]:
     """Register and block-report ``units``; the outcomes but for the units the map already puts
-    there (counted by no outcome: {} is a report of mapped units only, none foreign or missing)."""
+    there (after a restart the map knows no location: every unit reported is adopted)."""
     nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
     return nn.block_report(dn, units)
 
@@ -53,12 +53,15 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
         nn.mkdir("/x")
     with pytest.raises(SafeModeRefusal, match="safe mode"):
         nn.delete("/f")
-    assert nn.file_info("/f").entry.length == 3 * 4096 * 2     # reads are served
+    assert [e.length for e in nn.list("/")] == [3 * 4096 * 2]     # reads of the namespace are served
+    with pytest.raises(SafeModeRefusal, match=r"cannot read /f yet: .* have not all reported") as refused:
+        nn.file_info("/f")     # where its units are: once the DataNodes have reported (a retry)
+    assert refused.value.retriable
     # Two of five DataNodes report: 2 units of each group, fewer than k = 3, so no group is
     # readable yet: still in safe mode, and no repair planned though the others are silent
     # until they are dead.
     for dn in ids[:2]:
-        assert report(nn, dn, units[dn]) == {}
+        assert report(nn, dn, units[dn]) == {"adopted": 2}
     clock.advance(31)   # dn3..dn5 are dead now: their units would be rebuilt, but not yet
     heartbeat_all(nn, ids[:2])
     assert nn.tick() == [] and nn.in_safe_mode
@@ -66,39 +69,36 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
     assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (0, 2)
     # A third: k units of every group are on reported DataNodes. Safe mode ends at the next pass,
     # without dn4 and dn5 (dead) or the deadline (70 s away).
-    assert report(nn, ids[2], units[ids[2]]) == {}
+    assert report(nn, ids[2], units[ids[2]]) == {"adopted": 2}
     nn.tick()
-    assert not nn.in_safe_mode and nn._safe_mode_until - clock() > 60
+    assert not nn.in_safe_mode and nn.safemode._until - clock() > 60
+    assert len(nn.file_info("/f").groups[0].units) == 3
     assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (2, 2)
     nn.mkdir("/x")
     nn.close()
 
 
-def test_refusals_and_state_reads_reuse_the_passes_count(tmp_path, clock):
-    """Clients retry refusals every 50 ms to 1 s: the count (a pass over every group) runs once per
-    monitor pass, not per refusal; reading the state runs no SQL at all (the servicer's Report
-    calls it off the writers' lock)."""
+def test_the_share_reported_is_counted_as_reports_arrive_not_by_a_pass(tmp_path, clock):
+    """Clients retry refusals every 50 ms to 1 s: the counts a refusal and the state show are the
+    block map's, kept as units are reported (no pass over every group); the monitor's pass ends
+    safe mode once they reach the share."""
     nn = make_namenode(tmp_path / "nn", clock)
     ids = add_datanodes(nn, 5)
     write_file(nn, "/f", 3 * 4096)
     units = {dn: held(nn, dn) for dn in ids}
     nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
-    statements = []
-    nn.db.conn.set_trace_callback(statements.append)
     try:
-        for dn in ids[:3]:
+        for dn in ids[:2]:
             report(nn, dn, units[dn])
-        for _ in range(5):
-            with pytest.raises(SafeModeRefusal, match=r"\(start-up: 0 of 1 block groups"):   # as last counted
-                nn.mkdir("/x")
-        before = len(statements)
-        assert nn.safe_mode_state().groups_readable == 0 and len(statements) == before
-        assert not any("policy_k" in sql for sql in statements)
+        with pytest.raises(SafeModeRefusal, match=r"\(start-up: 0 of 1 block groups"):
+            nn.mkdir("/x")
+        report(nn, ids[2], units[ids[2]])
+        assert nn.safe_mode_state().groups_readable == 1 and nn.in_safe_mode
+        with pytest.raises(SafeModeRefusal, match=r"\(start-up: 1 of 1 block groups"):
+            nn.mkdir("/x")
         nn.tick()
-        assert sum("policy_k" in sql for sql in statements) == 1
         assert not nn.in_safe_mode and nn.safe_mode_state().groups_readable == 1
     finally:
-        nn.db.conn.set_trace_callback(None)
         nn.close()
 
 
@@ -207,17 +207,19 @@ def test_no_delete_is_sent_in_start_up_safe_mode(tmp_path, clock):
     ids = add_datanodes(nn, 5)
     write_file(nn, "/keep", 4096)
     write_file(nn, "/gone", 4096)
+    units = {dn: held(nn, dn) for dn in ids}   # what each DataNode holds: /keep's unit, and /gone's
+    gone = {dn: [u for u in held(nn, dn) if u[0] == nn.file_info("/gone").groups[0].id] for dn in ids}
+    units = {dn: [u for u in units[dn] if u not in gone[dn]] for dn in ids}
     nn.delete("/gone")   # its units are to be deleted: not sent before the restart
     nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
     assert nn.in_safe_mode
-    units = {dn: held(nn, dn) for dn in ids}
     for dn in ids[:2]:   # 2 of 5 report (/keep's unit on each, fewer than k = 3): still in safe mode
-        assert report(nn, dn, units[dn] + nn.blocks.pending_deletes(dn)) == {"unknown": 1}   # /gone's: its delete waits
+        assert report(nn, dn, units[dn] + gone[dn]) == {"adopted": 1, "unknown": 1}   # /gone's: its delete waits
     nn.tick()
     assert nn.in_safe_mode
     assert not any(isinstance(c, DeleteUnit) for cs in heartbeat_all(nn, ids[:2]).values() for c in cs)
     for dn in ids[2:]:
-        assert report(nn, dn, units[dn]) == {"deleted": 1}   # these had deleted /gone's units
+        assert report(nn, dn, units[dn]) == {"adopted": 1}   # these had deleted /gone's units
     nn.tick()
     assert not nn.in_safe_mode
     sent = [c for cs in heartbeat_all(nn, ids[:2]).values() for c in cs if isinstance(c, DeleteUnit)]

@@ -71,7 +71,7 @@ def test_a_datanode_frozen_from_the_start_is_slow_though_its_reads_opened_connec
 
 def test_a_read_on_a_new_connection_is_overtaken_only_by_reads_that_opened_one_too(model, clock):
     """Pooled reads answer in 0.5 ms beside it: no yardstick for a first read on a connection
-    (the DataNode is still setting it up). Two later first reads elsewhere answering at once are."""
+    (the DataNode is still setting it up). Three later first reads elsewhere answering at once are."""
     warm(model, clock, ms=0.5)
     cold = model.started("dn1", CELL)
     model.connecting(cold)
@@ -79,7 +79,7 @@ def test_a_read_on_a_new_connection_is_overtaken_only_by_reads_that_opened_one_t
         read(model, clock, dn, 0.5)
     clock.advance(0.005)
     assert not model.overtaken(cold)
-    for dn in PEERS[7:9]:
+    for dn in PEERS[7:10]:
         token = model.started(dn, CELL)
         model.connecting(token)
         clock.advance(0.0005)
@@ -142,6 +142,8 @@ def test_once_a_read_is_overtaken_its_datanodes_other_reads_in_flight_are_too(mo
     clock.advance(0.002)
     assert not model.overtaken(younger)   # no later peer of its own answered yet
     assert model.overtaken(older)
+    assert not model.overtaken(younger)   # a question changes nothing ...
+    model.stuck(older)                    # ... the fetcher acting on it does
     assert model.overtaken(younger)       # dn1 answered nothing since either began
     model.finished(model.started("dn1", CELL), CELL)   # dn1 answers again
     later = model.started("dn1", CELL)

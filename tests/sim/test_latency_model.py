@@ -70,18 +70,17 @@ def test_a_moment_when_every_read_is_late_makes_nobody_slow(model, clock, change
     assert changes == [] and not model.slow_datanodes()
 
 
-def test_everyone_late_at_once_is_crowded_not_slow(model, clock):
+def test_everyone_late_at_once_makes_nobody_slow(model, clock):
     """Every DataNode has reads in flight and none has answered for 300 ms (the client stalled, or
-    the host is overloaded): the cluster is crowded, which pauses extra reads; nobody is slow."""
+    the host is overloaded): nobody is slow, then or once they answer."""
     warm(model, clock, ms=2.0, rounds=50)
-    assert not model.crowded()
     tokens = [model.started(dn) for dn in PEERS for _ in range(3)]
     clock.advance(0.3)
-    assert model.crowded() and not model.slow_datanodes()
+    assert not model.slow_datanodes()
     for token in tokens:
         model.finished(token, CELL)
     warm(model, clock, ms=2.0, rounds=30)
-    assert not model.crowded() and not model.slow_datanodes()
+    assert not model.slow_datanodes()
 
 
 def test_one_datanode_500ms_slower_is_slow_after_a_few_reads(model, clock, changes):
@@ -139,10 +138,10 @@ def test_probes_notice_recovery_within_seconds(model, clock, changes):
     # Fixed: reads go around dn7; a probe at most every 250 ms, one at a time.
     probes, started = 0, clock.now
     while model.is_slow("dn7"):
-        if model.probe_due("dn7"):
-            assert not model.probe_due("dn7")   # one at a time
+        if ticket := model.book_probe("dn7"):
+            assert not model.book_probe("dn7")   # one at a time
             read(model, clock, "dn7", 2.0)
-            model.probe_done("dn7")
+            ticket.done()
             probes += 1
         warm(model, clock, ms=2.0, rounds=1, peers=PEERS[:3])
         assert clock.now - started < 3.0, f"not recovered after {probes} probes"
@@ -151,14 +150,15 @@ def test_probes_notice_recovery_within_seconds(model, clock, changes):
 
 
 def test_probes_are_spaced(model, clock):
-    assert model.probe_due("dn1") is False   # unknown DataNode: nothing to probe
+    assert model.book_probe("dn1") is None   # unknown DataNode: nothing to probe
     model.started("dn1")
-    assert model.probe_due("dn1")
-    model.probe_done("dn1")
+    ticket = model.book_probe("dn1")
+    ticket.done()
+    ticket.done()                            # once is enough: a second is nothing
     clock.advance(0.249)
-    assert not model.probe_due("dn1")
+    assert not model.book_probe("dn1")
     clock.advance(0.001)
-    assert model.probe_due("dn1")
+    assert model.book_probe("dn1")
 
 
 def test_a_datanode_with_reads_in_flight_that_answers_nothing_is_silent(model, clock):
@@ -367,3 +367,49 @@ def test_a_datanode_20ms_slower_on_a_contended_host_is_slow(model, clock, change
     assert changes[0] == ("dn3", "slow") and {dn for dn, state in changes if state == "slow"} == {"dn3"}
 
 
+
+
+# ---------------------------------------------------------------- questions change nothing
+
+
+def test_asking_about_silence_does_not_move_the_last_trouble(model, clock):
+    """``last_trouble`` (when an open file asks the NameNode again where its units are) is when
+    dn5 went silent, however often and however late anyone asks whether it is."""
+    warm(model, clock, ms=2.0)
+    before = model.last_trouble
+    model.started("dn5")
+    went_silent = clock.now + latency.SILENT_MIN_S
+    clock.advance(latency.SILENT_MIN_S)
+    assert model.is_silent("dn5") and model.is_silent("dn5")
+    clock.advance(0.5)
+    assert model.is_silent("dn5")
+    clock.advance(latency.THRESHOLD_CACHE_S)
+    assert before < model.last_trouble == pytest.approx(went_silent)
+
+
+def test_forgotten_slowness_is_logged_by_its_next_read_not_by_a_question(model, clock, caplog):
+    warm(model, clock, ms=2.0)
+    for _ in range(5):
+        read(model, clock, "dn9", 502.0)
+    clock.advance(latency.SLOW_FORGET_S)
+    with caplog.at_level("INFO", logger="hedgefs.client.latency"):
+        assert not model.is_slow("dn9") and not model.is_slow("dn9") and not model.slow_datanodes()
+        assert "no longer avoided" not in caplog.text
+        model.started("dn9")
+    assert "dn9: no news for 10 s; no longer avoided" in caplog.text
+
+
+def test_an_overtaken_read_is_looked_at_no_sooner_than_it_could_be(model, clock):
+    """Under its threshold, a read can be overtaken once the healthy p99 old: the policy's next
+    look is then, not every millisecond before; with the reads sent with it (its mates) all
+    answered, the moment they leave it behind (1.5 x the slowest of them)."""
+    warm(model, clock, ms=2.0)
+    gate = model.healthy_p99(CELL)
+    token = model.started("dn1", CELL)
+    mates = [model.started(dn, CELL) for dn in ("dn2", "dn3", "dn4")]
+    assert model.overtaken_look_at(token, tuple(m.entry for m in mates)) == pytest.approx(token.began + gate)
+    clock.advance(0.004)
+    for mate in mates:
+        model.finished(mate, CELL)
+    clock.advance(0.001)
+    assert model.overtaken_look_at(token, tuple(m.entry for m in mates)) == pytest.approx(token.began + 0.006)

@@ -20,16 +20,17 @@ def test_a_datanode_the_cluster_saw_slow_is_read_around_before_the_first_read(mo
     model.seed(views(**{**HEALTHY_VIEW, "dn3": 250.0}))   # dn3's reads were cancelled after 250 ms: frozen
     assert model.is_slow("dn3") and model.slow_datanodes() == {"dn3"}
     assert changes == [("dn3", "slow")]
-    assert model.probe_due("dn3")    # and it is asked now and then, like any slow DataNode
+    assert model.book_probe("dn3")    # and it is asked now and then, like any slow DataNode
 
 
 def test_a_seeded_slow_datanode_recovers_on_its_first_fast_probe(model, clock, changes):
     warm(model, clock, ms=2.0, peers=PEERS[:5])
     model.seed(views(**{**HEALTHY_VIEW, "dn7": 600.0}))
     assert model.is_slow("dn7")
-    assert model.probe_due("dn7")
+    ticket = model.book_probe("dn7")
+    assert ticket
     read(model, clock, "dn7", 2.0)
-    model.probe_done("dn7")
+    ticket.done()
     assert not model.is_slow("dn7") and changes == [("dn7", "slow"), ("dn7", "recovered")]
 
 

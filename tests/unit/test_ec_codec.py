@@ -347,3 +347,15 @@ def test_a_replicated_policy_codes_by_copying():
     with pytest.raises(ValueError):
         codec.decode({3: b"x"}, [0], 1)
     assert codec_for(parse_policy("RS-6-3-1024k")).m == 3
+
+
+def test_a_replicated_decode_is_a_copy_not_a_view_of_its_input():
+    """Codec.decode promises new arrays: a caller may give its source buffers back to a pool
+    (and the pool poison them) while it still holds what decode returned."""
+    from hedgefs.ec.codec import codec_for
+    from hedgefs.ec.policy import parse_policy
+
+    source = bytearray(range(100))
+    out = codec_for(parse_policy("REPLICATE-3")).decode({1: memoryview(source)}, [0], 100)
+    source[:] = b"\xdb" * 100   # the pool's poison
+    assert bytes(out[0]) == bytes(range(100))

@@ -9,9 +9,9 @@ an etcd that never comes back fails the batch once the serve deadline passes.
 
 import pytest
 
-from hedgefs.namenode import etcd_commit
-from hedgefs.namenode.etcd_commit import Chain
-from hedgefs.namenode.etcd_meta import Fenced, MetaUnavailable
+from hedgefs.namenode.journal import etcd_commit
+from hedgefs.namenode.journal.etcd_commit import Chain
+from hedgefs.namenode.journal.etcd_meta import Fenced, MetaUnavailable
 
 
 class FakeEtcd:

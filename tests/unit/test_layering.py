@@ -14,6 +14,11 @@ The gateways (mount, fsspec, s3) speak the client's typed API, never protobuf: t
 the wire behind it (``FileSystem.admin``, ``stat(span=)``, ``create``, ``stream``).
     cli (hedgefs/cli)            the composition root: anything
 
+Inside the NameNode, one job per sub-package (namesystem.py composes them; server.py wires the
+process): namespace (the tree) < blocks (where units are) < journal (records, apply, engines,
+images) < ha (roles, election, tailing) < rpc (the gRPC face); web (pages) sees only the plain
+answers; all of them may use the leaf modules errors, model, metrics, faults.
+
 Every import counts, including the ones inside functions (they run too). Besides the arrows,
 no two packages may import each other in a circle, and no module may reach itself through its
 imports. A failure prints the offending file and line.
@@ -76,6 +81,27 @@ FORBIDDEN_EXTERNAL = {
     "mount": {"click"},
 }
 NO_GRPC_MODULES = {"hedgefs.datanode.storage", "hedgefs.datanode.faults"}
+
+NAMENODE_LEAVES = {"errors", "model", "metrics", "faults"}
+NAMENODE_ALLOWED = {
+    "namespace": {"namespace"},
+    "blocks": {"blocks", "namespace"},
+    "journal": {"journal", "blocks", "namespace"},
+    "ha": {"ha", "journal"},
+    "rpc": {"rpc", "ha", "journal", "blocks", "namespace", "namesystem"},
+    "web": {"web", "namespace"},
+}
+
+
+def namenode_part(module: str) -> str | None:
+    """The sub-package of a NameNode module (namespace, blocks, ...), its leaf-module name, or
+    None for the top (namesystem, server, monitor: they compose the rest)."""
+    parts = module.split(".")
+    if parts[:2] != ["hedgefs", "namenode"] or len(parts) < 3:
+        return None
+    if parts[2] in NAMENODE_ALLOWED or parts[2] in NAMENODE_LEAVES:
+        return parts[2]
+    return None
 
 
 def package_dirs(root: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -157,6 +183,12 @@ def graph(root: pathlib.Path) -> tuple[dict[str, set[str]], list[str]]:
             if layer(target) not in ALLOWED[layer(name)]:
                 problems.append(f"{where}:{line}: {name} imports {target} "
                                 f"({layer(name)} may import only {', '.join(sorted(ALLOWED[layer(name)]))})")
+            source_part, target_part = namenode_part(name), namenode_part(target)
+            if source_part in NAMENODE_ALLOWED and layer(target) == "namenode" and target.count(".") >= 2:
+                allowed = NAMENODE_ALLOWED[source_part] | NAMENODE_LEAVES
+                if (target_part or target.split(".")[2]) not in allowed:
+                    problems.append(f"{where}:{line}: {name} imports {target} (namenode/{source_part} may "
+                                    f"import only {', '.join(sorted(allowed))} of the NameNode)")
     return edges, problems
 
 
@@ -253,6 +285,8 @@ def scratch(tmp_path):
     ("mount/ops.py", "from hedgefs.proto import hedgefs_pb2 as pb", "mount may import only"),
     ("hedgefs/fsspec/files.py", "from hedgefs.proto import hedgefs_pb2", "fsspec may import only"),
     ("datanode/storage.py", "from hedgefs.datanode import faults", "module cycle"),
+    ("namenode/blocks/manager.py", "from hedgefs.namenode.ha import roles", "namenode/blocks may import only"),
+    ("namenode/namespace/tree.py", "from hedgefs.namenode.journal import records", "namenode/namespace may"),
 ])
 def test_a_forbidden_import_is_caught(scratch, file, line, expected):
     assert violations(scratch) == []

@@ -4,7 +4,7 @@ import pytest
 
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
-from hedgefs.namenode.errors import FailedPrecondition
+from hedgefs.namenode.errors import FailedPrecondition, NotFound
 from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
@@ -83,7 +83,7 @@ def test_units_of_a_file_being_written_are_left_alone_but_a_report_is_a_receipt(
     assert nn.block_report(dn, [(group.id, 0, group.generation), (group.id, 1, group.generation)]) == \
         {"received": 1, "writing": 1}
     assert nn.blocks.pending_deletes(dn) == []
-    assert nn.blocks.group(group.id)[0].unreported == {1, 2, 3, 4}
+    assert nn.blocks.unreported[group.id] == {1, 2, 3, 4}
 
 
 def test_copy_on_a_dead_datanode_moves_to_the_reporter(nn, clock):
@@ -117,33 +117,41 @@ def test_dead_interval_and_return(nn, clock):
     assert nn.fsck().status == "HEALTHY"
 
 
-def test_known_datanodes_count_as_live_after_restart_until_the_dead_interval(tmp_path, clock):
+def test_after_a_restart_units_are_located_as_their_datanodes_report(tmp_path, clock):
+    """Locations are memory only: a restarted NameNode knows a file's groups at once and where its
+    units are once each DataNode has registered and reported; a DataNode it has not heard since it
+    started is asked to register first."""
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
     write_file(nn, "/f", 10)
+    held = {dn: [(g.id, u.index, g.generation) for g in nn.file_info("/f").groups for u in g.units
+                 if u.datanode_id == dn] for dn in ("dn1", "dn2", "dn3", "dn4", "dn5")}
     clock.advance(1000)  # long after every heartbeat
     nn.close()
     nn = make_namenode(tmp_path / "nn", clock)
-    assert len(nn.file_info("/f").groups[0].units) == 5
-    # Known from SQLite: live for reads, but asked to register and report its units again.
+    assert nn.file_info("/f").groups[0].units == []
     assert nn.heartbeat("dn1", "").reregister
-    assert len(nn.file_info("/f").groups[0].units) == 5
-    nn.register("dn1", "127.0.0.1:1")
+    nn.register("dn1", "127.0.0.1:40001")
     assert not nn.heartbeat("dn1", "").reregister
+    nn.block_report("dn1", held["dn1"])
+    assert [u.datanode_id for u in nn.file_info("/f").groups[0].units] == ["dn1"]
+    for dn in ("dn2", "dn3", "dn4", "dn5"):
+        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        nn.block_report(dn, held[dn])
+    assert len(nn.file_info("/f").groups[0].units) == 5
     clock.advance(31)
     nn.heartbeat("dn1", "")
     assert [u.datanode_id for u in nn.file_info("/f").groups[0].units] == ["dn1"]
     nn.close()
 
 
-def test_address_change_in_heartbeat_is_persisted(tmp_path, clock):
-    nn = make_namenode(tmp_path / "nn", clock)
-    add_datanodes(nn, 1)
-    nn.heartbeat("dn1", "127.0.0.1:5555")
-    nn.close()
-    nn = make_namenode(tmp_path / "nn", clock)
-    assert nn.liveness.address("dn1") == "127.0.0.1:5555"
-    nn.close()
+def test_an_address_change_in_a_heartbeat_is_what_locations_carry(nn):
+    add_datanodes(nn, 5)
+    write_file(nn, "/f", 10)
+    holder = nn.file_info("/f").groups[0].units[0].datanode_id
+    nn.heartbeat(holder, "127.0.0.1:5555", data_address="127.0.0.1:5556")
+    unit = next(u for u in nn.file_info("/f").groups[0].units if u.datanode_id == holder)
+    assert (unit.address, unit.data_address) == ("127.0.0.1:5555", "127.0.0.1:5556")
 
 
 def test_deletes_are_sent_resent_and_confirmed_by_block_report(nn, clock):
@@ -184,37 +192,33 @@ def test_a_heartbeat_confirms_the_deletes_its_datanode_did_and_only_those(nn):
     assert {d.id: d.pending_deletes for d in nn.report().datanodes}[placed[0]] == 0
 
 
-def _delete_work(nn, files: int) -> int:
-    """SQLite's instructions (in thousands) for deleting a directory of ``files`` one-group files."""
-    nn.mkdir(f"/d{files}")
-    for i in range(files):
-        write_file(nn, f"/d{files}/f{i}", 10)
-    steps = [0]
-
-    def count():
-        steps[0] += 1
-        return 0
-
-    nn.db.conn.set_progress_handler(count, 1000)
-    try:
-        nn.delete(f"/d{files}", recursive=True)
-    finally:
-        nn.db.conn.set_progress_handler(None, 0)
-    return steps[0]
-
-
-def test_deleting_a_directory_costs_in_proportion_to_its_files(nn):
-    """Each group's delete marked its copies' pending deletes by a scan of every pending delete:
-    a directory of a million files took hours under the lock. Counted in SQLite's instructions."""
+def test_a_recursive_delete_is_one_record_gone_at_once_its_groups_freed_in_bounded_steps(nn, monkeypatch):
+    """HDFS's delete: the tree is unlinked in one change (one journal record), its blocks removed
+    in increments after. Here the groups of the first COLLECT_INLINE files go with the delete, the
+    rest a bounded step per monitor pass, until every unit is owed a delete."""
+    from hedgefs.namenode import namesystem
+    monkeypatch.setattr(namesystem, "COLLECT_INLINE", 40)
+    monkeypatch.setattr(namesystem, "COLLECT_STEP", 60)
     add_datanodes(nn, 5)
-    small, large = _delete_work(nn, 100), _delete_work(nn, 400)
-    assert small > 0 and large < 6 * small, (small, large)   # 4 x the files: 4 x the work, not 16 x
+    nn.mkdir("/d/sub", parents=True)
+    for i in range(150):
+        write_file(nn, f"/d/{'sub/' if i % 3 else ''}f{i}", 10)
+    before = nn.journal.last
+    nn.delete("/d", recursive=True)
+    assert nn.journal.last == before + 1
+    with pytest.raises(NotFound):
+        nn.file_info("/d/sub/f1")
+    assert nn.collector.pending
+    assert 0 < sum(nn.blocks.pending_delete_counts().values()) < 150 * 5
+    nn.tick()
+    assert not nn.collector.pending
+    assert sum(nn.blocks.pending_delete_counts().values()) == 150 * 5
+    assert (nn.status().files, nn.status().directories) == (0, 1)
 
 
 def test_a_datanode_owed_more_than_a_page_of_deletes_gets_them_all_oldest_first(nn, monkeypatch):
-    from hedgefs.namenode import datanode_protocol, deletes
-    monkeypatch.setattr(deletes, "DUE_PAGE", 2)
-    monkeypatch.setattr(datanode_protocol, "MAX_DELETES_PER_HEARTBEAT", 3)
+    from hedgefs.namenode.blocks import manager
+    monkeypatch.setattr(manager, "MAX_DELETES_PER_HEARTBEAT", 3)
     add_datanodes(nn, 5)
     gone = []
     for i in range(5):
@@ -283,11 +287,7 @@ def test_fsck_counts_and_status(nn, clock):
     assert ("/b", 2, 3, "MISSING") in [(p.path, p.live_units, p.needed_units, p.status) for p in report.problems]
 
 
-def test_fsck_and_delete_in_chunks_do_what_they_do_at_once(nn, monkeypatch):
-    """fsck and a recursive delete read their files' groups a chunk at a time (10 M files' at once
-    are gigabytes): chunks of one, two and three files give fsck's report of one chunk, and a
-    delete in chunks of two owes every stored unit's delete."""
-    from hedgefs.namenode import blockmap
+def test_fsck_counts_and_a_delete_owes_every_stored_unit(nn):
     add_datanodes(nn, 5)
     nn.mkdir("/t")
     write_file(nn, "/t/a", 3 * BLOCK * 2)                 # two groups
@@ -297,14 +297,11 @@ def test_fsck_and_delete_in_chunks_do_what_they_do_at_once(nn, monkeypatch):
     whole = nn.fsck("/t")
     assert (whole.files, whole.groups, whole.healthy, whole.degraded) == (4, 5, 3, 2)
     assert [(p.path, p.live_units) for p in whole.problems] == [("/t/b", 4), ("/t/c", 3)]
-    for chunk in (1, 2, 3):
-        monkeypatch.setattr(blockmap, "GROUPS_CHUNK", chunk)
-        assert nn.fsck("/t") == whole
-    stored = nn.db.one("SELECT COUNT(*) FROM units")[0]
+    stored = sum(nn.blocks.mapped.values())
     owed = sum(nn.blocks.pending_delete_counts().values())   # the writer's targets that never stored
     assert (stored, owed) == (10 + 4 + 3 + 5, 1 + 2)
     nn.delete("/t", recursive=True)
-    assert nn.db.one("SELECT COUNT(*) FROM units")[0] == 0 and nn.db.one("SELECT COUNT(*) FROM groups")[0] == 0
+    assert sum(nn.blocks.mapped.values()) == 0 and not nn.blocks.groups
     assert sum(nn.blocks.pending_delete_counts().values()) == owed + stored
 
 
@@ -334,8 +331,8 @@ def test_after_a_restart_a_dead_unregistered_holder_does_not_make_a_repaired_cop
     nn.close()
     nn = make_namenode(tmp_path / "nn", clock)
     nn.register(repair.target, "127.0.0.1:1")
-    # the dead holder is known from SQLite but has not registered: no live holder
-    assert nn.block_report(repair.target, [(gid, 2, generation(nn, gid))]) == {"moved": 1}
+    # the dead holder has not spoken to this process: the map has no copy of the unit
+    assert nn.block_report(repair.target, [(gid, 2, generation(nn, gid))]) == {"adopted": 1}
     assert nn.blocks.pending_deletes(repair.target) == []
     assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[2] == repair.target
     nn.close()
@@ -378,9 +375,10 @@ def test_lrc_groups_are_judged_by_which_units_live_not_how_many(nn, clock):
     assert (status.groups_missing, status.groups_degraded) == (1, 1)
 
 
-def test_a_block_report_in_parts_is_applied_once_the_last_arrives(tmp_path, clock):
-    """A DataNode's report in parts (so each message stays under the 4 MiB limit): nothing is
-    judged missing before the last part; out of order is a one-line refusal."""
+def test_a_block_report_in_parts_is_judged_missing_only_once_the_last_arrives(tmp_path, clock):
+    """A DataNode's report in parts (so each message stays under the 4 MiB limit): each part's
+    units are claimed as it comes (one hold of the lock a part), nothing is judged missing before
+    the last part; out of order is a one-line refusal."""
     from hedgefs.namenode.errors import InvalidArgument
 
     nn = make_namenode(tmp_path / "nn", clock)
@@ -397,3 +395,36 @@ def test_a_block_report_in_parts_is_applied_once_the_last_arrives(tmp_path, cloc
         nn.block_report(ids[0], mine, part=2)
     nn.block_report(ids[0], mine[:1], part=0, more=True)
     assert nn.block_report(ids[0], [], part=1).get("missing") == 2   # the whole report lacked two units
+
+
+def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the_lock(tmp_path, clock):
+    """After a restart a part's units are located as soon as it arrives; the scan for units the
+    report lacks (every group read) runs without the writers' lock, and only their drop under it."""
+    import threading
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096 * 3)
+    held = sorted((g.id, u.index, g.generation) for g in nn.file_info("/f").groups for u in g.units
+                  if u.datanode_id == ids[0])
+    clock.advance(60)
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock)
+    nn.register(ids[0], "127.0.0.1:40001")
+    assert nn.block_report(ids[0], held[:1], part=0, more=True) == {"parts_held": 1}
+    assert nn.blocks.mapped[ids[0]] == 1    # located before the last part
+    assert nn.block_report(ids[0], held[1:], part=1) == {"adopted": 3}   # the whole report's counts
+    lock_free = []
+    scan = nn.blocks.missing_candidates
+
+    def watched(datanode_id, reported):
+        taker = threading.Thread(target=lambda: lock_free.append(nn._lock.acquire(timeout=5) and not nn._lock.release()))
+        taker.start()
+        taker.join()
+        return scan(datanode_id, reported)
+
+    nn.blocks.missing_candidates = watched
+    clock.advance(60)
+    assert nn.block_report(ids[0], held[1:]).get("missing") == 1   # the first unit is gone from the disk
+    assert lock_free == [True]
+    nn.close()

@@ -52,7 +52,7 @@ def test_overwrite_replaces_the_target_and_frees_its_groups(nn):
     nn.concat("/f", ["/p0"], overwrite=True)
     assert nn.file_info("/f").entry.length == 7
     assert old[0][0] not in [g for g, _ in _groups(nn, "/f")]
-    assert nn.blocks.group(old[0][0]) is None      # the old file's units are pending deletes now
+    assert nn.blocks.get(old[0][0]) is None      # the old file's units are pending deletes now
 
 
 @pytest.mark.parametrize("case,error,fragment", [

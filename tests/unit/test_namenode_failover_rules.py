@@ -1,5 +1,5 @@
 """What a new active NameNode must not do before the DataNodes have reported to it, and the retry
-cache, on an in-process Namesystem (the same rules run on etcd: ha.py opens this class).
+cache, on an in-process Namesystem (the same rules run on etcd: ha/roles.py promotes this class).
 
 Safe mode (``safe_mode_share``): no deletes and no repairs until that share of the block groups is
 readable (k units of a group) from DataNodes that have block-reported to this process; and never a delete to a DataNode before its own
@@ -8,9 +8,10 @@ block report (HDFS's stale block contents after a failover).
 
 import pytest
 
-from hedgefs.namenode import retry_cache
 from hedgefs.namenode.errors import AlreadyExists
+from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.model import DeleteUnit
+from hedgefs.namenode.namespace.retry_cache import TTL_MS
 
 from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
 
@@ -24,9 +25,7 @@ def _report(nn, dn, held):
 
 
 def _held(nn, dn):
-    return [(r["group_id"], r["idx"], r["generation"]) for r in nn.db.query(
-        "SELECT u.group_id, u.idx, g.generation FROM units u JOIN groups g ON g.id = u.group_id "
-        "WHERE u.datanode_id = ?", (dn,))]
+    return [(g, i, nn.blocks.generation(g)) for g, i, _group in nn.blocks.units_on(dn, 1 << 30)]
 
 
 def test_a_new_active_deletes_nothing_before_reports_and_leaves_safe_mode_at_the_share(tmp_path):
@@ -39,8 +38,8 @@ def test_a_new_active_deletes_nothing_before_reports_and_leaves_safe_mode_at_the
     nn.delete("/gone")   # (just before the failover: its deletes are not sent yet)
     nn.close()
 
-    # the same namespace opened anew (as a new active is, on the view of the namespace it caught
-    # up with; a start-up's safe mode keeps the same rules) with safe mode at 60 %
+    # the same namespace opened anew (a start-up's safe mode keeps a new active's rules) with safe
+    # mode at 60 %: it knows no location, and no delete is owed (deletes are memory only)
     nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.6)
     try:
         for dn in dns:
@@ -72,35 +71,38 @@ def test_a_retried_create_returns_the_first_answer_and_a_new_call_runs(tmp_path)
     nn = make_namenode(tmp_path / "nn", clock)
     try:
         add_datanodes(nn, 5)
-        with retry_cache.calling("client-a", "call-1", "Create"):
-            first = nn.create("/f")
-        with retry_cache.calling("client-a", "call-1", "Create"):
-            again = nn.create("/f")
+        first = nn.create("/f", retry=("client-a", "call-1"))
+        again = nn.create("/f", retry=("client-a", "call-1"))
         assert again == first
-        with retry_cache.calling("client-a", "call-2", "AddBlockGroup"):
-            group = nn.add_block_group(first.file_id)
-        with retry_cache.calling("client-a", "call-2", "AddBlockGroup"):
-            assert nn.add_block_group(first.file_id) == group
-        assert len(nn.blocks.groups(first.file_id)) == 1
-        with retry_cache.calling("client-a", "call-3", "Create"):   # another call runs: /f is being written
-            with pytest.raises(AlreadyExists):
-                nn.create("/f")
+        group = nn.add_block_group(first.file_id, retry=("client-a", "call-2"))
+        assert nn.add_block_group(first.file_id, retry=("client-a", "call-2")) == group
+        assert len(nn.tree.writing[first.file_id].file.groups) == 1
+        with pytest.raises(AlreadyExists):   # another call runs: /f is being written
+            nn.create("/f", retry=("client-a", "call-3"))
         # entries expire with the monitor's pass
-        clock.advance(retry_cache.TTL_MS / 1000 + 1)
+        clock.advance(TTL_MS / 1000 + 1)
         nn.tick()
-        assert nn.db.one("SELECT COUNT(*) FROM retry_cache")[0] == 0
+        assert len(nn.retry) == 0
     finally:
         nn.close()
 
 
-def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_path):
+def _standby_of(tmp_path, clock, **kwargs):
+    """A standby on the namespace in ``tmp_path/nn`` (its journal read, nothing written), and
+    the engine it would write once promoted."""
+    engine = SqliteEngine(str(tmp_path / "nn" / "namenode.db"))
+    return make_namenode(tmp_path / "nn", clock, engine=engine, standby=True, **kwargs), engine
+
+
+def test_a_promoted_standby_places_on_the_datanodes_that_reported_to_it_and_asks_them_to_report(tmp_path):
     clock = FakeClock()
     nn = make_namenode(tmp_path / "nn", clock)
-    dns = add_datanodes(nn, 5)
     nn.close()
-    nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.9)
+    nn, engine = _standby_of(tmp_path, clock, safe_mode_share=0.9)
     try:
-        nn.adopt_datanodes({dn: (f"127.0.0.1:{40000 + int(dn[2:])}", "") for dn in dns})
+        dns = add_datanodes(nn, 5)    # DataNodes report to every NameNode: the standby too
+        assert not nn.heartbeat(dns[0], "").commands
+        nn.promote(engine)
         nn.create("/at-once")          # placeable at once: no "only 0 are live" after a failover
         first = nn.heartbeat(dns[0], "")
         assert first.reregister         # but it registers and reports to this active once
@@ -110,32 +112,26 @@ def test_a_new_active_adopts_the_datanodes_that_reported_to_it_as_a_standby(tmp_
         nn.close()
 
 
-def test_a_standby_promoted_right_after_its_view_was_rebuilt_still_knows_the_datanodes(tmp_path):
-    """A fresh-clone CI run: an etcd member died, the active fail-stopped, re-entered standby (a
-    view rebuilt from etcd, knowing no DataNode) and won the election again at once; the DataNodes
-    it had heard were not adopted and the next put said "needs 3 live DataNodes, only 0 are live"."""
-    from hedgefs.namenode.ha import StandbyDataNodes
-
+def test_a_standby_built_again_knows_the_datanodes_the_last_one_heard(tmp_path):
+    """A fresh-clone CI run: an etcd member died, the active fail-stopped, re-entered standby (its
+    namespace read again, knowing no DataNode) and won the election again at once; the DataNodes
+    it had heard were not known and the next put said "needs 3 live DataNodes, only 0 are live"."""
     clock = FakeClock()
     nn = make_namenode(tmp_path / "nn", clock)
     dns = add_datanodes(nn, 6)
-    nn.close()
-    heard = StandbyDataNodes(clock)
-    for n, dn in enumerate(dns):   # as the servicer hears them: register, heartbeat, report
-        heard.heard(dn, f"127.0.0.1:{40000 + n}", f"127.0.0.1:{41000 + n}")
-        heard.heard(dn)            # a BlockReport or UnitStored names no address: the last one stays
     clock.advance(nn.liveness.dead_interval_s + 1)
-    for n, dn in enumerate(dns[1:], start=1):
-        heard.heard(dn, f"127.0.0.1:{40000 + n}")
-    nn = make_namenode(tmp_path / "nn", clock)   # the view, rebuilt: no DataNode heard by it
+    for dn in dns[1:]:
+        nn.heartbeat(dn, "")
+    nn.close()
+    again, engine = _standby_of(tmp_path, clock)
     try:
-        recent = heard.recent(nn.liveness.dead_interval_s)
-        assert sorted(recent) == dns[1:]             # dns[0] went quiet: not adopted
-        assert recent[dns[1]] == ("127.0.0.1:40001", "127.0.0.1:41001")
-        nn.adopt_datanodes(recent)
-        nn.create("/at-once")         # was: "needs 5 live DataNodes, only 0 are live"
+        again.inherit_datanodes(nn)
+        assert again.liveness.live_ids() == dns[1:]     # dns[0] went quiet
+        assert again.liveness.address(dns[1]) == "127.0.0.1:40002"
+        again.promote(engine)
+        again.create("/at-once")         # was: "needs 5 live DataNodes, only 0 are live"
     finally:
-        nn.close()
+        again.close()
 
 
 def test_too_few_registered_right_after_a_start_is_a_refusal_the_client_retries(tmp_path):
@@ -143,7 +139,7 @@ def test_too_few_registered_right_after_a_start_is_a_refusal_the_client_retries(
     registered with it yet, says so and the client retries (safe mode's "retry"); a dead interval
     later, with them still silent, it is the plain "only N are live" again."""
     from hedgefs.namenode.errors import InvalidArgument
-    from hedgefs.namenode.safe_mode import SafeModeRefusal
+    from hedgefs.namenode.blocks.safe_mode import SafeModeRefusal
 
     clock = FakeClock()
     nn = make_namenode(tmp_path / "nn", clock)
@@ -153,6 +149,8 @@ def test_too_few_registered_right_after_a_start_is_a_refusal_the_client_retries(
     try:
         for dn in dns[:2]:
             nn.register(dn, "127.0.0.1:1")
+        for dn in dns[2:]:   # they heartbeat (and are told to register): known, not yet registered
+            assert nn.heartbeat(dn, "127.0.0.1:1").reregister
         with pytest.raises(SafeModeRefusal, match=r"2 of the 5 known have registered") as err:
             nn.create("/early")
         assert err.value.retriable
@@ -171,13 +169,21 @@ def test_too_few_registered_right_after_a_start_is_a_refusal_the_client_retries(
 class _Role:
     """An HA role's face to the servicer, around an in-process Namesystem: active, or switching."""
 
-    def __init__(self, nn):
-        self.role, self.namesystem, self.epoch = "active", nn, 1
+    epoch = 1
+
+    def __init__(self, nn, switching=False):
+        self.namesystem, self._switching = nn, switching
 
     def writer(self):
         return self.namesystem
 
-    reader = writer
+    reader = namesystem_for_datanodes = writer
+
+    def is_active(self) -> bool:
+        return not self._switching
+
+    def switching(self) -> bool:
+        return self._switching
 
     def revision(self) -> int:
         return 0
@@ -208,39 +214,37 @@ class _Context:
         raise _Aborted(details)
 
 
-def test_a_closed_database_is_not_active_only_when_the_role_switched(tmp_path, caplog):
-    """A ProgrammingError on a healthy active is a bug: INTERNAL, its traceback logged (never a
-    NotActive naming the node itself, which clients would retry until their deadline); a call
-    whose namesystem the role no longer holds (a demotion or promotion under it) is NotActive."""
+def test_a_failed_journal_is_unavailable_or_not_active_while_the_role_switches_and_a_bug_is_internal(
+        tmp_path, caplog):
+    """A journal that failed (fail-stop) is UNAVAILABLE on a NameNode that stays what it is (a
+    retry goes elsewhere), a NotActive naming the active while an HA role is switching under the
+    call (a demotion), and any other error is a bug: INTERNAL, its traceback logged."""
     import grpc
 
-    from hedgefs.namenode.servicer import NameNodeServicer
+    from hedgefs.namenode.rpc.servicer import NameNodeServicer
     from hedgefs.proto import hedgefs_pb2 as pb
 
     nn = make_namenode(tmp_path / "nn", FakeClock())
-    nn.db.close()   # any sqlite3.ProgrammingError: "Cannot operate on a closed database"
-    role = _Role(nn)
-    servicer = NameNodeServicer(None, role=role)
+    try:
+        nn.journal.fail("disk gone (injected)")
+        servicer = NameNodeServicer(None, role=_Role(nn))
+        ctx = _Context()
+        with pytest.raises(_Aborted, match="disk gone"):
+            servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+        assert ctx.code == grpc.StatusCode.UNAVAILABLE
 
-    ctx = _Context()
-    with pytest.raises(_Aborted):
-        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
-    assert ctx.code == grpc.StatusCode.INTERNAL
-    assert any(r.exc_info and "Mkdir failed" in r.getMessage() for r in caplog.records)
+        servicer.role, ctx = _Role(nn, switching=True), _Context()
+        with pytest.raises(_Aborted):
+            servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+        assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION and dict(ctx.trailing)["hedgefs-active"]
 
-    class Switching(_Role):   # the call took nn; the role then moved on to another namesystem
-        def writer(self):
-            self.namesystem = object()
-            return nn
-
-    ctx = _Context()
-    with pytest.raises(_Aborted):
-        servicer.role = Switching(nn)
-        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
-    assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION and dict(ctx.trailing)["hedgefs-active"]
-
-    role.role = "demoting"   # the role itself is switching
-    servicer.role, ctx = role, _Context()
-    with pytest.raises(_Aborted):
-        servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
-    assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION
+        class Broken(_Role):
+            def writer(self):
+                raise KeyError("a bug")
+        servicer.role, ctx = Broken(nn), _Context()
+        with pytest.raises(_Aborted):
+            servicer.Mkdir(pb.MkdirRequest(path="/d"), ctx)
+        assert ctx.code == grpc.StatusCode.INTERNAL
+        assert any(r.exc_info and "Mkdir failed" in r.getMessage() for r in caplog.records)
+    finally:
+        nn.close()

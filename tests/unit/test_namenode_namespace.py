@@ -5,9 +5,8 @@ import sqlite3
 import pytest
 from nn_support import add_datanodes, make_namenode, nn, write_file  # noqa: F401 (nn: a fixture)
 
-from hedgefs.namenode.db import Database
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from hedgefs.security.identity import Refused
+from hedgefs.namenode.journal.sqlite import NotAJournal
 
 
 
@@ -152,7 +151,9 @@ def test_set_policy_refusals(nn):
         nn.set_policy("/nope", "RS-3-2-1k")
 
 
-def test_namespace_survives_reopening_the_database(tmp_path, clock):
+def test_namespace_survives_reopening_and_locations_come_back_from_block_reports(tmp_path, clock):
+    """The namespace is the journal's; where units are is memory only (DESIGN.md), so a restarted
+    NameNode knows the file and its groups at once, and their units once the DataNodes report."""
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
     nn.mkdir("/a/b", parents=True)
@@ -162,9 +163,17 @@ def test_namespace_survives_reopening_the_database(tmp_path, clock):
     nn.close()
     again = make_namenode(tmp_path / "nn", clock)
     try:
-        assert again.file_info("/a/b/f") == before
+        after = again.file_info("/a/b/f")
+        assert after.entry == before.entry
+        assert [(g.id, g.length, g.generation, g.units) for g in after.groups] == \
+            [(g.id, g.length, g.generation, []) for g in before.groups]
         assert again.get_policy("/a/b") == ("RS-3-2-2k", "/a")
-        assert [n.id for n in again.liveness.all()] == ["dn1", "dn2", "dn3", "dn4", "dn5"]
+        assert again.liveness.all() == []   # DataNodes are known once they speak to this process
+        for dn in ("dn1", "dn2", "dn3", "dn4", "dn5"):
+            again.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+            again.block_report(dn, [(g.id, u.index, g.generation) for g in before.groups for u in g.units
+                                    if u.datanode_id == dn])
+        assert again.file_info("/a/b/f") == before
     finally:
         again.close()
 
@@ -179,27 +188,16 @@ def test_recursive_delete_of_a_large_directory(nn):
     assert sum(nn.blocks.pending_delete_counts().values()) == 7 * 5
 
 
-def test_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path):
-    db = Database(str(tmp_path / "nn.db"))
-    with pytest.raises(sqlite3.IntegrityError):
-        with db.tx() as c:  # a deferred foreign key violation fails at COMMIT, leaving the tx open
-            c.execute("PRAGMA defer_foreign_keys = ON")
-            c.execute("INSERT INTO groups(file_id, seq) VALUES (12345, 0)")
-    assert not db.conn.in_transaction
-    with db.tx() as c:
-        c.execute("INSERT INTO inodes(parent, name, is_dir, mtime_ms) VALUES (1, 'x', 1, 0)")
-    assert db.one("SELECT COUNT(*) FROM groups")[0] == 0
-    assert db.one("SELECT COUNT(*) FROM inodes WHERE name = 'x'")[0] == 1
-    db.close()
-
-
-def test_a_namespace_of_another_schema_version_is_refused_not_guessed_at(tmp_path):
-    db = Database(str(tmp_path / "nn.db"))
-    with db.tx() as c:
-        c.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
-    db.close()
-    with pytest.raises(Refused, match=r"nn.db: namespace schema version 4, this NameNode reads only 5"):
-        Database(str(tmp_path / "nn.db"))
+def test_a_journal_of_another_format_is_refused_not_guessed_at(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    nn.close()
+    conn = sqlite3.connect(tmp_path / "nn" / "namenode.db")
+    conn.execute("UPDATE journal_meta SET value = 'hedgefs-journal-9' WHERE key = 'format'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(NotAJournal, match=r"namenode.db: a journal of format 'hedgefs-journal-9'; this NameNode "
+                                          r"reads 'hedgefs-journal-1'"):
+        make_namenode(tmp_path / "nn", clock)
 
 
 def all_pages(nn, path, recursive, limit):

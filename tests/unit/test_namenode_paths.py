@@ -2,7 +2,7 @@
 
 import pytest
 
-from hedgefs.namenode import paths
+from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.errors import InvalidArgument
 
 BAD = [

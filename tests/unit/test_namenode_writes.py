@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from conftest import wait_until
-from hedgefs.namenode.blockmap import GroupCommit
+from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from nn_support import add_datanodes, heartbeat_all, make_namenode, stored, write_file
 
@@ -163,7 +163,7 @@ def test_groups_left_out_of_complete_are_dropped(nn):
     kept = nn.add_block_group(created.file_id)
     nn.complete(created.file_id, 5, [stored(nn, kept, 5, (0, 1, 2, 3, 4))])
     assert [g.id for g in nn.file_info("/f").groups] == [kept.id]
-    assert nn.blocks.group(abandoned.id) is None
+    assert nn.blocks.get(abandoned.id) is None
     assert sum(nn.blocks.pending_delete_counts().values()) == 5
 
 
@@ -296,7 +296,7 @@ def test_placement_after_a_restart_uses_only_registered_datanodes(tmp_path, cloc
     nn = make_namenode(tmp_path / "nn", clock, block_size=BLOCK)
     live = [f"dn{i}" for i in range(6, 11)]
     for dn in live:
-        nn.register(dn, nn.liveness.address(dn))
+        nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
         nn.heartbeat(dn, "", used_bytes=10**6)
     group = nn.add_block_group(nn.create("/f").file_id)
     assert sorted(u.datanode_id for u in group.units) == sorted(live)

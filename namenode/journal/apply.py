@@ -1,0 +1,205 @@
+"""Applying a record: the only code that changes the namespace.
+
+The active applies each record it logs (journal.py), a restart applies the records after its
+checkpoint image, a standby the ones it tails from etcd: the same ``apply``, so the three end in
+the same tree. Records are checked before they are logged (the namesystem's handlers): apply
+trusts them, and a record it cannot apply is a bug (the journal stops: fail-stop).
+
+Determinism: everything a change depends on is in the record (ids, times, owners) or in the
+tree; nothing here reads a clock that the tree keeps (a lease's renewal time is memory only and
+restarts when a NameNode starts serving).
+
+Besides the tree (namespace/tree.py), a record changes what goes with it: the block map's groups
+of files (their ids, their files, a writer's targets), the retry cache, the set of DataNodes
+being decommissioned, the cluster's identity.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from hedgefs.namenode.blocks.blockmap import BlockMap
+from hedgefs.namenode.blocks.collector import Collector
+from hedgefs.namenode.journal import records as r
+from hedgefs.namenode.namespace import paths
+from hedgefs.namenode.namespace.inodes import DIR_MODE, Attrs, Dir, File, Lease
+from hedgefs.namenode.namespace.retry_cache import RetryCache
+from hedgefs.namenode.namespace.tree import Tree
+
+
+class Applier:
+    """The journaled state, and ``apply``. ``leaving``: DataNodes being decommissioned."""
+
+    def __init__(self, tree: Tree, blocks: BlockMap, retry_cache: RetryCache, collector: Collector,
+                 clock: Callable[[], float] = time.monotonic, wall_ms: Callable[[], int] | None = None):
+        self.tree, self.blocks, self.retry_cache, self.collector = tree, blocks, retry_cache, collector
+        self.clock = clock
+        self.wall_ms = wall_ms or (lambda: int(time.time() * 1000))
+        self.cluster_id = ""
+        self.leaving: set[str] = set()
+        self.replaying = False   # a restart's replay, or a standby's: no receipts known, no deletes owed
+        self._table = {
+            r.Format: self._format, r.Mkdir: self._mkdir, r.Create: self._create, r.AddGroup: self._add_group,
+            r.Complete: self._complete, r.Abandon: self._abandon, r.Delete: self._delete, r.Rename: self._rename,
+            r.SetPolicy: self._set_policy, r.SetPermission: self._set_permission, r.SetOwner: self._set_owner,
+            r.Concat: self._concat, r.Decommission: self._decommission,
+        }
+
+    def apply(self, record: r.Record) -> None:
+        self._table[type(record)](record)
+
+    def _remember(self, record, answer=None) -> None:
+        if record.retry is not None:
+            self.retry_cache.remember(tuple(record.retry), r.CODES[type(record)], answer, self.wall_ms())
+
+    def _dir(self, path: str) -> Dir:
+        node = self.tree.find(path)
+        if node is None or not node.is_dir:
+            raise LookupError(f"no directory {path} to apply a record in")
+        return node
+
+    def _node(self, path: str):
+        node = self.tree.find(path)
+        if node is None:
+            raise LookupError(f"no {path} to apply a record to")
+        return node
+
+    # ------------------------------------------------------------------ the records
+
+    def _format(self, rec: r.Format) -> None:
+        self.cluster_id = rec.cluster_id
+        self.blocks.generation_base = rec.generation_base
+        self.blocks.generation_first = rec.generation_base + 1
+
+    def _mkdir(self, rec: r.Mkdir) -> None:
+        tree = self.tree
+        node = tree.root
+        next_id = rec.first_id
+        for part in paths.components(rec.path):
+            child = node.children.get(part)
+            if child is None:
+                child = Dir(next_id, part, node, Attrs.of(rec.owner, node.attrs.group, DIR_MODE), rec.mtime)
+                next_id += 1
+                tree.put(node, child)
+                tree.set_fields(node, mtime=rec.mtime)
+            node = child
+        tree.next_id = max(tree.next_id, next_id)
+        self._remember(rec)
+
+    def _create(self, rec: r.Create) -> None:
+        parent = self._dir(paths.parent_of(rec.path))
+        name = rec.path.rsplit("/", 1)[1]
+        file = File(rec.file_id, name, parent, Attrs.of(rec.owner, rec.group, rec.mode, rec.policy, rec.block_size),
+                    rec.mtime)
+        file.writer = Lease(rec.file_id, file, parent, bool(rec.overwrite), rec.owner, self.clock())
+        tree = self.tree
+        tree.add_lease(file.writer)
+        tree.next_id = max(tree.next_id, rec.file_id + 1)
+        self._remember(rec, (rec.file_id, rec.policy, rec.block_size))
+
+    def _add_group(self, rec: r.AddGroup) -> None:
+        lease = self.tree.writing[rec.file_id]
+        group = self.blocks.add_group(lease.file, rec.group_id, rec.targets)
+        self.tree.set_fields(lease.file, groups=lease.file.groups + (group,))
+        lease.renewed = self.clock()
+        self._remember(rec, (rec.group_id, tuple(rec.targets)))
+
+    def _complete(self, rec: r.Complete) -> None:
+        tree, blocks = self.tree, self.blocks
+        lease = tree.drop_lease(rec.file_id)
+        file = lease.file
+        by_id = {g.id: g for g in file.groups}
+        keep = tuple(by_id.pop(gid) for gid in rec.groups)
+        for group in by_id.values():   # groups the writer gave up on
+            blocks.forget(group)
+        attrs = file.attrs if rec.attrs is None else \
+            Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)
+        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime, attrs=attrs)
+        for group in keep:
+            blocks.commit(group, delete_unreported=not self.replaying)
+        old = tree.put(lease.parent, file)
+        if old is not None:
+            self.collector.release(old)
+        tree.set_fields(lease.parent, mtime=rec.mtime)
+        self._remember(rec)
+
+    def _abandon(self, rec: r.Abandon) -> None:
+        lease = self.tree.drop_lease(rec.file_id)
+        for group in lease.file.groups:
+            self.blocks.forget(group)
+        self._remember(rec)
+
+    def _delete(self, rec: r.Delete) -> None:
+        tree = self.tree
+        parent = self._dir(paths.parent_of(rec.path))
+        node = tree.take(parent, rec.path.rsplit("/", 1)[1])
+        tree.cut(node)
+        tree.set_fields(parent, mtime=rec.mtime)
+        if node.is_dir:   # writes in the tree: their writers are told "not found" from now on
+            for file_id, lease in list(tree.writing.items()):
+                if not tree.is_attached(lease.parent):
+                    tree.drop_lease(file_id)
+                    for group in lease.file.groups:
+                        self.blocks.forget(group)
+        self.collector.add(node)
+        self._remember(rec)
+
+    def _rename(self, rec: r.Rename) -> None:
+        tree = self.tree
+        src_parent = self._dir(paths.parent_of(rec.src))
+        dst_parent = self._dir(paths.parent_of(rec.dst))
+        node = tree.take(src_parent, rec.src.rsplit("/", 1)[1])
+        tree.set_fields(node, name=rec.dst.rsplit("/", 1)[1])
+        tree.put(dst_parent, node)
+        tree.set_fields(src_parent, mtime=rec.mtime)
+        tree.set_fields(dst_parent, mtime=rec.mtime)
+        self._remember(rec)
+
+    def _set_policy(self, rec: r.SetPolicy) -> None:
+        node = self._node(rec.path)
+        self.tree.set_fields(node, policy=rec.policy)
+        self._remember(rec)
+
+    def _set_permission(self, rec: r.SetPermission) -> None:
+        node = self._node(rec.path)
+        self.tree.set_fields(node, attrs=node.attrs.with_mode(rec.mode))
+        self._remember(rec)
+
+    def _set_owner(self, rec: r.SetOwner) -> None:
+        node = self._node(rec.path)
+        self.tree.set_fields(node, attrs=node.attrs.with_owner(rec.owner or node.attrs.owner,
+                                                               rec.group or node.attrs.group))
+        self._remember(rec)
+
+    def _concat(self, rec: r.Concat) -> None:
+        tree = self.tree
+        parts = [self._node(p) for p in rec.sources]
+        first = parts[0]
+        groups = list(first.groups)
+        length = first.length
+        for part in parts[1:]:
+            for group in part.groups:
+                group.file = first
+            groups.extend(part.groups)
+            length += part.length
+            parent = part.parent
+            tree.take(parent, part.name)
+            tree.set_fields(parent, mtime=rec.mtime)
+        first_parent = first.parent
+        tree.take(first_parent, first.name)
+        tree.set_fields(first_parent, mtime=rec.mtime)
+        target_parent = self._dir(paths.parent_of(rec.target))
+        tree.set_fields(first, name=rec.target.rsplit("/", 1)[1], length=length, groups=tuple(groups),
+                        mtime=rec.mtime)
+        old = tree.put(target_parent, first)
+        if old is not None:
+            self.collector.release(old)
+        tree.set_fields(target_parent, mtime=rec.mtime)
+        self._remember(rec)
+
+    def _decommission(self, rec: r.Decommission) -> None:
+        if rec.leaving:
+            self.leaving.add(rec.datanode_id)
+        else:
+            self.leaving.discard(rec.datanode_id)

@@ -1,0 +1,187 @@
+"""The journal's records: one per change of the namespace (HDFS's edit log ops), and how they are
+written down.
+
+A record says what changed, with everything apply.py needs to make the same change again, on the
+active, at a restart's replay and on a standby, with the same result: the ids it issued, the
+wall-clock time it happened at, the owner it gave. Paths name what is changed (as HDFS's edits
+do); a file being written is named by its id. ``retry`` is the (client id, call id) of the call
+it answered, if any: replay rebuilds the retry cache from it.
+
+Adding an operation: a record type here (a NamedTuple with its code in ``CODES``), its apply
+in apply.py, its handler (the checks that build the record) in the namesystem.
+
+Framing: a batch (what one group commit writes) is frames back to back, each
+``[length u32][crc32c u32][txid u64][msgpack payload]``, the CRC32C covering txid and payload:
+a frame that does not check is corrupt, and says which txid it held.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator, NamedTuple
+
+import crc32c
+import msgpack
+
+Retry = tuple[str, str] | None   # (client id, call id)
+
+
+class Format(NamedTuple):
+    """The first record of a namespace: who it belongs to and where its generations start."""
+    cluster_id: str
+    generation_base: int
+
+
+class Mkdir(NamedTuple):
+    """Every missing directory of ``path`` (``mkdir -p``; a plain mkdir was checked to create one),
+    with ids from ``first_id`` on, outermost first."""
+    path: str
+    mtime: int
+    owner: str
+    first_id: int
+    retry: Retry = None
+
+
+class Create(NamedTuple):
+    """A file being written at ``path`` (invisible until Complete)."""
+    path: str
+    file_id: int
+    policy: str
+    block_size: int
+    overwrite: bool
+    mtime: int
+    owner: str
+    group: str
+    mode: int
+    retry: Retry = None
+
+
+class AddGroup(NamedTuple):
+    """A new block group at the end of a file being written, its units to ``targets`` (index order)."""
+    file_id: int
+    group_id: int
+    targets: tuple
+    retry: Retry = None
+
+
+class Complete(NamedTuple):
+    """The file becomes visible at its path with ``length`` bytes in ``groups`` (ids, file order;
+    its other groups go), replacing a complete file there. ``attrs``: (owner, group, mode) it
+    takes (a conversion keeps the replaced file's), or None."""
+    file_id: int
+    length: int
+    groups: tuple
+    mtime: int
+    attrs: tuple | None = None
+    retry: Retry = None
+
+
+class Abandon(NamedTuple):
+    """A file being written goes, with its groups (an abandon, or its lease expired)."""
+    file_id: int
+    retry: Retry = None
+
+
+class Delete(NamedTuple):
+    path: str
+    mtime: int
+    retry: Retry = None
+
+
+class Rename(NamedTuple):
+    src: str
+    dst: str
+    mtime: int
+    retry: Retry = None
+
+
+class SetPolicy(NamedTuple):
+    path: str
+    policy: str          # "" = inherit
+    retry: Retry = None
+
+
+class SetPermission(NamedTuple):
+    path: str
+    mode: int
+    retry: Retry = None
+
+
+class SetOwner(NamedTuple):
+    path: str
+    owner: str
+    group: str
+    retry: Retry = None
+
+
+class Concat(NamedTuple):
+    """The complete files ``sources`` become one file at ``target`` (the first part's node, the
+    others' groups appended in order), replacing a file there."""
+    target: str
+    sources: tuple
+    mtime: int
+    retry: Retry = None
+
+
+class Decommission(NamedTuple):
+    datanode_id: str
+    leaving: bool
+
+
+Record = (Format | Mkdir | Create | AddGroup | Complete | Abandon | Delete | Rename | SetPolicy | SetPermission
+          | SetOwner | Concat | Decommission)
+
+# Codes are the on-disk format: never renumber, only add.
+CODES: dict[type, int] = {Format: 1, Mkdir: 2, Create: 3, AddGroup: 4, Complete: 5, Abandon: 6, Delete: 7,
+                          Rename: 8, SetPolicy: 9, SetPermission: 10, SetOwner: 11, Concat: 12, Decommission: 13}
+TYPES: dict[int, type] = {code: cls for cls, code in CODES.items()}
+
+_HEAD = struct.Struct("<IIQ")   # length of the payload, crc32c of txid + payload, txid
+_TXID = struct.Struct("<Q")
+
+
+class CorruptRecord(ValueError):
+    """A frame that does not check: ``txid`` is the one it claims (or the one expected there)."""
+
+    def __init__(self, txid: int, why: str):
+        super().__init__(f"journal record txid {txid} is corrupt ({why})")
+        self.txid = txid
+
+
+def encode(record: Record) -> bytes:
+    return msgpack.packb((CODES[type(record)], *record), use_bin_type=True)
+
+
+def decode(payload: bytes) -> Record:
+    code, *fields = msgpack.unpackb(payload, use_list=False, raw=False)
+    return TYPES[code](*fields)
+
+
+def frame(txid: int, payload: bytes) -> bytes:
+    txid_bytes = _TXID.pack(txid)
+    return _HEAD.pack(len(payload), crc32c.crc32c(payload, crc32c.crc32c(txid_bytes)), txid) + payload
+
+
+def frames(data: bytes, first_txid: int) -> Iterator[tuple[int, Record]]:
+    """(txid, record) of every frame of a batch; CorruptRecord if one does not check, or the txids
+    are not consecutive from ``first_txid``."""
+    at, expected, end = 0, first_txid, len(data)
+    view = memoryview(data)
+    while at < end:
+        if end - at < _HEAD.size:
+            raise CorruptRecord(expected, "a torn frame header")
+        length, crc, txid = _HEAD.unpack_from(data, at)
+        payload = view[at + _HEAD.size:at + _HEAD.size + length]
+        if len(payload) != length:
+            raise CorruptRecord(expected, "a torn frame")
+        if crc32c.crc32c(payload, crc32c.crc32c(_TXID.pack(txid))) != crc:
+            raise CorruptRecord(expected, "CRC32C mismatch")
+        if txid != expected:
+            raise CorruptRecord(expected, f"found txid {txid} where {expected} was due")
+        try:
+            record = decode(bytes(payload))
+        except Exception as err:   # a frame that checks but does not decode: a format we do not know
+            raise CorruptRecord(txid, f"undecodable: {err}") from None
+        yield txid, record
+        at += _HEAD.size + length
+        expected += 1

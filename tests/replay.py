@@ -1,0 +1,259 @@
+"""The replay tier's harness: recorded DataNode service times, replayed through the real reader.
+
+A trace (tests/replay/traces/, recorded by ``python -m hedgefs.bench.traces``) holds what real
+DataNodes did for a client with hedging off: the file's placement, the reads the client made
+(seconds into the trace, group, unit) and every unit read's service time by DataNode. A replay
+issues the same reads at the same times through the real ``ReadPolicy``, ``RangeFetcher``,
+``LatencyModel`` and breaker (read_sim's ``Client``) on the virtual clock, over a real encoding
+(read_sim's ``Stripe``; a read is one whole 4 KiB cell: the size class of the recorded 64 KiB reads),
+and answers a unit read of DataNode d sent at t with the service time of d's recorded read sent
+nearest to t: the DataNodes behave as they did, whatever the policy now asks of them.
+
+A replay starts with ``warm_s`` of the healthy trace of the same policy (a running client: its
+connections open, its model learned), then the trace itself; what a replay reports is about the
+trace's part only. Connections are modelled as a pool per DataNode: a read finding none idle
+opens one (``connecting``: the latency model judges it as a new connection).
+
+Deterministic: the same trace, the same policy, the same outcome, on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import dataclasses
+import functools
+import gzip
+import json
+import pathlib
+
+from read_sim import Client, ScriptedDataNodes, Stripe, run
+
+from hedgefs.client import latency, overtaking
+from hedgefs.client.locations import GroupLocation, UnitLocation
+from hedgefs.ec.policy import parse_policy
+
+TRACES = pathlib.Path(__file__).resolve().parent / "replay" / "traces"
+WARM_S = 1.0
+# The replayed cells: 4 KiB, the latency model's smallest size class as the recorded 64 KiB reads
+# (it judges reads by size class), at a sixteenth of the bytes to copy and check.
+CELL_KIB = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    name: str
+    policy: str
+    scenario: str
+    victim: str | None
+    seconds: float
+    groups: tuple[dict, ...]             # per group: unit index -> DataNode
+    reads: tuple[tuple[float, int, int], ...]   # (seconds in, group, unit)
+    service: dict                        # DataNode -> (sent times, service seconds), sorted by time
+
+    def latency(self, datanode: str, t: float) -> float:
+        rows = self.service.get(datanode)
+        if not rows:   # never read in the trace: as the median DataNode then
+            rows = self._pooled
+        times, took = rows
+        i = bisect.bisect_left(times, t)
+        if i == len(times) or (i > 0 and t - times[i - 1] <= times[i] - t):
+            i -= 1
+        return took[i]
+
+    @functools.cached_property
+    def _pooled(self):
+        rows = sorted(r for times, took in self.service.values() for r in zip(times, took))
+        return [r[0] for r in rows], [r[1] for r in rows]
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile of every recorded unit read's service time."""
+        took = sorted(self._pooled[1])
+        return took[min(len(took) - 1, int(len(took) * q / 100))]
+
+    def share(self, datanode: str) -> float:
+        """The share of the trace's reads whose cell is on ``datanode``."""
+        on = sum(1 for _, g, u in self.reads if self.groups[g].get(u) == datanode)
+        return on / len(self.reads) if self.reads else 0.0
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Trace:
+    with gzip.open(TRACES / f"{name}.json.gz", "rt") as f:
+        doc = json.load(f)
+    service = {dn: ([r[0] for r in rows], [r[1] for r in rows]) for dn, rows in doc["service"].items()}
+    return Trace(name, doc["policy"], doc["scenario"], doc["victim"], doc["seconds"],
+                 tuple({int(i): dn for i, dn in g.items()} for g in doc["groups"]),
+                 tuple(tuple(r) for r in doc["reads"]), service)
+
+
+class TracedDataNodes(ScriptedDataNodes):
+    """DataNodes answering as the trace's did: the warm-up trace first, then the trace."""
+
+    def __init__(self, stripe: Stripe, trace: Trace, warm: Trace | None, warm_s: float):
+        # Unpoisoned: buffers given back are not refilled (256 KiB each, twice a read); the sim tier
+        # (tests/sim) checks the buffers' lifetimes, the replay the policy; every byte is checked.
+        super().__init__(stripe, poison=False)
+        self.trace, self.warm, self.warm_s = trace, warm, warm_s
+        self.t0 = 0.0
+        self.pool: dict[str, int] = {}
+        self.busy: dict[str, int] = {}
+        self.cold_reads = 0
+
+    def service(self, datanode: str, now: float) -> float:
+        t = now - self.t0
+        if self.warm is not None and t < self.warm_s:
+            return self.warm.latency(datanode, t)
+        return self.trace.latency(datanode, t - self.warm_s)
+
+    async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer="", phases=None):
+        loop = asyncio.get_running_loop()
+        self.asked.append(index)
+        took = self.service(peer, loop.time())
+        busy = self.busy.get(peer, 0)
+        if busy >= self.pool.get(peer, 0):   # no idle connection: a new one
+            self.pool[peer] = busy + 1
+            self.cold_reads += 1
+            if phases is not None and phases.on_connect is not None:
+                phases.on_connect()
+        self.busy[peer] = busy + 1
+        try:
+            await asyncio.sleep(took)
+        except asyncio.CancelledError:
+            self.cancelled.append(index)
+            self.pool[peer] -= 1   # a cancelled read closes its connection
+            raise
+        finally:
+            self.busy[peer] -= 1
+        buf = self.buffers.take(length)
+        view = memoryview(buf)[:length]
+        view[:] = self.stripe.blocks[index][offset:offset + length]
+        return view
+
+
+@dataclasses.dataclass
+class Outcome:
+    trace: Trace
+    latencies: list[float]          # of the trace's reads, from their scheduled start
+    victim_latencies: list[float]   # ... of those whose cell is on the faulty DataNode
+    wrong: int                      # reads whose bytes were not the stored ones
+    errors: int
+    counters: dict                  # the client's counters over the trace's part
+    slow_marks: list                # (seconds into the trace, DataNode, "slow" | "recovered")
+    trips: int
+    cold_reads: int
+
+    @property
+    def extra_pct(self) -> float:
+        needed = self.counters["unit_reads_needed"]
+        return 100.0 * (self.counters["unit_reads"] - needed) / needed if needed else 0.0
+
+    def pct(self, q: float, victim: bool = False) -> float:
+        values = sorted(self.victim_latencies if victim else self.latencies)
+        return values[min(len(values) - 1, int(len(values) * q / 100))] if values else 0.0
+
+    @property
+    def max_s(self) -> float:
+        return max(self.latencies, default=0.0)
+
+    def marked(self, state: str = "slow") -> set[str]:
+        return {dn for _, dn, s in self.slow_marks if s == state}
+
+
+def replay(name: str, warm: str | None = "healthy", warm_s: float = WARM_S, **hedge) -> Outcome:
+    """Replay trace ``name`` (``<policy>-<scenario>``) after ``warm_s`` of ``<policy>-<warm>``."""
+    trace = load(name)
+    prefix = name[:len(name) - len(trace.scenario) - 1]
+    warm_trace = load(f"{prefix}-{warm}") if warm else None
+    p = parse_policy(trace.policy)
+    stripe = Stripe(p.name.rsplit("-", 1)[0] + f"-{CELL_KIB}k")
+    cell = stripe.policy.cell_size
+    dns = TracedDataNodes(stripe, trace, warm_trace, warm_s if warm_trace else 0.0)
+    marks: list = []
+    client = Client(dns, on_change=lambda dn, state: marks.append((asyncio.get_running_loop().time(), dn, state)),
+                    **hedge)
+    groups = [GroupLocation(g + 1, stripe.length, {i: UnitLocation(i, dn, f"ctl-{dn}", f"data-{dn}")
+                                                   for i, dn in units.items()}, 1)
+              for g, units in enumerate(trace.groups)]
+    expected = {u: stripe.data[u * cell:(u + 1) * cell] for u in range(stripe.policy.k)}
+    lat, victim_lat, wrong, errors, at_start, began = [], [], [0], [0], {}, [0.0]
+    offset = warm_s if warm_trace else 0.0
+
+    async def one(t0: float, t: float, g: int, u: int, measured: bool):
+        try:
+            got = await client.pread(u * cell, cell, group=groups[g])
+        except Exception:   # noqa: BLE001 - counted: a read that fails is an outcome
+            errors[0] += measured
+            return
+        if measured:
+            took = asyncio.get_running_loop().time() - (t0 + t)
+            lat.append(took)
+            if trace.victim and trace.groups[g].get(u) == trace.victim:
+                victim_lat.append(took)
+            wrong[0] += got != expected[u]
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        t0 = dns.t0 = loop.time()
+        schedule = []
+        if warm_trace:
+            schedule += [(t, g % len(groups), u, False) for t, g, u in warm_trace.reads if t < warm_s]
+        schedule += [(offset + t, g, u, True) for t, g, u in trace.reads]
+
+        def boundary():
+            at_start.update(client.metrics.snapshot().counters)
+        began[0] = t0 + offset
+        loop.call_at(t0 + offset, boundary)
+        tasks = []
+        for t, g, u, measured in sorted(schedule):
+            delay = t0 + t - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(one(t0, t, g, u, measured)))
+        await asyncio.gather(*tasks)
+        return loop.time() - t0
+
+    run(go)
+    end = client.metrics.snapshot().counters
+    counters = {k: end[k] - at_start.get(k, 0) for k in end}
+    slow_marks = [(round(t - began[0], 4), dn, state) for t, dn, state in marks if t >= began[0]]
+    return Outcome(trace, lat, victim_lat, wrong[0], errors[0], counters, slow_marks, client.breaker.trips,
+                   dns.cold_reads)
+
+
+# ---------------------------------------------------------------------------- the model's rules, one by one
+
+def _never(*args, **kwargs):
+    return False
+
+
+RULES = {
+    # a DataNode whose reads are mostly twice their threshold, and 4 x its peers', is read around
+    "slow": [(latency.LatencyModel, "_judge", lambda self, node, name, now: None)],
+    # a new connection's read is judged by the plain threshold once its DataNode answers nothing (suspect)
+    "suspect": [(latency.LatencyModel, "_cold", staticmethod(lambda entry, node, now, bar: entry is not None and entry.cold))],
+    # a read under its threshold that later reads overtook is hedged now
+    "overtaken": [(latency.LatencyModel, "overtaken", _never)],
+    # a read past its threshold whose peers are late too (a host stall) waits
+    "stalled": [(overtaking.ReadLog, "stalled", _never)],
+    # a DataNode with reads in flight that answers nothing is never waited on, breaker or not
+    "silent": [(latency.LatencyModel, "is_silent", _never)],
+    # a slow read whose peers were as late is no evidence against its DataNode
+    "excused": [(overtaking.ReadLog, "excused", _never)],
+}
+
+
+@contextlib.contextmanager
+def without(rule: str):
+    """The latency model with ``rule`` never applying (for the tier's test that every rule
+    earns its place)."""
+    saved = []
+    try:
+        for owner, attribute, value in RULES[rule]:
+            saved.append((owner, attribute, owner.__dict__[attribute]))
+            setattr(owner, attribute, value)
+        yield
+    finally:
+        for owner, attribute, value in saved:
+            setattr(owner, attribute, value)

@@ -1,0 +1,169 @@
+"""The replay tier: DataNode service times recorded on this host, replayed through the real
+``ReadPolicy``, ``RangeFetcher``, ``LatencyModel`` and breaker on the virtual clock (tests/replay.py).
+
+The traces (tests/replay/traces/, ``python -m hedgefs.bench.traces``): RS-6-3 and LRC-6-2-2, each
+healthy, one DataNode +500 ms, one frozen, one with 1 % of reads +2 s, and a host-wide stall (every
+DataNode stopped for 150 ms, twice), recorded with hedging off on this 2-core host, whose unit
+reads' p99 is 10 ms (RS) and 74 ms (LRC): a noisy host. A replay is of a running client (1 s of
+the healthy trace first) unless it says "a new client".
+
+What the policy must do, checked on every trace: read around a slow DataNode, never wait for a
+frozen one or a straggler, spend extra reads within the budget, and stay put in a stall. Then
+each rule of the latency model earns its place: without it, a named replay gets worse.
+"""
+
+import functools
+
+import pytest
+
+import replay
+from hedgefs.client import latency
+from hedgefs.client.breaker import BURST
+
+POLICIES = ("rs-6-3-1024k", "lrc-6-2-2-1024k")
+SOURCES = {"rs-6-3-1024k": 6, "lrc-6-2-2-1024k": 3}   # the code's cheapest rescue of one cell
+BUDGET_PCT = 5.0
+
+
+@functools.lru_cache(maxsize=None)
+def outcome(name: str, warm: str | None = "healthy", **hedge) -> replay.Outcome:
+    return replay.replay(name, warm=warm, **hedge)
+
+
+def within_budget(o: replay.Outcome, floor_pct: float = 0.0) -> float:
+    """Extra unit reads (%) no reader can do without (``floor_pct``), plus what the budget allows:
+    5 % of the reads' own, plus its burst."""
+    return floor_pct + BUDGET_PCT + 100.0 * BURST / o.counters["unit_reads_needed"]
+
+
+def floor(o: replay.Outcome, policy: str) -> float:
+    """Reading around the faulty DataNode for the whole trace: its share of the reads x (sources - 1)."""
+    return 100.0 * o.trace.share(o.trace.victim) * (SOURCES[policy] - 1)
+
+
+def every_byte(o: replay.Outcome) -> None:
+    assert o.wrong == 0 and o.errors == 0 and len(o.latencies) == len(o.trace.reads)
+
+
+# ---------------------------------------------------------------------------- what the policy does
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_healthy_nobody_is_slow_and_extra_reads_stay_in_the_budget(policy):
+    o = outcome(f"{policy}-healthy")
+    every_byte(o)
+    assert not o.marked() and o.trips == 0
+    assert o.extra_pct <= BUDGET_PCT
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_datanode_500ms_slow_is_read_around_and_no_read_waits_for_it(policy):
+    o = outcome(f"{policy}-slow-500ms")
+    every_byte(o)
+    assert o.marked() == {o.trace.victim} and o.trips == 0
+    assert o.counters["avoided"] >= 0.8 * len(o.victim_latencies)   # most of its cells read around
+    assert o.max_s < 0.5                                             # nobody waited out the 500 ms
+    assert o.extra_pct <= within_budget(o, floor(o, policy))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_frozen_datanode_is_read_around_and_no_read_waits_for_it(policy):
+    o = outcome(f"{policy}-frozen")
+    every_byte(o)
+    assert o.marked() == {o.trace.victim} and o.trips == 0
+    assert o.max_s < 0.3          # the freeze lasted the whole trace: 3 s
+    assert o.extra_pct <= within_budget(o, floor(o, policy))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_stragglers_are_hedged_within_the_budget_and_their_datanode_is_not_slow(policy):
+    o = outcome(f"{policy}-tail-1pct-2s")
+    every_byte(o)
+    assert not o.marked() and o.trips == 0
+    assert o.max_s < 0.5          # none of the 2 s reads was waited for
+    assert o.extra_pct <= within_budget(o)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_host_wide_stall_is_waited_out(policy):
+    """Every DataNode stopped for 150 ms, twice: nobody is slow, nothing trips, and hardly
+    anything is hedged (a hedge would be read from the same stalled host)."""
+    o = outcome(f"{policy}-stall")
+    every_byte(o)
+    assert not o.marked() and o.trips == 0
+    assert o.counters["hedges"] <= 0.01 * len(o.latencies)
+    assert o.extra_pct <= 3.0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_with_the_breaker_open_a_frozen_datanode_is_still_not_waited_for(policy):
+    """The client's breaker opens at the first impaired DataNode (max_impaired_nodes 0, as
+    test_adaptive_hedging's): no hedges, no reading around slow DataNodes; a frozen one is still
+    read around once silent, and no read waits out the 3 s freeze."""
+    o = outcome(f"{policy}-frozen", max_impaired_nodes=0)
+    every_byte(o)
+    assert o.pct(99) < 2.0
+
+
+def test_the_overtaken_rule_acts_before_the_threshold_on_a_noisy_host():
+    """The LRC traces' healthy p99 is ~74 ms: the threshold is 1.5 x that, above its 10 ms floor.
+    The overtaken rule's bar is the p99 itself (it was 1.5 x too, the threshold itself, so on such
+    a host it could never act before it): reads of the +500 ms DataNode overtaken by later reads
+    are hedged under their threshold."""
+    assert latency.HEDGE_FACTOR * replay.load("lrc-6-2-2-1024k-healthy").percentile(99) > latency.FLOOR_S
+    o = outcome("lrc-6-2-2-1024k-slow-500ms")
+    assert o.counters["hedges_overtaken"] >= 5
+
+
+# ---------------------------------------------------------------------------- every rule earns its place
+
+
+def worse(rule: str, name: str, measure, factor: float, warm: str | None = "healthy", **hedge) -> tuple:
+    base = measure(outcome(name, warm, **hedge))
+    with replay.without(rule):
+        without = measure(replay.replay(name, warm=warm, **hedge))
+    return base, without
+
+
+def test_the_slow_rule_earns_its_place():
+    base, without = worse("slow", "rs-6-3-1024k-slow-500ms", lambda o: o.max_s, 5)
+    assert without >= 0.5 > base and without >= 5 * base   # the 500 ms read waited for, every time
+
+
+def test_the_suspect_rule_earns_its_place():
+    """A new client: its first reads to the +500 ms DataNode open connections, judged by 4 x the
+    threshold, unless the DataNode has answered nothing for that long (suspect)."""
+    base, without = worse("suspect", "rs-6-3-1024k-slow-500ms", lambda o: o.pct(99.9), 2, warm=None)
+    assert without >= 2 * base
+
+
+def test_the_overtaken_rule_earns_its_place():
+    """A new client (threshold: the 250 ms ceiling) and a frozen DataNode: reads overtaken by later
+    ones are hedged long before the ceiling."""
+    base, without = worse("overtaken", "rs-6-3-1024k-frozen", lambda o: o.pct(99.9), 2, warm=None)
+    assert without >= 2 * base
+
+
+def test_the_stalled_rule_earns_its_place():
+    """Without it, the stragglers' hedges and the host's late reads spend the budget, and a 2 s read
+    finds it empty."""
+    base, without = worse("stalled", "rs-6-3-1024k-tail-1pct-2s", lambda o: o.max_s, 10)
+    assert without >= 2.0 > 0.5 > base
+
+
+def test_the_silent_rule_earns_its_place():
+    base, without = worse("silent", "rs-6-3-1024k-frozen", lambda o: o.pct(99), 2, max_impaired_nodes=0)
+    assert without >= 2 * base and without > 2.0
+
+
+def test_the_excused_rule_earns_its_place():
+    """A new client on the noisy LRC host: a read slowed with the reads beside it is no evidence
+    against its DataNode; without the excuse, healthy DataNodes are judged slow."""
+    base, without = worse("excused", "lrc-6-2-2-1024k-tail-1pct-2s", lambda o: o.marked(), 0, warm=None)
+    assert base == set() and without
+
+
+def test_every_rule_of_the_model_has_its_replay():
+    assert set(replay.RULES) == {"slow", "suspect", "overtaken", "stalled", "silent", "excused"}
+    for rule in replay.RULES:
+        assert callable(globals().get(f"test_the_{rule}_rule_earns_its_place")), rule

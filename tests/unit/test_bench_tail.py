@@ -1,0 +1,92 @@
+"""The tail suite's pure parts: pooled percentiles, block-bootstrap intervals and verdicts
+(bench/bootstrap.py), the hiccup meters' summaries (bench/hiccup.py), and the suite's rows on a
+synthetic run (bench/tail.py ``evaluate``)."""
+
+import numpy as np
+import pytest
+
+from hedgefs.bench import bootstrap, hiccup, tail
+
+
+@pytest.fixture(autouse=True)
+def fewer_resamples(monkeypatch):
+    monkeypatch.setattr(bootstrap, "ITERATIONS", 400)   # enough for these checks, a fifth of the time
+
+
+def rounds(rng, n, scale, size=2000):
+    """n rounds of exponential latencies (seconds) with mean ``scale``, a round-level wobble each."""
+    return [rng.exponential(scale * rng.uniform(0.9, 1.1), size) for _ in range(n)]
+
+
+def test_pooled_percentile_is_over_every_round_together():
+    a = [np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.array([])]
+    assert bootstrap.pooled(a, 50) == 3.0 and bootstrap.pooled(a, 100) == 4.0
+    assert bootstrap.pooled([np.array([])], 99) is None
+
+
+def test_a_ratio_of_equal_arms_is_one_and_its_interval_holds_it():
+    rng = np.random.default_rng(1)
+    base = rounds(rng, 20, 0.002)
+    iv = bootstrap.ratio_of_percentiles(base, [r.copy() for r in base], 99)
+    assert iv.point == 1.0 and iv.low <= 1.0 <= iv.high
+
+
+def test_a_real_difference_is_resolved_and_a_small_one_is_not():
+    rng = np.random.default_rng(2)
+    fast, slow, same = rounds(rng, 20, 0.002), rounds(rng, 20, 0.004), rounds(rng, 20, 0.002)
+    twice = bootstrap.ratio_of_percentiles(slow, fast, 99)
+    assert 1.8 < twice.low <= twice.point <= twice.high < 2.2
+    assert bootstrap.verdict(twice, 1.2, 1.1) == "missed" and bootstrap.verdict(twice, 2.5) == "met"
+    close = bootstrap.ratio_of_percentiles(same, fast, 99)   # the same distribution, drawn again
+    assert bootstrap.verdict(close, 1.0) == "unresolved"
+
+
+def test_resampling_is_by_round_so_one_stalled_round_widens_the_interval():
+    rng = np.random.default_rng(3)
+    a, b = rounds(rng, 20, 0.002), rounds(rng, 20, 0.002)
+    steady = bootstrap.ratio_of_percentiles(a, b, 99)
+    a[7] = a[7] + 0.050   # one round where the host stalled under arm a
+    stalled = bootstrap.ratio_of_percentiles(a, b, 99)
+    assert stalled.high - stalled.low > 3 * (steady.high - steady.low)
+
+
+def test_verdicts():
+    iv = bootstrap.Interval
+    assert bootstrap.verdict(iv(1.05, 1.0, 1.15), 1.2, 1.1) == "met"
+    assert bootstrap.verdict(iv(1.15, 1.12, 1.19), 1.2, 1.1) == "missed"     # within 1.2, surely above 1.1
+    assert bootstrap.verdict(iv(1.15, 1.05, 1.25), 1.2, 1.1) == "unresolved"
+    assert bootstrap.verdict(iv(1.5, 1.3, 1.7), 1.2) == "missed"
+    assert bootstrap.verdict(iv(None, None, None), 1.2) == "unresolved"
+
+
+def test_a_ratio_of_sums_by_round():
+    iv = bootstrap.ratio_of_sums([1, 2, 3], [100, 100, 100], 100.0)
+    assert iv.point == pytest.approx(2.0) and 1.0 <= iv.low <= iv.high <= 3.0
+    assert bootstrap.scaled(iv, 2.0).point == pytest.approx(1.0)
+
+
+def test_hiccup_p999_is_exact_above_what_is_recorded_and_a_floor_below():
+    assert hiccup.summarize([30.0, 12.0, 1.0], 1000) == {"samples": 1000, "p999_ms": 12.0, "max_ms": 30.0}
+    assert hiccup.summarize([30.0], 1000)["p999_ms"] == hiccup.RECORD_MS   # the 2nd latest was under it
+    assert hiccup.summarize([], 0)["p999_ms"] is None
+
+
+def test_the_rows_of_a_synthetic_run_say_met_missed_and_why():
+    """S twice O under the fault (missed), H as H0 (met), S far under S0 (met), and the extra reads
+    over their floor as the arms counted them."""
+    rng = np.random.default_rng(4)
+    arms = []
+    for rnd in range(10):
+        for name, fault, scale, extra in (("H0", None, 0.002, 0), ("H", None, 0.002, 0), ("S0", "slow-500ms", 0.2, 0),
+                                          ("S", "slow-500ms", 0.008, 60), ("O", "slow-500ms", 0.004, 55)):
+            arm = tail.Arm(name, "RS-6-3-1024k", fault, rnd)
+            arm.latencies = list(rng.exponential(scale, 1500))
+            arm.needed, arm.unit_reads = 1000, 1000 + extra
+            arms.append(arm)
+    floors = {("RS-6-3-1024k", "slow-500ms"): {"share": 0.12, "floor_pct": 6.0}}
+    rows = tail.evaluate(arms, 10, ["RS-6-3-1024k"], [tail.FAULTS[0]], floors, set())
+    by = {r["measure"]: r for r in rows}
+    assert by["S vs O"]["verdict"] == "missed" and by["S vs O"]["percentile"] == 99
+    assert by["S vs S0"]["verdict"] == "met"
+    assert by["H vs H0"]["verdict"] in ("met", "unresolved") and by["extra unit reads in H (%)"]["verdict"] == "met"
+    assert by["extra unit reads in S / floor"]["interval"]["point"] == pytest.approx(1.0)
