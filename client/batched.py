@@ -24,8 +24,8 @@ from hedgefs.client.namenodes import NameNodes, call_id
 from hedgefs.proto import hedgefs_pb2 as pb
 
 MAX_ITEMS = 1000          # a batch's items (the NameNode refuses more)
-STAT_BATCH = 256          # stats coalesced into one call at most
-STATS_IN_FLIGHT = 2       # coalesced stat calls on the way at once
+STAT_BATCH = 256          # operations coalesced into one call at most
+STATS_IN_FLIGHT = 2       # coalesced calls of one kind on the way at once
 
 
 def _errors(results) -> list[HedgefsError | None]:
@@ -43,6 +43,22 @@ class BatchedCalls:
         self._located = located
         self.supported = True   # False once the NameNode said it has no batched calls
         self.stats = Batcher(self._stat_batch, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
+        # Changes of many threads: each item its own request and call id, one call for those waiting.
+        self.mkdir_calls = Batcher(self._mkdirs, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
+        self.delete_calls = Batcher(self._deletes, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
+        self.empty_calls = Batcher(self._empties, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
+
+    # ------------------------------------------------------------------ one operation, coalesced
+
+    def mkdir(self, path: str, parents: bool) -> None:
+        """Mkdir, in one call with whatever other threads make meanwhile."""
+        self.mkdir_calls.call((path, parents))
+
+    def delete(self, path: str, recursive: bool) -> None:
+        self.delete_calls.call((path, recursive))
+
+    def create_one_empty(self, path: str, overwrite: bool, policy: str) -> None:
+        self.empty_calls.call((path, overwrite, policy))
 
     # ------------------------------------------------------------------ stat
 
@@ -75,32 +91,48 @@ class BatchedCalls:
 
     def mkdirs(self, paths: list[str], parents: bool = True) -> list:
         """Per path, None (made, or there already with ``parents``) or its HedgefsError."""
-        return self._changes(paths, "Mkdirs", lambda chunk, ids: pb.MkdirsRequest(
-            dirs=[pb.MkdirRequest(path=p, parents=parents) for p in chunk], call_ids=ids),
-            lambda p: self._nn.call("Mkdir", pb.MkdirRequest(path=p, parents=parents)))
+        return self._mkdirs([(p, parents) for p in paths])
 
     def delete_many(self, paths: list[str], recursive: bool = False) -> list:
         """Per path, None (deleted) or its HedgefsError."""
-        return self._changes(paths, "DeleteMany", lambda chunk, ids: pb.DeleteManyRequest(
-            deletes=[pb.DeleteRequest(path=p, recursive=recursive) for p in chunk], call_ids=ids),
-            lambda p: self._nn.call("Delete", pb.DeleteRequest(path=p, recursive=recursive)))
+        return self._deletes([(p, recursive) for p in paths])
 
     def create_empty(self, paths: list[str], overwrite: bool = False, policy: str = "") -> list:
         """Per path, None (an empty file there, complete: one call for all) or its HedgefsError."""
-        def single(p: str) -> None:   # an older NameNode: Create then Complete
-            created = self._nn.call("Create", pb.CreateRequest(path=p, overwrite=overwrite, policy=policy))
+        return self._empties([(p, overwrite, policy) for p in paths])
+
+    def _mkdirs(self, items: list[tuple[str, bool]]) -> list:
+        return self._changes(items, "Mkdirs", lambda chunk, ids: pb.MkdirsRequest(
+            dirs=[pb.MkdirRequest(path=p, parents=parents) for p, parents in chunk], call_ids=ids),
+            lambda item: self._nn.call("Mkdir", pb.MkdirRequest(path=item[0], parents=item[1])))
+
+    def _deletes(self, items: list[tuple[str, bool]]) -> list:
+        return self._changes(items, "DeleteMany", lambda chunk, ids: pb.DeleteManyRequest(
+            deletes=[pb.DeleteRequest(path=p, recursive=recursive) for p, recursive in chunk], call_ids=ids),
+            lambda item: self._nn.call("Delete", pb.DeleteRequest(path=item[0], recursive=item[1])))
+
+    def _empties(self, items: list[tuple[str, bool, str]]) -> list:
+        def single(item) -> None:   # an older NameNode: Create and Complete
+            path, overwrite, policy = item
+            created = self._nn.call("Create", pb.CreateRequest(path=path, overwrite=overwrite, policy=policy))
             self._nn.call("Complete", pb.CompleteRequest(file_id=created.file_id, length=0))
 
-        return self._changes(paths, "CreateMany", lambda chunk, ids: pb.CreateManyRequest(
-            creates=[pb.CreateRequest(path=p, overwrite=overwrite, policy=policy, empty=True) for p in chunk],
-            call_ids=ids), single)
+        return self._changes(items, "CreateMany", lambda chunk, ids: pb.CreateManyRequest(
+            creates=[pb.CreateRequest(path=p, overwrite=overwrite, policy=policy, empty=True)
+                     for p, overwrite, policy in chunk], call_ids=ids), single, alone=False)
 
-    def _changes(self, paths: list[str], method: str, request, single) -> list:
+    def _changes(self, items: list[tuple], method: str, request, single, alone: bool = True) -> list:
+        """Per item, None or its error: one batched call per 1,000 items; with ``alone``, one item
+        alone is its plain single call (nothing to pack), as on an older NameNode. (Not for an
+        empty file: an older NameNode would take Create's ``empty`` for a Create, and leave the
+        file unfinished; CreateMany it refuses, UNIMPLEMENTED.)"""
+        if alone and len(items) == 1:
+            return [self._one(lambda: single(items[0]))]
         out: list = []
-        for chunk in _chunks(paths):
+        for chunk in _chunks(items):
             answer = self._batch(method, request(chunk, [call_id() for _ in chunk]))
             if answer is None:
-                out += [self._one(lambda p=p: single(p)) for p in chunk]
+                out += [self._one(lambda item=item: single(item)) for item in chunk]
             else:
                 out += _errors(answer.results)
         return out

@@ -228,10 +228,10 @@ class FileSystem:
             after = response.entries[-1].path
 
     def mkdir(self, path: str, parents: bool = False) -> None:
-        self.rpc("Mkdir", pb.MkdirRequest(path=path, parents=parents))
+        self.batched.mkdir(path, parents)   # with other threads' mkdirs, when there are any
 
     def delete(self, path: str, recursive: bool = False) -> None:
-        self.rpc("Delete", pb.DeleteRequest(path=path, recursive=recursive))
+        self.batched.delete(path, recursive)   # with other threads' deletes, when there are any
 
     def rename(self, src: str, dst: str) -> None:
         self.rpc("Rename", pb.RenameRequest(src=src, dst=dst))
@@ -297,10 +297,8 @@ class FileSystem:
             raise
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
-        if not data:   # an empty file: one NameNode call (no lease, no Complete)
-            (err,) = self.create_empty([path], overwrite, policy)
-            if err is not None:
-                raise err
+        if not data:   # an empty file: one NameNode call (no lease, no Complete), with other threads'
+            self.batched.create_one_empty(path, overwrite, policy or "")
             return 0
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
 
