@@ -185,13 +185,15 @@ def test_a_file_written_through_the_mount_costs_no_stat_at_close(long_mnt, tclus
     mnt = long_mnt
     (mnt / "calls").mkdir()
     os.stat(mnt)   # the mkdir changed the root: the kernel asks for its attributes once, now
-    before = {m: namenode_calls(tcluster, m) for m in ("GetFileInfo", "SetPermission", "Create", "Complete")}
+    before = {m: namenode_calls(tcluster, m) for m in ("GetFileInfo", "SetPermission", "Create", "Complete",
+                                                       "AddBlockGroup")}
     fd = os.open(mnt / "calls" / "f", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # as tar opens it
     os.write(fd, b"hello")
     os.fchmod(fd, 0o644)
     os.close(fd)
     after = {m: namenode_calls(tcluster, m) - before[m] for m in before}
     assert after["Create"] == 1 and after["Complete"] == 1
+    assert after["AddBlockGroup"] == 0   # the first group came with Create: 2 calls for the file
     assert after["SetPermission"] == 0   # 0644 is what a new file gets: nothing to send
     assert after["GetFileInfo"] == 1     # the lookup of the new name; none at close
     st = os.stat(mnt / "calls" / "f")
