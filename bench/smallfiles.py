@@ -214,10 +214,11 @@ def mount_round(where: pathlib.Path, tarball: pathlib.Path, tree: pathlib.Path, 
     target.mkdir()
     tar_s = _timed(["tar", "xf", str(tarball), "-C", str(target)])
     _verify(target / tree.name, tree)
+    ls_s = _timed(["ls", "-lR", str(target)])
     grep_s = _timed(["grep", "-r", "-l", "def main", str(target)])
     rm_s = _timed(["rm", "-rf", str(target)])
     return {"tar_x_s": round(tar_s, 3), "tar_x_entries_per_s": round(entries / tar_s, 1),
-            "grep_r_s": round(grep_s, 3), "rm_rf_s": round(rm_s, 3)}
+            "ls_lr_s": round(ls_s, 3), "grep_r_s": round(grep_s, 3), "rm_rf_s": round(rm_s, 3)}
 
 
 def abba(sides: dict, measure) -> dict:
@@ -233,13 +234,19 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+ROWS = ("library", "put", "s3", "mount")
+
+
 def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = True, s3: bool = True,
-        threads: int = 16, log=print) -> dict:
+        threads: int = 16, rows: tuple[str, ...] = ROWS, log=print) -> dict:
+    """``rows``: which groups of rows to measure (all by default): library (creates, stats, RPCs
+    per put), put (put -r, and put -r of this build in REPLICATE-3), s3 (aws s3 sync), mount
+    (tar x, ls -lR, grep -r, rm -rf through the mounts)."""
     from hedgefs.bench.namenode_run import _baseline_tree, _remove_tree, _shim
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="hedgefs-bench-smallfiles-"))
     result: dict = {"date": datetime.date.today().isoformat(), "load_before": _load(), "files": files,
-                    "threads": threads}
+                    "threads": threads, "rows": list(rows)}
     builds: dict[str, Build] = {}
     baseline_tree = volume = None
     try:
@@ -269,7 +276,6 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
             b.mount()
 
         # ---- library rows: creates of empty files, stats, RPCs per put
-        log("library: creates of empty files, stats (16 threads), RPCs per one-group put ...")
 
         def library(name, b, n):
             before = b.rpc_counts()
@@ -281,21 +287,30 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
             doc["rpcs_per_put"] = {m: round(v / 20, 2) for m, v in sorted(calls.items())}
             return doc
 
-        result["library"] = abba(builds, library)
+        if "library" in rows:
+            log("library: creates of empty files, stats (16 threads), RPCs per one-group put ...")
+            result["library"] = abba(builds, library)
 
         # ---- CLI rows
-        def put_r(name, b, n):
+        def put_r(name, side, n):
+            b, policy = side
             started = time.perf_counter()
-            done = b.hedgefs("put", "-r", "-t", str(threads), str(tree), f"/putr{n}", check=False)
+            done = b.hedgefs("put", "-r", "-t", str(threads), *(("--policy", policy) if policy else ()), str(tree),
+                             f"/putr{n}", check=False)
             elapsed = time.perf_counter() - started
             if done.returncode != 0:
                 return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
             return {"seconds": round(elapsed, 3), "files_per_s": round(files / elapsed, 1)}
 
-        log("put -r ...")
-        result["put_r"] = abba(builds, put_r)
+        if "put" in rows:
+            log("put -r (this build also in REPLICATE-3: should small files be replicated?) ...")
+            sides = {name: (b, None) for name, b in builds.items()}
+            sides["ours-rep3"] = (builds["ours"], "REPLICATE-3")
+            result["put_r"] = abba(sides, put_r)
 
-        if s3 and shutil.which("aws"):
+        if "s3" not in rows:
+            pass
+        elif s3 and shutil.which("aws"):
             for b in builds.values():
                 b.start_s3()
 
@@ -320,20 +335,21 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
 
         # ---- mount rows
         sides: dict[str, pathlib.Path] = {name: b.mountpoint for name, b in builds.items()}
-        if gluster:
-            try:
-                log("GlusterFS: disperse 6+3 on 9 local bricks ...")
-                volume = GlusterVolume(tmp / "gluster").start()
-                sides["glusterfs"] = volume.mountpoint
-            except (GlusterUnavailable, subprocess.SubprocessError, OSError) as err:
-                result["glusterfs_unavailable"] = str(err)
-                log(f"GlusterFS not measured: {err}")
-                volume = None
-        local = tmp / "local"
-        local.mkdir()
-        sides["local"] = local
-        log(f"mounts, A B B A over {', '.join(sides)}: tar x, grep -r, rm -rf ...")
-        result["mount"] = abba(sides, lambda name, where, n: mount_round(where, tarball, tree, entries, n))
+        if "mount" in rows:
+            if gluster:
+                try:
+                    log("GlusterFS: disperse 6+3 on 9 local bricks ...")
+                    volume = GlusterVolume(tmp / "gluster").start()
+                    sides["glusterfs"] = volume.mountpoint
+                except (GlusterUnavailable, subprocess.SubprocessError, OSError) as err:
+                    result["glusterfs_unavailable"] = str(err)
+                    log(f"GlusterFS not measured: {err}")
+                    volume = None
+            local = tmp / "local"
+            local.mkdir()
+            sides["local"] = local
+            log(f"mounts, A B B A over {', '.join(sides)}: tar x, grep -r, rm -rf ...")
+            result["mount"] = abba(sides, lambda name, where, n: mount_round(where, tarball, tree, entries, n))
     finally:
         if volume is not None:
             volume.stop()
@@ -358,7 +374,7 @@ def _best(runs: list[dict], key: str, lower: bool = True):
 
 def markdown(r: dict) -> str:
     m, lib = r.get("mount", {}), r.get("library", {})
-    base = "main" if "main" in lib else None
+    base = r.get("baseline")
     g = "glusterfs" if "glusterfs" in m else None
 
     def cell(v, fmt="{:,.1f}"):
@@ -378,21 +394,26 @@ def markdown(r: dict) -> str:
               "|---|---|---|---|---|---|---|"]
     for key, label, lower, unit in [("tar_x_entries_per_s", "`tar x` into the mount, entries/s", False, ""),
                                     ("rm_rf_s", "`rm -rf` of the tree through the mount, s", True, ""),
+                                    ("ls_lr_s", "`ls -lR` of it through the mount, s", True, ""),
                                     ("grep_r_s", "`grep -r -l` over it through the mount, s", True, "")]:
         vals = {side: _best(m.get(side, []), key, lower) for side in ("ours", "main", "glusterfs", "local")}
-        lines.append(f"| {label} | {cell(vals['ours'])} | {cell(vals['main'])} | {cell(vals['glusterfs'])} | "
+        fmt = "{:,.1f}" if key == "tar_x_entries_per_s" else "{:,.2f}"
+        lines.append(f"| {label} | {cell(vals['ours'], fmt)} | {cell(vals['main'], fmt)} | {cell(vals['glusterfs'], fmt)} | "
                      f"{cell(vals['local'], '{:,.2f}')} | {ratio(vals['ours'], vals['main'])} | "
                      f"{ratio(vals['ours'], vals['glusterfs'])} |")
     put = {side: _best(runs, "files_per_s", False) for side, runs in r.get("put_r", {}).items()}
     lines.append(f"| `hedgefs put -r` of the tree, files/s | {cell(put.get('ours'))} | {cell(put.get('main'))} "
                  f"| | | {ratio(put.get('ours'), put.get('main'))} | |")
+    if put.get("ours-rep3") is not None:
+        lines.append(f"| ... this build with `--policy REPLICATE-3`, files/s | {cell(put.get('ours-rep3'))} | | | | "
+                     f"{ratio(put.get('ours-rep3'), put.get('ours'))} of RS-6-3 | |")
     if "s3_sync" in r:
         s3 = {side: _best(runs, "files_per_s", False) for side, runs in r["s3_sync"].items()}
         lines.append(f"| `aws s3 sync` of the tree to the gateway, files/s | {cell(s3.get('ours'))} | "
                      f"{cell(s3.get('main'))} | | | {ratio(s3.get('ours'), s3.get('main'))} | |")
         lines.append(f"| ... as a share of `put -r` (target >= 0.5) | {ratio(s3.get('ours'), put.get('ours'))} | "
                      f"{ratio(s3.get('main'), put.get('main'))} | | | | |")
-    for key, label in [("stats_per_s", f"stat of {r['files']:,} files through the library, {r['threads']} threads, /s"),
+    for key, label in [] if not lib else [("stats_per_s", f"stat of {r['files']:,} files through the library, {r['threads']} threads, /s"),
                        ("creates_per_s", f"creates of empty files through the library, {r['threads']} threads, /s")]:
         v = {side: _best(runs, key, False) for side, runs in lib.items()}
         lines.append(f"| {label} | {cell(v.get('ours'))} | {cell(v.get('main'))} | | | "
@@ -408,6 +429,8 @@ def markdown(r: dict) -> str:
         return sum(client.values()), ", ".join(f"{k} {v:g}" for k, v in client.items()) + (
             f"; from DataNodes: {', '.join(f'{k} {v:g}' for k, v in dn.items())}" if dn else "")
 
+    if not lib:
+        return "\n".join(lines)
     ours_calls, ours_detail = per_put("ours")
     main_calls, main_detail = per_put("main")
     lines.append(f"| NameNode RPCs per one-group file put (client's) | {cell(ours_calls, '{:g}')} | "

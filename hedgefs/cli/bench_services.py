@@ -110,8 +110,11 @@ def bench_mount(size, reads, no_gluster, out) -> None:
               help="Threads of the library rows and of put -r.")
 @click.option("--no-gluster", is_flag=True, help="Skip GlusterFS.")
 @click.option("--no-s3", is_flag=True, help="Skip aws s3 sync to the gateways.")
+@click.option("--rows", default=",".join(("library", "put", "s3", "mount")), show_default=True, metavar="ROW[,ROW]",
+              help="Which rows: library (creates, stats, RPCs per put), put (put -r, also in REPLICATE-3), "
+                   "s3 (aws s3 sync), mount (tar x, ls -lR, grep -r, rm -rf).")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
-def bench_smallfiles(files, baseline, threads, no_gluster, no_s3, out) -> None:
+def bench_smallfiles(files, baseline, threads, no_gluster, no_s3, rows, out) -> None:
     """Many small files (issue 44): a tree of a source tree's size mix, every measure beside its
     baselines in one run, A B B A.
 
@@ -131,8 +134,12 @@ def bench_smallfiles(files, baseline, threads, no_gluster, no_s3, out) -> None:
 
     from hedgefs.bench import smallfiles
 
+    chosen = tuple(r.strip() for r in rows.split(",") if r.strip())
+    unknown = [r for r in chosen if r not in smallfiles.ROWS]
+    if unknown or not chosen:
+        raise click.UsageError(f"--rows: {', '.join(unknown) or 'none given'}; choose from {', '.join(smallfiles.ROWS)}")
     result = smallfiles.run(files=files, baseline=baseline or None, gluster=not no_gluster, s3=not no_s3,
-                            threads=threads, log=lambda s: click.echo(s, err=True))
+                            threads=threads, rows=chosen, log=lambda s: click.echo(s, err=True))
     result["command"] = "hedgefs " + " ".join(sys.argv[1:])
     base = smallfiles.save(result, out or str(pathlib.Path(smallfiles.__file__).parent / "results"))
     click.echo(smallfiles.markdown(result))
