@@ -483,17 +483,24 @@ class Namesystem:
         """The rest of a fused create (under the lock, after its Create record or its retry's
         kept answer): each further record has a retry id of its own, derived from the call's, so
         a retry finishes what a crash between the records left undone and repeats nothing."""
-        if empty:
-            if created.file_id in self.tree.writing:   # else: completed already (a retry)
-                self._complete(created.file_id, 0, [], None, who, _step(retry, "complete"))
+        if not (with_group or empty):
             return created
-        if with_group:
-            step = _step(retry, "group")
-            kept = self.retry.lookup(step, r.CODES[r.AddGroup], self.wall_ms()) if step else MISS
-            group = self._new_group(*kept) if kept is not MISS else \
-                self._add_block_group(created.file_id, (), who, step)
-            return dataclasses.replace(created, first_group=group)
-        return created
+        step = _step(retry, "complete" if empty else "group")
+        kept = self.retry.lookup(step, r.CODES[r.Complete if empty else r.AddGroup], self.wall_ms()) if step else MISS
+        if kept is not MISS:
+            return created if empty else dataclasses.replace(created, first_group=self._new_group(*kept))
+        try:
+            if empty:
+                if created.file_id in self.tree.writing:   # else: completed already (a retry without ids)
+                    self._complete(created.file_id, 0, [], None, who, step)
+                return created
+            return dataclasses.replace(created, first_group=self._add_block_group(created.file_id, (), who, step))
+        except NameNodeError:
+            # The caller learns no file id, so nobody could finish or abandon this write: it must
+            # not hold the path for a lease's length.
+            if created.file_id in self.tree.writing:
+                self._log(r.Abandon(created.file_id))
+            raise
 
     def _created(self, file_id: int, policy: str, block_size: int) -> Created:
         return Created(file_id, policy, block_size, int(self.lease_timeout_s * 1000),

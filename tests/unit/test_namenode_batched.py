@@ -152,3 +152,21 @@ def test_a_fused_create_cut_between_its_records_is_finished_by_its_retry(nn):
     assert again.file_id == created.file_id and again.first_group is not None
     third = nn.create("/s", retry=retry, with_group=True)
     assert third.first_group.id == again.first_group.id
+
+
+def test_a_fused_create_whose_group_cannot_be_placed_leaves_no_write_behind(nn):
+    """Create with_group when its group cannot be placed (every DataNode excluded by being dead):
+    the caller gets the refusal and no file id, so the Create is abandoned at once, not left
+    holding the path for a lease's length."""
+    calls = []
+    real = nn.manager.choose_targets
+
+    def refuse(*args):
+        calls.append(args)
+        raise FailedPrecondition("not enough DataNodes to place a group")
+    nn.manager.choose_targets = refuse
+    with pytest.raises(FailedPrecondition, match="not enough DataNodes"):
+        nn.create("/f", with_group=True)
+    assert calls and not nn.tree.writing
+    nn.manager.choose_targets = real
+    assert nn.create("/f", with_group=True).first_group is not None   # the path is free
