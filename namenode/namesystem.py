@@ -753,7 +753,7 @@ class Namesystem:
         for path in paths_:
             try:
                 out.append(self.file_info(path, who))
-            except NotActive:
+            except (NotActive, SafeModeRefusal):   # the whole call's: the client retries it, as a stat
                 raise
             except NameNodeError as err:
                 out.append(err)
