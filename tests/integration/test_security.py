@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from hedgefs.datanode import servicer as dn_servicer
-from hedgefs.namenode import servicer as nn_servicer
+from hedgefs.namenode.rpc import servicer as nn_servicer
 from hedgefs.namenode.namespace.permissions import EXECUTE, READ, WRITE, allowed, mode_string
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
