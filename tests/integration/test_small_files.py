@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CELL, client, pattern
+from conftest import CELL, client, pattern, run_cli
 from hedgefs.client.errors import AlreadyExists, DirectoryNotEmpty, NotFound
 
 # The DataNode protocol: what DataNodes call on their own meanwhile (not the client's calls).
@@ -78,3 +78,25 @@ def test_batched_calls_answer_each_path_and_name_the_bad_one(cluster, fs):
     assert isinstance(gone[3], NotFound) and "/small/missing" in str(gone[3])
     names = {s.path for s in fs.list("/small")}
     assert "/small/e1" not in names and "/small/e2" not in names and "/small/d2" in names
+
+
+def test_put_r_makes_a_trees_directories_and_empty_files_in_one_call_each(cluster, fs, tmp_path):
+    tree = tmp_path / "tree"
+    files = {}
+    for i in range(30):
+        d = tree / f"d{i:02d}" / "sub"
+        d.mkdir(parents=True)
+        files[f"d{i:02d}/sub/empty"] = b""
+        files[f"d{i:02d}/data"] = pattern(100 + i, seed=i)
+    for rel, data in files.items():
+        (tree / rel).write_bytes(data)
+
+    result = {}
+    calls = calls_of(cluster, lambda: result.update(
+        done=run_cli("put", "-r", str(tree), "/small/tree", namenode=cluster.namenode)))
+    assert result["done"].code == 0, result["done"].stderr
+    assert calls.get("Mkdirs") == 1 and calls.get("Mkdir", 0) <= 1   # 30 branches; the root, if made alone
+    assert calls.get("CreateMany") == 1                                 # 30 empty files
+    assert calls.get("Create") == 30 and calls.get("Complete") == 30 and "AddBlockGroup" not in calls
+    for rel, data in files.items():
+        assert fs.read_bytes(f"/small/tree/{rel}") == data
