@@ -58,7 +58,6 @@ from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
 )
 from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
 from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode, SafeModeRefusal
-from hedgefs.namenode.ha.roles import NotActive
 from hedgefs.namenode.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -67,6 +66,7 @@ from hedgefs.namenode.errors import (
     NotFound,
     PermissionDenied,
 )
+from hedgefs.namenode.ha.roles import NotActive
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.journal.apply import Applier
 from hedgefs.namenode.journal.image import Checkpointer
