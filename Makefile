@@ -55,12 +55,11 @@ demo: $(STAMP)
 	$(VENV)/bin/hedgefs demo
 
 # Two workers, a test module on one of them (its shared clusters stay with it): most of a test
-# waits on real processes, so two modules at once fit two cores. Modules marked `alone` (they
-# reserve free ports before their servers bind them, which another worker could take meanwhile)
-# run afterwards, by themselves.
+# waits on real processes, so two modules at once fit two cores. The longest modules go first
+# (tests/module_times.py; --no-loadscope-reorder keeps that order instead of xdist's "most tests
+# first"), so no long module starts last. The 25 slowest steps close every log: where time went.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile -m "not alone"
-	$(PY) -m pytest -q -m alone
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # The tiers without processes (tests/unit: pure and in-process; tests/sim: virtual clocks, scripted
 # peers): the check to run after every edit, in well under a minute. tests/integration starts real

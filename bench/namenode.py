@@ -17,7 +17,7 @@ Each operation is run by N closed-loop threads against a *target*, and timed per
   noop        GetPolicy of / (no write, no file): what the path to the NameNode costs
 
 Two targets: ``InProcess`` calls a ``Namesystem`` in this process (the metadata engine's own
-ceiling, no RPC), ``OverRpc`` calls a NameNode server through the client library (``FileSystem.rpc``,
+ceiling, no RPC), ``OverRpc`` calls a NameNode server through the client library (``NameNodes.call``,
 what every client does). This file imports the client and the namenode lazily and nothing of
 ``hedgefs.bench``, so ``python bench/namenode.py client ...`` runs it as a separate client process
 against another build of hedgefs (``bench/namenode_run.py`` puts that build first on the path).
@@ -26,6 +26,7 @@ against another build of hedgefs (``bench/namenode_run.py`` puts that build firs
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -37,13 +38,22 @@ DATANODES = 9
 CALLS = {"create0": 2, "create1": 4}     # calls timed as one operation (create1: 3 + the receipt)
 
 
+def journal_build() -> bool:
+    """Whether the hedgefs imported is a build with the journal (namenode/journal/), judged by its
+    files: an import would not tell, as the installed (editable) build answers for any module a
+    baseline build on PYTHONPATH lacks."""
+    import hedgefs.namenode
+
+    return os.path.isdir(os.path.join(hedgefs.namenode.__path__[0], "journal"))
+
+
 class InProcess:
     """The namesystem itself: no RPC, no protobuf."""
 
     def __init__(self, data_dir: str):
-        try:
+        if journal_build():
             from hedgefs.namenode.blocks.blockmap import GroupCommit
-        except ImportError:   # a baseline build of before the journal
+        else:   # a baseline build of before the journal
             from hedgefs.namenode.blockmap import GroupCommit
         from hedgefs.namenode.namesystem import Namesystem
 

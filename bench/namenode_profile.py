@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from namenode import InProcess  # noqa: E402  (bench/namenode.py, itself imports hedgefs lazily)
+from namenode import InProcess, journal_build  # noqa: E402  (bench/namenode.py, itself imports hedgefs lazily)
 
 _ENGINE = ("/journal/", "/db.py", "/rowcache.py", "/schema.py", "/etcd_view.py", "/waiting.py", "/locking.py")
 
@@ -58,10 +58,10 @@ def _where(filename: str, name: str) -> str:
 def _null_engine(root: str, files: int) -> float | None:
     """CPU per pair with a journal that writes nothing (a journal build only): the handlers', the
     records' and the group commit's own cost, SQLite's apart."""
-    try:
-        from hedgefs.namenode.journal.sqlite import SqliteEngine
-    except ImportError:
+    if not journal_build():
         return None
+    from hedgefs.namenode.journal.sqlite import SqliteEngine
+
     real = SqliteEngine.append
     SqliteEngine.append = lambda self, first, last, data: None
     try:

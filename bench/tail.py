@@ -6,8 +6,11 @@
 Five **arms**, switched without restarting anything: healthy without hedging (H0), healthy with
 (H), one DataNode faulty without hedging (S0), with (S), and the **oracle** (O: the faulty
 DataNode left out from every read's first try, each of its cells read by the code's cheapest
-rebuild). Three long-lived clients in this process serve them (hedging off: H0, S0; on: H, S;
-on, leaving the faulty DataNode out: O), so switching an arm is choosing a client. Faults, on the
+rebuild). Three long-lived clients per file in this process serve them (hedging off: H0, S0; on:
+H, S; on, leaving the faulty DataNode out: O), so switching an arm is choosing a client. A client
+per file, because each file has its own faulty DataNode: one hedging client reading all three
+would see three DataNodes turn slow within a minute, as a host-wide slowdown looks, and its breaker
+would trip (``max_impaired_nodes``) and leave S unhedged for its cooldown. Faults, on the
 DataNode holding most of the file's data cells: +500 ms on every read, frozen (SIGSTOP) for its
 block, 1 % of reads +2 s. Policies: RS-6-3-1024k, LRC-6-2-2-1024k, REPLICATE-3 (one file each).
 
@@ -204,6 +207,13 @@ def recover(fs, reader, rate: float, rng: random.Random, slots: int) -> float:
     return round(time.monotonic() - began, 2)
 
 
+def client_set(bc, policies: list[str]) -> dict:
+    """{(mode, policy): FileSystem}: hedging off, on, and on for the oracle, for each file (the
+    module's docstring: one faulty DataNode per hedging client)."""
+    configs = {"off": HedgeConfig(enabled=False), "on": HedgeConfig(), "oracle": HedgeConfig()}
+    return {(mode, p): bc.fs(config) for p in policies for mode, config in configs.items()}
+
+
 # ---------------------------------------------------------------------------- isolation
 
 def cpu_plan() -> tuple[set[int], set[int]] | None:
@@ -276,7 +286,7 @@ class Suite:
                         arm = Arm(name, policy, fault.name if fault else None, rnd)
                         client = {"H0": "off", "S0": "off", "H": "on", "S": "on", "O": "oracle"}[name]
                         exclude = frozenset({victim}) if name == "O" else frozenset()
-                        metrics = clients[client].metrics
+                        metrics = clients[client, policy].metrics
                         before = [0, 0]
 
                         def measuring(metrics=metrics, before=before):
@@ -293,7 +303,7 @@ class Suite:
                         self._clear(bc, fault, victim)
                 self._settle(block)
                 if fault is not None:
-                    self.recovery.append(recover(clients["on"], readers["on", policy], rate, self.rng, slots[policy]))
+                    self.recovery.append(recover(clients["on", policy], readers["on", policy], rate, self.rng, slots[policy]))
             mine = [a for a in self.arms if a.round == rnd]
             worst = {who: max((a.hiccups[who]["p999_ms"] or 0) for a in mine) for who in meters}
             self.say(f"   round {rnd + 1}/{s.rounds}: {len(mine)} arms, {sum(len(a.latencies) for a in mine)} reads, "
@@ -519,9 +529,9 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
             meters["client"] = hiccup.HiccupMeter().start()
             meters["servers"] = hiccup.ServerMeter(pathlib.Path(tmp) / "servers-hiccups.txt",
                                                    plan[1] if plan else None)
-            clients = {"off": bc.fs(HedgeConfig(enabled=False)), "on": bc.fs(HedgeConfig()), "oracle": bc.fs(HedgeConfig())}
-            readers = {(c, p): clients[c].open(path_of(p)) for c in clients for p in policies}
-            capacity = measure_capacity(clients["on"], path_of(policies[0]), threads=CAPACITY_THREADS,
+            clients = client_set(bc, policies)
+            readers = {key: fs.open(path_of(key[1])) for key, fs in clients.items()}
+            capacity = measure_capacity(clients["on", policies[0]], path_of(policies[0]), threads=CAPACITY_THREADS,
                                         duration_s=CAPACITY_S)
             rate = round(capacity * LOAD_SHARE, 1)
             doc["load"] = {"capacity": round(capacity, 1), "capacity_policy": policies[0], "rate": rate}

@@ -94,6 +94,8 @@ class DataNodeReport:
     pending_deletes: int
     admin_state: str          # "" (in service), "decommissioning", "decommissioned"
     scrub: ScrubStatus
+    host_id: str              # its host, as it registered ("" from an older NameNode)
+    rack: str                 # its rack, a path such as /dc1/r2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,11 +120,12 @@ class FsckProblem:
     path: str
     group_id: int
     policy: str
-    status: str               # "DEGRADED" | "MISSING"
+    status: str               # "DEGRADED" | "MISSING" | "MISPLACED"
     live_units: int
     corrupt_units: int
     needed_units: int         # k (a replicated block: 1)
     total_units: int          # k + m (REPLICATE-n: n)
+    detail: str               # MISPLACED: how it breaks the placement rule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,12 +138,33 @@ class FsckReport:
     missing: int
     corrupt_files: int
     problems: tuple[FsckProblem, ...]
+    misplaced: int            # groups whose units break the placement rule (every unit live; not in healthy)
 
 
 @dataclasses.dataclass(frozen=True)
 class DecommissionState:
     admin_state: str          # "", "decommissioning", "decommissioned"
     units_mapped: int         # units still mapped to it
+
+
+@dataclasses.dataclass(frozen=True)
+class BalanceState:
+    """Where a balance stands after a step (the meanings: proto/hedgefs.proto's BalanceResponse)."""
+    planned_moves: int
+    planned_bytes: int
+    moves_in_flight: int
+    bytes_in_flight: int
+    moves_done: int           # since the NameNode started
+    bytes_moved: int
+    moves_failed: int
+    round_done: bool          # the whole map was judged since the balance began
+    misplaced: int            # misplaced groups of the last whole round (or this one so far)
+    unmendable: int           # ... that no move can mend with the DataNodes in service
+    over: int                 # DataNodes more than the threshold above the average use
+    under: int
+    spread_pct: float
+    relative: bool            # use is bytes against the average (DataNodes sharing a disk)
+    quiet: bool               # done: a whole round planned nothing, nothing is moving
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +218,13 @@ class Admin:
         """Put a decommissioning or decommissioned DataNode back in service."""
         return from_message(DecommissionState, self._namenodes.call(
             "Decommission", pb.DecommissionRequest(datanode_id=datanode_id, recommission=True)))
+
+    def balance_step(self, max_bytes: int, threshold_pct: float = 10.0, restart: bool = False) -> BalanceState:
+        """A step of a balance: the NameNode plans moves of at most ``max_bytes`` (0: none) and
+        says where things stand; ``restart``: a new balance. ``hedgefs admin balance`` (the CLI's
+        loop, with its bandwidth) is the usual way; this is its one call."""
+        return from_message(BalanceState, self._namenodes.call("Balance", pb.BalanceRequest(
+            max_bytes=max_bytes, threshold_pct=threshold_pct, restart=restart)))
 
     def issue_credential(self, name: str, role: "Role | str", public_key_pem: bytes, groups: typing.Sequence[str] = (),
                          days: int = 0) -> IssuedCredential:

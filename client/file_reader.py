@@ -86,8 +86,6 @@ class FileReader:
     """An open file: positional reads, and ranged streams with read-ahead."""
 
     def __init__(self, services: ReadServices, status: FileStatus):
-        if not isinstance(services, ReadServices):   # a FileSystem: s3/ until it opens with fs.open(status)
-            services = services.read_services
         self._io = services
         self.status = status
         self.length = status.length

@@ -137,16 +137,6 @@ class FileSystem:
         how busy that thread is (``hedgefs bench read`` samples it)."""
         self._loop.call_soon(callback)
 
-    def rpc(self, method: str, request):
-        """Not the public API: a NameNode call by name, with protobuf in and out. Only s3/ still
-        uses it (GetFileInfo with a range), until it moves onto ``stat(path, span=)``.
-
-        From the calling thread, on a blocking channel of its own: no hop to the client's event
-        loop and back, which cost a third of the client's CPU per call (``hedgefs bench namenode``).
-        Failover and retry ids as in ``_rpc`` (namenodes.py).
-        """
-        return self.namenodes.call(method, request)
-
     def close(self) -> None:
         async def flush_reports():
             if self._reports:
@@ -220,7 +210,7 @@ class FileSystem:
         any size never sits whole in the NameNode or here). Not a snapshot: see ListRequest."""
         after = ""
         while True:
-            response = self.rpc("List", pb.ListRequest(path=path, recursive=recursive, start_after=after))
+            response = self.namenodes.call("List", pb.ListRequest(path=path, recursive=recursive, start_after=after))
             for entry in response.entries:
                 yield FileStatus.from_proto(entry)
             if not response.more or not response.entries:
@@ -234,21 +224,21 @@ class FileSystem:
         self.batched.delete(path, recursive)   # with other threads' deletes, when there are any
 
     def rename(self, src: str, dst: str) -> None:
-        self.rpc("Rename", pb.RenameRequest(src=src, dst=dst))
+        self.namenodes.call("Rename", pb.RenameRequest(src=src, dst=dst))
 
     def concat(self, target: str, sources: "list[str]", overwrite: bool = False) -> None:
         """Make the complete files ``sources`` one file at ``target``, atomically, without copying:
         every source but the last must end on a block group boundary (see the NameNode)."""
-        self.rpc("Concat", pb.ConcatRequest(target=target, sources=sources, overwrite=overwrite))
+        self.namenodes.call("Concat", pb.ConcatRequest(target=target, sources=sources, overwrite=overwrite))
 
     def set_permission(self, path: str, mode: int) -> None:
-        self.rpc("SetPermission", pb.SetPermissionRequest(path=path, permission=mode))
+        self.namenodes.call("SetPermission", pb.SetPermissionRequest(path=path, permission=mode))
 
     def set_owner(self, path: str, owner: str = "", group: str = "") -> None:
-        self.rpc("SetOwner", pb.SetOwnerRequest(path=path, owner=owner, group=group))
+        self.namenodes.call("SetOwner", pb.SetOwnerRequest(path=path, owner=owner, group=group))
 
     def set_policy(self, path: str, policy: str) -> None:
-        self.rpc("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
+        self.namenodes.call("SetPolicy", pb.SetPolicyRequest(path=path, policy=policy))
 
     def get_policy(self, path: str) -> "PolicyInfo":
         """The policy new files under ``path`` get, and where it comes from."""

@@ -10,7 +10,9 @@ standbys keep warm block maps, as HDFS's BPOfferService), each with its own back
 Commands in heartbeat replies are executed here: deletes at once, repairs handed to the
 RepairRunner, but only those the ``EpochGuard`` admits (epochs.py: the active of the highest
 epoch seen; every reply's epoch goes to it, registrations' too). An unreachable NameNode is
-logged once per outage, and retried forever.
+logged once per outage (and again if the failure changes: a NameNode answering with an error is
+not a NameNode down), and retried forever. A NameNode that does not know this DataNode
+(FAILED_PRECONDITION: a restarted one knows nobody until they register) is registered with again.
 
 The cluster: the DataNode sends the cluster id its data dir joined (none yet: it records the
 NameNode's at its first registration); a NameNode of another cluster, or one that refuses this
@@ -74,7 +76,7 @@ class NameNodeLink:
                                has_unit=lambda g, i, gen: store.has(g, i, generation=gen),
                                want_block_report=self.request_block_report)
         self._registered = False
-        self._outage = False
+        self._outage: str | None = None   # how the outage under way failed, as logged (a status code)
         self.reachable = False            # did the last heartbeat get through?
         self._next_block_report = 0.0
         self._deleted: dict[tuple[int, int, int], None] = {}   # deleted at this NameNode's command, not yet told
@@ -109,7 +111,10 @@ class NameNodeLink:
                 if refusal:
                     self._refused(refusal)
                     return
-                self._unreachable(e)
+                if self._unknown_here(e):
+                    again = True
+                else:
+                    self._unreachable(e)
             except Exception:   # a bug must not silence the DataNode for good
                 log.exception("heartbeat to namenode %s failed", self.namenode)
             # Asked to register again: do it at once, but never twice in a row without a pause.
@@ -210,6 +215,20 @@ class NameNodeLink:
                 return why
         return None
 
+    def _unknown_here(self, e: grpc.RpcError) -> bool:
+        """Does the NameNode not know this DataNode? A restarted one knows nobody (registrations
+        are memory only) and refuses a block report or a receipt from a DataNode that has not
+        registered with it (FAILED_PRECONDITION). Then register again: the report, retried as
+        it was, would be refused forever, and the heartbeat that asks for a registration never
+        sent after it."""
+        code = e.code() if hasattr(e, "code") else None
+        if code != grpc.StatusCode.FAILED_PRECONDITION or not self._registered:
+            return False
+        self._registered = False
+        log.info("namenode %s does not know %s (%s): registering again", self.namenode, self.datanode_id,
+                 e.details())
+        return True
+
     def _refused(self, why: str) -> None:
         self.reachable = False
         self.fatal = why
@@ -218,15 +237,16 @@ class NameNodeLink:
 
     def _unreachable(self, e: grpc.RpcError) -> None:
         self.reachable = False
-        if not self._outage:
-            self._outage = True
+        code = e.code().name if hasattr(e, "code") and e.code() else "?"
+        if self._outage != code:   # once per outage, and again if it fails another way
+            self._outage = code
             log.warning("namenode %s unreachable from %s: %s (will keep trying)", self.namenode,
                         self.datanode_id, describe(e))
 
     def _reachable(self) -> None:
         self.reachable = True
         if self._outage:
-            self._outage = False
+            self._outage = None
             log.info("namenode %s reachable again", self.namenode)
 
     # ---------------------------------------------------------------- reports from other threads

@@ -1,4 +1,5 @@
-"""The reconstruction worker: rebuild one lost internal block from others, stripe by stripe.
+"""The reconstruction worker: rebuild one lost internal block from others, stripe by stripe (or
+copy it, when the command names a copy of it: a move).
 
 For a RepairUnitCommand the worker asks the code for the cheapest source set (``ec/sources.py``:
 k units, data first, for RS; the 3 other members of the lost unit's local group for LRC-6-2-2,
@@ -113,9 +114,12 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     codec = codec_for(policy)
     total = layout.unit_length(policy, glen, want)
 
+    # A copy of the wanted unit itself among the sources (a move of the balancer's, a
+    # decommission's): the plan reads it alone, and a copy needs no decode; if it fails, the
+    # plan turns to the others.
     candidates: dict[int, pb.UnitLocation] = {}
     for u in cmd.sources:
-        if u.index != want and u.index < policy.units:
+        if u.index < policy.units:
             candidates.setdefault(u.index, u)
     failed: set[int] = set()
     used: list[str] = []
@@ -125,8 +129,9 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
         try:
             return sources.plan(policy, [want], set(candidates) - failed, reading).read
         except sources.Undecodable as err:
-            if not failed and len(candidates) < k:
-                raise RepairError(f"only {len(candidates)} source units, need {k}") from None
+            others = len(set(candidates) - {want})
+            if not failed and others < k and want not in candidates:
+                raise RepairError(f"only {others} source units, need {k}") from None
             raise RepairError(f"cannot rebuild unit {want}: {err}") from None
 
     def open_source(loc: pb.UnitLocation) -> _Source:
@@ -170,7 +175,7 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
             # source cell is longer than n only in the (short) last stripe: no offset drifts.
             cells = _fetch_stripe(active, replace, [min(n, c) for c in stripe.cell_lengths], pool,
                                   stripe_timeout_s, gid, on_bad_source)
-            writer.write(codec.decode(cells, [want], n)[want])
+            writer.write(cells[want] if want in cells else codec.decode(cells, [want], n)[want])
         length = writer.commit()
     finally:
         writer.abort()   # no-op after commit

@@ -90,10 +90,11 @@ class FsckProblem:
     group_id: int
     live_units: int
     needed_units: int
-    status: str  # DEGRADED | MISSING
+    status: str  # DEGRADED | MISSING | MISPLACED
     corrupt_units: int = 0
     total_units: int = 0   # k + m (n replicas)
     policy: str = ""
+    detail: str = ""       # MISPLACED: how it breaks the placement rule ("4 units in rack /r1 (at most 3)")
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class FsckReport:
     status: str  # HEALTHY | DEGRADED | CORRUPT
     problems: list[FsckProblem]
     corrupt_files: int
+    misplaced: int = 0   # groups with every unit live that break the placement rule (not in healthy)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class DataNodeReport:
     low_space: bool = False    # remaining below the warning threshold
     admin_state: str = ""      # "" (in service), decommissioning, decommissioned
     units_mapped: int = 0      # units the block map puts on it
+    host_id: str = ""          # its host, as it registered (placement: a group's units on distinct hosts)
+    rack: str = ""             # its rack (at most the tolerance of a group's units a rack)
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ class DataNodeStatus:
     low_space: bool = False
     shares_filesystem_with: tuple[str, ...] = ()
     admin_state: str = ""             # "" (in service), decommissioning, decommissioned
+    host_id: str = ""                 # its host and rack, as it registered
+    rack: str = ""
 
 
 @dataclass(frozen=True)

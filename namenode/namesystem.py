@@ -49,6 +49,7 @@ from hedgefs.ec.policy import DEFAULT_POLICY
 from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit, check_commit
 from hedgefs.namenode.blocks.collector import Collector
 from hedgefs.namenode.blocks.liveness import Liveness
+from hedgefs.namenode.blocks.placement import shape_of
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     DELETE_RESEND_S,
     DELETE_TTL_S,
@@ -56,6 +57,7 @@ from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     REPORT_GRACE_S,
     BlockManager,
 )
+from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
 from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode, SafeModeRefusal
 from hedgefs.namenode.errors import (
@@ -855,12 +857,15 @@ class Namesystem:
     # ------------------------------------------------------------------ the DataNode protocol
 
     def register(self, datanode_id: str, address: str, data_address: str = "", cluster_id: str = "",
-                 storage_id: str = "") -> str:
+                 storage_id: str = "", host_id: str = "", rack: str = "") -> str:
         """Returns this namespace's cluster id (the DataNode records it); a DataNode that joined
         another cluster is refused, and so is a second DataNode under the id of a live one with
-        another data dir (``storage_id``): its empty block report would hide the real one's units."""
+        another data dir (``storage_id``): its empty block report would hide the real one's units.
+        ``host_id`` and ``rack``: where it runs, for placement ("" from an older DataNode: the host
+        of its address, the default rack)."""
         return self._locked(lambda: self.manager.register(datanode_id, address, data_address, cluster_id,
-                                                          storage_id, self.cluster_id) or self.cluster_id)
+                                                          storage_id, self.cluster_id, host_id, rack)
+                            or self.cluster_id)
 
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
                   active_repairs: int = 0, stats: DataNodeStats | None = None,
@@ -1016,6 +1021,20 @@ class Namesystem:
     def admin_state(self, datanode_id: str) -> str:
         return self.manager.admin_state(datanode_id)
 
+    def balance(self, max_bytes: int, threshold_pct: float = 10.0, restart: bool = False) -> BalanceState:
+        """A step of the balancer (blocks/balancer.py): moves of at most ``max_bytes`` planned (0:
+        only where things stand), ``restart`` a new balance (the map judged again from its start)."""
+        if not 0 <= threshold_pct <= 100:
+            raise InvalidArgument(f"balance threshold {threshold_pct:g} % is not between 0 and 100")
+        if self.standby:
+            raise FailedPrecondition("a standby plans no moves: ask the active NameNode")
+
+        def step() -> BalanceState:
+            if restart:
+                self.manager.balancer.restart()
+            return self.manager.balancer.step(max_bytes, threshold_pct)
+        return self._locked(step)
+
     def _widest_policy(self) -> tuple[str, int]:
         """The policy in use (the default, a directory's, a file's) that needs the most DataNodes."""
         names = {self.default_policy} | {p for p, n in self.tree.by_policy.items() if n > 0}
@@ -1026,18 +1045,31 @@ class Namesystem:
     # ------------------------------------------------------------------ operators' reads
 
     def fsck(self, path: str = "/") -> FsckReport:
-        healthy = degraded = missing = corrupt_files = groups = files = 0
+        """Every group under ``path``: healthy, degraded (readable, units lacking), missing, or
+        misplaced (every unit live, but against the placement rule as far as the DataNodes in
+        service allow: two units on a host, more than the tolerance in a rack)."""
+        healthy = degraded = missing = corrupt_files = groups = files = misplaced = 0
         problems: list[FsckProblem] = []
         blocks, is_live = self.blocks, self.liveness.is_live
+        bounds: dict = {}
         for file_path, file in self.tree.files_under(path):
             files += 1
             policy = load_policy(file.attrs.policy)
+            if policy.name not in bounds:
+                bounds[policy.name] = self.manager.bounds(shape_of(policy.name))
             file_missing = False
             for group in file.groups:
                 groups += 1
                 good = len(blocks.good(group, is_live))
                 if good >= policy.units:
-                    healthy += 1
+                    why = self.manager.misplaced(group, policy, bounds[policy.name])
+                    if not why:
+                        healthy += 1
+                        continue
+                    misplaced += 1
+                    if len(problems) < MAX_FSCK_PROBLEMS:
+                        problems.append(FsckProblem(file_path, group.id, good, policy.k, "MISPLACED", 0,
+                                                    policy.units, policy.name, why))
                     continue
                 readable = blocks.readable_units(group, is_live)
                 corrupt = len(readable) - good
@@ -1053,7 +1085,7 @@ class Namesystem:
             corrupt_files += file_missing
         self._seen()
         status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
-        return FsckReport(files, groups, healthy, degraded, missing, status, problems, corrupt_files)
+        return FsckReport(files, groups, healthy, degraded, missing, status, problems, corrupt_files, misplaced)
 
     def report(self) -> ClusterReport:
         """dfsadmin -report: each DataNode as this NameNode sees it, and the groups waiting for repair."""
@@ -1068,7 +1100,8 @@ class Namesystem:
                                     capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
                                     shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
                                     low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
-                                    units_mapped=mapped.get(n.id, 0))
+                                    units_mapped=mapped.get(n.id, 0), host_id=self.liveness.location(n.id).host,
+                                    rack=self.liveness.location(n.id).rack)
                      for n in self.liveness.all()]
             # From the health counts, kept as groups change (not a look at every unhealthy group
             # under the lock: seconds when a million lack units). A group whose only lack is a unit
@@ -1138,7 +1171,7 @@ class Namesystem:
                 recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
                 [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
                 n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id)),
-                self.admin_state(n.id)))
+                self.admin_state(n.id), self.liveness.location(n.id).host, self.liveness.location(n.id).rack))
         live = [d for d in nodes if d.state != "dead"]
         filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
         health = self.health

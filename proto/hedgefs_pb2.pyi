@@ -317,7 +317,7 @@ class BadUnitsRequest(_message.Message):
     def __init__(self, units: _Optional[_Iterable[_Union[BadUnit, _Mapping]]] = ...) -> None: ...
 
 class FsckProblem(_message.Message):
-    __slots__ = ("path", "group_id", "live_units", "needed_units", "status", "corrupt_units", "total_units", "policy")
+    __slots__ = ("path", "group_id", "live_units", "needed_units", "status", "corrupt_units", "total_units", "policy", "detail")
     PATH_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     LIVE_UNITS_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +326,7 @@ class FsckProblem(_message.Message):
     CORRUPT_UNITS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_UNITS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     path: str
     group_id: int
     live_units: int
@@ -334,10 +335,11 @@ class FsckProblem(_message.Message):
     corrupt_units: int
     total_units: int
     policy: str
-    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ..., corrupt_units: _Optional[int] = ..., total_units: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
+    detail: str
+    def __init__(self, path: _Optional[str] = ..., group_id: _Optional[int] = ..., live_units: _Optional[int] = ..., needed_units: _Optional[int] = ..., status: _Optional[str] = ..., corrupt_units: _Optional[int] = ..., total_units: _Optional[int] = ..., policy: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class FsckResponse(_message.Message):
-    __slots__ = ("files", "groups", "healthy", "degraded", "missing", "status", "problems", "corrupt_files")
+    __slots__ = ("files", "groups", "healthy", "degraded", "missing", "status", "problems", "corrupt_files", "misplaced")
     FILES_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +348,7 @@ class FsckResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     CORRUPT_FILES_FIELD_NUMBER: _ClassVar[int]
+    MISPLACED_FIELD_NUMBER: _ClassVar[int]
     files: int
     groups: int
     healthy: int
@@ -354,10 +357,11 @@ class FsckResponse(_message.Message):
     status: str
     problems: _containers.RepeatedCompositeFieldContainer[FsckProblem]
     corrupt_files: int
-    def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ...) -> None: ...
+    misplaced: int
+    def __init__(self, files: _Optional[int] = ..., groups: _Optional[int] = ..., healthy: _Optional[int] = ..., degraded: _Optional[int] = ..., missing: _Optional[int] = ..., status: _Optional[str] = ..., problems: _Optional[_Iterable[_Union[FsckProblem, _Mapping]]] = ..., corrupt_files: _Optional[int] = ..., misplaced: _Optional[int] = ...) -> None: ...
 
 class DataNodeInfo(_message.Message):
-    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes", "remaining_bytes", "shares_filesystem_with", "low_space", "admin_state", "units_mapped")
+    __slots__ = ("id", "address", "state", "last_heartbeat_age_ms", "used_bytes", "units", "pending_repairs", "pending_deletes", "scrub", "data_address", "foreign_units", "capacity_bytes", "remaining_bytes", "shares_filesystem_with", "low_space", "admin_state", "units_mapped", "host_id", "rack")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +379,8 @@ class DataNodeInfo(_message.Message):
     LOW_SPACE_FIELD_NUMBER: _ClassVar[int]
     ADMIN_STATE_FIELD_NUMBER: _ClassVar[int]
     UNITS_MAPPED_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     state: str
@@ -392,7 +398,9 @@ class DataNodeInfo(_message.Message):
     low_space: bool
     admin_state: str
     units_mapped: int
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ..., admin_state: _Optional[str] = ..., units_mapped: _Optional[int] = ...) -> None: ...
+    host_id: str
+    rack: str
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[str] = ..., last_heartbeat_age_ms: _Optional[int] = ..., used_bytes: _Optional[int] = ..., units: _Optional[int] = ..., pending_repairs: _Optional[int] = ..., pending_deletes: _Optional[int] = ..., scrub: _Optional[_Union[ScrubStatus, _Mapping]] = ..., data_address: _Optional[str] = ..., foreign_units: _Optional[int] = ..., capacity_bytes: _Optional[int] = ..., remaining_bytes: _Optional[int] = ..., shares_filesystem_with: _Optional[_Iterable[str]] = ..., low_space: _Optional[bool] = ..., admin_state: _Optional[str] = ..., units_mapped: _Optional[int] = ..., host_id: _Optional[str] = ..., rack: _Optional[str] = ...) -> None: ...
 
 class ReportResponse(_message.Message):
     __slots__ = ("datanodes", "groups_waiting_repair", "repairs_done", "corrupt_units", "blocks_under_replicated", "low_space_pct", "namenode")
@@ -801,3 +809,47 @@ class CreateManyResponse(_message.Message):
     created: _containers.RepeatedCompositeFieldContainer[CreateResponse]
     results: _containers.RepeatedCompositeFieldContainer[ItemResult]
     def __init__(self, created: _Optional[_Iterable[_Union[CreateResponse, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
+
+class BalanceRequest(_message.Message):
+    __slots__ = ("max_bytes", "threshold_pct", "restart")
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_PCT_FIELD_NUMBER: _ClassVar[int]
+    RESTART_FIELD_NUMBER: _ClassVar[int]
+    max_bytes: int
+    threshold_pct: float
+    restart: bool
+    def __init__(self, max_bytes: _Optional[int] = ..., threshold_pct: _Optional[float] = ..., restart: _Optional[bool] = ...) -> None: ...
+
+class BalanceResponse(_message.Message):
+    __slots__ = ("planned_moves", "planned_bytes", "moves_in_flight", "bytes_in_flight", "moves_done", "bytes_moved", "moves_failed", "round_done", "misplaced", "unmendable", "over", "under", "spread_pct", "relative", "quiet")
+    PLANNED_MOVES_FIELD_NUMBER: _ClassVar[int]
+    PLANNED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MOVES_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    MOVES_DONE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_MOVED_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FAILED_FIELD_NUMBER: _ClassVar[int]
+    ROUND_DONE_FIELD_NUMBER: _ClassVar[int]
+    MISPLACED_FIELD_NUMBER: _ClassVar[int]
+    UNMENDABLE_FIELD_NUMBER: _ClassVar[int]
+    OVER_FIELD_NUMBER: _ClassVar[int]
+    UNDER_FIELD_NUMBER: _ClassVar[int]
+    SPREAD_PCT_FIELD_NUMBER: _ClassVar[int]
+    RELATIVE_FIELD_NUMBER: _ClassVar[int]
+    QUIET_FIELD_NUMBER: _ClassVar[int]
+    planned_moves: int
+    planned_bytes: int
+    moves_in_flight: int
+    bytes_in_flight: int
+    moves_done: int
+    bytes_moved: int
+    moves_failed: int
+    round_done: bool
+    misplaced: int
+    unmendable: int
+    over: int
+    under: int
+    spread_pct: float
+    relative: bool
+    quiet: bool
+    def __init__(self, planned_moves: _Optional[int] = ..., planned_bytes: _Optional[int] = ..., moves_in_flight: _Optional[int] = ..., bytes_in_flight: _Optional[int] = ..., moves_done: _Optional[int] = ..., bytes_moved: _Optional[int] = ..., moves_failed: _Optional[int] = ..., round_done: _Optional[bool] = ..., misplaced: _Optional[int] = ..., unmendable: _Optional[int] = ..., over: _Optional[int] = ..., under: _Optional[int] = ..., spread_pct: _Optional[float] = ..., relative: _Optional[bool] = ..., quiet: _Optional[bool] = ...) -> None: ...

@@ -186,6 +186,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.CreateManyRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.CreateManyResponse.FromString,
                 _registered_method=True)
+        self.Balance = channel.unary_unary(
+                '/hedgefs.NameNode/Balance',
+                request_serializer=hedgefs__pb2.BalanceRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.BalanceResponse.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -390,6 +395,13 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Balance(self, request, context):
+        """the balancer (issue 47): a step of `hedgefs admin balance` (messages at the end of this file)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -542,6 +554,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.CreateMany,
                     request_deserializer=hedgefs__pb2.CreateManyRequest.FromString,
                     response_serializer=hedgefs__pb2.CreateManyResponse.SerializeToString,
+            ),
+            'Balance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Balance,
+                    request_deserializer=hedgefs__pb2.BalanceRequest.FromString,
+                    response_serializer=hedgefs__pb2.BalanceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1356,6 +1373,33 @@ class NameNode:
             '/hedgefs.NameNode/CreateMany',
             hedgefs__pb2.CreateManyRequest.SerializeToString,
             hedgefs__pb2.CreateManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Balance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Balance',
+            hedgefs__pb2.BalanceRequest.SerializeToString,
+            hedgefs__pb2.BalanceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,8 +9,9 @@ length, Content-MD5, the payload hash and the checksum (sent as a header, or in 
 aws-chunked trailer), and raises S3Error on a mismatch, before the writer commits: the library
 then abandons the file, so a bad or cut upload leaves nothing visible (the write is atomic).
 
-``stream(reader, ...)`` sends ``[start, end)`` of an open file in windows read ahead through the
-library's positional reads, each a hedged striped read.
+``stream(response, reader, ...)`` sends ``[start, end)`` of an open file through the library's
+``FileReader.stream``: windows read ahead, each a hedged striped read; ``file_source`` is the same
+stream as a writer's source (copies).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import hashlib
 
 from aiohttp import web
 
-from hedgefs.ec.policy import parse_policy
 from hedgefs.s3 import checksums, sigv4
 from hedgefs.s3.errors import S3Error
 
@@ -159,6 +159,7 @@ class Body:
         self._left: memoryview | None = None   # the rest of a piece of the socket's a buffer took part of
         self._hashers: list[_Hasher] = []
         self._eof = False
+        self._ahead: tuple[int, concurrent.futures.Future] | None = None   # the next fill, begun (n, its future)
 
     @property
     def algorithm(self) -> str | None:
@@ -200,6 +201,9 @@ class Body:
         """Up to ``n`` bytes of the raw body as aiohttp buffered them, fewer only at its end: one
         trip to the event loop per writer read (a stripe), not one per socket read."""
         pieces, got = [], 0
+        if self._left is not None:   # what a fill left of the socket's last piece
+            pieces.append(bytes(self._left[:n]))
+            got, self._left = len(pieces[0]), self._left[n:] if n < len(self._left) else None
         while got < n:
             data = await self._content.read(n - got)
             if not data:
@@ -212,8 +216,12 @@ class Body:
         """Up to ``n`` bytes (all that is left if n < 0); b"" at the end. Runs on the writer's
         source thread; no hashing happens on the event loop."""
         want = n if n >= 0 else 1 << 62
+        if self._ahead is not None and (self._pending or want != self._ahead[0]):
+            self._pend(self._ahead)   # not the read foreseen (not seen: the writer reads whole stripes)
         if self._chunked is None and not self._pending and not self._eof and 0 < want <= PULL_MAX:
-            data = asyncio.run_coroutine_threadsafe(self._fill(want), self._loop).result()
+            ahead, self._ahead = self._ahead, None
+            future = ahead[1] if ahead is not None else asyncio.run_coroutine_threadsafe(self._fill(want), self._loop)
+            data = future.result()
             self._count(data)
             if len(data) >= HASH_APART:
                 self._hash_apart(data)
@@ -221,6 +229,11 @@ class Body:
                 self._hash(data)
             if len(data) < want:
                 self._finish()
+            elif self._want_length is None or self.length < self._want_length:
+                # the next read's bytes come in while the writer encodes and sends these: the
+                # client's upload does not stop while the writer works, nor the writer wait for
+                # the network each stripe (the read it asks for next is the same size)
+                self._ahead = (want, asyncio.run_coroutine_threadsafe(self._fill(want), self._loop))
             return data
         while self._pending_length < want and not self._eof:
             raw = asyncio.run_coroutine_threadsafe(
@@ -235,6 +248,18 @@ class Body:
                     self._pending.append(piece)
                     self._pending_length += len(piece)
         return self._take(min(want, self._pending_length))
+
+    def _pend(self, ahead: tuple[int, concurrent.futures.Future]) -> None:
+        """The bytes a fill read ahead, counted, hashed and pending, as the reads of a chunked body."""
+        self._ahead = None
+        data = ahead[1].result()
+        self._count(data)
+        self._hash(data)
+        if data:
+            self._pending.append(data)
+            self._pending_length += len(data)
+        if len(data) < ahead[0]:
+            self._finish()
 
     def _count(self, piece) -> None:
         self.length += len(piece)
@@ -261,7 +286,10 @@ class Body:
         self._hash(piece)
 
     def close(self) -> None:
-        """Let the hashing threads go (a body abandoned before its end)."""
+        """Let the hashing threads go, and stop a read ahead (a body abandoned before its end)."""
+        if self._ahead is not None:
+            self._ahead[1].cancel()
+            self._ahead = None
         for hasher in self._hashers:
             hasher.close()
 
@@ -318,97 +346,49 @@ class Body:
 
 
 class ChunkSource:
-    """A file-like ``read(n)`` over an iterator of byte chunks (copies: one file's reader into
-    another file's writer), hashing what passes."""
+    """A file-like ``read(n)`` over byte chunks (a copy: one file's ``stream`` into another
+    file's writer), hashing what passes. ``close`` closes the chunks (a stream's reads in flight
+    are cancelled) if they can be closed."""
 
     def __init__(self, chunks):
+        self._source = chunks
         self._chunks = iter(chunks)
-        self._pending = bytearray()
+        self._pending = memoryview(b"")
         self.md5 = hashlib.md5()
         self.checksum: checksums.Hasher | None = None   # set before the first read to compute one
 
     def read(self, n: int = -1) -> bytes:
-        while not self._pending:
+        if n < 0:
+            return b"".join(iter(lambda: self.read(PULL_MAX), b""))
+        if not self._pending:
             chunk = next(self._chunks, None)
             if chunk is None:
                 return b""
             self.md5.update(chunk)
             if self.checksum is not None:
                 self.checksum.update(chunk)
-            self._pending += chunk
-        n = len(self._pending) if n < 0 else min(n, len(self._pending))
-        out = bytes(self._pending[:n])
-        del self._pending[:n]
-        return out
+            self._pending = memoryview(chunk)
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return bytes(out)
+
+    def close(self) -> None:
+        self._pending = memoryview(b"")
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
 
 
-def _windows(reader, start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) cut into WINDOW-sized spans on whole stripes after the first, so no stripe is
-    read (and its cells fetched) twice."""
-    stripe = parse_policy(reader.status.policy).stripe_data_size
-    window = stripe * max(1, WINDOW // stripe)
-    cuts = [start, *range((start // window + 1) * window, end, window), end]
-    return list(zip(cuts, cuts[1:]))
-
-
-def window_chunks(reader, start: int, end: int):
-    """Bytes [start, end) of an open file as chunks, AHEAD windows in flight (a blocking
-    iterator: a copy's source on a worker thread)."""
-    spans = collections.deque(_windows(reader, start, end))
-    inflight: collections.deque = collections.deque()
-    try:
-        while spans or inflight:
-            while spans and len(inflight) <= AHEAD:
-                offset, stop = spans.popleft()
-                inflight.append(reader.submit(offset, stop - offset))
-            yield inflight.popleft().result()
-    finally:
-        for future in inflight:
-            future.cancel()
-
-
-async def stream_whole(response: web.StreamResponse, transport, reader, pool) -> None:
-    """Write the whole of ``reader`` (an open file) to ``response`` through the library's
-    ``chunks(reuse=True)``: AHEAD + 1 buffers read into again and again, not a fresh (mmapped,
-    zero-filled, page-faulted) 6 MiB buffer per window: 65,000 page faults of a 256 MiB GET,
-    a third of the gateway's CPU for it.
-
-    A buffer is read into again once the next chunk is asked for, so nothing may point at it
-    then: with the transport's write buffer limits at 0, aiohttp's drain after each chunk waits
-    until the transport has sent all of it (a transport may keep views of what it could not
-    send yet, as Python 3.12's does), and a check makes sure before the next chunk is asked for."""
-    loop = asyncio.get_running_loop()
-    chunks = reader.chunks(read_ahead=AHEAD, reuse=True)
-    limits = transport.get_write_buffer_limits() if transport is not None else None
-    try:
-        if transport is not None:
-            transport.set_write_buffer_limits(high=0, low=0)
-        while True:
-            chunk = await loop.run_in_executor(pool, next, chunks, None)
-            if chunk is None:
-                break
-            await response.write(chunk)
-            while transport is not None and transport.get_write_buffer_size() and not transport.is_closing():
-                await asyncio.sleep(0.001)   # aiohttp drained less than all (not seen): wait for the rest
-            if transport is None or transport.is_closing():
-                raise ConnectionResetError("the client went away")
-    finally:
-        chunks.close()
-        if transport is not None and limits is not None and not transport.is_closing():
-            transport.set_write_buffer_limits(high=limits[1], low=limits[0])
+def file_source(reader, start: int, end: int) -> ChunkSource:
+    """Bytes [start, end) of an open file as a writer's source (a blocking reader: the writer's
+    source thread), AHEAD windows read ahead."""
+    return ChunkSource(reader.stream(start, end, read_ahead=AHEAD, window=WINDOW))
 
 
 async def stream(response: web.StreamResponse, reader, start: int, end: int) -> None:
-    """Write bytes [start, end) of ``reader`` (an open file) to ``response``, AHEAD windows in flight."""
-    spans = collections.deque(_windows(reader, start, end))
-    inflight: collections.deque = collections.deque()
-    try:
-        while spans or inflight:
-            while spans and len(inflight) <= AHEAD:
-                offset, stop = spans.popleft()
-                inflight.append(reader.submit(offset, stop - offset))
-            data = await asyncio.wrap_future(inflight.popleft())
-            await response.write(data)
-    finally:
-        for future in inflight:
-            future.cancel()
+    """Write bytes [start, end) of ``reader`` (an open file) to ``response``: windows of whole
+    stripes (the first may start mid-stripe), AHEAD of them read ahead while one is sent,
+    awaited on this event loop (no thread parked per GET). Each chunk is its own (no lease):
+    the transport may keep a view of what it has not sent yet."""
+    with reader.stream(start, end, read_ahead=AHEAD, window=WINDOW) as chunks:
+        async for chunk in chunks:
+            await response.write(chunk)

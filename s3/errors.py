@@ -12,12 +12,16 @@ from xml.sax.saxutils import escape
 from hedgefs.client.errors import (
     AlreadyExists,
     DataUnavailable,
+    DirectoryNotEmpty,
+    FileChanged,
     HedgefsError,
     IsADirectory,
+    NotADirectory,
     NotAllowed,
     NotFound,
     Unavailable,
     UsageError,
+    translate,
 )
 
 STATUS = {
@@ -81,21 +85,29 @@ class S3Error(Exception):
                 f"<RequestId>{request_id}</RequestId></Error>").encode()
 
 
+# A key where the namespace has a directory, or below a key that is a file: S3 allows both, a
+# filesystem neither (docs/s3.md: Names).
+_PREFIX = ("InvalidRequest", " (a key cannot also be a prefix of other keys here)", 409)
+
+# The S3 code (with a note to the message, and a status other than the code's) of each library
+# error class; the most specific class wins (client/errors.py ``translate``). NotFound's code is
+# the caller's (``missing``).
+_CODES = {
+    NotFound: None,
+    NotAllowed: ("AccessDenied", "", None),
+    AlreadyExists: _PREFIX,
+    IsADirectory: _PREFIX,
+    NotADirectory: _PREFIX,
+    DirectoryNotEmpty: _PREFIX,
+    Unavailable: ("ServiceUnavailable", "", None),
+    DataUnavailable: ("ServiceUnavailable", "", None),
+    FileChanged: ("ServiceUnavailable", " (the object was replaced while it was read: try again)", None),
+    UsageError: ("InvalidArgument", "", None),
+}
+
+
 def from_hedgefs(err: HedgefsError, resource: str, missing: str = "NoSuchKey") -> S3Error:
     """The S3 error for a library error met while serving ``resource``; ``missing`` is the code
     a NotFound means here (NoSuchKey for an object, NoSuchBucket for a bucket)."""
-    message = str(err)
-    if isinstance(err, NotFound):
-        return S3Error(missing, message, resource)
-    if isinstance(err, NotAllowed):
-        return S3Error("AccessDenied", message, resource)
-    if isinstance(err, (AlreadyExists, IsADirectory)) or "is a directory" in message or "not a directory" in message:
-        # a key where the namespace has a directory, or below a key that is a file: S3 allows
-        # both, a filesystem neither (docs/s3.md: Names)
-        return S3Error("InvalidRequest", f"{message} (a key cannot also be a prefix of other keys here)", resource,
-                       status=409)
-    if isinstance(err, (Unavailable, DataUnavailable)):
-        return S3Error("ServiceUnavailable", message, resource)
-    if isinstance(err, UsageError):
-        return S3Error("InvalidArgument", message, resource)
-    return S3Error("InternalError", message, resource)
+    code, note, status = translate(err, _CODES, ("InternalError", "", None)) or (missing, "", None)
+    return S3Error(code, f"{err}{note}", resource, status=status)

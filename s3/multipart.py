@@ -30,7 +30,7 @@ import time
 import uuid
 from typing import Callable, NamedTuple
 
-from hedgefs.client.errors import HedgefsError, NotFound
+from hedgefs.client.errors import AlreadyExists, HedgefsError, NotFound
 from hedgefs.client.fs import FileStatus
 from hedgefs.ec.policy import parse_policy
 from hedgefs.s3 import checksums
@@ -160,7 +160,7 @@ class Uploads:
                 if part.status.path != name:
                     self.fs.delete(part.status.path)
         except HedgefsError as err:
-            if "exists" not in str(err):   # the same bytes again: the part is there already
+            if not isinstance(err, AlreadyExists):   # the same bytes again: the part is there already
                 raise from_hedgefs(err, upload_id, "NoSuchUpload") from None
             self.fs.delete(temp)
         return f'"{md5}"', digest

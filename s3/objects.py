@@ -14,7 +14,7 @@ from aiohttp import web
 from hedgefs.client.errors import AlreadyExists, HedgefsError
 from hedgefs.s3 import acl, checksums, sigv4, tagging, xmlout
 from hedgefs.s3 import meta as meta_values
-from hedgefs.s3.body import Body, ChunkSource, declared_length, requested_checksum, stream, stream_whole
+from hedgefs.s3.body import Body, declared_length, file_source, requested_checksum, stream
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.store import ObjectInfo, check_key, object_path
 
@@ -258,8 +258,6 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
             try:
                 if data is not None:
                     await response.write(data)
-                elif span is None:
-                    await stream_whole(response, ctx.request.transport, reader, ctx.gateway.pool)
                 else:
                     await stream(response, reader, start, end)
             except ConnectionError as err:
@@ -345,11 +343,14 @@ async def copy_object(ctx: Context) -> web.Response:
         new = await ctx.run(ctx.store.make_marker, ctx.bucket, ctx.key)
     else:   # onto itself too: new metadata is a new version (store.Store.info caches by version)
         path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
-        source = ChunkSource(reader.chunks())
+        source = file_source(reader, 0, info.size)
         algorithm = requested_checksum(ctx.request)[0] or (info.checksum or {}).get("algorithm")
         if algorithm:
             source.checksum = checksums.Hasher(algorithm)
-        await _write(ctx, path, source, info.size)
+        try:
+            await _write(ctx, path, source, info.size)
+        finally:
+            source.close()
         etag = f'"{source.md5.hexdigest()}"' if "-" not in info.etag else info.etag
         extra = {"tags": [list(t) for t in (info.tags if new_tags is None else new_tags)]}
         if source.checksum is not None:

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from hedgefs.client.errors import HedgefsError
 from hedgefs.s3 import acl, checksums, tagging, xmlout
-from hedgefs.s3.body import Body, ChunkSource, declared_length, window_chunks
+from hedgefs.s3.body import Body, ChunkSource, declared_length, file_source
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.objects import (
     Context,
@@ -73,10 +73,12 @@ async def upload_part_copy(ctx: Context) -> web.Response:
     number = _part_number(ctx.request.query)
     src_bucket, src_key = copy_source(ctx.request)
     info, reader = await ctx.run(ctx.store.open_object, src_bucket, src_key)
+    source = ChunkSource(())
     try:
         copy_conditions(ctx.request, info)
         start, end = copy_range(ctx.request.headers.get("x-amz-copy-source-range"), info.size)
-        source = ChunkSource(window_chunks(reader, start, end) if reader is not None and end > start else ())
+        if reader is not None and end > start:
+            source = file_source(reader, start, end)
 
         def write(path: str, block_size: int, algorithm: str | None) -> tuple[str, bytes | None]:
             source.checksum = checksums.Hasher(algorithm) if algorithm else None
@@ -90,6 +92,7 @@ async def upload_part_copy(ctx: Context) -> web.Response:
             etag, _digest = await ctx.run(ctx.session.uploads.put_part, ctx.bucket, ctx.request.query["uploadId"],
                                           number, end - start, write)
     finally:
+        source.close()
         if reader is not None:
             reader.close()
     part = await ctx.run(ctx.session.uploads.part, ctx.bucket, ctx.request.query["uploadId"], number)

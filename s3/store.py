@@ -32,13 +32,14 @@ import logging
 import re
 import threading
 import uuid
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-from hedgefs.client.errors import HedgefsError, NotFound
-from hedgefs.client.file_reader import FileReader
+from hedgefs.client.errors import AlreadyExists, HedgefsError, NotFound
 from hedgefs.client.fs import FileStatus, FileSystem
-from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.s3.errors import S3Error, from_hedgefs
+
+if TYPE_CHECKING:
+    from hedgefs.client.file_reader import FileReader
 
 RESERVED = ".hedgefs-s3"
 EMPTY_MD5 = hashlib.md5(b"").hexdigest()
@@ -104,21 +105,17 @@ def meta_path(bucket: str, key: str) -> str:
     return f"/{bucket}/{RESERVED}/meta/" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def same_version(status: FileStatus, info: pb.FileInfo) -> bool:
-    """Is the NameNode's answer ``info`` the file ``status`` describes? A file's bytes never
+def same_version(status: FileStatus, fresh: FileStatus) -> bool:
+    """Is ``fresh`` (the NameNode's answer now) the file ``status`` describes? A file's bytes never
     change in place: another version has other block groups (and a later mtime). A ranged
-    answer (``group_count`` set) holds only the groups of a range: those are compared, at
-    their place, and the number of groups."""
-    if info.is_dir or info.length != status.length or info.mtime_ms != status.mtime_ms \
-            or info.policy != status.policy:
+    answer (``fresh.ranged``) holds only the groups of a span: those are compared, at their
+    place (``first_group``); the same length and block size make the same number of groups."""
+    if fresh.is_dir or fresh.length != status.length or fresh.mtime_ms != status.mtime_ms \
+            or fresh.policy != status.policy or fresh.block_size != status.block_size:
         return False
-    mine = status.groups
-    if info.group_count:
-        if info.group_count != len(mine):
-            return False
-        mine = mine[info.first_group:info.first_group + len(info.groups)]
-    return len(info.groups) == len(mine) and all(g.id == c.id and g.generation == c.generation
-                                                for g, c in zip(info.groups, mine))
+    mine = status.groups[fresh.first_group:fresh.first_group + len(fresh.groups)] if fresh.ranged else status.groups
+    return len(fresh.groups) == len(mine) and all(g.id == c.id and g.generation == c.generation
+                                                 for g, c in zip(fresh.groups, mine))
 
 
 def version_etag(status: FileStatus) -> str:
@@ -160,7 +157,7 @@ class Store:
         try:
             self.fs.mkdir(f"/{bucket}")
         except HedgefsError as err:
-            if "exists" in str(err):
+            if isinstance(err, AlreadyExists):
                 raise S3Error("BucketAlreadyOwnedByYou", f"bucket {bucket} exists", bucket) from None
             raise from_hedgefs(err, bucket) from None
 
@@ -252,23 +249,20 @@ class Store:
         path = object_path(bucket, key)
         reader = self.cached_reader(path)
         ranged = span is not None and reader is not None
-        fresh = self._file_info(bucket, key, span if ranged else None)
+        fresh = self._stat_file(bucket, key, span if ranged else None)
         if ranged and not same_version(reader.status, fresh):
-            fresh = self._file_info(bucket, key)   # another version: all of its groups
+            fresh = self._stat_file(bucket, key)   # another version: all of its groups
         if reader is None or not same_version(reader.status, fresh):
-            reader = FileReader(self.fs, FileStatus.from_proto(fresh))
+            reader = self.fs.open(fresh)   # the version just asked for: no second NameNode call
             with self._lock:
                 self._readers[path] = reader
                 while len(self._readers) > READERS_CACHED:
                     self._readers.popitem(last=False)
         return self.info(bucket, key, reader.status), reader
 
-    def _file_info(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> pb.FileInfo:
-        request = pb.PathRequest(path=object_path(bucket, key))
-        if span is not None:
-            request.range_offset, request.range_length = span[0], span[1] - span[0]
+    def _stat_file(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> FileStatus:
         try:
-            fresh = self.fs.rpc("GetFileInfo", request)
+            fresh = self.fs.stat(object_path(bucket, key), span=span)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -360,7 +354,7 @@ class Store:
             try:
                 self.fs.mkdir(directory)
             except HedgefsError as err:
-                if "exists" in str(err):
+                if isinstance(err, AlreadyExists):
                     continue
                 raise from_hedgefs(err, f"/{bucket}", "NoSuchBucket") from None
             try:
@@ -417,7 +411,7 @@ class Store:
         try:
             self.fs.mkdir(path, parents=True)
         except HedgefsError as err:
-            if "exists" not in str(err):
+            if not isinstance(err, AlreadyExists):
                 raise from_hedgefs(err, f"/{bucket}/{key}") from None
         return self.head(bucket, key)
 

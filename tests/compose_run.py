@@ -54,8 +54,12 @@ def free_port() -> int:
     """
     ephemeral = _ephemeral_range()
     rng = random.Random()
+    # Every other test binds port 0 (inside that range), so only a compose module on the other
+    # pytest-xdist worker could pick the same port: each worker picks from its own residue class.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    mine = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0) % workers
     candidates = [p for p in (*range(20000, ephemeral.start), *range(ephemeral.stop, 65536))
-                  if p not in _PICKED] or list(range(20000, 65536))
+                  if p not in _PICKED and p % workers == mine] or list(range(20000, 65536))
     for port in rng.sample(candidates, min(len(candidates), 200)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:

@@ -8,7 +8,7 @@ the short chaos run) run every test that uses a cluster twice, on an insecure cl
 secure one (TLS on every channel, credentials, block tokens, permissions); the ``security``
 fixture says which (``"insecure"`` / ``"secure"``). A test marked ``insecure_only`` (a reason
 given) runs once: it checks logic no channel touches (lease timing, the breaker, the scrubber),
-and `make test` must stay well under 15 minutes. ``run_cli`` and ``client`` know the
+and `make test` must stay under 10 minutes. ``run_cli`` and ``client`` know the
 credentials of every cluster started here, so a test needs no change to run in both.
 """
 
@@ -45,6 +45,13 @@ def pytest_generate_tests(metafunc):
         both = metafunc.module.__name__ in SECURE_SUITES and not metafunc.definition.get_closest_marker("insecure_only")
         modes = ["insecure", "secure"] if both else ["insecure"]
         metafunc.parametrize("security", modes, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(items):
+    """The longest modules first: the order make test's workers take them (tests/module_times.py)."""
+    import module_times
+
+    module_times.longest_first(items)
 
 
 @pytest.fixture(scope="session")

@@ -19,19 +19,19 @@ from conftest import (
     wait_until,
 )
 
+from hedgefs.client.admin import DataNodeReport, FsckReport
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import NotFound
 from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import LocalCluster
 from hedgefs.datanode.storage import parse_name
-from hedgefs.proto import hedgefs_pb2 as pb
 
 NO_HEDGE = HedgeConfig(enabled=False)
 
 
 
-def fsck(fs: FileSystem, path: str = "/") -> pb.FsckResponse:
-    return fs.rpc("Fsck", pb.PathRequest(path=path))
+def fsck(fs: FileSystem, path: str = "/") -> FsckReport:
+    return fs.admin.fsck(path)
 
 
 def fsck_cli(nn: str, path: str = "/") -> dict:
@@ -41,8 +41,8 @@ def fsck_cli(nn: str, path: str = "/") -> dict:
     return doc
 
 
-def report(fs: FileSystem) -> dict[str, pb.DataNodeInfo]:
-    return {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
+def report(fs: FileSystem) -> dict[str, DataNodeReport]:
+    return {d.id: d for d in fs.admin.report().datanodes}
 
 
 def report_cli(nn: str) -> dict[str, dict]:

@@ -6,6 +6,7 @@ import grpc
 import pytest
 from conftest import client, pattern
 
+from hedgefs.client.admin import ClusterReport
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -29,7 +30,7 @@ def unchanged(cluster) -> None:
     """/user/alice/f still holds its bytes, and fsck is HEALTHY."""
     with client(cluster.namenode) as fs:
         assert fs.read_bytes("/user/alice/f") == DATA
-        assert fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY"
+        assert fs.admin.fsck("/").status == "HEALTHY"
 
 
 def stub(cluster, credential_path, service="NameNode", address=None, name=NAMENODE_NAME):
@@ -61,6 +62,6 @@ def dn_calls(cluster, dn: str) -> dict:
 # ---------------------------------------------------------------------------- credentials
 
 
-def admin_report(cluster) -> pb.ReportResponse:
+def admin_report(cluster) -> ClusterReport:
     with client(cluster.namenode) as fs:
-        return fs.rpc("Report", pb.Empty())
+        return fs.admin.report()

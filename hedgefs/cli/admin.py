@@ -17,11 +17,14 @@ from hedgefs.client.metrics import natural_key
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
 def fsck(path: str, as_json: bool, namenode: str | None) -> None:
-    """Check block groups (and replicated blocks) under PATH: healthy / degraded / missing.
+    """Check block groups (and replicated blocks) under PATH: healthy / misplaced / degraded / missing.
 
     A group is degraded with fewer than k + m live units, missing with fewer than k; a replicated
-    block is degraded (under-replicated) with fewer than n live replicas, missing with none.
-    Exit 1 if any file is unreadable. Names are shown with control characters escaped;
+    block is degraded (under-replicated) with fewer than n live replicas, missing with none. A
+    group with every unit live is misplaced when it breaks the placement rule (two units on one
+    host, more than m in one rack; LRC: g + 1) where the DataNodes in service allow better:
+    readable, but a host's or a rack's loss costs it more than it should (hedgefs admin balance
+    moves its units). Exit 1 if any file is unreadable (misplaced groups alone: 0). Names are shown with control characters escaped;
     --json gives them exactly.
 
     \b
@@ -35,22 +38,25 @@ def fsck(path: str, as_json: bool, namenode: str | None) -> None:
     if as_json:
         click.echo(json.dumps({
             "path": path, "files": r.files, "groups": r.groups, "healthy": r.healthy, "degraded": r.degraded,
-            "missing": r.missing, "corrupt_files": r.corrupt_files, "status": r.status,
+            "missing": r.missing, "misplaced": r.misplaced, "corrupt_files": r.corrupt_files, "status": r.status,
             "problems": [{"path": p.path, "group": p.group_id, "policy": p.policy, "live_units": p.live_units,
                           "corrupt_units": p.corrupt_units, "needed_units": p.needed_units,
-                          "total_units": p.total_units, "status": p.status}
+                          "total_units": p.total_units, "status": p.status, "detail": p.detail}
                          for p in r.problems],
         }))
     else:
         for p in r.problems:
             corrupt = f", {p.corrupt_units} corrupt" if p.corrupt_units else ""
-            if p.policy.startswith("REPLICATE-"):
+            if p.status == "MISPLACED":
+                click.echo(f"{p.status:<9} {visible(p.path)} group {p.group_id}: {p.detail}")
+            elif p.policy.startswith("REPLICATE-"):
                 click.echo(f"{p.status:<9} {visible(p.path)} block {p.group_id}: {p.live_units} of {p.total_units} "
                            f"replicas live{corrupt} (under-replicated; {p.needed_units} needed to read)")
             else:
                 click.echo(f"{p.status:<9} {visible(p.path)} group {p.group_id}: {p.live_units} of {p.total_units} "
                            f"units live{corrupt} ({p.needed_units} needed)")
-        click.echo(f"files {r.files}, groups {r.groups}: healthy {r.healthy}, degraded {r.degraded}, missing {r.missing}")
+        click.echo(f"files {r.files}, groups {r.groups}: healthy {r.healthy}, misplaced {r.misplaced}, "
+                   f"degraded {r.degraded}, missing {r.missing}")
         click.echo(f"status: {r.status}")
     if r.status == "CORRUPT":
         sys.exit(1)
@@ -88,9 +94,9 @@ def admin_failover(namenode: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @namenode_option
 def admin_report(as_json: bool, namenode: str | None) -> None:
-    """One row per DataNode: state (live, stale: heartbeat late, dead), heartbeat age, used bytes,
-    capacity and remaining space of its data dir's file system (⚠ below the low-space threshold),
-    units, pending repairs, scrubbing. Sizes are human-readable; --json gives bytes.
+    """One row per DataNode: where it runs (rack/host, as it registered), state (live, stale:
+    heartbeat late, dead), heartbeat age, used bytes, capacity and remaining space of its data
+    dir's file system (⚠ below the low-space threshold), units, pending repairs, scrubbing. Sizes are human-readable; --json gives bytes.
 
     The scrub column is the DataNode's scrubber: passes done, progress of the current (or last)
     pass in units verified, and bad units it found since the DataNode started. DataNodes sharing
@@ -114,7 +120,8 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
              "low_space": d.low_space, "shares_filesystem_with": list(d.shares_filesystem_with),
              "units": d.units, "pending_repairs": d.pending_repairs,
              "pending_deletes": d.pending_deletes, "foreign_units": d.foreign_units, "scrub": _scrub(d),
-             "admin_state": d.admin_state or "in service", "units_mapped": d.units_mapped}
+             "admin_state": d.admin_state or "in service", "units_mapped": d.units_mapped,
+             "host_id": d.host_id, "rack": d.rack}
             for d in sorted(r.datanodes, key=lambda d: natural_key(d.id))]
     sm = n.safe_mode_detail
     safe_mode = {"on": sm.on, "reason": sm.reason, "units_reported": sm.units_reported, "units_total": sm.units_total,
@@ -132,7 +139,9 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
                    f"metadata on {role['meta']}")
     if sm.on:
         click.echo(f"safe mode: ON ({describe_safe_mode(sm)})")
-    click.echo(f"{'id':<6} {'address':<22} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
+    where = {row["id"]: f"{row['rack']}/{row['host_id']}" if row["host_id"] else "-" for row in rows}
+    wide = max([len("rack/host")] + [len(w) for w in where.values()])
+    click.echo(f"{'id':<6} {'address':<22} {'rack/host':<{wide}} {'state':<5} {'heartbeat':>9} {'used':>10} {'capacity':>10} "
                f"{'remaining':>10} {'fs used':>7} {'units':>6} {'repairs':>7}  scrub")
     for row in rows:
         s = row["scrub"]
@@ -145,7 +154,8 @@ def admin_report(as_json: bool, namenode: str | None) -> None:
         used, units = human_size(row["used_bytes"]), str(row["units"])
         if dead:
             used, units = f"({used})", f"({units})"
-        click.echo(f"{row['id']:<6} {row['address']:<22} {row['state']:<5} {row['last_heartbeat_age_s']:>8.1f}s "
+        click.echo(f"{row['id']:<6} {row['address']:<22} {where[row['id']]:<{wide}} {row['state']:<5} "
+                   f"{row['last_heartbeat_age_s']:>8.1f}s "
                    f"{used:>10} {human_size(row['capacity_bytes']):>10} "
                    f"{human_size(row['remaining_bytes']):>10}{low}{pct:>5} {units:>6} {row['pending_repairs']:>7}  {scrub}")
     if any(row["state"] == "dead" for row in rows):
@@ -304,6 +314,10 @@ admin.add_command(s3_cert)
 from hedgefs.cli.admin_state import admin_decommission, admin_recommission, admin_safemode, describe_safe_mode  # noqa: E402,E501
 
 admin.add_command(admin_decommission)
+
+from hedgefs.cli.balance import admin_balance  # noqa: E402
+
+admin.add_command(admin_balance)
 admin.add_command(admin_recommission)
 admin.add_command(admin_safemode)
 

@@ -493,6 +493,28 @@ class BlockMap:
         self.queue_delete(current, group_id, index, generation, Kind.CORRUPT if was_corrupt else Kind.SURPLUS)
         return Claim.MOVED
 
+    def move(self, datanode_id: str, group_id: int, index: int, generation: int, source: str,
+             sent: Container[tuple[str, int, int]] = ()) -> Claim | None:
+        """A move's copy (the balancer's) is stored on ``datanode_id``: it takes the place of the
+        copy on ``source``, which is then owed a delete once its group is whole (``deletes_due``):
+        at no moment does the group have fewer good units than before. None if the move no longer
+        applies (the group changed, the copy on ``source`` is no longer the mapped one, or a
+        delete of this copy was already sent): the caller claims the unit as any other."""
+        group = self.groups.get(group_id)
+        if group is None or self.generation(group_id) != generation or group.file.writer is not None \
+                or self.holder(group, index) != source or index in self.corrupt.get(group_id, ()):
+            return None
+        number = self.numbers.get(datanode_id)
+        if number and number in self.unit_numbers(group):
+            return None
+        if self.deletes.kind(datanode_id, group_id, index) is not None:
+            if (datanode_id, group_id, index) in sent:
+                return None
+            self.deletes.cancel(datanode_id, group_id, index)
+        self._set(group, index, datanode_id)
+        self.queue_delete(source, group_id, index, generation, Kind.SURPLUS)
+        return Claim.MOVED
+
     def reconcile(self, datanode_id: str, reported: set[Unit], holds: IsLive,
                   sent: Container[tuple[str, int, int]] = ()) -> Counter:
         """Apply a DataNode's full block report at once (``reconcile_part`` of all of it, then the
@@ -645,7 +667,7 @@ class BlockMap:
                     continue
             yield unit
 
-    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, set[str]]:
+    def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, dict[str, set[int]]]:
         out = {}
         for gid in group_ids:
             group = self.groups.get(gid)

@@ -145,7 +145,13 @@ class PendingDeletes:
     def count(self, datanode_id: str) -> int:
         return len(self._by_dn.get(datanode_id, ()))
 
-    def datanodes_deleting(self, group_id: int, units: int) -> set[str]:
-        """DataNodes with a pending delete of a unit of this group (no repair goes there)."""
-        keys = [pack(group_id, i) for i in range(units)]
-        return {d for d, q in self._by_dn.items() if any(k in q for k in keys)}
+    def datanodes_deleting(self, group_id: int, units: int) -> dict[str, set[int]]:
+        """DataNodes with a pending delete of a unit of this group, and the unit indexes (no
+        repair of those indexes goes there)."""
+        keys = {pack(group_id, i): i for i in range(units)}
+        out: dict[str, set[int]] = {}
+        for d, q in self._by_dn.items():
+            found = {i for k, i in keys.items() if k in q}
+            if found:
+                out[d] = found
+        return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from hedgefs.namenode.model import DataNodeStats
+from hedgefs.topology import Location
 
 HEAT_MINUTES = 60   # how much read-latency history the NameNode keeps per DataNode
 # A DataNode with less free space than this share of its capacity is "low" in report, page and metrics.
@@ -34,6 +35,7 @@ class DataNodeState:
     was_live: bool = True
     foreign_units: int = 0   # of generations this namespace never issued, as its last block report said
     storage_id: str = ""     # its data dir's identity, as it registered ("" = not said)
+    place: Location | None = None   # its host and rack, as it registered (None: not yet: its address's host)
     stats: DataNodeStats = DataNodeStats()
     # unix minute -> the DataNode's read p99 (ms) in that minute, the last HEAT_MINUTES of them
     p99_by_minute: dict[int, float] = field(default_factory=dict)
@@ -134,6 +136,13 @@ class Liveness:
         """(gRPC address, data address) of a DataNode (("", "") if unknown)."""
         node = self._nodes.get(datanode_id)
         return (node.address, node.data_address) if node else ("", "")
+
+    def location(self, datanode_id: str) -> Location:
+        """Its host and rack as it registered (before that: its address's host, the default rack)."""
+        node = self._nodes.get(datanode_id)
+        if node is None:
+            return Location(datanode_id)
+        return node.place or Location.of("", "", node.address)
 
     def data_address(self, datanode_id: str) -> str:
         node = self._nodes.get(datanode_id)

@@ -32,7 +32,8 @@ from collections import Counter
 from typing import Callable, Iterable
 
 from hedgefs.ec.policy import Policy
-from hedgefs.namenode.blocks import placement
+from hedgefs.namenode.blocks.placement import Bounds, Candidate, Placement, Shape, misplaced, shape_of
+from hedgefs.namenode.blocks.balancer import Balancer
 from hedgefs.namenode.blocks.blockmap import REPORT_GRACE_S, BadMark, BlockMap, Claim, Group  # noqa: F401
 from hedgefs.namenode.blocks.health import Health
 from hedgefs.namenode.blocks.liveness import Liveness
@@ -41,6 +42,7 @@ from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode, SafeModeRefusal
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from hedgefs.namenode.model import DataNodeStats, DeleteUnit, HeartbeatReply, RepairUnit, UnitLocation
 from hedgefs.namenode.namespace.inodes import load_policy
+from hedgefs.topology import Location
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -68,6 +70,8 @@ class BlockManager:
         self.leaving = leaving            # the journaled set (apply.py keeps it)
         self.locate = locate
         self.rng = rng
+        self.placement = Placement(rng)
+        self.balancer = Balancer(self)
         self.clock = liveness.clock
         self.registered: set[str] = set()   # DataNodes that registered with this process
         self.reregister: set[str] = set()   # adopted at a failover, asked to register and report again
@@ -111,14 +115,32 @@ class BlockManager:
     # ------------------------------------------------------------------ placement
 
     def choose_targets(self, policy: Policy, exclude: Iterable[str], unit_bytes: int) -> list[str]:
-        """k+m distinct usable DataNodes with room for a unit, least loaded first (a data unit's
-        place shuffled: least loaded is no reason to hold one, and reads go to data units first)."""
-        targets = placement.choose(self._targets_with_room(policy, exclude, unit_bytes), policy.units,
-                                   self.liveness.load_key, self.rng)
-        self.rng.shuffle(targets)
+        """k+m distinct usable DataNodes with room for a unit, by the placement rule (distinct
+        hosts, at most the tolerance a rack: placement.py), least loaded first within it."""
+        shape = shape_of(policy.name)
+        chosen = self.placement.choose(shape, range(policy.units),
+                                       self.candidates(self._targets_with_room(policy, exclude, unit_bytes)),
+                                       shuffle=True)
+        targets = [chosen[i] for i in range(policy.units)]
         for d in targets:
             self.liveness.note_allocated(d, unit_bytes)
         return targets
+
+    def candidates(self, datanode_ids: Iterable[str]) -> list[Candidate]:
+        """The DataNodes as placement sees them: id, host and rack, load."""
+        where, load = self.liveness.location, self.liveness.load_key
+        return [Candidate(d, where(d), load(d)) for d in datanode_ids]
+
+    def bounds(self, shape: Shape) -> Bounds:
+        """The best spread the DataNodes in service allow a group of ``shape``."""
+        return Bounds.of(shape, [self.liveness.location(d) for d in self.placeable_ids()])
+
+    def misplaced(self, group: Group, policy: Policy, bounds: Bounds | None = None) -> str:
+        """Why ``group``'s units break the placement rule (as far as the cluster allows), or ""."""
+        shape = shape_of(policy.name)
+        where = self.liveness.location
+        units = self.blocks.units(group)
+        return misplaced(shape, {i: where(d) for i, d in units.items()}, bounds or self.bounds(shape))
 
     def placeable_changed(self) -> None:
         """A DataNode began or stopped leaving: Create's count is counted again."""
@@ -204,7 +226,7 @@ class BlockManager:
             raise FailedPrecondition(f"unknown DataNode {datanode_id!r}: register first")
 
     def register(self, datanode_id: str, address: str, data_address: str, cluster_id: str, storage_id: str,
-                 own_cluster: str) -> None:
+                 own_cluster: str, host_id: str = "", rack: str = "") -> None:
         if not datanode_id or not address:
             raise InvalidArgument("RegisterDataNode needs a DataNode id and an address")
         if cluster_id and cluster_id != own_cluster:
@@ -212,7 +234,13 @@ class BlockManager:
             raise PermissionDenied(f"DataNode {datanode_id} belongs to cluster {cluster_id}; this NameNode's "
                                    f"cluster is {own_cluster}")
         self._check_one_storage(datanode_id, address, storage_id)
-        self.liveness.seen(datanode_id, address, data_address).storage_id = storage_id
+        node = self.liveness.seen(datanode_id, address, data_address)
+        node.storage_id = storage_id
+        place = Location.of(host_id, rack, address)
+        if node.place is not None and node.place != place:
+            log.warning("datanode %s moved: was host %s rack %s, now host %s rack %s", datanode_id,
+                        node.place.host, node.place.rack, place.host, place.rack)
+        node.place = place
         self.registered.add(datanode_id)
         self.reregister.discard(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
@@ -220,7 +248,7 @@ class BlockManager:
         self._forget_sent(datanode_id)
         self._report_parts.pop(datanode_id, None)   # a report it was sending in parts is void
         self.scan_needed = True
-        log.info("datanode %s registered at %s", datanode_id, address)
+        log.info("datanode %s registered at %s (host %s, rack %s)", datanode_id, address, place.host, place.rack)
 
     def _check_one_storage(self, datanode_id: str, address: str, storage_id: str) -> None:
         """One DataNode per id: refuse a registration whose storage differs from the live one's."""
@@ -320,7 +348,10 @@ class BlockManager:
         if group is None or group.file.writer is not None:
             return None
         policy = load_policy(group.file.attrs.policy)
-        if repair.index in blocks.good(group, self.stays):   # (a leaving DataNode's copy is to be moved)
+        if repair.source:   # a move: while its copy is the mapped good one
+            if blocks.good(group, self.stays).get(repair.index) != repair.source:
+                return None
+        elif repair.index in blocks.good(group, self.stays):   # (a leaving DataNode's copy is to be moved)
             return None
         if repair.target in blocks.units(group).values():  # it got another unit of the group meanwhile
             return None
@@ -407,12 +438,23 @@ class BlockManager:
         self.liveness.seen(datanode_id)
         if len(units) > MAX_UNITS_STORED_PER_CALL:
             raise InvalidArgument(f"at most {MAX_UNITS_STORED_PER_CALL} units per UnitStored, got {len(units)}")
-        outcomes = [self.blocks.claim(datanode_id, *u, self.holds, self.delete_sent) for u in units]
+        outcomes = []
+        for unit in units:
+            move = self.repairs.in_flight.get(unit[:2])
+            outcome = None
+            if move is not None and move.source and move.target == datanode_id:   # a move's copy: it takes the place
+                outcome = self.blocks.move(datanode_id, *unit, move.source, self.delete_sent)
+                if outcome is not None:
+                    self.repairs.moved(move)
+                    log.info("unit %d/%d moved from %s to %s", unit[0], unit[1], move.source, datanode_id)
+            outcomes.append(outcome or self.blocks.claim(datanode_id, *unit, self.holds, self.delete_sent))
         self.scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))
             if repair is not None and (repair.target == datanode_id or outcome in (Claim.ADOPTED, Claim.MOVED)):
                 self.repairs.drop(group_id, index)
+            if repair is not None and repair.source:
+                continue
             if outcome in (Claim.ADOPTED, Claim.MOVED):
                 self.repairs.done += 1
                 log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
@@ -503,7 +545,7 @@ class BlockManager:
                 live = {i: d for i, d in blocks.good(group, self.liveness.is_live).items() if self.usable(d)}
                 out.append(GroupNeed(gid, policy.k, live, [i for i in range(policy.units) if i not in good],
                                      frozenset(blocks.units(group).values()), policy.replicated,
-                                     policy.decodable(live)))
+                                     policy.decodable(live), shape_of(policy.name), good))
         return out
 
     def tick(self, default_block_size: int) -> list[InFlight]:
@@ -520,6 +562,10 @@ class BlockManager:
         if changed and self.health.judged:
             self.health.rescan()
         for repair in self.repairs.expire(self.liveness.is_live):
+            if repair.source:
+                log.warning("move of unit %d/%d from %s to %s timed out or its target died: dropped (the "
+                            "balancer plans again)", repair.group_id, repair.index, repair.source, repair.target)
+                continue
             log.warning("repair of unit %d/%d on %s timed out or its target died: planning it again",
                         repair.group_id, repair.index, repair.target)
             self.scan_needed = True
@@ -544,9 +590,11 @@ class BlockManager:
             self.scan_needed = True
         needs = self.needs(set(short) | leaving)
         deleting = self.blocks.datanodes_deleting(n.group_id for n in needs)
-        planned = self.repairs.plan(needs, [d for d in self.placeable_ids()
-                                            if self.liveness.has_room(d, default_block_size)],
-                                    self.liveness.load_key, deleting)
+        bounds: dict[Shape, Bounds] = {}
+        planned = self.repairs.plan(needs, self.candidates(d for d in self.placeable_ids()
+                                                           if self.liveness.has_room(d, default_block_size)),
+                                    deleting, lambda shape: bounds.get(shape) or bounds.setdefault(shape, self.bounds(shape)),
+                                    self.liveness.location)
         for repair in planned:
             self.liveness.note_allocated(repair.target, default_block_size)
             log.info("repair of unit %d/%d planned on %s", repair.group_id, repair.index, repair.target)

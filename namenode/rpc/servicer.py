@@ -51,6 +51,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     "IssueCredential": authz.admin(),
     "Decommission": authz.admin(),
     "SafeMode": authz.admin(),
+    "Balance": authz.admin(),
 }
 
 
@@ -273,10 +274,10 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         r = self.nn.fsck(request.path or "/")
         return pb.FsckResponse(
             files=r.files, groups=r.groups, healthy=r.healthy, degraded=r.degraded, missing=r.missing,
-            status=r.status, corrupt_files=r.corrupt_files,
+            status=r.status, corrupt_files=r.corrupt_files, misplaced=r.misplaced,
             problems=[pb.FsckProblem(path=p.path, group_id=p.group_id, live_units=p.live_units,
                                      needed_units=p.needed_units, status=p.status, corrupt_units=p.corrupt_units,
-                                     total_units=p.total_units, policy=p.policy)
+                                     total_units=p.total_units, policy=p.policy, detail=p.detail)
                       for p in r.problems])
 
     @_rpc
@@ -293,6 +294,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
                                        capacity_bytes=d.capacity_bytes, remaining_bytes=d.remaining_bytes,
                                        shares_filesystem_with=list(d.shares_filesystem_with), low_space=d.low_space,
                                        admin_state=d.admin_state, units_mapped=d.units_mapped,
+                                       host_id=d.host_id, rack=d.rack,
                                        scrub=pb.ScrubStatus(**dataclasses.asdict(d.scrub)) if d.scrub else None)
                        for d in r.datanodes],
             namenode=pb.NameNodeRole(**self.role.describe(),
@@ -312,6 +314,13 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         if request.action in ("enter", "leave"):
             log.warning("safe mode %s at the request of %s", request.action, caller())
         return _safe_mode(state)
+
+    @_rpc
+    def Balance(self, request, call):
+        state = self.nn.balance(request.max_bytes, request.threshold_pct, request.restart)
+        if request.restart:
+            log.warning("balance started at the request of %s", caller())
+        return pb.BalanceResponse(**dataclasses.asdict(state))
 
     @_rpc
     def Failover(self, request, call):
@@ -351,7 +360,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def RegisterDataNode(self, request, call):
         nn = self.datanodes
         cluster_id = nn.register(request.datanode_id, request.address, request.data_address, request.cluster_id,
-                                 request.storage_id)
+                                 request.storage_id, request.host_id, request.rack)
         return pb.RegisterResponse(cluster_id=cluster_id, epoch=self.role.epoch, active=self.role.is_active())
 
     @_rpc

@@ -172,7 +172,8 @@ def overview(status: ClusterStatus) -> str:
 
 
 def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> str:
-    head = ("<tr><th>DataNode</th><th>state</th><th>address</th><th>heartbeat</th><th>used</th><th>capacity</th>"
+    head = ("<tr><th>DataNode</th><th>state</th><th>address</th><th>rack / host</th><th>heartbeat</th><th>used</th>"
+            "<th>capacity</th>"
             "<th>remaining</th>"
             "<th>units</th><th>repairs</th><th>deletes</th><th>faults</th><th>reads/60 s</th><th>p50</th>"
             "<th>p99</th><th>metrics</th></tr>")
@@ -186,7 +187,8 @@ def datanode_table(rows: list[DataNodeStatus], slow: set[str] = frozenset()) -> 
             f'<tr class="dn{" slow" if d.id in slow else ""}" data-datanode="{h(d.id)}" data-state="{h(d.state)}">'
             f'<td>{datanode_link(d.id)}</td><td><span class="state state-{h(d.state)}">{h(d.state)}</span>'
             f'{_admin_state(d)}</td>'
-            f'<td>{h(d.address)}</td><td class="n">{d.heartbeat_age_s:.1f} s</td>'
+            f'<td>{h(d.address)}</td><td class="where" data-rack="{h(d.rack)}" data-host="{h(d.host_id)}">'
+            f'{h(d.rack)} / {h(d.host_id)}</td><td class="n">{d.heartbeat_age_s:.1f} s</td>'
             f'<td class="n">{h(size(d.used_bytes))}</td><td class="n">{h(size(d.capacity_bytes))}</td>'
             f'<td class="n{" low-space" if d.low_space else ""}"'
             f'{_sharing_title(d)}>{h(size(d.remaining_bytes))}{" ⚠ low" if d.low_space else ""}</td>'

@@ -182,7 +182,7 @@ def test_a_frozen_datanode_during_put_is_dropped_at_the_adaptive_deadline(tmp_pa
             assert all(len(g.units) == 8 for g in groups)
             print(f"put of {len(data)} B with {frozen} frozen: {took:.2f} s for {len(groups)} groups")
             assert took < writer.WRITE_TIMEOUT_S
-            wait_until(lambda: fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY", 60, "the repair")
+            wait_until(lambda: fs.admin.fsck("/").status == "HEALTHY", 60, "the repair")
             assert fs.read_bytes("/p.bin") == data
     finally:
         cluster.down()

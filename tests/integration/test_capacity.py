@@ -15,7 +15,8 @@ import subprocess
 import pytest
 
 from conftest import cluster_options, fetch, pattern, run_cli, start_cluster, wait_until
-from hedgefs.namenode.blocks import placement
+from hedgefs.namenode.blocks.placement import Candidate, Placement, Shape
+from hedgefs.topology import Location
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.model import DataNodeStats
 
@@ -37,7 +38,9 @@ def test_a_full_disk_has_no_room_and_an_empty_one_comes_first():
     assert not live.has_room("full", 256 << 10)
     assert live.has_room("half", 256 << 10)
     # Fewest used bytes used to win: the full one (it stores nothing of ours) was chosen first.
-    assert placement.choose(["full", "half", "empty"], 3, live.load_key, random.Random(1)) == ["empty", "half", "full"]
+    candidates = [Candidate(d, Location(f"host-{d}"), live.load_key(d)) for d in ("full", "half", "empty")]
+    chosen = Placement(random.Random(1)).choose(Shape(3, 3, (-1, -1, -1)), range(3), candidates)
+    assert [chosen[i] for i in range(3)] == ["empty", "half", "full"]
 
 
 def test_datanodes_sharing_a_file_system_share_its_free_space():

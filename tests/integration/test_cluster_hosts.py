@@ -6,9 +6,9 @@ namespaces) leave every file readable byte-exact; `cluster down` leaves no names
 or rule behind; without root or `ip` the launcher says so in one line. Needs root and iproute2:
 skipped otherwise, saying which.
 
-With today's placement (DataNodes by id, not yet by host and rack) a rack holds up to m units of a
-group only because each rack here has at most m DataNodes; the test that a whole rack of more
-than m DataNodes can go waits for the NameNode's rack-aware placement (status-hosts.md).
+Placement is by host and rack (at most m units of a group in a rack): a whole rack of more than
+m DataNodes can go too, shown on real processes without root in test_placement_racks.py and in
+namespaces by bench/placement_hosts.py (its result in bench/results/).
 """
 
 import os

@@ -15,10 +15,9 @@ import pytest
 
 from conftest import CELL, STRIPE, pattern, run_cli, start_cluster, wait_until
 from dn_support import faults_fixture
-from hedgefs.client.cluster_view import slow_by_view, views_from_proto
+from hedgefs.client.cluster_view import slow_by_view
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.fs import FileSystem
-from hedgefs.proto import hedgefs_pb2 as pb
 
 STRIPES = 8
 DATA = pattern(STRIPES * STRIPE, seed=25)
@@ -40,7 +39,7 @@ faults = faults_fixture("vcluster")
 
 def view(cluster) -> dict:
     with FileSystem(cluster.namenode, hedge=NEVER_BY_TIME) as fs:
-        return views_from_proto(fs.rpc("GetFileInfo", pb.PathRequest(path="/v/file")))
+        return fs.stat("/v/file").datanode_reads
 
 
 def test_a_healthy_clusters_view_marks_nobody_slow(vcluster):

@@ -85,9 +85,6 @@ from hedgefs.proto import hedgefs_pb2_grpc
 
 ETCD_MEMBERS = ["etcd-1", "etcd-2", "etcd-3"]   # the `ha` profile's (tests/integration/test_compose_ha.py)
 
-# Reserves a free loopback port per service before its process binds it: run alone (Makefile).
-pytestmark = pytest.mark.alone
-
 
 def test_compose_uses_compose_spec_keys_only():
     doc = yaml.safe_load(COMPOSE_FILE.read_text())

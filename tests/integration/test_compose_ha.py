@@ -34,9 +34,6 @@ from hedgefs.proto import hedgefs_pb2_grpc
 
 from conftest import wait_until
 
-# Reserves a free loopback port per service before its process binds it: run alone (Makefile).
-pytestmark = pytest.mark.alone
-
 ETCD_MEMBERS = ["etcd-1", "etcd-2", "etcd-3"]
 HA = {"HEDGEFS_HA": "1"}
 

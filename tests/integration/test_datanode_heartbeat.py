@@ -33,6 +33,7 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
         self.events: list[tuple] = []
         self.commands: dict[str, list[pb.Command]] = {}   # by DataNode id
         self.reregister = False
+        self.fail: grpc.StatusCode | None = None   # every call refused with this code
         self.locations: dict[str, tuple[str, str]] = {}   # DataNode id -> (host_id, rack) it registered with
 
     def _record(self, *event):
@@ -44,6 +45,8 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
             return [e for e in self.events if e[0] == kind]
 
     def RegisterDataNode(self, request, context):
+        if self.fail:
+            context.abort(self.fail, "refused by the test")
         self._record("register", request.datanode_id, request.address)
         with self.lock:
             self.locations[request.datanode_id] = (request.host_id, request.rack)
@@ -56,6 +59,8 @@ class RecordingNameNode(hedgefs_pb2_grpc.NameNodeServicer):
         return pb.Empty()
 
     def Heartbeat(self, request, context):
+        if self.fail:
+            context.abort(self.fail, "refused by the test")
         self._record("heartbeat", request.datanode_id, request.used_bytes, request.units,
                      request.active_repairs)
         if request.stats.HasField("scrub"):
@@ -263,6 +268,30 @@ def test_unreachable_namenode_logged_once_then_recovers(tmp_path, caplog):
             wait_until(lambda: "reachable again" in caplog.text, 10, "the reachable-again log line")
         finally:
             server.stop(0)
+    finally:
+        dn.stop()
+
+
+def test_a_namenode_answering_errors_is_logged_apart_from_one_that_is_down(tmp_path, caplog):
+    """The outage's line says how it fails; when it starts failing another way (the NameNode is
+    back but refuses every call) that is logged too, once: not hidden behind "unreachable"."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    caplog.set_level(logging.INFO, logger="hedgefs.datanode")
+    dn = datanode(tmp_path, "dn1", f"127.0.0.1:{port}", heartbeat_interval_s=0.02)
+    try:
+        wait_until(lambda: "UNAVAILABLE" in caplog.text, 10, "the unreachable log line")
+        nn, server, _ = start_namenode(port)
+        nn.fail = grpc.StatusCode.INTERNAL
+        try:
+            wait_until(lambda: "INTERNAL: refused by the test" in caplog.text, 10, "the changed failure logged")
+            nn.fail = None
+            wait_until(lambda: nn.of("heartbeat"), 10, "a heartbeat at the NameNode")
+            wait_until(lambda: "reachable again" in caplog.text, 10, "the reachable-again log line")
+        finally:
+            server.stop(0)
+        assert caplog.text.count("INTERNAL: refused by the test") == 1
     finally:
         dn.stop()
 

@@ -9,7 +9,6 @@ import pytest
 from conftest import assert_one_line_error, cli_env, client, run_cli, start_cluster
 from hedgefs.datanode.storage import BlockStore
 from hedgefs.namenode.errors import AlreadyExists
-from hedgefs.proto import hedgefs_pb2 as pb
 
 
 def test_a_data_dir_gets_a_storage_id_at_first_start_and_keeps_it(tmp_path):
@@ -50,7 +49,7 @@ def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, t
             fs.write_bytes(f"/id{i}", data, overwrite=True, policy="REPLICATE-1")
         on_dn1 = [f"/id{i}" for i in range(6)
                   if any(u.datanode_id == "dn1" for g in fs.stat(f"/id{i}").groups for u in g.units.values())]
-        report = fs.rpc("Report", pb.Empty())
+        report = fs.admin.report()
     assert on_dn1, "no file landed on dn1"
     before = {d.id: d.address for d in report.datanodes}
     impostor = subprocess.run(
@@ -62,9 +61,9 @@ def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, t
     assert any("DataNode id dn1 is taken" in ln and "own --id" in ln for ln in lines), impostor.stderr
     assert "Traceback" not in impostor.stderr
     with client(nn) as fs:
-        report = {d.id: d for d in fs.rpc("Report", pb.Empty()).datanodes}
+        report = {d.id: d for d in fs.admin.report().datanodes}
         assert report["dn1"].address == before["dn1"] and report["dn1"].state != "dead"
-        assert fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY"
+        assert fs.admin.fsck("/").status == "HEALTHY"
         for path in on_dn1:
             assert fs.read_bytes(path) == data
     log = (small.root / "logs" / "namenode.log").read_text()

@@ -6,7 +6,6 @@ import json
 import urllib.request
 
 import pytest
-from hedgefs.proto import hedgefs_pb2 as pb
 from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster, wait_until
 
 FILES = {f"/dc/f{i}": pattern(300_000 + 170_000 * i, seed=i) for i in range(6)}
@@ -26,7 +25,7 @@ def dc(tmp_path_factory):
 def report(c) -> dict:
     """What `admin report --json` says of each DataNode (the RPC under it; the CLI run once below)."""
     with client(c.namenode) as f:
-        r = f.rpc("Report", pb.Empty())
+        r = f.admin.report()
     return {d.id: {"admin_state": d.admin_state or "in service", "units_mapped": d.units_mapped, "state": d.state}
             for d in r.datanodes}
 
@@ -86,8 +85,8 @@ def test_decommissioned_datanode_is_killed_with_nothing_degraded(dc):
         for path, data in FILES.items():
             assert f.read_bytes(path) == data
         f.write_bytes("/dc/new", pattern(900_000, seed=99))
-        info = f.rpc("GetFileInfo", pb.PathRequest(path="/dc/new"))
-        assert leaving not in {u.datanode_id for g in info.groups for u in g.units}
+        status = f.stat("/dc/new")
+        assert leaving not in {u.datanode_id for g in status.groups for u in g.units.values()}
     # Earlier tests drained and recommissioned a DataNode: the old copies it deleted are confirmed by
     # its heartbeats, so this drain never waits for a full block report (every 60 s) to place there.
     wait_until(lambda: report(dc)[leaving]["admin_state"] == "decommissioned", 30, f"{leaving} decommissioned",

@@ -104,7 +104,7 @@ def test_lost_datanode_is_repaired_onto_the_spare_and_then_any_3_more_losses_rea
     degraded = fsck_cli(nn)
     assert degraded["status"] == "DEGRADED" and degraded["missing"] == 0, degraded
     assert {"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8, "corrupt_units": 0, "needed_units": 6,
-            "total_units": 9, "status": "DEGRADED"} in degraded["problems"], degraded
+            "total_units": 9, "status": "DEGRADED", "detail": ""} in degraded["problems"], degraded
     assert run_cli("cat", path, namenode=nn).stdout == data  # degraded still reads
 
     dfs.thaw(spare)

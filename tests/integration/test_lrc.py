@@ -18,7 +18,6 @@ from conftest import assert_one_line_error, fetch, pattern, run_cli, start_clust
 from hedgefs.ec import sources
 from hedgefs.ec.layout import unit_length
 from hedgefs.ec.policy import Policy, parse_policy
-from hedgefs.proto import hedgefs_pb2 as pb
 
 POLICY = "LRC-6-2-2-64k"
 P = parse_policy(POLICY)
@@ -99,9 +98,9 @@ def _bytes_sent(cluster, names) -> dict[str, int]:
 def _quiet(cluster, fs) -> bool:
     """HEALTHY, and no repair running anywhere (one sent before the earlier tests' DataNodes came
     back may still be reading)."""
-    if fs.rpc("Fsck", pb.PathRequest(path="/")).status != "HEALTHY":
+    if fs.admin.fsck("/").status != "HEALTHY":
         return False
-    live = [d.id for d in fs.rpc("Report", pb.Empty()).datanodes if d.state == "live"]
+    live = [d.id for d in fs.admin.report().datanodes if d.state == "live"]
     return not any(float(v) for n in live for v in _ACTIVE.findall(_metrics(cluster, n)))
 
 
@@ -130,7 +129,7 @@ def test_a_lost_datanode_is_repaired_with_local_repair_traffic(lrc_cluster, lrc_
     survivors = [d for d in lrc_cluster.datanode_ids if d != victim]
     before = _bytes_sent(lrc_cluster, survivors)
     lrc_cluster.kill(victim)
-    wait_until(lambda: {d.id: d.state for d in lrc_fs.rpc("Report", pb.Empty()).datanodes}[victim] == "dead", 60,
+    wait_until(lambda: {d.id: d.state for d in lrc_fs.admin.report().datanodes}[victim] == "dead", 60,
                f"{victim} declared dead")
     wait_until(quiet, 120, "repaired: fsck HEALTHY, no repair running")
     after = _bytes_sent(lrc_cluster, survivors)

@@ -1,8 +1,9 @@
 """The NameNode as a real process: serve() in a subprocess, real gRPC, status codes, kill -9, restart."""
 
+import itertools
+import logging
 import os
 import signal
-import itertools
 import subprocess
 import sys
 import threading
@@ -16,14 +17,14 @@ from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2 as pb, hedgefs_pb2_grpc
 SERVE = (
     "import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr); "
     "from hedgefs.namenode.server import serve; "
-    "serve(port=0, data_dir=sys.argv[1], port_file=sys.argv[2], default_policy='RS-3-2-1k', "
+    "serve(port=int(sys.argv[3]), data_dir=sys.argv[1], port_file=sys.argv[2], default_policy='RS-3-2-1k', "
     "default_block_size=4096, repair_interval_s=0.2)"
 )
 
 
-def start(data_dir, port_file, log_path):
+def start(data_dir, port_file, log_path, port=0):
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(data_dir), str(port_file)],
+    proc = subprocess.Popen([sys.executable, "-c", SERVE, str(data_dir), str(port_file), str(port)],
                             stdout=log, stderr=log)
     try:
         wait_until(lambda: os.path.exists(port_file) or proc.poll() is not None, 15,
@@ -139,6 +140,46 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=15) == 0
     assert "namenode stopping" in open(log_path).read()
+
+
+def test_a_datanode_whose_block_report_falls_due_while_the_namenode_restarts_registers_again(tmp_path, procs,
+                                                                                             caplog):
+    """A restarted NameNode knows no DataNode (registrations are memory only) and refuses a block
+    report from one that has not registered (FAILED_PRECONDITION). A DataNode whose periodic
+    report fell due during the outage sends it before its heartbeat: it must register again, not
+    retry the refused report forever (a chaos run's DataNodes stayed unregistered for minutes,
+    logging nothing after "unreachable"). ``block_report_interval_s=0``: every beat reports first."""
+    from hedgefs.datanode.server import DataNode
+
+    caplog.set_level(logging.INFO, logger="hedgefs.datanode")
+    data_dir, log_path = tmp_path / "nn", tmp_path / "nn.log"
+    proc, channel, nn = start(data_dir, tmp_path / "port1", log_path)
+    procs.append(proc)
+    port = int(open(tmp_path / "port1").read())
+    dn = DataNode(datanode_id="dn1", port=0, data_dir=str(tmp_path / "dn1"), namenode=f"127.0.0.1:{port}",
+                  heartbeat_interval_s=0.05, block_report_interval_s=0, fsync=False)
+    dn.start()
+    try:
+        wait_until(lambda: [d.id for d in nn.Report(pb.Empty(), timeout=5).datanodes] == ["dn1"], 15,
+                   "dn1 registered with the first NameNode")
+        channel.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        wait_until(lambda: not dn.link.reachable, 15, "dn1 to see the NameNode gone")
+
+        proc, channel, nn = start(data_dir, tmp_path / "port2", log_path, port=port)
+        procs.append(proc)
+
+        def registered():
+            return [(d.id, d.state) for d in nn.Report(pb.Empty(), timeout=5).datanodes]
+        wait_until(lambda: registered() == [("dn1", "live")], 30, "dn1 registered with the restarted NameNode",
+                   detail=registered)
+        assert "datanode dn1 registered at" in open(log_path).read().split("namenode listening on")[-1]
+        wait_until(lambda: dn.link.reachable, 15, "dn1's link to see the NameNode reachable again")
+        assert "does not know dn1 (unknown DataNode 'dn1': register first): registering again" in caplog.text
+        channel.close()
+    finally:
+        dn.stop()
 
 
 def test_kill_9_during_group_commit_loses_nothing_acknowledged(tmp_path, procs):

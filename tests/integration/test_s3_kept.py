@@ -12,8 +12,7 @@ from conftest import CELL, GROUP, STRIPE, pattern
 from s3_support import boto3_client, stack_fixtures
 
 from hedgefs.client.fs import FileSystem
-from hedgefs.client.locations import FileStatus
-from hedgefs.proto import hedgefs_pb2 as pb
+from hedgefs.client.locations import FileStatus, GroupLocation
 from hedgefs.s3.store import same_version
 
 cluster, keys, gateway = stack_fixtures("s3-kept")
@@ -31,22 +30,21 @@ def code(err: pytest.ExceptionInfo) -> tuple[str, int]:
 
 
 def test_a_ranged_answer_is_the_kept_version_only_if_its_groups_are_at_their_place():
-    def info(groups, first=None, count=0, length=100, mtime=5):
-        out = pb.FileInfo(path="/b/k", length=length, mtime_ms=mtime, policy="RS-6-3-64k",
-                          groups=[pb.BlockGroup(id=g, generation=1) for g in groups])
-        if first is not None:
-            out.first_group, out.group_count = first, count
-        return out
+    def status(groups, first=None, length=100, mtime=5, block_size=GROUP):
+        located = tuple(GroupLocation(id=g, length=0, units={}, generation=1) for g in groups)
+        return FileStatus("/b/k", False, length, "RS-6-3-64k", block_size, mtime, located,
+                          ranged=first is not None, first_group=first or 0)
 
-    kept = FileStatus.from_proto(info([11, 12, 13]))
-    assert same_version(kept, info([11, 12, 13]))
-    assert same_version(kept, info([12], first=1, count=3))
-    assert same_version(kept, info([12, 13], first=1, count=3))
-    assert not same_version(kept, info([12], first=0, count=3))        # another group at that place
-    assert not same_version(kept, info([12], first=1, count=4))        # more groups
-    assert not same_version(kept, info([12], first=1, count=3, mtime=6))
-    assert not same_version(kept, info([12], first=1, count=3, length=99))
-    assert not same_version(kept, info([21, 22, 23]))
+    kept = status([11, 12, 13])
+    assert same_version(kept, status([11, 12, 13]))
+    assert same_version(kept, status([12], first=1))
+    assert same_version(kept, status([12, 13], first=1))
+    assert not same_version(kept, status([12], first=0))                 # another group at that place
+    assert not same_version(kept, status([13], first=3))                 # a group past the kept ones
+    assert not same_version(kept, status([12], first=1, block_size=CELL))  # other groups: another layout
+    assert not same_version(kept, status([12], first=1, mtime=6))
+    assert not same_version(kept, status([12], first=1, length=99))
+    assert not same_version(kept, status([21, 22, 23]))
 
 
 # ---------------------------------------------------------------------------- open files kept

@@ -72,7 +72,8 @@ def test_flipped_byte_in_a_cold_unit_is_found_by_the_scrubber_and_repaired(scrub
         doc = wait_until(lambda: (d := fsck_cli(nn))["status"] == "DEGRADED" and d, 20,
                          "the scrubber to find the flipped byte (fsck DEGRADED)")
         assert doc["problems"] == [{"path": path, "group": gid, "policy": "RS-6-3-64k", "live_units": 8,
-                                    "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED"}]
+                                    "corrupt_units": 1, "needed_units": 6, "total_units": 9, "status": "DEGRADED",
+                                    "detail": ""}]
         # the DataNode's scrub figures ride its next heartbeat, which may come after its bad-unit report
         wait_until(lambda: report_cli(nn)[bad_dn]["scrub"]["bad_units"] >= 1, 20,
                    f"{bad_dn}'s scrub figures in the report (its next heartbeat)")

@@ -14,7 +14,6 @@ from conftest import assert_one_line_error, client, pattern, run_cli, start_clus
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from hedgefs.client.fs import FileSystem
-from hedgefs.proto import hedgefs_pb2 as pb
 
 TOP, PUB, SECRET, HIDDEN = pattern(200_000, 1), pattern(500_000, 2), pattern(1000, 3), pattern(300, 4)
 
@@ -72,7 +71,7 @@ def test_only_a_paths_own_refusal_is_skipped_a_refused_credential_stops_the_job(
         with pytest.raises(NotAllowed) as denied:
             bob.read_bytes("/user/alice/secret.txt")
         with pytest.raises(NotAllowed) as admin_only:
-            bob.rpc("Decommission", pb.DecommissionRequest(datanode_id="dn1"))
+            bob.admin.decommission("dn1")
     assert refused_here(denied.value) and refused_here(PermissionError(13, "Permission denied"))
     assert not refused_here(admin_only.value), admin_only.value
     assert not refused_here(NotAllowed("GetFileInfo needs a credential of this cluster"))   # UNAUTHENTICATED's

@@ -13,7 +13,6 @@ from hedgefs.datanode.storage import parse_name
 from hedgefs.ec.layout import unit_length
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import datatransfer as dt
-from hedgefs.proto import hedgefs_pb2 as pb
 
 
 def unit_files(cluster) -> dict:
@@ -46,7 +45,7 @@ def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(
         cluster.wait_live(cluster.datanode_ids, 60)
         with client(cluster.namenode) as fs:
             # every DataNode has reported its old units, as foreign
-            wait_until(lambda: sum(d.foreign_units for d in fs.rpc("Report", pb.Empty()).datanodes) == len(before),
+            wait_until(lambda: sum(d.foreign_units for d in fs.admin.report().datanodes) == len(before),
                      60, "every old unit reported foreign")
             assert [e.path for e in fs.list("/")] == []
             new, new_groups = {}, {}
@@ -59,7 +58,7 @@ def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(
             assert all(new_groups[i].generation != old_groups[i] for i in old_groups)   # the same ids, other generations
             for path, data in new.items():
                 assert fs.read_bytes(path) == data
-            assert fs.rpc("Fsck", pb.PathRequest(path="/")).status == "HEALTHY"
+            assert fs.admin.fsck("/").status == "HEALTHY"
             # Where a DataNode holds both the old and the new unit (g, i), each generation reads as itself.
             both = [(g, u) for g in new_groups.values() for u in g.units.values()
                     if any(parse_name(name)[:2] == (g.id, u.index) and parse_name(name)[2] == old_groups[g.id]
@@ -77,7 +76,7 @@ def test_a_wiped_namenode_never_serves_adopts_or_deletes_its_predecessors_units(
                         assert err.status == "PERMISSION_DENIED"
             # Deletes travel in heartbeats, from the NameNode's pending deletes: it owes none, for
             # any DataNode, though every old unit has been reported (and found foreign).
-            assert sum(d.pending_deletes for d in fs.rpc("Report", pb.Empty()).datanodes) == 0
+            assert sum(d.pending_deletes for d in fs.admin.report().datanodes) == 0
         after = unit_files(cluster)
         assert {k: v for k, v in after.items() if k in before} == before   # every old unit, byte for byte
     finally:

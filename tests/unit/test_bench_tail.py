@@ -2,6 +2,8 @@
 (bench/bootstrap.py), the hiccup meters' summaries (bench/hiccup.py), and the suite's rows on a
 synthetic run (bench/tail.py ``evaluate``)."""
 
+import concurrent.futures
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,79 @@ def test_the_rows_of_a_synthetic_run_say_met_missed_and_why():
     assert by["S vs S0"]["verdict"] == "met"
     assert by["H vs H0"]["verdict"] in ("met", "unresolved") and by["extra unit reads in H (%)"]["verdict"] == "met"
     assert by["extra unit reads in S / floor"]["interval"]["point"] == pytest.approx(1.0)
+
+
+class FakeCluster:
+    """The bench cluster as the suite drives it: one faulty DataNode per file, and which are faulty now."""
+
+    def __init__(self, victims):
+        self.victims_of, self.faulty = victims, set()
+        self.cluster = self
+
+    def victims(self, n, path):
+        return [self.victims_of[path]]
+
+    def set_faults(self, datanode, config):
+        (self.faulty.add if config is not None else self.faulty.discard)(datanode)
+
+    def freeze(self, datanode):
+        self.faulty.add(datanode)
+
+    def thaw(self, datanode):
+        self.faulty.discard(datanode)
+
+    def fs(self, config):
+        return FakeClient(self)
+
+
+class FakeClient:
+    """A client that notes every DataNode that was faulty while it read: what its breaker would see."""
+
+    def __init__(self, bc):
+        self.bc, self.saw = bc, set()
+        self.metrics = self
+        self.model = self
+
+    def counter(self, name):
+        return 0
+
+    def slow_datanodes(self):
+        return []
+
+    def open(self, path):
+        return FakeReader(self)
+
+
+class FakeReader:
+    length = 32 * tail.READ_SIZE
+
+    def __init__(self, client):
+        self.client = client
+
+    def submit(self, offset, size, exclude):
+        self.client.saw |= self.client.bc.faulty - exclude
+        future = concurrent.futures.Future()
+        future.set_result(b"")
+        return future
+
+
+class NoHiccups:
+    def window(self, start, end):
+        return {"samples": 1, "p999_ms": 0.0, "max_ms": 0.0}
+
+
+def test_each_hedging_client_meets_one_faulty_datanode_so_its_breaker_never_sees_a_broad_slowdown():
+    """Blocks of the three files' faults follow each other within seconds; a hedging client shared
+    by the files met three faulty DataNodes within a minute and tripped its breaker (3 impaired in
+    60 s), leaving S unhedged for 30 s at a time. One client set per file meets one."""
+    victims = {tail.path_of(p): f"dn{i + 1}" for i, p in enumerate(tail.POLICIES)}
+    bc = FakeCluster(victims)
+    clients = tail.client_set(bc, list(tail.POLICIES))
+    readers = {key: fs.open(tail.path_of(key[1])) for key, fs in clients.items()}
+    suite = tail.Suite(tail.Settings(rounds=2, arm_s=0.02, warmup_s=0.0), list(tail.POLICIES), list(tail.FAULTS),
+                       say=lambda line: None)
+    suite.run(bc, clients, readers, 500.0, {"client": NoHiccups()})
+    assert {a.name for a in suite.arms} == {"H0", "H", "S0", "S", "O"}
+    for (mode, policy), client in clients.items():
+        expected = set() if mode == "oracle" else {victims[tail.path_of(policy)]}
+        assert client.saw == expected, (mode, policy)

@@ -265,6 +265,41 @@ def test_bad_unit_is_marked_and_deleted_only_once_its_repair_makes_the_group_who
     assert nn.heartbeat(placed[2], "").commands == [DeleteUnit(gid, 2, g)]   # whole again: now it goes
 
 
+def test_a_repair_goes_to_a_datanode_owing_a_delete_of_another_unit_of_the_group(nn, clock):
+    """A surplus copy's delete waits for its group to be whole; a repair that excluded every
+    DataNode owing a delete of the group waited for it in turn: the group stayed degraded for good
+    (chaos 4242022 --secure, after a NameNode restart: the three non-holders each owed one). Only a
+    delete of the unit being repaired keeps a repair away (it would delete the new copy)."""
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)  # keep dn6 out of the placement: the only non-holder
+    gid, placed = one_group(nn)
+    g = generation(nn, gid)
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn)
+    assert nn.block_report("dn6", [(gid, 0, g)]).get("stale") == 1   # a surplus copy of unit 0
+    nn.report_bad_units([(gid, 2, g, placed[2], "checksum mismatch")])
+    assert nn.heartbeat("dn6", "").commands == []                     # held: the group is not whole
+    [repair] = nn.tick()
+    assert (repair.index, repair.target) == (2, "dn6")
+    [command] = nn.heartbeat("dn6", "").commands
+    assert command.index == 2
+    assert nn.unit_stored("dn6", gid, 2, g) == "moved"
+    assert nn.fsck().status == "HEALTHY"
+    assert DeleteUnit(gid, 0, g) in nn.heartbeat("dn6", "").commands  # whole again: the surplus goes
+
+
+def test_no_repair_goes_to_a_datanode_owing_a_delete_of_that_very_unit(nn, clock):
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)
+    gid, placed = one_group(nn)
+    g = generation(nn, gid)
+    clock.advance(REPORT_GRACE_S + 1)
+    heartbeat_all(nn)
+    assert nn.block_report("dn6", [(gid, 2, g)]).get("stale") == 1   # a surplus copy of unit 2 ...
+    nn.report_bad_units([(gid, 2, g, placed[2], "checksum mismatch")])   # ... whose mapped copy rots
+    assert all(r.target != "dn6" or r.index != 2 for r in nn.tick())
+
+
 def test_fsck_counts_and_status(nn, clock):
     add_datanodes(nn, 5)
     nn.mkdir("/a")

@@ -116,8 +116,9 @@ def test_file_page_lists_units_and_links_datanodes(served):
     nn, _, base = served
     page = get(base + "/files/f")
     assert page.count('<tr class="unit"') == 5
-    assert 'href="/datanodes/dn1"' in page
     data = json.loads(get(base + "/api/files/f"))
+    holder = data["info"]["groups"][0]["units"][0]["datanode_id"]
+    assert f'href="/datanodes/{holder}"' in page
     assert [u["index"] for u in data["info"]["groups"][0]["units"]] == [0, 1, 2, 3, 4]
     assert set(data["states"].values()) == {"live"}
     listing = get(base + "/files/")
@@ -294,3 +295,13 @@ def test_directory_and_file_pages_show_owner_and_mode():
     page = pages.listing(Listing("/u", [Entry("/u/f", False, 3, "RS-3-2-1k", 4096, 1, "alice", "staff", 0o640),
                                         Entry("/u/d", True, 0, "RS-3-2-1k", 0, 1, "bob", "staff", 0o755)], False))
     assert "-rw-r-----" in page and "alice:staff" in page and "drwxr-xr-x" in page and "bob:staff" in page
+
+
+def test_the_overview_and_its_json_say_where_each_datanode_runs(served):
+    nn, _, base = served
+    nn.register("dn7", "127.0.0.1:40007", host_id="host7", rack="/dc1/r2")
+    page = get(base + "/")
+    assert 'data-rack="/dc1/r2" data-host="host7">/dc1/r2 / host7<' in page
+    assert 'data-rack="/default-rack" data-host="127.0.0.1"' in page   # said neither: its address's host
+    rows = {d["id"]: (d["host_id"], d["rack"]) for d in json.loads(get(base + "/api/"))["datanodes"]}
+    assert rows["dn7"] == ("host7", "/dc1/r2") and rows["dn1"] == ("127.0.0.1", "/default-rack")
