@@ -47,6 +47,11 @@ class Unavailable(HedgefsError):
     exit_code = 3
 
 
+class Unimplemented(UsageError):
+    """The server has no such method: not a NameNode (a DataNode's port?), or an older NameNode
+    that lacks a newer call (the batched ones: the client then makes the single calls)."""
+
+
 class NotAllowed(HedgefsError):
     """The cluster refused who we are, or what we asked, on security grounds."""
 
@@ -108,12 +113,16 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
     if code == grpc.StatusCode.UNIMPLEMENTED:   # "Method not found!": some other server on that port
-        return UsageError(f"{address} does not answer as a NameNode (a DataNode's port?): check HEDGEFS_NAMENODE "
-                          f"or --namenode")
-    details = err.details() or code.name.lower()
+        return Unimplemented(f"{address} does not answer as a NameNode (a DataNode's port?): check "
+                             f"HEDGEFS_NAMENODE or --namenode")
+    return refusal(code, err.details() or code.name.lower())
+
+
+def refusal(code: grpc.StatusCode, details: str) -> HedgefsError:
+    """The error of a NameNode's refusal ``code`` with its one-line message: a call's, or one
+    item's of a batched call (ItemResult)."""
     if code == grpc.StatusCode.FAILED_PRECONDITION:
         for prefix, kind in _WRONG_KIND.items():
             if details.startswith(prefix):
                 return kind(details)
-    cls = _BY_CODE.get(code, HedgefsError)
-    return cls(details)
+    return _BY_CODE.get(code, HedgefsError)(details)

@@ -28,6 +28,7 @@ import threading
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 from hedgefs.client.admin import Admin
+from hedgefs.client.batched import BatchedCalls
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
     FileChanged,
@@ -90,6 +91,8 @@ class FileSystem:
         watch_breaker(self.breaker)
         self._loop = LoopThread()
         self.admin = Admin(self.namenodes)   # report, fsck, safe mode, decommission, credentials, failover
+        # The batched namespace calls; stats of many threads go together (batched.py).
+        self.batched = BatchedCalls(self.namenodes, self._located)
         self._call(self._init_channels())
 
     async def _init_channels(self) -> None:
@@ -168,13 +171,32 @@ class FileSystem:
         range: whether a cached open file is still this version, for a few bytes of a huge file,
         without listing its thousands of groups); ``FileStatus.ranged`` says so, and
         ``first_group`` which group comes first. A ranged status is not opened for reading."""
+        if span is None:
+            return self.batched.stat(path)   # with other threads' stats, when there are any
         request = pb.PathRequest(path=path)
-        if span is not None:
-            start, end = span
-            if start < 0 or end < start:
-                raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
-            request.range_offset, request.range_length = start, end - start
+        start, end = span
+        if start < 0 or end < start:
+            raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
+        request.range_offset, request.range_length = start, end - start
         return self._located(self.namenodes.call("GetFileInfo", request))
+
+    # Many operations of one kind in one NameNode call (HDFS has none; a long-lived process
+    # saves a call per item). Each returns, per path, its answer or the HedgefsError its single
+    # call would have raised: one bad path fails alone, and names itself.
+
+    def stat_many(self, paths: "list[str]") -> "list[FileStatus | HedgefsError]":
+        return self.batched.stat_many(list(paths))
+
+    def mkdirs(self, paths: "list[str]", parents: bool = True) -> "list[HedgefsError | None]":
+        return self.batched.mkdirs(list(paths), parents)
+
+    def delete_many(self, paths: "list[str]", recursive: bool = False) -> "list[HedgefsError | None]":
+        return self.batched.delete_many(list(paths), recursive)
+
+    def create_empty(self, paths: "list[str]", overwrite: bool = False,
+                     policy: str | None = None) -> "list[HedgefsError | None]":
+        """Empty files at ``paths``, each complete (visible) at once: one call for them all."""
+        return self.batched.create_empty(list(paths), overwrite, policy or "")
 
     def _located(self, info: pb.FileInfo) -> FileStatus:
         """A file's status; the cluster's view of its DataNodes seeds the latency model."""
@@ -199,10 +221,10 @@ class FileSystem:
             after = response.entries[-1].path
 
     def mkdir(self, path: str, parents: bool = False) -> None:
-        self.namenodes.call("Mkdir", pb.MkdirRequest(path=path, parents=parents))
+        self.batched.mkdir(path, parents)   # with other threads' mkdirs, when there are any
 
     def delete(self, path: str, recursive: bool = False) -> None:
-        self.namenodes.call("Delete", pb.DeleteRequest(path=path, recursive=recursive))
+        self.batched.delete(path, recursive)   # with other threads' deletes, when there are any
 
     def rename(self, src: str, dst: str) -> None:
         self.namenodes.call("Rename", pb.RenameRequest(src=src, dst=dst))
@@ -386,6 +408,9 @@ class FileSystem:
             raise
 
     def write_bytes(self, path: str, data: bytes, overwrite: bool = False, policy: str | None = None) -> int:
+        if not data:   # an empty file: one NameNode call (no lease, no Complete), with other threads'
+            self.batched.create_one_empty(path, overwrite, policy or "")
+            return 0
         return self.write(path, io.BytesIO(data), overwrite=overwrite, policy=policy)
 
     def convert(self, path: str, policy: str, progress: Callable[[int], None] | None = None) -> int:

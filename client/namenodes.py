@@ -58,7 +58,9 @@ CALL_ID_KEY = "hedgefs-call-id"
 # The calls a retry must not repeat (the NameNode's retry cache answers them by call id).
 NON_IDEMPOTENT = frozenset({"Create", "Mkdir", "Delete", "Rename", "Complete", "Concat", "AddBlockGroup",
                             "Abandon", "SetPolicy", "SetPermission", "SetOwner", "SetTimes", "CreateSymlink",
-                            "SetXAttr", "RemoveXAttr", "Append", "Truncate", "RecoverLease"})
+                            "SetXAttr", "RemoveXAttr", "Append", "Truncate", "RecoverLease",
+                            # batched: the client id goes with them, each item has its own call id
+                            "Mkdirs", "DeleteMany", "CreateMany"})
 CLIENT_ID = secrets.token_hex(16)   # this client process
 _CALLS = itertools.count()
 

@@ -147,7 +147,7 @@ class StripedWriter:
         (or abandons it); its refusals (exists, a directory, no such parent) are raised here."""
         return await self._rpc("Create", pb.CreateRequest(
             path=path, overwrite=overwrite, policy=policy_name or "", block_size=block_size,
-            client_name=f"pid-{os.getpid()}", convert_from=convert_from))
+            client_name=f"pid-{os.getpid()}", convert_from=convert_from, with_group=True))
 
     async def reopen(self, path: str, truncate_to: int | None = None,
                      rewrite_from: int | None = None) -> pb.AppendResponse | None:
@@ -177,9 +177,12 @@ class StripedWriter:
             policy = parse_policy(created.policy)
             min_units = created.min_units or policy.k   # (a NameNode that does not say: k)
             commits, total, failed = [], 0, set()
+            # The first group came with Create (with_group): a small file is Create and Complete.
+            # (Unused, by an empty file, it goes at Complete.)
+            first = created.first_group if created.HasField("first_group") and created.first_group.units else None
             data = await source.read(policy.stripe_data_size)
             while data:
-                group = await self._add_block_group(created.file_id, failed)
+                group, first = first or await self._add_block_group(created.file_id, failed), None
                 written = await self.write_group(group, policy, created.block_size, data, source, progress, min_units)
                 commits.append(pb.GroupCommit(group_id=group.id, length=written.length, stored_units=written.stored_units))
                 failed.update(written.failed_datanodes)

@@ -26,6 +26,7 @@ from hedgefs.ec.policy import parse_policy
 from hedgefs.mount.inodes import Node
 
 MAX_WINDOW = 8 << 20         # read-ahead never runs further ahead than this
+NEW_FILE_MODE = 0o644        # the mode the NameNode gives a new file
 
 
 class ReadHandle:
@@ -84,6 +85,7 @@ class WriteHandle:
         self.started_ms = int(time.time() * 1000)
         self.committed: FileStatus | None = None
         self._fs = fs
+        self._overwrite = overwrite   # a file replaced may keep its old mode: a chmod is always sent
         self._lock = threading.Lock()
         self._writer = fs.append(path) if append else fs.create(path, overwrite=overwrite)
         self.written = self._writer.start + self._writer.written
@@ -101,26 +103,31 @@ class WriteHandle:
 
     def commit(self) -> FileStatus:
         """End the file and wait until the NameNode has it complete; then apply a chmod or chown
-        made meanwhile. Raises HedgefsError (its errno for close(2))."""
+        made meanwhile. Raises HedgefsError (its errno for close(2)).
+
+        The status returned is what this writer knows (length, mode, when): the kernel's next
+        getattr asks the NameNode, so no stat is spent here (a file of a ``tar x`` would pay
+        one per file for nothing). A mode is sent only if it is not the one a new file gets."""
         with self._lock:
             if self.committed is not None:
                 return self.committed
-            self._writer.close()
-            status = self._fs.stat(self.path)
+            length = self._writer.close()
             changed = False
-            if self.mode is not None and self.mode != status.permission:
+            if self.mode is not None and (self.mode != NEW_FILE_MODE or self._overwrite):
                 self._fs.set_permission(self.path, self.mode)
                 changed = True
-            if self.owner is not None and self.owner != (status.owner, status.group):
+            if self.owner is not None:
                 self._fs.set_owner(self.path, *self.owner)
                 changed = True
             if self.times is not None:
                 self._fs.set_times(self.path, *self.times)
                 changed = True
-            if changed:
-                status = self._fs.stat(self.path)
-            self.committed = status
-            return status
+            if changed:   # what was sent after the close: the NameNode's status says it
+                self.committed = self._fs.stat(self.path)
+                return self.committed
+            self.committed = FileStatus(self.path, False, length, "", 0, int(time.time() * 1000),
+                                        permission=self.mode or NEW_FILE_MODE)
+            return self.committed
 
     def abort(self) -> None:
         self._writer.abort()   # nothing after a commit; before one, the file never appears

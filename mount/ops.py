@@ -111,7 +111,23 @@ class Operations(pyfuse3.Operations):
     # ------------------------------------------------------------------ names and attributes
 
     async def lookup(self, parent_inode, name, ctx=None):
-        return await self._entry(self._child(parent_inode, name))
+        path = self._child(parent_inode, name)
+        try:
+            return await self._entry(path)
+        except pyfuse3.FUSEError as err:
+            if err.errno != errno.ENOENT or not self.timeout:
+                raise
+            return self._negative()
+
+    def _negative(self) -> pyfuse3.EntryAttributes:
+        """"No such entry", which the kernel keeps for ``timeout`` (a negative dentry): a program
+        probing for files (an import path, make, git) asks the NameNode once per name. A file
+        another client creates meanwhile appears within the timeout; one made here at once (the
+        kernel replaces the negative entry itself on create, mkdir and rename)."""
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = 0
+        a.entry_timeout = self.timeout
+        return a
 
     async def forget(self, inode_list):
         for inode, n in inode_list:

@@ -58,6 +58,7 @@ class Created:
     block_size: int
     lease_timeout_ms: int
     min_units: int   # units each group needs stored (k, or the minimum replicas)
+    first_group: "GroupInfo | None" = None   # create(with_group=True): the group AddBlockGroup would give
 
 
 @dataclass(frozen=True)

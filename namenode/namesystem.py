@@ -33,6 +33,7 @@ AddBlockGroup.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -58,8 +59,16 @@ from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
 )
 from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
-from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode
-from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode, SafeModeRefusal
+from hedgefs.namenode.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NameNodeError,
+    NotFound,
+    PermissionDenied,
+)
+from hedgefs.namenode.ha.roles import NotActive
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.journal.apply import Applier
 from hedgefs.namenode.journal.image import Checkpointer
@@ -128,6 +137,8 @@ COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000
 EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
 COMPLETED_KEPT = 100_000     # completed writes remembered (a Complete retried without retry ids)
 MAX_FSCK_PROBLEMS = 1000
+MAX_BATCH = 1000             # items of a batched call (StatMany, Mkdirs, DeleteMany, CreateMany)
+BATCH_HOLD = 128             # ... changed a hold of the writers' lock
 
 
 class Namesystem:
@@ -556,11 +567,38 @@ class Namesystem:
 
     def create(self, path: str, overwrite: bool = False, policy: str = "", block_size: int = 0,
                client_name: str = "", convert_from: Version | None = None, who: Identity = SUPER,
-               retry=None) -> Created:
+               retry=None, with_group: bool = False, empty: bool = False) -> Created:
+        """``with_group``: the file's first group placed in the same call (``Created.first_group``),
+        so a small file's whole life is Create and Complete. ``empty``: a whole empty file, created
+        and completed in this one call (no lease is left behind)."""
         return self._change(retry, r.Create,
-                            lambda: self._create(path, overwrite, policy, block_size, client_name, convert_from,
-                                                 who, retry),
-                            lambda kept: self._created(*kept))
+                            lambda: self._create_and(self._create(path, overwrite, policy, block_size, client_name,
+                                                                  convert_from, who, retry),
+                                                     with_group, empty, who, retry),
+                            lambda kept: self._create_and(self._created(*kept), with_group, empty, who, retry))
+
+    def _create_and(self, created: Created, with_group: bool, empty: bool, who: Identity, retry) -> Created:
+        """The rest of a fused create (under the lock, after its Create record or its retry's
+        kept answer): each further record has a retry id of its own, derived from the call's, so
+        a retry finishes what a crash between the records left undone and repeats nothing."""
+        if not (with_group or empty):
+            return created
+        step = _step(retry, "complete" if empty else "group")
+        kept = self.retry.lookup(step, r.CODES[r.Complete if empty else r.AddGroup], self.wall_ms()) if step else MISS
+        if kept is not MISS:
+            return created if empty else dataclasses.replace(created, first_group=self._new_group(*kept))
+        try:
+            if empty:
+                if created.file_id in self.tree.writing:   # else: completed already (a retry without ids)
+                    self._complete(created.file_id, 0, [], None, who, step)
+                return created
+            return dataclasses.replace(created, first_group=self._add_block_group(created.file_id, (), who, step))
+        except NameNodeError:
+            # The caller learns no file id, so nobody could finish or abandon this write: it must
+            # not hold the path for a lease's length.
+            if created.file_id in self.tree.writing:
+                self._log(r.Abandon(created.file_id))
+            raise
 
     def _created(self, file_id: int, policy: str, block_size: int) -> Created:
         return Created(file_id, policy, block_size, int(self.lease_timeout_s * 1000),
@@ -921,6 +959,76 @@ class Namesystem:
         full = group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
         return Reopened(self._created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
                         base.length, base.mtime)
+    # ------------------------------------------------------------------ batched calls (issue 44)
+
+    def file_infos(self, paths_: list[str], who: Identity = SUPER) -> list[FileInfo | NameNodeError]:
+        """``file_info`` of each path: its answer, or its refusal (one bad path fails alone)."""
+        _check_batch(paths_)
+        out: list = []
+        for path in paths_:
+            try:
+                out.append(self.file_info(path, who))
+            except (NotActive, SafeModeRefusal):   # the whole call's: the client retries it, as a stat
+                raise
+            except NameNodeError as err:
+                out.append(err)
+        return out
+
+    def mkdir_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
+                   retries: list | None = None) -> list[NameNodeError | None]:
+        """``mkdir`` of each (path, parents): None, or its refusal."""
+        return self._many(r.Mkdir, "mkdir", items, retries,
+                          lambda item, retry: self._mkdir(item[0], item[1], who, retry))
+
+    def delete_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
+                    retries: list | None = None) -> list[NameNodeError | None]:
+        """``delete`` of each (path, recursive): None, or its refusal."""
+        return self._many(r.Delete, "delete", items, retries,
+                          lambda item, retry: self._delete(item[0], item[1], who, retry))
+
+    def create_many(self, items: list[dict], who: Identity = SUPER,
+                    retries: list | None = None) -> list[Created | NameNodeError]:
+        """``create`` of each (a dict of its keyword arguments): its Created, or its refusal."""
+        def one(kw: dict, retry) -> Created:
+            fused = kw.get("with_group", False), kw.get("empty", False)
+            return self._create_and(self._create(kw["path"], kw.get("overwrite", False), kw.get("policy", ""),
+                                                 kw.get("block_size", 0), kw.get("client_name", ""), None, who,
+                                                 retry), *fused, who, retry)
+
+        def again(kw: dict, retry, kept) -> Created:
+            return self._create_and(self._created(*kept), kw.get("with_group", False), kw.get("empty", False),
+                                    who, retry)
+        return self._many(r.Create, "create", items, retries, one, again)
+
+    def _many(self, kind: type, what: str, items: list, retries: list | None, handler: Callable,
+              again: Callable | None = None) -> list:
+        """Many changes of one kind, each as its single call would be (its own checks, its own
+        record with its own retry ids, its own refusal), ``BATCH_HOLD`` of them a hold of the
+        writers' lock; answered once the last record is durable (their records go in the same
+        group commits). A retried item gets its first answer from the retry cache."""
+        _check_batch(items)
+        if retries is not None and len(retries) != len(items):
+            raise InvalidArgument(f"{len(retries)} call ids for {len(items)} items: one each, or none")
+        self.safemode.refuse(f"{what} {len(items)} paths")
+        code, out = r.CODES[kind], []
+        for start in range(0, len(items), BATCH_HOLD):
+            with self._lock:
+                now = self.wall_ms()
+                for i in range(start, min(start + BATCH_HOLD, len(items))):
+                    retry = retries[i] if retries is not None else None
+                    try:
+                        kept = self.retry.lookup(retry, code, now) if retry is not None else MISS
+                        if kept is MISS:
+                            out.append(handler(items[i], retry))
+                        else:
+                            out.append(again(items[i], retry, kept) if again else kept)
+                    except (NotActive, SafeModeRefusal):   # the whole call's, not one item's
+                        raise
+                    except NameNodeError as err:
+                        out.append(err)
+                seen = self.journal.last
+        self.journal.wait_durable(seen)
+        return out
 
     # ------------------------------------------------------------------ locations
 
@@ -1330,6 +1438,16 @@ XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security
 def _check_xattr_name(name: str) -> None:
     if not name.startswith(XATTR_NAMESPACE) or len(name) == len(XATTR_NAMESPACE):
         raise InvalidArgument(f"extended attribute {name!r}: only the user namespace is kept (user.NAME)")
+
+
+def _check_batch(items: list) -> None:
+    if len(items) > MAX_BATCH:
+        raise InvalidArgument(f"a batch holds at most {MAX_BATCH} items, not {len(items)}")
+
+
+def _step(retry: tuple[str, str] | None, step: str) -> tuple[str, str] | None:
+    """The retry ids of a further record of one call (a fused create's group or completion)."""
+    return None if retry is None else (retry[0], f"{retry[1]}/{step}")
 
 
 def _check_version(path: str, existing: Node | None, version: Version) -> None:

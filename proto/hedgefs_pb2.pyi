@@ -215,34 +215,40 @@ class FileVersion(_message.Message):
     def __init__(self, length: _Optional[int] = ..., mtime_ms: _Optional[int] = ...) -> None: ...
 
 class CreateRequest(_message.Message):
-    __slots__ = ("path", "overwrite", "policy", "block_size", "client_name", "convert_from")
+    __slots__ = ("path", "overwrite", "policy", "block_size", "client_name", "convert_from", "empty", "with_group")
     PATH_FIELD_NUMBER: _ClassVar[int]
     OVERWRITE_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     CONVERT_FROM_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_FIELD_NUMBER: _ClassVar[int]
+    WITH_GROUP_FIELD_NUMBER: _ClassVar[int]
     path: str
     overwrite: bool
     policy: str
     block_size: int
     client_name: str
     convert_from: FileVersion
-    def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ...) -> None: ...
+    empty: bool
+    with_group: bool
+    def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ..., empty: _Optional[bool] = ..., with_group: _Optional[bool] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
-    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms", "min_units")
+    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms", "min_units", "first_group")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_UNITS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_GROUP_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     policy: str
     block_size: int
     lease_timeout_ms: int
     min_units: int
-    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., min_units: _Optional[int] = ...) -> None: ...
+    first_group: BlockGroup
+    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., min_units: _Optional[int] = ..., first_group: _Optional[_Union[BlockGroup, _Mapping]] = ...) -> None: ...
 
 class AddBlockGroupRequest(_message.Message):
     __slots__ = ("file_id", "exclude_datanodes")
@@ -846,6 +852,66 @@ class RecoverLeaseResponse(_message.Message):
     RECOVERED_FIELD_NUMBER: _ClassVar[int]
     recovered: bool
     def __init__(self, recovered: _Optional[bool] = ...) -> None: ...
+
+class ItemResult(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ItemsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
+
+class StatManyRequest(_message.Message):
+    __slots__ = ("paths",)
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    paths: _containers.RepeatedCompositeFieldContainer[PathRequest]
+    def __init__(self, paths: _Optional[_Iterable[_Union[PathRequest, _Mapping]]] = ...) -> None: ...
+
+class StatManyResponse(_message.Message):
+    __slots__ = ("infos", "results")
+    INFOS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    infos: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    results: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, infos: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
+
+class MkdirsRequest(_message.Message):
+    __slots__ = ("dirs", "call_ids")
+    DIRS_FIELD_NUMBER: _ClassVar[int]
+    CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    dirs: _containers.RepeatedCompositeFieldContainer[MkdirRequest]
+    call_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dirs: _Optional[_Iterable[_Union[MkdirRequest, _Mapping]]] = ..., call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteManyRequest(_message.Message):
+    __slots__ = ("deletes", "call_ids")
+    DELETES_FIELD_NUMBER: _ClassVar[int]
+    CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    deletes: _containers.RepeatedCompositeFieldContainer[DeleteRequest]
+    call_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, deletes: _Optional[_Iterable[_Union[DeleteRequest, _Mapping]]] = ..., call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateManyRequest(_message.Message):
+    __slots__ = ("creates", "call_ids")
+    CREATES_FIELD_NUMBER: _ClassVar[int]
+    CALL_IDS_FIELD_NUMBER: _ClassVar[int]
+    creates: _containers.RepeatedCompositeFieldContainer[CreateRequest]
+    call_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, creates: _Optional[_Iterable[_Union[CreateRequest, _Mapping]]] = ..., call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CreateManyResponse(_message.Message):
+    __slots__ = ("created", "results")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    created: _containers.RepeatedCompositeFieldContainer[CreateResponse]
+    results: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, created: _Optional[_Iterable[_Union[CreateResponse, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
 
 class BalanceRequest(_message.Message):
     __slots__ = ("max_bytes", "threshold_pct", "restart")

@@ -206,6 +206,26 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.PathRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.RecoverLeaseResponse.FromString,
                 _registered_method=True)
+        self.StatMany = channel.unary_unary(
+                '/hedgefs.NameNode/StatMany',
+                request_serializer=hedgefs__pb2.StatManyRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.StatManyResponse.FromString,
+                _registered_method=True)
+        self.Mkdirs = channel.unary_unary(
+                '/hedgefs.NameNode/Mkdirs',
+                request_serializer=hedgefs__pb2.MkdirsRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.ItemsResponse.FromString,
+                _registered_method=True)
+        self.DeleteMany = channel.unary_unary(
+                '/hedgefs.NameNode/DeleteMany',
+                request_serializer=hedgefs__pb2.DeleteManyRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.ItemsResponse.FromString,
+                _registered_method=True)
+        self.CreateMany = channel.unary_unary(
+                '/hedgefs.NameNode/CreateMany',
+                request_serializer=hedgefs__pb2.CreateManyRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.CreateManyResponse.FromString,
+                _registered_method=True)
         self.Balance = channel.unary_unary(
                 '/hedgefs.NameNode/Balance',
                 request_serializer=hedgefs__pb2.BalanceRequest.SerializeToString,
@@ -441,6 +461,32 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StatMany(self, request, context):
+        """batched namespace calls (issue 44, added last): many operations of one kind in one call,
+        each answered on its own (ItemResult), each mutation with its own retry id
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Mkdirs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteMany(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateMany(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Balance(self, request, context):
         """the balancer (issue 47): a step of `hedgefs admin balance` (messages at the end of this file)
         """
@@ -620,6 +666,26 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.RecoverLease,
                     request_deserializer=hedgefs__pb2.PathRequest.FromString,
                     response_serializer=hedgefs__pb2.RecoverLeaseResponse.SerializeToString,
+            ),
+            'StatMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.StatMany,
+                    request_deserializer=hedgefs__pb2.StatManyRequest.FromString,
+                    response_serializer=hedgefs__pb2.StatManyResponse.SerializeToString,
+            ),
+            'Mkdirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.Mkdirs,
+                    request_deserializer=hedgefs__pb2.MkdirsRequest.FromString,
+                    response_serializer=hedgefs__pb2.ItemsResponse.SerializeToString,
+            ),
+            'DeleteMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteMany,
+                    request_deserializer=hedgefs__pb2.DeleteManyRequest.FromString,
+                    response_serializer=hedgefs__pb2.ItemsResponse.SerializeToString,
+            ),
+            'CreateMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMany,
+                    request_deserializer=hedgefs__pb2.CreateManyRequest.FromString,
+                    response_serializer=hedgefs__pb2.CreateManyResponse.SerializeToString,
             ),
             'Balance': grpc.unary_unary_rpc_method_handler(
                     servicer.Balance,
@@ -1547,6 +1613,114 @@ class NameNode:
             '/hedgefs.NameNode/RecoverLease',
             hedgefs__pb2.PathRequest.SerializeToString,
             hedgefs__pb2.RecoverLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StatMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/StatMany',
+            hedgefs__pb2.StatManyRequest.SerializeToString,
+            hedgefs__pb2.StatManyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Mkdirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Mkdirs',
+            hedgefs__pb2.MkdirsRequest.SerializeToString,
+            hedgefs__pb2.ItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/DeleteMany',
+            hedgefs__pb2.DeleteManyRequest.SerializeToString,
+            hedgefs__pb2.ItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/CreateMany',
+            hedgefs__pb2.CreateManyRequest.SerializeToString,
+            hedgefs__pb2.CreateManyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,7 @@ VERBS = {
     "throughput": "bench_data:bench_throughput",
     "s3": "bench_services:bench_s3",
     "mount": "bench_services:bench_mount",
+    "smallfiles": "bench_services:bench_smallfiles",
     "namenode": "bench_services:bench_namenode",
     "namenode-scale": "bench_services:bench_namenode_scale",
     "namenode-fleet": "bench_services:bench_namenode_fleet",

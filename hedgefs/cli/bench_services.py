@@ -102,6 +102,50 @@ def bench_mount(size, reads, no_gluster, out) -> None:
     click.echo(f"wrote {base}.json and {base}.md", err=True)
 
 
+@click.command("smallfiles", context_settings=CONTEXT)
+@click.option("--files", type=click.IntRange(20), default=3200, show_default=True, help="Files in the tree.")
+@click.option("--baseline", default="main", show_default=True, metavar="COMMIT",
+              help="The build to compare with, checked out beside this one (a git worktree); '' for none.")
+@click.option("--threads", type=click.IntRange(1, 256), default=16, show_default=True,
+              help="Threads of the library rows and of put -r.")
+@click.option("--no-gluster", is_flag=True, help="Skip GlusterFS.")
+@click.option("--no-s3", is_flag=True, help="Skip aws s3 sync to the gateways.")
+@click.option("--rows", default=",".join(("library", "put", "s3", "mount")), show_default=True, metavar="ROW[,ROW]",
+              help="Which rows: library (creates, stats, RPCs per put), put (put -r, also in REPLICATE-3), "
+                   "s3 (aws s3 sync), mount (tar x, ls -lR, grep -r, rm -rf).")
+@click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
+def bench_smallfiles(files, baseline, threads, no_gluster, no_s3, rows, out) -> None:
+    """Many small files (issue 44): a tree of a source tree's size mix, every measure beside its
+    baselines in one run, A B B A.
+
+    This build's cluster and mount, the baseline commit's (its own cluster and mount), a GlusterFS
+    disperse 6+3 FUSE mount (needs root and Debian's glusterfs-server; else its column says why
+    not) and the local disk: `tar x` of the tree into each, `grep -r` over it, `rm -rf` of it;
+    `hedgefs put -r` and `aws s3 sync` (to each build's S3 gateway) of the tree; creates of empty
+    files and stats through the library with --threads threads; NameNode RPCs per one-group put.
+    Writes <date>-smallfiles.json and .md to --out. About 15 minutes with the defaults.
+
+    \b
+    Examples:
+      flock /work/heavy.lock hedgefs bench smallfiles
+      hedgefs bench smallfiles --files 300 --baseline '' --no-gluster --no-s3 --out /tmp/sf
+    """
+    import sys
+
+    from hedgefs.bench import smallfiles
+
+    chosen = tuple(r.strip() for r in rows.split(",") if r.strip())
+    unknown = [r for r in chosen if r not in smallfiles.ROWS]
+    if unknown or not chosen:
+        raise click.UsageError(f"--rows: {', '.join(unknown) or 'none given'}; choose from {', '.join(smallfiles.ROWS)}")
+    result = smallfiles.run(files=files, baseline=baseline or None, gluster=not no_gluster, s3=not no_s3,
+                            threads=threads, rows=chosen, log=lambda s: click.echo(s, err=True))
+    result["command"] = "hedgefs " + " ".join(sys.argv[1:])
+    base = smallfiles.save(result, out or str(pathlib.Path(smallfiles.__file__).parent / "results"))
+    click.echo(smallfiles.markdown(result))
+    click.echo(f"wrote {base}.json and {base}.md", err=True)
+
+
 @click.command("namenode", context_settings=CONTEXT)
 @click.option("--threads", default="1,4,16", show_default=True, metavar="N[,N...]", help="Client thread counts.")
 @click.option("--ops", type=click.IntRange(1), default=1000, show_default=True,

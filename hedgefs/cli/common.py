@@ -181,6 +181,14 @@ class Group(click.Group):
         return list(self.commands)
 
 
+def threads_option(f):
+    """``-t/--threads N`` of the tree verbs (put -r, get -r, cp -r), as `hdfs dfs -put -t`."""
+    from hedgefs.cli.trees import DEFAULT_THREADS
+
+    return click.option("-t", "--threads", type=click.IntRange(1, 256), default=DEFAULT_THREADS, show_default=True,
+                        metavar="N", help="With -r: files copied at once.")(f)
+
+
 def check_policy(name: str) -> None:
     """A bad policy name is bad input (exit 2), caught before anything is contacted."""
     from hedgefs.ec.policy import parse_policy

@@ -20,6 +20,7 @@ from hedgefs.cli.common import (
     open_fs,
     print_stats,
     remote_path,
+    threads_option,
 )
 from hedgefs.cli.progress import Progress
 from hedgefs.client.errors import HedgefsError, IsADirectory, NotAllowed, NotFound, UsageError
@@ -32,9 +33,13 @@ from hedgefs.client.errors import HedgefsError, IsADirectory, NotAllowed, NotFou
 @click.option("-p", "parents", is_flag=True, help="Create missing parent directories (the default, as hdfs dfs -put; "
                                                   "accepted for scripts).")
 @click.option("--policy", metavar="NAME", help="Policy for this file: RS-6-3-1024k, REPLICATE-3, ... (default: inherited).")
+@click.option("-r", "-R", "recursive", is_flag=True, help="LOCAL is a directory: copy the tree under it.")
+@threads_option
 @namenode_option
-def put(local: str, remote: str, force: bool, parents: bool, policy: str | None, namenode: str | None) -> None:
-    """Copy LOCAL (a file, or - for stdin) to REMOTE (a file, or a directory to put it in).
+def put(local: str, remote: str, force: bool, parents: bool, policy: str | None, recursive: bool, threads: int,
+        namenode: str | None) -> None:
+    """Copy LOCAL (a file, or - for stdin) to REMOTE (a file, or a directory to put it in);
+    with -r, a directory tree (into REMOTE if it is a directory, else as REMOTE).
 
     Missing parent directories of REMOTE are created, as `hdfs dfs -put` does. The file becomes
     visible only when every block group is durable on at least k DataNodes (a replicated block:
@@ -47,11 +52,18 @@ def put(local: str, remote: str, force: bool, parents: bool, policy: str | None,
       hedgefs put report.csv /data/             # -> /data/report.csv
       tar c dir | hedgefs put - /backups/dir.tar
       hedgefs put --policy REPLICATE-3 hot.hfile hedgefs://nn1/hbase/hot.hfile
+      hedgefs put -r src/ /code                 # -> /code/src/... (or /code/... if /code is new)
     """
     if policy:
         check_policy(policy)
     typed_dir = remote.endswith("/")
     remote = remote_path(remote)
+    if recursive and local != "-" and os.path.isdir(local):
+        from hedgefs.cli.trees import put_tree
+
+        with open_fs(namenode) as fs:
+            put_tree(fs, local, remote, typed_dir, force=force, policy=policy, threads=threads)
+        return
     if local == "-":
         source, total = sys.stdin.buffer, None
     else:
@@ -60,7 +72,7 @@ def put(local: str, remote: str, force: bool, parents: bool, policy: str | None,
         except FileNotFoundError:
             raise NotFound(f"no such local file: {local}") from None
         except IsADirectoryError:
-            raise IsADirectory(f"is a directory: {local}") from None
+            raise IsADirectory(f"is a directory: {local} (put -r copies a tree)") from None
         except OSError as err:
             raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
         total = os.fstat(source.fileno()).st_size
@@ -118,10 +130,14 @@ def parent_of(path: str) -> str:
 @click.argument("remote")
 @click.argument("local")
 @click.option("-f", "--force", is_flag=True, help="Overwrite LOCAL if it is an existing file.")
+@click.option("-r", "-R", "recursive", is_flag=True, help="REMOTE is a directory: copy the tree under it.")
+@threads_option
 @hedge_options
 @namenode_option
-def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool, **hedge) -> None:
-    """Copy REMOTE to LOCAL (a file, a directory to put it in, or - for stdout).
+def get(remote: str, local: str, force: bool, recursive: bool, threads: int, namenode: str | None, stats: bool,
+        **hedge) -> None:
+    """Copy REMOTE to LOCAL (a file, a directory to put it in, or - for stdout); with -r, a
+    directory tree (into LOCAL if it is a directory, else as LOCAL).
 
     A regular LOCAL appears only when complete: the data goes to a temporary file beside it
     first. An existing file is replaced only with -f. A device, FIFO or anything under /dev is
@@ -133,11 +149,23 @@ def get(remote: str, local: str, force: bool, namenode: str | None, stats: bool,
       hedgefs get /data/report.csv ~/downloads/        # -> ~/downloads/report.csv
       hedgefs get /data/big.bin /dev/null              # read it all, keep nothing
       hedgefs get --stats --hedge-threshold-ms 100 /data/big.bin -
+      hedgefs get -r /code/src ./restore/        # -> ./restore/src/...
     """
     from hedgefs.cli.local import check_target, target_for, write
 
     config = hedge_config(hedge)
     remote = remote_path(remote)
+    if recursive and local != "-":
+        with open_fs(namenode, config) as fs:
+            if fs.stat(remote).is_dir:
+                from hedgefs.cli.trees import get_tree
+
+                try:
+                    get_tree(fs, remote, local, force=force, threads=threads)
+                finally:
+                    if stats:
+                        print_stats(fs)
+                return
     target = real = None
     if local != "-":
         target = target_for(local, remote.rstrip("/").rsplit("/", 1)[-1])

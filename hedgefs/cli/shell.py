@@ -5,7 +5,15 @@ import sys
 
 import click
 
-from hedgefs.cli.common import CONTEXT, hedge_config, hedge_options, namenode_option, open_fs, remote_path
+from hedgefs.cli.common import (
+    CONTEXT,
+    hedge_config,
+    hedge_options,
+    namenode_option,
+    open_fs,
+    remote_path,
+    threads_option,
+)
 from hedgefs.client.errors import AlreadyExists, IsADirectory, NotFound, UsageError
 
 
@@ -14,17 +22,21 @@ from hedgefs.client.errors import AlreadyExists, IsADirectory, NotFound, UsageEr
 @click.argument("dst")
 @click.option("-f", "--force", is_flag=True, help="Overwrite DST if it exists.")
 @click.option("--policy", metavar="NAME", help="Policy of the copies (default: inherited at DST).")
+@click.option("-r", "-R", "recursive", is_flag=True, help="Copy directory trees (a SRC that is a directory).")
+@threads_option
 @hedge_options
 @namenode_option
-def cp(sources: tuple[str, ...], dst: str, force: bool, policy: str | None, namenode: str | None, stats: bool,
-       **hedge) -> None:
+def cp(sources: tuple[str, ...], dst: str, force: bool, policy: str | None, recursive: bool, threads: int,
+       namenode: str | None, stats: bool, **hedge) -> None:
     """Copy files inside the cluster: SRC to DST, or into DST if it is a directory (several SRC:
-    it must be). Each copy appears only when complete. Between clusters or trees: distcp.
+    it must be). Each copy appears only when complete. With -r, a SRC directory is copied as a
+    tree, in parallel. Between clusters (or resumable, for huge trees): distcp.
 
     \b
     Examples:
       hedgefs cp /data/a.csv /backup/a.csv
       hedgefs cp /data/a.csv /data/b.csv /backup/
+      hedgefs cp -r /data/2026 /backup/          # -> /backup/2026/...
     """
     from hedgefs.cli.common import check_policy
 
@@ -47,7 +59,12 @@ def cp(sources: tuple[str, ...], dst: str, force: bool, policy: str | None, name
             try:
                 f = fs.open(src)
             except IsADirectory:
-                raise IsADirectory(f"is a directory: {src} (distcp copies trees)") from None
+                if not recursive:
+                    raise IsADirectory(f"is a directory: {src} (cp -r copies trees)") from None
+                from hedgefs.cli.trees import cp_tree
+
+                cp_tree(fs, src, target, force=force, policy=policy, threads=threads)
+                continue
             with f, f.stream() as source:
                 f.check_available()
                 fs.write(dest, source, overwrite=force, policy=policy)

@@ -57,7 +57,7 @@ RETRIED = {"Mkdir", "Delete", "Rename", "SetPolicy", "SetPermission", "SetOwner"
 
 # The observer reads a standby answers: only they wait for the client's revision (the rest are
 # redirected to the active at once, and a worker is not held for them).
-OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy", "GetXAttrs"}
+OBSERVER_READS = {"GetFileInfo", "List", "GetPolicy", "GetXAttrs", "StatMany"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,14 @@ class Call:
     method: str
     retry: tuple[str, str] | None
     seen: int
+    client_id: str = ""
+
+    def retries(self, call_ids) -> list | None:
+        """A batched call's per-item retry ids (its call_ids, with the client id of its metadata);
+        None when it sent none."""
+        if not self.client_id or not call_ids:
+            return None
+        return [retry_cache.ids(self.client_id, c) if c else None for c in call_ids]
 
 
 def _call(method: str, context) -> Call:
@@ -83,7 +91,7 @@ def _call(method: str, context) -> Call:
                 seen = int(value)
             except ValueError:
                 seen = 0
-    return Call(method, retry_cache.ids(client_id, call_id) if method in RETRIED else None, seen)
+    return Call(method, retry_cache.ids(client_id, call_id) if method in RETRIED else None, seen, client_id)
 
 
 def _not_active(context, err: NotActive) -> None:

@@ -16,11 +16,11 @@ import logging
 
 from hedgefs.namenode import model
 from hedgefs.namenode.blocks.blockmap import GroupCommit
-from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
 from hedgefs.namenode.ha.roles import NotActive, Single
 from hedgefs.namenode.namespace.inodes import Entry
 from hedgefs.namenode.namesystem import Namesystem
-from hedgefs.namenode.rpc.calls import OBSERVER_READS, Call, _rpc
+from hedgefs.namenode.rpc.calls import OBSERVER_READS, Call, _rpc, _status
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.proto import hedgefs_pb2_grpc
 from hedgefs.security import material
@@ -37,7 +37,8 @@ AUTHORIZATION: dict[str, authz.Rule] = {
     **{name: authz.user() for name in (
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
         "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
-        "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease")},
+        "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease",
+        "StatMany", "Mkdirs", "DeleteMany", "CreateMany")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
@@ -97,6 +98,38 @@ def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
         sources=[_unit(u) for u in c.sources], generation=c.generation))
 
 
+def _file_info(nn: Namesystem, info) -> pb.FileInfo:
+    """GetFileInfo's answer: the entry, a file's groups with their locations, and what the
+    cluster knows of the DataNodes holding them."""
+    out = _entry(info.entry)
+    out.groups.extend(_group(g) for g in info.groups)
+    if info.groups:
+        out.token_lifetime_ms = nn.token_lifetime_ms
+    if info.first_group is not None:   # ranged: where its groups sit, and no DataNode figures
+        out.first_group, out.group_count = info.first_group, info.group_count
+        return out
+    if info.groups:
+        held = [u.datanode_id for g in info.groups for u in g.units]
+        for datanode_id, r in nn.datanode_reads(held).items():
+            out.datanode_reads[datanode_id].CopyFrom(pb.ReadLatency(reads=r.reads, p50_ms=r.p50_ms, p99_ms=r.p99_ms))
+        for datanode_id, age_s in nn.datanode_heartbeat_ages(held).items():
+            out.datanode_heartbeat_age_ms[datanode_id] = int(age_s * 1000)
+    return out
+
+
+def _item(err: NameNodeError | None) -> pb.ItemResult:
+    """One item's answer in a batched call: OK, or the status and message its single call gets."""
+    return pb.ItemResult() if err is None else pb.ItemResult(code=_status(err).value[0], message=str(err))
+
+
+def _created(c) -> pb.CreateResponse:
+    out = pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
+                            lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
+    if c.first_group is not None:
+        out.first_group.CopyFrom(_group(c.first_group))
+    return out
+
+
 class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     """``role``: which NameNode serves what (ha/roles.py): ``Single(namenode)`` on SQLite; on etcd
     an ``HA``, whose standby answers observer reads (stat, list, policy) from its tree, keeps the
@@ -129,20 +162,45 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def GetFileInfo(self, request, call):
         nn = self.reader(call)
         span = (request.range_offset, request.range_length) if request.HasField("range_offset") else None
-        info = nn.file_info(request.path, caller(), span)
-        out = _entry(info.entry)
-        out.groups.extend(_group(g) for g in info.groups)
-        if info.groups:
-            out.token_lifetime_ms = nn.token_lifetime_ms
-        if info.first_group is not None:   # ranged: where its groups sit, and no DataNode figures
-            out.first_group, out.group_count = info.first_group, info.group_count
-            return out
-        if info.groups:
-            held = [u.datanode_id for g in info.groups for u in g.units]
-            for datanode_id, r in nn.datanode_reads(held).items():
-                out.datanode_reads[datanode_id].CopyFrom(pb.ReadLatency(reads=r.reads, p50_ms=r.p50_ms, p99_ms=r.p99_ms))
-            for datanode_id, age_s in nn.datanode_heartbeat_ages(held).items():
-                out.datanode_heartbeat_age_ms[datanode_id] = int(age_s * 1000)
+        return _file_info(nn, nn.file_info(request.path, caller(), span))
+
+    # batched (issue 44): each item answered in its own slot (ItemResult), each change with its
+    # own retry ids (call_ids[i])
+    @_rpc
+    def StatMany(self, request, call):
+        nn = self.reader(call)
+        out = pb.StatManyResponse()
+        for info in nn.file_infos([p.path for p in request.paths], caller()):
+            if isinstance(info, NameNodeError):
+                out.infos.append(pb.FileInfo())
+                out.results.append(_item(info))
+            else:
+                out.infos.append(_file_info(nn, info))
+                out.results.append(pb.ItemResult())
+        return out
+
+    @_rpc
+    def Mkdirs(self, request, call):
+        return pb.ItemsResponse(results=[_item(e) for e in self.nn.mkdir_many(
+            [(d.path, d.parents) for d in request.dirs], caller(), call.retries(request.call_ids))])
+
+    @_rpc
+    def DeleteMany(self, request, call):
+        return pb.ItemsResponse(results=[_item(e) for e in self.nn.delete_many(
+            [(d.path, d.recursive) for d in request.deletes], caller(), call.retries(request.call_ids))])
+
+    @_rpc
+    def CreateMany(self, request, call):
+        items = [dict(path=c.path, overwrite=c.overwrite, policy=c.policy, block_size=c.block_size,
+                      client_name=c.client_name, with_group=c.with_group, empty=c.empty) for c in request.creates]
+        out = pb.CreateManyResponse()
+        for created in self.nn.create_many(items, caller(), call.retries(request.call_ids)):
+            if isinstance(created, NameNodeError):
+                out.created.append(pb.CreateResponse())
+                out.results.append(_item(created))
+            else:
+                out.created.append(_created(created))
+                out.results.append(pb.ItemResult())
         return out
 
     @_rpc
@@ -185,9 +243,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # write path
     @_rpc
     def Create(self, request, call):
-        c = self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
-                           request.client_name, _version(request, "convert_from"), caller(), call.retry)
-        return _created(c)
+        return _created(self.nn.create(request.path, request.overwrite, request.policy, request.block_size,
+                                       request.client_name, _version(request, "convert_from"), caller(), call.retry,
+                                       with_group=request.with_group, empty=request.empty))
 
     @_rpc
     def AddBlockGroup(self, request, call):

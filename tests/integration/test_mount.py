@@ -17,45 +17,16 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
 import pytest
 from conftest import CELL, GROUP, cli_env, client, pattern, run_cli, start_cluster, wait_until
+from mount_support import WHY_NOT, sh, start_mount, stop_mount
 
-try:
-    import pyfuse3  # noqa: F401
-    _why_not = "" if os.path.exists("/dev/fuse") else "no /dev/fuse"
-except ImportError:
-    _why_not = "no pyfuse3 (make installs it with Debian's libfuse3-dev, as root)"
-if not _why_not and not shutil.which("fusermount3"):
-    _why_not = "no fusermount3 (Debian's fuse3)"
-if _why_not:
-    pytest.skip(f"hedgefs mount not testable here: {_why_not}", allow_module_level=True)
-
-
-def start_mount(namenode: str, mountpoint, log, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    """`hedgefs mount -f` in its own process; returns once the mount is there."""
-    os.makedirs(mountpoint, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "mount", "-f", *extra, str(mountpoint)],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"), env=env or cli_env(namenode))
-    wait_until(lambda: os.path.ismount(mountpoint) or proc.poll() is not None, 30, f"the mount at {mountpoint}")
-    assert proc.poll() is None, open(log).read()
-    return proc
-
-
-def stop_mount(proc: subprocess.Popen, mountpoint) -> None:
-    if proc.poll() is None:
-        subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if os.path.ismount(mountpoint):
-        subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+if WHY_NOT:
+    pytest.skip(f"hedgefs mount not testable here: {WHY_NOT}", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +56,6 @@ def counter(mnt, name: str) -> float:
     text = urllib.request.urlopen(METRICS[mnt], timeout=10).read().decode()
     found = re.search(rf"^hedgefs_client_{name}_total (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
-
-
-def sh(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run(args, capture_output=True, timeout=120, **kwargs)
-    assert result.returncode == 0, f"{args}: exit {result.returncode}: {result.stderr.decode(errors='replace')}"
-    return result
 
 
 # ---------------------------------------------------------------------------- programs

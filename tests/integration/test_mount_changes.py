@@ -14,7 +14,7 @@ import time
 
 import pytest
 from conftest import CELL, GROUP, client, pattern, start_cluster, wait_until
-from test_mount import start_mount, stop_mount
+from mount_support import start_mount, stop_mount
 
 
 @pytest.fixture(scope="module")

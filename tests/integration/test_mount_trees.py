@@ -1,0 +1,202 @@
+"""The mount with many small files: the tree workloads people run (tar x, cp -r, rsync -a,
+git clone, grep -r, rm -rf), byte-exact, and what its caches may and may not show.
+
+Caches: a mount's names and attributes (and "no such file") are the kernel's for the attribute
+timeout; a file another client deletes (or creates) is seen so within that timeout. The tests
+measure it against the NameNode's own RPC counters (what the mount asked) and by polling with a
+deadline far from the timeout, never by sleeping the timeout out.
+"""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from conftest import CELL, client, pattern, start_cluster, wait_until
+from mount_support import WHY_NOT, sh, start_mount, stop_mount
+
+if WHY_NOT:
+    pytest.skip(f"hedgefs mount not testable here: {WHY_NOT}", allow_module_level=True)
+
+TIMEOUT_S = 1.0   # the mount's --attr-timeout here (the default)
+
+
+@pytest.fixture(scope="module")
+def tcluster(tmp_path_factory):
+    c = start_cluster(tmp_path_factory.mktemp("trees-cluster"))
+    yield c
+    c.down()
+
+
+@pytest.fixture(scope="module")
+def mnt(tcluster, tmp_path_factory):
+    root = tmp_path_factory.mktemp("trees-mount")
+    proc = start_mount(tcluster.namenode, root / "mnt", root / "mount.log")
+    yield root / "mnt"
+    stop_mount(proc, root / "mnt")
+
+
+@pytest.fixture(scope="module")
+def long_mnt(tcluster, tmp_path_factory):
+    """A second mount of the same cluster whose kernel caches hold for a minute: what it asks the
+    NameNode does not depend on how fast this host runs the test."""
+    root = tmp_path_factory.mktemp("trees-long")
+    proc = start_mount(tcluster.namenode, root / "mnt", root / "mount.log", "--attr-timeout", "60")
+    yield root / "mnt"
+    stop_mount(proc, root / "mnt")
+
+
+def namenode_calls(cluster, method: str) -> float:
+    """How many ``method`` RPCs the NameNode has served (its /metrics)."""
+    text = urllib.request.urlopen(cluster.http_url + "metrics", timeout=10).read().decode()
+    return sum(float(v) for v in re.findall(
+        rf'^hedgefs_namenode_rpc_calls_total\{{[^}}]*method="{method}"[^}}]*\}} (\S+)$', text, re.M))
+
+
+def make_tree(root: pathlib.Path) -> dict[str, bytes]:
+    files = {
+        "README.md": b"# a project\n\ndef main(): pass\n",
+        "setup.py": b"from setuptools import setup\nsetup()\n",
+        "src/pkg/__init__.py": b"",
+        "src/pkg/core.py": pattern(5000, seed=1),
+        "src/pkg/sub/deep.py": b"def main():\n    return 42\n" * 50,
+        "data/blob.bin": pattern(2 * CELL + 3, seed=2),
+        "Grüße/☃.txt": "unicode names\n".encode(),
+    }
+    files.update({f"many/m{i:02d}.py": f"x = {i}\n".encode() * (i + 1) for i in range(30)})
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "emptydir").mkdir()
+    return files
+
+
+def tree_of(root: pathlib.Path) -> dict[str, bytes]:
+    out = {}
+    for here, _dirs, names in os.walk(root):
+        for n in names:
+            out[os.path.relpath(os.path.join(here, n), root)] = pathlib.Path(here, n).read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree") / "proj"
+    root.mkdir()
+    return root, make_tree(root)
+
+
+# ---------------------------------------------------------------------------- the workloads
+
+
+def test_tar_x_grep_r_rm_rf(mnt, tree, tmp_path):
+    src, files = tree
+    sh("tar", "cf", str(tmp_path / "t.tar"), "-C", str(src.parent), src.name)
+    (mnt / "tarx").mkdir()
+    sh("tar", "xf", str(tmp_path / "t.tar"), "-C", str(mnt / "tarx"))
+    assert tree_of(mnt / "tarx" / "proj") == files
+    assert (mnt / "tarx" / "proj" / "emptydir").is_dir()
+    found = subprocess.run(["grep", "-r", "-l", "def main", str(mnt / "tarx")], capture_output=True, text=True)
+    assert found.returncode == 0
+    assert sorted(os.path.relpath(p, mnt / "tarx" / "proj") for p in found.stdout.split()) == \
+        sorted(rel for rel, data in files.items() if b"def main" in data)
+    sh("rm", "-rf", str(mnt / "tarx"))
+    assert not (mnt / "tarx").exists()
+
+
+def test_cp_r_and_rsync_a_twice(mnt, tree):
+    if not shutil.which("rsync"):
+        pytest.skip("no rsync (Debian's rsync; make installs it as root)")
+    src, files = tree
+    sh("cp", "-r", str(src), str(mnt / "cpr"))
+    assert tree_of(mnt / "cpr") == files
+    sh("rsync", "-a", f"{src}/", f"{mnt}/rs/")
+    assert tree_of(mnt / "rs") == files
+    again = sh("rsync", "-a", "--stats", f"{src}/", f"{mnt}/rs/")   # nothing changed: nothing may break
+    assert b"Number of" in again.stdout
+    assert tree_of(mnt / "rs") == files
+
+
+def test_git_clone_into_the_mount(mnt, tmp_path):
+    if not shutil.which("git"):
+        pytest.skip("no git")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@x", GIT_CONFIG_NOSYSTEM="1", HOME=str(tmp_path))
+    files = {f"f{i}.txt": f"line {i}\n".encode() * (i + 1) for i in range(12)}
+    files["sub/deep.bin"] = pattern(CELL + 5, seed=9)
+    for rel, data in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "one"]):
+        sh("git", "-C", str(repo), *args, env=env)
+    sh("git", "clone", "-q", "--no-hardlinks", str(repo), str(mnt / "clone"), env=env)
+    got = {rel: data for rel, data in tree_of(mnt / "clone").items() if not rel.startswith(".git")}
+    assert got == files
+    fsck = subprocess.run(["git", "-C", str(mnt / "clone"), "fsck", "--no-progress"], capture_output=True, env=env)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+# ---------------------------------------------------------------------------- caches
+
+
+def test_a_file_another_client_deletes_is_gone_within_the_attribute_timeout(mnt, tcluster):
+    with client(tcluster.namenode) as fs:
+        fs.mkdir("/cache", parents=True)
+        fs.write_bytes("/cache/doomed", b"x" * 10, overwrite=True)
+        assert os.stat(mnt / "cache" / "doomed").st_size == 10   # the kernel holds its entry now
+        fs.delete("/cache/doomed")
+        deleted = time.monotonic()
+        wait_until(lambda: not os.path.exists(mnt / "cache" / "doomed"), 10 * TIMEOUT_S + 5,
+                   "the mount to stop showing a deleted file")
+        # Within the timeout (and the kernel's rounding of it to jiffies), with room for a busy host.
+        assert time.monotonic() - deleted < TIMEOUT_S + 2.0
+
+
+def test_a_missing_name_is_asked_once_per_timeout_and_a_file_made_elsewhere_appears(mnt, long_mnt, tcluster):
+    with client(tcluster.namenode) as fs:
+        fs.mkdir("/neg", parents=True)
+        assert not os.path.exists(long_mnt / "neg" / "probe")
+        asked = namenode_calls(tcluster, "GetFileInfo")
+        for _ in range(20):   # an import path, make, git: the same missing name, again and again
+            assert not os.path.exists(long_mnt / "neg" / "probe")
+        assert namenode_calls(tcluster, "GetFileInfo") == asked   # the kernel's negative entry answered
+
+        (long_mnt / "neg" / "probe").write_bytes(b"made here")   # made through this mount: seen at once
+        assert (long_mnt / "neg" / "probe").read_bytes() == b"made here"
+
+    # The default mount (1 s): a name another client creates appears within its timeout.
+    assert not os.path.exists(mnt / "neg" / "elsewhere")
+    with client(tcluster.namenode) as fs:
+        fs.write_bytes("/neg/elsewhere", b"from another client")
+        made = time.monotonic()
+    wait_until(lambda: os.path.exists(mnt / "neg" / "elsewhere"), 10 * TIMEOUT_S + 5,
+               "a file created by another client to appear")
+    assert time.monotonic() - made < TIMEOUT_S + 2.0
+    assert (mnt / "neg" / "elsewhere").read_bytes() == b"from another client"
+
+
+def test_a_file_written_through_the_mount_costs_no_stat_at_close(long_mnt, tcluster):
+    mnt = long_mnt
+    (mnt / "calls").mkdir()
+    os.stat(mnt)   # the mkdir changed the root: the kernel asks for its attributes once, now
+    before = {m: namenode_calls(tcluster, m) for m in ("GetFileInfo", "SetPermission", "Create", "Complete",
+                                                       "AddBlockGroup")}
+    fd = os.open(mnt / "calls" / "f", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)   # as tar opens it
+    os.write(fd, b"hello")
+    os.fchmod(fd, 0o644)
+    os.close(fd)
+    after = {m: namenode_calls(tcluster, m) - before[m] for m in before}
+    assert after["Create"] == 1 and after["Complete"] == 1
+    assert after["AddBlockGroup"] == 0   # the first group came with Create: 2 calls for the file
+    assert after["SetPermission"] == 0   # 0644 is what a new file gets: nothing to send
+    assert after["GetFileInfo"] == 1     # the lookup of the new name; none at close
+    st = os.stat(mnt / "calls" / "f")
+    assert st.st_size == 5 and st.st_mode & 0o777 == 0o644
+    os.chmod(mnt / "calls" / "f", 0o600)
+    assert os.stat(mnt / "calls" / "f").st_mode & 0o777 == 0o600

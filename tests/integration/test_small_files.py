@@ -1,0 +1,102 @@
+"""Small files through the client library on a real cluster (issue 44): what each costs in
+NameNode calls, counted by the NameNode itself (its /metrics), and the batched calls' answers
+(one bad path fails alone, named; the others done)."""
+
+import re
+import urllib.request
+
+import pytest
+
+from conftest import CELL, client, pattern, run_cli
+from hedgefs.client.errors import AlreadyExists, DirectoryNotEmpty, NotFound
+
+# The DataNode protocol: what DataNodes call on their own meanwhile (not the client's calls).
+DATANODE_CALLS = {"RegisterDataNode", "Heartbeat", "BlockReport", "UnitStored", "ReportBadUnits"}
+
+
+def client_calls(cluster) -> dict[str, float]:
+    """The NameNode's RPCs served so far by method, the DataNodes' own left out."""
+    text = urllib.request.urlopen(cluster.http_url + "metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for labels, value in re.findall(r'^hedgefs_namenode_rpc_calls_total\{([^}]*)\} (\S+)$', text, re.M):
+        method = re.search(r'method="([^"]+)"', labels).group(1)
+        if method not in DATANODE_CALLS:
+            out[method] = out.get(method, 0) + float(value)
+    return out
+
+
+def calls_of(cluster, action) -> dict[str, float]:
+    before = client_calls(cluster)
+    action()
+    after = client_calls(cluster)
+    return {m: n - before.get(m, 0) for m, n in after.items() if n != before.get(m, 0)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def base(cluster):
+    with client(cluster.namenode) as f:
+        f.mkdir("/small", parents=True)
+
+
+def test_a_one_group_file_is_two_namenode_calls_and_reads_back(cluster, fs):
+    data = pattern(3 * CELL + 5, seed=7)
+    assert calls_of(cluster, lambda: fs.write_bytes("/small/one", data, overwrite=True)) == \
+        {"Create": 1, "Complete": 1}
+    assert fs.read_bytes("/small/one") == data   # close-to-open: whole once write returned
+
+
+def test_an_empty_file_is_one_namenode_call(cluster, fs):
+    assert sum(calls_of(cluster, lambda: fs.write_bytes("/small/empty", b"", overwrite=True)).values()) == 1
+    st = fs.stat("/small/empty")
+    assert (st.length, st.is_dir) == (0, False)
+    with pytest.raises(AlreadyExists, match="/small/empty"):
+        fs.write_bytes("/small/empty", b"")
+
+
+def test_batched_calls_answer_each_path_and_name_the_bad_one(cluster, fs):
+    fs.write_bytes("/small/f", b"x", overwrite=True)
+    dirs = ["/small/d1", "/small/f/under-a-file", "/small/d2/deep"]
+    out = {}
+    assert calls_of(cluster, lambda: out.update(made=fs.mkdirs(dirs))) == {"Mkdirs": 1}
+    made = out["made"]
+    assert made[0] is None and made[2] is None
+    assert "/small/f" in str(made[1])
+    assert fs.stat("/small/d2/deep").is_dir
+
+    empties = ["/small/e1", "/small/f", "/small/e2"]
+    created = fs.create_empty(empties)
+    assert created[0] is None and created[2] is None
+    assert isinstance(created[1], AlreadyExists) and "/small/f" in str(created[1])
+
+    stats = fs.stat_many(["/small/e1", "/small/nope", "/small/f"])
+    assert stats[0].length == 0 and stats[2].length == 1
+    assert isinstance(stats[1], NotFound) and "/small/nope" in str(stats[1])
+
+    gone = fs.delete_many(["/small/e1", "/small/d2", "/small/e2", "/small/missing"])
+    assert gone[0] is None and gone[2] is None
+    assert isinstance(gone[1], DirectoryNotEmpty) and "/small/d2" in str(gone[1])
+    assert isinstance(gone[3], NotFound) and "/small/missing" in str(gone[3])
+    names = {s.path for s in fs.list("/small")}
+    assert "/small/e1" not in names and "/small/e2" not in names and "/small/d2" in names
+
+
+def test_put_r_makes_a_trees_directories_and_empty_files_in_one_call_each(cluster, fs, tmp_path):
+    tree = tmp_path / "tree"
+    files = {}
+    for i in range(30):
+        d = tree / f"d{i:02d}" / "sub"
+        d.mkdir(parents=True)
+        files[f"d{i:02d}/sub/empty"] = b""
+        files[f"d{i:02d}/data"] = pattern(100 + i, seed=i)
+    for rel, data in files.items():
+        (tree / rel).write_bytes(data)
+
+    result = {}
+    calls = calls_of(cluster, lambda: result.update(
+        done=run_cli("put", "-r", str(tree), "/small/tree", namenode=cluster.namenode)))
+    assert result["done"].code == 0, result["done"].stderr
+    assert calls.get("Mkdirs") == 1 and calls.get("Mkdir", 0) <= 1   # 30 branches; the root, if made alone
+    assert calls.get("CreateMany") == 1                                 # 30 empty files
+    assert calls.get("Create") == 30 and calls.get("Complete") == 30 and "AddBlockGroup" not in calls
+    for rel, data in files.items():
+        assert fs.read_bytes(f"/small/tree/{rel}") == data
