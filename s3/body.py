@@ -107,10 +107,14 @@ class _Hasher:
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"s3-{name}")
         self._inflight: collections.deque = collections.deque()
 
-    def feed(self, data) -> None:
+    def feed(self, pieces: list) -> None:
         while len(self._inflight) > 1:
             self._inflight.popleft().result()
-        self._inflight.append(self._thread.submit(self.h.update, data))
+        self._inflight.append(self._thread.submit(self._update, pieces))
+
+    def _update(self, pieces: list) -> None:
+        for piece in pieces:
+            self.h.update(piece)
 
     def result(self):
         """The hash of all that was fed (after it all is hashed); the thread is let go."""
@@ -128,14 +132,13 @@ class _Hasher:
 
 
 class Body:
-    """A request's body as the writer's source. ``etag_from_checksum``: a body that carries a
-    checksum (and no Content-MD5) is not MD5-hashed at all; its ETag is then made from the
-    checksum (store.Store.record): the checksum already vouches for its bytes, and an MD5 of a
-    256 MiB body is a third of a core-second on the request's path. Parts always get their MD5
-    (a multipart ETag is the MD5 of theirs)."""
+    """A request's body as the writer's source. Every body is MD5-hashed, a checksum or not: S3
+    answers a single-part PutObject with the MD5 of its bytes as the ETag, SDKs compare it with
+    their own, and If-Match of equal content must match; the MD5 runs on a thread of its own
+    (hashlib releases the GIL), beside the writer's encoding, so it costs CPU, not the
+    request's time, on a host with a core to spare."""
 
-    def __init__(self, request: web.Request, signed: sigv4.Signed | None, checksum_default: str | None = None,
-                 etag_from_checksum: bool = False):
+    def __init__(self, request: web.Request, signed: sigv4.Signed | None, checksum_default: str | None = None):
         self._loop = asyncio.get_running_loop()
         self._content = request.content
         self._chunked = sigv4.ChunkedBody(signed, request.headers.get("x-amz-content-sha256", "")) \
@@ -151,8 +154,7 @@ class Body:
                           "STREAMING-...-TRAILER)")
         self._checksum = checksums.Hasher(algorithm) if algorithm else None
         self.checksum: tuple[str, bytes] | None = None   # (algorithm, raw digest), once the body is whole
-        skip_md5 = etag_from_checksum and algorithm is not None and self._want_md5 is None
-        self.md5 = None if skip_md5 else hashlib.md5()
+        self.md5 = hashlib.md5()
         self.length = 0
         self._pending: collections.deque = collections.deque()   # decoded pieces not yet handed on
         self._pending_length = 0
@@ -223,10 +225,7 @@ class Body:
             future = ahead[1] if ahead is not None else asyncio.run_coroutine_threadsafe(self._fill(want), self._loop)
             data = future.result()
             self._count(data)
-            if len(data) >= HASH_APART:
-                self._hash_apart(data)
-            else:
-                self._hash(data)
+            self._hash([data], len(data))
             if len(data) < want:
                 self._finish()
             elif self._want_length is None or self.length < self._want_length:
@@ -241,12 +240,14 @@ class Body:
             if not raw:
                 self._finish()
                 break
-            for data in raw:
-                for piece in (self._chunked.feed(data) if self._chunked else (data,)):
-                    self._count(piece)
-                    self._hash(piece)
-                    self._pending.append(piece)
-                    self._pending_length += len(piece)
+            pieces = [piece for data in raw for piece in (self._chunked.feed(data) if self._chunked else (data,))]
+            got = 0
+            for piece in pieces:
+                self._count(piece)
+                self._pending.append(piece)
+                got += len(piece)
+            self._pending_length += got
+            self._hash(pieces, got)
         return self._take(min(want, self._pending_length))
 
     def _pend(self, ahead: tuple[int, concurrent.futures.Future]) -> None:
@@ -254,7 +255,7 @@ class Body:
         self._ahead = None
         data = ahead[1].result()
         self._count(data)
-        self._hash(data)
+        self._hash([data], len(data))
         if data:
             self._pending.append(data)
             self._pending_length += len(data)
@@ -266,24 +267,23 @@ class Body:
         if self._want_length is not None and self.length > self._want_length:
             raise S3Error("IncompleteBody", "the body is longer than its declared length")
 
-    def _hash(self, piece) -> None:
-        """Hash a piece here and now (small pieces; or every piece once the body hashes apart)."""
-        if self._hashers:
-            for hasher in self._hashers:
-                hasher.feed(piece)
-            return
-        if self.md5 is not None:
-            self.md5.update(piece)
-        if self._sha is not None:
-            self._sha.update(piece)
-        if self._checksum is not None:
-            self._checksum.update(piece)
-
-    def _hash_apart(self, piece) -> None:
-        if not self._hashers:
+    def _hash(self, pieces: list, length: int) -> None:
+        """Hash the body's next pieces (``length`` bytes in all): here and now while they come in
+        small reads, on the hashers' threads once a read brings HASH_APART (and from then on, in
+        order)."""
+        if not self._hashers and length >= HASH_APART:
             self._hashers = [_Hasher(name, h) for name, h in (("md5", self.md5), ("sha256", self._sha),
                                                               ("checksum", self._checksum)) if h is not None]
-        self._hash(piece)
+        if self._hashers:
+            for hasher in self._hashers:
+                hasher.feed(pieces)
+            return
+        for piece in pieces:
+            self.md5.update(piece)
+            if self._sha is not None:
+                self._sha.update(piece)
+            if self._checksum is not None:
+                self._checksum.update(piece)
 
     def close(self) -> None:
         """Let the hashing threads go, and stop a read ahead (a body abandoned before its end)."""
@@ -338,11 +338,11 @@ class Body:
                               "calculated checksum.")
             self.checksum = (algorithm, digest)
 
-    def etag(self) -> str | None:
-        """The MD5 ETag of the whole body (read to its end); None if it was not MD5-hashed."""
+    def etag(self) -> str:
+        """The MD5 ETag of the whole body (read to its end)."""
         for hasher in self._hashers:
             hasher.result()
-        return f'"{self.md5.hexdigest()}"' if self.md5 is not None else None
+        return f'"{self.md5.hexdigest()}"'
 
 
 class ChunkSource:

@@ -294,7 +294,7 @@ async def put_object(ctx: Context) -> web.Response:
     content_type, meta = user_metadata(ctx.request)
     canned = acl.requested(ctx.request)
     tags = tagging.from_header(ctx.request.headers.get("x-amz-tagging"))
-    body = Body(ctx.request, ctx.signed, etag_from_checksum=True)
+    body = Body(ctx.request, ctx.signed)
     if ctx.key.endswith("/"):
         if await ctx.run(body.read, 1):
             raise S3Error("InvalidArgument", "a key ending in '/' is a directory here: it holds no bytes")

@@ -286,17 +286,11 @@ class Store:
         """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
         return list(self._pool.map(lambda e: self.info(bucket, e[0], e[1]), entries))
 
-    def record(self, bucket: str, key: str, etag: str | None, content_type: str | None, meta: dict,
+    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict,
                extra: dict | None = None) -> ObjectInfo:
-        """After an object's bytes committed: keep its ETag and metadata in its sidecar. No ETag:
-        one made from its checksum (``extra``) and version, in the ``-1`` form that says it is no
-        MD5 of the bytes (as a multipart ETag says it)."""
+        """After an object's bytes committed: keep its ETag and metadata in its sidecar."""
         status = self.stat_object(bucket, key)
         extra = extra or {}
-        if etag is None:
-            checksum = extra["checksum"]
-            made = f"{checksum['algorithm']}:{checksum['value']}:{status.length}:{status.mtime_ms}"
-            etag = '"' + hashlib.md5(made.encode()).hexdigest() + '-1"'
         info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path,
                           extra.get("checksum"), tuple(tuple(p) for p in extra.get("parts") or ()),
                           tuple(tuple(t) for t in extra.get("tags") or ()))

@@ -50,7 +50,7 @@ def absent(s3, key: str) -> bool:
 def test_boto3_defaults_send_a_crc32_the_gateway_checks_and_keeps(s3):
     data = pattern(STRIPE + 3, seed=1)
     put = s3.put_object(Bucket="sums", Key="default.bin", Body=data)   # over HTTP: signed payload + CRC32 header
-    assert put["ChecksumCRC32"] == crc32(data) and put["ETag"].endswith('-1"')   # made from the CRC32: no MD5
+    assert put["ChecksumCRC32"] == crc32(data) and put["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
     assert "ChecksumCRC32" not in s3.head_object(Bucket="sums", Key="default.bin")
     head = s3.head_object(Bucket="sums", Key="default.bin", ChecksumMode="ENABLED")
     assert head["ChecksumCRC32"] == crc32(data) and head["ChecksumType"] == "FULL_OBJECT"
@@ -58,20 +58,39 @@ def test_boto3_defaults_send_a_crc32_the_gateway_checks_and_keeps(s3):
     assert got["Body"].read() == data and got["ChecksumCRC32"] == crc32(data)
 
 
-def test_the_etag_is_the_md5_without_a_checksum_or_with_a_content_md5(s3, gateway, keys):
-    """An MD5 is computed only where it is asked for: no checksum sent (as older SDKs and curl
-    send), or a Content-MD5 to check; otherwise the checksum vouches for the bytes and the ETag
-    is made from it and the version (the "-1" form: no MD5 of the bytes, as a multipart's)."""
-    data = pattern(STRIPE + 9, seed=6)
+def test_a_single_part_etag_is_the_md5_of_the_bytes_however_they_were_sent(s3, gateway, keys):
+    """The ETag of a PutObject is the MD5 of its bytes (as S3's for an unencrypted object),
+    whatever the SDK sent beside them: nothing, a Content-MD5, a CRC32 header (boto3's default
+    over HTTP), another algorithm, payload signing off, or an aws-chunked body with its checksum
+    in the trailer. So equal content has equal ETags, stable across reads and versions, and
+    If-Match / If-None-Match with an ETag taken from other bytes of the same content decide as
+    S3's do."""
+    data = pattern(3 * STRIPE + 9, seed=6)
     md5 = f'"{hashlib.md5(data).hexdigest()}"'
     plain = boto3_client(gateway.endpoint, *keys[1], request_checksum_calculation="when_required")
-    assert plain.put_object(Bucket="sums", Key="etag/plain", Body=data)["ETag"] == md5
+    unsigned = boto3_client(gateway.endpoint, *keys[1], s3={"addressing_style": "path",
+                                                            "payload_signing_enabled": False})
     digest = base64.b64encode(hashlib.md5(data).digest()).decode()
-    assert s3.put_object(Bucket="sums", Key="etag/md5", Body=data, ContentMD5=digest)["ETag"] == md5
-    made = [s3.put_object(Bucket="sums", Key="etag/crc", Body=data)["ETag"] for _ in range(2)]
-    assert made[0] != md5 and made[0].endswith('-1"') and made[0] != made[1]   # each version its own
-    assert s3.head_object(Bucket="sums", Key="etag/crc")["ETag"] == made[1]
-    assert s3.get_object(Bucket="sums", Key="etag/crc", IfMatch=made[1])["Body"].read() == data
+    etags = [plain.put_object(Bucket="sums", Key="etag/plain", Body=data)["ETag"],
+             s3.put_object(Bucket="sums", Key="etag/md5", Body=data, ContentMD5=digest)["ETag"],
+             s3.put_object(Bucket="sums", Key="etag/crc", Body=data)["ETag"],
+             s3.put_object(Bucket="sums", Key="etag/crc", Body=data)["ETag"],   # a new version, the same bytes
+             s3.put_object(Bucket="sums", Key="etag/sha", Body=data, ChecksumAlgorithm="SHA256")["ETag"],
+             unsigned.put_object(Bucket="sums", Key="etag/unsigned", Body=data)["ETag"]]
+    pieces = [data[:STRIPE], data[STRIPE:]]
+    headers, body = signed_chunked_put(gateway, *keys[1], "/sums/etag/trailer", pieces, unsigned=True,
+                                       trailer=("x-amz-checksum-crc32c", checksums.of("CRC32C", data)))
+    status, answer = raw_put(gateway, "/sums/etag/trailer", headers, body)
+    assert status == 200, answer
+    assert etags == [md5] * 6
+    for key in ("plain", "md5", "crc", "sha", "unsigned", "trailer"):
+        assert s3.head_object(Bucket="sums", Key=f"etag/{key}")["ETag"] == md5
+    assert s3.get_object(Bucket="sums", Key="etag/crc", IfMatch=md5)["Body"].read() == data
+    with pytest.raises(ClientError) as err:   # another object's ETag of the same bytes matches this one
+        s3.put_object(Bucket="sums", Key="etag/crc", Body=b"x", IfNoneMatch=etags[0])
+    assert code(err) == ("PreconditionFailed", 412)
+    assert s3.put_object(Bucket="sums", Key="etag/crc", Body=b"bar", IfMatch=md5)["ETag"] \
+        == '"37b51d194a7513e45b56f6524f2d51f2"'
 
 
 @pytest.mark.parametrize("algorithm", checksums.ALGORITHMS)
