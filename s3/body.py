@@ -32,6 +32,7 @@ WINDOW = 8 << 20        # bytes per positional read of a GET, rounded to whole s
 AHEAD = 2               # windows in flight besides the one being sent: 24 MiB per GET at most
 PULL_MAX = 8 << 20      # bytes of a PUT's body fetched from the event loop in one go, at most
 HASH_APART = 1 << 20    # a plain body read in buffers this large is hashed on threads of its own
+SEND = 1 << 20          # bytes of a GET's window handed to the transport at a time (see stream)
 
 
 def content_md5(header: str | None) -> bytes | None:
@@ -388,7 +389,12 @@ async def stream(response: web.StreamResponse, reader, start: int, end: int) -> 
     """Write bytes [start, end) of ``reader`` (an open file) to ``response``: windows of whole
     stripes (the first may start mid-stripe), AHEAD of them read ahead while one is sent,
     awaited on this event loop (no thread parked per GET). Each chunk is its own (no lease):
-    the transport may keep a view of what it has not sent yet."""
+    the transport may keep a view of what it has not sent yet. A window goes to the transport
+    SEND bytes at a time, each once the last has drained: Python 3.11's transport copies what
+    the socket did not take at once into its own buffer, most of an 8 MiB window, a slice of
+    1 MiB seldom (gateway CPU per 256 MiB GET 0.395 s against 0.42 s, ten GETs each, one run)."""
     with reader.stream(start, end, read_ahead=AHEAD, window=WINDOW) as chunks:
         async for chunk in chunks:
-            await response.write(chunk)
+            view = memoryview(chunk)
+            for at in range(0, len(view), SEND):
+                await response.write(view[at:at + SEND])
