@@ -300,7 +300,8 @@ class Body:
             return b""
         if len(self._pending[0]) == n:
             self._pending_length -= n
-            return self._pending.popleft()
+            piece = self._pending.popleft()
+            return piece if isinstance(piece, (bytes, bytearray)) else bytes(piece)
         parts, got = [], 0
         while got < n:
             piece = self._pending.popleft()

@@ -188,70 +188,113 @@ class ChunkedBody:
     """Decodes an ``aws-chunked`` body fed in pieces of any size: ``feed(data)`` returns the
     payload bytes it completes, ``finish()`` checks the body ended with its final chunk and
     reads its trailer. Each chunk's signature (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``, and
-    ``...-TRAILER``) chains from the seed signature; a wrong one is SignatureDoesNotMatch before
-    its bytes are handed on. After the final chunk come the trailing headers (what SDKs send
-    their checksum in: ``x-amz-checksum-crc32:...``), signed (``x-amz-trailer-signature``,
-    chained from the final chunk's) or not (``STREAMING-UNSIGNED-PAYLOAD-TRAILER``):
-    ``trailers`` holds them once ``finish()`` has checked them."""
+    ``...-TRAILER``) chains from the seed signature; a wrong one is SignatureDoesNotMatch at its
+    chunk's end, before the body's end (so before the writer commits). After the final chunk
+    come the trailing headers (what SDKs send their checksum in: ``x-amz-checksum-crc32:...``),
+    signed (``x-amz-trailer-signature``, chained from the final chunk's) or not
+    (``STREAMING-UNSIGNED-PAYLOAD-TRAILER``): ``trailers`` holds them once ``finish()`` has
+    checked them.
+
+    A chunk's payload is handed on as it arrives, as views of the pieces fed (no copy): only a
+    chunk's header line, its closing CRLF and the trailer are gathered across pieces. (Gathering
+    whole chunks and slicing them out cost 0.24 CPU-s per 256 MiB in two copies.)"""
 
     MAX_CHUNK = 64 << 20
     MAX_TRAILER = 4096
+    MAX_HEADER = 4096
 
     def __init__(self, signed: Signed | None, payload: str = ""):
         payload = signed.payload if signed else payload
         self._signed = signed if signed is not None and payload in (STREAMING, STREAMING_TRAILER) else None
         self._signed_trailer = payload == STREAMING_TRAILER
         self._previous = signed.signature if signed else ""
-        self._buffer = bytearray()
+        self._buffer = bytearray()     # a header line, a CRLF or the trailer so far
+        self._left = 0                 # payload bytes of the current chunk still to come
+        self._crlf = False             # the current chunk's payload is whole; its CRLF is next
+        self._signature = ""           # the current chunk's signature
+        self._sha = None               # the current chunk's SHA-256 so far (signed chunks)
         self._done = False
         self.trailers: dict[str, str] = {}
 
-    def _check(self, signature: str, data: bytes | bytearray) -> None:
+    def _check(self, signature: str, digest: str) -> None:
         s = self._signed
-        text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", s.amz_date, s.scope, self._previous, EMPTY_SHA256,
-                          hashlib.sha256(data).hexdigest()])
+        text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", s.amz_date, s.scope, self._previous, EMPTY_SHA256, digest])
         if not hmac.compare_digest(_hmac_hex(s.key, text), signature):
             raise S3Error("SignatureDoesNotMatch", "a chunk's signature does not match its bytes")
         self._previous = signature
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def _begin(self, header: str) -> None:
+        """A chunk's header line (``SIZE[;chunk-signature=SIG]``) read: its payload is next."""
+        size_text, _, ext = header.partition(";")
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise S3Error("IncompleteBody", f"bad aws-chunked chunk header {header[:40]!r}") from None
+        if size > self.MAX_CHUNK or size < 0:
+            raise S3Error("InvalidArgument", "an aws-chunked chunk is larger than 64 MiB")
+        if self._signed is not None:
+            name, _, signature = ext.partition("=")
+            if name.strip() != "chunk-signature":
+                raise S3Error("SignatureDoesNotMatch", "an aws-chunked chunk carries no chunk-signature")
+            self._signature, self._sha = signature.strip(), hashlib.sha256()
+        self._left = size
+        if size == 0:
+            self._end_chunk()
+            self._done = True
+
+    def _end_chunk(self) -> None:
+        if self._signed is not None:
+            self._check(self._signature, self._sha.hexdigest())
+
+    def feed(self, data) -> list:
+        view = memoryview(data).cast("B")
         if self._done:
-            self._buffer.extend(data)   # the trailer, after the final chunk
+            self._buffer += view   # the trailer, after the final chunk
             if len(self._buffer) > self.MAX_TRAILER:
                 raise S3Error("MalformedTrailerError", "the aws-chunked trailer is too long")
             return []
-        self._buffer.extend(data)
-        out = []
-        while not self._done:
-            end = self._buffer.find(b"\r\n")
-            if end < 0:
-                if len(self._buffer) > 4096:
-                    raise S3Error("IncompleteBody", "an aws-chunked header line is too long")
-                break
-            header = self._buffer[:end].decode("latin-1")
-            size_text, _, ext = header.partition(";")
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise S3Error("IncompleteBody", f"bad aws-chunked chunk header {header[:40]!r}") from None
-            if size > self.MAX_CHUNK:
-                raise S3Error("InvalidArgument", "an aws-chunked chunk is larger than 64 MiB")
-            if len(self._buffer) < end + 2 + size + (2 if size else 0):
-                break
-            chunk = bytes(self._buffer[end + 2:end + 2 + size])
-            if self._signed is not None:
-                name, _, signature = ext.partition("=")
-                if name.strip() != "chunk-signature":
-                    raise S3Error("SignatureDoesNotMatch", "an aws-chunked chunk carries no chunk-signature")
-                self._check(signature.strip(), chunk)
-            if size == 0:
-                self._done = True
-                del self._buffer[:end + 2]
-            else:
-                if self._buffer[end + 2 + size:end + 4 + size] != b"\r\n":
-                    raise S3Error("IncompleteBody", "an aws-chunked chunk does not end with CRLF")
-                del self._buffer[:end + 4 + size]
-                out.append(chunk)
+        out, at, n = [], 0, len(view)
+        while at < n and not self._done:
+            if self._left:   # payload: handed on as it is
+                take = min(self._left, n - at)
+                piece = view[at:at + take]
+                if self._sha is not None:
+                    self._sha.update(piece)
+                out.append(piece)
+                at += take
+                self._left -= take
+                if not self._left:
+                    self._end_chunk()
+                    self._crlf = True
+            elif self._crlf:   # the CRLF after a chunk's payload
+                need = 2 - len(self._buffer)
+                self._buffer += view[at:at + need]
+                at += min(need, n - at)
+                if len(self._buffer) == 2:
+                    if self._buffer != b"\r\n":
+                        raise S3Error("IncompleteBody", "an aws-chunked chunk does not end with CRLF")
+                    self._buffer.clear()
+                    self._crlf = False
+            else:   # a chunk's header line, gathered up to its LF
+                room = self.MAX_HEADER + 2 - len(self._buffer)
+                lf = bytes(view[at:at + room]).find(b"\n")
+                if lf < 0:
+                    self._buffer += view[at:at + room]
+                    if n - at >= room:
+                        raise S3Error("IncompleteBody", "an aws-chunked header line is too long")
+                    at = n
+                    break
+                self._buffer += view[at:at + lf + 1]
+                at += lf + 1
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                if not line.endswith(b"\r\n"):
+                    raise S3Error("IncompleteBody", "an aws-chunked header line does not end with CRLF")
+                self._begin(line[:-2].decode("latin-1"))
+        if self._done and at < n:
+            self._buffer += view[at:]
+            if len(self._buffer) > self.MAX_TRAILER:
+                raise S3Error("MalformedTrailerError", "the aws-chunked trailer is too long")
         return out
 
     def finish(self) -> None:

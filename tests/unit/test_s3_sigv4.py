@@ -122,6 +122,29 @@ def test_a_tampered_chunk_or_a_cut_body_is_refused():
     assert err.value.code == "IncompleteBody"
 
 
+@pytest.mark.parametrize("piece", [1, 777, 65536])
+def test_a_tampered_chunk_fed_in_pieces_is_refused_before_the_body_ends(piece):
+    """Payload is handed on as it comes (views, no copy); its chunk's signature is checked at
+    the chunk's end, so a tampered chunk fails in feed, never at finish, whatever the pieces."""
+    signed = sigv4.verify("PUT", "/examplebucket/chunkObject.txt", "", CHUNKED_HEADERS, secret_of, NOW)
+    tampered = CHUNKED_BODY.replace(b"a" * 1024, b"a" * 1023 + b"b")
+    body = sigv4.ChunkedBody(signed)
+    with pytest.raises(S3Error) as err:
+        for i in range(0, len(tampered), piece):
+            body.feed(tampered[i:i + piece])
+    assert err.value.code == "SignatureDoesNotMatch"
+
+
+def test_a_chunk_header_without_its_crlf_or_too_long_is_refused():
+    for wire in (b"5\nhello\r\n0\r\n\r\n", b"5\r\nhelloXY0\r\n\r\n", b"f" * 5000):
+        body = sigv4.ChunkedBody(None, sigv4.STREAMING_UNSIGNED_TRAILER)
+        with pytest.raises(S3Error) as err:
+            for i in range(0, len(wire), 3):
+                body.feed(wire[i:i + 3])
+            body.finish()
+        assert err.value.code == "IncompleteBody", wire[:20]
+
+
 def test_unsigned_chunks_with_a_trailer_decode():
     """STREAMING-UNSIGNED-PAYLOAD-TRAILER: plain chunks, then the checksum trailer (not checked)."""
     signed = sigv4.Signed("K", sigv4.STREAMING_UNSIGNED_TRAILER, "", "", "", b"")
