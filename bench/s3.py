@@ -29,7 +29,6 @@ import os
 import pathlib
 import random
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -271,19 +270,14 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
             puts = {name: [] for name in ways}
             cli_puts, gets, cli_cats = [], [], []
             # CPU-s of each transfer: the gateway's (/proc), boto3's (this process), a CLI's (its
-            # child's rusage less a start-up's, that of a cat of one byte): on 2 cores loaded past
-            # them, time follows CPU, so a ratio tends to the CPU ratio (GET 0.57 x vs 0.93 x)
+            # own rusage around the command): on 2 cores loaded past them, time follows CPU, so a
+            # ratio tends to the CPU ratio (GET 0.57 x cat on a loaded run, 0.93 x on a quieter one)
             cpu = {name: [] for name in [*ways, "get", "put_cli", "cat_cli"]}
-            s3.put_object(Bucket="bench", Key="one-byte", Body=b"x")
-            before = _children_cpu()
-            for _ in range(3):
-                timed_cli("cat", "/bench/one-byte", namenode=cluster.namenode)
-            startup = (_children_cpu() - before) / 3
 
             def cpu_of(name, fn):
-                g0, c0, k0 = gateway.cpu_s(), time.process_time(), _children_cpu()
+                g0, c0 = gateway.cpu_s(), time.process_time()
                 out = fn()
-                cpu[name].append({"cli": max(0.0, _children_cpu() - k0 - startup)} if name.endswith("_cli")
+                cpu[name].append({"cli": out["cpu_s"]} if name.endswith("_cli")
                                  else {"gateway": gateway.cpu_s() - g0, "client": time.process_time() - c0})
                 return out
 
@@ -350,8 +344,7 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
                        "ratio": round(cli_put / statistics.median(t), 2), "s3_s": [round(x, 3) for x in t]}
                 for name, t in puts.items()},
         "put_cli_s": [round(x, 3) for x in cli_puts],
-        "cpu_s": {"cli_startup": round(startup, 3),
-                  **{name: {k: round(statistics.median(x[k] for x in v), 3) for k in v[0]} for name, v in cpu.items()}},
+        "cpu_s": {name: {k: round(statistics.median(x[k] for x in v), 3) for k in v[0]} for name, v in cpu.items()},
         "frozen": frozen,
         "ranged": {"pread": pread, "s3": healthy, "s3_slow_datanode": slow,
                    "p50_ratio": round(healthy["p50_ms"] / pread["p50_ms"], 2),
@@ -364,12 +357,6 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     stem.with_suffix(".md").write_text(markdown(result) + "\n")
     return result
-
-
-def _children_cpu() -> float:
-    """CPU-s of this process's children waited for (the CLI baselines; the cluster's are not, yet)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _frozen_gets(cluster, s3, root: pathlib.Path, count: int, size: int) -> dict:
@@ -448,8 +435,8 @@ def markdown(r: dict) -> str:
                   f"{c['put_object']['gateway']} + {c['put_object']['client']}, unsigned "
                   f"{c['put_object_unsigned']['gateway']} + {c['put_object_unsigned']['client']}, against `hedgefs put` "
                   f"{c['put_cli']['cli']}; GET {c['get']['gateway']} + {c['get']['client']}, against `hedgefs cat` "
-                  f"{c['cat_cli']['cli']} (each CLI net of its start-up, {c['cli_startup']} s; the DataNodes' "
-                  "CPU is the same either way). Where the host has no core to spare, time follows CPU."]
+                  f"{c['cat_cli']['cli']} (the CLI's own, around the command; the DataNodes' CPU is the same "
+                  "either way). Where the host has no core to spare, time follows CPU."]
     if "gateway_cpu_ms" in rg["s3"]:
         lines += ["", f"CPU per ranged GET: the gateway {rg['s3']['gateway_cpu_ms']} ms, the boto3 clients "
                   f"{rg['s3']['clients_cpu_ms']} ms (each client a process of its own)."]
