@@ -2,7 +2,9 @@
 1 MiB chunks) as the gateway does: sigv4.ChunkedBody fed the 256 KiB pieces the event loop receives,
 its payload joined into 6 MiB stripes (body.Body._take). No cluster, no network: the decoder alone.
 
-    python bench/s3_chunked.py [MiB]        # prints CPU-s per 256 MiB, best of 5
+    python tests/s3_chunked_cpu.py [MiB]     # prints CPU-s per 256 MiB, best of 5
+
+A script beside tests/s3_conformance.py, not a test (nor in bench/: bench may not import the gateway).
 
 Run it with another tree's python (its hedgefs.s3) for an A/B in one sitting.
 """
