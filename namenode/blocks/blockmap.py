@@ -43,7 +43,7 @@ from typing import Callable, Container, Iterable, Iterator
 
 from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import Policy
-from hedgefs.namenode.blocks.deletes import Kind, PendingDeletes, Unit
+from hedgefs.namenode.blocks.deletes import GONE_S, Kind, PendingDeletes, Unit  # noqa: F401
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace.inodes import File, load_policy
 
@@ -206,7 +206,7 @@ class BlockMap:
         self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
         self.mapped: Counter[str] = Counter()             # DataNode id -> units mapped to it
-        self.deletes = PendingDeletes()
+        self.deletes = PendingDeletes(clock)
         # groups whose units changed since health last looked (None: health has not begun its
         # first full pass yet, and will judge every group then: nothing to note)
         self.dirty: set[int] | None = None
@@ -373,6 +373,12 @@ class BlockMap:
             if self._recent_keys.get(old) == when:
                 del self._recent_keys[old]
 
+    def forget_recent(self, datanode_id: str) -> None:
+        """The DataNode (re)registered: any report it sends from now on was made after every unit
+        mapped to it so far, so none of them is still "mapped lately" (a copy deleted meanwhile,
+        at another NameNode's command, is dropped by that report: chaos seed 33 --ha)."""
+        self._recent_keys = {k: v for k, v in self._recent_keys.items() if k[0] != datanode_id}
+
     def _mapped_lately(self, key: tuple[str, int, int]) -> bool:
         when = self._recent_keys.get(key)
         return when is not None and self.clock() - when <= REPORT_GRACE_S
@@ -456,7 +462,9 @@ class BlockMap:
         was), when no good copy is mapped elsewhere any more, unless the delete was already sent
         (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
         final and the copy elsewhere stays mapped. ``receipt``: a UnitStored's (False: a block
-        report's, which says what is there now)."""
+        report's, which says what is there now); a receipt of a copy its DataNode confirmed
+        deleted less than GONE_S ago is an old one, sent before the delete (receipts and
+        heartbeats travel apart), unless a repair was sent there since (``PendingDeletes.renewed``)."""
         if not self.ours(generation):
             return Claim.FOREIGN
         group = self.groups.get(group_id)
@@ -471,6 +479,8 @@ class BlockMap:
             return Claim.WRITING
         if current == datanode_id:
             return Claim.MAPPED
+        if receipt and self.deletes.deleted_lately(datanode_id, group_id, index):
+            return Claim.DELETING   # an old receipt (sent before the delete, delivered after): the copy is gone
         was_corrupt = index in self.corrupt.get(group_id, ())
         current_good = current is not None and not was_corrupt and holds(current)
         pending = self.deletes.kind(datanode_id, group_id, index)

@@ -76,6 +76,10 @@ class BlockManager:
         self.registered: set[str] = set()   # DataNodes that registered with this process
         self.reregister: set[str] = set()   # adopted at a failover, asked to register and report again
         self.reported: set[str] = set()     # DataNodes whose full block report this process has had
+        # adopted at a failover, their report to this process still to come: what the map says
+        # they hold dates from the standby's time, and the old active may have deleted some of it
+        # since (HDFS's stale block contents): no copy elsewhere is judged surplus on their word
+        self.stale: set[str] = set()
         self.passive = False                # a standby's: it keeps locations, sends no command
         self.delete_sent: dict[tuple[str, int, int], float] = {}
         # a report coming in parts: DataNode id -> (last part, mapped before it, matched, counts, units)
@@ -101,8 +105,13 @@ class BlockManager:
         return self.liveness.is_live(datanode_id) and datanode_id not in self.leaving
 
     def holds(self, datanode_id: str) -> bool:
-        """Usable and not leaving: whose copy of a unit counts when another copy is reported."""
-        return self.usable(datanode_id) and datanode_id not in self.leaving
+        """Usable, not leaving, and its units as the map has them confirmed by its report to this
+        process (not ``stale``): whose copy of a unit counts when another copy is reported."""
+        return self.current(datanode_id) and datanode_id not in self.leaving
+
+    def current(self, datanode_id: str) -> bool:
+        """Usable, and not ``stale``: whose copies make a group whole (surplus deletes)."""
+        return self.usable(datanode_id) and datanode_id not in self.stale
 
     def placeable_ids(self) -> list[str]:
         """Usable DataNodes that may take new units (placement, repair targets)."""
@@ -246,6 +255,7 @@ class BlockManager:
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
+        self.blocks.forget_recent(datanode_id)   # its next report is made after all it was told so far
         self._report_parts.pop(datanode_id, None)   # a report it was sending in parts is void
         self.scan_needed = True
         log.info("datanode %s registered at %s (host %s, rack %s)", datanode_id, address, place.host, place.rack)
@@ -273,8 +283,9 @@ class BlockManager:
             self.registered.add(datanode_id)
             self.reregister.add(datanode_id)
         self.reported.clear()
+        self.stale = set(heard)
         self.passive = False
-        self.blocks.deletes = type(self.blocks.deletes)()   # a standby's: judged again after the reports
+        self.blocks.deletes = type(self.blocks.deletes)(self.clock)   # a standby's: judged again after the reports
         self.delete_sent.clear()
         self.scan_needed = True
         if heard:
@@ -317,7 +328,7 @@ class BlockManager:
         now, out = self.clock(), []
         if self.safe_mode.on or (self.safe_mode.share is not None and datanode_id not in self.reported):
             return out
-        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self.usable):
+        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self.current):
             key = (datanode_id, group_id, index)
             sent = self.delete_sent.get(key)
             if sent is None or now - sent >= DELETE_RESEND_S:
@@ -359,6 +370,7 @@ class BlockManager:
         sources = [self.locate(i, d, group.id, generation) for i, d in sorted(blocks.good(group, self.usable).items())]
         if not policy.decodable(s.index for s in sources):
             return None
+        blocks.deletes.renewed(repair.target, group.id, repair.index)   # the copy it stores is a new one
         length = group.file.group_lengths()[group.file.groups.index(group)] if group in group.file.groups else 0
         return RepairUnit(group.id, repair.index, policy.name, length, sources, generation)
 
@@ -420,6 +432,7 @@ class BlockManager:
             counts["deleted"] = deleted
         self._resend_after_report(datanode_id)
         self.reported.add(datanode_id)
+        self.stale.discard(datanode_id)
         self.scan_needed = True
         self.liveness.seen(datanode_id).foreign_units = counts.get(Claim.FOREIGN.value, 0)
         if counts.get(Claim.FOREIGN.value):

@@ -248,3 +248,75 @@ def test_a_failed_journal_is_unavailable_or_not_active_while_the_role_switches_a
         assert any(r.exc_info and "Mkdir failed" in r.getMessage() for r in caplog.records)
     finally:
         nn.close()
+
+
+def _promoted_after_a_repair(tmp_path, clock, *, holder_dead: bool):
+    """A one-group file (RS-3-2: units on dn1..dn5) written by an active that then went away; a
+    standby that heard every DataNode report it; the old active's repair of unit 0 copied onto
+    dn6 (its word that unit 0's copy was lost); the standby promoted. Returns (new active,
+    engine, group id, generation, {unit index: DataNode}, dn1..dn6)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)        # dn6 takes no unit: the repair's target
+    write_file(nn, "/f", 3 * 1024)
+    [group] = nn.file_info("/f").groups
+    placed = {u.index: u.datanode_id for u in group.units}
+    held = {dn: _held(nn, dn) for dn in dns}
+    nn.close()
+    sb, engine = _standby_of(tmp_path, clock, safe_mode_share=0.9)
+    for dn in dns:
+        sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        _report(sb, dn, held)
+    if holder_dead:   # unit 0's holder went quiet: the standby too saw it dead, and the repair moved unit 0
+        clock.advance(sb.liveness.dead_interval_s + 1)
+        heartbeat_all(sb, [dn for dn in dns if dn != placed[0]])
+    sb.unit_stored("dn6", group.id, 0, group.generation)
+    sb.promote(engine)
+    return sb, engine, group.id, group.generation, placed, dns
+
+
+def test_a_copy_the_old_active_deleted_is_not_listed_once_its_datanode_reported_to_the_new_one(tmp_path):
+    """Chaos seed 33 --ha (a make test on main): a repair's copy the standby had mapped just before
+    the failover was deleted meanwhile (the old active judged it surplus); the DataNode's report to
+    the new active lacked it, yet the map kept it, "mapped less than 10 s ago: the report may
+    predate it", and listed it as unit 0's only live copy: reads got NOT_FOUND. A report a DataNode
+    sends after registering with this process cannot predate what was mapped before that."""
+    clock = FakeClock()
+    nn, _engine, gid, gen, placed, dns = _promoted_after_a_repair(tmp_path, clock, holder_dead=True)
+    try:
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+        nn.register("dn6", "127.0.0.1:40006")
+        assert nn.block_report("dn6", []) == {"missing": 1}     # the copy is gone: the report says so
+        units = {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}
+        assert 0 not in units, units                            # not listed: no read goes there
+        assert sorted(units) == [1, 2, 3, 4]
+    finally:
+        nn.close()
+
+
+def test_a_new_active_deletes_no_copy_as_surplus_on_the_word_of_a_holder_that_has_not_reported(tmp_path):
+    """HDFS's postponed over-replicated blocks after a failover: the standby's map says unit 0 is
+    on its writer's DataNode, which may have lost it since (the old active repaired unit 0 onto dn6
+    because it had). Until that DataNode reports to the new active, its copy is no reason to
+    delete dn6's: dn6's copy takes unit 0, and the other goes once its report shows it surplus."""
+    clock = FakeClock()
+    nn, _engine, gid, gen, placed, dns = _promoted_after_a_repair(tmp_path, clock, holder_dead=False)
+    try:
+        for dn in dns:
+            nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        slow = placed[0]
+        for dn in dns:                  # everyone reports but unit 0's holder (slow to come back)
+            if dn != slow:
+                nn.block_report(dn, [(gid, i, gen) for i, d in placed.items() if d == dn] +
+                                ([(gid, 0, gen)] if dn == "dn6" else []))
+        nn.tick()
+        assert not nn.in_safe_mode
+        assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+        # the holder reports: it had lost unit 0 (nothing to delete), or still has it (surplus: deleted)
+        assert nn.block_report(slow, [(gid, 0, gen)]) == {"deleting": 1}
+        sent = {dn: _deletes(c) for dn, c in heartbeat_all(nn, dns).items()}
+        assert sent == {dn: [DeleteUnit(gid, 0, gen)] if dn == slow else [] for dn in dns}
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+    finally:
+        nn.close()
