@@ -49,6 +49,7 @@ from hedgefs.namenode.namespace.inodes import File, load_policy
 
 IsLive = Callable[[str], bool]
 REPORT_GRACE_S = 10.0        # a block report may predate a unit mapped this recently: keep it
+AHEAD_LIMIT = 200_000        # units of groups a standby has not tailed yet it keeps (more: reports re-tell)
 
 
 class Claim(enum.Enum):
@@ -62,6 +63,7 @@ class Claim(enum.Enum):
     EXTRA = "extra"          # another unit of this group is on this DataNode: left alone
     UNKNOWN = "unknown"      # no such group or unit index: delete it
     FOREIGN = "foreign"      # a generation this namespace never issued: left alone
+    AHEAD = "ahead"          # (a standby's) a group it has not tailed yet: kept until it has (``ahead``)
     DELETING = "deleting"    # a delete of this copy is pending: on its way out
 
 
@@ -214,6 +216,12 @@ class BlockMap:
         self.readable = 0                  # ... readable from the units mapped (corrupt ones aside)
         self._recent: deque[tuple[float, tuple[str, int, int]]] = deque()   # (when, (DataNode, group, index))
         self._recent_keys: dict[tuple[str, int, int], float] = {}            # ... the last time each was mapped
+        # A standby's (None at an active): units DataNodes said they hold of groups it has not
+        # tailed yet (its journal behind the active's), by group id: [(DataNode, index)]. Applied
+        # as the group comes (``add_group``: its writer's receipts; ``commit``: the rest), as
+        # HDFS's standby queues the messages of blocks from its future.
+        self.ahead: dict[int, list[tuple[str, int]]] | None = None
+        self._ahead_count = 0
 
     # ------------------------------------------------------------------ ids and generations
 
@@ -407,7 +415,28 @@ class BlockMap:
         for d in targets:
             if d:
                 self.mapped[d] += 1
+        if self.ahead:   # a standby's: its writer's receipts heard before the group
+            held = self.ahead.get(group_id, ())
+            rest = [(d, i) for d, i in held if not (i < len(targets) and targets[i] == d)]
+            for d, i in held:
+                if i < len(targets) and targets[i] == d:
+                    self._mark(self.unreported, group_id, i, False)
+            self._ahead_count -= len(held) - len(rest)
+            if rest:
+                self.ahead[group_id] = rest
+            else:
+                self.ahead.pop(group_id, None)
         return group
+
+    def keep_ahead(self, on: bool) -> None:
+        """A standby keeps units of groups it has not tailed yet; an active does not."""
+        if on != (self.ahead is not None):
+            self.ahead, self._ahead_count = ({} if on else None), 0
+
+    def _drop_ahead(self, group_id: int) -> list[tuple[str, int]]:
+        held = self.ahead.pop(group_id, []) if self.ahead else []
+        self._ahead_count -= len(held)
+        return held
 
     def commit(self, group: Group, delete_unreported: bool = True) -> None:
         """Its file is complete (the caller has cleared its writer): units without a receipt
@@ -432,6 +461,12 @@ class BlockMap:
             group.locs = _codec(len(values)).pack(*values) if any(values) else b""
         self.complete_groups += 1
         self._recount(group, False)
+        for datanode_id, index in self._drop_ahead(group.id):   # a standby's: copies heard before the group
+            number = self.numbers.get(datanode_id)
+            units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
+            if index < units and self.holder(group, index) is None and \
+                    not (number and number in self.unit_numbers(group)):
+                self._set(group, index, datanode_id, recent=False)
 
     def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
@@ -446,6 +481,7 @@ class BlockMap:
         self.unreported.pop(group.id, None)
         self.corrupt.pop(group.id, None)
         self.odd_generations.pop(group.id, None)
+        self._drop_ahead(group.id)
         self.readable -= was
         if group.file.writer is None:
             self.complete_groups -= 1
@@ -456,7 +492,8 @@ class BlockMap:
 
     def claim(self, datanode_id: str, group_id: int, index: int, generation: int, holds: IsLive,
               sent: Container[tuple[str, int, int]] = (), receipt: bool = True) -> Claim:
-        """A DataNode says it holds a unit (block report or UnitStored). ``holds(d)``: does a copy
+        """A DataNode says it holds a unit (block report or UnitStored). A standby keeps a unit of
+        a group it has not tailed yet (``ahead``). ``holds(d)``: does a copy
         on DataNode d count as good (live, registered, not leaving)? A surplus or corrupt copy's
         pending delete is cancelled, and the copy adopted or moved here (still corrupt, if it
         was), when no good copy is mapped elsewhere any more, unless the delete was already sent
@@ -466,6 +503,11 @@ class BlockMap:
         deleted less than GONE_S ago is an old one, sent before the delete (receipts and
         heartbeats travel apart), unless a repair was sent there since (``PendingDeletes.renewed``)."""
         if not self.ours(generation):
+            if self.ahead is not None and group_id >= self.next_group_id and \
+                    generation == self.generation_base + group_id and self._ahead_count < AHEAD_LIMIT:
+                self.ahead.setdefault(group_id, []).append((datanode_id, index))
+                self._ahead_count += 1
+                return Claim.AHEAD
             return Claim.FOREIGN
         group = self.groups.get(group_id)
         if group is None or self.generation(group_id) != generation:

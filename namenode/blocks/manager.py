@@ -80,7 +80,6 @@ class BlockManager:
         # they hold dates from the standby's time, and the old active may have deleted some of it
         # since (HDFS's stale block contents): no copy elsewhere is judged surplus on their word
         self.stale: set[str] = set()
-        self.passive = False                # a standby's: it keeps locations, sends no command
         self.delete_sent: dict[tuple[str, int, int], float] = {}
         # a report coming in parts: DataNode id -> (last part, mapped before it, matched, counts, units)
         self._report_parts: dict[str, tuple] = {}
@@ -90,6 +89,16 @@ class BlockManager:
         self.receipt_waiters = None        # a Condition the namesystem waits on for receipts (notified here)
         self._placeable: tuple[float, int] = (float("-inf"), 0)   # (when, how many) DataNodes may take units
         self._placeable_registered = 0
+
+    @property
+    def passive(self) -> bool:
+        """A standby's: it keeps locations, and units of groups it has not tailed yet
+        (``BlockMap.ahead``), and sends no command."""
+        return self.blocks.ahead is not None
+
+    @passive.setter
+    def passive(self, on: bool) -> None:
+        self.blocks.keep_ahead(on)
 
     # ------------------------------------------------------------------ who may do what
 
@@ -471,7 +480,7 @@ class BlockManager:
             if outcome in (Claim.ADOPTED, Claim.MOVED):
                 self.repairs.done += 1
                 log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
-            elif outcome not in (Claim.MAPPED, Claim.RECEIVED, Claim.WRITING):
+            elif outcome not in (Claim.MAPPED, Claim.RECEIVED, Claim.WRITING, Claim.AHEAD):
                 log.info("unit %d/%d stored on %s: %s", group_id, index, datanode_id, outcome.value)
         if Claim.RECEIVED in outcomes and self.receipt_waiters is not None:
             self.receipt_waiters.notify_all()

@@ -8,7 +8,9 @@ block report (HDFS's stale block contents after a failover).
 
 import pytest
 
+from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists
+from hedgefs.namenode.journal import records
 from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.namespace.retry_cache import TTL_MS
@@ -319,4 +321,52 @@ def test_a_new_active_deletes_no_copy_as_surplus_on_the_word_of_a_holder_that_ha
         assert sent == {dn: [DeleteUnit(gid, 0, gen)] if dn == slow else [] for dn in dns}
         assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
     finally:
+        nn.close()
+
+
+def _tail(standby, engine):
+    """The standby applies what the active logged since it last looked (its tailer's work)."""
+    for first, _last, data in list(engine.batches(standby.journal.last)):
+        for txid, record in records.frames(data, first):
+            if txid > standby.journal.last:
+                standby.follow(txid, record)
+
+
+def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_tailed_yet(tmp_path):
+    """Chaos seed 33 --ha: an etcd member frozen held the standby's watch back while the active
+    wrote; the DataNodes' receipts reached the standby before the groups did ("a generation this
+    namespace never issued": left alone), so it caught up with groups none of whose units it had
+    heard of, and once promoted listed no live unit for them (reads failed until the DataNodes
+    reported again). As HDFS's standby queues the messages of blocks from its future (pending
+    DataNode messages), it keeps them and applies them as it tails their groups."""
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    sb, engine = _standby_of(tmp_path, clock)
+    try:
+        for dn in dns:
+            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        created = nn.create("/f")
+        group = nn.add_block_group(created.file_id)
+        for u in group.units:             # every DataNode tells both NameNodes
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+            assert sb.unit_stored(u.datanode_id, group.id, u.index, group.generation) == "ahead"
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, SqliteEngine(str(tmp_path / "nn" / "namenode.db")))
+        placed = {u.index: u.datanode_id for u in group.units}
+        assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
+        # a repair's copy stored after the group was complete, heard before the standby tailed that
+        created = nn.create("/g")
+        second = nn.add_block_group(created.file_id)
+        for u in second.units:
+            nn.unit_stored(u.datanode_id, second.id, u.index, second.generation)
+        spare = next(dn for dn in dns if dn not in {u.datanode_id for u in second.units})
+        sb.unit_stored(spare, second.id, 0, second.generation)
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(second.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, SqliteEngine(str(tmp_path / "nn" / "namenode.db")))
+        assert {u.index: u.datanode_id for u in sb.file_info("/g").groups[0].units} == {0: spare}
+        sb.promote(engine)
+        assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
+    finally:
+        sb.close()
         nn.close()
