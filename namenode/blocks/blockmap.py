@@ -465,7 +465,8 @@ class BlockMap:
             number = self.numbers.get(datanode_id)
             units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
             if index < units and self.holder(group, index) is None and \
-                    not (number and number in self.unit_numbers(group)):
+                    not (number and number in self.unit_numbers(group)) and \
+                    self.deletes.kind(datanode_id, group.id, index) is None:
                 self._set(group, index, datanode_id, recent=False)
 
     def forget(self, group: Group) -> None:
