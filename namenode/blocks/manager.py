@@ -330,6 +330,7 @@ class BlockManager:
                 self.scan_needed = True
             else:
                 commands.append(command)
+                self.blocks.deletes.renewed(datanode_id, repair.group_id, repair.index)   # a new copy: its receipt counts
                 log.info("repair of unit %d/%d sent to %s", repair.group_id, repair.index, datanode_id)
         return HeartbeatReply(commands)
 
@@ -379,7 +380,6 @@ class BlockManager:
         sources = [self.locate(i, d, group.id, generation) for i, d in sorted(blocks.good(group, self.usable).items())]
         if not policy.decodable(s.index for s in sources):
             return None
-        blocks.deletes.renewed(repair.target, group.id, repair.index)   # the copy it stores is a new one
         length = group.file.group_lengths()[group.file.groups.index(group)] if group in group.file.groups else 0
         return RepairUnit(group.id, repair.index, policy.name, length, sources, generation)
 
