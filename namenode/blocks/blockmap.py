@@ -216,6 +216,9 @@ class BlockMap:
         self.readable = 0                  # ... readable from the units mapped (corrupt ones aside)
         self._recent: deque[tuple[float, tuple[str, int, int]]] = deque()   # (when, (DataNode, group, index))
         self._recent_keys: dict[tuple[str, int, int], float] = {}            # ... the last time each was mapped
+        self._notes = 0                                                      # mappings noted so far
+        self._note_of: dict[tuple[str, int, int], int] = {}                  # ... the count at each key's last
+        self._fresh_from: dict[str, int] = {}   # DataNode -> the count at its last registration
         # A standby's (None at an active): units DataNodes said they hold of groups it has not
         # tailed yet (its journal behind the active's), by group id: [(DataNode, index)]. Applied
         # as the group comes (``add_group``: its writer's receipts; ``commit``: the rest), as
@@ -375,21 +378,25 @@ class BlockMap:
         key = (datanode_id, group_id, index)
         self._recent.append((now, key))
         self._recent_keys[key] = now
+        self._notes += 1
+        self._note_of[key] = self._notes
         recent = self._recent
         while recent and now - recent[0][0] > REPORT_GRACE_S:
             when, old = recent.popleft()
             if self._recent_keys.get(old) == when:
                 del self._recent_keys[old]
+                del self._note_of[old]
 
     def forget_recent(self, datanode_id: str) -> None:
         """The DataNode (re)registered: any report it sends from now on was made after every unit
         mapped to it so far, so none of them is still "mapped lately" (a copy deleted meanwhile,
         at another NameNode's command, is dropped by that report: chaos seed 33 --ha)."""
-        self._recent_keys = {k: v for k, v in self._recent_keys.items() if k[0] != datanode_id}
+        self._fresh_from[datanode_id] = self._notes
 
     def _mapped_lately(self, key: tuple[str, int, int]) -> bool:
         when = self._recent_keys.get(key)
-        return when is not None and self.clock() - when <= REPORT_GRACE_S
+        return when is not None and self.clock() - when <= REPORT_GRACE_S \
+            and self._note_of[key] > self._fresh_from.get(key[0], 0)
 
     def queue_delete(self, datanode_id: str, group_id: int, index: int, generation: int,
                      kind: Kind = Kind.PLAIN) -> None:
