@@ -17,6 +17,11 @@ No premature deletes: a copy of a unit of a live group (a surplus copy, or a cor
 repaired copy replaced) is deleted only once every unit of its group is good elsewhere
 (``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
 
+No copy on its way out is a replica: a copy whose delete is pending or sent is not mapped again
+on a report's word (``claim``: DELETING), nor on a receipt delivered after its delete was confirmed
+(receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``); a report a DataNode
+makes after (re)registering drops what it lacks however lately it was mapped (``forget_recent``).
+
 Generations: a group's units carry the generation issued with it (``generation_base`` + its id;
 groups of a converted namespace whose generation differs keep theirs in ``odd_generations``), and
 a unit is this group's only with that generation. A unit of a generation this namespace never
@@ -43,7 +48,7 @@ from typing import Callable, Container, Iterable, Iterator
 
 from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import Policy
-from hedgefs.namenode.blocks.deletes import GONE_S, Kind, PendingDeletes, Unit  # noqa: F401
+from hedgefs.namenode.blocks.deletes import Kind, PendingDeletes, Unit
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
 from hedgefs.namenode.namespace.inodes import File, load_policy
 
@@ -508,7 +513,7 @@ class BlockMap:
         (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
         final and the copy elsewhere stays mapped. ``receipt``: a UnitStored's (False: a block
         report's, which says what is there now); a receipt of a copy its DataNode confirmed
-        deleted less than GONE_S ago is an old one, sent before the delete (receipts and
+        deleted less than ``deletes.GONE_S`` ago is an old one, sent before the delete (receipts and
         heartbeats travel apart), unless a repair was sent there since (``PendingDeletes.renewed``)."""
         if not self.ours(generation):
             if self.ahead is not None and group_id >= self.next_group_id and \
