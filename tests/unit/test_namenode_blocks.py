@@ -5,7 +5,7 @@ import pytest
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition, NotFound
-from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, generation, heartbeat_all, listed_while_deleting, make_namenode, write_file
 
 BLOCK = 4096
 
@@ -481,6 +481,7 @@ def test_a_receipt_that_arrives_after_its_copy_was_deleted_maps_nothing(nn, cloc
     clock.advance(5)
     assert nn.unit_stored("dn6", gid, 0, g) == "deleting"        # the old receipt, late
     assert 0 not in {u.index for u in nn.file_info("/f").groups[0].units}
+    assert listed_while_deleting(nn) == []
     # a repair of unit 0 onto dn6 is a new copy: its receipt counts
     [repair] = nn.tick()
     assert (repair.index, repair.target) == (0, "dn6")

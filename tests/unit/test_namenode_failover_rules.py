@@ -15,7 +15,7 @@ from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.namespace.retry_cache import TTL_MS
 
-from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import FakeClock, add_datanodes, heartbeat_all, listed_while_deleting, make_namenode, write_file
 
 
 def _deletes(commands) -> list:
@@ -292,6 +292,7 @@ def test_a_copy_the_old_active_deleted_is_not_listed_once_its_datanode_reported_
         units = {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}
         assert 0 not in units, units                            # not listed: no read goes there
         assert sorted(units) == [1, 2, 3, 4]
+        assert listed_while_deleting(nn) == []
     finally:
         nn.close()
 
@@ -319,6 +320,7 @@ def test_a_new_active_deletes_no_copy_as_surplus_on_the_word_of_a_holder_that_ha
         assert nn.block_report(slow, [(gid, 0, gen)]) == {"deleting": 1}
         sent = {dn: _deletes(c) for dn, c in heartbeat_all(nn, dns).items()}
         assert sent == {dn: [DeleteUnit(gid, 0, gen)] if dn == slow else [] for dn in dns}
+        assert listed_while_deleting(nn) == []
         assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
     finally:
         nn.close()
