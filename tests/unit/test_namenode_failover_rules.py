@@ -326,12 +326,16 @@ def test_a_new_active_deletes_no_copy_as_surplus_on_the_word_of_a_holder_that_ha
         nn.close()
 
 
-def _tail(standby, engine):
+def _tail(standby, db):
     """The standby applies what the active logged since it last looked (its tailer's work)."""
-    for first, _last, data in list(engine.batches(standby.journal.last)):
-        for txid, record in records.frames(data, first):
-            if txid > standby.journal.last:
-                standby.follow(txid, record)
+    engine = SqliteEngine(str(db))
+    try:
+        for first, _last, data in list(engine.batches(standby.journal.last)):
+            for txid, record in records.frames(data, first):
+                if txid > standby.journal.last:
+                    standby.follow(txid, record)
+    finally:
+        engine.close()
 
 
 def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_tailed_yet(tmp_path):
@@ -354,7 +358,7 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
             nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
             assert sb.unit_stored(u.datanode_id, group.id, u.index, group.generation) == "ahead"
         nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
-        _tail(sb, SqliteEngine(str(tmp_path / "nn" / "namenode.db")))
+        _tail(sb, tmp_path / "nn" / "namenode.db")
         placed = {u.index: u.datanode_id for u in group.units}
         assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
         # a repair's copy stored after the group was complete, heard before the standby tailed that
@@ -365,7 +369,7 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
         spare = next(dn for dn in dns if dn not in {u.datanode_id for u in second.units})
         sb.unit_stored(spare, second.id, 0, second.generation)
         nn.complete(created.file_id, 3 * 1024, [GroupCommit(second.id, 3 * 1024, tuple(range(5)))])
-        _tail(sb, SqliteEngine(str(tmp_path / "nn" / "namenode.db")))
+        _tail(sb, tmp_path / "nn" / "namenode.db")
         assert {u.index: u.datanode_id for u in sb.file_info("/g").groups[0].units} == {0: spare}
         sb.promote(engine)
         assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
