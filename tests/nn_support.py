@@ -92,6 +92,18 @@ def held(nn: Namesystem, datanode_id: str) -> list[tuple[int, int, int]]:
     return [(g, i, nn.blocks.generation(g)) for g, i, _group in nn.blocks.units_on(datanode_id, 1 << 62)]
 
 
+def listed_while_deleting(nn: Namesystem) -> list[tuple[str, int, int]]:
+    """(DataNode, group id, index) of copies the map lists although a delete of that very copy is
+    owed: none may be (a copy on its way out is no replica a read may be sent to)."""
+    out = []
+    for datanode_id, _count in nn.blocks.pending_delete_counts().items():
+        for group_id, index, _gen in nn.blocks.pending_deletes(datanode_id):
+            group = nn.blocks.get(group_id)
+            if group is not None and nn.blocks.holder(group, index) == datanode_id:
+                out.append((datanode_id, group_id, index))
+    return out
+
+
 @pytest.fixture
 def nn(tmp_path, clock):
     """A NameNode (``make_namenode``) with five DataNodes registered."""

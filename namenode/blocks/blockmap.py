@@ -17,6 +17,11 @@ No premature deletes: a copy of a unit of a live group (a surplus copy, or a cor
 repaired copy replaced) is deleted only once every unit of its group is good elsewhere
 (``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
 
+No copy on its way out is a replica: a copy whose delete is pending or sent is not mapped again
+on a report's word (``claim``: DELETING), nor on a receipt delivered after its delete was confirmed
+(receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``); a report a DataNode
+makes after (re)registering drops what it lacks however lately it was mapped (``forget_recent``).
+
 Generations: a group's units carry the generation issued with it (``generation_base`` + its id;
 groups of a converted namespace whose generation differs keep theirs in ``odd_generations``), and
 a unit is this group's only with that generation. A unit of a generation this namespace never
@@ -49,6 +54,7 @@ from hedgefs.namenode.namespace.inodes import File, load_policy
 
 IsLive = Callable[[str], bool]
 REPORT_GRACE_S = 10.0        # a block report may predate a unit mapped this recently: keep it
+AHEAD_LIMIT = 200_000        # units of groups a standby has not tailed yet it keeps (more: reports re-tell)
 
 
 class Claim(enum.Enum):
@@ -62,6 +68,7 @@ class Claim(enum.Enum):
     EXTRA = "extra"          # another unit of this group is on this DataNode: left alone
     UNKNOWN = "unknown"      # no such group or unit index: delete it
     FOREIGN = "foreign"      # a generation this namespace never issued: left alone
+    AHEAD = "ahead"          # (a standby's) a group it has not tailed yet: kept until it has (``ahead``)
     DELETING = "deleting"    # a delete of this copy is pending: on its way out
 
 
@@ -206,7 +213,7 @@ class BlockMap:
         self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
         self.mapped: Counter[str] = Counter()             # DataNode id -> units mapped to it
-        self.deletes = PendingDeletes()
+        self.deletes = PendingDeletes(clock)
         # groups whose units changed since health last looked (None: health has not begun its
         # first full pass yet, and will judge every group then: nothing to note)
         self.dirty: set[int] | None = None
@@ -214,6 +221,15 @@ class BlockMap:
         self.readable = 0                  # ... readable from the units mapped (corrupt ones aside)
         self._recent: deque[tuple[float, tuple[str, int, int]]] = deque()   # (when, (DataNode, group, index))
         self._recent_keys: dict[tuple[str, int, int], float] = {}            # ... the last time each was mapped
+        self._notes = 0                                                      # mappings noted so far
+        self._note_of: dict[tuple[str, int, int], int] = {}                  # ... the count at each key's last
+        self._fresh_from: dict[str, int] = {}   # DataNode -> the count at its last registration
+        # A standby's (None at an active): units DataNodes said they hold of groups it has not
+        # tailed yet (its journal behind the active's), by group id: [(DataNode, index)]. Applied
+        # as the group comes (``add_group``: its writer's receipts; ``commit``: the rest), as
+        # HDFS's standby queues the messages of blocks from its future.
+        self.ahead: dict[int, list[tuple[str, int]]] | None = None
+        self._ahead_count = 0
 
     # ------------------------------------------------------------------ ids and generations
 
@@ -367,15 +383,25 @@ class BlockMap:
         key = (datanode_id, group_id, index)
         self._recent.append((now, key))
         self._recent_keys[key] = now
+        self._notes += 1
+        self._note_of[key] = self._notes
         recent = self._recent
         while recent and now - recent[0][0] > REPORT_GRACE_S:
             when, old = recent.popleft()
             if self._recent_keys.get(old) == when:
                 del self._recent_keys[old]
+                del self._note_of[old]
+
+    def forget_recent(self, datanode_id: str) -> None:
+        """The DataNode (re)registered: any report it sends from now on was made after every unit
+        mapped to it so far, so none of them is still "mapped lately" (a copy deleted meanwhile,
+        at another NameNode's command, is dropped by that report: chaos seed 33 --ha)."""
+        self._fresh_from[datanode_id] = self._notes
 
     def _mapped_lately(self, key: tuple[str, int, int]) -> bool:
         when = self._recent_keys.get(key)
-        return when is not None and self.clock() - when <= REPORT_GRACE_S
+        return when is not None and self.clock() - when <= REPORT_GRACE_S \
+            and self._note_of[key] > self._fresh_from.get(key[0], 0)
 
     def queue_delete(self, datanode_id: str, group_id: int, index: int, generation: int,
                      kind: Kind = Kind.PLAIN) -> None:
@@ -401,7 +427,28 @@ class BlockMap:
         for d in targets:
             if d:
                 self.mapped[d] += 1
+        if self.ahead:   # a standby's: its writer's receipts heard before the group
+            held = self.ahead.get(group_id, ())
+            rest = [(d, i) for d, i in held if not (i < len(targets) and targets[i] == d)]
+            for d, i in held:
+                if i < len(targets) and targets[i] == d:
+                    self._mark(self.unreported, group_id, i, False)
+            self._ahead_count -= len(held) - len(rest)
+            if rest:
+                self.ahead[group_id] = rest
+            else:
+                self.ahead.pop(group_id, None)
         return group
+
+    def keep_ahead(self, on: bool) -> None:
+        """A standby keeps units of groups it has not tailed yet; an active does not."""
+        if on != (self.ahead is not None):
+            self.ahead, self._ahead_count = ({} if on else None), 0
+
+    def _drop_ahead(self, group_id: int) -> list[tuple[str, int]]:
+        held = self.ahead.pop(group_id, []) if self.ahead else []
+        self._ahead_count -= len(held)
+        return held
 
     def commit(self, group: Group, delete_unreported: bool = True) -> None:
         """Its file is complete (the caller has cleared its writer): units without a receipt
@@ -426,6 +473,13 @@ class BlockMap:
             group.locs = _codec(len(values)).pack(*values) if any(values) else b""
         self.complete_groups += 1
         self._recount(group, False)
+        for datanode_id, index in self._drop_ahead(group.id):   # a standby's: copies heard before the group
+            number = self.numbers.get(datanode_id)
+            units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
+            if index < units and self.holder(group, index) is None and \
+                    not (number and number in self.unit_numbers(group)) and \
+                    self.deletes.kind(datanode_id, group.id, index) is None:
+                self._set(group, index, datanode_id, recent=False)
 
     def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
@@ -440,6 +494,7 @@ class BlockMap:
         self.unreported.pop(group.id, None)
         self.corrupt.pop(group.id, None)
         self.odd_generations.pop(group.id, None)
+        self._drop_ahead(group.id)
         self.readable -= was
         if group.file.writer is None:
             self.complete_groups -= 1
@@ -450,14 +505,22 @@ class BlockMap:
 
     def claim(self, datanode_id: str, group_id: int, index: int, generation: int, holds: IsLive,
               sent: Container[tuple[str, int, int]] = (), receipt: bool = True) -> Claim:
-        """A DataNode says it holds a unit (block report or UnitStored). ``holds(d)``: does a copy
+        """A DataNode says it holds a unit (block report or UnitStored). A standby keeps a unit of
+        a group it has not tailed yet (``ahead``). ``holds(d)``: does a copy
         on DataNode d count as good (live, registered, not leaving)? A surplus or corrupt copy's
         pending delete is cancelled, and the copy adopted or moved here (still corrupt, if it
         was), when no good copy is mapped elsewhere any more, unless the delete was already sent
         (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
         final and the copy elsewhere stays mapped. ``receipt``: a UnitStored's (False: a block
-        report's, which says what is there now)."""
+        report's, which says what is there now); a receipt of a copy its DataNode confirmed
+        deleted less than ``deletes.GONE_S`` ago is an old one, sent before the delete (receipts and
+        heartbeats travel apart), unless a repair was sent there since (``PendingDeletes.renewed``)."""
         if not self.ours(generation):
+            if self.ahead is not None and group_id >= self.next_group_id and \
+                    generation == self.generation_base + group_id and self._ahead_count < AHEAD_LIMIT:
+                self.ahead.setdefault(group_id, []).append((datanode_id, index))
+                self._ahead_count += 1
+                return Claim.AHEAD
             return Claim.FOREIGN
         group = self.groups.get(group_id)
         if group is None or self.generation(group_id) != generation:
@@ -471,6 +534,8 @@ class BlockMap:
             return Claim.WRITING
         if current == datanode_id:
             return Claim.MAPPED
+        if receipt and self.deletes.deleted_lately(datanode_id, group_id, index):
+            return Claim.DELETING   # an old receipt (sent before the delete, delivered after): the copy is gone
         was_corrupt = index in self.corrupt.get(group_id, ())
         current_good = current is not None and not was_corrupt and holds(current)
         pending = self.deletes.kind(datanode_id, group_id, index)

@@ -11,9 +11,13 @@ into one int (group id * 256 + index): about 110 bytes a pending delete.
 from __future__ import annotations
 
 import enum
-from typing import Iterator
+import time
+from collections import deque
+from typing import Callable, Iterator
 
 Unit = tuple[int, int, int]   # (group id, unit index, generation): a unit as a DataNode names it
+GONE_S = 60.0                 # a surplus or corrupt copy's confirmed delete is remembered this long:
+                              # a receipt delivered later may predate it
 
 
 class Kind(enum.IntEnum):
@@ -28,7 +32,10 @@ def pack(group_id: int, index: int) -> int:
 
 
 class PendingDeletes:
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._gone: dict[tuple[str, int], float] = {}      # (DataNode, packed unit) -> when its delete was confirmed
+        self._gone_order: deque[tuple[float, tuple[str, int]]] = deque()
         self._by_dn: dict[str, dict[int, int]] = {}        # DataNode -> {packed unit: queued (ms)}
         self._kinds: dict[tuple[str, int], Kind] = {}     # (DataNode, packed unit) -> kind, unless PLAIN
         self._generations: dict[tuple[str, int], int] = {}   # (DataNode, packed unit) -> generation
@@ -112,7 +119,29 @@ class PendingDeletes:
         key = pack(unit[0], unit[1])
         if self._generations.get((datanode_id, key)) != unit[2]:
             return False
-        return self._drop(datanode_id, key)
+        held = self._kinds.get((datanode_id, key), Kind.PLAIN) != Kind.PLAIN
+        if not self._drop(datanode_id, key):
+            return False
+        if not held:   # a unit of no group (or another generation): a late receipt maps nothing anyway
+            return True
+        now = self.clock()
+        self._gone[(datanode_id, key)] = now
+        self._gone_order.append((now, (datanode_id, key)))
+        while self._gone_order and now - self._gone_order[0][0] > GONE_S:
+            when, old = self._gone_order.popleft()
+            if self._gone.get(old) == when:
+                del self._gone[old]
+        return True
+
+    def deleted_lately(self, datanode_id: str, group_id: int, index: int) -> bool:
+        """Was this (surplus or corrupt) copy's delete confirmed less than GONE_S ago?"""
+        when = self._gone.get((datanode_id, pack(group_id, index)))
+        return when is not None and self.clock() - when <= GONE_S
+
+    def renewed(self, datanode_id: str, group_id: int, index: int) -> None:
+        """A repair (or a move) of this unit was sent to the DataNode: the copy it stores is a new
+        one, and its receipt counts."""
+        self._gone.pop((datanode_id, pack(group_id, index)), None)
 
     def confirm_absent(self, datanode_id: str, present: set[Unit]) -> int:
         """After a full block report: every pending delete it no longer lists is done."""

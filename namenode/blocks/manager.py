@@ -76,7 +76,10 @@ class BlockManager:
         self.registered: set[str] = set()   # DataNodes that registered with this process
         self.reregister: set[str] = set()   # adopted at a failover, asked to register and report again
         self.reported: set[str] = set()     # DataNodes whose full block report this process has had
-        self.passive = False                # a standby's: it keeps locations, sends no command
+        # adopted at a failover, their report to this process still to come: what the map says
+        # they hold dates from the standby's time, and the old active may have deleted some of it
+        # since (HDFS's stale block contents): no copy elsewhere is judged surplus on their word
+        self.stale: set[str] = set()
         self.delete_sent: dict[tuple[str, int, int], float] = {}
         # a report coming in parts: DataNode id -> (last part, mapped before it, matched, counts, units)
         self._report_parts: dict[str, tuple] = {}
@@ -86,6 +89,16 @@ class BlockManager:
         self.receipt_waiters = None        # a Condition the namesystem waits on for receipts (notified here)
         self._placeable: tuple[float, int] = (float("-inf"), 0)   # (when, how many) DataNodes may take units
         self._placeable_registered = 0
+
+    @property
+    def passive(self) -> bool:
+        """A standby's: it keeps locations, and units of groups it has not tailed yet
+        (``BlockMap.ahead``), and sends no command."""
+        return self.blocks.ahead is not None
+
+    @passive.setter
+    def passive(self, on: bool) -> None:
+        self.blocks.keep_ahead(on)
 
     # ------------------------------------------------------------------ who may do what
 
@@ -101,8 +114,13 @@ class BlockManager:
         return self.liveness.is_live(datanode_id) and datanode_id not in self.leaving
 
     def holds(self, datanode_id: str) -> bool:
-        """Usable and not leaving: whose copy of a unit counts when another copy is reported."""
-        return self.usable(datanode_id) and datanode_id not in self.leaving
+        """Usable, not leaving, and its units as the map has them confirmed by its report to this
+        process (not ``stale``): whose copy of a unit counts when another copy is reported."""
+        return self.current(datanode_id) and datanode_id not in self.leaving
+
+    def current(self, datanode_id: str) -> bool:
+        """Usable, and not ``stale``: whose copies make a group whole (surplus deletes)."""
+        return self.usable(datanode_id) and datanode_id not in self.stale
 
     def placeable_ids(self) -> list[str]:
         """Usable DataNodes that may take new units (placement, repair targets)."""
@@ -246,6 +264,7 @@ class BlockManager:
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
+        self.blocks.forget_recent(datanode_id)   # its next report is made after all it was told so far
         self._report_parts.pop(datanode_id, None)   # a report it was sending in parts is void
         self.scan_needed = True
         log.info("datanode %s registered at %s (host %s, rack %s)", datanode_id, address, place.host, place.rack)
@@ -273,8 +292,9 @@ class BlockManager:
             self.registered.add(datanode_id)
             self.reregister.add(datanode_id)
         self.reported.clear()
+        self.stale = set(heard)
         self.passive = False
-        self.blocks.deletes = type(self.blocks.deletes)()   # a standby's: judged again after the reports
+        self.blocks.deletes = type(self.blocks.deletes)(self.clock)   # a standby's: judged again after the reports
         self.delete_sent.clear()
         self.scan_needed = True
         if heard:
@@ -310,6 +330,7 @@ class BlockManager:
                 self.scan_needed = True
             else:
                 commands.append(command)
+                self.blocks.deletes.renewed(datanode_id, repair.group_id, repair.index)   # a new copy: its receipt counts
                 log.info("repair of unit %d/%d sent to %s", repair.group_id, repair.index, datanode_id)
         return HeartbeatReply(commands)
 
@@ -317,7 +338,7 @@ class BlockManager:
         now, out = self.clock(), []
         if self.safe_mode.on or (self.safe_mode.share is not None and datanode_id not in self.reported):
             return out
-        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self.usable):
+        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self.current):
             key = (datanode_id, group_id, index)
             sent = self.delete_sent.get(key)
             if sent is None or now - sent >= DELETE_RESEND_S:
@@ -420,6 +441,7 @@ class BlockManager:
             counts["deleted"] = deleted
         self._resend_after_report(datanode_id)
         self.reported.add(datanode_id)
+        self.stale.discard(datanode_id)
         self.scan_needed = True
         self.liveness.seen(datanode_id).foreign_units = counts.get(Claim.FOREIGN.value, 0)
         if counts.get(Claim.FOREIGN.value):
@@ -458,7 +480,7 @@ class BlockManager:
             if outcome in (Claim.ADOPTED, Claim.MOVED):
                 self.repairs.done += 1
                 log.info("unit %d/%d stored on %s (repair done)", group_id, index, datanode_id)
-            elif outcome not in (Claim.MAPPED, Claim.RECEIVED, Claim.WRITING):
+            elif outcome not in (Claim.MAPPED, Claim.RECEIVED, Claim.WRITING, Claim.AHEAD):
                 log.info("unit %d/%d stored on %s: %s", group_id, index, datanode_id, outcome.value)
         if Claim.RECEIVED in outcomes and self.receipt_waiters is not None:
             self.receipt_waiters.notify_all()

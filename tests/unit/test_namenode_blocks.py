@@ -5,7 +5,7 @@ import pytest
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition, NotFound
-from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, write_file
+from nn_support import add_datanodes, generation, heartbeat_all, listed_while_deleting, make_namenode, write_file
 
 BLOCK = 4096
 
@@ -463,3 +463,28 @@ def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the
     assert nn.block_report(ids[0], held[1:]).get("missing") == 1   # the first unit is gone from the disk
     assert lock_free == [True]
     nn.close()
+
+
+def test_a_receipt_that_arrives_after_its_copy_was_deleted_maps_nothing(nn, clock):
+    """A DataNode's receipts travel on their own thread, its heartbeats (which confirm deletes) on
+    another: a receipt checked before a delete and delivered after it (a retried send, a slow
+    handler) announces a copy that is gone. Were it mapped once the good copy is lost, a read would
+    be sent there (NOT_FOUND), and the group would look whole to the surplus rule."""
+    add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)   # keep dn6 out of the placement
+    gid, placed = one_group(nn)
+    g = generation(nn, gid)
+    assert nn.unit_stored("dn6", gid, 0, g) == "stale"           # a surplus copy of unit 0
+    assert nn.heartbeat("dn6", "").commands == [DeleteUnit(gid, 0, g)]
+    nn.heartbeat("dn6", "", deleted=[(gid, 0, g)])              # done
+    nn.report_bad_units([(gid, 0, g, placed[0], "checksum mismatch")])   # and unit 0's good copy is bad
+    clock.advance(5)
+    assert nn.unit_stored("dn6", gid, 0, g) == "deleting"        # the old receipt, late
+    assert 0 not in {u.index for u in nn.file_info("/f").groups[0].units}
+    assert listed_while_deleting(nn) == []
+    # a repair of unit 0 onto dn6 is a new copy: its receipt counts
+    [repair] = nn.tick()
+    assert (repair.index, repair.target) == (0, "dn6")
+    assert nn.heartbeat("dn6", "").commands[0].index == 0
+    assert nn.unit_stored("dn6", gid, 0, g) == "moved"
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"

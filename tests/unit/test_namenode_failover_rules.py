@@ -8,12 +8,14 @@ block report (HDFS's stale block contents after a failover).
 
 import pytest
 
+from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists
+from hedgefs.namenode.journal import records
 from hedgefs.namenode.journal.sqlite import SqliteEngine
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.namespace.retry_cache import TTL_MS
 
-from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import FakeClock, add_datanodes, heartbeat_all, listed_while_deleting, make_namenode, write_file
 
 
 def _deletes(commands) -> list:
@@ -247,4 +249,130 @@ def test_a_failed_journal_is_unavailable_or_not_active_while_the_role_switches_a
         assert ctx.code == grpc.StatusCode.INTERNAL
         assert any(r.exc_info and "Mkdir failed" in r.getMessage() for r in caplog.records)
     finally:
+        nn.close()
+
+
+def _promoted_after_a_repair(tmp_path, clock, *, holder_dead: bool):
+    """A one-group file (RS-3-2: units on dn1..dn5) written by an active that then went away; a
+    standby that heard every DataNode report it; the old active's repair of unit 0 copied onto
+    dn6 (its word that unit 0's copy was lost); the standby promoted. Returns (new active,
+    engine, group id, generation, {unit index: DataNode}, dn1..dn6)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    nn.heartbeat("dn6", "", used_bytes=10**9)        # dn6 takes no unit: the repair's target
+    write_file(nn, "/f", 3 * 1024)
+    [group] = nn.file_info("/f").groups
+    placed = {u.index: u.datanode_id for u in group.units}
+    held = {dn: _held(nn, dn) for dn in dns}
+    nn.close()
+    sb, engine = _standby_of(tmp_path, clock, safe_mode_share=0.9)
+    for dn in dns:
+        sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        _report(sb, dn, held)
+    if holder_dead:   # unit 0's holder went quiet: the standby too saw it dead, and the repair moved unit 0
+        clock.advance(sb.liveness.dead_interval_s + 1)
+        heartbeat_all(sb, [dn for dn in dns if dn != placed[0]])
+    sb.unit_stored("dn6", group.id, 0, group.generation)
+    sb.promote(engine)
+    return sb, engine, group.id, group.generation, placed, dns
+
+
+def test_a_copy_the_old_active_deleted_is_not_listed_once_its_datanode_reported_to_the_new_one(tmp_path):
+    """Chaos seed 33 --ha (a make test on main): a repair's copy the standby had mapped just before
+    the failover was deleted meanwhile (the old active judged it surplus); the DataNode's report to
+    the new active lacked it, yet the map kept it, "mapped less than 10 s ago: the report may
+    predate it", and listed it as unit 0's only live copy: reads got NOT_FOUND. A report a DataNode
+    sends after registering with this process cannot predate what was mapped before that."""
+    clock = FakeClock()
+    nn, _engine, gid, gen, placed, dns = _promoted_after_a_repair(tmp_path, clock, holder_dead=True)
+    try:
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+        nn.register("dn6", "127.0.0.1:40006")
+        assert nn.block_report("dn6", []) == {"missing": 1}     # the copy is gone: the report says so
+        units = {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}
+        assert 0 not in units, units                            # not listed: no read goes there
+        assert sorted(units) == [1, 2, 3, 4]
+        assert listed_while_deleting(nn) == []
+    finally:
+        nn.close()
+
+
+def test_a_new_active_deletes_no_copy_as_surplus_on_the_word_of_a_holder_that_has_not_reported(tmp_path):
+    """HDFS's postponed over-replicated blocks after a failover: the standby's map says unit 0 is
+    on its writer's DataNode, which may have lost it since (the old active repaired unit 0 onto dn6
+    because it had). Until that DataNode reports to the new active, its copy is no reason to
+    delete dn6's: dn6's copy takes unit 0, and the other goes once its report shows it surplus."""
+    clock = FakeClock()
+    nn, _engine, gid, gen, placed, dns = _promoted_after_a_repair(tmp_path, clock, holder_dead=False)
+    try:
+        for dn in dns:
+            nn.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        slow = placed[0]
+        for dn in dns:                  # everyone reports but unit 0's holder (slow to come back)
+            if dn != slow:
+                nn.block_report(dn, [(gid, i, gen) for i, d in placed.items() if d == dn] +
+                                ([(gid, 0, gen)] if dn == "dn6" else []))
+        nn.tick()
+        assert not nn.in_safe_mode
+        assert not any(_deletes(c) for c in heartbeat_all(nn, dns).values())
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+        # the holder reports: it had lost unit 0 (nothing to delete), or still has it (surplus: deleted)
+        assert nn.block_report(slow, [(gid, 0, gen)]) == {"deleting": 1}
+        sent = {dn: _deletes(c) for dn, c in heartbeat_all(nn, dns).items()}
+        assert sent == {dn: [DeleteUnit(gid, 0, gen)] if dn == slow else [] for dn in dns}
+        assert listed_while_deleting(nn) == []
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}[0] == "dn6"
+    finally:
+        nn.close()
+
+
+def _tail(standby, db):
+    """The standby applies what the active logged since it last looked (its tailer's work)."""
+    engine = SqliteEngine(str(db))
+    try:
+        for first, _last, data in list(engine.batches(standby.journal.last)):
+            for txid, record in records.frames(data, first):
+                if txid > standby.journal.last:
+                    standby.follow(txid, record)
+    finally:
+        engine.close()
+
+
+def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_tailed_yet(tmp_path):
+    """Chaos seed 33 --ha: an etcd member frozen held the standby's watch back while the active
+    wrote; the DataNodes' receipts reached the standby before the groups did ("a generation this
+    namespace never issued": left alone), so it caught up with groups none of whose units it had
+    heard of, and once promoted listed no live unit for them (reads failed until the DataNodes
+    reported again). As HDFS's standby queues the messages of blocks from its future (pending
+    DataNode messages), it keeps them and applies them as it tails their groups."""
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    sb, engine = _standby_of(tmp_path, clock)
+    try:
+        for dn in dns:
+            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        created = nn.create("/f")
+        group = nn.add_block_group(created.file_id)
+        for u in group.units:             # every DataNode tells both NameNodes
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+            assert sb.unit_stored(u.datanode_id, group.id, u.index, group.generation) == "ahead"
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, tmp_path / "nn" / "namenode.db")
+        placed = {u.index: u.datanode_id for u in group.units}
+        assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
+        # a repair's copy stored after the group was complete, heard before the standby tailed that
+        created = nn.create("/g")
+        second = nn.add_block_group(created.file_id)
+        for u in second.units:
+            nn.unit_stored(u.datanode_id, second.id, u.index, second.generation)
+        spare = next(dn for dn in dns if dn not in {u.datanode_id for u in second.units})
+        sb.unit_stored(spare, second.id, 0, second.generation)
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(second.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, tmp_path / "nn" / "namenode.db")
+        assert {u.index: u.datanode_id for u in sb.file_info("/g").groups[0].units} == {0: spare}
+        sb.promote(engine)
+        assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
+    finally:
+        sb.close()
         nn.close()
