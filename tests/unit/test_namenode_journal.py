@@ -411,7 +411,7 @@ def test_every_answer_of_concurrent_writers_is_already_durable(tmp_path):
     def work(t: int) -> None:
         for i in range(40):
             nn.mkdir(f"/t{t}/d{t}-{i}", parents=True)
-            with nn._lock:
+            with nn.lock:
                 node = nn.tree.find(f"/t{t}/d{t}-{i}")
             if node is None or not seen(nn.journal.durable):
                 missing.append(f"/t{t}/d{t}-{i}")
