@@ -6,6 +6,8 @@ writing, and for the end of such a write that a crashed writer left behind.
     truncate          a cut on a group boundary at once (one record); elsewhere as an append of
                       nothing after the kept bytes of the group the cut falls in
     rewrite_from      a write in place: the groups before the first changed one are kept
+    sync              hflush/hsync: the write so far completed and an append to it begun, in
+                      one call (Complete, Reopen and the new last group's AddGroup: one wait)
     recover_lease     HDFS's recoverLease: a crashed writer's write abandoned now
     refuse_rewritten  a file being changed is not moved or replaced meanwhile
 
@@ -17,7 +19,9 @@ ends it, and apply.py applies the records. Each handler runs under the writers' 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+
 from hedgefs.ec.layout import group_data_size
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from hedgefs.namenode.journal import records as r
@@ -25,6 +29,7 @@ from hedgefs.namenode.model import Reopened
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import Dir, Node, load_policy
 from hedgefs.namenode.namespace.permissions import WRITE, check
+from hedgefs.namenode.namespace.retry_cache import MISS, step
 from hedgefs.security.identity import Identity
 
 log = logging.getLogger("hedgefs.namenode")
@@ -109,4 +114,28 @@ class FileChanges:
         log.warning("lease of %s (file %d, held by %s) recovered by %s: its write is abandoned", path,
                     lease.file_id, lease.holder, who.name)
         return True
+
+    def sync(self, file_id: int, path: str, length: int, groups: list, who: Identity, retry) -> Reopened:
+        lease = self.ns.writing(file_id, who)
+        if self.tree.lease_path(lease) != path:
+            raise InvalidArgument(f"file {file_id} is being written at {self.tree.lease_path(lease)}, not {path}")
+        self.ns.complete_write(file_id, length, groups, None, who, retry)
+        return self.go_on(path, length, who, retry)
+
+    def go_on(self, path: str, length: int, who: Identity, retry) -> Reopened:
+        """The rest of a sync after its Complete (its own, or its retry's kept answer): each
+        further record has retry ids of its own, derived from the call's (``step``), so a retry
+        finishes what a crash between the records left undone and repeats nothing."""
+        again = step(retry, "reopen")
+        kept = self.ns.retry.lookup(again, r.CODES[r.Reopen], self.ns.wall_ms()) if again else MISS
+        reopened = self.reopened(kept[0]) if kept is not MISS else self.reopen(path, None, "", who, again)
+        if reopened.length != length:
+            raise FailedPrecondition(f"{path} changed during the sync: it has {reopened.length} bytes, not {length}")
+        if reopened.kept_length == length:
+            return reopened   # it ends on a group boundary: nothing to write again yet
+        first = step(retry, "group")
+        kept = self.ns.retry.lookup(first, r.CODES[r.AddGroup], self.ns.wall_ms()) if first else MISS
+        group = (self.ns.new_group(*kept) if kept is not MISS
+                 else self.ns.add_group(reopened.created.file_id, (), who, first))
+        return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
 

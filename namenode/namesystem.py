@@ -119,7 +119,7 @@ from hedgefs.namenode.namespace.permissions import (
     check_owner,
     check_sticky,
 )
-from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache
+from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache, step
 from hedgefs.namenode.namespace.tree import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, Tree
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity, Refused, check_name
@@ -583,16 +583,17 @@ class Namesystem:
         a retry finishes what a crash between the records left undone and repeats nothing."""
         if not (with_group or empty):
             return created
-        step = _step(retry, "complete" if empty else "group")
-        kept = self.retry.lookup(step, r.CODES[r.Complete if empty else r.AddGroup], self.wall_ms()) if step else MISS
+        further = step(retry, "complete" if empty else "group")
+        code = r.CODES[r.Complete if empty else r.AddGroup]
+        kept = self.retry.lookup(further, code, self.wall_ms()) if further else MISS
         if kept is not MISS:
-            return created if empty else dataclasses.replace(created, first_group=self._new_group(*kept))
+            return created if empty else dataclasses.replace(created, first_group=self.new_group(*kept))
         try:
             if empty:
                 if created.file_id in self.tree.writing:   # else: completed already (a retry without ids)
-                    self._complete(created.file_id, 0, [], None, who, step)
+                    self.complete_write(created.file_id, 0, [], None, who, further)
                 return created
-            return dataclasses.replace(created, first_group=self._add_block_group(created.file_id, (), who, step))
+            return dataclasses.replace(created, first_group=self.add_group(created.file_id, (), who, further))
         except NameNodeError:
             # The caller learns no file id, so nobody could finish or abandon this write: it must
             # not hold the path for a lease's length.
@@ -656,7 +657,7 @@ class Namesystem:
                   block_size, client_name, who.name, " (a conversion)" if convert_from else "")
         return self.created(file_id, name, block_size)
 
-    def _writing(self, file_id: int, who: Identity = SUPER) -> Lease:
+    def writing(self, file_id: int, who: Identity = SUPER) -> Lease:
         """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
         lease = self.tree.writing.get(file_id)
         if lease is None:
@@ -669,26 +670,26 @@ class Namesystem:
     def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER,
                         retry=None) -> GroupInfo:
         """A new group for a write in progress (the caller's), every unit with a write token."""
-        return self.change(retry, r.AddGroup, lambda: self._add_block_group(file_id, exclude, who, retry),
-                           lambda kept: self._new_group(kept[0], kept[1]))
+        return self.change(retry, r.AddGroup, lambda: self.add_group(file_id, exclude, who, retry),
+                           lambda kept: self.new_group(kept[0], kept[1]))
 
-    def _add_block_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
+    def add_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
         self.safemode.refuse("add a block group")
-        lease = self._writing(file_id, who)
+        lease = self.writing(file_id, who)
         policy = load_policy(lease.file.attrs.policy)
         targets = self.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
         group_id = self.blocks.next_group_id
         self.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry))
-        return self._new_group(group_id, targets)
+        return self.new_group(group_id, targets)
 
-    def _new_group(self, group_id: int, targets) -> GroupInfo:
+    def new_group(self, group_id: int, targets) -> GroupInfo:
         generation = self.blocks.generation(group_id)
         return GroupInfo(group_id, 0, [self._location(j, d, group_id, generation, token_ops.WRITE)
                                        for j, d in enumerate(targets)], generation)
 
     def renew_lease(self, file_id: int, who: Identity = SUPER) -> None:
         def renew() -> None:
-            self._writing(file_id, who).renewed = self.clock()
+            self.writing(file_id, who).renewed = self.clock()
         self.locked(renew)
 
     def recover_lease(self, path: str, who: Identity = SUPER, retry=None) -> bool:
@@ -711,9 +712,9 @@ class Namesystem:
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
                  convert_from: Version | None = None, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Complete, lambda: self._complete(file_id, length, groups, convert_from, who, retry))
+        self.change(retry, r.Complete, lambda: self.complete_write(file_id, length, groups, convert_from, who, retry))
 
-    def _complete(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
+    def complete_write(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
                   who: Identity, retry) -> None:
         """Make a write visible, replacing a complete file at its path, if every group has enough
         units reported stored. A replacement's mtime is later than the replaced file's, even within
@@ -722,11 +723,11 @@ class Namesystem:
         mode: the bytes are the same."""
         if self._done_before(file_id, length):
             return
-        self._writing(file_id, who)       # someone else's write: refused before anything waits
+        self.writing(file_id, who)       # someone else's write: refused before anything waits
         self._await_receipts(groups)
         if self._done_before(file_id, length):
             return   # a retry that arrived while this call waited, and won
-        lease = self._writing(file_id, who)
+        lease = self.writing(file_id, who)
         file = lease.file
         policy = load_policy(file.attrs.policy)
         shared = lease.shared()
@@ -852,13 +853,23 @@ class Namesystem:
         self.log_record(r.Concat(target, tuple(sources), mtime, retry))
         log.debug("concat %s: %d parts", target, len(sources))
 
+    def sync(self, file_id: int, path: str, length: int, groups: list[GroupCommit], who: Identity = SUPER,
+             retry=None) -> Reopened:
+        """hflush/hsync (HDFS's fsync with UPDATE_LENGTH): the write so far becomes the file's, as
+        Complete makes it, and the write goes on in the same call: an append to that version
+        begins (``path``: where the write is), with the group its last, partial group is to be
+        written again into. Three records, one wait until durable; Append's answer."""
+        return self.change(retry, r.Complete,
+                           lambda: self.file_changes.sync(file_id, path, length, groups, who, retry),
+                           lambda _kept: self.file_changes.go_on(path, length, who, retry))
+
     def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
         self.change(retry, r.Abandon, lambda: self._abandon(file_id, who, retry))
 
     def _abandon(self, file_id: int, who: Identity, retry) -> None:
         if file_id not in self.tree.writing:
             return
-        self._writing(file_id, who)
+        self.writing(file_id, who)
         self.log_record(r.Abandon(file_id, retry))
         log.debug("abandoned file %d", file_id)
 
@@ -1172,11 +1183,6 @@ XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security
 def _check_xattr_name(name: str) -> None:
     if not name.startswith(XATTR_NAMESPACE) or len(name) == len(XATTR_NAMESPACE):
         raise InvalidArgument(f"extended attribute {name!r}: only the user namespace is kept (user.NAME)")
-
-
-def _step(retry: tuple[str, str] | None, step: str) -> tuple[str, str] | None:
-    """The retry ids of a further record of one call (a fused create's group or completion)."""
-    return None if retry is None else (retry[0], f"{retry[1]}/{step}")
 
 
 def _check_version(path: str, existing: Node | None, version: Version) -> None:
