@@ -103,18 +103,21 @@ class _Pipe:
 
 class _Tail:
     """The bytes written into the file's last block group so far (from its start, a multiple of
-    ``full``, to ``end``), while they are at most TAIL_BYTES: what an hflush writes again."""
+    ``full``, to ``end``), while they are at most TAIL_BYTES: what an hflush writes again. Kept
+    only by a writer that has hflushed (``keep``): a put that never does copies nothing."""
 
-    def __init__(self, at: int, full: int):
-        self.full = full
+    def __init__(self, at: int, full: int, keep: bool):
+        self.full, self.keep = full, keep
         self.start = self.end = at
-        self._bytes: bytearray | None = bytearray()   # None: more than TAIL_BYTES, not kept
+        self._bytes: bytearray | None = bytearray() if keep else None   # None: not kept
 
     def add(self, data: bytes) -> None:
         end = self.end + len(data)
         group = end - end % self.full   # where the group of the next byte starts
         if group > self.start:   # a group ended: keep only what follows its end
-            self.start, self._bytes = group, bytearray(data[len(data) - (end - group):])
+            self.start = group
+            if self.keep:
+                self._bytes = bytearray(data[len(data) - (end - group):])
         elif self._bytes is not None:
             self._bytes += data
         if self._bytes is not None and len(self._bytes) > TAIL_BYTES:
@@ -155,11 +158,12 @@ class FileWriter:
         self._lock = threading.Lock()
         self._closed = False
         self._loop, self._writer, self._reread = loop, writer, reread
-        self._begin(created, start, kept_length, prefix, done)
+        self._begin(created, start, kept_length, prefix, done, keep=False)
 
-    def _begin(self, created, start: int, kept_length: int, prefix, done) -> None:
+    def _begin(self, created, start: int, kept_length: int, prefix, done, keep: bool) -> None:
         self._pipe = pipe = _Pipe(PIPE_BYTES)
-        self._tail = tail = _Tail(kept_length, group_data_size(parse_policy(created.policy), created.block_size))
+        full = group_data_size(parse_policy(created.policy), created.block_size)
+        self._tail = tail = _Tail(kept_length, full, keep)
         self._sync = sync = _Sync()
         hashes = list(self._hashes.values())
         path, writer = self.path, self._writer
@@ -198,8 +202,8 @@ class FileWriter:
         file's length then. HDFS's hflush as copy-on-write of the last group: the write so far is
         committed and an append to it begun, in one NameNode call (Sync: Complete, Append and the
         new last group's AddBlockGroup, one wait until durable); the file's last, partial group
-        is then written again from the bytes kept here (up to TAIL_BYTES; beyond, read back from
-        the DataNodes). A failure is raised here and ends the writer (what an earlier hflush
+        is then written again from the bytes kept here since the previous hflush (up to
+        TAIL_BYTES; at the first hflush, or beyond, read back from the DataNodes). A failure is raised here and ends the writer (what an earlier hflush
         committed stays)."""
         with self._lock:
             if self._closed:
@@ -216,7 +220,7 @@ class FileWriter:
                     prefix, done = io.BytesIO(kept).read, None
                 else:
                     prefix, done = self._reread(self._writer, answer, length)
-                self._begin(answer.write, length, answer.kept_length, prefix, done)
+                self._begin(answer.write, length, answer.kept_length, prefix, done, keep=True)
             except HedgefsError:
                 self._closed = True
                 raise
