@@ -203,8 +203,8 @@ class FileWriter:
         committed and an append to it begun, in one NameNode call (Sync: Complete, Append and the
         new last group's AddBlockGroup, one wait until durable); the file's last, partial group
         is then written again from the bytes kept here since the previous hflush (up to
-        TAIL_BYTES; at the first hflush, or beyond, read back from the DataNodes). A failure is raised here and ends the writer (what an earlier hflush
-        committed stays)."""
+        TAIL_BYTES; at the first hflush, or beyond, read back from the DataNodes). A failure is
+        raised here and ends the writer (what an earlier hflush committed stays)."""
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: hflush of a closed FileWriter")
