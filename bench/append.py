@@ -7,7 +7,7 @@ A NameNode and 10 DataNodes (real processes, fsync on, 2 MiB internal blocks: RS
 of 12 MiB), then rounds of A B B A: A = a put of MIB MiB as a new file, B = an append of MIB MiB to
 a file of 3 MiB + 1 byte (its partial last group rewritten, copy-on-write); the ratio of their
 throughputs, with the absolute figures. Then RECORDS appends of 4 KiB, each followed by hsync
-(today: a commit and an append: the file's last group rewritten each time), their latencies.
+(one Sync call: a commit and an append, the file's last group written again each time), their latencies.
 The results go to OUT/<date>-append.json with the command and the commit.
 """
 

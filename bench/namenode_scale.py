@@ -222,7 +222,7 @@ def measure(data_dir: str, files: int) -> dict:
     from hedgefs.namenode.namesystem import COLLECT_STEP
     while nn.collector.pending:
         at = time.perf_counter()
-        with nn._lock:
+        with nn.lock:
             nn.collector.step(COLLECT_STEP)
         steps.append(time.perf_counter() - at)
     out["purge_s"], out["purge_changes"] = round(time.perf_counter() - began, 2), len(steps)

@@ -67,7 +67,7 @@ SCRUB_INTERVAL_S = 2.0                    # the DataNodes' scrubbers: rotten uni
 # A writer the NameNode lost (a put that failed at a NameNode kill) leaves its file open until its
 # lease runs out, and a rotted unit of that file goes only then: well inside the final check's wait.
 LEASE_S = 30.0
-SUMMARY_KEYS = ("seed", "steps", "files", "appends", "truncates", "bytes_verified", "reads", "hedges", "hedge_wins", "breaker_trips",
+SUMMARY_KEYS = ("seed", "steps", "files", "appends", "hsyncs", "truncates", "bytes_verified", "reads", "hedges", "hedge_wins", "breaker_trips",
                 "repairs", "units_rotted", "wrong_bytes", "clean_failures", "p99_ms", "max_ms",
                 "ns_acknowledged", "ns_unknown", "ns_failed", "ns_lost")
 HA_KEYS = ("failovers", "epochs", "dual_active", "commands_refused")
@@ -82,6 +82,7 @@ class Report:
     files: int = 0
     appends: int = 0                      # appends and truncates acknowledged (workload.py: change)
     truncates: int = 0
+    hsyncs: int = 0                       # hsyncs acknowledged (appends written in pieces)
     bytes_verified: int = 0
     reads: int = 0
     hedges: int = 0
@@ -361,7 +362,7 @@ def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
     finally:
         chaos.cluster.down()
     r = report
-    out(f"report: steps {r.steps}, files {r.files}, appends {r.appends}, truncates {r.truncates}, bytes verified {r.bytes_verified} "
+    out(f"report: steps {r.steps}, files {r.files}, appends {r.appends} ({r.hsyncs} hsyncs), truncates {r.truncates}, bytes verified {r.bytes_verified} "
         f"({r.bytes_verified / 2**20:.1f} MiB), reads {r.reads}, hedges {r.hedges} (wins {r.hedge_wins}), "
         f"breaker trips {r.breaker_trips}, repairs {r.repairs}, units rotted {r.units_rotted}, wrong bytes {r.wrong_bytes}, "
         f"clean failures {r.clean_failures}, read p99 {r.p99_ms:.0f} ms, max {r.max_ms:.0f} ms, "

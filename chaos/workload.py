@@ -93,9 +93,17 @@ def change(chaos, fs: FileSystem, w: int, rng: random.Random, path: str) -> None
         op, size = "append", len(f.data) + file_size(rng, chaos.config.max_file_bytes // 2)
         data = file_content(chaos.config.seed, w, w_index, size)
 
-        def act():
+        def act():   # half of them in pieces, each hsynced: every hsync's version is the file's from then on
+            pieces = min(rng.randrange(4), size - len(f.data) - 1) if rng.random() < 0.5 else 0
+            cuts = sorted(rng.sample(range(len(f.data) + 1, size), max(0, pieces)))
             with fs.append(path) as out:
-                out.write(data[len(f.data):])
+                at = len(f.data)
+                for cut in cuts:
+                    out.write(data[at:cut])
+                    out.hsync()
+                    at = cut
+                    synced(chaos, path, data[:cut])
+                out.write(data[at:])
     else:
         op, size = "truncate", rng.randrange(len(f.data) + 1)
         data = f.data[:size]
@@ -118,6 +126,14 @@ def change(chaos, fs: FileSystem, w: int, rng: random.Random, path: str) -> None
             chaos.files.pop(path, None)
         else:
             chaos.write_failures += 1
+
+
+def synced(chaos, path: str, data: bytes) -> None:
+    """An hsync of an append returned: this prefix is the file's (acknowledged), whatever follows."""
+    namespace.record(chaos, "append", path, None, len(data))
+    with chaos.lock:
+        chaos.files[path] = StoredFile(path, data, hashlib.sha256(data).hexdigest(), chaos.step)
+        chaos.report.hsyncs += 1
 
 
 def _delete_batch(chaos, fs: FileSystem, w: int, directory: str, tried: list[str]) -> None:

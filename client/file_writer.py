@@ -24,16 +24,20 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import hashlib
+import io
 import threading
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from hedgefs.client.errors import HedgefsError, WriteAborted
+from hedgefs.ec.layout import group_data_size
+from hedgefs.ec.policy import parse_policy
 
 if TYPE_CHECKING:
     from hedgefs.client.loop import LoopThread
     from hedgefs.client.writer import StripedWriter
 
 PIPE_BYTES = 8 << 20   # written bytes buffered before ``write`` waits for the stripes to go out
+TAIL_BYTES = 16 << 20  # bytes of the last block group kept for an hflush to write again (more: read back)
 
 
 class _Pipe:
@@ -97,17 +101,55 @@ class _Pipe:
             return out.obj if whole else bytes(out)
 
 
+class _Tail:
+    """The bytes written into the file's last block group so far (from its start, a multiple of
+    ``full``, to ``end``), while they are at most TAIL_BYTES: what an hflush writes again. Kept
+    only by a writer that has hflushed (``keep``): a put that never does copies nothing."""
+
+    def __init__(self, at: int, full: int, keep: bool):
+        self.full, self.keep = full, keep
+        self.start = self.end = at
+        self._bytes: bytearray | None = bytearray() if keep else None   # None: not kept
+
+    def add(self, data: bytes) -> None:
+        end = self.end + len(data)
+        group = end - end % self.full   # where the group of the next byte starts
+        if group > self.start:   # a group ended: keep only what follows its end
+            self.start = group
+            if self.keep:
+                self._bytes = bytearray(data[len(data) - (end - group):])
+        elif self._bytes is not None:
+            self._bytes += data
+        if self._bytes is not None and len(self._bytes) > TAIL_BYTES:
+            self._bytes = None
+        self.end = end
+
+    def since(self, start: int, end: int) -> bytes | None:
+        """Bytes [start, end) of the file, if they are the ones kept."""
+        if self._bytes is None or (start, end) != (self.start, self.end):
+            return None
+        return bytes(self._bytes)
+
+
+class _Sync:
+    """An hflush asked of the running part, and the NameNode's answer (Sync's AppendResponse)."""
+    asked = False
+    answer = None
+
+
 class FileWriter:
     """One file being written (see the module): ``write`` in order, then ``close`` (commits) or
     ``abort``. Thread-safe; the bytes go out in the order the calls return."""
 
     def __init__(self, loop: "LoopThread", writer: "StripedWriter", created, path: str,
                  digests: Sequence[str] = (), start: int = 0, kept_length: int = 0, prefix=None,
-                 done: Callable[[], None] | None = None, again: Callable[[], tuple] | None = None):
+                 done: Callable[[], None] | None = None, reread: Callable[..., tuple] | None = None):
         """An append (``FileSystem.append``): ``start`` is the file's length before it, whose
         bytes from ``kept_length`` on (the last, partial group: copy-on-write) ``prefix`` (a
         ``read(n)``) yields before what ``write`` is given; ``done`` is called when the write
-        ends. ``again``: what ``hflush`` starts the next part with (``FileSystem._reopen``)."""
+        ends. ``reread(writer, answer, end)``: (read, done) of the file's bytes [answer.kept_length,
+        end) from its DataNodes (``FileSystem._old_bytes``), for an ``hflush`` whose last group
+        was too large to keep here; None: this writer cannot go on after a commit."""
         self.path = path
         self.start = start   # the file's length before this write (an append's; 0 for a new file)
         self.written = 0   # bytes accepted by ``write``
@@ -115,13 +157,16 @@ class FileWriter:
         self._hashes = {name: hashlib.new(name) for name in digests}
         self._lock = threading.Lock()
         self._closed = False
-        self._loop, self._again = loop, again
-        self._begin(writer, created, start, kept_length, prefix, done)
+        self._loop, self._writer, self._reread = loop, writer, reread
+        self._begin(created, start, kept_length, prefix, done, keep=False)
 
-    def _begin(self, writer, created, start: int, kept_length: int, prefix, done) -> None:
+    def _begin(self, created, start: int, kept_length: int, prefix, done, keep: bool) -> None:
         self._pipe = pipe = _Pipe(PIPE_BYTES)
+        full = group_data_size(parse_policy(created.policy), created.block_size)
+        self._tail = tail = _Tail(kept_length, full, keep)
+        self._sync = sync = _Sync()
         hashes = list(self._hashes.values())
-        path = self.path
+        path, writer = self.path, self._writer
         rewrite = [prefix, start - kept_length]   # what is left of the prefix to read
 
         def read(n: int) -> bytes:   # the striped writer's source (its own thread); holds no FileWriter
@@ -131,14 +176,22 @@ class FileWriter:
                     raise HedgefsError(f"{path}: the file ended {rewrite[1]} bytes early while its last "
                                        f"block group was rewritten: it changed meanwhile")
                 rewrite[1] -= len(data)
+                tail.add(data)
                 return data
             data = pipe.read(n)
             for h in hashes:
                 h.update(data)
+            tail.add(data)
             return data
 
+        async def finish(request):   # Complete, or an hflush's Sync (the answer: where to go on)
+            if sync.asked:
+                sync.answer = await writer.sync(request, path)
+            else:
+                await writer.complete(request)
+
         self._future: concurrent.futures.Future = self._loop.submit(
-            writer.write_created(created, read, lambda _n: None, kept_length=kept_length))
+            writer.write_created(created, read, lambda _n: None, kept_length=kept_length, finish=finish))
         self._future.add_done_callback(lambda _f: pipe.finished())
         if done is not None:
             self._future.add_done_callback(lambda _f: done())
@@ -146,19 +199,28 @@ class FileWriter:
     def hflush(self) -> int:
         """Every byte written so far becomes the file's, visible to every new reader and durable
         (each group on at least k DataNodes: ``hsync`` is the same call), and writing goes on; the
-        file's length then. The simplest form of HDFS's hflush: the write so far is committed (as
-        ``close``) and an append to it begins, so each call costs a NameNode Complete and Append
-        and the rewrite of the file's last, partial block group. A failure is raised here and
-        ends the writer (what an earlier hflush committed stays)."""
+        file's length then. HDFS's hflush as copy-on-write of the last group: the write so far is
+        committed and an append to it begun, in one NameNode call (Sync: Complete, Append and the
+        new last group's AddBlockGroup, one wait until durable); the file's last, partial group
+        is then written again from the bytes kept here since the previous hflush (up to
+        TAIL_BYTES; at the first hflush, or beyond, read back from the DataNodes). A failure is
+        raised here and ends the writer (what an earlier hflush committed stays)."""
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: hflush of a closed FileWriter")
-            if self._again is None:
+            if self._reread is None:
                 raise ValueError(f"{self.path}: this FileWriter cannot go on after a commit")
+            self._sync.asked = True
             self._pipe.end()
             try:
                 length = self._future.result()
-                self._begin(*self._again())
+                answer = self._sync.answer
+                kept = self._tail.since(answer.kept_length, length)
+                if kept is not None:
+                    prefix, done = io.BytesIO(kept).read, None
+                else:
+                    prefix, done = self._reread(self._writer, answer, length)
+                self._begin(answer.write, length, answer.kept_length, prefix, done, keep=True)
             except HedgefsError:
                 self._closed = True
                 raise

@@ -307,7 +307,7 @@ class FileSystem:
 
         writer = StripedWriter(self.datanodes, self._rpc)
         created = self._call(writer.create(path, overwrite=overwrite, policy_name=policy, block_size=block_size))
-        return FileWriter(self._loop, writer, created, path, digests, again=lambda: self._reopen(path))
+        return FileWriter(self._loop, writer, created, path, digests, reread=self._rereader(path))
 
     def append(self, path: str, digests: "tuple[str, ...]" = (), rewrite_from: int | None = None) -> "FileWriter":
         """The complete file at ``path``, open for appending (HDFS's append): ``write`` adds bytes
@@ -325,7 +325,7 @@ class FileSystem:
 
         writer, created, start, kept_length, prefix, done = self._reopen(path, rewrite_from)
         return FileWriter(self._loop, writer, created, path, digests, start=start, kept_length=kept_length,
-                          prefix=prefix, done=done, again=lambda: self._reopen(path))
+                          prefix=prefix, done=done, reread=self._rereader(path))
 
     def _reopen(self, path: str, rewrite_from: int | None = None) -> tuple:
         """An append's (or a write in place's) start: the NameNode's Append, and the file's bytes
@@ -337,6 +337,11 @@ class FileSystem:
         start = reopened.length if rewrite_from is None else rewrite_from
         prefix, done = self._old_bytes(writer, path, reopened, start)
         return writer, reopened.write, start, reopened.kept_length, prefix, done
+
+    def _rereader(self, path: str) -> Callable[..., tuple]:
+        """A FileWriter's ``reread``: (read, done) of bytes [kept_length, end) of the version a
+        Sync made (``_old_bytes``)."""
+        return lambda writer, reopened, end: self._old_bytes(writer, path, reopened, end)
 
     def recover_lease(self, path: str) -> bool:
         """HDFS's recoverLease: abandon the write in progress at ``path`` now (a crashed writer's,

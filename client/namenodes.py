@@ -60,7 +60,7 @@ NON_IDEMPOTENT = frozenset({"Create", "Mkdir", "Delete", "Rename", "Complete", "
                             "Abandon", "SetPolicy", "SetPermission", "SetOwner", "SetTimes", "CreateSymlink",
                             "SetXAttr", "RemoveXAttr", "Append", "Truncate", "RecoverLease",
                             # batched: the client id goes with them, each item has its own call id
-                            "Mkdirs", "DeleteMany", "CreateMany"})
+                            "Mkdirs", "DeleteMany", "CreateMany", "Sync"})
 CLIENT_ID = secrets.token_hex(16)   # this client process
 _CALLS = itertools.count()
 

@@ -162,11 +162,13 @@ class StripedWriter:
         return None if answer.done else answer.rewrite
 
     async def write_created(self, created: pb.CreateResponse, read: ReadFn, progress: Callable[[int], None],
-                            convert_from: pb.FileVersion | None = None, kept_length: int = 0) -> int:
+                            convert_from: pb.FileVersion | None = None, kept_length: int = 0,
+                            finish: Callable[[pb.CompleteRequest], Awaitable] | None = None) -> int:
         """Write everything ``read`` yields into the file ``create`` made, and complete it; on any
         failure (``read`` raising included) abandon it: nothing half-written becomes visible.
         ``kept_length``: an append's or a truncate's (``reopen``): the bytes of the file's groups
-        this version shares, before what ``read`` yields. Returns the file's length."""
+        this version shares, before what ``read`` yields. ``finish``: what commits instead of
+        Complete (a FileWriter's: ``sync`` for an hflush). Returns the file's length."""
         try:
             source = StripeSource(read)
         except BaseException:
@@ -188,8 +190,8 @@ class StripedWriter:
                 failed.update(written.failed_datanodes)
                 total += written.length
                 data = written.next_stripe
-            await self._complete(pb.CompleteRequest(file_id=created.file_id, length=kept_length + total,
-                                                    groups=commits, convert_from=convert_from))
+            await (finish or self.complete)(pb.CompleteRequest(file_id=created.file_id, length=kept_length + total,
+                                                               groups=commits, convert_from=convert_from))
             return kept_length + total
         except BaseException:
             await self._abandon(created.file_id)
@@ -226,12 +228,20 @@ class StripedWriter:
                 log.info("placing the next group away from %s failed (%s); trying them again", sorted(failed), err)
         return await self._rpc("AddBlockGroup", pb.AddBlockGroupRequest(file_id=file_id))
 
-    async def _complete(self, request: pb.CompleteRequest) -> None:
+    async def complete(self, request: pb.CompleteRequest) -> None:
         """Complete, retried while the NameNode is unreachable (a repeated Complete is accepted)."""
+        await self._committing("Complete", request)
+
+    async def sync(self, request: pb.CompleteRequest, path: str) -> pb.AppendResponse:
+        """hflush/hsync's one NameNode call (Sync): ``request``'s Complete, and an append to the
+        version it makes begun at ``path``; retried as Complete is."""
+        return await self._committing("Sync", pb.SyncRequest(file_id=request.file_id, length=request.length,
+                                                              groups=request.groups, path=path))
+
+    async def _committing(self, method: str, request):
         for attempt in range(_COMPLETE_ATTEMPTS):
             try:
-                await self._rpc("Complete", request)
-                return
+                return await self._rpc(method, request)
             except Unavailable:
                 if attempt == _COMPLETE_ATTEMPTS - 1:
                     raise

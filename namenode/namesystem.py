@@ -8,13 +8,16 @@
     manager     blocks/manager.py     the DataNode protocol, placement, repairs, decommission, health
     safe_mode   blocks/safe_mode.py
     checkpointer journal/image.py     checkpoint images
+    file_changes file_changes.py      append, truncate, writes in place, lease recovery (the handlers)
+    batches     batches.py            batched calls: many items of one kind a call, in holds of the lock
+    reports     reports.py            operators' reads: fsck, report, status, the web pages' views
 
 A change: under the writers' lock, the retry cache is asked (a retried call gets its first
 answer), the handler checks the request against the tree and builds one record, the journal
 applies and queues it; then, the lock released, the caller waits until the record is durable
 (group commit), and is answered. A read (stat, list, policy, fsck) takes no lock: it reads the
 tree and the block map as they are (tree.py says why that is safe), then waits until what it
-could have seen is durable (``_seen``). ``servicer.py`` unpacks requests, calls these methods and
+could have seen is durable (``seen``). ``servicer.py`` unpacks requests, calls these methods and
 packs the answers; tests drive this class directly, with an injectable clock. Refusals are
 ``errors.NameNodeError`` subclasses.
 
@@ -46,20 +49,19 @@ from typing import Callable, Iterable
 
 from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
 from hedgefs.ec.policy import DEFAULT_POLICY
+from hedgefs.namenode.batches import Batches
 from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit, check_commit
 from hedgefs.namenode.blocks.collector import Collector
 from hedgefs.namenode.blocks.liveness import Liveness
-from hedgefs.namenode.blocks.placement import shape_of
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     DELETE_RESEND_S,
     DELETE_TTL_S,
-    HEALTH_STEP,
     REPORT_GRACE_S,
     BlockManager,
 )
 from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
-from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode, SafeModeRefusal
+from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode
 from hedgefs.namenode.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -68,7 +70,7 @@ from hedgefs.namenode.errors import (
     NotFound,
     PermissionDenied,
 )
-from hedgefs.namenode.ha.roles import NotActive
+from hedgefs.namenode.file_changes import FileChanges
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.journal.apply import Applier
 from hedgefs.namenode.journal.image import Checkpointer
@@ -77,12 +79,9 @@ from hedgefs.namenode.model import (
     ClusterReport,
     ClusterStatus,
     Created,
-    DataNodeReport,
     DataNodeStats,
-    DataNodeStatus,
     FileInfo,
     FilePage,
-    FsckProblem,
     FsckReport,
     GroupInfo,
     HeartbeatReply,
@@ -94,6 +93,7 @@ from hedgefs.namenode.model import (
     UnitsPage,
 )
 from hedgefs.namenode.namespace import paths
+from hedgefs.namenode.reports import Reports
 from hedgefs.namenode.namespace.inodes import (
     FILE_MODE,
     MAX_LINK_TARGET,
@@ -119,7 +119,7 @@ from hedgefs.namenode.namespace.permissions import (
     check_owner,
     check_sticky,
 )
-from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache
+from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache, step
 from hedgefs.namenode.namespace.tree import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, Tree
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity, Refused, check_name
@@ -136,9 +136,6 @@ COLLECT_INLINE = 2000        # files a delete's groups are freed of at once (the
 COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000 blocks an increment)
 EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
 COMPLETED_KEPT = 100_000     # completed writes remembered (a Complete retried without retry ids)
-MAX_FSCK_PROBLEMS = 1000
-MAX_BATCH = 1000             # items of a batched call (StatMany, Mkdirs, DeleteMany, CreateMany)
-BATCH_HOLD = 128             # ... changed a hold of the writers' lock
 
 
 class Namesystem:
@@ -173,8 +170,8 @@ class Namesystem:
         self.rng = rng or random.Random()
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.standby = standby
-        self._lock = threading.RLock()
-        self._receipts = threading.Condition(self._lock)   # notified when units are reported stored
+        self.lock = threading.RLock()
+        self._receipts = threading.Condition(self.lock)   # notified when units are reported stored
         self._completed: OrderedDict[int, int] = OrderedDict()   # file id -> length, of recent Completes
         self.early_receipts: list[tuple[str, tuple[int, int, int]]] = []   # a standby's, of groups still to come
         self.started_ms = self.wall_ms()
@@ -197,7 +194,10 @@ class Namesystem:
         self.manager.receipt_waiters = self._receipts
         self.manager.passive = standby
         self.health = self.manager.health
-        self.checkpointer = Checkpointer(self.journal, self._lock, checkpoint_every)
+        self.checkpointer = Checkpointer(self.journal, self.lock, checkpoint_every)
+        self.file_changes = FileChanges(self)
+        self.batches = Batches(self)
+        self.reports = Reports(self)
         try:
             self.replayed = self.journal.load()
             self.collector.drain()
@@ -223,7 +223,7 @@ class Namesystem:
         """A new namespace: its cluster id, and where its generations start (a random point of a
         2^61-wide space: the ranges two namespaces issue, a wiped NameNode's and its successor's,
         meet with odds of (n1 + n2) / 2^61)."""
-        with self._lock:
+        with self.lock:
             txid = self.journal.log(r.Format(cluster_id or f"CID-{uuid.uuid4()}", secrets.randbelow(1 << 61) + (1 << 40)))
         self.journal.wait_durable(txid)
 
@@ -265,10 +265,10 @@ class Namesystem:
 
     # ------------------------------------------------------------------ how calls run
 
-    def _change(self, retry, kind: type, handler: Callable, rebuild: Callable = lambda answer: answer):
+    def change(self, retry, kind: type, handler: Callable, rebuild: Callable = lambda answer: answer):
         """Run ``handler`` (which logs at most one record) under the writers' lock, unless the
         retry cache has the answer of this call already; answer once durable."""
-        with self._lock:
+        with self.lock:
             if retry is not None:
                 kept = MISS
                 for one in kind if isinstance(kind, tuple) else (kind,):   # (a call that logs one of several)
@@ -286,19 +286,19 @@ class Namesystem:
         self.journal.wait_durable(seen)
         return result
 
-    def _locked(self, handler: Callable):
+    def locked(self, handler: Callable):
         """Under the writers' lock, answered once what it saw is durable (no record of its own)."""
-        with self._lock:
+        with self.lock:
             result = handler()
             seen = self.journal.last
         self.journal.wait_durable(seen)
         return result
 
-    def _seen(self) -> None:
+    def seen(self) -> None:
         """A read is answered only once everything it could have seen is durable."""
         self.journal.wait_durable(self.journal.last)
 
-    def _log(self, record) -> int:
+    def log_record(self, record) -> int:
         if self.standby:
             raise FailedPrecondition("this NameNode is a standby: its namespace is changed only by the active")
         return self.journal.log(record)
@@ -311,7 +311,7 @@ class Namesystem:
         where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
         node, entry = self.tree.stat(path, who, read_file=True)
         if node.is_dir or node.is_link:
-            self._seen()
+            self.seen()
             return FileInfo(entry, [])
         groups, lengths = node.groups, node.group_lengths()
         count, first = len(groups), 0
@@ -319,10 +319,10 @@ class Namesystem:
         if span is not None:
             chosen, first = _groups_in(lengths, *span)
         k = load_policy(node.attrs.policy).k
-        infos = [self._group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
+        infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
         if self.safemode.on and any(len(g.units) < k for g in infos) and self.manager.reports_due():
             self.safemode.refuse_unlocated(path)
-        self._seen()
+        self.seen()
         return FileInfo(entry, infos, first if span is not None else None, count)
 
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
@@ -330,7 +330,7 @@ class Namesystem:
         """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
         out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who)
-        self._seen()
+        self.seen()
         return out
 
     def list(self, path: str, recursive: bool = False) -> list[Entry]:
@@ -344,13 +344,13 @@ class Namesystem:
     def get_policy(self, path: str, who: Identity = SUPER) -> tuple[str, str]:
         """(policy name, directory it comes from; "" = the cluster default)."""
         out = self.tree.get_policy(path, who)
-        self._seen()
+        self.seen()
         return out
 
     # ------------------------------------------------------------------ namespace changes
 
     def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER, retry=None) -> None:
-        return self._change(retry, r.Mkdir, lambda: self._mkdir(path, parents, who, retry))
+        return self.change(retry, r.Mkdir, lambda: self._mkdir(path, parents, who, retry))
 
     def _mkdir(self, path: str, parents: bool, who: Identity, retry) -> None:
         """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor)."""
@@ -371,7 +371,7 @@ class Namesystem:
                 if not last and not parents:
                     raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
                 check(who, node, WRITE, parent_path, f"create {here}")
-                self._log(r.Mkdir(path, self.wall_ms(), who.name, self.tree.next_id, retry))
+                self.log_record(r.Mkdir(path, self.wall_ms(), who.name, self.tree.next_id, retry))
                 return
             if not child.is_dir:
                 if last:
@@ -382,7 +382,7 @@ class Namesystem:
             node = child
 
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.Delete, lambda: self._delete(path, recursive, who, retry))
+        self.change(retry, r.Delete, lambda: self._delete(path, recursive, who, retry))
 
     def _delete(self, path: str, recursive: bool, who: Identity, retry) -> None:
         """Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
@@ -401,12 +401,12 @@ class Namesystem:
                 if not allowed(who, d, READ | WRITE | EXECUTE):
                     where = self.tree.path_of(d)
                     check(who, d, READ | WRITE | EXECUTE, where, f"delete {path} (it holds {where})")
-        self._log(r.Delete(path, self.wall_ms(), retry))
+        self.log_record(r.Delete(path, self.wall_ms(), retry))
         self.collector.step(COLLECT_INLINE)
         log.debug("deleted %s for %s", path, who.name)
 
     def rename(self, src: str, dst: str, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.Rename, lambda: self._rename(src, dst, who, retry))
+        self.change(retry, r.Rename, lambda: self._rename(src, dst, who, retry))
 
     def _rename(self, src: str, dst: str, who: Identity, retry) -> None:
         """Permissions (HDFS): w on the source's parent (and the sticky rule), w on the target's."""
@@ -417,7 +417,7 @@ class Namesystem:
             raise InvalidArgument("cannot rename the root directory '/'")
         check(who, chain[-2], WRITE, paths.parent_of(src), f"move {src}")
         check_sticky(who, chain[-2], node, paths.parent_of(src), src, "move")
-        self._refuse_rewritten(chain[-2], node, src, "move")
+        self.file_changes.refuse_rewritten(chain[-2], node, src, "move")
         if not paths.components(dst):
             raise AlreadyExists("directory exists: /")
         parent = self.tree.parent_dir(dst, who)[-1]
@@ -427,11 +427,11 @@ class Namesystem:
             raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {dst}")
         if node.is_dir and paths.is_under(dst, src):
             raise InvalidArgument(f"cannot move directory {src} into itself: {dst}")
-        self._log(r.Rename(src, dst, self.wall_ms(), retry))
+        self.log_record(r.Rename(src, dst, self.wall_ms(), retry))
         log.debug("renamed %s to %s for %s", src, dst, who.name)
 
     def set_policy(self, path: str, policy: str, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.SetPolicy, lambda: self._set_policy(path, policy, who, retry))
+        self.change(retry, r.SetPolicy, lambda: self._set_policy(path, policy, who, retry))
 
     def _set_policy(self, path: str, policy: str, who: Identity, retry) -> None:
         """Set (or with "" clear) a directory's explicit policy. Needs w on the directory (HDFS)."""
@@ -443,11 +443,11 @@ class Namesystem:
             raise FailedPrecondition(f"not a directory: {path} (policies are set on directories)")
         check(who, node, WRITE, path, f"set the policy of {path}")
         name = canonical(policy) if policy else ""
-        self._log(r.SetPolicy(path, name, retry))
+        self.log_record(r.SetPolicy(path, name, retry))
         log.info("policy of %s set to %s", path, name or "(inherited)")
 
     def set_permission(self, path: str, mode: int, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.SetPermission, lambda: self._set_permission(path, mode, who, retry))
+        self.change(retry, r.SetPermission, lambda: self._set_permission(path, mode, who, retry))
 
     def _set_permission(self, path: str, mode: int, who: Identity, retry) -> None:
         """chmod: the owner or the superuser (HDFS)."""
@@ -456,11 +456,11 @@ class Namesystem:
             raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
         node = self.tree.lookup(path, who)
         check_owner(who, node, path, "change the mode of")
-        self._log(r.SetPermission(path, mode, retry))
+        self.log_record(r.SetPermission(path, mode, retry))
         log.info("mode of %s set to %04o by %s", path, mode, who.name)
 
     def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.SetOwner, lambda: self._set_owner(path, owner, group, who, retry))
+        self.change(retry, r.SetOwner, lambda: self._set_owner(path, owner, group, who, retry))
 
     def _set_owner(self, path: str, owner: str, group: str, who: Identity, retry) -> None:
         """chown: a new owner only by the superuser; a new group by the superuser, or by the owner
@@ -482,13 +482,13 @@ class Namesystem:
             check_owner(who, node, path, "change the group of")
             if group not in who.groups:
                 raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
-        self._log(r.SetOwner(path, owner, group, retry))
+        self.log_record(r.SetOwner(path, owner, group, retry))
         log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
 
     def set_times(self, path: str, mtime_ms: int = -1, atime_ms: int = -1, who: Identity = SUPER,
                   retry=None) -> None:
         """HDFS's setTimes (utimes): -1 leaves a time as it is."""
-        self._change(retry, r.SetTimes, lambda: self._set_times(path, mtime_ms, atime_ms, who, retry))
+        self.change(retry, r.SetTimes, lambda: self._set_times(path, mtime_ms, atime_ms, who, retry))
 
     def _set_times(self, path: str, mtime_ms: int, atime_ms: int, who: Identity, retry) -> None:
         """The owner, or a user who may write the inode (utimes(2); HDFS: w)."""
@@ -501,11 +501,11 @@ class Namesystem:
             check(who, node, WRITE, path, f"set the times of {path}")
         if mtime_ms == -1 and atime_ms == -1:
             return
-        self._log(r.SetTimes(path, mtime_ms, atime_ms, retry))
+        self.log_record(r.SetTimes(path, mtime_ms, atime_ms, retry))
 
     def symlink(self, target: str, path: str, who: Identity = SUPER, retry=None) -> None:
         """A symbolic link at ``path`` to ``target`` (HDFS's createSymlink; its parent must exist)."""
-        self._change(retry, r.Symlink, lambda: self._symlink(target, path, who, retry))
+        self.change(retry, r.Symlink, lambda: self._symlink(target, path, who, retry))
 
     def _symlink(self, target: str, path: str, who: Identity, retry) -> None:
         self.safemode.refuse(f"symlink {path}")
@@ -519,20 +519,20 @@ class Namesystem:
         existing = parent.children.get(parts[-1])
         if existing is not None:
             raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {path}")
-        self._log(r.Symlink(path, target, self.tree.next_id, self.wall_ms(), who.name, parent.group, retry))
+        self.log_record(r.Symlink(path, target, self.tree.next_id, self.wall_ms(), who.name, parent.group, retry))
 
     def get_xattrs(self, path: str, who: Identity = SUPER) -> dict[str, bytes]:
         """Every extended attribute of ``path`` (the user namespace: the only one kept); needs r."""
         node = self.tree.lookup(path, who)
         check(who, node, READ, path, f"read the extended attributes of {path}")
-        self._seen()
+        self.seen()
         return dict(node.extra.xattrs) if node.extra is not None else {}
 
     def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0, who: Identity = SUPER,
                   retry=None) -> None:
         """HDFS's setXAttr; ``flags``: XATTR_CREATE (1: it must not exist) or XATTR_REPLACE (2: it
         must), 0 either. Needs w (the user namespace's rule, as HDFS and Linux)."""
-        self._change(retry, r.SetXAttr, lambda: self._set_xattr(path, name, value, flags, who, retry))
+        self.change(retry, r.SetXAttr, lambda: self._set_xattr(path, name, value, flags, who, retry))
 
     def _set_xattr(self, path: str, name: str, value: bytes, flags: int, who: Identity, retry) -> None:
         self.safemode.refuse(f"set an extended attribute of {path}")
@@ -549,10 +549,10 @@ class Namesystem:
             raise NotFound(f"no extended attribute {name} on {path}")
         if name not in have and len(have) >= MAX_XATTRS:
             raise InvalidArgument(f"{path} has {len(have)} extended attributes, the most an inode may have")
-        self._log(r.SetXAttr(path, name, bytes(value), retry))
+        self.log_record(r.SetXAttr(path, name, bytes(value), retry))
 
     def remove_xattr(self, path: str, name: str, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.RemoveXAttr, lambda: self._remove_xattr(path, name, who, retry))
+        self.change(retry, r.RemoveXAttr, lambda: self._remove_xattr(path, name, who, retry))
 
     def _remove_xattr(self, path: str, name: str, who: Identity, retry) -> None:
         self.safemode.refuse(f"remove an extended attribute of {path}")
@@ -561,7 +561,7 @@ class Namesystem:
         check(who, node, WRITE, path, f"remove an extended attribute of {path}")
         if node.extra is None or name not in node.extra.xattrs:
             raise NotFound(f"no extended attribute {name} on {path}")
-        self._log(r.RemoveXAttr(path, name, retry))
+        self.log_record(r.RemoveXAttr(path, name, retry))
 
     # ------------------------------------------------------------------ the write path
 
@@ -571,11 +571,11 @@ class Namesystem:
         """``with_group``: the file's first group placed in the same call (``Created.first_group``),
         so a small file's whole life is Create and Complete. ``empty``: a whole empty file, created
         and completed in this one call (no lease is left behind)."""
-        return self._change(retry, r.Create,
-                            lambda: self._create_and(self._create(path, overwrite, policy, block_size, client_name,
+        return self.change(retry, r.Create,
+                           lambda: self._create_and(self._create(path, overwrite, policy, block_size, client_name,
                                                                   convert_from, who, retry),
                                                      with_group, empty, who, retry),
-                            lambda kept: self._create_and(self._created(*kept), with_group, empty, who, retry))
+                           lambda kept: self._create_and(self.created(*kept), with_group, empty, who, retry))
 
     def _create_and(self, created: Created, with_group: bool, empty: bool, who: Identity, retry) -> Created:
         """The rest of a fused create (under the lock, after its Create record or its retry's
@@ -583,24 +583,25 @@ class Namesystem:
         a retry finishes what a crash between the records left undone and repeats nothing."""
         if not (with_group or empty):
             return created
-        step = _step(retry, "complete" if empty else "group")
-        kept = self.retry.lookup(step, r.CODES[r.Complete if empty else r.AddGroup], self.wall_ms()) if step else MISS
+        further = step(retry, "complete" if empty else "group")
+        code = r.CODES[r.Complete if empty else r.AddGroup]
+        kept = self.retry.lookup(further, code, self.wall_ms()) if further else MISS
         if kept is not MISS:
-            return created if empty else dataclasses.replace(created, first_group=self._new_group(*kept))
+            return created if empty else dataclasses.replace(created, first_group=self.new_group(*kept))
         try:
             if empty:
                 if created.file_id in self.tree.writing:   # else: completed already (a retry without ids)
-                    self._complete(created.file_id, 0, [], None, who, step)
+                    self.complete_write(created.file_id, 0, [], None, who, further)
                 return created
-            return dataclasses.replace(created, first_group=self._add_block_group(created.file_id, (), who, step))
+            return dataclasses.replace(created, first_group=self.add_group(created.file_id, (), who, further))
         except NameNodeError:
             # The caller learns no file id, so nobody could finish or abandon this write: it must
             # not hold the path for a lease's length.
             if created.file_id in self.tree.writing:
-                self._log(r.Abandon(created.file_id))
+                self.log_record(r.Abandon(created.file_id))
             raise
 
-    def _created(self, file_id: int, policy: str, block_size: int) -> Created:
+    def created(self, file_id: int, policy: str, block_size: int) -> Created:
         return Created(file_id, policy, block_size, int(self.lease_timeout_s * 1000),
                        load_policy(policy).min_stored(self.min_replicas))
 
@@ -650,13 +651,13 @@ class Namesystem:
         self.manager.check_placeable(policy)
         file_id = self.tree.next_id
         name = canonical(policy_name)
-        self._log(r.Create(path, file_id, name, block_size, bool(overwrite), self.wall_ms(), who.name,
+        self.log_record(r.Create(path, file_id, name, block_size, bool(overwrite), self.wall_ms(), who.name,
                            parent.group, FILE_MODE, retry))
         log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, file_id, name,
                   block_size, client_name, who.name, " (a conversion)" if convert_from else "")
-        return self._created(file_id, name, block_size)
+        return self.created(file_id, name, block_size)
 
-    def _writing(self, file_id: int, who: Identity = SUPER) -> Lease:
+    def writing(self, file_id: int, who: Identity = SUPER) -> Lease:
         """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
         lease = self.tree.writing.get(file_id)
         if lease is None:
@@ -669,27 +670,27 @@ class Namesystem:
     def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER,
                         retry=None) -> GroupInfo:
         """A new group for a write in progress (the caller's), every unit with a write token."""
-        return self._change(retry, r.AddGroup, lambda: self._add_block_group(file_id, exclude, who, retry),
-                            lambda kept: self._new_group(kept[0], kept[1]))
+        return self.change(retry, r.AddGroup, lambda: self.add_group(file_id, exclude, who, retry),
+                           lambda kept: self.new_group(kept[0], kept[1]))
 
-    def _add_block_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
+    def add_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
         self.safemode.refuse("add a block group")
-        lease = self._writing(file_id, who)
+        lease = self.writing(file_id, who)
         policy = load_policy(lease.file.attrs.policy)
         targets = self.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
         group_id = self.blocks.next_group_id
-        self._log(r.AddGroup(file_id, group_id, tuple(targets), retry))
-        return self._new_group(group_id, targets)
+        self.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry))
+        return self.new_group(group_id, targets)
 
-    def _new_group(self, group_id: int, targets) -> GroupInfo:
+    def new_group(self, group_id: int, targets) -> GroupInfo:
         generation = self.blocks.generation(group_id)
         return GroupInfo(group_id, 0, [self._location(j, d, group_id, generation, token_ops.WRITE)
                                        for j, d in enumerate(targets)], generation)
 
     def renew_lease(self, file_id: int, who: Identity = SUPER) -> None:
         def renew() -> None:
-            self._writing(file_id, who).renewed = self.clock()
-        self._locked(renew)
+            self.writing(file_id, who).renewed = self.clock()
+        self.locked(renew)
 
     def recover_lease(self, path: str, who: Identity = SUPER, retry=None) -> bool:
         """HDFS's recoverLease: the write in progress at ``path`` (a crashed writer's, whose lease
@@ -697,40 +698,23 @@ class Namesystem:
         a new file's never appears, an append's, truncate's or write in place's leaves the file
         at its last committed version (every hflushed byte). The writer itself, or a user who may
         write the file (or, for a new file, its directory). True if there was one."""
-        return self._change(retry, r.Abandon, lambda: self._recover_lease(path, who, retry),
-                            lambda _kept: True)
-
-    def _recover_lease(self, path: str, who: Identity, retry) -> bool:
-        parts = paths.components(path)
-        if not parts:
-            raise FailedPrecondition("is a directory: /")
-        parent = self.tree.parent_dir(path, who, parts)[-1]
-        lease = self.tree.writers.get((parent, parts[-1]))
-        if lease is None:
-            return False
-        if who.name != lease.holder and not who.is_admin:
-            target = lease.base if lease.base is not None else parent
-            check(who, target, WRITE, path if lease.base is not None else paths.parent_of(path),
-                  f"recover the lease of {path}")
-        self._log(r.Abandon(lease.file_id, retry))
-        log.warning("lease of %s (file %d, held by %s) recovered by %s: its write is abandoned", path,
-                    lease.file_id, lease.holder, who.name)
-        return True
+        return self.change(retry, r.Abandon, lambda: self.file_changes.recover_lease(path, who, retry),
+                           lambda _kept: True)
 
     def restart_leases(self) -> None:
         """Every lease counts from now (this process begins to serve as the active: HDFS renews
         every lease at start-up): a writer whose renewals failed while no NameNode served gets one
         whole lease period to renew, not an abandon on the first pass."""
-        with self._lock:
+        with self.lock:
             now = self.clock()
             for lease in self.tree.writing.values():
                 lease.renewed = now
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
                  convert_from: Version | None = None, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.Complete, lambda: self._complete(file_id, length, groups, convert_from, who, retry))
+        self.change(retry, r.Complete, lambda: self.complete_write(file_id, length, groups, convert_from, who, retry))
 
-    def _complete(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
+    def complete_write(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
                   who: Identity, retry) -> None:
         """Make a write visible, replacing a complete file at its path, if every group has enough
         units reported stored. A replacement's mtime is later than the replaced file's, even within
@@ -739,11 +723,11 @@ class Namesystem:
         mode: the bytes are the same."""
         if self._done_before(file_id, length):
             return
-        self._writing(file_id, who)       # someone else's write: refused before anything waits
+        self.writing(file_id, who)       # someone else's write: refused before anything waits
         self._await_receipts(groups)
         if self._done_before(file_id, length):
             return   # a retry that arrived while this call waited, and won
-        lease = self._writing(file_id, who)
+        lease = self.writing(file_id, who)
         file = lease.file
         policy = load_policy(file.attrs.policy)
         shared = lease.shared()
@@ -772,7 +756,7 @@ class Namesystem:
                 mtime = max(mtime, existing.mtime + 1)
         kept = tuple(g.id for g in shared) + \
             tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
-        self._log(r.Complete(file_id, length, kept, mtime, attrs, retry))
+        self.log_record(r.Complete(file_id, length, kept, mtime, attrs, retry))
         self._completed[file_id] = length
         if len(self._completed) > COMPLETED_KEPT:
             self._completed.popitem(last=False)
@@ -812,7 +796,7 @@ class Namesystem:
                retry=None) -> None:
         """One file at ``target`` from the parts ``sources``, in one record: a reader sees no
         target (or the old one) until it is applied, then all of it."""
-        self._change(retry, r.Concat, lambda: self._concat(target, sources, overwrite, who, retry))
+        self.change(retry, r.Concat, lambda: self._concat(target, sources, overwrite, who, retry))
 
     def _concat(self, target: str, sources: list[str], overwrite: bool, who: Identity, retry) -> None:
         """HDFS's concat, as a rename: the first part becomes the target, the other parts' groups
@@ -840,7 +824,7 @@ class Namesystem:
             check_sticky(who, chain[-2], node, paths.parent_of(source), source, "concat")
             if node.is_link:
                 raise InvalidArgument(f"concat: {source} is a symbolic link")
-            self._refuse_rewritten(chain[-2], node, source, "concat")
+            self.file_changes.refuse_rewritten(chain[-2], node, source, "concat")
             parts.append(node)
         first = parts[0]
         full = group_data_size(load_policy(first.policy), first.block_size)
@@ -865,18 +849,28 @@ class Namesystem:
                 raise AlreadyExists(f"file exists: {target}")
             mtime = max(mtime, existing.mtime + 1)   # a new version of the target: see complete
             check(who, existing, WRITE, target, f"overwrite {target}")
-            self._refuse_rewritten(parent, existing, target, "replace")
-        self._log(r.Concat(target, tuple(sources), mtime, retry))
+            self.file_changes.refuse_rewritten(parent, existing, target, "replace")
+        self.log_record(r.Concat(target, tuple(sources), mtime, retry))
         log.debug("concat %s: %d parts", target, len(sources))
 
+    def sync(self, file_id: int, path: str, length: int, groups: list[GroupCommit], who: Identity = SUPER,
+             retry=None) -> Reopened:
+        """hflush/hsync (HDFS's fsync with UPDATE_LENGTH): the write so far becomes the file's, as
+        Complete makes it, and the write goes on in the same call: an append to that version
+        begins (``path``: where the write is), with the group its last, partial group is to be
+        written again into. Three records, one wait until durable; Append's answer."""
+        return self.change(retry, r.Complete,
+                           lambda: self.file_changes.sync(file_id, path, length, groups, who, retry),
+                           lambda _kept: self.file_changes.go_on(path, length, who, retry))
+
     def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
-        self._change(retry, r.Abandon, lambda: self._abandon(file_id, who, retry))
+        self.change(retry, r.Abandon, lambda: self._abandon(file_id, who, retry))
 
     def _abandon(self, file_id: int, who: Identity, retry) -> None:
         if file_id not in self.tree.writing:
             return
-        self._writing(file_id, who)
-        self._log(r.Abandon(file_id, retry))
+        self.writing(file_id, who)
+        self.log_record(r.Abandon(file_id, retry))
         log.debug("abandoned file %d", file_id)
 
     def append(self, path: str, client_name: str = "", who: Identity = SUPER, retry=None,
@@ -888,9 +882,9 @@ class Namesystem:
         writer per path, as for Create. ``rewrite_from`` (an offset within the file): the new
         version replaces the bytes from there on (a write in place, copy-on-write of the group it
         falls in and those after it): the groups before that one are kept."""
-        return self._change(retry, r.Reopen,
-                            lambda: self._reopen(path, None, client_name, who, retry, rewrite_from),
-                            lambda kept: self._reopened(kept[0]))
+        return self.change(retry, r.Reopen,
+                           lambda: self.file_changes.reopen(path, None, client_name, who, retry, rewrite_from),
+                           lambda kept: self.file_changes.reopened(kept[0]))
 
     def truncate(self, path: str, length: int, client_name: str = "", who: Identity = SUPER,
                  retry=None) -> Reopened | None:
@@ -899,92 +893,26 @@ class Namesystem:
         copy-on-write, as an append's last group is: the answer says what to rewrite, and
         Complete (length ``length``) ends it. Longer than the file: refused (HDFS's too)."""
         kinds = (r.Reopen, r.Truncate)
-        return self._change(retry, kinds, lambda: self._reopen(path, length, client_name, who, retry),
-                            lambda kept: self._reopened(kept[0]) if kept else None)
+        return self.change(retry, kinds, lambda: self.file_changes.reopen(path, length, client_name, who, retry),
+                           lambda kept: self.file_changes.reopened(kept[0]) if kept else None)
 
-    def _reopen(self, path: str, cut: int | None, client_name: str, who: Identity, retry,
-                rewrite_from: int | None = None) -> Reopened | None:
-        what = "append to" if cut is None else "truncate"
-        self.safemode.refuse(f"{what} {path}")
-        chain = self.tree.walk(path, who)
-        node = chain[-1]
-        if node.is_dir:
-            raise FailedPrecondition(f"is a directory: {path}")
-        if node.is_link:
-            raise InvalidArgument(f"{path} is a symbolic link (to {node.target}): {what} its target")
-        check(who, node, WRITE, path, f"{what} {path}")
-        parent = chain[-2]
-        writer = self.tree.writers.get((parent, node.name))
-        if writer is not None:
-            raise AlreadyExists(f"{path} is being written by {writer.holder or 'another client'} "
-                                f"(file {writer.file_id}): try again when that write ends")
-        if cut is not None:
-            if cut < 0 or cut > node.length:
-                raise InvalidArgument(f"cannot truncate {path} to {cut} bytes: it has {node.length} "
-                                      f"(truncate only shortens)")
-            if cut == node.length:
-                return None
-        policy = load_policy(node.attrs.policy)
-        full = group_data_size(policy, node.attrs.block_size)
-        if rewrite_from is not None and not 0 <= rewrite_from <= node.length:
-            raise InvalidArgument(f"cannot rewrite {path} from byte {rewrite_from}: it has {node.length}")
-        end = node.length if cut is None else cut
-        if rewrite_from is not None:
-            end = rewrite_from
-        kept = min(end // full, len(node.groups))
-        if cut is not None and cut == kept * full:
-            mtime = max(self.wall_ms(), node.mtime + 1)   # a new version: see complete
-            self._log(r.Truncate(path, cut, kept, mtime, retry))
-            log.debug("truncate %s to %d bytes: %d groups kept", path, cut, kept)
-            return None
-        self.manager.check_placeable(policy)
-        self._log(r.Reopen(path, kept, who.name, retry))
-        log.debug("%s %s (file %d): %d groups kept, %d bytes to rewrite, client %r (%s)", what, path, node.id,
-                  kept, end - kept * full, client_name, who.name)
-        return self._reopened(node.id)
-
-    def _refuse_rewritten(self, parent: Dir, node: Node, path: str, what: str) -> None:
-        """A file being appended to or truncated is not moved or replaced meanwhile (its new
-        version shares its groups); deleting it ends that write (apply.py)."""
-        writer = self.tree.writers.get((parent, node.name))
-        if writer is not None and writer.base is node:
-            raise AlreadyExists(f"cannot {what} {path}: it is being appended to or truncated by "
-                                f"{writer.holder or 'another client'}; try again when that write ends")
-
-    def _reopened(self, file_id: int) -> Reopened:
-        lease = self.tree.writing.get(file_id)
-        if lease is None or lease.base is None:
-            raise FailedPrecondition(f"the append or truncate of file {file_id} has ended already")
-        file, base = lease.file, lease.base
-        full = group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
-        return Reopened(self._created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
-                        base.length, base.mtime)
-    # ------------------------------------------------------------------ batched calls (issue 44)
+    # ------------------------------------------------------------------ batched calls (batches.py)
 
     def file_infos(self, paths_: list[str], who: Identity = SUPER) -> list[FileInfo | NameNodeError]:
         """``file_info`` of each path: its answer, or its refusal (one bad path fails alone)."""
-        _check_batch(paths_)
-        out: list = []
-        for path in paths_:
-            try:
-                out.append(self.file_info(path, who))
-            except (NotActive, SafeModeRefusal):   # the whole call's: the client retries it, as a stat
-                raise
-            except NameNodeError as err:
-                out.append(err)
-        return out
+        return self.batches.file_infos(paths_, who)
 
     def mkdir_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                    retries: list | None = None) -> list[NameNodeError | None]:
         """``mkdir`` of each (path, parents): None, or its refusal."""
-        return self._many(r.Mkdir, "mkdir", items, retries,
-                          lambda item, retry: self._mkdir(item[0], item[1], who, retry))
+        return self.batches.changes(r.Mkdir, "mkdir", items, retries,
+                                    lambda item, retry: self._mkdir(item[0], item[1], who, retry))
 
     def delete_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                     retries: list | None = None) -> list[NameNodeError | None]:
         """``delete`` of each (path, recursive): None, or its refusal."""
-        return self._many(r.Delete, "delete", items, retries,
-                          lambda item, retry: self._delete(item[0], item[1], who, retry))
+        return self.batches.changes(r.Delete, "delete", items, retries,
+                                    lambda item, retry: self._delete(item[0], item[1], who, retry))
 
     def create_many(self, items: list[dict], who: Identity = SUPER,
                     retries: list | None = None) -> list[Created | NameNodeError]:
@@ -996,39 +924,9 @@ class Namesystem:
                                                  retry), *fused, who, retry)
 
         def again(kw: dict, retry, kept) -> Created:
-            return self._create_and(self._created(*kept), kw.get("with_group", False), kw.get("empty", False),
+            return self._create_and(self.created(*kept), kw.get("with_group", False), kw.get("empty", False),
                                     who, retry)
-        return self._many(r.Create, "create", items, retries, one, again)
-
-    def _many(self, kind: type, what: str, items: list, retries: list | None, handler: Callable,
-              again: Callable | None = None) -> list:
-        """Many changes of one kind, each as its single call would be (its own checks, its own
-        record with its own retry ids, its own refusal), ``BATCH_HOLD`` of them a hold of the
-        writers' lock; answered once the last record is durable (their records go in the same
-        group commits). A retried item gets its first answer from the retry cache."""
-        _check_batch(items)
-        if retries is not None and len(retries) != len(items):
-            raise InvalidArgument(f"{len(retries)} call ids for {len(items)} items: one each, or none")
-        self.safemode.refuse(f"{what} {len(items)} paths")
-        code, out = r.CODES[kind], []
-        for start in range(0, len(items), BATCH_HOLD):
-            with self._lock:
-                now = self.wall_ms()
-                for i in range(start, min(start + BATCH_HOLD, len(items))):
-                    retry = retries[i] if retries is not None else None
-                    try:
-                        kept = self.retry.lookup(retry, code, now) if retry is not None else MISS
-                        if kept is MISS:
-                            out.append(handler(items[i], retry))
-                        else:
-                            out.append(again(items[i], retry, kept) if again else kept)
-                    except (NotActive, SafeModeRefusal):   # the whole call's, not one item's
-                        raise
-                    except NameNodeError as err:
-                        out.append(err)
-                seen = self.journal.last
-        self.journal.wait_durable(seen)
-        return out
+        return self.batches.changes(r.Create, "create", items, retries, one, again)
 
     # ------------------------------------------------------------------ locations
 
@@ -1041,7 +939,7 @@ class Namesystem:
     def _read_location(self, index: int, datanode_id: str, group_id: int, generation: int) -> UnitLocation:
         return self._location(index, datanode_id, group_id, generation, token_ops.READ)
 
-    def _group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
+    def group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
         units = self.manager.locations(group, k, keep_dead)
         gid = group.id
         generation = self.blocks.generation(gid)
@@ -1076,14 +974,14 @@ class Namesystem:
         another data dir (``storage_id``): its empty block report would hide the real one's units.
         ``host_id`` and ``rack``: where it runs, for placement ("" from an older DataNode: the host
         of its address, the default rack)."""
-        return self._locked(lambda: self.manager.register(datanode_id, address, data_address, cluster_id,
+        return self.locked(lambda: self.manager.register(datanode_id, address, data_address, cluster_id,
                                                           storage_id, self.cluster_id, host_id, rack)
-                            or self.cluster_id)
+                           or self.cluster_id)
 
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
                   active_repairs: int = 0, stats: DataNodeStats | None = None,
                   data_address: str = "", deleted: Iterable[tuple[int, int, int]] = ()) -> HeartbeatReply:
-        return self._locked(lambda: self.manager.heartbeat(datanode_id, address, used_bytes, units, active_repairs,
+        return self.locked(lambda: self.manager.heartbeat(datanode_id, address, used_bytes, units, active_repairs,
                                                            stats, data_address, deleted))
 
     def block_report(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
@@ -1092,11 +990,11 @@ class Namesystem:
         last, if the map put units here that the report lacks, the scan for them runs off the
         lock (every group read: seconds at 10 M) and only their drop under it."""
         units = list(units)
-        counts, reported = self._locked(lambda: self.manager.report_part(datanode_id, units, part, more))
+        counts, reported = self.locked(lambda: self.manager.report_part(datanode_id, units, part, more))
         if reported is None:
             return counts
         missing = self.blocks.missing_candidates(datanode_id, reported)
-        return self._locked(lambda: self.manager.finish_report(datanode_id, reported, missing, counts))
+        return self.locked(lambda: self.manager.finish_report(datanode_id, reported, missing, counts))
 
     def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> list[str]:
         """A DataNode's receipts for units it has just stored (a writer's, or a repair's); returns
@@ -1108,7 +1006,7 @@ class Namesystem:
             if self.standby:   # receipts of groups this standby has not tailed yet: for a promotion
                 self.early_receipts.extend((datanode_id, u) for u, o in zip(units, outcomes) if o == Claim.UNKNOWN)
             return [o.value for o in outcomes]
-        return self._locked(stored)
+        return self.locked(stored)
 
     def unit_stored(self, datanode_id: str, group_id: int, index: int, generation: int) -> str:
         return self.units_stored(datanode_id, [(group_id, index, generation)])[0]
@@ -1116,7 +1014,7 @@ class Namesystem:
     def report_bad_units(self, units: Iterable[tuple[int, int, int, str, str]]) -> None:
         """(group id, unit index, generation, DataNode id, reason) of corrupt copies."""
         units = list(units)
-        self._locked(lambda: self.manager.report_bad_units(units))
+        self.locked(lambda: self.manager.report_bad_units(units))
 
     # ------------------------------------------------------------------ a standby's
 
@@ -1124,14 +1022,14 @@ class Namesystem:
         """What another Namesystem of this process heard from DataNodes (a standby built again
         after a demotion, or after its tail broke): who is live and registered, at which
         addresses. Locations come again with their next reports."""
-        with self._lock:
+        with self.lock:
             for node in other.liveness.all():
                 self.liveness.adopt(node)
             self.manager.registered |= other.manager.registered & {n.id for n in other.liveness.all()}
 
     def follow(self, txid: int, record) -> None:
         """A record the active logged (a standby's tailer), applied as the active applied it."""
-        with self._lock:
+        with self.lock:
             self.journal.follow(txid, record)
             if isinstance(record, r.Delete):
                 self.collector.step(COLLECT_INLINE)
@@ -1140,7 +1038,7 @@ class Namesystem:
         """This standby becomes the active: its journal writes to ``engine`` from its last txid
         on; DataNodes that spoke to it are usable at once, and asked to report again before any
         delete goes to them (HDFS-6772); receipts of groups it had not tailed are applied now."""
-        with self._lock:
+        with self.lock:
             self.journal.engine = engine
             self.journal.start()
             self.standby = False
@@ -1163,24 +1061,24 @@ class Namesystem:
         deleted trees' groups freed, then liveness changes, health and repair planning. Returns
         the repairs planned in this pass; each part holds the writers' lock for a bounded time."""
         now_ms = self.wall_ms()
-        while self._locked(lambda: self.retry.expire(now_ms, EXPIRE_STEP)) >= EXPIRE_STEP:
+        while self.locked(lambda: self.retry.expire(now_ms, EXPIRE_STEP)) >= EXPIRE_STEP:
             pass
         cutoff = now_ms - int(DELETE_TTL_S * 1000)
-        while self._locked(lambda: self.manager.expire_deletes(cutoff, EXPIRE_STEP)) >= EXPIRE_STEP:
+        while self.locked(lambda: self.manager.expire_deletes(cutoff, EXPIRE_STEP)) >= EXPIRE_STEP:
             pass
         if not self.standby:
             for file_id in self._expired_leases():
-                self._locked(lambda: self._expire_lease(file_id))
+                self.locked(lambda: self._expire_lease(file_id))
         while self.collector.pending:
-            self._locked(lambda: self.collector.step(COLLECT_STEP))
+            self.locked(lambda: self.collector.step(COLLECT_STEP))
         if self.standby:
             return []
-        while self._locked(self.manager.judge_step):   # a full health pass, a bounded step a hold
+        while self.locked(self.manager.judge_step):   # a full health pass, a bounded step a hold
             pass
-        return self._locked(lambda: self.manager.tick(self.default_block_size))
+        return self.locked(lambda: self.manager.tick(self.default_block_size))
 
     def _expired_leases(self) -> list[int]:
-        with self._lock:
+        with self.lock:
             now = self.clock()
             return [fid for fid, lease in self.tree.writing.items() if now - lease.renewed > self.lease_timeout_s]
 
@@ -1189,7 +1087,7 @@ class Namesystem:
         if lease is None or self.clock() - lease.renewed <= self.lease_timeout_s:
             return
         path = self.tree.lease_path(lease)
-        self._log(r.Abandon(file_id))
+        self.log_record(r.Abandon(file_id))
         log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
 
     # ------------------------------------------------------------------ administration
@@ -1203,20 +1101,20 @@ class Namesystem:
             if self.safemode.act(action):
                 self.manager.scan_needed = True
             return self.safemode.state()
-        return self._locked(act)
+        return self.locked(act)
 
     def decommission(self, datanode_id: str) -> tuple[str, int]:
         """Start draining ``datanode_id``; (its state, units still mapped to it). Idempotent."""
         def start() -> tuple[str, int]:
             self.manager.check_decommission(datanode_id, self._widest_policy())
             if datanode_id not in self.leaving:
-                self._log(r.Decommission(datanode_id, True))
+                self.log_record(r.Decommission(datanode_id, True))
                 self.manager.placeable_changed()
                 self.manager.scan_needed = True
                 log.warning("decommissioning %s: no new units; its %d units are copied elsewhere", datanode_id,
                             self.manager.units_left(datanode_id))
             return self.manager.admin_state(datanode_id), self.manager.units_left(datanode_id)
-        return self._locked(start)
+        return self.locked(start)
 
     def recommission(self, datanode_id: str) -> tuple[str, int]:
         """Put ``datanode_id`` back in service (it takes new units again). Idempotent."""
@@ -1224,12 +1122,12 @@ class Namesystem:
             if not self.liveness.knows(datanode_id):
                 raise NotFound(f"no DataNode {datanode_id!r} (hedgefs admin report lists them)")
             if datanode_id in self.leaving:
-                self._log(r.Decommission(datanode_id, False))
+                self.log_record(r.Decommission(datanode_id, False))
                 self.manager.placeable_changed()
                 self.manager.scan_needed = True
                 log.warning("recommissioned %s: it takes new units again", datanode_id)
             return "", self.manager.units_left(datanode_id)
-        return self._locked(stop)
+        return self.locked(stop)
 
     def admin_state(self, datanode_id: str) -> str:
         return self.manager.admin_state(datanode_id)
@@ -1246,7 +1144,7 @@ class Namesystem:
             if restart:
                 self.manager.balancer.restart()
             return self.manager.balancer.step(max_bytes, threshold_pct)
-        return self._locked(step)
+        return self.locked(step)
 
     def _widest_policy(self) -> tuple[str, int]:
         """The policy in use (the default, a directory's, a file's) that needs the most DataNodes."""
@@ -1255,181 +1153,28 @@ class Namesystem:
         widths = sorted(((load_policy(n).units, n) for n in names), reverse=True)
         return widths[0][1], widths[0][0]
 
-    # ------------------------------------------------------------------ operators' reads
+    # ------------------------------------------------------------------ operators' reads (reports.py)
 
     def fsck(self, path: str = "/") -> FsckReport:
-        """Every group under ``path``: healthy, degraded (readable, units lacking), missing, or
-        misplaced (every unit live, but against the placement rule as far as the DataNodes in
-        service allow: two units on a host, more than the tolerance in a rack)."""
-        healthy = degraded = missing = corrupt_files = groups = files = misplaced = 0
-        problems: list[FsckProblem] = []
-        blocks, is_live = self.blocks, self.liveness.is_live
-        bounds: dict = {}
-        for file_path, file in self.tree.files_under(path):
-            if file.is_link:
-                continue
-            files += 1
-            policy = load_policy(file.attrs.policy)
-            if policy.name not in bounds:
-                bounds[policy.name] = self.manager.bounds(shape_of(policy.name))
-            file_missing = False
-            for group in file.groups:
-                groups += 1
-                good = len(blocks.good(group, is_live))
-                if good >= policy.units:
-                    why = self.manager.misplaced(group, policy, bounds[policy.name])
-                    if not why:
-                        healthy += 1
-                        continue
-                    misplaced += 1
-                    if len(problems) < MAX_FSCK_PROBLEMS:
-                        problems.append(FsckProblem(file_path, group.id, good, policy.k, "MISPLACED", 0,
-                                                    policy.units, policy.name, why))
-                    continue
-                readable = blocks.readable_units(group, is_live)
-                corrupt = len(readable) - good
-                status = "DEGRADED" if policy.decodable(readable) else "MISSING"
-                if status == "DEGRADED":
-                    degraded += 1
-                else:
-                    missing += 1
-                    file_missing = True
-                if len(problems) < MAX_FSCK_PROBLEMS:
-                    problems.append(FsckProblem(file_path, group.id, good, policy.k, status, corrupt,
-                                                policy.units, policy.name))
-            corrupt_files += file_missing
-        self._seen()
-        status = "CORRUPT" if missing else "DEGRADED" if degraded else "HEALTHY"
-        return FsckReport(files, groups, healthy, degraded, missing, status, problems, corrupt_files, misplaced)
+        return self.reports.fsck(path)
 
     def report(self) -> ClusterReport:
-        """dfsadmin -report: each DataNode as this NameNode sees it, and the groups waiting for repair."""
-        def report() -> ClusterReport:
-            from hedgefs.namenode.blocks.liveness import LOW_SPACE_PCT
-            deletes = self.blocks.pending_delete_counts()
-            mapped = self.blocks.mapped
-            nodes = [DataNodeReport(n.id, n.address, self._state(n.id),
-                                    int(self.liveness.age_s(n.id) * 1000), n.used_bytes, n.units,
-                                    self.repairs.count_for(n.id), deletes.get(n.id, 0), n.stats.scrub,
-                                    data_address=n.data_address, foreign_units=n.foreign_units,
-                                    capacity_bytes=n.stats.capacity_bytes, remaining_bytes=n.stats.remaining_bytes,
-                                    shares_filesystem_with=tuple(self.liveness.sharing(n.id)),
-                                    low_space=self.liveness.low_space(n.id), admin_state=self.admin_state(n.id),
-                                    units_mapped=mapped.get(n.id, 0), host_id=self.liveness.location(n.id).host,
-                                    rack=self.liveness.location(n.id).rack)
-                     for n in self.liveness.all()]
-            # From the health counts, kept as groups change (not a look at every unhealthy group
-            # under the lock: seconds when a million lack units). A group whose only lack is a unit
-            # on a live leaving DataNode is draining, not waiting (health counts it good; fsck
-            # calls it HEALTHY; units_mapped shows the drain).
-            self._judge_health()
-            return ClusterReport(nodes, self.health.waiting_repair, self.repairs.done, self.blocks.corrupt_count(),
-                                 self.health.replicated, LOW_SPACE_PCT)
-        return self._locked(report)
-
-    def _judge_health(self) -> None:
-        """Health as of now (under the lock): the changed groups judged, and out of safe mode a
-        step of a first full pass if none was done yet (the monitor goes on with it). Not on a
-        standby: as HDFS's, it judges no group before it is the active (a first pass at a million
-        groups would hold its tail up for seconds); its counts are 0."""
-        if self.standby:
-            return
-        if not self.health.judged and not self.health.scanning and not self.safemode.on:
-            self.health.rescan()
-        self.health.refresh(self.liveness.is_live, HEALTH_STEP)
-
-    def datanode_reads(self, datanode_ids: Iterable[str]) -> dict[str, ReadLatency]:
-        """The reads of the last 60 s of each of these DataNodes, as it measured them (its last
-        heartbeat; those that served none are left out): handed out with a file's locations, so a
-        new client starts from the cluster's view of each DataNode (client/latency.py)."""
-        out = {}
-        for datanode_id in set(datanode_ids):
-            node = self.liveness.get(datanode_id)
-            recent = node.stats.recent_reads if node is not None else None
-            if recent is not None and recent.reads:
-                out[datanode_id] = recent
-        return out
-
-    def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
-        """Seconds since each of these DataNodes (those known) last heartbeated."""
-        return {d: self.liveness.age_s(d) for d in set(datanode_ids) if self.liveness.knows(d)}
-
-    def _state(self, datanode_id: str) -> str:
-        """live, stale (heartbeat later than a third of the dead interval: the page's word) or dead."""
-        if not self.liveness.is_live(datanode_id):
-            return "dead"
-        return "stale" if self.liveness.age_s(datanode_id) > self.liveness.dead_interval_s / 3 else "live"
+        return self.reports.report()
 
     def status(self) -> ClusterStatus:
-        """The overview and the DataNode table: counts kept as things change, liveness, repairs."""
-        return self._locked(self._status)
-
-    def _status(self) -> ClusterStatus:
-        from hedgefs.namenode.blocks.liveness import HEAT_MINUTES, LOW_SPACE_PCT
-
-        now_ms = self.wall_ms()
-        minute = now_ms // 60_000
-        first = minute - HEAT_MINUTES + 1
-        deletes = self.blocks.pending_delete_counts()
-        running: dict[str, int] = {}
-        for repair in self.repairs.in_flight.values():
-            running[repair.target] = running.get(repair.target, 0) + 1
-        nodes = []
-        for n in sorted(self.liveness.all(), key=lambda n: _natural(n.id)):
-            age = self.liveness.age_s(n.id)
-            recent = n.stats.recent_reads
-            host = n.address.rsplit(":", 1)[0]
-            nodes.append(DataNodeStatus(
-                n.id, n.address, f"{host}:{n.stats.http_port}" if n.stats.http_port else "", self._state(n.id),
-                round(age, 1), n.stats.capacity_bytes, n.used_bytes, n.units, running.get(n.id, 0),
-                n.active_repairs, deletes.get(n.id, 0), dict(n.stats.faults), recent.reads if recent else 0,
-                recent.p50_ms if recent else 0.0, recent.p99_ms if recent else 0.0,
-                [n.p99_by_minute.get(m) for m in range(first, minute + 1)],
-                n.stats.remaining_bytes, self.liveness.low_space(n.id), tuple(self.liveness.sharing(n.id)),
-                self.admin_state(n.id), self.liveness.location(n.id).host, self.liveness.location(n.id).rack))
-        live = [d for d in nodes if d.state != "dead"]
-        filesystems = {self.liveness.filesystem_key(self.liveness.get(d.id)) or d.id: d for d in live}
-        health = self.health
-        return ClusterStatus(
-            cluster_id=self.cluster_id, started_ms=self.started_ms, now_ms=now_ms,
-            capacity_bytes=sum(d.capacity_bytes for d in filesystems.values()),
-            remaining_bytes=sum(d.remaining_bytes for d in filesystems.values()), low_space_pct=LOW_SPACE_PCT,
-            used_bytes=sum(d.used_bytes for d in live),
-            files=self.tree.files, directories=self.tree.dirs,
-            policies={p: n for p, n in sorted(self.tree.by_policy.items()) if n and p},
-            groups_healthy=health.healthy, groups_degraded=health.counts["degraded"],
-            groups_missing=health.counts["missing"],
-            repairs_queued=max(0, health.units_lacking - len(self.repairs.in_flight)),
-            repairs_running=len(self.repairs.in_flight), repairs_done=self.repairs.done,
-            first_minute=first, datanodes=nodes, safe_mode=self.safe_mode_reason)
+        return self.reports.status()
 
     def browse(self, path: str, after: str = "", limit: int = 500) -> FilePage | Listing:
-        """A file's groups and units, or one page of a directory (names after ``after``)."""
-        node, entry = self.tree.stat(path)
-        if not node.is_dir:
-            lengths = node.group_lengths()
-            info = FileInfo(entry, [self._group_info(g, n, 0, keep_dead=True) for g, n in zip(node.groups, lengths)])
-            holders = {u.datanode_id for g in info.groups for u in g.units}
-            self._seen()
-            return FilePage(info, {d: "live" if self.liveness.is_live(d) else "dead" for d in holders})
-        entries, more = self.tree.list_page(path, False, paths.join(path, after) if after else "", limit + 1,
-                                            LIST_PAGE_BYTES)
-        self._seen()
-        return Listing(path, entries[:limit], len(entries) > limit or (more and len(entries) < limit + 1))
+        return self.reports.browse(path, after, limit)
 
     def datanode_units(self, datanode_id: str, limit: int = 200) -> UnitsPage | None:
-        """A DataNode's row of the table and the first ``limit`` units the block map puts on it."""
-        if not self.liveness.knows(datanode_id):
-            return None
+        return self.reports.datanode_units(datanode_id, limit)
 
-        def page() -> UnitsPage:
-            row = next(d for d in self._status().datanodes if d.id == datanode_id)
-            found = [(g, i, self.tree.path_of(group.file) if group.file.writer is None
-                      else self.tree.lease_path(group.file.writer))
-                     for g, i, group in self.blocks.units_on(datanode_id, limit + 1)]
-            return UnitsPage(row, found[:limit], len(found) > limit)
-        return self._locked(page)
+    def datanode_reads(self, datanode_ids: Iterable[str]) -> dict[str, ReadLatency]:
+        return self.reports.datanode_reads(datanode_ids)
 
+    def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
+        return self.reports.datanode_heartbeat_ages(datanode_ids)
 
 XATTR_CREATE, XATTR_REPLACE = 1, 2   # setxattr(2)'s flags
 XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security, system: the mount says ENOTSUP)
@@ -1438,16 +1183,6 @@ XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security
 def _check_xattr_name(name: str) -> None:
     if not name.startswith(XATTR_NAMESPACE) or len(name) == len(XATTR_NAMESPACE):
         raise InvalidArgument(f"extended attribute {name!r}: only the user namespace is kept (user.NAME)")
-
-
-def _check_batch(items: list) -> None:
-    if len(items) > MAX_BATCH:
-        raise InvalidArgument(f"a batch holds at most {MAX_BATCH} items, not {len(items)}")
-
-
-def _step(retry: tuple[str, str] | None, step: str) -> tuple[str, str] | None:
-    """The retry ids of a further record of one call (a fused create's group or completion)."""
-    return None if retry is None else (retry[0], f"{retry[1]}/{step}")
 
 
 def _check_version(path: str, existing: Node | None, version: Version) -> None:
@@ -1475,13 +1210,6 @@ def _groups_in(lengths: list[int], offset: int, length: int) -> tuple[range, int
             break
         at += n
     return range(first, last), first
-
-
-def _natural(name: str) -> tuple:
-    """dn2 before dn10."""
-    stem = name.rstrip("0123456789")
-    digits = name[len(stem):]
-    return stem, int(digits) if digits else -1, name
 
 
 __all__ = ["Namesystem", "GroupCommit", "DB_FILE", "Dir", "File"]

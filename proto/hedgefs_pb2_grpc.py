@@ -231,6 +231,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.BalanceRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.BalanceResponse.FromString,
                 _registered_method=True)
+        self.Sync = channel.unary_unary(
+                '/hedgefs.NameNode/Sync',
+                request_serializer=hedgefs__pb2.SyncRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.AppendResponse.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -494,6 +499,15 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sync(self, request, context):
+        """hflush/hsync (issue 45, HDFS's fsync with UPDATE_LENGTH): the write so far completed, as
+        Complete does, and an append to that version begun in the same call (Append's answer, its
+        first group placed when the last group is partial and must be written again)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -691,6 +705,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.Balance,
                     request_deserializer=hedgefs__pb2.BalanceRequest.FromString,
                     response_serializer=hedgefs__pb2.BalanceResponse.SerializeToString,
+            ),
+            'Sync': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sync,
+                    request_deserializer=hedgefs__pb2.SyncRequest.FromString,
+                    response_serializer=hedgefs__pb2.AppendResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1748,6 +1767,33 @@ class NameNode:
             '/hedgefs.NameNode/Balance',
             hedgefs__pb2.BalanceRequest.SerializeToString,
             hedgefs__pb2.BalanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/Sync',
+            hedgefs__pb2.SyncRequest.SerializeToString,
+            hedgefs__pb2.AppendResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,3 +70,9 @@ class RetryCache:
 def ids(client_id: str, call_id: str) -> tuple[str, str] | None:
     """The retry ids of a call (None: the client sent none)."""
     return (client_id[:MAX_ID], call_id[:MAX_ID]) if client_id and call_id else None
+
+
+def step(retry: tuple[str, str] | None, name: str) -> tuple[str, str] | None:
+    """The retry ids of a further record of one call (a fused create's group or completion, a
+    sync's reopen and group): the call's, with ``/name`` after its call id."""
+    return None if retry is None else (retry[0], f"{retry[1]}/{name}")

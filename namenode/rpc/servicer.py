@@ -38,7 +38,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
         "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
         "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease",
-        "StatMany", "Mkdirs", "DeleteMany", "CreateMany")},
+        "StatMany", "Mkdirs", "DeleteMany", "CreateMany", "Sync")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
@@ -302,6 +302,12 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Append(self, request, call):
         rewrite_from = request.rewrite_from if request.HasField("rewrite_from") else None
         return _reopened(self.nn.append(request.path, request.client_name, caller(), call.retry, rewrite_from))
+
+    @_rpc
+    def Sync(self, request, call):
+        return _reopened(self.nn.sync(request.file_id, request.path, request.length,
+                                      [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
+                                      caller(), call.retry))
 
     @_rpc
     def Truncate(self, request, call):

@@ -290,6 +290,28 @@ def test_hflush_commits_what_was_written_and_writing_goes_on(fs):
     assert w.length == 28 and fs.read_bytes("/hf") == b"line 1\nline 2\nline 3\nline 4\n"
 
 
+@pytest.mark.parametrize("kept", ["kept", "read back"])
+def test_hflushes_across_group_boundaries_keep_every_byte_in_order(fs, monkeypatch, kept):
+    """Each hflush is one Sync: the write so far committed, the last partial group written again
+    from the bytes the writer kept (or, past TAIL_BYTES, read back from the DataNodes)."""
+    from hedgefs.client import file_writer
+
+    if kept == "read back":
+        monkeypatch.setattr(file_writer, "TAIL_BYTES", 1000)
+    data = pattern(2 * GROUP + GROUP // 2, seed=45)
+    sizes = [1, 4095, GROUP - 4096, 7, GROUP - 7, 3000, GROUP // 2 - 3001, 1]   # on, across and off boundaries
+    assert sum(sizes) == len(data)
+    w, at = fs.create(f"/hf-groups-{kept}", overwrite=True), 0
+    for n in sizes:
+        w.write(data[at:at + n])
+        at += n
+        assert w.hflush() == at
+        assert fs.read_bytes(f"/hf-groups-{kept}") == data[:at]
+    w.write(b"tail")
+    assert w.close() == len(data) + 4
+    assert fs.read_bytes(f"/hf-groups-{kept}") == data + b"tail"
+
+
 def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered(c, fs):
     fs.write_bytes("/killed", b"before\n")
     script = ("import os, signal, sys\n"
@@ -297,18 +319,20 @@ def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered
               f"fs = FileSystem({c.namenode!r})\n"
               "w = fs.append('/killed')\n"
               "w.write(b'flushed\\n'); w.hflush()\n"
+              "for i in range(20): w.write(b'%02d\\n' % i); w.hsync()\n"
               "w.write(b'never flushed\\n')\n"
               "print('ready', flush=True)\n"
               "os.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, env=cli_env(c.namenode))
     assert proc.returncode == -9 and b"ready" in proc.stdout, proc.stderr.decode()
-    assert fs.read_bytes("/killed") == b"before\nflushed\n"
+    synced = b"".join(b"%02d\n" % i for i in range(20))
+    assert fs.read_bytes("/killed") == b"before\nflushed\n" + synced
     with pytest.raises(AlreadyExists, match="being written"):    # its lease holds until it expires...
         fs.append("/killed")
     assert fs.recover_lease("/killed") is True                  # ... or is recovered
     assert fs.recover_lease("/killed") is False
     with fs.append("/killed") as w:
         w.write(b"after\n")
-    assert fs.read_bytes("/killed") == b"before\nflushed\nafter\n"
+    assert fs.read_bytes("/killed") == b"before\nflushed\n" + synced + b"after\n"
     out = run_cli("recover-lease", "/killed", namenode=c.namenode)
     assert out.code == 0 and out.stdout == b"/killed: no write in progress\n"

@@ -107,7 +107,7 @@ def test_an_image_on_etcd_plus_the_batches_after_it_and_the_older_ones_compacted
         keys = etcd_cluster.keys(f"/{meta.url.prefix}/")
         assert [k for k in keys if "/j/" in k] == []          # every batch was covered by the image
         assert any("/img/" in k for k in keys)
-        with active._lock:   # batches far larger than a key or a Txn holds
+        with active.lock:   # batches far larger than a key or a Txn holds
             for i in range(6000):
                 active.journal.log(records.Mkdir(f"/big/{i:05d}/" + "y" * 200 + "/" + "z" * 200, 0, "hedgefs",
                                                  active.tree.next_id))

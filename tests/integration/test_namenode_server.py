@@ -246,7 +246,7 @@ def test_ls_R_of_100000_entries_is_paged_under_the_4_MiB_message_limit(tmp_path,
 
     # Filled in process, by logging the records themselves (100,000 Creates over RPC would take minutes)
     nn = Namesystem(str(tmp_path / "nn"), default_policy="RS-3-2-1k", default_block_size=4096)
-    with nn._lock:
+    with nn.lock:
         for d in range(100):
             nn.journal.log(r.Mkdir(f"/dir{d:03d}", 0, "hedgefs", nn.tree.next_id))
             for f in range(1000):

@@ -453,7 +453,7 @@ def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the
     scan = nn.blocks.missing_candidates
 
     def watched(datanode_id, reported):
-        taker = threading.Thread(target=lambda: lock_free.append(nn._lock.acquire(timeout=5) and not nn._lock.release()))
+        taker = threading.Thread(target=lambda: lock_free.append(nn.lock.acquire(timeout=5) and not nn.lock.release()))
         taker.start()
         taker.join()
         return scan(datanode_id, reported)

@@ -67,13 +67,13 @@ def test_a_backlog_of_expired_deletes_and_retry_entries_goes_a_part_at_a_time_wi
     nn = make_namenode(tmp_path / "nn", clock, dead_interval_s=3 * DELETE_TTL_S)
     add_datanodes(nn, 5)
     backlog = 2 * 50 + 10
-    with nn._lock:
+    with nn.lock:
         for i in range(backlog):
             nn.blocks.queue_delete("dn1", 1_000_000 + i, 0, 1)
             nn.retry.remember(("client", f"call{i}"), 2, None, nn.wall_ms())
     clock.advance(DELETE_TTL_S + 1)   # past the retry cache's TTL (as long) too
     parts, writers = [], []
-    locked = nn._locked
+    locked = nn.locked
 
     def a_writer(name: str) -> None:   # another thread: it needs the lock the monitor let go
         nn.mkdir(f"/{name}")
@@ -88,7 +88,7 @@ def test_a_backlog_of_expired_deletes_and_retry_entries_goes_a_part_at_a_time_wi
             writer.join(timeout=10)
         return result
 
-    nn._locked = watched
+    nn.locked = watched
     nn.tick()
     assert nn.blocks.pending_delete_counts() == {}
     assert len(nn.retry) == 0

@@ -60,7 +60,7 @@ class Workload:
         self.clock.advance(rng.choice((0, 0.001, 1)))
         op = rng.choice(["mkdir", "mkdir", "write", "write", "write", "open", "finish", "abandon", "delete",
                          "rename", "policy", "chmod", "chown", "concat", "overwrite", "decommission",
-                         "times", "symlink", "xattr", "unxattr", "append", "reopen", "truncate"])
+                         "times", "symlink", "xattr", "unxattr", "append", "reopen", "truncate", "sync"])
         try:
             if op == "mkdir":
                 nn.mkdir(self.fresh() + "/" + f"m{rng.randrange(5)}", parents=True, retry=self.retry())
@@ -76,6 +76,14 @@ class Workload:
             elif op == "finish" and self.open:
                 created, groups, kept = self.open.pop(rng.randrange(len(self.open)))
                 self._complete(created, groups, kept)
+            elif op == "sync" and self.open:   # hflush: the write so far committed, and it goes on
+                created, groups, kept = self.open.pop(rng.randrange(len(self.open)))
+                lease = nn.tree.writing.get(created.file_id)   # (a delete of its file ends it)
+                path = nn.tree.lease_path(lease) if lease is not None else "/gone"
+                commits, length = self._commits(created, groups, kept)
+                synced = nn.sync(created.file_id, path, length, commits, retry=self.retry())
+                first = synced.created.first_group
+                self.open.append((synced.created, [first] if first is not None else [], synced.kept_length))
             elif op == "abandon" and self.open:
                 created, _, _ = self.open.pop(rng.randrange(len(self.open)))
                 nn.abandon(created.file_id, retry=self.retry())
@@ -128,6 +136,10 @@ class Workload:
             pass
 
     def _complete(self, created, groups, kept: int = 0) -> None:
+        commits, length = self._commits(created, groups, kept)
+        self.nn.complete(created.file_id, length, commits, retry=self.retry())
+
+    def _commits(self, created, groups, kept: int) -> tuple[list, int]:
         nn, rng = self.nn, self.rng
         full = 3 * created.block_size if created.policy.startswith("RS-3-2") else created.block_size
         commits, length = [], kept
@@ -135,7 +147,7 @@ class Workload:
             n = full if i < len(groups) - 1 else rng.randrange(0, full + 1)
             commits.append(stored(nn, g, n))
             length += n
-        nn.complete(created.file_id, length, commits, retry=self.retry())
+        return commits, length
 
 
 def _replica(tmp_path, clock, name: str) -> Namesystem:
@@ -411,7 +423,7 @@ def test_every_answer_of_concurrent_writers_is_already_durable(tmp_path):
     def work(t: int) -> None:
         for i in range(40):
             nn.mkdir(f"/t{t}/d{t}-{i}", parents=True)
-            with nn._lock:
+            with nn.lock:
                 node = nn.tree.find(f"/t{t}/d{t}-{i}")
             if node is None or not seen(nn.journal.durable):
                 missing.append(f"/t{t}/d{t}-{i}")

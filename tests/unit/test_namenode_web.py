@@ -184,13 +184,13 @@ class WatchedGroups(dict):
 
 def test_a_page_or_scrape_is_one_read_and_scans_no_groups(served):
     nn, _, base = served
-    nn._lock = CountingLock()
+    nn.lock = CountingLock()
     nn.blocks.groups = WatchedGroups(nn.blocks.groups)
     for path in ("/", "/api/", "/metrics", "/files/", "/files/f", "/datanodes/dn1"):
-        nn._lock.taken = 0
+        nn.lock.taken = 0
         WatchedGroups.walks = 0
         get(base + path)
-        assert nn._lock.taken <= 1, path     # file and directory pages read the tree: no lock
+        assert nn.lock.taken <= 1, path     # file and directory pages read the tree: no lock
         if path in ("/", "/api/", "/metrics"):
             assert WatchedGroups.walks == 0, path
 

@@ -428,3 +428,38 @@ def test_every_replacement_gets_a_later_mtime_even_within_a_millisecond(nn):
     _write(nn, "/p", 10)
     nn.concat("/f", ["/p"], overwrite=True)
     assert first < second < nn.file_info("/f").entry.mtime_ms
+
+
+def test_a_sync_commits_the_write_so_far_and_goes_on_with_it_in_one_call(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/log")
+    group = nn.add_block_group(created.file_id)
+    retry = ("client", "sync-1")
+    synced = nn.sync(created.file_id, "/log", 5000, [stored(nn, group, 5000)], retry=retry)
+    assert nn.file_info("/log").entry.length == 5000                        # visible to new readers
+    assert (synced.kept_length, synced.length, synced.created.file_id) == (0, 5000, created.file_id)
+    tail = synced.created.first_group                                      # the partial group, to write again
+    assert tail is not None and tail.id != group.id
+    again = nn.sync(created.file_id, "/log", 5000, [stored(nn, group, 5000)], retry=retry)
+    assert again.created.first_group.id == tail.id                         # a retry: nothing done twice
+    with pytest.raises(AlreadyExists, match="being written"):
+        nn.append("/log")                                                  # the write goes on: still one writer
+    nn.complete(created.file_id, 6000, [stored(nn, tail, 6000)])
+    assert nn.file_info("/log").entry.length == 6000
+    assert [g.id for g in nn.file_info("/log").groups] == [tail.id]
+
+
+def test_a_sync_on_a_group_boundary_has_nothing_to_write_again_and_a_wrong_path_changes_nothing(nn):
+    add_datanodes(nn, 5)
+    created = nn.create("/full")
+    group = nn.add_block_group(created.file_id)
+    full = FULL
+    with pytest.raises(InvalidArgument, match="being written at /full, not /other"):
+        nn.sync(created.file_id, "/other", full, [stored(nn, group, full)])
+    with pytest.raises(NotFound):
+        nn.file_info("/full")                                              # nothing committed
+    synced = nn.sync(created.file_id, "/full", full, [stored(nn, group, full)])
+    assert (synced.kept_length, synced.length, synced.created.first_group) == (full, full, None)
+    more = nn.add_block_group(created.file_id)
+    nn.complete(created.file_id, full + 10, [stored(nn, more, 10)])
+    assert [g.id for g in nn.file_info("/full").groups] == [group.id, more.id]

@@ -1,0 +1,141 @@
+"""Files that change (issue 45): the namesystem's handlers for a complete file reopened for
+writing, and for the end of such a write that a crashed writer left behind.
+
+    append            HDFS's append: a new version of the file, copy-on-write, that shares its
+                      full groups (``Reopened.kept_length``); the client writes the rest again
+    truncate          a cut on a group boundary at once (one record); elsewhere as an append of
+                      nothing after the kept bytes of the group the cut falls in
+    rewrite_from      a write in place: the groups before the first changed one are kept
+    sync              hflush/hsync: the write so far completed and an append to it begun, in
+                      one call (Complete, Reopen and the new last group's AddGroup: one wait)
+    recover_lease     HDFS's recoverLease: a crashed writer's write abandoned now
+    refuse_rewritten  a file being changed is not moved or replaced meanwhile
+
+The version being written is a write in progress like a new file's (namespace/tree.py: its
+``Lease`` names the ``base`` it replaces and the groups it ``kept``); ``Namesystem.complete``
+ends it, and apply.py applies the records. Each handler runs under the writers' lock inside
+``Namesystem.change`` (the retry cache, the wait until durable), and logs at most one record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from hedgefs.ec.layout import group_data_size
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from hedgefs.namenode.journal import records as r
+from hedgefs.namenode.model import Reopened
+from hedgefs.namenode.namespace import paths
+from hedgefs.namenode.namespace.inodes import Dir, Node, load_policy
+from hedgefs.namenode.namespace.permissions import WRITE, check
+from hedgefs.namenode.namespace.retry_cache import MISS, step
+from hedgefs.security.identity import Identity
+
+log = logging.getLogger("hedgefs.namenode")
+
+
+class FileChanges:
+    def __init__(self, ns):
+        self.ns = ns   # the namesystem (its lock, journal and components)
+        self.tree = ns.tree
+
+    def reopen(self, path: str, cut: int | None, client_name: str, who: Identity, retry,
+               rewrite_from: int | None = None) -> Reopened | None:
+        what = "append to" if cut is None else "truncate"
+        self.ns.safemode.refuse(f"{what} {path}")
+        chain = self.tree.walk(path, who)
+        node = chain[-1]
+        if node.is_dir:
+            raise FailedPrecondition(f"is a directory: {path}")
+        if node.is_link:
+            raise InvalidArgument(f"{path} is a symbolic link (to {node.target}): {what} its target")
+        check(who, node, WRITE, path, f"{what} {path}")
+        parent = chain[-2]
+        writer = self.tree.writers.get((parent, node.name))
+        if writer is not None:
+            raise AlreadyExists(f"{path} is being written by {writer.holder or 'another client'} "
+                                f"(file {writer.file_id}): try again when that write ends")
+        if cut is not None:
+            if cut < 0 or cut > node.length:
+                raise InvalidArgument(f"cannot truncate {path} to {cut} bytes: it has {node.length} "
+                                      f"(truncate only shortens)")
+            if cut == node.length:
+                return None
+        policy = load_policy(node.attrs.policy)
+        full = group_data_size(policy, node.attrs.block_size)
+        if rewrite_from is not None and not 0 <= rewrite_from <= node.length:
+            raise InvalidArgument(f"cannot rewrite {path} from byte {rewrite_from}: it has {node.length}")
+        end = node.length if cut is None else cut
+        if rewrite_from is not None:
+            end = rewrite_from
+        kept = min(end // full, len(node.groups))
+        if cut is not None and cut == kept * full:
+            mtime = max(self.ns.wall_ms(), node.mtime + 1)   # a new version: see complete
+            self.ns.log_record(r.Truncate(path, cut, kept, mtime, retry))
+            log.debug("truncate %s to %d bytes: %d groups kept", path, cut, kept)
+            return None
+        self.ns.manager.check_placeable(policy)
+        self.ns.log_record(r.Reopen(path, kept, who.name, retry))
+        log.debug("%s %s (file %d): %d groups kept, %d bytes to rewrite, client %r (%s)", what, path, node.id,
+                  kept, end - kept * full, client_name, who.name)
+        return self.reopened(node.id)
+
+    def refuse_rewritten(self, parent: Dir, node: Node, path: str, what: str) -> None:
+        """A file being appended to or truncated is not moved or replaced meanwhile (its new
+        version shares its groups); deleting it ends that write (apply.py)."""
+        writer = self.tree.writers.get((parent, node.name))
+        if writer is not None and writer.base is node:
+            raise AlreadyExists(f"cannot {what} {path}: it is being appended to or truncated by "
+                                f"{writer.holder or 'another client'}; try again when that write ends")
+
+    def reopened(self, file_id: int) -> Reopened:
+        lease = self.tree.writing.get(file_id)
+        if lease is None or lease.base is None:
+            raise FailedPrecondition(f"the append or truncate of file {file_id} has ended already")
+        file, base = lease.file, lease.base
+        full = group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
+        return Reopened(self.ns.created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
+                        base.length, base.mtime)
+
+    def recover_lease(self, path: str, who: Identity, retry) -> bool:
+        parts = paths.components(path)
+        if not parts:
+            raise FailedPrecondition("is a directory: /")
+        parent = self.tree.parent_dir(path, who, parts)[-1]
+        lease = self.tree.writers.get((parent, parts[-1]))
+        if lease is None:
+            return False
+        if who.name != lease.holder and not who.is_admin:
+            target = lease.base if lease.base is not None else parent
+            check(who, target, WRITE, path if lease.base is not None else paths.parent_of(path),
+                  f"recover the lease of {path}")
+        self.ns.log_record(r.Abandon(lease.file_id, retry))
+        log.warning("lease of %s (file %d, held by %s) recovered by %s: its write is abandoned", path,
+                    lease.file_id, lease.holder, who.name)
+        return True
+
+    def sync(self, file_id: int, path: str, length: int, groups: list, who: Identity, retry) -> Reopened:
+        lease = self.ns.writing(file_id, who)
+        if self.tree.lease_path(lease) != path:
+            raise InvalidArgument(f"file {file_id} is being written at {self.tree.lease_path(lease)}, not {path}")
+        self.ns.complete_write(file_id, length, groups, None, who, retry)
+        return self.go_on(path, length, who, retry)
+
+    def go_on(self, path: str, length: int, who: Identity, retry) -> Reopened:
+        """The rest of a sync after its Complete (its own, or its retry's kept answer): each
+        further record has retry ids of its own, derived from the call's (``step``), so a retry
+        finishes what a crash between the records left undone and repeats nothing."""
+        again = step(retry, "reopen")
+        kept = self.ns.retry.lookup(again, r.CODES[r.Reopen], self.ns.wall_ms()) if again else MISS
+        reopened = self.reopened(kept[0]) if kept is not MISS else self.reopen(path, None, "", who, again)
+        if reopened.length != length:
+            raise FailedPrecondition(f"{path} changed during the sync: it has {reopened.length} bytes, not {length}")
+        if reopened.kept_length == length:
+            return reopened   # it ends on a group boundary: nothing to write again yet
+        first = step(retry, "group")
+        kept = self.ns.retry.lookup(first, r.CODES[r.AddGroup], self.ns.wall_ms()) if first else MISS
+        group = (self.ns.new_group(*kept) if kept is not MISS
+                 else self.ns.add_group(reopened.created.file_id, (), who, first))
+        return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
+
