@@ -212,7 +212,7 @@ class FileReader:
         and no partial output."""
         policy = parse_policy(self.status.policy)
         for g in self.status.groups:
-            if not policy.decodable(g.units):
+            if not policy.decodable(set(g.units) | layout.zero_units(policy, g.length)):   # (a small file's zeros)
                 where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
                          f"block group {g.id}'s {len(g.units)} live units cannot decode it ({policy.name})"
                          if policy.local_groups else

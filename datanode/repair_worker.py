@@ -121,13 +121,20 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
     for u in cmd.sources:
         if u.index < policy.units:
             candidates.setdefault(u.index, u)
+    # A small file's zero units (ec/layout.py) are sources known without a read: free, so the
+    # plan takes them first; each of their cells is read as 0 bytes, which the codec pads.
+    zeros = layout.zero_units(policy, glen)
+    if want in zeros:
+        raise RepairError(f"unit {want} of a group of {glen} bytes is zeros: nothing to store")
+    for index in zeros:
+        candidates[index] = pb.UnitLocation(index=index)
     failed: set[int] = set()
     used: list[str] = []
     stripe_at = 0   # where the stripe being rebuilt starts in every internal block
 
     def choose(reading) -> tuple[int, ...]:
         try:
-            return sources.plan(policy, [want], set(candidates) - failed, reading).read
+            return sources.plan(policy, [want], set(candidates) - failed, set(reading) | zeros).read
         except sources.Undecodable as err:
             others = len(set(candidates) - {want})
             if not failed and others < k and want not in candidates:
@@ -135,7 +142,7 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
             raise RepairError(f"cannot rebuild unit {want}: {err}") from None
 
     def open_source(loc: pb.UnitLocation) -> _Source:
-        if loc.datanode_id not in used:
+        if loc.datanode_id and loc.datanode_id not in used:   # (a zero unit's: none)
             used.append(loc.datanode_id)
         return _Source(loc, gid, cmd.generation, stripe_at, stripe_timeout_s, wrap)
 
@@ -173,7 +180,8 @@ def repair_unit(cmd: pb.RepairUnitCommand, store: BlockStore, *, stripe_timeout_
                 break   # only the last stripe can be short: nothing of the wanted unit is left
             # Columns decode on their own, so the first n bytes of each source cell are enough. A
             # source cell is longer than n only in the (short) last stripe: no offset drifts.
-            cells = _fetch_stripe(active, replace, [min(n, c) for c in stripe.cell_lengths], pool,
+            cells = _fetch_stripe(active, replace, [0 if u in zeros else min(n, c) for u, c in
+                                                    enumerate(stripe.cell_lengths)], pool,
                                   stripe_timeout_s, gid, on_bad_source)
             writer.write(cells[want] if want in cells else codec.decode(cells, [want], n)[want])
         length = writer.commit()

@@ -43,6 +43,13 @@ zeros. Every length therefore follows from the group's data length alone.
 Only the last stripe of a group can be short, so stripe s of any internal block starts at
 ``s * cell_size`` in that block.
 
+Zero units: a group of one short stripe (a file of at most k - 1 cells, or the tail group of
+one) leaves data units empty (as units 1 and 2 of stripe 2 above, were it the group's only stripe), and for LRC
+the local parity of a local group whose data units are all empty is zeros too. Their bytes are
+known from the group's length alone, so they are never written, stored, expected by the NameNode,
+read or repaired (``zero_units``): a 10-byte RS-6-3 file is units 0, 6, 7 and 8, and any 3 of those
+4 may be lost, as any 3 of 9 may be for a full group.
+
 Offsets are named by what they are relative to: ``offset_in_file``, ``offset_in_group`` (data
 bytes of the group, in file order), ``offset_in_block`` (inside one internal block),
 ``offset_in_cell``. All ranges are half-open: ``(offset, length)`` is bytes
@@ -52,6 +59,7 @@ bytes of the group, in file order), ``offset_in_block`` (inside one internal blo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator
 
 from hedgefs.ec.policy import Policy
@@ -199,6 +207,28 @@ def unit_length(policy: Policy, group_length: int, index: int) -> int:
     data_unit = index if index < policy.k else 0
     last = max(0, min(policy.cell_size, rest - data_unit * policy.cell_size))
     return full_stripes * policy.cell_size + last
+
+
+def zero_units(policy: Policy, group_length: int) -> frozenset[int]:
+    """The units of a group holding ``group_length`` data bytes that are zeros by the layout alone
+    (module docstring): empty data units, and the local parities of LRC local groups whose data
+    units are all empty. None for a replicated policy, a group of more than k - 1 cells, or one
+    of no bytes (nothing of it is stored at all)."""
+    _non_negative(group_length=group_length)
+    if policy.replicated or group_length == 0:
+        return frozenset()
+    return _zero_units(policy, min(policy.k, -(-group_length // policy.cell_size)))
+
+
+@lru_cache(maxsize=1024)
+def _zero_units(policy: Policy, data_units: int) -> frozenset[int]:
+    """The zero units of a group whose first ``data_units`` data units hold bytes."""
+    k, l = policy.k, policy.local_groups
+    zeros = set(range(data_units, k))
+    if l:
+        per_group = k // l
+        zeros.update(k + j for j in range(l) if j * per_group >= data_units)
+    return frozenset(zeros)
 
 
 def unit_lengths(policy: Policy, group_length: int) -> list[int]:

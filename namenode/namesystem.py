@@ -47,7 +47,7 @@ import uuid
 from collections import OrderedDict
 from typing import Callable, Iterable
 
-from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
+from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size, zero_units
 from hedgefs.ec.policy import DEFAULT_POLICY
 from hedgefs.namenode.batches import Batches
 from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit, check_commit
@@ -318,9 +318,11 @@ class Namesystem:
         chosen = range(count)
         if span is not None:
             chosen, first = _groups_in(lengths, *span)
-        k = load_policy(node.attrs.policy).k
+        policy = load_policy(node.attrs.policy)
+        k = policy.k
         infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
-        if self.safemode.on and any(len(g.units) < k for g in infos) and self.manager.reports_due():
+        if self.safemode.on and any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos) \
+                and self.manager.reports_due():
             self.safemode.refuse_unlocated(path)
         self.seen()
         return FileInfo(entry, infos, first if span is not None else None, count)

@@ -54,7 +54,8 @@ class Reports:
             file_missing = False
             for group in file.groups:
                 groups += 1
-                good = len(blocks.good(group, is_live))
+                zeros = blocks.zeros(group)   # a small file's zero units: never stored, never lacking
+                good = len(blocks.good(group, is_live).keys() | zeros)
                 if good >= policy.units:
                     why = self.ns.manager.misplaced(group, policy, bounds[policy.name])
                     if not why:
@@ -65,7 +66,7 @@ class Reports:
                         problems.append(FsckProblem(file_path, group.id, good, policy.k, "MISPLACED", 0,
                                                     policy.units, policy.name, why))
                     continue
-                readable = blocks.readable_units(group, is_live)
+                readable = blocks.readable_units(group, is_live).keys() | zeros
                 corrupt = len(readable) - good
                 status = "DEGRADED" if policy.decodable(readable) else "MISSING"
                 if status == "DEGRADED":

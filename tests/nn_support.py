@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from hedgefs.ec.layout import zero_units
 from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.namesystem import Namesystem
 from hedgefs.namenode.namespace.inodes import load_policy
@@ -36,6 +37,11 @@ def make_namenode(data_dir, clock: FakeClock, *, policy: str = "RS-3-2-1k", bloc
     return Namesystem(str(data_dir), default_policy=policy, default_block_size=block_size,
                     dead_interval_s=dead_interval_s, lease_timeout_s=lease_timeout_s,
                     receipt_wait_s=receipt_wait_s, clock=clock, wall_clock=clock, rng=random.Random(seed), **kwargs)
+
+
+# A file whose one group has every unit of the tests' default policy (RS-3-2-1k): one byte more
+# than k - 1 cells. A smaller one leaves zero units (ec/layout.py), which nothing stores or expects.
+WHOLE = 2 * 1024 + 1
 
 
 def stored(nn: Namesystem, group, length: int, indexes=None) -> GroupCommit:
@@ -68,7 +74,8 @@ def heartbeat_all(nn: Namesystem, ids=None):
 
 def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = False, policy: str = "",
                lost: dict[int, set[int]] | None = None) -> int:
-    """Create, add groups, complete, as a client would; ``lost`` = {group seq: unit indexes not stored}.
+    """Create, add groups, complete, as a client would (a short group's zero units are not
+    stored: ec/layout.py); ``lost`` = {group seq: unit indexes not stored}.
 
     Returns the file id.
     """
@@ -79,7 +86,8 @@ def write_file(nn: Namesystem, path: str, length: int, *, overwrite: bool = Fals
     while left > 0:
         group = nn.add_block_group(created.file_id)
         glen = min(full, left)
-        commits.append(stored(nn, group, glen, [i for i in range(pol.units) if i not in (lost or {}).get(seq, set())]))
+        skip = (lost or {}).get(seq, set()) | zero_units(pol, glen)
+        commits.append(stored(nn, group, glen, [i for i in range(pol.units) if i not in skip]))
         left -= glen
         seq += 1
     nn.complete(created.file_id, length, commits)

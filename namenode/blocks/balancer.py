@@ -193,7 +193,7 @@ class Balancer:
         repairs and moves now)."""
         m = self.m
         units = m.blocks.units(group)
-        if len(m.blocks.good(group, m.stays)) < policy.units or len(units) < policy.units:
+        if not m.blocks.is_whole(group, m.stays):
             return None
         if any((group.id, i) in m.repairs.in_flight for i in units):
             return None
@@ -300,8 +300,7 @@ class Balancer:
                     continue
                 policy = load_policy(group.file.attrs.policy)
                 units = blocks.units(group)
-                if len(blocks.good(group, m.stays)) < policy.units or any((gid, i) in m.repairs.in_flight
-                                                                            for i in units):
+                if not blocks.is_whole(group, m.stays) or any((gid, i) in m.repairs.in_flight for i in units):
                     continue
                 nbytes = self._unit_bytes(group, policy, index)
                 shape = shape_of(policy.name)

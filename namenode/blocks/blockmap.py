@@ -22,6 +22,13 @@ on a report's word (``claim``: DELETING), nor on a receipt delivered after its d
 (receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``); a report a DataNode
 makes after (re)registering drops what it lacks however lately it was mapped (``forget_recent``).
 
+Zero units: the last group of a small file (of at most k - 1 cells: ``ec/layout.py``'s
+``zero_units``) has data units that hold nothing and, for LRC, local parities that are zeros; its
+writer does not store them, so they are never expected: a group is *whole* when every other unit
+is good, readable when its good units and the zero units decode it, and no repair, delete or move
+is ever planned for a zero unit. A copy of one that a DataNode reports all the same (an older
+writer stored it) is mapped as any unit, and counts for nothing more.
+
 Generations: a group's units carry the generation issued with it (``generation_base`` + its id;
 groups of a converted namespace whose generation differs keep theirs in ``odd_generations``), and
 a unit is this group's only with that generation. A unit of a generation this namespace never
@@ -46,7 +53,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Iterator
 
-from hedgefs.ec.layout import group_data_size
+from hedgefs.ec.layout import group_data_size, zero_units
 from hedgefs.ec.policy import Policy
 from hedgefs.namenode.blocks.deletes import Kind, PendingDeletes, Unit
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument
@@ -283,6 +290,26 @@ class BlockMap:
     def get(self, group_id: int) -> Group | None:
         return self.groups.get(group_id)
 
+    @staticmethod
+    def zeros(group: Group) -> frozenset[int]:
+        """The group's zero units (module docstring): only a complete file's last group has any."""
+        file = group.file
+        if file.writer is not None:
+            return _NONE
+        groups = file.groups
+        if groups[-1] is not group:
+            return _NONE
+        length = file.length
+        if len(groups) > 1:
+            length -= (len(groups) - 1) * group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
+        return zero_units(load_policy(file.attrs.policy), length) if length > 0 else _NONE
+
+    def lacking(self, group: Group, good: Iterable[int]) -> list[int]:
+        """The unit indexes of ``group`` that are neither in ``good`` nor zero units: what a
+        repair rebuilds."""
+        skip = set(good) | self.zeros(group)
+        return [i for i in range(_units_of(group.file.attrs.policy)) if i not in skip]
+
     def corrupt_count(self) -> int:
         return sum(len(v) for v in self.corrupt.values())
 
@@ -330,10 +357,11 @@ class BlockMap:
         bad = self.corrupt.get(group.id)
         values = _codec(len(locs) // 2).unpack(locs)
         k = _plain_k(file.attrs.policy)
-        if k and bad is None:   # RS or copies: any k units
+        zeros = self.zeros(group)
+        if k and bad is None and not zeros:   # RS or copies: any k units
             return len(values) - values.count(0) >= k
         return load_policy(file.attrs.policy).decodable(
-            [i for i, n in enumerate(values) if n and (bad is None or i not in bad)])
+            {i for i, n in enumerate(values) if n and (bad is None or i not in bad)} | zeros)
 
     def _set(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False,
              recent: bool = True) -> None:
@@ -457,6 +485,7 @@ class BlockMap:
         mapped just now (a block report computed before this must not drop them)."""
         generation = self.generation(group.id)
         unreported = self.unreported.pop(group.id, ())
+        zeros = self.zeros(group)   # never written: no delete to send
         if group.locs:
             values = list(_codec(len(group.locs) // 2).unpack(group.locs))
             ids = self.numbers.ids
@@ -465,7 +494,7 @@ class BlockMap:
                     continue
                 if index in unreported:
                     self.mapped[ids[n]] -= 1
-                    if delete_unreported:
+                    if delete_unreported and index not in zeros:
                         self.queue_delete(ids[n], group.id, index, generation)
                     values[index] = 0
                 else:
@@ -639,9 +668,13 @@ class BlockMap:
                         values, n = [0] * width, 0
                     if n == 0 and number not in values:   # adopted: no copy known, none here of another unit
                         had = width - values.count(0)
+                        zeros = self.zeros(group)
+                        if zeros:   # a small file's group: its zero units count as there
+                            had = len({i for i, v in enumerate(values) if v} | zeros)
+                        now = had + (index not in zeros)
                         values[index] = number
                         group.locs = _codec(width).pack(*values)
-                        self.readable += (had + 1 >= k) - (had >= k)
+                        self.readable += (now >= k) - (had >= k)
                         if dirty is not None:
                             dirty.add(gid)
                         adopted += 1
@@ -713,7 +746,10 @@ class BlockMap:
         self._set(group, index, None)
 
     def is_whole(self, group: Group, is_live: IsLive) -> bool:
-        return len(self.good(group, is_live)) == load_policy(group.file.attrs.policy).units
+        """Every unit but the zero units good."""
+        zeros = self.zeros(group)
+        good = self.good(group, is_live)
+        return len(good.keys() | zeros if zeros else good) == _units_of(group.file.attrs.policy)
 
     def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
         """The pending deletes that may be sent now, oldest first. A plain delete always goes. A
@@ -766,11 +802,13 @@ def check_commit(file_id: int, length: int, commits: list[GroupCommit], policy: 
         if c.length == 0:
             continue   # an empty group goes at Complete: nothing in it to keep
         received = sorted(reported(own[c.group_id]))
-        if len(received) < min_units:
+        zeros = zero_units(policy, c.length)   # a short group's: stored by its length alone
+        if len(set(received) | zeros) < min_units:
             raise FailedPrecondition(
                 f"group {c.group_id} has only {len(received)} stored units reported by their DataNodes "
-                f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least {min_units}")
-        if not policy.decodable(received):   # an LRC group: not any k units decode it
+                f"(the writer claimed {len(set(c.stored_units))}), policy {policy.name} needs at least "
+                f"{min_units - len(zeros)}" + (f" besides its {len(zeros)} zero units" if zeros else ""))
+        if not policy.decodable(set(received) | zeros):   # an LRC group: not any k units decode it
             raise FailedPrecondition(
                 f"group {c.group_id}: its stored units {received} cannot decode it ({policy.name})")
     if total != length:

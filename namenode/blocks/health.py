@@ -90,11 +90,12 @@ class Health:
             self._set(gid, None)
             return
         policy = load_policy(group.file.attrs.policy)
-        good = len(blocks.good(group, is_live))
+        zeros = blocks.zeros(group)   # a small file's zero units: never stored, never lacking
+        good = len(blocks.good(group, is_live).keys() | zeros)
         if good >= policy.units:
             self._set(gid, None)
             return
-        readable = blocks.readable_units(group, is_live)
+        readable = blocks.readable_units(group, is_live).keys() | zeros
         self._set(gid, (DEGRADED if policy.decodable(readable) else MISSING, policy.units - good, policy.replicated))
 
     def repair_candidates(self, limit: int) -> list[int]:

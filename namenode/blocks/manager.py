@@ -228,7 +228,7 @@ class BlockManager:
         if keep_dead:
             return self.blocks.reported_units(group)
         units = self.blocks.good(group, self.liveness.live().__contains__)
-        if len(units) < k:
+        if len(units) + len(self.blocks.zeros(group)) < k:
             units = self.blocks.readable_units(group, self.liveness.is_live)
         return units
 
@@ -378,7 +378,7 @@ class BlockManager:
             return None
         generation = blocks.generation(group.id)
         sources = [self.locate(i, d, group.id, generation) for i, d in sorted(blocks.good(group, self.usable).items())]
-        if not policy.decodable(s.index for s in sources):
+        if not policy.decodable({s.index for s in sources} | blocks.zeros(group)):   # (zero units: the worker's own)
             return None
         length = group.file.group_lengths()[group.file.groups.index(group)] if group in group.file.groups else 0
         return RepairUnit(group.id, repair.index, policy.name, length, sources, generation)
@@ -563,11 +563,13 @@ class BlockManager:
                 continue
             policy = load_policy(group.file.attrs.policy)
             good = blocks.good(group, self.stays)
-            if len(good) < policy.units:
+            lacking = blocks.lacking(group, good)   # (a small file's zero units are never lacking)
+            if lacking:
                 live = {i: d for i, d in blocks.good(group, self.liveness.is_live).items() if self.usable(d)}
-                out.append(GroupNeed(gid, policy.k, live, [i for i in range(policy.units) if i not in good],
+                zeros = blocks.zeros(group)
+                out.append(GroupNeed(gid, policy.k - sum(1 for i in zeros if i < policy.k), live, lacking,
                                      frozenset(blocks.units(group).values()), policy.replicated,
-                                     policy.decodable(live), shape_of(policy.name), good))
+                                     policy.decodable(live.keys() | zeros), shape_of(policy.name), good))
         return out
 
     def tick(self, default_block_size: int) -> list[InFlight]:

@@ -43,6 +43,7 @@ from hedgefs.ec.layout import (
     stripe_info,
     unit_length,
     unit_lengths,
+    zero_units,
 )
 from hedgefs.ec.policy import Policy, parse_policy
 
@@ -378,3 +379,50 @@ def test_a_replicated_block_is_its_data_byte_for_byte(length):
             assert [(r.index, r.offset_in_block, r.length) for r in ranges] == [(0, offset, n)]
         else:
             assert ranges == []
+
+
+# --- zero units: what a short group never stores -------------------------------------------
+
+
+@pytest.mark.parametrize("name, length, zeros", [
+    ("RS-6-3-1024k", 10, {1, 2, 3, 4, 5}),
+    ("RS-6-3-1024k", 1 << 20, {1, 2, 3, 4, 5}),            # exactly one cell
+    ("RS-6-3-1024k", (1 << 20) + 1, {2, 3, 4, 5}),
+    ("RS-6-3-1024k", 5 << 20, {5}),                         # k - 1 cells
+    ("RS-6-3-1024k", (5 << 20) + 1, set()),
+    ("RS-6-3-1024k", 6 << 20, set()),                       # k cells: a whole stripe
+    ("RS-6-3-1024k", (6 << 20) + 1, set()),                 # k cells + 1: a second stripe
+    ("RS-6-3-1024k", 0, set()),                             # no group at all
+    ("REPLICATE-3", 10, set()),
+    ("LRC-6-2-2-64k", 10, {1, 2, 3, 4, 5, 7}),              # local group 1 empty: its parity too
+    ("LRC-6-2-2-64k", 3 * 65536, {3, 4, 5, 7}),
+    ("LRC-6-2-2-64k", 3 * 65536 + 1, {4, 5}),
+])
+def test_zero_units_of_a_short_group(name, length, zeros):
+    assert zero_units(parse_policy(name), length) == zeros
+
+
+@pytest.mark.parametrize("policy", [TINY, Policy(6, 3, 4), Policy(6, 4, 4, local_groups=2), Policy(1, 2, 4, replicated=True)],
+                         ids=lambda p: p.name)
+def test_zero_units_hold_only_zeros_and_the_rest_keep_the_tolerance(policy):
+    """For every group length up to two stripes: each zero unit's encoded cells are empty or all
+    zeros, every other unit holds a byte that is not known from the length alone (a data unit
+    with data, a parity unit), and losing any ``tolerance`` of the stored units still decodes."""
+    from hedgefs.ec.codec import codec_for
+
+    codec = codec_for(policy)
+    for length in range(1, 2 * policy.stripe_data_size + 2):
+        zeros = zero_units(policy, length)
+        data = bytes(1 + o % 255 for o in range(length))   # no zero byte: a zero cell is a zero unit's
+        info = stripe_info(policy, length, 0)
+        cells = split_stripe(policy, data[:info.data_length])
+        encoded = list(cells) + [bytes(p) for p in codec.encode(cells)]
+        for index in range(policy.units):
+            cell = bytes(encoded[index])
+            if index in zeros:
+                assert not any(cell), (policy.name, length, index)
+            elif index < policy.k:
+                assert unit_length(policy, length, index) > 0, (policy.name, length, index)
+        stored = [i for i in range(policy.units) if i not in zeros]
+        for lost in itertools.combinations(stored, min(policy.tolerance, len(stored) - 1)):
+            assert policy.decodable(set(stored) - set(lost) | zeros), (policy.name, length, lost)

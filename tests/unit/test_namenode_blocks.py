@@ -5,12 +5,12 @@ import pytest
 from hedgefs.namenode.namesystem import DELETE_RESEND_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DeleteUnit
 from hedgefs.namenode.errors import FailedPrecondition, NotFound
-from nn_support import add_datanodes, generation, heartbeat_all, listed_while_deleting, make_namenode, write_file
+from nn_support import WHOLE, add_datanodes, generation, heartbeat_all, listed_while_deleting, make_namenode, write_file
 
 BLOCK = 4096
 
 
-def one_group(nn, path="/f", length=100):
+def one_group(nn, path="/f", length=WHOLE):
     """Write a one-group file on dn1..dn5; returns (group id, {unit index: DataNode})."""
     write_file(nn, path, length)
     group = nn.file_info(path).groups[0]
@@ -123,7 +123,7 @@ def test_after_a_restart_units_are_located_as_their_datanodes_report(tmp_path, c
     started is asked to register first."""
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     held = {dn: [(g.id, u.index, g.generation) for g in nn.file_info("/f").groups for u in g.units
                  if u.datanode_id == dn] for dn in ("dn1", "dn2", "dn3", "dn4", "dn5")}
     clock.advance(1000)  # long after every heartbeat
@@ -147,7 +147,7 @@ def test_after_a_restart_units_are_located_as_their_datanodes_report(tmp_path, c
 
 def test_an_address_change_in_a_heartbeat_is_what_locations_carry(nn):
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     holder = nn.file_info("/f").groups[0].units[0].datanode_id
     nn.heartbeat(holder, "127.0.0.1:5555", data_address="127.0.0.1:5556")
     unit = next(u for u in nn.file_info("/f").groups[0].units if u.datanode_id == holder)
@@ -202,7 +202,7 @@ def test_a_recursive_delete_is_one_record_gone_at_once_its_groups_freed_in_bound
     add_datanodes(nn, 5)
     nn.mkdir("/d/sub", parents=True)
     for i in range(150):
-        write_file(nn, f"/d/{'sub/' if i % 3 else ''}f{i}", 10)
+        write_file(nn, f"/d/{'sub/' if i % 3 else ''}f{i}", WHOLE)
     before = nn.journal.last
     nn.delete("/d", recursive=True)
     assert nn.journal.last == before + 1
@@ -304,8 +304,8 @@ def test_fsck_counts_and_status(nn, clock):
     add_datanodes(nn, 5)
     nn.mkdir("/a")
     write_file(nn, "/a/healthy", 3 * BLOCK * 2)  # two full groups
-    write_file(nn, "/a/degraded", 10, lost={0: {4}})
-    write_file(nn, "/b", 10, lost={0: {3, 4}})
+    write_file(nn, "/a/degraded", WHOLE, lost={0: {4}})
+    write_file(nn, "/b", WHOLE, lost={0: {3, 4}})
     assert nn.fsck("/a/healthy").status == "HEALTHY"
     report = nn.fsck("/a")
     assert (report.files, report.groups, report.healthy, report.degraded, report.missing) == (2, 3, 2, 1, 0)
@@ -326,9 +326,9 @@ def test_fsck_counts_and_a_delete_owes_every_stored_unit(nn):
     add_datanodes(nn, 5)
     nn.mkdir("/t")
     write_file(nn, "/t/a", 3 * BLOCK * 2)                 # two groups
-    write_file(nn, "/t/b", 10, lost={0: {4}})             # degraded
-    write_file(nn, "/t/c", 10, lost={0: {3, 4}})          # degraded by two
-    write_file(nn, "/t/d", 10)
+    write_file(nn, "/t/b", WHOLE, lost={0: {4}})             # degraded
+    write_file(nn, "/t/c", WHOLE, lost={0: {3, 4}})          # degraded by two
+    write_file(nn, "/t/d", WHOLE)
     whole = nn.fsck("/t")
     assert (whole.files, whole.groups, whole.healthy, whole.degraded) == (4, 5, 3, 2)
     assert [(p.path, p.live_units) for p in whole.problems] == [("/t/b", 4), ("/t/c", 3)]
@@ -342,7 +342,7 @@ def test_fsck_counts_and_a_delete_owes_every_stored_unit(nn):
 
 def test_report_describes_datanodes(nn, clock):
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10, lost={0: {0}})
+    write_file(nn, "/f", WHOLE, lost={0: {0}})
     nn.heartbeat("dn1", "", used_bytes=1234, units=7)
     clock.advance(2.5)
     report = nn.report()
@@ -375,7 +375,7 @@ def test_after_a_restart_a_dead_unregistered_holder_does_not_make_a_repaired_cop
 
 def test_bad_unit_is_kept_when_the_group_has_no_other_k_live_units(nn):
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10, lost={0: {3, 4}})  # exactly k = 3 live units
+    write_file(nn, "/f", WHOLE, lost={0: {3, 4}})  # exactly k = 3 live units
     group = nn.file_info("/f").groups[0]
     holder = group.units[0].datanode_id
     nn.report_bad_units([(group.id, 0, group.generation, holder, "checksum mismatch at offset 0")])
@@ -389,16 +389,16 @@ def test_lrc_groups_are_judged_by_which_units_live_not_how_many(nn, clock):
     that are group 0's local parity short (0, 1, 2 and 6 lost) do not (MISSING, no repair)."""
     add_datanodes(nn, 17)
     nn.mkdir("/lrc")
-    write_file(nn, "/lrc/lost", 100, policy="LRC-6-2-2-1k")
+    write_file(nn, "/lrc/lost", 6 * 1024, policy="LRC-6-2-2-1k")
     lost = nn.file_info("/lrc/lost").groups[0]
     dead = {u.datanode_id for u in lost.units if u.index in (0, 1, 2, 6)}
     clock.advance(31)
     heartbeat_all(nn, [f"dn{i}" for i in range(1, 18) if f"dn{i}" not in dead])
     # 13 live DataNodes: 7 stored, 3 that were not (deletes pending there), 3 to repair to
-    write_file(nn, "/lrc/degraded", 100, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2}})
+    write_file(nn, "/lrc/degraded", 6 * 1024, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2}})
     with pytest.raises(FailedPrecondition, match=r"its stored units \[3, 4, 5, 7, 8, 9\] cannot decode it "
                                                  r"\(LRC-6-2-2-1k\)"):
-        write_file(nn, "/lrc/refused", 100, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2, 6}})
+        write_file(nn, "/lrc/refused", 6 * 1024, policy="LRC-6-2-2-1k", lost={0: {0, 1, 2, 6}})
     report = nn.fsck("/lrc")
     by_path = {p.path: (p.live_units, p.status) for p in report.problems}
     assert by_path == {"/lrc/degraded": (7, "DEGRADED"), "/lrc/lost": (6, "MISSING")}

@@ -4,7 +4,7 @@ import threading
 
 from hedgefs.namenode.namesystem import REPAIR_TIMEOUT_S, REPORT_GRACE_S
 from hedgefs.namenode.model import DataNodeStats, DeleteUnit, RepairUnit
-from nn_support import add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import WHOLE, add_datanodes, heartbeat_all, make_namenode, write_file
 
 BLOCK = 4096
 
@@ -25,10 +25,10 @@ def held_by(nn, datanode_id, paths):
 
 def test_most_endangered_group_first_and_at_most_two_per_datanode(nn, clock):
     add_datanodes(nn, 5)
-    write_file(nn, "/a", 10, lost={0: {4}})       # 4 of 5 live, oldest group
-    write_file(nn, "/b", 10, lost={0: {3, 4}})    # 3 of 5 live: most endangered
-    write_file(nn, "/e", 10, lost={0: {0}})       # 4 of 5 live
-    write_file(nn, "/c", 10, lost={0: {3, 4}})
+    write_file(nn, "/a", WHOLE, lost={0: {4}})       # 4 of 5 live, oldest group
+    write_file(nn, "/b", WHOLE, lost={0: {3, 4}})    # 3 of 5 live: most endangered
+    write_file(nn, "/e", WHOLE, lost={0: {0}})       # 4 of 5 live
+    write_file(nn, "/c", WHOLE, lost={0: {3, 4}})
     a, b, e, c = (group_of(nn, p).id for p in "/a /b /e /c".split())
     lost = group_of(nn, "/c").units[2].datanode_id
     clock.advance(REPORT_GRACE_S + 1)
@@ -71,7 +71,7 @@ def test_repair_command_carries_the_files_own_policy_and_live_sources(nn):
 def test_lost_command_is_reissued_after_the_timeout(nn, clock):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10, lost={0: {2}})
+    write_file(nn, "/f", WHOLE, lost={0: {2}})
     gid = group_of(nn, "/f").id
     assert [(r.group_id, r.index) for r in nn.tick()] == [(gid, 2)]
     target = nn.repairs.in_flight[(gid, 2)].target
@@ -87,7 +87,7 @@ def test_lost_command_is_reissued_after_the_timeout(nn, clock):
 
 def test_unit_on_a_dead_datanode_is_rebuilt_elsewhere_and_the_old_copy_deleted(nn, clock):
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     group = group_of(nn, "/f")
     dead = group.units[3].datanode_id
     add_datanodes(nn, 1, start=6)
@@ -105,7 +105,7 @@ def test_unit_on_a_dead_datanode_is_rebuilt_elsewhere_and_the_old_copy_deleted(n
 
 def test_repair_moves_away_from_a_target_that_dies(nn, clock):
     add_datanodes(nn, 7)
-    write_file(nn, "/f", 10, lost={0: {0}})
+    write_file(nn, "/f", WHOLE, lost={0: {0}})
     gid = group_of(nn, "/f").id
     [first] = nn.tick()
     clock.advance(31)
@@ -116,14 +116,14 @@ def test_repair_moves_away_from_a_target_that_dies(nn, clock):
 
 def test_no_repair_onto_a_datanode_still_deleting_a_unit_of_that_group(nn):
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10, lost={0: {4}})  # the DataNode of unit 4 owes a delete for this group
+    write_file(nn, "/f", WHOLE, lost={0: {4}})  # the DataNode of unit 4 owes a delete for this group
     assert nn.tick() == []
 
 
 def test_planned_repair_of_a_deleted_file_is_dropped_at_delivery(nn):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10, lost={0: {1}})
+    write_file(nn, "/f", WHOLE, lost={0: {1}})
     [planned] = nn.tick()
     nn.delete("/f")
     assert repairs_in(nn.heartbeat(planned.target, "").commands) == []
@@ -134,7 +134,7 @@ def stale_copy_of_unit_0_on_dn6(nn):
     """/f on dn1..dn5 (dn6 kept out by its load), then dn6 reports an extra copy of unit 0."""
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     group = group_of(nn, "/f")
     assert nn.unit_stored("dn6", group.id, 0, group.generation) == "stale"
     return group, group.units[0].datanode_id
@@ -143,7 +143,7 @@ def stale_copy_of_unit_0_on_dn6(nn):
 def test_extra_copy_from_a_late_repair_is_deleted(nn):
     add_datanodes(nn, 6)
     nn.heartbeat("dn6", "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     group = group_of(nn, "/f")
     assert nn.unit_stored("dn6", group.id, 0, group.generation) == "stale"
     assert (group.id, 0, group.generation) in nn.blocks.pending_deletes("dn6")
@@ -188,7 +188,7 @@ def test_after_a_restart_only_datanodes_that_spoke_are_repair_targets_or_sources
     add_datanodes(nn, 7)
     for dn in ("dn6", "dn7"):
         nn.heartbeat(dn, "", used_bytes=10**9)
-    write_file(nn, "/f", 10, lost={0: {4}})
+    write_file(nn, "/f", WHOLE, lost={0: {4}})
     group = group_of(nn, "/f")
     quiet = group.units[3].datanode_id  # holds unit 3, silent since the restart
     nn.close()
@@ -209,7 +209,7 @@ def test_a_repair_that_timed_out_never_puts_two_units_of_a_group_on_one_datanode
     spares = ["dn6", "dn7", "dn8"]
     for dn in spares:
         nn.heartbeat(dn, "", used_bytes=10**9)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     group = group_of(nn, "/f")
     lost = {group.units[0].datanode_id, group.units[1].datanode_id}
     alive = [f"dn{i}" for i in range(1, 9) if f"dn{i}" not in lost]
@@ -240,7 +240,7 @@ def test_corrupt_unit_at_k_plus_1_good_units_is_kept_until_the_group_is_whole_ag
     """RS-3-2 with 4 good units (k+1): one more reported corrupt used to be deleted at once,
     leaving exactly k. Now it stays, and goes only once both lost units are rebuilt."""
     add_datanodes(nn, 5)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     group = group_of(nn, "/f")
     dead = group.units[4].datanode_id
     clock.advance(31)
@@ -280,8 +280,8 @@ def test_a_report_counts_the_groups_short_of_units_from_the_health_counts(nn):
     counts health keeps as groups change: no group is looked at."""
     add_datanodes(nn, 5)
     for i in range(30):
-        write_file(nn, f"/ok{i}", 10)
-    write_file(nn, "/short", 10, lost={0: {0}})
+        write_file(nn, f"/ok{i}", WHOLE)
+    write_file(nn, "/short", WHOLE, lost={0: {0}})
     nn.tick()
     read, needs = [], nn.manager.needs
 
@@ -300,7 +300,7 @@ def test_a_report_counts_each_datanodes_mapped_units(nn):
     the map changes: a report reads it."""
     add_datanodes(nn, 5)
     for i in range(4):
-        write_file(nn, f"/f{i}", 10)
+        write_file(nn, f"/f{i}", WHOLE)
     report = nn.report()
     expected = {}
     for i in range(4):
@@ -319,8 +319,8 @@ def test_a_repair_pass_plans_a_bounded_number_of_groups_the_most_short_first_and
     add_datanodes(nn, 5)
     short_one = [f"/one{i}" for i in range(4)]
     for path in short_one:
-        write_file(nn, path, 10, lost={0: {4}})
-    write_file(nn, "/two", 10, lost={0: {3, 4}})
+        write_file(nn, path, WHOLE, lost={0: {4}})
+    write_file(nn, "/two", WHOLE, lost={0: {3, 4}})
     ids = {p: group_of(nn, p).id for p in [*short_one, "/two"]}
     add_datanodes(nn, 3, start=6)                 # room for every repair (2 a DataNode)
     first = nn.tick()
@@ -341,7 +341,7 @@ def test_a_decommission_looks_through_the_map_a_stretch_a_pass(nn, monkeypatch):
     add_datanodes(nn, 6)
     paths = [f"/f{i}" for i in range(5)]
     for path in paths:
-        write_file(nn, path, 10)
+        write_file(nn, path, WHOLE)
     leaving = group_of(nn, "/f0").units[0].datanode_id
     on_it = {group_of(nn, p).id for p in paths if leaving in {u.datanode_id for u in group_of(nn, p).units}}
     add_datanodes(nn, 5, start=7)
@@ -351,3 +351,43 @@ def test_a_decommission_looks_through_the_map_a_stretch_a_pass(nn, monkeypatch):
         moved |= {r.group_id for r in nn.tick()}
         passes += 1
     assert moved == on_it and passes > 1
+
+
+def test_a_small_files_group_is_whole_without_its_zero_units_and_only_its_stored_units_are_repaired(nn, clock):
+    """A 10-byte RS-3-2-1k file: units 1 and 2 hold nothing (ec/layout.py's zero units), so the
+    writer stores units 0, 3 and 4 only. The group is HEALTHY so; no delete goes to the targets it
+    was given for 1 and 2; losing up to 2 of the 3 leaves it readable (DEGRADED), and only the
+    lost stored units are repaired, each command's group length saying what the worker leaves out."""
+    add_datanodes(nn, 5)
+    write_file(nn, "/small", 10)
+    group = group_of(nn, "/small")
+    assert sorted(u.index for u in group.units) == [0, 3, 4]
+    assert nn.fsck().status == "HEALTHY"
+    assert sum(nn.blocks.pending_delete_counts().values()) == 0
+    assert nn.tick() == []                     # nothing to repair: nothing lacks
+    add_datanodes(nn, 2, start=6)
+    dead = {u.datanode_id for u in group.units if u.index in (0, 3)}
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 8) if f"dn{i}" not in dead])
+    report = nn.fsck()
+    assert report.status == "DEGRADED" and report.missing == 0
+    planned = nn.tick()
+    assert sorted(r.index for r in planned) == [0, 3]
+    for repair in planned:
+        [command] = repairs_in(nn.heartbeat(repair.target, "").commands)
+        sources = {s.index for s in command.sources}
+        assert (command.index, command.group_length) == (repair.index, 10)
+        assert 4 in sources and sources <= {0, 3, 4} - {repair.index}   # never a zero unit
+        nn.unit_stored(repair.target, group.id, repair.index, group.generation)
+    assert nn.fsck().status == "HEALTHY"
+
+
+def test_a_small_files_group_with_all_its_stored_units_lost_is_missing_and_never_repaired(nn, clock):
+    add_datanodes(nn, 5)
+    write_file(nn, "/small", 10)
+    dead = {u.datanode_id for u in group_of(nn, "/small").units}
+    clock.advance(31)
+    heartbeat_all(nn, [f"dn{i}" for i in range(1, 6) if f"dn{i}" not in dead])
+    report = nn.fsck()
+    assert (report.status, report.missing) == ("CORRUPT", 1)
+    assert nn.tick() == []

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hedgefs import httpserver
 from hedgefs.namenode.web import pages, handler as web
 from hedgefs.namenode.model import DataNodeStats, ReadLatency
-from nn_support import FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
+from nn_support import WHOLE, FakeClock, add_datanodes, heartbeat_all, make_namenode, write_file
 
 EVIL_ID = '<img src=x onerror="alert(1)">dn\\"\n'
 EVIL_DIR = "/<b>bold&'q'"
@@ -31,7 +31,7 @@ def served(tmp_path):
     clock = FakeClock()
     nn = make_namenode(tmp_path / "nn", clock)
     add_datanodes(nn, 6)
-    write_file(nn, "/f", 10)
+    write_file(nn, "/f", WHOLE)
     nn.tick()
     server = httpserver.HttpServer("127.0.0.1", 0, web.handler(nn))
     server.start()
@@ -129,7 +129,7 @@ def test_html_in_ids_and_paths_is_escaped_everywhere(served):
     nn, _, base = served
     nn.register(EVIL_ID, "127.0.0.1:1")
     nn.mkdir(EVIL_DIR)
-    write_file(nn, EVIL_FILE, 10)
+    write_file(nn, EVIL_FILE, WHOLE)
     nn.tick()
     quoted = urllib.parse.quote(EVIL_DIR, safe="/")
     file_url = base + "/files" + urllib.parse.quote(EVIL_FILE, safe="/")

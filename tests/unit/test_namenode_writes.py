@@ -9,7 +9,7 @@ import pytest
 from conftest import wait_until
 from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from nn_support import add_datanodes, heartbeat_all, make_namenode, stored, write_file
+from nn_support import WHOLE, add_datanodes, heartbeat_all, make_namenode, stored, write_file
 
 BLOCK = 4096
 FULL = 3 * BLOCK  # data bytes in a full RS-3-2 group
@@ -124,7 +124,7 @@ def test_complete_drops_units_not_stored(nn):
     created = nn.create("/f")
     group = nn.add_block_group(created.file_id)
     lost = {u.index: u.datanode_id for u in group.units if u.index in (1, 4)}
-    nn.complete(created.file_id, 100, [stored(nn, group, 100, (0, 2, 3))])
+    nn.complete(created.file_id, WHOLE, [stored(nn, group, WHOLE, (0, 2, 3))])
     info = nn.file_info("/f")
     assert [u.index for u in info.groups[0].units] == [0, 2, 3]
     for index, dn in lost.items():
@@ -139,7 +139,7 @@ def test_complete_refusals(nn):
     g2 = nn.add_block_group(created.file_id)
     with pytest.raises(FailedPrecondition, match=fr"group {g1.id} has only 2 stored units reported by their DataNodes "
                                                  fr"\(the writer claimed 2\), policy RS-3-2-1k needs at least 3"):
-        nn.complete(created.file_id, 10, [stored(nn, g1, 10, (0, 1))])
+        nn.complete(created.file_id, WHOLE, [stored(nn, g1, WHOLE, (0, 1))])
     with pytest.raises(InvalidArgument, match="not the sum of its group lengths"):
         nn.complete(created.file_id, 11, [stored(nn, g1, 10, (0, 1, 2))])
     with pytest.raises(InvalidArgument, match="every group but the last holds exactly"):
@@ -310,11 +310,11 @@ def test_complete_with_forged_stored_units_is_refused_and_the_file_stays_invisib
     nn.unit_stored(group.units[0].datanode_id, group.id, 0, group.generation)   # one unit really stored; five claimed
     with pytest.raises(FailedPrecondition, match=fr"group {group.id} has only 1 stored units reported by their "
                                                  r"DataNodes \(the writer claimed 5\)"):
-        nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])
+        nn.complete(created.file_id, WHOLE, [GroupCommit(group.id, WHOLE, (0, 1, 2, 3, 4))])
     with pytest.raises(NotFound):
         nn.file_info("/f")
     # the writer may still finish once the receipts are in
-    nn.complete(created.file_id, 10, [stored(nn, group, 10)])
+    nn.complete(created.file_id, WHOLE, [stored(nn, group, WHOLE)])
     assert len(nn.file_info("/f").groups[0].units) == 5
 
 
