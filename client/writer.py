@@ -3,7 +3,9 @@
 The source is read a stripe at a time, encoded and streamed as k+m internal blocks. Per block
 group: AddBlockGroup gives k+m DataNodes; one unit write stream per unit (the data transfer
 protocol: each cell goes out with ``sendmsg``, straight from the encoder's buffers); stripe n+1
-is read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight. A DataNode
+is read and encoded (in a worker thread: the codec releases the GIL) while stripe n is in flight.
+A group of one short stripe has no stream to its zero units (ec/layout.py; 9 stored their 0
+bytes before): a 10-byte RS-6-3 file is 4 streams and 4 fsyncs, units 0, 6, 7, 8. A DataNode
 that fails mid-write is dropped; the group carries on while at least ``min_units`` (k) units are
 still being written, and the NameNode repairs the rest. A DataNode that stops making progress
 (frozen, or far slower than its peers) is dropped too, without waiting out a fixed timeout: once
@@ -253,14 +255,21 @@ class StripedWriter:
         """Write one block group starting with `first_stripe`, reading further stripes from `source`;
         fail once fewer than ``min_units`` (default k) of its units are still being written."""
         min_units = min_units or policy.k
+        stripe_bytes = policy.stripe_data_size
+        # A group of one short stripe (the source ended within it) is its whole length already:
+        # its zero units (ec/layout.py) are neither encoded nor sent, a 10-byte RS-6-3 file is 4
+        # streams and 4 fsyncs, not 9, with the same tolerance (any 3 of the 4 may fail).
+        zeros = layout.zero_units(policy, len(first_stripe)) if len(first_stripe) < stripe_bytes else frozenset()
         streams = [_UnitStream(self._datanodes, group.id, group.generation, loc)
-                   for loc in sorted(group.units, key=lambda u: u.index)]
+                   for loc in sorted(group.units, key=lambda u: u.index) if loc.index not in zeros]
         from hedgefs.ec.codec import codec_for  # here: reads never pay for loading the codec (numpy)
 
         codec = codec_for(policy)
         loop = asyncio.get_running_loop()
         stripes_per_group = layout.num_stripes(policy, layout.group_data_size(policy, block_size))
-        stripe_bytes = policy.stripe_data_size
+        # Once ``keep`` streams finished a step the others are late: k + 1 of a whole group's,
+        # one more than the data units written of a short one.
+        keep = max(policy.k + 1, min_units) - len(zeros)
         length = 0
         sending: asyncio.Task | None = None
         data = first_stripe
@@ -269,8 +278,8 @@ class StripedWriter:
                 cells = await loop.run_in_executor(None, _encode, codec, policy, data)
                 if sending is not None:
                     await sending
-                self._check_enough(streams, policy, group.id, min_units)
-                sending = asyncio.ensure_future(self._send_stripe(streams, cells, max(policy.k + 1, min_units)))
+                self._check_enough(streams, zeros, policy, group.id, min_units)
+                sending = asyncio.ensure_future(self._send_stripe(streams, cells, keep))
                 length += len(data)
                 progress(len(data))
                 if len(data) < stripe_bytes:
@@ -281,8 +290,8 @@ class StripedWriter:
                     break
             if sending is not None:
                 await sending
-            await self._finish_all(streams, layout.unit_lengths(policy, length), max(policy.k + 1, min_units))
-            self._check_enough(streams, policy, group.id, min_units)
+            await self._finish_all(streams, layout.unit_lengths(policy, length), keep)
+            self._check_enough(streams, zeros, policy, group.id, min_units)
         except BaseException:
             for s in streams:
                 s.abort()
@@ -337,14 +346,19 @@ class StripedWriter:
                 task.cancel()
 
     @staticmethod
-    def _check_enough(streams: list[_UnitStream], policy: Policy, group_id: int, min_units: int) -> None:
+    def _check_enough(streams: list[_UnitStream], zeros: frozenset[int], policy: Policy, group_id: int,
+                      min_units: int) -> None:
+        """Enough units still being written: ``min_units``, the group's zero units counting as
+        stored (they are, by its length), and for LRC a set that decodes."""
         alive = sum(s.alive for s in streams)
-        if alive < min_units or not policy.decodable(s.index for s in streams if s.alive):   # LRC: not any k will do
+        if alive + len(zeros) < min_units or not policy.decodable(
+                [s.index for s in streams if s.alive] + list(zeros)):   # LRC: not any k will do
             failures = "; ".join(f"{s.datanode_id}: {s.error}" for s in streams if not s.alive)
             what = (f"{policy.units} replicas of block {group_id}" if policy.replicated
-                    else f"{policy.units} units of block group {group_id}")
+                    else f"{len(streams)} units of block group {group_id}")
             raise HedgefsError(
-                f"write failed: only {alive} of {what} are being written, {min_units} needed ({failures})"
+                f"write failed: only {alive} of {what} are being written, {min_units - len(zeros)} needed "
+                f"({failures})"
             )
 
 

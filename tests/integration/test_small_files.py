@@ -1,13 +1,14 @@
 """Small files through the client library on a real cluster (issue 44): what each costs in
-NameNode calls, counted by the NameNode itself (its /metrics), and the batched calls' answers
-(one bad path fails alone, named; the others done)."""
+NameNode calls, counted by the NameNode itself (its /metrics), the batched calls' answers (one
+bad path fails alone, named; the others done), and the units a small file stores: none of its
+zero units (ec/layout.py), with the fault tolerance of a whole group."""
 
 import re
 import urllib.request
 
 import pytest
 
-from conftest import CELL, client, pattern, run_cli
+from conftest import CELL, GROUP, STRIPE, client, pattern, run_cli, wait_until
 from hedgefs.client.errors import AlreadyExists, DirectoryNotEmpty, NotFound
 
 # The DataNode protocol: what DataNodes call on their own meanwhile (not the client's calls).
@@ -100,3 +101,65 @@ def test_put_r_makes_a_trees_directories_and_empty_files_in_one_call_each(cluste
     assert calls.get("Create") == 30 and calls.get("Complete") == 30 and "AddBlockGroup" not in calls
     for rel, data in files.items():
         assert fs.read_bytes(f"/small/tree/{rel}") == data
+
+
+# -------------------------------------------------------------- a small file's units (RS-6-3-64k)
+
+PARITY = [6, 7, 8]
+
+
+@pytest.mark.parametrize("size, units", [
+    (1, [0] + PARITY),
+    (CELL - 1, [0] + PARITY),
+    (CELL, [0] + PARITY),                          # exactly one cell
+    (CELL + 1, [0, 1] + PARITY),
+    (5 * CELL, [0, 1, 2, 3, 4] + PARITY),          # k - 1 cells
+    (5 * CELL + 1, list(range(9))),
+    (STRIPE, list(range(9))),                      # k cells
+    (STRIPE + 1, list(range(9))),                  # k cells + 1 byte: a second stripe
+    (GROUP + 10, list(range(9))),                  # a second group of 10 bytes: units 0, 6, 7, 8
+])
+def test_a_file_stores_only_the_units_that_hold_bytes_and_reads_back(cluster, fs, size, units):
+    data = pattern(size, seed=size)
+    path = f"/small/sized-{size}"
+    fs.write_bytes(path, data, overwrite=True)
+    groups = fs.stat(path).groups
+    assert sorted(groups[0].units) == units
+    if len(groups) > 1:
+        assert sorted(groups[1].units) == [0] + PARITY
+    holders = [u.datanode_id for g in groups for u in g.units.values()]
+    assert len(set(u.datanode_id for u in groups[0].units.values())) == len(units)   # one DataNode each
+    assert fs.read_bytes(path) == data
+    assert fs.open(path).pread(size // 2, 7) == data[size // 2:size // 2 + 7]
+    report = fs.admin.fsck(path)
+    assert (report.status, report.healthy, report.groups) == ("HEALTHY", len(groups), len(groups)), holders
+
+
+def test_a_10_byte_file_is_4_units_on_4_datanodes_read_back_with_3_of_them_killed(private_cluster, tmp_path):
+    """Any 3 of its 4 units lost, as any 3 of 9 of a whole group: killed for real, read at once
+    (the rebuild from the parity unit left and the 5 zero units), then repaired to HEALTHY."""
+    nn = private_cluster.namenode
+    data = b"ten bytes!"
+    with client(nn) as fs:
+        fs.write_bytes("/ten", data)
+        units = fs.stat("/ten").groups[0].units
+        assert sorted(units) == [0] + PARITY
+        holders = {i: u.datanode_id for i, u in units.items()}
+        assert len(set(holders.values())) == 4
+        assert fs.admin.fsck("/").status == "HEALTHY"
+        for index in (0, 6, 7):                  # the data unit and two parities: parity 8 is left
+            private_cluster.kill(holders[index])
+        assert fs.read_bytes("/ten") == data
+        assert run_cli("cat", "/ten", namenode=nn).stdout == data
+        got = run_cli("get", "/ten", str(tmp_path / "ten"), namenode=nn)
+        assert got.code == 0 and (tmp_path / "ten").read_bytes() == data, got.stderr
+        # the NameNode rebuilds units 0, 6 and 7 on other DataNodes, from unit 8 and the zeros
+        killed = {holders[i] for i in (0, 6, 7)}
+
+        def repaired() -> bool:
+            now = {i: u.datanode_id for i, u in fs.stat("/ten").groups[0].units.items()}
+            return sorted(now) == [0] + PARITY and not killed & set(now.values()) \
+                and fs.admin.fsck("/").status == "HEALTHY"
+        wait_until(repaired, 60, "the 3 lost units rebuilt on other DataNodes")
+        private_cluster.kill(holders[8])          # now the rebuilt units alone hold it
+        assert fs.read_bytes("/ten") == data
