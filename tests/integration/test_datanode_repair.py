@@ -59,10 +59,13 @@ def nodes(tmp_path_factory):
         dn.stop(grace=0)
 
 
-def store_group(nodes, gid: int, data: bytes, policy=P) -> list[bytes]:
-    """Unit u of the group on nodes[u] (dn1..dn5 for RS-3-2); dn6, dn7 hold nothing of it."""
+def store_group(nodes, gid: int, data: bytes, policy=P, skip=()) -> list[bytes]:
+    """Unit u of the group on nodes[u] (dn1..dn5 for RS-3-2), but units ``skip``; dn6, dn7 hold
+    nothing of it."""
     units = encode_group(data, policy)
     for u, blob in enumerate(units):
+        if u in skip:
+            continue
         w = nodes[u].store.open_writer(gid, u, len(blob), generation=0)
         w.write(blob)
         w.commit()
@@ -107,12 +110,18 @@ def test_every_unit_is_rebuilt_exactly(nodes, index):
 
 
 def test_group_shorter_than_one_cell(nodes):
+    """Units 1 and 2 are zero units (ec/layout.py): never stored, never named as sources; each
+    stored unit is rebuilt from one other and the zeros; a zero unit is refused."""
     data = os.urandom(1000)
-    units = store_group(nodes, 101, data)
+    units = store_group(nodes, 101, data, skip=(1, 2))
     assert [len(u) for u in units] == [1000, 0, 0, 1000, 1000]
-    for index in range(P.units):
-        length, _ = repair_unit(command(nodes, 101, index, 1000), nodes[6].store)
+    for index in (0, 3, 4):
+        length, used = repair_unit(command(nodes, 101, index, 1000, sources=(0, 3, 4)), nodes[6].store)
         assert stored(nodes[6], 101, index) == units[index] and length == len(units[index])
+        # k = 3 sources, 2 of them the zero units: one DataNode read
+        assert len(used) == 1 and used[0] in {nodes[u].datanode_id for u in (0, 3, 4) if u != index}
+    with pytest.raises(RepairError, match="unit 1 of a group of 1000 bytes is zeros"):
+        repair_unit(command(nodes, 101, 1, 1000, sources=(0, 3, 4)), nodes[6].store)
 
 
 @pytest.mark.parametrize("fault", [{"error_probability": 1.0}, {"corrupt_probability": 1.0}])

@@ -79,11 +79,13 @@ def test_stat_json_lists_groups_and_units(cluster):
                          "groups"}
     assert doc["type"] == "file" and doc["length"] == GROUP + 10 and doc["policy"] == "RS-6-3-64k"
     assert [g["length"] for g in doc["groups"]] == [GROUP, 10]
+    whole, tail = doc["groups"]
+    assert [u["index"] for u in whole["units"]] == list(range(9))
+    assert [u["index"] for u in tail["units"]] == [0, 6, 7, 8]   # 10 bytes: units 1-5 hold none, not stored
     for g in doc["groups"]:
-        assert [u["index"] for u in g["units"]] == list(range(9))
-        assert len({u["datanode"] for u in g["units"]}) == 9
+        assert len({u["datanode"] for u in g["units"]}) == len(g["units"])
         assert all(set(u) == {"index", "datanode", "length"} for u in g["units"])
-    assert [u["length"] for u in doc["groups"][1]["units"]] == [10, 0, 0, 0, 0, 0, 10, 10, 10]
+    assert [u["length"] for u in tail["units"]] == [10, 10, 10, 10]
     directory = json.loads(run_cli("stat", "--json", "/stat", namenode=cluster.namenode).stdout)
     assert directory["type"] == "directory" and "groups" not in directory
 
