@@ -20,6 +20,7 @@ import grpc
 from hedgefs.chaos.common import StoredFile, short
 from hedgefs.chaos.schedule import POLICY, Step, differing_bytes
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
+from hedgefs.ec.layout import zero_units
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -106,13 +107,15 @@ def _wait(chaos, attempt: _ReadAttempt, f: StoredFile, timeout_s: float) -> bool
 
 
 def _short_group(chaos, path: str, lost: frozenset) -> str:
-    """'' when every group has at least k units on DataNodes that are not lost, else the first that has not."""
+    """'' when every group has at least k units on DataNodes that are not lost (its zero units,
+    never stored, counting: a small file's group of 4 is as readable as a whole one), else the
+    first that has not."""
     status = chaos.vfs.stat(path)
-    k = parse_policy(status.policy).k
+    policy = parse_policy(status.policy)
     for g in status.groups:
         reachable = sum(u.datanode_id not in lost and (g.id, i, u.datanode_id) not in chaos.rotted
                         for i, u in g.units.items())
-        if reachable < k:
+        if reachable + len(zero_units(policy, g.length)) < policy.k:
             on_lost = sorted({u.datanode_id for u in g.units.values()} & lost)
             return (f"group {g.id} has {reachable} units on DataNodes not lost: {len(g.units)} listed "
                     f"live by the NameNode, on lost ones: {' '.join(on_lost) or 'none'}")
