@@ -13,6 +13,7 @@ import statistics
 import time
 import urllib.parse
 
+from hedgefs.ec.layout import zero_units
 from hedgefs.ec.policy import parse_policy
 from hedgefs.namenode.model import ClusterStatus, DataNodeStatus, FilePage, Listing, UnitsPage
 from hedgefs.namenode.namespace.permissions import mode_string
@@ -310,8 +311,10 @@ def file_page(data: FilePage) -> str:
                         f'<td class="n">{u.index}</td><td>{role}</td>'
                         f'<td>{datanode_link(u.datanode_id)}</td><td>{h(u.address)}</td>'
                         f'<td><span class="state state-{h(state)}">{h(state)}</span></td></tr>')
+        zeros = len(zero_units(policy, g.length))   # a small file's: never stored
         sections.append(f'<h2>{group_word.capitalize()} {g.id} <span class="muted">({h(size(g.length))}, '
-                        f'{len(g.units)} of {policy.units} {unit_word}s)</span></h2>'
+                        f'{len(g.units)} of {policy.units - zeros} {unit_word}s'
+                        + (f'; {zeros} hold only zeros, not stored' if zeros else '') + ')</span></h2>'
                         f'<table class="units" data-group="{g.id}">'
                         f'<tr><th>{unit_word}</th><th>role</th><th>DataNode</th><th>address</th><th>state</th></tr>'
                         f'{"".join(rows)}</table>')

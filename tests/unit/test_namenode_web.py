@@ -125,6 +125,15 @@ def test_file_page_lists_units_and_links_datanodes(served):
     assert 'data-path="/f"' in listing
 
 
+def test_a_small_files_page_says_which_units_hold_only_zeros(served):
+    nn, _, base = served
+    write_file(nn, "/small", 10)   # RS-3-2-1k: units 1 and 2 hold no byte
+    page = get(base + "/files/small")
+    assert page.count('<tr class="unit"') == 3
+    assert "3 of 3 units; 2 hold only zeros, not stored" in page
+    assert "5 of 5 units)" in get(base + "/files/f")
+
+
 def test_html_in_ids_and_paths_is_escaped_everywhere(served):
     nn, _, base = served
     nn.register(EVIL_ID, "127.0.0.1:1")
