@@ -739,6 +739,7 @@ class Namesystem:
             raise InvalidArgument(f"file {file_id}: length {length} is less than the {kept_length} bytes it keeps")
         check_commit(file_id, length - kept_length, groups, policy, file.attrs.block_size,
                      policy.min_stored(self.min_replicas), own, self.blocks.reported_units)
+        self.manager.settle(own.values(), file.attrs.block_size)
         path = self.tree.lease_path(lease)
         existing = lease.parent.children.get(file.name)
         if lease.base is not None and existing is not lease.base:   # (a delete drops the write: apply.py)

@@ -201,6 +201,13 @@ class Liveness:
     def note_allocated(self, datanode_id: str, nbytes: int) -> None:
         self._nodes[datanode_id].allocated_bytes += nbytes
 
+    def release(self, datanode_id: str, nbytes: int) -> None:
+        """What was placed there is written (its bytes come with the next heartbeat) or never will
+        be: ``nbytes`` of it no longer held back (never below 0: a heartbeat since started anew)."""
+        node = self._nodes.get(datanode_id)
+        if node is not None:
+            node.allocated_bytes = max(0, node.allocated_bytes - nbytes)
+
     def transitions(self) -> list[tuple[str, bool]]:
         """(id, now live?) for every DataNode whose state changed since the last call."""
         changed = []

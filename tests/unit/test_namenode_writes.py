@@ -8,6 +8,7 @@ import pytest
 
 from conftest import wait_until
 from hedgefs.namenode.blocks.blockmap import GroupCommit
+from hedgefs.namenode.model import DataNodeStats
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from nn_support import WHOLE, add_datanodes, heartbeat_all, make_namenode, stored, write_file
 
@@ -463,3 +464,20 @@ def test_a_sync_on_a_group_boundary_has_nothing_to_write_again_and_a_wrong_path_
     more = nn.add_block_group(created.file_id)
     nn.complete(created.file_id, full + 10, [stored(nn, more, 10)])
     assert [g.id for g in nn.file_info("/full").groups] == [group.id, more.id]
+
+
+def test_a_complete_write_gives_back_the_room_held_for_its_units_before_the_next_heartbeat(nn):
+    """Each target is held a whole unit (block size 4096 here) from placement on. 5 DataNodes
+    with room for 3 units each: 3 files at a time fit, and once complete the room is theirs
+    again at once: 20 files one after another need no heartbeat between them."""
+    add_datanodes(nn, 5)
+    for dn in [f"dn{i}" for i in range(1, 6)]:
+        nn.heartbeat(dn, "", stats=DataNodeStats(capacity_bytes=1 << 30, remaining_bytes=3 * 4096))
+    held = [nn.create(f"/held{i}") for i in range(3)]
+    groups = [nn.add_block_group(h.file_id) for h in held]
+    with pytest.raises(FailedPrecondition, match="5 DataNodes with room for a unit of 4096 bytes, only 0"):
+        nn.add_block_group(nn.create("/one-too-many").file_id)
+    for h, g in zip(held, groups):
+        nn.complete(h.file_id, 10, [stored(nn, g, 10)])
+    for i in range(20):
+        write_file(nn, f"/small{i}", 10 if i % 2 else WHOLE)
