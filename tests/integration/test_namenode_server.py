@@ -79,7 +79,7 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
         pb.GroupCommit(group_id=fgroup.id, length=1000, stored_units=[0, 1, 2, 3, 4])]), timeout=10) == (
         grpc.StatusCode.FAILED_PRECONDITION,
         f"group {fgroup.id} has only 0 stored units reported by their DataNodes (the writer claimed 5), "
-        "policy RS-3-2-1k needs at least 3")
+        "policy RS-3-2-1k needs at least 1 besides its 2 zero units")   # 1000 bytes: units 1, 2 hold none
     assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/forged"))[0] == grpc.StatusCode.NOT_FOUND
     # the DataNodes' receipts, then the Complete
     for u in group.units:
