@@ -297,7 +297,7 @@ class BlockMap:
         if file.writer is not None:
             return _NONE
         groups = file.groups
-        if groups[-1] is not group:
+        if not groups or groups[-1] is not group:   # (a group a truncate is dropping: none)
             return _NONE
         length = file.length
         if len(groups) > 1:

@@ -259,9 +259,9 @@ class Applier:
     def _truncate(self, rec: r.Truncate) -> None:
         node = self._node(rec.path)
         groups = node.groups
-        self.tree.set_fields(node, length=rec.length, groups=groups[:rec.kept], mtime=rec.mtime)
-        for group in groups[rec.kept:]:
+        for group in groups[rec.kept:]:   # first: the block map counted them as the file was (zero units)
             self.blocks.forget(group)
+        self.tree.set_fields(node, length=rec.length, groups=groups[:rec.kept], mtime=rec.mtime)
         self.tree.set_fields(node.parent, mtime=rec.mtime)
         self._remember(rec)
 

@@ -391,3 +391,18 @@ def test_a_small_files_group_with_all_its_stored_units_lost_is_missing_and_never
     report = nn.fsck()
     assert (report.status, report.missing) == ("CORRUPT", 1)
     assert nn.tick() == []
+
+
+def test_truncates_that_drop_a_small_files_group_keep_the_block_maps_counts(nn):
+    """A truncate to a group boundary drops the groups after it; the block map forgets them as it
+    counted them (a short last group readable with its zero units), so its readable count stays
+    the number of readable groups (chaos 4444202 --secure: a truncate to 0 of a small file
+    stopped the journal)."""
+    add_datanodes(nn, 9)
+    write_file(nn, "/ten", 10, policy="RS-6-3-1k")   # 4 units: readable only with its 5 zero units
+    write_file(nn, "/two", 3 * BLOCK + 10)           # a full group, then a 10-byte one
+    assert nn.blocks.readable == nn.blocks.complete_groups == 3
+    assert nn.truncate("/ten", 0) is None and nn.truncate("/two", 3 * BLOCK) is None
+    assert (nn.file_info("/ten").entry.length, nn.file_info("/two").entry.length) == (0, 3 * BLOCK)
+    assert nn.blocks.readable == nn.blocks.complete_groups == 1
+    assert nn.fsck().status == "HEALTHY"
