@@ -163,3 +163,17 @@ def test_a_10_byte_file_is_4_units_on_4_datanodes_read_back_with_3_of_them_kille
         wait_until(repaired, 60, "the 3 lost units rebuilt on other DataNodes")
         private_cluster.kill(holders[8])          # now the rebuilt units alone hold it
         assert fs.read_bytes("/ten") == data
+
+
+def test_truncating_small_files_to_0_and_to_a_group_boundary_leaves_the_namenode_serving(cluster, fs):
+    """A truncate that drops a small file's group (chaos 4444202 --secure: it stopped the
+    NameNode's journal once, every call after it UNAVAILABLE)."""
+    fs.write_bytes("/small/cut-ten", b"ten bytes!", overwrite=True)
+    data = pattern(GROUP + 10, seed=5)
+    fs.write_bytes("/small/cut-two", data, overwrite=True)
+    fs.truncate("/small/cut-ten", 0)
+    fs.truncate("/small/cut-two", GROUP)
+    assert fs.read_bytes("/small/cut-ten") == b"" and fs.read_bytes("/small/cut-two") == data[:GROUP]
+    fs.write_bytes("/small/after-cut", b"still serving", overwrite=True)
+    assert fs.read_bytes("/small/after-cut") == b"still serving"
+    assert fs.admin.fsck("/small").status == "HEALTHY"
