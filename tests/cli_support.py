@@ -163,7 +163,10 @@ def _server_main(path: str) -> None:
     import importlib
 
     for name in PRELOAD:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass   # a broken module fails in each child as it would in a fresh process, traceback and all
     leaked = [name for name in NOT_PRELOADED if name in sys.modules]
     if leaked or threading.active_count() != 1:
         sys.exit(f"cli_support: cannot fork safely (preloaded {leaked}, {threading.active_count()} threads)")
