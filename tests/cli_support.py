@@ -26,9 +26,11 @@ environment when imported (``namenode.faults``) are not preloaded; a test of sta
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -96,7 +98,10 @@ def _serve(listener: socket.socket) -> dict | None:
                 pidfd = os.pidfd_open(pid)
                 children[pidfd] = (pid, conn)
                 selector.register(pidfd, selectors.EVENT_READ, "child")
-                conn.sendall(f"{pid}\n".encode())
+                try:
+                    conn.sendall(f"{pid}\n".encode())
+                except OSError:
+                    pass   # the test went away: the child is still reaped when it ends
             else:   # a child ended
                 pid, conn = children.pop(key.fd)
                 selector.unregister(key.fd)
@@ -191,6 +196,21 @@ class ForkServer:
         self._proc: subprocess.Popen | None = None
         self._dir = tempfile.mkdtemp(prefix="hedgefs-cli-")
         self.path = os.path.join(self._dir, "fork.sock")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the server (its stdin closes: it returns) and remove its socket's directory."""
+        with self._lock:
+            if self._proc is not None:
+                self._proc.stdin.close()
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                self._proc.stdout.close()
+                self._proc = None
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def _ensure(self) -> None:
         with self._lock:
