@@ -120,6 +120,33 @@ class _Writers:
         return min(times) if times else None
 
 
+def hand_over(old: _NameNode, new: _NameNode, writers: _Writers, stubs: dict, kill: bool,
+              timeout_s: float = 60.0) -> float:
+    """``kill -9`` of the active ``old`` (``kill``), else its graceful handover (``Failover``); the
+    seconds from then to the first write ``new`` acknowledged. A killed NameNode is started again
+    (it comes back as a standby) and the writers and ``stubs`` (name -> NameNodeStub) follow it to
+    its new port."""
+    import grpc
+
+    from hedgefs.proto import hedgefs_pb2 as pb, hedgefs_pb2_grpc
+
+    t0 = time.monotonic()
+    if kill:
+        old.proc.send_signal(signal.SIGKILL)
+        old.proc.wait(10)
+    else:
+        stubs[old.name].Failover(pb.Empty(), timeout=10)
+    while (t1 := writers.first_after(t0, new.name)) is None:
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"no write on {new.name} within {timeout_s:.0f} s of the {'kill' if kill else 'handover'}")
+        time.sleep(0.005)
+    if kill:
+        old.start()
+        writers.rebind(old)
+        stubs[old.name] = hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(old.address))
+    return t1 - t0
+
+
 def _role(stub, pb) -> str:
     try:
         return stub.Report(pb.Empty(), timeout=2).namenode.role
@@ -160,21 +187,7 @@ def run(reps: int = 10, ttl_s: int = 3, graceful_reps: int = 5, command: str = "
             while _role(stub[new.name], pb) != "standby":
                 time.sleep(0.05)
             time.sleep(1.0)   # writes flowing on the old active
-            t0 = time.monotonic()
-            if kind == "kill":
-                old.proc.send_signal(signal.SIGKILL)
-                old.proc.wait(10)
-            else:
-                stub[old.name].Failover(pb.Empty(), timeout=10)
-            while (t1 := writers.first_after(t0, new.name)) is None:
-                if time.monotonic() - t0 > 60:
-                    raise RuntimeError(f"no write on {new.name} within 60 s of the {kind}")
-                time.sleep(0.01)
-            if kind == "kill":
-                old.start()
-                writers.rebind(old)
-                stub[old.name] = hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(old.address))
-            return t1 - t0
+            return hand_over(old, new, writers, stub, kill=kind == "kill")
 
         kill = []
         for i in range(reps):

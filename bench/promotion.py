@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -53,7 +52,7 @@ def run(files: int = 1_000_000, reps: int = 10, kills: int = 3, ttl_s: int = 3, 
         say=print) -> dict:
     import grpc
 
-    from hedgefs.bench.failover import _NameNode, _role, _Writers
+    from hedgefs.bench.failover import _NameNode, _role, _Writers, hand_over
     from hedgefs.cluster.etcd import EtcdMembers
     from hedgefs.namenode.journal.etcd_meta import EtcdMeta, parse_meta_url
     from hedgefs.proto import hedgefs_pb2 as pb, hedgefs_pb2_grpc
@@ -95,24 +94,11 @@ def run(files: int = 1_000_000, reps: int = 10, kills: int = 3, ttl_s: int = 3, 
                 new = next(n for n in nodes if n is not old)
                 time.sleep(1.0)   # writes flowing on the old active
                 seen = len(_promotions(os.path.join(root, f"{new.name}.log")))
-                t0 = time.monotonic()
-                if kind == "handover":
-                    stub[old.name].Failover(pb.Empty(), timeout=10)
-                else:
-                    old.proc.send_signal(signal.SIGKILL)
-                    old.proc.wait(10)
-                while (t1 := writers.first_after(t0, new.name)) is None:
-                    if time.monotonic() - t0 > 120:
-                        raise RuntimeError(f"no write on {new.name} within 120 s of the {kind}")
-                    time.sleep(0.005)
+                unwritable = hand_over(old, new, writers, stub, kill=kind == "kill", timeout_s=120)
                 while len(promoted := _promotions(os.path.join(root, f"{new.name}.log"))) <= seen:
                     time.sleep(0.05)
-                out[kind].append({"promotion_ms": promoted[-1], "unwritable_s": round(t1 - t0, 3)})
-                say(f"  {kind} {i + 1}/{count}: promotion {promoted[-1]} ms, writes back after {t1 - t0:.2f} s")
-                if kind == "kill":
-                    old.start()
-                    writers.rebind(old)
-                    stub[old.name] = hedgefs_pb2_grpc.NameNodeStub(grpc.insecure_channel(old.address))
+                out[kind].append({"promotion_ms": promoted[-1], "unwritable_s": round(unwritable, 3)})
+                say(f"  {kind} {i + 1}/{count}: promotion {promoted[-1]} ms, writes back after {unwritable:.2f} s")
         writers.stop.set()
         doc = {"command": command, "files": files, "ttl_s": ttl_s, "writer_threads": len(writers.threads),
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": os.getloadavg()}

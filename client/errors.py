@@ -6,9 +6,12 @@ directory, directory not empty, unknown policy), 3 = NameNode unreachable, 4 = n
 or the wrong credential, an admin's call, file permissions, TLS refused).
 """
 
-from typing import TypeVar
+from __future__ import annotations
 
-import grpc
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import grpc
 
 T = TypeVar("T")
 
@@ -85,14 +88,16 @@ def translate(err: HedgefsError, table: "dict[type[HedgefsError], T]", default: 
     return default
 
 
+# By the status code's name: this module is imported by every CLI verb (`hedgefs --help` too) and
+# needs no gRPC of its own (~0.1 s of CPU a process).
 _BY_CODE = {
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
-    grpc.StatusCode.INVALID_ARGUMENT: UsageError,
-    grpc.StatusCode.OUT_OF_RANGE: UsageError,
-    grpc.StatusCode.FAILED_PRECONDITION: HedgefsError,
-    grpc.StatusCode.PERMISSION_DENIED: NotAllowed,
-    grpc.StatusCode.UNAUTHENTICATED: NotAllowed,
+    "NOT_FOUND": NotFound,
+    "ALREADY_EXISTS": AlreadyExists,
+    "INVALID_ARGUMENT": UsageError,
+    "OUT_OF_RANGE": UsageError,
+    "FAILED_PRECONDITION": HedgefsError,
+    "PERMISSION_DENIED": NotAllowed,
+    "UNAUTHENTICATED": NotAllowed,
 }
 
 
@@ -108,11 +113,11 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
     """Turn a NameNode RPC failure into the error the user should read. ``tls_refusal``: why TLS
     refused the connection, when it did (``security.tls.diagnose``)."""
     code = err.code()
-    if tls_refusal and code == grpc.StatusCode.UNAVAILABLE:
+    if tls_refusal and code.name == "UNAVAILABLE":
         return NotAllowed(tls_refusal)
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    if code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
         return Unavailable(f"cannot reach the NameNode at {address} ({code.name.lower()})")
-    if code == grpc.StatusCode.UNIMPLEMENTED:   # "Method not found!": some other server on that port
+    if code.name == "UNIMPLEMENTED":   # "Method not found!": some other server on that port
         return Unimplemented(f"{address} does not answer as a NameNode (a DataNode's port?): check "
                              f"HEDGEFS_NAMENODE or --namenode")
     return refusal(code, err.details() or code.name.lower())
@@ -121,8 +126,8 @@ def from_namenode_error(err: grpc.RpcError, address: str, tls_refusal: str | Non
 def refusal(code: grpc.StatusCode, details: str) -> HedgefsError:
     """The error of a NameNode's refusal ``code`` with its one-line message: a call's, or one
     item's of a batched call (ItemResult)."""
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
+    if code.name == "FAILED_PRECONDITION":
         for prefix, kind in _WRONG_KIND.items():
             if details.startswith(prefix):
                 return kind(details)
-    return _BY_CODE.get(code, HedgefsError)(details)
+    return _BY_CODE.get(code.name, HedgefsError)(details)

@@ -186,10 +186,16 @@ class Result:
     stderr: str
 
 
+_FORK_SERVER = None
+
+
 def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None, timeout: float = 120,
-            env: dict | None = None) -> Result:
-    """The CLI as a user runs it; against a secure cluster started here, with its admin's credential
-    (``env`` may give another, or none: ``HEDGEFS_CREDENTIALS=""``)."""
+            env: dict | None = None, fresh: bool = False) -> Result:
+    """The CLI as a user runs it, a process of its own; against a secure cluster started here, with
+    its admin's credential (``env`` may give another, or none: ``HEDGEFS_CREDENTIALS=""``). The
+    process is forked from a server that has the CLI imported (cli_support.py); ``fresh`` starts
+    ``python -m hedgefs`` instead, for a test of start-up itself."""
+    global _FORK_SERVER
     full_env = dict(os.environ)
     full_env.pop("HEDGEFS_NAMENODE", None)
     full_env.pop("HEDGEFS_CREDENTIALS", None)
@@ -198,9 +204,16 @@ def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None,
         if namenode in CREDENTIALS:
             full_env["HEDGEFS_CREDENTIALS"] = CREDENTIALS[namenode]
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "hedgefs", *args], input=input, capture_output=True,
-                          timeout=timeout, env=full_env)
-    return Result(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+    if fresh:
+        proc = subprocess.run([sys.executable, "-m", "hedgefs", *args], input=input, capture_output=True,
+                              timeout=timeout, env=full_env)
+        return Result(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
+    if _FORK_SERVER is None:
+        from cli_support import ForkServer
+
+        _FORK_SERVER = ForkServer()
+    code, stdout, stderr = _FORK_SERVER.run(list(args), full_env, input, timeout)
+    return Result(code, stdout, stderr.decode(errors="replace"))
 
 
 def assert_one_line_error(result: Result, *fragments: str) -> None:

@@ -1,15 +1,20 @@
 """Health verbs: `hedgefs fsck` and `hedgefs admin report`."""
 
+from __future__ import annotations
+
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from hedgefs.cli.common import CONTEXT, Group, namenode_option, open_fs, remote_path
 from hedgefs.cli.humanize import visible
-from hedgefs.client.admin import DataNodeReport
 from hedgefs.client.metrics import natural_key
+
+if TYPE_CHECKING:   # gRPC and protobuf come with a verb that runs, not with `hedgefs --help`
+    from hedgefs.client.admin import DataNodeReport
 
 
 @click.command(context_settings=CONTEXT)

@@ -1,14 +1,19 @@
 """`hedgefs admin decommission|recommission|safemode`: take a DataNode out of service (HDFS's
 decommission) or put it back, and the NameNode's safe mode (HDFS's `dfsadmin -safemode`)."""
 
+from __future__ import annotations
+
 import json
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from hedgefs.cli.common import CONTEXT, namenode_option, open_fs
-from hedgefs.client.admin import DecommissionState, SafeModeStatus
 from hedgefs.client.errors import HedgefsError
+
+if TYPE_CHECKING:   # gRPC and protobuf come with a verb that runs, not with `hedgefs --help`
+    from hedgefs.client.admin import DecommissionState, SafeModeStatus
 
 
 def describe_safe_mode(sm: SafeModeStatus) -> str:
@@ -69,6 +74,8 @@ def _state_of(fs, datanode_id: str) -> DecommissionState:
     found = fs.admin.report().datanode(datanode_id)
     if found is None or not found.admin_state:
         raise HedgefsError(f"{datanode_id} is in service again (recommissioned meanwhile): no longer waiting")
+    from hedgefs.client.admin import DecommissionState
+
     return DecommissionState(found.admin_state, found.units_mapped)
 
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
 from hedgefs.cli.common import CONTEXT, namenode_option, open_fs
-from hedgefs.client.admin import BalanceState
 from hedgefs.client.errors import HedgefsError, UsageError
+
+if TYPE_CHECKING:   # gRPC and protobuf come with a verb that runs, not with `hedgefs --help`
+    from hedgefs.client.admin import BalanceState
 
 INTERVAL_S = 1.0     # a step a second
 BURST_S = 2.0        # the bucket holds at most this many seconds of bandwidth

@@ -4,7 +4,6 @@ import click
 
 from hedgefs.cli.common import CONTEXT, client_credentials
 from hedgefs.client.errors import UsageError
-from hedgefs.client.fs import credentials_from
 
 
 @click.command("export-p12", context_settings=CONTEXT)
@@ -25,6 +24,7 @@ def admin_export_p12(credential: str | None, out: str, password: str) -> None:
       hedgefs admin export-p12 --credentials admin.pem --out admin.p12
       HEDGEFS_P12_PASSWORD=... hedgefs admin export-p12 security/admin.pem --out admin.p12
     """
+    from hedgefs.client.fs import credentials_from
     from hedgefs.security.identity import CredentialError
     from hedgefs.security.material import write_private
     from hedgefs.security.pkcs12 import pkcs12_bundle

@@ -1,14 +1,14 @@
 """Verbs for files that change: touch (setTimes), ln -s, getfattr/setfattr (extended attributes),
 append and truncate. HDFS's `-touch`, `-setfattr`/`-getfattr`, `-appendToFile` and `-truncate`."""
 
-import sys
 import time
 from datetime import datetime
 
 import click
 
 from hedgefs.cli.common import CONTEXT, namenode_option, open_fs, remote_path
-from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageError
+from hedgefs.cli.local import open_local
+from hedgefs.client.errors import NotFound, UsageError
 
 
 def _parse_time(text: str) -> int:
@@ -153,17 +153,7 @@ def append(local: str, remote: str, namenode: str | None) -> None:
       echo "done $(date)" | hedgefs append - /logs/app.log
     """
     remote = remote_path(remote)
-    if local == "-":
-        source = sys.stdin.buffer
-    else:
-        try:
-            source = open(local, "rb")
-        except FileNotFoundError:
-            raise NotFound(f"no such local file: {local}") from None
-        except IsADirectoryError:
-            raise IsADirectory(f"is a directory: {local}") from None
-        except OSError as err:
-            raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
+    source, _ = open_local(local)
     with open_fs(namenode) as fs, source:
         try:
             writer = fs.append(remote)

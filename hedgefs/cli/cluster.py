@@ -1,15 +1,21 @@
-"""`hedgefs cluster ...`: a local cluster of real processes (the launcher in cluster/)."""
+"""`hedgefs cluster ...`: a local cluster of real processes (the launcher in cluster/).
+
+The launcher (gRPC, protobuf, cryptography) is imported by the verbs that run, not by `hedgefs
+--help`, which imports this module to list the group."""
+
+from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 import click
 
 from hedgefs.cli.common import CONTEXT, Group, check_policy
 from hedgefs.client.errors import HedgefsError
-from hedgefs.cluster.etcd import EtcdMissing
-from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
-from hedgefs.cluster.network import HostsUnavailable, NetworkError, check_available, layout
+
+if TYPE_CHECKING:
+    from hedgefs.cluster.launcher import LocalCluster
 
 DEFAULT_CLUSTER_DIR = ".hedgefs-cluster"
 
@@ -20,6 +26,8 @@ def cluster_dir_option(f):
 
 
 def _cluster(root: str, must_exist: bool = True) -> LocalCluster:
+    from hedgefs.cluster.launcher import LocalCluster
+
     cluster = LocalCluster(root)
     if must_exist and not cluster.state:
         raise HedgefsError(f"no cluster in {os.path.abspath(root)} (one started elsewhere: --dir DIR or "
@@ -101,6 +109,9 @@ def cluster_up(root, datanodes, namenode_port, http_port, policy, block_size, de
       hedgefs cluster up --hosts 12 --racks 3    # as root; then: hedgefs cluster kill host3
     """
     from hedgefs.client.errors import NotAllowed, UsageError
+    from hedgefs.cluster.etcd import EtcdMissing
+    from hedgefs.cluster.launcher import ClusterError, Options
+    from hedgefs.cluster.network import HostsUnavailable, NetworkError, check_available, layout
     from hedgefs.ec.policy import parse_policy
 
     if racks > 1 and not hosts:
@@ -192,6 +203,8 @@ def cluster_down(root) -> None:
       hedgefs cluster down
       hedgefs cluster down --dir ./c2
     """
+    from hedgefs.cluster.network import NetworkError
+
     try:
         _cluster(root).down()
     except NetworkError as err:
@@ -203,6 +216,8 @@ def _process_verb(name: str, doc: str, action: str):
     @click.argument("process", metavar="DN_ID|namenode|namenode-2|etcd-N|hostN|rackN")
     @cluster_dir_option
     def command(process: str, root: str) -> None:
+        from hedgefs.cluster.launcher import ClusterError
+
         c = _cluster(root)
         _warn_if_elsewhere(c)
         try:
@@ -245,6 +260,9 @@ def cluster_partition(target: str, root: str) -> None:
       hedgefs cluster partition host3
       hedgefs cluster heal
     """
+    from hedgefs.cluster.launcher import ClusterError
+    from hedgefs.cluster.network import HostsUnavailable, NetworkError
+
     c = _cluster(root)
     try:
         hosts = c.partition(target)
@@ -267,6 +285,9 @@ def cluster_heal(target: str | None, root: str) -> None:
       hedgefs cluster heal
       hedgefs cluster heal rack2
     """
+    from hedgefs.cluster.launcher import ClusterError
+    from hedgefs.cluster.network import NetworkError
+
     c = _cluster(root)
     try:
         healed = c.heal(target)

@@ -11,19 +11,22 @@
 kill -9 of the active while a reader and a writer go on.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from hedgefs.cli.common import CONTEXT
 from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
-from hedgefs.client.fs import FileSystem
-from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
-from hedgefs.proto import hedgefs_pb2 as pb
+
+if TYPE_CHECKING:   # the client, the launcher, gRPC: imported when the demo runs, not by `hedgefs --help`
+    from hedgefs.cluster.launcher import LocalCluster
 
 PATH = "/demo/data.bin"
 
@@ -55,6 +58,8 @@ def say(text: str) -> None:
 
 
 def run_demo(root: str | None, size_mib: int) -> None:
+    from hedgefs.cluster.launcher import ClusterError, LocalCluster, Options
+
     with tempfile.TemporaryDirectory(prefix="hedgefs-demo-") as tmp:
         cluster = LocalCluster(root or os.path.join(tmp, "cluster"))
         say(f"== starting a local cluster in {cluster.root}: 1 NameNode + 10 DataNodes")
@@ -72,6 +77,9 @@ def run_demo(root: str | None, size_mib: int) -> None:
 
 
 def _story(cluster: LocalCluster, size_mib: int) -> None:
+    from hedgefs.client.fs import FileSystem
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     data = os.urandom(size_mib << 20)
     digest = hashlib.sha256(data).hexdigest()
     with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
@@ -118,6 +126,9 @@ def _lrc_story(cluster: LocalCluster, data: bytes, rs_slow: str) -> None:
     """One-cell reads of every cell of data unit 0 in group 0, with its DataNode +2 s and a fixed
     250 ms threshold (each read hedged): RS-6-3 rebuilds a cell from k + 1 = 7 other units, LRC-6-2-2
     from the 3 others of its local group."""
+    from hedgefs.client.fs import FileSystem
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     lrc_path = "/demo/lrc.bin"
     with FileSystem(cluster.namenode, credentials=cluster.credentials) as fs:
         fs.write_bytes(lrc_path, data, overwrite=True, policy="LRC-6-2-2-1024k")
@@ -143,6 +154,8 @@ def _lrc_story(cluster: LocalCluster, data: bytes, rs_slow: str) -> None:
 
 
 def _timed_read(cluster, label, config, data, digest):
+    from hedgefs.client.fs import FileSystem
+
     with FileSystem(cluster.namenode, hedge=config, credentials=cluster.credentials) as fs:
         started = time.monotonic()
         _check(label, fs, data, digest, quiet=True)
@@ -167,6 +180,8 @@ def _check(label, fs, data, digest, quiet=False):
 
 
 def _faults(cluster, datanode_id, config):
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     if config is None:
         cluster.datanode_rpc(datanode_id, "ClearFaults", pb.FaultClearRequest())
     else:

@@ -7,7 +7,7 @@ import click
 
 from hedgefs.cli.common import CONTEXT, hedge_config, hedge_options, namenode_option, open_fs, print_stats
 from hedgefs.client.errors import HedgefsError, IsADirectory, NotFound, UsageError
-from hedgefs.client.fs import namenode_address
+from hedgefs.client.config import namenode_address
 
 
 def _hedge_after(text: str) -> tuple[bool, float | None]:

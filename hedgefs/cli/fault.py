@@ -6,20 +6,21 @@ own certificate (dn3's and no other for dn3) before anything is sent; nothing tr
 plaintext (a credential never does: TLS proves who we are without sending a secret).
 """
 
+from __future__ import annotations
+
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-import grpc
 
 from hedgefs.cli.common import CONTEXT, Group, client_credentials, namenode_option, open_fs
-from hedgefs.client.admin import ClusterReport
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError
 from hedgefs.client.metrics import natural_key
-from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
-from hedgefs.proto import hedgefs_pb2 as pb
-from hedgefs.security import tls
-from hedgefs.security.identity import DATANODE, server_name
+
+if TYPE_CHECKING:   # gRPC and protobuf come with a verb that runs, not with `hedgefs --help`
+    from hedgefs.client.admin import ClusterReport
+    from hedgefs.proto import hedgefs_pb2 as pb
 
 
 def _registered(namenode: str | None) -> ClusterReport:
@@ -34,6 +35,12 @@ def _registered(namenode: str | None) -> ClusterReport:
 
 
 def _fault_rpc(report: ClusterReport, datanode_id: str, method: str, request) -> pb.FaultState:
+    import grpc
+
+    from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
+    from hedgefs.security import tls
+    from hedgefs.security.identity import DATANODE, server_name
+
     found = [dn for dn in report.datanodes if dn.id == datanode_id]
     if not found:
         known = ", ".join(sorted((d.id for d in report.datanodes), key=natural_key)) or "none"
@@ -113,6 +120,8 @@ def fault_set(datanode_id, namenode, **knobs) -> None:
               "jitter_ms": knobs["jitter_ms"], "stall": knobs["stall"],
               "error_probability": knobs["error_probability"], "corrupt_probability": knobs["corrupt_probability"],
               "wire_corrupt_probability": knobs["wire_corrupt_probability"], "bandwidth_bps": knobs["bandwidth"]}
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     request = pb.FaultConfig(**{k: v for k, v in fields.items() if v is not None})
     click.echo(_fault_line(datanode_id, _fault_rpc(_registered(namenode), datanode_id, "SetFaults", request)))
 
@@ -127,6 +136,8 @@ def fault_clear(datanode_id, namenode) -> None:
     Examples:
       hedgefs fault clear dn3
     """
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     click.echo(_fault_line(datanode_id, _fault_rpc(_registered(namenode), datanode_id, "ClearFaults",
                                                    pb.FaultClearRequest())))
 
@@ -143,6 +154,8 @@ def fault_show(datanode_id, namenode, as_json) -> None:
       hedgefs fault show
       hedgefs fault show dn3
     """
+    from hedgefs.proto import hedgefs_pb2 as pb
+
     report = _registered(namenode)
     ids = [datanode_id] if datanode_id else sorted((d.id for d in report.datanodes if d.state != "dead"), key=natural_key)
     failed = False

@@ -22,8 +22,9 @@ from hedgefs.cli.common import (
     remote_path,
     threads_option,
 )
+from hedgefs.cli.local import open_local
 from hedgefs.cli.progress import Progress
-from hedgefs.client.errors import HedgefsError, IsADirectory, NotAllowed, NotFound, UsageError
+from hedgefs.client.errors import IsADirectory, NotAllowed, NotFound, UsageError
 
 
 @click.command(context_settings=CONTEXT)
@@ -64,18 +65,7 @@ def put(local: str, remote: str, force: bool, parents: bool, policy: str | None,
         with open_fs(namenode) as fs:
             put_tree(fs, local, remote, typed_dir, force=force, policy=policy, threads=threads)
         return
-    if local == "-":
-        source, total = sys.stdin.buffer, None
-    else:
-        try:
-            source = open(local, "rb")
-        except FileNotFoundError:
-            raise NotFound(f"no such local file: {local}") from None
-        except IsADirectoryError:
-            raise IsADirectory(f"is a directory: {local} (put -r copies a tree)") from None
-        except OSError as err:
-            raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
-        total = os.fstat(source.fileno()).st_size
+    source, total = open_local(local, "(put -r copies a tree)")
     with open_fs(namenode) as fs, source:
         remote = _into_directory(fs, remote, None if local == "-" else os.path.basename(local), typed_dir)
         _make_parent(fs, remote)

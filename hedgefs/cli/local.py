@@ -1,4 +1,10 @@
-"""Writing a local file safely: what `get` (and distcp's local side, later) does to a user's disk.
+"""The local side of a copy: reading a local source (`put`, `append`) and writing a local file
+safely, what `get` (and distcp's local side, later) does to a user's disk.
+
+Reading: ``open_local`` opens LOCAL, or stdin for ``-``, with the one-line errors of a missing
+file, a directory, or one we may not read.
+
+Writing:
 
 - LOCAL that is not a regular file (a device such as /dev/null, a FIFO, a socket, anything under
   /dev or /proc such as /dev/stdout) is opened and written into, never replaced.
@@ -16,10 +22,28 @@ import contextlib
 import glob
 import os
 import stat
+import sys
+from typing import BinaryIO
 
 from hedgefs.client.errors import AlreadyExists, HedgefsError, IsADirectory, NotFound
 
 _IN_PLACE_PREFIXES = ("/dev/", "/proc/")
+
+
+def open_local(local: str, directory_hint: str = "") -> tuple[BinaryIO, int | None]:
+    """The byte source LOCAL names (stdin for ``-``) and its length (None for stdin: unknown until
+    it ends). ``directory_hint`` follows the error for a directory, e.g. "(put -r copies a tree)"."""
+    if local == "-":
+        return sys.stdin.buffer, None
+    try:
+        source = open(local, "rb")
+    except FileNotFoundError:
+        raise NotFound(f"no such local file: {local}") from None
+    except IsADirectoryError:
+        raise IsADirectory(f"is a directory: {local}" + (f" {directory_hint}" if directory_hint else "")) from None
+    except OSError as err:
+        raise HedgefsError(f"cannot read {local}: {err.strerror}") from None
+    return source, os.fstat(source.fileno()).st_size
 
 
 def target_for(local: str, remote_name: str) -> str:

@@ -18,7 +18,7 @@ from hedgefs.cli.common import (
     setup_logging,
 )
 from hedgefs.client.errors import UsageError
-from hedgefs.client.fs import namenode_address
+from hedgefs.client.config import namenode_address
 
 
 def keys_option(f):

@@ -17,6 +17,8 @@ def nn(cluster):
 
 def test_missing_local_file(nn, tmp_path):
     assert_one_line_error(run_cli("put", str(tmp_path / "nope"), "/err/x", namenode=nn), "no such local file")
+    assert_one_line_error(run_cli("append", str(tmp_path / "nope"), "/err/x", namenode=nn), "no such local file")
+    assert_one_line_error(run_cli("append", str(tmp_path), "/err/x", namenode=nn), "is a directory")
     assert run_cli("stat", "/err/x", namenode=nn).code != 0
 
 
