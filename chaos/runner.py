@@ -176,6 +176,8 @@ class Chaos:
         with FileSystem(nn, credentials=cred) as wfs, FileSystem(nn, credentials=cred) as rfs, \
                 FileSystem(nn, hedge=verify_hedge, credentials=cred) as vfs, ThreadPoolExecutor(4) as pool:
             self.vfs, self.pool = vfs, pool
+            rfs.observe_reads(_SlowFetchLog("reader"))
+            vfs.observe_reads(_SlowFetchLog("checker"))
             for w in range(c.writers):
                 wfs.mkdir(f"/chaos/w{w}", parents=True)
             workers = [threading.Thread(target=workload.writer, args=(self, wfs, w), name=f"writer-{w}",
@@ -282,6 +284,28 @@ class Chaos:
         self.report.repairs = self.repairs_before + actions.repairs_done(self)
         if problems and self.report.failed_step is None:
             self._fail(0, problems)
+
+
+SLOW_FETCH_S = 5.0   # a range fetch that took this long is written to client.log, unit read by unit read
+
+
+class _SlowFetchLog:
+    """Evidence for a slow or hung read: every range fetch that took SLOW_FETCH_S or more, with
+    each of its unit reads (DataNode, role, when sent and ended, and how), in client.log."""
+
+    def __init__(self, who: str):
+        self.who = who
+
+    def __call__(self, report) -> None:
+        took = report.ended - report.began
+        if took < SLOW_FETCH_S:
+            return
+        reads = "; ".join(f"{u.index}@{u.datanode or '-'} {u.role} +{u.sent_at - report.began:.2f}.."
+                          f"{f'+{u.ended_at - report.began:.2f}' if u.ended_at is not None else 'running'} {u.state}"
+                          for u in report.units)
+        logging.getLogger("hedgefs.chaos").info(
+            "%s: slow fetch of group %d [%d, %d): %.1f s, %s: %s", self.who, report.group_id, report.start,
+            report.end, took, "ok" if report.ok else "failed", reads)
 
 
 @contextlib.contextmanager

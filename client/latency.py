@@ -3,6 +3,7 @@
     model = LatencyModel()
     token = model.started("dn3", nbytes)         # a unit read goes out
     model.connecting(token)                      # ... on a new connection (judged as a new client would)
+    model.responding(token)                      # ... its DataNode's response header arrived (a sign of life)
     model.finished(token, nbytes)                # ... it answered with data (an error: failed)
     model.abandoned(token, nbytes)               # ... or we cancelled it (a hedge won)
     model.slow_evidence(token, nbytes)           # ... still running at twice its threshold
@@ -17,6 +18,7 @@
     model.threshold(nbytes)   # seconds: hedge a read of this size still running after this
     model.is_slow("dn3")      # far slower than its peers lately: read around it
     model.is_silent("dn3")    # reads in flight, nothing answered for far longer than peers take
+    model.is_gone("dn3")      # ... no reads begun (no response header) for seconds: a read only it could finish fails
     model.last_trouble        # the last time a DataNode turned slow or silent
 
 The questions (``threshold``, ``is_slow``, ``is_silent``, ``overtaken``, ``score``, ...) change
@@ -45,6 +47,11 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
 - *stalled*: a read past its threshold whose peers are mostly late too waits (to ``cold_threshold``).
 - *silent*: reads in flight and no answer for max(1 s, 20 x the healthy p99 of the smallest
   reads): reads never wait on one, whatever the breaker says.
+- *gone*: no answer for max(5 s, 5 x the healthy p99), and on none of its reads in flight (no response
+  header: a paced or delayed DataNode sends its header as soon as it starts on a read, a frozen
+  or stalled one sends nothing): a range that only its reads could still finish fails
+  (range_fetch.py ``_stranded``) instead of waiting for the transport's 60 s deadline, round
+  after round.
 
 Each rule earns its place on the replay tier (tests/replay/: recorded DataNode service times
 replayed through the real reader on a virtual clock): without it, some replay's outcome is
@@ -70,9 +77,9 @@ from hedgefs.client.cluster_view import View, slow_by_view
 from hedgefs.client.latency_rules import (  # noqa: F401 (the rules, also read as latency.X)
     CLASS_LIMITS, HALF_LIFE_S, CLASS_MIN_WEIGHT, CLASS_MIN_DATANODES, HEDGE_FACTOR, FLOOR_S, CEILING_S,
     CEILING_BYTES_PER_S, COLD_FACTOR, COLD_MIN_S, THRESHOLD_CACHE_S, RECENT_S, RECENT_MIN, JUDGE_MIN,
-    SLOW_RATIO, PEER_FACTOR, PEERS_MIN, SLOW_FORGET_S, PROBE_INTERVAL_S, SILENT_MIN_S, SILENT_FACTOR,
+    SLOW_RATIO, PEER_FACTOR, PEERS_MIN, SLOW_FORGET_S, PROBE_INTERVAL_S, SILENT_MIN_S, SILENT_FACTOR, GONE_MIN_S, GONE_FACTOR,
     FAILURE_MEMORY_S, MAX_DATANODES, COLD_HEDGE_FACTOR, size_class, ceiling, cold_threshold, latency_histogram)
-from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, Entry, ReadLog, next_look
+from hedgefs.client.overtaking import CENSORED, FAILED, OK, OVERTAKEN_MIN_S, RUNNING, Entry, ReadLog, next_look
 
 log = logging.getLogger("hedgefs.client.latency")
 
@@ -95,6 +102,7 @@ class _DataNode:
     inflight: int = 0
     busy_since: float = 0.0     # when reads in flight went from 0 to 1
     last_answer: float = -math.inf   # last time a read finished (data or error)
+    serving: int = 0                 # reads in flight whose response header came (being sent, or paced)
     last_failure: float = -math.inf
     last_probe: float = -math.inf
     probing: bool = False
@@ -164,6 +172,15 @@ class LatencyModel:
         if token.entry is not None:
             with self._lock:
                 token.entry.cold = True
+
+    def responding(self, token: Token) -> None:
+        """The read's response header arrived: its DataNode is on it, if slowly (``is_gone``)."""
+        entry = token.entry
+        with self._lock:
+            node = self._nodes.get(token.datanode)
+            if node is not None and entry is not None and not entry.served and entry.outcome == RUNNING:
+                entry.served = True
+                node.serving += 1
 
     def seed(self, views: dict[str, View]) -> None:
         """Start from the cluster's view (cluster_view.py) for the DataNodes this client has no
@@ -244,6 +261,8 @@ class LatencyModel:
             if silence >= SILENT_MIN_S and silence >= self._silent_after(now):
                 self._last_silent = now   # it had turned silent (questions note nothing: the answer does)
             node.inflight = max(0, node.inflight - 1)
+            if token.entry is not None and token.entry.served:
+                node.serving = max(0, node.serving - 1)
             if answered:
                 node.last_answer = now
             if failure:
@@ -485,6 +504,28 @@ class LatencyModel:
             if node is None or node.inflight == 0:
                 return False
             return now - max(node.busy_since, node.last_answer) >= self._silent_after(now)
+
+    def is_gone(self, datanode: str) -> bool:
+        """Reads in flight, none of them with its response header, and no answer for max(5 s,
+        5 x the healthy p99): frozen, stalled, or cut off (a paced or delayed DataNode is on some
+        read: its header came). Not ``silent_after``'s multiple: in a cluster most of whose
+        DataNodes are slow the healthy p99 is a second, and 20 x that outlasts the transport's
+        60 s deadline (chaos 4242041 step 207)."""
+        return self.gone_in(datanode) == 0.0
+
+    def gone_in(self, datanode: str) -> float | None:
+        """Seconds until the DataNode is gone if nothing arrives meanwhile (0: gone now; None:
+        no reads in flight)."""
+        now = self._clock()
+        with self._lock:
+            node = self._nodes.get(datanode)
+            if node is None or node.inflight == 0:
+                return None
+            p99 = self._healthy_p99(0, now)
+            bar = max(GONE_MIN_S, GONE_FACTOR * p99) if not math.isinf(p99) else GONE_MIN_S
+            if node.serving:
+                return bar   # sending (or pacing) a read's bytes: alive; asked again later
+            return _wait(bar - (now - max(node.busy_since, node.last_answer)))
 
     def failed_recently(self, datanode: str) -> bool:
         now = self._clock()

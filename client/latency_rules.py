@@ -28,6 +28,8 @@ SLOW_FORGET_S = 10.0        # slowness without fresh evidence for this long is f
 PROBE_INTERVAL_S = 0.25     # at most one probe per DataNode this often, one at a time
 SILENT_MIN_S = 1.0      # with reads in flight and no answer this long (at least): silent
 SILENT_FACTOR = 20.0    # ... or 20 x the healthy p99, whichever is longer
+GONE_MIN_S = 5.0        # reads in flight, none begun (no response header), no answer this long (at least): gone
+GONE_FACTOR = 5.0       # ... or 5 x the healthy p99, whichever is longer; a read only it could finish fails
 FAILURE_MEMORY_S = 10.0     # a DataNode whose read failed this recently is a rebuild's last choice
 MAX_DATANODES = 2048        # DataNodes remembered (~10 KiB each at most); the least recent is forgotten
 

@@ -49,13 +49,14 @@ RUNNING, OK, CENSORED, FAILED = "running", "ok", "censored", "failed"
 
 
 class Entry:
-    __slots__ = ("began", "datanode", "size_class", "ended", "outcome", "cold")
+    __slots__ = ("began", "datanode", "size_class", "ended", "outcome", "cold", "served")
 
     def __init__(self, began: float, datanode: str, size_class: int | None):
         self.began, self.datanode, self.size_class = began, datanode, size_class
         self.ended = 0.0
         self.outcome = RUNNING
         self.cold = False   # it opened a new connection (latency.py's ``connecting``)
+        self.served = False   # its response header came: the DataNode is on it (latency.py's ``responding``)
 
 
 class ReadLog:

@@ -217,7 +217,7 @@ class RangeFetcher:
                     return out
                 self._top_up()
                 running = [r.task for r in self.reads if r.running]
-                if not running:
+                if not running or self._stranded():
                     if self._retry():
                         await asyncio.sleep(RETRY_BACKOFF_S * self._rounds)
                         continue
@@ -383,7 +383,37 @@ class RangeFetcher:
                         times.append(at)
             elif state is State.OVERDUE and poll is not None:
                 times.append(now + poll)
+            if state in (State.OVERDUE, State.REPLACED) and (gone := policy.gone_in(r.datanode)):
+                times.append(now + gone)   # when it is gone, if nothing else ends first: stranded?
         return max(0.0, min(times) - now) if times else None
+
+    def _stranded(self) -> bool:
+        """Only reads of gone DataNodes (the policy's ``gone_in``: frozen, stalled, no sign of
+        life for seconds) could still finish the range: the rest answered, failed, or cannot
+        give it; nothing left to ask could either. Their reads stop counting (they run on, and
+        win if they answer first) and failed units are asked again a few rounds (``_retry``);
+        then the range fails: unavailable now, not at the transport's deadline."""
+        if not any(r.state in (State.OVERDUE, State.REPLACED) for r in self.reads):
+            return False   # (a gone DataNode's read is long past its threshold: most fetches stop here)
+        policy = self.policy
+        hope = set(self._done())
+        gone = []
+        for r in self.reads:
+            if r.running:
+                if policy.gone_in(r.datanode) == 0.0:
+                    gone.append(r)
+                else:
+                    hope.add(r.index)
+        if not gone or self.code.enough(self.wanted, hope):
+            return False
+        hope.update(i for i in self._candidates() if policy.gone_in(self._datanode(i)) != 0.0)
+        if self.code.enough(self.wanted, hope):
+            return False
+        for r in gone:
+            r.replace()
+        log.info("group %d [%d, %d): only DataNodes gone silent (%s) could still give it",
+                 self.group.id, self.start, self.end, " ".join(sorted({r.datanode for r in gone})))
+        return True
 
     def _retry(self) -> bool:
         """Nothing runs and nothing is left to send: ask failed units again (a BUSY DataNode, a

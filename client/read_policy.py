@@ -83,6 +83,12 @@ class ReadPolicy:
     def note_overdue(self, datanode: str) -> None:
         """A read of this DataNode crossed the threshold."""
 
+    def gone_in(self, datanode: str | None) -> float | None:
+        """Seconds until a range that only this DataNode's reads in flight could still finish
+        gives up on it (0: now; None: it has none in flight). Every policy: hedging or not, a
+        frozen DataNode is not waited for to the transport's deadline when nothing else is left."""
+        return None if datanode is None else self.model.gone_in(datanode)
+
     def retire_after(self, read: "UnitRead") -> float:
         """A loser: cancel it after this many seconds (0: at once)."""
         return 0.0

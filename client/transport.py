@@ -74,6 +74,7 @@ class Phases:
     connect_s: float = 0.0
     new_connection: bool = False
     on_connect: "Callable[[], None] | None" = None   # called as a new connection starts to be set up
+    on_answer: "Callable[[], None] | None" = None    # called as the DataNode's response header arrives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,6 +324,8 @@ class DataNodeClient:
     async def _read(self, address, peer, group_id, index, generation, offset, length, token, phases=None) -> memoryview:
         request = dt.pack_request(dt.OP_READ, group_id, index, offset, length, token, generation=generation)
         conn, status, message = await self.request(address, peer, request, phases)
+        if phases is not None and phases.on_answer is not None:
+            phases.on_answer()   # a sign of life: a paced or delayed DataNode answers this much at once
         if status != dt.OK:
             self.release(conn)
             raise dt.error_for(status, message or f"refused by {address}")

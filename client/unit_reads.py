@@ -121,7 +121,7 @@ class UnitRead:
                 late = loop.call_later(wait, overdue)
 
         late = loop.call_later(model.slow_after(self.held), overdue)
-        phases = Phases(on_connect=lambda: model.connecting(token))
+        phases = Phases(on_connect=lambda: model.connecting(token), on_answer=lambda: model.responding(token))
         try:
             data = await ctx.datanodes.read(loc.data_address, self.group.id, self.index, self.start, self.held,
                                             generation=self.group.generation, token=loc.token, peer=loc.datanode_id,

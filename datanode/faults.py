@@ -308,7 +308,11 @@ class Faults:
             # Up to 50 ms of unused allowance may be spent at once (a small burst).
             t = max(self._bucket_t, now - 0.05) + nbytes / bps
             self._bucket_t = t
-        return guard.wait(t - now)
+        if not guard.wait(t - now):
+            return False
+        with self._lock:   # cancelled: its bytes were never sent, and a link does not spend them
+            self._bucket_t -= min(nbytes / bps, max(0.0, self._bucket_t - self._clock()))
+        return True
 
     def corrupter(self):
         """A storage ``tamper`` hook that flips one byte in the first chunk read (once)."""

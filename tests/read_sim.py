@@ -87,6 +87,8 @@ class Reply:
                                     # "DEADLINE_EXCEEDED": our own time limit), or None: the bytes
     never: bool = False             # never answers (a frozen DataNode): only a cancel ends it
     cold: bool = False              # opens a new connection (the transport tells the latency model)
+    header: float | None = None     # seconds until its response header (a paced DataNode's comes at
+                                    # once, its bytes later); None: with the answer
 
 
 FAST = Reply(0.001)
@@ -155,7 +157,12 @@ class ScriptedDataNodes:
         try:
             if reply.never:
                 await asyncio.get_running_loop().create_future()
-            await asyncio.sleep(reply.after)
+            if reply.header is not None:
+                await asyncio.sleep(reply.header)
+                _answered(phases)
+            await asyncio.sleep(reply.after - (reply.header or 0.0))
+            if reply.header is None:
+                _answered(phases)
         except asyncio.CancelledError:
             self.cancelled.append(index)
             raise
@@ -175,6 +182,11 @@ class ScriptedDataNodes:
 
     def count(self, index: int) -> int:
         return self.asked.count(index)
+
+
+def _answered(phases) -> None:
+    if phases is not None and phases.on_answer is not None:
+        phases.on_answer()
 
 
 class Client:

@@ -27,6 +27,7 @@ import functools
 import gzip
 import json
 import pathlib
+import re
 
 from read_sim import Client, ScriptedDataNodes, Stripe, run
 
@@ -80,12 +81,25 @@ class Trace:
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Trace:
+    """A recorded trace, or ``<policy>-stall<N>ms``: the healthy one with every DataNode stopped
+    for N ms at 1 s and at 3 s (``stretched``)."""
+    if (m := re.fullmatch(r"(.+)-stall(\d+)ms", name)) is not None:
+        return stretched(load(f"{m[1]}-healthy"), int(m[2]) / 1000.0, name)
     with gzip.open(TRACES / f"{name}.json.gz", "rt") as f:
         doc = json.load(f)
     service = {dn: ([r[0] for r in rows], [r[1] for r in rows]) for dn, rows in doc["service"].items()}
     return Trace(name, doc["policy"], doc["scenario"], doc["victim"], doc["seconds"],
                  tuple({int(i): dn for i, dn in g.items()} for g in doc["groups"]),
                  tuple(tuple(r) for r in doc["reads"]), service)
+
+
+def stretched(healthy: Trace, seconds: float, name: str, at: tuple[float, ...] = (1.0, 3.0)) -> Trace:
+    """A host-wide stall longer than the recorded one (150 ms): every read sent while every
+    DataNode is stopped waits for the stall's end, then takes what it took."""
+    def stall(t: float, took: float) -> float:
+        return took + sum(a + seconds - t for a in at if a <= t < a + seconds)
+    service = {dn: (times, [stall(t, s) for t, s in zip(times, took)]) for dn, (times, took) in healthy.service.items()}
+    return dataclasses.replace(healthy, name=name, scenario=name.rsplit("-", 1)[1], service=service)
 
 
 class TracedDataNodes(ScriptedDataNodes):

@@ -3,7 +3,7 @@
 
 The traces (tests/replay/traces/, ``python -m hedgefs.bench.traces``): RS-6-3 and LRC-6-2-2, each
 healthy, one DataNode +500 ms, one frozen, one with 1 % of reads +2 s, and a host-wide stall (every
-DataNode stopped for 150 ms, twice), recorded with hedging off on this 2-core host, whose unit
+DataNode stopped for 150 ms, twice; and 0.4-1.5 s, stretched from the healthy trace), recorded with hedging off on this 2-core host, whose unit
 reads' p99 is 10 ms (RS) and 74 ms (LRC): a noisy host. A replay is of a running client (1 s of
 the healthy trace first) unless it says "a new client".
 
@@ -93,6 +93,18 @@ def test_a_host_wide_stall_is_waited_out(policy):
     assert not o.marked() and o.trips == 0
     assert o.counters["hedges"] <= 0.01 * len(o.latencies)
     assert o.extra_pct <= 3.0
+
+
+@pytest.mark.parametrize("stall_ms", [400, 800, 1500])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_longer_host_wide_stalls_trip_nothing(policy, stall_ms):
+    """The recorded stall is 150 ms; a loaded host stalls for up to 0.8 s (bench tail --quick on
+    51517e3: its breakers tripped on healthy DataNodes). The healthy trace with every DataNode
+    stopped that long, twice: nothing trips, no read fails. (Not nobody judged slow: LRC's 800 ms
+    stall marks one healthy DataNode slow, 2026-12-06; one is within the breaker's 2.)"""
+    o = outcome(f"{policy}-stall{stall_ms}ms")
+    every_byte(o)
+    assert o.trips == 0 and len(o.marked()) <= 1
 
 
 @pytest.mark.parametrize("policy", POLICIES)

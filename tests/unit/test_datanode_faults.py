@@ -152,6 +152,18 @@ def test_bandwidth_paces_and_cancel_stops_pacing():
     assert time.monotonic() - t0 < 5
 
 
+def test_a_cancelled_read_gives_its_paced_bytes_back():
+    # Chaos 4242041 step 207: hedging clients cancel most of their reads of a 512 KiB/s DataNode,
+    # and each cancelled read's bytes stayed reserved: its reads waited 30 s and more.
+    f = Faults("dn5", True, {"bandwidth_bps": 1_000_000})
+    hedged = f.guard()
+    threading.Timer(0.05, hedged.cancel).start()
+    assert f.pace(hedged, 5_000_000) is True        # 5 s reserved, cancelled after 50 ms
+    t0 = time.monotonic()
+    assert f.pace(f.guard(), 50_000) is False       # the next read: 50 ms, not 5 s
+    assert time.monotonic() - t0 < 2.0
+
+
 def test_counters():
     f = Faults("dn3", False)
     f.count("ReadUnit")
