@@ -6,6 +6,7 @@ refused while etcd had no quorum is not there unless its caller could not be tol
 the outcome of a timed-out transaction is unknown, so it may be); the NameNodes come back.
 """
 
+import signal
 import threading
 import time
 
@@ -16,7 +17,7 @@ from etcd_support import etcd_cluster, prefix  # noqa: F401  (the fixture)
 from ha_support import NameNodeProcess, active_of, ids, role, stat, stub
 from hedgefs.namenode.journal import records
 from hedgefs.namenode.journal.etcd import EtcdJournal
-from hedgefs.namenode.journal.etcd_meta import EtcdMeta, parse_meta_url
+from hedgefs.namenode.journal.etcd_meta import EtcdMeta, MetaUnavailable, parse_meta_url
 from hedgefs.proto import hedgefs_pb2 as pb
 
 from conftest import wait_until
@@ -186,3 +187,27 @@ def test_the_active_rides_out_the_etcd_leaders_death_and_applies_each_write_once
         assert txids == list(range(txids[0], txids[0] + len(txids)))
     finally:
         nn.stop()
+
+
+def test_a_lease_renewal_only_an_etcd_leader_cut_off_from_its_quorum_saw_does_not_count(etcd_cluster):
+    """etcd 3.4 renews a lease on its leader's word alone: a leader whose followers are gone (or
+    one frozen and back before it hears of the next term) acknowledges a renewal the cluster never
+    saw, while the others let the lease expire and elect another active (chaos seed 4747002
+    --ha). A NameNode must not take such a renewal as more time to serve."""
+    leader = etcd_cluster.leader()
+    alone = parse_meta_url(f"etcd://127.0.0.1:{etcd_cluster.client_ports[leader]}/{prefix('renew')}")
+    meta = EtcdMeta(alone)
+    followers = [n for n in etcd_cluster.names if n != leader]
+    lease = meta.grant(10)
+    assert meta.keepalive(lease, timeout_s=2.0) > 0   # with its quorum: the renewal counts
+    try:
+        for name in followers:
+            etcd_cluster.kill(name, signal.SIGSTOP)
+        # within the election timeout (1 s) the leader still leads in its own eyes and renews
+        with pytest.raises(MetaUnavailable):
+            meta.keepalive(lease, timeout_s=1.0)
+    finally:
+        for name in followers:
+            etcd_cluster.kill(name, signal.SIGCONT)
+        meta.close()
+    etcd_cluster.wait_healthy()
