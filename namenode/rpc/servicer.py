@@ -62,11 +62,6 @@ def _entry(e: Entry) -> pb.FileInfo:
                        permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
 
 
-def _created(c: model.Created) -> pb.CreateResponse:
-    return pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
-                             lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
-
-
 def _reopened(r: model.Reopened) -> pb.AppendResponse:
     return pb.AppendResponse(write=_created(r.created), kept_length=r.kept_length, length=r.length,
                              mtime_ms=r.mtime_ms)
@@ -122,7 +117,7 @@ def _item(err: NameNodeError | None) -> pb.ItemResult:
     return pb.ItemResult() if err is None else pb.ItemResult(code=_status(err).value[0], message=str(err))
 
 
-def _created(c) -> pb.CreateResponse:
+def _created(c: model.Created) -> pb.CreateResponse:
     out = pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
                             lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
     if c.first_group is not None:
