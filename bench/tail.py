@@ -154,9 +154,11 @@ class Arm:
 
 
 def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozenset[str], rng: random.Random,
-            slots: int, futures: list, measuring: Callable[[], None] = lambda: None) -> None:
+            slots: int, pending: set, measuring: Callable[[], None] = lambda: None) -> None:
     """Open loop for ``settings.arm_s`` seconds; reads scheduled in the first ``warmup_s`` are not
-    kept (``measuring()`` is called as the first kept one is issued)."""
+    kept (``measuring()`` is called as the first kept one is issued). ``pending`` holds the reads
+    still running: a finished one leaves it, with its buffer (a full run issues ~900,000 reads of
+    64 KiB; keeping them all ran the bench out of memory in round 6)."""
     start = time.monotonic()
     measure, end = start + settings.warmup_s, start + settings.arm_s
     scheduled = start + rng.expovariate(rate)
@@ -172,8 +174,9 @@ def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozense
         with arm._lock:
             arm.outstanding += 1
         future = reader.submit(rng.randrange(slots) * READ_SIZE, READ_SIZE, exclude)
+        pending.add(future)
         future.add_done_callback(lambda f, s=scheduled, k=kept: arm.done(f, s, k))
-        futures.append(future)
+        future.add_done_callback(pending.discard)
         arm.issued += kept
         scheduled += rng.expovariate(rate)
     arm.window = (measure, end)
@@ -183,11 +186,11 @@ def warm_up(readers: dict, rate: float, seconds: float = 1.5) -> None:
     """Every client reads every file open loop for ``seconds``; nothing is kept."""
     rng = random.Random(0)
     for reader in readers.values():
-        arm, futures = Arm("warm-up", "", None, -1), []
+        arm, futures = Arm("warm-up", "", None, -1), set()
         slots = max(1, (reader.length - READ_SIZE) // READ_SIZE + 1)
         run_arm(arm, reader, rate, Settings(rounds=1, arm_s=seconds, warmup_s=seconds), frozenset(), rng, slots,
                 futures)
-        for future in futures:
+        for future in list(futures):
             try:
                 future.result(30)
             except Exception:   # noqa: BLE001 - a warm-up read that failed is no measure
@@ -200,7 +203,7 @@ def recover(fs, reader, rate: float, rng: random.Random, slots: int) -> float:
     healthy arms measure a client in its steady state, not one still reading around. Returns the
     seconds it took."""
     began = time.monotonic()
-    futures: list = []
+    futures: set = set()
     while fs.model.slow_datanodes() and time.monotonic() - began < RECOVER_S:
         run_arm(Arm("recover", "", None, -1), reader, rate, Settings(arm_s=0.25, warmup_s=0.25), frozenset(), rng,
                 slots, futures)
@@ -245,7 +248,7 @@ class Suite:
         self.settings, self.policies, self.faults, self.say = settings, policies, faults, say
         self.rng = random.Random(seed)
         self.arms: list[Arm] = []
-        self.futures: list = []
+        self.futures: set = set()   # reads still running
         self.recovery: list[float] = []   # seconds the hedging client took to call no DataNode slow after a fault
 
     # ---- faults
@@ -310,13 +313,13 @@ class Suite:
                      f"{sum(a.errors for a in mine)} errors, {time.monotonic() - began:.0f} s; worst hiccup p99.9 "
                      + ", ".join(f"{who} {ms:.1f} ms" for who, ms in worst.items()))
         deadline = time.monotonic() + 60
-        for future in self.futures:
+        for future in list(self.futures):
             if not future.done() and time.monotonic() < deadline:
                 try:
                     future.result(max(0.0, deadline - time.monotonic()))
                 except Exception:   # noqa: BLE001 - counted by its arm
                     pass
-        for future in self.futures:
+        for future in list(self.futures):
             future.cancel()
 
 
