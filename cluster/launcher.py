@@ -79,9 +79,15 @@ class Options:
 
 
 class LocalCluster:
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, spawn=None):
+        """``spawn(args, log_fd)``, if given, starts ``hedgefs ARGS`` (a NameNode or DataNode) in a
+        session of its own with stdin on /dev/null and stdout/stderr on ``log_fd``, and returns an
+        object with ``pid``, ``returncode`` and ``poll()`` as subprocess.Popen's; the tests pass one
+        that forks the process from an interpreter with the servers' imports done (tests/cli_support.py).
+        Without it (and always inside a --hosts cluster's network namespaces): ``python -m hedgefs``."""
         self.root = pathlib.Path(root).resolve()
         self.state: dict = {}
+        self._spawn = spawn
         self._children: dict[int, subprocess.Popen] = {}  # kept so exited children are reaped
         if (self.root / STATE_FILE).exists():
             self.state = json.loads((self.root / STATE_FILE).read_text())
@@ -416,10 +422,15 @@ class LocalCluster:
         log = open(self.root / "logs" / f"{name}.log", "ab")
         host = self.datanode_host(name) if name in self.datanode_ids else None
         prefix = self.network.exec_prefix(host) if host else []
-        proc = subprocess.Popen([*prefix, sys.executable, "-m", "hedgefs", *args, "--http-port", str(http_port),
-                                 "--port-file", str(port_file)], stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        args = [*args, "--http-port", str(http_port), "--port-file", str(port_file)]
+        try:
+            if self._spawn is not None and not prefix:
+                proc = self._spawn(args, log.fileno())
+            else:
+                proc = subprocess.Popen([*prefix, sys.executable, "-m", "hedgefs", *args], stdout=log,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
         entry["pid"] = proc.pid
         entry["started"] = proc_stat(proc.pid)[1]
         self._children[proc.pid] = proc

@@ -1,5 +1,5 @@
 """Fault points for the crash tests: ``HEDGEFS_NAMENODE_CRASH=POINT`` (or ``POINT:N``, the N-th time
-it is reached) makes this process kill -9 itself there. Read at start; unset in production.
+it is reached) makes this process kill -9 itself there. Read at the first fault point; unset in production.
 
 Points: ``before:METHOD`` / ``after:METHOD`` (an RPC, before it runs / once answered but before
 the reply is sent: rpc/calls.py), ``journal:written`` (a batch written, not yet committed),
@@ -10,28 +10,38 @@ yet truncated), ``checkpoint:truncated``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 
 log = logging.getLogger("hedgefs.namenode")
 
-_SPEC = os.environ.get("HEDGEFS_NAMENODE_CRASH", "")
-_POINT, _NTH = _SPEC.rsplit(":", 1) if _SPEC.count(":") >= 2 else (_SPEC, "")
 _count = 0
 
 
+@functools.cache
+def _spec() -> tuple[str, str, str]:
+    """(spec, point, nth), read from the environment once, at the first fault point reached rather
+    than at import: a process forked from one with this module imported (the tests' fork server,
+    tests/cli_support.py) reads its own environment."""
+    spec = os.environ.get("HEDGEFS_NAMENODE_CRASH", "")
+    point, nth = spec.rsplit(":", 1) if spec.count(":") >= 2 else (spec, "")
+    return spec, point, nth
+
+
 def armed() -> bool:
-    return bool(_SPEC)
+    return bool(_spec()[0])
 
 
 def crash_point(point: str) -> None:
     """kill -9 of this process if the fault spec names ``point`` (and this is its N-th time)."""
     global _count
-    if not _SPEC or point != _POINT:
+    spec, armed_point, nth = _spec()
+    if not spec or point != armed_point:
         return
     _count += 1
-    if _NTH and _count < int(_NTH):
+    if nth and _count < int(nth):
         return
-    log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", _SPEC)
+    log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", spec)
     os.kill(os.getpid(), signal.SIGKILL)

@@ -67,7 +67,7 @@ def cluster_options(**overrides) -> Options:
 
 
 def start_cluster(root, security: str = "insecure", **overrides) -> LocalCluster:
-    cluster = LocalCluster(root)
+    cluster = LocalCluster(root, spawn=fork_server().spawn)
     try:
         cluster.up(cluster_options(secure=security == "secure", **overrides))
     except BaseException:
@@ -189,13 +189,23 @@ class Result:
 _FORK_SERVER = None
 
 
+def fork_server():
+    """This pytest process's fork server (cli_support.py): CLI calls, and the NameNodes and
+    DataNodes of the clusters started here (``LocalCluster(root, spawn=fork_server().spawn)``)."""
+    global _FORK_SERVER
+    if _FORK_SERVER is None:
+        from cli_support import ForkServer
+
+        _FORK_SERVER = ForkServer()
+    return _FORK_SERVER
+
+
 def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None, timeout: float = 120,
             env: dict | None = None, fresh: bool = False) -> Result:
     """The CLI as a user runs it, a process of its own; against a secure cluster started here, with
     its admin's credential (``env`` may give another, or none: ``HEDGEFS_CREDENTIALS=""``). The
     process is forked from a server that has the CLI imported (cli_support.py); ``fresh`` starts
     ``python -m hedgefs`` instead, for a test of start-up itself."""
-    global _FORK_SERVER
     full_env = dict(os.environ)
     full_env.pop("HEDGEFS_NAMENODE", None)
     full_env.pop("HEDGEFS_CREDENTIALS", None)
@@ -208,11 +218,7 @@ def run_cli(*args: str, namenode: str | None = None, input: bytes | None = None,
         proc = subprocess.run([sys.executable, "-m", "hedgefs", *args], input=input, capture_output=True,
                               timeout=timeout, env=full_env)
         return Result(proc.returncode, proc.stdout, proc.stderr.decode(errors="replace"))
-    if _FORK_SERVER is None:
-        from cli_support import ForkServer
-
-        _FORK_SERVER = ForkServer()
-    code, stdout, stderr = _FORK_SERVER.run(list(args), full_env, input, timeout)
+    code, stdout, stderr = fork_server().run(list(args), full_env, input, timeout)
     return Result(code, stdout, stderr.decode(errors="replace"))
 
 
