@@ -121,9 +121,9 @@ class Chaos:
     """One run: the cluster, the schedule, the report, and the state its parts share. actions.py applies
     the steps, workload.py writes and reads, invariant.py checks; each takes this object."""
 
-    def __init__(self, config: ChaosConfig, root: str | Path, out: Callable[[str], None] = print):
+    def __init__(self, config: ChaosConfig, root: str | Path, out: Callable[[str], None] = print, spawn=None):
         self.config = config
-        self.cluster = LocalCluster(root)
+        self.cluster = LocalCluster(root, spawn=spawn)
         self.out = out
         self.schedule = generate_schedule(config.seed, config.steps, config.datanodes, ha=config.ha,
                                           hosts=config.hosts, racks=config.racks)
@@ -364,8 +364,9 @@ class _AsyncioErrors(logging.Handler):
 # ---------------------------------------------------------------------------- entry point
 
 def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
-              out: Callable[[str], None] = print) -> Report:
+              out: Callable[[str], None] = print, spawn=None) -> Report:
     """Print the seed and schedule, run it on a fresh local cluster, print and return the report.
+    ``spawn``: how the cluster starts its servers (cluster/launcher.py's LocalCluster; the tests fork them).
 
     The cluster directory (a temporary one unless `root`) is removed afterwards unless the run
     failed or `keep`.
@@ -374,7 +375,7 @@ def run_chaos(config: ChaosConfig, root: str | None = None, keep: bool = False,
     directory = Path(root) if root else Path(tempfile.mkdtemp(prefix="hedgefs-chaos-"))
     if root and directory.exists() and any(directory.iterdir()):
         raise HedgefsError(f"--dir {root} is not empty: chaos needs a fresh directory for its cluster")
-    chaos = Chaos(config, directory / "cluster" if not root else directory, out)
+    chaos = Chaos(config, directory / "cluster" if not root else directory, out, spawn)
     out(f"schedule: {config.steps} steps, {config.datanodes} DataNodes{' (HA)' if config.ha else ''}, "
         f"{config.writers} writers, "
         f"{config.readers} readers; tolerance m = {POLICY.m}")

@@ -14,6 +14,8 @@ import pytest
 from hedgefs.chaos.runner import SUMMARY_KEYS, run_chaos
 from hedgefs.chaos.schedule import LOSS_FAULTS, POLICY, ChaosConfig, generate_schedule
 
+from conftest import fork_server
+
 # Seed 79's first 30 steps kill, freeze, thaw and restart DataNodes, set every fault kind (wire
 # corruption and rot of units on disk included), restart the NameNode twice and go beyond tolerance
 # once (checked below, so a schedule change shows).
@@ -62,7 +64,7 @@ def test_30_seeded_steps_of_chaos_keep_every_byte(tmp_path, security):
     config = ChaosConfig(seed=SHORT_SEED, steps=SHORT_STEPS, datanodes=12, writers=2, readers=2,
                          files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1,
                          secure=security == "secure")
-    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append, spawn=fork_server().spawn)
     log = "\n".join(line for line in lines if not line.startswith("step "))
     assert report.wrong_bytes == 0, log
     assert report.ok, log
@@ -86,7 +88,7 @@ def test_overlapping_rebuilds_schedule_keeps_every_byte(tmp_path, security):
     lines: list[str] = []
     config = ChaosConfig(seed=OVERLAP_SEED, steps=OVERLAP_STEPS, datanodes=12, writers=2, readers=2,
                          files_per_writer=5, max_file_bytes=POLICY.k * 256 * 1024 + POLICY.stripe_data_size + 1)
-    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append, spawn=fork_server().spawn)
     log = "\n".join(line for line in lines if not line.startswith("step "))
     assert report.wrong_bytes == 0, log
     assert report.ok, log

@@ -18,6 +18,8 @@ from hedgefs.chaos.schedule import HA_ACTIONS, POLICY, ChaosConfig, generate_sch
 
 from etcd_support import SKIP_REASON
 
+from conftest import fork_server
+
 # Seed SHORT_SEED's first SHORT_STEPS steps kill -9 the active NameNode and start it again, freeze
 # the active past its lease, freeze an etcd member and thaw it, and kill one, among DataNode faults
 # (checked below, so a schedule change shows).
@@ -72,7 +74,7 @@ def test_short_ha_chaos_run_loses_nothing_and_never_has_two_actives(tmp_path):
     lines: list[str] = []
     config = ChaosConfig(seed=SHORT_SEED, steps=SHORT_STEPS, datanodes=9, writers=2, readers=1, files_per_writer=4,
                          max_file_bytes=POLICY.stripe_data_size + 1, ha=True)
-    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append, spawn=fork_server().spawn)
     log = "\n".join(line for line in lines if not line.startswith("step "))
     assert report.wrong_bytes == 0, log
     assert report.ns_lost == 0 and report.dual_active == 0, log

@@ -13,6 +13,8 @@ from hedgefs.chaos.schedule import Topology
 from hedgefs.chaos.runner import run_chaos
 from hedgefs.chaos.schedule import HOST_ACTIONS, LOSS_FAULTS, POLICY, ChaosConfig, generate_schedule
 
+from conftest import fork_server
+
 # Seed 2's first 20 steps kill and start hosts, partition and heal a rack, slow a rack and clear it.
 SEED, STEPS = 2, 20
 
@@ -56,7 +58,7 @@ def test_a_short_run_with_host_and_rack_faults_passes(tmp_path):
     assert set(HOST_ACTIONS) <= {s.action for s in schedule}
     lines: list[str] = []
     config = ChaosConfig(seed=SEED, steps=STEPS, datanodes=12, hosts=12, racks=4)
-    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append)
+    report = run_chaos(config, root=str(tmp_path / "chaos"), out=lines.append, spawn=fork_server().spawn)
     log = "\n".join(line for line in lines if not line.startswith("step "))
     assert report.wrong_bytes == 0, log
     assert report.ok, log
