@@ -14,7 +14,7 @@ import pytest
 from etcd_support import ETCD, SKIP_REASON
 from hedgefs.cluster.launcher import LocalCluster, Options
 
-from conftest import pattern, run_cli, wait_until
+from conftest import fork_server, pattern, run_cli, wait_until
 
 pytest.importorskip("hedgefs.datanode.epochs", reason="DataNodes reporting to every NameNode are not in this tree")
 pytestmark = pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
@@ -36,7 +36,7 @@ def _standby_with_reports(address: str, datanodes: int) -> bool:
 
 
 def test_cluster_up_ha_survives_its_active_namenode_and_an_etcd_member(tmp_path):
-    c = LocalCluster(tmp_path / "c")
+    c = LocalCluster(tmp_path / "c", spawn=fork_server().spawn)
     c.up(Options(datanodes=3, namenode_port=0, policy="REPLICATE-3", block_size=262144, fsync=False, ha=True,
                  heartbeat_interval_s=0.5, dead_interval_s=10.0))
     try:

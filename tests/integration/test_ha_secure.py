@@ -20,7 +20,7 @@ from hedgefs.client.fs import FileSystem
 from hedgefs.cluster.launcher import NAMENODES, LocalCluster, Options
 from hedgefs.security import material
 
-from conftest import assert_one_line_error, pattern, run_cli, wait_until
+from conftest import assert_one_line_error, fork_server, pattern, run_cli, wait_until
 
 BEFORE, AFTER = pattern(600_000, seed=11), pattern(300_000, seed=12)
 
@@ -29,7 +29,7 @@ BEFORE, AFTER = pattern(600_000, seed=11), pattern(300_000, seed=12)
 def secure_ha(tmp_path_factory):
     if ETCD is None:
         pytest.skip(SKIP_REASON)
-    c = LocalCluster(tmp_path_factory.mktemp("secure-ha") / "c")
+    c = LocalCluster(tmp_path_factory.mktemp("secure-ha") / "c", spawn=fork_server().spawn)
     c.up(Options(datanodes=3, namenode_port=0, policy="REPLICATE-3", block_size=262144, fsync=False, ha=True,
                  secure=True, heartbeat_interval_s=0.5, dead_interval_s=10.0))
     try:
