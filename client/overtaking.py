@@ -14,8 +14,11 @@ within ``bar``). Each is *fast* (answered within ``bar``) or *late* (still runni
 later, or cancelled after more than ``bar``); failed reads and reads cancelled sooner say
 nothing about speed and are skipped. Three questions use it (latency.py):
 
-- *overtaken*: a read whose later peers mostly answered within half its age (bar = age / 2)
-  is stuck on its DataNode while the others answer: hedged before the threshold; so is one
+- *overtaken*: a read whose later peers answered within half its age (bar = age / 2), by 3 to 1
+  over those late too, is stuck on its DataNode while the others answer: hedged before the
+  threshold (a bare majority is a healthy host's tail: the replay tier's RS-6-3 healthy trace
+  had 3 such hedges, each a 6-unit rebuild; with a quarter or more of its peers late, the host
+  is slow with it and the threshold decides); so is one
   *left behind* by the reads sent with it (a stripe's): all answered, within 1 / 1.5 of its age;
 - *stalled*: a read past its threshold whose peers beside it (bar = age / 2; earlier reads
   still running when it started count too) are mostly late as well waits with them: its hedge
@@ -38,6 +41,7 @@ import collections
 
 OVERTAKERS_MIN = 3       # overtaken: at least 3 later peers answered (one or two could be luck) ...
 OVERTAKEN_FACTOR = 2.0   # ... most of those that had the time, within half its age (2 x their median) ...
+OVERTAKEN_MAJORITY = 3   # ... by 3 to 1 (a healthy host's tail read has a third or more of its peers late too) ...
 OVERTAKEN_MIN_S = 0.001  # ... and it is at least 1 ms old (what a rebuild from k units costs, roughly)
 LEFT_BEHIND_FACTOR = 1.5   # left behind: every other read of its fetch answered, the slowest in 1 / 1.5 of its age
 EXCUSE_FACTOR = 4.0      # excused: fewer of its peers were 4 x faster than it than were not
@@ -75,13 +79,13 @@ class ReadLog:
             entry.size_class = size_class
 
     def overtaken(self, entry: Entry, now: float) -> bool:
-        """At least 3 later peers answered, most of those that had the time within half its age
-        (it is 2 x their median), and it is at least 1 ms old."""
+        """At least 3 later peers answered within half its age, 3 for each that had the time and
+        did not, and it is at least 1 ms old."""
         age = now - entry.began
         if age < OVERTAKEN_MIN_S:
             return False
         fast, late = self.peers(entry, now, age / OVERTAKEN_FACTOR, same_conditions=True)
-        return fast >= OVERTAKERS_MIN and fast > late
+        return fast >= OVERTAKERS_MIN and fast >= OVERTAKEN_MAJORITY * late
 
     def stalled(self, entry: Entry, now: float, skip: frozenset[str]) -> bool:
         """A read past its threshold whose peers beside it (later peers, and earlier reads still

@@ -117,6 +117,16 @@ def test_with_the_breaker_open_a_frozen_datanode_is_still_not_waited_for(policy)
     assert o.pct(99) < 2.0
 
 
+def test_a_healthy_hosts_tail_reads_are_not_taken_for_stuck_ones():
+    """RS-6-3 healthy: a read in the host's tail has later peers answering within half its age,
+    but a third or more of them late as well; taken for overtaken (a bare majority of fast peers),
+    3 reads were hedged, each a 6-unit rebuild (4.25 % extra unit reads, 2026-12-06). By 3 to 1,
+    at most one, and the slow and frozen DataNodes are still read around by it (above, below)."""
+    o = outcome("rs-6-3-1024k-healthy")
+    assert o.counters["hedges_overtaken"] <= 1
+    assert o.extra_pct < 3.5
+
+
 def test_the_overtaken_rule_acts_before_the_threshold_on_a_noisy_host():
     """The LRC traces' healthy p99 is ~74 ms: the threshold is 1.5 x that, above its 10 ms floor.
     The overtaken rule's bar is the p99 itself (it was 1.5 x too, the threshold itself, so on such
