@@ -239,3 +239,21 @@ def test_tar_x_keeps_mtimes_and_modes(mnt, tmp_path):
         assert (got.st_mode & 0o7777, int(got.st_mtime), got.st_size) == \
             (want.st_mode & 0o7777, int(want.st_mtime), want.st_size), rel
         assert (mnt / "keep" / "kept" / rel).read_bytes() == (src / rel).read_bytes()
+
+
+def test_files_made_in_a_directory_cost_no_stat_of_the_directory(long_mnt, tcluster):
+    """The kernel asks for a directory's attributes after each create in it: within the
+    attribute timeout the mount answers (the mtime it knows moved on), one lookup per new name."""
+    mnt = long_mnt
+    (mnt / "many").mkdir()
+    before_mtime = os.stat(mnt / "many").st_mtime_ns
+    before = namenode_calls(tcluster, "GetFileInfo")
+    for i in range(5):
+        fd = os.open(mnt / "many" / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"x" * 100)
+        os.close(fd)
+    assert namenode_calls(tcluster, "GetFileInfo") - before == 5   # the new names' lookups only
+    assert sorted(os.listdir(mnt / "many")) == [f"f{i}" for i in range(5)]
+    assert os.stat(mnt / "many").st_mtime_ns >= before_mtime
+    os.chmod(mnt / "many", 0o700)   # a change made here is the NameNode's answer at once
+    assert os.stat(mnt / "many").st_mode & 0o777 == 0o700
