@@ -102,31 +102,30 @@ class WriteHandle:
             return n
 
     def commit(self) -> FileStatus:
-        """End the file and wait until the NameNode has it complete; then apply a chmod or chown
-        made meanwhile. Raises HedgefsError (its errno for close(2)).
+        """End the file and wait until the NameNode has it complete; then apply a chmod, chown or
+        utimes made meanwhile (tar x sends all three on the open descriptor before close(2)).
+        Raises HedgefsError (its errno for close(2)).
 
-        The status returned is what this writer knows (length, mode, when): the kernel's next
-        getattr asks the NameNode, so no stat is spent here (a file of a ``tar x`` would pay
-        one per file for nothing). A mode is sent only if it is not the one a new file gets."""
+        The status returned is what this writer knows (length, mode, owner, times), built here:
+        the kernel's next getattr asks the NameNode, so no stat is spent (a file of a ``tar x``
+        would pay one per file for nothing). A mode is sent only if it is not the one a new file
+        gets."""
         with self._lock:
             if self.committed is not None:
                 return self.committed
             length = self._writer.close()
-            changed = False
+            now = int(time.time() * 1000)
             if self.mode is not None and (self.mode != NEW_FILE_MODE or self._overwrite):
                 self._fs.set_permission(self.path, self.mode)
-                changed = True
             if self.owner is not None:
                 self._fs.set_owner(self.path, *self.owner)
-                changed = True
+            mtime, atime = self.times or (None, None)
             if self.times is not None:
-                self._fs.set_times(self.path, *self.times)
-                changed = True
-            if changed:   # what was sent after the close: the NameNode's status says it
-                self.committed = self._fs.stat(self.path)
-                return self.committed
-            self.committed = FileStatus(self.path, False, length, "", 0, int(time.time() * 1000),
-                                        permission=self.mode or NEW_FILE_MODE)
+                self._fs.set_times(self.path, mtime, atime)
+            owner, group = self.owner or ("", "")
+            self.committed = FileStatus(self.path, False, length, "", 0, now if mtime is None else mtime,
+                                        owner=owner, group=group, permission=self.mode or NEW_FILE_MODE,
+                                        atime_ms=now if atime is None else atime)
             return self.committed
 
     def abort(self) -> None:

@@ -26,6 +26,8 @@ class Node:
     seen: tuple | None = None
     writer: object | None = None   # the file's WriteHandle while it is being written here
     size: int = -1                 # the size the kernel was last told (an open file longer than it read: ops._follow)
+    dir_status: object | None = None   # a directory's FileStatus as last known, answered to getattr
+    dir_until: float = 0.0             # ... until this time.monotonic() (the attribute timeout)
 
 
 def child(parent: str, name: str) -> str:

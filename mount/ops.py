@@ -12,10 +12,12 @@ kernel drops it. A change seen by getattr drops it too (libfuse's auto_inval_dat
 """
 
 import concurrent.futures
+import dataclasses
 import errno
 import inspect
 import logging
 import os
+import time
 
 import pyfuse3
 import trio
@@ -79,6 +81,8 @@ class Operations(pyfuse3.Operations):
         if writer is not None:
             return attributes(self._pending(writer), node.inode, self.owners, 0, size=writer.written)
         node.size = status.length
+        if status.is_dir and self.timeout:
+            node.dir_status, node.dir_until = status, time.monotonic() + self.timeout
         return attributes(status, node.inode, self.owners, self.timeout)
 
     def _pending(self, writer: WriteHandle) -> FileStatus:
@@ -139,11 +143,23 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.ENOENT)
         if node.writer is not None:
             return self._attrs(None, node)
+        if node.dir_status is not None and time.monotonic() < node.dir_until:
+            return self._attrs(node.dir_status, node)
         return self._attrs(await run(self._stat, node.path), node)
+
+    def _changed_in(self, parent_inode: int) -> None:
+        """A name was added or removed here: the directory's known status gets the new mtime.
+        The kernel asks for a directory's attributes after each create in it (to check access on
+        the next one): within the attribute timeout the mount answers, as for another client's
+        changes, instead of one NameNode stat per file of a ``tar x``."""
+        node = self.inodes.get(parent_inode)
+        if node is not None and node.dir_status is not None:
+            node.dir_status = dataclasses.replace(node.dir_status, mtime_ms=int(time.time() * 1000))
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         path = self._path(inode)
         node = self.inodes.get(inode)
+        node.dir_status = None   # the NameNode says what it applied (getattr below)
         writing = self._handles.get(fh) if fh is not None else None
         if not isinstance(writing, Writing):
             writing = None
@@ -224,6 +240,7 @@ class Operations(pyfuse3.Operations):
     async def mkdir(self, parent_inode, name, mode, ctx):
         path = self._child(parent_inode, name)
         await run(self.fs.mkdir, path)
+        self._changed_in(parent_inode)
         if mode & 0o7777 != 0o755:
             await run(self.fs.set_permission, path, mode & 0o7777)
         return await self._entry(path)
@@ -231,6 +248,7 @@ class Operations(pyfuse3.Operations):
     async def rmdir(self, parent_inode, name, ctx):
         path = self._child(parent_inode, name)
         await run(self.fs.delete, path)
+        self._changed_in(parent_inode)
         self.inodes.detach(path)
 
     async def unlink(self, parent_inode, name, ctx):
@@ -239,6 +257,7 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is being written here")
         await run(self.fs.delete, path)
+        self._changed_in(parent_inode)
         self.inodes.detach(path)
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
@@ -251,6 +270,8 @@ class Operations(pyfuse3.Operations):
             if node is not None and node.writer is not None:
                 raise fail(errno.EBUSY, f"{path} is being written here")
         await run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
+        self._changed_in(parent_inode_old)
+        self._changed_in(parent_inode_new)
         self.inodes.moved(src, dst)
 
     def _rename(self, src: str, dst: str, replace: bool) -> None:
@@ -332,6 +353,7 @@ class Operations(pyfuse3.Operations):
         except pyfuse3.FUSEError:
             self.inodes.forget(node.inode, 1)
             raise
+        self._changed_in(parent_inode)
         fh = self._add_handle(writing)
         return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
 
@@ -544,6 +566,7 @@ class Operations(pyfuse3.Operations):
         except UnicodeDecodeError:
             raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
         await run(self.fs.symlink, text, path)
+        self._changed_in(parent_inode)
         return await self._entry(path)
 
     async def readlink(self, inode, ctx):

@@ -200,3 +200,60 @@ def test_a_file_written_through_the_mount_costs_no_stat_at_close(long_mnt, tclus
     assert st.st_size == 5 and st.st_mode & 0o777 == 0o644
     os.chmod(mnt / "calls" / "f", 0o600)
     assert os.stat(mnt / "calls" / "f").st_mode & 0o777 == 0o600
+
+
+def test_times_and_mode_set_on_the_open_file_cost_no_stat_at_close(long_mnt, tcluster):
+    """GNU tar x sets a file's mtime and mode on its open descriptor (futimens, fchmod), then
+    closes it: those are sent after the commit, and no stat follows them."""
+    mnt = long_mnt
+    (mnt / "timed").mkdir()
+    os.stat(mnt)
+    methods = ("GetFileInfo", "SetPermission", "SetTimes", "Create", "Complete")
+    before = {m: namenode_calls(tcluster, m) for m in methods}
+    fd = os.open(mnt / "timed" / "run.sh", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+    os.write(fd, b"#!/bin/sh\necho hi\n")
+    os.utime(fd, ns=(1_500_000_000_000_000_000, 1_600_000_000_123_000_000))
+    os.fchmod(fd, 0o755)
+    os.close(fd)
+    after = {m: namenode_calls(tcluster, m) - before[m] for m in methods}
+    assert after == {"GetFileInfo": 1, "SetPermission": 1, "SetTimes": 1, "Create": 1, "Complete": 1}
+    st = os.stat(mnt / "timed" / "run.sh")   # (the kernel asks the NameNode: what it stored)
+    assert st.st_mode & 0o777 == 0o755 and st.st_size == 18
+    assert st.st_mtime_ns == 1_600_000_000_123_000_000
+
+
+def test_tar_x_keeps_mtimes_and_modes(mnt, tmp_path):
+    src = tmp_path / "kept"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "tool").write_bytes(b"#!/bin/sh\nexit 0\n")
+    (src / "notes.txt").write_bytes(pattern(3000, seed=7))
+    os.chmod(src / "bin" / "tool", 0o750)
+    os.chmod(src / "notes.txt", 0o600)
+    os.utime(src / "bin" / "tool", (1_400_000_000, 1_400_000_000))
+    os.utime(src / "notes.txt", (1_500_000_000, 1_500_000_000))
+    sh("tar", "cf", str(tmp_path / "k.tar"), "-C", str(tmp_path), "kept")
+    (mnt / "keep").mkdir()
+    sh("tar", "xpf", str(tmp_path / "k.tar"), "-C", str(mnt / "keep"))
+    for rel in ("bin/tool", "notes.txt"):
+        want, got = os.stat(src / rel), os.stat(mnt / "keep" / "kept" / rel)
+        assert (got.st_mode & 0o7777, int(got.st_mtime), got.st_size) == \
+            (want.st_mode & 0o7777, int(want.st_mtime), want.st_size), rel
+        assert (mnt / "keep" / "kept" / rel).read_bytes() == (src / rel).read_bytes()
+
+
+def test_files_made_in_a_directory_cost_no_stat_of_the_directory(long_mnt, tcluster):
+    """The kernel asks for a directory's attributes after each create in it: within the
+    attribute timeout the mount answers (the mtime it knows moved on), one lookup per new name."""
+    mnt = long_mnt
+    (mnt / "many").mkdir()
+    before_mtime = os.stat(mnt / "many").st_mtime_ns
+    before = namenode_calls(tcluster, "GetFileInfo")
+    for i in range(5):
+        fd = os.open(mnt / "many" / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"x" * 100)
+        os.close(fd)
+    assert namenode_calls(tcluster, "GetFileInfo") - before == 5   # the new names' lookups only
+    assert sorted(os.listdir(mnt / "many")) == [f"f{i}" for i in range(5)]
+    assert os.stat(mnt / "many").st_mtime_ns >= before_mtime
+    os.chmod(mnt / "many", 0o700)   # a change made here is the NameNode's answer at once
+    assert os.stat(mnt / "many").st_mode & 0o777 == 0o700
