@@ -23,7 +23,6 @@ Every method is a blocking call (the gateway runs them on worker threads) and ra
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -46,7 +45,6 @@ DEFAULT_TYPE = "binary/octet-stream"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY = 1024
 MAX_COMPONENT = 255
-RECORDS_CACHED = 4096   # objects' metadata kept per user, by object version
 READERS_CACHED = 256    # open readers kept per user, by path (each its file's unit locations)
 
 XATTR = "user.s3"             # an object's metadata (JSON), set before it becomes the key's
@@ -160,11 +158,9 @@ def version_etag(status: FileStatus) -> str:
 
 
 class Store:
-    def __init__(self, fs: FileSystem, meta_policy: str | None = None, workers: int = 16):
+    def __init__(self, fs: FileSystem, meta_policy: str | None = None):
         self.fs = fs
-        self.meta_policy = meta_policy
-        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
-        self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
+        self.meta_policy = meta_policy   # of the small files kept: bucket settings, upload records
         self._reserved: set[str] = set()   # buckets whose .hedgefs-s3 is known to be there
         self._readers: collections.OrderedDict[str, FileReader] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -213,7 +209,7 @@ class Store:
         check_key(bucket, key)
         path = object_path(bucket, key)
         try:
-            status = self.fs.stat(path)
+            status = self.fs.stat(path, xattrs=True)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -236,45 +232,20 @@ class Store:
             return None
 
     def info(self, bucket: str, key: str, status: FileStatus) -> ObjectInfo:
-        """The object's metadata: what the version ``status`` names keeps (its xattrs).
-
-        A version's metadata never changes but for its tags (a metadata-only copy onto itself
-        writes a new version), so it is cached by version: a GET costs one stat, which is always
-        fresh, and the bytes; a gateway never serves another version's metadata."""
-        return self.infos(bucket, [(key, status)])[0]
+        """The object's metadata: what the version ``status`` names keeps (its xattrs, read with
+        it: ``stat(xattrs=True)``; a status read without them is read again, and its version's
+        kept only if still there). A gateway never serves another version's metadata."""
+        if status.xattrs is None and not status.is_dir:
+            try:
+                fresh = self.fs.stat(status.path, xattrs=True)
+                status = fresh if version_key(fresh) == version_key(status) else dataclasses.replace(status, xattrs={})
+            except HedgefsError:
+                status = dataclasses.replace(status, xattrs={})
+        return self._described(key, status, None if status.is_dir else _record(status.xattrs or {}))
 
     def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
-        """``info`` of many objects at once (a listing page). The xattrs of those not cached are
-        read in parallel, then the files are asked for again in one call: an attribute read
-        between a stat and a replacement of the file would describe the new version, and is
-        kept only if the file is still the version it was read for."""
-        records: list[dict | None] = []
-        missing = []
-        with self._lock:
-            for i, (_key, status) in enumerate(entries):
-                version = version_key(status)
-                record = None if status.is_dir else self._records.get(version)
-                if record is not None:
-                    self._records.move_to_end(version)
-                elif not status.is_dir:
-                    missing.append(i)
-                records.append(record)
-        if missing:
-            def read(i):
-                try:
-                    return _record(self.fs.get_xattrs(entries[i][1].path))
-                except HedgefsError:
-                    return None
-            found = list(self._pool.map(read, missing)) if len(missing) > 1 else [read(missing[0])]
-            asked = [i for i, record in zip(missing, found) if record is not None]
-            now = self.fs.stat_many([entries[i][1].path for i in asked]) if asked else []
-            for i, record, fresh in zip(asked, [r for r in found if r is not None], now):
-                status = entries[i][1]
-                if isinstance(fresh, FileStatus) and version_key(fresh) == version_key(status) \
-                        and record.get("length") in (None, status.length):
-                    records[i] = record
-                    self._remember(version_key(status), record)
-        return [self._described(key, status, record) for (key, status), record in zip(entries, records)]
+        """``info`` of many objects at once (a listing page, its statuses read with their xattrs)."""
+        return [self.info(bucket, key, status) for key, status in entries]
 
     @staticmethod
     def _described(key: str, status: FileStatus, record: dict | None) -> ObjectInfo:
@@ -286,12 +257,6 @@ class Store:
                                    meta=record.get("meta") or {}, checksum=record.get("checksum"),
                                    parts=tuple(tuple(p) for p in record.get("parts") or ()),
                                    tags=tuple(tuple(t) for t in record.get("tags") or ()))
-
-    def _remember(self, version: tuple, record: dict) -> None:
-        with self._lock:
-            self._records[version] = record
-            while len(self._records) > RECORDS_CACHED:
-                self._records.popitem(last=False)
 
     def open_object(self, bucket: str, key: str, span: tuple[int, int] | None = None):
         """(ObjectInfo, an open FileReader, or None for a folder marker).
@@ -319,11 +284,11 @@ class Store:
                 self._readers[path] = reader
                 while len(self._readers) > READERS_CACHED:
                     self._readers.popitem(last=False)
-        return self.info(bucket, key, reader.status), reader
+        return self.info(bucket, key, fresh), reader   # fresh: this version's xattrs as they are now
 
     def _stat_file(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> FileStatus:
         try:
-            fresh = self.fs.stat(object_path(bucket, key), span=span)
+            fresh = self.fs.stat(object_path(bucket, key), span=span, xattrs=True)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -345,14 +310,10 @@ class Store:
 
     def _current_record(self, bucket: str, key: str) -> tuple[FileStatus, dict]:
         """The object's file and its metadata as it is now (read afresh: not the cache)."""
-        status = self.stat_object(bucket, key)
+        status = self.stat_object(bucket, key)   # with its xattrs
         if status.is_dir:
             raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
-        try:
-            record = _record(self.fs.get_xattrs(status.path))
-        except HedgefsError as err:
-            raise from_hedgefs(err, f"/{bucket}/{key}") from None
-        return status, record or {"etag": version_etag(status), "content_type": None, "meta": {}}
+        return status, _record(status.xattrs or {}) or {"etag": version_etag(status), "content_type": None, "meta": {}}
 
     def object_tags(self, bucket: str, key: str) -> list[tuple[str, str]]:
         _status, record = self._current_record(bucket, key)
@@ -360,8 +321,7 @@ class Store:
 
     def set_object_tags(self, bucket: str, key: str, tags: list[tuple[str, str]]) -> None:
         """Replace the object's tags (its bytes, ETag and version stay: S3 keeps them apart): one
-        xattr of the file. Another gateway's cache may show the old tag count on a GET until it
-        drops the entry; GetObjectTagging always reads them afresh."""
+        xattr of the file."""
         status = self.stat_object(bucket, key)
         if status.is_dir:
             raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
@@ -375,10 +335,6 @@ class Store:
                     pass
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
-        with self._lock:
-            record = self._records.get(version_key(status))
-            if record is not None:
-                self._records[version_key(status)] = {**record, "tags": [list(t) for t in tags]}
 
     def reserve(self, bucket: str, again: bool = False) -> None:
         """Make the bucket's .hedgefs-s3 and uploads/ (mode 1777) unless known to be there
@@ -506,7 +462,7 @@ class Store:
     def _walk_dir(self, directory: str, key_prefix: str, prefix: str, marker: str,
                   delimiter: str) -> Iterator[tuple[str, FileStatus | None]]:
         try:
-            entries = list(self.fs.iter_list(directory))
+            entries = list(self.fs.iter_list(directory, xattrs=True))   # each object's metadata with it
         except NotFound:
             return
         except HedgefsError as err:
