@@ -173,8 +173,8 @@ class FileSystem:
         ``first_group`` which group comes first. A ranged status is not opened for reading.
         ``xattrs``: with the file's extended attributes (``FileStatus.xattrs``), read in the same
         lookup: those of the version described (an S3 object's metadata and its bytes)."""
-        if span is None and not xattrs:
-            return self.batched.stat(path)   # with other threads' stats, when there are any
+        if span is None:
+            return self.batched.stat(path, xattrs)   # with other threads' stats, when there are any
         request = pb.PathRequest(path=path, xattrs=xattrs)
         if span is not None:
             start, end = span
@@ -187,8 +187,8 @@ class FileSystem:
     # saves a call per item). Each returns, per path, its answer or the HedgefsError its single
     # call would have raised: one bad path fails alone, and names itself.
 
-    def stat_many(self, paths: "list[str]") -> "list[FileStatus | HedgefsError]":
-        return self.batched.stat_many(list(paths))
+    def stat_many(self, paths: "list[str]", xattrs: bool = False) -> "list[FileStatus | HedgefsError]":
+        return self.batched.stat_many(list(paths), xattrs)
 
     def mkdirs(self, paths: "list[str]", parents: bool = True) -> "list[HedgefsError | None]":
         return self.batched.mkdirs(list(paths), parents)

@@ -906,9 +906,11 @@ class Namesystem:
 
     # ------------------------------------------------------------------ batched calls (batches.py)
 
-    def file_infos(self, paths_: list[str], who: Identity = SUPER) -> list[FileInfo | NameNodeError]:
-        """``file_info`` of each path: its answer, or its refusal (one bad path fails alone)."""
-        return self.batches.file_infos(paths_, who)
+    def file_infos(self, paths_: list[str], who: Identity = SUPER,
+                   xattrs: list[bool] | None = None) -> list[FileInfo | NameNodeError]:
+        """``file_info`` of each path (``xattrs[i]``: with its extended attributes): its answer,
+        or its refusal (one bad path fails alone)."""
+        return self.batches.file_infos(paths_, who, xattrs)
 
     def mkdir_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                    retries: list | None = None) -> list[NameNodeError | None]:

@@ -168,7 +168,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def StatMany(self, request, call):
         nn = self.reader(call)
         out = pb.StatManyResponse()
-        for info in nn.file_infos([p.path for p in request.paths], caller()):
+        for info in nn.file_infos([p.path for p in request.paths], caller(), [p.xattrs for p in request.paths]):
             if isinstance(info, NameNodeError):
                 out.infos.append(pb.FileInfo())
                 out.results.append(_item(info))

@@ -113,6 +113,10 @@ def test_stat_and_list_with_xattrs_and_a_concat_keeps_the_first_parts(fs):
     assert fs.stat("/xs/obj").xattrs is None                    # not asked
     assert fs.stat("/xs/obj", xattrs=True).xattrs == {"user.s3": b"old"}
     assert fs.stat("/xs/obj", span=(0, 1), xattrs=True).xattrs == {"user.s3": b"old"}
+    fs.write_bytes("/xs/bare", b"")
+    assert [s.xattrs for s in fs.stat_many(["/xs/obj", "/xs/bare"], xattrs=True)] == [{"user.s3": b"old"}, {}]
+    assert [s.xattrs for s in fs.stat_many(["/xs/obj", "/xs/bare"])] == [None, None]
+    fs.delete("/xs/bare")
     fs.concat("/xs/obj", ["/xs/aside"], overwrite=True)
     status = fs.stat("/xs/obj", xattrs=True)
     assert (fs.read_bytes("/xs/obj"), status.xattrs) == (b"new bytes", {"user.s3": b"new"})
