@@ -67,7 +67,9 @@ def _boto3(endpoint: str, access: str, secret: str):
 
 
 class _Gateway:
-    def __init__(self, namenode: str, root: pathlib.Path, *options: str):
+    """A `hedgefs s3` process (``python``: of another tree's virtualenv, for an A/B in one run)."""
+
+    def __init__(self, namenode: str, root: pathlib.Path, *options: str, python: str = sys.executable):
         keys = root / "keys"
         env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
         env.pop("HEDGEFS_CREDENTIALS", None)
@@ -78,7 +80,7 @@ class _Gateway:
         self.access, self.secret = fields["access key"], fields["secret key"]
         self.log = root / "gateway.log"
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys),
+            self.proc = subprocess.Popen([python, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys),
                                           *options],
                                          stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60

@@ -43,6 +43,8 @@ class BatchedCalls:
         self._located = located
         self.supported = True   # False once the NameNode said it has no batched calls
         self.stats = Batcher(self._stat_batch, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
+        self.xattr_stats = Batcher(lambda paths: self._stat_batch(paths, True), max_batch=STAT_BATCH,
+                                   max_in_flight=STATS_IN_FLIGHT)   # stats with the files' xattrs
         # Changes of many threads: each item its own request and call id, one call for those waiting.
         self.mkdir_calls = Batcher(self._mkdirs, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
         self.delete_calls = Batcher(self._deletes, max_batch=STAT_BATCH, max_in_flight=STATS_IN_FLIGHT)
@@ -62,29 +64,34 @@ class BatchedCalls:
 
     # ------------------------------------------------------------------ stat
 
-    def stat(self, path: str) -> FileStatus:
-        """GetFileInfo of ``path``, in one call with whatever other threads stat meanwhile."""
+    def stat(self, path: str, xattrs: bool = False) -> FileStatus:
+        """GetFileInfo of ``path`` (``xattrs``: with the file's), in one call with whatever other
+        threads stat meanwhile."""
         if not self.supported:
-            return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path)))
-        return self.stats.call(path)
+            return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path, xattrs=xattrs)), xattrs)
+        return (self.xattr_stats if xattrs else self.stats).call(path)
 
-    def _stat_batch(self, paths: list[str]) -> list:
+    def _stat_batch(self, paths: list[str], xattrs: bool = False) -> list:
         if len(paths) == 1 or not self.supported:   # alone: the plain call (no batch to pack)
-            return [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=p))))
+            return [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo",
+                                                                      pb.PathRequest(path=p, xattrs=xattrs)), xattrs))
                     for p in paths]
-        return self.stat_many(paths)
+        return self.stat_many(paths, xattrs)
 
-    def stat_many(self, paths: list[str]) -> list:
-        """Per path, its FileStatus (a file's with its block groups) or its HedgefsError."""
+    def stat_many(self, paths: list[str], xattrs: bool = False) -> list:
+        """Per path, its FileStatus (a file's with its block groups; ``xattrs``: and its extended
+        attributes) or its HedgefsError."""
         out: list = []
         for chunk in _chunks(paths):
-            answer = self._batch("StatMany", pb.StatManyRequest(paths=[pb.PathRequest(path=p) for p in chunk]))
+            answer = self._batch("StatMany", pb.StatManyRequest(paths=[pb.PathRequest(path=p, xattrs=xattrs)
+                                                                       for p in chunk]))
             if answer is None:
-                out += [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=p))))
+                out += [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo",
+                                                                          pb.PathRequest(path=p, xattrs=xattrs)), xattrs))
                         for p in chunk]
                 continue
             for info, err in zip(answer.infos, _errors(answer.results)):
-                out.append(err if err is not None else self._located(info))
+                out.append(err if err is not None else self._located(info, xattrs))
         return out
 
     # ------------------------------------------------------------------ changes

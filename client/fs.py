@@ -165,27 +165,30 @@ class FileSystem:
 
     # ------------------------------------------------------------------ namespace
 
-    def stat(self, path: str, span: tuple[int, int] | None = None) -> FileStatus:
+    def stat(self, path: str, span: tuple[int, int] | None = None, xattrs: bool = False) -> FileStatus:
         """The status of ``path``; a file's with the locations of its block groups. ``span``
         (start, end): only the groups holding bytes [start, end) (HDFS's getBlockLocations of a
         range: whether a cached open file is still this version, for a few bytes of a huge file,
         without listing its thousands of groups); ``FileStatus.ranged`` says so, and
-        ``first_group`` which group comes first. A ranged status is not opened for reading."""
+        ``first_group`` which group comes first. A ranged status is not opened for reading.
+        ``xattrs``: with the file's extended attributes (``FileStatus.xattrs``), read in the same
+        lookup: those of the version described (an S3 object's metadata and its bytes)."""
         if span is None:
-            return self.batched.stat(path)   # with other threads' stats, when there are any
-        request = pb.PathRequest(path=path)
-        start, end = span
-        if start < 0 or end < start:
-            raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
-        request.range_offset, request.range_length = start, end - start
-        return self._located(self.namenodes.call("GetFileInfo", request))
+            return self.batched.stat(path, xattrs)   # with other threads' stats, when there are any
+        request = pb.PathRequest(path=path, xattrs=xattrs)
+        if span is not None:
+            start, end = span
+            if start < 0 or end < start:
+                raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
+            request.range_offset, request.range_length = start, end - start
+        return self._located(self.namenodes.call("GetFileInfo", request), xattrs)
 
     # Many operations of one kind in one NameNode call (HDFS has none; a long-lived process
     # saves a call per item). Each returns, per path, its answer or the HedgefsError its single
     # call would have raised: one bad path fails alone, and names itself.
 
-    def stat_many(self, paths: "list[str]") -> "list[FileStatus | HedgefsError]":
-        return self.batched.stat_many(list(paths))
+    def stat_many(self, paths: "list[str]", xattrs: bool = False) -> "list[FileStatus | HedgefsError]":
+        return self.batched.stat_many(list(paths), xattrs)
 
     def mkdirs(self, paths: "list[str]", parents: bool = True) -> "list[HedgefsError | None]":
         return self.batched.mkdirs(list(paths), parents)
@@ -198,9 +201,9 @@ class FileSystem:
         """Empty files at ``paths``, each complete (visible) at once: one call for them all."""
         return self.batched.create_empty(list(paths), overwrite, policy or "")
 
-    def _located(self, info: pb.FileInfo) -> FileStatus:
+    def _located(self, info: pb.FileInfo, xattrs: bool = False) -> FileStatus:
         """A file's status; the cluster's view of its DataNodes seeds the latency model."""
-        status = FileStatus.from_proto(info)
+        status = FileStatus.from_proto(info, xattrs)
         if status.datanode_reads and self.hedge.adaptive and self.hedge.cluster_view:
             self.model.seed(status.datanode_reads)
         return status
@@ -208,14 +211,16 @@ class FileSystem:
     def list(self, path: str, recursive: bool = False) -> list[FileStatus]:
         return list(self.iter_list(path, recursive))
 
-    def iter_list(self, path: str, recursive: bool = False) -> Iterator[FileStatus]:
+    def iter_list(self, path: str, recursive: bool = False, xattrs: bool = False) -> Iterator[FileStatus]:
         """The entries of a listing as the NameNode pages them (a page is one call: a listing of
-        any size never sits whole in the NameNode or here). Not a snapshot: see ListRequest."""
+        any size never sits whole in the NameNode or here). Not a snapshot: see ListRequest.
+        ``xattrs``: each file the caller may read with its extended attributes (FileStatus.xattrs)."""
         after = ""
         while True:
-            response = self.namenodes.call("List", pb.ListRequest(path=path, recursive=recursive, start_after=after))
+            response = self.namenodes.call("List", pb.ListRequest(path=path, recursive=recursive, start_after=after,
+                                                                  xattrs=xattrs))
             for entry in response.entries:
-                yield FileStatus.from_proto(entry)
+                yield FileStatus.from_proto(entry, xattrs)
             if not response.more or not response.entries:
                 return
             after = response.entries[-1].path

@@ -54,13 +54,16 @@ class FileStatus:
     atime_ms: int = 0   # the access time: the mtime unless set (``FileSystem.set_times``)
     symlink: str = ""   # a symbolic link's target ("" for files and directories)
     file_id: int = dataclasses.field(default=0, compare=False)   # the inode id (appends keep it)
+    # Its extended attributes, when the lookup asked for them (``stat(xattrs=True)``,
+    # ``iter_list(xattrs=True)``): those of this version; None when not asked.
+    xattrs: dict[str, bytes] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def is_link(self) -> bool:
         return bool(self.symlink)
 
     @classmethod
-    def from_proto(cls, info: pb.FileInfo) -> "FileStatus":
+    def from_proto(cls, info: pb.FileInfo, xattrs: bool = False) -> "FileStatus":
         groups = tuple(
             GroupLocation(
                 id=g.id,
@@ -77,4 +80,5 @@ class FileStatus:
         return cls(info.path, info.is_dir, info.length, info.policy, info.block_size, info.mtime_ms, groups,
                    info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
                    ranged=info.group_count > 0, first_group=info.first_group,
-                   atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id)
+                   atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id,
+                   xattrs=dict(info.xattrs) if xattrs else None)

@@ -27,13 +27,14 @@ class Batches:
     def __init__(self, ns):
         self.ns = ns   # the namesystem (its lock, journal and components)
 
-    def file_infos(self, paths_: list[str], who: Identity = SUPER) -> list[FileInfo | NameNodeError]:
+    def file_infos(self, paths_: list[str], who: Identity = SUPER,
+                   xattrs: list[bool] | None = None) -> list[FileInfo | NameNodeError]:
         """``file_info`` of each path: its answer, or its refusal (one bad path fails alone)."""
         _check_batch(paths_)
         out: list = []
-        for path in paths_:
+        for path, with_xattrs in zip(paths_, xattrs or [False] * len(paths_)):
             try:
-                out.append(self.ns.file_info(path, who))
+                out.append(self.ns.file_info(path, who, xattrs=with_xattrs))
             except (NotActive, SafeModeRefusal):   # the whole call's: the client retries it, as a stat
                 raise
             except NameNodeError as err:

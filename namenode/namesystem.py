@@ -107,6 +107,7 @@ from hedgefs.namenode.namespace.inodes import (
     Node,
     Version,
     load_policy,
+    with_xattrs,
 )
 from hedgefs.namenode.namespace.inodes import policy_name as canonical
 from hedgefs.namenode.namespace.permissions import (
@@ -305,11 +306,15 @@ class Namesystem:
 
     # ------------------------------------------------------------------ namespace reads
 
-    def file_info(self, path: str, who: Identity = SUPER, span: tuple[int, int] | None = None) -> FileInfo:
+    def file_info(self, path: str, who: Identity = SUPER, span: tuple[int, int] | None = None,
+                  xattrs: bool = False) -> FileInfo:
         """A file's entry and its groups, every unit with a read token (the file must be readable).
         ``span`` (offset, length): only the groups holding those bytes (FileInfo.first_group says
-        where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units."""
+        where they sit): an S3 GET of 64 KiB asks for one group, not every one with its units.
+        ``xattrs``: a file's extended attributes too, of the version the answer describes."""
         node, entry = self.tree.stat(path, who, read_file=True)
+        if xattrs:
+            with_xattrs(entry, node)
         if node.is_dir or node.is_link:
             self.seen()
             return FileInfo(entry, [])
@@ -328,10 +333,10 @@ class Namesystem:
         return FileInfo(entry, infos, first if span is not None else None, count)
 
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
-                  limit: int = 0, who: Identity = SUPER) -> tuple[list[Entry], bool]:
+                  limit: int = 0, who: Identity = SUPER, xattrs: bool = False) -> tuple[list[Entry], bool]:
         """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
-        out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who)
+        out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who, xattrs)
         self.seen()
         return out
 
@@ -901,9 +906,11 @@ class Namesystem:
 
     # ------------------------------------------------------------------ batched calls (batches.py)
 
-    def file_infos(self, paths_: list[str], who: Identity = SUPER) -> list[FileInfo | NameNodeError]:
-        """``file_info`` of each path: its answer, or its refusal (one bad path fails alone)."""
-        return self.batches.file_infos(paths_, who)
+    def file_infos(self, paths_: list[str], who: Identity = SUPER,
+                   xattrs: list[bool] | None = None) -> list[FileInfo | NameNodeError]:
+        """``file_info`` of each path (``xattrs[i]``: with its extended attributes): its answer,
+        or its refusal (one bad path fails alone)."""
+        return self.batches.file_infos(paths_, who, xattrs)
 
     def mkdir_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                    retries: list | None = None) -> list[NameNodeError | None]:

@@ -37,7 +37,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id", "xattrs")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,13 @@ class FileInfo(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class XattrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     PATH_FIELD_NUMBER: _ClassVar[int]
     IS_DIR_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +77,7 @@ class FileInfo(_message.Message):
     ATIME_MS_FIELD_NUMBER: _ClassVar[int]
     SYMLINK_FIELD_NUMBER: _ClassVar[int]
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -88,17 +96,20 @@ class FileInfo(_message.Message):
     atime_ms: int
     symlink: str
     file_id: int
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ...) -> None: ...
+    xattrs: _containers.ScalarMap[str, bytes]
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class PathRequest(_message.Message):
-    __slots__ = ("path", "range_offset", "range_length")
+    __slots__ = ("path", "range_offset", "range_length", "xattrs")
     PATH_FIELD_NUMBER: _ClassVar[int]
     RANGE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     RANGE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
     path: str
     range_offset: int
     range_length: int
-    def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ...) -> None: ...
+    xattrs: bool
+    def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ..., xattrs: _Optional[bool] = ...) -> None: ...
 
 class MkdirRequest(_message.Message):
     __slots__ = ("path", "parents")
@@ -109,16 +120,18 @@ class MkdirRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., parents: _Optional[bool] = ...) -> None: ...
 
 class ListRequest(_message.Message):
-    __slots__ = ("path", "recursive", "start_after", "limit")
+    __slots__ = ("path", "recursive", "start_after", "limit", "xattrs")
     PATH_FIELD_NUMBER: _ClassVar[int]
     RECURSIVE_FIELD_NUMBER: _ClassVar[int]
     START_AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    XATTRS_FIELD_NUMBER: _ClassVar[int]
     path: str
     recursive: bool
     start_after: str
     limit: int
-    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ..., start_after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    xattrs: bool
+    def __init__(self, path: _Optional[str] = ..., recursive: _Optional[bool] = ..., start_after: _Optional[str] = ..., limit: _Optional[int] = ..., xattrs: _Optional[bool] = ...) -> None: ...
 
 class ListResponse(_message.Message):
     __slots__ = ("entries", "more")

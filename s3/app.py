@@ -5,7 +5,7 @@ Path-style addressing (``http://HOST:PORT/BUCKET/KEY``), which every SDK uses fo
 that is not AWS's. The handlers do the namespace work on worker threads (the client library's
 calls block) and stream bodies on the event loop, so a slow client holds no thread.
 
-Stateless: everything lives in the cluster (objects, sidecars, multipart parts) or in the keys
+Stateless: everything lives in the cluster (objects and their xattrs, multipart parts) or in the keys
 directory, which gateways share read-only; any gateway can serve any request.
 """
 

@@ -1,4 +1,4 @@
-"""User metadata values (x-amz-meta-*) between HTTP headers and the sidecar, as S3 keeps them.
+"""User metadata values (x-amz-meta-*) between HTTP headers and the object's xattrs, as S3 keeps them.
 
 HTTP header values are bytes; S3's REST API takes US-ASCII, and what is not (UTF-8 sent raw, a
 control character) it keeps as text and returns as an RFC 2047 encoded word, "mail-safe"

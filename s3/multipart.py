@@ -35,7 +35,7 @@ from hedgefs.client.fs import FileStatus
 from hedgefs.ec.policy import parse_policy
 from hedgefs.s3 import checksums
 from hedgefs.s3.errors import S3Error, from_hedgefs
-from hedgefs.s3.store import RESERVED, Store
+from hedgefs.s3.store import RESERVED, Store, labels
 
 MIN_PART = 5 << 20          # S3's: every part but the last at least 5 MiB
 MAX_PARTS = 10000
@@ -204,9 +204,9 @@ class Uploads:
                  expected: tuple[str, str] | None = None) -> tuple[str, str, dict, dict, bool]:
         """Join the parts ``wanted`` ((number, ETag, its checksum as the request names it or None)
         in order) into the object. ``copy(parts, path, block_size)`` streams parts into one new
-        file at path (0: the default block size). ``expected``: (algorithm, base64) of the object's
+        file at path (0: the default block size), the object when given its xattrs. ``expected``: (algorithm, base64) of the object's
         checksum as the request states it; a mismatch is BadDigest before anything moves.
-        Returns (ETag, Content-Type, meta, what the object's sidecar keeps besides, whether
+        Returns (ETag, Content-Type, meta, what the object's metadata keeps besides, whether
         concat joined them)."""
         record = self.upload(bucket, upload_id, key)
         have = self.parts(bucket, upload_id)
@@ -242,16 +242,21 @@ class Uploads:
             extra["acl"] = record["acl"]
         path = self.store.prepare(bucket, key)
         files = [p.status for p in chosen]
-        concat = self._concat(files, path, copy)
+        xattrs = labels(etag, record.get("content_type"), record.get("meta") or {},
+                        {**{k: v for k, v in extra.items() if k != "acl"}, "upload_id": upload_id},
+                        sum(f.length for f in files))
+        concat = self._concat(files, path, copy, xattrs)
         if not concat:
-            copy(files, path, 0)
+            copy(files, path, 0, xattrs)
         try:
             self.fs.delete(upload_dir(bucket, upload_id), recursive=True)
         except HedgefsError:
             pass
         return etag, record.get("content_type"), record.get("meta") or {}, extra, concat
 
-    def _concat(self, files: list[FileStatus], path: str, copy) -> bool:
+    def _concat(self, files: list[FileStatus], path: str, copy, xattrs: dict[str, bytes]) -> bool:
+        """Join the parts by concat, the object's ``xattrs`` set on the first (which becomes the
+        object: they appear with it); False if they cannot be (the caller copies)."""
         first = files[0]
         k = parse_policy(first.policy).k
         group = k * first.block_size
@@ -268,6 +273,7 @@ class Uploads:
             else:
                 sources.append(f.path)
         try:
+            self.store.label(sources[0], xattrs)
             self.fs.concat(path, sources, overwrite=True)
         except HedgefsError as err:
             if TOO_LARGE in str(err):   # on etcd: more groups than one transaction moves; the caller copies

@@ -16,7 +16,7 @@ from hedgefs.s3 import acl, checksums, sigv4, tagging, xmlout
 from hedgefs.s3 import meta as meta_values
 from hedgefs.s3.body import Body, declared_length, file_source, requested_checksum, stream
 from hedgefs.s3.errors import S3Error, from_hedgefs
-from hedgefs.s3.store import ObjectInfo, check_key, object_path
+from hedgefs.s3.store import ObjectInfo, check_key, labels, object_path
 
 KEPT_HEADERS = ("cache-control", "content-disposition", "content-encoding", "content-language", "expires")
 RESPONSE_OVERRIDES = {"response-content-type": "Content-Type", "response-content-language": "Content-Language",
@@ -273,11 +273,14 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     return response
 
 
-async def _write(ctx: Context, path: str, body, length: int | None, overwrite: bool = True) -> None:
-    """Write ``body`` as the object at ``path`` (store.Store.write_object: aside, then in place)."""
+async def _write(ctx: Context, path: str, body, length: int | None, overwrite: bool = True,
+                 describe=None) -> None:
+    """Write ``body`` as the object at ``path``, ``describe()`` its xattrs (store.Store.write_object:
+    aside, labelled, then in place)."""
     def write():
         try:
-            ctx.store.write_object(ctx.bucket, path, lambda aside: ctx.session.fs.write(aside, body), overwrite)
+            ctx.store.write_object(ctx.bucket, path, lambda aside: ctx.session.fs.write(aside, body), overwrite,
+                                   describe)
         except HedgefsError as err:
             if not overwrite and isinstance(err, AlreadyExists):
                 raise S3Error("PreconditionFailed", "At least one of the pre-conditions you specified did not "
@@ -303,18 +306,21 @@ async def put_object(ctx: Context) -> web.Response:
         return web.Response(headers={"ETag": info.etag})
     path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)
     only_new = await ctx.run(check_write_conditions, ctx)
+    done = {}
+
+    def describe():
+        done["checksum"], done["etag"] = stored_checksum(body), body.etag()
+        extra = {"checksum": done["checksum"]} if done["checksum"] else {}
+        if tags:
+            extra["tags"] = [list(t) for t in tags]
+        return labels(done["etag"], content_type, meta, extra, body.length)
     try:
-        await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new)
+        await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new, describe=describe)
     finally:
         body.close()
-    checksum = stored_checksum(body)
-    extra = {"checksum": checksum} if checksum else {}
-    if tags:
-        extra["tags"] = [list(t) for t in tags]
-    info = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, body.etag(), content_type, meta, extra)
     if canned:
         await ctx.run(acl.apply, ctx.session.fs, path, canned, False, 0o644)
-    return web.Response(headers={"ETag": info.etag, **checksum_headers(checksum)})
+    return web.Response(headers={"ETag": done["etag"], **checksum_headers(done["checksum"])})
 
 
 def copy_source(request: web.Request) -> tuple[str, str]:
@@ -347,17 +353,22 @@ async def copy_object(ctx: Context) -> web.Response:
         algorithm = requested_checksum(ctx.request)[0] or (info.checksum or {}).get("algorithm")
         if algorithm:
             source.checksum = checksums.Hasher(algorithm)
+        done = {}
+
+        def describe():
+            done["etag"] = f'"{source.md5.hexdigest()}"' if "-" not in info.etag else info.etag
+            extra = {"tags": [list(t) for t in (info.tags if new_tags is None else new_tags)]}
+            if source.checksum is not None:
+                extra["checksum"] = {"algorithm": algorithm, "value": checksums.encode(source.checksum.digest()),
+                                     "type": checksums.FULL_OBJECT}
+            return labels(done["etag"], content_type, meta, {k: v for k, v in extra.items() if v}, info.size)
         try:
-            await _write(ctx, path, source, info.size)
+            await _write(ctx, path, source, info.size, describe=describe)
         finally:
             source.close()
-        etag = f'"{source.md5.hexdigest()}"' if "-" not in info.etag else info.etag
-        extra = {"tags": [list(t) for t in (info.tags if new_tags is None else new_tags)]}
-        if source.checksum is not None:
-            extra["checksum"] = {"algorithm": algorithm, "value": checksums.encode(source.checksum.digest()),
-                                 "type": checksums.FULL_OBJECT}
-        new = await ctx.run(ctx.store.record, ctx.bucket, ctx.key, etag, content_type, meta,
-                            {k: v for k, v in extra.items() if v})
+        new = await ctx.run(ctx.store.head, ctx.bucket, ctx.key)
+        if new.etag != done["etag"]:   # replaced since by another PUT: the time is this copy's own
+            new = dataclasses.replace(new, etag=done["etag"])
         if canned:
             await ctx.run(acl.apply, ctx.session.fs, path, canned, False, 0o644)
     body = xmlout.element("LastModified", xmlout.iso(new.mtime_ms)) + xmlout.element("ETag", new.etag)

@@ -19,7 +19,7 @@ from hedgefs.s3.objects import (
     copy_source,
     user_metadata,
 )
-from hedgefs.s3.store import ObjectInfo, check_key
+from hedgefs.s3.store import DEFAULT_TYPE, ObjectInfo, check_key, object_path
 
 _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 
@@ -149,7 +149,7 @@ async def complete_upload(ctx: Context) -> web.Response:
     stated = [(a, v) for name, a in checksums.HEADERS.items() if (v := ctx.request.headers.get(name)) is not None]
     fs = ctx.session.fs
 
-    def copy(files, path, block_size):
+    def copy(files, path, block_size, xattrs=None):
         def chunks():
             for f in files:
                 with fs.open(f.path) as reader:
@@ -161,7 +161,7 @@ async def complete_upload(ctx: Context) -> web.Response:
             if block_size:   # a part laid out again beside the others
                 write(path)
             else:            # the object itself
-                ctx.store.write_object(ctx.bucket, path, write)
+                ctx.store.write_object(ctx.bucket, path, write, describe=lambda: xattrs or {})
         except HedgefsError as err:
             raise from_hedgefs(err, path) from None
 
@@ -178,7 +178,8 @@ async def complete_upload(ctx: Context) -> web.Response:
                 raise
             return done
         canned = extra.pop("acl", None)
-        info = ctx.store.record(ctx.bucket, ctx.key, etag, content_type, meta, {"upload_id": upload_id, **extra})
+        info = ObjectInfo(ctx.key, sum(p for p, _ in extra.get("parts") or ()), 0, etag,
+                          content_type or DEFAULT_TYPE, meta, object_path(ctx.bucket, ctx.key), extra.get("checksum"))
         if canned:
             acl.apply(ctx.session.fs, info.path, canned, False, 0o644)
         return info

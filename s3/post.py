@@ -29,7 +29,7 @@ from hedgefs.client.errors import HedgefsError
 from hedgefs.s3 import acl, checksums, sigv4, tagging, xmlout
 from hedgefs.s3.errors import S3Error, from_hedgefs
 from hedgefs.s3.objects import Context
-from hedgefs.s3.store import check_key
+from hedgefs.s3.store import check_key, labels
 
 NOT_IN_POLICY = {"policy", "signature", "awsaccesskeyid", "file", "x-amz-signature"}
 PIECE = 1 << 20
@@ -208,35 +208,40 @@ async def form_upload(ctx: Context) -> web.Response:
     source = FormFile(asyncio.get_running_loop(), part, length_range, sent[0][0] if sent else None)
     path = await ctx.run(ctx.store.prepare, ctx.bucket, key)
 
+    done = {}
+
+    def describe():
+        done["etag"] = f'"{source.md5.hexdigest()}"'
+        extra = {"tags": [list(t) for t in tags]} if tags else {}
+        if source.checksum is not None:
+            extra["checksum"] = {"algorithm": sent[0][0], "value": checksums.encode(source.checksum.digest()),
+                                 "type": checksums.FULL_OBJECT}
+        return labels(done["etag"], fields.get("content-type"), meta, extra)
+
     def write():
         try:
             ctx.store.write_object(ctx.bucket, path, lambda aside: ctx.session.fs.write(
-                aside, _Checked(source, sent[0] if sent else None)))
+                aside, _Checked(source, sent[0] if sent else None)), describe=describe)
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{ctx.bucket}/{key}") from None
 
     async with ctx.gateway.writing():
         await ctx.run(write)
-    etag = f'"{source.md5.hexdigest()}"'
-    extra = {"tags": [list(t) for t in tags]} if tags else {}
-    if source.checksum is not None:
-        extra["checksum"] = {"algorithm": sent[0][0], "value": checksums.encode(source.checksum.digest()),
-                             "type": checksums.FULL_OBJECT}
-    info = await ctx.run(ctx.store.record, ctx.bucket, key, etag, fields.get("content-type"), meta, extra)
+    etag = done["etag"]
     if canned:
         await ctx.run(acl.apply, ctx.session.fs, path, canned, False, 0o644)
-    headers = {"ETag": info.etag, "Location": f"/{ctx.bucket}/{urllib.parse.quote(key)}"}
+    headers = {"ETag": etag, "Location": f"/{ctx.bucket}/{urllib.parse.quote(key)}"}
     redirect = fields.get("success_action_redirect") or fields.get("redirect")
     if redirect:
-        query = urllib.parse.urlencode({"bucket": ctx.bucket, "key": key, "etag": info.etag})
+        query = urllib.parse.urlencode({"bucket": ctx.bucket, "key": key, "etag": etag})
         target = redirect + ("&" if "?" in redirect else "?") + query
         return web.Response(status=303, headers={**headers, "Location": target})
     status = fields.get("success_action_status", "204")
     if status == "201":
         body = (xmlout.element("Location", headers["Location"]) + xmlout.element("Bucket", ctx.bucket)
-                + xmlout.element("Key", key) + xmlout.element("ETag", info.etag))
+                + xmlout.element("Key", key) + xmlout.element("ETag", etag))
         return web.Response(status=201, body=(xmlout.HEAD + f"<PostResponse>{body}</PostResponse>").encode(),
-                            content_type="application/xml", headers={"ETag": info.etag})   # no namespace, as S3
+                            content_type="application/xml", headers={"ETag": etag})   # no namespace, as S3
     return web.Response(status=200 if status == "200" else 204, headers=headers)
 
 

@@ -1,22 +1,21 @@
-"""Buckets and objects on a hedgefs FileSystem: names, metadata sidecars and S3-ordered listings.
+"""Buckets and objects on a hedgefs FileSystem: names, object metadata and S3-ordered listings.
 
     bucket          /BUCKET                      a top-level directory
     object KEY      /BUCKET/KEY                  a file; the '/' of a key are directories
     KEY ending '/'  /BUCKET/KEY                  a directory (a "folder" marker: 0 bytes)
-    its metadata    /BUCKET/.hedgefs-s3/meta/H     JSON: key, ETag, Content-Type, x-amz-meta-*, and the
-                                                  (length, mtime) of the version it describes;
-                                                  H = sha256(KEY)
+    its metadata    xattr user.s3 of the file    JSON: ETag, Content-Type, x-amz-meta-*, checksum,
+                                                  parts, upload id, length
+    its tags        xattr user.s3.tags           JSON: [[key, value], ...]
 
-The gateway's directories (.hedgefs-s3, its meta/ and uploads/) are made mode 1777, as /tmp:
-every user who may write the bucket may keep sidecars and uploads there, and none may remove
-another's.
+The gateway's directories (.hedgefs-s3 and its uploads/) are made mode 1777, as /tmp: every
+user who may write the bucket may keep uploads there, and none may remove another's.
 
-The NameNode keeps no extended attributes, so what S3 keeps beside an object's bytes lives in a
-small sidecar file, written right after the object commits. A sidecar whose (length, mtime) is
-not the object's (the file was replaced by `hedgefs put`, or its sidecar is still being written)
-is ignored: the object then has Content-Type binary/octet-stream and an ETag made from its
-version, ``"<md5 of length:mtime>-1"`` (the ``-N`` form says it is no MD5 of the bytes, as a
-multipart ETag does). A 0-byte object with nothing to keep has no sidecar: its ETag is known.
+An object is written aside (uploads/put-UUID), its user.s3 set on that file, and then renamed
+over the key in one concat (``write_object``): the metadata is the inode's, so it appears with
+the bytes it describes, in the same NameNode change, and goes with them. A file with no user.s3
+(written by `hedgefs put`, the mount, ...) has Content-Type binary/octet-stream and an ETag made
+from its version, ``"<md5 of length:mtime>-1"`` (the ``-N`` form says it is no MD5 of the
+bytes, as a multipart ETag does).
 
 Every method is a blocking call (the gateway runs them on worker threads) and raises S3Error.
 """
@@ -24,7 +23,6 @@ Every method is a blocking call (the gateway runs them on worker threads) and ra
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -47,8 +45,11 @@ DEFAULT_TYPE = "binary/octet-stream"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 MAX_KEY = 1024
 MAX_COMPONENT = 255
-RECORDS_CACHED = 4096   # sidecars kept per user, by object version
 READERS_CACHED = 256    # open readers kept per user, by path (each its file's unit locations)
+
+XATTR = "user.s3"             # an object's metadata (JSON), set before it becomes the key's
+XATTR_TAGS = "user.s3.tags"   # its tags (JSON), changed in place by PutObjectTagging
+XATTR_MAX = 16384             # the NameNode's bound on one extended attribute (name + value)
 
 log = logging.getLogger("hedgefs.s3")
 
@@ -99,12 +100,6 @@ def object_path(bucket: str, key: str) -> str:
     return f"/{bucket}/{key.rstrip('/')}"
 
 
-def meta_path(bucket: str, key: str) -> str:
-    """One flat directory, names from the key's SHA-256: no directories to make or prune per key,
-    and none that one user makes and another cannot write into."""
-    return f"/{bucket}/{RESERVED}/meta/" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 def same_version(status: FileStatus, fresh: FileStatus) -> bool:
     """Is ``fresh`` (the NameNode's answer now) the file ``status`` describes? A file's bytes never
     change in place: another version has other block groups (and a later mtime). A ranged
@@ -118,6 +113,44 @@ def same_version(status: FileStatus, fresh: FileStatus) -> bool:
                                                  for g, c in zip(fresh.groups, mine))
 
 
+def version_key(status: FileStatus) -> tuple:
+    """What names one version of a file: a replaced file is another inode (file_id), an append
+    or truncate changes the length and mtime."""
+    return status.path, status.file_id, status.length, status.mtime_ms
+
+
+def labels(etag: str, content_type: str | None, meta: dict, extra: dict | None = None,
+           length: int | None = None) -> dict[str, bytes]:
+    """The extended attributes that describe an object (set on its file before it is the key's).
+    A multipart object's part list is dropped if it would not fit one attribute (thousands of
+    parts): its partNumber GETs then answer with the whole object, as for a single-part one."""
+    extra = dict(extra or {})
+    tags = extra.pop("tags", None)
+    record = {"etag": etag, "content_type": content_type, "meta": meta, "length": length, **extra}
+    body = json.dumps(record).encode()
+    if len(body) + len(XATTR) > XATTR_MAX and "parts" in record:
+        log.warning("s3: %d parts do not fit the object's metadata: not kept", len(record["parts"]))
+        record.pop("parts")
+        body = json.dumps(record).encode()
+    if len(body) + len(XATTR) > XATTR_MAX:
+        raise S3Error("MetadataTooLarge", f"the object's metadata is {len(body)} bytes, at most {XATTR_MAX}")
+    out = {XATTR: body}
+    if tags:
+        out[XATTR_TAGS] = json.dumps([list(t) for t in tags]).encode()
+    return out
+
+
+def _record(xattrs: dict[str, bytes]) -> dict | None:
+    """The metadata kept in ``xattrs`` (tags included), None if there is none (or it is unreadable)."""
+    try:
+        record = json.loads(xattrs[XATTR]) if XATTR in xattrs else None
+        if record is not None and XATTR_TAGS in xattrs:
+            record["tags"] = json.loads(xattrs[XATTR_TAGS])
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def version_etag(status: FileStatus) -> str:
     if status.length == 0 or status.is_dir:
         return f'"{EMPTY_MD5}"'
@@ -125,11 +158,9 @@ def version_etag(status: FileStatus) -> str:
 
 
 class Store:
-    def __init__(self, fs: FileSystem, meta_policy: str | None = None, workers: int = 16):
+    def __init__(self, fs: FileSystem, meta_policy: str | None = None):
         self.fs = fs
-        self.meta_policy = meta_policy
-        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="s3-meta")
-        self._records: collections.OrderedDict[tuple, dict] = collections.OrderedDict()
+        self.meta_policy = meta_policy   # of the small files kept: bucket settings, upload records
         self._reserved: set[str] = set()   # buckets whose .hedgefs-s3 is known to be there
         self._readers: collections.OrderedDict[str, FileReader] = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -178,7 +209,7 @@ class Store:
         check_key(bucket, key)
         path = object_path(bucket, key)
         try:
-            status = self.fs.stat(path)
+            status = self.fs.stat(path, xattrs=True)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -192,45 +223,40 @@ class Store:
         return self.info(bucket, key, self.stat_object(bucket, key))
 
     def read_record(self, bucket: str, key: str) -> dict | None:
-        """The object's sidecar, if it has one (of whichever version)."""
+        """The object's metadata as its file keeps it now (tags included), None if it keeps none."""
         if key.endswith("/"):
             return None
         try:
-            return json.loads(self.fs.read_bytes(meta_path(bucket, key)))
-        except (HedgefsError, ValueError):
+            return _record(self.fs.get_xattrs(object_path(bucket, key)))
+        except HedgefsError:
             return None
 
     def info(self, bucket: str, key: str, status: FileStatus) -> ObjectInfo:
-        """The object's metadata: its sidecar's, if that describes this version of the file.
+        """The object's metadata: what the version ``status`` names keeps (its xattrs, read with
+        it: ``stat(xattrs=True)``; a status read without them is read again, and its version's
+        kept only if still there). A gateway never serves another version's metadata."""
+        if status.xattrs is None and not status.is_dir:
+            try:
+                fresh = self.fs.stat(status.path, xattrs=True)
+                status = fresh if version_key(fresh) == version_key(status) else dataclasses.replace(status, xattrs={})
+            except HedgefsError:
+                status = dataclasses.replace(status, xattrs={})
+        return self._described(key, status, None if status.is_dir else _record(status.xattrs or {}))
 
-        A version's metadata never changes (a metadata-only copy onto itself writes a new
-        version), so sidecars are cached by version: a GET costs one stat, which is always
-        fresh, and the bytes; a gateway never serves another version's metadata."""
+    def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
+        """``info`` of many objects at once (a listing page, its statuses read with their xattrs)."""
+        return [self.info(bucket, key, status) for key, status in entries]
+
+    @staticmethod
+    def _described(key: str, status: FileStatus, record: dict | None) -> ObjectInfo:
         base = ObjectInfo(key, 0 if status.is_dir else status.length, status.mtime_ms, version_etag(status),
                           path=status.path)
-        if status.is_dir:
-            return base
-        version = (status.path, status.length, status.mtime_ms)
-        with self._lock:
-            record = self._records.get(version)
-            if record is not None:
-                self._records.move_to_end(version)
         if record is None:
-            record = self.read_record(bucket, key)
-            if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms \
-                or record.get("key", key) != key:
-                return base
-            self._remember(version, record)
+            return base
         return dataclasses.replace(base, etag=record["etag"], content_type=record.get("content_type") or DEFAULT_TYPE,
                                    meta=record.get("meta") or {}, checksum=record.get("checksum"),
                                    parts=tuple(tuple(p) for p in record.get("parts") or ()),
                                    tags=tuple(tuple(t) for t in record.get("tags") or ()))
-
-    def _remember(self, version: tuple, record: dict) -> None:
-        with self._lock:
-            self._records[version] = record
-            while len(self._records) > RECORDS_CACHED:
-                self._records.popitem(last=False)
 
     def open_object(self, bucket: str, key: str, span: tuple[int, int] | None = None):
         """(ObjectInfo, an open FileReader, or None for a folder marker).
@@ -258,11 +284,11 @@ class Store:
                 self._readers[path] = reader
                 while len(self._readers) > READERS_CACHED:
                     self._readers.popitem(last=False)
-        return self.info(bucket, key, reader.status), reader
+        return self.info(bucket, key, fresh), reader   # fresh: this version's xattrs as they are now
 
     def _stat_file(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> FileStatus:
         try:
-            fresh = self.fs.stat(object_path(bucket, key), span=span)
+            fresh = self.fs.stat(object_path(bucket, key), span=span, xattrs=True)
         except NotFound:
             self.bucket(bucket)
             raise S3Error("NoSuchKey", "The specified key does not exist.", f"/{bucket}/{key}") from None
@@ -282,69 +308,40 @@ class Store:
                 self._readers.move_to_end(path)
             return reader
 
-    def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
-        """``info`` of many objects at once (a listing page): the sidecars are read in parallel."""
-        return list(self._pool.map(lambda e: self.info(bucket, e[0], e[1]), entries))
-
-    def record(self, bucket: str, key: str, etag: str, content_type: str | None, meta: dict,
-               extra: dict | None = None) -> ObjectInfo:
-        """After an object's bytes committed: keep its ETag and metadata in its sidecar."""
-        status = self.stat_object(bucket, key)
-        extra = extra or {}
-        info = ObjectInfo(key, status.length, status.mtime_ms, etag, content_type or DEFAULT_TYPE, meta, status.path,
-                          extra.get("checksum"), tuple(tuple(p) for p in extra.get("parts") or ()),
-                          tuple(tuple(t) for t in extra.get("tags") or ()))
-        if status.length == 0 and not meta and not content_type and etag == f'"{EMPTY_MD5}"' and not extra:
-            return info
-        record = {"key": key, "etag": etag, "length": status.length, "mtime_ms": status.mtime_ms,
-                  "content_type": content_type, "meta": meta, **extra}
-        body = json.dumps(record).encode()
-        path = meta_path(bucket, key)
-        try:
-            self.reserve(bucket)
-            self.fs.write_bytes(path, body, overwrite=True, policy=self.meta_policy)
-            self._remember((status.path, status.length, status.mtime_ms), record)
-        except HedgefsError as err:   # the bytes are safe; only the ETag and metadata fall back
-            log.warning("s3: could not keep the metadata of /%s/%s: %s", bucket, key, err)
-        return info
-
     def _current_record(self, bucket: str, key: str) -> tuple[FileStatus, dict]:
-        """The object's file and its sidecar as it is now (read afresh: not the cache), one that
-        describes it even if it has none (its version's ETag)."""
-        status = self.stat_object(bucket, key)
+        """The object's file and its metadata as it is now (read afresh: not the cache)."""
+        status = self.stat_object(bucket, key)   # with its xattrs
         if status.is_dir:
             raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
-        record = self.read_record(bucket, key)
-        if not record or record.get("length") != status.length or record.get("mtime_ms") != status.mtime_ms \
-                or record.get("key", key) != key:
-            record = {"key": key, "etag": version_etag(status), "length": status.length,
-                      "mtime_ms": status.mtime_ms, "content_type": None, "meta": {}}
-        return status, record
+        return status, _record(status.xattrs or {}) or {"etag": version_etag(status), "content_type": None, "meta": {}}
 
     def object_tags(self, bucket: str, key: str) -> list[tuple[str, str]]:
         _status, record = self._current_record(bucket, key)
         return [tuple(t) for t in record.get("tags") or ()]
 
     def set_object_tags(self, bucket: str, key: str, tags: list[tuple[str, str]]) -> None:
-        """Replace the object's tags (its bytes, ETag and version stay: S3 keeps them apart). The
-        sidecar is rewritten; another gateway's cache may show the old tag count on a GET until it
-        drops the entry, GetObjectTagging always reads it afresh."""
-        status, record = self._current_record(bucket, key)
-        record = {**record, "tags": [list(t) for t in tags]}
+        """Replace the object's tags (its bytes, ETag and version stay: S3 keeps them apart): one
+        xattr of the file."""
+        status = self.stat_object(bucket, key)
+        if status.is_dir:
+            raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
         try:
-            self.reserve(bucket)
-            self.fs.write_bytes(meta_path(bucket, key), json.dumps(record).encode(), overwrite=True,
-                                policy=self.meta_policy)
+            if tags:
+                self.fs.set_xattr(status.path, XATTR_TAGS, json.dumps([list(t) for t in tags]).encode())
+            else:
+                try:
+                    self.fs.remove_xattr(status.path, XATTR_TAGS)
+                except NotFound:
+                    pass
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
-        self._remember((status.path, status.length, status.mtime_ms), record)
 
     def reserve(self, bucket: str, again: bool = False) -> None:
-        """Make the bucket's .hedgefs-s3, meta/ and uploads/ (mode 1777) unless known to be there
+        """Make the bucket's .hedgefs-s3 and uploads/ (mode 1777) unless known to be there
         (``again``: known, but found missing)."""
         if bucket in self._reserved and not again:
             return
-        for directory in (f"/{bucket}/{RESERVED}", f"/{bucket}/{RESERVED}/meta", f"/{bucket}/{RESERVED}/uploads"):
+        for directory in (f"/{bucket}/{RESERVED}", f"/{bucket}/{RESERVED}/uploads"):
             try:
                 self.fs.mkdir(directory)
             except HedgefsError as err:
@@ -374,13 +371,16 @@ class Store:
                 raise from_hedgefs(err, f"/{bucket}/{key}") from None
         return path
 
-    def write_object(self, bucket: str, path: str, write: Callable[[str], object], overwrite: bool = True) -> None:
+    def write_object(self, bucket: str, path: str, write: Callable[[str], object], overwrite: bool = True,
+                     describe: Callable[[], dict[str, bytes]] | None = None) -> None:
         """Write an object's bytes: ``write(aside)`` writes a file of its own among the bucket's
-        uploads, which then replaces the object in one concat of that one file (a rename over
-        it; ``overwrite`` False: only if there is none, AlreadyExists else). So two PUTs of one
-        key both succeed and the last to complete wins, as S3 has it (the NameNode lets one
-        writer write a path at a time, HDFS's lease), and readers see the old object or the new
-        one, whole. Raises what ``write`` or the NameNode raise; the aside file then goes."""
+        uploads; ``describe()`` (once the bytes are written: an ETag is their MD5) gives the
+        xattrs set on it (``labels``); then it replaces the object in one concat of that one file
+        (a rename over it; ``overwrite`` False: only if there is none, AlreadyExists else). So two
+        PUTs of one key both succeed and the last to complete wins, as S3 has it (the NameNode
+        lets one writer write a path at a time, HDFS's lease), readers see the old object or the
+        new one, whole, and each with its own metadata. Raises what ``write`` or the NameNode
+        raise; the aside file then goes, and the old object stays as it was."""
         aside = f"/{bucket}/{RESERVED}/uploads/put-{uuid.uuid4().hex}"
         self.reserve(bucket)
         try:
@@ -391,6 +391,7 @@ class Store:
                 # deleted and made again through another gateway since this one made it
                 self.reserve(bucket, again=True)
                 write(aside)
+            self.label(aside, describe() if describe is not None else {})
             self.fs.concat(path, [aside], overwrite=overwrite)
         except BaseException:
             try:
@@ -398,6 +399,11 @@ class Store:
             except HedgefsError:
                 pass   # never created (an abandoned write leaves nothing), or already the object
             raise
+
+    def label(self, path: str, xattrs: dict[str, bytes]) -> None:
+        """Set an object's xattrs on its file before it becomes the key's (concat keeps them)."""
+        for name, value in xattrs.items():
+            self.fs.set_xattr(path, name, value)
 
     def make_marker(self, bucket: str, key: str) -> ObjectInfo:
         """PUT of a key ending in '/' with no bytes: a directory."""
@@ -422,11 +428,6 @@ class Store:
             pass
         except HedgefsError as err:
             raise from_hedgefs(err, f"/{bucket}/{key}") from None
-        if not key.endswith("/"):
-            try:
-                self.fs.delete(meta_path(bucket, key))
-            except HedgefsError:
-                pass   # none (or another user's): a stale sidecar names another version and is ignored
         self._prune(path.rsplit("/", 1)[0], f"/{bucket}")
 
     def _prune(self, directory: str, stop: str) -> None:
@@ -461,7 +462,7 @@ class Store:
     def _walk_dir(self, directory: str, key_prefix: str, prefix: str, marker: str,
                   delimiter: str) -> Iterator[tuple[str, FileStatus | None]]:
         try:
-            entries = list(self.fs.iter_list(directory))
+            entries = list(self.fs.iter_list(directory, xattrs=True))   # each object's metadata with it
         except NotFound:
             return
         except HedgefsError as err:

@@ -1,6 +1,6 @@
 """Object and bucket tags (``?tagging``, ``x-amz-tagging``): read, checked and written as S3 does.
 
-An object's tags live in its sidecar beside its ETag (store.py), a bucket's in the bucket's
+An object's tags live in its file's xattr user.s3.tags (store.py), a bucket's in the bucket's
 settings (buckets.py). A tag set is a list of (key, value) pairs in the order given. S3's limits:
 10 tags an object, 50 a bucket, keys of 1-128 characters, values of at most 256, no key twice.
 """

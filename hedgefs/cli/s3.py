@@ -41,7 +41,7 @@ def keys_option(f):
 @click.option("--writers", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Large objects or parts written at once; more wait their turn (up to 30 s). Each "
                    "holds ~45 MB in flight: the gateway's memory is about 60 MB + this x 45 MB.")
-@click.option("--meta-policy", metavar="NAME", help="Policy of the metadata sidecars and upload records "
+@click.option("--meta-policy", metavar="NAME", help="Policy of the bucket settings and upload records "
                                                     "(default: the bucket's).")
 @namenode_option
 @hedge_options

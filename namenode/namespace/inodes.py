@@ -233,6 +233,14 @@ class Entry:
     atime_ms: int = 0      # the mtime unless setTimes set another
     symlink: str = ""      # a symbolic link's target ("" for files and directories)
     file_id: int = 0       # the inode id (kept by appends, truncates and writes in place; not by overwrites)
+    xattrs: dict | None = None   # a file's extended attributes, when asked for (``with_xattrs``)
+
+
+def with_xattrs(e: Entry, node: Node) -> Entry:
+    """``e`` carrying ``node``'s extended attributes (a file's: those of this very version)."""
+    if not node.is_dir and node.extra is not None and node.extra.xattrs:
+        e.xattrs = dict(node.extra.xattrs)
+    return e
 
 
 def entry(node: Node, path: str, dir_policy: str = "") -> Entry:

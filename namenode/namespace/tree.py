@@ -33,6 +33,7 @@ from hedgefs.namenode.namespace.inodes import (
     Lease,
     Node,
     entry,
+    with_xattrs,
 )
 from hedgefs.namenode.namespace.permissions import EXECUTE, READ, allowed, check
 from hedgefs.security.identity import SUPERUSER, Identity
@@ -178,7 +179,8 @@ class Tree:
         return self.effective_policy(chain, path)
 
     def list_page(self, path: str, recursive: bool, start_after: str, limit: int,
-                  max_bytes: int = LIST_PAGE_BYTES, who: Identity = SUPER) -> tuple[list[Entry], bool]:
+                  max_bytes: int = LIST_PAGE_BYTES, who: Identity = SUPER,
+                  xattrs: bool = False) -> tuple[list[Entry], bool]:
         """One page of a listing: up to ``limit`` entries after ``start_after`` (a path the last
         page ended with, "" = from the start), stopping early past about ``max_bytes``.
         Returns (entries, more). Depth first, names in byte order; iterative, so depth is no limit.
@@ -187,7 +189,8 @@ class Tree:
         one is gone the listing carries on after its name in the nearest one still there.
 
         Permissions: ``path`` needs r-x (HDFS's listStatus); a recursive listing shows the entry
-        of a subdirectory ``who`` may not list (r-x) but not what is inside it.
+        of a subdirectory ``who`` may not list (r-x) but not what is inside it. ``xattrs``: each
+        file ``who`` may read (r) with its extended attributes (HDFS's getXAttrs needs r).
         """
         chain = self.walk(path, who)
         node = chain[-1]
@@ -206,7 +209,11 @@ class Tree:
             for child in children:
                 child_path = paths.join(frame.path, child.name)
                 child_policy = (child.policy or frame.policy) if child.is_dir else ""
-                out.append(entry(child, child_path, child_policy))
+                shown = entry(child, child_path, child_policy)
+                if xattrs and not child.is_dir and allowed(who, child, READ):
+                    with_xattrs(shown, child)
+                    size += sum(len(k) + len(v) for k, v in (shown.xattrs or {}).items())
+                out.append(shown)
                 size += len(child_path) + 64
                 frame.after = child.name
                 if len(out) >= limit or size >= max_bytes:

@@ -57,9 +57,12 @@ AUTHORIZATION: dict[str, authz.Rule] = {
 
 
 def _entry(e: Entry) -> pb.FileInfo:
-    return pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
-                       block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
-                       permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
+    out = pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
+                      block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
+                      permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
+    if e.xattrs:
+        out.xattrs.update(e.xattrs)
+    return out
 
 
 def _reopened(r: model.Reopened) -> pb.AppendResponse:
@@ -157,7 +160,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def GetFileInfo(self, request, call):
         nn = self.reader(call)
         span = (request.range_offset, request.range_length) if request.HasField("range_offset") else None
-        return _file_info(nn, nn.file_info(request.path, caller(), span))
+        return _file_info(nn, nn.file_info(request.path, caller(), span, request.xattrs))
 
     # batched (issue 44): each item answered in its own slot (ItemResult), each change with its
     # own retry ids (call_ids[i])
@@ -165,7 +168,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def StatMany(self, request, call):
         nn = self.reader(call)
         out = pb.StatManyResponse()
-        for info in nn.file_infos([p.path for p in request.paths], caller()):
+        for info in nn.file_infos([p.path for p in request.paths], caller(), [p.xattrs for p in request.paths]):
             if isinstance(info, NameNodeError):
                 out.infos.append(pb.FileInfo())
                 out.results.append(_item(info))
@@ -201,7 +204,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     @_rpc
     def List(self, request, call):
         entries, more = self.reader(call).list_page(request.path, request.recursive, request.start_after, request.limit,
-                                          caller())
+                                                    caller(), request.xattrs)
         return pb.ListResponse(entries=[_entry(e) for e in entries], more=more)
 
     @_rpc

@@ -102,6 +102,28 @@ def test_user_xattrs_set_get_list_remove_and_refusals(fs):
     assert fs.get_xattrs("/x") == {}
 
 
+def test_stat_and_list_with_xattrs_and_a_concat_keeps_the_first_parts(fs):
+    """(issue 48) The attributes read with the stat or listing (one call), and a file renamed over
+    another by concat keeps its own: the S3 gateway's object and metadata in one change."""
+    fs.mkdir("/xs")
+    fs.write_bytes("/xs/aside", b"new bytes")
+    fs.set_xattr("/xs/aside", "user.s3", b"new")
+    fs.write_bytes("/xs/obj", b"old bytes")
+    fs.set_xattr("/xs/obj", "user.s3", b"old")
+    assert fs.stat("/xs/obj").xattrs is None                    # not asked
+    assert fs.stat("/xs/obj", xattrs=True).xattrs == {"user.s3": b"old"}
+    assert fs.stat("/xs/obj", span=(0, 1), xattrs=True).xattrs == {"user.s3": b"old"}
+    fs.write_bytes("/xs/bare", b"")
+    assert [s.xattrs for s in fs.stat_many(["/xs/obj", "/xs/bare"], xattrs=True)] == [{"user.s3": b"old"}, {}]
+    assert [s.xattrs for s in fs.stat_many(["/xs/obj", "/xs/bare"])] == [None, None]
+    fs.delete("/xs/bare")
+    fs.concat("/xs/obj", ["/xs/aside"], overwrite=True)
+    status = fs.stat("/xs/obj", xattrs=True)
+    assert (fs.read_bytes("/xs/obj"), status.xattrs) == (b"new bytes", {"user.s3": b"new"})
+    assert {s.path: s.xattrs for s in fs.iter_list("/xs", xattrs=True)} == {"/xs/obj": {"user.s3": b"new"}}
+    assert [s.xattrs for s in fs.iter_list("/xs")] == [None]
+
+
 def test_cli_touch_ln_getfattr_setfattr_and_their_bad_inputs(c, fs):
     nn = c.namenode
     assert_one_line_error(run_cli("touch", "/cli/new", namenode=nn), "no such file or directory: /cli")  # as touch(1)

@@ -9,6 +9,7 @@ whole number of groups) and with 6 MiB parts (joined by concat: 4 groups each).
 import base64
 import hashlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -225,6 +226,74 @@ def test_metadata_content_type_and_copies(s3, bucket):
                    MetadataDirective="REPLACE", Metadata={"colour": "red"}, ContentType="text/x-red")
     head = s3.head_object(Bucket=bucket, Key="meta/src.txt")
     assert (head["ContentType"], head["Metadata"]) == ("text/x-red", {"colour": "red"})
+
+
+def test_metadata_is_the_files_xattrs_everywhere_it_shows(s3, bucket, fs):
+    """PUT, HEAD, GET, copy, multipart and listing all show one object's own ETag and metadata,
+    kept as its file's xattrs (no sidecar file anywhere)."""
+    data = pattern(CELL + 3, seed=48)
+    etag = s3.put_object(Bucket=bucket, Key="xa/one.bin", Body=data, ContentType="text/x-one",
+                         Metadata={"n": "1"}, Tagging="t=1")["ETag"]
+    assert etag == f'"{hashlib.md5(data).hexdigest()}"'
+    kept = json.loads(fs.get_xattrs(f"/{bucket}/xa/one.bin")["user.s3"])
+    assert (kept["etag"], kept["content_type"], kept["meta"], kept["length"]) == (etag, "text/x-one", {"x-amz-meta-n": "1"}, len(data))
+    head = s3.head_object(Bucket=bucket, Key="xa/one.bin")
+    got = s3.get_object(Bucket=bucket, Key="xa/one.bin")
+    assert got["Body"].read() == data
+    for answer in (head, got):
+        assert (answer["ETag"], answer["ContentType"], answer["Metadata"]) == (etag, "text/x-one", {"n": "1"})
+    assert s3.get_object_tagging(Bucket=bucket, Key="xa/one.bin")["TagSet"] == [{"Key": "t", "Value": "1"}]
+    s3.copy_object(Bucket=bucket, Key="xa/copy.bin", CopySource={"Bucket": bucket, "Key": "xa/one.bin"})
+    copy = s3.head_object(Bucket=bucket, Key="xa/copy.bin")
+    assert (copy["ETag"], copy["ContentType"], copy["Metadata"]) == (etag, "text/x-one", {"n": "1"})
+    parts = [pattern(5 * MiB, seed=1), b"tail"]
+    upload_id, done = _multipart(s3, bucket, "xa/multi.bin", parts)
+    multi = s3.complete_multipart_upload(Bucket=bucket, Key="xa/multi.bin", UploadId=upload_id,
+                                         MultipartUpload={"Parts": done})["ETag"]
+    head = s3.head_object(Bucket=bucket, Key="xa/multi.bin")
+    assert (head["ETag"], head["ContentType"], head["Metadata"]) == (multi, "video/mp4", {"take": "2"})
+    listed = {o["Key"]: o["ETag"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="xa/")["Contents"]}
+    assert listed == {"xa/one.bin": etag, "xa/copy.bin": etag, "xa/multi.bin": multi}
+    assert not any(s.path.endswith("/meta") for s in fs.list(f"/{bucket}/.hedgefs-s3"))
+
+
+def test_a_put_whose_commit_fails_leaves_the_old_object_and_its_metadata(cluster, s3, bucket, fs):
+    """The new bytes are written and described aside; the rename over the key is refused (here: an
+    object is there and the write may not replace it): the old object, bytes and metadata, stays."""
+    from hedgefs.client.errors import AlreadyExists
+    from hedgefs.s3.store import Store, labels
+
+    old = s3.put_object(Bucket=bucket, Key="xa/kept.bin", Body=b"old bytes", Metadata={"v": "old"})["ETag"]
+    store = Store(fs)
+    with pytest.raises(AlreadyExists):
+        store.write_object(bucket, f"/{bucket}/xa/kept.bin", lambda aside: fs.write_bytes(aside, b"new bytes"),
+                           overwrite=False, describe=lambda: labels('"new"', "text/x-new", {"v": "new"}))
+    got = s3.get_object(Bucket=bucket, Key="xa/kept.bin")
+    assert (got["Body"].read(), got["ETag"], got["Metadata"]) == (b"old bytes", old, {"v": "old"})
+    assert not [s for s in fs.list(f"/{bucket}/.hedgefs-s3/uploads") if "/put-" in s.path]   # the aside went
+    with pytest.raises(ClientError) as err:   # the same through S3: If-None-Match: * onto the object
+        s3.put_object(Bucket=bucket, Key="xa/kept.bin", Body=b"newer", Metadata={"v": "newer"}, IfNoneMatch="*")
+    assert code(err) == "PreconditionFailed"
+    got = s3.get_object(Bucket=bucket, Key="xa/kept.bin")
+    assert (got["Body"].read(), got["ETag"], got["Metadata"]) == (b"old bytes", old, {"v": "old"})
+
+
+def test_concurrent_puts_of_one_key_all_succeed_and_the_object_is_one_of_them_whole(s3, bucket):
+    """S3's dual writes: every PUT is 200; the object is then one PUT's bytes with that PUT's own
+    ETag and metadata (never one PUT's bytes with another's metadata)."""
+    bodies = {str(i): pattern(STRIPE + 1000 * i, seed=100 + i) for i in range(6)}
+    for round_ in range(3):
+        def put(i):
+            return i, s3.put_object(Bucket=bucket, Key="xa/dual.bin", Body=bodies[i], Metadata={"who": i},
+                                    ContentType=f"text/x-{i}")
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = dict(pool.map(put, bodies))
+        assert all(a["ResponseMetadata"]["HTTPStatusCode"] == 200 for a in answers.values())
+        got = s3.get_object(Bucket=bucket, Key="xa/dual.bin")
+        who = got["Metadata"]["who"]
+        assert got["Body"].read() == bodies[who], round_
+        assert (got["ETag"], got["ContentType"]) == (answers[who]["ETag"], f"text/x-{who}")
+        assert got["ETag"] == f'"{hashlib.md5(bodies[who]).hexdigest()}"'
 
 
 def test_a_file_put_outside_s3_is_an_object_with_a_version_etag(s3, bucket, fs):

@@ -259,3 +259,31 @@ def test_the_status_pages_directory_listing_is_paged_by_name(nn):
     assert names(first.entries) == ["/d/a", "/d/b", "/d/c"] and first.more
     second = nn.browse("/d", after="c", limit=3)
     assert names(second.entries) == ["/d/d"] and not second.more
+
+
+def test_a_stat_or_listing_asked_for_xattrs_carries_each_files_own_where_it_may_be_read(nn):
+    """(issue 48) GetFileInfo / List with xattrs: the attributes of the very version answered for,
+    in the same lookup; in a listing only of files the caller may read (getXAttrs needs r)."""
+    from hedgefs.security.identity import Identity
+
+    nn.mkdir("/b", parents=True)
+    nn.set_permission("/b", 0o777)
+    for name in ("one", "two", "bare"):
+        write_file(nn, f"/b/{name}", 5)
+    nn.set_xattr("/b/one", "user.s3", b'{"etag": "1"}')
+    nn.set_xattr("/b/two", "user.s3", b'{"etag": "2"}')
+    nn.set_permission("/b/two", 0o600)   # root's, unreadable to alice
+    assert nn.file_info("/b/one").entry.xattrs is None           # not asked: none
+    assert nn.file_info("/b/one", xattrs=True).entry.xattrs == {"user.s3": b'{"etag": "1"}'}
+    assert nn.file_info("/b/one", span=(0, 1), xattrs=True).entry.xattrs == {"user.s3": b'{"etag": "1"}'}
+    assert nn.file_info("/b/bare", xattrs=True).entry.xattrs is None
+    page, _ = nn.list_page("/b", xattrs=True)
+    assert {e.path: e.xattrs for e in page} == {"/b/bare": None, "/b/one": {"user.s3": b'{"etag": "1"}'},
+                                                "/b/two": {"user.s3": b'{"etag": "2"}'}}
+    assert all(e.xattrs is None for e in nn.list_page("/b")[0])
+    alice = Identity("alice", "user", ("staff",))
+    page, _ = nn.list_page("/b", xattrs=True, who=alice)
+    assert {e.path: e.xattrs for e in page} == {"/b/bare": None, "/b/one": {"user.s3": b'{"etag": "1"}'},
+                                                "/b/two": None}
+    write_file(nn, "/b/one", 7, overwrite=True)                  # another version: none of the old one's
+    assert nn.file_info("/b/one", xattrs=True).entry.xattrs is None
