@@ -54,6 +54,7 @@ ACTIVE_KEY = "hedgefs-active"
 SAFE_MODE_KEY = "hedgefs-safe-mode"   # a safe-mode refusal: "retry" (a start-up one, ends by itself) or "wait"
 CLIENT_ID_KEY = "hedgefs-client-id"
 REVISION_KEY = "hedgefs-rev"
+FRESH = "-1"   # the revision a client sends before it has seen one (HA): "the active's, now"
 CALL_ID_KEY = "hedgefs-call-id"
 # The calls a retry must not repeat (the NameNode's retry cache answers them by call id).
 NON_IDEMPOTENT = frozenset({"Create", "Mkdir", "Delete", "Rename", "Complete", "Concat", "AddBlockGroup",
@@ -250,7 +251,12 @@ class NameNodes:
         """The call's ids, and the revision to read at least (a standby waits for it: read your writes)."""
         revision = self.high_water.value
         if not revision:
-            return attempts.metadata
+            if len(self.addresses) == 1:
+                return attempts.metadata
+            # HA, and nothing seen yet in this process: FRESH asks a standby for a view as new as
+            # the active's (HDFS's msync before a new client's first observer read), so another
+            # process's write that finished before this one started is read.
+            return (*(attempts.metadata or ()), (REVISION_KEY, FRESH))
         return (*(attempts.metadata or ()), (REVISION_KEY, str(revision)))
 
     # ---------------------------------------------------------------- blocking calls

@@ -181,8 +181,12 @@ class HA:
     def caught_up(self, revision: int) -> None:
         """Read your writes on a standby (HDFS's msync): a client that saw ``revision`` (on the
         active, or another standby) is answered only once this standby has applied it, waiting up
-        to CATCH_UP_S; else NotActive, naming the active, which the client follows."""
+        to CATCH_UP_S; else NotActive, naming the active, which the client follows. A client that
+        has seen none yet (a new process: -1) is sent to the active, whose view is the newest."""
         tailer = self.tailer
+        if revision < 0 and self.role == Role.STANDBY:   # a client that has seen nothing yet: the active
+            metrics.observer_behind()
+            raise NotActive(self.active_address())
         if revision <= 0 or self.role != Role.STANDBY or tailer is None or tailer.applied >= revision:
             return
         if not tailer.wait_applied(revision, CATCH_UP_S):

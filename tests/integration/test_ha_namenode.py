@@ -42,6 +42,11 @@ def test_standby_redirects_serves_observer_reads_and_takes_no_datanode_commands(
     wait_exists(b.address, "/logs")               # observer read: the standby's view follows etcd (the last write)
     listed = stub(b.address).List(pb.ListRequest(path="/"), timeout=5)
     assert {e.path for e in listed.entries} == {"/data", "/logs"}
+    # a client that has seen no revision yet (a new process: hedgefs-rev -1) is sent to the active,
+    # so it reads what other processes wrote before it started (HDFS's msync)
+    with pytest.raises(grpc.RpcError) as fresh:
+        stub(b.address).GetFileInfo(pb.PathRequest(path="/logs"), timeout=5, metadata=(("hedgefs-rev", "-1"),))
+    assert not_active(fresh.value) == a.address
     with pytest.raises(grpc.RpcError) as refused:
         stub(b.address).Mkdir(pb.MkdirRequest(path="/nope"), timeout=5, metadata=ids())
     assert not_active(refused.value) == a.address

@@ -207,7 +207,7 @@ def test_convert_killed_midway_leaves_the_old_file(rcluster, rfs):
     rfs.write_bytes(path, data, policy="REPLICATE-2")
     before = rfs.stat(path)
     for dn in rcluster.datanode_ids:                # slow reads: the conversion takes a while
-        rcluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(bandwidth_bps=2 * B))
+        rcluster.datanode_rpc(dn, "SetFaults", pb.FaultConfig(bandwidth_bps=B // 4))   # 2 * B: done before seen, once
     env = dict(os.environ, HEDGEFS_NAMENODE=nn)
     proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "ec", "convert", path, "--policy", "RS-6-3-64k"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
