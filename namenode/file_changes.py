@@ -12,7 +12,7 @@ writing, and for the end of such a write that a crashed writer left behind.
     refuse_rewritten  a file being changed is not moved or replaced meanwhile
 
 The version being written is a write in progress like a new file's (namespace/tree.py: its
-``Lease`` names the ``base`` it replaces and the groups it ``kept``); ``Namesystem.complete``
+``Lease`` names the ``base`` it replaces and the groups it ``kept``); ``Writes.complete``
 ends it, and apply.py applies the records. Each handler runs under the writers' lock inside
 ``Namesystem.change`` (the retry cache, the wait until durable), and logs at most one record.
 """
@@ -95,7 +95,7 @@ class FileChanges:
             raise FailedPrecondition(f"the append or truncate of file {file_id} has ended already")
         file, base = lease.file, lease.base
         full = group_data_size(load_policy(file.attrs.policy), file.attrs.block_size)
-        return Reopened(self.ns.created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
+        return Reopened(self.ns.writes.created(file_id, file.attrs.policy, file.attrs.block_size), lease.kept * full,
                         base.length, base.mtime)
 
     def recover_lease(self, path: str, who: Identity, retry) -> bool:
@@ -116,10 +116,10 @@ class FileChanges:
         return True
 
     def sync(self, file_id: int, path: str, length: int, groups: list, who: Identity, retry) -> Reopened:
-        lease = self.ns.writing(file_id, who)
+        lease = self.ns.writes.writing(file_id, who)
         if self.tree.lease_path(lease) != path:
             raise InvalidArgument(f"file {file_id} is being written at {self.tree.lease_path(lease)}, not {path}")
-        self.ns.complete_write(file_id, length, groups, None, who, retry)
+        self.ns.writes.complete(file_id, length, groups, None, who, retry)
         return self.go_on(path, length, who, retry)
 
     def go_on(self, path: str, length: int, who: Identity, retry) -> Reopened:
@@ -135,7 +135,7 @@ class FileChanges:
             return reopened   # it ends on a group boundary: nothing to write again yet
         first = step(retry, "group")
         kept = self.ns.retry.lookup(first, r.CODES[r.AddGroup], self.ns.wall_ms()) if first else MISS
-        group = (self.ns.new_group(*kept) if kept is not MISS
-                 else self.ns.add_group(reopened.created.file_id, (), who, first))
+        group = (self.ns.writes.new_group(*kept) if kept is not MISS
+                 else self.ns.writes.add_group(reopened.created.file_id, (), who, first))
         return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
 

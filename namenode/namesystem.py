@@ -8,6 +8,8 @@
     manager     blocks/manager.py     the DataNode protocol, placement, repairs, decommission, health
     safe_mode   blocks/safe_mode.py
     checkpointer journal/image.py     checkpoint images
+    namespace_changes namespace_changes.py  mkdir, delete, rename, attributes, links, xattrs (the handlers)
+    writes      writes.py             a new file's write: create, add group, complete, abandon; concat
     file_changes file_changes.py      append, truncate, writes in place, lease recovery (the handlers)
     batches     batches.py            batched calls: many items of one kind a call, in holds of the lock
     reports     reports.py            operators' reads: fsck, report, status, the web pages' views
@@ -36,7 +38,6 @@ AddBlockGroup.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import random
@@ -44,13 +45,13 @@ import secrets
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from typing import Callable, Iterable
 
-from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size, zero_units
+from hedgefs.ec.layout import zero_units
 from hedgefs.ec.policy import DEFAULT_POLICY
 from hedgefs.namenode.batches import Batches
-from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit, check_commit
+from hedgefs.namenode.blocks.balancer import BalanceState
+from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit
 from hedgefs.namenode.blocks.collector import Collector
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
@@ -59,17 +60,9 @@ from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     REPORT_GRACE_S,
     BlockManager,
 )
-from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
 from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode
-from hedgefs.namenode.errors import (
-    AlreadyExists,
-    FailedPrecondition,
-    InvalidArgument,
-    NameNodeError,
-    NotFound,
-    PermissionDenied,
-)
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError, NotFound
 from hedgefs.namenode.file_changes import FileChanges
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.journal.apply import Applier
@@ -92,38 +85,16 @@ from hedgefs.namenode.model import (
     UnitLocation,
     UnitsPage,
 )
-from hedgefs.namenode.namespace import paths
-from hedgefs.namenode.reports import Reports
-from hedgefs.namenode.namespace.inodes import (
-    FILE_MODE,
-    MAX_LINK_TARGET,
-    MAX_XATTR_SIZE,
-    MAX_XATTRS,
-    SUPER,
-    Dir,
-    Entry,
-    File,
-    Lease,
-    Node,
-    Version,
-    load_policy,
-    with_xattrs,
-)
-from hedgefs.namenode.namespace.inodes import policy_name as canonical
-from hedgefs.namenode.namespace.permissions import (
-    EXECUTE,
-    MAX_MODE,
-    READ,
-    WRITE,
-    allowed,
-    check,
-    check_owner,
-    check_sticky,
-)
-from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache, step
+from hedgefs.namenode.namespace.inodes import SUPER, Dir, Entry, File, Version, load_policy, with_xattrs
+from hedgefs.namenode.namespace.permissions import READ, check
+from hedgefs.namenode.namespace.retry_cache import MISS, RetryCache
 from hedgefs.namenode.namespace.tree import LIST_PAGE, LIST_PAGE_BYTES, LIST_PAGE_MAX, Tree
+from hedgefs.namenode import namespace_changes
+from hedgefs.namenode.namespace_changes import NamespaceChanges
+from hedgefs.namenode.reports import Reports
+from hedgefs.namenode.writes import Writes
 from hedgefs.security import tokens as token_ops
-from hedgefs.security.identity import Identity, Refused, check_name
+from hedgefs.security.identity import Identity, Refused
 from hedgefs.security.tokens import BlockTokens
 
 log = logging.getLogger("hedgefs.namenode")
@@ -133,10 +104,8 @@ REPAIR_TIMEOUT_S = 60.0
 RECEIPT_WAIT_S = 5.0         # how long Complete waits for receipts (the client's deadline is 10 s)
 MIN_REPLICAS = 2             # a replicated block is durable once this many replicas are stored (HDFS's replication.min)
 CHECKPOINT_EVERY = 200_000   # records between two checkpoint images
-COLLECT_INLINE = 2000        # files a delete's groups are freed of at once (the rest: the monitor, in steps)
 COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000 blocks an increment)
 EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
-COMPLETED_KEPT = 100_000     # completed writes remembered (a Complete retried without retry ids)
 
 
 class Namesystem:
@@ -172,8 +141,6 @@ class Namesystem:
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.standby = standby
         self.lock = threading.RLock()
-        self._receipts = threading.Condition(self.lock)   # notified when units are reported stored
-        self._completed: OrderedDict[int, int] = OrderedDict()   # file id -> length, of recent Completes
         self.early_receipts: list[tuple[str, tuple[int, int, int]]] = []   # a standby's, of groups still to come
         self.started_ms = self.wall_ms()
 
@@ -192,10 +159,12 @@ class Namesystem:
         self.safemode = SafeMode(self.blocks, safe_mode_share, safe_mode_deadline_s, clock)
         self.manager = BlockManager(self.blocks, self.liveness, self.repairs, self.safemode, self.applier.leaving,
                                     self._read_location, self.rng)
-        self.manager.receipt_waiters = self._receipts
         self.manager.passive = standby
         self.health = self.manager.health
         self.checkpointer = Checkpointer(self.journal, self.lock, checkpoint_every)
+        self.namespace_changes = NamespaceChanges(self)
+        self.writes = Writes(self)
+        self.manager.receipt_waiters = self.writes.receipts
         self.file_changes = FileChanges(self)
         self.batches = Batches(self)
         self.reports = Reports(self)
@@ -357,176 +326,31 @@ class Namesystem:
     # ------------------------------------------------------------------ namespace changes
 
     def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER, retry=None) -> None:
-        return self.change(retry, r.Mkdir, lambda: self._mkdir(path, parents, who, retry))
-
-    def _mkdir(self, path: str, parents: bool, who: Identity, retry) -> None:
-        """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor)."""
-        self.safemode.refuse(f"mkdir {path}")
-        parts = paths.components(path)
-        if not parts:
-            if parents:
-                return
-            raise AlreadyExists("directory exists: /")
-        node, here = self.tree.root, paths.ROOT
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            parent_path, here = here, paths.join(here, part)
-            if not allowed(who, node, EXECUTE):
-                check(who, node, EXECUTE, parent_path, f"look up {path}")
-            child = node.children.get(part)
-            if child is None:
-                if not last and not parents:
-                    raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
-                check(who, node, WRITE, parent_path, f"create {here}")
-                self.log_record(r.Mkdir(path, self.wall_ms(), who.name, self.tree.next_id, retry))
-                return
-            if not child.is_dir:
-                if last:
-                    raise AlreadyExists(f"file exists: {here}")
-                raise FailedPrecondition(f"not a directory: {here}")
-            if last and not parents:
-                raise AlreadyExists(f"directory exists: {here}")
-            node = child
+        return self.change(retry, r.Mkdir, lambda: self.namespace_changes.mkdir(path, parents, who, retry))
 
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Delete, lambda: self._delete(path, recursive, who, retry))
-
-    def _delete(self, path: str, recursive: bool, who: Identity, retry) -> None:
-        """Permissions (HDFS): w on the parent (and the sticky rule), and rwx on every directory of
-        a tree removed with it, so nobody removes what they could not remove piece by piece."""
-        self.safemode.refuse(f"delete {path}")
-        if path == paths.ROOT:
-            raise InvalidArgument("cannot delete the root directory '/'")
-        chain = self.tree.walk(path, who)
-        node, parent = chain[-1], chain[-2]
-        check(who, parent, WRITE, paths.parent_of(path), f"delete {path}")
-        check_sticky(who, parent, node, paths.parent_of(path), path, "delete")
-        if node.is_dir and not recursive and node.children:
-            raise FailedPrecondition(f"directory not empty: {path}")
-        if node.is_dir and not who.is_admin:
-            for d in self.tree.subtree_dirs(node):
-                if not allowed(who, d, READ | WRITE | EXECUTE):
-                    where = self.tree.path_of(d)
-                    check(who, d, READ | WRITE | EXECUTE, where, f"delete {path} (it holds {where})")
-        self.log_record(r.Delete(path, self.wall_ms(), retry))
-        self.collector.step(COLLECT_INLINE)
-        log.debug("deleted %s for %s", path, who.name)
+        self.change(retry, r.Delete, lambda: self.namespace_changes.delete(path, recursive, who, retry))
 
     def rename(self, src: str, dst: str, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Rename, lambda: self._rename(src, dst, who, retry))
-
-    def _rename(self, src: str, dst: str, who: Identity, retry) -> None:
-        """Permissions (HDFS): w on the source's parent (and the sticky rule), w on the target's."""
-        self.safemode.refuse(f"rename {src}")
-        chain = self.tree.walk(src, who)
-        node = chain[-1]
-        if node is self.tree.root:
-            raise InvalidArgument("cannot rename the root directory '/'")
-        check(who, chain[-2], WRITE, paths.parent_of(src), f"move {src}")
-        check_sticky(who, chain[-2], node, paths.parent_of(src), src, "move")
-        self.file_changes.refuse_rewritten(chain[-2], node, src, "move")
-        if not paths.components(dst):
-            raise AlreadyExists("directory exists: /")
-        parent = self.tree.parent_dir(dst, who)[-1]
-        check(who, parent, WRITE, paths.parent_of(dst), f"move {src} to {dst}")
-        existing = parent.children.get(dst.rsplit("/", 1)[1])
-        if existing is not None:
-            raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {dst}")
-        if node.is_dir and paths.is_under(dst, src):
-            raise InvalidArgument(f"cannot move directory {src} into itself: {dst}")
-        self.log_record(r.Rename(src, dst, self.wall_ms(), retry))
-        log.debug("renamed %s to %s for %s", src, dst, who.name)
+        self.change(retry, r.Rename, lambda: self.namespace_changes.rename(src, dst, who, retry))
 
     def set_policy(self, path: str, policy: str, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.SetPolicy, lambda: self._set_policy(path, policy, who, retry))
-
-    def _set_policy(self, path: str, policy: str, who: Identity, retry) -> None:
-        """Set (or with "" clear) a directory's explicit policy. Needs w on the directory (HDFS)."""
-        self.safemode.refuse(f"set the policy of {path}")
-        if policy:
-            self.manager.check_placeable(load_policy(policy))
-        node = self.tree.lookup(path, who)
-        if not node.is_dir:
-            raise FailedPrecondition(f"not a directory: {path} (policies are set on directories)")
-        check(who, node, WRITE, path, f"set the policy of {path}")
-        name = canonical(policy) if policy else ""
-        self.log_record(r.SetPolicy(path, name, retry))
-        log.info("policy of %s set to %s", path, name or "(inherited)")
+        self.change(retry, r.SetPolicy, lambda: self.namespace_changes.set_policy(path, policy, who, retry))
 
     def set_permission(self, path: str, mode: int, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.SetPermission, lambda: self._set_permission(path, mode, who, retry))
-
-    def _set_permission(self, path: str, mode: int, who: Identity, retry) -> None:
-        """chmod: the owner or the superuser (HDFS)."""
-        self.safemode.refuse(f"chmod {path}")
-        if not 0 <= mode <= MAX_MODE:
-            raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
-        node = self.tree.lookup(path, who)
-        check_owner(who, node, path, "change the mode of")
-        self.log_record(r.SetPermission(path, mode, retry))
-        log.info("mode of %s set to %04o by %s", path, mode, who.name)
+        self.change(retry, r.SetPermission, lambda: self.namespace_changes.set_permission(path, mode, who, retry))
 
     def set_owner(self, path: str, owner: str = "", group: str = "", who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.SetOwner, lambda: self._set_owner(path, owner, group, who, retry))
-
-    def _set_owner(self, path: str, owner: str, group: str, who: Identity, retry) -> None:
-        """chown: a new owner only by the superuser; a new group by the superuser, or by the owner
-        if it is one of the owner's groups (HDFS)."""
-        self.safemode.refuse(f"chown {path}")
-        if not owner and not group:
-            raise InvalidArgument("chown needs an owner, a group, or both")
-        for name, what in ((owner, "user"), (group, "group")):
-            if name:
-                try:
-                    check_name(name, what)
-                except ValueError as err:
-                    raise InvalidArgument(str(err)) from None
-        node = self.tree.lookup(path, who)
-        if owner and owner != node.owner and not who.is_admin:
-            raise PermissionDenied(f"permission denied: only an admin may give {path} to another user "
-                                   f"(user {who.name} is not one)")
-        if group and group != node.group and not who.is_admin:
-            check_owner(who, node, path, "change the group of")
-            if group not in who.groups:
-                raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
-        self.log_record(r.SetOwner(path, owner, group, retry))
-        log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
+        self.change(retry, r.SetOwner, lambda: self.namespace_changes.set_owner(path, owner, group, who, retry))
 
     def set_times(self, path: str, mtime_ms: int = -1, atime_ms: int = -1, who: Identity = SUPER,
                   retry=None) -> None:
         """HDFS's setTimes (utimes): -1 leaves a time as it is."""
-        self.change(retry, r.SetTimes, lambda: self._set_times(path, mtime_ms, atime_ms, who, retry))
-
-    def _set_times(self, path: str, mtime_ms: int, atime_ms: int, who: Identity, retry) -> None:
-        """The owner, or a user who may write the inode (utimes(2); HDFS: w)."""
-        self.safemode.refuse(f"set the times of {path}")
-        if mtime_ms < -1 or atime_ms < -1:
-            raise InvalidArgument(f"bad times for {path}: mtime {mtime_ms}, atime {atime_ms} (ms since the epoch, "
-                                  f"-1 = unchanged)")
-        node = self.tree.lookup(path, who)
-        if who.name != node.owner and not who.is_admin:
-            check(who, node, WRITE, path, f"set the times of {path}")
-        if mtime_ms == -1 and atime_ms == -1:
-            return
-        self.log_record(r.SetTimes(path, mtime_ms, atime_ms, retry))
+        self.change(retry, r.SetTimes, lambda: self.namespace_changes.set_times(path, mtime_ms, atime_ms, who, retry))
 
     def symlink(self, target: str, path: str, who: Identity = SUPER, retry=None) -> None:
         """A symbolic link at ``path`` to ``target`` (HDFS's createSymlink; its parent must exist)."""
-        self.change(retry, r.Symlink, lambda: self._symlink(target, path, who, retry))
-
-    def _symlink(self, target: str, path: str, who: Identity, retry) -> None:
-        self.safemode.refuse(f"symlink {path}")
-        if not target or "\0" in target or len(target.encode("utf-8")) > MAX_LINK_TARGET:
-            raise InvalidArgument(f"bad symbolic link target {target[:80]!r}: 1 to {MAX_LINK_TARGET} bytes, no NUL")
-        parts = paths.components(path)
-        if not parts:
-            raise AlreadyExists("directory exists: /")
-        parent = self.tree.parent_dir(path, who, parts)[-1]
-        check(who, parent, WRITE, paths.parent_of(path), f"create {path}")
-        existing = parent.children.get(parts[-1])
-        if existing is not None:
-            raise AlreadyExists(f"{'directory' if existing.is_dir else 'file'} exists: {path}")
-        self.log_record(r.Symlink(path, target, self.tree.next_id, self.wall_ms(), who.name, parent.group, retry))
+        self.change(retry, r.Symlink, lambda: self.namespace_changes.symlink(target, path, who, retry))
 
     def get_xattrs(self, path: str, who: Identity = SUPER) -> dict[str, bytes]:
         """Every extended attribute of ``path`` (the user namespace: the only one kept); needs r."""
@@ -539,36 +363,10 @@ class Namesystem:
                   retry=None) -> None:
         """HDFS's setXAttr; ``flags``: XATTR_CREATE (1: it must not exist) or XATTR_REPLACE (2: it
         must), 0 either. Needs w (the user namespace's rule, as HDFS and Linux)."""
-        self.change(retry, r.SetXAttr, lambda: self._set_xattr(path, name, value, flags, who, retry))
-
-    def _set_xattr(self, path: str, name: str, value: bytes, flags: int, who: Identity, retry) -> None:
-        self.safemode.refuse(f"set an extended attribute of {path}")
-        _check_xattr_name(name)
-        if len(name.encode("utf-8")) + len(value) > MAX_XATTR_SIZE:
-            raise InvalidArgument(f"extended attribute {name} of {path}: name and value are "
-                                  f"{len(name.encode()) + len(value)} bytes, at most {MAX_XATTR_SIZE}")
-        node = self.tree.lookup(path, who)
-        check(who, node, WRITE, path, f"set an extended attribute of {path}")
-        have = node.extra.xattrs if node.extra is not None else {}
-        if flags & XATTR_CREATE and name in have:
-            raise AlreadyExists(f"extended attribute {name} of {path} exists")
-        if flags & XATTR_REPLACE and name not in have:
-            raise NotFound(f"no extended attribute {name} on {path}")
-        if name not in have and len(have) >= MAX_XATTRS:
-            raise InvalidArgument(f"{path} has {len(have)} extended attributes, the most an inode may have")
-        self.log_record(r.SetXAttr(path, name, bytes(value), retry))
+        self.change(retry, r.SetXAttr, lambda: self.namespace_changes.set_xattr(path, name, value, flags, who, retry))
 
     def remove_xattr(self, path: str, name: str, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.RemoveXAttr, lambda: self._remove_xattr(path, name, who, retry))
-
-    def _remove_xattr(self, path: str, name: str, who: Identity, retry) -> None:
-        self.safemode.refuse(f"remove an extended attribute of {path}")
-        _check_xattr_name(name)
-        node = self.tree.lookup(path, who)
-        check(who, node, WRITE, path, f"remove an extended attribute of {path}")
-        if node.extra is None or name not in node.extra.xattrs:
-            raise NotFound(f"no extended attribute {name} on {path}")
-        self.log_record(r.RemoveXAttr(path, name, retry))
+        self.change(retry, r.RemoveXAttr, lambda: self.namespace_changes.remove_xattr(path, name, who, retry))
 
     # ------------------------------------------------------------------ the write path
 
@@ -579,124 +377,20 @@ class Namesystem:
         so a small file's whole life is Create and Complete. ``empty``: a whole empty file, created
         and completed in this one call (no lease is left behind)."""
         return self.change(retry, r.Create,
-                           lambda: self._create_and(self._create(path, overwrite, policy, block_size, client_name,
+                           lambda: self.writes.create_and(self.writes.create(path, overwrite, policy, block_size, client_name,
                                                                   convert_from, who, retry),
                                                      with_group, empty, who, retry),
-                           lambda kept: self._create_and(self.created(*kept), with_group, empty, who, retry))
-
-    def _create_and(self, created: Created, with_group: bool, empty: bool, who: Identity, retry) -> Created:
-        """The rest of a fused create (under the lock, after its Create record or its retry's
-        kept answer): each further record has a retry id of its own, derived from the call's, so
-        a retry finishes what a crash between the records left undone and repeats nothing."""
-        if not (with_group or empty):
-            return created
-        further = step(retry, "complete" if empty else "group")
-        code = r.CODES[r.Complete if empty else r.AddGroup]
-        kept = self.retry.lookup(further, code, self.wall_ms()) if further else MISS
-        if kept is not MISS:
-            return created if empty else dataclasses.replace(created, first_group=self.new_group(*kept))
-        try:
-            if empty:
-                if created.file_id in self.tree.writing:   # else: completed already (a retry without ids)
-                    self.complete_write(created.file_id, 0, [], None, who, further)
-                return created
-            return dataclasses.replace(created, first_group=self.add_group(created.file_id, (), who, further))
-        except NameNodeError:
-            # The caller learns no file id, so nobody could finish or abandon this write: it must
-            # not hold the path for a lease's length.
-            if created.file_id in self.tree.writing:
-                self.log_record(r.Abandon(created.file_id))
-            raise
-
-    def created(self, file_id: int, policy: str, block_size: int) -> Created:
-        return Created(file_id, policy, block_size, int(self.lease_timeout_s * 1000),
-                       load_policy(policy).min_stored(self.min_replicas))
-
-    def _create(self, path: str, overwrite: bool, policy_name: str, block_size: int, client_name: str,
-                convert_from: Version | None, who: Identity, retry) -> Created:
-        """Add an invisible file being written; refuses what Complete would refuse, before data moves.
-
-        ``convert_from`` (``ec convert``): the file at ``path`` must be that version, and the new
-        policy another one; the new file will replace it (see ``complete``), keeping its owner,
-        group and mode. Permissions (HDFS): w on the parent, and on the file an overwrite or a
-        conversion replaces."""
-        self.safemode.refuse(f"create {path}")
-        parts = paths.components(path)
-        if not parts:
-            raise FailedPrecondition("is a directory: /")
-        chain = self.tree.parent_dir(path, who, parts)
-        parent = chain[-1]
-        name = parts[-1]
-        check(who, parent, WRITE, paths.parent_of(path), f"create {path}")
-        existing = parent.children.get(name)
-        if convert_from is not None:
-            _check_version(path, existing, convert_from)
-            if not policy_name:
-                raise InvalidArgument("a conversion needs the policy to convert to")
-            if canonical(policy_name) == existing.policy:
-                raise InvalidArgument(f"{path} is already {existing.policy}: nothing to convert")
-            overwrite = True
-        if existing is not None:
-            if existing.is_dir:
-                raise FailedPrecondition(f"is a directory: {path}")
-            if not overwrite:
-                raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
-            check(who, existing, WRITE, path, f"overwrite {path}")
-        writer = self.tree.writers.get((parent, name))
-        if writer is not None:   # one writer per path at a time (HDFS's lease: AlreadyBeingCreatedException)
-            raise AlreadyExists(f"{path} is being written by {writer.holder or 'another client'} "
-                                f"(file {writer.file_id}): try again when that write ends")
-        if not policy_name:
-            policy_name = self.tree.effective_policy(chain, paths.parent_of(path))[0]
-        policy = load_policy(policy_name)
-        if block_size == 0:
-            block_size = block_size_for(policy, self.default_block_size)
-        try:
-            check_block_size(policy, block_size)
-        except ValueError as err:
-            raise InvalidArgument(str(err)) from None
-        self.manager.check_placeable(policy)
-        file_id = self.tree.next_id
-        name = canonical(policy_name)
-        self.log_record(r.Create(path, file_id, name, block_size, bool(overwrite), self.wall_ms(), who.name,
-                           parent.group, FILE_MODE, retry))
-        log.debug("create %s: file %d, %s, block size %d, client %r (%s)%s", path, file_id, name,
-                  block_size, client_name, who.name, " (a conversion)" if convert_from else "")
-        return self.created(file_id, name, block_size)
-
-    def writing(self, file_id: int, who: Identity = SUPER) -> Lease:
-        """A write in progress, if it is ``who``'s (its creator holds its lease; an admin may too)."""
-        lease = self.tree.writing.get(file_id)
-        if lease is None:
-            raise NotFound(f"no file is being written with id {file_id} (completed, abandoned or expired)")
-        if who.name != lease.holder and not who.is_admin:
-            raise PermissionDenied(f"permission denied: file {file_id} is being written by {lease.holder}, "
-                                   f"not by user {who.name}")
-        return lease
+                           lambda kept: self.writes.create_and(self.writes.created(*kept), with_group, empty, who, retry))
 
     def add_block_group(self, file_id: int, exclude: Iterable[str] = (), who: Identity = SUPER,
                         retry=None) -> GroupInfo:
         """A new group for a write in progress (the caller's), every unit with a write token."""
-        return self.change(retry, r.AddGroup, lambda: self.add_group(file_id, exclude, who, retry),
-                           lambda kept: self.new_group(kept[0], kept[1]))
-
-    def add_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
-        self.safemode.refuse("add a block group")
-        lease = self.writing(file_id, who)
-        policy = load_policy(lease.file.attrs.policy)
-        targets = self.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
-        group_id = self.blocks.next_group_id
-        self.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry))
-        return self.new_group(group_id, targets)
-
-    def new_group(self, group_id: int, targets) -> GroupInfo:
-        generation = self.blocks.generation(group_id)
-        return GroupInfo(group_id, 0, [self._location(j, d, group_id, generation, token_ops.WRITE)
-                                       for j, d in enumerate(targets)], generation)
+        return self.change(retry, r.AddGroup, lambda: self.writes.add_group(file_id, exclude, who, retry),
+                           lambda kept: self.writes.new_group(kept[0], kept[1]))
 
     def renew_lease(self, file_id: int, who: Identity = SUPER) -> None:
         def renew() -> None:
-            self.writing(file_id, who).renewed = self.clock()
+            self.writes.writing(file_id, who).renewed = self.clock()
         self.locked(renew)
 
     def recover_lease(self, path: str, who: Identity = SUPER, retry=None) -> bool:
@@ -719,147 +413,13 @@ class Namesystem:
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
                  convert_from: Version | None = None, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Complete, lambda: self.complete_write(file_id, length, groups, convert_from, who, retry))
-
-    def complete_write(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
-                  who: Identity, retry) -> None:
-        """Make a write visible, replacing a complete file at its path, if every group has enough
-        units reported stored. A replacement's mtime is later than the replaced file's, even within
-        one millisecond, so (length, mtime) names one version of a path's bytes; a conversion
-        (``convert_from``, which the file must still be) keeps the mtime and the owner, group and
-        mode: the bytes are the same."""
-        if self._done_before(file_id, length):
-            return
-        self.writing(file_id, who)       # someone else's write: refused before anything waits
-        self._await_receipts(groups)
-        if self._done_before(file_id, length):
-            return   # a retry that arrived while this call waited, and won
-        lease = self.writing(file_id, who)
-        file = lease.file
-        policy = load_policy(file.attrs.policy)
-        shared = lease.shared()
-        kept_length = len(shared) * group_data_size(policy, file.attrs.block_size)
-        own = {g.id: g for g in file.groups[lease.kept:]}
-        if length < kept_length:
-            raise InvalidArgument(f"file {file_id}: length {length} is less than the {kept_length} bytes it keeps")
-        check_commit(file_id, length - kept_length, groups, policy, file.attrs.block_size,
-                     policy.min_stored(self.min_replicas), own, self.blocks.reported_units)
-        self.manager.settle(own.values(), file.attrs.block_size)
-        path = self.tree.lease_path(lease)
-        existing = lease.parent.children.get(file.name)
-        if lease.base is not None and existing is not lease.base:   # (a delete drops the write: apply.py)
-            raise FailedPrecondition(f"{path} was replaced while being appended to or truncated: this write goes")
-        mtime, attrs = self.wall_ms(), None
-        if convert_from is not None:
-            _check_version(path, existing, convert_from)
-            if length != existing.length:
-                raise InvalidArgument(f"{path}: the conversion wrote {length} bytes of {existing.length}")
-            mtime, attrs = existing.mtime, (existing.owner, existing.group, existing.mode)
-        if existing is not None:
-            if existing.is_dir:
-                raise FailedPrecondition(f"is a directory: {path}")
-            if not lease.overwrite:
-                raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
-            if convert_from is None:
-                mtime = max(mtime, existing.mtime + 1)
-        kept = tuple(g.id for g in shared) + \
-            tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
-        self.log_record(r.Complete(file_id, length, kept, mtime, attrs, retry))
-        self._completed[file_id] = length
-        if len(self._completed) > COMPLETED_KEPT:
-            self._completed.popitem(last=False)
-        log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(kept))
-
-    def _done_before(self, file_id: int, length: int) -> bool:
-        """A Complete of this write succeeded already: True for its retry, a refusal otherwise."""
-        if file_id in self.tree.writing or file_id not in self._completed:
-            return False
-        if self._completed[file_id] == length:
-            return True
-        raise FailedPrecondition(f"file {file_id} is already complete with length {self._completed[file_id]}")
-
-    def _await_receipts(self, groups: list[GroupCommit]) -> None:
-        """Wait (the lock released meanwhile) until every unit the writer claims is reported, or
-        ``receipt_wait_s`` passes. Receipts usually arrive before Complete: a DataNode sends one as
-        soon as it has stored a unit, and the writer completes only after every unit is stored."""
-        deadline = time.monotonic() + self.receipt_wait_s
-        blocks = self.blocks
-        while True:
-            waiting = 0
-            for c in groups:
-                group = blocks.get(c.group_id)
-                pending = blocks.unreported.get(c.group_id) if group is not None else None
-                if pending:   # (a dead DataNode's receipt is not worth waiting for)
-                    waiting += sum(1 for i in c.stored_units if i in pending
-                                   and self.liveness.is_live(blocks.holder(group, i) or ""))
-            left = deadline - time.monotonic()
-            if not waiting or left <= 0:
-                if waiting:
-                    log.warning("complete: %d units claimed stored but not reported after %.1f s", waiting,
-                                self.receipt_wait_s)
-                return
-            self._receipts.wait(left)
+        self.change(retry, r.Complete, lambda: self.writes.complete(file_id, length, groups, convert_from, who, retry))
 
     def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER,
                retry=None) -> None:
         """One file at ``target`` from the parts ``sources``, in one record: a reader sees no
         target (or the old one) until it is applied, then all of it."""
-        self.change(retry, r.Concat, lambda: self._concat(target, sources, overwrite, who, retry))
-
-    def _concat(self, target: str, sources: list[str], overwrite: bool, who: Identity, retry) -> None:
-        """HDFS's concat, as a rename: the first part becomes the target, the other parts' groups
-        are appended to it in order, and the other parts go. Every part but the last must end on a
-        block group boundary, and all must share one policy and block size, so that every group
-        but the last of the result is full. Permissions (HDFS): r on every part and w on its
-        parent (the parts go), w on the target's parent, and on a target an overwrite replaces."""
-        self.safemode.refuse(f"concat into {target}")
-        if not sources:
-            raise InvalidArgument("concat needs at least one source")
-        if len(set(sources)) != len(sources):
-            raise InvalidArgument("concat: a source is listed twice")
-        if target in sources:
-            raise InvalidArgument(f"concat: the target {target} is also a source")
-        if not paths.components(target):
-            raise FailedPrecondition("is a directory: /")
-        parts = []
-        for source in sources:
-            chain = self.tree.walk(source, who)
-            node = chain[-1]
-            if node.is_dir:
-                raise FailedPrecondition(f"is a directory: {source}")
-            check(who, node, READ, source, f"concat {source}")
-            check(who, chain[-2], WRITE, paths.parent_of(source), f"concat {source} (it goes)")
-            check_sticky(who, chain[-2], node, paths.parent_of(source), source, "concat")
-            if node.is_link:
-                raise InvalidArgument(f"concat: {source} is a symbolic link")
-            self.file_changes.refuse_rewritten(chain[-2], node, source, "concat")
-            parts.append(node)
-        first = parts[0]
-        full = group_data_size(load_policy(first.policy), first.block_size)
-        for source, node in zip(sources, parts):
-            if (node.policy, node.block_size) != (first.policy, first.block_size):
-                raise InvalidArgument(
-                    f"concat: {source} is {node.policy} with {node.block_size}-byte blocks, "
-                    f"{sources[0]} is {first.policy} with {first.block_size}-byte blocks")
-        for source, node in zip(sources[:-1], parts[:-1]):
-            if node.length % full:
-                raise InvalidArgument(
-                    f"concat: {source} is {node.length} bytes, not a multiple of its block group size "
-                    f"{full} (only the last part may end inside a group)")
-        parent = self.tree.parent_dir(target, who)[-1]
-        check(who, parent, WRITE, paths.parent_of(target), f"create {target}")
-        existing = parent.children.get(target.rsplit("/", 1)[1])
-        mtime = self.wall_ms()
-        if existing is not None:
-            if existing.is_dir:
-                raise FailedPrecondition(f"is a directory: {target}")
-            if not overwrite:
-                raise AlreadyExists(f"file exists: {target}")
-            mtime = max(mtime, existing.mtime + 1)   # a new version of the target: see complete
-            check(who, existing, WRITE, target, f"overwrite {target}")
-            self.file_changes.refuse_rewritten(parent, existing, target, "replace")
-        self.log_record(r.Concat(target, tuple(sources), mtime, retry))
-        log.debug("concat %s: %d parts", target, len(sources))
+        self.change(retry, r.Concat, lambda: self.writes.concat(target, sources, overwrite, who, retry))
 
     def sync(self, file_id: int, path: str, length: int, groups: list[GroupCommit], who: Identity = SUPER,
              retry=None) -> Reopened:
@@ -872,14 +432,7 @@ class Namesystem:
                            lambda _kept: self.file_changes.go_on(path, length, who, retry))
 
     def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Abandon, lambda: self._abandon(file_id, who, retry))
-
-    def _abandon(self, file_id: int, who: Identity, retry) -> None:
-        if file_id not in self.tree.writing:
-            return
-        self.writing(file_id, who)
-        self.log_record(r.Abandon(file_id, retry))
-        log.debug("abandoned file %d", file_id)
+        self.change(retry, r.Abandon, lambda: self.writes.abandon(file_id, who, retry))
 
     def append(self, path: str, client_name: str = "", who: Identity = SUPER, retry=None,
                rewrite_from: int | None = None) -> Reopened:
@@ -916,38 +469,38 @@ class Namesystem:
                    retries: list | None = None) -> list[NameNodeError | None]:
         """``mkdir`` of each (path, parents): None, or its refusal."""
         return self.batches.changes(r.Mkdir, "mkdir", items, retries,
-                                    lambda item, retry: self._mkdir(item[0], item[1], who, retry))
+                                    lambda item, retry: self.namespace_changes.mkdir(item[0], item[1], who, retry))
 
     def delete_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                     retries: list | None = None) -> list[NameNodeError | None]:
         """``delete`` of each (path, recursive): None, or its refusal."""
         return self.batches.changes(r.Delete, "delete", items, retries,
-                                    lambda item, retry: self._delete(item[0], item[1], who, retry))
+                                    lambda item, retry: self.namespace_changes.delete(item[0], item[1], who, retry))
 
     def create_many(self, items: list[dict], who: Identity = SUPER,
                     retries: list | None = None) -> list[Created | NameNodeError]:
         """``create`` of each (a dict of its keyword arguments): its Created, or its refusal."""
         def one(kw: dict, retry) -> Created:
             fused = kw.get("with_group", False), kw.get("empty", False)
-            return self._create_and(self._create(kw["path"], kw.get("overwrite", False), kw.get("policy", ""),
+            return self.writes.create_and(self.writes.create(kw["path"], kw.get("overwrite", False), kw.get("policy", ""),
                                                  kw.get("block_size", 0), kw.get("client_name", ""), None, who,
                                                  retry), *fused, who, retry)
 
         def again(kw: dict, retry, kept) -> Created:
-            return self._create_and(self.created(*kept), kw.get("with_group", False), kw.get("empty", False),
+            return self.writes.create_and(self.writes.created(*kept), kw.get("with_group", False), kw.get("empty", False),
                                     who, retry)
         return self.batches.changes(r.Create, "create", items, retries, one, again)
 
     # ------------------------------------------------------------------ locations
 
-    def _location(self, index: int, datanode_id: str, group_id: int = 0, generation: int = 0,
+    def location(self, index: int, datanode_id: str, group_id: int = 0, generation: int = 0,
                   op: int = token_ops.READ) -> UnitLocation:
         token = self.tokens.sign(op, group_id, index, generation) if self.tokens else b""
         return UnitLocation(index, datanode_id, self.liveness.address(datanode_id),
                             self.liveness.data_address(datanode_id), token)
 
     def _read_location(self, index: int, datanode_id: str, group_id: int, generation: int) -> UnitLocation:
-        return self._location(index, datanode_id, group_id, generation, token_ops.READ)
+        return self.location(index, datanode_id, group_id, generation, token_ops.READ)
 
     def group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
         units = self.manager.locations(group, k, keep_dead)
@@ -1042,7 +595,7 @@ class Namesystem:
         with self.lock:
             self.journal.follow(txid, record)
             if isinstance(record, r.Delete):
-                self.collector.step(COLLECT_INLINE)
+                self.collector.step(namespace_changes.COLLECT_INLINE)
 
     def promote(self, engine: Engine) -> None:
         """This standby becomes the active: its journal writes to ``engine`` from its last txid
@@ -1077,8 +630,8 @@ class Namesystem:
         while self.locked(lambda: self.manager.expire_deletes(cutoff, EXPIRE_STEP)) >= EXPIRE_STEP:
             pass
         if not self.standby:
-            for file_id in self._expired_leases():
-                self.locked(lambda: self._expire_lease(file_id))
+            for file_id in self.writes.expired_leases():
+                self.locked(lambda: self.writes.expire_lease(file_id))
         while self.collector.pending:
             self.locked(lambda: self.collector.step(COLLECT_STEP))
         if self.standby:
@@ -1086,19 +639,6 @@ class Namesystem:
         while self.locked(self.manager.judge_step):   # a full health pass, a bounded step a hold
             pass
         return self.locked(lambda: self.manager.tick(self.default_block_size))
-
-    def _expired_leases(self) -> list[int]:
-        with self.lock:
-            now = self.clock()
-            return [fid for fid, lease in self.tree.writing.items() if now - lease.renewed > self.lease_timeout_s]
-
-    def _expire_lease(self, file_id: int) -> None:
-        lease = self.tree.writing.get(file_id)
-        if lease is None or self.clock() - lease.renewed <= self.lease_timeout_s:
-            return
-        path = self.tree.lease_path(lease)
-        self.log_record(r.Abandon(file_id))
-        log.warning("lease on %s (file %d) expired: the writer is gone, abandoned it", path, file_id)
 
     # ------------------------------------------------------------------ administration
 
@@ -1185,26 +725,6 @@ class Namesystem:
 
     def datanode_heartbeat_ages(self, datanode_ids: Iterable[str]) -> dict[str, float]:
         return self.reports.datanode_heartbeat_ages(datanode_ids)
-
-XATTR_CREATE, XATTR_REPLACE = 1, 2   # setxattr(2)'s flags
-XATTR_NAMESPACE = "user."            # the one namespace kept (trusted, security, system: the mount says ENOTSUP)
-
-
-def _check_xattr_name(name: str) -> None:
-    if not name.startswith(XATTR_NAMESPACE) or len(name) == len(XATTR_NAMESPACE):
-        raise InvalidArgument(f"extended attribute {name!r}: only the user namespace is kept (user.NAME)")
-
-
-def _check_version(path: str, existing: Node | None, version: Version) -> None:
-    """The file a conversion rewrites must be the very one its client read."""
-    if existing is None:
-        raise NotFound(f"no such file or directory: {path}")
-    if existing.is_dir:
-        raise FailedPrecondition(f"is a directory: {path}")
-    if (existing.length, existing.mtime) != tuple(version):
-        raise FailedPrecondition(f"{path} changed during the conversion (now {existing.length} bytes, "
-                                 f"mtime {existing.mtime}): left as it is")
-
 
 def _groups_in(lengths: list[int], offset: int, length: int) -> tuple[range, int]:
     """(the indexes of the groups holding bytes [offset, offset + length), the first), for groups

@@ -196,8 +196,8 @@ def test_a_recursive_delete_is_one_record_gone_at_once_its_groups_freed_in_bound
     """HDFS's delete: the tree is unlinked in one change (one journal record), its blocks removed
     in increments after. Here the groups of the first COLLECT_INLINE files go with the delete, the
     rest a bounded step per monitor pass, until every unit is owed a delete."""
-    from hedgefs.namenode import namesystem
-    monkeypatch.setattr(namesystem, "COLLECT_INLINE", 40)
+    from hedgefs.namenode import namespace_changes, namesystem
+    monkeypatch.setattr(namespace_changes, "COLLECT_INLINE", 40)
     monkeypatch.setattr(namesystem, "COLLECT_STEP", 60)
     add_datanodes(nn, 5)
     nn.mkdir("/d/sub", parents=True)

@@ -341,7 +341,7 @@ def test_complete_waits_for_receipts_still_on_their_way(tmp_path, clock):
         nn.complete(created.file_id, 10, [GroupCommit(group.id, 10, (0, 1, 2, 3, 4))])))
     t.start()
     # Complete is waiting, the lock released
-    wait_until(lambda: nn._receipts._waiters or not t.is_alive(), 10, "Complete to wait for the receipts",
+    wait_until(lambda: nn.writes.receipts._waiters or not t.is_alive(), 10, "Complete to wait for the receipts",
                interval=0.005)
     assert t.is_alive()
     nn.unit_stored(group.units[3].datanode_id, group.id, 3, group.generation)
