@@ -556,7 +556,7 @@ class Namesystem:
         counts, reported = self.locked(lambda: self.manager.report_part(datanode_id, units, part, more))
         if reported is None:
             return counts
-        missing = self.blocks.missing_candidates(datanode_id, reported)
+        missing = self.manager.claims.missing_candidates(datanode_id, reported)
         return self.locked(lambda: self.manager.finish_report(datanode_id, reported, missing, counts))
 
     def units_stored(self, datanode_id: str, units: Iterable[tuple[int, int, int]]) -> list[str]:

@@ -9,18 +9,8 @@ its writer's target has not said it stored it (only files being written have tho
 when reported bad (kept, and read if nothing better is left, until a repaired copy replaces it).
 A unit is *good* when reported, not corrupt and on a live DataNode (the caller says which are).
 
-Receipts, not claims: a unit counts only once its DataNode has said it stored it (UnitStored, or a
-block report): AddBlockGroup maps the writer's targets as unreported, their receipts mark them
-reported, Complete keeps only the reported ones (``commit``).
-
-No premature deletes: a copy of a unit of a live group (a surplus copy, or a corrupt one that a
-repaired copy replaced) is deleted only once every unit of its group is good elsewhere
-(``deletes_due``), so no delete ever takes a group below full redundancy, let alone below k.
-
-No copy on its way out is a replica: a copy whose delete is pending or sent is not mapped again
-on a report's word (``claim``: DELETING), nor on a receipt delivered after its delete was confirmed
-(receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``); a report a DataNode
-makes after (re)registering drops what it lacks however lately it was mapped (``forget_recent``).
+What DataNodes say (receipts, block reports, moves, corrupt copies) and which pending deletes may
+go are judged in claims.py, which changes the map through ``place``, ``mark`` and ``recount``.
 
 Zero units: the last group of a small file (of at most k - 1 cells: ``ec/layout.py``'s
 ``zero_units``) has data units that hold nothing and, for LRC, local parities that are zeros; its
@@ -51,7 +41,7 @@ import time
 from functools import lru_cache
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Callable, Container, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from hedgefs.ec.layout import group_data_size, zero_units
 from hedgefs.ec.policy import Policy
@@ -106,19 +96,19 @@ _STRUCTS: dict[int, struct.Struct] = {}
 
 
 @lru_cache(maxsize=256)
-def _units_of(policy: str) -> int:
+def units_of(policy: str) -> int:
     return load_policy(policy).units
 
 
 @lru_cache(maxsize=256)
-def _plain_k(policy: str) -> int:
+def plain_k(policy: str) -> int:
     """k of a policy any k units of which decode a group (RS, copies); 0 for LRC."""
     p = load_policy(policy)
     return 0 if p.local_groups else p.k
 _NONE: frozenset[int] = frozenset()
 
 
-def _codec(units: int) -> struct.Struct:
+def locs_codec(units: int) -> struct.Struct:
     found = _STRUCTS.get(units)
     if found is None:
         found = _STRUCTS[units] = struct.Struct(f"<{units}H")
@@ -256,7 +246,7 @@ class BlockMap:
         if not locs:
             return {}
         ids = self.numbers.ids
-        return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)) if n}
+        return {i: ids[n] for i, n in enumerate(locs_codec(len(locs) // 2).unpack(locs)) if n}
 
     def holder(self, group: Group, index: int) -> str | None:
         locs = group.locs
@@ -274,9 +264,9 @@ class BlockMap:
         gid = group.id
         if gid in self.unreported or gid in self.corrupt:
             skip = self.unreported.get(gid, _NONE) | self.corrupt.get(gid, _NONE)
-            return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs))
+            return {i: ids[n] for i, n in enumerate(locs_codec(len(locs) // 2).unpack(locs))
                     if n and i not in skip and is_live(ids[n])}
-        return {i: ids[n] for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)) if n and is_live(ids[n])}
+        return {i: ids[n] for i, n in enumerate(locs_codec(len(locs) // 2).unpack(locs)) if n and is_live(ids[n])}
 
     def readable_units(self, group: Group, is_live: IsLive) -> dict[int, str]:
         """Good units and live corrupt ones."""
@@ -308,7 +298,7 @@ class BlockMap:
         """The unit indexes of ``group`` that are neither in ``good`` nor zero units: what a
         repair rebuilds."""
         skip = set(good) | self.zeros(group)
-        return [i for i in range(_units_of(group.file.attrs.policy)) if i not in skip]
+        return [i for i in range(units_of(group.file.attrs.policy)) if i not in skip]
 
     def corrupt_count(self) -> int:
         return sum(len(v) for v in self.corrupt.values())
@@ -324,7 +314,7 @@ class BlockMap:
             locs = group.locs
             if not locs:
                 continue
-            for i, n in enumerate(_codec(len(locs) // 2).unpack(locs)):
+            for i, n in enumerate(locs_codec(len(locs) // 2).unpack(locs)):
                 if n == number:
                     out.append((gid, i, group))
                     if len(out) >= limit:
@@ -335,7 +325,7 @@ class BlockMap:
     def unit_numbers(group: Group) -> tuple[int, ...]:
         """The DataNode number of each unit of ``group`` (0: none)."""
         locs = group.locs
-        return _codec(len(locs) // 2).unpack(locs) if locs else ()
+        return locs_codec(len(locs) // 2).unpack(locs) if locs else ()
 
     def groups_on(self, datanode_id: str) -> Iterator[Group]:
         """Every group with a unit mapped to ``datanode_id`` (a scan of the map)."""
@@ -344,34 +334,34 @@ class BlockMap:
             return
         for group in self.groups.values():
             locs = group.locs
-            if locs and number in _codec(len(locs) // 2).unpack(locs):
+            if locs and number in locs_codec(len(locs) // 2).unpack(locs):
                 yield group
 
     # ------------------------------------------------------------------ changes of one group
 
-    def _readable(self, group: Group) -> bool:
+    def is_readable(self, group: Group) -> bool:
         file = group.file
         locs = group.locs
         if file.writer is not None or not locs:
             return False
         bad = self.corrupt.get(group.id)
-        values = _codec(len(locs) // 2).unpack(locs)
-        k = _plain_k(file.attrs.policy)
+        values = locs_codec(len(locs) // 2).unpack(locs)
+        k = plain_k(file.attrs.policy)
         zeros = self.zeros(group)
         if k and bad is None and not zeros:   # RS or copies: any k units
             return len(values) - values.count(0) >= k
         return load_policy(file.attrs.policy).decodable(
             {i for i, n in enumerate(values) if n and (bad is None or i not in bad)} | zeros)
 
-    def _set(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False,
+    def place(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False,
              recent: bool = True) -> None:
         """Map ``group``'s unit ``index`` to ``datanode_id`` (None: nowhere), reported; the counts
         follow. ``recent``: note it as mapped just now (a receipt, a commit: a full report that
         may predate it must not drop it; a report's own adoption needs no such note)."""
-        was = self._readable(group)
+        was = self.is_readable(group)
         gid = group.id
         units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
-        codec = _codec(units)
+        codec = locs_codec(units)
         values = list(codec.unpack(group.locs)) if group.locs else [0] * units
         old = values[index]
         if old:
@@ -383,19 +373,19 @@ class BlockMap:
                 self._note_recent(datanode_id, gid, index)
         group.locs = codec.pack(*values) if any(values) else b""
         if gid in self.unreported:
-            self._mark(self.unreported, gid, index, False)
+            self.mark(self.unreported, gid, index, False)
         if gid in self.corrupt or corrupt:
-            self._mark(self.corrupt, gid, index, corrupt and datanode_id is not None)
-        self._recount(group, was)
+            self.mark(self.corrupt, gid, index, corrupt and datanode_id is not None)
+        self.recount(group, was)
 
-    def _recount(self, group: Group, was: bool) -> None:
-        now = self._readable(group)
+    def recount(self, group: Group, was: bool) -> None:
+        now = self.is_readable(group)
         self.readable += now - was
         if group.file.writer is None and self.dirty is not None:
             self.dirty.add(group.id)
 
     @staticmethod
-    def _mark(marks: dict[int, frozenset[int]], group_id: int, index: int, on: bool) -> None:
+    def mark(marks: dict[int, frozenset[int]], group_id: int, index: int, on: bool) -> None:
         have = marks.get(group_id, frozenset())
         if on and index not in have:
             marks[group_id] = have | {index}
@@ -426,7 +416,7 @@ class BlockMap:
         at another NameNode's command, is dropped by that report: chaos seed 33 --ha)."""
         self._fresh_from[datanode_id] = self._notes
 
-    def _mapped_lately(self, key: tuple[str, int, int]) -> bool:
+    def mapped_lately(self, key: tuple[str, int, int]) -> bool:
         when = self._recent_keys.get(key)
         return when is not None and self.clock() - when <= REPORT_GRACE_S \
             and self._note_of[key] > self._fresh_from.get(key[0], 0)
@@ -447,7 +437,7 @@ class BlockMap:
         """A new group of a file being written; unit j goes to targets[j] ("": nowhere), unreported."""
         targets = list(targets)
         numbers = [self.numbers.number(d) if d else 0 for d in targets]
-        group = Group(group_id, file, _codec(len(numbers)).pack(*numbers) if any(numbers) else b"")
+        group = Group(group_id, file, locs_codec(len(numbers)).pack(*numbers) if any(numbers) else b"")
         self.groups[group_id] = group
         self.next_group_id = max(self.next_group_id, group_id + 1)
         if any(numbers):
@@ -460,7 +450,7 @@ class BlockMap:
             rest = [(d, i) for d, i in held if not (i < len(targets) and targets[i] == d)]
             for d, i in held:
                 if i < len(targets) and targets[i] == d:
-                    self._mark(self.unreported, group_id, i, False)
+                    self.mark(self.unreported, group_id, i, False)
             self._ahead_count -= len(held) - len(rest)
             if rest:
                 self.ahead[group_id] = rest
@@ -472,6 +462,15 @@ class BlockMap:
         """A standby keeps units of groups it has not tailed yet; an active does not."""
         if on != (self.ahead is not None):
             self.ahead, self._ahead_count = ({} if on else None), 0
+
+    def hold_ahead(self, datanode_id: str, group_id: int, index: int, generation: int) -> bool:
+        """A standby keeps a DataNode's unit of a group it has not tailed yet (up to AHEAD_LIMIT)."""
+        if self.ahead is None or group_id < self.next_group_id or generation != self.generation_base + group_id \
+                or self._ahead_count >= AHEAD_LIMIT:
+            return False
+        self.ahead.setdefault(group_id, []).append((datanode_id, index))
+        self._ahead_count += 1
+        return True
 
     def _drop_ahead(self, group_id: int) -> list[tuple[str, int]]:
         held = self.ahead.pop(group_id, []) if self.ahead else []
@@ -487,7 +486,7 @@ class BlockMap:
         unreported = self.unreported.pop(group.id, ())
         zeros = self.zeros(group)   # never written: no delete to send
         if group.locs:
-            values = list(_codec(len(group.locs) // 2).unpack(group.locs))
+            values = list(locs_codec(len(group.locs) // 2).unpack(group.locs))
             ids = self.numbers.ids
             for index, n in enumerate(values):
                 if not n:
@@ -499,21 +498,21 @@ class BlockMap:
                     values[index] = 0
                 else:
                     self._note_recent(ids[n], group.id, index)
-            group.locs = _codec(len(values)).pack(*values) if any(values) else b""
+            group.locs = locs_codec(len(values)).pack(*values) if any(values) else b""
         self.complete_groups += 1
-        self._recount(group, False)
+        self.recount(group, False)
         for datanode_id, index in self._drop_ahead(group.id):   # a standby's: copies heard before the group
             number = self.numbers.get(datanode_id)
             units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
             if index < units and self.holder(group, index) is None and \
                     not (number and number in self.unit_numbers(group)) and \
                     self.deletes.kind(datanode_id, group.id, index) is None:
-                self._set(group, index, datanode_id, recent=False)
+                self.place(group, index, datanode_id, recent=False)
 
     def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
         every copy of it is owed a delete, extra copies included."""
-        was = self._readable(group)
+        was = self.is_readable(group)
         generation = self.generation(group.id)
         for index, holder in self.units(group).items():
             self.mapped[holder] -= 1
@@ -532,241 +531,14 @@ class BlockMap:
 
     # ------------------------------------------------------------------ what DataNodes say
 
-    def claim(self, datanode_id: str, group_id: int, index: int, generation: int, holds: IsLive,
-              sent: Container[tuple[str, int, int]] = (), receipt: bool = True) -> Claim:
-        """A DataNode says it holds a unit (block report or UnitStored). A standby keeps a unit of
-        a group it has not tailed yet (``ahead``). ``holds(d)``: does a copy
-        on DataNode d count as good (live, registered, not leaving)? A surplus or corrupt copy's
-        pending delete is cancelled, and the copy adopted or moved here (still corrupt, if it
-        was), when no good copy is mapped elsewhere any more, unless the delete was already sent
-        (``sent``: (DataNode id, group id, index)): the DataNode may be carrying it out, so it is
-        final and the copy elsewhere stays mapped. ``receipt``: a UnitStored's (False: a block
-        report's, which says what is there now); a receipt of a copy its DataNode confirmed
-        deleted less than ``deletes.GONE_S`` ago is an old one, sent before the delete (receipts and
-        heartbeats travel apart), unless a repair was sent there since (``PendingDeletes.renewed``)."""
-        if not self.ours(generation):
-            if self.ahead is not None and group_id >= self.next_group_id and \
-                    generation == self.generation_base + group_id and self._ahead_count < AHEAD_LIMIT:
-                self.ahead.setdefault(group_id, []).append((datanode_id, index))
-                self._ahead_count += 1
-                return Claim.AHEAD
-            return Claim.FOREIGN
-        group = self.groups.get(group_id)
-        if group is None or self.generation(group_id) != generation:
-            self.queue_delete(datanode_id, group_id, index, generation)
-            return Claim.UNKNOWN
-        current = self.holder(group, index)
-        if group.file.writer is not None:
-            if current == datanode_id and index in self.unreported.get(group_id, ()):
-                self._mark(self.unreported, group_id, index, False)
-                return Claim.RECEIVED
-            return Claim.WRITING
-        if current == datanode_id:
-            return Claim.MAPPED
-        if receipt and self.deletes.deleted_lately(datanode_id, group_id, index):
-            return Claim.DELETING   # an old receipt (sent before the delete, delivered after): the copy is gone
-        was_corrupt = index in self.corrupt.get(group_id, ())
-        current_good = current is not None and not was_corrupt and holds(current)
-        pending = self.deletes.kind(datanode_id, group_id, index)
-        if pending is not None and (pending == Kind.PLAIN or current_good or (datanode_id, group_id, index) in sent):
-            return Claim.DELETING
-        if index >= load_policy(group.file.attrs.policy).units:
-            self.queue_delete(datanode_id, group_id, index, generation)
-            return Claim.UNKNOWN
-        if current_good:
-            self.queue_delete(datanode_id, group_id, index, generation, Kind.SURPLUS)
-            return Claim.STALE
-        number = self.numbers.get(datanode_id)
-        if number and group.locs and number in _codec(len(group.locs) // 2).unpack(group.locs):
-            return Claim.EXTRA
-        if pending is not None:   # surplus or corrupt, but the best copy now: keep it
-            self.deletes.cancel(datanode_id, group_id, index)
-        self._set(group, index, datanode_id, corrupt=pending == Kind.CORRUPT, recent=receipt)
-        if current is None:
-            return Claim.ADOPTED
-        self.queue_delete(current, group_id, index, generation, Kind.CORRUPT if was_corrupt else Kind.SURPLUS)
-        return Claim.MOVED
-
-    def move(self, datanode_id: str, group_id: int, index: int, generation: int, source: str,
-             sent: Container[tuple[str, int, int]] = ()) -> Claim | None:
-        """A move's copy (the balancer's) is stored on ``datanode_id``: it takes the place of the
-        copy on ``source``, which is then owed a delete once its group is whole (``deletes_due``):
-        at no moment does the group have fewer good units than before. None if the move no longer
-        applies (the group changed, the copy on ``source`` is no longer the mapped one, or a
-        delete of this copy was already sent): the caller claims the unit as any other."""
-        group = self.groups.get(group_id)
-        if group is None or self.generation(group_id) != generation or group.file.writer is not None \
-                or self.holder(group, index) != source or index in self.corrupt.get(group_id, ()):
-            return None
-        number = self.numbers.get(datanode_id)
-        if number and number in self.unit_numbers(group):
-            return None
-        if self.deletes.kind(datanode_id, group_id, index) is not None:
-            if (datanode_id, group_id, index) in sent:
-                return None
-            self.deletes.cancel(datanode_id, group_id, index)
-        self._set(group, index, datanode_id)
-        self.queue_delete(source, group_id, index, generation, Kind.SURPLUS)
-        return Claim.MOVED
-
-    def reconcile(self, datanode_id: str, reported: set[Unit], holds: IsLive,
-                  sent: Container[tuple[str, int, int]] = ()) -> Counter:
-        """Apply a DataNode's full block report at once (``reconcile_part`` of all of it, then the
-        missing units dropped); returns counts by outcome (``Claim`` values but "mapped", and
-        "missing", "deleted").
-
-        A unit the map puts on this DataNode but the report lacks is *missing*: dropped from the
-        map (repair follows), unless it was mapped less than REPORT_GRACE_S ago (the report may
-        predate it) or belongs to a file being written. Pending deletes the report no longer
-        shows are confirmed and forgotten."""
-        before = self.mapped.get(datanode_id, 0)
-        counts, matched = self.reconcile_part(datanode_id, reported, holds, sent)
-        if matched < before:
-            missing = self.drop_missing(datanode_id, reported, self.missing_candidates(datanode_id, reported))
-            if missing:
-                counts["missing"] = missing
-        deleted = self.deletes.confirm_absent(datanode_id, reported)
-        if deleted:
-            counts["deleted"] = deleted
-        return counts
-
-    def reconcile_part(self, datanode_id: str, units: Iterable[Unit], holds: IsLive,
-                       sent: Container[tuple[str, int, int]] = ()) -> tuple[Counter, int]:
-        """Claim each unit of (a part of) a full report: (counts by outcome, how many were mapped
-        here already). A report whose parts matched fewer units than the map put here before its
-        first part lacks some: ``missing_candidates`` then ``drop_missing`` find and drop them."""
-        counts: Counter = Counter()
-        matched = adopted = 0
-        number = self.numbers.number(datanode_id)
-        # The common cases inline (a unit mapped here already; one of a complete group with no
-        # copy known, nothing pending or marked about it: adopted), the rest through ``claim``:
-        # a million units' report is a million of these.
-        slots = self.groups.reserve(0)
-        size = len(slots)
-        base = self.generation_base
-        odd = self.odd_generations
-        pending = self.deletes.pending_on(datanode_id)
-        unreported, corrupt, mapped = self.unreported, self.corrupt, self.mapped
-        dirty = self.dirty
-        for unit in units:
-            gid, index, generation = unit
-            group = slots[gid] if 0 <= gid < size else None
-            if group is not None and not odd and generation == base + gid and group.file.writer is None \
-                    and gid not in unreported and gid not in corrupt \
-                    and (not pending or (gid << 8) | index not in pending):
-                locs = group.locs
-                policy = group.file.attrs.policy
-                width, k = _units_of(policy), _plain_k(policy)
-                if k and index < width and (not locs or len(locs) == 2 * width):
-                    if locs:
-                        values = list(_codec(width).unpack(locs))
-                        n = values[index]
-                        if n == number:
-                            matched += 1
-                            continue
-                    else:
-                        values, n = [0] * width, 0
-                    if n == 0 and number not in values:   # adopted: no copy known, none here of another unit
-                        had = width - values.count(0)
-                        zeros = self.zeros(group)
-                        if zeros:   # a small file's group: its zero units count as there
-                            had = len({i for i, v in enumerate(values) if v} | zeros)
-                        now = had + (index not in zeros)
-                        values[index] = number
-                        group.locs = _codec(width).pack(*values)
-                        self.readable += (now >= k) - (had >= k)
-                        if dirty is not None:
-                            dirty.add(gid)
-                        adopted += 1
-                        continue
-            outcome = self.claim(datanode_id, *unit, holds, sent, receipt=False)
-            if outcome != Claim.MAPPED:
-                counts[outcome.value] += 1
-            if outcome in (Claim.MAPPED, Claim.RECEIVED) or (
-                    outcome == Claim.WRITING and self.holder(self.groups[unit[0]], unit[1]) == datanode_id):
-                matched += 1
-        if adopted:
-            counts[Claim.ADOPTED.value] += adopted
-            mapped[datanode_id] += adopted
-        return counts, matched
-
-    def missing_candidates(self, datanode_id: str, reported: set[Unit]) -> list[tuple[Group, int]]:
-        """(group, index) of units mapped to ``datanode_id`` that ``reported`` lacks: a scan of
-        every group, which reads only (group.locs is replaced whole, never changed in place), so
-        it runs off the writers' lock; ``drop_missing`` checks each again under it."""
-        number = self.numbers.get(datanode_id)
-        if not number:
-            return []
-        out = []
-        for group in self.groups.values():
-            locs = group.locs
-            if not locs or number not in (values := _codec(len(locs) // 2).unpack(locs)):
-                continue
-            generation = self.generation(group.id)
-            for index, n in enumerate(values):
-                if n == number and (group.id, index, generation) not in reported:
-                    out.append((group, index))
-        return out
-
-    def drop_missing(self, datanode_id: str, reported: set[Unit], candidates: list[tuple[Group, int]]) -> int:
-        """Drop the units of ``candidates`` (``missing_candidates``) still mapped to
-        ``datanode_id``, still not reported, of complete files and not mapped lately."""
-        dropped = 0
-        for group, index in candidates:
-            if self.groups.get(group.id) is not group or group.file.writer is not None \
-                    or self.holder(group, index) != datanode_id \
-                    or (group.id, index, self.generation(group.id)) in reported \
-                    or self._mapped_lately((datanode_id, group.id, index)):
-                continue
-            self._set(group, index, None)
-            dropped += 1
-        return dropped
-
-    def mark_bad(self, datanode_id: str, group_id: int, index: int, generation: int) -> BadMark:
-        """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it)."""
-        if not self.ours(generation):
-            return BadMark.FOREIGN
-        group = self.groups.get(group_id)
-        if group is None or self.generation(group_id) != generation:
-            self.queue_delete(datanode_id, group_id, index, generation)
-            return BadMark.DELETED
-        if group.file.writer is not None:
-            return BadMark.WRITING
-        if self.holder(group, index) == datanode_id:
-            if index in self.corrupt.get(group_id, ()):
-                return BadMark.KNOWN
-            was = self._readable(group)
-            self._mark(self.corrupt, group_id, index, True)
-            self._recount(group, was)
-            return BadMark.MARKED
-        self.queue_delete(datanode_id, group_id, index, generation, Kind.CORRUPT)
-        return BadMark.DELETED
-
     def drop_unit(self, group: Group, index: int) -> None:
-        self._set(group, index, None)
+        self.place(group, index, None)
 
     def is_whole(self, group: Group, is_live: IsLive) -> bool:
         """Every unit but the zero units good."""
         zeros = self.zeros(group)
         good = self.good(group, is_live)
-        return len(good.keys() | zeros if zeros else good) == _units_of(group.file.attrs.policy)
-
-    def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
-        """The pending deletes that may be sent now, oldest first. A plain delete always goes. A
-        surplus or corrupt copy goes only once its group is whole: every unit index mapped to a
-        good copy, and not to this one. Until then it may be the copy that saves the group: if the
-        mapped copy is lost, the next report of this one is adopted (``claim``)."""
-        whole: dict[int, bool] = {}
-        for unit, kind in self.deletes.scan(datanode_id):
-            if kind != Kind.PLAIN:
-                group = self.groups.get(unit[0])
-                if group is None:
-                    continue
-                if unit[0] not in whole:
-                    whole[unit[0]] = self.is_whole(group, is_live)
-                if not whole[unit[0]] or self.holder(group, unit[1]) == datanode_id:
-                    continue
-            yield unit
+        return len(good.keys() | zeros if zeros else good) == units_of(group.file.attrs.policy)
 
     def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, dict[str, set[int]]]:
         out = {}

@@ -35,6 +35,7 @@ from hedgefs.ec.policy import Policy
 from hedgefs.namenode.blocks.placement import Bounds, Candidate, Placement, Shape, misplaced, shape_of
 from hedgefs.namenode.blocks.balancer import Balancer
 from hedgefs.namenode.blocks.blockmap import REPORT_GRACE_S, BadMark, BlockMap, Claim, Group  # noqa: F401
+from hedgefs.namenode.blocks.claims import Claims
 from hedgefs.namenode.blocks.health import Health
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.repairs import GroupNeed, InFlight, RepairScheduler
@@ -66,6 +67,7 @@ class BlockManager:
     def __init__(self, blocks: BlockMap, liveness: Liveness, repairs: RepairScheduler, safe_mode: SafeMode,
                  leaving: set[str], locate: Locate, rng: random.Random):
         self.blocks, self.liveness, self.repairs, self.safe_mode = blocks, liveness, repairs, safe_mode
+        self.claims = Claims(blocks)
         self.health = Health(blocks)
         self.leaving = leaving            # the journaled set (apply.py keeps it)
         self.locate = locate
@@ -347,7 +349,7 @@ class BlockManager:
         now, out = self.clock(), []
         if self.safe_mode.on or (self.safe_mode.share is not None and datanode_id not in self.reported):
             return out
-        for group_id, index, generation in self.blocks.deletes_due(datanode_id, self.current):
+        for group_id, index, generation in self.claims.deletes_due(datanode_id, self.current):
             key = (datanode_id, group_id, index)
             sent = self.delete_sent.get(key)
             if sent is None or now - sent >= DELETE_RESEND_S:
@@ -400,7 +402,7 @@ class BlockManager:
         if reported is None:
             return counts
         return self.finish_report(datanode_id, reported,
-                                  self.blocks.missing_candidates(datanode_id, reported), counts)
+                                  self.claims.missing_candidates(datanode_id, reported), counts)
 
     def report_part(self, datanode_id: str, units: Iterable[tuple[int, int, int]], part: int = 0,
                     more: bool = False) -> tuple[dict[str, int], set | None]:
@@ -426,7 +428,7 @@ class BlockManager:
             raise InvalidArgument(f"block report from {datanode_id} of more than {MAX_REPORT_UNITS:,} units")
         # The same judge of "a good copy elsewhere" as UnitStored's (a leaving DataNode's copy is
         # none): a repair copy reported before its receipt must move the unit, not be "stale".
-        got, hits = self.blocks.reconcile_part(datanode_id, units, self.holds, self.delete_sent)
+        got, hits = self.claims.reconcile_part(datanode_id, units, self.holds, self.delete_sent)
         counts.update(got)
         matched += hits
         if got.get(Claim.RECEIVED.value) and self.receipt_waiters is not None:
@@ -442,7 +444,7 @@ class BlockManager:
         """The end of a full report: ``missing`` (candidates: ``BlockMap.missing_candidates``)
         dropped, pending deletes it no longer shows confirmed, deletes still listed sent again."""
         counts = Counter(counts)
-        dropped = self.blocks.drop_missing(datanode_id, reported, missing)
+        dropped = self.claims.drop_missing(datanode_id, reported, missing)
         if dropped:
             counts["missing"] = dropped
         deleted = self.blocks.deletes.confirm_absent(datanode_id, reported)
@@ -474,11 +476,11 @@ class BlockManager:
             move = self.repairs.in_flight.get(unit[:2])
             outcome = None
             if move is not None and move.source and move.target == datanode_id:   # a move's copy: it takes the place
-                outcome = self.blocks.move(datanode_id, *unit, move.source, self.delete_sent)
+                outcome = self.claims.move(datanode_id, *unit, move.source, self.delete_sent)
                 if outcome is not None:
                     self.repairs.moved(move)
                     log.info("unit %d/%d moved from %s to %s", unit[0], unit[1], move.source, datanode_id)
-            outcomes.append(outcome or self.blocks.claim(datanode_id, *unit, self.holds, self.delete_sent))
+            outcomes.append(outcome or self.claims.claim(datanode_id, *unit, self.holds, self.delete_sent))
         self.scan_needed = True
         for (group_id, index, _gen), outcome in zip(units, outcomes):
             repair = self.repairs.in_flight.get((group_id, index))
@@ -501,7 +503,7 @@ class BlockManager:
             raise InvalidArgument(f"at most {MAX_BAD_UNITS_PER_CALL} bad units per report, got {len(units)}")
         self.scan_needed = True
         for group_id, index, generation, datanode_id, reason in units:
-            outcome = self.blocks.mark_bad(datanode_id, group_id, index, generation)
+            outcome = self.claims.mark_bad(datanode_id, group_id, index, generation)
             if outcome == BadMark.MARKED:
                 log.warning("unit %d/%d on %s is corrupt (%s): marked, kept until a repaired copy replaces it",
                             group_id, index, datanode_id, reason or "no reason given")

@@ -450,7 +450,7 @@ def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the
     assert nn.blocks.mapped[ids[0]] == 1    # located before the last part
     assert nn.block_report(ids[0], held[1:], part=1) == {"adopted": 3}   # the whole report's counts
     lock_free = []
-    scan = nn.blocks.missing_candidates
+    scan = nn.manager.claims.missing_candidates
 
     def watched(datanode_id, reported):
         taker = threading.Thread(target=lambda: lock_free.append(nn.lock.acquire(timeout=5) and not nn.lock.release()))
@@ -458,7 +458,7 @@ def test_a_report_part_is_claimed_at_once_and_the_missing_are_looked_for_off_the
         taker.join()
         return scan(datanode_id, reported)
 
-    nn.blocks.missing_candidates = watched
+    nn.manager.claims.missing_candidates = watched
     clock.advance(60)
     assert nn.block_report(ids[0], held[1:]).get("missing") == 1   # the first unit is gone from the disk
     assert lock_free == [True]
