@@ -42,6 +42,7 @@ log = logging.getLogger("hedgefs.namenode")
 SCAN = 20_000            # groups a step judges at most (one hold of the writers' lock: ~0.1 s, as health's)
 UNITS_LOOKED_AT = 2_000  # units of an overfull DataNode a step looks at for an evening move
 BUSY = object()          # _mend_group's "the DataNodes it needs are busy now"
+WAITING = object()       # _mend_group's "a unit of it is being repaired or moved now: judged when that ends"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Balancer:
         self.round = Counter()       # this round's: misplaced, unmendable, planned
         self.last = Counter()        # the last whole round's
         self.looked: dict[str, int] = {}   # DataNode -> the group id its next evening look starts at
+        self.stopped = False         # this step's mending stopped short of a group it would move (budget, busy)
 
     def restart(self) -> None:
         """A new balance: judge the whole map again from its start."""
@@ -85,6 +87,7 @@ class Balancer:
         budget = max(0, max_bytes)
         planned: list[InFlight] = []
         can_plan = not (m.safe_mode.on or m.passive)
+        self.stopped = False
         in_flight = [r for r in m.repairs.in_flight.values() if r.source]
         busy = Counter(r.target for r in m.repairs.in_flight.values())
         use = self._use(in_flight)
@@ -102,7 +105,10 @@ class Balancer:
         moving = [r for r in m.repairs.in_flight.values() if r.source]
         over, under, spread, relative = self._judge(use, threshold_pct)
         shown = self.last if self.round_done else self.round
-        quiet = self.round_done and not self.last["planned"] and not planned and not moving and settled
+        # Done: a whole round that planned nothing and passed no group waiting on a repair or move
+        # (its outcome unknown when the round passed it), and this step stopped short of nothing.
+        quiet = self.round_done and not self.last["planned"] and not self.last["waiting"] and not self.stopped \
+            and not planned and not moving and settled
         return BalanceState(len(planned), sum(r.nbytes for r in planned), len(moving), sum(r.nbytes for r in moving),
                             m.repairs.moves_done, m.repairs.bytes_moved, m.repairs.moves_failed, self.round_done,
                             shown["misplaced"], shown["unmendable"], len(over), len(under), spread, relative, quiet)
@@ -125,11 +131,17 @@ class Balancer:
                 if name not in bounds:
                     bounds[name] = m.bounds(shape_of(policy.name))
                 moves = self._mend_group(group, policy, bounds[name], busy)
+                if moves is WAITING:
+                    self.round["waiting"] += 1
+                    gid += 1
+                    continue
                 if moves is BUSY:
+                    self.stopped = True
                     break       # the targets it needs are busy: the next step goes on from this group
                 if moves is not None:
                     cost = sum(r.nbytes for r in moves)
                     if moves and cost > budget and (planned or budget <= 0 or self._moving()):
+                        self.stopped = True
                         break   # the next step goes on from this group (one over the budget if none is moving)
                     self.round["misplaced"] += 1
                     self.round["unmendable"] += not moves
@@ -188,15 +200,15 @@ class Balancer:
         return any(r.source for r in self.m.repairs.in_flight.values())
 
     def _mend_group(self, group, policy, bounds: Bounds, busy: Counter) -> "list[InFlight] | object | None":
-        """None if the group keeps the rule (or is not whole: a repair's, not a move's); else the
-        moves that mend it ([] if none can; BUSY if the DataNodes it needs have their fill of
-        repairs and moves now)."""
+        """None if the group keeps the rule (or is not whole: a repair's, not a move's); WAITING if a
+        unit of it is being repaired or moved; else the moves that mend it ([] if none can; BUSY if
+        the DataNodes it needs have their fill of repairs and moves now)."""
         m = self.m
         units = m.blocks.units(group)
         if not m.blocks.is_whole(group, m.stays):
             return None
         if any((group.id, i) in m.repairs.in_flight for i in units):
-            return None
+            return WAITING
         shape = shape_of(policy.name)
         where = m.liveness.location
         placed = {i: where(d) for i, d in units.items()}

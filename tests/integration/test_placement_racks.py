@@ -15,8 +15,6 @@ import subprocess
 import sys
 from collections import Counter
 
-import pytest
-
 from conftest import cli_env, client, run_cli, start_cluster, wait_until
 
 POLICY = "RS-6-3-64k"
@@ -94,14 +92,8 @@ def balance(cluster, *args: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-@pytest.mark.xfail(strict=False, reason="open race between the balancer's answer and fsck (1 misplaced copy "
-                   "counted after 'balanced, 0 misplaced'; 2 of 5 runs on 2026-12-06): being found, status-suite.md")
 def test_racks_said_after_the_writes_are_mended_by_the_balancer(tmp_path):
-    # fork=False: with forked servers (faster restarts) this test failed 2 runs of 5 (main: 0 of 4):
-    # the balancer answered balanced with 0 misplaced while fsck right after counted 1 misplaced.
-    # A race between the balancer's end and fsck, open (status-suite.md); until it is understood,
-    # this test runs its servers as main did.
-    c = start_cluster(tmp_path / "c", fork=False, datanodes=12, policy=POLICY, block_size=BLOCK,
+    c = start_cluster(tmp_path / "c", datanodes=12, policy=POLICY, block_size=BLOCK,
                       datanode_args={dn: a for dn, a in placed_args(with_racks=False).items() if dn != "dn13"})
     try:
         files = {f"/m/f{i}": content(1_500_000 + 10_000 * i, i) for i in range(8)}   # 2 groups each
@@ -148,11 +140,8 @@ def test_racks_said_after_the_writes_are_mended_by_the_balancer(tmp_path):
         assert done.returncode == 0, err.decode()
         result = json.loads(out)
         assert result["balanced"] and result["misplaced"] == 0
-        # fsck may still count one copy misplaced for a moment after the balancer's last pass (the
-        # open race above: a move's new copy or old copy's delete reported after the balancer's
-        # answer); the racks must be mended, and stay so, once the DataNodes have reported.
-        wait_until(lambda: (lambda a: (a["misplaced"], a["degraded"], a["status"]))(fsck(c)) == (0, 0, "HEALTHY"),
-                   30, "fsck to agree with the balancer", detail=lambda: fsck(c))
+        after = fsck(c)                                  # done means fsck agrees, at once
+        assert (after["misplaced"], after["degraded"], after["status"]) == (0, 0, "HEALTHY"), after
         with client(c.namenode) as fs:
             for path, data in files.items():
                 assert fs.read_bytes(path) == data, path

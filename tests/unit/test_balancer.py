@@ -174,6 +174,32 @@ def test_a_move_that_never_ends_loses_nothing(tmp_path, clock):
     sim.check_whole()
 
 
+def test_the_balance_is_never_done_while_a_group_is_misplaced(tmp_path, clock):
+    """The race test_placement_racks met: a whole round passed a group while its move was in
+    flight; the move then ended without mending it, and a step with no bytes left (the command paces its steps to
+    the bandwidth) stopped at that group before judging it. The balance answered done with 0
+    misplaced while fsck counted the group. Done must mean fsck agrees."""
+    nn = make_namenode(tmp_path / "nn", clock, policy="RS-6-3-1k")
+    sim = Cluster(nn)
+    sim.add(12)
+    write_file(nn, "/f", 6000)
+    sim.add(12, racks=3)
+    assert nn.fsck().misplaced == 1
+    nn.balance(0, restart=True)
+    assert nn.balance(1 << 40).planned_moves >= 1
+    state = nn.balance(1 << 40)                   # a whole round passes the group: its units are moving
+    assert state.round_done and state.planned_moves == 0 and not state.quiet
+    clock.advance(120)                            # the moves never report: given up
+    for dn in sim.ids:
+        nn.heartbeat(dn, "")                      # (their commands never carried out)
+    nn.tick()
+    state = nn.balance(0)                         # no bytes this step: it stops at the group
+    assert state.moves_in_flight == 0 and state.moves_done == 0
+    assert not state.quiet and nn.fsck().misplaced == 1
+    state = sim.balance(threshold=100)            # the balance goes on: it mends the group
+    assert state.quiet and state.misplaced == 0 and nn.fsck().misplaced == 0
+
+
 def test_a_balance_is_refused_on_bad_input_and_plans_nothing_in_safe_mode(tmp_path, clock):
     import pytest
 
