@@ -2,9 +2,10 @@
 object's checksum is made of its parts' (COMPOSITE: a hash of the parts' checksums, "-N";
 FULL_OBJECT: the CRC of the whole object, combined from the parts' CRCs without the bytes).
 
-Pure: the CRCs are awscrt's (the library botocore itself uses for CRC-64/NVME), the SHAs
-hashlib's; each releases the GIL on large buffers, so a body's checksum runs on a thread of its
-own beside its MD5 (body.py).
+Pure: CRC-32 is zlib's (4.2 GB/s here against awscrt's 2.7: 0.06 CPU-s per 256 MiB, not 0.095),
+CRC-32C and CRC-64/NVME awscrt's (the library botocore itself uses), the SHAs hashlib's; each
+releases the GIL on large buffers, so a body's checksum runs on a thread of its own beside its
+MD5 (body.py).
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import zlib
 
 from awscrt import checksums as _crt
 
 ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256")
 HEADERS = {f"x-amz-checksum-{a.lower()}": a for a in ALGORITHMS}
 COMPOSITE, FULL_OBJECT = "COMPOSITE", "FULL_OBJECT"
-# each CRC and how two are combined (crc(A), crc(B), len(B) -> crc(A + B)): awscrt's, which
-# release the GIL (crc32c's package holds it) and run at 0.9 (CRC-32) to 9 GB/s here
-_CRCS = {"CRC32": (_crt.crc32, _crt.combine_crc32), "CRC32C": (_crt.crc32c, _crt.combine_crc32c),
+# each CRC and how two are combined (crc(A), crc(B), len(B) -> crc(A + B)): zlib's CRC-32 and
+# awscrt's others release the GIL (crc32c's package holds it), 4 to 15 GB/s here
+_CRCS = {"CRC32": (zlib.crc32, _crt.combine_crc32), "CRC32C": (_crt.crc32c, _crt.combine_crc32c),
          "CRC64NVME": (_crt.crc64nvme, _crt.combine_crc64nvme)}
 _SIZES = {"CRC32": 4, "CRC32C": 4, "CRC64NVME": 8, "SHA1": 20, "SHA256": 32}
 

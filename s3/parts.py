@@ -156,7 +156,7 @@ async def complete_upload(ctx: Context) -> web.Response:
                     yield from reader.chunks()
 
         def write(target):
-            fs.write(target, ChunkSource(chunks()), overwrite=True, block_size=block_size)
+            fs.write(target, ChunkSource(chunks(), md5=False), overwrite=True, block_size=block_size)
         try:
             if block_size:   # a part laid out again beside the others
                 write(path)

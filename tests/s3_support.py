@@ -119,13 +119,16 @@ def self_signed(directory) -> tuple[str, str]:
 
 def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: list[bytes],
                        trailer: tuple[str, str] | None = None, unsigned: bool = False,
-                       trailer_signature: str | None = None) -> tuple[dict, bytes]:
+                       trailer_signature: str | None = None, query: str = "",
+                       chunk_signature: str | None = None) -> tuple[dict, bytes]:
     """Headers and body of an aws-chunked PUT, each piece a chunk: signed as
     STREAMING-AWS4-HMAC-SHA256-PAYLOAD (the chaining of AWS's "Transferring Payload in Multiple
     Chunks"; tests/unit/test_s3_sigv4.py checks the gateway's side of it against that page's
     example), with ``trailer`` (name, value) as STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (its
     x-amz-trailer-signature chained from the final chunk's; ``trailer_signature`` replaces it),
-    or ``unsigned``: STREAMING-UNSIGNED-PAYLOAD-TRAILER, as boto3 sends over HTTPS."""
+    or ``unsigned``: STREAMING-UNSIGNED-PAYLOAD-TRAILER, as boto3 sends over HTTPS. ``query``: the
+    request's canonical query string (an UploadPart's); ``chunk_signature`` replaces the second
+    chunk's signature (a corrupted one)."""
     import datetime
     import hashlib
     import hmac
@@ -144,16 +147,18 @@ def signed_chunked_put(gateway, access: str, secret: str, path: str, pieces: lis
     if trailer:
         names.append("x-amz-trailer")
         headers["x-amz-trailer"] = trailer[0]
-    canonical = sigv4.canonical_request("PUT", path, "", headers, names, payload)
+    canonical = sigv4.canonical_request("PUT", path, query, headers, names, payload)
     signature = hmac.new(key, sigv4.string_to_sign(amz_date, scope, canonical).encode(), hashlib.sha256).hexdigest()
     body, previous = b"", signature
-    for piece in [*pieces, b""]:
+    for n, piece in enumerate([*pieces, b""]):
         if unsigned:
             body += f"{len(piece):x}\r\n".encode() + piece + (b"\r\n" if piece else b"")
             continue
         text = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, previous, sigv4.EMPTY_SHA256,
                           hashlib.sha256(piece).hexdigest()])
         previous = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+        if n == 1 and chunk_signature is not None:
+            previous = chunk_signature
         body += f"{len(piece):x};chunk-signature={previous}\r\n".encode() + piece + (b"\r\n" if piece else b"")
     if trailer:
         line = f"{trailer[0]}:{trailer[1]}\n"

@@ -318,3 +318,45 @@ def test_browser_form_uploads_with_a_policy(s3):
         answer = requests.post(post["url"], data=fields, files={"file": ("bad.txt", file)}, timeout=30)
         assert answer.status_code == expected, answer.text
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="sums", Prefix="forms/")["Contents"]] == ["forms/note.txt"]
+
+
+def test_boto3_default_parts_copied_at_complete_and_a_bad_part_leaves_nothing(s3, gateway, keys):
+    """boto3's own multipart (upload_fileobj with its default TransferConfig: 8 MiB parts, whole
+    stripes of no group here, so the parts are copied into the object at Complete, without an
+    MD5 of the copy): the object is exact, with its parts' ETag and its checksum. A part whose
+    CRC32 is wrong is BadDigest, one with a corrupted chunk signature SignatureDoesNotMatch; neither
+    is stored (ListParts), and the part sent again completes the upload."""
+    import io
+
+    from boto3.s3.transfer import TransferConfig
+
+    data = pattern(2 * 8 * MiB + 3 * MiB + 11, seed=21)
+    s3.upload_fileobj(io.BytesIO(data), "sums", "boto3-parts.bin", Config=TransferConfig())
+    head = s3.head_object(Bucket="sums", Key="boto3-parts.bin", ChecksumMode="ENABLED")
+    assert head["ETag"].endswith('-3"') and head["ContentLength"] == len(data)
+    assert s3.get_object(Bucket="sums", Key="boto3-parts.bin", ChecksumMode="ENABLED")["Body"].read() == data
+
+    parts = [data[:8 * MiB], data[8 * MiB:]]
+    key = "bad-part.bin"
+    upload = s3.create_multipart_upload(Bucket="sums", Key=key, ChecksumAlgorithm="CRC32")["UploadId"]
+    first = s3.upload_part(Bucket="sums", Key=key, UploadId=upload, PartNumber=1, Body=parts[0],
+                           ChecksumAlgorithm="CRC32")
+    with pytest.raises(ClientError) as err:
+        s3.upload_part(Bucket="sums", Key=key, UploadId=upload, PartNumber=2, Body=parts[1], ChecksumCRC32=crc32(b"x"))
+    assert code(err) == ("BadDigest", 400)
+    pieces = [parts[1][at:at + MiB] for at in range(0, len(parts[1]), MiB)]
+    query = f"partNumber=2&uploadId={upload}"
+    headers, body = signed_chunked_put(gateway, *keys[1], f"/sums/{key}", pieces, query=query,
+                                       chunk_signature="0" * 64)
+    status, answer = raw_put(gateway, f"/sums/{key}?{query}", headers, body)
+    assert status == 403 and b"SignatureDoesNotMatch" in answer, answer
+    assert [p["PartNumber"] for p in s3.list_parts(Bucket="sums", Key=key, UploadId=upload).get("Parts", [])] == [1]
+    headers, body = signed_chunked_put(gateway, *keys[1], f"/sums/{key}", pieces, query=query)
+    status, answer = raw_put(gateway, f"/sums/{key}?{query}", headers, body)
+    assert status == 200, answer
+    listed = s3.list_parts(Bucket="sums", Key=key, UploadId=upload)["Parts"]
+    assert [(p["PartNumber"], p["Size"]) for p in listed] == [(1, 8 * MiB), (2, len(parts[1]))]
+    s3.complete_multipart_upload(Bucket="sums", Key=key, UploadId=upload, MultipartUpload={"Parts": [
+        {"PartNumber": 1, "ETag": first["ETag"], "ChecksumCRC32": first["ChecksumCRC32"]},
+        {"PartNumber": 2, "ETag": listed[1]["ETag"], "ChecksumCRC32": crc32(parts[1])}]})
+    assert s3.get_object(Bucket="sums", Key=key)["Body"].read() == data

@@ -16,7 +16,7 @@ import pytest
 from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
-from hedgefs.s3.body import Body
+from hedgefs.s3.body import Body, ChunkSource
 from hedgefs.s3.errors import S3Error
 
 MiB = 1 << 20
@@ -105,3 +105,23 @@ def test_an_abandoned_body_stops_its_read_ahead(loop):
     assert ahead is not None               # the next MiB is being read already
     body.close()
     assert body._ahead is None and (ahead[1].cancelled() or ahead[1].done())
+
+
+@pytest.mark.parametrize("md5", [True, False])
+def test_a_copy_source_hands_whole_chunks_on_as_they_are_and_hashes_only_when_asked(md5):
+    """A copy's source (a stream's windows into a writer, ChunkSource): a read of a whole chunk is
+    the chunk itself, not a copy of it; a read inside one is its bytes; every byte once, in order.
+    The MD5 only when asked (a multipart Complete's copy needs none: its ETag is the parts')."""
+    chunks = [bytes([n]) * (6 * MiB) for n in range(3)] + [b"tail" * 1000]
+    source = ChunkSource(iter(chunks), md5=md5)
+    first = source.read(6 * MiB)
+    assert first is chunks[0]
+    got = [first, source.read(MiB), source.read(6 * MiB), source.read(100 * MiB), source.read(100 * MiB)]
+    assert got[1] == chunks[1][:MiB] and got[2] == chunks[1][MiB:]   # a short read ends at its chunk
+    assert got[3] is chunks[2]
+    assert b"".join(got) + source.read(6 * MiB) == b"".join(chunks)
+    assert source.read(1) == b""
+    if md5:
+        assert source.md5.hexdigest() == hashlib.md5(b"".join(chunks)).hexdigest()
+    else:
+        assert source.md5 is None
