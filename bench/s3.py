@@ -69,13 +69,19 @@ def _boto3(endpoint: str, access: str, secret: str):
 class _Gateway:
     """A `hedgefs s3` process (``python``: of another tree's virtualenv, for an A/B in one run)."""
 
-    def __init__(self, namenode: str, root: pathlib.Path, *options: str, python: str = sys.executable):
+    def __init__(self, namenode: str, root: pathlib.Path, *options: str, python: str = sys.executable,
+                 env: dict | None = None):
+        """``env``: the gateway's environment (a baseline build's PYTHONPATH shim); the key is
+        made by this build's CLI either way."""
         keys = root / "keys"
-        env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+        root.mkdir(parents=True, exist_ok=True)
+        key_env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
+        env = dict(env or os.environ, HEDGEFS_NAMENODE=namenode)
         env.pop("HEDGEFS_CREDENTIALS", None)
+        key_env.pop("HEDGEFS_CREDENTIALS", None)
         out = subprocess.run([sys.executable, "-m", "hedgefs", "admin", "s3-key", "--user", "bench",
                               "--keys", str(keys)],
-                             capture_output=True, text=True, env=env, check=True).stdout
+                             capture_output=True, text=True, env=key_env, check=True).stdout
         fields = dict(line.split(": ", 1) for line in out.splitlines())
         self.access, self.secret = fields["access key"], fields["secret key"]
         self.log = root / "gateway.log"
@@ -230,8 +236,11 @@ def _s3_ranged(gateway: _Gateway, clients: int, reads: int, size: int, seed: int
 
 
 def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30, clients: int = 4, reads: int = 500,
-        delay_ms: int = 500, rounds: int = 3, frozen_gets: int = 100, command: str = "",
-        say: Callable[[str], None] = print) -> dict:
+        delay_ms: int = 500, rounds: int = 3, frozen_gets: int = 100, baseline: str | None = None,
+        transfers_only: bool = False, command: str = "", say: Callable[[str], None] = print) -> dict:
+    """``baseline``: a commit whose gateway runs beside this build's on the same cluster; each
+    round then PUTs and GETs through both, the order swapped round by round (A B, B A, ...).
+    ``transfers_only``: the whole PUTs and GETs only (no frozen DataNode, ranged GETs, memory)."""
     load_before = [round(x, 2) for x in os.getloadavg()]
 
     def mb_of(seconds: float) -> float:
@@ -241,20 +250,29 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
         root = pathlib.Path(tmp)
         cluster = LocalCluster(root / "cluster")
         cluster.up(Options(datanodes=10, namenode_port=0, fsync=False))
-        gateway = None
+        gateway = base = base_tree = None
         try:
             gateway = _Gateway(cluster.namenode, root)
+            if baseline:
+                from hedgefs.bench.namenode_run import _baseline_tree, _shim
+
+                base_commit = subprocess.run(["git", "-C", str(pathlib.Path(__file__).resolve().parent.parent),
+                                              "rev-parse", "--short", baseline],
+                                             capture_output=True, text=True, check=True).stdout.strip()
+                base_tree = _baseline_tree(base_commit, root)
+                base = _Gateway(cluster.namenode, root / "base",
+                                env={**os.environ, "PYTHONPATH": str(_shim(base_tree, root / "shim"))})
             s3 = gateway.client()
             s3.create_bucket(Bucket="bench")
             local = root / "big.bin"
             write_random_file(str(local), size)
-            say(f"cluster {cluster.namenode}, gateway {gateway.endpoint}; PUT and GET {size >> 20} MiB, "
-                f"{rounds} rounds ...")
+            say(f"cluster {cluster.namenode}, gateway {gateway.endpoint}"
+                + (f", baseline {baseline} ({base_commit}) {base.endpoint}" if base else "")
+                + f"; PUT and GET {size >> 20} MiB, {rounds} rounds ...")
             # Each round measures the gateway and its baseline back to back, so the two share the
             # machine's load of the moment; the ratio is of the rounds' medians.
             from boto3.s3.transfer import TransferConfig
 
-            unsigned = _boto3_with(gateway.endpoint, gateway.access, gateway.secret, payload_signing_enabled=False)
             data = local.read_bytes()
 
             def single(client):
@@ -266,73 +284,101 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
                         client.upload_fileobj(f, "bench", "big.bin", Config=config)
                 return put
 
-            ways = {"put_object": (s3, single), "put_object_unsigned": (unsigned, single),
-                    "parts_aligned": (s3, parts(_transfer_config(size))),
-                    "parts_boto3_default": (s3, parts(TransferConfig()))}
-            puts = {name: [] for name in ways}
-            cli_puts, gets, cli_cats = [], [], []
-            # CPU-s of each transfer: the gateway's (/proc), boto3's (this process), a CLI's (its
-            # own rusage around the command): on 2 cores loaded past them, time follows CPU, so a
-            # ratio tends to the CPU ratio (GET 0.57 x cat on a loaded run, 0.93 x on a quieter one)
-            cpu = {name: [] for name in [*ways, "get", "put_cli", "cat_cli"]}
+            def ways_of(g: _Gateway) -> dict:
+                signed = g.client()
+                unsigned = _boto3_with(g.endpoint, g.access, g.secret, payload_signing_enabled=False)
+                return {"put_object": (signed, single), "put_object_unsigned": (unsigned, single),
+                        "parts_aligned": (signed, parts(_transfer_config(size))),
+                        "parts_boto3_default": (signed, parts(TransferConfig())), "get": (signed, None)}
 
-            def cpu_of(name, fn):
-                g0, c0 = gateway.cpu_s(), time.process_time()
-                out = fn()
-                cpu[name].append({"cli": out["cpu_s"]} if name.endswith("_cli")
-                                 else {"gateway": gateway.cpu_s() - g0, "client": time.process_time() - c0})
-                return out
+            builds = {"ours": (gateway, ways_of(gateway))}
+            if base is not None:
+                builds["base"] = (base, ways_of(base))
+            ways = [w for w in builds["ours"][1] if w != "get"]
+            # seconds and CPU-s of each transfer, by build: the gateway's (/proc), boto3's (this
+            # process), a CLI's (its own rusage around the command): on 2 cores loaded past them,
+            # time follows CPU, so a ratio tends to the CPU ratio (GET 0.57 x cat on a loaded
+            # run, 0.93 x on a quieter one)
+            seconds = {b: {w: [] for w in builds["ours"][1]} for b in builds}
+            cpu = {b: {w: [] for w in builds["ours"][1]} for b in builds}
+            cli_puts, cli_cats, cli_cpu = [], [], {"put_cli": [], "cat_cli": []}
 
+            def measure(b: str, way: str) -> None:
+                g, clients_of = builds[b]
+                client, put = clients_of[way]
+                g0, c0, started = g.cpu_s(), time.process_time(), time.perf_counter()
+                if put is None:
+                    _, got = _get(client, "big.bin")
+                    assert got == size, f"GET returned {got} of {size} bytes"
+                else:
+                    put(client)
+                seconds[b][way].append(time.perf_counter() - started)
+                cpu[b][way].append({"gateway": g.cpu_s() - g0, "client": time.process_time() - c0})
+
+            for g, clients_of in builds.values():   # each gateway's first requests (connections, imports)
+                clients_of["put_object"][0].put_object(Bucket="bench", Key="warm-up", Body=data[:8 * MiB])
+                clients_of["put_object"][0].get_object(Bucket="bench", Key="warm-up")["Body"].read()
             for n in range(rounds):
-                for name, (client, put) in ways.items():
-                    started = time.perf_counter()
-                    cpu_of(name, lambda: put(client))
-                    puts[name].append(time.perf_counter() - started)
-                cli_puts.append(cpu_of("put_cli", lambda: timed_cli("put", "-f", str(local), "/bench/put-baseline.bin",
-                                                                    namenode=cluster.namenode))["seconds"])
-                seconds, got = cpu_of("get", lambda: _get(s3, "big.bin"))
-                assert got == size, f"GET returned {got} of {size} bytes"
-                gets.append(seconds)
-                cli_cats.append(cpu_of("cat_cli", lambda: timed_cli("cat", "/bench/big.bin",
-                                                                    namenode=cluster.namenode))["seconds"])
-                say(f"round {n + 1}: PUT " + ", ".join(f"{k} {mb_of(v[-1])}" for k, v in puts.items())
-                    + f" vs put {mb_of(cli_puts[-1])} MB/s, GET {mb_of(gets[-1])} vs cat {mb_of(cli_cats[-1])} MB/s")
+                order = list(builds) if n % 2 == 0 else list(builds)[::-1]   # A B, then B A
+                for way in ways:
+                    for b in order:
+                        measure(b, way)
+                out = timed_cli("put", "-f", str(local), "/bench/put-baseline.bin", namenode=cluster.namenode)
+                cli_puts.append(out["seconds"])
+                cli_cpu["put_cli"].append({"cli": out["cpu_s"]})
+                for b in order:
+                    measure(b, "get")
+                out = timed_cli("cat", "/bench/big.bin", namenode=cluster.namenode)
+                cli_cats.append(out["seconds"])
+                cli_cpu["cat_cli"].append({"cli": out["cpu_s"]})
+                say(f"round {n + 1}: " + "; ".join(
+                    f"{b}: PUT " + ", ".join(f"{w} {mb_of(seconds[b][w][-1])}" for w in ways)
+                    + f", GET {mb_of(seconds[b]['get'][-1])}" for b in order)
+                    + f"; put {mb_of(cli_puts[-1])}, cat {mb_of(cli_cats[-1])} MB/s")
+            puts = {w: seconds["ours"][w] for w in ways}
+            gets = seconds["ours"]["get"]
             cli_put = statistics.median(cli_puts)
             s3_get, cli_cat = statistics.median(gets), statistics.median(cli_cats)
-            say(f"whole GETs, healthy and with a DataNode frozen ({frozen_gets} of 8 MiB, 3 of {size >> 20} MiB) ...")
-            frozen = _frozen_gets(cluster, s3, root, frozen_gets, size)
-            say(f"ranged GETs: {clients} clients x {reads} ...")
-            with FileSystem(cluster.namenode, credentials=None) as fs:
-                reader = fs.open("/bench/big.bin")
-                _ranged(lambda o: reader.pread(o, READ), clients, 50, size, seed=0)   # warm-up
-                pread = _percentiles(_ranged(lambda o: reader.pread(o, READ), clients, reads, size, seed=1))
-                victim = reader.status.groups[0].units[0].datanode_id
-            cpu0 = gateway.cpu_s()
-            samples, clients_cpu = _s3_ranged(gateway, clients, reads, size, seed=1)
-            healthy = _percentiles(samples)
-            healthy["gateway_cpu_ms"] = round((gateway.cpu_s() - cpu0) / len(samples) * 1000, 3)
-            healthy["clients_cpu_ms"] = round(clients_cpu / len(samples) * 1000, 3)
-            say(f"ranged GETs with {victim} +{delay_ms} ms ...")
-            cluster.datanode_rpc(victim, "SetFaults", pb.FaultConfig(read_delay_ms=delay_ms))
-            try:
-                slow = _percentiles(_s3_ranged(gateway, clients, reads, size, seed=2)[0])
-            finally:
-                cluster.datanode_rpc(victim, "ClearFaults", pb.FaultClearRequest())
-            rss = {}
-            if rss_size:
-                say(f"gateway memory during a {rss_size >> 20} MiB PUT and GET ...")
-                write_random_file(str(local), rss_size)
-                baseline = gateway.rss_mb()
-                with _PeakRss(gateway) as put_peak, open(local, "rb") as f:
-                    s3.upload_fileobj(f, "bench", "rss.bin", Config=_transfer_config(rss_size))
-                with _PeakRss(gateway) as get_peak:
-                    _get(s3, "rss.bin")
-                rss = {"size": rss_size, "idle_mb": round(baseline, 1), "put_peak_mb": round(put_peak.peak, 1),
-                       "get_peak_mb": round(get_peak.peak, 1)}
+            frozen, pread, healthy, slow, rss, victim = {}, {}, {}, {}, {}, None
+            if not transfers_only:
+                say(f"whole GETs, healthy and with a DataNode frozen ({frozen_gets} of 8 MiB, 3 of {size >> 20} MiB) ...")
+                frozen = _frozen_gets(cluster, s3, root, frozen_gets, size)
+                say(f"ranged GETs: {clients} clients x {reads} ...")
+                with FileSystem(cluster.namenode, credentials=None) as fs:
+                    reader = fs.open("/bench/big.bin")
+                    _ranged(lambda o: reader.pread(o, READ), clients, 50, size, seed=0)   # warm-up
+                    pread = _percentiles(_ranged(lambda o: reader.pread(o, READ), clients, reads, size, seed=1))
+                    victim = reader.status.groups[0].units[0].datanode_id
+                cpu0 = gateway.cpu_s()
+                samples, clients_cpu = _s3_ranged(gateway, clients, reads, size, seed=1)
+                healthy = _percentiles(samples)
+                healthy["gateway_cpu_ms"] = round((gateway.cpu_s() - cpu0) / len(samples) * 1000, 3)
+                healthy["clients_cpu_ms"] = round(clients_cpu / len(samples) * 1000, 3)
+                say(f"ranged GETs with {victim} +{delay_ms} ms ...")
+                cluster.datanode_rpc(victim, "SetFaults", pb.FaultConfig(read_delay_ms=delay_ms))
+                try:
+                    slow = _percentiles(_s3_ranged(gateway, clients, reads, size, seed=2)[0])
+                finally:
+                    cluster.datanode_rpc(victim, "ClearFaults", pb.FaultClearRequest())
+                if rss_size:
+                    say(f"gateway memory during a {rss_size >> 20} MiB PUT and GET ...")
+                    write_random_file(str(local), rss_size)
+                    idle = gateway.rss_mb()
+                    with _PeakRss(gateway) as put_peak, open(local, "rb") as f:
+                        s3.upload_fileobj(f, "bench", "rss.bin", Config=_transfer_config(rss_size))
+                    with _PeakRss(gateway) as get_peak:
+                        _get(s3, "rss.bin")
+                    rss = {"size": rss_size, "idle_mb": round(idle, 1), "put_peak_mb": round(put_peak.peak, 1),
+                           "get_peak_mb": round(get_peak.peak, 1)}
         finally:
-            if gateway is not None:
-                gateway.stop()
+            for g in (gateway, base):
+                if g is not None:
+                    g.stop()
             cluster.down()
+            if base_tree is not None:
+                from hedgefs.bench.namenode_run import _remove_tree
+
+                _remove_tree(base_tree)
     mb = size / 1e6
     result = {
         "date": datetime.date.today().isoformat(), "command": command, "size": size, "clients": clients,
@@ -346,14 +392,26 @@ def run(out_dir: pathlib.Path, *, size: int = 256 * MiB, rss_size: int = 1 << 30
                        "ratio": round(cli_put / statistics.median(t), 2), "s3_s": [round(x, 3) for x in t]}
                 for name, t in puts.items()},
         "put_cli_s": [round(x, 3) for x in cli_puts],
-        "cpu_s": {name: {k: round(statistics.median(x[k] for x in v), 3) for k in v[0]} for name, v in cpu.items()},
+        "cpu_s": {name: {k: round(statistics.median(x[k] for x in v), 3) for k in v[0]}
+                  for name, v in {**cpu["ours"], **cli_cpu}.items()},
         "frozen": frozen,
         "ranged": {"pread": pread, "s3": healthy, "s3_slow_datanode": slow,
                    "p50_ratio": round(healthy["p50_ms"] / pread["p50_ms"], 2),
                    "p99_ratio": round(healthy["p99_ms"] / pread["p99_ms"], 2),
-                   "slow_p999_ratio": round(slow["p999_ms"] / healthy["p999_ms"], 2)},
+                   "slow_p999_ratio": round(slow["p999_ms"] / healthy["p999_ms"], 2)} if healthy else {},
         "rss": rss,
     }
+    if base is not None:
+        # each way: this build's and the baseline's MB/s (medians), and ours over theirs per round
+        # (the pair ran back to back), its median; CPU-s per transfer by build
+        result["baseline"] = {"commit": base_commit, "ways": {
+            w: {"ours_mb_s": mb_of(statistics.median(seconds["ours"][w])),
+                "base_mb_s": mb_of(statistics.median(seconds["base"][w])),
+                "speed_ratio": round(statistics.median(b / a for a, b in zip(seconds["ours"][w], seconds["base"][w])), 2),
+                "ours_gateway_cpu_s": round(statistics.median(x["gateway"] for x in cpu["ours"][w]), 3),
+                "base_gateway_cpu_s": round(statistics.median(x["gateway"] for x in cpu["base"][w]), 3),
+                "base_s": [round(x, 3) for x in seconds["base"][w]]}
+            for w in seconds["ours"]}}
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"{result['date']}-s3"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
@@ -414,19 +472,22 @@ def markdown(r: dict) -> str:
           f"{v['ratio']} x | {targets.get(k, '')} |" for k, v in p.items()],
         f"| GET {r['size'] >> 20} MiB, one stream | {g['s3_mb_s']} MB/s | `hedgefs cat` {g['cat_mb_s']} MB/s | "
         f"{g['ratio']} x | >= 0.9 x |",
-        f"| {len(fz['frozen']['small_s'])} whole GETs of 8 MiB, {fz['victim']} frozen: max | "
-        f"{max(fz['frozen']['small_s']) * 1000:.1f} ms | healthy max {max(fz['healthy']['small_s']) * 1000:.1f} ms | "
-        f"{fz['small_max_ratio']} x | <= 2 x |",
-        f"| 3 whole GETs of {r['size'] >> 20} MiB, {fz['victim']} frozen: max | {max(fz['frozen']['big_s'])} s | "
-        f"healthy max {max(fz['healthy']['big_s'])} s | {fz['big_max_ratio']} x | <= 2 x |",
-        f"| 64 KiB ranged GETs, {r['clients']} clients, p50 | {rg['s3']['p50_ms']} ms | "
-        f"pread {rg['pread']['p50_ms']} ms | "
-        f"{rg['p50_ratio']} x | <= 3 x |",
-        f"| the same, p99 | {rg['s3']['p99_ms']} ms | pread {rg['pread']['p99_ms']} ms | "
-        f"{rg['p99_ratio']} x | <= 3 x |",
-        f"| the same with {r['slow_datanode']} +{r['delay_ms']} ms, p99.9 | {rg['s3_slow_datanode']['p999_ms']} ms | "
-        f"healthy gateway {rg['s3']['p999_ms']} ms | {rg['slow_p999_ratio']} x | <= 1.5 x |",
     ]
+    if fz:
+        lines += [
+            f"| {len(fz['frozen']['small_s'])} whole GETs of 8 MiB, {fz['victim']} frozen: max | "
+            f"{max(fz['frozen']['small_s']) * 1000:.1f} ms | healthy max {max(fz['healthy']['small_s']) * 1000:.1f} ms | "
+            f"{fz['small_max_ratio']} x | <= 2 x |",
+            f"| 3 whole GETs of {r['size'] >> 20} MiB, {fz['victim']} frozen: max | {max(fz['frozen']['big_s'])} s | "
+            f"healthy max {max(fz['healthy']['big_s'])} s | {fz['big_max_ratio']} x | <= 2 x |"]
+    if rg:
+        lines += [
+            f"| 64 KiB ranged GETs, {r['clients']} clients, p50 | {rg['s3']['p50_ms']} ms | "
+            f"pread {rg['pread']['p50_ms']} ms | {rg['p50_ratio']} x | <= 3 x |",
+            f"| the same, p99 | {rg['s3']['p99_ms']} ms | pread {rg['pread']['p99_ms']} ms | "
+            f"{rg['p99_ratio']} x | <= 3 x |",
+            f"| the same with {r['slow_datanode']} +{r['delay_ms']} ms, p99.9 | {rg['s3_slow_datanode']['p999_ms']} ms | "
+            f"healthy gateway {rg['s3']['p999_ms']} ms | {rg['slow_p999_ratio']} x | <= 1.5 x |"]
     if m:
         lines.append(f"| gateway RSS during a {m['size'] >> 20} MiB PUT / GET | "
                      f"{m['put_peak_mb']} / {m['get_peak_mb']} MB "
@@ -435,13 +496,26 @@ def markdown(r: dict) -> str:
         c = r["cpu_s"]
         lines += ["", f"CPU-s per {r['size'] >> 20} MiB (medians), gateway + boto3: PUT with the defaults "
                   f"{c['put_object']['gateway']} + {c['put_object']['client']}, unsigned "
-                  f"{c['put_object_unsigned']['gateway']} + {c['put_object_unsigned']['client']}, against `hedgefs put` "
+                  f"{c['put_object_unsigned']['gateway']} + {c['put_object_unsigned']['client']}, boto3's 8 MiB parts "
+                  f"{c['parts_boto3_default']['gateway']} + {c['parts_boto3_default']['client']}, against `hedgefs put` "
                   f"{c['put_cli']['cli']}; GET {c['get']['gateway']} + {c['get']['client']}, against `hedgefs cat` "
                   f"{c['cat_cli']['cli']} (the CLI's own, around the command; the DataNodes' CPU is the same "
                   "either way). Where the host has no core to spare, time follows CPU."]
-    if "gateway_cpu_ms" in rg["s3"]:
+    if rg and "gateway_cpu_ms" in rg["s3"]:
         lines += ["", f"CPU per ranged GET: the gateway {rg['s3']['gateway_cpu_ms']} ms, the boto3 clients "
                   f"{rg['s3']['clients_cpu_ms']} ms (each client a process of its own)."]
-    lines += ["", f"{rg['s3']['n']} ranged GETs per run; GET and PUT: the median of {r.get('rounds', 1)} rounds, "
+    if r.get("baseline"):
+        b = r["baseline"]
+        names = {**ways, "get": f"GET {r['size'] >> 20} MiB, one stream"}
+        lines += ["", f"## This build's gateway vs the baseline's ({b['commit']}), same cluster, same run", "",
+                  "Each round ran the two back to back, the order swapped round by round (A B, B A, ...); "
+                  "speed = the median over rounds of baseline seconds / ours.", "",
+                  "| transfer | ours | baseline | speed, ours / baseline | gateway CPU-s, ours | baseline |",
+                  "|---|---|---|---|---|---|",
+                  *[f"| {'' if w == 'get' else 'PUT, '}{names[w]} | "
+                    f"{v['ours_mb_s']} MB/s | {v['base_mb_s']} MB/s | {v['speed_ratio']} x | "
+                    f"{v['ours_gateway_cpu_s']} | {v['base_gateway_cpu_s']} |" for w, v in b["ways"].items()]]
+    lines += ["", (f"{rg['s3']['n']} ranged GETs per run; " if rg else "")
+              + f"GET and PUT: the median of {r.get('rounds', 1)} rounds, "
               "each the gateway and its baseline back to back; ratios are gateway MB/s over the baseline's."]
     return "\n".join(lines)

@@ -48,8 +48,13 @@ def bench_fsspec(size, runs, out) -> None:
 @click.option("--clients", type=click.IntRange(1, 64), default=4, show_default=True, help="Ranged-GET clients.")
 @click.option("--reads", type=click.IntRange(10), default=500, show_default=True, help="Ranged GETs per client per run.")
 @click.option("--delay-ms", type=click.IntRange(1), default=500, show_default=True, help="The slow DataNode's delay.")
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True,
+              help="Rounds of whole PUTs and GETs (medians).")
+@click.option("--baseline", default="", metavar="COMMIT",
+              help="Run that commit's gateway beside this one's on the same cluster, A B then B A round by round.")
+@click.option("--transfers-only", is_flag=True, help="Whole PUTs and GETs only: no frozen DataNode, ranged GETs, memory.")
 @click.option("--out", type=click.Path(file_okay=False), help="Results directory [bench/results].")
-def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
+def bench_s3(size, rss_size, clients, reads, delay_ms, rounds, baseline, transfers_only, out) -> None:
     """The S3 gateway beside the library in one run: GET vs cat, PUT vs put, ranged GETs vs pread.
 
     Starts its own local cluster and gateway; writes <date>-s3.json and .md. A few minutes.
@@ -58,6 +63,7 @@ def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
     Examples:
       hedgefs bench s3
       hedgefs bench s3 --size 67108864 --rss-size 0 --clients 2 --out /tmp/s3-results
+      flock /work/heavy.lock hedgefs bench s3 --baseline main --rounds 4 --transfers-only
     """
     import sys
 
@@ -66,7 +72,8 @@ def bench_s3(size, rss_size, clients, reads, delay_ms, out) -> None:
 
     command = "hedgefs " + " ".join(sys.argv[1:])
     result = s3.run(pathlib.Path(out) if out else RESULTS_DIR, size=size, rss_size=rss_size, clients=clients,
-                    reads=reads, delay_ms=delay_ms, command=command, say=lambda s: click.echo(s, err=True))
+                    reads=reads, delay_ms=delay_ms, rounds=rounds, baseline=baseline or None,
+                    transfers_only=transfers_only, command=command, say=lambda s: click.echo(s, err=True))
     click.echo(s3.markdown(result))
 
 
