@@ -9,7 +9,7 @@ the gateway does not serve (docs/s3.md, "Out of scope") are not run and are list
 the feature as the reason: those marked with its s3-tests marker, and those whose code (or a helper
 it calls) uses its API (s3-tests marks versioning, object lock and bucket policies on few of
 their tests). Every failure is listed with the S3 error or assertion that failed it. Needs
-s3-tests' requirements (isodate, pytz, munch, requests, lxml, httplib2) in the venv.
+s3-tests' requirements in the venv: the ``s3tests`` extra (``pip install -e '.[dev,s3tests]'``).
 """
 
 from __future__ import annotations
