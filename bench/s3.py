@@ -72,7 +72,9 @@ class _Gateway:
     def __init__(self, namenode: str, root: pathlib.Path, *options: str, python: str = sys.executable,
                  env: dict | None = None):
         """``env``: the gateway's environment (a baseline build's PYTHONPATH shim); the key is
-        made by this build's CLI either way."""
+        made by this build's CLI either way. The gateway runs in ``root``: ``python -m`` puts its
+        working directory first on sys.path, and a checkout's own hedgefs/ there would be imported
+        instead of the shim's (a baseline that ran this build's code)."""
         keys = root / "keys"
         root.mkdir(parents=True, exist_ok=True)
         key_env = dict(os.environ, HEDGEFS_NAMENODE=namenode)
@@ -88,7 +90,7 @@ class _Gateway:
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen([python, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys),
                                           *options],
-                                         stdout=log, stderr=subprocess.STDOUT, env=env)
+                                         stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
         deadline = time.monotonic() + 60
         while True:
             match = re.search(r"s3: serving (\S+?)/? for", self.log.read_text())
