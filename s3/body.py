@@ -352,7 +352,8 @@ class ChunkSource:
     file's writer), hashing what passes: the MD5 when ``md5`` (a copied object's ETag; a
     multipart object's comes from its parts', so its copy at Complete skips the 0.4 CPU-s per
     256 MiB), and ``checksum`` when set. A read that takes a whole chunk gets the chunk itself,
-    not a copy (a stream's windows are whole stripes, the writer's reads one stripe). ``close``
+    not a copy (a stream's windows are whole stripes, the writer's reads one stripe); a read of
+    bytes of several chunks joins them once. ``close``
     closes the chunks (a stream's reads in flight are cancelled) if they can be closed."""
 
     def __init__(self, chunks, md5: bool = True):
@@ -364,23 +365,38 @@ class ChunkSource:
         self.checksum: checksums.Hasher | None = None   # set before the first read to compute one
 
     def read(self, n: int = -1) -> bytes:
+        """``n`` bytes (fewer only at the end): a chunk that is just that, as it is; else the
+        views of the chunks they span, joined once (a part's windows end where its file does,
+        so a stripe of a Complete's copy spans two parts' chunks)."""
         if n < 0:
             return b"".join(iter(lambda: self.read(PULL_MAX), b""))
-        if not self._pending:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return b""
-            if self.md5 is not None:
-                self.md5.update(chunk)
-            if self.checksum is not None:
-                self.checksum.update(chunk)
-            self._chunk, self._pending = chunk, memoryview(chunk)
-        if self._chunk is not None and n >= len(self._pending) and isinstance(self._chunk, (bytes, bytearray)):
-            out, self._chunk, self._pending = self._chunk, None, memoryview(b"")
-            return out
-        self._chunk = None
-        out, self._pending = self._pending[:n], self._pending[n:]
-        return bytes(out)
+        views, got, whole = [], 0, None
+        while got < n:
+            if not self._pending and not self._next():
+                break
+            if not views and self._chunk is not None and len(self._pending) <= n:
+                whole = self._chunk   # all of it: itself, if no other chunk's bytes follow
+            take = self._pending[:n - got]
+            views.append(take)
+            got += len(take)
+            self._pending = self._pending[len(take):]
+            self._chunk = None
+        if len(views) == 1:
+            return whole if whole is not None else bytes(views[0])
+        return b"".join(views)
+
+    def _next(self) -> bool:
+        """The next chunk pending (hashed as it comes); False at the end."""
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return False
+        if self.md5 is not None:
+            self.md5.update(chunk)
+        if self.checksum is not None:
+            self.checksum.update(chunk)
+        self._chunk = chunk if isinstance(chunk, (bytes, bytearray)) else None
+        self._pending = memoryview(chunk)
+        return True
 
     def close(self) -> None:
         self._chunk, self._pending = None, memoryview(b"")

@@ -110,18 +110,21 @@ def test_an_abandoned_body_stops_its_read_ahead(loop):
 @pytest.mark.parametrize("md5", [True, False])
 def test_a_copy_source_hands_whole_chunks_on_as_they_are_and_hashes_only_when_asked(md5):
     """A copy's source (a stream's windows into a writer, ChunkSource): a read of a whole chunk is
-    the chunk itself, not a copy of it; a read inside one is its bytes; every byte once, in order.
-    The MD5 only when asked (a multipart Complete's copy needs none: its ETag is the parts')."""
-    chunks = [bytes([n]) * (6 * MiB) for n in range(3)] + [b"tail" * 1000]
+    the chunk itself, not a copy of it; a read across chunks gets all it asked for (short only at
+    the end); every byte once, in order. The MD5 only when asked (a multipart Complete's copy
+    needs none: its ETag is the parts')."""
+    chunks = [bytes([n]) * (6 * MiB) for n in range(3)] + [b"tail" * 1000, b"end" * 7]
     source = ChunkSource(iter(chunks), md5=md5)
     first = source.read(6 * MiB)
     assert first is chunks[0]
-    got = [first, source.read(MiB), source.read(6 * MiB), source.read(100 * MiB), source.read(100 * MiB)]
-    assert got[1] == chunks[1][:MiB] and got[2] == chunks[1][MiB:]   # a short read ends at its chunk
-    assert got[3] is chunks[2]
-    assert b"".join(got) + source.read(6 * MiB) == b"".join(chunks)
+    got = [first, source.read(MiB), source.read(6 * MiB), source.read(5 * MiB), source.read(100 * MiB)]
+    assert got[1] == chunks[1][:MiB] and got[2] == chunks[1][MiB:] + chunks[2][:MiB]   # across two chunks
+    assert len(got[3]) == 5 * MiB and got[4] == chunks[3] + chunks[4]   # short only at the end
     assert source.read(1) == b""
+    assert b"".join(got) == b"".join(chunks)
     if md5:
         assert source.md5.hexdigest() == hashlib.md5(b"".join(chunks)).hexdigest()
     else:
         assert source.md5 is None
+    last = ChunkSource(iter(chunks[3:4]))
+    assert last.read(6 * MiB) is chunks[3]   # a whole last chunk shorter than the read: itself
