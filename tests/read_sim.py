@@ -209,10 +209,12 @@ class Client:
         except RuntimeError:
             return 0.0
 
-    async def pread(self, offset: int, length: int, group: GroupLocation | None = None) -> bytes:
+    async def pread(self, offset: int, length: int, group: GroupLocation | None = None,
+                    exclude: frozenset[str] = frozenset()) -> bytes:
         stripe = self.datanodes.stripe
         out = bytearray(length)
-        await self.reader.read_group_range(stripe.policy, group or stripe.location(), offset, length, memoryview(out))
+        await self.reader.read_group_range(stripe.policy, group or stripe.location(), offset, length, memoryview(out),
+                                           exclude)
         return bytes(out)
 
     def counter(self, name: str) -> int:
