@@ -36,7 +36,7 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
   up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
   (4 x the threshold, >= 100 ms, <= the ceiling; not while its DataNode, reads in flight, has
-  answered nothing for that long: *suspect*): late first reads are no evidence, a frozen one's
+  answered nothing for that long, or since a threshold before the read went out: *suspect*): late first reads are no evidence, a frozen one's
   are, at twice that. A read still running at twice its yardstick counts then (``slow_evidence``);
   a cancelled one only once that late; a slow read whose peers beside it were as late is
   ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
@@ -225,13 +225,22 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
-            cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes))
+            cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes),
+                              threshold)
         return _wait(SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
 
     @staticmethod
-    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float) -> bool:   # by cold_threshold?
-        return entry is not None and entry.cold and not (   # not while its DataNode is *suspect* (docs/design.md)
-            node is not None and node.inflight and now - max(node.busy_since, node.last_answer) >= bar)
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float, threshold: float) -> bool:
+        """Is this read judged by ``cold_threshold`` (``bar``)? On a new connection, unless its
+        DataNode is *suspect*: reads in flight and no answer for ``bar``, or since a threshold
+        before the read went out (a read of it was overdue then: the connection is new because
+        the pooled ones are stuck on it, not because the client is; docs/design.md)."""
+        if entry is None or not entry.cold:
+            return False
+        if node is None or not node.inflight:
+            return True
+        silence = now - max(node.busy_since, node.last_answer)
+        return silence < bar and silence < now - entry.began + threshold
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
@@ -279,7 +288,7 @@ class LatencyModel:
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
         threshold = self._threshold(cls, nbytes, now)
-        cold = self._cold(entry, node, now, cold_threshold(threshold, nbytes))   # judged as a new client would
+        cold = self._cold(entry, node, now, cold_threshold(threshold, nbytes), threshold)   # as a new client would
         ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
@@ -426,7 +435,8 @@ class LatencyModel:
             cap = cold_threshold(threshold, nbytes)
             if entry is None or age >= cap:
                 return 0.0
-            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap):
+            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap,
+                                                                             threshold):
                 return _wait(COLD_HEDGE_FACTOR * threshold - age)
             stalled = self._log.stalled(entry, now, self._slow_now(now))
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0

@@ -167,3 +167,32 @@ def test_a_read_on_a_new_connection_is_hedged_at_3_x_the_threshold_unless_its_da
     model.connecting(fresh)
     clock.advance(latency.FLOOR_S + 0.001)
     assert model.hedge_later(fresh, CELL) == 0.0
+
+
+def test_a_new_connection_to_a_datanode_already_overdue_is_judged_by_the_plain_threshold(model, clock):
+    """A running client's next read to a DataNode that just turned slow finds its pooled
+    connections held by the reads it is stuck on, and opens a new one. If one of those was
+    already past the threshold when it went out, and nothing answered since, the connection is
+    new because of the DataNode, not the client: the read is hedged at the threshold and counts
+    as slow at twice it (the replay tier's RS-6-3 +500 ms / frozen: p99.9 2.06 x / 1.79 x the
+    oracle's with 3 x the threshold for them, 1.16 x / 1.00 x without). A DataNode whose reads in
+    flight are all younger than the threshold gives a new connection its own yardstick still."""
+    warm(model, clock, ms=0.5, rounds=40)
+    threshold = model.threshold(CELL)
+    assert threshold == latency.FLOOR_S
+    stuck = model.started("dn1", CELL)               # a pooled read, no answer
+    clock.advance(0.5 * threshold)
+    early = model.started("dn1", CELL)               # the pool is busy: a new connection ...
+    model.connecting(early)
+    clock.advance(threshold)                         # ... at its threshold, dn1 overdue for 1.5 x it
+    assert model.hedge_later(early, CELL) > 0        # but it was not overdue when this one went out
+    late = model.started("dn1", CELL)                # dn1 was overdue when this one went out
+    model.connecting(late)
+    assert model.evidence_in(late, CELL) == pytest.approx(latency.SLOW_RATIO * threshold)
+    clock.advance(threshold + 0.0001)
+    assert model.hedge_later(late, CELL) == 0.0
+    model.finished(stuck, CELL)                      # dn1 answers: no longer suspect
+    after = model.started("dn1", CELL)
+    model.connecting(after)
+    clock.advance(threshold + 0.0001)
+    assert model.hedge_later(after, CELL) > 0
