@@ -36,11 +36,12 @@ The why of each rule, with the runs that led to it, is in docs/design.md ("laten
   client stall, marks nobody. A read on a new connection (``connecting``: the DataNode sets each
   up, 3-4 x a pooled read, tens of ms on a loaded host) is judged against ``cold_threshold``
   (4 x the threshold, >= 100 ms, <= the ceiling; not while its DataNode, reads in flight, has
-  answered nothing for that long, or since a threshold before the read went out: *suspect*): late first reads are no evidence, a frozen one's
-  are, at twice that. A read still running at twice its yardstick counts then (``slow_evidence``);
-  a cancelled one only once that late; a slow read whose peers beside it were as late is
-  ``excused`` (overtaking.py). It stays slow until its own fast reads (probes) say otherwise;
-  slowness with no fresh evidence is forgotten after 10 s.
+  answered nothing for that long, or since a threshold before the read went out: *suspect*):
+  late first reads are no evidence, a frozen one's are, at twice that. A read still running at
+  twice its yardstick counts then (``slow_evidence``); a cancelled one only once that late; a
+  slow read whose peers beside it were as late is ``excused`` (overtaking.py). It stays slow
+  until its own fast reads (probes) say otherwise; slowness with no fresh evidence is forgotten
+  after 10 s.
 - *overtaken*: a read under its threshold that later reads of its size to other DataNodes
   answered past (3 at least), older than the healthy p99 (a host-wide stall overtakes nothing);
   then every other read of its DataNode in flight that it answered nothing since, too.

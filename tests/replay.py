@@ -267,7 +267,8 @@ RULES = {
     # a DataNode whose reads are mostly twice their threshold, and 4 x its peers', is read around
     "slow": [(latency.LatencyModel, "_judge", lambda self, node, name, now: None)],
     # a new connection's read is judged by the plain threshold once its DataNode answers nothing (suspect)
-    "suspect": [(latency.LatencyModel, "_cold", staticmethod(lambda entry, node, now, bar, threshold: entry is not None and entry.cold))],
+    "suspect": [(latency.LatencyModel, "_cold",
+                 staticmethod(lambda entry, node, now, bar, threshold: entry is not None and entry.cold))],
     # a read under its threshold that later reads overtook is hedged now
     "overtaken": [(latency.LatencyModel, "overtaken", _never)],
     # a read past its threshold whose peers are late too (a host stall) waits
