@@ -188,7 +188,9 @@ class NameNodeLink:
         kind = command.WhichOneof("command")
         if kind == "delete_unit":
             c = command.delete_unit
-            if self.store.delete(c.group_id, c.index, generation=c.generation):
+            with self.reports.sending:   # after a receipt of it in flight, before the next check (reports.py)
+                deleted = self.store.delete(c.group_id, c.index, generation=c.generation)
+            if deleted:
                 log.info("deleted unit %d/%d", c.group_id, c.index)
             # Gone either way (deleted now, or never here): the next heartbeat says so. Bounded by
             # the deletes one reply carries; a full report would cover what is still owed.

@@ -5,6 +5,15 @@ is stored, so a receipt goes out as soon as a write or a repair commits; a check
 by a read or the scrubber goes out the same way. One thread sends them, in batches, at once, and
 retries what failed; nothing here waits for the NameNode on a caller's thread.
 
+Batched as a group commit is: one call in flight per NameNode link, and whatever was stored while
+it was out goes in the next call, at once (no timer: a lone put's receipt is never held back). A
+put of many files in parallel costs each DataNode a call per round trip, not one per unit.
+
+A unit deleted at the NameNode's command must not be announced after the delete: ``sending``
+is held while receipts are checked (is the unit still here?) and sent, and a delete holds it
+too (heartbeat.py); so a receipt checked before a delete reaches the NameNode before the delete
+is told (with a later heartbeat), and one checked after it does not go.
+
 Bounded: at most ``limit`` receipts and ``limit`` bad units wait at a time (keyed by unit: the
 same unit twice is one entry). Past that a receipt is dropped and a full block report asked for
 instead (it lists every unit, so it covers the receipt); a bad unit is dropped and counted (the
@@ -31,6 +40,7 @@ class Reports:
         self._has_unit, self._want_block_report = has_unit, want_block_report
         self.limit, self.batch, self.retry_s = limit, batch, retry_s
         self._cond = threading.Condition()
+        self.sending = threading.Lock()   # receipts being checked and sent (a delete waits: see the module)
         self._stored: dict[Unit, int] = {}     # unit -> length, oldest first
         self._bad: dict[Unit, str] = {}        # unit -> reason
         self._stop = False
@@ -95,9 +105,9 @@ class Reports:
                 bad = _take(self._bad, self.batch)
             ok = True
             if stored:
-                # A unit deleted since it was stored must not be announced.
-                live = [(*unit, n) for unit, n in stored.items() if self._has_unit(*unit)]
-                ok = self._send(self._send_stored, live, stored, self._stored)
+                with self.sending:   # a unit deleted since it was stored must not be announced
+                    live = [(*unit, n) for unit, n in stored.items() if self._has_unit(*unit)]
+                    ok = self._send(self._send_stored, live, stored, self._stored)
             if bad and ok:
                 ok = self._send(self._send_bad, [(*unit, r) for unit, r in bad.items()], bad, self._bad)
             elif bad:

@@ -53,3 +53,76 @@ def test_reports_are_bounded_deduplicated_retried_and_a_full_report_covers_dropp
         assert sorted(nn.bad) == [(2, 0, 7, "bad"), (2, 1, 7, "bad"), (2, 2, 7, "bad")]
     finally:
         r.stop()
+
+
+def test_receipts_stored_while_one_is_out_go_together_in_the_next_call():
+    """A group commit's batching: one call in flight; the units stored meanwhile, one call after it."""
+    nn = FakeNameNode()
+    nn.up = True
+    first_out, release = threading.Event(), threading.Event()
+    sent = []
+
+    def send_stored(units):
+        sent.append(list(units))
+        if len(sent) == 1:
+            first_out.set()
+            assert release.wait(10)
+
+    r = Reports(send_stored=send_stored, send_bad=nn.send_bad, has_unit=lambda g, i, gen: True,
+                want_block_report=nn.want_block_report)
+    r.start()
+    try:
+        r.stored(1, 0, 7, 10)
+        assert first_out.wait(10)
+        for group in range(2, 12):   # ten puts' units stored while the first receipt is out
+            r.stored(group, 0, 7, 10)
+        release.set()
+        wait_until(lambda: r.pending() == (0, 0) and sum(map(len, sent)) == 11, 10, "every receipt sent",
+                   interval=0.005)
+        assert [len(call) for call in sent] == [1, 10]
+    finally:
+        r.stop()
+
+
+def test_a_unit_deleted_while_its_receipt_is_out_is_told_deleted_only_after_the_receipt():
+    """The check-then-send race: a delete (heartbeat.py holds ``sending``) waits for the receipt
+    of the unit in flight, so the NameNode hears "stored" then "deleted", never the reverse (a
+    location that is not there until the next full block report); and a unit deleted before its
+    receipt is checked is not announced at all."""
+    here = {(1, 0, 7), (2, 0, 7)}
+    events = []
+    checked, deleted = threading.Event(), threading.Event()
+
+    def has_unit(g, i, gen):
+        checked.set()
+        return (g, i, gen) in here
+
+    def send_stored(units):
+        # give a delete that does not wait for this call the time to get in first
+        deleted.wait(0.5)
+        events.append(("stored", sorted(u[:3] for u in units)))
+
+    def delete(unit):
+        with r.sending:
+            here.discard(unit)
+            events.append(("deleted", unit))
+        deleted.set()
+
+    r = Reports(send_stored=send_stored, send_bad=lambda units: None, has_unit=has_unit,
+                want_block_report=lambda: None)
+    r.start()
+    try:
+        r.stored(1, 0, 7, 10)
+        assert checked.wait(10)
+        deleter = threading.Thread(target=delete, args=((1, 0, 7),))
+        deleter.start()
+        deleter.join(10)
+        assert events == [("stored", [(1, 0, 7)]), ("deleted", (1, 0, 7))]
+
+        delete((2, 0, 7))        # deleted before its receipt is checked: never announced
+        r.stored(2, 0, 7, 10)
+        r.stored(3, 0, 7, 10)    # (a unit that was never here either)
+        wait_until(lambda: r.pending() == (0, 0), 10, "the queue drained", interval=0.005)
+        assert [e for e in events if e[0] == "stored"] == [("stored", [(1, 0, 7)])]
+    finally:
+        r.stop()
