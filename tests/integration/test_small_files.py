@@ -3,6 +3,7 @@ NameNode calls, counted by the NameNode itself (its /metrics), the batched calls
 bad path fails alone, named; the others done), and the units a small file stores: none of its
 zero units (ec/layout.py), with the fault tolerance of a whole group."""
 
+import concurrent.futures
 import re
 import urllib.request
 
@@ -24,6 +25,13 @@ def client_calls(cluster) -> dict[str, float]:
         if method not in DATANODE_CALLS:
             out[method] = out.get(method, 0) + float(value)
     return out
+
+
+def datanode_calls(cluster, method: str) -> float:
+    """The NameNode's count of ``method`` calls from DataNodes (UnitStored: receipts)."""
+    text = urllib.request.urlopen(cluster.http_url + "metrics", timeout=10).read().decode()
+    return sum(float(v) for labels, v in re.findall(r'^hedgefs_namenode_rpc_calls_total\{([^}]*)\} (\S+)$', text, re.M)
+               if f'method="{method}"' in labels)
 
 
 def calls_of(cluster, action) -> dict[str, float]:
@@ -101,6 +109,25 @@ def test_put_r_makes_a_trees_directories_and_empty_files_in_one_call_each(cluste
     assert calls.get("Create") == 30 and calls.get("Complete") == 30 and "AddBlockGroup" not in calls
     for rel, data in files.items():
         assert fs.read_bytes(f"/small/tree/{rel}") == data
+
+
+def test_receipts_of_files_put_in_parallel_go_to_the_namenode_batched(cluster, fs):
+    """Each DataNode sends its receipts (UnitStored) one call at a time, and what was stored
+    while one was out goes in the next: 64 one-cell files (4 units each) put from 16 threads cost
+    fewer receipt calls than 64 x 4. Every file reads back and the tree is HEALTHY."""
+    files = {f"/small/par/{i:02d}": pattern(1000 + i, seed=i) for i in range(64)}
+    fs.mkdir("/small/par", parents=True)
+    before = datanode_calls(cluster, "UnitStored")
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda item: fs.write_bytes(*item, overwrite=True), files.items()))
+    units = sum(len(fs.stat(p).groups[0].units) for p in files)
+    assert units == 64 * 4
+    # every receipt is in before its Complete returned (the NameNode waits for them)
+    calls = datanode_calls(cluster, "UnitStored") - before
+    assert 0 < calls < units, f"{calls:.0f} UnitStored calls for {units} units"
+    for path, data in files.items():
+        assert fs.read_bytes(path) == data
+    assert fs.admin.fsck("/small/par").status == "HEALTHY"
 
 
 # -------------------------------------------------------------- a small file's units (RS-6-3-64k)
