@@ -28,6 +28,9 @@ class Node:
     size: int = -1                 # the size the kernel was last told (an open file longer than it read: ops._follow)
     dir_status: object | None = None   # a directory's FileStatus as last known, answered to getattr
     dir_until: float = 0.0             # ... until this time.monotonic() (the attribute timeout)
+    names: set | None = None           # a directory's every name, as this mount knows it (see ops.lookup)
+    names_until: float = 0.0           # ... complete, for a name it lacks, until this time.monotonic()
+    changes: int = 0                   # names this mount added here (a listing begun before one is stale)
 
 
 def child(parent: str, name: str) -> str:

@@ -32,6 +32,7 @@ from hedgefs.mount.inodes import InodeTable, Node, child
 log = logging.getLogger("hedgefs.mount")
 
 LIST_BATCH = 256   # directory entries fetched per step of a readdir (the NameNode pages them itself)
+RELIST_MAX = 1024  # a directory known whole is listed again (not a stat per new name) up to this many names
 
 
 class Operations(pyfuse3.Operations):
@@ -116,6 +117,13 @@ class Operations(pyfuse3.Operations):
 
     async def lookup(self, parent_inode, name, ctx=None):
         path = self._child(parent_inode, name)
+        parent = self.inodes.get(parent_inode)
+        if parent is not None and parent.names is not None and self.timeout:
+            known = await self._known(parent, path)
+            if known is False:
+                return self._negative()
+            if known is not None:
+                return self._attrs(known, self.inodes.learn(path, 1))
         try:
             return await self._entry(path)
         except pyfuse3.FUSEError as err:
@@ -132,6 +140,50 @@ class Operations(pyfuse3.Operations):
         a.st_ino = 0
         a.entry_timeout = self.timeout
         return a
+
+    async def _known(self, parent: Node, path: str):
+        """A lookup in a directory whose every name this mount knows (``Node.names``: one it
+        made, with what it made in it since): False for a name it lacks while the knowledge is
+        within the attribute timeout (the contract: another client's new file shows within the
+        timeout; none existed when the knowledge began). A ``tar x`` of a file costs no lookup.
+        Past the timeout a small directory is listed again, one call instead of a stat per new
+        name (the listing's status of the name, if there); None: ask the NameNode."""
+        name = path.rsplit("/", 1)[1]
+        if name in parent.names:
+            return None
+        if time.monotonic() < parent.names_until:
+            return False
+        if len(parent.names) > RELIST_MAX or parent.path is None:
+            parent.names = None
+            return None
+        began, changes = time.monotonic(), parent.changes
+        try:
+            entries = await run(lambda: list(self.fs.iter_list(parent.path)))
+        except pyfuse3.FUSEError:
+            parent.names = None
+            return None
+        found = None
+        if parent.changes == changes and parent.names is not None:   # (else: a name of ours may be missing)
+            parent.names = {e.path.rsplit("/", 1)[1] for e in entries}
+            parent.names_until = began + self.timeout
+            found = False if name not in parent.names else None
+        for entry in entries:
+            if entry.path == path:
+                return entry
+        return found
+
+    def _named(self, parent_inode: int, name: bytes) -> None:
+        """``name`` was made in the directory by this mount (after the NameNode said so)."""
+        node = self.inodes.get(parent_inode)
+        if node is not None and node.names is not None:
+            node.names.add(name.decode("utf-8"))
+            node.changes += 1
+
+    def _unnamed(self, parent_inode: int, name: bytes) -> None:
+        """``name`` was removed from the directory by this mount."""
+        node = self.inodes.get(parent_inode)
+        if node is not None and node.names is not None:
+            node.names.discard(name.decode("utf-8"))
 
     async def forget(self, inode_list):
         for inode, n in inode_list:
@@ -239,16 +291,23 @@ class Operations(pyfuse3.Operations):
 
     async def mkdir(self, parent_inode, name, mode, ctx):
         path = self._child(parent_inode, name)
+        began = time.monotonic()
         await run(self.fs.mkdir, path)
         self._changed_in(parent_inode)
+        self._named(parent_inode, name)
         if mode & 0o7777 != 0o755:
             await run(self.fs.set_permission, path, mode & 0o7777)
-        return await self._entry(path)
+        entry = await self._entry(path)
+        node = self.inodes.at(path)
+        if node is not None and self.timeout:   # empty when made: every name in it is this mount's
+            node.names, node.names_until = set(), began + self.timeout
+        return entry
 
     async def rmdir(self, parent_inode, name, ctx):
         path = self._child(parent_inode, name)
         await run(self.fs.delete, path)
         self._changed_in(parent_inode)
+        self._unnamed(parent_inode, name)
         self.inodes.detach(path)
 
     async def unlink(self, parent_inode, name, ctx):
@@ -258,6 +317,7 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EBUSY, f"{path} is being written here")
         await run(self.fs.delete, path)
         self._changed_in(parent_inode)
+        self._unnamed(parent_inode, name)
         self.inodes.detach(path)
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
@@ -272,6 +332,8 @@ class Operations(pyfuse3.Operations):
         await run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
         self._changed_in(parent_inode_old)
         self._changed_in(parent_inode_new)
+        self._unnamed(parent_inode_old, name_old)
+        self._named(parent_inode_new, name_new)
         self.inodes.moved(src, dst)
 
     def _rename(self, src: str, dst: str, replace: bool) -> None:
@@ -350,10 +412,13 @@ class Operations(pyfuse3.Operations):
         writing = Writing(node, path, 0)
         try:
             await self._start(writing, overwrite=False, mode=mode & 0o7777)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as err:
             self.inodes.forget(node.inode, 1)
+            if err.errno == errno.EEXIST:
+                self._named(parent_inode, name)   # another client's, made meanwhile: ask about it next time
             raise
         self._changed_in(parent_inode)
+        self._named(parent_inode, name)
         fh = self._add_handle(writing)
         return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
 
@@ -567,6 +632,7 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
         await run(self.fs.symlink, text, path)
         self._changed_in(parent_inode)
+        self._named(parent_inode, name)
         return await self._entry(path)
 
     async def readlink(self, inode, ctx):

@@ -195,7 +195,8 @@ def test_a_file_written_through_the_mount_costs_no_stat_at_close(long_mnt, tclus
     assert after["Create"] == 1 and after["Complete"] == 1
     assert after["AddBlockGroup"] == 0   # the first group came with Create: 2 calls for the file
     assert after["SetPermission"] == 0   # 0644 is what a new file gets: nothing to send
-    assert after["GetFileInfo"] == 1     # the lookup of the new name; none at close
+    assert after["GetFileInfo"] == 0     # none at close; the new name's lookup answered here (made in a
+                                         # directory this mount made: see test_a_name_in_a_directory_made_here...)
     st = os.stat(mnt / "calls" / "f")
     assert st.st_size == 5 and st.st_mode & 0o777 == 0o644
     os.chmod(mnt / "calls" / "f", 0o600)
@@ -216,7 +217,7 @@ def test_times_and_mode_set_on_the_open_file_cost_no_stat_at_close(long_mnt, tcl
     os.fchmod(fd, 0o755)
     os.close(fd)
     after = {m: namenode_calls(tcluster, m) - before[m] for m in methods}
-    assert after == {"GetFileInfo": 1, "SetPermission": 1, "SetTimes": 1, "Create": 1, "Complete": 1}
+    assert after == {"GetFileInfo": 0, "SetPermission": 1, "SetTimes": 1, "Create": 1, "Complete": 1}
     st = os.stat(mnt / "timed" / "run.sh")   # (the kernel asks the NameNode: what it stored)
     assert st.st_mode & 0o777 == 0o755 and st.st_size == 18
     assert st.st_mtime_ns == 1_600_000_000_123_000_000
@@ -243,7 +244,8 @@ def test_tar_x_keeps_mtimes_and_modes(mnt, tmp_path):
 
 def test_files_made_in_a_directory_cost_no_stat_of_the_directory(long_mnt, tcluster):
     """The kernel asks for a directory's attributes after each create in it: within the
-    attribute timeout the mount answers (the mtime it knows moved on), one lookup per new name."""
+    attribute timeout the mount answers (the mtime it knows moved on); and the lookup of each new
+    name too (a directory this mount made: it knows every name in it)."""
     mnt = long_mnt
     (mnt / "many").mkdir()
     before_mtime = os.stat(mnt / "many").st_mtime_ns
@@ -252,8 +254,36 @@ def test_files_made_in_a_directory_cost_no_stat_of_the_directory(long_mnt, tclus
         fd = os.open(mnt / "many" / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, b"x" * 100)
         os.close(fd)
-    assert namenode_calls(tcluster, "GetFileInfo") - before == 5   # the new names' lookups only
+    assert namenode_calls(tcluster, "GetFileInfo") - before == 0   # (the new names' lookups: answered here)
     assert sorted(os.listdir(mnt / "many")) == [f"f{i}" for i in range(5)]
     assert os.stat(mnt / "many").st_mtime_ns >= before_mtime
     os.chmod(mnt / "many", 0o700)   # a change made here is the NameNode's answer at once
     assert os.stat(mnt / "many").st_mode & 0o777 == 0o700
+
+
+def test_a_name_in_a_directory_made_here_is_absent_without_asking_and_another_clients_appears(mnt, long_mnt,
+                                                                                             tcluster):
+    """A directory this mount made holds only what this mount put in it, but for what another
+    client made since: a lookup of a new name there is answered "no such file" by the mount
+    within the attribute timeout (no NameNode call: tar x's lookup before each create), and a
+    file another client makes there appears within the timeout all the same."""
+    (long_mnt / "own").mkdir()
+    os.stat(long_mnt)   # the mkdir changed the root: the kernel asks for its attributes once, now
+    before = namenode_calls(tcluster, "GetFileInfo") + namenode_calls(tcluster, "StatMany")
+    for i in range(10):
+        assert not os.path.exists(long_mnt / "own" / f"new{i}")
+    (long_mnt / "own" / "made").write_bytes(b"here")
+    assert namenode_calls(tcluster, "GetFileInfo") + namenode_calls(tcluster, "StatMany") == before
+    assert (long_mnt / "own" / "made").read_bytes() == b"here"
+
+    (mnt / "own1").mkdir()   # the default mount (1 s)
+    assert not os.path.exists(mnt / "own1" / "elsewhere")
+    with client(tcluster.namenode) as fs:
+        fs.write_bytes("/own1/elsewhere", b"from another client")
+        made = time.monotonic()
+    wait_until(lambda: os.path.exists(mnt / "own1" / "elsewhere"), 10 * TIMEOUT_S + 5,
+               "a file another client made in a directory made here to appear")
+    assert time.monotonic() - made < TIMEOUT_S + 2.0
+    assert (mnt / "own1" / "elsewhere").read_bytes() == b"from another client"
+    os.unlink(mnt / "own1" / "elsewhere")
+    assert not os.path.exists(mnt / "own1" / "elsewhere")
