@@ -102,9 +102,11 @@ class WriteHandle:
             return n
 
     def commit(self) -> FileStatus:
-        """End the file and wait until the NameNode has it complete; then apply a chmod, chown or
-        utimes made meanwhile (tar x sends all three on the open descriptor before close(2)).
-        Raises HedgefsError (its errno for close(2)).
+        """End the file and wait until the NameNode has it complete, with the chmod, chown and
+        utimes made meanwhile (tar x sends all three on the open descriptor before close(2)): they
+        go with the Complete (``FileWriter.set_*``), one NameNode call, one journal record. Raises
+        HedgefsError (its errno for close(2)); a refused attribute refuses the commit, and the
+        file does not appear.
 
         The status returned is what this writer knows (length, mode, owner, times), built here:
         the kernel's next getattr asks the NameNode, so no stat is spent (a file of a ``tar x``
@@ -113,15 +115,15 @@ class WriteHandle:
         with self._lock:
             if self.committed is not None:
                 return self.committed
-            length = self._writer.close()
-            now = int(time.time() * 1000)
             if self.mode is not None and (self.mode != NEW_FILE_MODE or self._overwrite):
-                self._fs.set_permission(self.path, self.mode)
+                self._writer.set_permission(self.mode)
             if self.owner is not None:
-                self._fs.set_owner(self.path, *self.owner)
+                self._writer.set_owner(*self.owner)
             mtime, atime = self.times or (None, None)
             if self.times is not None:
-                self._fs.set_times(self.path, mtime, atime)
+                self._writer.set_times(mtime, atime)
+            length = self._writer.close()
+            now = int(time.time() * 1000)
             owner, group = self.owner or ("", "")
             self.committed = FileStatus(self.path, False, length, "", 0, now if mtime is None else mtime,
                                         owner=owner, group=group, permission=self.mode or NEW_FILE_MODE,

@@ -62,6 +62,17 @@ class Created:
 
 
 @dataclass(frozen=True)
+class CommitAttrs:
+    """What a chmod, chown or utimes of a file being written set, carried by its Complete
+    (CommitAttributes): None or "" = as the write began (owner, group, mode) or the commit's time."""
+    mode: int | None = None
+    owner: str = ""
+    group: str = ""
+    mtime_ms: int | None = None
+    atime_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class Reopened:
     """An append or a truncate's write (namesystem.append): write from ``kept_length`` on (the
     bytes [kept_length, length) of the file as it is are rewritten first, then the new ones)."""

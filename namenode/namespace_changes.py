@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import logging
 
-from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import MAX_LINK_TARGET, MAX_XATTR_SIZE, MAX_XATTRS, load_policy
 from hedgefs.namenode.namespace.inodes import policy_name as canonical
 from hedgefs.namenode.namespace.permissions import (
     EXECUTE,
-    MAX_MODE,
     READ,
     WRITE,
     allowed,
     check,
+    check_chown,
+    check_mode,
     check_owner,
+    check_owner_names,
     check_sticky,
 )
-from hedgefs.security.identity import Identity, check_name
+from hedgefs.security.identity import Identity
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -127,8 +129,7 @@ class NamespaceChanges:
     def set_permission(self, path: str, mode: int, who: Identity, retry) -> None:
         """chmod: the owner or the superuser (HDFS)."""
         self.ns.safemode.refuse(f"chmod {path}")
-        if not 0 <= mode <= MAX_MODE:
-            raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
+        check_mode(mode)
         node = self.tree.lookup(path, who)
         check_owner(who, node, path, "change the mode of")
         self.ns.log_record(r.SetPermission(path, mode, retry))
@@ -140,20 +141,8 @@ class NamespaceChanges:
         self.ns.safemode.refuse(f"chown {path}")
         if not owner and not group:
             raise InvalidArgument("chown needs an owner, a group, or both")
-        for name, what in ((owner, "user"), (group, "group")):
-            if name:
-                try:
-                    check_name(name, what)
-                except ValueError as err:
-                    raise InvalidArgument(str(err)) from None
-        node = self.tree.lookup(path, who)
-        if owner and owner != node.owner and not who.is_admin:
-            raise PermissionDenied(f"permission denied: only an admin may give {path} to another user "
-                                   f"(user {who.name} is not one)")
-        if group and group != node.group and not who.is_admin:
-            check_owner(who, node, path, "change the group of")
-            if group not in who.groups:
-                raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")
+        check_owner_names(owner, group)
+        check_chown(who, self.tree.lookup(path, who), owner, group, path)
         self.ns.log_record(r.SetOwner(path, owner, group, retry))
         log.info("owner of %s set to %s:%s by %s", path, owner or "(same)", group or "(same)", who.name)
 

@@ -71,6 +71,7 @@ from hedgefs.namenode.journal.journal import Engine, Journal
 from hedgefs.namenode.model import (
     ClusterReport,
     ClusterStatus,
+    CommitAttrs,
     Created,
     DataNodeStats,
     FileInfo,
@@ -412,8 +413,10 @@ class Namesystem:
                 lease.renewed = now
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit],
-                 convert_from: Version | None = None, who: Identity = SUPER, retry=None) -> None:
-        self.change(retry, r.Complete, lambda: self.writes.complete(file_id, length, groups, convert_from, who, retry))
+                 convert_from: Version | None = None, who: Identity = SUPER, retry=None,
+                 attributes: CommitAttrs | None = None) -> None:
+        self.change(retry, r.Complete,
+                    lambda: self.writes.complete(file_id, length, groups, convert_from, who, retry, attributes))
 
     def concat(self, target: str, sources: list[str], overwrite: bool = False, who: Identity = SUPER,
                retry=None) -> None:

@@ -30,11 +30,20 @@ from hedgefs.namenode.blocks.blockmap import GroupCommit, check_commit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NameNodeError, NotFound, \
     PermissionDenied
 from hedgefs.namenode.journal import records as r
-from hedgefs.namenode.model import Created, GroupInfo
+from hedgefs.namenode.model import CommitAttrs, Created, GroupInfo
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import FILE_MODE, SUPER, Lease, Node, Version, load_policy
 from hedgefs.namenode.namespace.inodes import policy_name as canonical
-from hedgefs.namenode.namespace.permissions import READ, WRITE, check, check_sticky
+from hedgefs.namenode.namespace.permissions import (
+    READ,
+    WRITE,
+    check,
+    check_chown,
+    check_mode,
+    check_owner,
+    check_owner_names,
+    check_sticky,
+)
 from hedgefs.namenode.namespace.retry_cache import MISS, step
 from hedgefs.security import tokens as token_ops
 from hedgefs.security.identity import Identity
@@ -157,12 +166,13 @@ class Writes:
                                        for j, d in enumerate(targets)], generation)
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
-                  who: Identity, retry) -> None:
+                  who: Identity, retry, attributes: CommitAttrs | None = None) -> None:
         """Make a write visible, replacing a complete file at its path, if every group has enough
         units reported stored. A replacement's mtime is later than the replaced file's, even within
         one millisecond, so (length, mtime) names one version of a path's bytes; a conversion
         (``convert_from``, which the file must still be) keeps the mtime and the owner, group and
-        mode: the bytes are the same."""
+        mode: the bytes are the same. ``attributes``: the chmod, chown and utimes made while it
+        was written (``commit_attributes``), in the same record."""
         if self.done_before(file_id, length):
             return
         self.writing(file_id, who)       # someone else's write: refused before anything waits
@@ -197,9 +207,12 @@ class Writes:
                 raise AlreadyExists(f"file exists: {path} (use -f to overwrite)")
             if convert_from is None:
                 mtime = max(mtime, existing.mtime + 1)
+        times = None
+        if attributes is not None:
+            attrs, times = commit_attributes(who, lease.base or file, attributes, path, attrs)
         kept = tuple(g.id for g in shared) + \
             tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
-        self.ns.log_record(r.Complete(file_id, length, kept, mtime, attrs, retry))
+        self.ns.log_record(r.Complete(file_id, length, kept, mtime, attrs, retry, times=times))
         self.completed[file_id] = length
         if len(self.completed) > COMPLETED_KEPT:
             self.completed.popitem(last=False)
@@ -320,3 +333,30 @@ def check_version(path: str, existing: Node | None, version: Version) -> None:
     if (existing.length, existing.mtime) != tuple(version):
         raise FailedPrecondition(f"{path} changed during the conversion (now {existing.length} bytes, "
                                  f"mtime {existing.mtime}): left as it is")
+
+
+def commit_attributes(who: Identity, node: Node, attributes: CommitAttrs, path: str,
+                      attrs: tuple | None) -> tuple[tuple, tuple | None]:
+    """The Complete record's (owner, group, mode) and (mtime, atime) for a version committed with
+    ``attributes`` (``node``: the file being written, or for an append the version it replaces;
+    ``attrs``: what the commit gives it otherwise). Checked as chmod, chown and utimes are (the
+    writer may set the times: it may write the file); a refusal names ``path``."""
+    a = attributes
+    owner, group, mode = attrs if attrs is not None else (node.owner, node.group, node.mode)
+    try:
+        if a.mode is not None:
+            check_mode(a.mode)
+        check_owner_names(a.owner, a.group)
+        for what, ms in (("mtime", a.mtime_ms), ("atime", a.atime_ms)):
+            if ms is not None and ms < 0:
+                raise InvalidArgument(f"bad times: {what} {ms} (ms since the epoch)")
+    except InvalidArgument as err:
+        raise InvalidArgument(f"{path}: {err}") from None
+    if a.mode is not None:
+        check_owner(who, node, path, "change the mode of")
+    check_chown(who, node, a.owner, a.group, path)
+    attrs = (a.owner or owner, a.group or group, mode if a.mode is None else a.mode)
+    times = None
+    if a.mtime_ms is not None or a.atime_ms is not None:
+        times = (-1 if a.mtime_ms is None else a.mtime_ms, -1 if a.atime_ms is None else a.atime_ms)
+    return attrs, times

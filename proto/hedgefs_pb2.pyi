@@ -282,16 +282,32 @@ class GroupCommit(_message.Message):
     def __init__(self, group_id: _Optional[int] = ..., length: _Optional[int] = ..., stored_units: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("file_id", "length", "groups", "convert_from")
+    __slots__ = ("file_id", "length", "groups", "convert_from", "attributes")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     CONVERT_FROM_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     length: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupCommit]
     convert_from: FileVersion
-    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ...) -> None: ...
+    attributes: CommitAttributes
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ..., attributes: _Optional[_Union[CommitAttributes, _Mapping]] = ...) -> None: ...
+
+class CommitAttributes(_message.Message):
+    __slots__ = ("permission", "owner", "group", "mtime_ms", "atime_ms")
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ATIME_MS_FIELD_NUMBER: _ClassVar[int]
+    permission: int
+    owner: str
+    group: str
+    mtime_ms: int
+    atime_ms: int
+    def __init__(self, permission: _Optional[int] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., mtime_ms: _Optional[int] = ..., atime_ms: _Optional[int] = ...) -> None: ...
 
 class AbandonRequest(_message.Message):
     __slots__ = ("file_id",)

@@ -121,8 +121,12 @@ class Applier:
         attrs = base.attrs if base is not None else file.attrs
         if rec.attrs is not None:
             attrs = Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)
-        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime, attrs=attrs,
-                        extra=base.extra if base is not None else None)
+        extra = base.extra if base is not None else None
+        mtime, atime = rec.times if rec.times is not None else (-1, -1)
+        if atime >= 0:
+            extra = _extra(extra, atime=atime)
+        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime if mtime < 0 else mtime,
+                        attrs=attrs, extra=extra)
         for group in keep:
             if group.id in shared:
                 group.file = file   # the base's group, now this version's

@@ -67,13 +67,17 @@ class AddGroup(NamedTuple):
 class Complete(NamedTuple):
     """The file becomes visible at its path with ``length`` bytes in ``groups`` (ids, file order;
     its other groups go), replacing a complete file there. ``attrs``: (owner, group, mode) it
-    takes (a conversion keeps the replaced file's), or None."""
+    takes (a conversion keeps the replaced file's; the writer's chmod/chown while writing), or
+    None. ``mtime`` is the commit's (the directory's new mtime); ``times``: (mtime, atime) the
+    file takes instead (utimes while writing; -1: the commit's), or None. (``times`` is last:
+    a record written before it decodes with None.)"""
     file_id: int
     length: int
     groups: tuple
     mtime: int
     attrs: tuple | None = None
     retry: Retry = None
+    times: tuple | None = None
 
 
 class Abandon(NamedTuple):

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hedgefs.namenode.errors import PermissionDenied
-from hedgefs.security.identity import Identity
+from hedgefs.namenode.errors import InvalidArgument, PermissionDenied
+from hedgefs.security.identity import Identity, check_name
 
 READ, WRITE, EXECUTE = 4, 2, 1
 STICKY = 0o1000
@@ -74,3 +74,31 @@ def check_sticky(who: Identity, parent: Owned, node: Owned, parent_path: str, pa
 def check_owner(who: Identity, node: Owned, path: str, what: str) -> None:
     if not who.is_admin and who.name != node.owner:
         raise PermissionDenied(f"permission denied: user {who.name} may not {what} {path}: it belongs to {node.owner}")
+
+
+def check_mode(mode: int) -> None:
+    """A mode chmod may set (the owner's, checked apart: ``check_owner``)."""
+    if not 0 <= mode <= MAX_MODE:
+        raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
+
+
+def check_owner_names(owner: str, group: str) -> None:
+    """Names chown may give: those a certificate may carry ("" = unchanged)."""
+    for name, what in ((owner, "user"), (group, "group")):
+        if name:
+            try:
+                check_name(name, what)
+            except ValueError as err:
+                raise InvalidArgument(str(err)) from None
+
+
+def check_chown(who: Identity, node: Owned, owner: str, group: str, path: str) -> None:
+    """Who may chown (HDFS): a new owner only an admin; a new group an admin, or the owner if it
+    is one of the owner's groups."""
+    if owner and owner != node.owner and not who.is_admin:
+        raise PermissionDenied(f"permission denied: only an admin may give {path} to another user "
+                               f"(user {who.name} is not one)")
+    if group and group != node.group and not who.is_admin:
+        check_owner(who, node, path, "change the group of")
+        if group not in who.groups:
+            raise PermissionDenied(f"permission denied: user {who.name} is not in group {group}")

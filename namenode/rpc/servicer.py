@@ -83,6 +83,16 @@ def _version(request, field: str) -> tuple[int, int] | None:
     return v.length, v.mtime_ms
 
 
+def _commit_attrs(request: pb.CompleteRequest) -> model.CommitAttrs | None:
+    """What a Complete's ``attributes`` set (None: nothing)."""
+    if not request.HasField("attributes"):
+        return None
+    a = request.attributes
+    return model.CommitAttrs(a.permission if a.HasField("permission") else None, a.owner, a.group,
+                             a.mtime_ms if a.HasField("mtime_ms") else None,
+                             a.atime_ms if a.HasField("atime_ms") else None)
+
+
 def _group(g: model.GroupInfo) -> pb.BlockGroup:
     return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units], generation=g.generation)
 
@@ -253,7 +263,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Complete(self, request, call):
         self.nn.complete(request.file_id, request.length,
                          [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
-                         _version(request, "convert_from"), caller(), call.retry)
+                         _version(request, "convert_from"), caller(), call.retry, _commit_attrs(request))
         return pb.Empty()
 
     @_rpc

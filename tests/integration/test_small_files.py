@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from conftest import CELL, GROUP, STRIPE, client, pattern, run_cli, wait_until
-from hedgefs.client.errors import AlreadyExists, DirectoryNotEmpty, NotFound
+from hedgefs.client.errors import AlreadyExists, DirectoryNotEmpty, NotFound, UsageError
 
 # The DataNode protocol: what DataNodes call on their own meanwhile (not the client's calls).
 DATANODE_CALLS = {"RegisterDataNode", "Heartbeat", "BlockReport", "UnitStored", "ReportBadUnits"}
@@ -128,6 +128,60 @@ def test_receipts_of_files_put_in_parallel_go_to_the_namenode_batched(cluster, f
     for path, data in files.items():
         assert fs.read_bytes(path) == data
     assert fs.admin.fsck("/small/par").status == "HEALTHY"
+
+
+def test_a_file_commits_with_the_mode_owner_and_times_set_while_it_was_written(cluster, fs):
+    """What tar x sets on the open descriptor (chmod, chown, utimes) goes with the Complete: the
+    file costs Create and Complete, and another client sees the version with them. The
+    directory's mtime is the commit's, not the file's old one."""
+    fs.mkdir("/small/attrs", parents=True)
+    data = pattern(5000, seed=44)
+
+    def write():
+        with fs.create("/small/attrs/tool") as f:
+            f.write(data)
+            f.set_permission(0o750)
+            f.set_owner("alice", "staff")
+            f.set_times(1_400_000_000_000, 1_400_000_001_000)
+
+    assert calls_of(cluster, write) == {"Create": 1, "Complete": 1}
+    with client(cluster.namenode) as other:
+        st = other.stat("/small/attrs/tool")
+        assert (st.permission, st.owner, st.group, st.mtime_ms, st.atime_ms, st.length) == \
+            (0o750, "alice", "staff", 1_400_000_000_000, 1_400_000_001_000, 5000)
+        assert other.read_bytes("/small/attrs/tool") == data
+        assert other.stat("/small/attrs").mtime_ms > 1_400_000_000_000   # (now, not the file's)
+
+    with fs.create("/small/attrs/owner-only") as f:   # only what was set: the rest as a new file's
+        f.write(b"x")
+        f.set_owner(group="staff")
+    st = fs.stat("/small/attrs/owner-only")
+    assert (st.permission, st.group) == (0o644, "staff") and st.owner != "" and st.mtime_ms > 1_400_000_000_000
+
+
+@pytest.mark.parametrize("attribute, why", [
+    (lambda f: f.set_permission(0o7777), "bad mode 7777"),
+    (lambda f: f.set_owner("no body"), "bad user name 'no body'"),
+    (lambda f: f.set_times(-5), "bad times"),
+])
+def test_a_complete_with_a_bad_attribute_is_refused_and_commits_nothing(cluster, fs, attribute, why):
+    """The Complete is refused whole, with one line naming the path and what is wrong: a new file
+    does not appear, a file being replaced stays as it was."""
+    fs.mkdir("/small/badattrs", parents=True)
+    fs.write_bytes("/small/badattrs/kept", b"old bytes", overwrite=True)
+    before = fs.stat("/small/badattrs/kept")
+    for path, overwrite in (("/small/badattrs/new", False), ("/small/badattrs/kept", True)):
+        f = fs.create(path, overwrite=overwrite)
+        f.write(b"new bytes")
+        attribute(f)
+        with pytest.raises(UsageError) as err:   # (INVALID_ARGUMENT: exit code 2 at the CLI)
+            f.close()
+        assert type(err.value) is UsageError and why in str(err.value) and path in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(NotFound):
+        fs.stat("/small/badattrs/new")
+    after = fs.stat("/small/badattrs/kept")
+    assert fs.read_bytes("/small/badattrs/kept") == b"old bytes"
+    assert (after.mtime_ms, after.permission, after.owner) == (before.mtime_ms, before.permission, before.owner)
 
 
 # -------------------------------------------------------------- a small file's units (RS-6-3-64k)

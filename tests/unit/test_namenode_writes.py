@@ -481,3 +481,45 @@ def test_a_complete_write_gives_back_the_room_held_for_its_units_before_the_next
         nn.complete(h.file_id, 10, [stored(nn, g, 10)])
     for i in range(20):
         write_file(nn, f"/small{i}", 10 if i % 2 else WHOLE)
+
+
+def test_a_complete_carries_chmod_chown_and_utimes_checked_as_those_calls_in_one_record(tmp_path, clock):
+    """CommitAttributes: the version commits with them in its Complete record (they survive a
+    restart's replay); each is checked as SetPermission, SetOwner and SetTimes would check it,
+    and a refusal refuses the Complete (nothing committed: the write can still complete)."""
+    from hedgefs.namenode.errors import PermissionDenied
+    from hedgefs.namenode.model import CommitAttrs
+    from hedgefs.security.identity import Identity
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    nn.mkdir("/home")
+    nn.set_permission("/home", 0o777)
+    alice = Identity("alice", "user", ("staff",))
+    created = nn.create("/home/tool", who=alice)
+    group = nn.add_block_group(created.file_id, who=alice)
+    commit = [stored(nn, group, WHOLE)]
+    for bad, error, message in [
+        (CommitAttrs(owner="bob"), PermissionDenied, "only an admin may give /home/tool to another user"),
+        (CommitAttrs(group="wheel"), PermissionDenied, "user alice is not in group wheel"),
+        (CommitAttrs(mode=0o2755), InvalidArgument, r"^/home/tool: bad mode 2755"),
+        (CommitAttrs(owner="no body"), InvalidArgument, r"^/home/tool: bad user name 'no body'"),
+        (CommitAttrs(mtime_ms=-2), InvalidArgument, r"^/home/tool: bad times: mtime -2"),
+    ]:
+        with pytest.raises(error, match=message):
+            nn.complete(created.file_id, WHOLE, commit, who=alice, attributes=bad)
+        with pytest.raises(NotFound):
+            nn.file_info("/home/tool")
+    nn.complete(created.file_id, WHOLE, commit, who=alice,
+                attributes=CommitAttrs(mode=0o750, group="staff", mtime_ms=1_400_000_000_000))
+    entry = nn.file_info("/home/tool").entry
+    home = nn.file_info("/home").entry
+    nn.close()
+    assert (entry.owner, entry.group, entry.mode, entry.mtime_ms, entry.atime_ms) == \
+        ("alice", "staff", 0o750, 1_400_000_000_000, 1_400_000_000_000)
+    assert home.mtime_ms != 1_400_000_000_000   # the directory's is the commit's time
+    again = make_namenode(tmp_path / "nn", clock)
+    try:
+        assert again.file_info("/home/tool").entry == entry   # (replayed from the one Complete record)
+    finally:
+        again.close()
