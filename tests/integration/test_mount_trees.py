@@ -290,3 +290,41 @@ def test_a_name_in_a_directory_made_here_is_absent_without_asking_and_another_cl
     assert (mnt / "own1" / "elsewhere").read_bytes() == b"from another client"
     os.unlink(mnt / "own1" / "elsewhere")
     assert not os.path.exists(mnt / "own1" / "elsewhere")
+
+
+CLIENT_METHODS = ("GetFileInfo", "StatMany", "List", "Create", "Complete", "AddBlockGroup", "SetOwner", "SetTimes",
+                  "SetPermission", "Mkdir", "Mkdirs")
+
+
+def test_a_file_of_a_tar_x_costs_create_and_complete(long_mnt, tcluster, tmp_path):
+    """What a user counts (the NameNode's /metrics): GNU tar x of 24 files in 3 directories (as
+    root: it fchowns, fchmods and futimens each open file) asks the NameNode Create and Complete
+    per file and nothing else per file; the rest is per directory (its mkdir and the stat after
+    it, tar's chmod, chown and utimes of it at the end, each with a stat of what the NameNode
+    applied). Byte-exact, with the modes and mtimes kept."""
+    src = tmp_path / "src"
+    files = {}
+    for d in ("a", "b", "b/c"):
+        (src / d).mkdir(parents=True)
+        for i in range(8):
+            files[f"{d}/f{i}"] = pattern(100 + 700 * i, seed=i)
+    for rel, data in files.items():
+        (src / rel).write_bytes(data)
+        os.chmod(src / rel, 0o640 if len(data) % 2 else 0o755)
+        os.utime(src / rel, (1_500_000_000, 1_500_000_000 + len(data)))
+    sh("tar", "cf", str(tmp_path / "t.tar"), "-C", str(src), ".")
+    (long_mnt / "untar").mkdir()
+    os.stat(long_mnt)
+    before = {m: namenode_calls(tcluster, m) for m in CLIENT_METHODS}
+    sh("tar", "xpf", str(tmp_path / "t.tar"), "-C", str(long_mnt / "untar"))
+    calls = {m: namenode_calls(tcluster, m) - before[m] for m in CLIENT_METHODS}
+    n, dirs = len(files), 4   # ("." is the untar directory itself)
+    assert calls["Create"] == n and calls["Complete"] == n and calls["AddBlockGroup"] == 0, calls
+    per_directory = {"GetFileInfo": 4, "StatMany": 0, "List": 0, "SetOwner": 1, "SetTimes": 1, "SetPermission": 2,
+                     "Mkdir": 1, "Mkdirs": 0}
+    for method, most in per_directory.items():
+        assert calls[method] <= most * dirs, f"{method}: {sorted(calls.items())}"
+    for rel, data in files.items():
+        got, want = os.stat(long_mnt / "untar" / rel), os.stat(src / rel)
+        assert (got.st_size, got.st_mode & 0o7777, got.st_mtime) == (len(data), want.st_mode & 0o7777, want.st_mtime)
+        assert (long_mnt / "untar" / rel).read_bytes() == data
