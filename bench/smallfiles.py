@@ -208,17 +208,28 @@ def _verify(copy: pathlib.Path, tree: pathlib.Path) -> None:
         raise RuntimeError(f"{copy} differs from the tree: {done.stdout[:500]}{done.stderr[:300]}")
 
 
-def mount_round(where: pathlib.Path, tarball: pathlib.Path, tree: pathlib.Path, entries: int, n: int) -> dict:
-    """tar x into ``where``, verify, grep -r, rm -rf: seconds of each."""
+def mount_round(where: pathlib.Path, tarball: pathlib.Path, tree: pathlib.Path, entries: int, n: int,
+                counts=None) -> dict:
+    """tar x into ``where``, verify, grep -r, rm -rf: seconds of each. ``counts``: the build's
+    NameNode RPC counts (``Build.rpc_counts``), to tell the calls the tar x made."""
     target = where / f"round{n}"
     target.mkdir()
+    before = counts() if counts else None
     tar_s = _timed(["tar", "xf", str(tarball), "-C", str(target)])
+    calls = _calls(before, counts()) if counts else None
     _verify(target / tree.name, tree)
     ls_s = _timed(["ls", "-lR", str(target)])
     grep_s = _timed(["grep", "-r", "-l", "def main", str(target)])
     rm_s = _timed(["rm", "-rf", str(target)])
-    return {"tar_x_s": round(tar_s, 3), "tar_x_entries_per_s": round(entries / tar_s, 1),
-            "ls_lr_s": round(ls_s, 3), "grep_r_s": round(grep_s, 3), "rm_rf_s": round(rm_s, 3)}
+    out = {"tar_x_s": round(tar_s, 3), "tar_x_entries_per_s": round(entries / tar_s, 1),
+           "ls_lr_s": round(ls_s, 3), "grep_r_s": round(grep_s, 3), "rm_rf_s": round(rm_s, 3)}
+    if calls is not None:
+        out["tar_x_calls_per_entry"] = {m: round(v / entries, 3) for m, v in sorted(calls.items())}
+    return out
+
+
+def _calls(before: dict, after: dict) -> dict:
+    return {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)}
 
 
 def abba(sides: dict, measure) -> dict:
@@ -294,13 +305,16 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
         # ---- CLI rows
         def put_r(name, side, n):
             b, policy = side
+            before = b.rpc_counts()
             started = time.perf_counter()
             done = b.hedgefs("put", "-r", "-t", str(threads), *(("--policy", policy) if policy else ()), str(tree),
                              f"/putr{n}", check=False)
             elapsed = time.perf_counter() - started
             if done.returncode != 0:
                 return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:300]}
-            return {"seconds": round(elapsed, 3), "files_per_s": round(files / elapsed, 1)}
+            calls = _calls(before, b.rpc_counts())   # (receipts: all in before each Complete returned)
+            return {"seconds": round(elapsed, 3), "files_per_s": round(files / elapsed, 1),
+                    "calls_per_file": {m: round(v / files, 3) for m, v in sorted(calls.items())}}
 
         if "put" in rows:
             log("put -r (this build also in REPLICATE-3: should small files be replicated?) ...")
@@ -349,7 +363,8 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
             local.mkdir()
             sides["local"] = local
             log(f"mounts, A B B A over {', '.join(sides)}: tar x, grep -r, rm -rf ...")
-            result["mount"] = abba(sides, lambda name, where, n: mount_round(where, tarball, tree, entries, n))
+            result["mount"] = abba(sides, lambda name, where, n: mount_round(
+                where, tarball, tree, entries, n, builds[name].rpc_counts if name in builds else None))
     finally:
         if volume is not None:
             volume.stop()
@@ -429,13 +444,32 @@ def markdown(r: dict) -> str:
         return sum(client.values()), ", ".join(f"{k} {v:g}" for k, v in client.items()) + (
             f"; from DataNodes: {', '.join(f'{k} {v:g}' for k, v in dn.items())}" if dn else "")
 
+    def per_entry(runs, key):
+        if not runs or key not in runs[-1]:
+            return None, ""
+        calls = runs[-1][key]
+        client = {k: v for k, v in calls.items() if k not in DATANODE_METHODS}
+        return sum(client.values()), ", ".join(f"{k} {v:g}" for k, v in client.items())
+
+    tar = {side: per_entry(m.get(side), "tar_x_calls_per_entry") for side in ("ours", "main")}
+    if tar["ours"][0] is not None:
+        lines.append(f"| NameNode RPCs per `tar x` entry (the mount's) | {cell(tar['ours'][0], '{:.2f}')} | "
+                     f"{cell(tar['main'][0], '{:.2f}')} | | | {ratio(tar['ours'][0], tar['main'][0])} | |")
+    stored = {side: (r.get("put_r", {}).get(side) or [{}])[-1].get("calls_per_file", {}).get("UnitStored")
+              for side in ("ours", "main")}
+    if stored["ours"] is not None:
+        lines.append(f"| receipt calls (UnitStored) per file of `put -r` ({r['threads']} threads) | "
+                     f"{cell(stored['ours'], '{:.2f}')} | {cell(stored['main'], '{:.2f}')} | | | "
+                     f"{ratio(stored['ours'], stored['main'])} | |")
+    notes = [f"RPCs per tar x entry, this build: {tar['ours'][1]}",
+             f"RPCs per tar x entry, baseline: {tar['main'][1]}"] if tar["ours"][0] is not None else []
     if not lib:
-        return "\n".join(lines)
+        return "\n".join(lines + ([""] + notes if notes else []))
     ours_calls, ours_detail = per_put("ours")
     main_calls, main_detail = per_put("main")
     lines.append(f"| NameNode RPCs per one-group file put (client's) | {cell(ours_calls, '{:g}')} | "
                  f"{cell(main_calls, '{:g}')} | | | | |")
-    lines += ["", f"RPCs per put, this build: {ours_detail}", f"RPCs per put, baseline: {main_detail}"]
+    lines += ["", f"RPCs per put, this build: {ours_detail}", f"RPCs per put, baseline: {main_detail}"] + notes
     return "\n".join(lines)
 
 
