@@ -194,10 +194,14 @@ class FileWriter:
         async def finish(request):   # Complete, or an hflush's Sync (the answer: where to go on)
             if sync.asked:
                 sync.answer = await writer.sync(request, path)
-            else:
-                if attributes.ListFields():   # (set before close ended the input: see _attribute)
-                    request.attributes.CopyFrom(attributes)
+            elif not attributes.ListFields():
                 await writer.complete(request)
+            elif created.commit_attributes:   # (set before close ended the input: see _attribute)
+                request.attributes.CopyFrom(attributes)
+                await writer.complete(request)
+            else:   # an older NameNode, whose Complete would drop them: the calls after it, as before
+                await writer.complete(request)
+                await writer.set_attributes(path, attributes)
 
         self._future: concurrent.futures.Future = self._loop.submit(
             writer.write_created(created, read, lambda _n: None, kept_length=kept_length, finish=finish))

@@ -234,6 +234,17 @@ class StripedWriter:
         """Complete, retried while the NameNode is unreachable (a repeated Complete is accepted)."""
         await self._committing("Complete", request)
 
+    async def set_attributes(self, path: str, a: pb.CommitAttributes) -> None:
+        """``a`` as SetPermission, SetOwner and SetTimes of the complete file (a NameNode whose
+        Complete does not take them: CreateResponse.commit_attributes false)."""
+        if a.HasField("permission"):
+            await self._rpc("SetPermission", pb.SetPermissionRequest(path=path, permission=a.permission))
+        if a.owner or a.group:
+            await self._rpc("SetOwner", pb.SetOwnerRequest(path=path, owner=a.owner, group=a.group))
+        if a.HasField("mtime_ms") or a.HasField("atime_ms"):
+            await self._rpc("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=a.mtime_ms if a.HasField("mtime_ms") else -1,
+                                                           atime_ms=a.atime_ms if a.HasField("atime_ms") else -1))
+
     async def sync(self, request: pb.CompleteRequest, path: str) -> pb.AppendResponse:
         """hflush/hsync's one NameNode call (Sync): ``request``'s Complete, and an append to the
         version it makes begun at ``path``; retried as Complete is."""

@@ -248,20 +248,22 @@ class CreateRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., overwrite: _Optional[bool] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., client_name: _Optional[str] = ..., convert_from: _Optional[_Union[FileVersion, _Mapping]] = ..., empty: _Optional[bool] = ..., with_group: _Optional[bool] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
-    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms", "min_units", "first_group")
+    __slots__ = ("file_id", "policy", "block_size", "lease_timeout_ms", "min_units", "first_group", "commit_attributes")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     BLOCK_SIZE_FIELD_NUMBER: _ClassVar[int]
     LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_UNITS_FIELD_NUMBER: _ClassVar[int]
     FIRST_GROUP_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     policy: str
     block_size: int
     lease_timeout_ms: int
     min_units: int
     first_group: BlockGroup
-    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., min_units: _Optional[int] = ..., first_group: _Optional[_Union[BlockGroup, _Mapping]] = ...) -> None: ...
+    commit_attributes: bool
+    def __init__(self, file_id: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., min_units: _Optional[int] = ..., first_group: _Optional[_Union[BlockGroup, _Mapping]] = ..., commit_attributes: _Optional[bool] = ...) -> None: ...
 
 class AddBlockGroupRequest(_message.Message):
     __slots__ = ("file_id", "exclude_datanodes")

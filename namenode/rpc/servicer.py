@@ -132,7 +132,7 @@ def _item(err: NameNodeError | None) -> pb.ItemResult:
 
 def _created(c: model.Created) -> pb.CreateResponse:
     out = pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
-                            lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units)
+                            lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units, commit_attributes=True)
     if c.first_group is not None:
         out.first_group.CopyFrom(_group(c.first_group))
     return out
