@@ -110,7 +110,15 @@ class Build:
     def hedgefs(self, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
         env = dict(self.env, HEDGEFS_NAMENODE=self.namenode) if self.namenode else self.env
         return subprocess.run([sys.executable, "-m", "hedgefs", *args], env=env, capture_output=True, text=True,
-                              check=check, **kw)
+                              check=check, cwd=self.root, **kw)
+
+    def code(self) -> str:
+        """Where this build's processes take hedgefs from. Every process of a build runs in its
+        root: ``python -m`` puts the working directory first on sys.path, and run from a
+        checkout (whose ``hedgefs/`` is the package's top) it would shadow a baseline's shim."""
+        done = subprocess.run([sys.executable, "-c", "import hedgefs.client.fs as m; print(m.__file__)"],
+                              env=self.env, cwd=self.root, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
 
     def up(self) -> None:
         out = self.hedgefs("cluster", "up", "--dir", str(self.root / "cluster"), "--namenode-port", "0",
@@ -122,7 +130,7 @@ class Build:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         log = self.root / "mount.log"
         self.mount_proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "mount", "-f", str(self.mountpoint)],
-                                           env=dict(self.env, HEDGEFS_NAMENODE=self.namenode),
+                                           env=dict(self.env, HEDGEFS_NAMENODE=self.namenode), cwd=self.root,
                                            stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
         deadline = time.monotonic() + 60
         while not os.path.ismount(self.mountpoint):
@@ -138,7 +146,7 @@ class Build:
         self.s3_keys = (fields["access key"], fields["secret key"])
         log = self.root / "s3.log"
         self.s3_proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "s3", "--port", "0", "--keys", str(keys)],
-                                        env=dict(self.env, HEDGEFS_NAMENODE=self.namenode),
+                                        env=dict(self.env, HEDGEFS_NAMENODE=self.namenode), cwd=self.root,
                                         stdout=open(log, "ab"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
@@ -162,7 +170,7 @@ class Build:
     def ops(self, *args: str) -> dict:
         """A library workload in a child process of this build (bench/smallfiles_ops.py)."""
         done = subprocess.run([sys.executable, str(_OPS), "--namenode", self.namenode, *args], env=self.env,
-                              capture_output=True, text=True, timeout=1800)
+                              cwd=self.root, capture_output=True, text=True, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"{self.name}: {' '.join(args)}: {done.stderr.strip()[-800:]}")
         return json.loads(done.stdout)
@@ -280,8 +288,13 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
             builds["main"] = Build("main", {**os.environ, "PYTHONPATH": str(shim)}, tmp / "main")
         result["commit"] = subprocess.run(["git", "-C", str(_HERE.parent), "rev-parse", "--short", "HEAD"],
                                           capture_output=True, text=True).stdout.strip()
+        result["code"] = {}
         for b in builds.values():
             b.root.mkdir(parents=True)
+            result["code"][b.name] = b.code()
+        if len(set(result["code"].values())) < len(builds):
+            raise RuntimeError(f"the builds run the same code: {result['code']}")
+        for b in builds.values():
             log(f"{b.name}: cluster up, mount ...")
             b.up()
             b.mount()
@@ -402,7 +415,8 @@ def markdown(r: dict) -> str:
              + (f", baseline {r['baseline']}" if base else "") + f"; load average before {r['load_before']}, "
              f"after {r.get('load_after')}. Tree: {r['tree']['files']:,} files, {r['tree']['dirs']} directories, "
              f"{r['tree']['bytes'] / 1e6:.1f} MB ({r['tree']['entries']:,} entries). Each side run twice, "
-             "A B B A; the better run shown.", ""]
+             "A B B A; the better run shown."
+             + (" Code: " + ", ".join(f"{k} from {v}" for k, v in r["code"].items()) + "." if r.get("code") else ""), ""]
     if "glusterfs_unavailable" in r:
         lines += [f"GlusterFS not run: {r['glusterfs_unavailable']}", ""]
     lines += ["| measure | this build | baseline (main) | GlusterFS | local disk | ours / main | ours / GlusterFS |",
