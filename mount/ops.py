@@ -164,7 +164,10 @@ class Operations(pyfuse3.Operations):
             return None
         found = None
         if parent.changes == changes and parent.names is not None:   # (else: a name of ours may be missing)
-            parent.names = {e.path.rsplit("/", 1)[1] for e in entries}
+            # Added to what was known, never in place of it: a file being written here is not in
+            # the NameNode's listing until its commit. (A name another client removed stays: it
+            # is only asked about.)
+            parent.names |= {e.path.rsplit("/", 1)[1] for e in entries}
             parent.names_until = began + self.timeout
             found = False if name not in parent.names else None
         for entry in entries:

@@ -328,3 +328,22 @@ def test_a_file_of_a_tar_x_costs_create_and_complete(long_mnt, tcluster, tmp_pat
         got, want = os.stat(long_mnt / "untar" / rel), os.stat(src / rel)
         assert (got.st_size, got.st_mode & 0o7777, got.st_mtime) == (len(data), want.st_mode & 0o7777, want.st_mtime)
         assert (long_mnt / "untar" / rel).read_bytes() == data
+
+
+def test_a_file_being_written_stays_visible_when_a_directory_made_here_is_listed_again(mnt, tcluster):
+    """Past the attribute timeout a lookup of a new name lists the directory again; a file this
+    mount is writing there (not in the NameNode's listing before its commit) is still found."""
+    (mnt / "relist").mkdir()
+    f = open(mnt / "relist" / "open-file", "wb")
+    try:
+        f.write(b"being written")
+        f.flush()
+        lists = namenode_calls(tcluster, "List")
+        probes = iter(range(10**6))
+        wait_until(lambda: not os.path.exists(mnt / "relist" / f"probe{next(probes)}")
+                   and namenode_calls(tcluster, "List") > lists, 10 * TIMEOUT_S + 10,
+                   "a lookup past the attribute timeout to list the directory again")
+        assert os.stat(mnt / "relist" / "open-file").st_size == len(b"being written")
+    finally:
+        f.close()
+    assert (mnt / "relist" / "open-file").read_bytes() == b"being written"
