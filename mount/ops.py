@@ -120,8 +120,8 @@ class Operations(pyfuse3.Operations):
         parent = self.inodes.get(parent_inode)
         if parent is not None and parent.names is not None and self.timeout:
             known = await self._known(parent, path)
-            if known is False:
-                return self._negative()
+            if known is False:   # kept by the kernel only for what is left of the mount's own knowledge
+                return self._negative(max(0.0, parent.names_until - time.monotonic()))
             if known is not None:
                 return self._attrs(known, self.inodes.learn(path, 1))
         try:
@@ -131,14 +131,14 @@ class Operations(pyfuse3.Operations):
                 raise
             return self._negative()
 
-    def _negative(self) -> pyfuse3.EntryAttributes:
+    def _negative(self, timeout: float | None = None) -> pyfuse3.EntryAttributes:
         """"No such entry", which the kernel keeps for ``timeout`` (a negative dentry): a program
         probing for files (an import path, make, git) asks the NameNode once per name. A file
         another client creates meanwhile appears within the timeout; one made here at once (the
         kernel replaces the negative entry itself on create, mkdir and rename)."""
         a = pyfuse3.EntryAttributes()
         a.st_ino = 0
-        a.entry_timeout = self.timeout
+        a.entry_timeout = self.timeout if timeout is None else timeout
         return a
 
     async def _known(self, parent: Node, path: str):
@@ -198,8 +198,9 @@ class Operations(pyfuse3.Operations):
             raise fail(errno.ENOENT)
         if node.writer is not None:
             return self._attrs(None, node)
-        if node.dir_status is not None and time.monotonic() < node.dir_until:
-            return self._attrs(node.dir_status, node)
+        left = node.dir_until - time.monotonic()
+        if node.dir_status is not None and left > 0:   # answered for what is left of the timeout, not extended
+            return attributes(node.dir_status, node.inode, self.owners, left)
         return self._attrs(await run(self._stat, node.path), node)
 
     def _changed_in(self, parent_inode: int) -> None:

@@ -264,6 +264,22 @@ def test_files_made_in_a_directory_cost_no_stat_of_the_directory(long_mnt, tclus
     assert os.stat(mnt / "many").st_mode & 0o777 == 0o700
 
 
+def test_a_busy_directorys_status_is_asked_again_after_the_attribute_timeout(mnt, tcluster):
+    """The status the mount answers for a directory (creates in it make the kernel ask after
+    each one) holds for the attribute timeout from when the NameNode said it, however often it is
+    asked meanwhile: another client's chmod shows while files keep being made there."""
+    (mnt / "busy").mkdir()
+    assert os.stat(mnt / "busy").st_mode & 0o777 == 0o755
+    with client(tcluster.namenode) as fs:
+        fs.set_permission("/busy", 0o700)
+    deadline, i = time.monotonic() + 20 * TIMEOUT_S, 0
+    while os.stat(mnt / "busy").st_mode & 0o777 != 0o700 and time.monotonic() < deadline:
+        fd = os.open(mnt / "busy" / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)   # as tar x
+        os.close(fd)   # (the kernel asks for the directory's attributes after each create)
+        i += 1
+    assert os.stat(mnt / "busy").st_mode & 0o777 == 0o700, f"still the old mode after {i} creates"
+
+
 def test_a_name_in_a_directory_made_here_is_absent_without_asking_and_another_clients_appears(mnt, long_mnt,
                                                                                              tcluster):
     """A directory this mount made holds only what this mount put in it, but for what another
