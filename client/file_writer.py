@@ -20,8 +20,9 @@ once closed.
 
 ``set_permission``, ``set_owner`` and ``set_times`` before ``close`` give the version the mode,
 owner and times it commits with: they go with the Complete and the NameNode applies them in the
-same journal record, checked as ``FileSystem.set_permission`` etc. are (a refusal is the
-``close``'s, and nothing is committed). A file untarred costs Create and Complete, not four calls.
+same journal record, checked as ``FileSystem.set_permission`` etc. are (a refused attribute is
+the ``close``'s error; the bytes are committed without it). A file untarred costs Create and
+Complete, not four calls.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import io
 import threading
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from hedgefs.client.errors import HedgefsError, WriteAborted
+from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError, WriteAborted
 from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -198,7 +199,17 @@ class FileWriter:
                 await writer.complete(request)
             elif created.commit_attributes:   # (set before close ended the input: see _attribute)
                 request.attributes.CopyFrom(attributes)
-                await writer.complete(request)
+                try:
+                    await writer.complete(request)
+                except (NotAllowed, UsageError) as err:
+                    if type(err) not in (NotAllowed, UsageError):   # (not found, exists...: the write's own)
+                        raise
+                    # A chmod, chown or utimes refused (checked before anything is logged) is not
+                    # the bytes': they are committed without it, and close says what was refused,
+                    # as the calls after a commit did (a non-admin's `cp -p` keeps its copy).
+                    request.ClearField("attributes")
+                    await writer.complete(request)
+                    raise
             else:   # an older NameNode, whose Complete would drop them: the calls after it, as before
                 await writer.complete(request)
                 await writer.set_attributes(path, attributes)

@@ -79,7 +79,7 @@ class WriteHandle:
 
     def __init__(self, fs: FileSystem, path: str, overwrite: bool, mode: int | None = None, append: bool = False):
         self.path = path
-        self.mode = mode              # chmod'ed while being written: applied after the commit
+        self.mode = mode              # chmod'ed while being written: sent with the commit
         self.owner: tuple[str, str] | None = None
         self.times: tuple[int | None, int | None] | None = None   # (mtime, atime) ms set meanwhile
         self.started_ms = int(time.time() * 1000)
@@ -207,17 +207,24 @@ class Edit:
                         chunk = self._copy.read(min(left, 1 << 20))
                         out.write(chunk)
                         left -= len(chunk)
+                    self._attributes(out)   # with the new version's Complete: on it, not on another's
                 self.base, self.dirty_from = self.size, None
-            if self.mode is not None:
-                self._fs.set_permission(self.path, self.mode)
-            if self.owner is not None:
-                self._fs.set_owner(self.path, *self.owner)
-            if self.times is not None:
-                self._fs.set_times(self.path, *self.times)
+            else:
+                self._attributes(self._fs, self.path)
             if changed or self.mode is not None or self.owner is not None or self.times is not None:
                 self.mode = self.owner = self.times = None
                 self.status = self._fs.stat(self.path)
             return self.status
+
+    def _attributes(self, target, *path) -> None:
+        """The chmod, chown and utimes made meanwhile, on ``target``: the FileWriter of the new
+        version (no ``path``), or the FileSystem's calls on the file at ``path``."""
+        if self.mode is not None:
+            target.set_permission(*path, self.mode)
+        if self.owner is not None:
+            target.set_owner(*path, *self.owner)
+        if self.times is not None:
+            target.set_times(*path, *self.times)
 
     def abort(self) -> None:
         """The descriptor is gone: the working copy too (what was not committed is dropped)."""
