@@ -176,11 +176,10 @@ class FileSystem:
         if span is None:
             return self.batched.stat(path, xattrs)   # with other threads' stats, when there are any
         request = pb.PathRequest(path=path, xattrs=xattrs)
-        if span is not None:
-            start, end = span
-            if start < 0 or end < start:
-                raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
-            request.range_offset, request.range_length = start, end - start
+        start, end = span
+        if start < 0 or end < start:
+            raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
+        request.range_offset, request.range_length = start, end - start
         return self._located(self.namenodes.call("GetFileInfo", request), xattrs)
 
     # Many operations of one kind in one NameNode call (HDFS has none; a long-lived process

@@ -185,8 +185,7 @@ class HA:
         has seen none yet (a new process: -1) is sent to the active, whose view is the newest."""
         tailer = self.tailer
         if revision < 0 and self.role == Role.STANDBY:   # a client that has seen nothing yet: the active
-            metrics.observer_behind()
-            raise NotActive(self.active_address())
+            raise NotActive(self.active_address())   # (not a standby behind: no observer_behind)
         if revision <= 0 or self.role != Role.STANDBY or tailer is None or tailer.applied >= revision:
             return
         if not tailer.wait_applied(revision, CATCH_UP_S):
