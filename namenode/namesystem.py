@@ -7,6 +7,7 @@
     blocks      blocks/blockmap.py    unit locations, pending deletes (memory only)
     manager     blocks/manager.py     the DataNode protocol, placement, repairs, decommission, health
     safe_mode   blocks/safe_mode.py
+    expected    blocks/expected.py    the block reports awaited after a start or a promotion (reads wait on them)
     checkpointer journal/image.py     checkpoint images
     namespace_changes namespace_changes.py  mkdir, delete, rename, attributes, links, xattrs (the handlers)
     writes      writes.py             a new file's write: create, add group, complete, abandon; concat
@@ -53,6 +54,7 @@ from hedgefs.namenode.batches import Batches
 from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit
 from hedgefs.namenode.blocks.collector import Collector
+from hedgefs.namenode.blocks.expected import ExpectedReports
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
     DELETE_RESEND_S,
@@ -64,6 +66,7 @@ from hedgefs.namenode.blocks.repairs import InFlight, RepairScheduler
 from hedgefs.namenode.blocks.safe_mode import Reason, SafeMode
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError, NotFound
 from hedgefs.namenode.file_changes import FileChanges
+from hedgefs.namenode.ha.roles import NotActive
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.journal.apply import Applier
 from hedgefs.namenode.journal.image import Checkpointer
@@ -143,6 +146,7 @@ class Namesystem:
         self.standby = standby
         self.lock = threading.RLock()
         self.early_receipts: list[tuple[str, tuple[int, int, int]]] = []   # a standby's, of groups still to come
+        self.active_hint: Callable[[], str] = lambda: ""   # a standby's: the active's address (ha/roles.py sets it)
         self.started_ms = self.wall_ms()
 
         self.tree = Tree(self.default_policy, superuser)
@@ -159,7 +163,7 @@ class Namesystem:
         self.repairs = RepairScheduler(repair_timeout_s, clock=clock, rng=self.rng)
         self.safemode = SafeMode(self.blocks, safe_mode_share, safe_mode_deadline_s, clock)
         self.manager = BlockManager(self.blocks, self.liveness, self.repairs, self.safemode, self.applier.leaving,
-                                    self._read_location, self.rng)
+                                    self._read_location, self.rng, ExpectedReports(data_dir, dead_interval_s, clock))
         self.manager.passive = standby
         self.health = self.manager.health
         self.checkpointer = Checkpointer(self.journal, self.lock, checkpoint_every)
@@ -188,6 +192,8 @@ class Namesystem:
         self.manager.started = clock()
         if not standby:
             self.safemode.start(Reason.START_UP)
+            if safe_mode_share is not None and self.blocks.complete_groups:
+                self.manager.expected.arm()
         self.restart_leases()
 
     def format(self, cluster_id: str | None) -> None:
@@ -296,9 +302,12 @@ class Namesystem:
         policy = load_policy(node.attrs.policy)
         k = policy.k
         infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
-        if self.safemode.on and any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos) \
-                and self.manager.reports_due():
-            self.safemode.refuse_unlocated(path)
+        if any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos):
+            if self.standby:   # an observer read: the active's map has what this one has not heard (yet)
+                raise NotActive(self.active_hint())
+            waiting = self.manager.reports_due()
+            if waiting:
+                self.manager.expected.refuse_unlocated(path, waiting)
         self.seen()
         return FileInfo(entry, infos, first if span is not None else None, count)
 
@@ -612,6 +621,8 @@ class Namesystem:
                                 if n.id in self.manager.registered or self.liveness.is_live(n.id)})
             self.safemode.start(Reason.FAILOVER)
             self.manager.started = self.clock()
+            if self.safemode.share is not None:
+                self.manager.expected.arm(n.id for n in self.liveness.all() if self.liveness.is_live(n.id))
             early, self.early_receipts = self.early_receipts, []
             for datanode_id, unit in early:
                 try:

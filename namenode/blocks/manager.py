@@ -36,6 +36,7 @@ from hedgefs.namenode.blocks.placement import Bounds, Candidate, Placement, Shap
 from hedgefs.namenode.blocks.balancer import Balancer
 from hedgefs.namenode.blocks.blockmap import REPORT_GRACE_S, BadMark, BlockMap, Claim, Group  # noqa: F401
 from hedgefs.namenode.blocks.claims import Claims
+from hedgefs.namenode.blocks.expected import ExpectedReports
 from hedgefs.namenode.blocks.health import Health
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.repairs import GroupNeed, InFlight, RepairScheduler
@@ -65,8 +66,9 @@ Locate = Callable[[int, str, int, int], UnitLocation]   # (index, DataNode, grou
 
 class BlockManager:
     def __init__(self, blocks: BlockMap, liveness: Liveness, repairs: RepairScheduler, safe_mode: SafeMode,
-                 leaving: set[str], locate: Locate, rng: random.Random):
+                 leaving: set[str], locate: Locate, rng: random.Random, expected: ExpectedReports | None = None):
         self.blocks, self.liveness, self.repairs, self.safe_mode = blocks, liveness, repairs, safe_mode
+        self.expected = expected or ExpectedReports(None, liveness.dead_interval_s, liveness.clock)
         self.claims = Claims(blocks)
         self.health = Health(blocks)
         self.leaving = leaving            # the journaled set (apply.py keeps it)
@@ -245,10 +247,11 @@ class BlockManager:
 
     # ------------------------------------------------------------------ the DataNode protocol
 
-    def reports_due(self) -> bool:
-        """Are block reports still to come that may locate more units: none has arrived since
-        this process started serving, or a live DataNode has not sent its own yet?"""
-        return not self.reported or any(d not in self.reported for d in self.liveness.live_ids())
+    def reports_due(self) -> list[str]:
+        """The DataNodes whose block reports may still locate more units since this process
+        started serving (expected.py: bounded; ["(any)"] while none has come), else []."""
+        return self.expected.waiting(self.reported, self.liveness.live_ids(),
+                                     lambda d: self.liveness.knows(d) and not self.liveness.is_live(d))
 
     def require_known(self, datanode_id: str) -> None:
         if datanode_id not in self.registered:
@@ -272,6 +275,7 @@ class BlockManager:
         node.place = place
         self.registered.add(datanode_id)
         self.reregister.discard(datanode_id)
+        self.expected.registered(datanode_id)
         # A (re)starting DataNode forgot whatever it was told: plan its repairs again, resend deletes.
         self.repairs.forget_target(datanode_id)
         self._forget_sent(datanode_id)
@@ -604,6 +608,7 @@ class BlockManager:
             log.warning("repair of unit %d/%d on %s timed out or its target died: planning it again",
                         repair.group_id, repair.index, repair.target)
             self.scan_needed = True
+        self.reports_due()   # the wait for block reports ends by itself at its bound (said in the log)
         if self.safe_mode.on:
             if not self.safe_mode.may_leave():
                 return []

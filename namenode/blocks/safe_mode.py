@@ -5,11 +5,12 @@ from what DataNodes reported (HDFS's threshold of safe blocks: at least k of a g
 mapped, corrupt ones aside), it sends no deletes, plans no repairs (both would act on a map still
 filling up) and, but for a new HA active, refuses namespace changes with one line
 (``SafeModeRefusal``: exit 1 in the CLI; a client retries a start-up refusal for a while, as an
-HDFS client does), and so is a read of a file whose groups have no location yet (HDFS's
-getBlockLocations in safe mode). It ends by itself once the share is readable or ``deadline_s``
-has passed; ``safe_mode("leave")`` ends it at once, ``safe_mode("enter")`` starts one that only
-an admin ends. A fresh, empty namespace never enters it. The counts it waits on are kept by the
-block map as reports arrive (``BlockMap.readable``, ``complete_groups``): no scan.
+HDFS client does). A read of a file whose groups are not located yet while block reports are
+still due is refused the same way, in safe mode and after it (expected.py). Safe mode ends by
+itself once the share is readable or ``deadline_s`` has passed; ``safe_mode("leave")`` ends it
+at once, ``safe_mode("enter")`` starts one that only an admin ends. A fresh, empty namespace
+never enters it. The counts it waits on are kept by the block map as reports arrive
+(``BlockMap.readable``, ``complete_groups``): no scan.
 """
 
 from __future__ import annotations
@@ -82,13 +83,6 @@ class SafeMode:
             raise SafeModeRefusal(f"cannot {what}: the NameNode is in safe mode (start-up: {reported} of {total} "
                                   f"block groups readable from reported DataNodes, it waits for "
                                   f"{100 * self.share:.0f}%)", retriable=True)
-
-    def refuse_unlocated(self, path: str) -> None:
-        """A read of a file whose groups are not all located yet while reports are still coming
-        (a start-up's, a promotion's): retry soon."""
-        if self.reason in (Reason.START_UP, Reason.FAILOVER):
-            raise SafeModeRefusal(f"cannot read {path} yet: the NameNode is in safe mode ({self.reason.value}) and "
-                                  f"its DataNodes have not all reported where its units are", retriable=True)
 
     def may_leave(self) -> bool:
         """True (and out of safe mode) once ``share`` of the groups are readable, or the deadline

@@ -229,6 +229,7 @@ class HA:
 
         engine = EtcdJournal(self.meta, self.max_txn_ops)
         nn = self.open_namesystem(engine, True)
+        nn.active_hint = self.active_address   # a read it cannot locate goes to the active
         if self._heard is not None:   # DataNodes register with a new standby at their next heartbeat:
             nn.inherit_datanodes(self._heard)   # until then, those the last one heard
             self._heard = None

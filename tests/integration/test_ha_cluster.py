@@ -6,7 +6,6 @@ It needs DataNodes and clients that take a list of NameNodes (the DataNode and c
 HA); without them it skips, saying so.
 """
 
-import json
 import socket
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 from etcd_support import ETCD, SKIP_REASON
 from hedgefs.cluster.launcher import LocalCluster, Options
 
-from conftest import fork_server, pattern, run_cli, wait_until
+from conftest import fork_server, pattern, run_cli
 
 pytest.importorskip("hedgefs.datanode.epochs", reason="DataNodes reporting to every NameNode are not in this tree")
 pytestmark = pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
@@ -24,15 +23,6 @@ def _active(c: LocalCluster) -> str:
     report = run_cli("admin", "report", namenode=c.namenode)
     assert report.code == 0, report.stderr
     return report.stdout.decode().splitlines()[0]
-
-
-def _standby_with_reports(address: str, datanodes: int) -> bool:
-    report = run_cli("admin", "report", "--json", namenode=address)
-    if report.code != 0:
-        return False
-    doc = json.loads(report.stdout)
-    live = [d for d in doc["datanodes"] if d["state"] == "live" and d["units"] > 0]
-    return doc["namenode"]["role"] == "standby" and len(live) == datanodes
 
 
 def test_cluster_up_ha_survives_its_active_namenode_and_an_etcd_member(tmp_path):
@@ -50,12 +40,10 @@ def test_cluster_up_ha_survives_its_active_namenode_and_an_etcd_member(tmp_path)
         put = run_cli("put", "-", "/two.bin", namenode=c.namenode, input=second)
         assert put.code == 0, put.stderr
         assert run_cli("cat", "/one.bin", namenode=c.namenode).stdout == first
-        c.start("namenode")         # back, as a standby of namenode-2
-        # ... and with every DataNode's units reported to it: the etcd member killed next may hand
-        # it the lease, and an active that has not heard from the DataNodes answers "no live
-        # replica" (with the CLI's calls forked, 1 run in 4 got there first).
-        wait_until(lambda: _standby_with_reports(c.namenode.split(",")[0], 3), 30,
-                   "the restarted NameNode to be a standby with every DataNode's units")
+        c.start("namenode")         # back, as a standby of namenode-2; the etcd member killed next may
+        # hand it the lease before the DataNodes have reported to it: reads are still served (a
+        # standby sends a read it cannot locate to the active, a new active answers "retry" while
+        # the reports it expects are due: namenode/blocks/expected.py)
         c.kill("etcd-1")
         put = run_cli("put", "-", "/three.bin", namenode=c.namenode, input=first)
         assert put.code == 0, put.stderr

@@ -54,7 +54,9 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
     with pytest.raises(SafeModeRefusal, match="safe mode"):
         nn.delete("/f")
     assert [e.length for e in nn.list("/")] == [3 * 4096 * 2]     # reads of the namespace are served
-    with pytest.raises(SafeModeRefusal, match=r"cannot read /f yet: .* have not all reported") as refused:
+    with pytest.raises(SafeModeRefusal, match=r"cannot read /f yet: the NameNode is starting and the block reports "
+                                              r"of DataNodes it expects are still to come \(dn1, dn2, dn3, dn4, "
+                                              r"dn5\)") as refused:
         nn.file_info("/f")     # where its units are: once the DataNodes have reported (a retry)
     assert refused.value.retriable
     # Two of five DataNodes report: 2 units of each group, fewer than k = 3, so no group is
@@ -76,6 +78,63 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
     assert (nn.safe_mode_state().groups_readable, nn.safe_mode_state().groups_total) == (2, 2)
     nn.mkdir("/x")
     nn.close()
+
+
+def test_after_safe_mode_a_group_not_located_yet_is_a_retry_while_the_reports_it_expects_are_due(tmp_path, clock,
+                                                                                                   caplog):
+    """Safe mode ends at the share; a read of a group of the rest is "starting, retry" (not "no
+    live replica") while a DataNode this NameNode knew has not reported, and served once it has.
+    A DataNode gone for good is waited for at most the dead interval, and named in the log."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/a", 3 * 4096)
+    write_file(nn, "/b", 3 * 4096)
+    units = {dn: held(nn, dn) for dn in ids}
+    b = nn.file_info("/b").groups[0].id
+    nn.close()
+    nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.5, safe_mode_deadline_s=100)
+    try:
+        assert nn.manager.expected.known == set(ids)     # the DataNodes of its earlier life (DATA_DIR/datanodes)
+        report(nn, ids[0], units[ids[0]])
+        report(nn, ids[1], units[ids[1]])
+        report(nn, ids[2], [u for u in units[ids[2]] if u[0] != b])   # dn3's copy of /b's unit is gone
+        nn.tick()
+        assert not nn.in_safe_mode      # /a readable: 1 of 2 groups, the share
+        assert nn.file_info("/a").groups[0].units    # located: served
+        with pytest.raises(SafeModeRefusal, match=r"cannot read /b yet: the NameNode is starting and the block "
+                                                  r"reports of DataNodes it expects are still to come \(dn4, dn5\)"):
+            nn.file_info("/b")
+        report(nn, ids[3], units[ids[3]])
+        assert len(nn.file_info("/b").groups[0].units) == 3     # k units located: served, dn5 or not
+        # dn5 never comes back: 30 s (the dead interval) after the start, reads are no longer held
+        # for it and the log says so; the file of known DataNodes forgets it.
+        clock.advance(31)
+        nn.tick()
+        assert "stopped waiting for the block reports of dn5, 30 s after this NameNode started serving" in caplog.text
+        assert "dn5" not in (tmp_path / "nn" / "datanodes").read_text().split()
+    finally:
+        nn.close()
+
+
+def test_a_datanode_gone_for_good_leaves_a_group_it_alone_held_unavailable_after_the_dead_interval(tmp_path, clock):
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096)
+    units = {dn: held(nn, dn) for dn in ids}
+    nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+    try:
+        for dn in ids[:2]:      # 2 units of k = 3: dn3..dn5 are gone for good
+            report(nn, dn, units[dn])
+        with pytest.raises(SafeModeRefusal, match=r"still to come \(dn3, dn4, dn5\); it waits 30 s more at most"):
+            nn.file_info("/f")
+        clock.advance(20)
+        with pytest.raises(SafeModeRefusal, match=r"it waits 10 s more at most"):
+            nn.file_info("/f")
+        clock.advance(11)
+        heartbeat_all(nn, ids[:2])
+        assert len(nn.file_info("/f").groups[0].units) == 2    # the truth: the client says "2 live units, 3 needed"
+    finally:
+        nn.close()
 
 
 def test_the_share_reported_is_counted_as_reports_arrive_not_by_a_pass(tmp_path, clock):

@@ -370,9 +370,39 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
         sb.unit_stored(spare, second.id, 0, second.generation)
         nn.complete(created.file_id, 3 * 1024, [GroupCommit(second.id, 3 * 1024, tuple(range(5)))])
         _tail(sb, tmp_path / "nn" / "namenode.db")
-        assert {u.index: u.datanode_id for u in sb.file_info("/g").groups[0].units} == {0: spare}
+        assert sb.blocks.reported_units(sb.blocks.get(second.id)) == {0: spare}   # (a read of it: the active's)
         sb.promote(engine)
         assert {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units} == placed
     finally:
         sb.close()
         nn.close()
+
+
+def test_a_cold_standby_sends_an_unlocated_read_to_the_active_and_once_promoted_answers_retry_until_reports(tmp_path):
+    """A standby restarted a moment before the failover has heard no block report: it does not
+    answer a read with no location ("no live replica"): as a standby it sends the client to the
+    active, as the new active it answers "starting, retry" until the DataNodes it knew report."""
+    from hedgefs.namenode.blocks.safe_mode import SafeModeRefusal
+    from hedgefs.namenode.ha.roles import NotActive
+
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 5)
+    write_file(nn, "/f", 4096 * 3)
+    held = {dn: _held(nn, dn) for dn in dns}
+    nn.close()
+    sb, engine = _standby_of(tmp_path, clock, safe_mode_share=0.9)
+    try:
+        sb.active_hint = lambda: "127.0.0.1:8020"
+        with pytest.raises(NotActive, match="the active is 127.0.0.1:8020"):
+            sb.file_info("/f")
+        sb.promote(engine)
+        with pytest.raises(SafeModeRefusal, match=r"cannot read /f yet: .* \(dn1, dn2, dn3, dn4, dn5\)") as refused:
+            sb.file_info("/f")
+        assert refused.value.retriable
+        for dn in dns[:3]:
+            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+            _report(sb, dn, held)
+        assert len(sb.file_info("/f").groups[0].units) == 3
+    finally:
+        sb.close()

@@ -1,0 +1,122 @@
+"""The block reports a NameNode waits for when it starts serving a namespace with groups (a
+restart) or becomes the active (HA), so that a read of a stored file never fails for want of
+them.
+
+Unit locations are memory only: they come back with the DataNodes' block reports. Safe mode
+ends at a share of the groups (safe_mode.py); a group of the rest has fewer than k located
+units until the DataNodes holding it report, and a read of it would answer "no live replica"
+for bytes that are perfectly stored. While reports are *due*, such a read is refused with the
+retriable safe-mode answer instead (``SafeModeRefusal``, "retry": the client waits on it, up to
+its failover deadline) and served once the reports are in.
+
+Reports are due, for at most ``wait_s`` (the dead interval) after serving started, while a
+DataNode this NameNode expects has not sent its full report to this process: one that is live
+(it heartbeats here), one a standby heard before its promotion, or one named in
+``DATA_DIR/datanodes`` (every DataNode that registered with this NameNode in an earlier life:
+without it a restarted NameNode would not know of a DataNode before its first heartbeat, and a
+read could come between one DataNode's report and another's heartbeat). A DataNode the liveness
+judges dead is not waited for; one that never comes back (removed, frozen) holds reads of the
+groups only it had at most ``wait_s``, and the NameNode says in its log whom it stopped waiting
+for (they are dropped from the file; a DataNode is written back when it registers again).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Callable, Iterable
+
+from hedgefs.namenode.blocks.safe_mode import SafeModeRefusal
+
+log = logging.getLogger("hedgefs.namenode")
+
+FILE = "datanodes"   # in the NameNode's data dir: one DataNode id a line
+NAMED = 5            # DataNodes named in a refusal or a log line, at most
+ANY = "(any)"        # waiting for a first report from any DataNode: none known yet
+
+
+class ExpectedReports:
+    def __init__(self, data_dir: str | None, wait_s: float, clock: Callable[[], float]):
+        self.path = os.path.join(data_dir, FILE) if data_dir else None
+        self.wait_s, self.clock = wait_s, clock
+        self.known: set[str] = self._load()   # every DataNode that registered here, in this life or before
+        self.expected: set[str] = set()       # waited for since serving started (armed)
+        self._until: float | None = None      # armed: reports are due before then at most
+        self._lock = threading.Lock()          # ``known`` and its file: registrations and a reader's give-up
+
+    def _load(self) -> set[str]:
+        if self.path is None:
+            return set()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return {line.strip() for line in f if line.strip()}
+        except FileNotFoundError:
+            return set()
+        except OSError as err:
+            log.warning("cannot read the DataNodes known before (%s): %s; reads right after this start may "
+                        "answer 'no live replica' before their reports", self.path, err)
+            return set()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        tmp = f"{self.path}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(f"{d}\n" for d in sorted(self.known))
+            os.replace(tmp, self.path)
+        except OSError as err:   # only the next start's wait is less informed
+            log.warning("cannot write the DataNodes known (%s): %s", self.path, err)
+
+    def registered(self, datanode_id: str) -> None:
+        """A DataNode registered with this process: expected at the next start."""
+        if datanode_id not in self.known:
+            with self._lock:
+                self.known = self.known | {datanode_id}
+                self._save()
+
+    def arm(self, heard: Iterable[str] = ()) -> None:
+        """Serving starts (a restart on groups, a promotion): wait for the known DataNodes'
+        reports and those of ``heard`` (a standby's DataNodes), at most ``wait_s`` from now."""
+        self.expected = self.known | set(heard)
+        self._until = self.clock() + self.wait_s
+
+    def waiting(self, reported: set[str], live: Iterable[str], dead: Callable[[str], bool]) -> list[str]:
+        """The DataNodes whose reports are due (sorted; [ANY] while none has come and none is
+        known); [] once every one expected has reported or the bound has passed (the end said in
+        the log once, naming those it stopped waiting for)."""
+        until = self._until
+        if until is None:
+            return []
+        due = sorted(d for d in self.expected.union(live) if d not in reported and not dead(d))
+        if self.clock() < until and (due or not reported):
+            return due or [ANY]
+        with self._lock:   # the monitor's pass and a read may both get here: one ends the wait
+            if self._until is None:
+                return []
+            self._until = None
+            if not due:
+                dead_ones = sorted(d for d in self.expected if d not in reported)
+                log.info("block reports in from %d DataNodes %.1f s after this NameNode started serving%s",
+                         len(reported), self.wait_s - (until - self.clock()),
+                         f" (not waited for, dead: {_names(dead_ones)})" if dead_ones else ": every one expected")
+                return []
+            log.warning("stopped waiting for the block reports of %s, %.0f s after this NameNode started serving: "
+                        "reads of groups only they hold answer 'no live replica' until they report",
+                        _names(due), self.wait_s)
+            self.known = self.known - set(due)
+            self._save()
+        return []
+
+    def refuse_unlocated(self, path: str, waiting: list[str]) -> None:
+        """A read of a file with a group short of located units while ``waiting`` may locate them."""
+        left = max(0.0, (self._until or 0.0) - self.clock())
+        who = "no DataNode has sent its block report yet" if waiting == [ANY] else \
+            f"the block reports of DataNodes it expects are still to come ({_names(waiting)})"
+        raise SafeModeRefusal(f"cannot read {path} yet: the NameNode is starting and {who}; it waits "
+                              f"{left:.0f} s more at most", retriable=True)
+
+
+def _names(ids: list[str]) -> str:
+    return ", ".join(ids[:NAMED]) + (f" and {len(ids) - NAMED} more" if len(ids) > NAMED else "")

@@ -1,0 +1,120 @@
+"""A NameNode that has just started serving (a restart, an HA promotion) knows where no unit is
+until the DataNodes report; a read of a stored file at that moment must still return its bytes:
+the NameNode answers "starting, retry" while the reports it expects are due (namenode/blocks/
+expected.py) and the client waits. A DataNode gone for good holds that wait for at most the dead
+interval, and the NameNode says so in its log. Real processes: a cluster's NameNode restarted (or
+an HA standby restarted and promoted) and every file read at once, with no wait for reports.
+"""
+
+import concurrent.futures
+import json
+import urllib.request
+
+import pytest
+
+from conftest import client, pattern, run_cli, start_cluster, wait_until
+from etcd_support import ETCD, SKIP_REASON
+from hedgefs.cluster.launcher import LocalCluster, Options
+
+FILES = 24
+SIZE = 200_000    # RS-3-2-64k: one group of 5 units a file, on 5 of the 6 DataNodes
+
+
+def _write_all(namenode: str) -> dict[str, bytes]:
+    files = {f"/warm/f{i:02d}": pattern(SIZE + i, seed=i) for i in range(FILES)}
+    with client(namenode) as fs:
+        fs.mkdir("/warm")
+        for path, data in files.items():
+            fs.write_bytes(path, data)
+    return files
+
+
+def _read_all_at_once(namenode: str, files: dict[str, bytes]) -> dict[str, str]:
+    """Every file read in parallel by one client; {path: what went wrong} (empty: every byte back)."""
+    wrong: dict[str, str] = {}
+    with client(namenode) as fs, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        def read(path: str) -> None:
+            try:
+                if fs.read_bytes(path) != files[path]:
+                    wrong[path] = "wrong bytes"
+            except Exception as err:   # any error is a failed read of a stored file
+                wrong[path] = f"{type(err).__name__}: {err}"
+        list(pool.map(read, files))
+    return wrong
+
+
+def _log(c: LocalCluster, name: str) -> str:
+    return (c.root / "logs" / f"{name}.log").read_text(errors="replace")
+
+
+def _refused_reads(c: LocalCluster) -> float:
+    """GetFileInfo calls the NameNode answered FAILED_PRECONDITION (its "starting, retry")."""
+    with urllib.request.urlopen(c.http_url + "metrics", timeout=10) as page:
+        for line in page.read().decode().splitlines():
+            if line.startswith('hedgefs_namenode_rpc_calls_total{code="FAILED_PRECONDITION",method="GetFileInfo"}'):
+                return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_in(tmp_path):
+    c = start_cluster(tmp_path / "c", datanodes=6, policy="RS-3-2-64k", heartbeat_interval_s=0.5,
+                      dead_interval_s=20.0)
+    try:
+        files = _write_all(c.namenode)
+        # dn1..dn3 hold 2 or 3 units of every group: frozen across the restart, they report after
+        # the others, and about half the groups have fewer than k units located until they do.
+        late = ("dn1", "dn2", "dn3")
+        for dn in late:
+            c.freeze(dn)
+        c.restart("namenode")
+        wait_until(lambda: all(f"block report from {dn}" in _log(c, "namenode").split("namenode listening")[-1]
+                               for dn in ("dn4", "dn5", "dn6")), 30, "the reports of dn4..dn6")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            reading = pool.submit(_read_all_at_once, c.namenode, files)
+            wait_until(lambda: reading.done() or _refused_reads(c) > 0, 30, "a read answered 'starting, retry'")
+            for dn in late:
+                c.thaw(dn)
+            assert reading.result(timeout=60) == {}
+    finally:
+        for dn in ("dn1", "dn2", "dn3"):
+            c.thaw(dn)
+        c.down()
+
+
+def test_a_datanode_gone_for_good_holds_reads_at_most_the_dead_interval_and_is_named_in_the_log(tmp_path):
+    c = start_cluster(tmp_path / "c", datanodes=6, policy="RS-3-2-64k", heartbeat_interval_s=0.5,
+                      dead_interval_s=6.0)
+    try:
+        files = _write_all(c.namenode)
+        c.kill("dn6")        # gone for good: every group keeps at least 4 of its 5 units elsewhere
+        c.restart("namenode")
+        assert _read_all_at_once(c.namenode, files) == {}     # k units of each: no wait for dn6
+        wait_until(lambda: "stopped waiting for the block reports of dn6, 6 s after" in _log(c, "namenode"), 30,
+                   "the NameNode to give up on dn6's report and say so")
+        state = run_cli("admin", "safemode", "get", "--json", namenode=c.namenode)
+        assert state.code == 0 and json.loads(state.stdout)["on"] is False, state.stdout
+        assert _read_all_at_once(c.namenode, files) == {}
+    finally:
+        c.down()
+
+
+@pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
+def test_reads_at_once_across_the_promotion_of_a_restarted_standby_get_every_byte(tmp_path):
+    from conftest import fork_server
+
+    c = LocalCluster(tmp_path / "c", spawn=fork_server().spawn)
+    c.up(Options(datanodes=6, namenode_port=0, policy="RS-3-2-64k", block_size=262144, fsync=False, ha=True,
+                 heartbeat_interval_s=2.0, dead_interval_s=20.0))
+    try:
+        files = _write_all(c.namenode)
+        second = c.namenode.split(",")[1]
+        c.restart("namenode-2")   # the standby, its map empty until the DataNodes report to it
+        c.kill("namenode")        # the active: namenode-2 takes over once the lease has expired
+        # The reads meet namenode-2 as a standby with few or no reports (it sends a read it cannot
+        # locate to the active: none yet, the client retries), then as the new active.
+        assert _read_all_at_once(c.namenode, files) == {}
+        wait_until(lambda: run_cli("admin", "report", namenode=second).stdout.startswith(b"namenode: active"), 30,
+                   "the restarted standby to be the active")
+        assert _read_all_at_once(c.namenode, files) == {}
+    finally:
+        c.down()
