@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import client, pattern, run_cli, start_cluster, wait_until
+from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster, wait_until
 from etcd_support import ETCD, SKIP_REASON
 from hedgefs.cluster.launcher import LocalCluster, Options
 
@@ -64,11 +64,20 @@ def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_i
         # dn1..dn3 hold 2 or 3 units of every group: frozen across the restart, they report after
         # the others, and about half the groups have fewer than k units located until they do.
         late = ("dn1", "dn2", "dn3")
+        with client(c.namenode) as fs:
+            short = next(p for p in files
+                         if sum(u.datanode_id in late for u in fs.stat(p).groups[0].units.values()) == 3)
         for dn in late:
             c.freeze(dn)
         c.restart("namenode")
         wait_until(lambda: all(f"block report from {dn}" in _log(c, "namenode").split("namenode listening")[-1]
                                for dn in ("dn4", "dn5", "dn6")), 30, "the reports of dn4..dn6")
+        # A reader that will not wait (deadline 1 s) gets one line saying why, exit 1, no bytes.
+        cat = run_cli("cat", short, namenode=c.namenode, env={"HEDGEFS_FAILOVER_DEADLINE_S": "1"})
+        assert cat.stdout == b""
+        assert_one_line_error(cat, f"cannot read {short} yet: the NameNode is starting and the block reports of "
+                                   "DataNodes it expects are still to come (dn1, dn2, dn3)")
+        assert cat.code == 1
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             reading = pool.submit(_read_all_at_once, c.namenode, files)
             wait_until(lambda: reading.done() or _refused_reads(c) > 0, 30, "a read answered 'starting, retry'")
