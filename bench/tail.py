@@ -19,8 +19,14 @@ set, then S0, S, O, then cleared; a freeze lasts its block: 3 arms of 2.75 s and
 about 9 s), blocks and the arms inside them in a new random order each round, so a slow spell of the
 shared host falls on every arm alike. Each arm reads **open loop** (Poisson arrivals at a third of
 the healthy capacity, measured once; latency from the scheduled start: no coordinated omission)
-random 64 KiB reads, one cell each; its first ``warmup_s`` is discarded. Reads outstanding at an
-arm's end finish in the background and still count for it.
+random 64 KiB reads, one cell each. A healthy arm's first ``warmup_s`` is discarded (a client
+picking up after idling); a faulty arm's is not: each arm's client meets the fault afresh at its
+start (it read nothing while the other arms ran), and its first reads to the faulty DataNode,
+before it knows, are what hedging is for (discarded, they hid every read of a REPLICATE-3 S0 that
+waited out +500 ms, and most that waited out a freeze: the full run of 2026-12-06). Reads
+outstanding at an arm's end finish in the background and still count for it; the next arm starts
+once they are down to the few stuck on the fault (``drain``): an arm whose client fell behind its
+schedule does not hand its queue to the next arm's client on the same core.
 
 **Isolation.** This process (load generator and clients) is pinned to one CPU and every server
 process (each thread) to the other (``os.sched_setaffinity``; printed), its heap frozen after the
@@ -85,6 +91,9 @@ P999_READS = 100_000        # reads per arm before p99.9 is gated on
 HICCUP_FLOOR_MS = {"client": 20.0, "servers": 20.0}
 HICCUP_FACTOR = 3.0
 SETTLE_S = 5.0              # after a block, at most this long for its reads to finish
+DRAIN_LEFT_S = 0.05         # after an arm, wait while more than this many seconds of its reads are outstanding ...
+DRAIN_STUCK_S = 0.25        # ... and they still go down within this (what stays is stuck on the fault)
+BEHIND_S = 0.25             # an arm that ended with this many seconds of its reads outstanding fell behind: flagged
 RECOVER_S = 5.0             # after a fault, at most this long for the hedging client to see the recovery
 
 
@@ -134,6 +143,7 @@ class Arm:
         self.outstanding = 0
         self.window = (0.0, 0.0)
         self.unit_reads = self.needed = 0
+        self.backlog = 0            # reads outstanding as its schedule ended
         self.hiccups: dict = {}
         self._lock = threading.Lock()
 
@@ -180,6 +190,24 @@ def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozense
         arm.issued += kept
         scheduled += rng.expovariate(rate)
     arm.window = (measure, end)
+
+
+def drain(arm: Arm, rate: float, most_s: float = SETTLE_S) -> float:
+    """After an arm's schedule: wait while more than ``DRAIN_LEFT_S`` of its reads (at ``rate``)
+    are outstanding and their number still goes down (a queue in the client drains; reads stuck on
+    a frozen DataNode do not, and are left to finish in the background), at most ``most_s``.
+    Returns the seconds waited."""
+    began = time.monotonic()
+    left = max(1, int(rate * DRAIN_LEFT_S))
+    last, last_change = arm.outstanding, began
+    while arm.outstanding > left and time.monotonic() - began < most_s:
+        time.sleep(0.01)
+        now, n = time.monotonic(), arm.outstanding
+        if n < last:
+            last, last_change = n, now
+        elif now - last_change >= DRAIN_STUCK_S:
+            break
+    return time.monotonic() - began
 
 
 def warm_up(readers: dict, rate: float, seconds: float = 1.5) -> None:
@@ -287,6 +315,8 @@ class Suite:
                 try:
                     for name in names:
                         arm = Arm(name, policy, fault.name if fault else None, rnd)
+                        # a faulty arm is measured from its first read (the module's docstring)
+                        settings = s if fault is None else dataclasses.replace(s, warmup_s=0.0)
                         client = {"H0": "off", "S0": "off", "H": "on", "S": "on", "O": "oracle"}[name]
                         exclude = frozenset({victim}) if name == "O" else frozenset()
                         metrics = clients[client, policy].metrics
@@ -294,11 +324,13 @@ class Suite:
 
                         def measuring(metrics=metrics, before=before):
                             before[:] = metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")
-                        run_arm(arm, readers[client, policy], rate, s, exclude, self.rng, slots[policy], self.futures,
-                                measuring)
+                        run_arm(arm, readers[client, policy], rate, settings, exclude, self.rng, slots[policy],
+                                self.futures, measuring)
                         arm.unit_reads = metrics.counter("unit_reads") - before[0]
                         arm.needed = metrics.counter("unit_reads_needed") - before[1]
                         arm.hiccups = {who: meter.window(*arm.window) for who, meter in meters.items()}
+                        arm.backlog = arm.outstanding
+                        drain(arm, rate)
                         block.append(arm)
                         self.arms.append(arm)
                 finally:
@@ -323,8 +355,12 @@ class Suite:
             future.cancel()
 
 
-def flag_rounds(arms: list[Arm]) -> tuple[dict[int, list[str]], dict[str, float]]:
-    """{round: why} for the rounds with an arm whose hiccup p99.9 passed its bound, and the bounds."""
+def flag_rounds(arms: list[Arm], rate: float | None = None) -> tuple[dict[int, list[str]], dict[str, float]]:
+    """{round: why} for the rounds with an arm whose hiccup p99.9 passed its bound, or (``rate``
+    given) that ended with more than ``BEHIND_S`` of its reads outstanding: its client fell
+    behind its own schedule, and the client's core, not the DataNodes, set its latency (the full
+    run of 2026-12-06, round 14: H's client 780 reads behind, p50 2.15 s, with a client hiccup
+    p99.9 of only 116 ms); and the bounds."""
     bounds = {}
     for who, floor in HICCUP_FLOOR_MS.items():
         values = sorted(a.hiccups[who]["p999_ms"] for a in arms if a.hiccups.get(who, {}).get("p999_ms") is not None)
@@ -336,6 +372,11 @@ def flag_rounds(arms: list[Arm]) -> tuple[dict[int, list[str]], dict[str, float]
             if ms is not None and ms > bound:
                 flags.setdefault(a.round, []).append(f"{who} hiccup p99.9 {ms} ms in {a.policy} {a.fault or 'healthy'} "
                                                      f"{a.name}")
+        if rate and a.backlog > BEHIND_S * rate:
+            flags.setdefault(a.round, []).append(f"client behind: {a.backlog} reads outstanding at the end of "
+                                                 f"{a.policy} {a.fault or 'healthy'} {a.name}")
+    if rate:
+        bounds["behind_reads"] = round(BEHIND_S * rate)
     return flags, bounds
 
 
@@ -437,7 +478,8 @@ def summary_markdown(doc: dict) -> str:
              f"Load: open loop at {doc['load']['rate']:.0f} reads/s (a third of the healthy capacity, "
              f"{doc['load']['capacity']:.0f} reads/s with {CAPACITY_THREADS} closed-loop readers), 64 KiB random "
              f"reads; {doc['settings']['rounds']} rounds, arms of {doc['settings']['arm_s']} s "
-             f"({doc['settings']['warmup_s']} s warm-up discarded), blocks and arms in a new order each round.", "",
+             f"(a healthy arm's first {doc['settings']['warmup_s']} s discarded; a faulty arm measured from its "
+             f"first read), blocks and arms in a new order each round.", "",
              "| policy | fault | measure | point (95 % interval) | target | verdict | reads per arm | beside | note |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
@@ -455,9 +497,12 @@ def summary_markdown(doc: dict) -> str:
                      f"{a['p99_ms']} | {a['p999_ms']} | {a['max_ms']} | {a['extra_pct']} |")
     lines += ["", "## Flagged rounds (an arm's hiccup p99.9 over "
               f"{doc['hiccup_bounds_ms']['client']:g} ms in the client or {doc['hiccup_bounds_ms']['servers']:g} ms "
-              f"beside the servers: max({HICCUP_FLOOR_MS['client']:g} ms, {HICCUP_FACTOR:g} x the run's median arm)", ""]
+              f"beside the servers: max({HICCUP_FLOOR_MS['client']:g} ms, {HICCUP_FACTOR:g} x the run's median arm)"
+              + (f"; or its client behind: more than {doc['hiccup_bounds_ms']['behind_reads']} reads ({BEHIND_S:g} s) "
+                 "outstanding at its end)" if "behind_reads" in doc["hiccup_bounds_ms"] else ")"), ""]
     if doc["flagged"]:
         for rnd, flags in sorted(doc["flagged"].items(), key=lambda kv: int(kv[0])):
+            flags = sorted(flags, key=lambda f: not f.startswith("client behind"))
             lines.append(f"- round {int(rnd) + 1}: " + "; ".join(flags[:4]) + (f" (+{len(flags) - 4})" if len(flags) > 4 else ""))
         lines.append("")
         lines.append("Every row above counts every round; 'without flagged rounds' gives the ratio again without them.")
@@ -560,7 +605,7 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
             for meter in meters.values():
                 meter.stop()
             bc.down()
-    flags, bounds = flag_rounds(suite.arms)
+    flags, bounds = flag_rounds(suite.arms, doc["load"]["rate"])
     flagged = set(flags)
     doc["floors"] = {f"{p} {f}": v for (p, f), v in floors.items()}
     doc["flagged"] = {str(k): v for k, v in flags.items()}
@@ -569,7 +614,8 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
     doc["rows"] = evaluate(suite.arms, settings.rounds, policies, faults, floors, flagged)
     doc["arm_summary"] = arm_summary(suite.arms, policies, faults)
     doc["arms"] = [{"policy": a.policy, "fault": a.fault, "arm": a.name, "round": a.round, "reads": len(a.latencies),
-                    "errors": a.errors, "unit_reads": a.unit_reads, "needed": a.needed, "hiccups": a.hiccups,
+                    "errors": a.errors, "unit_reads": a.unit_reads, "needed": a.needed, "backlog": a.backlog,
+                    "hiccups": a.hiccups,
                     "histogram": histogram(a.latencies)} for a in suite.arms]
     doc["wall_s"] = round(time.monotonic() - started, 1)
     doc["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -168,3 +168,66 @@ def test_each_hedging_client_meets_one_faulty_datanode_so_its_breaker_never_sees
     for (mode, policy), client in clients.items():
         expected = set() if mode == "oracle" else {victims[tail.path_of(policy)]}
         assert client.saw == expected, (mode, policy)
+
+
+def test_a_faulty_arm_is_measured_from_its_first_read_and_a_healthy_one_after_its_warm_up():
+    """Each arm's client meets the fault afresh at its start; its reads before it knows are what
+    hedging is for (the full REPLICATE-3 run of 2026-12-06 discarded them: S0 never waited out the
+    +500 ms in a measured read)."""
+    victims = {tail.path_of(p): "dn1" for p in tail.POLICIES}
+    bc = FakeCluster(victims)
+    clients = tail.client_set(bc, ["REPLICATE-3"])
+    readers = {key: fs.open(tail.path_of(key[1])) for key, fs in clients.items()}
+    settings = tail.Settings(rounds=1, arm_s=0.04, warmup_s=0.02)
+    suite = tail.Suite(settings, ["REPLICATE-3"], list(tail.FAULTS), say=lambda line: None)
+    suite.run(bc, clients, readers, 500.0, {"client": NoHiccups()})
+    for arm in suite.arms:
+        measured = arm.window[1] - arm.window[0]
+        expected = settings.arm_s - (settings.warmup_s if arm.fault is None else 0.0)
+        assert measured == pytest.approx(expected, abs=1e-6), (arm.name, arm.fault)
+
+
+class VirtualTime:
+    """``time`` for ``tail.drain``: each sleep advances the clock and lets the arm's reads end."""
+
+    def __init__(self, arm, finish_per_sleep, stuck):
+        self.now, self.arm, self.finish, self.stuck = 0.0, arm, finish_per_sleep, stuck
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        self.arm.outstanding = max(self.stuck, self.arm.outstanding - self.finish)
+
+
+def test_the_next_arm_waits_for_a_queue_to_drain_but_not_for_reads_stuck_on_the_fault(monkeypatch):
+    """Round 14 of the full REPLICATE-3 run: H's client ended 780 reads behind and H0 began on
+    the same core while they ran (H0 p50 315 ms, its worst round by 10 x). A queue goes down: the
+    next arm waits for it; reads stuck on a frozen DataNode do not: it does not wait for them."""
+    queued = tail.Arm("H", "REPLICATE-3", None, 0)
+    queued.outstanding = 780
+    clock = VirtualTime(queued, finish_per_sleep=5, stuck=0)
+    monkeypatch.setattr(tail, "time", clock)
+    waited = tail.drain(queued, 718.0)
+    assert queued.outstanding <= 718.0 * tail.DRAIN_LEFT_S and waited > 1.0
+
+    stuck = tail.Arm("S0", "REPLICATE-3", "frozen", 0)
+    stuck.outstanding = 60
+    clock = VirtualTime(stuck, finish_per_sleep=5, stuck=40)
+    monkeypatch.setattr(tail, "time", clock)
+    waited = tail.drain(stuck, 718.0)
+    assert stuck.outstanding == 40 and waited < 2 * tail.DRAIN_STUCK_S
+
+
+def test_an_arm_whose_client_fell_behind_flags_its_round():
+    def arm(name, rnd, backlog):
+        a = tail.Arm(name, "REPLICATE-3", None, rnd)
+        a.backlog = backlog
+        a.hiccups = {"client": {"p999_ms": 2.0}, "servers": {"p999_ms": 5.0}}
+        return a
+    arms = [arm("H", 0, 3), arm("H0", 0, 0), arm("H", 1, 780), arm("H0", 1, 2)]
+    flags, bounds = tail.flag_rounds(arms, 718.0)
+    assert set(flags) == {1} and "client behind: 780 reads" in flags[1][0]
+    assert bounds["behind_reads"] == round(tail.BEHIND_S * 718.0)
+    assert tail.flag_rounds(arms)[0] == {}   # without the rate: hiccups only
