@@ -112,21 +112,25 @@ def quieted(trace: Trace, quiet: Trace, name: str) -> Trace:
     as the same-named one of ``quiet`` (QUIET: unit reads' p99 10 ms, against the LRC traces'
     74 ms, whose host stalls set their p99 for every arm alike; the quiet host of bench tail's
     full run, H0 p99 4.4-4.9 ms, is closer to this one), but the faulty DataNode's faulty reads
-    (those it took FAULT_S or more for: +500 ms, frozen, the 2 s stragglers), as recorded."""
+    (those it took FAULT_S or more for: +500 ms, frozen, the 2 s stragglers), as recorded.
+    (A DataNode the quiet trace never read answers as its median DataNode did: ``Trace.latency``.)"""
     def victim(times: list, took: list) -> tuple:
         return times, [t if t >= FAULT_S else quiet.latency(trace.victim, at) for at, t in zip(times, took)]
-    service = {dn: victim(*rows) if dn == trace.victim else quiet.service[dn] for dn, rows in trace.service.items()}
+
+    def as_quiet(dn: str, times: list) -> tuple:
+        return quiet.service[dn] if dn in quiet.service else (times, [quiet.latency(dn, at) for at in times])
+    service = {dn: victim(*rows) if dn == trace.victim else as_quiet(dn, rows[0]) for dn, rows in trace.service.items()}
     return dataclasses.replace(trace, name=name, scenario=name.split("-quiet-", 1)[1], service=service)
 
 
 class TracedDataNodes(ScriptedDataNodes):
     """DataNodes answering as the trace's did: the warm-up trace first, then the trace."""
 
-    def __init__(self, stripe: Stripe, trace: Trace, warm: Trace | None, warm_s: float):
+    def __init__(self, stripe: Stripe, trace: Trace, warm: Trace | None, warm_s: float, idle_s: float = 0.0):
         # Unpoisoned: buffers given back are not refilled (256 KiB each, twice a read); the sim tier
         # (tests/sim) checks the buffers' lifetimes, the replay the policy; every byte is checked.
         super().__init__(stripe, poison=False)
-        self.trace, self.warm, self.warm_s = trace, warm, warm_s
+        self.trace, self.warm, self.warm_s, self.idle_s = trace, warm, warm_s, idle_s
         self.t0 = 0.0
         self.pool: dict[str, int] = {}
         self.busy: dict[str, int] = {}
@@ -136,7 +140,7 @@ class TracedDataNodes(ScriptedDataNodes):
         t = now - self.t0
         if self.warm is not None and t < self.warm_s:
             return self.warm.latency(datanode, t)
-        return self.trace.latency(datanode, t - self.warm_s)
+        return self.trace.latency(datanode, max(0.0, t - self.warm_s - self.idle_s))
 
     async def read(self, address, group_id, index, offset, length, *, generation, token=b"", peer="", phases=None):
         loop = asyncio.get_running_loop()
@@ -192,30 +196,65 @@ class Outcome:
         return {dn for _, dn, s in self.slow_marks if s == state}
 
 
+def replicated(groups: tuple[dict, ...], copies: int = 3) -> list[dict]:
+    """The trace's placement as REPLICATE-``copies`` blocks: per recorded (group, data unit), a
+    block whose first replica is that unit's DataNode (so each DataNode is first for the share of
+    reads it served: the faulty one too) and whose others are the DataNodes of the group's next
+    units (distinct: a group's units are on distinct DataNodes). Block ``g * units + u`` serves
+    the recorded read (g, u)."""
+    out = []
+    for units in groups:
+        ring = [units[i] for i in sorted(units)]
+        for u in range(len(ring)):
+            out.append({c: ring[(u + c) % len(ring)] for c in range(copies)})
+    return out
+
+
 def replay(name: str, warm: str | None = "healthy", warm_s: float = WARM_S, oracle: bool = False,
-           **hedge) -> Outcome:
+           copies: int | None = None, idle_s: float = 0.0, **hedge) -> Outcome:
     """Replay trace ``name`` (``<policy>-<scenario>``) after ``warm_s`` of ``<policy>-<warm>``;
     ``oracle``: the bench's arm O, the faulty DataNode left out of every read of the trace's part
-    from its first try (its units rebuilt the cheapest way)."""
+    from its first try (its units rebuilt the cheapest way). ``copies``: the same DataNodes'
+    service times under REPLICATE-``copies`` (``replicated``: a read asks one replica, another
+    replica is its hedge). ``idle_s``: the client reads nothing for that long between the warm-up
+    and the trace (bench tail's hedging client between its arms: its model and budget as it left
+    them, its connections idle)."""
     trace = load(name)
     prefix = name[:len(name) - len(trace.scenario) - 1]
     warm_trace = load(f"{prefix}-{warm}") if warm else None
-    p = parse_policy(trace.policy)
-    stripe = Stripe(p.name.rsplit("-", 1)[0] + f"-{CELL_KIB}k")
-    cell = stripe.policy.cell_size
-    dns = TracedDataNodes(stripe, trace, warm_trace, warm_s if warm_trace else 0.0)
+    if copies:
+        stripe = Stripe(f"REPLICATE-{copies}", length=CELL_KIB * 1024)
+        cell = stripe.length
+        layout = replicated(trace.groups, copies)
+        k_rec = len(layout) // len(trace.groups)
+    else:
+        p = parse_policy(trace.policy)
+        stripe = Stripe(p.name.rsplit("-", 1)[0] + f"-{CELL_KIB}k")
+        cell = stripe.policy.cell_size
+        layout, k_rec = list(trace.groups), 0
+    dns = TracedDataNodes(stripe, trace, warm_trace, warm_s if warm_trace else 0.0, idle_s)
     marks: list = []
     client = Client(dns, on_change=lambda dn, state: marks.append((asyncio.get_running_loop().time(), dn, state)),
                     **hedge)
     groups = [GroupLocation(g + 1, stripe.length, {i: UnitLocation(i, dn, f"ctl-{dn}", f"data-{dn}")
                                                    for i, dn in units.items()}, 1)
-              for g, units in enumerate(trace.groups)]
-    expected = {u: stripe.data[u * cell:(u + 1) * cell] for u in range(stripe.policy.k)}
+              for g, units in enumerate(layout)]
+    if copies:
+        # a recorded read (g, u) reads block g * k + u whole (its one cell)
+        def place(g: int, u: int) -> tuple[int, int]:
+            return (g % len(trace.groups)) * k_rec + u % k_rec, 0
+        expected = {0: stripe.data}
+    else:
+        def place(g: int, u: int) -> tuple[int, int]:
+            return g % len(groups), u
+        expected = {u: stripe.data[u * cell:(u + 1) * cell] for u in range(stripe.policy.k)}
     lat, victim_lat, wrong, errors, at_start, began = [], [], [0], [0], {}, [0.0]
-    offset = warm_s if warm_trace else 0.0
+    offset = (warm_s if warm_trace else 0.0) + idle_s
     avoid = frozenset({trace.victim}) if oracle and trace.victim else frozenset()
 
     async def one(t0: float, t: float, g: int, u: int, measured: bool):
+        victim_cell = bool(trace.victim) and trace.groups[g % len(trace.groups)].get(u) == trace.victim
+        g, u = place(g, u)
         try:
             got = await client.pread(u * cell, cell, group=groups[g], exclude=avoid if measured else frozenset())
         except Exception:   # noqa: BLE001 - counted: a read that fails is an outcome
@@ -224,7 +263,7 @@ def replay(name: str, warm: str | None = "healthy", warm_s: float = WARM_S, orac
         if measured:
             took = asyncio.get_running_loop().time() - (t0 + t)
             lat.append(took)
-            if trace.victim and trace.groups[g].get(u) == trace.victim:
+            if victim_cell:
                 victim_lat.append(took)
             wrong[0] += got != expected[u]
 
@@ -233,7 +272,7 @@ def replay(name: str, warm: str | None = "healthy", warm_s: float = WARM_S, orac
         t0 = dns.t0 = loop.time()
         schedule = []
         if warm_trace:
-            schedule += [(t, g % len(groups), u, False) for t, g, u in warm_trace.reads if t < warm_s]
+            schedule += [(t, g, u, False) for t, g, u in warm_trace.reads if t < warm_s]
         schedule += [(offset + t, g, u, True) for t, g, u in trace.reads]
 
         def boundary():
