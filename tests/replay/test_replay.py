@@ -10,7 +10,8 @@ the healthy trace first) unless it says "a new client".
 What the policy must do, checked on every trace: read around a slow DataNode, never wait for a
 frozen one or a straggler, spend extra reads within the budget, and stay put in a stall; and
 against the oracle (``oracle=True``: bench tail's arm O, the faulty DataNode left out from every
-read's first try), on the recorded host and on a quiet one (``quiet-``: tests/replay.py). Then
+read's first try), on the recorded host and on a quiet one (``quiet-``: tests/replay.py), and for
+REPLICATE-3 over the RS-6-3 traces' DataNodes (``copies=3``: another replica is the hedge). Then
 each rule of the latency model earns its place: without it, a named replay gets worse.
 """
 
