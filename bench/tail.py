@@ -26,7 +26,7 @@ before it knows, are what hedging is for (discarded, they hid every read of a RE
 waited out +500 ms, and most that waited out a freeze: the full run of 2026-12-06). Reads
 outstanding at an arm's end finish in the background and still count for it; the next arm starts
 once they are down to the few stuck on the fault (``drain``): an arm whose client fell behind its
-schedule does not hand its queue to the next arm's client on the same core.
+schedule does not hand its queue to the next arm's client on the same core, and flags its round.
 
 **Isolation.** This process (load generator and clients) is pinned to one CPU and every server
 process (each thread) to the other (``os.sched_setaffinity``; printed), its heap frozen after the
@@ -93,7 +93,7 @@ HICCUP_FACTOR = 3.0
 SETTLE_S = 5.0              # after a block, at most this long for its reads to finish
 DRAIN_LEFT_S = 0.05         # after an arm, wait while more than this many seconds of its reads are outstanding ...
 DRAIN_STUCK_S = 0.25        # ... and they still go down within this (what stays is stuck on the fault)
-BEHIND_S = 0.25             # an arm that ended with this many seconds of its reads outstanding fell behind: flagged
+BEHIND_S = 0.25             # an arm whose reads outstanding at its end that then drained are this many seconds' worth fell behind
 RECOVER_S = 5.0             # after a fault, at most this long for the hedging client to see the recovery
 
 
@@ -144,6 +144,7 @@ class Arm:
         self.window = (0.0, 0.0)
         self.unit_reads = self.needed = 0
         self.backlog = 0            # reads outstanding as its schedule ended
+        self.stuck = 0              # ... and still outstanding once the others drained (stuck on the fault)
         self.hiccups: dict = {}
         self._lock = threading.Lock()
 
@@ -331,6 +332,7 @@ class Suite:
                         arm.hiccups = {who: meter.window(*arm.window) for who, meter in meters.items()}
                         arm.backlog = arm.outstanding
                         drain(arm, rate)
+                        arm.stuck = arm.outstanding
                         block.append(arm)
                         self.arms.append(arm)
                 finally:
@@ -357,10 +359,11 @@ class Suite:
 
 def flag_rounds(arms: list[Arm], rate: float | None = None) -> tuple[dict[int, list[str]], dict[str, float]]:
     """{round: why} for the rounds with an arm whose hiccup p99.9 passed its bound, or (``rate``
-    given) that ended with more than ``BEHIND_S`` of its reads outstanding: its client fell
-    behind its own schedule, and the client's core, not the DataNodes, set its latency (the full
-    run of 2026-12-06, round 14: H's client 780 reads behind, p50 2.15 s, with a client hiccup
-    p99.9 of only 116 ms); and the bounds."""
+    given) that ended with more than ``BEHIND_S`` of its reads queued (outstanding at its end and
+    drained after it; reads stuck on a frozen DataNode are not a queue): its client fell behind
+    its own schedule, and the client's core, not the DataNodes, set its latency (the full run of
+    2026-12-06, round 14: H's client had begun 939 of its 1,592 reads by the arm's end, p50
+    2.15 s, with a client hiccup p99.9 of 116 ms); and the bounds."""
     bounds = {}
     for who, floor in HICCUP_FLOOR_MS.items():
         values = sorted(a.hiccups[who]["p999_ms"] for a in arms if a.hiccups.get(who, {}).get("p999_ms") is not None)
@@ -372,8 +375,8 @@ def flag_rounds(arms: list[Arm], rate: float | None = None) -> tuple[dict[int, l
             if ms is not None and ms > bound:
                 flags.setdefault(a.round, []).append(f"{who} hiccup p99.9 {ms} ms in {a.policy} {a.fault or 'healthy'} "
                                                      f"{a.name}")
-        if rate and a.backlog > BEHIND_S * rate:
-            flags.setdefault(a.round, []).append(f"client behind: {a.backlog} reads outstanding at the end of "
+        if rate and a.backlog - a.stuck > BEHIND_S * rate:
+            flags.setdefault(a.round, []).append(f"client behind: {a.backlog - a.stuck} reads queued at the end of "
                                                  f"{a.policy} {a.fault or 'healthy'} {a.name}")
     if rate:
         bounds["behind_reads"] = round(BEHIND_S * rate)
@@ -499,7 +502,8 @@ def summary_markdown(doc: dict) -> str:
               f"{doc['hiccup_bounds_ms']['client']:g} ms in the client or {doc['hiccup_bounds_ms']['servers']:g} ms "
               f"beside the servers: max({HICCUP_FLOOR_MS['client']:g} ms, {HICCUP_FACTOR:g} x the run's median arm)"
               + (f"; or its client behind: more than {doc['hiccup_bounds_ms']['behind_reads']} reads ({BEHIND_S:g} s) "
-                 "outstanding at its end)" if "behind_reads" in doc["hiccup_bounds_ms"] else ")"), ""]
+                 "queued at its end, outstanding and then drained)" if "behind_reads" in doc["hiccup_bounds_ms"]
+                 else ")"), ""]
     if doc["flagged"]:
         for rnd, flags in sorted(doc["flagged"].items(), key=lambda kv: int(kv[0])):
             flags = sorted(flags, key=lambda f: not f.startswith("client behind"))
@@ -615,6 +619,7 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
     doc["arm_summary"] = arm_summary(suite.arms, policies, faults)
     doc["arms"] = [{"policy": a.policy, "fault": a.fault, "arm": a.name, "round": a.round, "reads": len(a.latencies),
                     "errors": a.errors, "unit_reads": a.unit_reads, "needed": a.needed, "backlog": a.backlog,
+                    "stuck": a.stuck,
                     "hiccups": a.hiccups,
                     "histogram": histogram(a.latencies)} for a in suite.arms]
     doc["wall_s"] = round(time.monotonic() - started, 1)
