@@ -52,9 +52,9 @@ class BatchedCalls:
 
     # ------------------------------------------------------------------ one operation, coalesced
 
-    def mkdir(self, path: str, parents: bool) -> None:
-        """Mkdir, in one call with whatever other threads make meanwhile."""
-        self.mkdir_calls.call((path, parents))
+    def mkdir(self, path: str, parents: bool, permission: int | None = None) -> FileStatus:
+        """Mkdir, in one call with whatever other threads make meanwhile: the directory's status."""
+        return self.mkdir_calls.call((path, parents, permission))
 
     def delete(self, path: str, recursive: bool) -> None:
         self.delete_calls.call((path, recursive))
@@ -98,7 +98,8 @@ class BatchedCalls:
 
     def mkdirs(self, paths: list[str], parents: bool = True) -> list:
         """Per path, None (made, or there already with ``parents``) or its HedgefsError."""
-        return self._mkdirs([(p, parents) for p in paths])
+        return [out if isinstance(out, HedgefsError) else None
+                for out in self._mkdirs([(p, parents, None) for p in paths], statuses=False)]
 
     def delete_many(self, paths: list[str], recursive: bool = False) -> list:
         """Per path, None (deleted) or its HedgefsError."""
@@ -108,10 +109,34 @@ class BatchedCalls:
         """Per path, None (an empty file there, complete: one call for all) or its HedgefsError."""
         return self._empties([(p, overwrite, policy) for p in paths])
 
-    def _mkdirs(self, items: list[tuple[str, bool]]) -> list:
-        return self._changes(items, "Mkdirs", lambda chunk, ids: pb.MkdirsRequest(
-            dirs=[pb.MkdirRequest(path=p, parents=parents) for p, parents in chunk], call_ids=ids),
-            lambda item: self._nn.call("Mkdir", pb.MkdirRequest(path=item[0], parents=item[1])))
+    def _mkdirs(self, items: list[tuple[str, bool, int | None]], statuses: bool = True) -> list:
+        """Per (path, parents, permission): the directory's FileStatus (None without ``statuses``
+        from an older NameNode), or its HedgefsError. One item alone is the plain Mkdir."""
+        if len(items) == 1:
+            return [self._one(lambda: self._made(items[0], self._nn.call("Mkdir", _mkdir(*items[0])).info, statuses))]
+        out: list = []
+        for chunk in _chunks(items):
+            answer = self._batch("Mkdirs", pb.MkdirsRequest(dirs=[_mkdir(*item) for item in chunk],
+                                                            call_ids=[call_id() for _ in chunk]))
+            if answer is None:
+                out += [self._one(lambda item=item: self._made(item, self._nn.call("Mkdir", _mkdir(*item)).info,
+                                                               statuses)) for item in chunk]
+                continue
+            infos = list(answer.infos) if len(answer.infos) == len(chunk) else [pb.FileInfo()] * len(chunk)
+            for item, info, err in zip(chunk, infos, _errors(answer.results)):
+                out.append(err if err is not None else self._one(lambda item=item, info=info:
+                                                                 self._made(item, info, statuses)))
+        return out
+
+    def _made(self, item: tuple[str, bool, int | None], info: pb.FileInfo, statuses: bool) -> FileStatus | None:
+        """A made directory's status: as the NameNode answered it; an older NameNode answers none
+        and makes it 0755 (then: SetPermission, and GetFileInfo if the status is wanted)."""
+        if info.path:
+            return self._located(info)
+        path, _parents, permission = item
+        if permission is not None:
+            self._nn.call("SetPermission", pb.SetPermissionRequest(path=path, permission=permission))
+        return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path))) if statuses else None
 
     def _deletes(self, items: list[tuple[str, bool]]) -> list:
         return self._changes(items, "DeleteMany", lambda chunk, ids: pb.DeleteManyRequest(
@@ -163,6 +188,13 @@ class BatchedCalls:
         except HedgefsError as err:
             return err
         return None if not isinstance(result, FileStatus) else result
+
+
+def _mkdir(path: str, parents: bool, permission: int | None) -> pb.MkdirRequest:
+    request = pb.MkdirRequest(path=path, parents=parents)
+    if permission is not None:
+        request.permission = permission
+    return request
 
 
 def _chunks(items: list) -> list[list]:

@@ -224,8 +224,11 @@ class FileSystem:
                 return
             after = response.entries[-1].path
 
-    def mkdir(self, path: str, parents: bool = False) -> None:
-        self.batched.mkdir(path, parents)   # with other threads' mkdirs, when there are any
+    def mkdir(self, path: str, parents: bool = False, permission: int | None = None) -> FileStatus:
+        """The directory at ``path``: made (mode ``permission``, 0..0o1777; default 0o755; ancestors
+        made with ``parents`` get 0o755), or there already with ``parents``. Its status, as the
+        NameNode answered the mkdir (one call: no stat needed after it)."""
+        return self.batched.mkdir(path, parents, permission)   # with other threads' mkdirs, when there are any
 
     def delete(self, path: str, recursive: bool = False) -> None:
         self.batched.delete(path, recursive)   # with other threads' deletes, when there are any

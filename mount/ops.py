@@ -215,13 +215,16 @@ class Operations(pyfuse3.Operations):
     async def setattr(self, inode, attr, fields, fh, ctx):
         path = self._path(inode)
         node = self.inodes.get(inode)
-        node.dir_status = None   # the NameNode says what it applied (getattr below)
+        known = node.dir_status if node.dir_until > time.monotonic() else None
+        node.dir_status = None   # (until what the NameNode applied is known: a refusal leaves it unknown)
         writing = self._handles.get(fh) if fh is not None else None
         if not isinstance(writing, Writing):
             writing = None
         if fields.update_size:
             await self._truncate(path, node, writing, attr.st_size)
         pending = node.writer
+        owner = group = ""
+        mtime = atime = None
         if fields.update_mode:
             if pending is not None:
                 pending.mode = attr.st_mode & 0o7777
@@ -237,11 +240,24 @@ class Operations(pyfuse3.Operations):
         if fields.update_atime or fields.update_mtime:   # utimes(2), touch, rsync -a, tar x: HDFS's setTimes
             mtime = attr.st_mtime_ns // 1_000_000 if fields.update_mtime else None
             atime = attr.st_atime_ns // 1_000_000 if fields.update_atime else None
+            if atime is None and known is not None:
+                # (tar's utimensat(UTIME_OMIT, mtime)): the atime stays what it shows, also where
+                # the NameNode's would follow the new mtime (one never set): known exactly
+                atime = known.atime_ms
             if pending is not None:
                 pending.times = (mtime if mtime is not None else (pending.times or (None, None))[0],
                                  atime if atime is not None else (pending.times or (None, None))[1])
             else:
                 await self._as_owner(self.fs.set_times, path, mtime, atime)
+        if known is not None and not fields.update_size:
+            # A directory (chmod, chown, utimes of tar x and rsync -a): its status is what it was
+            # with what the NameNode just applied, exactly as sent; no stat.
+            node.dir_status = dataclasses.replace(
+                known, permission=attr.st_mode & 0o7777 if fields.update_mode else known.permission,
+                owner=owner or known.owner if fields.update_uid else known.owner,
+                group=group or known.group if fields.update_gid else known.group,
+                mtime_ms=known.mtime_ms if mtime is None else mtime,
+                atime_ms=known.atime_ms if atime is None else atime)
         return await self.getattr(inode)
 
     async def _as_owner(self, fn, *args):
@@ -296,14 +312,13 @@ class Operations(pyfuse3.Operations):
     async def mkdir(self, parent_inode, name, mode, ctx):
         path = self._child(parent_inode, name)
         began = time.monotonic()
-        await run(self.fs.mkdir, path)
+        # One call: made with its mode (tar's mkdirat(0700)), answered with its status (no stat).
+        status = await run(self.fs.mkdir, path, False, mode & 0o7777)
         self._changed_in(parent_inode)
         self._named(parent_inode, name)
-        if mode & 0o7777 != 0o755:
-            await run(self.fs.set_permission, path, mode & 0o7777)
-        entry = await self._entry(path)
-        node = self.inodes.at(path)
-        if node is not None and self.timeout:   # empty when made: every name in it is this mount's
+        node = self.inodes.learn(path, 1)
+        entry = self._attrs(status, node)
+        if self.timeout:   # empty when made: every name in it is this mount's
             node.names, node.names_until = set(), began + self.timeout
         return entry
 

@@ -41,9 +41,13 @@ class NamespaceChanges:
         self.ns = ns   # the namesystem (its lock, journal and components)
         self.tree = ns.tree
 
-    def mkdir(self, path: str, parents: bool, who: Identity, retry) -> None:
-        """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor)."""
+    def mkdir(self, path: str, parents: bool, who: Identity, retry, mode: int | None = None) -> None:
+        """Traverse, and w on the directory a new one goes into (HDFS: the nearest existing ancestor).
+        ``mode``: the new directory's (its ancestors made with ``parents`` get DIR_MODE; one there
+        already keeps its own, as mkdir -p leaves it)."""
         self.ns.safemode.refuse(f"mkdir {path}")
+        if mode is not None:
+            check_mode(mode)
         parts = paths.components(path)
         if not parts:
             if parents:
@@ -60,7 +64,7 @@ class NamespaceChanges:
                 if not last and not parents:
                     raise NotFound(f"no such file or directory: {paths.parent_of(path)}")
                 check(who, node, WRITE, parent_path, f"create {here}")
-                self.ns.log_record(r.Mkdir(path, self.ns.wall_ms(), who.name, self.tree.next_id, retry))
+                self.ns.log_record(r.Mkdir(path, self.ns.wall_ms(), who.name, self.tree.next_id, retry, mode))
                 return
             if not child.is_dir:
                 if last:

@@ -335,8 +335,24 @@ class Namesystem:
 
     # ------------------------------------------------------------------ namespace changes
 
-    def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER, retry=None) -> None:
-        return self.change(retry, r.Mkdir, lambda: self.namespace_changes.mkdir(path, parents, who, retry))
+    def mkdir(self, path: str, parents: bool = False, who: Identity = SUPER, retry=None,
+              mode: int | None = None) -> Entry | None:
+        """The directory's entry after the mkdir (what a stat would say: a mount asks no more);
+        None for a retried call whose directory is gone since."""
+        return self.change(retry, r.Mkdir, lambda: self._made_dir(path, parents, who, retry, mode),
+                           lambda _kept: self._dir_entry(path, who))
+
+    def _made_dir(self, path: str, parents: bool, who: Identity, retry, mode: int | None) -> Entry | None:
+        self.namespace_changes.mkdir(path, parents, who, retry, mode)
+        return self._dir_entry(path, who)
+
+    def _dir_entry(self, path: str, who: Identity) -> Entry | None:
+        """``path``'s entry if it is a directory ``who`` may stat (under the writers' lock)."""
+        try:
+            node, found = self.tree.stat(path, who)
+        except NameNodeError:
+            return None
+        return found if node.is_dir else None
 
     def delete(self, path: str, recursive: bool = False, who: Identity = SUPER, retry=None) -> None:
         self.change(retry, r.Delete, lambda: self.namespace_changes.delete(path, recursive, who, retry))
@@ -477,11 +493,13 @@ class Namesystem:
         or its refusal (one bad path fails alone)."""
         return self.batches.file_infos(paths_, who, xattrs)
 
-    def mkdir_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
-                   retries: list | None = None) -> list[NameNodeError | None]:
-        """``mkdir`` of each (path, parents): None, or its refusal."""
+    def mkdir_many(self, items: list[tuple], who: Identity = SUPER,
+                   retries: list | None = None) -> list[Entry | NameNodeError | None]:
+        """``mkdir`` of each (path, parents[, mode]): the directory's entry (None: see mkdir), or its refusal."""
         return self.batches.changes(r.Mkdir, "mkdir", items, retries,
-                                    lambda item, retry: self.namespace_changes.mkdir(item[0], item[1], who, retry))
+                                    lambda item, retry: self._made_dir(item[0], item[1], who, retry,
+                                                                       item[2] if len(item) > 2 else None),
+                                    lambda item, _retry, _kept: self._dir_entry(item[0], who))
 
     def delete_many(self, items: list[tuple[str, bool]], who: Identity = SUPER,
                     retries: list | None = None) -> list[NameNodeError | None]:

@@ -112,12 +112,20 @@ class PathRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ..., xattrs: _Optional[bool] = ...) -> None: ...
 
 class MkdirRequest(_message.Message):
-    __slots__ = ("path", "parents")
+    __slots__ = ("path", "parents", "permission")
     PATH_FIELD_NUMBER: _ClassVar[int]
     PARENTS_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_FIELD_NUMBER: _ClassVar[int]
     path: str
     parents: bool
-    def __init__(self, path: _Optional[str] = ..., parents: _Optional[bool] = ...) -> None: ...
+    permission: int
+    def __init__(self, path: _Optional[str] = ..., parents: _Optional[bool] = ..., permission: _Optional[int] = ...) -> None: ...
+
+class MkdirResponse(_message.Message):
+    __slots__ = ("info",)
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    info: FileInfo
+    def __init__(self, info: _Optional[_Union[FileInfo, _Mapping]] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ("path", "recursive", "start_after", "limit", "xattrs")
@@ -919,6 +927,14 @@ class MkdirsRequest(_message.Message):
     dirs: _containers.RepeatedCompositeFieldContainer[MkdirRequest]
     call_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, dirs: _Optional[_Iterable[_Union[MkdirRequest, _Mapping]]] = ..., call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MkdirsResponse(_message.Message):
+    __slots__ = ("results", "infos")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    INFOS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    infos: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., infos: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ...) -> None: ...
 
 class DeleteManyRequest(_message.Message):
     __slots__ = ("deletes", "call_ids")

@@ -39,7 +39,7 @@ class NameNodeStub:
         self.Mkdir = channel.unary_unary(
                 '/hedgefs.NameNode/Mkdir',
                 request_serializer=hedgefs__pb2.MkdirRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.Empty.FromString,
+                response_deserializer=hedgefs__pb2.MkdirResponse.FromString,
                 _registered_method=True)
         self.GetFileInfo = channel.unary_unary(
                 '/hedgefs.NameNode/GetFileInfo',
@@ -214,7 +214,7 @@ class NameNodeStub:
         self.Mkdirs = channel.unary_unary(
                 '/hedgefs.NameNode/Mkdirs',
                 request_serializer=hedgefs__pb2.MkdirsRequest.SerializeToString,
-                response_deserializer=hedgefs__pb2.ItemsResponse.FromString,
+                response_deserializer=hedgefs__pb2.MkdirsResponse.FromString,
                 _registered_method=True)
         self.DeleteMany = channel.unary_unary(
                 '/hedgefs.NameNode/DeleteMany',
@@ -514,7 +514,7 @@ def add_NameNodeServicer_to_server(servicer, server):
             'Mkdir': grpc.unary_unary_rpc_method_handler(
                     servicer.Mkdir,
                     request_deserializer=hedgefs__pb2.MkdirRequest.FromString,
-                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
+                    response_serializer=hedgefs__pb2.MkdirResponse.SerializeToString,
             ),
             'GetFileInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetFileInfo,
@@ -689,7 +689,7 @@ def add_NameNodeServicer_to_server(servicer, server):
             'Mkdirs': grpc.unary_unary_rpc_method_handler(
                     servicer.Mkdirs,
                     request_deserializer=hedgefs__pb2.MkdirsRequest.FromString,
-                    response_serializer=hedgefs__pb2.ItemsResponse.SerializeToString,
+                    response_serializer=hedgefs__pb2.MkdirsResponse.SerializeToString,
             ),
             'DeleteMany': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteMany,
@@ -740,7 +740,7 @@ class NameNode:
             target,
             '/hedgefs.NameNode/Mkdir',
             hedgefs__pb2.MkdirRequest.SerializeToString,
-            hedgefs__pb2.Empty.FromString,
+            hedgefs__pb2.MkdirResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1685,7 +1685,7 @@ class NameNode:
             target,
             '/hedgefs.NameNode/Mkdirs',
             hedgefs__pb2.MkdirsRequest.SerializeToString,
-            hedgefs__pb2.ItemsResponse.FromString,
+            hedgefs__pb2.MkdirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

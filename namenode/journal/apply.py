@@ -78,10 +78,12 @@ class Applier:
         tree = self.tree
         node = tree.root
         next_id = rec.first_id
-        for part in paths.components(rec.path):
+        parts = paths.components(rec.path)
+        for i, part in enumerate(parts):
             child = node.children.get(part)
             if child is None:
-                child = Dir(next_id, part, node, Attrs.of(rec.owner, node.attrs.group, DIR_MODE), rec.mtime)
+                mode = rec.mode if rec.mode is not None and i == len(parts) - 1 else DIR_MODE
+                child = Dir(next_id, part, node, Attrs.of(rec.owner, node.attrs.group, mode), rec.mtime)
                 next_id += 1
                 tree.put(node, child)
                 tree.set_fields(node, mtime=rec.mtime)

@@ -34,12 +34,14 @@ class Format(NamedTuple):
 
 class Mkdir(NamedTuple):
     """Every missing directory of ``path`` (``mkdir -p``; a plain mkdir was checked to create one),
-    with ids from ``first_id`` on, outermost first."""
+    with ids from ``first_id`` on, outermost first. ``mode``: the last one's (mkdir(2)'s), or None:
+    DIR_MODE, as the others get. (``mode`` is last: a record written before it decodes with None.)"""
     path: str
     mtime: int
     owner: str
     first_id: int
     retry: Retry = None
+    mode: int | None = None
 
 
 class Create(NamedTuple):

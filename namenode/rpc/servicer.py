@@ -163,8 +163,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     # namespace
     @_rpc
     def Mkdir(self, request, call):
-        self.nn.mkdir(request.path, request.parents, caller(), call.retry)
-        return pb.Empty()
+        made = self.nn.mkdir(request.path, request.parents, caller(), call.retry,
+                             request.permission if request.HasField("permission") else None)
+        return pb.MkdirResponse(info=_entry(made)) if made is not None else pb.MkdirResponse()
 
     @_rpc
     def GetFileInfo(self, request, call):
@@ -189,8 +190,16 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def Mkdirs(self, request, call):
-        return pb.ItemsResponse(results=[_item(e) for e in self.nn.mkdir_many(
-            [(d.path, d.parents) for d in request.dirs], caller(), call.retries(request.call_ids))])
+        out = pb.MkdirsResponse()
+        for made in self.nn.mkdir_many([(d.path, d.parents, d.permission if d.HasField("permission") else None)
+                                        for d in request.dirs], caller(), call.retries(request.call_ids)):
+            if isinstance(made, NameNodeError):
+                out.results.append(_item(made))
+                out.infos.append(pb.FileInfo())
+            else:
+                out.results.append(pb.ItemResult())
+                out.infos.append(_entry(made) if made is not None else pb.FileInfo())
+        return out
 
     @_rpc
     def DeleteMany(self, request, call):

@@ -315,13 +315,15 @@ CLIENT_METHODS = ("GetFileInfo", "StatMany", "List", "Create", "Complete", "AddB
 def test_a_file_of_a_tar_x_costs_create_and_complete(long_mnt, tcluster, tmp_path):
     """What a user counts (the NameNode's /metrics): GNU tar x of 24 files in 3 directories (as
     root: it fchowns, fchmods and futimens each open file) asks the NameNode Create and Complete
-    per file and nothing else per file; the rest is per directory (its mkdir and the stat after
-    it, tar's chmod, chown and utimes of it at the end, each with a stat of what the NameNode
-    applied). Byte-exact, with the modes and mtimes kept."""
+    per file and nothing else per file; the rest is per directory: its Mkdir (with tar's mode,
+    answered with its status), tar's chmod, chown and utimes of it at the end, and no stat (the
+    mount knows what the NameNode applied). Byte-exact, with the modes and mtimes kept, and the
+    directories' attributes the mount answers those the NameNode has."""
     src = tmp_path / "src"
     files = {}
     for d in ("a", "b", "b/c"):
         (src / d).mkdir(parents=True)
+        os.chmod(src / d, 0o750)
         for i in range(8):
             files[f"{d}/f{i}"] = pattern(100 + 700 * i, seed=i)
     for rel, data in files.items():
@@ -336,10 +338,17 @@ def test_a_file_of_a_tar_x_costs_create_and_complete(long_mnt, tcluster, tmp_pat
     calls = {m: namenode_calls(tcluster, m) - before[m] for m in CLIENT_METHODS}
     n, dirs = len(files), 4   # ("." is the untar directory itself)
     assert calls["Create"] == n and calls["Complete"] == n and calls["AddBlockGroup"] == 0, calls
-    per_directory = {"GetFileInfo": 4, "StatMany": 0, "List": 0, "SetOwner": 1, "SetTimes": 1, "SetPermission": 2,
-                     "Mkdir": 1, "Mkdirs": 0}
+    per_directory = {"GetFileInfo": 0, "StatMany": 0, "List": 0, "SetOwner": 1, "SetTimes": 1, "SetPermission": 1,
+                     "Mkdirs": 0}
     for method, most in per_directory.items():
         assert calls[method] <= most * dirs, f"{method}: {sorted(calls.items())}"
+    assert calls["Mkdir"] == dirs - 1, calls   # one each ("." was there)
+    with client(tcluster.namenode) as fs:
+        for d in ("a", "b", "b/c"):
+            got, want, nn = os.stat(long_mnt / "untar" / d), os.stat(src / d), fs.stat(f"/untar/{d}")
+            assert (got.st_mode & 0o7777, int(got.st_mtime)) == (want.st_mode & 0o7777, int(want.st_mtime))
+            assert (got.st_mode & 0o7777, got.st_mtime_ns // 10**6, got.st_atime_ns // 10**6) == \
+                (nn.permission, nn.mtime_ms, nn.atime_ms), d   # what the mount answers is the NameNode's
     for rel, data in files.items():
         got, want = os.stat(long_mnt / "untar" / rel), os.stat(src / rel)
         assert (got.st_size, got.st_mode & 0o7777, got.st_mtime) == (len(data), want.st_mode & 0o7777, want.st_mtime)

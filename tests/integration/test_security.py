@@ -111,7 +111,7 @@ def test_an_unclassified_rpc_is_refused_in_either_mode(made):
     through a real gRPC server, secure or not."""
     class Servicer(hedgefs_pb2_grpc.NameNodeServicer):
         def Mkdir(self, request, context):
-            return pb.Empty()
+            return pb.MkdirResponse()
 
     table = {k: v for k, v in nn_servicer.AUTHORIZATION.items() if k != "Mkdir"}
     for secure in (False, True):
@@ -138,7 +138,7 @@ def test_who_may_call_is_checked_before_the_method_and_the_caller_is_known_insid
     class Servicer(hedgefs_pb2_grpc.NameNodeServicer):
         def Mkdir(self, request, context):
             seen.append(rpc.caller())
-            return pb.Empty()
+            return pb.MkdirResponse()
 
         def Report(self, request, context):
             seen.append("report ran")

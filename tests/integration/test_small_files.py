@@ -62,6 +62,24 @@ def test_an_empty_file_is_one_namenode_call(cluster, fs):
         fs.write_bytes("/small/empty", b"")
 
 
+def test_a_mkdir_with_its_mode_is_one_call_that_answers_the_status(cluster, fs):
+    """mkdir(2) with its mode (a mount's tar x: mkdirat(0700)) is one Mkdir, no SetPermission,
+    no stat: its answer is what a stat says; from many threads at once (one Mkdirs) too."""
+    out = {}
+    assert calls_of(cluster, lambda: out.update(made=fs.mkdir("/small/private", permission=0o700))) == {"Mkdir": 1}
+    assert (out["made"].is_dir, out["made"].permission) == (True, 0o700)
+    assert out["made"] == fs.stat("/small/private")
+    with pytest.raises(UsageError, match="bad mode 2000"):
+        fs.mkdir("/small/setgid", permission=0o2000)
+    with pytest.raises(NotFound):
+        fs.stat("/small/setgid")
+    paths = [f"/small/par{i}" for i in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        made = list(pool.map(lambda p: fs.mkdir(p, permission=0o750), paths))
+    assert [(m.path, m.permission) for m in made] == [(p, 0o750) for p in paths]
+    assert [fs.stat(p) for p in paths] == made
+
+
 def test_batched_calls_answer_each_path_and_name_the_bad_one(cluster, fs):
     fs.write_bytes("/small/f", b"x", overwrite=True)
     dirs = ["/small/d1", "/small/f/under-a-file", "/small/d2/deep"]

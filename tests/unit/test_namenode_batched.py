@@ -23,8 +23,9 @@ def ids(prefix: str, n: int) -> list[tuple[str, str]]:
 
 def test_mkdir_many_answers_each_item_and_names_the_bad_one(nn):
     write_file(nn, "/file", 1)
-    out = nn.mkdir_many([("/a", False), ("/file/x", False), ("/b/c", True), ("/missing/d", False)])
-    assert out[0] is None and out[2] is None
+    out = nn.mkdir_many([("/a", False), ("/file/x", False), ("/b/c", True, 0o700), ("/missing/d", False)])
+    assert (out[0].path, out[0].is_dir, out[0].mode) == ("/a", True, 0o755)   # each made one's entry
+    assert (out[2].path, out[2].mode) == ("/b/c", 0o700)
     assert isinstance(out[1], FailedPrecondition) and str(out[1]) == "not a directory: /file"
     assert isinstance(out[3], NotFound) and "/missing" in str(out[3])
     assert sorted(e.path for e in nn.list("/", recursive=True)) == ["/a", "/b", "/b/c", "/file"]
@@ -100,9 +101,9 @@ def test_create_many_empty_and_small_with_one_bad(nn):
 def test_a_retried_batch_is_applied_once(nn):
     retries = ids("m", 3)
     first = nn.mkdir_many([("/a", False), ("/b", False), ("/a", False)], retries=retries)
-    assert first[:2] == [None, None] and isinstance(first[2], AlreadyExists)
+    assert [e.path for e in first[:2]] == ["/a", "/b"] and isinstance(first[2], AlreadyExists)
     again = nn.mkdir_many([("/a", False), ("/b", False), ("/a", False)], retries=retries)
-    assert again[:2] == [None, None]   # answered from the retry cache, not "exists"
+    assert again[:2] == first[:2]   # answered from the retry cache, not "exists"
     assert isinstance(again[2], AlreadyExists)   # a refusal is not kept: it runs again
     write_file(nn, "/f", 5)
     deletes = ids("d", 2)

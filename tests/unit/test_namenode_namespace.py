@@ -36,6 +36,26 @@ def test_mkdir_parents_creates_ancestors_and_tolerates_existing(nn):
     assert names(nn.list("/", recursive=True)) == ["/a", "/a/b", "/a/b/c"]
 
 
+def test_mkdir_with_a_mode_gives_it_to_the_new_directory_only(tmp_path, clock):
+    """mkdir(2)'s mode in the one call (tar's mkdirat(0700): no chmod after it), answered with the
+    directory's entry; ancestors made with it get 0755, one there already keeps its own; the
+    journal replays it."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    made = nn.mkdir("/p/q/r", parents=True, mode=0o1700)
+    assert (made.path, made.is_dir, made.mode) == ("/p/q/r", True, 0o1700)
+    assert made == nn.file_info("/p/q/r").entry
+    assert [nn.file_info(p).entry.mode for p in ("/p", "/p/q")] == [0o755, 0o755]
+    assert nn.mkdir("/p/q", parents=True, mode=0o700).mode == 0o755   # there already: kept
+    assert nn.mkdir("/plain").mode == 0o755
+    with pytest.raises(InvalidArgument, match="bad mode 2000"):
+        nn.mkdir("/setgid", mode=0o2000)
+    assert nn.list("/") == [nn.file_info("/p").entry, nn.file_info("/plain").entry]
+    nn.close(checkpoint=False)   # the next start replays the journal
+    nn = make_namenode(tmp_path / "nn", clock)
+    assert [nn.file_info(p).entry.mode for p in ("/p", "/p/q", "/p/q/r", "/plain")] == [0o755, 0o755, 0o1700, 0o755]
+    nn.close()
+
+
 def test_mkdir_over_or_through_a_file(nn):
     write_file(nn, "/f", 10)
     with pytest.raises(AlreadyExists, match="file exists: /f"):
