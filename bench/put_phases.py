@@ -19,7 +19,7 @@ from hedgefs.client import writer as w
 from hedgefs.client.fs import FileSystem
 
 STEPS = (("create", "Create (NameNode)"), ("_send_stripe", "send cells (opens streams)"),
-         ("_finish_all", "finish (DataNodes' commits)"), ("_complete", "Complete (NameNode)"))
+         ("_finish_all", "finish (DataNodes' commits)"), ("complete", "Complete (NameNode)"))
 
 
 def main(namenode: str, count: int, size: int, policies: list[str]) -> None:
