@@ -100,9 +100,11 @@ class _Worker:
 def _server(env: dict, tmp: pathlib.Path, name: str) -> tuple[subprocess.Popen, str]:
     data, port_file = tmp / f"nn-{name}", tmp / f"nn-{name}.port"
     log = open(tmp / f"nn-{name}.log", "w")
+    # In tmp, not the caller's directory: python -m puts it first on sys.path, and a checkout's
+    # root (whose hedgefs/ is the package's top) would shadow a baseline's shim on PYTHONPATH.
     proc = subprocess.Popen([sys.executable, "-m", "hedgefs", "namenode", "--port", "0", "--data-dir", str(data),
                              "--port-file", str(port_file), "--dead-interval-s", "3600"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
     deadline = time.monotonic() + 60
     while not port_file.exists():   # written atomically once the server is serving
         if proc.poll() is not None or time.monotonic() > deadline:
