@@ -16,7 +16,9 @@ Security (a secure cluster): every connection is mutual TLS (the handshake runs 
 connection's thread), and every request's block token is checked, before anything else, against
 exactly the unit (group, index, generation) and the operation it asks for (security/tokens.py):
 no call to the NameNode. TLS means no ``sendfile``: the bytes go through ``ssl`` in 256 KiB
-pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not.
+pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not; an APPEND
+(a replica of an open tail, a WRITE token) grows a stored unit in place, only at its committed
+length (storage.py: the commit point is the sidecar's rename).
 
 Cancellation: a client cancels a read by closing its connection. While a read waits on a knob
 (stall, delay, bandwidth) the connection is watched (``HangupWatcher``) and the hang-up wakes
@@ -52,7 +54,7 @@ _MAX_CONNECTIONS = 1024
 _HANDSHAKE_S = 10.0         # a TLS client that has not finished its handshake by then is dropped
 _TLS_PIECE = 256 * 1024     # bytes read and sent at a time over TLS (no sendfile)
 _TOKEN_OPS = {dt.OP_READ: token_ops.READ, dt.OP_CHECKSUMS: token_ops.READ, dt.OP_VERIFY: token_ops.READ,
-              dt.OP_WRITE: token_ops.WRITE}
+              dt.OP_WRITE: token_ops.WRITE, dt.OP_APPEND: token_ops.WRITE}
 
 
 class DataServer:
@@ -175,13 +177,15 @@ class DataServer:
                         self.faults.count("token_refused")
                         log.warning("%s refused a request: %s", self.datanode_id, e)
                         conn.sendall(dt.pack_response(dt.PERMISSION_DENIED, f"{self.datanode_id}: {e}"))
-                        if op == dt.OP_WRITE:
+                        if op in (dt.OP_WRITE, dt.OP_APPEND):
                             return   # whatever it sends next is data, not a request
                         continue
                 if not self._slots.acquire(blocking=False):
                     self.faults.count("busy")
                     conn.sendall(dt.pack_response(
                         dt.BUSY, f"{self.datanode_id} is serving {self.max_streams} streams (--max-streams)"))
+                    if op == dt.OP_APPEND:
+                        return   # its bytes follow the request: not read, so the stream is out of step
                     continue
                 try:
                     conn.settimeout(_SEND_TIMEOUT_S)
@@ -189,6 +193,8 @@ class DataServer:
                         keep = self._read(conn, group_id, index, generation, offset, length)
                     elif op == dt.OP_WRITE:
                         keep = self._write(conn, group_id, index, generation, length)
+                    elif op == dt.OP_APPEND:
+                        keep = self._append(conn, group_id, index, generation, offset, length)
                     elif op == dt.OP_CHECKSUMS:
                         keep = self._checksums(conn, group_id, index, generation)
                     else:
@@ -214,7 +220,7 @@ class DataServer:
             return None
         magic, version, op, _flags, group_id, index, generation, offset, length, token_len = dt.REQUEST.unpack(head)
         if magic != dt.MAGIC or version != dt.VERSION or op not in (dt.OP_READ, dt.OP_WRITE, dt.OP_VERIFY,
-                                                                       dt.OP_CHECKSUMS) \
+                                                                       dt.OP_CHECKSUMS, dt.OP_APPEND) \
                 or token_len > dt.MAX_TOKEN_BYTES:
             # Not our protocol, or a version we do not speak: say so once and hang up.
             conn.sendall(dt.pack_response(dt.INVALID_ARGUMENT,
@@ -403,6 +409,34 @@ class DataServer:
         finally:
             writer.abort()   # no-op after a commit
 
+    def _append(self, conn: socket.socket, group_id: int, index: int, generation: int, offset: int,
+                length: int) -> bool:
+        """Append the bytes that follow the request to a stored unit (a replica of an open tail);
+        True if the connection can carry another request."""
+        self.faults.count("AppendUnit")
+        if length > dt.MAX_APPEND_BYTES:
+            conn.sendall(dt.pack_response(dt.INVALID_ARGUMENT, f"an append carries at most "
+                                          f"{dt.MAX_APPEND_BYTES} bytes, not {length}"))
+            return False     # its bytes are not read: the stream is out of step
+        data = bytearray(length)
+        try:
+            conn.settimeout(self.write_idle_s)
+            dt.recv_exactly(conn, memoryview(data))
+        except (ConnectionError, TimeoutError):
+            return False
+        try:
+            stored = self.store.append(group_id, index, offset, data, generation=generation)
+        except storage.StaleAppend as e:
+            log.warning("%s refused an append: %s", self.datanode_id, e)
+            return self._refuse(conn, dt.FAILED_PRECONDITION, f"{self.datanode_id}: {e}")
+        except storage.UnitNotFound as e:
+            return self._refuse(conn, dt.NOT_FOUND, f"{e} on {self.datanode_id}")
+        except (ValueError, storage.StorageError) as e:
+            return self._refuse(conn, dt.INVALID_ARGUMENT, str(e))
+        except OSError as e:
+            return self._refuse(conn, *self._store_error(e, group_id, index))
+        conn.sendall(dt.pack_response(dt.OK) + dt.STORED.pack(stored))
+        return True
 
     def _store_error(self, e: OSError, group_id: int, index: int) -> tuple[int, str]:
         """The refusal for a unit the disk would not take; a full disk is the operator's to know."""

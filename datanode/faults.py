@@ -352,6 +352,10 @@ class FaultyStore:
         # writes are never slowed
         return self.store.open_writer(group_id, index, expected_length, generation=generation, once=once)
 
+    def append(self, group_id: int, index: int, offset: int, data, *, generation: int) -> int:
+        # appends are never slowed either
+        return self.store.append(group_id, index, offset, data, generation=generation)
+
     def chunk_checksums(self, group_id: int, index: int, *, generation: int) -> tuple[int, int, tuple[int, ...]]:
         """(unit length, chunk size, CRC32C per chunk) of the committed version, as stored: no data
         is read, and the read knobs do not apply (it is metadata)."""

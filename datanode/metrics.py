@@ -200,6 +200,17 @@ class MeasuredStore:
         return _MeasuredWriter(self.store.open_writer(group_id, index, expected_length, generation=generation,
                                                       once=once), self)
 
+    def append(self, group_id: int, index: int, offset: int, data, *, generation: int) -> int:
+        """``FaultyStore.append``, timed and counted as a write of its bytes."""
+        start = self.clock()
+        try:
+            length = self.store.append(group_id, index, offset, data, generation=generation)
+        except BaseException:
+            self.metrics.write_done(self.clock() - start, 0, "error")
+            raise
+        self.metrics.write_done(self.clock() - start, len(data), "ok")
+        return length
+
 
 class _MeasuredWriter:
     def __init__(self, writer, owner: MeasuredStore):

@@ -22,11 +22,19 @@ predecessor, and both may sit here side by side)::
     6 old-removed      the older version's sidecar, then its block, are unlinked
 
 Opening the store recovers from a crash at any step: for each unit it keeps the newest version
-whose two files agree (sidecar present, block present and of the length the sidecar states) and
-deletes every other file of that unit, and everything in tmp/. So a crash leaves either the old
+whose two files agree (sidecar present, block present and of the length the sidecar states, or
+longer: an unfinished append, truncated to that length) and deletes every other file of that unit, and everything in tmp/. So a crash leaves either the old
 unit or the new one, never new checksums over old bytes. ``crash_at`` (a debug knob, the
 ``HEDGEFS_DEBUG_CRASH_AT`` variable of ``hedgefs datanode``) SIGKILLs the process at one step,
 so tests can check exactly that.
+
+Append in place (``append``: a replica of a replicated open tail): the bytes go past the committed
+length of the unit's current version, fsynced ("block-synced"), then a new sidecar with the grown
+length and the last chunk's CRC continued goes to tmp/ ("sidecar-synced") and is renamed over the
+version's sidecar ("sidecar-renamed": the commit point), and the directory is synced ("dir-synced").
+An offset other than the committed length is refused (``StaleAppend``). A crash before the commit
+point leaves a block longer than its sidecar states: opening the store truncates it back, so the
+unit is what it was before the append.
 
 A writer opened ``once=True`` (the data port's) never replaces a stored unit: it is refused
 (``UnitExists``) at open and, should another write commit the unit first, at commit.
@@ -52,6 +60,7 @@ import fcntl
 import logging
 import os
 import signal
+import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -62,10 +71,12 @@ import crc32c
 
 from hedgefs.datanode.unit_files import (  # noqa: F401
     _HEADER,
+    _MAGIC,
     ChecksumError,
     DataDirInUse,
     LengthMismatch,
     RangeError,
+    StaleAppend,
     StorageError,
     Unit,
     UnitExists,
@@ -141,6 +152,7 @@ class BlockStore:
         # a reader always pairs a block with its own sidecar.
         self._lock = threading.Lock()
         self._units: dict[Unit, tuple[int, int]] = {}   # (g, i, generation) -> (version, length)
+        self._append_locks: dict[Unit, threading.Lock] = {}   # one append at a time per unit
         self._clean_tmp()
         self._recover()
         if not self._version().get("storage_id"):
@@ -202,6 +214,13 @@ class BlockStore:
                         except (ValueError, OSError) as e:
                             log.warning("dropping damaged unit files %s: %s", crc.stem, e)
                         else:
+                            if size > length:
+                                # An append that did not reach its commit point (the sidecar's
+                                # rename): its bytes past the committed length are dropped.
+                                log.info("unit files %s: block is %d bytes, sidecar says %d: an "
+                                         "unfinished append, truncated", crc.stem, size, length)
+                                os.truncate(blk, length)
+                                size = length
                             if size == length:
                                 kept = version
                                 self._units[key] = (version, length)
@@ -254,6 +273,7 @@ class BlockStore:
         key = _check_ids(group_id, index, generation)
         with self._lock:
             entry = self._units.pop(key, None)
+            self._append_locks.pop(key, None)
             if entry is not None:
                 self._unlink_version(key, entry[0])
         return entry is not None
@@ -332,6 +352,88 @@ class BlockStore:
         if old is not None:
             self._unlink_version(key, old[0])
             self._step("old-removed")
+
+    # ---------------------------------------------------------------- append (a replicated open tail)
+
+    def append(self, group_id: int, index: int, offset: int, data, *, generation: int) -> int:
+        """Append ``data`` in place to the unit's committed version; returns its new length.
+
+        ``offset`` must equal the committed length, else ``StaleAppend`` (a writer that missed
+        an append, or a second writer): nothing changes. The bytes go to the block file past the
+        committed length and are fsynced; the last chunk's CRC is continued (no read back); the
+        sidecar is rewritten to tmp/ and renamed over the old one: the commit point. Until then
+        readers see the old length only (an ``OpenUnit`` is a snapshot of length and CRCs, and
+        bytes below it never change), and a crash leaves a block longer than its sidecar, which
+        opening the store truncates back. One append at a time per unit; the store's lock is held
+        only for the rename, never across an fsync.
+        """
+        key = _check_ids(group_id, index, generation)
+        if offset < 0:
+            raise RangeError(f"bad append offset {offset}")
+        with self._lock:
+            lock = self._append_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                entry = self._units.get(key)
+                if entry is None:
+                    raise UnitNotFound(f"unit {_name(key)} not found")
+                version, length = entry
+                blk, crc = self._paths(*key, version)
+                raw = crc.read_bytes()
+            if offset != length:
+                raise StaleAppend(f"unit {_name(key)} holds {length} bytes: an append at {offset} is "
+                                  f"refused (a stale writer)")
+            _length, chunk, crcs = _parse_sidecar(raw)
+            crcs = list(crcs)
+            n = len(data)
+            if n == 0:
+                return length
+            try:
+                f = open(blk, "r+b", buffering=0)
+            except FileNotFoundError:
+                raise UnitNotFound(f"unit {_name(key)} not found") from None
+            with f:
+                f.seek(length)
+                f.write(data)
+                if self.fsync:
+                    os.fdatasync(f.fileno())
+            self._step("block-synced")
+            mv, pos, in_chunk = memoryview(data), 0, length % chunk
+            if in_chunk:
+                last = crcs.pop()
+            else:
+                last = 0
+            while pos < n:
+                take = min(chunk - in_chunk, n - pos)
+                last = crc32c.crc32c(mv[pos:pos + take], last)
+                in_chunk += take
+                pos += take
+                if in_chunk == chunk:
+                    crcs.append(last)
+                    last, in_chunk = 0, 0
+            if in_chunk:
+                crcs.append(last)
+            crc_tmp = self._tmp / f"{group_id}_{index}_{os.getpid()}_append_{uuid.uuid4().hex}.crc"
+            try:
+                with open(crc_tmp, "wb") as cf:
+                    cf.write(_HEADER.pack(_MAGIC, length + n, chunk))
+                    cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
+                    cf.flush()
+                    if self.fsync:
+                        os.fsync(cf.fileno())
+                self._step("sidecar-synced")
+                with self._lock:
+                    if self._units.get(key) != entry:      # deleted or replaced meanwhile
+                        raise StaleAppend(f"unit {_name(key)} was replaced or deleted during an append")
+                    os.replace(crc_tmp, crc)
+                    self._step("sidecar-renamed")
+                    self._units[key] = (version, length + n)
+            finally:
+                crc_tmp.unlink(missing_ok=True)
+            if self.fsync:
+                _fsync_dir(crc.parent)
+            self._step("dir-synced")
+            return length + n
 
     # ---------------------------------------------------------------- read
 

@@ -35,6 +35,10 @@ class UnitExists(StorageError):
     """A unit is written once: this one is stored already."""
 
 
+class StaleAppend(StorageError):
+    """An append at an offset other than the unit's committed length (a stale writer)."""
+
+
 class ChecksumError(StorageError):
     def __init__(self, group_id: int, index: int, offset: int):
         super().__init__(f"checksum mismatch in unit {group_id}/{index} at offset {offset}")

@@ -38,6 +38,15 @@ BUSY), then the client sends packets::
 
 and after END the DataNode answers with a header and, if OK, ``stored_length u64``.
 
+APPEND (``offset``: the unit's committed length as the writer knows it; ``length``: the number of
+bytes that follow the request at once, at most ``MAX_APPEND_BYTES``): the bytes are appended in
+place to the stored unit (a replica of a replicated open tail) and made durable; the answer is a
+header and, if OK, ``stored_length u64`` (the unit's new length). One round trip: the DataNode
+reads the bytes before it answers, so a refusal keeps the stream in step. An ``offset`` other than
+the unit's committed length is refused (FAILED_PRECONDITION: a stale writer, or one that missed an
+append) and changes nothing. A refusal before the bytes are read (a bad token, BUSY, too long)
+closes the connection.
+
 CHECKSUMS: the unit's stored CRC32C values, no data (what a file checksum is combined from). An
 OK header is followed by ``unit_length u64 | chunk u32`` and the CRCs of every chunk.
 
@@ -89,6 +98,9 @@ OP_READ = 1
 OP_WRITE = 2
 OP_VERIFY = 3
 OP_CHECKSUMS = 4
+OP_APPEND = 5
+
+MAX_APPEND_BYTES = 16 * 1024 * 1024   # one APPEND's bytes (a sync of an open tail: usually a few KiB)
 
 REQUEST = struct.Struct("<4sBBHQIQQQH")
 RESPONSE = struct.Struct("<BBH")
@@ -112,11 +124,13 @@ INTERNAL = 7          # local I/O failed on the DataNode
 RESOURCE_EXHAUSTED = 8  # disk full
 PERMISSION_DENIED = 9   # a bad, expired or missing block token (security)
 ALREADY_EXISTS = 10     # a WRITE of a unit that is stored: units are written once
+FAILED_PRECONDITION = 11  # an APPEND at an offset other than the unit's length: a stale writer
 
 STATUS_NAMES = {OK: "OK", BUSY: "BUSY", NOT_FOUND: "NOT_FOUND", OUT_OF_RANGE: "OUT_OF_RANGE",
                 UNAVAILABLE: "UNAVAILABLE", DATA_LOSS: "DATA_LOSS", INVALID_ARGUMENT: "INVALID_ARGUMENT",
                 INTERNAL: "INTERNAL", RESOURCE_EXHAUSTED: "RESOURCE_EXHAUSTED",
-                PERMISSION_DENIED: "PERMISSION_DENIED", ALREADY_EXISTS: "ALREADY_EXISTS"}
+                PERMISSION_DENIED: "PERMISSION_DENIED", ALREADY_EXISTS: "ALREADY_EXISTS",
+                FAILED_PRECONDITION: "FAILED_PRECONDITION"}
 
 MAX_TOKEN_BYTES = 4096
 
@@ -253,3 +267,17 @@ def read_range(sock: socket.socket, group_id: int, index: int, offset: int, leng
     if bad is not None:
         raise ChecksumMismatch(group_id, index, start + bad, where)
     return buf[offset - start:offset - start + length]
+
+
+def append(sock: socket.socket, group_id: int, index: int, offset: int, data, *,
+           where: str = "the DataNode", token: bytes = b"", generation: int) -> int:
+    """Append ``data`` to a stored unit whose committed length is ``offset`` (OP_APPEND) over a
+    connected blocking socket; the unit's new length. The socket may be reused afterwards."""
+    if len(data) > MAX_APPEND_BYTES:
+        raise ValueError(f"an append carries at most {MAX_APPEND_BYTES} bytes, not {len(data)}")
+    sock.sendall(pack_request(OP_APPEND, group_id, index, offset, len(data), token, generation=generation))
+    sock.sendall(data)
+    recv_response(sock, where)
+    raw = bytearray(STORED.size)
+    recv_exactly(sock, memoryview(raw))
+    return STORED.unpack(raw)[0]

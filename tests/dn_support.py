@@ -82,6 +82,11 @@ class Data:
             dt.recv_exactly(s, memoryview(stored))
             return dt.STORED.unpack(stored)[0]
 
+    def append(self, g, i, offset, data, generation=0):
+        """APPEND ``data`` to a stored unit whose length is ``offset``; its new length."""
+        with self.connect() as s:
+            return dt.append(s, g, i, offset, data, where="dn3", generation=generation)
+
     def read(self, g, i, off, n, timeout=10.0, generation=0):
         with self.connect(timeout) as s:
             return bytes(dt.read_range(s, g, i, off, n, where="dn3", generation=generation))

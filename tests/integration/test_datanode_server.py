@@ -338,6 +338,55 @@ def test_a_unit_is_written_once_and_is_the_unit_of_its_generation(data):
     assert error_of(data.read, 24, 1, 0, 5, generation=78)[0] == "NOT_FOUND"
 
 
+def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, stub):
+    """APPEND (a replica of an open tail): bytes appended in place, visible to the next read;
+    one at any other offset than the unit's length (a stale writer) is refused and changes
+    nothing; the connection carries the next request either way."""
+    assert data.write(26, 0, b"head") == 4
+    assert data.append(26, 0, 4, b"+one") == 8
+    assert data.append(26, 0, 8, pattern_bytes(200_000, 3)) == 200_008
+    assert data.read(26, 0, 0, 8) == b"head+one"
+    assert data.read(26, 0, 8, 200_000) == pattern_bytes(200_000, 3)
+    for stale in (4, 8, 300_000):
+        status, details = error_of(data.append, 26, 0, stale, b"stale")
+        assert status == "FAILED_PRECONDITION" and "holds 200008 bytes" in details
+    assert data.read(26, 0, 199_990, 18) == pattern_bytes(200_000, 3)[-18:]
+    assert error_of(data.append, 26, 1, 0, b"x")[0] == "NOT_FOUND"
+    assert error_of(data.append, 26, 0, 200_008, b"x", generation=5)[0] == "NOT_FOUND"
+    with data.connect() as s:            # one connection, refused then served
+        with pytest.raises(dt.TransferError):
+            dt.append(s, 26, 0, 0, b"stale", generation=0)
+        assert dt.append(s, 26, 0, 200_008, b"!", generation=0) == 200_009
+        assert bytes(dt.read_range(s, 26, 0, 200_004, 5, generation=0)) == pattern_bytes(200_000, 3)[-4:] + b"!"
+    assert state(stub).calls["AppendUnit"] >= 8
+
+
+def test_a_store_killed_at_any_step_of_an_append_keeps_the_old_length_or_the_new_one(tmp_path):
+    """Each step of an append in its own process, SIGKILLed there by the debug knob; opening the
+    store again (as the restarted DataNode) finds the unit whole: its old bytes, or old + new."""
+    from hedgefs.datanode.storage import BlockStore
+
+    old, more = pattern_bytes(100_000, 1), pattern_bytes(70_001, 2)
+    script = ("import sys; from hedgefs.datanode.storage import BlockStore; "
+              "s = BlockStore(sys.argv[1], crash_at=sys.argv[2]); "
+              "s.append(5, 2, 100_000, open(sys.argv[3], 'rb').read(), generation=9)")
+    (tmp_path / "more").write_bytes(more)
+    steps = ("block-synced", "sidecar-synced", "sidecar-renamed", "dir-synced")
+    procs = {}
+    for step in steps:
+        store = BlockStore(tmp_path / step)
+        with store.open_writer(5, 2, len(old), generation=9) as w:
+            w.write(old)
+            w.commit()
+        store.close()
+        procs[step] = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / step), step, str(tmp_path / "more")])
+    outcomes = {}
+    for step, proc in procs.items():
+        assert proc.wait(30) == -signal.SIGKILL
+        outcomes[step] = _what_survived(tmp_path / step, old, old + more)
+    assert outcomes == {"block-synced": "old", "sidecar-synced": "old", "sidecar-renamed": "new", "dir-synced": "new"}
+
+
 def test_a_second_datanode_on_the_same_data_dir_refuses_to_start(tmp_path):
     proc, _port, _data_port = launch(tmp_path, name="dn1")
     try:

@@ -341,3 +341,94 @@ def test_a_rotted_copy_is_known_until_it_is_replaced_or_deleted(tmp_path):
     assert store.delete(2, 0, generation=G)
     assert rot.still_stored(store, rotted) == []
     assert read(store, 1, 0, 0, 5000) == pattern(5000, 1)
+
+
+# ---------------------------------------------------------------- append in place (a replicated open tail)
+
+@pytest.mark.parametrize("sizes", [
+    (0, 5, 7),                                          # a unit begun empty
+    (CHECKSUM_CHUNK - 3, 3, 1),                         # a chunk filled exactly, then the next begun
+    (100, CHECKSUM_CHUNK, 2 * CHECKSUM_CHUNK + 17),     # appends spanning several chunks
+])
+def test_appends_read_back_as_if_written_at_once(tmp_path, sizes):
+    store = BlockStore(tmp_path)
+    data = pattern(sum(sizes), seed=3)
+    put(store, 5, 0, data[:sizes[0]])
+    at = sizes[0]
+    for n in sizes[1:]:
+        assert store.append(5, 0, at, data[at:at + n], generation=G) == at + n
+        at += n
+        assert read(store, 5, 0, 0, at) == data[:at]
+    store.close()                                 # the CRCs equal those of one write of the same bytes
+    again = BlockStore(tmp_path)
+    with again.open_unit(5, 0, generation=G) as unit:
+        crcs = unit.crcs
+    put(again, 6, 0, data)
+    with again.open_unit(6, 0, generation=G) as unit:
+        assert unit.crcs == crcs and unit.length == len(data)
+    assert read(again, 5, 0, 0, len(data)) == data
+
+
+def test_a_stale_append_is_refused_and_changes_nothing(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 5, 1, b"abc")
+    assert store.append(5, 1, 3, b"def", generation=G) == 6
+    for offset in (3, 0, 7):                     # behind (a writer that missed an append) or past the end
+        with pytest.raises(storage.StaleAppend):
+            store.append(5, 1, offset, b"XYZ", generation=G)
+    assert read(store, 5, 1, 0, 6) == b"abcdef"
+    assert store.length(5, 1, generation=G) == 6
+    with pytest.raises(UnitNotFound):
+        store.append(5, 2, 0, b"x", generation=G)
+    with pytest.raises(UnitNotFound):            # another generation is another unit
+        store.append(5, 1, 6, b"x", generation=G + 1)
+
+
+def test_a_reader_never_sees_bytes_past_the_length_it_opened(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 5, 3, b"A" * 1000)
+    pieces = store.read(5, 3, 0, 1000, piece=100, generation=G)
+    first = next(pieces)
+    with store.open_unit(5, 3, generation=G) as before:
+        store.append(5, 3, 1000, b"B" * 500, generation=G)
+        assert before.length == 1000 and len(before.crcs) == 1
+    assert first + b"".join(pieces) == b"A" * 1000
+    with pytest.raises(RangeError):              # past the committed length: refused, not served
+        store.read(5, 3, 0, 1501, generation=G)
+    assert read(store, 5, 3, 990, 20) == b"A" * 10 + b"B" * 10
+
+
+@pytest.mark.parametrize("crash_after", ["block written", "sidecar written to tmp"])
+def test_an_append_cut_short_by_a_crash_leaves_the_committed_unit(tmp_path, crash_after):
+    store = BlockStore(tmp_path)
+    put(store, 5, 4, b"kept" * 100)
+    blk = store.block_path(5, 4, generation=G)
+    with open(blk, "ab") as f:                  # the bytes of an append that never reached its commit point
+        f.write(b"lost" * 50)
+    if crash_after == "sidecar written to tmp":
+        (tmp_path / "tmp" / "5_4_1_append_x.crc").write_bytes(b"partial sidecar")
+    store.close()
+    again = BlockStore(tmp_path)
+    assert again.units() == [(5, 4, G, 400)]
+    assert blk.stat().st_size == 400
+    assert read(again, 5, 4, 0, 400) == b"kept" * 100
+    assert again.append(5, 4, 400, b"next", generation=G) == 404     # and appends go on from there
+    assert read(again, 5, 4, 396, 8) == b"keptnext"
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_an_append_racing_a_replacement_is_refused(tmp_path, monkeypatch):
+    store = BlockStore(tmp_path, crash_at=None)
+    put(store, 5, 5, b"old")
+    real_step = store._step
+
+    def replace_meanwhile(name):
+        real_step(name)
+        if name == "sidecar-synced":
+            monkeypatch.setattr(store, "_step", real_step)
+            put(store, 5, 5, b"a new version")
+    monkeypatch.setattr(store, "_step", replace_meanwhile)
+    with pytest.raises(storage.StaleAppend):
+        store.append(5, 5, 3, b"+tail", generation=G)
+    assert read(store, 5, 5, 0, 13) == b"a new version"
+    assert not list((tmp_path / "tmp").iterdir())
