@@ -65,6 +65,32 @@ class UnitWrite:
             self._conn = None
 
 
+async def append_unit(client: DataNodeClient, address: str, group_id: int, index: int, offset: int, data, *,
+                      generation: int, token: bytes = b"", peer: str = "") -> int:
+    """APPEND ``data`` to a replica whose committed length is ``offset`` (a replicated open tail);
+    the replica's new length, durable on the DataNode. FAILED_PRECONDITION: the replica is not
+    ``offset`` bytes long (a stale writer). One round trip on a pooled connection."""
+    if len(data) > dt.MAX_APPEND_BYTES:
+        raise ValueError(f"an append carries at most {dt.MAX_APPEND_BYTES} bytes, not {len(data)}")
+    request = dt.pack_request(dt.OP_APPEND, group_id, index, offset, len(data), token,
+                              generation=generation) + bytes(data)
+    conn, status, message = await _guarded(client.request(address, peer, request), address)
+    if status != dt.OK:
+        if status in (dt.BUSY, dt.PERMISSION_DENIED, dt.INVALID_ARGUMENT):
+            conn.close()        # refused before its bytes were read: the DataNode hangs up
+        else:
+            client.release(conn)
+        raise dt.error_for(status, message or f"refused by {address}")
+    stored = bytearray(dt.STORED.size)
+    try:
+        await _guarded(conn.recv_into(memoryview(stored)), address)
+    except BaseException:
+        conn.close()
+        raise
+    client.release(conn)
+    return dt.STORED.unpack(stored)[0]
+
+
 async def _guarded(awaitable, address: str):
     try:
         return await awaitable

@@ -361,6 +361,30 @@ def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, 
     assert state(stub).calls["AppendUnit"] >= 8
 
 
+def test_the_client_librarys_append_grows_a_replica_and_is_refused_when_stale(data):
+    """client/unit_writes.append_unit (asyncio, pooled connections): the library's side of OP_APPEND."""
+    import asyncio
+
+    from hedgefs.client.transport import DataNodeClient
+    from hedgefs.client.unit_writes import append_unit
+
+    address = f"127.0.0.1:{data.port}"
+    assert data.write(27, 0, b"") == 0
+
+    async def run():
+        client = DataNodeClient()
+        lengths = [await append_unit(client, address, 27, 0, n * 4096, pattern_bytes(4096, n), generation=0)
+                   for n in range(5)]
+        with pytest.raises(dt.TransferError) as stale:
+            await append_unit(client, address, 27, 0, 4096, b"late", generation=0)
+        again = await append_unit(client, address, 27, 0, 5 * 4096, b"!", generation=0)   # the pool still serves
+        return lengths, stale.value.status, again
+
+    lengths, status, again = asyncio.run(run())
+    assert lengths == [4096 * (n + 1) for n in range(5)] and status == "FAILED_PRECONDITION" and again == 20481
+    assert data.read(27, 0, 0, 20481) == b"".join(pattern_bytes(4096, n) for n in range(5)) + b"!"
+
+
 def test_a_store_killed_at_any_step_of_an_append_keeps_the_old_length_or_the_new_one(tmp_path):
     """Each step of an append in its own process, SIGKILLed there by the debug knob; opening the
     store again (as the restarted DataNode) finds the unit whole: its old bytes, or old + new."""
