@@ -16,9 +16,9 @@ Security (a secure cluster): every connection is mutual TLS (the handshake runs 
 connection's thread), and every request's block token is checked, before anything else, against
 exactly the unit (group, index, generation) and the operation it asks for (security/tokens.py):
 no call to the NameNode. TLS means no ``sendfile``: the bytes go through ``ssl`` in 256 KiB
-pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not; an APPEND
-(a replica of an open tail, a WRITE token) grows a stored unit in place, only at its committed
-length (storage.py: the commit point is the sidecar's rename).
+pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not. An APPEND
+(a replica of an open tail; it needs an append token: a write token is refused) grows a stored
+unit in place, only at its committed length (storage.py: the commit point is the sidecar's rename).
 
 Cancellation: a client cancels a read by closing its connection. While a read waits on a knob
 (stall, delay, bandwidth) the connection is watched (``HangupWatcher``) and the hang-up wakes
@@ -54,7 +54,7 @@ _MAX_CONNECTIONS = 1024
 _HANDSHAKE_S = 10.0         # a TLS client that has not finished its handshake by then is dropped
 _TLS_PIECE = 256 * 1024     # bytes read and sent at a time over TLS (no sendfile)
 _TOKEN_OPS = {dt.OP_READ: token_ops.READ, dt.OP_CHECKSUMS: token_ops.READ, dt.OP_VERIFY: token_ops.READ,
-              dt.OP_WRITE: token_ops.WRITE, dt.OP_APPEND: token_ops.WRITE}
+              dt.OP_WRITE: token_ops.WRITE, dt.OP_APPEND: token_ops.APPEND}
 
 
 class DataServer:

@@ -38,7 +38,7 @@ BUSY), then the client sends packets::
 
 and after END the DataNode answers with a header and, if OK, ``stored_length u64``.
 
-APPEND (``offset``: the unit's committed length as the writer knows it; ``length``: the number of
+APPEND (``offset``: the unit's committed length as the writer knows it, with an append token; ``length``: the number of
 bytes that follow the request at once, at most ``MAX_APPEND_BYTES``): the bytes are appended in
 place to the stored unit (a replica of a replicated open tail) and made durable; the answer is a
 header and, if OK, ``stored_length u64`` (the unit's new length). One round trip: the DataNode

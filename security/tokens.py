@@ -1,7 +1,9 @@
 """Block access tokens (HDFS's BlockTokenSecretManager): the NameNode signs, DataNodes check.
 
 With every unit location and every repair command the NameNode hands out a token naming exactly
-one unit (group id, unit index, generation), one operation (read or write) and an expiry. A
+one unit (group id, unit index, generation), one operation (read, write, or append: a write token
+never allows an append, so a committed unit of an erasure-coded group cannot be grown with one)
+and an expiry. A
 DataNode checks it with the cluster key it shares with the NameNode, locally, before it touches
 the unit: no call back to the NameNode, no state.
 
@@ -29,8 +31,8 @@ import struct
 import time
 from typing import Callable
 
-READ, WRITE = 1, 2
-OP_NAMES = {READ: "read", WRITE: "write"}
+READ, WRITE, APPEND = 1, 2, 3   # APPEND: grow a replica of a replicated open tail in place
+OP_NAMES = {READ: "read", WRITE: "write", APPEND: "append"}
 VERSION = 1
 _FIELDS = struct.Struct("<BBIQQQ")
 _DOMAIN = b"hedgefs block token\0"

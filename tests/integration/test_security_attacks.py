@@ -231,6 +231,10 @@ def test_a_write_token_replayed_on_a_committed_unit_is_refused(sc):
         assert replay.startswith("ALREADY_EXISTS") and "a unit is written once" in replay, replay
         read_token = locations(sc).units[0].token
         assert "PERMISSION_DENIED" in write(read_token, b"forged") and "does not allow write" in write(read_token, b"x")
+        with data_conn(sc, alice, unit.datanode_id, unit.data_address) as s:   # nor grown in place
+            with pytest.raises(dt.TransferError) as grown:
+                dt.append(s, group.id, 0, len(original), b"forged tail", token=unit.token, generation=group.generation)
+        assert grown.value.status == "PERMISSION_DENIED" and "does not allow append" in grown.value.message
         nn.Abandon(pb.AbandonRequest(file_id=created.file_id), timeout=10)
     unchanged(sc)
 
