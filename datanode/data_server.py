@@ -431,6 +431,9 @@ class DataServer:
             return self._refuse(conn, dt.FAILED_PRECONDITION, f"{self.datanode_id}: {e}")
         except storage.UnitNotFound as e:
             return self._refuse(conn, dt.NOT_FOUND, f"{e} on {self.datanode_id}")
+        except storage.ChecksumError as e:   # its sidecar is damaged
+            self.on_bad_unit(e.group_id, e.index, generation, "damaged checksum sidecar")
+            return self._refuse(conn, dt.DATA_LOSS, f"{e} on {self.datanode_id}")
         except (ValueError, storage.StorageError) as e:
             return self._refuse(conn, dt.INVALID_ARGUMENT, str(e))
         except OSError as e:

@@ -23,8 +23,9 @@ predecessor, and both may sit here side by side)::
 
 Opening the store recovers from a crash at any step: for each unit it keeps the newest version
 whose two files agree (sidecar present, block present and of the length the sidecar states, or
-longer: an unfinished append, truncated to that length) and deletes every other file of that unit, and everything in tmp/. So a crash leaves either the old
-unit or the new one, never new checksums over old bytes. ``crash_at`` (a debug knob, the
+longer: an unfinished append, truncated to that length) and deletes every other file of that
+unit, and everything in tmp/. So a crash leaves either the old unit or the new one, never new
+checksums over old bytes. ``crash_at`` (a debug knob, the
 ``HEDGEFS_DEBUG_CRASH_AT`` variable of ``hedgefs datanode``) SIGKILLs the process at one step,
 so tests can check exactly that.
 
@@ -383,18 +384,22 @@ class BlockStore:
             if offset != length:
                 raise StaleAppend(f"unit {_name(key)} holds {length} bytes: an append at {offset} is "
                                   f"refused (a stale writer)")
-            _length, chunk, crcs = _parse_sidecar(raw)
+            try:
+                _length, chunk, crcs = _parse_sidecar(raw)
+            except StorageError:
+                raise ChecksumError(group_id, index, 0) from None   # a damaged sidecar: the unit is bad
             crcs = list(crcs)
             n = len(data)
             if n == 0:
                 return length
             try:
-                f = open(blk, "r+b", buffering=0)
+                f = open(blk, "r+b")
             except FileNotFoundError:
                 raise UnitNotFound(f"unit {_name(key)} not found") from None
             with f:
                 f.seek(length)
-                f.write(data)
+                f.write(data)          # buffered: all of it, then flushed
+                f.flush()
                 if self.fsync:
                     os.fdatasync(f.fileno())
             self._step("block-synced")

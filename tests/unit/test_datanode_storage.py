@@ -432,3 +432,13 @@ def test_an_append_racing_a_replacement_is_refused(tmp_path, monkeypatch):
         store.append(5, 5, 3, b"+tail", generation=G)
     assert read(store, 5, 5, 0, 13) == b"a new version"
     assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_an_append_to_a_unit_with_a_damaged_sidecar_is_refused_as_a_bad_unit(tmp_path):
+    store = BlockStore(tmp_path)
+    put(store, 5, 6, b"abc")
+    sidecar = store.block_path(5, 6, generation=G).with_suffix(".crc")
+    sidecar.write_bytes(sidecar.read_bytes()[:-1])
+    with pytest.raises(ChecksumError):
+        store.append(5, 6, 3, b"def", generation=G)
+    assert store.block_path(5, 6, generation=G).read_bytes() == b"abc"
