@@ -18,7 +18,8 @@ exactly the unit (group, index, generation) and the operation it asks for (secur
 no call to the NameNode. TLS means no ``sendfile``: the bytes go through ``ssl`` in 256 KiB
 pieces. A unit is written once: a WRITE of a unit stored here is refused, token or not. An APPEND
 (a replica of an open tail; it needs an append token: a write token is refused) grows a stored
-unit in place, only at its committed length (storage.py: the commit point is the sidecar's rename).
+unit in place, only at its committed length (storage.py: the commit point is the sidecar's rename);
+an APPEND at 0 of a unit not stored creates it (the replica's first bytes, receipted as a write's).
 
 Cancellation: a client cancels a read by closing its connection. While a read waits on a knob
 (stall, delay, bandwidth) the connection is watched (``HangupWatcher``) and the hang-up wakes
@@ -426,7 +427,7 @@ class DataServer:
             return False
         try:
             stored = self.store.append(group_id, index, offset, data, generation=generation)
-        except storage.StaleAppend as e:
+        except (storage.StaleAppend, storage.UnitExists) as e:
             log.warning("%s refused an append: %s", self.datanode_id, e)
             return self._refuse(conn, dt.FAILED_PRECONDITION, f"{self.datanode_id}: {e}")
         except storage.UnitNotFound as e:
@@ -438,6 +439,8 @@ class DataServer:
             return self._refuse(conn, dt.INVALID_ARGUMENT, str(e))
         except OSError as e:
             return self._refuse(conn, *self._store_error(e, group_id, index))
+        if offset == 0:   # a new replica: the NameNode hears of it as of a unit written
+            self.on_stored(group_id, index, generation, stored)
         conn.sendall(dt.pack_response(dt.OK) + dt.STORED.pack(stored))
         return True
 

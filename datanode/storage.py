@@ -360,7 +360,9 @@ class BlockStore:
         """Append ``data`` in place to the unit's committed version; returns its new length.
 
         ``offset`` must equal the committed length, else ``StaleAppend`` (a writer that missed
-        an append, or a second writer): nothing changes. The bytes go to the block file past the
+        an append, or a second writer): nothing changes. An append at 0 to a unit not stored
+        creates it (HDFS's new replica of a pipeline), as a unit is written: once (``UnitExists``
+        if another write stored it meanwhile). The bytes go to the block file past the
         committed length and are fsynced; the last chunk's CRC is continued (no read back); the
         sidecar is rewritten to tmp/ and renamed over the old one: the commit point. Until then
         readers see the old length only (an ``OpenUnit`` is a snapshot of length and CRCs, and
@@ -374,6 +376,12 @@ class BlockStore:
         with self._lock:
             lock = self._append_locks.setdefault(key, threading.Lock())
         with lock:
+            with self._lock:
+                entry = self._units.get(key)
+            if entry is None and offset == 0:   # the replica's first bytes: written as a new unit
+                with self.open_writer(*key[:2], len(data), generation=key[2], once=True) as w:
+                    w.write(data)
+                    return w.commit()
             with self._lock:
                 entry = self._units.get(key)
                 if entry is None:

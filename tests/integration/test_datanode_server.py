@@ -351,8 +351,11 @@ def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, 
         status, details = error_of(data.append, 26, 0, stale, b"stale")
         assert status == "FAILED_PRECONDITION" and "holds 200008 bytes" in details
     assert data.read(26, 0, 199_990, 18) == pattern_bytes(200_000, 3)[-18:]
-    assert error_of(data.append, 26, 1, 0, b"x")[0] == "NOT_FOUND"
+    assert error_of(data.append, 26, 1, 4, b"x")[0] == "NOT_FOUND"     # not stored: it grows only from 0
     assert error_of(data.append, 26, 0, 200_008, b"x", generation=5)[0] == "NOT_FOUND"
+    assert data.append(26, 1, 0, b"new replica") == 11                   # an open tail's first bytes
+    assert error_of(data.append, 26, 1, 0, b"second writer")[0] == "FAILED_PRECONDITION"
+    assert data.read(26, 1, 0, 11) == b"new replica"
     with data.connect() as s:            # one connection, refused then served
         with pytest.raises(dt.TransferError):
             dt.append(s, 26, 0, 0, b"stale", generation=0)

@@ -378,10 +378,22 @@ def test_a_stale_append_is_refused_and_changes_nothing(tmp_path):
             store.append(5, 1, offset, b"XYZ", generation=G)
     assert read(store, 5, 1, 0, 6) == b"abcdef"
     assert store.length(5, 1, generation=G) == 6
-    with pytest.raises(UnitNotFound):
-        store.append(5, 2, 0, b"x", generation=G)
+    with pytest.raises(UnitNotFound):            # a unit not stored grows only from 0
+        store.append(5, 2, 4, b"x", generation=G)
     with pytest.raises(UnitNotFound):            # another generation is another unit
         store.append(5, 1, 6, b"x", generation=G + 1)
+    assert store.units() == [(5, 1, G, 6)]
+
+
+def test_an_append_at_zero_creates_the_replica_once(tmp_path):
+    store = BlockStore(tmp_path)
+    assert store.append(7, 0, 0, b"first", generation=G) == 5          # the open tail's first bytes
+    assert store.append(7, 0, 5, b" then", generation=G) == 10
+    with pytest.raises(storage.StaleAppend):     # a second writer's "first bytes": refused, unchanged
+        store.append(7, 0, 0, b"other", generation=G)
+    assert read(store, 7, 0, 0, 10) == b"first then"
+    store.close()
+    assert BlockStore(tmp_path).units() == [(7, 0, G, 10)]
 
 
 def test_a_reader_never_sees_bytes_past_the_length_it_opened(tmp_path):
