@@ -111,8 +111,9 @@ def _short_group(chaos, path: str, lost: frozenset) -> str:
     never stored, counting: a small file's group of 4 is as readable as a whole one), else the
     first that has not."""
     status = chaos.vfs.stat(path)
-    policy = parse_policy(status.policy)
+    file_policy = parse_policy(status.policy)
     for g in status.groups:
+        policy = g.code(file_policy)   # (an open tail's: replicated)
         reachable = sum(u.datanode_id not in lost and (g.id, i, u.datanode_id) not in chaos.rotted
                         for i, u in g.units.items())
         if reachable + len(zero_units(policy, g.length)) < policy.k:

@@ -210,8 +210,9 @@ class FileReader:
         RS, no replica, an LRC pattern that does not decode), as the NameNode sees it: a caller
         checks before writing out any byte, so a file known to be unreadable gives a clean error
         and no partial output."""
-        policy = parse_policy(self.status.policy)
+        file_policy = parse_policy(self.status.policy)
         for g in self.status.groups:
+            policy = g.code(file_policy)   # (an open tail's: replicated)
             if not policy.decodable(set(g.units) | layout.zero_units(policy, g.length)):   # (a small file's zeros)
                 where = (f"block {g.id} has no live replica (of {policy.units})" if policy.replicated else
                          f"block group {g.id}'s {len(g.units)} live units cannot decode it ({policy.name})"
@@ -248,8 +249,8 @@ class FileReader:
         view = memoryview(out)[:length]
         pieces = layout.file_range_to_groups(offset, length, policy, status.block_size, status.length)
         await gather_or_cancel(
-            self._io.hedged.read_group_range(
-                policy, status.groups[p.group_index], p.offset_in_group, p.length,
+            self._io.hedged.read_group_range(   # each group in its own code (an open tail: replicas)
+                status.groups[p.group_index].code(policy), status.groups[p.group_index], p.offset_in_group, p.length,
                 view[p.offset_in_file - offset:p.offset_in_file - offset + p.length], exclude)
             for p in pieces
         )

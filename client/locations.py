@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 from hedgefs.client.cluster_view import View, views_from_proto
+from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
 
@@ -27,6 +28,11 @@ class GroupLocation:
     length: int
     units: dict[int, UnitLocation]
     generation: int   # every unit read names it: the NameNode's, never a default
+    policy: str = ""  # the group's own code if not the file's: an EC file's open tail, replicated
+
+    def code(self, file_policy: Policy) -> Policy:
+        """The code this group is stored in: its own, else its file's."""
+        return parse_policy(self.policy) if self.policy else file_policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +77,7 @@ class FileStatus:
                 units={u.index: UnitLocation(u.index, u.datanode_id, u.address, u.data_address, u.token)
                        for u in g.units},
                 generation=g.generation,
+                policy=g.policy,
             )
             for g in info.groups
         )

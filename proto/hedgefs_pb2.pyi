@@ -25,16 +25,18 @@ class UnitLocation(_message.Message):
     def __init__(self, index: _Optional[int] = ..., datanode_id: _Optional[str] = ..., address: _Optional[str] = ..., data_address: _Optional[str] = ..., token: _Optional[bytes] = ...) -> None: ...
 
 class BlockGroup(_message.Message):
-    __slots__ = ("id", "length", "units", "generation")
+    __slots__ = ("id", "length", "units", "generation", "policy")
     ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     UNITS_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     id: int
     length: int
     units: _containers.RepeatedCompositeFieldContainer[UnitLocation]
     generation: int
-    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+    policy: str
+    def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
 
 class FileInfo(_message.Message):
     __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id", "xattrs")

@@ -40,6 +40,27 @@ def test_up_to_3_lost_units_read_back_exactly(fs, lost):
         assert bytes(got) == data, f"lost units {gone}"
 
 
+def test_a_group_is_read_in_its_own_code(fs):
+    """An EC file's last group may be replicated (an open tail, REPLICATE-3 of an RS-6-3 file): the
+    reader reads each group by its own code, across the boundary, and from any one replica."""
+    from hedgefs.client.locations import GroupLocation
+
+    data = pattern(GROUP + 3000, seed=45)
+    fs.mkdir("/codes", parents=True)
+    fs.write_bytes("/codes/ec", data, overwrite=True)
+    fs.write_bytes("/codes/tail", data[GROUP:], overwrite=True, policy="REPLICATE-3")
+    ec, tail = fs.stat("/codes/ec"), fs.stat("/codes/tail")
+    (replicas,) = tail.groups
+    for kept in ([0, 1, 2], [2]):
+        group = GroupLocation(replicas.id, replicas.length, {i: replicas.units[i] for i in kept},
+                              replicas.generation, policy="REPLICATE-3")
+        mixed = dataclasses.replace(ec, groups=(ec.groups[0], group))
+        with fs.open(mixed) as f:
+            f.check_available()
+            assert bytes(f.pread(0, len(data))) == data, f"replicas {kept}"
+            assert bytes(f.pread(GROUP - 100, 200)) == data[GROUP - 100:GROUP + 100]
+
+
 def test_kill_3_datanodes_then_4(private_cluster, tmp_path):
     nn = private_cluster.namenode
     data = pattern(GROUP // 2 + 77, seed=3)
