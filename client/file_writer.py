@@ -31,10 +31,12 @@ import collections
 import concurrent.futures
 import hashlib
 import io
+import logging
 import threading
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError, WriteAborted
+from hedgefs.client.open_tail import OpenTail, TailBroken
 from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -42,6 +44,8 @@ from hedgefs.proto import hedgefs_pb2 as pb
 if TYPE_CHECKING:
     from hedgefs.client.loop import LoopThread
     from hedgefs.client.writer import StripedWriter
+
+log = logging.getLogger("hedgefs.client")
 
 PIPE_BYTES = 8 << 20   # written bytes buffered before ``write`` waits for the stripes to go out
 TAIL_BYTES = 16 << 20  # bytes of the last block group kept for an hflush to write again (more: read back)
@@ -166,11 +170,14 @@ class FileWriter:
         self._closed = False
         self._loop, self._writer, self._reread = loop, writer, reread
         self.attributes = pb.CommitAttributes()   # what set_permission/set_owner/set_times asked
+        self._open: OpenTail | None = None   # an EC file's open tail, after a Sync placed one
+        self._unsent = bytearray()           # what the open tail's replicas lack (kept only while it is open)
         self._begin(created, start, kept_length, prefix, done, keep=False)
 
     def _begin(self, created, start: int, kept_length: int, prefix, done, keep: bool) -> None:
+        self._file_id = created.file_id
         self._pipe = pipe = _Pipe(PIPE_BYTES)
-        full = group_data_size(parse_policy(created.policy), created.block_size)
+        self._full = full = group_data_size(parse_policy(created.policy), created.block_size)
         self._tail = tail = _Tail(kept_length, full, keep)
         self._sync = sync = _Sync()
         hashes = list(self._hashes.values())
@@ -222,18 +229,28 @@ class FileWriter:
 
     def hflush(self) -> int:
         """Every byte written so far becomes the file's, visible to every new reader and durable
-        (each group on at least k DataNodes: ``hsync`` is the same call), and writing goes on; the
-        file's length then. HDFS's hflush as copy-on-write of the last group: the write so far is
-        committed and an append to it begun, in one NameNode call (Sync: Complete, Append and the
-        new last group's AddBlockGroup, one wait until durable); the file's last, partial group
-        is then written again from the bytes kept here since the previous hflush (up to
-        TAIL_BYTES; at the first hflush, or beyond, read back from the DataNodes). A failure is
-        raised here and ends the writer (what an earlier hflush committed stays)."""
+        (each group on at least k DataNodes, or on the m + 1 replicas of an open tail: ``hsync``
+        is the same call), and writing goes on; the file's length then.
+
+        The first hflush is copy-on-write of the last group: the write so far is committed and
+        an append to it begun, in one NameNode call (Sync: Complete, Append and the new last
+        group's AddBlockGroup, one wait until durable); the file's last, partial group is then
+        written again from the bytes kept here since the previous hflush (up to TAIL_BYTES; at
+        the first hflush, or beyond, read back from the DataNodes). For an erasure-coded file
+        the Sync also places an open tail (open_tail.py): the next hflushes APPEND the new bytes
+        to its replicas and record the length (SyncLength), while the last group is still
+        written erasure coded for the Complete that seals it; a tail that fails or fills its
+        group is given up, and that hflush is a Sync again. A failure is raised here and ends
+        the writer (what an earlier hflush committed stays)."""
         with self._lock:
             if self._closed:
                 raise ValueError(f"{self.path}: hflush of a closed FileWriter")
             if self._reread is None:
                 raise ValueError(f"{self.path}: this FileWriter cannot go on after a commit")
+            if self._open is not None:
+                synced = self._tail_sync()
+                if synced is not None:
+                    return synced
             self._sync.asked = True
             self._pipe.end()
             try:
@@ -245,6 +262,9 @@ class FileWriter:
                 else:
                     prefix, done = self._reread(self._writer, answer, length)
                 self._begin(answer.write, length, answer.kept_length, prefix, done, keep=True)
+                if answer.HasField("tail") and kept is not None and len(kept) <= self._full:
+                    self._open = OpenTail(self._writer.datanodes, answer.tail, answer.kept_length, self._full)
+                    self._unsent = bytearray(kept)
             except HedgefsError:
                 self._closed = True
                 raise
@@ -276,6 +296,28 @@ class FileWriter:
             for name, value in fields.items():
                 setattr(self.attributes, name, value)
 
+    def _tail_sync(self) -> int | None:
+        """hflush on the open tail: the bytes its replicas lack appended to each, then the
+        length recorded (SyncLength); the file's length. None if the tail is given up (a
+        replica failed, or the bytes overflow its group): the caller Syncs instead."""
+        tail, unsent = self._open, self._unsent
+        self._open, self._unsent = None, bytearray()   # given up unless this sync succeeds
+        if not tail.fits(len(unsent)):
+            return None
+        try:
+            end = self._loop.call(tail.append(bytes(unsent)))
+        except TailBroken as err:
+            log.info("%s: %s; this hflush is a Sync (copy-on-write of the last group)", self.path, err)
+            return None
+        try:
+            self._loop.call(self._writer.sync_length(self._file_id, end, tail.group.id))
+        except HedgefsError as err:
+            log.info("%s: the NameNode did not take the open tail's length (%s); this hflush is a Sync",
+                     self.path, err)
+            return None
+        self._open = tail
+        return end
+
     def write(self, data) -> int:
         """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it
         has failed, WriteAborted once aborted, ValueError once closed."""
@@ -285,8 +327,14 @@ class FileWriter:
                 raise ValueError(f"{self.path}: write to a closed FileWriter")
             if not n:
                 return 0
-            if not self._pipe.put(data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))):
+            data = data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))
+            if not self._pipe.put(data):
                 self._raise_failure()
+            if self._open is not None:
+                if self._open.fits(len(self._unsent) + n):
+                    self._unsent += data
+                else:   # past the tail's group: the next hflush is a Sync (and may open another)
+                    self._open, self._unsent = None, bytearray()
             self.written += n
             return n
 

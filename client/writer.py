@@ -134,6 +134,10 @@ class StripedWriter:
         self._datanodes = datanodes
         self._rpc = rpc
 
+    @property
+    def datanodes(self) -> DataNodeClient:
+        return self._datanodes
+
     async def write_file(self, path: str, read: ReadFn, *, overwrite: bool, policy_name: str | None,
                          progress: Callable[[int], None], block_size: int = 0,
                          convert_from: pb.FileVersion | None = None) -> int:
@@ -250,6 +254,13 @@ class StripedWriter:
         version it makes begun at ``path``; retried as Complete is."""
         return await self._committing("Sync", pb.SyncRequest(file_id=request.file_id, length=request.length,
                                                               groups=request.groups, path=path))
+
+    async def sync_length(self, file_id: int, length: int, tail_group_id: int) -> None:
+        """hsync on the open tail (open_tail.py): every replica of the tail holds the file's
+        bytes up to ``length``: the file grows to it. Retried as Complete is (a repeat of a
+        length already recorded changes nothing)."""
+        await self._committing("SyncLength", pb.SyncLengthRequest(file_id=file_id, length=length,
+                                                                  tail_group_id=tail_group_id))
 
     async def _committing(self, method: str, request):
         for attempt in range(_COMPLETE_ATTEMPTS):

@@ -859,16 +859,18 @@ class AppendRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., client_name: _Optional[str] = ..., rewrite_from: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
-    __slots__ = ("write", "kept_length", "length", "mtime_ms")
+    __slots__ = ("write", "kept_length", "length", "mtime_ms", "tail")
     WRITE_FIELD_NUMBER: _ClassVar[int]
     KEPT_LENGTH_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     MTIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
     write: CreateResponse
     kept_length: int
     length: int
     mtime_ms: int
-    def __init__(self, write: _Optional[_Union[CreateResponse, _Mapping]] = ..., kept_length: _Optional[int] = ..., length: _Optional[int] = ..., mtime_ms: _Optional[int] = ...) -> None: ...
+    tail: BlockGroup
+    def __init__(self, write: _Optional[_Union[CreateResponse, _Mapping]] = ..., kept_length: _Optional[int] = ..., length: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., tail: _Optional[_Union[BlockGroup, _Mapping]] = ...) -> None: ...
 
 class TruncateRequest(_message.Message):
     __slots__ = ("path", "length", "client_name")
@@ -1017,3 +1019,13 @@ class SyncRequest(_message.Message):
     groups: _containers.RepeatedCompositeFieldContainer[GroupCommit]
     path: str
     def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., path: _Optional[str] = ...) -> None: ...
+
+class SyncLengthRequest(_message.Message):
+    __slots__ = ("file_id", "length", "tail_group_id")
+    FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    TAIL_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    file_id: int
+    length: int
+    tail_group_id: int
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., tail_group_id: _Optional[int] = ...) -> None: ...

@@ -236,6 +236,11 @@ class NameNodeStub:
                 request_serializer=hedgefs__pb2.SyncRequest.SerializeToString,
                 response_deserializer=hedgefs__pb2.AppendResponse.FromString,
                 _registered_method=True)
+        self.SyncLength = channel.unary_unary(
+                '/hedgefs.NameNode/SyncLength',
+                request_serializer=hedgefs__pb2.SyncLengthRequest.SerializeToString,
+                response_deserializer=hedgefs__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class NameNodeServicer:
@@ -508,6 +513,14 @@ class NameNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncLength(self, request, context):
+        """hsync on the open tail (issue 45 item 1): the tail's replicas hold the file's bytes up to
+        `length`; the file (as readers see it) grows to it, its last group becoming the tail. One record.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -710,6 +723,11 @@ def add_NameNodeServicer_to_server(servicer, server):
                     servicer.Sync,
                     request_deserializer=hedgefs__pb2.SyncRequest.FromString,
                     response_serializer=hedgefs__pb2.AppendResponse.SerializeToString,
+            ),
+            'SyncLength': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncLength,
+                    request_deserializer=hedgefs__pb2.SyncLengthRequest.FromString,
+                    response_serializer=hedgefs__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1794,6 +1812,33 @@ class NameNode:
             '/hedgefs.NameNode/Sync',
             hedgefs__pb2.SyncRequest.SerializeToString,
             hedgefs__pb2.AppendResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncLength(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hedgefs.NameNode/SyncLength',
+            hedgefs__pb2.SyncLengthRequest.SerializeToString,
+            hedgefs__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

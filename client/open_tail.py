@@ -1,0 +1,71 @@
+"""An erasure-coded file's open tail (issue 45 item 1): its last, partial block group kept as
+m + 1 replicas while the file is written, so that an hsync costs an APPEND of the new bytes to
+each replica (and one length record at the NameNode), not a rewrite of the whole group.
+
+Windows Azure Storage's extents, in HDFS's words: the NameNode's Sync of an EC file places the
+tail (``AppendResponse.tail``: a REPLICATE-(m+1) group, its units with append tokens); each
+hsync APPENDs the bytes not yet there to every replica in parallel (the first at offset 0
+creates it) and then tells the NameNode the length (SyncLength), which makes the file grow to
+it. Every hsynced byte is then on m + 1 DataNodes: it survives the loss of any m. The write's
+Complete seals the tail: its bytes, erasure coded as the file's last group by the striped
+writer all along, take the tail's place in one record, and the replicas go.
+
+A replica that fails or refuses (a stale offset: it missed an append) ends the open tail
+(``TailBroken``): the writer's next hsync is a Sync again (copy-on-write of the last group), as
+HDFS's pipeline recovery would rebuild the pipeline; what earlier hsyncs made durable stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hedgefs.client.errors import HedgefsError
+from hedgefs.client.unit_writes import append_unit
+from hedgefs.proto import datatransfer as dt
+from hedgefs.proto import hedgefs_pb2 as pb
+
+
+class TailBroken(HedgefsError):
+    """A replica of the open tail did not take an append: the tail is given up."""
+
+
+class OpenTail:
+    """The open tail of one write: its group (``pb.BlockGroup``, replicated), the file offset it
+    starts at (a multiple of the file's group size) and how many bytes every replica holds."""
+
+    def __init__(self, datanodes, group: pb.BlockGroup, start: int, room: int):
+        self.group, self.start, self.room = group, start, room
+        self.length = 0   # bytes on every replica, from ``start``
+        self._datanodes = datanodes
+
+    @property
+    def end(self) -> int:
+        """The file offset every replica holds the bytes up to."""
+        return self.start + self.length
+
+    def fits(self, n: int) -> bool:
+        """Can ``n`` more bytes go to the tail (it holds at most one group)?"""
+        return self.length + n <= self.room
+
+    async def append(self, data: bytes) -> int:
+        """APPEND ``data`` to every replica, in parallel, a piece of at most MAX_APPEND_BYTES at
+        a time; the file offset now on all of them. TailBroken if any fails."""
+        view = memoryview(data)
+        for at in range(0, len(view), dt.MAX_APPEND_BYTES):
+            piece = view[at:at + dt.MAX_APPEND_BYTES]
+            results = await asyncio.gather(*(self._one(u, piece) for u in self.group.units),
+                                           return_exceptions=True)
+            for unit, got in zip(self.group.units, results):
+                if isinstance(got, BaseException):
+                    raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
+                                     f"{unit.datanode_id}: {got}") from got
+                if got != self.length + len(piece):
+                    raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
+                                     f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}")
+            self.length += len(piece)
+        return self.end
+
+    async def _one(self, unit: pb.UnitLocation, piece) -> int:
+        return await append_unit(self._datanodes, unit.data_address, self.group.id, unit.index, self.length,
+                                 piece, generation=self.group.generation, token=unit.token,
+                                 peer=unit.datanode_id)
