@@ -25,6 +25,7 @@ import logging
 from hedgefs.ec.layout import group_data_size
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from hedgefs.namenode.journal import records as r
+from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.model import Reopened
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import Dir, Node, load_policy
@@ -33,6 +34,13 @@ from hedgefs.namenode.namespace.retry_cache import MISS, step
 from hedgefs.security.identity import Identity
 
 log = logging.getLogger("hedgefs.namenode")
+
+
+def tail_code(policy) -> str:
+    """The code of an open tail of a file in ``policy``: REPLICATE-(m + 1), so that every hsynced
+    byte survives the loss of as many DataNodes as the file's groups do ("" for a replicated
+    file: its own groups are copies already)."""
+    return "" if policy.replicated else f"REPLICATE-{policy.tolerance + 1}"
 
 
 class FileChanges:
@@ -131,6 +139,13 @@ class FileChanges:
         reopened = self.reopened(kept[0]) if kept is not MISS else self.reopen(path, None, "", who, again)
         if reopened.length != length:
             raise FailedPrecondition(f"{path} changed during the sync: it has {reopened.length} bytes, not {length}")
+        code = tail_code(load_policy(reopened.created.policy))
+        if code:   # an erasure-coded file: the open tail, for the hsyncs that follow (sync_length)
+            again = step(retry, "tail")
+            kept = self.ns.retry.lookup(again, r.CODES[r.AddGroup], self.ns.wall_ms()) if again else MISS
+            tail = (self.ns.writes.new_group(*kept, code) if kept is not MISS
+                    else self.ns.writes.add_group(reopened.created.file_id, (), who, again, code))
+            reopened = dataclasses.replace(reopened, tail=tail)
         if reopened.kept_length == length:
             return reopened   # it ends on a group boundary: nothing to write again yet
         first = step(retry, "group")
@@ -138,4 +153,41 @@ class FileChanges:
         group = (self.ns.writes.new_group(*kept) if kept is not MISS
                  else self.ns.writes.add_group(reopened.created.file_id, (), who, first))
         return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
+
+    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity) -> None:
+        """hsync on the write's open tail (``go_on`` placed it): every replica of the tail holds
+        the file's bytes up to ``length``. The file the write rewrites grows to it, the tail taking
+        its partial last group's place the first time (once every replica is reported stored: it
+        is then readable from any of them); one record. A length already recorded (a retry)
+        changes nothing; a shorter one, or one past the tail's group, is refused."""
+        ns = self.ns
+        ns.safemode.refuse("sync the length of a file")
+        lease = ns.writes.writing(file_id, who)
+        base, tail = lease.base, ns.blocks.get(group_id)
+        full = group_data_size(load_policy(lease.file.attrs.policy), lease.file.attrs.block_size)
+        start = lease.kept * full
+        if base is None or tail is None or not ns.blocks.codes.get(group_id) or \
+                (tail.file is not lease.file and not (tail.file is base and base.groups[-1] is tail)):
+            raise FailedPrecondition(f"group {group_id} is not the open tail of the write of file {file_id}")
+        if not start <= length <= start + full:
+            raise InvalidArgument(f"file {file_id}: length {length} is outside its open tail "
+                                  f"[{start}, {start + full}]")
+        if length <= base.length:
+            if length == base.length and tail.file is base:
+                return   # recorded already (a retry)
+            raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
+                                     f"{length} would lose some")
+        if tail.file is lease.file:   # the first: every replica reported, or the tail is no use
+            units = load_policy(ns.blocks.codes[group_id]).units
+            ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(range(units)))])
+            lease = ns.writes.writing(file_id, who)   # (the lock was released meanwhile)
+            if lease.base is not base or tail.file is not lease.file:
+                raise FailedPrecondition(f"the write of file {file_id} changed during its hsync")
+            reported = ns.blocks.reported_units(tail)
+            if len(reported) < units:
+                raise FailedPrecondition(f"the open tail of file {file_id} has {len(reported)} of its "
+                                         f"{units} replicas reported stored")
+        mtime = max(ns.wall_ms(), base.mtime + 1)   # a new version: see Writes.complete
+        ns.log_record(r.SyncLength(file_id, group_id, length, mtime))
+        log.debug("sync length: file %d is %d bytes, its open tail %d", file_id, length, group_id)
 

@@ -25,6 +25,7 @@ class GroupInfo:
     length: int
     units: list[UnitLocation]
     generation: int = 0
+    policy: str = ""   # its own code, if not its file's (an open tail)
 
 
 @dataclass(slots=True)
@@ -80,6 +81,7 @@ class Reopened:
     kept_length: int   # bytes in the groups the new version shares with the file (whole groups)
     length: int        # the file's length now
     mtime_ms: int      # the file's mtime now: with length, the version being rewritten
+    tail: "GroupInfo | None" = None   # a Sync's of an EC file: the open tail placed (append tokens)
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,7 @@ class Namesystem:
         policy = load_policy(node.attrs.policy)
         k = policy.k
         infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
-        if any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos):
+        if any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos if not g.policy):
             if self.standby:   # an observer read: the active's map has what this one has not heard (yet)
                 raise NotActive(self.active_hint())
             waiting = self.manager.reports_due()
@@ -459,6 +459,11 @@ class Namesystem:
                            lambda: self.file_changes.sync(file_id, path, length, groups, who, retry),
                            lambda _kept: self.file_changes.go_on(path, length, who, retry))
 
+    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER) -> None:
+        """hsync on an open tail (file_changes.sync_length): the file grows to ``length``, its
+        bytes on every replica of the tail. One record, no retry id: a repeat changes nothing."""
+        self.change(None, r.SyncLength, lambda: self.file_changes.sync_length(file_id, length, group_id, who))
+
     def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
         self.change(retry, r.Abandon, lambda: self.writes.abandon(file_id, who, retry))
 
@@ -533,8 +538,11 @@ class Namesystem:
         return self.location(index, datanode_id, group_id, generation, token_ops.READ)
 
     def group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
-        units = self.manager.locations(group, k, keep_dead)
         gid = group.id
+        code = self.blocks.codes.get(gid, "") if self.blocks.codes else ""   # an open tail's own
+        if code:
+            k = load_policy(code).k
+        units = self.manager.locations(group, k, keep_dead)
         generation = self.blocks.generation(gid)
         tokens = self.tokens if op is not None else None
         live = self.liveness.live()
@@ -550,13 +558,13 @@ class Namesystem:
                     address, data_address = live.get(d) or self.liveness.addresses(d)
                     location = known[(i, d)] = UnitLocation(i, d, address, data_address)
                 locations.append(location)
-            return GroupInfo(gid, length, locations, generation)
+            return GroupInfo(gid, length, locations, generation, code)
         addresses = self.liveness.addresses
         locations = []
         for i, d in units.items():   # in index order
             address, data_address = live.get(d) or addresses(d)
             locations.append(UnitLocation(i, d, address, data_address, tokens.sign(op, gid, i, generation)))
-        return GroupInfo(gid, length, locations, generation)
+        return GroupInfo(gid, length, locations, generation, code)
 
     # ------------------------------------------------------------------ the DataNode protocol
 

@@ -48,12 +48,12 @@ class Reports:
             if file.is_link:
                 continue
             files += 1
-            policy = load_policy(file.attrs.policy)
-            if policy.name not in bounds:
-                bounds[policy.name] = self.ns.manager.bounds(shape_of(policy.name))
             file_missing = False
             for group in file.groups:
                 groups += 1
+                policy = load_policy(blocks.policy_of(group))   # (an open tail's own: replicated)
+                if policy.name not in bounds:
+                    bounds[policy.name] = self.ns.manager.bounds(shape_of(policy.name))
                 zeros = blocks.zeros(group)   # a small file's zero units: never stored, never lacking
                 good = len(blocks.good(group, is_live).keys() | zeros)
                 if good >= policy.units:

@@ -151,19 +151,22 @@ class Writes:
                                    f"not by user {who.name}")
         return lease
 
-    def add_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry) -> GroupInfo:
+    def add_group(self, file_id: int, exclude: Iterable[str], who: Identity, retry, code: str = "") -> GroupInfo:
+        """A new group at the end of the write; ``code``: its own (an open tail's: its units
+        get append tokens, an APPEND at 0 creating each), else the file's."""
         self.ns.safemode.refuse("add a block group")
         lease = self.writing(file_id, who)
-        policy = load_policy(lease.file.attrs.policy)
+        policy = load_policy(code or lease.file.attrs.policy)
         targets = self.ns.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
         group_id = self.blocks.next_group_id
-        self.ns.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry))
-        return self.new_group(group_id, targets)
+        self.ns.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry, code))
+        return self.new_group(group_id, targets, code)
 
-    def new_group(self, group_id: int, targets) -> GroupInfo:
+    def new_group(self, group_id: int, targets, code: str = "") -> GroupInfo:
         generation = self.blocks.generation(group_id)
-        return GroupInfo(group_id, 0, [self.ns.location(j, d, group_id, generation, token_ops.WRITE)
-                                       for j, d in enumerate(targets)], generation)
+        op = token_ops.APPEND if code else token_ops.WRITE
+        return GroupInfo(group_id, 0, [self.ns.location(j, d, group_id, generation, op)
+                                       for j, d in enumerate(targets)], generation, code)
 
     def complete(self, file_id: int, length: int, groups: list[GroupCommit], convert_from: Version | None,
                   who: Identity, retry, attributes: CommitAttrs | None = None) -> None:

@@ -153,4 +153,4 @@ def state(nn: Namesystem) -> dict:
             "generation_first": blocks.generation_first, "retry": retry, "leaving": set(nn.leaving),
             "cluster_id": nn.cluster_id, "files": tree.files, "dirs": tree.dirs,
             "by_policy": {p: n for p, n in tree.by_policy.items() if n},
-            "complete_groups": blocks.complete_groups}
+            "complete_groups": blocks.complete_groups, "codes": dict(blocks.codes)}

@@ -126,7 +126,7 @@ class Balancer:
         while gid < end:
             group = slots[gid]
             if group is not None and group.locs and group.file.writer is None:
-                name = group.file.attrs.policy
+                name = blocks.policy_of(group)
                 policy = policies.get(name) or policies.setdefault(name, load_policy(name))
                 if name not in bounds:
                     bounds[name] = m.bounds(shape_of(policy.name))
@@ -310,7 +310,7 @@ class Balancer:
                     break
                 if gid in touched or group.file.writer is not None:
                     continue
-                policy = load_policy(group.file.attrs.policy)
+                policy = load_policy(blocks.policy_of(group))
                 units = blocks.units(group)
                 if not blocks.is_whole(group, m.stays) or any((gid, i) in m.repairs.in_flight for i in units):
                     continue

@@ -206,6 +206,8 @@ class BlockMap:
         self.generation_base = 0          # a group's generation: this + its id
         self.generation_first = 1         # the first generation this namespace issued
         self.odd_generations: dict[int, int] = {}   # group id -> its generation, where not base + id
+        # group id -> its own code, where not its file's: an EC file's open tail (REPLICATE-(m+1))
+        self.codes: dict[int, str] = {}
         self.numbers = DataNodeNumbers()
         self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
@@ -233,6 +235,11 @@ class BlockMap:
     def generation(self, group_id: int) -> int:
         odd = self.odd_generations.get(group_id)
         return odd if odd is not None else self.generation_base + group_id
+
+    def policy_of(self, group: Group) -> str:
+        """The code ``group`` is stored in: its own (``codes``), else its file's."""
+        codes = self.codes
+        return (codes.get(group.id) if codes else None) or group.file.attrs.policy
 
     def ours(self, generation: int) -> bool:
         """Did this namespace issue the generation? 0 (a unit named without one) is nobody's."""
@@ -280,14 +287,16 @@ class BlockMap:
     def get(self, group_id: int) -> Group | None:
         return self.groups.get(group_id)
 
-    @staticmethod
-    def zeros(group: Group) -> frozenset[int]:
-        """The group's zero units (module docstring): only a complete file's last group has any."""
+    def zeros(self, group: Group) -> frozenset[int]:
+        """The group's zero units (module docstring): only a complete file's last group has any
+        (none if it is replicated: an open tail)."""
         file = group.file
         if file.writer is not None:
             return _NONE
         groups = file.groups
         if not groups or groups[-1] is not group:   # (a group a truncate is dropping: none)
+            return _NONE
+        if self.codes and group.id in self.codes:
             return _NONE
         length = file.length
         if len(groups) > 1:
@@ -298,7 +307,7 @@ class BlockMap:
         """The unit indexes of ``group`` that are neither in ``good`` nor zero units: what a
         repair rebuilds."""
         skip = set(good) | self.zeros(group)
-        return [i for i in range(units_of(group.file.attrs.policy)) if i not in skip]
+        return [i for i in range(units_of(self.policy_of(group))) if i not in skip]
 
     def corrupt_count(self) -> int:
         return sum(len(v) for v in self.corrupt.values())
@@ -346,11 +355,12 @@ class BlockMap:
             return False
         bad = self.corrupt.get(group.id)
         values = locs_codec(len(locs) // 2).unpack(locs)
-        k = plain_k(file.attrs.policy)
+        policy = self.policy_of(group)
+        k = plain_k(policy)
         zeros = self.zeros(group)
         if k and bad is None and not zeros:   # RS or copies: any k units
             return len(values) - values.count(0) >= k
-        return load_policy(file.attrs.policy).decodable(
+        return load_policy(policy).decodable(
             {i for i, n in enumerate(values) if n and (bad is None or i not in bad)} | zeros)
 
     def place(self, group: Group, index: int, datanode_id: str | None, corrupt: bool = False,
@@ -360,7 +370,7 @@ class BlockMap:
         may predate it must not drop it; a report's own adoption needs no such note)."""
         was = self.is_readable(group)
         gid = group.id
-        units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
+        units = len(group.locs) // 2 or load_policy(self.policy_of(group)).units
         codec = locs_codec(units)
         values = list(codec.unpack(group.locs)) if group.locs else [0] * units
         old = values[index]
@@ -433,12 +443,15 @@ class BlockMap:
 
     # ------------------------------------------------------------------ the journal's changes (apply.py)
 
-    def add_group(self, file: File, group_id: int, targets: Iterable[str]) -> Group:
-        """A new group of a file being written; unit j goes to targets[j] ("": nowhere), unreported."""
+    def add_group(self, file: File, group_id: int, targets: Iterable[str], policy: str = "") -> Group:
+        """A new group of a file being written; unit j goes to targets[j] ("": nowhere), unreported.
+        ``policy``: its own code, if not the file's (an open tail)."""
         targets = list(targets)
         numbers = [self.numbers.number(d) if d else 0 for d in targets]
         group = Group(group_id, file, locs_codec(len(numbers)).pack(*numbers) if any(numbers) else b"")
         self.groups[group_id] = group
+        if policy:
+            self.codes[group_id] = policy
         self.next_group_id = max(self.next_group_id, group_id + 1)
         if any(numbers):
             self.unreported[group_id] = frozenset(i for i, d in enumerate(targets) if d)
@@ -503,7 +516,7 @@ class BlockMap:
         self.recount(group, False)
         for datanode_id, index in self._drop_ahead(group.id):   # a standby's: copies heard before the group
             number = self.numbers.get(datanode_id)
-            units = len(group.locs) // 2 or load_policy(group.file.attrs.policy).units
+            units = len(group.locs) // 2 or load_policy(self.policy_of(group)).units
             if index < units and self.holder(group, index) is None and \
                     not (number and number in self.unit_numbers(group)) and \
                     self.deletes.kind(datanode_id, group.id, index) is None:
@@ -522,6 +535,7 @@ class BlockMap:
         self.unreported.pop(group.id, None)
         self.corrupt.pop(group.id, None)
         self.odd_generations.pop(group.id, None)
+        self.codes.pop(group.id, None)
         self._drop_ahead(group.id)
         self.readable -= was
         if group.file.writer is None:
@@ -538,13 +552,13 @@ class BlockMap:
         """Every unit but the zero units good."""
         zeros = self.zeros(group)
         good = self.good(group, is_live)
-        return len(good.keys() | zeros if zeros else good) == units_of(group.file.attrs.policy)
+        return len(good.keys() | zeros if zeros else good) == units_of(self.policy_of(group))
 
     def datanodes_deleting(self, group_ids: Iterable[int]) -> dict[int, dict[str, set[int]]]:
         out = {}
         for gid in group_ids:
             group = self.groups.get(gid)
-            units = load_policy(group.file.attrs.policy).units if group is not None else 16
+            units = load_policy(self.policy_of(group)).units if group is not None else 16
             found = self.deletes.datanodes_deleting(gid, units)
             if found:
                 out[gid] = found

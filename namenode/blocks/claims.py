@@ -77,7 +77,7 @@ class Claims:
         pending = self.blocks.deletes.kind(datanode_id, group_id, index)
         if pending is not None and (pending == Kind.PLAIN or current_good or (datanode_id, group_id, index) in sent):
             return Claim.DELETING
-        if index >= load_policy(group.file.attrs.policy).units:
+        if index >= load_policy(self.blocks.policy_of(group)).units:
             self.blocks.queue_delete(datanode_id, group_id, index, generation)
             return Claim.UNKNOWN
         if current_good:
@@ -162,7 +162,7 @@ class Claims:
                     and gid not in unreported and gid not in corrupt \
                     and (not pending or (gid << 8) | index not in pending):
                 locs = group.locs
-                policy = group.file.attrs.policy
+                policy = self.blocks.policy_of(group)
                 width, k = units_of(policy), plain_k(policy)
                 if k and index < width and (not locs or len(locs) == 2 * width):
                     if locs:

@@ -89,7 +89,7 @@ class Health:
         if group is None or group.file.writer is not None:
             self._set(gid, None)
             return
-        policy = load_policy(group.file.attrs.policy)
+        policy = load_policy(blocks.policy_of(group))
         zeros = blocks.zeros(group)   # a small file's zero units: never stored, never lacking
         good = len(blocks.good(group, is_live).keys() | zeros)
         if good >= policy.units:

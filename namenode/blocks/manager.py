@@ -383,7 +383,7 @@ class BlockManager:
         group = blocks.get(repair.group_id)
         if group is None or group.file.writer is not None:
             return None
-        policy = load_policy(group.file.attrs.policy)
+        policy = load_policy(self.blocks.policy_of(group))
         if repair.source:   # a move: while its copy is the mapped good one
             if blocks.good(group, self.stays).get(repair.index) != repair.source:
                 return None
@@ -576,7 +576,7 @@ class BlockManager:
             group = blocks.get(gid)
             if group is None or group.file.writer is not None:
                 continue
-            policy = load_policy(group.file.attrs.policy)
+            policy = load_policy(self.blocks.policy_of(group))
             good = blocks.good(group, self.stays)
             lacking = blocks.lacking(group, good)   # (a small file's zero units are never lacking)
             if lacking:

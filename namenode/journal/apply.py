@@ -45,7 +45,7 @@ class Applier:
             r.SetPolicy: self._set_policy, r.SetPermission: self._set_permission, r.SetOwner: self._set_owner,
             r.Concat: self._concat, r.Decommission: self._decommission, r.SetTimes: self._set_times,
             r.Symlink: self._symlink, r.SetXAttr: self._set_xattr, r.RemoveXAttr: self._remove_xattr,
-            r.Reopen: self._reopen, r.Truncate: self._truncate,
+            r.Reopen: self._reopen, r.Truncate: self._truncate, r.SyncLength: self._sync_length,
         }
 
     def apply(self, record: r.Record) -> None:
@@ -104,7 +104,7 @@ class Applier:
 
     def _add_group(self, rec: r.AddGroup) -> None:
         lease = self.tree.writing[rec.file_id]
-        group = self.blocks.add_group(lease.file, rec.group_id, rec.targets)
+        group = self.blocks.add_group(lease.file, rec.group_id, rec.targets, rec.policy)
         self.tree.set_fields(lease.file, groups=lease.file.groups + (group,))
         lease.renewed = self.clock()
         self._remember(rec, (rec.group_id, tuple(rec.targets)))
@@ -261,6 +261,21 @@ class Applier:
         file.writer = Lease(base.id, file, parent, True, rec.holder, self.clock(), base, rec.kept)
         tree.add_lease(file.writer)
         self._remember(rec, (base.id, rec.kept))
+
+    def _sync_length(self, rec: r.SyncLength) -> None:
+        tree, blocks = self.tree, self.blocks
+        lease = tree.writing[rec.file_id]
+        base, tail = lease.base, blocks.groups[rec.group_id]
+        if not base.groups or base.groups[-1] is not tail:   # the tail takes the place of the partial group
+            for group in base.groups[lease.kept:]:
+                blocks.forget(group)
+            tree.set_fields(lease.file, groups=tuple(g for g in lease.file.groups if g is not tail))
+            tail.file = base
+            tree.set_fields(base, groups=base.groups[:lease.kept] + (tail,), length=rec.length, mtime=rec.mtime)
+            blocks.commit(tail, delete_unreported=not self.replaying)
+        else:
+            tree.set_fields(base, length=rec.length, mtime=rec.mtime)
+        lease.renewed = self.clock()
 
     def _truncate(self, rec: r.Truncate) -> None:
         node = self._node(rec.path)

@@ -16,6 +16,8 @@ An image is a stream of msgpack arrays, depth first from the root, cut into chun
     ["W", file id, directory path, name, mtime, attrs n, overwrite, holder, [[group id, [targets]]]]
     ["R", client id, call id, op, answer, expires ms]      a retry-cache entry
     ["O", group id, generation]                            a group whose generation is not base + id
+    ["G", group id, policy]                                a group in its own code, not its file's
+                                                           (an open tail)
     ["L", datanode id]                                     a DataNode being decommissioned
     ["E", files, directories]                              the end, and what it held
 
@@ -70,11 +72,12 @@ class Snapshot:
         self.writing = []
         for file_id, lease in tree.writing.items():
             f = lease.file
-            width = load_policy(f.attrs.policy).units
             self.writing.append((file_id, tree.path_of(lease.parent), f.name, f.mtime, f.attrs, lease.overwrite,
-                                 lease.holder, [[g.id, [blocks.units(g).get(i, "") for i in range(width)]]
+                                 lease.holder, [[g.id, [blocks.units(g).get(i, "") for i in
+                                                        range(load_policy(blocks.policy_of(g)).units)]]
                                                 for g in f.groups[lease.kept:]],
                                  lease.kept if lease.base is not None else None))
+        self.codes = dict(blocks.codes)
         self.retry = applier.retry_cache.copy()
         self.odd = dict(blocks.odd_generations)
         self.leaving = sorted(applier.leaving)
@@ -160,6 +163,8 @@ class Snapshot:
             out.write(pack(["R", client, call, op, answer, expires]))
         for gid, generation in self.odd.items():
             out.write(pack(["O", gid, generation]))
+        for gid, policy in self.codes.items():
+            out.write(pack(["G", gid, policy]))
         for datanode_id in self.leaving:
             out.write(pack(["L", datanode_id]))
         out.write(pack(["E", files, dirs]))
@@ -297,6 +302,8 @@ def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 applier.retry_cache.restore((client, call), op, _frozen(answer), expires)
             elif kind == "O":
                 blocks.odd_generations[item[1]] = item[2]
+            elif kind == "G":
+                blocks.codes[item[1]] = item[2]
             elif kind == "L":
                 applier.leaving.add(item[1])
             elif kind == "E":

@@ -59,11 +59,13 @@ class Create(NamedTuple):
 
 
 class AddGroup(NamedTuple):
-    """A new block group at the end of a file being written, its units to ``targets`` (index order)."""
+    """A new block group at the end of a file being written, its units to ``targets`` (index order).
+    ``policy``: the group's own code, if not the file's (an EC file's open tail: REPLICATE-(m+1))."""
     file_id: int
     group_id: int
     targets: tuple
     retry: Retry = None
+    policy: str = ""
 
 
 class Complete(NamedTuple):
@@ -187,13 +189,26 @@ class Truncate(NamedTuple):
     retry: Retry = None
 
 
+class SyncLength(NamedTuple):
+    """hsync on an open tail: every replica of ``group_id`` (a group of the write ``file_id`` with
+    its own code) holds the file's bytes up to ``length``. The file the write rewrites (its base)
+    grows to ``length`` and takes the tail as its last group, in place of the partial group it
+    had after the groups the write keeps (which goes); the write and its lease go on."""
+    file_id: int
+    group_id: int
+    length: int
+    mtime: int
+
+
 Record = (Format | Mkdir | Create | AddGroup | Complete | Abandon | Delete | Rename | SetPolicy | SetPermission
-          | SetOwner | Concat | Decommission | SetTimes | Symlink | SetXAttr | RemoveXAttr | Reopen | Truncate)
+          | SetOwner | Concat | Decommission | SetTimes | Symlink | SetXAttr | RemoveXAttr | Reopen | Truncate
+          | SyncLength)
 
 # Codes are the on-disk format: never renumber, only add.
 CODES: dict[type, int] = {Format: 1, Mkdir: 2, Create: 3, AddGroup: 4, Complete: 5, Abandon: 6, Delete: 7,
                           Rename: 8, SetPolicy: 9, SetPermission: 10, SetOwner: 11, Concat: 12, Decommission: 13,
-                          SetTimes: 14, Symlink: 15, SetXAttr: 16, RemoveXAttr: 17, Reopen: 18, Truncate: 19}
+                          SetTimes: 14, Symlink: 15, SetXAttr: 16, RemoveXAttr: 17, Reopen: 18, Truncate: 19,
+                          SyncLength: 20}
 TYPES: dict[int, type] = {code: cls for cls, code in CODES.items()}
 
 _HEAD = struct.Struct("<IIQ")   # length of the payload, crc32c of txid + payload, txid

@@ -38,7 +38,7 @@ AUTHORIZATION: dict[str, authz.Rule] = {
         "Mkdir", "GetFileInfo", "List", "Delete", "Rename", "SetPolicy", "GetPolicy", "SetPermission",
         "SetOwner", "Create", "AddBlockGroup", "Complete", "Abandon", "RenewLease", "Concat",
         "SetTimes", "CreateSymlink", "SetXAttr", "RemoveXAttr", "GetXAttrs", "Append", "Truncate", "RecoverLease",
-        "StatMany", "Mkdirs", "DeleteMany", "CreateMany", "Sync")},
+        "StatMany", "Mkdirs", "DeleteMany", "CreateMany", "Sync", "SyncLength")},
     # the DataNode protocol: a DataNode, for itself only
     "RegisterDataNode": authz.datanode(lambda r: [r.datanode_id]),
     "Heartbeat": authz.datanode(lambda r: [r.datanode_id]),
@@ -66,8 +66,11 @@ def _entry(e: Entry) -> pb.FileInfo:
 
 
 def _reopened(r: model.Reopened) -> pb.AppendResponse:
-    return pb.AppendResponse(write=_created(r.created), kept_length=r.kept_length, length=r.length,
-                             mtime_ms=r.mtime_ms)
+    out = pb.AppendResponse(write=_created(r.created), kept_length=r.kept_length, length=r.length,
+                            mtime_ms=r.mtime_ms)
+    if r.tail is not None:
+        out.tail.CopyFrom(_group(r.tail))
+    return out
 
 
 def _unit(u: model.UnitLocation) -> pb.UnitLocation:
@@ -94,7 +97,8 @@ def _commit_attrs(request: pb.CompleteRequest) -> model.CommitAttrs | None:
 
 
 def _group(g: model.GroupInfo) -> pb.BlockGroup:
-    return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units], generation=g.generation)
+    return pb.BlockGroup(id=g.id, length=g.length, units=[_unit(u) for u in g.units], generation=g.generation,
+                         policy=g.policy)
 
 
 def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
@@ -325,6 +329,11 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
         return _reopened(self.nn.sync(request.file_id, request.path, request.length,
                                       [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
                                       caller(), call.retry))
+
+    @_rpc
+    def SyncLength(self, request, call):
+        self.nn.sync_length(request.file_id, request.length, request.tail_group_id, caller())
+        return pb.Empty()
 
     @_rpc
     def Truncate(self, request, call):

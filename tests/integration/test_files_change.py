@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GROUP, assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster
+from conftest import GROUP, POLICY, assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster
 
 from hedgefs.client.errors import AlreadyExists, NotFound, UsageError
 
@@ -334,6 +334,125 @@ def test_hflushes_across_group_boundaries_keep_every_byte_in_order(fs, monkeypat
     assert fs.read_bytes(f"/hf-groups-{kept}") == data + b"tail"
 
 
+def _tailed(fs, path: str, data: bytes):
+    """A writer of ``path`` on its open tail: ``data``'s first GROUP + 2000 bytes hsynced by two
+    Syncs (the first reads its last group back, the second places the tail), then 4 KiB records
+    hsynced on the tail. Returns (writer, bytes hsynced)."""
+    w = fs.create(path, overwrite=True)
+    w.write(data[:GROUP + 1000])
+    w.hsync()
+    w.write(data[GROUP + 1000:GROUP + 2000])
+    w.hsync()
+    at = GROUP + 2000
+    for n in (4096, 1, 20_000, 4096):
+        w.write(data[at:at + n])
+        at += n
+        assert w.hsync() == at
+    return w, at
+
+
+def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasure_coded(fs):
+    """An EC file's hsyncs after the first Syncs go to its open tail: the file's last group is
+    then REPLICATE-(m+1) (RS-6-3: 4 replicas) and grows in place, one group id; close seals it:
+    the file is all RS-6-3 again, healthy, every byte in order."""
+    data = pattern(GROUP + 40_000, seed=451)
+    w, at = _tailed(fs, "/tailed", data)
+    tail = fs.stat("/tailed").groups[-1]
+    assert (tail.policy, len(tail.units), tail.length) == ("REPLICATE-4", 4, at - GROUP)
+    assert fs.read_bytes("/tailed") == data[:at]
+    w.write(data[at:at + 5000])
+    assert w.hsync() == at + 5000
+    assert fs.stat("/tailed").groups[-1].id == tail.id                 # grown in place
+    w.write(data[at + 5000:])
+    assert w.close() == len(data)
+    status = fs.stat("/tailed")
+    assert [g.policy for g in status.groups] == ["", ""] and status.policy == POLICY
+    assert fs.read_bytes("/tailed") == data
+    report = fs.admin.fsck("/tailed")
+    assert (report.status, report.groups, report.healthy) == ("HEALTHY", 2, 2)
+
+
+def test_a_reader_during_hsyncs_on_the_open_tail_sees_a_prefix_of_what_was_hsynced(c, fs):
+    import threading
+
+    data = pattern(GROUP + 300 * 1000, seed=452)
+    w, at = _tailed(fs, "/tail-read", data)
+    done, seen, failures = threading.Event(), [], []
+
+    def read() -> None:
+        with client(c.namenode) as other:
+            while not done.is_set():
+                try:
+                    got = other.read_bytes("/tail-read")
+                except Exception as err:   # noqa: BLE001 - a failed read is a failure here
+                    failures.append(repr(err))
+                    return
+                seen.append(len(got))
+                if got != data[:len(got)]:
+                    failures.append(f"a read of {len(got)} bytes is not the file's prefix")
+                    return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        while at < len(data):
+            w.write(data[at:at + 1000])
+            at = min(at + 1000, len(data))
+            assert w.hsync() == at
+    finally:
+        done.set()
+        reader.join(60)
+    w.close()
+    assert not failures, failures
+    assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] > GROUP + 20_000
+
+
+def test_bytes_hsynced_on_the_open_tail_survive_the_loss_of_m_datanodes(private_cluster):
+    """Every hsynced byte is on the tail's m + 1 = 4 replicas: 3 of them killed while the file is
+    being written, a new reader still reads all of it (and the writer seals it on the others)."""
+    data = pattern(GROUP + 60_000, seed=453)
+    with client(private_cluster.namenode) as fs:
+        w, at = _tailed(fs, "/survives", data)
+        tail = fs.stat("/survives").groups[-1]
+        holders = sorted(u.datanode_id for u in tail.units.values())
+        for datanode_id in holders[:3]:
+            private_cluster.kill(datanode_id)
+        with client(private_cluster.namenode) as reader:
+            assert reader.read_bytes("/survives") == data[:at]
+        w.write(data[at:])
+        assert w.close() == len(data)
+        assert fs.read_bytes("/survives") == data
+
+
+def test_a_stale_writer_of_the_open_tail_is_refused_by_its_datanodes_and_the_namenode(c, fs):
+    """A writer whose lease was recovered cannot grow the file: its hsync fails (the NameNode
+    refuses the length, then the Sync) and the file keeps what was hsynced; an APPEND at an offset
+    a replica has passed (a writer that missed an append) is refused by the DataNode."""
+    import asyncio
+
+    from hedgefs.client.errors import HedgefsError
+    from hedgefs.client.transport import DataNodeClient
+    from hedgefs.client.unit_writes import append_unit
+    from hedgefs.proto import datatransfer as dt
+
+    data = pattern(GROUP + 40_000, seed=454)
+    w, at = _tailed(fs, "/stale", data)
+    tail = w._open.group
+    unit = tail.units[0]
+
+    async def late_append():
+        return await append_unit(DataNodeClient(), unit.data_address, tail.id, unit.index, 100, b"late",
+                                 generation=tail.generation, token=unit.token, peer=unit.datanode_id)
+
+    with pytest.raises(dt.TransferError, match="an append at 100 is refused"):
+        asyncio.run(late_append())
+    assert fs.recover_lease("/stale") is True
+    w.write(b"after the recovery")
+    with pytest.raises(HedgefsError):
+        w.hsync()
+    assert fs.read_bytes("/stale") == data[:at]
+
+
 def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered(c, fs):
     fs.write_bytes("/killed", b"before\n")
     script = ("import os, signal, sys\n"
@@ -349,6 +468,7 @@ def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered
     assert proc.returncode == -9 and b"ready" in proc.stdout, proc.stderr.decode()
     synced = b"".join(b"%02d\n" % i for i in range(20))
     assert fs.read_bytes("/killed") == b"before\nflushed\n" + synced
+    assert fs.stat("/killed").groups[-1].policy == "REPLICATE-4"   # hsynced on the open tail
     with pytest.raises(AlreadyExists, match="being written"):    # its lease holds until it expires...
         fs.append("/killed")
     assert fs.recover_lease("/killed") is True                  # ... or is recovered
@@ -356,5 +476,6 @@ def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered
     with fs.append("/killed") as w:
         w.write(b"after\n")
     assert fs.read_bytes("/killed") == b"before\nflushed\n" + synced + b"after\n"
+    assert [g.policy for g in fs.stat("/killed").groups] == [""]   # sealed by the append
     out = run_cli("recover-lease", "/killed", namenode=c.namenode)
     assert out.code == 0 and out.stdout == b"/killed: no write in progress\n"

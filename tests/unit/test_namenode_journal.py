@@ -38,6 +38,7 @@ class Workload:
     def __init__(self, nn: Namesystem, clock: FakeClock, seed: int):
         self.nn, self.clock, self.rng = nn, clock, random.Random(seed)
         self.open: list = []       # (file id, groups) of writes in progress
+        self.tails: dict = {}      # file id -> [its write's open tail, the length hsynced on it]
         self.calls = 0
 
     def paths(self) -> list[str]:
@@ -60,7 +61,8 @@ class Workload:
         self.clock.advance(rng.choice((0, 0.001, 1)))
         op = rng.choice(["mkdir", "mkdir", "write", "write", "write", "open", "finish", "abandon", "delete",
                          "rename", "policy", "chmod", "chown", "concat", "overwrite", "decommission",
-                         "times", "symlink", "xattr", "unxattr", "append", "reopen", "truncate", "sync"])
+                         "times", "symlink", "xattr", "unxattr", "append", "reopen", "truncate", "sync",
+                         "tail", "tail"])
         try:
             if op == "mkdir":
                 nn.mkdir(self.fresh() + "/" + f"m{rng.randrange(5)}", parents=True, retry=self.retry())
@@ -84,6 +86,19 @@ class Workload:
                 synced = nn.sync(created.file_id, path, length, commits, retry=self.retry())
                 first = synced.created.first_group
                 self.open.append((synced.created, [first] if first is not None else [], synced.kept_length))
+                if synced.tail is not None:   # an EC file's: hsyncs on it follow ("tail")
+                    self.tails[created.file_id] = [synced.tail, length]
+            elif op == "tail" and self.tails:   # hsync on the open tail: every replica stored, the length
+                file_id = rng.choice(sorted(self.tails))
+                tail, length = self.tails[file_id]
+                lease = nn.tree.writing.get(file_id)
+                if lease is None:
+                    del self.tails[file_id]
+                    return
+                stored(nn, tail, 0)
+                length += rng.randrange(0, 1500)
+                nn.sync_length(file_id, length, tail.id)
+                self.tails[file_id][1] = length
             elif op == "abandon" and self.open:
                 created, _, _ = self.open.pop(rng.randrange(len(self.open)))
                 nn.abandon(created.file_id, retry=self.retry())
