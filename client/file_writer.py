@@ -331,9 +331,9 @@ class FileWriter:
             if not self._pipe.put(data):
                 self._raise_failure()
             if self._open is not None:
-                if self._open.fits(len(self._unsent) + n):
+                if self._open.fits(len(self._unsent) + n) and len(self._unsent) + n <= TAIL_BYTES:
                     self._unsent += data
-                else:   # past the tail's group: the next hflush is a Sync (and may open another)
+                else:   # past the tail's group, or more than kept here: the next hflush is a Sync
                     self._open, self._unsent = None, bytearray()
             self.written += n
             return n
