@@ -6,8 +6,10 @@ appends at >= 0.7x a put's throughput; 4 KiB records with hsync each, p99 <= 15 
 A NameNode and 10 DataNodes (real processes, fsync on, 2 MiB internal blocks: RS-6-3-1024k groups
 of 12 MiB), then rounds of A B B A: A = a put of MIB MiB as a new file, B = an append of MIB MiB to
 a file of 3 MiB + 1 byte (its partial last group rewritten, copy-on-write); the ratio of their
-throughputs, with the absolute figures. Then RECORDS appends of 4 KiB, each followed by hsync
-(one Sync call: a commit and an append, the file's last group written again each time), their latencies.
+throughputs, with the absolute figures. Then RECORDS appends of 4 KiB to a new file, each followed
+by hsync, their latencies: the first two are Syncs (a commit and an append, the last group written
+again; the second places the open tail), the rest APPENDs to the tail's 4 replicas and one
+SyncLength each (on a build without the open tail, every one is a Sync).
 The results go to OUT/<date>-append.json with the command and the commit.
 """
 
