@@ -301,6 +301,8 @@ class FileWriter:
         length recorded (SyncLength); the file's length. None if the tail is given up (a
         replica failed, or the bytes overflow its group): the caller Syncs instead."""
         tail, unsent = self._open, self._unsent
+        if not unsent:
+            return tail.end   # nothing new since the last: durable and visible already
         self._open, self._unsent = None, bytearray()   # given up unless this sync succeeds
         if not tail.fits(len(unsent)):
             return None

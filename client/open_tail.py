@@ -44,8 +44,9 @@ class OpenTail:
         return self.start + self.length
 
     def fits(self, n: int) -> bool:
-        """Can ``n`` more bytes go to the tail (it holds at most one group)?"""
-        return self.length + n <= self.room
+        """Can ``n`` more bytes go to the tail? It holds less than one group: the bytes that
+        complete a group go by a Sync, which seals it (the NameNode refuses a full tail)."""
+        return self.length + n < self.room
 
     async def append(self, data: bytes) -> int:
         """APPEND ``data`` to every replica, in parallel, a piece of at most MAX_APPEND_BYTES at

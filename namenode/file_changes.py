@@ -158,31 +158,36 @@ class FileChanges:
         """hsync on the write's open tail (``go_on`` placed it): every replica of the tail holds
         the file's bytes up to ``length``. The file the write rewrites grows to it, the tail taking
         its partial last group's place the first time (once every replica is reported stored: it
-        is then readable from any of them); one record. A length already recorded (a retry)
-        changes nothing; a shorter one, or one past the tail's group, is refused."""
+        is then readable from any of them; at the same length too: the same bytes); one record.
+        Only this write's tail (``Lease.tail``: not a tail a recovered writer of the same file
+        left, which a zombie of it might still append to). A length already recorded (a retry)
+        changes nothing; a shorter one is refused, and so is a whole group's (a full group is
+        sealed by a Sync: the tail never becomes a group the next append would keep)."""
         ns = self.ns
         ns.safemode.refuse("sync the length of a file")
         lease = ns.writes.writing(file_id, who)
         base, tail = lease.base, ns.blocks.get(group_id)
+        if base is None or tail is None or group_id != lease.tail:
+            raise FailedPrecondition(f"group {group_id} is not the open tail of the write of file {file_id}")
         full = group_data_size(load_policy(lease.file.attrs.policy), lease.file.attrs.block_size)
         start = lease.kept * full
-        if base is None or tail is None or not ns.blocks.codes.get(group_id) or \
-                (tail.file is not lease.file and not (tail.file is base and base.groups[-1] is tail)):
-            raise FailedPrecondition(f"group {group_id} is not the open tail of the write of file {file_id}")
-        if not start <= length <= start + full:
+        if not start <= length < start + full:
             raise InvalidArgument(f"file {file_id}: length {length} is outside its open tail "
-                                  f"[{start}, {start + full}]")
-        if length <= base.length:
-            if length == base.length and tail.file is base:
+                                  f"[{start}, {start + full})")
+        first = tail.file is lease.file
+        if length < base.length or (length == base.length and not first):
+            if length == base.length:
                 return   # recorded already (a retry)
             raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
                                      f"{length} would lose some")
-        if tail.file is lease.file:   # the first: every replica reported, or the tail is no use
+        if first:   # every replica reported, or the tail is no use
             units = load_policy(ns.blocks.codes[group_id]).units
             ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(range(units)))])
             lease = ns.writes.writing(file_id, who)   # (the lock was released meanwhile)
-            if lease.base is not base or tail.file is not lease.file:
+            if lease.base is not base or lease.tail != group_id:
                 raise FailedPrecondition(f"the write of file {file_id} changed during its hsync")
+            if tail.file is base and base.length >= length:
+                return   # a retry that arrived while this call waited, and won
             reported = ns.blocks.reported_units(tail)
             if len(reported) < units:
                 raise FailedPrecondition(f"the open tail of file {file_id} has {len(reported)} of its "

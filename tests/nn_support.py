@@ -143,7 +143,7 @@ def state(nn: Namesystem) -> dict:
                            [(g.id, blocks.generation(g.id)) for g in node.groups], extra)
             assert all(g.file is node for g in node.groups), f"{path}: a group that is not its own"
     writing = {fid: (tree.lease_path(lease), lease.overwrite, lease.holder, lease.file.attrs.owner,
-                     lease.file.attrs.mode, lease.kept, lease.base is not None and lease.base.id,
+                     lease.file.attrs.mode, lease.kept, lease.base is not None and lease.base.id, lease.tail,
                      [(g.id, blocks.generation(g.id), sorted(blocks.units(g).items()) if i >= lease.kept else None)
                       for i, g in enumerate(lease.file.groups)])
                for fid, lease in tree.writing.items()}
@@ -153,4 +153,5 @@ def state(nn: Namesystem) -> dict:
             "generation_first": blocks.generation_first, "retry": retry, "leaving": set(nn.leaving),
             "cluster_id": nn.cluster_id, "files": tree.files, "dirs": tree.dirs,
             "by_policy": {p: n for p, n in tree.by_policy.items() if n},
-            "complete_groups": blocks.complete_groups, "codes": dict(blocks.codes)}
+            "complete_groups": blocks.complete_groups, "codes": dict(blocks.codes),
+            "open_tails": set(blocks.open_tails)}

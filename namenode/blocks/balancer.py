@@ -125,7 +125,7 @@ class Balancer:
         gid = self.cursor
         while gid < end:
             group = slots[gid]
-            if group is not None and group.locs and group.file.writer is None:
+            if group is not None and group.locs and not blocks.being_written(group):
                 name = blocks.policy_of(group)
                 policy = policies.get(name) or policies.setdefault(name, load_policy(name))
                 if name not in bounds:
@@ -308,7 +308,7 @@ class Balancer:
                 takers = [d for d, level in take.items() if share[d] < level]
                 if share[source] <= give[source] or not takers or (budget <= 0 and (planned or self._moving())):
                     break
-                if gid in touched or group.file.writer is not None:
+                if gid in touched or blocks.being_written(group):
                     continue
                 policy = load_policy(blocks.policy_of(group))
                 units = blocks.units(group)

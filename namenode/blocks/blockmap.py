@@ -208,6 +208,9 @@ class BlockMap:
         self.odd_generations: dict[int, int] = {}   # group id -> its generation, where not base + id
         # group id -> its own code, where not its file's: an EC file's open tail (REPLICATE-(m+1))
         self.codes: dict[int, str] = {}
+        # ... of those, the open tails a live write still appends to that are already its base
+        # file's last group (a complete file's group, but being written: never repaired or moved)
+        self.open_tails: set[int] = set()
         self.numbers = DataNodeNumbers()
         self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
@@ -240,6 +243,10 @@ class BlockMap:
         """The code ``group`` is stored in: its own (``codes``), else its file's."""
         codes = self.codes
         return (codes.get(group.id) if codes else None) or group.file.attrs.policy
+
+    def being_written(self, group: Group) -> bool:
+        """Is a writer still writing ``group``: a file being written's, or a live write's open tail?"""
+        return group.file.writer is not None or (bool(self.open_tails) and group.id in self.open_tails)
 
     def ours(self, generation: int) -> bool:
         """Did this namespace issue the generation? 0 (a unit named without one) is nobody's."""
@@ -536,6 +543,7 @@ class BlockMap:
         self.corrupt.pop(group.id, None)
         self.odd_generations.pop(group.id, None)
         self.codes.pop(group.id, None)
+        self.open_tails.discard(group.id)
         self._drop_ahead(group.id)
         self.readable -= was
         if group.file.writer is None:

@@ -102,7 +102,7 @@ class Claims:
         applies (the group changed, the copy on ``source`` is no longer the mapped one, or a
         delete of this copy was already sent): the caller claims the unit as any other."""
         group = self.blocks.groups.get(group_id)
-        if group is None or self.blocks.generation(group_id) != generation or group.file.writer is not None \
+        if group is None or self.blocks.generation(group_id) != generation or self.blocks.being_written(group) \
                 or self.blocks.holder(group, index) != source or index in self.blocks.corrupt.get(group_id, ()):
             return None
         number = self.blocks.numbers.get(datanode_id)

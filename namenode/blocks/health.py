@@ -86,7 +86,7 @@ class Health:
     def _judge(self, gid: int, is_live: Callable[[str], bool]) -> None:
         blocks = self.blocks
         group = blocks.groups.get(gid)
-        if group is None or group.file.writer is not None:
+        if group is None or blocks.being_written(group):
             self._set(gid, None)
             return
         policy = load_policy(blocks.policy_of(group))

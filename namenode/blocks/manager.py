@@ -381,7 +381,7 @@ class BlockManager:
         """The command for a planned repair, or None if it is no longer needed or possible."""
         blocks = self.blocks
         group = blocks.get(repair.group_id)
-        if group is None or group.file.writer is not None:
+        if group is None or blocks.being_written(group):
             return None
         policy = load_policy(self.blocks.policy_of(group))
         if repair.source:   # a move: while its copy is the mapped good one
@@ -574,7 +574,7 @@ class BlockManager:
         out = []
         for gid in sorted(candidates):
             group = blocks.get(gid)
-            if group is None or group.file.writer is not None:
+            if group is None or blocks.being_written(group):
                 continue
             policy = load_policy(self.blocks.policy_of(group))
             good = blocks.good(group, self.stays)

@@ -106,12 +106,23 @@ class Applier:
         lease = self.tree.writing[rec.file_id]
         group = self.blocks.add_group(lease.file, rec.group_id, rec.targets, rec.policy)
         self.tree.set_fields(lease.file, groups=lease.file.groups + (group,))
+        if rec.policy:   # a Sync's open tail: this write's (the SyncLength it may log)
+            lease.tail = rec.group_id
         lease.renewed = self.clock()
         self._remember(rec, (rec.group_id, tuple(rec.targets)))
 
+    def _drop_lease(self, file_id: int) -> Lease:
+        """A write ends: its open tail, if the base has it, is no longer being written."""
+        lease = self.tree.drop_lease(file_id)
+        if lease.tail in self.blocks.open_tails:
+            self.blocks.open_tails.discard(lease.tail)
+            if self.blocks.dirty is not None:   # health judges it again: repairable now
+                self.blocks.dirty.add(lease.tail)
+        return lease
+
     def _complete(self, rec: r.Complete) -> None:
         tree, blocks = self.tree, self.blocks
-        lease = tree.drop_lease(rec.file_id)
+        lease = self._drop_lease(rec.file_id)
         file = lease.file
         shared = {g.id for g in lease.shared()}
         by_id = {g.id: g for g in file.groups}
@@ -141,7 +152,7 @@ class Applier:
         self._remember(rec)
 
     def _abandon(self, rec: r.Abandon) -> None:
-        lease = self.tree.drop_lease(rec.file_id)
+        lease = self._drop_lease(rec.file_id)
         self._forget_new(lease)
         self._remember(rec)
 
@@ -156,14 +167,14 @@ class Applier:
         node = tree.take(parent, rec.path.rsplit("/", 1)[1])
         appending = tree.writers.get((parent, node.name)) if not node.is_dir else None
         if appending is not None and appending.base is node:   # its append or truncate goes with it
-            tree.drop_lease(appending.file_id)
+            self._drop_lease(appending.file_id)
             self._forget_new(appending)
         tree.cut(node)
         tree.set_fields(parent, mtime=rec.mtime)
         if node.is_dir:   # writes in the tree: their writers are told "not found" from now on
             for file_id, lease in list(tree.writing.items()):
                 if not tree.is_attached(lease.parent):
-                    tree.drop_lease(file_id)
+                    self._drop_lease(file_id)
                     self._forget_new(lease)
         self.collector.add(node)
         self._remember(rec)
@@ -273,6 +284,7 @@ class Applier:
             tail.file = base
             tree.set_fields(base, groups=base.groups[:lease.kept] + (tail,), length=rec.length, mtime=rec.mtime)
             blocks.commit(tail, delete_unreported=not self.replaying)
+            blocks.open_tails.add(tail.id)   # the base's, but still being written
         else:
             tree.set_fields(base, length=rec.length, mtime=rec.mtime)
         lease.renewed = self.clock()

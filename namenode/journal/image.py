@@ -13,7 +13,8 @@ An image is a stream of msgpack arrays, depth first from the root, cut into chun
                                                            its files, column by column (a file's
                                                            groups: its one group id, or a list);
                                                            then its subdirectories, depth first
-    ["W", file id, directory path, name, mtime, attrs n, overwrite, holder, [[group id, [targets]]]]
+    ["W", file id, directory path, name, mtime, attrs n, overwrite, holder, [[group id, [targets]]],
+     kept (an append's: its base's groups it shares; None), open tail id (0: none)]
     ["R", client id, call id, op, answer, expires ms]      a retry-cache entry
     ["O", group id, generation]                            a group whose generation is not base + id
     ["G", group id, policy]                                a group in its own code, not its file's
@@ -76,7 +77,7 @@ class Snapshot:
                                  lease.holder, [[g.id, [blocks.units(g).get(i, "") for i in
                                                         range(load_policy(blocks.policy_of(g)).units)]]
                                                 for g in f.groups[lease.kept:]],
-                                 lease.kept if lease.base is not None else None))
+                                 lease.kept if lease.base is not None else None, lease.tail))
         self.codes = dict(blocks.codes)
         self.retry = applier.retry_cache.copy()
         self.odd = dict(blocks.odd_generations)
@@ -156,9 +157,9 @@ class Snapshot:
             dirs += 1
             stack.append(iter(subdirs))
             yield from out.full()
-        for file_id, parent, name, mtime, a, overwrite, holder, groups, kept in self.writing:
+        for file_id, parent, name, mtime, a, overwrite, holder, groups, kept, tail in self.writing:
             n = attrs(a)
-            out.write(pack(["W", file_id, parent, name, mtime, n, overwrite, holder, groups, kept]))
+            out.write(pack(["W", file_id, parent, name, mtime, n, overwrite, holder, groups, kept, tail]))
         for (client, call), (op, answer, expires) in self.retry.items():
             out.write(pack(["R", client, call, op, answer, expires]))
         for gid, generation in self.odd.items():
@@ -296,6 +297,9 @@ def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 f.writer = Lease(file_id, f, parent, overwrite, holder, applier.clock(), base, kept)
                 f.groups = (base.groups[:kept] if kept else ()) + \
                     tuple(blocks.add_group(f, gid, targets) for gid, targets in wgroups)
+                f.writer.tail = tail = rest[1] if len(rest) > 1 else 0
+                if tail and tail not in {gid for gid, _targets in wgroups}:   # the base's last group now
+                    blocks.open_tails.add(tail)
                 tree.add_lease(f.writer)
             elif kind == "R":
                 _k, client, call, op, answer, expires = item

@@ -200,16 +200,19 @@ class Lease:
     along), whether it may replace a file there, and its holder. An append or a truncate
     (``Reopen``) is a new version of the complete file ``base`` written copy-on-write: it shares
     base's first ``kept`` (full) groups and has the id of base; base stays visible, as it was,
-    until the Complete replaces it. ``renewed`` (monotonic seconds)
-    is memory only: every lease restarts when a NameNode starts serving, as HDFS's do."""
+    until the Complete replaces it. ``tail``: the id of the open tail its Sync placed (an EC
+    file's, file_changes.py), 0 for none: only this write may grow the file on it. ``renewed``
+    (monotonic seconds) is memory only: every lease restarts when a NameNode starts serving, as
+    HDFS's do."""
 
-    __slots__ = ("file_id", "file", "parent", "overwrite", "holder", "renewed", "base", "kept")
+    __slots__ = ("file_id", "file", "parent", "overwrite", "holder", "renewed", "base", "kept", "tail")
 
     def __init__(self, file_id: int, file: File, parent: Dir, overwrite: bool, holder: str, renewed: float,
                  base: File | None = None, kept: int = 0):
         self.file_id, self.file, self.parent, self.overwrite = file_id, file, parent, overwrite
         self.holder, self.renewed = holder, renewed
         self.base, self.kept = base, kept
+        self.tail = 0
 
     def shared(self) -> tuple:
         """The groups this write keeps of the file it rewrites (an append's, a truncate's): its

@@ -1,0 +1,89 @@
+"""An EC file's open tail at the NameNode (file_changes.sync_length, issue 45 item 1), without
+gRPC: whose tail may grow the file, when it is being written, how long it may get."""
+
+import pytest
+
+from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
+from hedgefs.namenode.blocks.manager import FULL_SCAN_S
+from hedgefs.namenode.model import RepairUnit
+from nn_support import add_datanodes, make_namenode, state, stored
+
+FULL = 3 * 4096   # RS-3-2-1k, 4 KiB blocks: a group's data
+
+
+@pytest.fixture
+def nn(tmp_path, clock):
+    namenode = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(namenode, 8)
+    yield namenode
+    namenode.close()
+
+
+def tailed(nn, path: str = "/f", length: int = 5000):
+    """A write of ``path`` hsynced once (Sync): ``length`` bytes committed, an open tail placed
+    and every replica of it reported stored. Returns (file id, the tail)."""
+    created = nn.create(path)
+    group = nn.add_block_group(created.file_id)
+    synced = nn.sync(created.file_id, path, length, [stored(nn, group, length)])
+    assert synced.tail is not None and synced.tail.policy == "REPLICATE-3" and len(synced.tail.units) == 3
+    stored(nn, synced.tail, 0)   # (the APPENDs at 0 that create its replicas, receipted)
+    return created.file_id, synced.tail
+
+
+def test_a_zombie_writers_hsync_is_refused_under_the_next_writers_lease(nn):
+    """W1 hsyncs on its tail, its lease is recovered and W2 (same user, same file id: an append)
+    writes the file: W1's SyncLength on its old tail, still the file's last group, is refused."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    assert nn.recover_lease("/f")
+    nn.append("/f")
+    with pytest.raises(FailedPrecondition, match="not the open tail of the write"):
+        nn.sync_length(file_id, 7000, tail.id)
+    info = nn.file_info("/f")
+    assert info.entry.length == 6000 and info.groups[-1].id == tail.id
+
+
+def test_a_live_writes_tail_is_not_repaired_until_the_write_ends(nn, clock):
+    """After its first SyncLength the tail is the file's last group, but its writer still appends
+    to the replicas it was given: a copy made now would be frozen at an old length. A DataNode
+    holding one leaves: nothing is copied while the write goes on; once it ended, the copy is."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    leaving = tail.units[0].datanode_id
+    nn.decommission(leaving)
+    assert [r for r in nn.tick() if r.group_id == tail.id] == []
+    assert nn.fsck("/f").status == "HEALTHY"
+    assert nn.recover_lease("/f")                      # the write ends: the tail is the file's, at 6000
+    clock.advance(FULL_SCAN_S + 1)
+    [planned] = [r for r in nn.tick() if r.group_id == tail.id]
+    commands = [c for c in nn.heartbeat(planned.target, "").commands if isinstance(c, RepairUnit)]
+    assert [(c.group_id, c.index, c.policy, c.group_length) for c in commands] == \
+        [(tail.id, 0, "REPLICATE-3", 6000)]
+
+
+def test_a_tail_never_holds_a_whole_group(nn):
+    """A full tail would be kept as a group of the file by the next append (never sealed): the
+    bytes that complete a group go by a Sync."""
+    file_id, tail = tailed(nn)
+    with pytest.raises(InvalidArgument, match="outside its open tail"):
+        nn.sync_length(file_id, FULL, tail.id)
+    nn.sync_length(file_id, FULL - 1, tail.id)
+    assert nn.file_info("/f").entry.length == FULL - 1
+
+
+def test_the_first_hsync_on_the_tail_may_add_nothing(nn, tmp_path, clock):
+    """An hsync right after the Sync (nothing new, the replicas hold the file's last bytes) swaps
+    the tail in at the same length, once; again is a retry: nothing changes. Replay agrees."""
+    file_id, tail = tailed(nn)
+    before = nn.file_info("/f").groups[-1].id
+    nn.sync_length(file_id, 5000, tail.id)
+    info = nn.file_info("/f")
+    assert info.entry.length == 5000 and before != tail.id and info.groups[-1].id == tail.id
+    nn.sync_length(file_id, 5000, tail.id)
+    with pytest.raises(NameNodeError):
+        nn.sync_length(file_id, 4999, tail.id)
+    live = state(nn)
+    nn.close()
+    again = make_namenode(tmp_path / "nn", clock)
+    assert state(again) == live and again.blocks.open_tails == {tail.id}
+    again.close()
