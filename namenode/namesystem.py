@@ -302,7 +302,8 @@ class Namesystem:
         policy = load_policy(node.attrs.policy)
         k = policy.k
         infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
-        if any(len(g.units) + len(zero_units(policy, g.length)) < k for g in infos if not g.policy):
+        if any(len(g.units) < load_policy(g.policy).k if g.policy else   # (an open tail: its own k)
+               len(g.units) + len(zero_units(policy, g.length)) < k for g in infos):
             if self.standby:   # an observer read: the active's map has what this one has not heard (yet)
                 raise NotActive(self.active_hint())
             waiting = self.manager.reports_due()

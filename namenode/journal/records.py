@@ -224,7 +224,10 @@ class CorruptRecord(ValueError):
 
 
 def encode(record: Record) -> bytes:
-    return msgpack.packb((CODES[type(record)], *record), use_bin_type=True)
+    fields = tuple(record)
+    if type(record) is AddGroup and not record.policy:   # as before groups had codes: an older standby reads it
+        fields = fields[:-1]
+    return msgpack.packb((CODES[type(record)], *fields), use_bin_type=True)
 
 
 def decode(payload: bytes) -> Record:

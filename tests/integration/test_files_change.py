@@ -424,10 +424,12 @@ def test_bytes_hsynced_on_the_open_tail_survive_the_loss_of_m_datanodes(private_
         assert fs.read_bytes("/survives") == data
 
 
-def test_a_stale_writer_of_the_open_tail_is_refused_by_its_datanodes_and_the_namenode(c, fs):
+def test_a_stale_writer_of_the_open_tail_cannot_grow_the_file(c, fs):
     """A writer whose lease was recovered cannot grow the file: its hsync fails (the NameNode
-    refuses the length, then the Sync) and the file keeps what was hsynced; an APPEND at an offset
-    a replica has passed (a writer that missed an append) is refused by the DataNode."""
+    refuses the length, then the Sync; its APPENDs land on the replicas past the file's length,
+    never read) and the file keeps what was hsynced; an APPEND at an offset a replica has passed
+    (a writer that missed an append) is refused by the DataNode. Under a next writer's lease:
+    tests/unit/test_namenode_open_tail.py."""
     import asyncio
 
     from hedgefs.client.errors import HedgefsError
