@@ -68,13 +68,12 @@ class BatchedCalls:
         """GetFileInfo of ``path`` (``xattrs``: with the file's), in one call with whatever other
         threads stat meanwhile."""
         if not self.supported:
-            return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path, xattrs=xattrs)), xattrs)
+            return self._located(self._nn.call("GetFileInfo", _stat_request(path, xattrs)), xattrs)
         return (self.xattr_stats if xattrs else self.stats).call(path)
 
     def _stat_batch(self, paths: list[str], xattrs: bool = False) -> list:
         if len(paths) == 1 or not self.supported:   # alone: the plain call (no batch to pack)
-            return [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo",
-                                                                      pb.PathRequest(path=p, xattrs=xattrs)), xattrs))
+            return [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", _stat_request(p, xattrs)), xattrs))
                     for p in paths]
         return self.stat_many(paths, xattrs)
 
@@ -83,11 +82,10 @@ class BatchedCalls:
         attributes) or its HedgefsError."""
         out: list = []
         for chunk in _chunks(paths):
-            answer = self._batch("StatMany", pb.StatManyRequest(paths=[pb.PathRequest(path=p, xattrs=xattrs)
-                                                                       for p in chunk]))
+            answer = self._batch("StatMany", pb.StatManyRequest(paths=[_stat_request(p, xattrs) for p in chunk]))
             if answer is None:
-                out += [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo",
-                                                                          pb.PathRequest(path=p, xattrs=xattrs)), xattrs))
+                out += [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", _stat_request(p, xattrs)),
+                                                            xattrs))
                         for p in chunk]
                 continue
             for info, err in zip(answer.infos, _errors(answer.results)):
@@ -199,3 +197,9 @@ def _mkdir(path: str, parents: bool, permission: int | None) -> pb.MkdirRequest:
 
 def _chunks(items: list) -> list[list]:
     return [items[i:i + MAX_ITEMS] for i in range(0, len(items), MAX_ITEMS)] if items else []
+
+
+def _stat_request(path: str, xattrs: bool) -> pb.PathRequest:
+    """A GetFileInfo of ``path``; this client reads each block group in its own code (an open tail's
+    replicas too: the NameNode refuses a file with one to a client that does not say so)."""
+    return pb.PathRequest(path=path, xattrs=xattrs, group_codes=True)

@@ -175,7 +175,7 @@ class FileSystem:
         lookup: those of the version described (an S3 object's metadata and its bytes)."""
         if span is None:
             return self.batched.stat(path, xattrs)   # with other threads' stats, when there are any
-        request = pb.PathRequest(path=path, xattrs=xattrs)
+        request = pb.PathRequest(path=path, xattrs=xattrs, group_codes=True)
         start, end = span
         if start < 0 or end < start:
             raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
@@ -480,7 +480,7 @@ class FileSystem:
 
     async def _locate(self, path: str) -> FileStatus:
         """``stat`` on the client's event loop: an open file's locator (file_reader.py)."""
-        return self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path)))
+        return self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path, group_codes=True)))
 
 
 @dataclasses.dataclass(frozen=True)

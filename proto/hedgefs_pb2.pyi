@@ -102,16 +102,18 @@ class FileInfo(_message.Message):
     def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class PathRequest(_message.Message):
-    __slots__ = ("path", "range_offset", "range_length", "xattrs")
+    __slots__ = ("path", "range_offset", "range_length", "xattrs", "group_codes")
     PATH_FIELD_NUMBER: _ClassVar[int]
     RANGE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     RANGE_LENGTH_FIELD_NUMBER: _ClassVar[int]
     XATTRS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_CODES_FIELD_NUMBER: _ClassVar[int]
     path: str
     range_offset: int
     range_length: int
     xattrs: bool
-    def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ..., xattrs: _Optional[bool] = ...) -> None: ...
+    group_codes: bool
+    def __init__(self, path: _Optional[str] = ..., range_offset: _Optional[int] = ..., range_length: _Optional[int] = ..., xattrs: _Optional[bool] = ..., group_codes: _Optional[bool] = ...) -> None: ...
 
 class MkdirRequest(_message.Message):
     __slots__ = ("path", "parents", "permission")

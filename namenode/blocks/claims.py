@@ -254,7 +254,8 @@ class Claims:
     def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
         """The pending deletes that may be sent now, oldest first. A plain delete always goes. A
         surplus or corrupt copy goes only once its group is whole: every unit index mapped to a
-        good copy, and not to this one; a sealed tail's replica once the group that replaced it is. Until then it may be the copy that saves the group: if the
+        good copy, and not to this one (a sealed tail's replica: once the group that replaced it
+        is whole). Until then it may be the copy that saves the group: if the
         mapped copy is lost, the next report of this one is adopted (``claim``)."""
         whole: dict[int, bool] = {}
         for unit, kind in self.blocks.deletes.scan(datanode_id):

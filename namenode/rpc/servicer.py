@@ -110,9 +110,15 @@ def _command(c: model.DeleteUnit | model.RepairUnit) -> pb.Command:
         sources=[_unit(u) for u in c.sources], generation=c.generation))
 
 
-def _file_info(nn: Namesystem, info) -> pb.FileInfo:
+def _file_info(nn: Namesystem, info, request: pb.PathRequest) -> pb.FileInfo:
     """GetFileInfo's answer: the entry, a file's groups with their locations, and what the
-    cluster knows of the DataNodes holding them."""
+    cluster knows of the DataNodes holding them. A group in its own code (an open tail) only to
+    a client that reads groups so (``group_codes``): an older one would read its replicas as the
+    file's cells."""
+    if not request.group_codes and any(g.policy for g in info.groups):
+        raise FailedPrecondition(f"{info.entry.path}: its last block group is in its own code (an open tail: "
+                                 f"hsynced bytes not yet sealed) and this client library reads every group "
+                                 f"in the file's code: upgrade the client (hedgefs >= the open tail, issue 45)")
     out = _entry(info.entry)
     out.groups.extend(_group(g) for g in info.groups)
     if info.groups:
@@ -175,7 +181,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def GetFileInfo(self, request, call):
         nn = self.reader(call)
         span = (request.range_offset, request.range_length) if request.HasField("range_offset") else None
-        return _file_info(nn, nn.file_info(request.path, caller(), span, request.xattrs))
+        return _file_info(nn, nn.file_info(request.path, caller(), span, request.xattrs), request)
 
     # batched (issue 44): each item answered in its own slot (ItemResult), each change with its
     # own retry ids (call_ids[i])
@@ -183,13 +189,17 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def StatMany(self, request, call):
         nn = self.reader(call)
         out = pb.StatManyResponse()
-        for info in nn.file_infos([p.path for p in request.paths], caller(), [p.xattrs for p in request.paths]):
-            if isinstance(info, NameNodeError):
-                out.infos.append(pb.FileInfo())
-                out.results.append(_item(info))
-            else:
-                out.infos.append(_file_info(nn, info))
-                out.results.append(pb.ItemResult())
+        for info, p in zip(nn.file_infos([p.path for p in request.paths], caller(), [p.xattrs for p in request.paths]),
+                           request.paths):
+            if not isinstance(info, NameNodeError):
+                try:
+                    out.infos.append(_file_info(nn, info, p))
+                    out.results.append(pb.ItemResult())
+                    continue
+                except FailedPrecondition as e:
+                    info = e
+            out.infos.append(pb.FileInfo())
+            out.results.append(_item(info))
         return out
 
     @_rpc

@@ -154,3 +154,50 @@ def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     tail = r.AddGroup(7, 10, ("dn3",), None, "REPLICATE-3")
     assert msgpack.unpackb(r.encode(plain), use_list=False, raw=False) == (4, 7, 9, ("dn1", "dn2"), ("client", "call"))
     assert r.decode(r.encode(plain)) == plain and r.decode(r.encode(tail)) == tail
+
+
+class _Context:
+    """A gRPC call's context, as the servicer uses it."""
+
+    def __init__(self):
+        self.code = None
+
+    def invocation_metadata(self):
+        return ()
+
+    def set_trailing_metadata(self, md):
+        pass
+
+    def abort(self, code, details):
+        self.code = code
+        raise _Refused(details)
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_a_client_that_does_not_read_groups_in_their_own_code_is_refused_a_tailed_file(nn):
+    """An older client reads every group in the file's code: a tail's replicas as RS cells (wrong
+    bytes). It does not say ``group_codes``: its GetFileInfo (and StatMany item) of a file whose
+    last group is a tail fails closed with FailedPrecondition naming the upgrade; a client that
+    says so gets the tail with its code; the same old client reads a file without a tail."""
+    import grpc
+
+    from hedgefs.namenode.rpc.servicer import NameNodeServicer
+    from hedgefs.proto import hedgefs_pb2 as pb
+
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    servicer, ctx = NameNodeServicer(nn), _Context()
+    with pytest.raises(_Refused, match="upgrade the client"):
+        servicer.GetFileInfo(pb.PathRequest(path="/f"), ctx)
+    assert ctx.code == grpc.StatusCode.FAILED_PRECONDITION
+    info = servicer.GetFileInfo(pb.PathRequest(path="/f", group_codes=True), _Context())
+    assert info.length == 6000 and [g.policy for g in info.groups] == ["REPLICATE-3"]
+    nn.complete(nn.create("/plain").file_id, 0, [])
+    many = servicer.StatMany(pb.StatManyRequest(paths=[pb.PathRequest(path="/f"), pb.PathRequest(path="/plain")]),
+                             _Context())
+    assert many.results[0].code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert "upgrade the client" in many.results[0].message and many.results[1].code == 0
+    assert servicer.GetFileInfo(pb.PathRequest(path="/plain"), _Context()).path == "/plain"
