@@ -66,8 +66,8 @@ def _write(sock, g: int, data: bytes) -> None:
 def _rounds(socks, pool, records: int, kind: str, base: int) -> list[float]:
     record = os.urandom(RECORD)
     times = []
-    if kind == "append":
-        list(pool.map(lambda s: _write(s, base, b""), socks))
+    if kind == "append":   # the replica made by an APPEND at 0, as an open tail's is
+        list(pool.map(lambda s: dt.append(s, base, 0, 0, b"", generation=1), socks))
     for n in range(records):
         began = time.monotonic()
         if kind == "append":

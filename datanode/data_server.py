@@ -427,7 +427,7 @@ class DataServer:
             return False
         try:
             stored = self.store.append(group_id, index, offset, data, generation=generation)
-        except (storage.StaleAppend, storage.UnitExists) as e:
+        except (storage.StaleAppend, storage.UnitExists, storage.NotAppendable) as e:
             log.warning("%s refused an append: %s", self.datanode_id, e)
             return self._refuse(conn, dt.FAILED_PRECONDITION, f"{self.datanode_id}: {e}")
         except storage.UnitNotFound as e:

@@ -33,7 +33,11 @@ Append in place (``append``: a replica of a replicated open tail): the bytes go 
 length of the unit's current version, fsynced ("block-synced"), then a new sidecar with the grown
 length and the last chunk's CRC continued goes to tmp/ ("sidecar-synced") and is renamed over the
 version's sidecar ("sidecar-renamed": the commit point), and the directory is synced ("dir-synced").
-An offset other than the committed length is refused (``StaleAppend``). A crash before the commit
+An offset other than the committed length is refused (``StaleAppend``); so is an append to a
+unit that was written (``NotAppendable``: an EC unit, a repair's or a move's copy is written
+once): only a unit made by an APPEND at 0 grows, and its sidecar says so (magic ``HFSCRCA``, a
+written unit's ``HFSCRC1``; an older DataNode does not read an ``HFSCRCA`` sidecar: a DataNode
+holding open tails' replicas is not downgraded past this). A crash before the commit
 point leaves a block longer than its sidecar states: opening the store truncates it back, so the
 unit is what it was before the append.
 
@@ -72,10 +76,11 @@ import crc32c
 
 from hedgefs.datanode.unit_files import (  # noqa: F401
     _HEADER,
-    _MAGIC,
+    _MAGIC_APPEND,
     ChecksumError,
     DataDirInUse,
     LengthMismatch,
+    NotAppendable,
     RangeError,
     StaleAppend,
     StorageError,
@@ -318,14 +323,15 @@ class BlockStore:
     # ---------------------------------------------------------------- write
 
     def open_writer(self, group_id: int, index: int, expected_length: int | None, *, generation: int,
-                    once: bool = False) -> UnitWriter:
+                    once: bool = False, appendable: bool = False) -> UnitWriter:
         """A writer for one unit; ``expected_length`` None = not known yet (given to commit).
-        ``once``: refuse (UnitExists) if the unit is stored, now or by the time of the commit."""
+        ``once``: refuse (UnitExists) if the unit is stored, now or by the time of the commit.
+        ``appendable``: an APPEND's new replica (later APPENDs may grow it; no written unit)."""
         key = _check_ids(group_id, index, generation)
         if once and self.has(*key[:2], generation=key[2]):
             raise UnitExists(f"unit {_name(key)} is stored already: a unit is written once")
         return UnitWriter(self, *key, None if expected_length is None else int(expected_length),
-                          chunk=CHECKSUM_CHUNK, once=once)
+                          chunk=CHECKSUM_CHUNK, once=once, appendable=appendable)
 
     def _commit(self, w: UnitWriter, crc_tmp: Path) -> None:
         """Steps 3 to 6 of a commit (see the module docstring)."""
@@ -379,7 +385,7 @@ class BlockStore:
             with self._lock:
                 entry = self._units.get(key)
             if entry is None and offset == 0:   # the replica's first bytes: written as a new unit
-                with self.open_writer(*key[:2], len(data), generation=key[2], once=True) as w:
+                with self.open_writer(*key[:2], len(data), generation=key[2], once=True, appendable=True) as w:
                     w.write(data)
                     return w.commit()
             with self._lock:
@@ -389,13 +395,16 @@ class BlockStore:
                 version, length = entry
                 blk, crc = self._paths(*key, version)
                 raw = crc.read_bytes()
-            if offset != length:
-                raise StaleAppend(f"unit {_name(key)} holds {length} bytes: an append at {offset} is "
-                                  f"refused (a stale writer)")
             try:
                 _length, chunk, crcs = _parse_sidecar(raw)
             except StorageError:
                 raise ChecksumError(group_id, index, 0) from None   # a damaged sidecar: the unit is bad
+            if raw[:len(_MAGIC_APPEND)] != _MAGIC_APPEND:
+                raise NotAppendable(f"unit {_name(key)} was written, not made by APPEND: only an open tail's "
+                                    f"replica grows in place")
+            if offset != length:
+                raise StaleAppend(f"unit {_name(key)} holds {length} bytes: an append at {offset} is "
+                                  f"refused (a stale writer)")
             crcs = list(crcs)
             n = len(data)
             if n == 0:
@@ -429,7 +438,7 @@ class BlockStore:
             crc_tmp = self._tmp / f"{group_id}_{index}_{os.getpid()}_append_{uuid.uuid4().hex}.crc"
             try:
                 with open(crc_tmp, "wb") as cf:
-                    cf.write(_HEADER.pack(_MAGIC, length + n, chunk))
+                    cf.write(_HEADER.pack(_MAGIC_APPEND, length + n, chunk))
                     cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
                     cf.flush()
                     if self.fsync:

@@ -8,6 +8,8 @@ import struct
 from pathlib import Path
 
 _MAGIC = b"HFSCRC1\0"
+_MAGIC_APPEND = b"HFSCRCA\0"             # a unit made by APPEND (an open tail's replica): the only
+                                        # kind an APPEND may grow (a written unit is written once)
 _HEADER = struct.Struct("<8sQI")      # magic, unit length, checksum chunk size
 
 
@@ -37,6 +39,11 @@ class UnitExists(StorageError):
 
 class StaleAppend(StorageError):
     """An append at an offset other than the unit's committed length (a stale writer)."""
+
+
+class NotAppendable(StorageError):
+    """An append to a unit that was written (an EC unit, a repair's or a move's copy), not made by
+    APPEND: a written unit never grows."""
 
 
 class ChecksumError(StorageError):
@@ -78,7 +85,7 @@ def _read_header(path: Path) -> int:
     if len(raw) < _HEADER.size:
         raise ValueError("sidecar too short")
     magic, length, _chunk = _HEADER.unpack(raw)
-    if magic != _MAGIC:
+    if magic not in (_MAGIC, _MAGIC_APPEND):
         raise ValueError("bad sidecar magic")
     return length
 
@@ -87,7 +94,7 @@ def _parse_sidecar(raw: bytes) -> tuple[int, int, tuple[int, ...]]:
     if len(raw) < _HEADER.size:
         raise StorageError("sidecar too short")
     magic, length, chunk = _HEADER.unpack_from(raw)
-    if magic != _MAGIC or chunk <= 0:
+    if magic not in (_MAGIC, _MAGIC_APPEND) or chunk <= 0:
         raise StorageError("bad sidecar header")
     n = -(-length // chunk)
     if len(raw) != _HEADER.size + 4 * n:

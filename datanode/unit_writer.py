@@ -9,7 +9,7 @@ import struct
 
 import crc32c
 
-from hedgefs.datanode.unit_files import _HEADER, _MAGIC, LengthMismatch
+from hedgefs.datanode.unit_files import _HEADER, _MAGIC, _MAGIC_APPEND, LengthMismatch
 
 # A unit's bytes and its sidecar need their data and length on disk, not their timestamps:
 # fdatasync(2) skips the inode-only flush fsync(2) adds (Linux; elsewhere fsync).
@@ -22,11 +22,12 @@ class UnitWriter:
     """One unit being written: appended to a temp file, checksummed on the fly, committed once."""
 
     def __init__(self, store, group_id: int, index: int, generation: int,
-                 expected_length: int | None, *, chunk: int, once: bool = False):
+                 expected_length: int | None, *, chunk: int, once: bool = False, appendable: bool = False):
         if expected_length is not None and expected_length < 0:
             raise LengthMismatch(f"bad expected length {expected_length}")
         self.store, self.group_id, self.index, self.generation = store, group_id, index, generation
         self.once = once
+        self.appendable = appendable   # made by APPEND (its sidecar says so): APPENDs may grow it
         self.expected_length = expected_length
         self.length = 0
         self.tmp_path = store._tmp / f"{group_id}_{index}_{os.getpid()}_{next(_FILE_COUNTER)}.blk"
@@ -80,7 +81,7 @@ class UnitWriter:
             self._f.close()
             store._step("block-synced")
             with open(crc_tmp, "wb") as cf:
-                cf.write(_HEADER.pack(_MAGIC, self.length, self._chunk))
+                cf.write(_HEADER.pack(_MAGIC_APPEND if self.appendable else _MAGIC, self.length, self._chunk))
                 cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
                 cf.flush()
                 if store.fsync:

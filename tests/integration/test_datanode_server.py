@@ -340,9 +340,10 @@ def test_a_unit_is_written_once_and_is_the_unit_of_its_generation(data):
 
 def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, stub):
     """APPEND (a replica of an open tail): bytes appended in place, visible to the next read;
-    one at any other offset than the unit's length (a stale writer) is refused and changes
-    nothing; the connection carries the next request either way."""
-    assert data.write(26, 0, b"head") == 4
+    one at any other offset than the unit's length (a stale writer), or to a unit that was
+    written (an EC unit: written once), is refused and changes nothing; the connection carries
+    the next request either way."""
+    assert data.append(26, 0, 0, b"head") == 4
     assert data.append(26, 0, 4, b"+one") == 8
     assert data.append(26, 0, 8, pattern_bytes(200_000, 3)) == 200_008
     assert data.read(26, 0, 0, 8) == b"head+one"
@@ -356,6 +357,10 @@ def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, 
     assert data.append(26, 1, 0, b"new replica") == 11                   # an open tail's first bytes
     assert error_of(data.append, 26, 1, 0, b"second writer")[0] == "FAILED_PRECONDITION"
     assert data.read(26, 1, 0, 11) == b"new replica"
+    assert data.write(26, 2, b"an EC cell") == 10
+    status, details = error_of(data.append, 26, 2, 10, b"grown")
+    assert status == "FAILED_PRECONDITION" and "not made by APPEND" in details
+    assert data.read(26, 2, 0, 10) == b"an EC cell"
     with data.connect() as s:            # one connection, refused then served
         with pytest.raises(dt.TransferError):
             dt.append(s, 26, 0, 0, b"stale", generation=0)
@@ -372,7 +377,7 @@ def test_the_client_librarys_append_grows_a_replica_and_is_refused_when_stale(da
     from hedgefs.client.unit_writes import append_unit
 
     address = f"127.0.0.1:{data.port}"
-    assert data.write(27, 0, b"") == 0
+    assert data.append(27, 0, 0, b"") == 0
 
     async def run():
         client = DataNodeClient()
@@ -402,9 +407,7 @@ def test_a_store_killed_at_any_step_of_an_append_keeps_the_old_length_or_the_new
     procs = {}
     for step in steps:
         store = BlockStore(tmp_path / step)
-        with store.open_writer(5, 2, len(old), generation=9) as w:
-            w.write(old)
-            w.commit()
+        assert store.append(5, 2, 0, old, generation=9) == len(old)   # an open tail's replica
         store.close()
         procs[step] = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / step), step, str(tmp_path / "more")])
     outcomes = {}
@@ -464,9 +467,7 @@ def test_a_store_killed_at_any_step_of_a_replace_keeps_the_old_unit_or_the_new_o
     procs = {}
     for step in COMMIT_STEPS:
         store = BlockStore(tmp_path / step)
-        with store.open_writer(5, 2, len(old), generation=9) as w:
-            w.write(old)
-            w.commit()
+        assert store.append(5, 2, 0, old, generation=9) == len(old)   # an open tail's replica
         store.close()
         procs[step] = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / step), step, str(tmp_path / "new")])
     outcomes = {}

@@ -345,6 +345,30 @@ def test_a_rotted_copy_is_known_until_it_is_replaced_or_deleted(tmp_path):
 
 # ---------------------------------------------------------------- append in place (a replicated open tail)
 
+def replica(store, group_id: int, index: int, data: bytes) -> None:
+    """An open tail's replica, made as one is: by an APPEND at 0."""
+    assert store.append(group_id, index, 0, data, generation=G) == len(data)
+
+
+def test_only_a_unit_made_by_append_grows(tmp_path):
+    """A written unit (an EC unit, a repair's or a move's copy) is written once: an APPEND at its
+    length is refused and changes nothing, before and after a restart; a replica made by APPEND
+    grows, and still does after a restart (the sidecar remembers how the unit was made)."""
+    store = BlockStore(tmp_path)
+    put(store, 5, 0, b"cell")
+    replica(store, 5, 1, b"tail")
+    with pytest.raises(storage.NotAppendable, match="not made by APPEND"):
+        store.append(5, 0, 4, b"more", generation=G)
+    assert store.append(5, 1, 4, b"more", generation=G) == 8
+    store.close()
+    again = BlockStore(tmp_path)
+    with pytest.raises(storage.NotAppendable):
+        again.append(5, 0, 4, b"more", generation=G)
+    assert again.append(5, 1, 8, b"!", generation=G) == 9
+    assert read(again, 5, 0, 0, 4) == b"cell" and read(again, 5, 1, 0, 9) == b"tailmore!"
+    assert sorted(again.units()) == [(5, 0, G, 4), (5, 1, G, 9)]
+
+
 @pytest.mark.parametrize("sizes", [
     (0, 5, 7),                                          # a unit begun empty
     (CHECKSUM_CHUNK - 3, 3, 1),                         # a chunk filled exactly, then the next begun
@@ -353,7 +377,7 @@ def test_a_rotted_copy_is_known_until_it_is_replaced_or_deleted(tmp_path):
 def test_appends_read_back_as_if_written_at_once(tmp_path, sizes):
     store = BlockStore(tmp_path)
     data = pattern(sum(sizes), seed=3)
-    put(store, 5, 0, data[:sizes[0]])
+    replica(store, 5, 0, data[:sizes[0]])
     at = sizes[0]
     for n in sizes[1:]:
         assert store.append(5, 0, at, data[at:at + n], generation=G) == at + n
@@ -371,7 +395,7 @@ def test_appends_read_back_as_if_written_at_once(tmp_path, sizes):
 
 def test_a_stale_append_is_refused_and_changes_nothing(tmp_path):
     store = BlockStore(tmp_path)
-    put(store, 5, 1, b"abc")
+    replica(store, 5, 1, b"abc")
     assert store.append(5, 1, 3, b"def", generation=G) == 6
     for offset in (3, 0, 7):                     # behind (a writer that missed an append) or past the end
         with pytest.raises(storage.StaleAppend):
@@ -398,7 +422,7 @@ def test_an_append_at_zero_creates_the_replica_once(tmp_path):
 
 def test_a_reader_never_sees_bytes_past_the_length_it_opened(tmp_path):
     store = BlockStore(tmp_path)
-    put(store, 5, 3, b"A" * 1000)
+    replica(store, 5, 3, b"A" * 1000)
     pieces = store.read(5, 3, 0, 1000, piece=100, generation=G)
     first = next(pieces)
     with store.open_unit(5, 3, generation=G) as before:
@@ -413,7 +437,7 @@ def test_a_reader_never_sees_bytes_past_the_length_it_opened(tmp_path):
 @pytest.mark.parametrize("crash_after", ["block written", "sidecar written to tmp"])
 def test_an_append_cut_short_by_a_crash_leaves_the_committed_unit(tmp_path, crash_after):
     store = BlockStore(tmp_path)
-    put(store, 5, 4, b"kept" * 100)
+    replica(store, 5, 4, b"kept" * 100)
     blk = store.block_path(5, 4, generation=G)
     with open(blk, "ab") as f:                  # the bytes of an append that never reached its commit point
         f.write(b"lost" * 50)
@@ -431,7 +455,7 @@ def test_an_append_cut_short_by_a_crash_leaves_the_committed_unit(tmp_path, cras
 
 def test_an_append_racing_a_replacement_is_refused(tmp_path, monkeypatch):
     store = BlockStore(tmp_path, crash_at=None)
-    put(store, 5, 5, b"old")
+    replica(store, 5, 5, b"old")
     real_step = store._step
 
     def replace_meanwhile(name):
@@ -448,7 +472,7 @@ def test_an_append_racing_a_replacement_is_refused(tmp_path, monkeypatch):
 
 def test_an_append_to_a_unit_with_a_damaged_sidecar_is_refused_as_a_bad_unit(tmp_path):
     store = BlockStore(tmp_path)
-    put(store, 5, 6, b"abc")
+    replica(store, 5, 6, b"abc")
     sidecar = store.block_path(5, 6, generation=G).with_suffix(".crc")
     sidecar.write_bytes(sidecar.read_bytes()[:-1])
     with pytest.raises(ChecksumError):
