@@ -146,6 +146,7 @@ class _Sync:
     """An hflush asked of the running part, and the NameNode's answer (Sync's AppendResponse)."""
     asked = False
     answer = None
+    exclude: tuple = ()   # DataNodes whose replica of the last open tail failed: not in the next
 
 
 class FileWriter:
@@ -201,7 +202,7 @@ class FileWriter:
 
         async def finish(request):   # Complete, or an hflush's Sync (the answer: where to go on)
             if sync.asked:
-                sync.answer = await writer.sync(request, path)
+                sync.answer = await writer.sync(request, path, sync.exclude)
             elif not attributes.ListFields():
                 await writer.complete(request)
             elif created.commit_attributes:   # (set before close ended the input: see _attribute)
@@ -310,6 +311,7 @@ class FileWriter:
             end = self._loop.call(tail.append(bytes(unsent)))
         except TailBroken as err:
             log.info("%s: %s; this hflush is a Sync (copy-on-write of the last group)", self.path, err)
+            self._sync.exclude = (err.datanode_id,) if err.datanode_id else ()
             return None
         try:
             self._loop.call(self._writer.sync_length(self._file_id, end, tail.group.id))

@@ -26,7 +26,12 @@ from hedgefs.proto import hedgefs_pb2 as pb
 
 
 class TailBroken(HedgefsError):
-    """A replica of the open tail did not take an append: the tail is given up."""
+    """A replica of the open tail did not take an append: the tail is given up (``datanode_id``:
+    the replica's, kept off the next tail)."""
+
+    def __init__(self, message: str, datanode_id: str = ""):
+        super().__init__(message)
+        self.datanode_id = datanode_id
 
 
 class OpenTail:
@@ -59,10 +64,11 @@ class OpenTail:
             for unit, got in zip(self.group.units, results):
                 if isinstance(got, BaseException):
                     raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
-                                     f"{unit.datanode_id}: {got}") from got
+                                     f"{unit.datanode_id}: {got}", unit.datanode_id) from got
                 if got != self.length + len(piece):
                     raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
-                                     f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}")
+                                     f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}",
+                                     unit.datanode_id)
             self.length += len(piece)
         return self.end
 

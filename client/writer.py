@@ -249,11 +249,13 @@ class StripedWriter:
             await self._rpc("SetTimes", pb.SetTimesRequest(path=path, mtime_ms=a.mtime_ms if a.HasField("mtime_ms") else -1,
                                                            atime_ms=a.atime_ms if a.HasField("atime_ms") else -1))
 
-    async def sync(self, request: pb.CompleteRequest, path: str) -> pb.AppendResponse:
+    async def sync(self, request: pb.CompleteRequest, path: str, exclude=()) -> pb.AppendResponse:
         """hflush/hsync's one NameNode call (Sync): ``request``'s Complete, and an append to the
-        version it makes begun at ``path``; retried as Complete is."""
+        version it makes begun at ``path`` (its open tail placed off ``exclude``: DataNodes whose
+        replica of the last one failed); retried as Complete is."""
         return await self._committing("Sync", pb.SyncRequest(file_id=request.file_id, length=request.length,
-                                                              groups=request.groups, path=path))
+                                                              groups=request.groups, path=path,
+                                                              exclude_datanodes=list(exclude)))
 
     async def sync_length(self, file_id: int, length: int, tail_group_id: int) -> None:
         """hsync on the open tail (open_tail.py): every replica of the tail holds the file's

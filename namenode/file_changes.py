@@ -26,7 +26,7 @@ from hedgefs.ec.layout import group_data_size
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.blocks.blockmap import GroupCommit
-from hedgefs.namenode.model import Reopened
+from hedgefs.namenode.model import GroupInfo, Reopened
 from hedgefs.namenode.namespace import paths
 from hedgefs.namenode.namespace.inodes import Dir, Node, load_policy
 from hedgefs.namenode.namespace.permissions import WRITE, check
@@ -123,14 +123,15 @@ class FileChanges:
                     lease.file_id, lease.holder, who.name)
         return True
 
-    def sync(self, file_id: int, path: str, length: int, groups: list, who: Identity, retry) -> Reopened:
+    def sync(self, file_id: int, path: str, length: int, groups: list, who: Identity, retry,
+             exclude: tuple[str, ...] = ()) -> Reopened:
         lease = self.ns.writes.writing(file_id, who)
         if self.tree.lease_path(lease) != path:
             raise InvalidArgument(f"file {file_id} is being written at {self.tree.lease_path(lease)}, not {path}")
         self.ns.writes.complete(file_id, length, groups, None, who, retry)
-        return self.go_on(path, length, who, retry)
+        return self.go_on(path, length, who, retry, exclude)
 
-    def go_on(self, path: str, length: int, who: Identity, retry) -> Reopened:
+    def go_on(self, path: str, length: int, who: Identity, retry, exclude: tuple[str, ...] = ()) -> Reopened:
         """The rest of a sync after its Complete (its own, or its retry's kept answer): each
         further record has retry ids of its own, derived from the call's (``step``), so a retry
         finishes what a crash between the records left undone and repeats nothing."""
@@ -144,7 +145,7 @@ class FileChanges:
             again = step(retry, "tail")
             kept = self.ns.retry.lookup(again, r.CODES[r.AddGroup], self.ns.wall_ms()) if again else MISS
             tail = (self.ns.writes.new_group(*kept, code) if kept is not MISS
-                    else self.ns.writes.add_group(reopened.created.file_id, (), who, again, code))
+                    else self._place_tail(reopened.created.file_id, exclude, who, again, code))
             reopened = dataclasses.replace(reopened, tail=tail)
         if reopened.kept_length == length:
             return reopened   # it ends on a group boundary: nothing to write again yet
@@ -153,6 +154,17 @@ class FileChanges:
         group = (self.ns.writes.new_group(*kept) if kept is not MISS
                  else self.ns.writes.add_group(reopened.created.file_id, (), who, first))
         return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
+
+    def _place_tail(self, file_id: int, exclude: tuple[str, ...], who: Identity, retry, code: str) -> GroupInfo:
+        """The open tail's group, off ``exclude`` (DataNodes whose replica of the last one failed)
+        when the others can hold it, else where placement puts it: the Complete is logged
+        already, and a Sync is never refused for this."""
+        if exclude:
+            try:
+                return self.ns.writes.add_group(file_id, exclude, who, retry, code)
+            except (FailedPrecondition, InvalidArgument):
+                pass
+        return self.ns.writes.add_group(file_id, (), who, retry, code)
 
     def sync_length(self, file_id: int, length: int, group_id: int, who: Identity) -> None:
         """hsync on the write's open tail (``go_on`` placed it): every replica of the tail holds

@@ -451,14 +451,15 @@ class Namesystem:
         self.change(retry, r.Concat, lambda: self.writes.concat(target, sources, overwrite, who, retry))
 
     def sync(self, file_id: int, path: str, length: int, groups: list[GroupCommit], who: Identity = SUPER,
-             retry=None) -> Reopened:
+             retry=None, exclude: tuple[str, ...] = ()) -> Reopened:
         """hflush/hsync (HDFS's fsync with UPDATE_LENGTH): the write so far becomes the file's, as
         Complete makes it, and the write goes on in the same call: an append to that version
         begins (``path``: where the write is), with the group its last, partial group is to be
-        written again into. Three records, one wait until durable; Append's answer."""
+        written again into (an EC file's open tail too, off ``exclude``). Three records, one wait
+        until durable; Append's answer."""
         return self.change(retry, r.Complete,
-                           lambda: self.file_changes.sync(file_id, path, length, groups, who, retry),
-                           lambda _kept: self.file_changes.go_on(path, length, who, retry))
+                           lambda: self.file_changes.sync(file_id, path, length, groups, who, retry, exclude),
+                           lambda _kept: self.file_changes.go_on(path, length, who, retry, exclude))
 
     def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER) -> None:
         """hsync on an open tail (file_changes.sync_length): the file grows to ``length``, its

@@ -1011,16 +1011,18 @@ class BalanceResponse(_message.Message):
     def __init__(self, planned_moves: _Optional[int] = ..., planned_bytes: _Optional[int] = ..., moves_in_flight: _Optional[int] = ..., bytes_in_flight: _Optional[int] = ..., moves_done: _Optional[int] = ..., bytes_moved: _Optional[int] = ..., moves_failed: _Optional[int] = ..., round_done: _Optional[bool] = ..., misplaced: _Optional[int] = ..., unmendable: _Optional[int] = ..., over: _Optional[int] = ..., under: _Optional[int] = ..., spread_pct: _Optional[float] = ..., relative: _Optional[bool] = ..., quiet: _Optional[bool] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("file_id", "length", "groups", "path")
+    __slots__ = ("file_id", "length", "groups", "path", "exclude_datanodes")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_DATANODES_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     length: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupCommit]
     path: str
-    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., path: _Optional[str] = ...) -> None: ...
+    exclude_datanodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., path: _Optional[str] = ..., exclude_datanodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SyncLengthRequest(_message.Message):
     __slots__ = ("file_id", "length", "tail_group_id")

@@ -338,7 +338,7 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Sync(self, request, call):
         return _reopened(self.nn.sync(request.file_id, request.path, request.length,
                                       [GroupCommit(g.group_id, g.length, tuple(g.stored_units)) for g in request.groups],
-                                      caller(), call.retry))
+                                      caller(), call.retry, tuple(request.exclude_datanodes)))
 
     @_rpc
     def SyncLength(self, request, call):

@@ -201,3 +201,19 @@ def test_a_client_that_does_not_read_groups_in_their_own_code_is_refused_a_taile
     assert many.results[0].code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
     assert "upgrade the client" in many.results[0].message and many.results[1].code == 0
     assert servicer.GetFileInfo(pb.PathRequest(path="/plain"), _Context()).path == "/plain"
+
+
+def test_a_sync_places_the_next_tail_off_the_datanodes_that_failed_the_last(nn):
+    """A replica that refused an APPEND gives the tail up; the writer's Sync names its DataNode and
+    the new tail is placed without it (one that keeps refusing would cost a Sync per hsync). Too
+    few DataNodes without the excluded: the tail goes where placement puts it, the Sync is taken."""
+    file_id, tail = tailed(nn)
+    everyone = tuple(f"dn{i}" for i in range(1, 9))
+    failed = everyone[:5]   # (five: the three left are the only place for the tail)
+    last = tailed.synced.created.first_group
+    again = nn.sync(file_id, "/f", 5100, [stored(nn, last, 5100)], exclude=failed)
+    assert again.tail is not None and {u.datanode_id for u in again.tail.units} == set(everyone[5:])
+    last = again.created.first_group
+    crowded = nn.sync(file_id, "/f", 5200, [stored(nn, last, 5200)], exclude=everyone[:7])
+    assert crowded.tail is not None and len(crowded.tail.units) == 3
+    assert nn.file_info("/f").entry.length == 5200
