@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.client.locations import GroupLocation
@@ -68,11 +68,13 @@ class ByteRange:
     length: int
 
 
-def plan_pieces(policy: Policy, group_lengths: list[int], chunk: int = STORED_CHUNK) -> list[ChunkRun | ByteRange]:
-    """The file's bytes, in order, as pieces whose CRCs are stored (ChunkRun) or must be read."""
+def plan_pieces(codes: Sequence[Policy], group_lengths: list[int],
+                chunk: int = STORED_CHUNK) -> list[ChunkRun | ByteRange]:
+    """The file's bytes, in order, as pieces whose CRCs are stored (ChunkRun) or must be read;
+    ``codes[i]``: the code group i is stored in (an EC file's open tail: replicated)."""
     pieces: list[ChunkRun | ByteRange] = []
     offset = 0
-    for group_index, group_length in enumerate(group_lengths):
+    for group_index, (policy, group_length) in enumerate(zip(codes, group_lengths, strict=True)):
         if policy.replicated:
             pieces.append(ChunkRun(group_index, 0, 0, group_length))   # the block, in any replica
         elif policy.cell_size % chunk:
@@ -99,13 +101,13 @@ ReadFn = Callable[[int, int], Awaitable[bytes]]
 async def file_checksum(datanodes: DataNodeClient, policy: Policy, groups: tuple[GroupLocation, ...],
                         length: int, read: ReadFn) -> FileChecksum:
     """The COMPOSITE-CRC32C of a file from its layout; ``read(offset, length)`` reads file bytes."""
-    pieces = plan_pieces(policy, [g.length for g in groups])
+    codes = [g.code(policy) for g in groups]   # each group in its own code (an open tail's replicas)
+    pieces = plan_pieces(codes, [g.length for g in groups])
     wanted = sorted({(p.group_index, p.index) for p in pieces if isinstance(p, ChunkRun)})
     limit = asyncio.Semaphore(_CONCURRENT_ASKS)
 
     async def ask(group_index: int, index: int):
-        group = groups[group_index]
-        return await _unit_crcs(datanodes, limit, policy, group, index)
+        return await _unit_crcs(datanodes, limit, codes[group_index], groups[group_index], index)
 
     answers = await asyncio.gather(*(ask(g, i) for g, i in wanted))
     crcs = dict(zip(wanted, answers))

@@ -351,15 +351,25 @@ def _tailed(fs, path: str, data: bytes):
     return w, at
 
 
-def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasure_coded(fs):
+def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasure_coded(fs, caplog):
     """An EC file's hsyncs after the first Syncs go to its open tail: the file's last group is
     then REPLICATE-(m+1) (RS-6-3: 4 replicas) and grows in place, one group id; close seals it:
-    the file is all RS-6-3 again, healthy, every byte in order."""
-    data = pattern(GROUP + 40_000, seed=451)
+    the file is all RS-6-3 again, healthy, every byte in order. The file checksum while it is
+    tailed is the bytes' CRC32C, planned from each group's code (the tail's replica's stored
+    CRCs: no group read back)."""
+    from crc32c import crc32c
+
+    data = pattern(GROUP + 140_000, seed=451)
     w, at = _tailed(fs, "/tailed", data)
     tail = fs.stat("/tailed").groups[-1]
     assert (tail.policy, len(tail.units), tail.length) == ("REPLICATE-4", 4, at - GROUP)
     assert fs.read_bytes("/tailed") == data[:at]
+    w.write(data[at:at + 100_000])       # the tail past one cell: as RS cells, its units would not match
+    at += 100_000
+    assert w.hsync() == at
+    with caplog.at_level("INFO", logger="hedgefs.client.checksum"):
+        assert (fs.checksum("/tailed").crc, fs.checksum("/tailed").length) == (crc32c(data[:at]), at)
+    assert not [r for r in caplog.records if "reading its group instead" in r.getMessage()]
     w.write(data[at:at + 5000])
     assert w.hsync() == at + 5000
     assert fs.stat("/tailed").groups[-1].id == tail.id                 # grown in place
