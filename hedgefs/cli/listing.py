@@ -111,8 +111,9 @@ def stat(path: str, as_json: bool, namenode: str | None) -> None:
         ]
     elif policy is not None:
         doc["groups"] = [
-            {"id": g.id, "length": g.length,
-             "units": [{"index": u.index, "datanode": u.datanode_id, "length": layout.unit_length(policy, g.length, u.index)}
+            {"id": g.id, "length": g.length, **({"policy": g.policy} if g.policy else {}),   # (an open tail)
+             "units": [{"index": u.index, "datanode": u.datanode_id,
+                        "length": layout.unit_length(g.code(policy), g.length, u.index)}
                        for _, u in sorted(g.units.items())]}
             for g in st.groups
         ]

@@ -302,18 +302,20 @@ def file_page(data: FilePage) -> str:
     sections = []
     for g in info.groups:
         rows = []
+        code = parse_policy(g.policy) if g.policy else policy   # an EC file's open tail: replicas
         for u in g.units:
             state = states.get(u.datanode_id, "unknown")
-            role = ("replica" if policy.replicated else "data" if u.index < policy.k else
-                    "local parity" if u.index < policy.k + policy.local_groups else
-                    "global parity" if policy.local_groups else "parity")
+            role = ("replica" if code.replicated else "data" if u.index < code.k else
+                    "local parity" if u.index < code.k + code.local_groups else
+                    "global parity" if code.local_groups else "parity")
             rows.append(f'<tr class="unit" data-index="{u.index}" data-datanode="{h(u.datanode_id)}">'
                         f'<td class="n">{u.index}</td><td>{role}</td>'
                         f'<td>{datanode_link(u.datanode_id)}</td><td>{h(u.address)}</td>'
                         f'<td><span class="state state-{h(state)}">{h(state)}</span></td></tr>')
-        zeros = len(zero_units(policy, g.length))   # a small file's: never stored
+        zeros = len(zero_units(code, g.length))   # a small file's: never stored
         sections.append(f'<h2>{group_word.capitalize()} {g.id} <span class="muted">({h(size(g.length))}, '
-                        f'{len(g.units)} of {policy.units - zeros} {unit_word}s'
+                        + (f'open tail, {h(g.policy)}: ' if g.policy else '')
+                        + f'{len(g.units)} of {code.units - zeros} {"replica" if g.policy else unit_word}s'
                         + (f'; {zeros} hold only zeros, not stored' if zeros else '') + ')</span></h2>'
                         f'<table class="units" data-group="{g.id}">'
                         f'<tr><th>{unit_word}</th><th>role</th><th>DataNode</th><th>address</th><th>state</th></tr>'

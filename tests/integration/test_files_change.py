@@ -7,6 +7,7 @@ tests/unit/test_namenode_journal.py's seeded workload (and test_ha_journal.py's 
 what a user sees.
 """
 
+import json
 import re
 import subprocess
 import sys
@@ -351,7 +352,7 @@ def _tailed(fs, path: str, data: bytes):
     return w, at
 
 
-def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasure_coded(fs, caplog):
+def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasure_coded(c, fs, caplog):
     """An EC file's hsyncs after the first Syncs go to its open tail: the file's last group is
     then REPLICATE-(m+1) (RS-6-3: 4 replicas) and grows in place, one group id; close seals it:
     the file is all RS-6-3 again, healthy, every byte in order. The file checksum while it is
@@ -370,6 +371,8 @@ def test_hsync_on_the_open_tail_appends_to_its_replicas_and_close_seals_it_erasu
     with caplog.at_level("INFO", logger="hedgefs.client.checksum"):
         assert (fs.checksum("/tailed").crc, fs.checksum("/tailed").length) == (crc32c(data[:at]), at)
     assert not [r for r in caplog.records if "reading its group instead" in r.getMessage()]
+    shown = json.loads(run_cli("stat", "--json", "/tailed", namenode=c.namenode).stdout)["groups"][-1]
+    assert shown["policy"] == "REPLICATE-4" and [u["length"] for u in shown["units"]] == [at - GROUP] * 4
     w.write(data[at:at + 5000])
     assert w.hsync() == at + 5000
     assert fs.stat("/tailed").groups[-1].id == tail.id                 # grown in place

@@ -314,3 +314,20 @@ def test_the_overview_and_its_json_say_where_each_datanode_runs(served):
     assert 'data-rack="/default-rack" data-host="127.0.0.1"' in page   # said neither: its address's host
     rows = {d["id"]: (d["host_id"], d["rack"]) for d in json.loads(get(base + "/api/"))["datanodes"]}
     assert rows["dn7"] == ("host7", "/dc1/r2") and rows["dn1"] == ("127.0.0.1", "/default-rack")
+
+
+def test_an_open_tails_group_shows_its_own_code_and_replicas(served):
+    """An EC file's open tail (hsync) is REPLICATE-(m+1): its units are replicas, not data and
+    parity cells, counted of its own code's units."""
+    from nn_support import stored
+
+    nn, _, base = served
+    created = nn.create("/tailed")
+    group = nn.add_block_group(created.file_id)
+    synced = nn.sync(created.file_id, "/tailed", 5000, [stored(nn, group, 5000)])
+    stored(nn, synced.tail, 0)
+    nn.sync_length(created.file_id, 5000, synced.tail.id)
+    page = get(base + "/files/tailed")
+    assert "open tail, REPLICATE-3: 3 of 3 replicas" in page
+    tail_table = page[page.index(f'data-group="{synced.tail.id}"'):]
+    assert tail_table.count("<td>replica</td>") == 3 and "<td>parity</td>" not in tail_table.split("</table>")[0]
