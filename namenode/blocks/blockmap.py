@@ -529,19 +529,15 @@ class BlockMap:
                     self.deletes.kind(datanode_id, group.id, index) is None:
                 self.place(group, index, datanode_id, recent=False)
 
-    def forget(self, group: Group, after: Group | None = None) -> None:
+    def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
-        every copy of it is owed a delete, extra copies included. ``after``: the group that took a
-        sealed open tail's place; the tail's replicas are deleted only once it is whole."""
+        every copy of it is owed a delete, extra copies included."""
         was = self.is_readable(group)
         generation = self.generation(group.id)
-        self.deletes.make_plain(group.id)
         for index, holder in self.units(group).items():
             self.mapped[holder] -= 1
-            if after is not None:
-                self.deletes.queue_sealed(holder, group.id, index, generation, self.wall_ms(), after.id)
-            else:
-                self.queue_delete(holder, group.id, index, generation)
+            self.queue_delete(holder, group.id, index, generation)
+        self.deletes.make_plain(group.id)
         self.groups.pop(group.id, None)
         self.unreported.pop(group.id, None)
         self.corrupt.pop(group.id, None)

@@ -60,8 +60,6 @@ class Claims:
             return Claim.FOREIGN
         group = self.blocks.groups.get(group_id)
         if group is None or self.blocks.generation(group_id) != generation:
-            if self.blocks.deletes.kind(datanode_id, group_id, index) == Kind.SEALED:
-                return Claim.DELETING   # a sealed tail's replica, kept until its group is whole
             self.blocks.queue_delete(datanode_id, group_id, index, generation)
             return Claim.UNKNOWN
         current = self.blocks.holder(group, index)
@@ -254,20 +252,11 @@ class Claims:
     def deletes_due(self, datanode_id: str, is_live: IsLive) -> Iterator[Unit]:
         """The pending deletes that may be sent now, oldest first. A plain delete always goes. A
         surplus or corrupt copy goes only once its group is whole: every unit index mapped to a
-        good copy, and not to this one (a sealed tail's replica: once the group that replaced it
-        is whole). Until then it may be the copy that saves the group: if the
+        good copy, and not to this one. Until then it may be the copy that saves the group: if the
         mapped copy is lost, the next report of this one is adopted (``claim``)."""
         whole: dict[int, bool] = {}
         for unit, kind in self.blocks.deletes.scan(datanode_id):
-            if kind == Kind.SEALED:   # a sealed tail's replica: goes once the group that replaced it is whole
-                after = self.blocks.deletes.after(unit[0])
-                group = self.blocks.groups.get(after) if after is not None else None
-                if group is not None:
-                    if after not in whole:
-                        whole[after] = self.blocks.is_whole(group, is_live)
-                    if not whole[after]:
-                        continue
-            elif kind != Kind.PLAIN:
+            if kind != Kind.PLAIN:
                 group = self.blocks.groups.get(unit[0])
                 if group is None:
                     continue

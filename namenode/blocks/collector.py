@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from hedgefs.namenode.blocks.blockmap import BlockMap, Group
+from hedgefs.namenode.blocks.blockmap import BlockMap
 from hedgefs.namenode.namespace.inodes import Dir, File, Node
 from hedgefs.namenode.namespace.tree import Tree
 
@@ -35,19 +35,15 @@ class Collector:
         else:
             self._release(node)
 
-    def release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset(),
-                sealed: "dict[int, Group] | None" = None) -> None:
+    def release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset()) -> None:
         """A file that left the tree (replaced, abandoned): its groups go now, but those of
-        ``keep`` (ids: groups the version replacing it shares, after an append or a truncate).
-        ``sealed``: an open tail's id -> the group of the new version that took its place (the
-        tail's replicas are deleted once that group is whole)."""
-        self._release(file, keep, sealed or {})
+        ``keep`` (ids: groups the version replacing it shares, after an append or a truncate)."""
+        self._release(file, keep)
 
-    def _release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset(),
-                 sealed: "dict[int, Group]" = {}) -> None:  # noqa: B006 (read only)
+    def _release(self, file: File, keep: "set[int] | frozenset[int]" = frozenset()) -> None:
         for group in file.groups:
             if group.id not in keep and self.blocks.groups.get(group.id) is group:
-                self.blocks.forget(group, sealed.get(group.id))
+                self.blocks.forget(group)
 
     def step(self, limit: int) -> int:
         """Forget the groups of up to ``limit`` files of cut trees; returns the nodes visited."""

@@ -25,8 +25,6 @@ class Kind(enum.IntEnum):
     PLAIN = 0     # a unit of a deleted or abandoned group, or one its writer never got a receipt for: goes at once
     SURPLUS = 1   # an extra copy of a unit the map puts elsewhere: goes once its group is whole
     CORRUPT = 2   # a corrupt copy a repaired one replaced: goes once its group is whole
-    SEALED = 3    # a replica of an open tail its EC group replaced (the seal): goes once *that* group
-                  # is whole (``after``), so the seal never lowers the hsynced bytes' redundancy
 
 
 def pack(group_id: int, index: int) -> int:
@@ -42,8 +40,6 @@ class PendingDeletes:
         self._kinds: dict[tuple[str, int], Kind] = {}     # (DataNode, packed unit) -> kind, unless PLAIN
         self._generations: dict[tuple[str, int], int] = {}   # (DataNode, packed unit) -> generation
         self._held: dict[int, set[str]] = {}              # group id -> DataNodes holding a held-back delete
-        self._after: dict[int, int] = {}                  # sealed tail's group id -> the group that replaced it
-        self._waiting: dict[int, set[int]] = {}           # that group -> the sealed tails waiting for it
 
     def queue(self, datanode_id: str, group_id: int, index: int, generation: int, now_ms: int,
               kind: Kind = Kind.PLAIN) -> None:
@@ -60,18 +56,6 @@ class PendingDeletes:
         self._generations[dk] = generation
         self._set_kind(dk, kind)
 
-    def queue_sealed(self, datanode_id: str, group_id: int, index: int, generation: int, now_ms: int,
-                     after: int) -> None:
-        """Owe a delete of a sealed tail's replica that waits until group ``after`` is whole."""
-        self.queue(datanode_id, group_id, index, generation, now_ms, Kind.SEALED)
-        if self._kinds.get((datanode_id, pack(group_id, index))) == Kind.SEALED:
-            self._after[group_id] = after
-            self._waiting.setdefault(after, set()).add(group_id)
-
-    def after(self, group_id: int) -> int | None:
-        """The group a sealed tail's deletes wait for (None: not a sealed tail's)."""
-        return self._after.get(group_id)
-
     def _set_kind(self, dk: tuple[str, int], kind: Kind) -> None:
         group_id = dk[1] >> 8
         if kind == Kind.PLAIN:
@@ -80,7 +64,6 @@ class PendingDeletes:
                 held.discard(dk)
                 if not held:
                     del self._held[group_id]
-                    self._unwait(group_id)
         else:
             self._kinds[dk] = kind
             self._held.setdefault(group_id, set()).add(dk)
@@ -114,19 +97,6 @@ class PendingDeletes:
         """The group is going: the deletes it held back (surplus, corrupt copies) go at once."""
         for dk in self._held.pop(group_id, ()):
             self._kinds.pop(dk, None)
-        self._unwait(group_id)
-        for tail in self._waiting.pop(group_id, ()):   # the group sealed tails waited for goes: so do they
-            self._after.pop(tail, None)
-            for dk in self._held.pop(tail, ()):
-                self._kinds.pop(dk, None)
-
-    def _unwait(self, group_id: int) -> None:
-        after = self._after.pop(group_id, None)
-        if after is not None:
-            waiting = self._waiting[after]
-            waiting.discard(group_id)
-            if not waiting:
-                del self._waiting[after]
 
     def held_back(self, group_id: int) -> bool:
         return group_id in self._held
@@ -190,8 +160,6 @@ class PendingDeletes:
             for key, queued in queue.items():   # insertion order: the oldest first
                 if queued >= before_ms or len(out) + len(old) >= limit:
                     break
-                if (key >> 8) in self._after:   # a sealed tail's replica: kept until its group is whole
-                    continue
                 old.append(key)
             for key in old:
                 self._drop(datanode_id, key)

@@ -147,20 +147,9 @@ class Applier:
                 blocks.commit(group, delete_unreported=not self.replaying)
         old = tree.put(lease.parent, file)
         if old is not None:
-            self.collector.release(old, keep=shared, sealed=self._sealed(old, keep, shared))
+            self.collector.release(old, keep=shared)
         tree.set_fields(lease.parent, mtime=rec.mtime)
         self._remember(rec)
-
-    def _sealed(self, old: File, keep: tuple, shared: set[int]) -> dict:
-        """The seal: the version a Complete replaces ends in an open tail (a group in its own
-        code, after the shared groups), and the new version's group at its place holds its bytes
-        in the file's code. {tail id: that group}, or {}."""
-        pos = len(old.groups) - 1
-        if pos < 0 or old.groups[pos].id in shared or old.groups[pos].id not in self.blocks.codes:
-            return {}
-        if pos < len(keep) and keep[pos].id not in shared:
-            return {old.groups[pos].id: keep[pos]}
-        return {}
 
     def _abandon(self, rec: r.Abandon) -> None:
         lease = self._drop_lease(rec.file_id)
