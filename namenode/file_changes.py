@@ -146,7 +146,8 @@ class FileChanges:
             kept = self.ns.retry.lookup(again, r.CODES[r.AddGroup], self.ns.wall_ms()) if again else MISS
             tail = (self.ns.writes.new_group(*kept, code) if kept is not MISS
                     else self._place_tail(reopened.created.file_id, exclude, who, again, code))
-            reopened = dataclasses.replace(reopened, tail=tail)
+            if tail is not None:
+                reopened = dataclasses.replace(reopened, tail=tail)
         if reopened.kept_length == length:
             return reopened   # it ends on a group boundary: nothing to write again yet
         first = step(retry, "group")
@@ -155,16 +156,18 @@ class FileChanges:
                  else self.ns.writes.add_group(reopened.created.file_id, (), who, first))
         return dataclasses.replace(reopened, created=dataclasses.replace(reopened.created, first_group=group))
 
-    def _place_tail(self, file_id: int, exclude: tuple[str, ...], who: Identity, retry, code: str) -> GroupInfo:
+    def _place_tail(self, file_id: int, exclude: tuple[str, ...], who: Identity, retry, code: str) -> GroupInfo | None:
         """The open tail's group, off ``exclude`` (DataNodes whose replica of the last one failed)
-        when the others can hold it, else where placement puts it: the Complete is logged
-        already, and a Sync is never refused for this."""
-        if exclude:
+        when the others can hold it, else where placement puts it; None where no m + 1 DataNodes
+        have room for a tail (a group's data each): the Complete is logged already, and a Sync is
+        never refused for its tail (the write's hsyncs stay Syncs)."""
+        for off in ((exclude, ()) if exclude else ((),)):
             try:
-                return self.ns.writes.add_group(file_id, exclude, who, retry, code)
-            except (FailedPrecondition, InvalidArgument):
-                pass
-        return self.ns.writes.add_group(file_id, (), who, retry, code)
+                return self.ns.writes.add_group(file_id, off, who, retry, code)
+            except (FailedPrecondition, InvalidArgument) as err:
+                refused = err
+        log.info("file %d: no open tail placed (%s): its hsyncs stay Syncs", file_id, refused)
+        return None
 
     def sync_length(self, file_id: int, length: int, group_id: int, who: Identity) -> None:
         """hsync on the write's open tail (``go_on`` placed it): every replica of the tail holds

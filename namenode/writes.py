@@ -157,7 +157,10 @@ class Writes:
         self.ns.safemode.refuse("add a block group")
         lease = self.writing(file_id, who)
         policy = load_policy(code or lease.file.attrs.policy)
-        targets = self.ns.manager.choose_targets(policy, exclude, lease.file.attrs.block_size)
+        unit_bytes = lease.file.attrs.block_size
+        if code:   # an open tail's replica grows to a group's data (less a byte): room for that
+            unit_bytes = group_data_size(load_policy(lease.file.attrs.policy), unit_bytes)
+        targets = self.ns.manager.choose_targets(policy, exclude, unit_bytes)
         group_id = self.blocks.next_group_id
         self.ns.log_record(r.AddGroup(file_id, group_id, tuple(targets), retry, code))
         return self.new_group(group_id, targets, code)

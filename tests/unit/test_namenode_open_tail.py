@@ -183,3 +183,26 @@ def test_a_sync_places_the_next_tail_off_the_datanodes_that_failed_the_last(nn):
     crowded = nn.sync(file_id, "/f", 5200, [stored(nn, last, 5200)], exclude=everyone[:7])
     assert crowded.tail is not None and len(crowded.tail.units) == 3
     assert nn.file_info("/f").entry.length == 5200
+
+
+def test_a_tail_is_placed_where_it_can_grow_to_a_group(nn):
+    """A tail's replica grows to a group's data less a byte (RS-3-2-1k, 4 KiB blocks: 12 KiB),
+    not one block: it goes only to DataNodes with room for that. Where no m + 1 have it, the Sync
+    is taken without a tail (its Complete is logged already) and the write's hsyncs stay Syncs."""
+    from hedgefs.namenode.model import DataNodeStats
+
+    def room(roomy: set[str]) -> None:
+        for i in range(1, 9):
+            dn = f"dn{i}"
+            nn.heartbeat(dn, "", stats=DataNodeStats(capacity_bytes=1 << 30,
+                                                     remaining_bytes=1 << 20 if dn in roomy else 2 * 4096))
+
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    room({"dn2", "dn5", "dn7"})
+    synced = nn.sync(created.file_id, "/f", 5000, [stored(nn, group, 5000)])
+    assert {u.datanode_id for u in synced.tail.units} == {"dn2", "dn5", "dn7"}
+    room({"dn2", "dn5"})
+    again = nn.sync(created.file_id, "/f", 5100, [stored(nn, synced.created.first_group, 5100)])
+    assert again.tail is None and again.created.first_group is not None
+    assert nn.file_info("/f").entry.length == 5100
