@@ -71,15 +71,29 @@ class Batcher(Generic[T, R]):
             if self._in_flight < self.max_in_flight:
                 self._in_flight += 1
                 slot.lead = True
-        while True:
-            if slot.lead:
-                slot.lead = False
-                self._lead()
-            if slot.done:
-                break
-            slot.wake.acquire()
+        holding = False   # a place taken from the slot and not yet used
+        try:
+            while True:
+                with self._lock:   # both flags at once: a slot may be handed a place and answered by
+                    holding, done = slot.lead, slot.done   # another leader between two unlocked reads
+                    slot.lead = False
+                if holding:
+                    holding = False
+                    self._lead()
+                    continue
+                if done:
+                    break
+                slot.wake.acquire()
+                with self._lock:
+                    slot.woken = False
+        except BaseException:   # interrupted (Ctrl-C) while queued or about to lead: leave no place behind
             with self._lock:
-                slot.woken = False
+                if slot in self._queue:
+                    self._queue.remove(slot)
+                if holding or slot.lead:
+                    slot.lead = False
+                    self._hand_off()
+            raise
         if slot.error is not None:
             raise slot.error
         return slot.value
@@ -87,17 +101,23 @@ class Batcher(Generic[T, R]):
     def _lead(self) -> None:
         """With an in-flight place: send one batch of what is queued (up to ``max_batch``), then
         hand the place to the first caller still queued, or give it up."""
-        with self._lock:
-            batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
-        if batch:
-            self._run(batch)
-        with self._lock:
-            successor = next((s for s in self._queue if not s.lead), None)
-            if successor is None:
-                self._in_flight -= 1
-            else:
-                successor.lead = True
-                _wake(successor)
+        try:
+            with self._lock:
+                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+            if batch:
+                self._run(batch)
+        finally:
+            with self._lock:
+                self._hand_off()
+
+    def _hand_off(self) -> None:
+        """(The lock held.) A place is free: to the first caller still queued, or given up."""
+        successor = next((s for s in self._queue if not s.lead), None)
+        if successor is None:
+            self._in_flight -= 1
+        else:
+            successor.lead = True
+            _wake(successor)
 
     def _run(self, batch: list[_Slot]) -> None:
         """Send one batch (no lock held) and give each slot its answer."""

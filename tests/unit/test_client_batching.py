@@ -119,3 +119,62 @@ def test_a_wrong_number_of_answers_is_every_items_error():
     for t in head + threads:
         t.join(30)
     assert not results and set(errors) == {"/a", "/b"} and "2 got 1 answers" in str(errors["/a"])
+
+
+def test_no_place_is_lost_when_a_queued_caller_is_handed_one_and_answered_by_another_leader():
+    # A queued caller may be handed a place by one leader and answered by another before it looks:
+    # it must use (or pass on) that place, or every later batch goes one at a time. A fast answer and
+    # a short switch interval make the interleaving common (the review's reproduction leaked within
+    # a second this way).
+    import sys
+
+    batcher = Batcher(lambda items: list(items), max_batch=256, max_in_flight=2)
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        def many(n):
+            for i in range(2000):
+                assert batcher.call((n, i)) == (n, i)
+
+        threads = [threading.Thread(target=many, args=(n,)) for n in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(before)
+    assert not any(t.is_alive() for t in threads)
+    assert batcher.items == 16 * 2000
+    assert batcher._in_flight == 0 and not batcher._queue
+
+
+def test_a_caller_interrupted_while_queued_leaves_no_place_behind():
+    # Ctrl-C in a caller waiting for its turn: the place a leader hands it must not be lost; twice
+    # (both places) and no later call would ever be answered.
+    import signal
+
+    server = Server(hold=True)
+    batcher = Batcher(server.send, max_batch=256, max_in_flight=2)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for _ in range(2):
+            server.gate.clear()
+            threads, results, errors = run_threads(batcher, [f"lead{_}a", f"lead{_}b"])
+            wait_until(lambda: server.running == 2, 10, "two leaders sending")
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(KeyboardInterrupt):
+                batcher.call("main")   # queued behind the two leaders, interrupted while it waits
+            server.gate.set()
+            for t in threads:
+                t.join(10)
+            assert len(results) == 2 and not errors
+            wait_until(lambda: batcher._in_flight == 0, 10, "every place given back")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert batcher.call("fresh") == "status of fresh"
+    assert not batcher._queue
