@@ -223,11 +223,18 @@ class CorruptRecord(ValueError):
         self.txid = txid
 
 
+# Records that grew a last field with a default: written without it while it holds the default, in the
+# shape an older NameNode (a standby upgraded after the active) reads; a record that needs it needs the
+# newer standby (docs/operations.md, upgrades).
+GROWN: frozenset[type] = frozenset({Mkdir, AddGroup, Complete})
+
+
 def encode(record: Record) -> bytes:
     fields = tuple(record)
-    if type(record) is AddGroup and not record.policy:   # as before groups had codes: an older standby reads it
+    kind = type(record)
+    if kind in GROWN and fields[-1] == kind._field_defaults[kind._fields[-1]]:
         fields = fields[:-1]
-    return msgpack.packb((CODES[type(record)], *fields), use_bin_type=True)
+    return msgpack.packb((CODES[kind], *fields), use_bin_type=True)
 
 
 def decode(payload: bytes) -> Record:
