@@ -120,8 +120,8 @@ class Operations(pyfuse3.Operations):
         parent = self.inodes.get(parent_inode)
         if parent is not None and parent.names is not None and self.timeout:
             known = await self._known(parent, path)
-            if known is False:   # kept by the kernel only for what is left of the mount's own knowledge
-                return self._negative(max(0.0, parent.names_until - time.monotonic()))
+            if known is False:   # not kept by the kernel: a name found taken (_taken) is asked about at once
+                return self._negative(0.0)
             if known is not None:
                 return self._attrs(known, self.inodes.learn(path, 1))
         try:
@@ -135,7 +135,8 @@ class Operations(pyfuse3.Operations):
         """"No such entry", which the kernel keeps for ``timeout`` (a negative dentry): a program
         probing for files (an import path, make, git) asks the NameNode once per name. A file
         another client creates meanwhile appears within the timeout; one made here at once (the
-        kernel replaces the negative entry itself on create, mkdir and rename)."""
+        kernel replaces the negative entry itself on create, mkdir and rename; a name the
+        NameNode refuses as taken is dropped from it: ``_taken``)."""
         a = pyfuse3.EntryAttributes()
         a.st_ino = 0
         a.entry_timeout = self.timeout if timeout is None else timeout
@@ -181,6 +182,22 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.names is not None:
             node.names.add(name.decode("utf-8"))
             node.changes += 1
+
+    def _taken(self, parent_inode: int, name: bytes) -> None:
+        """The NameNode refused to make ``name`` in the directory: it exists (another client made
+        it meanwhile). The mount asks about it next time, and the kernel forgets its "no such
+        entry" (the lookup before the call), so a ``mkdir -p`` or an ``ln -sf`` finds it at once."""
+        self._named(parent_inode, name)
+        pyfuse3.invalidate_entry_async(parent_inode, name, ignore_enoent=True)
+
+    async def _making(self, parent_inode: int, name: bytes, fn, *args):
+        """``fn(*args)`` (a mkdir, symlink or rename) in a worker thread; EEXIST: see ``_taken``."""
+        try:
+            return await run(fn, *args)
+        except pyfuse3.FUSEError as err:
+            if err.errno == errno.EEXIST:
+                self._taken(parent_inode, name)
+            raise
 
     def _unnamed(self, parent_inode: int, name: bytes) -> None:
         """``name`` was removed from the directory by this mount."""
@@ -313,7 +330,7 @@ class Operations(pyfuse3.Operations):
         path = self._child(parent_inode, name)
         began = time.monotonic()
         # One call: made with its mode (tar's mkdirat(0700)), answered with its status (no stat).
-        status = await run(self.fs.mkdir, path, False, mode & 0o7777)
+        status = await self._making(parent_inode, name, self.fs.mkdir, path, False, mode & 0o7777)
         self._changed_in(parent_inode)
         self._named(parent_inode, name)
         node = self.inodes.learn(path, 1)
@@ -348,7 +365,7 @@ class Operations(pyfuse3.Operations):
             node = self.inodes.at(path)
             if node is not None and node.writer is not None:
                 raise fail(errno.EBUSY, f"{path} is being written here")
-        await run(self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
+        await self._making(parent_inode_new, name_new, self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
         self._changed_in(parent_inode_old)
         self._changed_in(parent_inode_new)
         self._unnamed(parent_inode_old, name_old)
@@ -433,8 +450,10 @@ class Operations(pyfuse3.Operations):
             await self._start(writing, overwrite=False, mode=mode & 0o7777)
         except pyfuse3.FUSEError as err:
             self.inodes.forget(node.inode, 1)
-            if err.errno == errno.EEXIST:
-                self._named(parent_inode, name)   # another client's, made meanwhile: ask about it next time
+            if err.errno in (errno.EEXIST, errno.EISDIR):
+                self._taken(parent_inode, name)
+                if flags & os.O_EXCL:   # open(2): EEXIST for anything at the name, a directory too
+                    raise fail(errno.EEXIST) from None
             raise
         self._changed_in(parent_inode)
         self._named(parent_inode, name)
@@ -649,7 +668,7 @@ class Operations(pyfuse3.Operations):
             text = target.decode("utf-8")
         except UnicodeDecodeError:
             raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
-        await run(self.fs.symlink, text, path)
+        await self._making(parent_inode, name, self.fs.symlink, text, path)
         self._changed_in(parent_inode)
         self._named(parent_inode, name)
         return await self._entry(path)

@@ -7,6 +7,7 @@ measure it against the NameNode's own RPC counters (what the mount asked) and by
 deadline far from the timeout, never by sleeping the timeout out.
 """
 
+import ctypes
 import os
 import pathlib
 import re
@@ -372,3 +373,34 @@ def test_a_file_being_written_stays_visible_when_a_directory_made_here_is_listed
     finally:
         f.close()
     assert (mnt / "relist" / "open-file").read_bytes() == b"being written"
+
+
+def _renameat2_noreplace(src, dst) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_noreplace = -100, 1
+    if libc.renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(dst))
+
+
+@pytest.mark.parametrize("call", ["mkdir", "symlink", "rename-noreplace", "create-excl"])
+def test_a_name_another_client_made_is_eexist_and_then_there(long_mnt, tcluster, call):
+    """In a directory made here (whose names the mount knows for a minute), a name another client
+    made since is refused EEXIST by mkdir, symlink, rename(RENAME_NOREPLACE) and open(O_EXCL),
+    as the NameNode says; and it is there right after (``mkdir -p``'s check, ``ln -sf``'s retry),
+    not "no such file" from the mount's knowledge or the kernel's cache of the lookup before."""
+    d = long_mnt / f"eexist-{call}"
+    d.mkdir()
+    (d / "src").write_bytes(b"source")
+    assert not os.path.exists(d / "taken")   # known absent: the mount's answer, kept by the kernel
+    with client(tcluster.namenode) as fs:
+        fs.mkdir(f"/eexist-{call}/taken")
+    do = {"mkdir": lambda: os.mkdir(d / "taken"),
+          "symlink": lambda: os.symlink("src", d / "taken"),
+          "rename-noreplace": lambda: _renameat2_noreplace(d / "src", d / "taken"),
+          "create-excl": lambda: os.open(d / "taken", os.O_CREAT | os.O_EXCL | os.O_WRONLY)}[call]
+    with pytest.raises(FileExistsError):
+        do()
+    assert os.path.isdir(d / "taken")
+    os.makedirs(d / "taken" / "below", exist_ok=True)   # mkdir -p
+    assert (d / "src").read_bytes() == b"source"
