@@ -15,11 +15,13 @@ first close(2)) closes it: the NameNode's complete, or the error close(2) return
 never appears in part.
 """
 
+import contextlib
 import errno
 import tempfile
 import threading
 import time
 
+from hedgefs.client.errors import NotAllowed
 from hedgefs.client.fs import FileStatus, FileSystem
 from hedgefs.client.streams import ReadAhead
 from hedgefs.ec.policy import parse_policy
@@ -105,8 +107,8 @@ class WriteHandle:
         """End the file and wait until the NameNode has it complete, with the chmod, chown and
         utimes made meanwhile (tar x sends all three on the open descriptor before close(2)): they
         go with the Complete (``FileWriter.set_*``), one NameNode call, one journal record. Raises
-        HedgefsError (its errno for close(2)); a refused attribute refuses the commit, and the
-        file does not appear.
+        HedgefsError (its errno for close(2)); a refused attribute is EPERM (``as_owner``), and
+        the bytes are committed without it.
 
         The status returned is what this writer knows (length, mode, owner, times), built here:
         the kernel's next getattr asks the NameNode, so no stat is spent (a file of a ``tar x``
@@ -122,7 +124,8 @@ class WriteHandle:
             mtime, atime = self.times or (None, None)
             if self.times is not None:
                 self._writer.set_times(mtime, atime)
-            length = self._writer.close()
+            with as_owner(self.path, self.mode is not None or self.owner is not None or self.times is not None):
+                length = self._writer.close()
             now = int(time.time() * 1000)
             owner, group = self.owner or ("", "")
             self.committed = FileStatus(self.path, False, length, "", 0, now if mtime is None else mtime,
@@ -208,9 +211,12 @@ class Edit:
                         out.write(chunk)
                         left -= len(chunk)
                     self._attributes(out)   # with the new version's Complete: on it, not on another's
+                    with as_owner(self.path, self.mode is not None or self.owner is not None or self.times is not None):
+                        out.close()
                 self.base, self.dirty_from = self.size, None
             else:
-                self._attributes(self._fs, self.path)
+                with as_owner(self.path, True):
+                    self._attributes(self._fs, self.path)
             if changed or self.mode is not None or self.owner is not None or self.times is not None:
                 self.mode = self.owner = self.times = None
                 self.status = self._fs.stat(self.path)
@@ -229,6 +235,19 @@ class Edit:
     def abort(self) -> None:
         """The descriptor is gone: the working copy too (what was not committed is dropped)."""
         self._copy.close()
+
+
+@contextlib.contextmanager
+def as_owner(path: str, attributes: bool):
+    """A commit that carries a chmod, chown or utimes (``attributes``): a refusal of who asked
+    is EPERM, as chmod(2), chown(2) and utimes(2) say, for close(2) or fsync(2) (the bytes are
+    committed without them: client/file_writer.py), not open's EACCES."""
+    try:
+        yield
+    except NotAllowed as err:
+        if not attributes:
+            raise
+        raise WriteFailed(errno.EPERM, f"{path}: {err}") from None
 
 
 def version(status: FileStatus) -> tuple:

@@ -11,6 +11,7 @@ import errno
 import hashlib
 import mmap
 import os
+import pwd
 import random
 import re
 import shutil
@@ -370,9 +371,20 @@ def test_secure_cluster_mounts_with_a_credential_and_the_namenode_checks_permiss
         with pytest.raises(PermissionError):
             (mountpoint / "alices-file-in-root.txt").write_bytes(b"x")
         assert not os.path.exists(mountpoint / "alices-file-in-root.txt")
+        # A chown of the open file to another user (fchown, as tar x or install -o do): the
+        # NameNode refuses it with the Complete; close(2) says EPERM, as chown(2) would, and the
+        # bytes are committed without it.
+        fd = os.open(mountpoint / "home" / "alice" / "given.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"alice's copy")
+        os.fchown(fd, pwd.getpwnam("daemon").pw_uid, -1)   # root here: the kernel lets it through
+        with pytest.raises(PermissionError) as refused:
+            os.close(fd)
+        assert refused.value.errno == errno.EPERM
+        assert (mountpoint / "home" / "alice" / "given.txt").read_bytes() == b"alice's copy"
         with client(secure.namenode) as fs:
             assert fs.read_bytes("/home/alice/notes.txt") == b"alice's"
             assert fs.stat("/home/alice/notes.txt").owner == "alice"
+            assert fs.stat("/home/alice/given.txt").owner == "alice"
     finally:
         if proc is not None:
             stop_mount(proc, root / "mnt")
