@@ -210,16 +210,20 @@ class FileSystem:
     def list(self, path: str, recursive: bool = False) -> list[FileStatus]:
         return list(self.iter_list(path, recursive))
 
-    def iter_list(self, path: str, recursive: bool = False, xattrs: bool = False) -> Iterator[FileStatus]:
+    def iter_list(self, path: str, recursive: bool = False, xattrs: bool = False,
+                  limit: int | None = None) -> Iterator[FileStatus]:
         """The entries of a listing as the NameNode pages them (a page is one call: a listing of
         any size never sits whole in the NameNode or here). Not a snapshot: see ListRequest.
-        ``xattrs``: each file the caller may read with its extended attributes (FileStatus.xattrs)."""
-        after = ""
-        while True:
+        ``xattrs``: each file the caller may read with its extended attributes (FileStatus.xattrs).
+        ``limit``: at most that many entries (each page asks for no more than are left)."""
+        after, left = "", limit
+        while left is None or left > 0:
             response = self.namenodes.call("List", pb.ListRequest(path=path, recursive=recursive, start_after=after,
-                                                                  xattrs=xattrs))
-            for entry in response.entries:
+                                                                  xattrs=xattrs, limit=left or 0))
+            for entry in response.entries[:left]:
                 yield FileStatus.from_proto(entry, xattrs)
+            if left is not None:
+                left -= len(response.entries)
             if not response.more or not response.entries:
                 return
             after = response.entries[-1].path

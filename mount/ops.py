@@ -148,7 +148,8 @@ class Operations(pyfuse3.Operations):
         within the attribute timeout (the contract: another client's new file shows within the
         timeout; none existed when the knowledge began). A ``tar x`` of a file costs no lookup.
         Past the timeout a small directory is listed again, one call instead of a stat per new
-        name (the listing's status of the name, if there); None: ask the NameNode."""
+        name (the listing's status of the name, if there), and never more than RELIST_MAX + 1
+        names of it (another client may have filled it); None: ask the NameNode."""
         name = path.rsplit("/", 1)[1]
         if name in parent.names:
             return None
@@ -158,13 +159,15 @@ class Operations(pyfuse3.Operations):
             parent.names = None
             return None
         began, changes = time.monotonic(), parent.changes
-        try:
-            entries = await run(lambda: list(self.fs.iter_list(parent.path)))
+        try:   # (one name past the bound: another client made the directory too large to list again)
+            entries = await run(lambda: list(self.fs.iter_list(parent.path, limit=RELIST_MAX + 1)))
         except pyfuse3.FUSEError:
             parent.names = None
             return None
         found = None
-        if parent.changes == changes and parent.names is not None:   # (else: a name of ours may be missing)
+        if len(entries) > RELIST_MAX:
+            parent.names = None   # asked about name by name from now on
+        elif parent.changes == changes and parent.names is not None:   # (else: a name of ours may be missing)
             # Added to what was known, never in place of it: a file being written here is not in
             # the NameNode's listing until its commit. (A name another client removed stays: it
             # is only asked about.)

@@ -7,6 +7,7 @@ measure it against the NameNode's own RPC counters (what the mount asked) and by
 deadline far from the timeout, never by sleeping the timeout out.
 """
 
+import concurrent.futures
 import ctypes
 import os
 import pathlib
@@ -404,3 +405,19 @@ def test_a_name_another_client_made_is_eexist_and_then_there(long_mnt, tcluster,
     assert os.path.isdir(d / "taken")
     os.makedirs(d / "taken" / "below", exist_ok=True)   # mkdir -p
     assert (d / "src").read_bytes() == b"source"
+
+
+def test_a_directory_made_here_and_filled_by_another_client_is_not_listed_whole_again(mnt, tcluster):
+    """Past the attribute timeout a lookup in a directory made here lists it again, but never
+    more than the bound of it (1,024 names and one): another client that put 1,500 names there
+    costs one List page, not the whole listing, and from then on names are asked one by one."""
+    (mnt / "filled").mkdir()
+    with client(tcluster.namenode) as fs, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: fs.mkdir(f"/filled/d{i:04d}"), range(1500)))
+    lists = namenode_calls(tcluster, "List")
+    probes = iter(range(10**6))
+    wait_until(lambda: not os.path.exists(mnt / "filled" / f"probe{next(probes)}")
+               and namenode_calls(tcluster, "List") > lists, 10 * TIMEOUT_S + 10,
+               "a lookup past the attribute timeout to list the directory again")
+    assert os.path.isdir(mnt / "filled" / "d1499") and not os.path.exists(mnt / "filled" / "probe-last")
+    assert namenode_calls(tcluster, "List") - lists == 1   # (all 1,500: 2 pages)
