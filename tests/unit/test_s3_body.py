@@ -8,8 +8,10 @@ thread makes them.
 
 import asyncio
 import base64
+import gc
 import hashlib
 import threading
+import warnings
 import zlib
 
 import pytest
@@ -37,13 +39,28 @@ class Flow:
 
 @pytest.fixture
 def loop():
+    """The gateway's event loop, on a thread of its own, ended as asyncio.run and aiohttp's runner
+    end one: what is still running (a read ahead that a close cancelled before it started) is
+    cancelled and awaited first. A coroutine left never awaited fails the test."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+
+    async def settle():
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run_coroutine_threadsafe(settle(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
 
 
 def body_of(loop, data: bytes, declared: int | None = None, piece: int = 65_537) -> Body:
