@@ -45,6 +45,7 @@ from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, wa
 from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
 from hedgefs.client.reader import HedgedReader, make_breaker
 from hedgefs.client.transport import DataNodeClient, TransferError
+from hedgefs.proto import MAX_XATTR_SIZE  # noqa: F401  (set_xattr's bound, for the gateways)
 from hedgefs.proto import hedgefs_pb2 as pb
 from hedgefs.security import tls
 from hedgefs.security.identity import Credential, CredentialError
@@ -294,7 +295,8 @@ class FileSystem:
         return value
 
     def set_xattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
-        """``flags``: XATTR_CREATE (1: fails if it exists), XATTR_REPLACE (2: fails if it does not)."""
+        """``flags``: XATTR_CREATE (1: fails if it exists), XATTR_REPLACE (2: fails if it does not).
+        The name and value are at most MAX_XATTR_SIZE bytes together (the NameNode refuses more)."""
         self.namenodes.call("SetXAttr", pb.SetXAttrRequest(path=path, name=name, value=bytes(value), flags=flags))
 
     def remove_xattr(self, path: str, name: str) -> None:

@@ -13,7 +13,7 @@ import logging
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from hedgefs.namenode.journal import records as r
 from hedgefs.namenode.namespace import paths
-from hedgefs.namenode.namespace.inodes import MAX_LINK_TARGET, MAX_XATTR_SIZE, MAX_XATTRS, load_policy
+from hedgefs.namenode.namespace.inodes import MAX_LINK_TARGET, MAX_XATTRS, load_policy
 from hedgefs.namenode.namespace.inodes import policy_name as canonical
 from hedgefs.namenode.namespace.permissions import (
     EXECUTE,
@@ -27,6 +27,7 @@ from hedgefs.namenode.namespace.permissions import (
     check_owner_names,
     check_sticky,
 )
+from hedgefs.proto import MAX_XATTR_SIZE
 from hedgefs.security.identity import Identity
 
 log = logging.getLogger("hedgefs.namenode")

@@ -12,6 +12,10 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # parse or build. Listings are paged to stay far below it; a block report fits ~300,000 units.
 NAMENODE_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
+# One extended attribute's name and value, at most (HDFS's dfs.namenode.fs-limits.max-xattr-size):
+# the NameNode refuses more; the S3 gateway keeps an object's metadata within it.
+MAX_XATTR_SIZE = 16384
+
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),

@@ -243,8 +243,7 @@ class Uploads:
         path = self.store.prepare(bucket, key)
         files = [p.status for p in chosen]
         xattrs = labels(etag, record.get("content_type"), record.get("meta") or {},
-                        {**{k: v for k, v in extra.items() if k != "acl"}, "upload_id": upload_id},
-                        sum(f.length for f in files))
+                        {**{k: v for k, v in extra.items() if k != "acl"}, "upload_id": upload_id})
         concat = self._concat(files, path, copy, xattrs)
         if not concat:
             copy(files, path, 0, xattrs)

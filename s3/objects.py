@@ -313,7 +313,7 @@ async def put_object(ctx: Context) -> web.Response:
         extra = {"checksum": done["checksum"]} if done["checksum"] else {}
         if tags:
             extra["tags"] = [list(t) for t in tags]
-        return labels(done["etag"], content_type, meta, extra, body.length)
+        return labels(done["etag"], content_type, meta, extra)
     try:
         await _write(ctx, path, body, declared_length(ctx.request), overwrite=not only_new, describe=describe)
     finally:
@@ -361,7 +361,7 @@ async def copy_object(ctx: Context) -> web.Response:
             if source.checksum is not None:
                 extra["checksum"] = {"algorithm": algorithm, "value": checksums.encode(source.checksum.digest()),
                                      "type": checksums.FULL_OBJECT}
-            return labels(done["etag"], content_type, meta, {k: v for k, v in extra.items() if v}, info.size)
+            return labels(done["etag"], content_type, meta, {k: v for k, v in extra.items() if v})
         try:
             await _write(ctx, path, source, info.size, describe=describe)
         finally:

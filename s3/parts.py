@@ -19,7 +19,7 @@ from hedgefs.s3.objects import (
     copy_source,
     user_metadata,
 )
-from hedgefs.s3.store import DEFAULT_TYPE, ObjectInfo, check_key, object_path
+from hedgefs.s3.store import DEFAULT_TYPE, ObjectInfo, check_key, object_path, record_of
 
 _COPY_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
 
@@ -200,10 +200,11 @@ def _completed(ctx: Context, upload_id: str, wanted: list[tuple[int, str]]) -> O
     import hashlib
 
     try:
-        info = ctx.store.head(ctx.bucket, ctx.key)
+        status = ctx.store.stat_object(ctx.bucket, ctx.key)   # one NameNode call: the file and its metadata
     except S3Error:
         return None
-    record = ctx.store.read_record(ctx.bucket, ctx.key) or {}
+    record = record_of(status) or {}
+    info = ctx.store.info(ctx.bucket, ctx.key, status)
     digest = hashlib.md5(b"".join(bytes.fromhex(etag.strip('"')) for _, etag, _ in wanted)).hexdigest()
     if record.get("upload_id") == upload_id and info.etag == f'"{digest}-{len(wanted)}"':
         return info

@@ -33,7 +33,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from hedgefs.client.errors import AlreadyExists, HedgefsError, NotFound
-from hedgefs.client.fs import FileStatus, FileSystem
+from hedgefs.client.fs import MAX_XATTR_SIZE, FileStatus, FileSystem
 from hedgefs.s3.errors import S3Error, from_hedgefs
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ READERS_CACHED = 256    # open readers kept per user, by path (each its file's u
 
 XATTR = "user.s3"             # an object's metadata (JSON), set before it becomes the key's
 XATTR_TAGS = "user.s3.tags"   # its tags (JSON), changed in place by PutObjectTagging
-XATTR_MAX = 16384             # the NameNode's bound on one extended attribute (name + value)
 
 log = logging.getLogger("hedgefs.s3")
 
@@ -113,35 +112,30 @@ def same_version(status: FileStatus, fresh: FileStatus) -> bool:
                                                  for g, c in zip(fresh.groups, mine))
 
 
-def version_key(status: FileStatus) -> tuple:
-    """What names one version of a file: a replaced file is another inode (file_id), an append
-    or truncate changes the length and mtime."""
-    return status.path, status.file_id, status.length, status.mtime_ms
-
-
-def labels(etag: str, content_type: str | None, meta: dict, extra: dict | None = None,
-           length: int | None = None) -> dict[str, bytes]:
+def labels(etag: str, content_type: str | None, meta: dict, extra: dict | None = None) -> dict[str, bytes]:
     """The extended attributes that describe an object (set on its file before it is the key's).
     A multipart object's part list is dropped if it would not fit one attribute (thousands of
     parts): its partNumber GETs then answer with the whole object, as for a single-part one."""
     extra = dict(extra or {})
     tags = extra.pop("tags", None)
-    record = {"etag": etag, "content_type": content_type, "meta": meta, "length": length, **extra}
+    record = {"etag": etag, "content_type": content_type, "meta": meta, **extra}
     body = json.dumps(record).encode()
-    if len(body) + len(XATTR) > XATTR_MAX and "parts" in record:
+    if len(body) + len(XATTR) > MAX_XATTR_SIZE and "parts" in record:
         log.warning("s3: %d parts do not fit the object's metadata: not kept", len(record["parts"]))
         record.pop("parts")
         body = json.dumps(record).encode()
-    if len(body) + len(XATTR) > XATTR_MAX:
-        raise S3Error("MetadataTooLarge", f"the object's metadata is {len(body)} bytes, at most {XATTR_MAX}")
+    if len(body) + len(XATTR) > MAX_XATTR_SIZE:
+        raise S3Error("MetadataTooLarge", f"the object's metadata is {len(body)} bytes, at most {MAX_XATTR_SIZE}")
     out = {XATTR: body}
     if tags:
         out[XATTR_TAGS] = json.dumps([list(t) for t in tags]).encode()
     return out
 
 
-def _record(xattrs: dict[str, bytes]) -> dict | None:
-    """The metadata kept in ``xattrs`` (tags included), None if there is none (or it is unreadable)."""
+def record_of(status: FileStatus) -> dict | None:
+    """The metadata the version ``status`` names keeps (its xattrs, read with it: ``stat`` or
+    ``iter_list`` with ``xattrs=True``), tags included; None if it keeps none (or it is unreadable)."""
+    xattrs = status.xattrs or {}
     try:
         record = json.loads(xattrs[XATTR]) if XATTR in xattrs else None
         if record is not None and XATTR_TAGS in xattrs:
@@ -222,26 +216,10 @@ class Store:
     def head(self, bucket: str, key: str) -> ObjectInfo:
         return self.info(bucket, key, self.stat_object(bucket, key))
 
-    def read_record(self, bucket: str, key: str) -> dict | None:
-        """The object's metadata as its file keeps it now (tags included), None if it keeps none."""
-        if key.endswith("/"):
-            return None
-        try:
-            return _record(self.fs.get_xattrs(object_path(bucket, key)))
-        except HedgefsError:
-            return None
-
     def info(self, bucket: str, key: str, status: FileStatus) -> ObjectInfo:
-        """The object's metadata: what the version ``status`` names keeps (its xattrs, read with
-        it: ``stat(xattrs=True)``; a status read without them is read again, and its version's
-        kept only if still there). A gateway never serves another version's metadata."""
-        if status.xattrs is None and not status.is_dir:
-            try:
-                fresh = self.fs.stat(status.path, xattrs=True)
-                status = fresh if version_key(fresh) == version_key(status) else dataclasses.replace(status, xattrs={})
-            except HedgefsError:
-                status = dataclasses.replace(status, xattrs={})
-        return self._described(key, status, None if status.is_dir else _record(status.xattrs or {}))
+        """The object's metadata: what the version ``status`` names keeps (``record_of``: every
+        status here is read with its xattrs). A gateway never serves another version's metadata."""
+        return self._described(key, status, None if status.is_dir else record_of(status))
 
     def infos(self, bucket: str, entries: list[tuple[str, FileStatus]]) -> list[ObjectInfo]:
         """``info`` of many objects at once (a listing page, its statuses read with their xattrs)."""
@@ -313,7 +291,7 @@ class Store:
         status = self.stat_object(bucket, key)   # with its xattrs
         if status.is_dir:
             raise S3Error("InvalidRequest", "a folder marker (a key ending in '/') keeps no tags here")
-        return status, _record(status.xattrs or {}) or {"etag": version_etag(status), "content_type": None, "meta": {}}
+        return status, record_of(status) or {"etag": version_etag(status), "content_type": None, "meta": {}}
 
     def object_tags(self, bucket: str, key: str) -> list[tuple[str, str]]:
         _status, record = self._current_record(bucket, key)

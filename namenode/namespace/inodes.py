@@ -26,7 +26,6 @@ SUPERGROUP = "supergroup"            # HDFS's name for the superusers' group: th
 DIR_MODE, FILE_MODE = 0o755, 0o644   # HDFS's defaults (umask 022)
 LINK_MODE = 0o777                    # a symbolic link's (its target's decide)
 MAX_XATTRS = 32                      # per inode (HDFS's dfs.namenode.fs-limits.max-xattrs-per-inode)
-MAX_XATTR_SIZE = 16384               # name + value bytes (HDFS's dfs.namenode.fs-limits.max-xattr-size)
 MAX_LINK_TARGET = 4096               # bytes (PATH_MAX)
 
 Version = tuple[int, int]   # (length, mtime_ms) of a complete file: what a reader saw

@@ -8,6 +8,8 @@ One cluster (RS-6-3-64k: stripe 384 KiB) and one `hedgefs s3` for the module.
 import email.header
 import hashlib
 import json
+import re
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
@@ -459,3 +461,31 @@ def test_a_put_into_a_bucket_gone_is_no_such_bucket(s3, cluster, keys, tmp_path)
             s3.put_object(Bucket="gone", Key=key, Body=b"2")
         assert code(err) == ("NoSuchBucket", 404)
     assert "gone" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+# ---------------------------------------------------------------------------- a Complete sent again
+
+def test_a_complete_sent_again_is_answered_from_one_stat_of_the_object(s3, cluster):
+    """A CompleteMultipartUpload sent again (its answer lost): S3 says yes with the same ETag.
+    The gateway knows the object is that upload's from one NameNode stat of it (its metadata read
+    with it): no second read of its xattrs, which could be another version's."""
+    key = "again/obj"
+    upload = s3.create_multipart_upload(Bucket="calls", Key=key)["UploadId"]
+    part = s3.upload_part(Bucket="calls", Key=key, UploadId=upload, PartNumber=1, Body=b"part")["ETag"]
+    parts = {"Parts": [{"PartNumber": 1, "ETag": part}]}
+    first = s3.complete_multipart_upload(Bucket="calls", Key=key, UploadId=upload, MultipartUpload=parts)
+    before = namenode_calls(cluster, "GetXAttrs")
+    again = s3.complete_multipart_upload(Bucket="calls", Key=key, UploadId=upload, MultipartUpload=parts)
+    assert again["ETag"] == first["ETag"]
+    assert namenode_calls(cluster, "GetXAttrs") == before
+    s3.put_object(Bucket="calls", Key=key, Body=b"another version")
+    with pytest.raises(ClientError) as err:   # no longer that upload's object
+        s3.complete_multipart_upload(Bucket="calls", Key=key, UploadId=upload, MultipartUpload=parts)
+    assert code(err) == ("NoSuchUpload", 404)
+
+
+def namenode_calls(cluster, method: str) -> float:
+    """How many ``method`` RPCs the NameNode has served (its /metrics)."""
+    text = urllib.request.urlopen(cluster.http_url + "metrics", timeout=10).read().decode()
+    return sum(float(v) for v in re.findall(
+        rf'^hedgefs_namenode_rpc_calls_total\{{[^}}]*method="{method}"[^}}]*\}} (\S+)$', text, re.M))
