@@ -26,6 +26,7 @@ from hedgefs.namenode.namespace.permissions import (
     check_owner,
     check_owner_names,
     check_sticky,
+    check_times,
 )
 from hedgefs.proto import MAX_XATTR_SIZE
 from hedgefs.security.identity import Identity
@@ -154,9 +155,7 @@ class NamespaceChanges:
     def set_times(self, path: str, mtime_ms: int, atime_ms: int, who: Identity, retry) -> None:
         """The owner, or a user who may write the inode (utimes(2); HDFS: w)."""
         self.ns.safemode.refuse(f"set the times of {path}")
-        if mtime_ms < -1 or atime_ms < -1:
-            raise InvalidArgument(f"bad times for {path}: mtime {mtime_ms}, atime {atime_ms} (ms since the epoch, "
-                                  f"-1 = unchanged)")
+        check_times(path, mtime_ms, atime_ms)
         node = self.tree.lookup(path, who)
         if who.name != node.owner and not who.is_admin:
             check(who, node, WRITE, path, f"set the times of {path}")

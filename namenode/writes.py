@@ -43,6 +43,7 @@ from hedgefs.namenode.namespace.permissions import (
     check_owner,
     check_owner_names,
     check_sticky,
+    check_times,
 )
 from hedgefs.namenode.namespace.retry_cache import MISS, step
 from hedgefs.security import tokens as token_ops
@@ -353,16 +354,14 @@ def commit_attributes(who: Identity, node: Node, attributes: CommitAttrs, path: 
         if a.mode is not None:
             check_mode(a.mode)
         check_owner_names(a.owner, a.group)
-        for what, ms in (("mtime", a.mtime_ms), ("atime", a.atime_ms)):
-            if ms is not None and ms < 0:
-                raise InvalidArgument(f"bad times: {what} {ms} (ms since the epoch)")
     except InvalidArgument as err:
         raise InvalidArgument(f"{path}: {err}") from None
+    times = None
+    if a.mtime_ms is not None or a.atime_ms is not None:
+        times = (-1 if a.mtime_ms is None else a.mtime_ms, -1 if a.atime_ms is None else a.atime_ms)
+        check_times(path, *times)
     if a.mode is not None:
         check_owner(who, node, path, "change the mode of")
     check_chown(who, node, a.owner, a.group, path)
     attrs = (a.owner or owner, a.group or group, mode if a.mode is None else a.mode)
-    times = None
-    if a.mtime_ms is not None or a.atime_ms is not None:
-        times = (-1 if a.mtime_ms is None else a.mtime_ms, -1 if a.atime_ms is None else a.atime_ms)
     return attrs, times

@@ -134,12 +134,8 @@ class Applier:
         attrs = base.attrs if base is not None else file.attrs
         if rec.attrs is not None:
             attrs = Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)
-        extra = base.extra if base is not None else None
-        mtime, atime = rec.times if rec.times is not None else (-1, -1)
-        if atime >= 0:
-            extra = _extra(extra, atime=atime)
-        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=rec.mtime if mtime < 0 else mtime,
-                        attrs=attrs, extra=extra)
+        mtime, extra = _timed(rec.times or (-1, -1), rec.mtime, base.extra if base is not None else None)
+        tree.set_fields(file, length=rec.length, groups=keep, writer=None, mtime=mtime, attrs=attrs, extra=extra)
         for group in keep:
             if group.id in shared:
                 group.file = file   # the base's group, now this version's
@@ -234,10 +230,8 @@ class Applier:
 
     def _set_times(self, rec: r.SetTimes) -> None:
         node = self._node(rec.path)
-        if rec.mtime >= 0:
-            self.tree.set_fields(node, mtime=rec.mtime)
-        if rec.atime >= 0:
-            self.tree.set_fields(node, extra=_extra(node.extra, atime=rec.atime))
+        mtime, extra = _timed((rec.mtime, rec.atime), node.mtime, node.extra)
+        self.tree.set_fields(node, mtime=mtime, extra=extra)
         self._remember(rec)
 
     def _symlink(self, rec: r.Symlink) -> None:
@@ -306,6 +300,13 @@ class Applier:
 
 
 _SAME = object()
+
+
+def _timed(times: tuple[int, int], mtime: int, extra: Extra | None) -> tuple[int, Extra | None]:
+    """(mtime, extra) once utimes' ``times`` (mtime, atime; -1: left as it is) are applied to
+    an inode's ``mtime`` and ``extra`` (where its atime is kept): SetTimes, and a Complete's."""
+    new_mtime, atime = times
+    return mtime if new_mtime < 0 else new_mtime, extra if atime < 0 else _extra(extra, atime=atime)
 
 
 def _extra(extra: Extra | None, atime=_SAME, xattrs=_SAME) -> Extra | None:

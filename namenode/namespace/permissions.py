@@ -82,6 +82,14 @@ def check_mode(mode: int) -> None:
         raise InvalidArgument(f"bad mode {mode:o}: 0 to {MAX_MODE:o} (rwx for owner, group, others; 1000 = sticky)")
 
 
+def check_times(path: str, mtime_ms: int, atime_ms: int) -> None:
+    """Times utimes may set (HDFS's setTimes): ms since the epoch, -1 = left as it is (who may
+    set them is checked apart: the owner, or a writer of the file)."""
+    for what, ms in (("mtime", mtime_ms), ("atime", atime_ms)):
+        if ms < -1:
+            raise InvalidArgument(f"{path}: bad times: {what} {ms} (ms since the epoch, -1 = unchanged)")
+
+
 def check_owner_names(owner: str, group: str) -> None:
     """Names chown may give: those a certificate may carry ("" = unchanged)."""
     for name, what in ((owner, "user"), (group, "group")):

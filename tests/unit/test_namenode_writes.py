@@ -523,3 +523,36 @@ def test_a_complete_carries_chmod_chown_and_utimes_checked_as_those_calls_in_one
         assert again.file_info("/home/tool").entry == entry   # (replayed from the one Complete record)
     finally:
         again.close()
+
+
+def test_times_are_checked_and_applied_alike_by_set_times_and_a_complete(tmp_path, clock):
+    """utimes' values, given to SetTimes or carried by a Complete (CommitAttributes): one check,
+    one message (below -1 is refused, naming the path), and -1 leaves that time as it is (the
+    file's for SetTimes, the commit's for a Complete); applied alike, and alike after a replay."""
+    from hedgefs.namenode.model import CommitAttrs
+
+    nn = make_namenode(tmp_path / "nn", clock)
+    add_datanodes(nn, 5)
+    write_file(nn, "/t", WHOLE)
+    created = nn.create("/c")
+    group = nn.add_block_group(created.file_id)
+    commit = [stored(nn, group, WHOLE)]
+    refusals = []
+    for call in (lambda: nn.set_times("/t", -2, 5), lambda: nn.complete(created.file_id, WHOLE, commit,
+                                                                           attributes=CommitAttrs(mtime_ms=-2))):
+        with pytest.raises(InvalidArgument) as err:
+            call()
+        refusals.append(str(err.value).replace("/c", "/t"))
+    assert refusals[0] == refusals[1] and refusals[0].startswith("/t: bad times: mtime -2")
+    before = nn.file_info("/t").entry
+    nn.set_times("/t", -1, 7_000)
+    nn.complete(created.file_id, WHOLE, commit, attributes=CommitAttrs(mtime_ms=-1, atime_ms=7_000))
+    t, c = nn.file_info("/t").entry, nn.file_info("/c").entry
+    assert (t.mtime_ms, t.atime_ms) == (before.mtime_ms, 7_000)
+    assert c.atime_ms == 7_000 and c.mtime_ms > 7_000   # the commit's time
+    nn.close()
+    again = make_namenode(tmp_path / "nn", clock)
+    try:
+        assert (again.file_info("/t").entry, again.file_info("/c").entry) == (t, c)
+    finally:
+        again.close()
