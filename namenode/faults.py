@@ -1,4 +1,6 @@
-"""Fault points for the crash tests: ``HEDGEFS_NAMENODE_CRASH=POINT`` (or ``POINT:N``, the N-th time
+"""Fault points for the crash tests, and an older NameNode for the compatibility tests.
+
+``HEDGEFS_NAMENODE_CRASH=POINT`` (or ``POINT:N``, the N-th time
 it is reached) makes this process kill -9 itself there. Read at the first fault point; unset in production.
 
 Points: ``before:METHOD`` / ``after:METHOD`` (an RPC, before it runs / once answered but before
@@ -6,6 +8,11 @@ the reply is sent: rpc/calls.py), ``journal:written`` (a batch written, not yet 
 ``journal:committed`` (committed, its callers not yet told), ``checkpoint:written`` (an image's
 chunks stored, not yet the latest), ``checkpoint:published`` (the latest image, the journal not
 yet truncated), ``checkpoint:truncated``.
+
+``HEDGEFS_NAMENODE_AS_BEFORE=commit_attributes``: this NameNode answers as one from before
+CommitAttributes did (a newer client's fallback, tested against a real NameNode: an older
+release cannot be run here): CreateResponse.commit_attributes false, and a Complete's
+``attributes`` dropped unread, as an older NameNode's parser drops a field it does not know.
 """
 
 from __future__ import annotations
@@ -45,3 +52,9 @@ def crash_point(point: str) -> None:
         return
     log.critical("HEDGEFS_NAMENODE_CRASH=%s: kill -9 of this NameNode", spec)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@functools.cache
+def as_before(feature: str) -> bool:
+    """Does this NameNode answer as one from before ``feature`` (``HEDGEFS_NAMENODE_AS_BEFORE``)?"""
+    return feature in os.environ.get("HEDGEFS_NAMENODE_AS_BEFORE", "").split(",")

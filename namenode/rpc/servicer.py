@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from hedgefs.namenode import model
+from hedgefs.namenode import faults, model
 from hedgefs.namenode.blocks.blockmap import GroupCommit
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
 from hedgefs.namenode.ha.roles import NotActive, Single
@@ -88,7 +88,7 @@ def _version(request, field: str) -> tuple[int, int] | None:
 
 def _commit_attrs(request: pb.CompleteRequest) -> model.CommitAttrs | None:
     """What a Complete's ``attributes`` set (None: nothing)."""
-    if not request.HasField("attributes"):
+    if not request.HasField("attributes") or faults.as_before("commit_attributes"):
         return None
     a = request.attributes
     return model.CommitAttrs(a.permission if a.HasField("permission") else None, a.owner, a.group,
@@ -142,7 +142,8 @@ def _item(err: NameNodeError | None) -> pb.ItemResult:
 
 def _created(c: model.Created) -> pb.CreateResponse:
     out = pb.CreateResponse(file_id=c.file_id, policy=c.policy, block_size=c.block_size,
-                            lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units, commit_attributes=True)
+                            lease_timeout_ms=c.lease_timeout_ms, min_units=c.min_units,
+                            commit_attributes=not faults.as_before("commit_attributes"))
     if c.first_group is not None:
         out.first_group.CopyFrom(_group(c.first_group))
     return out
