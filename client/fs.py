@@ -25,6 +25,7 @@ import io
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Awaitable, BinaryIO, Callable, Iterator
 
 from hedgefs.client.admin import Admin
@@ -460,7 +461,23 @@ class FileSystem:
             raise UsageError(f"{status.path}: a status of a span of the file cannot be opened (stat it whole)")
         if status.is_dir:
             raise IsADirectory(f"is a directory: {status.path}")
-        return FileReader(self.read_services, status)
+        return FileReader(self.read_services, self._readable(status))
+
+    def _readable(self, status: FileStatus) -> FileStatus:
+        """``status``, or a later one of the same path once the NameNode no longer marks its
+        locations as pending (it just started or was promoted, and awaits the block reports that
+        locate a group short of k units): asked again, with the NameNode calls' pause, up to their
+        failover deadline; after it, the NameNode's one line (naming the DataNodes awaited)."""
+        config = self.namenodes.config
+        deadline, pause = time.monotonic() + config.deadline_s, config.backoff_start_s
+        while status.locations_pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise HedgefsError(status.locations_pending)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, config.backoff_max_s)
+            status = self._located(self.namenodes.call("GetFileInfo", pb.PathRequest(path=status.path)))
+        return status
 
     def read_bytes(self, path: str) -> bytes:
         with self.open(path) as f:

@@ -63,6 +63,9 @@ class FileStatus:
     # Its extended attributes, when the lookup asked for them (``stat(xattrs=True)``,
     # ``iter_list(xattrs=True)``): those of this version; None when not asked.
     xattrs: dict[str, bytes] | None = dataclasses.field(default=None, compare=False, repr=False)
+    # A group is short of located units while the NameNode awaits block reports (it just started
+    # or was promoted): its one-line reason ("": none). ``FileSystem.open`` asks again while set.
+    locations_pending: str = dataclasses.field(default="", compare=False)
 
     @property
     def is_link(self) -> bool:
@@ -88,4 +91,4 @@ class FileStatus:
                    info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
                    ranged=info.group_count > 0, first_group=info.first_group,
                    atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id,
-                   xattrs=dict(info.xattrs) if xattrs else None)
+                   xattrs=dict(info.xattrs) if xattrs else None, locations_pending=info.locations_pending)

@@ -3,7 +3,8 @@ in one call, each item as its single call would be: its own checks, its own reco
 retry ids, its own refusal (one bad item fails alone). What is the batch's own: at most
 ``MAX_BATCH`` items; ``BATCH_HOLD`` items changed per hold of the writers' lock (so a batch does
 not hold it for long); one wait until durable for them all (their records share group commits).
-A NotActive or safe-mode refusal is the whole call's (the client retries the call).
+A NotActive or safe-mode refusal is the whole call's (the client retries the call). A file
+whose locations wait on block reports is answered, marked (FileInfo.locations_pending), not refused.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Batches:
         for path, with_xattrs in zip(paths_, xattrs or [False] * len(paths_)):
             try:
                 out.append(self.ns.file_info(path, who, xattrs=with_xattrs))
-            except (NotActive, SafeModeRefusal):   # the whole call's: the client retries it, as a stat
+            except NotActive:   # the whole call's: the client sends it to the active
                 raise
             except NameNodeError as err:
                 out.append(err)

@@ -34,6 +34,9 @@ class FileInfo:
     groups: list[GroupInfo]
     first_group: int | None = None   # a ranged answer: the file's index of groups[0] (None: all groups)
     group_count: int = 0             # ... and how many groups the file has
+    # A group is short of k located units while block reports are due (blocks/expected.py): why,
+    # in one line naming the DataNodes awaited; a reader retries, a stat answers as is. "": none.
+    locations_pending: str = ""
 
 
 def groups_in(groups: Sequence, offset: int, length: int) -> tuple[list, int]:

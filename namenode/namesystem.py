@@ -302,15 +302,16 @@ class Namesystem:
         policy = load_policy(node.attrs.policy)
         k = policy.k
         infos = [self.group_info(groups[i], lengths[i], k, op=token_ops.READ) for i in chosen]
+        pending = ""
         if any(len(g.units) < load_policy(g.policy).k if g.policy else   # (an open tail: its own k)
                len(g.units) + len(zero_units(policy, g.length)) < k for g in infos):
             if self.standby:   # an observer read: the active's map has what this one has not heard (yet)
                 raise NotActive(self.active_hint())
-            waiting = self.manager.reports_due()
-            if waiting:
-                self.manager.expected.refuse_unlocated(path, waiting)
+            # Reports due: answered at once, marked; only a reader waits on the mark (a stat,
+            # an rm, a HEAD need no locations), and a StatMany's other items are not held.
+            pending = self.manager.expected.pending(path, self.manager.reports_due)
         self.seen()
-        return FileInfo(entry, infos, first if span is not None else None, count)
+        return FileInfo(entry, infos, first if span is not None else None, count, pending)
 
     def list_page(self, path: str, recursive: bool = False, start_after: str = "",
                   limit: int = 0, who: Identity = SUPER, xattrs: bool = False) -> tuple[list[Entry], bool]:
@@ -644,13 +645,15 @@ class Namesystem:
         with self.lock:
             self.journal.engine = engine
             self.journal.start()
-            self.standby = False
-            self.manager.adopt({n.id: (n.address, n.data_address) for n in self.liveness.all()
-                                if n.id in self.manager.registered or self.liveness.is_live(n.id)})
-            self.safemode.start(Reason.FAILOVER)
-            self.manager.started = self.clock()
+            # Armed before ``standby`` is cleared: a lock-free file_info in between sees the
+            # redirect or the wait, never a cold map answered as is.
             if self.safemode.share is not None:
                 self.manager.expected.arm(n.id for n in self.liveness.all() if self.liveness.is_live(n.id))
+            self.manager.adopt({n.id: (n.address, n.data_address) for n in self.liveness.all()
+                                if n.id in self.manager.registered or self.liveness.is_live(n.id)})
+            self.standby = False
+            self.safemode.start(Reason.FAILOVER)
+            self.manager.started = self.clock()
             early, self.early_receipts = self.early_receipts, []
             for datanode_id, unit in early:
                 try:

@@ -5,9 +5,12 @@ them.
 Unit locations are memory only: they come back with the DataNodes' block reports. Safe mode
 ends at a share of the groups (safe_mode.py); a group of the rest has fewer than k located
 units until the DataNodes holding it report, and a read of it would answer "no live replica"
-for bytes that are perfectly stored. While reports are *due*, such a read is refused with the
-retriable safe-mode answer instead (``SafeModeRefusal``, "retry": the client waits on it, up to
-its failover deadline) and served once the reports are in.
+for bytes that are perfectly stored. While reports are *due*, such a file's FileInfo is answered
+at once with a mark (``locations_pending``: the one-line reason, naming the DataNodes awaited):
+a client's reader asks again while it is set, up to its failover deadline, and fails with that
+line after it; a stat, an rm, a listing, an S3 HEAD need no locations and are never held, nor
+are the other items of a StatMany. (A client older than the mark ignores it and reads what it
+got: "no live replica", as before the wait.)
 
 Reports are due, for at most ``wait_s`` (the dead interval) after serving started, while a
 DataNode this NameNode expects has not sent its full report to this process: one that is live
@@ -17,7 +20,9 @@ without it a restarted NameNode would not know of a DataNode before its first he
 read could come between one DataNode's report and another's heartbeat). A DataNode the liveness
 judges dead is not waited for; one that never comes back (removed, frozen) holds reads of the
 groups only it had at most ``wait_s``, and the NameNode says in its log whom it stopped waiting
-for (they are dropped from the file; a DataNode is written back when it registers again).
+for (those not live are dropped from the file; one that is live, its report late, stays; a
+DataNode is written back when it registers again). The file is advisory: written with a rename
+and no fsync, unreadable or undecodable it is logged once and this start is uninformed.
 """
 
 from __future__ import annotations
@@ -26,8 +31,6 @@ import logging
 import os
 import threading
 from typing import Callable, Iterable
-
-from hedgefs.namenode.blocks.safe_mode import SafeModeRefusal
 
 log = logging.getLogger("hedgefs.namenode")
 
@@ -53,7 +56,7 @@ class ExpectedReports:
                 return {line.strip() for line in f if line.strip()}
         except FileNotFoundError:
             return set()
-        except OSError as err:
+        except (OSError, ValueError) as err:   # unreadable, or not text (UnicodeDecodeError)
             log.warning("cannot read the DataNodes known before (%s): %s; reads right after this start may "
                         "answer 'no live replica' before their reports", self.path, err)
             return set()
@@ -82,6 +85,12 @@ class ExpectedReports:
         self.expected = self.known | set(heard)
         self._until = self.clock() + self.wait_s
 
+    @property
+    def armed(self) -> bool:
+        """Reports may be due (checked before any work: a short group's read pays nothing once
+        the wait is over)."""
+        return self._until is not None
+
     def waiting(self, reported: set[str], live: Iterable[str], dead: Callable[[str], bool]) -> list[str]:
         """The DataNodes whose reports are due (sorted; [ANY] while none has come and none is
         known); [] once every one expected has reported or the bound has passed (the end said in
@@ -89,7 +98,8 @@ class ExpectedReports:
         until = self._until
         if until is None:
             return []
-        due = sorted(d for d in self.expected.union(live) if d not in reported and not dead(d))
+        live = set(live)
+        due = sorted(d for d in self.expected | live if d not in reported and not dead(d))
         if self.clock() < until and (due or not reported):
             return due or [ANY]
         with self._lock:   # the monitor's pass and a read may both get here: one ends the wait
@@ -109,17 +119,22 @@ class ExpectedReports:
             log.warning("stopped waiting for the block reports of %s, %.0f s after this NameNode started serving: "
                         "reads of groups only they hold answer 'no live replica' until they report",
                         _names(due), self.wait_s)
-            self.known = self.known - set(due)
-            self._save()
+            gone = {d for d in due if d not in live}   # a live one, its report late, is still expected next time
+            if gone:
+                self.known = self.known - gone
+                self._save()
         return []
 
-    def refuse_unlocated(self, path: str, waiting: list[str]) -> None:
-        """A read of a file with a group short of located units while ``waiting`` may locate them."""
+    def pending(self, path: str, due: Callable[[], list[str]]) -> str:
+        """A file with a group short of located units: the FileInfo's mark if ``due()`` (the
+        DataNodes awaited) may still locate them, else ""."""
+        waiting = due() if self.armed else []
+        if not waiting:
+            return ""
         left = max(0.0, (self._until or 0.0) - self.clock())
         who = "no DataNode has sent its block report yet" if waiting == [ANY] else \
             f"the block reports of DataNodes it expects are still to come ({_names(waiting)})"
-        raise SafeModeRefusal(f"cannot read {path} yet: the NameNode is starting and {who}; it waits "
-                              f"{left:.0f} s more at most", retriable=True)
+        return f"cannot read {path} yet: the NameNode is starting and {who}; it waits {left:.0f} s more at most"
 
 
 def _names(ids: list[str]) -> str:

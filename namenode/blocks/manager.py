@@ -250,6 +250,8 @@ class BlockManager:
     def reports_due(self) -> list[str]:
         """The DataNodes whose block reports may still locate more units since this process
         started serving (expected.py: bounded; ["(any)"] while none has come), else []."""
+        if not self.expected.armed:   # before the live ids: the wait is over for good
+            return []
         return self.expected.waiting(self.reported, self.liveness.live_ids(),
                                      lambda d: self.liveness.knows(d) and not self.liveness.is_live(d))
 

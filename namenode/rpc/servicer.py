@@ -121,6 +121,7 @@ def _file_info(nn: Namesystem, info, request: pb.PathRequest) -> pb.FileInfo:
                                  f"in the file's code: upgrade the client (hedgefs >= the open tail, issue 45)")
     out = _entry(info.entry)
     out.groups.extend(_group(g) for g in info.groups)
+    out.locations_pending = info.locations_pending
     if info.groups:
         out.token_lifetime_ms = nn.token_lifetime_ms
     if info.first_group is not None:   # ranged: where its groups sit, and no DataNode figures

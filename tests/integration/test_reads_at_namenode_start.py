@@ -1,19 +1,22 @@
 """A NameNode that has just started serving (a restart, an HA promotion) knows where no unit is
 until the DataNodes report; a read of a stored file at that moment must still return its bytes:
-the NameNode answers "starting, retry" while the reports it expects are due (namenode/blocks/
-expected.py) and the client waits. A DataNode gone for good holds that wait for at most the dead
-interval, and the NameNode says so in its log. Real processes: a cluster's NameNode restarted (or
-an HA standby restarted and promoted) and every file read at once, with no wait for reports.
-"""
+while the reports it expects are due (namenode/blocks/expected.py) the NameNode answers a file
+short of located units at once, marked (FileInfo.locations_pending), and the client's reader asks
+again until the mark is gone; a stat (or rm, ls, HEAD) of it answers at once. A DataNode gone for
+good holds that wait for at most the dead interval, and the NameNode says so in its log. Real
+processes: a cluster's NameNode restarted (or an HA standby restarted and promoted) and every
+file read at once, with no wait for reports."""
 
 import concurrent.futures
 import json
+import threading
 import urllib.request
 
 import pytest
 
 from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster, wait_until
 from etcd_support import ETCD, SKIP_REASON
+from hedgefs.client.config import FailoverConfig
 from hedgefs.cluster.launcher import LocalCluster, Options
 
 FILES = 24
@@ -47,13 +50,16 @@ def _log(c: LocalCluster, name: str) -> str:
     return (c.root / "logs" / f"{name}.log").read_text(errors="replace")
 
 
-def _refused_reads(c: LocalCluster) -> float:
-    """GetFileInfo calls the NameNode answered FAILED_PRECONDITION (its "starting, retry")."""
+def _lookups(c: LocalCluster) -> float:
+    """GetFileInfo and StatMany calls the NameNode has answered (a stat, a reader's open and its
+    asking again while the answer is marked)."""
+    total = 0.0
     with urllib.request.urlopen(c.http_url + "metrics", timeout=10) as page:
         for line in page.read().decode().splitlines():
-            if line.startswith('hedgefs_namenode_rpc_calls_total{code="FAILED_PRECONDITION",method="GetFileInfo"}'):
-                return float(line.split()[-1])
-    return 0.0
+            if line.startswith("hedgefs_namenode_rpc_calls_total{") and (
+                    'method="GetFileInfo"' in line or 'method="StatMany"' in line):
+                total += float(line.split()[-1])
+    return total
 
 
 def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_in(tmp_path):
@@ -67,6 +73,8 @@ def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_i
         with client(c.namenode) as fs:
             short = next(p for p in files
                          if sum(u.datanode_id in late for u in fs.stat(p).groups[0].units.values()) == 3)
+            located = next(p for p in files
+                           if sum(u.datanode_id in late for u in fs.stat(p).groups[0].units.values()) == 2)
         for dn in late:
             c.freeze(dn)
         c.restart("namenode")
@@ -78,9 +86,27 @@ def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_i
         assert_one_line_error(cat, f"cannot read {short} yet: the NameNode is starting and the block reports of "
                                    "DataNodes it expects are still to come (dn1, dn2, dn3)")
         assert cat.code == 1
+        # Two threads stat a located and a short file: both answered at once (a client that gives
+        # up after 1 s would fail a stat held for dn1..dn3, frozen), the short one marked.
+        with client(c.namenode, failover=FailoverConfig(deadline_s=1.0)) as fs, \
+                concurrent.futures.ThreadPoolExecutor(2) as pool:
+            both = threading.Barrier(2)
+
+            def stat(path: str):
+                both.wait(10)
+                return fs.stat(path)
+
+            a, b = pool.map(stat, (located, short))
+        assert (a.path, a.length, a.locations_pending) == (located, len(files[located]), "")
+        assert (b.path, b.length) == (short, len(files[short]))
+        assert b.locations_pending.startswith(f"cannot read {short} yet: the NameNode is starting")
+        # Every file read at once: the readers of short files ask again until dn1..dn3 report.
+        before = _lookups(c)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             reading = pool.submit(_read_all_at_once, c.namenode, files)
-            wait_until(lambda: reading.done() or _refused_reads(c) > 0, 30, "a read answered 'starting, retry'")
+            # Each file's first lookup is at most one call (FILES): one more is a reader asking again.
+            wait_until(lambda: reading.done() or _lookups(c) > before + FILES, 30, "a reader asking again")
+            assert not reading.done()
             for dn in late:
                 c.thaw(dn)
             assert reading.result(timeout=60) == {}
@@ -90,7 +116,7 @@ def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_i
         c.down()
 
 
-def test_a_datanode_gone_for_good_holds_reads_at_most_the_dead_interval_and_is_named_in_the_log(tmp_path):
+def test_a_datanode_gone_for_good_is_named_in_the_log_after_the_dead_interval(tmp_path):
     c = start_cluster(tmp_path / "c", datanodes=6, policy="RS-3-2-64k", heartbeat_interval_s=0.5,
                       dead_interval_s=6.0)
     try:

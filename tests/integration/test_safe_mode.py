@@ -54,11 +54,13 @@ def test_a_restart_waits_for_the_share_of_readable_groups_not_for_dead_datanodes
     with pytest.raises(SafeModeRefusal, match="safe mode"):
         nn.delete("/f")
     assert [e.length for e in nn.list("/")] == [3 * 4096 * 2]     # reads of the namespace are served
-    with pytest.raises(SafeModeRefusal, match=r"cannot read /f yet: the NameNode is starting and the block reports "
-                                              r"of DataNodes it expects are still to come \(dn1, dn2, dn3, dn4, "
-                                              r"dn5\)") as refused:
-        nn.file_info("/f")     # where its units are: once the DataNodes have reported (a retry)
-    assert refused.value.retriable
+    # Where its units are: once the DataNodes have reported. Answered at once, marked (a reader
+    # asks again while the mark is set; a stat needs no locations).
+    info = nn.file_info("/f")
+    assert info.entry.length == 3 * 4096 * 2 and not any(g.units for g in info.groups)
+    assert info.locations_pending == ("cannot read /f yet: the NameNode is starting and the block reports of "
+                                      "DataNodes it expects are still to come (dn1, dn2, dn3, dn4, dn5); it waits "
+                                      "30 s more at most")
     # Two of five DataNodes report: 2 units of each group, fewer than k = 3, so no group is
     # readable yet: still in safe mode, and no repair planned though the others are silent
     # until they are dead.
@@ -100,12 +102,15 @@ def test_after_safe_mode_a_group_not_located_yet_is_a_retry_while_the_reports_it
         report(nn, ids[2], [u for u in units[ids[2]] if u[0] != b])   # dn3's copy of /b's unit is gone
         nn.tick()
         assert not nn.in_safe_mode      # /a readable: 1 of 2 groups, the share
-        assert nn.file_info("/a").groups[0].units    # located: served
-        with pytest.raises(SafeModeRefusal, match=r"cannot read /b yet: the NameNode is starting and the block "
-                                                  r"reports of DataNodes it expects are still to come \(dn4, dn5\)"):
-            nn.file_info("/b")
+        # One StatMany of a located and a short file: both answered at once, only /b marked.
+        a, b_info = nn.file_infos(["/a", "/b"])
+        assert len(a.groups[0].units) == 3 and a.locations_pending == ""
+        assert len(b_info.groups[0].units) == 2 and b_info.entry.path == "/b"
+        assert b_info.locations_pending.startswith("cannot read /b yet: the NameNode is starting and the block "
+                                                   "reports of DataNodes it expects are still to come (dn4, dn5)")
         report(nn, ids[3], units[ids[3]])
-        assert len(nn.file_info("/b").groups[0].units) == 3     # k units located: served, dn5 or not
+        info = nn.file_info("/b")     # k units located: served unmarked, dn5 or not
+        assert len(info.groups[0].units) == 3 and info.locations_pending == ""
         # dn5 never comes back: 30 s (the dead interval) after the start, reads are no longer held
         # for it and the log says so; the file of known DataNodes forgets it.
         clock.advance(31)
@@ -125,14 +130,55 @@ def test_a_datanode_gone_for_good_leaves_a_group_it_alone_held_unavailable_after
     try:
         for dn in ids[:2]:      # 2 units of k = 3: dn3..dn5 are gone for good
             report(nn, dn, units[dn])
-        with pytest.raises(SafeModeRefusal, match=r"still to come \(dn3, dn4, dn5\); it waits 30 s more at most"):
-            nn.file_info("/f")
+        assert nn.file_info("/f").locations_pending.endswith("still to come (dn3, dn4, dn5); it waits 30 s more at most")
         clock.advance(20)
-        with pytest.raises(SafeModeRefusal, match=r"it waits 10 s more at most"):
-            nn.file_info("/f")
+        assert nn.file_info("/f").locations_pending.endswith("it waits 10 s more at most")
         clock.advance(11)
         heartbeat_all(nn, ids[:2])
-        assert len(nn.file_info("/f").groups[0].units) == 2    # the truth: the client says "2 live units, 3 needed"
+        info = nn.file_info("/f")     # the truth, unmarked: the client says "2 live units, 3 needed"
+        assert len(info.groups[0].units) == 2 and info.locations_pending == ""
+    finally:
+        nn.close()
+
+
+def test_a_live_datanode_whose_report_is_late_at_the_bound_stays_expected_at_the_next_start(tmp_path, clock, caplog):
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096)
+    units = {dn: held(nn, dn) for dn in ids}
+    nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+    try:
+        for dn in ids[:4]:
+            report(nn, dn, units[dn])
+        nn.register("dn5", "127.0.0.1:40005")   # registered and heartbeating, its report late
+        for _ in range(2):
+            clock.advance(16)
+            heartbeat_all(nn, ids)
+        nn.tick()   # 32 s: past the bound
+        assert "stopped waiting for the block reports of dn5" in caplog.text and nn.liveness.is_live("dn5")
+        assert "dn5" in (tmp_path / "nn" / "datanodes").read_text().split()
+        report(nn, "dn5", units["dn5"])
+        nn = reopen(nn, tmp_path / "nn", clock, safe_mode_deadline_s=100)
+        assert nn.manager.expected.expected == set(ids)
+    finally:
+        nn.close()
+
+
+def test_an_undecodable_datanodes_file_is_one_warning_and_an_uninformed_start(tmp_path, clock, caplog):
+    nn = make_namenode(tmp_path / "nn", clock)
+    ids = add_datanodes(nn, 5)
+    write_file(nn, "/f", 3 * 4096)
+    nn.close()
+    (tmp_path / "nn" / "datanodes").write_bytes(b"dn1\n\xff\xfe garbage\n")
+    nn = make_namenode(tmp_path / "nn", clock, safe_mode_share=0.9, safe_mode_deadline_s=100)
+    try:
+        warnings = [r for r in caplog.records if "cannot read the DataNodes known before" in r.getMessage()]
+        assert len(warnings) == 1 and "datanodes" in warnings[0].getMessage()
+        assert nn.manager.expected.known == set()
+        assert nn.file_info("/f").locations_pending.startswith("cannot read /f yet: the NameNode is starting and "
+                                                               "no DataNode has sent its block report yet")
+        nn.register(ids[0], "127.0.0.1:40001")   # written anew as DataNodes register
+        assert (tmp_path / "nn" / "datanodes").read_text().split() == [ids[0]]
     finally:
         nn.close()
 
