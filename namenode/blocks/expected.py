@@ -128,7 +128,7 @@ class ExpectedReports:
     def pending(self, path: str, due: Callable[[], list[str]]) -> str:
         """A file with a group short of located units: the FileInfo's mark if ``due()`` (the
         DataNodes awaited) may still locate them, else ""."""
-        waiting = due() if self.armed else []
+        waiting = due()
         if not waiting:
             return ""
         left = max(0.0, (self._until or 0.0) - self.clock())

@@ -137,6 +137,10 @@ def test_a_datanode_gone_for_good_leaves_a_group_it_alone_held_unavailable_after
         heartbeat_all(nn, ids[:2])
         info = nn.file_info("/f")     # the truth, unmarked: the client says "2 live units, 3 needed"
         assert len(info.groups[0].units) == 2 and info.locations_pending == ""
+        # The wait is over for good: a short group's lookup no longer lists the live DataNodes.
+        listed, live_ids = [], nn.liveness.live_ids
+        nn.liveness.live_ids = lambda: listed.append(1) or live_ids()
+        assert [nn.file_info("/f").locations_pending for _ in range(3)] == ["", "", ""] and listed == []
     finally:
         nn.close()
 
