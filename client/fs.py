@@ -464,20 +464,15 @@ class FileSystem:
         return FileReader(self.read_services, self._readable(status))
 
     def _readable(self, status: FileStatus) -> FileStatus:
-        """``status``, or a later one of the same path once the NameNode no longer marks its
-        locations as pending (it just started or was promoted, and awaits the block reports that
-        locate a group short of k units): asked again, with the NameNode calls' pause, up to their
-        failover deadline; after it, the NameNode's one line (naming the DataNodes awaited)."""
-        config = self.namenodes.config
-        deadline, pause = time.monotonic() + config.deadline_s, config.backoff_start_s
-        while status.locations_pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HedgefsError(status.locations_pending)
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, config.backoff_max_s)
-            status = self._located(self.namenodes.call("GetFileInfo", pb.PathRequest(path=status.path)))
-        return status
+        """``status``, or a later one of the same file once the NameNode no longer marks its
+        locations pending (``_locate``); the file replaced meanwhile is FileChanged (a gateway
+        that checked a version reads that version or nothing)."""
+        if not status.locations_pending:
+            return status
+        fresh = self._call(self._locate(status.path))
+        if fresh.is_dir or [g.id for g in fresh.groups] != [g.id for g in status.groups]:
+            raise FileChanged(f"{status.path}: the file changed while it was opened (it was replaced)")
+        return fresh
 
     def read_bytes(self, path: str) -> bytes:
         with self.open(path) as f:
@@ -502,8 +497,22 @@ class FileSystem:
         return stats
 
     async def _locate(self, path: str) -> FileStatus:
-        """``stat`` on the client's event loop: an open file's locator (file_reader.py)."""
-        return self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path, group_codes=True)))
+        """``stat`` on the client's event loop: an open file's locator (file_reader.py). While the
+        NameNode marks the locations pending (it just started or was promoted, and awaits the
+        block reports that locate a group short of k units) it asks again, with the NameNode
+        calls' pause, up to their failover deadline; after it, the NameNode's one line (naming
+        the DataNodes awaited). A stat does not wait: only a reader needs the locations."""
+        config = self.namenodes.config
+        deadline, pause = time.monotonic() + config.deadline_s, config.backoff_start_s
+        while True:
+            status = self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path, group_codes=True)))
+            left = deadline - time.monotonic()
+            if not status.locations_pending:
+                return status
+            if left <= 0:
+                raise HedgefsError(status.locations_pending)
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, config.backoff_max_s)
 
 
 @dataclasses.dataclass(frozen=True)
