@@ -396,7 +396,19 @@ def test_a_cold_standby_sends_an_unlocated_read_to_the_active_and_once_promoted_
         sb.active_hint = lambda: "127.0.0.1:8020"
         with pytest.raises(NotActive, match="the active is 127.0.0.1:8020"):
             sb.file_info("/f")
+        # A lock-free read the moment promote clears the map: redirected or marked, never answered
+        # short as is (the wait is armed before ``standby`` is cleared).
+        at_adopt, adopt = [], sb.manager.adopt
+
+        def adopt_then_read(heard):
+            adopt(heard)
+            try:
+                at_adopt.append(sb.file_info("/f").locations_pending)
+            except NotActive:
+                at_adopt.append("redirected")
+        sb.manager.adopt = adopt_then_read
         sb.promote(engine)
+        assert len(at_adopt) == 1 and at_adopt[0] != ""
         pending = sb.file_info("/f").locations_pending   # answered, marked: a reader asks again
         assert pending.startswith("cannot read /f yet: ") and "(dn1, dn2, dn3, dn4, dn5)" in pending
         for dn in dns[:3]:
