@@ -119,10 +119,10 @@ def test_namenode_process_rpcs_error_codes_and_kill_9(tmp_path, procs):
 
     proc, channel, nn = start(data_dir, tmp_path / "port2", log_path)
     procs.append(proc)
-    # Where units are is memory only: until the DataNodes report, a read of the file is a safe-mode
-    # refusal the client retries (HDFS's getBlockLocations in safe mode), not a file without units.
-    code, details = refused(nn.GetFileInfo, pb.PathRequest(path="/a/b/f"))
-    assert code == C.FAILED_PRECONDITION and "safe mode (start-up)" in details
+    # Where units are is memory only: until the DataNodes report, the file's status comes marked
+    # "locations pending" (a reader asks again; a stat answers as is), not as a file without units.
+    marked = nn.GetFileInfo(pb.PathRequest(path="/a/b/f", group_codes=True), timeout=5)
+    assert marked.length == 1000 and marked.locations_pending.startswith("cannot read /a/b/f yet: the NameNode is starting")
     assert refused(nn.GetFileInfo, pb.PathRequest(path="/a/half"))[0] == C.NOT_FOUND
     # a DataNode this process has not heard from is asked to register and report
     assert nn.Heartbeat(pb.HeartbeatRequest(datanode_id="dn1"), timeout=5).reregister
