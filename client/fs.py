@@ -32,6 +32,7 @@ from hedgefs.client.admin import Admin
 from hedgefs.client.batched import BatchedCalls
 from hedgefs.client.config import DEFAULT_NAMENODE, FailoverConfig, HedgeConfig, namenode_address  # noqa: F401
 from hedgefs.client.errors import (
+    DataUnavailable,
     FileChanged,
     HedgefsError,
     IsADirectory,
@@ -510,7 +511,7 @@ class FileSystem:
             if not status.locations_pending:
                 return status
             if left <= 0:
-                raise HedgefsError(status.locations_pending)
+                raise DataUnavailable(status.locations_pending)   # S3: 503, as a read that cannot be had
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, config.backoff_max_s)
 

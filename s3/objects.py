@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import email.utils
+import functools
 import logging
 import re
 import urllib.parse
@@ -226,8 +227,8 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
     header = ctx.request.headers.get("Range")
     early = _early_read(ctx, header) if header and not head and not ctx.key.endswith("/") else None
     try:
-        info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key, early[1] if early else None)
-        check_conditions(ctx.request, info)
+        info, reader = await ctx.run(ctx.store.open_object, ctx.bucket, ctx.key, early[1] if early else None,
+                                     functools.partial(check_conditions, ctx.request), not head)
         headers = {**object_headers(info), **ctx.headers}
         for param, name in RESPONSE_OVERRIDES.items():
             if param in ctx.request.query:

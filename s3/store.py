@@ -236,8 +236,11 @@ class Store:
                                    parts=tuple(tuple(p) for p in record.get("parts") or ()),
                                    tags=tuple(tuple(t) for t in record.get("tags") or ()))
 
-    def open_object(self, bucket: str, key: str, span: tuple[int, int] | None = None):
-        """(ObjectInfo, an open FileReader, or None for a folder marker).
+    def open_object(self, bucket: str, key: str, span: tuple[int, int] | None = None,
+                    check: "Callable[[ObjectInfo], None] | None" = None, read: bool = True):
+        """(ObjectInfo, an open FileReader, or None for a folder marker or when not ``read``: a
+        HEAD). ``check`` (the request's preconditions) is run on the info before a reader is
+        opened, so a HEAD or a refused precondition never waits on a reader's locations.
 
         Every call asks the NameNode for the file as it is now; an open reader of that same
         version (the same block groups, length and mtime: a replaced file has new groups and a
@@ -249,20 +252,28 @@ class Store:
         show another version."""
         check_key(bucket, key)
         if key.endswith("/"):
-            return self.head(bucket, key), None
+            info = self.head(bucket, key)
+            if check is not None:
+                check(info)
+            return info, None
         path = object_path(bucket, key)
         reader = self.cached_reader(path)
         ranged = span is not None and reader is not None
         fresh = self._stat_file(bucket, key, span if ranged else None)
         if ranged and not same_version(reader.status, fresh):
             fresh = self._stat_file(bucket, key)   # another version: all of its groups
+        info = self.info(bucket, key, fresh)   # fresh: this version's xattrs as they are now
+        if check is not None:
+            check(info)
+        if not read:
+            return info, None
         if reader is None or not same_version(reader.status, fresh):
             reader = self.fs.open(fresh)   # the version just asked for: no second NameNode call
             with self._lock:
                 self._readers[path] = reader
                 while len(self._readers) > READERS_CACHED:
                     self._readers.popitem(last=False)
-        return self.info(bucket, key, fresh), reader   # fresh: this version's xattrs as they are now
+        return info, reader
 
     def _stat_file(self, bucket: str, key: str, span: tuple[int, int] | None = None) -> FileStatus:
         try:

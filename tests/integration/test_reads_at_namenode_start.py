@@ -17,7 +17,9 @@ import pytest
 from conftest import assert_one_line_error, client, pattern, run_cli, start_cluster, wait_until
 from etcd_support import ETCD, SKIP_REASON
 from hedgefs.client.config import FailoverConfig
+from hedgefs.client.errors import DataUnavailable
 from hedgefs.cluster.launcher import LocalCluster, Options
+from hedgefs.s3.store import Store
 
 FILES = 24
 SIZE = 200_000    # RS-3-2-64k: one group of 5 units a file, on 5 of the 6 DataNodes
@@ -100,6 +102,15 @@ def test_a_restarted_namenode_serves_every_read_at_once_before_the_reports_are_i
         assert (a.path, a.length, a.locations_pending) == (located, len(files[located]), "")
         assert (b.path, b.length) == (short, len(files[short]))
         assert b.locations_pending.startswith(f"cannot read {short} yet: the NameNode is starting")
+        # The S3 gateway's store: a HEAD (as a refused precondition) opens no reader, so it answers
+        # at once; a GET's reader that will not wait fails DataUnavailable (503 ServiceUnavailable).
+        with client(c.namenode, failover=FailoverConfig(deadline_s=1.0)) as fs:
+            store = Store(fs)
+            bucket, key = short.split("/")[1:]
+            info, reader = store.open_object(bucket, key, read=False)
+            assert (info.size, reader) == (len(files[short]), None)
+            with pytest.raises(DataUnavailable, match=f"cannot read {short} yet"):
+                store.open_object(bucket, key)
         # Every file read at once: the readers of short files ask again until dn1..dn3 report.
         before = _lookups(c)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
