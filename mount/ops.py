@@ -28,11 +28,11 @@ from hedgefs.mount.attrs import Owners, attributes
 from hedgefs.mount.calls import as_fuse_error, fail, guarded, run, wait
 from hedgefs.mount.files import Edit, Listing, ReadHandle, WriteFailed, WriteHandle, Writing, version
 from hedgefs.mount.inodes import InodeTable, Node, child
+from hedgefs.mount.names import DirectoryNames
 
 log = logging.getLogger("hedgefs.mount")
 
 LIST_BATCH = 256   # directory entries fetched per step of a readdir (the NameNode pages them itself)
-RELIST_MAX = 1024  # a directory known whole is listed again (not a stat per new name) up to this many names
 
 
 class Operations(pyfuse3.Operations):
@@ -45,6 +45,7 @@ class Operations(pyfuse3.Operations):
         self.owners = owners
         self.timeout = timeout
         self.inodes = InodeTable()
+        self.names = DirectoryNames(self.inodes, fs, timeout)
         self._handles: dict[int, object] = {}
         self._next_fh = 1
 
@@ -118,9 +119,9 @@ class Operations(pyfuse3.Operations):
     async def lookup(self, parent_inode, name, ctx=None):
         path = self._child(parent_inode, name)
         parent = self.inodes.get(parent_inode)
-        if parent is not None and parent.names is not None and self.timeout:
-            known = await self._known(parent, path)
-            if known is False:   # not kept by the kernel: a name found taken (_taken) is asked about at once
+        if parent is not None:
+            known = await self.names.known(parent, path)
+            if known is False:   # not kept by the kernel: a name found taken (names.taken) is asked about at once
                 return self._negative(0.0)
             if known is not None:
                 return self._attrs(known, self.inodes.learn(path, 1))
@@ -136,77 +137,20 @@ class Operations(pyfuse3.Operations):
         probing for files (an import path, make, git) asks the NameNode once per name. A file
         another client creates meanwhile appears within the timeout; one made here at once (the
         kernel replaces the negative entry itself on create, mkdir and rename; a name the
-        NameNode refuses as taken is dropped from it: ``_taken``)."""
+        NameNode refuses as taken is dropped from it: ``names.taken``)."""
         a = pyfuse3.EntryAttributes()
         a.st_ino = 0
         a.entry_timeout = self.timeout if timeout is None else timeout
         return a
 
-    async def _known(self, parent: Node, path: str):
-        """A lookup in a directory whose every name this mount knows (``Node.names``: one it
-        made, with what it made in it since): False for a name it lacks while the knowledge is
-        within the attribute timeout (the contract: another client's new file shows within the
-        timeout; none existed when the knowledge began). A ``tar x`` of a file costs no lookup.
-        Past the timeout a small directory is listed again, one call instead of a stat per new
-        name (the listing's status of the name, if there), and never more than RELIST_MAX + 1
-        names of it (another client may have filled it); None: ask the NameNode."""
-        name = path.rsplit("/", 1)[1]
-        if name in parent.names:
-            return None
-        if time.monotonic() < parent.names_until:
-            return False
-        if len(parent.names) > RELIST_MAX or parent.path is None:
-            parent.names = None
-            return None
-        began, changes = time.monotonic(), parent.changes
-        try:   # (one name past the bound: another client made the directory too large to list again)
-            entries = await run(lambda: list(self.fs.iter_list(parent.path, limit=RELIST_MAX + 1)))
-        except pyfuse3.FUSEError:
-            parent.names = None
-            return None
-        found = None
-        if len(entries) > RELIST_MAX:
-            parent.names = None   # asked about name by name from now on
-        elif parent.changes == changes and parent.names is not None:   # (else: a name of ours may be missing)
-            # Added to what was known, never in place of it: a file being written here is not in
-            # the NameNode's listing until its commit. (A name another client removed stays: it
-            # is only asked about.)
-            parent.names |= {e.path.rsplit("/", 1)[1] for e in entries}
-            parent.names_until = began + self.timeout
-            found = False if name not in parent.names else None
-        for entry in entries:
-            if entry.path == path:
-                return entry
-        return found
-
-    def _named(self, parent_inode: int, name: bytes) -> None:
-        """``name`` was made in the directory by this mount (after the NameNode said so)."""
-        node = self.inodes.get(parent_inode)
-        if node is not None and node.names is not None:
-            node.names.add(name.decode("utf-8"))
-            node.changes += 1
-
-    def _taken(self, parent_inode: int, name: bytes) -> None:
-        """The NameNode refused to make ``name`` in the directory: it exists (another client made
-        it meanwhile). The mount asks about it next time, and the kernel forgets its "no such
-        entry" (the lookup before the call), so a ``mkdir -p`` or an ``ln -sf`` finds it at once."""
-        self._named(parent_inode, name)
-        pyfuse3.invalidate_entry_async(parent_inode, name, ignore_enoent=True)
-
     async def _making(self, parent_inode: int, name: bytes, fn, *args):
-        """``fn(*args)`` (a mkdir, symlink or rename) in a worker thread; EEXIST: see ``_taken``."""
+        """``fn(*args)`` (a mkdir, symlink or rename) in a worker thread; EEXIST: see ``names.taken``."""
         try:
             return await run(fn, *args)
         except pyfuse3.FUSEError as err:
             if err.errno == errno.EEXIST:
-                self._taken(parent_inode, name)
+                self.names.taken(parent_inode, name)
             raise
-
-    def _unnamed(self, parent_inode: int, name: bytes) -> None:
-        """``name`` was removed from the directory by this mount."""
-        node = self.inodes.get(parent_inode)
-        if node is not None and node.names is not None:
-            node.names.discard(name.decode("utf-8"))
 
     async def forget(self, inode_list):
         for inode, n in inode_list:
@@ -222,15 +166,6 @@ class Operations(pyfuse3.Operations):
         if node.dir_status is not None and left > 0:   # answered for what is left of the timeout, not extended
             return attributes(node.dir_status, node.inode, self.owners, left)
         return self._attrs(await run(self._stat, node.path), node)
-
-    def _changed_in(self, parent_inode: int) -> None:
-        """A name was added or removed here: the directory's known status gets the new mtime.
-        The kernel asks for a directory's attributes after each create in it (to check access on
-        the next one): within the attribute timeout the mount answers, as for another client's
-        changes, instead of one NameNode stat per file of a ``tar x``."""
-        node = self.inodes.get(parent_inode)
-        if node is not None and node.dir_status is not None:
-            node.dir_status = dataclasses.replace(node.dir_status, mtime_ms=int(time.time() * 1000))
 
     async def setattr(self, inode, attr, fields, fh, ctx):
         path = self._path(inode)
@@ -334,19 +269,16 @@ class Operations(pyfuse3.Operations):
         began = time.monotonic()
         # One call: made with its mode (tar's mkdirat(0700)), answered with its status (no stat).
         status = await self._making(parent_inode, name, self.fs.mkdir, path, False, mode & 0o7777)
-        self._changed_in(parent_inode)
-        self._named(parent_inode, name)
+        self.names.added(parent_inode, name)
         node = self.inodes.learn(path, 1)
         entry = self._attrs(status, node)
-        if self.timeout:   # empty when made: every name in it is this mount's
-            node.names, node.names_until = set(), began + self.timeout
+        self.names.began(node, began)
         return entry
 
     async def rmdir(self, parent_inode, name, ctx):
         path = self._child(parent_inode, name)
         await run(self.fs.delete, path)
-        self._changed_in(parent_inode)
-        self._unnamed(parent_inode, name)
+        self.names.removed(parent_inode, name)
         self.inodes.detach(path)
 
     async def unlink(self, parent_inode, name, ctx):
@@ -355,8 +287,7 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.writer is not None:
             raise fail(errno.EBUSY, f"{path} is being written here")
         await run(self.fs.delete, path)
-        self._changed_in(parent_inode)
-        self._unnamed(parent_inode, name)
+        self.names.removed(parent_inode, name)
         self.inodes.detach(path)
 
     async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
@@ -369,10 +300,8 @@ class Operations(pyfuse3.Operations):
             if node is not None and node.writer is not None:
                 raise fail(errno.EBUSY, f"{path} is being written here")
         await self._making(parent_inode_new, name_new, self._rename, src, dst, not flags & pyfuse3.RENAME_NOREPLACE)
-        self._changed_in(parent_inode_old)
-        self._changed_in(parent_inode_new)
-        self._unnamed(parent_inode_old, name_old)
-        self._named(parent_inode_new, name_new)
+        self.names.removed(parent_inode_old, name_old)
+        self.names.added(parent_inode_new, name_new)
         self.inodes.moved(src, dst)
 
     def _rename(self, src: str, dst: str, replace: bool) -> None:
@@ -454,12 +383,11 @@ class Operations(pyfuse3.Operations):
         except pyfuse3.FUSEError as err:
             self.inodes.forget(node.inode, 1)
             if err.errno in (errno.EEXIST, errno.EISDIR):
-                self._taken(parent_inode, name)
+                self.names.taken(parent_inode, name)
                 if flags & os.O_EXCL:   # open(2): EEXIST for anything at the name, a directory too
                     raise fail(errno.EEXIST) from None
             raise
-        self._changed_in(parent_inode)
-        self._named(parent_inode, name)
+        self.names.added(parent_inode, name)
         fh = self._add_handle(writing)
         return pyfuse3.FileInfo(fh=fh), self._attrs(None, node)
 
@@ -672,8 +600,7 @@ class Operations(pyfuse3.Operations):
         except UnicodeDecodeError:
             raise fail(errno.EILSEQ, f"symlink {path}: the target is not UTF-8") from None
         await self._making(parent_inode, name, self.fs.symlink, text, path)
-        self._changed_in(parent_inode)
-        self._named(parent_inode, name)
+        self.names.added(parent_inode, name)
         return await self._entry(path)
 
     async def readlink(self, inode, ctx):
