@@ -442,7 +442,8 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
     the same bytes (two DataNodes frozen across close: dropped as stalled), so that group is
     short. close appends the bytes the tail lacks and the Complete keeps the tail (REPLICATE-4)
     as the file's last group instead; then m = 3 other DataNodes are lost: the file reads back.
-    (Sealed into the short group, those 5 DataNodes would hold at least 4 of its 9 units: gone.)"""
+    (Sealed into the short group, those 5 DataNodes would hold at least 4 of its 9 units: gone.)
+    The next append seals the tail: its last group erasure coded again."""
     c = private_cluster
     data = pattern(GROUP + 350_000, seed=454)   # the last group: every data unit has bytes (> 5 cells)
     with client(c.namenode) as fs:
@@ -465,6 +466,10 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
             c.kill(datanode_id)
         with client(c.namenode) as reader:
             assert reader.read_bytes("/short") == data
+        for datanode_id in lost:   # back: the next append (of nothing, here) seals the tail into EC
+            c.restart(datanode_id)
+        assert fs.append("/short").close() == len(data)
+        assert [g.policy for g in fs.stat("/short").groups] == ["", ""] and fs.read_bytes("/short") == data
 
 
 def test_a_stale_writer_of_the_open_tail_cannot_grow_the_file(c, fs):
