@@ -462,6 +462,10 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
         status = fs.stat("/short")
         assert [g.policy for g in status.groups] == ["", "REPLICATE-4"] and status.groups[-1].id == tail.id
         assert status.groups[-1].length == len(data) - GROUP
+        on_disk = 9 * GROUP // 6 + 4 * (len(data) - GROUP)   # the tail's bytes as its 4 copies, not RS-6-3
+        for path in ("/short", "/"):   # (a stat's groups; a listing's entries, whose groups du asks for)
+            [row] = json.loads(run_cli("du", "-s", "--json", path, namenode=c.namenode).stdout)
+            assert (row["length"], row["disk_bytes"]) == (len(data), on_disk)
         for datanode_id in lost:
             c.kill(datanode_id)
         with client(c.namenode) as reader:
