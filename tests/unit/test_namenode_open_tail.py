@@ -141,6 +141,22 @@ def test_the_hsynced_bytes_survive_a_loss_after_a_seal_with_k_units(nn, clock, t
     again.close()
 
 
+def test_a_tail_no_safer_than_the_short_group_is_sealed(nn, clock):
+    """The Complete keeps whichever form has more redundancy: a tail with one of its 3 replicas'
+    DataNodes dead (tolerance 1) against a group of 4 of 5 units (tolerance 1): the group."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    dead = tail.units[0].datanode_id
+    for _ in range(5):   # past the dead interval, the others heartbeating
+        clock.advance(10)
+        heartbeat_all(nn, [f"dn{i}" for i in range(1, 9) if f"dn{i}" != dead])
+    assert not nn.liveness.is_live(dead)
+    last = tailed.synced.created.first_group
+    units = [u.index for u in last.units if u.datanode_id != dead][:4]
+    nn.complete(file_id, 6000, [stored(nn, last, 6000, units)])
+    assert [g.id for g in nn.file_info("/f").groups] == [last.id] and nn.blocks.get(tail.id) is None
+
+
 def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     """A group in its file's code is journaled as before groups had codes (a standby not yet
     upgraded reads it); a tail's carries its code, and both read back as they were."""
