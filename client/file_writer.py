@@ -33,11 +33,12 @@ import hashlib
 import io
 import logging
 import threading
+import weakref
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from hedgefs.client.errors import HedgefsError, NotAllowed, UsageError, WriteAborted
 from hedgefs.client.open_tail import OpenTail, TailBroken
-from hedgefs.ec.layout import group_data_size
+from hedgefs.ec.layout import group_data_size, zero_units
 from hedgefs.ec.policy import parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -183,6 +184,7 @@ class FileWriter:
         self._sync = sync = _Sync()
         hashes = list(self._hashes.values())
         path, writer, attributes = self.path, self._writer, self.attributes
+        policy, me = parse_policy(created.policy), weakref.ref(self)   # (finish holds no FileWriter either)
         rewrite = [prefix, start - kept_length]   # what is left of the prefix to read
 
         def read(n: int) -> bytes:   # the striped writer's source (its own thread); holds no FileWriter
@@ -203,7 +205,12 @@ class FileWriter:
         async def finish(request):   # Complete, or an hflush's Sync (the answer: where to go on)
             if sync.asked:
                 sync.answer = await writer.sync(request, path, sync.exclude)
-            elif not attributes.ListFields():
+                return
+            held = me()
+            if held is not None:
+                await held._hold_tail(request, policy)
+            del held
+            if not attributes.ListFields():
                 await writer.complete(request)
             elif created.commit_attributes:   # (set before close ended the input: see _attribute)
                 request.attributes.CopyFrom(attributes)
@@ -321,6 +328,34 @@ class FileWriter:
             return None
         self._open = tail
         return end
+
+    async def _hold_tail(self, request: pb.CompleteRequest, policy) -> None:
+        """close on the open tail, when the group the striped writer wrote over the tail's bytes
+        lacks units (streams failed: it is committed with k at least): the bytes the tail's
+        replicas lack are appended and the length recorded first, as an hsync would, so that the
+        tail holds every byte of that group and the NameNode's Complete keeps it as the file's
+        last group instead (Writes.tail_kept: the hsynced bytes keep their m + 1 replicas). A
+        tail that fails now changes nothing: the Complete seals with the group, as before."""
+        tail, unsent = self._open, self._unsent
+        if tail is None or not request.groups or request.length != tail.end + len(unsent):
+            return
+        last = request.groups[-1]
+        if last.length != request.length - tail.start or not unsent or \
+                len(set(last.stored_units) | zero_units(policy, last.length)) >= policy.units:
+            return   # not the tail's group, nothing to add (the NameNode has the length), or whole
+        if not tail.fits(len(unsent)):
+            return
+        try:
+            end = await tail.append(bytes(unsent))
+            await self._writer.sync_length(self._file_id, end, tail.group.id)
+        except HedgefsError as err:
+            log.info("%s: keeping the open tail at close failed (%s); block group %d is sealed with units "
+                     "%s", self.path, err, last.group_id, sorted(last.stored_units))
+            return
+        self._unsent = bytearray()
+        log.info("%s: block group %d lacks units (stored %s): the open tail, %d bytes on %d replicas, stays the "
+                 "file's last group", self.path, last.group_id, sorted(last.stored_units), tail.length,
+                 len(tail.group.units))
 
     def write(self, data) -> int:
         """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it

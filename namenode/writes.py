@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from typing import Iterable
 
-from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size
+from hedgefs.ec.layout import block_size_for, check_block_size, group_data_size, zero_units
 from hedgefs.namenode.blocks.blockmap import GroupCommit, check_commit
 from hedgefs.namenode.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NameNodeError, NotFound, \
     PermissionDenied
@@ -219,11 +219,38 @@ class Writes:
             attrs, times = commit_attributes(who, lease.base or file, attributes, path, attrs)
         kept = tuple(g.id for g in shared) + \
             tuple(c.group_id for c in groups if c.length > 0)   # an empty group goes (HDFS: an empty last block)
+        tail = self.tail_kept(lease, length, groups, policy)
+        if tail is not None:   # instead of the short group: see tail_kept
+            kept = tuple(g.id for g in shared) + (tail.id,)
+            log.info("complete %s: its last group %d lacks units, the open tail %d holds every byte with more "
+                     "redundancy: the file keeps the tail as its last group", path, groups[-1].group_id, tail.id)
         self.ns.log_record(r.Complete(file_id, length, kept, mtime, attrs, retry, times=times))
         self.completed[file_id] = length
         if len(self.completed) > COMPLETED_KEPT:
             self.completed.popitem(last=False)
         log.debug("complete %s: file %d, %d bytes in %d groups", path, file_id, length, len(kept))
+
+    def tail_kept(self, lease: Lease, length: int, groups: list[GroupCommit], policy):
+        """The seal (issue 45): a Complete whose write has an open tail, swapped in as the file's
+        last group, replaces it with the group the writer wrote over the same bytes in the file's
+        code. That group may be short (the writer lost streams: it is taken with k units, as every
+        Complete's is); then the tail, if it holds every byte of the group (the Complete's length
+        is the last SyncLength's: close tail-syncs the bytes its replicas lack first) and has more
+        redundancy (live replicas - 1 > stored units - k), is kept as the file's last group, in
+        its own code, and the short group goes. None: the seal goes ahead."""
+        base = lease.base
+        if not lease.tail or base is None or not base.groups or base.groups[-1].id != lease.tail:
+            return None
+        written = [c for c in groups if c.length > 0]
+        if length != base.length or len(written) != 1:
+            return None
+        last, tail = written[0], base.groups[-1]
+        stored = set(last.stored_units) | zero_units(policy, last.length)
+        if len(stored) >= policy.units:
+            return None   # whole: the seal
+        live = self.ns.liveness.is_live
+        replicas = sum(1 for d in self.blocks.reported_units(tail).values() if live(d))
+        return tail if replicas - 1 > len(stored) - policy.k else None
 
     def done_before(self, file_id: int, length: int) -> bool:
         """A Complete of this write succeeded already: True for its retry, a refusal otherwise."""

@@ -58,7 +58,8 @@ def df(human: bool, as_json: bool, namenode: str | None) -> None:
 @namenode_option
 def du(paths: tuple[str, ...], summary: bool, human: bool, as_json: bool, namenode: str | None) -> None:
     """Bytes in each entry of PATH (default /), and the disk they take with parity or replicas,
-    as `hdfs dfs -du`.
+    as `hdfs dfs -du`. An erasure-coded file's open tail (its last group kept as m + 1
+    replicas while it is hsynced) counts as its copies.
 
     \b
     Examples:
@@ -86,20 +87,46 @@ def _tree_size(fs, status) -> tuple[int, int]:
     """(bytes, bytes on disk) of a file, or of every file under a directory."""
     entries = fs.iter_list(status.path, recursive=True) if status.is_dir else [status]
     length = disk = 0
+    tailed: list = []   # EC files ending inside a group: their last group may be a tail (below)
     for e in entries:
-        if not e.is_dir:
-            length += e.length
+        if e.is_dir:
+            continue
+        length += e.length
+        if not e.groups and _may_end_in_a_tail(e):
+            tailed.append(e)
+        else:
             disk += disk_bytes(e)
+    for at in range(0, len(tailed), 1000):   # their groups, a StatMany per thousand
+        chunk = tailed[at:at + 1000]
+        for e, got in zip(chunk, fs.stat_many([e.path for e in chunk])):
+            disk += disk_bytes(e if isinstance(got, Exception) else got)
     return length, disk
 
 
-def disk_bytes(e) -> int:
-    """Bytes a file takes on the DataNodes: its data plus parity (EC) or its n copies."""
+def _may_end_in_a_tail(e) -> bool:
+    """An erasure-coded file whose last group is partial: an open tail (or one a close kept,
+    REPLICATE-(m + 1)) may hold it, which a listing entry does not say."""
     from hedgefs.ec import layout
     from hedgefs.ec.policy import parse_policy
 
     try:
         policy = parse_policy(e.policy)
+        return not policy.replicated and e.length % layout.group_data_size(
+            policy, e.block_size or layout.block_size_for(policy, 0)) != 0
+    except (ValueError, ZeroDivisionError):
+        return False
+
+
+def disk_bytes(e) -> int:
+    """Bytes a file takes on the DataNodes: its data plus parity (EC) or its n copies; a status
+    with its groups (``stat``) counts each in its own code (an EC file's open tail: m + 1 copies)."""
+    from hedgefs.ec import layout
+    from hedgefs.ec.policy import parse_policy
+
+    try:
+        policy = parse_policy(e.policy)
+        if e.groups:
+            return sum(sum(layout.unit_lengths(g.code(policy), g.length)) for g in e.groups)
         return sum(sum(layout.unit_lengths(policy, g)) for g in
                    layout.group_lengths(e.length, policy, e.block_size or layout.block_size_for(policy, 0)))
     except (ValueError, ZeroDivisionError):

@@ -125,12 +125,16 @@ class Applier:
         lease = self._drop_lease(rec.file_id)
         file = lease.file
         shared = {g.id for g in lease.shared()}
+        base = lease.base   # an append's or a truncate's: the version it replaces keeps its attributes
         by_id = {g.id: g for g in file.groups}
+        if lease.tail in rec.groups and lease.tail not in by_id:   # the open tail kept instead of a short group (Writes.tail_kept)
+            tail = base.groups[-1]
+            by_id[tail.id] = tail
+            shared.add(tail.id)   # the base's group, now this version's, as a shared one
         keep = tuple(by_id.pop(gid) for gid in rec.groups)
-        for group in by_id.values():   # groups the writer gave up on
+        for group in by_id.values():   # groups the writer gave up on (a short one the tail replaced)
             if group.id not in shared:
                 blocks.forget(group)
-        base = lease.base   # an append's or a truncate's: the version it replaces keeps its attributes
         attrs = base.attrs if base is not None else file.attrs
         if rec.attrs is not None:
             attrs = Attrs.of(rec.attrs[0], rec.attrs[1], rec.attrs[2], file.attrs.policy, file.attrs.block_size)

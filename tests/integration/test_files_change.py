@@ -437,6 +437,45 @@ def test_bytes_hsynced_on_the_open_tail_survive_the_loss_of_m_datanodes(private_
         assert fs.read_bytes("/survives") == data
 
 
+def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_open_tail(private_cluster):
+    """Issue 45's F4: the writer, on its open tail, loses two streams of the group it writes over
+    the same bytes (two DataNodes frozen across close: dropped as stalled), so that group is
+    short. close appends the bytes the tail lacks and the Complete keeps the tail (REPLICATE-4)
+    as the file's last group instead; then m = 3 other DataNodes are lost: the file reads back.
+    (Sealed into the short group, those 5 DataNodes would hold at least 4 of its 9 units: gone.)
+    The next append seals the tail: its last group erasure coded again."""
+    c = private_cluster
+    data = pattern(GROUP + 350_000, seed=454)   # the last group: every data unit has bytes (> 5 cells)
+    with client(c.namenode) as fs:
+        w, at = _tailed(fs, "/short", data)
+        tail = fs.stat("/short").groups[-1]
+        others = sorted(set(c.datanode_ids) - {u.datanode_id for u in tail.units.values()})
+        frozen, lost = others[:2], others[2:5]
+        for datanode_id in frozen:
+            c.freeze(datanode_id)
+        try:
+            w.write(data[at:])
+            assert w.close() == len(data)
+        finally:
+            for datanode_id in frozen:
+                c.thaw(datanode_id)
+        status = fs.stat("/short")
+        assert [g.policy for g in status.groups] == ["", "REPLICATE-4"] and status.groups[-1].id == tail.id
+        assert status.groups[-1].length == len(data) - GROUP
+        on_disk = 9 * GROUP // 6 + 4 * (len(data) - GROUP)   # the tail's bytes as its 4 copies, not RS-6-3
+        for path in ("/short", "/"):   # (a stat's groups; a listing's entries, whose groups du asks for)
+            [row] = json.loads(run_cli("du", "-s", "--json", path, namenode=c.namenode).stdout)
+            assert (row["length"], row["disk_bytes"]) == (len(data), on_disk)
+        for datanode_id in lost:
+            c.kill(datanode_id)
+        with client(c.namenode) as reader:
+            assert reader.read_bytes("/short") == data
+        for datanode_id in lost:   # back: the next append (of nothing, here) seals the tail into EC
+            c.restart(datanode_id)
+        assert fs.append("/short").close() == len(data)
+        assert [g.policy for g in fs.stat("/short").groups] == ["", ""] and fs.read_bytes("/short") == data
+
+
 def test_a_stale_writer_of_the_open_tail_cannot_grow_the_file(c, fs):
     """A writer whose lease was recovered cannot grow the file: its hsync fails (the NameNode
     refuses the length, then the Sync; its APPENDs land on the replicas past the file's length,

@@ -6,7 +6,7 @@ import pytest
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
 from hedgefs.namenode.blocks.manager import FULL_SCAN_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
-from nn_support import add_datanodes, make_namenode, state, stored
+from nn_support import add_datanodes, heartbeat_all, make_namenode, state, stored
 
 FULL = 3 * 4096   # RS-3-2-1k, 4 KiB blocks: a group's data
 
@@ -90,23 +90,71 @@ def test_the_first_hsync_on_the_tail_may_add_nothing(nn, tmp_path, clock):
     again.close()
 
 
-def test_the_seal_takes_its_group_with_k_units_and_the_tails_replicas_go(nn):
+def tail_deletes(nn, group) -> dict:
+    """The DeleteUnits of ``group`` each of its DataNodes gets at its next heartbeat."""
+    return {u.datanode_id: [(c.group_id, c.index) for c in nn.heartbeat(u.datanode_id, "").commands
+                            if isinstance(c, DeleteUnit) and c.group_id == group.id] for u in group.units}
+
+
+@pytest.mark.parametrize("length, units", [(6000, [0, 1, 2, 3, 4]), (6100, [0, 1, 2])],
+                         ids=["whole", "past-the-last-hsync"])
+def test_the_seal_takes_its_group_and_the_tails_replicas_go(nn, length, units):
     """close's Complete seals the tail: the group the writer wrote from the tail's start takes its
-    place, in one record, taken with k units stored as any Complete's group is (a refusal would end
-    the writer on a routine DataNode loss: the review's F8). The tail's replicas are then ordinary
-    deletes, sent at their DataNodes' next heartbeats: until repairs rebuild the units the writer
-    lost, the hsynced bytes have that group's redundancy, as any EC write's bytes do (issue 45's
-    F4: a repair from the tail, or a background seal, is the next step)."""
+    place, in one record, and the tail's replicas are deleted at their DataNodes' next heartbeats;
+    when that group is whole, or when the tail does not hold every byte of it (close could not
+    tail-sync the last bytes: it is then taken with k units, as any Complete's group is; a refusal
+    would end the writer on a routine DataNode loss, the review's F8)."""
     file_id, tail = tailed(nn)
     nn.sync_length(file_id, 6000, tail.id)
     last = tailed.synced.created.first_group   # the group the write rewrites the tail's bytes into
-    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2])])   # k = 3 of RS-3-2's 5
+    nn.complete(file_id, length, [stored(nn, last, length, units)])
     info = nn.file_info("/f")
-    assert info.entry.length == 6100 and [g.id for g in info.groups] == [last.id]
+    assert info.entry.length == length and [g.id for g in info.groups] == [last.id]
     assert nn.blocks.get(tail.id) is None and not nn.blocks.open_tails
-    sent = {u.datanode_id: [(c.group_id, c.index) for c in nn.heartbeat(u.datanode_id, "").commands
-                            if isinstance(c, DeleteUnit) and c.group_id == tail.id] for u in tail.units}
-    assert sent == {u.datanode_id: [(tail.id, u.index)] for u in tail.units}
+    assert tail_deletes(nn, tail) == {u.datanode_id: [(tail.id, u.index)] for u in tail.units}
+
+
+def test_the_hsynced_bytes_survive_a_loss_after_a_seal_with_k_units(nn, clock, tmp_path):
+    """Issue 45's F4 (review-opentail2 R1): hsynced on 3 replicas (tolerance 2), then closed while
+    the writer's group over the same bytes has only k = 3 of RS-3-2's 5 units (tolerance 0). The
+    Complete keeps the tail as the file's last group (REPLICATE-3, in its own code) and the short
+    group goes: a DataNode of that group lost afterwards costs nothing. Replay agrees."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6000, [stored(nn, last, 6000, [0, 1, 2])])
+    info = nn.file_info("/f")
+    assert info.entry.length == 6000 and [(g.id, g.policy) for g in info.groups] == [(tail.id, "REPLICATE-3")]
+    assert not nn.blocks.open_tails and nn.blocks.get(last.id) is None
+    assert tail_deletes(nn, tail) == {u.datanode_id: [] for u in tail.units}
+    assert tail_deletes(nn, last) == {u.datanode_id: [(last.id, u.index)] for u in last.units}
+    lost = next(u.datanode_id for u in last.units if u.index == 0)
+    for _ in range(5):   # past the dead interval, the others heartbeating
+        clock.advance(10)
+        heartbeat_all(nn, [f"dn{i}" for i in range(1, 9) if f"dn{i}" != lost])
+    nn.tick()
+    assert not nn.liveness.is_live(lost) and nn.fsck("/f").status != "CORRUPT"
+    live = state(nn)
+    nn.close()
+    again = make_namenode(tmp_path / "nn", clock)
+    assert state(again) == live
+    again.close()
+
+
+def test_a_tail_no_safer_than_the_short_group_is_sealed(nn, clock):
+    """The Complete keeps whichever form has more redundancy: a tail with one of its 3 replicas'
+    DataNodes dead (tolerance 1) against a group of 4 of 5 units (tolerance 1): the group."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    dead = tail.units[0].datanode_id
+    for _ in range(5):   # past the dead interval, the others heartbeating
+        clock.advance(10)
+        heartbeat_all(nn, [f"dn{i}" for i in range(1, 9) if f"dn{i}" != dead])
+    assert not nn.liveness.is_live(dead)
+    last = tailed.synced.created.first_group
+    units = [u.index for u in last.units if u.datanode_id != dead][:4]
+    nn.complete(file_id, 6000, [stored(nn, last, 6000, units)])
+    assert [g.id for g in nn.file_info("/f").groups] == [last.id] and nn.blocks.get(tail.id) is None
 
 
 def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
