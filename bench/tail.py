@@ -25,8 +25,15 @@ start (it read nothing while the other arms ran), and its first reads to the fau
 before it knows, are what hedging is for (discarded, they hid every read of a REPLICATE-3 S0 that
 waited out +500 ms, and most that waited out a freeze: the full run of 2026-12-06). Reads
 outstanding at an arm's end finish in the background and still count for it; the next arm starts
-once they are down to the few stuck on the fault (``drain``): an arm whose client fell behind its
-schedule does not hand its queue to the next arm's client on the same core, and flags its round.
+once they are down to a few (``drain``), so an arm's queue is not handed to the next arm's client on
+the same core. Only reads held by a frozen DataNode (S0 and S of a freeze) are left to finish
+after the next arm has begun: a count that stays flat while this thread itself runs on time.
+
+**Dispatch lag.** Every read's lag, how late the load generator issued it against its schedule,
+is recorded per arm (p50, p99, max; reads issued after the arm's end), and so is how late this
+thread woke while it drained the arm. An arm whose lag p99 passes ``LAG_BOUND_S``, or whose drain
+saw a stall past it, flags its round "client behind": the client's own core, not the DataNodes,
+set its latencies. Latencies are still taken from the scheduled start, lag included.
 
 **Isolation.** This process (load generator and clients) is pinned to one CPU and every server
 process (each thread) to the other (``os.sched_setaffinity``; printed), its heap frozen after the
@@ -92,8 +99,12 @@ HICCUP_FLOOR_MS = {"client": 20.0, "servers": 20.0}
 HICCUP_FACTOR = 3.0
 SETTLE_S = 5.0              # after a block, at most this long for its reads to finish
 DRAIN_LEFT_S = 0.05         # after an arm, wait while more than this many seconds of its reads are outstanding ...
-DRAIN_STUCK_S = 0.25        # ... and they still go down within this (what stays is stuck on the fault)
-BEHIND_S = 0.25             # an arm whose reads outstanding at its end that then drained are this many seconds' worth fell behind
+DRAIN_STUCK_S = 0.25        # ... unless the arm's DataNode is frozen and none ended for this long, the client running
+DRAIN_TICK_S = 0.01
+# An arm's client is behind when its dispatch lag p99 (how late reads were issued against their
+# schedule) or a stall seen while it drained passes this: the client hiccup meter's floor, and
+# about a healthy read's p99 on this host, so the lag would set the arm's percentiles.
+LAG_BOUND_S = 0.020
 RECOVER_S = 5.0             # after a fault, at most this long for the hedging client to see the recovery
 
 
@@ -144,7 +155,10 @@ class Arm:
         self.window = (0.0, 0.0)
         self.unit_reads = self.needed = 0
         self.backlog = 0            # reads outstanding as its schedule ended
-        self.stuck = 0              # ... and still outstanding once the others drained (stuck on the fault)
+        self.stuck = 0              # ... and still outstanding once drained (held by a frozen DataNode)
+        self.lags: list[float] = []  # dispatch lag of every read it issued (seconds after its scheduled start)
+        self.after_end = 0          # reads scheduled in the arm but issued after its end
+        self.drain_lag = 0.0        # the longest this thread woke late while it drained the arm
         self.hiccups: dict = {}
         self._lock = threading.Lock()
 
@@ -184,6 +198,9 @@ def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozense
             measuring()
         with arm._lock:
             arm.outstanding += 1
+        issued = time.monotonic()
+        arm.lags.append(issued - scheduled)
+        arm.after_end += issued >= end
         future = reader.submit(rng.randrange(slots) * READ_SIZE, READ_SIZE, exclude)
         pending.add(future)
         future.add_done_callback(lambda f, s=scheduled, k=kept: arm.done(f, s, k))
@@ -193,22 +210,30 @@ def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozense
     arm.window = (measure, end)
 
 
-def drain(arm: Arm, rate: float, most_s: float = SETTLE_S) -> float:
+def drain(arm: Arm, rate: float, frozen: bool = False, most_s: float = SETTLE_S) -> float:
     """After an arm's schedule: wait while more than ``DRAIN_LEFT_S`` of its reads (at ``rate``)
-    are outstanding and their number still goes down (a queue in the client drains; reads stuck on
-    a frozen DataNode do not, and are left to finish in the background), at most ``most_s``.
-    Returns the seconds waited."""
-    began = time.monotonic()
+    are outstanding, at most ``most_s``. With its DataNode ``frozen``, reads held by it do not
+    end: stop once none has ended for ``DRAIN_STUCK_S`` of time in which this thread woke on time
+    (a client that cannot run, starved or stalled, leaves the count flat too, and is no fault's:
+    that time does not count). Notes in ``arm.drain_lag`` the longest late wake-up. Returns the
+    seconds waited."""
+    began = now = time.monotonic()
     left = max(1, int(rate * DRAIN_LEFT_S))
-    last, last_change = arm.outstanding, began
-    while arm.outstanding > left and time.monotonic() - began < most_s:
-        time.sleep(0.01)
-        now, n = time.monotonic(), arm.outstanding
+    last, flat = arm.outstanding, 0.0
+    while arm.outstanding > left and now - began < most_s:
+        time.sleep(DRAIN_TICK_S)
+        woke, n = time.monotonic(), arm.outstanding
+        late = woke - now - DRAIN_TICK_S
+        arm.drain_lag = max(arm.drain_lag, late)
         if n < last:
-            last, last_change = n, now
-        elif now - last_change >= DRAIN_STUCK_S:
-            break
-    return time.monotonic() - began
+            last, flat = n, 0.0
+        elif frozen and late <= LAG_BOUND_S:
+            flat += woke - now
+            if flat >= DRAIN_STUCK_S:
+                now = woke
+                break
+        now = woke
+    return now - began
 
 
 def warm_up(readers: dict, rate: float, seconds: float = 1.5) -> None:
@@ -331,7 +356,7 @@ class Suite:
                         arm.needed = metrics.counter("unit_reads_needed") - before[1]
                         arm.hiccups = {who: meter.window(*arm.window) for who, meter in meters.items()}
                         arm.backlog = arm.outstanding
-                        drain(arm, rate)
+                        drain(arm, rate, frozen=fault is not None and fault.kind == "freeze" and name != "O")
                         arm.stuck = arm.outstanding
                         block.append(arm)
                         self.arms.append(arm)
@@ -343,9 +368,13 @@ class Suite:
                     self.recovery.append(recover(clients["on", policy], readers["on", policy], rate, self.rng, slots[policy]))
             mine = [a for a in self.arms if a.round == rnd]
             worst = {who: max((a.hiccups[who]["p999_ms"] or 0) for a in mine) for who in meters}
+            laggard = max(mine, key=lambda a: lag_summary(a.lags)["p99_ms"] or 0)
+            lag = lag_summary(laggard.lags)
             self.say(f"   round {rnd + 1}/{s.rounds}: {len(mine)} arms, {sum(len(a.latencies) for a in mine)} reads, "
                      f"{sum(a.errors for a in mine)} errors, {time.monotonic() - began:.0f} s; worst hiccup p99.9 "
-                     + ", ".join(f"{who} {ms:.1f} ms" for who, ms in worst.items()))
+                     + ", ".join(f"{who} {ms:.1f} ms" for who, ms in worst.items())
+                     + f"; dispatch lag p99 {lag['p99_ms']} ms (max {lag['max_ms']} ms) in {laggard.policy} "
+                     f"{laggard.fault or 'healthy'} {laggard.name}, drain stall {1000 * max(a.drain_lag for a in mine):.0f} ms")
         deadline = time.monotonic() + 60
         for future in list(self.futures):
             if not future.done() and time.monotonic() < deadline:
@@ -357,30 +386,59 @@ class Suite:
             future.cancel()
 
 
-def flag_rounds(arms: list[Arm], rate: float | None = None) -> tuple[dict[int, list[str]], dict[str, float]]:
-    """{round: why} for the rounds with an arm whose hiccup p99.9 passed its bound, or (``rate``
-    given) that ended with more than ``BEHIND_S`` of its reads queued (outstanding at its end and
-    drained after it; reads stuck on a frozen DataNode are not a queue): its client fell behind
-    its own schedule, and the client's core, not the DataNodes, set its latency (the full run of
-    2026-12-06, round 14: H's client had begun 939 of its 1,592 reads by the arm's end, p50
-    2.15 s, with a client hiccup p99.9 of 116 ms); and the bounds."""
+def lag_summary(lags) -> dict:
+    """Dispatch lags (seconds) as {"reads", "p50_ms", "p99_ms", "max_ms"} (None without reads)."""
+    if not len(lags):
+        return {"reads": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    v = np.asarray(lags)
+    return {"reads": int(len(v)), **{k: round(1000 * float(np.percentile(v, q, method="higher")), 2)
+                                     for k, q in (("p50_ms", 50), ("p99_ms", 99), ("max_ms", 100))}}
+
+
+def flag_rounds(arms: list[Arm]) -> tuple[dict[int, list[str]], dict[str, float]]:
+    """{round: why} for the rounds with an arm whose hiccup p99.9 passed its bound, or whose client
+    was behind: its dispatch lag p99 (how late reads were issued against their schedule) or a stall
+    while it drained passed ``LAG_BOUND_S``, so the client's core, not the DataNodes, set its
+    latency (the full run of 2026-12-06, round 14: H's client had begun 939 of its 1,592 reads by
+    the arm's end, p50 2.15 s); and the bounds."""
     bounds = {}
     for who, floor in HICCUP_FLOOR_MS.items():
         values = sorted(a.hiccups[who]["p999_ms"] for a in arms if a.hiccups.get(who, {}).get("p999_ms") is not None)
         bounds[who] = round(max(floor, HICCUP_FACTOR * values[len(values) // 2]) if values else floor, 1)
     flags: dict[int, list[str]] = {}
     for a in arms:
+        where = f"{a.policy} {a.fault or 'healthy'} {a.name}"
         for who, bound in bounds.items():
             ms = a.hiccups.get(who, {}).get("p999_ms")
             if ms is not None and ms > bound:
-                flags.setdefault(a.round, []).append(f"{who} hiccup p99.9 {ms} ms in {a.policy} {a.fault or 'healthy'} "
-                                                     f"{a.name}")
-        if rate and a.backlog - a.stuck > BEHIND_S * rate:
-            flags.setdefault(a.round, []).append(f"client behind: {a.backlog - a.stuck} reads queued at the end of "
-                                                 f"{a.policy} {a.fault or 'healthy'} {a.name}")
-    if rate:
-        bounds["behind_reads"] = round(BEHIND_S * rate)
+                flags.setdefault(a.round, []).append(f"{who} hiccup p99.9 {ms} ms in {where}")
+        lag = lag_summary(a.lags)
+        if lag["p99_ms"] is not None and lag["p99_ms"] > 1000 * LAG_BOUND_S:
+            flags.setdefault(a.round, []).append(
+                f"client behind: dispatch lag p99 {lag['p99_ms']} ms (max {lag['max_ms']} ms, {a.after_end} of "
+                f"{lag['reads']} reads issued after the arm's end) in {where}")
+        if a.drain_lag > LAG_BOUND_S:
+            flags.setdefault(a.round, []).append(f"client behind: stalled {1000 * a.drain_lag:.0f} ms while {where} "
+                                                 f"drained")
+    bounds["dispatch_lag_ms"] = 1000 * LAG_BOUND_S
     return flags, bounds
+
+
+def round_table(arms: list[dict]) -> list[dict]:
+    """Per round, from the arms as written to the json: its worst client hiccup, the arm with the
+    worst dispatch lag p99, the longest stall seen while an arm drained."""
+    out = []
+    for rnd in sorted({a["round"] for a in arms}):
+        mine = [a for a in arms if a["round"] == rnd]
+        laggard = max(mine, key=lambda a: a["dispatch_lag"]["p99_ms"] or 0)
+        out.append({"round": rnd,
+                    "client_hiccup_p999_ms": max((a["hiccups"].get("client", {}).get("p999_ms") or 0) for a in mine),
+                    "lag_p99_ms": laggard["dispatch_lag"]["p99_ms"], "lag_max_ms": max(
+                        (a["dispatch_lag"]["max_ms"] or 0) for a in mine),
+                    "lag_arm": f"{laggard['policy']} {laggard['fault'] or 'healthy'} {laggard['arm']}",
+                    "after_end": sum(a["after_end"] for a in mine),
+                    "drain_stall_ms": max(a["drain_lag_ms"] for a in mine)})
+    return out
 
 
 # ---------------------------------------------------------------------------- rows and verdicts
@@ -501,9 +559,8 @@ def summary_markdown(doc: dict) -> str:
     lines += ["", "## Flagged rounds (an arm's hiccup p99.9 over "
               f"{doc['hiccup_bounds_ms']['client']:g} ms in the client or {doc['hiccup_bounds_ms']['servers']:g} ms "
               f"beside the servers: max({HICCUP_FLOOR_MS['client']:g} ms, {HICCUP_FACTOR:g} x the run's median arm)"
-              + (f"; or its client behind: more than {doc['hiccup_bounds_ms']['behind_reads']} reads ({BEHIND_S:g} s) "
-                 "queued at its end, outstanding and then drained)" if "behind_reads" in doc["hiccup_bounds_ms"]
-                 else ")"), ""]
+              + f"; or its client behind: dispatch lag p99, or a stall while it drained, over "
+                f"{doc['hiccup_bounds_ms']['dispatch_lag_ms']:g} ms)", ""]
     if doc["flagged"]:
         for rnd, flags in sorted(doc["flagged"].items(), key=lambda kv: int(kv[0])):
             flags = sorted(flags, key=lambda f: not f.startswith("client behind"))
@@ -512,6 +569,14 @@ def summary_markdown(doc: dict) -> str:
         lines.append("Every row above counts every round; 'without flagged rounds' gives the ratio again without them.")
     else:
         lines.append("- none")
+    lines += ["", "## Rounds (the client: how late reads were issued against their schedule)", "",
+              "| round | client hiccup p99.9 ms | worst dispatch lag p99 ms | in arm | lag max ms | reads issued "
+              "after their arm's end | longest stall while an arm drained ms | flagged |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in doc["rounds"]:
+        lines.append(f"| {r['round'] + 1} | {r['client_hiccup_p999_ms']} | {r['lag_p99_ms']} | {r['lag_arm']} | "
+                     f"{r['lag_max_ms']} | {r['after_end']} | {r['drain_stall_ms']} | "
+                     f"{'yes' if str(r['round']) in doc['flagged'] else ''} |")
     rec = doc.get("recovery_s") or []
     if rec:
         lines += ["", f"After each fault the hedging client read on (not measured) until it called no DataNode slow: "
@@ -609,7 +674,7 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
             for meter in meters.values():
                 meter.stop()
             bc.down()
-    flags, bounds = flag_rounds(suite.arms, doc["load"]["rate"])
+    flags, bounds = flag_rounds(suite.arms)
     flagged = set(flags)
     doc["floors"] = {f"{p} {f}": v for (p, f), v in floors.items()}
     doc["flagged"] = {str(k): v for k, v in flags.items()}
@@ -619,9 +684,11 @@ def run_tail(out: pathlib.Path = RESULTS_DIR, settings: Settings = FULL, policie
     doc["arm_summary"] = arm_summary(suite.arms, policies, faults)
     doc["arms"] = [{"policy": a.policy, "fault": a.fault, "arm": a.name, "round": a.round, "reads": len(a.latencies),
                     "errors": a.errors, "unit_reads": a.unit_reads, "needed": a.needed, "backlog": a.backlog,
-                    "stuck": a.stuck,
+                    "stuck": a.stuck, "dispatch_lag": lag_summary(a.lags), "lag_histogram": histogram(a.lags),
+                    "after_end": a.after_end, "drain_lag_ms": round(1000 * a.drain_lag, 1),
                     "hiccups": a.hiccups,
                     "histogram": histogram(a.latencies)} for a in suite.arms]
+    doc["rounds"] = round_table(doc["arms"])
     doc["wall_s"] = round(time.monotonic() - started, 1)
     doc["environment"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     base = out / f"{date}-{name}"

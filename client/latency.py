@@ -226,22 +226,24 @@ class LatencyModel:
         now = self._clock()
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
-            cold = self._cold(token.entry, self._nodes.get(token.datanode), now, cold_threshold(threshold, nbytes),
-                              threshold)
-        return _wait(SLOW_RATIO * (cold_threshold(threshold, nbytes) if cold else threshold) - (now - token.began))
+            bar = self._cold(token.entry, self._nodes.get(token.datanode), now, threshold, nbytes) or threshold
+        return _wait(SLOW_RATIO * bar - (now - token.began))
 
     @staticmethod
-    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, bar: float, threshold: float) -> bool:
-        """Is this read judged by ``cold_threshold`` (``bar``)? On a new connection, unless its
-        DataNode is *suspect*: reads in flight and no answer for ``bar``, or since a threshold
-        before the read went out (a read of it was overdue then: the connection is new because
-        the pooled ones are stuck on it, not because the client is; docs/design.md)."""
+    def _cold(entry: Entry | None, node: "_DataNode | None", now: float, threshold: float,
+              nbytes: int) -> float | None:
+        """The ``cold_threshold`` this read is judged by, or None (judged by ``threshold``). On a new
+        connection, unless its DataNode is *suspect*: reads in flight and no answer for that long,
+        or since a threshold before the read went out (a read of it was overdue then: the
+        connection is new because the pooled ones are stuck on it, not because the client is;
+        docs/design.md)."""
         if entry is None or not entry.cold:
-            return False
+            return None
+        bar = cold_threshold(threshold, nbytes)
         if node is None or not node.inflight:
-            return True
+            return bar
         silence = now - max(node.busy_since, node.last_answer)
-        return silence < bar and silence < now - entry.began + threshold
+        return bar if silence < bar and silence < now - entry.began + threshold else None
 
     def slow_evidence(self, token: Token, nbytes: int) -> float:
         """The read is still running at twice its threshold: count it now as a slow read (0 is
@@ -289,8 +291,7 @@ class LatencyModel:
                 censored: bool = False, slow: bool = False, entry: Entry | None = None) -> tuple[str, str] | None:
         cls = size_class(nbytes)
         threshold = self._threshold(cls, nbytes, now)
-        cold = self._cold(entry, node, now, cold_threshold(threshold, nbytes), threshold)   # as a new client would
-        ratio = seconds / (cold_threshold(threshold, nbytes) if cold else threshold)
+        ratio = seconds / (self._cold(entry, node, now, threshold, nbytes) or threshold)   # as a new client would
         if slow:
             ratio = max(ratio, SLOW_RATIO)   # the caller's timer saw it run that long (the threshold may have moved)
         if censored and ratio < SLOW_RATIO:
@@ -433,11 +434,10 @@ class LatencyModel:
         age = now - token.began
         with self._lock:
             threshold = self._threshold(size_class(nbytes), nbytes, now)
-            cap = cold_threshold(threshold, nbytes)
-            if entry is None or age >= cap:
+            if entry is None or age >= cold_threshold(threshold, nbytes):
                 return 0.0
-            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now, cap,
-                                                                             threshold):
+            if age < COLD_HEDGE_FACTOR * threshold and self._cold(entry, self._nodes.get(token.datanode), now,
+                                                                  threshold, nbytes):
                 return _wait(COLD_HEDGE_FACTOR * threshold - age)
             stalled = self._log.stalled(entry, now, self._slow_now(now))
         return max(OVERTAKEN_MIN_S, age / 4) if stalled else 0.0

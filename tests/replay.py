@@ -307,7 +307,8 @@ RULES = {
     "slow": [(latency.LatencyModel, "_judge", lambda self, node, name, now: None)],
     # a new connection's read is judged by the plain threshold once its DataNode answers nothing (suspect)
     "suspect": [(latency.LatencyModel, "_cold",
-                 staticmethod(lambda entry, node, now, bar, threshold: entry is not None and entry.cold))],
+                 staticmethod(lambda entry, node, now, threshold, nbytes:
+                              latency.cold_threshold(threshold, nbytes) if entry is not None and entry.cold else None))],
     # a read under its threshold that later reads overtook is hedged now
     "overtaken": [(latency.LatencyModel, "overtaken", _never)],
     # a read past its threshold whose peers are late too (a host stall) waits

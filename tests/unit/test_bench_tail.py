@@ -188,48 +188,124 @@ def test_a_faulty_arm_is_measured_from_its_first_read_and_a_healthy_one_after_it
 
 
 class VirtualTime:
-    """``time`` for ``tail.drain``: each sleep advances the clock and lets the arm's reads end."""
+    """``time`` for ``tail.drain`` and ``tail.run_arm``: each sleep advances the clock (by
+    ``stall`` more, once, when it passes ``stall_at``: the client's core taken away) and lets the
+    arm's reads end, none while the client is stalled."""
 
-    def __init__(self, arm, finish_per_sleep, stuck):
+    def __init__(self, arm=None, finish_per_sleep=0, stuck=0, stall_at=None, stall=0.0):
         self.now, self.arm, self.finish, self.stuck = 0.0, arm, finish_per_sleep, stuck
+        self.stall_at, self.stall = stall_at, stall
 
     def monotonic(self):
         return self.now
 
     def sleep(self, seconds):
         self.now += seconds
-        self.arm.outstanding = max(self.stuck, self.arm.outstanding - self.finish)
+        if self.stall_at is not None and self.now >= self.stall_at:
+            self.now += self.stall
+            self.stall_at = None
+            return
+        if self.arm is not None:
+            self.arm.outstanding = max(self.stuck, self.arm.outstanding - self.finish)
 
 
-def test_the_next_arm_waits_for_a_queue_to_drain_but_not_for_reads_stuck_on_the_fault(monkeypatch):
+def test_the_next_arm_waits_for_a_queue_to_drain_but_not_for_reads_stuck_on_a_frozen_datanode(monkeypatch):
     """Round 14 of the full REPLICATE-3 run: H's client ended hundreds of reads behind and H0
     began on the same core while they ran (H0 p50 315 ms, its worst round by 10 x). A queue goes down: the
-    next arm waits for it; reads stuck on a frozen DataNode do not: it does not wait for them."""
+    next arm waits for it; reads held by a frozen DataNode do not: it does not wait for them."""
     queued = tail.Arm("H", "REPLICATE-3", None, 0)
     queued.outstanding = 780
-    clock = VirtualTime(queued, finish_per_sleep=5, stuck=0)
-    monkeypatch.setattr(tail, "time", clock)
+    monkeypatch.setattr(tail, "time", VirtualTime(queued, finish_per_sleep=5))
     waited = tail.drain(queued, 718.0)
     assert queued.outstanding <= 718.0 * tail.DRAIN_LEFT_S and waited > 1.0
 
     stuck = tail.Arm("S0", "REPLICATE-3", "frozen", 0)
     stuck.outstanding = 60
-    clock = VirtualTime(stuck, finish_per_sleep=5, stuck=40)
-    monkeypatch.setattr(tail, "time", clock)
-    waited = tail.drain(stuck, 718.0)
+    monkeypatch.setattr(tail, "time", VirtualTime(stuck, finish_per_sleep=5, stuck=40))
+    waited = tail.drain(stuck, 718.0, frozen=True)
     assert stuck.outstanding == 40 and waited < 2 * tail.DRAIN_STUCK_S
+    assert stuck.drain_lag < 1e-9
 
 
-def test_an_arm_whose_client_fell_behind_flags_its_round():
-    """Reads outstanding at an arm's end that then drained were queued in its client; reads stuck
-    on a frozen DataNode (still outstanding after the drain) are the fault's, not a queue."""
-    def arm(name, rnd, backlog, stuck=0):
-        a = tail.Arm(name, "REPLICATE-3", None if name.startswith("H") else "frozen", rnd)
-        a.backlog, a.stuck = backlog, stuck
-        a.hiccups = {"client": {"p999_ms": 2.0}, "servers": {"p999_ms": 5.0}}
-        return a
-    arms = [arm("H", 0, 3), arm("H0", 0, 0), arm("S0", 0, 400, stuck=390), arm("H", 1, 660), arm("H0", 1, 2)]
-    flags, bounds = tail.flag_rounds(arms, 718.0)
-    assert set(flags) == {1} and "client behind: 660 reads queued" in flags[1][0]
-    assert bounds["behind_reads"] == round(tail.BEHIND_S * 718.0)
-    assert tail.flag_rounds(arms)[0] == {}   # without the rate: hiccups only
+def test_a_flat_count_is_not_taken_for_reads_stuck_on_the_fault_when_nothing_can_be_stuck(monkeypatch):
+    """review-b T1: a healthy arm's reads that stop ending for 0.3 s (its client starved) and then
+    drain: the next arm still waits for them (before: 1,813 of 1,813 counted stuck, the queue
+    handed on)."""
+    arm = tail.Arm("H", "REPLICATE-3", None, 0)
+    arm.outstanding = 400
+    clock = VirtualTime(arm, finish_per_sleep=0)
+    monkeypatch.setattr(tail, "time", clock)
+    real_sleep = clock.sleep
+
+    def sleep(seconds):   # nothing ends for the first 0.3 s, then 5 reads a tick
+        real_sleep(seconds)
+        clock.finish = 5 if clock.now > 0.3 else 0
+    clock.sleep = sleep
+    tail.drain(arm, 718.0)
+    assert arm.outstanding <= 718.0 * tail.DRAIN_LEFT_S
+
+
+def test_a_frozen_arm_whose_client_stalls_keeps_draining_and_flags_its_round(monkeypatch):
+    """A frozen S arm whose client cannot run for 0.3 s: nothing ends then, but that is the
+    client's stall, not reads held by the fault: drain waits on (the reads end after it), and
+    the stall, seen by the draining thread waking late, flags the round."""
+    arm = tail.Arm("S", "REPLICATE-3", "frozen", 3)
+    arm.outstanding = 400
+    arm.hiccups = {"client": {"p999_ms": 2.0}, "servers": {"p999_ms": 5.0}}
+    monkeypatch.setattr(tail, "time", VirtualTime(arm, finish_per_sleep=5, stall_at=0.05, stall=0.3))
+    tail.drain(arm, 718.0, frozen=True)
+    assert arm.outstanding <= 718.0 * tail.DRAIN_LEFT_S
+    assert arm.drain_lag == pytest.approx(0.3)
+    flags, _ = tail.flag_rounds([arm])
+    assert list(flags) == [3] and "client behind: stalled 300 ms while REPLICATE-3 frozen S drained" in flags[3]
+
+
+class SubmitNow:
+    """A reader whose reads end as they are issued (the lag under test is the generator's)."""
+    length = 64 * tail.READ_SIZE
+
+    def submit(self, offset, size, exclude):
+        future = concurrent.futures.Future()
+        future.set_result(b"")
+        return future
+
+
+def generate(monkeypatch, clock, rnd=0, name="H"):
+    import random
+
+    arm = tail.Arm(name, "RS-6-3-1024k", None, rnd)
+    arm.hiccups = {"client": {"p999_ms": 2.0}, "servers": {"p999_ms": 5.0}}
+    monkeypatch.setattr(tail, "time", clock)
+    tail.run_arm(arm, SubmitNow(), 1000.0, tail.Settings(arm_s=1.0, warmup_s=0.0), frozenset(), random.Random(7),
+                 64, set())
+    return arm
+
+
+def test_dispatch_lag_is_how_late_each_read_was_issued_and_a_client_behind_flags_its_round(monkeypatch):
+    """On time, every read goes out at its scheduled start (lag 0, round not flagged); a client
+    whose core is taken for 150 ms in the middle of the arm issues the reads scheduled then late,
+    by up to 150 ms, some after the arm's end: dispatch lag p99 over the bound flags the round.
+    Latencies still count from the scheduled start."""
+    steady = generate(monkeypatch, VirtualTime(), rnd=0)
+    assert len(steady.lags) > 900 and max(steady.lags) < 1e-9 and steady.after_end == 0
+    assert max(steady.latencies) < 1e-9
+
+    stalled = generate(monkeypatch, VirtualTime(stall_at=0.9, stall=0.15), rnd=1)
+    lag = tail.lag_summary(stalled.lags)
+    assert lag["max_ms"] == pytest.approx(150, abs=2) and lag["p99_ms"] > 1000 * tail.LAG_BOUND_S
+    assert lag["reads"] == len(stalled.lags) and stalled.after_end > 0
+    assert max(stalled.latencies) == pytest.approx(0.15, abs=0.002)   # the lag is in the read's latency
+    flags, bounds = tail.flag_rounds([steady, stalled])
+    assert list(flags) == [1] and flags[1][0].startswith("client behind: dispatch lag p99")
+    assert bounds["dispatch_lag_ms"] == 1000 * tail.LAG_BOUND_S
+
+
+def test_the_rounds_table_names_the_arm_with_the_worst_lag():
+    def arm(rnd, name, p99, stall=0.0):
+        return {"round": rnd, "policy": "REPLICATE-3", "fault": None, "arm": name, "after_end": 1 if p99 > 20 else 0,
+                "dispatch_lag": {"reads": 100, "p50_ms": 0.1, "p99_ms": p99, "max_ms": 2 * p99},
+                "drain_lag_ms": stall, "hiccups": {"client": {"p999_ms": 3.0}}}
+    table = tail.round_table([arm(0, "H", 1.0), arm(0, "H0", 2.0, stall=40.0), arm(1, "H", 90.0), arm(1, "H0", 0.5)])
+    assert [(r["round"], r["lag_arm"], r["lag_p99_ms"], r["lag_max_ms"], r["after_end"], r["drain_stall_ms"])
+            for r in table] == [(0, "REPLICATE-3 healthy H0", 2.0, 4.0, 0, 40.0),
+                                (1, "REPLICATE-3 healthy H", 90.0, 180.0, 1, 0.0)]
