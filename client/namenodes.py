@@ -309,7 +309,7 @@ class NameNodes:
         return made[1]
 
     async def call_async(self, method: str, request, deadline: float | None = None):
-        """``call`` on the client's event loop; ``deadline`` (time.monotonic): its tries end there
+        """``call`` on the client's event loop; ``deadline`` (on ``self.clock``): its tries end there
         (the whole of a caller's wait bounded by one deadline), not ``deadline_s`` from now."""
         attempts = Attempts(self, method, deadline=deadline)
         while True:
