@@ -18,7 +18,7 @@ from typing import Callable
 import grpc
 
 from hedgefs.client.batching import Batcher
-from hedgefs.client.errors import HedgefsError, Unimplemented, refusal
+from hedgefs.client.errors import HedgefsError, NotFound, Unimplemented, refusal
 from hedgefs.client.locations import FileStatus
 from hedgefs.client.namenodes import NameNodes, call_id
 from hedgefs.proto import hedgefs_pb2 as pb
@@ -111,27 +111,40 @@ class BatchedCalls:
         """Per (path, parents, permission): the directory's FileStatus (None without ``statuses``
         from an older NameNode), or its HedgefsError. One item alone is the plain Mkdir."""
         if len(items) == 1:
-            return [self._one(lambda: self._made(items[0], self._nn.call("Mkdir", _mkdir(*items[0])).info, statuses))]
+            return [self._one(lambda: self._made(items[0], self._mkdir_one(items[0]), statuses))]
         out: list = []
         for chunk in _chunks(items):
             answer = self._batch("Mkdirs", pb.MkdirsRequest(dirs=[_mkdir(*item) for item in chunk],
                                                             call_ids=[call_id() for _ in chunk]))
             if answer is None:
-                out += [self._one(lambda item=item: self._made(item, self._nn.call("Mkdir", _mkdir(*item)).info,
-                                                               statuses)) for item in chunk]
+                out += [self._one(lambda item=item: self._made(item, self._mkdir_one(item), statuses))
+                        for item in chunk]
                 continue
-            infos = list(answer.infos) if len(answer.infos) == len(chunk) else [pb.FileInfo()] * len(chunk)
+            infos = list(answer.infos) if len(answer.infos) == len(chunk) else [None] * len(chunk)   # (older: none)
             for item, info, err in zip(chunk, infos, _errors(answer.results)):
                 out.append(err if err is not None else self._one(lambda item=item, info=info:
                                                                  self._made(item, info, statuses)))
         return out
 
-    def _made(self, item: tuple[str, bool, int | None], info: pb.FileInfo, statuses: bool) -> FileStatus | None:
-        """A made directory's status: as the NameNode answered it; an older NameNode answers none
-        and makes it 0755 (then: SetPermission, and GetFileInfo if the status is wanted)."""
-        if info.path:
-            return self._located(info)
+    def _mkdir_one(self, item: tuple[str, bool, int | None]) -> pb.FileInfo | None:
+        """The plain Mkdir: its answer's info, None from an older NameNode (it answers none)."""
+        answer = self._nn.call("Mkdir", _mkdir(*item))
+        return answer.info if answer.HasField("info") else None
+
+    def _made(self, item: tuple[str, bool, int | None], info: pb.FileInfo | None,
+              statuses: bool) -> FileStatus | None:
+        """A made directory's status, as the NameNode answered it. An empty one: the call was a
+        retry (a failover, a lost reply) and the directory it made is gone since (deleted, or
+        replaced by a file): NotFound if the status is wanted, nothing to set up. None: an older
+        NameNode, which answers none and makes it 0755 (then SetPermission, and GetFileInfo if
+        the status is wanted)."""
         path, _parents, permission = item
+        if info is not None:
+            if info.path:
+                return self._located(info)
+            if statuses:
+                raise NotFound(f"{path}: the directory was made, and is gone since (deleted or replaced meanwhile)")
+            return None
         if permission is not None:
             self._nn.call("SetPermission", pb.SetPermissionRequest(path=path, permission=permission))
         return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path))) if statuses else None

@@ -18,7 +18,9 @@ what is waiting as one call of ``send`` (a batched RPC: many items, an answer pe
   stat load's client CPU).
 - ``send(items)`` returns one answer per item, in order: a value, or an exception for that item
   alone (raised in its caller only: one bad path fails only its own stat). An exception raised by
-  ``send`` itself (the NameNode unreachable) is every item's.
+  ``send`` itself (the NameNode unreachable) is every item's. A KeyboardInterrupt (Ctrl-C) is the
+  interrupted thread's alone: its place goes on to the next caller, and the other callers of a batch
+  it was sending get a clean HedgefsError, never the interrupt and never a wait without end.
 - Each item is the caller's own request, with its own retry id: a batch resent after a failover
   is applied once per item, as the same calls one by one would be.
 """
@@ -26,8 +28,11 @@ what is waiting as one call of ``send`` (a batched RPC: many items, an answer pe
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 from typing import Callable, Generic, Sequence, TypeVar
+
+from hedgefs.client.errors import HedgefsError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -66,20 +71,20 @@ class Batcher(Generic[T, R]):
     def call(self, item: T) -> R:
         """Send ``item`` (in a batch with whatever else waits) and return its answer, or raise its error."""
         slot = _Slot(item)
-        with self._lock:
-            self._queue.append(slot)
-            if self._in_flight < self.max_in_flight:
-                self._in_flight += 1
-                slot.lead = True
-        holding = False   # a place taken from the slot and not yet used
         try:
+            # The place a caller holds is ``slot.lead``, from the moment it is taken (or handed to
+            # it) until ``_hand_off`` clears it and passes it on, in one step under the lock: an
+            # interrupt (Ctrl-C) anywhere between finds it still set, and the ``except`` passes it on.
+            with self._lock:
+                self._queue.append(slot)
+                if self._in_flight < self.max_in_flight:
+                    self._in_flight += 1
+                    slot.lead = True
             while True:
                 with self._lock:   # both flags at once: a slot may be handed a place and answered by
                     holding, done = slot.lead, slot.done   # another leader between two unlocked reads
-                    slot.lead = False
                 if holding:
-                    holding = False
-                    self._lead()
+                    self._lead(slot)
                     continue
                 if done:
                     break
@@ -90,42 +95,79 @@ class Batcher(Generic[T, R]):
             with self._lock:
                 if slot in self._queue:
                     self._queue.remove(slot)
-                if holding or slot.lead:
-                    slot.lead = False
-                    self._hand_off()
+                if slot.lead:
+                    self._hand_off(slot)
             raise
         if slot.error is not None:
             raise slot.error
         return slot.value
 
-    def _lead(self) -> None:
-        """With an in-flight place: send one batch of what is queued (up to ``max_batch``), then
-        hand the place to the first caller still queued, or give it up."""
+    def _lead(self, leader: _Slot) -> None:
+        """With ``leader``'s in-flight place: send one batch of what is queued (up to
+        ``max_batch``), then hand the place to the first caller still queued, or give it up.
+        Interrupted (a KeyboardInterrupt in the leader's thread, in ``send`` or around it), every
+        slot it took and did not answer gets a clean error, so no other caller waits forever."""
+        batch: list[_Slot] = []
         try:
             with self._lock:
-                batch = [self._queue.popleft() for _ in range(min(len(self._queue), self.max_batch))]
+                batch = list(itertools.islice(self._queue, self.max_batch))   # (one C call: all or none)
+                for _ in batch:
+                    self._queue.popleft()
             if batch:
                 self._run(batch)
+        except BaseException as err:
+            with self._lock:
+                self._abandon(batch, leader, err)
+            raise
         finally:
             with self._lock:
-                self._hand_off()
+                if leader.lead:   # (an interrupt at _hand_off's entry: the caller's except passes it on)
+                    self._hand_off(leader)
 
-    def _hand_off(self) -> None:
-        """(The lock held.) A place is free: to the first caller still queued, or given up."""
-        successor = next((s for s in self._queue if not s.lead), None)
+    def _abandon(self, batch: list[_Slot], leader: _Slot, err: BaseException) -> None:
+        """(The lock held.) The leader was interrupted holding ``batch``: every slot it took off
+        the queue and did not answer is answered with a clean error (the leader's own with
+        ``err``, raised in its thread anyway); one still queued (the interrupt came amid the pops)
+        stays for the next leader."""
+        interrupted = HedgefsError(f"interrupted: the thread sending this call in a batch stopped "
+                                   f"({type(err).__name__}); whether a change took effect is unknown")
+        for s in batch:
+            if s in self._queue:
+                continue
+            if not s.done:
+                s.error = err if s is leader else interrupted
+                s.done = True
+            if not s.woken:
+                s.woken = True
+                s.wake.release()
+
+    def _hand_off(self, holder: _Slot) -> None:
+        """(The lock held.) ``holder``'s place is free: to the first caller still queued, or given up.
+        The search first (an interrupt there changes nothing), then the state changes in a straight
+        line of stores, no call between (Python raises a KeyboardInterrupt only at a call or a loop)."""
+        successor = None
+        for s in self._queue:
+            if not s.lead:
+                successor = s
+                break
+        holder.lead = False
         if successor is None:
             self._in_flight -= 1
         else:
             successor.lead = True
-            _wake(successor)
+            if not successor.woken:
+                successor.woken = True
+                successor.wake.release()
 
     def _run(self, batch: list[_Slot]) -> None:
-        """Send one batch (no lock held) and give each slot its answer."""
+        """Send one batch (no lock held) and give each slot its answer. A KeyboardInterrupt (or
+        SystemExit) raised in ``send`` is the leader's, not the batch's answer: it goes up to
+        ``_lead``, which answers the others."""
         try:
             answers = list(self._send([s.item for s in batch]))
             if len(answers) != len(batch):
                 raise RuntimeError(f"a batch of {len(batch)} got {len(answers)} answers")
-        except BaseException as err:   # noqa: BLE001 - the whole batch's failure is each item's
+        except Exception as err:   # noqa: BLE001 - the whole batch's failure is each item's
             answers = [err] * len(batch)
         with self._lock:
             self.batches += 1
@@ -136,12 +178,7 @@ class Batcher(Generic[T, R]):
                     s.error = answer
                 else:
                     s.value = answer
-                s.done = True
-                _wake(s)
-
-
-def _wake(slot: _Slot) -> None:
-    """Its caller runs on (with the batcher's lock held: once, until the caller has woken)."""
-    if not slot.woken:
-        slot.woken = True
-        slot.wake.release()
+                s.done = True   # answered and woken with no call between (see _hand_off)
+                if not s.woken:
+                    s.woken = True
+                    s.wake.release()

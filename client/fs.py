@@ -134,9 +134,10 @@ class FileSystem:
     def _submit(self, coro) -> "concurrent.futures.Future":
         return self._loop.submit(coro)
 
-    async def _rpc(self, method: str, request):
-        """Call a NameNode method on the client's event loop (namenodes.py: failover, retry ids)."""
-        return await self.namenodes.call_async(method, request)
+    async def _rpc(self, method: str, request, deadline: float | None = None):
+        """Call a NameNode method on the client's event loop (namenodes.py: failover, retry ids;
+        ``deadline``: the tries end there, not the failover deadline from now)."""
+        return await self.namenodes.call_async(method, request, deadline)
 
     def call_soon(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the client's I/O thread as soon as it is free: how late it runs is
@@ -455,22 +456,31 @@ class FileSystem:
     def open(self, path: "str | FileStatus") -> "FileReader":
         """An open file at ``path``, or of a status ``stat`` gave (no second NameNode call: a
         gateway that checked the version opens that version)."""
-        status = path if isinstance(path, FileStatus) else self.stat(path)
+        pinned = isinstance(path, FileStatus)
+        status = path if pinned else self.stat(path)
         if status.is_link:
-            status = self.stat(self.resolve(status.path))
+            status, pinned = self.stat(self.resolve(status.path)), False
         if status.ranged:
             raise UsageError(f"{status.path}: a status of a span of the file cannot be opened (stat it whole)")
         if status.is_dir:
             raise IsADirectory(f"is a directory: {status.path}")
-        return FileReader(self.read_services, self._readable(status))
+        return FileReader(self.read_services, self._readable(status, pinned))
 
-    def _readable(self, status: FileStatus) -> FileStatus:
-        """``status``, or a later one of the same file once the NameNode no longer marks its
-        locations pending (``_locate``); the file replaced meanwhile is FileChanged (a gateway
-        that checked a version reads that version or nothing)."""
+    def _readable(self, status: FileStatus, pinned: bool) -> FileStatus:
+        """``status``, or a later one of the file once the NameNode no longer marks its locations
+        pending (``_locate``). ``pinned`` (the caller gave the status: a gateway that checked a
+        version reads that version or nothing): the file replaced meanwhile is FileChanged. Opened
+        by path, whatever the path holds after the wait is the answer (a ``tail -f`` of a file
+        appended to meanwhile follows it, a ``cat`` reads the new version)."""
         if not status.locations_pending:
             return status
         fresh = self._call(self._locate(status.path))
+        if not pinned:
+            if fresh.is_dir:
+                raise IsADirectory(f"is a directory: {status.path}")
+            if fresh.is_link:   # (replaced by a link meanwhile: what it points at, from the top)
+                return self._readable(self.stat(self.resolve(fresh.path)), False)
+            return fresh
         if fresh.is_dir or [g.id for g in fresh.groups] != [g.id for g in status.groups]:
             raise FileChanged(f"{status.path}: the file changed while it was opened (it was replaced)")
         return fresh
@@ -502,12 +512,18 @@ class FileSystem:
         NameNode marks the locations pending (it just started or was promoted, and awaits the
         block reports that locate a group short of k units) it asks again, with the NameNode
         calls' pause, up to their failover deadline; after it, the NameNode's one line (naming
-        the DataNodes awaited). A stat does not wait: only a reader needs the locations."""
-        config = self.namenodes.config
-        deadline, pause = time.monotonic() + config.deadline_s, config.backoff_start_s
+        the DataNodes awaited). A stat does not wait: only a reader needs the locations.
+
+        One deadline bounds the whole lookup, the failover of each call in it included (each
+        call gets what is left, and at least a last try of ``backoff_max_s``): a call that
+        itself waited out a failover no longer starts a deadline of its own (up to twice it)."""
+        config, clock = self.namenodes.config, self.namenodes.clock
+        deadline, pause = clock() + config.deadline_s, config.backoff_start_s
+        request = pb.PathRequest(path=path, group_codes=True)
         while True:
-            status = self._located(await self._rpc("GetFileInfo", pb.PathRequest(path=path, group_codes=True)))
-            left = deadline - time.monotonic()
+            tries_until = max(deadline, clock() + config.backoff_max_s)
+            status = self._located(await self._rpc("GetFileInfo", request, tries_until))
+            left = deadline - clock()
             if not status.locations_pending:
                 return status
             if left <= 0:

@@ -118,11 +118,14 @@ class Attempts:
     """One logical call's tries: where to send the next, with what timeout and ids, how long to
     pause first, and when to give up (then ``failed`` raises the user's error)."""
 
-    def __init__(self, nodes: "NameNodes", method: str, clock=time.monotonic):
-        self.nodes, self.method, self.clock = nodes, method, clock
+    def __init__(self, nodes: "NameNodes", method: str, clock=None, deadline: float | None = None):
+        self.nodes, self.method, self.clock = nodes, method, clock or nodes.clock
         self.config = nodes.config
         self.address = nodes.active
-        self.deadline = clock() + self.config.deadline_s
+        # ``deadline`` (on ``clock``): a caller's own, for a call that is one step of a longer
+        # wait (a reader's lookup, fs.py _locate): its tries stop there, not deadline_s from now.
+        self.bounded = deadline is not None
+        self.deadline = deadline if deadline is not None else self.clock() + self.config.deadline_s
         self.pause = self.config.backoff_start_s
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, call_id())) \
             if method in NON_IDEMPOTENT else None
@@ -130,7 +133,7 @@ class Attempts:
         self.standbys: set[str] = set()   # addresses that answered as standbys during this call
 
     def timeout(self) -> float:
-        if len(self.nodes.addresses) == 1:
+        if len(self.nodes.addresses) == 1 and not self.bounded:
             return NAMENODE_TIMEOUT_S
         return max(0.05, min(NAMENODE_TIMEOUT_S, self.deadline - self.clock()))
 
@@ -222,6 +225,7 @@ class NameNodes:
                 raise UsageError(str(err)) from None
         self.config = config
         self.active = self.addresses[0]
+        self.clock = time.monotonic   # the tries' deadlines (a test's virtual clock)
         self.high_water = HighWater.of(self.addresses)   # the highest etcd revision seen (HA); sent with every call
         self._lock = threading.Lock()
         self._blocking: dict[str, tuple[grpc.Channel, hedgefs_pb2_grpc.NameNodeStub]] = {}
@@ -304,9 +308,10 @@ class NameNodes:
             made = self._aio[address] = (channel, hedgefs_pb2_grpc.NameNodeStub(channel))
         return made[1]
 
-    async def call_async(self, method: str, request):
-        """``call`` on the client's event loop."""
-        attempts = Attempts(self, method)
+    async def call_async(self, method: str, request, deadline: float | None = None):
+        """``call`` on the client's event loop; ``deadline`` (on ``self.clock``): its tries end there
+        (the whole of a caller's wait bounded by one deadline), not ``deadline_s`` from now."""
+        attempts = Attempts(self, method, deadline=deadline)
         while True:
             address = attempts.address
             try:

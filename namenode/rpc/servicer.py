@@ -177,7 +177,9 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
     def Mkdir(self, request, call):
         made = self.nn.mkdir(request.path, request.parents, caller(), call.retry,
                              request.permission if request.HasField("permission") else None)
-        return pb.MkdirResponse(info=_entry(made)) if made is not None else pb.MkdirResponse()
+        # Always an info: an empty one (present on the wire) for a retried call whose directory is
+        # gone since; an older NameNode's answer (Empty) has none, and its client asks on (N3).
+        return pb.MkdirResponse(info=_entry(made) if made is not None else pb.FileInfo())
 
     @_rpc
     def GetFileInfo(self, request, call):

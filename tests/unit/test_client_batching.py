@@ -178,3 +178,158 @@ def test_a_caller_interrupted_while_queued_leaves_no_place_behind():
         signal.signal(signal.SIGALRM, old)
     assert batcher.call("fresh") == "status of fresh"
     assert not batcher._queue
+
+
+# ---------------------------------------------------------------- an interrupt at a chosen point
+# Python raises a pending KeyboardInterrupt only between bytecodes: at a function's entry, a loop's
+# backward jump, after a call. A trace function raising it at a chosen line (or a function's entry)
+# in one caller's thread forces the timing the review reproduced, with no sleep.
+
+def _line_of(function, text: str, nth: int = 1) -> int:
+    import inspect
+
+    lines, first = inspect.getsourcelines(function)
+    hits = [first + i for i, line in enumerate(lines) if line.strip().startswith(text)]
+    assert len(hits) >= nth, f"{text!r} not in {function.__qualname__}"
+    return hits[nth - 1]
+
+
+def _interrupting(code, line: int | None = None, hits: int = 1):
+    """A trace function raising KeyboardInterrupt in the thread it is set in: at the entry of a
+    frame running ``code`` (line None), or at the ``hits``-th time ``line`` of it starts."""
+    import sys
+
+    seen = [0]
+
+    def local(frame, event, arg):
+        if event == "line" and frame.f_lineno == line:
+            seen[0] += 1
+            if seen[0] == hits:
+                sys.settrace(None)
+                frame.f_trace = None
+                raise KeyboardInterrupt
+        return local
+
+    def tracer(frame, event, arg):
+        if event != "call" or frame.f_code is not code:
+            return None
+        if line is None:
+            sys.settrace(None)
+            raise KeyboardInterrupt
+        return local
+
+    return tracer
+
+
+class Caller:
+    """One call of ``batcher`` in a thread of its own (traced by ``trace`` if given): its answer,
+    its error, or still waiting."""
+
+    def __init__(self, batcher, item, trace=None):
+        import sys
+
+        self.value = self.error = None
+
+        def run():
+            if trace is not None:
+                sys.settrace(trace)
+            try:
+                self.value = batcher.call(item)
+            except BaseException as err:   # noqa: BLE001 - the test looks at which one
+                self.error = err
+            finally:
+                sys.settrace(None)
+
+        self.thread = threading.Thread(target=run, daemon=True)   # (one that hangs must not hang pytest)
+        self.thread.start()
+
+    def join(self) -> "Caller":
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "a call never answered"
+        return self
+
+
+def _one_in_flight_then_queue(batcher, server, *items, trace=None):
+    """A first call holds the only place (its send held by the server's gate); then ``items`` queue
+    in that order, the first traced by ``trace``. Returns the first call and the queued ones."""
+    server.gate.clear()
+    first = Caller(batcher, "first")
+    wait_until(lambda: server.running == 1, 10, "the first call sending")
+    queued = []
+    for i, item in enumerate(items):
+        queued.append(Caller(batcher, item, trace if i == 0 else None))
+        wait_until(lambda: len(batcher._queue) == i + 1, 10, f"{item} queued")
+    return first, queued
+
+
+def test_an_interrupt_as_a_caller_begins_to_lead_passes_its_place_on():
+    # Handed the only place, the caller is interrupted on entering _lead (before any try of it):
+    # the place goes to the next queued caller, not lost with every later call hanging.
+    server = Server(hold=True)
+    batcher = Batcher(server.send, max_in_flight=1)
+    first, (interrupted, later) = _one_in_flight_then_queue(
+        batcher, server, "interrupted", "later", trace=_interrupting(Batcher._lead.__code__))
+    server.gate.set()
+    assert first.join().value == "status of first"
+    assert isinstance(interrupted.join().error, KeyboardInterrupt)
+    assert later.join().value == "status of later"
+    assert batcher.call("fresh") == "status of fresh"
+    assert batcher._in_flight == 0 and not batcher._queue
+
+
+def test_an_interrupt_after_the_leader_took_its_batch_answers_the_other_callers_cleanly():
+    # The leader has popped its batch (its own call and another thread's) and is interrupted before
+    # sending: the other caller gets a clean HedgefsError, not a wait without end.
+    from hedgefs.client.errors import HedgefsError
+
+    server = Server(hold=True)
+    batcher = Batcher(server.send, max_in_flight=1)
+    trace = _interrupting(Batcher._lead.__code__, _line_of(Batcher._lead, "if batch:"))
+    first, (leader, other) = _one_in_flight_then_queue(batcher, server, "leader", "other", trace=trace)
+    server.gate.set()
+    assert first.join().value == "status of first"
+    assert isinstance(leader.join().error, KeyboardInterrupt)
+    other.join()
+    assert type(other.error) is HedgefsError and "interrupted" in str(other.error), other.error
+    assert ["leader", "other"] not in server.calls   # never sent
+    assert batcher.call("fresh") == "status of fresh"
+    assert batcher._in_flight == 0 and not batcher._queue
+
+
+def test_an_interrupt_amid_the_pops_leaves_the_calls_not_taken_queued_for_the_next_leader():
+    server = Server(hold=True)
+    batcher = Batcher(server.send, max_in_flight=1)
+    pop = _line_of(Batcher._lead, "self._queue.popleft()")
+    first, (leader, other) = _one_in_flight_then_queue(batcher, server, "leader", "other",
+                                                       trace=_interrupting(Batcher._lead.__code__, pop, hits=2))
+    server.gate.set()
+    assert first.join().value == "status of first"
+    assert isinstance(leader.join().error, KeyboardInterrupt)
+    assert other.join().value == "status of other"   # sent by the next leader: itself
+    assert server.calls[-1] == ["other"]
+    assert batcher._in_flight == 0 and not batcher._queue
+
+
+def test_a_keyboard_interrupt_in_send_is_the_leaders_alone():
+    # Ctrl-C lands in the leader's send: the leader's call raises it; the other callers of its batch
+    # get a clean HedgefsError (not KeyboardInterrupt, which would stop their threads' programs).
+    from hedgefs.client.errors import HedgefsError
+
+    server = Server(hold=True)
+    sent = threading.Event()
+
+    def send(items):
+        if "leader" in items:
+            sent.set()
+            raise KeyboardInterrupt
+        return server.send(items)
+
+    batcher = Batcher(send, max_in_flight=1)
+    first, (leader, other) = _one_in_flight_then_queue(batcher, server, "leader", "other")
+    server.gate.set()
+    assert first.join().value == "status of first"
+    assert isinstance(leader.join().error, KeyboardInterrupt)
+    other.join()
+    assert sent.is_set() and type(other.error) is HedgefsError and "interrupted" in str(other.error), other.error
+    assert batcher.call("fresh") == "status of fresh"
+    assert batcher._in_flight == 0 and not batcher._queue
