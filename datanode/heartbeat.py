@@ -19,8 +19,13 @@ NameNode's at its first registration); a NameNode of another cluster, or one tha
 DataNode (another cluster, a credential that is not this DataNode's, TLS that fails both ways)
 is fatal: ``on_fatal(why)`` and the loop ends (the DataNode exits 4). Being refused is not an
 outage: retrying would only be refused again.
-Deletes done at a NameNode's command are confirmed to it in the next heartbeat (``deleted``), so
-it can place a unit of that group here again without waiting for the next full report.
+Deletes done at a NameNode's command are told in the next heartbeat (``deleted``) to every
+NameNode, not only to the one that ordered them (``on_deleted``: the DataNode hands each delete to
+every link): the one that ordered it can place a unit of that group here again without waiting for
+the next full report, and a standby drops a location that is gone (a receipt it had heard, in
+flight while the active ordered the delete) instead of keeping it until the next full report.
+The heartbeat tells them under its own link's ``sending`` (reports.py): a receipt in flight to
+this NameNode is answered before it hears of the delete.
 Receipts for units just stored and bad-unit reports (checksum mismatches seen by reads and the
 scrubber) go out on their own thread, bounded and retried (``reports.Reports``), so neither a
 write nor a read ever waits for the NameNode.
@@ -45,14 +50,14 @@ from hedgefs.security.identity import NAMENODE_NAME, Credential, Refused
 log = logging.getLogger("hedgefs.datanode")
 
 BLOCK_REPORT_PART = 100_000   # units per BlockReport message (~23 bytes each; the limit is 4 MiB)
-MAX_DELETED_TOLD = 10_000     # deletes kept to confirm in the next heartbeat (~20 bytes each)
 
 
 class NameNodeLink:
     def __init__(self, *, namenode: str, datanode_id: str, address: str, store, data_address: str = "",
                  heartbeat_interval_s: float = 3.0, block_report_interval_s: float = 60.0,
                  rpc_timeout_s: float = 10.0, repairs=None, stats=None, credential: Credential | None = None,
-                 on_fatal=None, epochs: EpochGuard | None = None, host_id: str = "", rack: str = ""):
+                 on_fatal=None, epochs: EpochGuard | None = None, host_id: str = "", rack: str = "",
+                 on_deleted=None):
         self.namenode = namenode
         self.datanode_id = datanode_id
         self.address = address
@@ -66,6 +71,9 @@ class NameNodeLink:
         self.rpc_timeout_s = rpc_timeout_s
         self.credential = credential
         self.on_fatal = on_fatal or (lambda why: None)   # (why): refused for good; the DataNode exits
+        # (group, index, generation) deleted at this NameNode's command: to tell every link (the
+        # DataNode's); by default this link only
+        self.on_deleted = on_deleted or self.unit_deleted
         self.fatal: str | None = None
         self.epochs = epochs or EpochGuard(store.root)   # shared by the links of one DataNode
         self._channel = tls.channel(namenode, credential, NAMENODE_NAME, GRPC_OPTIONS)
@@ -79,7 +87,6 @@ class NameNodeLink:
         self._outage: str | None = None   # how the outage under way failed, as logged (a status code)
         self.reachable = False            # did the last heartbeat get through?
         self._next_block_report = 0.0
-        self._deleted: dict[tuple[int, int, int], None] = {}   # deleted at this NameNode's command, not yet told
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -148,16 +155,16 @@ class NameNodeLink:
             self.block_report()
         elif time.monotonic() >= self._next_block_report:
             self.block_report()
-        deleted = list(self._deleted)
-        reply = self._stub.Heartbeat(
-            pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address, data_address=self.data_address,
-                                used_bytes=self.store.used_bytes(), units=self.store.unit_count(),
-                                active_repairs=self.repairs.active() if self.repairs else 0,
-                                stats=self.stats() if self.stats else None,
-                                deleted=[pb.StoredUnit(group_id=g, index=i, generation=gen) for g, i, gen in deleted]),
-            timeout=self.rpc_timeout_s)
-        for unit in deleted:
-            self._deleted.pop(unit, None)
+        stats = self.stats() if self.stats else None
+        with self.reports.telling() as deleted:   # after every receipt in flight to this NameNode
+            reply = self._stub.Heartbeat(
+                pb.HeartbeatRequest(datanode_id=self.datanode_id, address=self.address,
+                                    data_address=self.data_address, used_bytes=self.store.used_bytes(),
+                                    units=self.store.unit_count(),
+                                    active_repairs=self.repairs.active() if self.repairs else 0, stats=stats,
+                                    deleted=[pb.StoredUnit(group_id=g, index=i, generation=gen)
+                                             for g, i, gen in deleted]),
+                timeout=self.rpc_timeout_s)
         self._reachable()
         if reply.reregister:
             log.info("namenode %s asked %s to register again", self.namenode, self.datanode_id)
@@ -188,14 +195,10 @@ class NameNodeLink:
         kind = command.WhichOneof("command")
         if kind == "delete_unit":
             c = command.delete_unit
-            with self.reports.sending:   # after a receipt of it in flight, before the next check (reports.py)
-                deleted = self.store.delete(c.group_id, c.index, generation=c.generation)
-            if deleted:
+            if self.store.delete(c.group_id, c.index, generation=c.generation):
                 log.info("deleted unit %d/%d", c.group_id, c.index)
-            # Gone either way (deleted now, or never here): the next heartbeat says so. Bounded by
-            # the deletes one reply carries; a full report would cover what is still owed.
-            if len(self._deleted) < MAX_DELETED_TOLD:
-                self._deleted[(c.group_id, c.index, c.generation)] = None
+            # Gone either way (deleted now, or never here): every NameNode's next heartbeat says so.
+            self.on_deleted(c.group_id, c.index, c.generation)
         elif kind == "repair_unit":
             if self.repairs is None:
                 log.warning("no repair worker; ignoring repair of %d/%d",
@@ -261,6 +264,11 @@ class NameNodeLink:
     def unit_stored(self, group_id: int, index: int, generation: int, length: int) -> None:
         """Tell the NameNode a unit is stored here: its receipt (asynchronously)."""
         self.reports.stored(group_id, index, generation, length)
+
+    def unit_deleted(self, group_id: int, index: int, generation: int) -> None:
+        """Tell the NameNode a unit is gone from here (with the next heartbeat), whichever
+        NameNode ordered the delete."""
+        self.reports.deleted(group_id, index, generation)
 
     def _send_stored(self, units: list[tuple[int, int, int, int]]) -> None:
         self._stub.UnitStored(pb.UnitStoredRequest(

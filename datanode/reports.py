@@ -9,22 +9,33 @@ Batched as a group commit is: one call in flight per NameNode link, and whatever
 it was out goes in the next call, at once (no timer: a lone put's receipt is never held back). A
 put of many files in parallel costs each DataNode a call per round trip, not one per unit.
 
-A unit deleted at the NameNode's command must not be announced after the delete: ``sending``
-is held while receipts are checked (is the unit still here?) and sent, and a delete holds it
-too (heartbeat.py); so a receipt checked before a delete reaches the NameNode before the delete
-is told (with a later heartbeat), and one checked after it does not go.
+Deletes are told too (HDFS's incremental DELETED receipts), with the next heartbeat rather than
+on this thread: ``deleted`` notes a unit this DataNode deleted (at any NameNode's command: with HA
+each link hears of every delete, so a standby does not keep a location that is gone until the
+next full report), ``telling`` hands the heartbeat what to tell. The order one NameNode hears
+things in is the order they happened here, and only that NameNode's link is ever waited for:
+``sending`` (one per link) is held while receipts are checked (is the unit still here?) and sent,
+and while a heartbeat tells deletes; so a receipt checked before a delete reaches the NameNode
+before the delete is told, one checked after it does not go, and a unit stored again after its
+delete is no longer told deleted (``stored`` takes it off; its receipt goes after any heartbeat
+that told the delete). No lock is shared between links: a NameNode that does not answer holds up
+its own link's reports only, never another's (review-a M1: a DataNode-wide lock held across the
+call made a frozen standby delay every receipt to the active by the 10 s deadline).
 
-Bounded: at most ``limit`` receipts and ``limit`` bad units wait at a time (keyed by unit: the
-same unit twice is one entry). Past that a receipt is dropped and a full block report asked for
-instead (it lists every unit, so it covers the receipt); a bad unit is dropped and counted (the
-next read or scrub of it finds it again). No gRPC here: the sending functions are given.
+Bounded: at most ``limit`` receipts, ``limit`` bad units and ``limit`` deletes wait at a time
+(keyed by unit: the same unit twice is one entry). Past that a receipt or a delete is dropped and a
+full block report asked for instead (it lists every unit, so it covers both); a bad unit is
+dropped and counted (the next read or scrub of it finds it again). No gRPC here: the sending
+functions are given.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from itertools import count
 
 log = logging.getLogger("hedgefs.datanode")
 
@@ -40,12 +51,15 @@ class Reports:
         self._has_unit, self._want_block_report = has_unit, want_block_report
         self.limit, self.batch, self.retry_s = limit, batch, retry_s
         self._cond = threading.Condition()
-        self.sending = threading.Lock()   # receipts being checked and sent (a delete waits: see the module)
+        self.sending = threading.Lock()   # receipts being checked and sent, deletes being told (see the module)
         self._stored: dict[Unit, int] = {}     # unit -> length, oldest first
         self._bad: dict[Unit, str] = {}        # unit -> reason
+        self._deleted: dict[Unit, int] = {}    # unit -> when it was noted (a sequence number), not yet told
+        self._noted = count(1)
         self._stop = False
         self.dropped_receipts = 0
         self.dropped_bad = 0
+        self.dropped_deletes = 0
         self._thread = threading.Thread(target=self._run, name="dn-reports", daemon=True)
 
     def start(self) -> None:
@@ -61,8 +75,11 @@ class Reports:
     # ---------------------------------------------------------------- from any thread
 
     def stored(self, group_id: int, index: int, generation: int, length: int) -> None:
+        """A unit is stored here (it is already on disk): its receipt is owed, and a delete of it
+        noted before is no longer true."""
         unit = (group_id, index, generation)
         with self._cond:
+            self._deleted.pop(unit, None)
             if unit not in self._stored and len(self._stored) >= self.limit:
                 self.dropped_receipts += 1
                 full = True
@@ -82,6 +99,37 @@ class Reports:
             self._bad[unit] = reason
             self._cond.notify()
 
+    def deleted(self, group_id: int, index: int, generation: int) -> None:
+        """A unit was deleted here: the next heartbeat tells it, unless it is here again (stored
+        since: ``stored`` runs after the unit is on disk, so it comes after this check or takes
+        the note off again)."""
+        unit = (group_id, index, generation)
+        with self._cond:
+            if self._has_unit(*unit):
+                return
+            full = unit not in self._deleted and len(self._deleted) >= self.limit
+            if full:
+                self.dropped_deletes += 1
+            else:
+                self._deleted.pop(unit, None)   # noted again: it goes to the end
+                self._deleted[unit] = next(self._noted)
+        if full:
+            self._want_block_report()
+
+    @contextmanager
+    def telling(self) -> Iterator[list[Unit]]:
+        """The deletes to tell, oldest first, for a heartbeat sent inside the ``with``: under
+        ``sending`` (a receipt checked before the delete is out first, see the module). Those told
+        are forgotten when the block ends without an exception, unless noted again meanwhile."""
+        with self.sending:
+            with self._cond:
+                told = list(self._deleted.items())
+            yield [unit for unit, _noted in told]
+            with self._cond:
+                for unit, noted in told:
+                    if self._deleted.get(unit) == noted:
+                        del self._deleted[unit]
+
     def covered(self, units: Iterable[Unit]) -> None:
         """A full block report listing ``units`` was accepted: their receipts are no longer owed."""
         with self._cond:
@@ -89,8 +137,14 @@ class Reports:
                 self._stored.pop(unit, None)
 
     def pending(self) -> tuple[int, int]:
+        """(receipts, bad units) waiting to be sent."""
         with self._cond:
             return len(self._stored), len(self._bad)
+
+    def untold(self) -> list[Unit]:
+        """Deletes the next heartbeat tells, oldest first."""
+        with self._cond:
+            return list(self._deleted)
 
     # ---------------------------------------------------------------- the sending thread
 

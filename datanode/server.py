@@ -177,7 +177,7 @@ class DataNode:
                                    heartbeat_interval_s=self.heartbeat_interval_s,
                                    block_report_interval_s=self.block_report_interval_s,
                                    stats=self._stats, credential=cred, on_fatal=lambda why: self.on_fatal(why),
-                                   epochs=self.epochs)
+                                   epochs=self.epochs, on_deleted=self.unit_deleted)
                       for nn in self.namenodes]
         self.repairs = RepairRunner(self.datanode_id, self.store, max_repairs=self.max_repairs,
                                     on_stored=self.unit_stored, credential=cred)
@@ -207,6 +207,13 @@ class DataNode:
         """A unit's receipt, to every NameNode (asynchronously)."""
         for link in self.links:
             link.unit_stored(group_id, index, generation, length)
+
+    def unit_deleted(self, group_id: int, index: int, generation: int) -> None:
+        """A unit deleted at one NameNode's command, to every NameNode (each link's next
+        heartbeat): a standby that heard the unit's receipt drops its location then, not at its
+        next full report."""
+        for link in self.links:
+            link.unit_deleted(group_id, index, generation)
 
     def report_bad_unit(self, group_id: int, index: int, generation: int, reason: str) -> None:
         """A damaged unit, to every NameNode (asynchronously)."""

@@ -492,6 +492,17 @@ class BlockMap:
         self._ahead_count += 1
         return True
 
+    def forget_ahead(self, datanode_id: str, group_id: int, index: int) -> None:
+        """A copy held ahead is gone from its DataNode (it told a delete)."""
+        held = self.ahead.get(group_id) if self.ahead else None
+        if held and (datanode_id, index) in held:
+            kept = [h for h in held if h != (datanode_id, index)]
+            self._ahead_count -= len(held) - len(kept)
+            if kept:
+                self.ahead[group_id] = kept
+            else:
+                del self.ahead[group_id]
+
     def _drop_ahead(self, group_id: int) -> list[tuple[str, int]]:
         held = self.ahead.pop(group_id, []) if self.ahead else []
         self._ahead_count -= len(held)

@@ -229,6 +229,22 @@ class Claims:
             dropped += 1
         return dropped
 
+    def gone(self, datanode_id: str, group_id: int, index: int, generation: int) -> bool:
+        """The DataNode says its copy is deleted, at whichever NameNode's command (with HA every
+        NameNode hears of every delete: a standby's map may hold the copy, from a receipt it heard
+        while the active ordered the delete): a location the map still puts there goes (True),
+        and a standby's copy heard ahead of its group is forgotten. Its last word on the copy: a
+        DataNode tells a delete only after the receipts of it it sent before, and a copy stored
+        again is not told deleted (datanode/reports.py). A group being written is left to its
+        writer's commit (its units are the writer's targets)."""
+        self.blocks.forget_ahead(datanode_id, group_id, index)
+        group = self.blocks.groups.get(group_id)
+        if group is None or self.blocks.generation(group_id) != generation or self.blocks.being_written(group) \
+                or self.blocks.holder(group, index) != datanode_id:
+            return False
+        self.blocks.place(group, index, None)
+        return True
+
     def mark_bad(self, datanode_id: str, group_id: int, index: int, generation: int) -> BadMark:
         """A copy on ``datanode_id`` is corrupt (a checksum failed somewhere in it)."""
         if not self.blocks.ours(generation):

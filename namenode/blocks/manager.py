@@ -320,8 +320,9 @@ class BlockManager:
     def heartbeat(self, datanode_id: str, address: str = "", used_bytes: int = 0, units: int = 0,
                   active_repairs: int = 0, stats: DataNodeStats | None = None,
                   data_address: str = "", deleted: Iterable[tuple[int, int, int]] = ()) -> HeartbeatReply:
-        """``deleted``: units (group, index, generation) the DataNode deleted at this NameNode's
-        command since its last heartbeat: their pending deletes are confirmed here."""
+        """``deleted``: units (group, index, generation) the DataNode deleted since its last
+        heartbeat, at this NameNode's command or another's (HA): pending deletes of them are
+        confirmed, and a location the map still puts there is dropped (``Claims.gone``)."""
         # A DataNode that has not registered with this process (it restarted, or became the
         # active) is known from its heartbeat on (its liveness, for the placement refusal's
         # "still registering"), and asked to register and report.
@@ -337,6 +338,9 @@ class BlockManager:
             if self.blocks.deletes.confirm(datanode_id, unit):
                 self.delete_sent.pop((datanode_id, unit[0], unit[1]), None)
                 self.scan_needed = True   # a unit of that group may go to this DataNode again
+            if self.claims.gone(datanode_id, *unit):
+                self.scan_needed = True   # its group lacks the unit now: repaired, if this NameNode is the active
+                log.debug("unit %d/%d told deleted by %s: its location dropped", unit[0], unit[1], datanode_id)
         if self.passive:
             return HeartbeatReply([])
         commands: list[DeleteUnit | RepairUnit] = self._deletes_to_send(datanode_id)

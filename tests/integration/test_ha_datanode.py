@@ -10,6 +10,7 @@ HA NameNode lands (branch ha-nn) nothing else can send an epoch above 0.
 """
 
 import re
+import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,6 +21,9 @@ from conftest import assert_one_line_error, client, fetch, pattern, run_cli, sta
 from dn_support import Data
 from hedgefs.datanode.epochs import EPOCH_FILE, EpochGuard
 from hedgefs.datanode.server import DataNode
+from hedgefs.namenode.blocks.blockmap import GroupCommit
+from hedgefs.namenode.namesystem import Namesystem
+from hedgefs.namenode.rpc.servicer import NameNodeServicer
 from hedgefs.proto import GRPC_OPTIONS, hedgefs_pb2_grpc
 from hedgefs.proto import hedgefs_pb2 as pb
 from test_datanode_heartbeat import RecordingNameNode
@@ -101,13 +105,29 @@ class HaNameNode(RecordingNameNode):
         return reply
 
     def Heartbeat(self, request, context):
+        if request.deleted:
+            self._record("deleted", request.datanode_id, [(u.group_id, u.index, u.generation) for u in request.deleted])
         reply = super().Heartbeat(request, context)
         reply.epoch, reply.active = self.epoch, self.active
         return reply
 
 
-def ha_namenode(epoch: int, active: bool):
-    nn = HaNameNode(epoch, active)
+class FrozenNameNode(HaNameNode):
+    """A standby that takes receipts and never answers (SIGSTOPped, or a host gone without a
+    reset: every call waits for its deadline), until ``thaw``."""
+
+    def __init__(self, epoch: int, active: bool):
+        super().__init__(epoch, active)
+        self.thawed = threading.Event()
+
+    def UnitStored(self, request, context):
+        self._record("stored-frozen", request.datanode_id, [(u.group_id, u.index) for u in request.units])
+        self.thawed.wait(60)
+        return pb.Empty()
+
+
+def ha_namenode(epoch: int, active: bool, kind=HaNameNode):
+    nn = kind(epoch, active)
     server = grpc.server(ThreadPoolExecutor(8), options=GRPC_OPTIONS)
     hedgefs_pb2_grpc.add_NameNodeServicer_to_server(nn, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -115,8 +135,8 @@ def ha_namenode(epoch: int, active: bool):
     return nn, server, f"127.0.0.1:{port}"
 
 
-def delete(group_id: int, index: int) -> pb.Command:
-    return pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=group_id, index=index))
+def delete(group_id: int, index: int, generation: int = 0) -> pb.Command:
+    return pb.Command(delete_unit=pb.DeleteUnitCommand(group_id=group_id, index=index, generation=generation))
 
 
 def test_a_datanode_reports_to_every_namenode_and_obeys_the_newest_active(tmp_path):
@@ -161,6 +181,78 @@ def test_a_datanode_reports_to_every_namenode_and_obeys_the_newest_active(tmp_pa
         new_server.stop(0)
         old_server.stop(0)
     assert EpochGuard(tmp_path / "dn1").highest == 5   # what a restart reads
+
+
+def test_a_frozen_namenode_holds_up_neither_receipts_nor_deletes_to_the_other(tmp_path):
+    """review-a M1: one DataNode-wide lock held across the UnitStored call made every receipt to
+    the active wait for the frozen standby's 10 s deadline (probe: 9.5-10 s, a put refused). Each
+    link waits on its own NameNode only: with the standby's receipt call stuck, a unit stored
+    next is receipted to the active at once (within 2 s, far from the 10 s deadline), and a delete
+    the active orders is done and told to it at once too."""
+    active, active_server, active_addr = ha_namenode(epoch=5, active=True)
+    frozen, frozen_server, frozen_addr = ha_namenode(epoch=5, active=False, kind=FrozenNameNode)
+    dn = DataNode(datanode_id="dn1", port=0, data_dir=str(tmp_path / "dn1"),
+                  namenode=f"{active_addr},{frozen_addr}", heartbeat_interval_s=0.05, fsync=False,
+                  block_report_interval_s=3600)
+    dn.start()
+    try:
+        for nn in (active, frozen):
+            wait_until(lambda: nn.of("heartbeat"), 10, "heartbeats at both NameNodes")
+        assert Data(dn.data_port).write(1, 0, b"u" * 1000, expected=1000) == 1000
+        wait_until(lambda: frozen.of("stored-frozen"), 10, "the standby's receipt call under way (stuck)")
+        wait_until(lambda: len(active.of("stored")) == 1, 10, "the first receipt at the active")
+        assert Data(dn.data_port).write(2, 0, b"v" * 1000, expected=1000) == 1000
+        wait_until(lambda: len(active.of("stored")) == 2, 2, "the next receipt at the active (not held up)")
+        with active.lock:
+            active.commands["dn1"] = [delete(2, 0)]
+        wait_until(lambda: ("deleted", "dn1", [(2, 0, 0)]) in active.of("deleted"), 2,
+                   "the active's delete done and told to it")
+        assert not dn.store.has(2, 0, generation=0)
+        assert frozen.of("stored-frozen") == [("stored-frozen", "dn1", [(1, 0)])]   # still the one call
+    finally:
+        frozen.thawed.set()
+        dn.stop()
+        active_server.stop(0)
+        frozen_server.stop(0)
+
+
+def test_a_delete_ordered_by_one_namenode_drops_the_location_at_the_other_with_its_next_heartbeat(tmp_path):
+    """The race M1's lock was for: the receipt of a unit reaches NameNode A while B (the active)
+    orders the unit deleted: A maps a copy that is gone, until the DataNode's next full report
+    (here an hour away). Every delete is told to every NameNode, A's after its receipts: A, a real
+    NameNode, drops the location with its next heartbeat."""
+    nn_a = Namesystem(str(tmp_path / "nn-a"), default_policy="REPLICATE-1", default_block_size=4096,
+                      min_replicas=1)
+    a_server = grpc.server(ThreadPoolExecutor(8), options=GRPC_OPTIONS)
+    hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(nn_a), a_server)
+    a_addr = f"127.0.0.1:{a_server.add_insecure_port('127.0.0.1:0')}"
+    a_server.start()
+    b, b_server, b_addr = ha_namenode(epoch=5, active=True)
+    dn = DataNode(datanode_id="dn1", port=0, data_dir=str(tmp_path / "dn1"), namenode=f"{a_addr},{b_addr}",
+                  heartbeat_interval_s=0.05, fsync=False, block_report_interval_s=3600)
+    dn.start()
+    try:
+        wait_until(lambda: "dn1" in nn_a.manager.reported and b.of("heartbeat"), 10, "dn1 reported to both")
+        created = nn_a.create("/f", policy="REPLICATE-1")
+        group = nn_a.add_block_group(created.file_id)
+        assert [u.datanode_id for u in group.units] == ["dn1"]
+        assert Data(dn.data_port).write(group.id, 0, b"x" * 100, expected=100, generation=group.generation) == 100
+        nn_a.complete(created.file_id, 100, [GroupCommit(group.id, 100, (0,))])   # on the receipt
+        mapped = nn_a.blocks.get(group.id)
+        assert nn_a.blocks.holder(mapped, 0) == "dn1"
+        reports = len(b.of("report"))
+
+        with b.lock:
+            b.commands["dn1"] = [delete(group.id, 0, group.generation)]
+        wait_until(lambda: nn_a.blocks.holder(mapped, 0) is None, 10, "A's location of the deleted unit dropped")
+        assert not dn.store.has(group.id, 0, generation=group.generation)
+        assert ("deleted", "dn1", [(group.id, 0, group.generation)]) in b.of("deleted")   # B is told too
+        assert len(b.of("report")) == reports and nn_a.blocks.deletes.count("dn1") == 0   # by a heartbeat
+    finally:
+        dn.stop()
+        a_server.stop(0)
+        b_server.stop(0)
+        nn_a.close()
 
 
 def refusals(dn, reason: str) -> float:

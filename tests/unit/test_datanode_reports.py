@@ -85,28 +85,27 @@ def test_receipts_stored_while_one_is_out_go_together_in_the_next_call():
 
 
 def test_a_unit_deleted_while_its_receipt_is_out_is_told_deleted_only_after_the_receipt():
-    """The check-then-send race: a delete (heartbeat.py holds ``sending``) waits for the receipt
-    of the unit in flight, so the NameNode hears "stored" then "deleted", never the reverse (a
-    location that is not there until the next full block report); and a unit deleted before its
-    receipt is checked is not announced at all."""
+    """The check-then-send race: the heartbeat that tells a delete (``telling``) waits for the
+    receipt of the unit in flight on the same link, so the NameNode hears "stored" then "deleted",
+    never the reverse (a location that is not there until the next full block report); the delete
+    itself waits for nothing (it may have come from another NameNode's link: review-a M1); and a
+    unit deleted before its receipt is checked is not announced at all."""
     here = {(1, 0, 7), (2, 0, 7)}
     events = []
-    checked, deleted = threading.Event(), threading.Event()
+    checked, told = threading.Event(), threading.Event()
 
     def has_unit(g, i, gen):
         checked.set()
         return (g, i, gen) in here
 
     def send_stored(units):
-        # give a delete that does not wait for this call the time to get in first
-        deleted.wait(0.5)
+        told.wait(0.5)   # give a heartbeat that does not wait for this call the time to get in first
         events.append(("stored", sorted(u[:3] for u in units)))
 
-    def delete(unit):
-        with r.sending:
-            here.discard(unit)
-            events.append(("deleted", unit))
-        deleted.set()
+    def heartbeat():
+        with r.telling() as deleted:
+            events.append(("told", deleted))
+        told.set()
 
     r = Reports(send_stored=send_stored, send_bad=lambda units: None, has_unit=has_unit,
                 want_block_report=lambda: None)
@@ -114,15 +113,47 @@ def test_a_unit_deleted_while_its_receipt_is_out_is_told_deleted_only_after_the_
     try:
         r.stored(1, 0, 7, 10)
         assert checked.wait(10)
-        deleter = threading.Thread(target=delete, args=((1, 0, 7),))
-        deleter.start()
-        deleter.join(10)
-        assert events == [("stored", [(1, 0, 7)]), ("deleted", (1, 0, 7))]
+        here.discard((1, 0, 7))
+        r.deleted(1, 0, 7)       # at once, while the receipt is out
+        assert r.untold() == [(1, 0, 7)]
+        beat = threading.Thread(target=heartbeat)
+        beat.start()
+        beat.join(10)
+        assert events == [("stored", [(1, 0, 7)]), ("told", [(1, 0, 7)])]
+        assert r.untold() == []
 
-        delete((2, 0, 7))        # deleted before its receipt is checked: never announced
-        r.stored(2, 0, 7, 10)
+        here.discard((2, 0, 7))  # deleted before its receipt is checked: never announced
+        r.deleted(2, 0, 7)
         r.stored(3, 0, 7, 10)    # (a unit that was never here either)
         wait_until(lambda: r.pending() == (0, 0), 10, "the queue drained", interval=0.005)
         assert [e for e in events if e[0] == "stored"] == [("stored", [(1, 0, 7)])]
     finally:
         r.stop()
+
+
+def test_a_unit_stored_again_is_not_told_deleted_and_a_delete_noted_while_telling_is_kept():
+    here = set()
+    asked = []
+    r = Reports(send_stored=lambda units: None, send_bad=lambda units: None,
+                has_unit=lambda g, i, gen: (g, i, gen) in here, want_block_report=lambda: asked.append(1), limit=2)
+    r.deleted(1, 0, 7)
+    here.add((1, 0, 7))
+    r.stored(1, 0, 7, 10)        # stored again since: the delete is no longer true
+    here.add((3, 0, 7))
+    r.deleted(3, 0, 7)           # stored again before the delete was noted: not noted
+    r.deleted(2, 0, 7)
+    assert r.untold() == [(2, 0, 7)]
+
+    try:
+        with r.telling() as deleted:   # the heartbeat failed: told next time
+            assert deleted == [(2, 0, 7)]
+            raise ConnectionError("down")
+    except ConnectionError:
+        pass
+    assert r.untold() == [(2, 0, 7)]
+    with r.telling() as deleted:
+        r.deleted(2, 0, 7)           # deleted again (stored and deleted) while the heartbeat was out
+        r.deleted(4, 0, 7)
+    assert r.untold() == [(2, 0, 7), (4, 0, 7)]
+    r.deleted(5, 0, 7)               # past the bound: a full report covers it
+    assert r.untold() == [(2, 0, 7), (4, 0, 7)] and r.dropped_deletes == 1 and asked == [1]

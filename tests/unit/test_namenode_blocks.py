@@ -192,6 +192,27 @@ def test_a_heartbeat_confirms_the_deletes_its_datanode_did_and_only_those(nn):
     assert {d.id: d.pending_deletes for d in nn.report().datanodes}[placed[0]] == 0
 
 
+def test_a_heartbeat_drops_a_location_its_datanode_says_it_deleted_at_another_namenodes_command(nn):
+    """HA: the active ordered the delete, this NameNode (a standby) heard the copy's receipt and
+    maps it. The DataNode tells every NameNode of every delete (datanode/reports.py), after the
+    receipts of the copy it sent them: here, the location goes at once, not at the next full
+    report. Another generation's delete, or one of a copy mapped elsewhere, drops nothing."""
+    add_datanodes(nn, 5)
+    gid, placed = one_group(nn)
+    g = generation(nn, gid)
+    other, other_placed = one_group(nn, "/g")
+    nn.heartbeat(placed[0], "", deleted=[(gid, 0, g + 1), (gid, 1, g)])   # another generation; unit 1 is on another
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units} == placed
+    assert nn.blocks.pending_deletes(placed[0]) == []                      # this NameNode never ordered it
+    nn.heartbeat(placed[0], "", deleted=[(gid, 0, g)])
+    assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units} == \
+        {i: d for i, d in placed.items() if i != 0}
+    assert nn.blocks.mapped[placed[0]] == 1                                 # /g's unit stays
+    assert {u.index: u.datanode_id for u in nn.file_info("/g").groups[0].units} == other_placed
+    [repair] = nn.tick()                                                    # the active rebuilds it
+    assert repair.index == 0 and repair.group_id == gid
+
+
 def test_a_recursive_delete_is_one_record_gone_at_once_its_groups_freed_in_bounded_steps(nn, monkeypatch):
     """HDFS's delete: the tree is unlinked in one change (one journal record), its blocks removed
     in increments after. Here the groups of the first COLLECT_INLINE files go with the delete, the

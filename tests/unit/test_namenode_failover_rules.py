@@ -378,6 +378,33 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
         nn.close()
 
 
+def test_a_standby_forgets_a_copy_heard_ahead_of_its_group_once_its_datanode_says_it_deleted_it(tmp_path):
+    """A standby behind the journal keeps the receipt of a copy of a group it has not tailed yet;
+    if the active has that copy deleted meanwhile, the DataNode's heartbeat tells the standby too
+    (datanode/reports.py): the group it then tails does not list the copy that is gone."""
+    clock = FakeClock()
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    sb, engine = _standby_of(tmp_path, clock)
+    try:
+        for dn in dns:
+            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+        created = nn.create("/g")
+        group = nn.add_block_group(created.file_id)
+        for u in group.units:
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+        spare = next(dn for dn in dns if dn not in {u.datanode_id for u in group.units})
+        assert sb.unit_stored(spare, group.id, 0, group.generation) == "ahead"
+        sb.heartbeat(spare, "", deleted=[(group.id, 0, group.generation)])
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, tmp_path / "nn" / "namenode.db")
+        assert sb.blocks.reported_units(sb.blocks.get(group.id)) == {}
+    finally:
+        sb.close()
+        engine.close()
+        nn.close()
+
+
 def test_a_cold_standby_sends_an_unlocated_read_to_the_active_and_once_promoted_answers_retry_until_reports(tmp_path):
     """A standby restarted a moment before the failover has heard no block report: it does not
     answer a read with no location ("no live replica"): as a standby it sends the client to the
