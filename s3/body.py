@@ -1,7 +1,8 @@
 """A request body as the client library's writer reads it, and a stored object as a response body.
 
 ``Body.read(n)`` runs in the writer's source thread: it pulls the next piece from the socket on
-the event loop (so a slow client holds no event loop), decodes ``aws-chunked`` (checking each
+the event loop (so a slow client holds no event loop; a large plain body straight into the
+stripe, past aiohttp's parser: ``_Receiver``), decodes ``aws-chunked`` (checking each
 chunk's signature), and hashes what it hands on: MD5 for the ETag, SHA-256 when the request
 signed its payload's hash, and the request's x-amz-checksum-* algorithm (checksums.py), each on
 a thread of its own once the body comes in large buffers. At the end of the body it checks the
