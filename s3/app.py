@@ -26,6 +26,7 @@ from hedgefs.client.config import HedgeConfig
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.fs import FileSystem
 from hedgefs.s3 import acl, attributes, buckets, listing, memory, objects, parts, post, sigv4, tagging
+from hedgefs.s3.body import CLOSE
 from hedgefs.s3.errors import S3Error
 from hedgefs.s3.keys import AccessKey, KeyStore
 from hedgefs.s3.multipart import Uploads
@@ -152,6 +153,8 @@ async def errors(request: web.Request, handler):
         response = await _answer(request, handler, request_id)
     finally:
         gateway.inflight -= 1
+    if request.get(CLOSE):
+        response.force_close()   # its body was received past aiohttp's parser (body.py): the next request cannot be read
     response.headers.setdefault("x-amz-request-id", request_id)
     response.headers.setdefault("Server", "hedgefs")
     gateway.moved += (request.content_length or 0) + (response.content_length or 0)

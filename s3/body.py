@@ -1,7 +1,8 @@
 """A request body as the client library's writer reads it, and a stored object as a response body.
 
 ``Body.read(n)`` runs in the writer's source thread: it pulls the next piece from the socket on
-the event loop (so a slow client holds no event loop), decodes ``aws-chunked`` (checking each
+the event loop (so a slow client holds no event loop; a large plain body straight into the
+stripe, past aiohttp's parser: ``_Receiver``), decodes ``aws-chunked`` (checking each
 chunk's signature), and hashes what it hands on: MD5 for the ETag, SHA-256 when the request
 signed its payload's hash, and the request's x-amz-checksum-* algorithm (checksums.py), each on
 a thread of its own once the body comes in large buffers. At the end of the body it checks the
@@ -132,6 +133,154 @@ class _Hasher:
         self._thread.shutdown(wait=False)
 
 
+class _Receiver(asyncio.BufferedProtocol):
+    """The rest of a plain request body received straight into the buffers a PUT fills: the
+    transport's protocol while the body comes in (``take``), in aiohttp's place, whose parser
+    copies each 256 KiB piece the socket gave into a new bytes object, which ``_fill`` then
+    copied again into the stripe (two copies of every byte, ~0.1 CPU-s per 256 MiB). It never
+    reads past the body's declared length; aiohttp's parser, which counted none of these bytes,
+    cannot read a next request on this connection, so the connection closes after the answer
+    (CLOSE). Reading pauses between fills. The connection's other events go on to aiohttp's
+    protocol."""
+
+    MIN = 8 << 20   # bodies at least this long (one connection per large PUT is nothing beside it)
+
+    @staticmethod
+    def fits(request: web.Request, length: int | None) -> bool:
+        """A body of a declared Content-Length of MIN bytes or more, over plain HTTP."""
+        transport = request.transport
+        return (length is not None and length >= _Receiver.MIN and "Content-Length" in request.headers
+                and "Transfer-Encoding" not in request.headers and transport is not None
+                and transport.get_extra_info("sslcontext") is None
+                and isinstance(transport, asyncio.Transport) and hasattr(transport, "set_protocol")
+                and request.content.total_bytes <= length)
+
+    @classmethod
+    def take(cls, request: web.Request, left: memoryview | None) -> "_Receiver":
+        """Become the transport's protocol (on the event loop): what aiohttp received already
+        (``left``, and what its reader buffers) is handed on first."""
+        transport = request.transport
+        receiver = cls(transport, transport.get_protocol(), request.content,
+                       int(request.headers["Content-Length"]) - request.content.total_bytes)
+        transport.set_protocol(receiver)   # from now on no byte reaches aiohttp's parser
+        if left is not None:
+            receiver._early.append(left)
+        while True:
+            data = request.content.read_nowait()   # (may resume reading: aiohttp's flow control)
+            if not data:
+                break
+            receiver._early.append(memoryview(data))
+        transport.pause_reading()   # until a fill
+        request[CLOSE] = True
+        request.protocol.close()   # (after this request)
+        return receiver
+
+    def __init__(self, transport, previous, content, remaining: int):
+        self._transport, self._previous, self._content = transport, previous, content
+        self.remaining = remaining               # the body's bytes still on the socket
+        self._early: collections.deque = collections.deque()
+        self._view: memoryview | None = None     # the fill being received into
+        self._got = self._want = 0
+        self._waiter: asyncio.Future | None = None
+        self._error: BaseException | None = None
+        self._spare: bytearray | None = None      # what came while no fill waited (kept in _early)
+        self._dropping = False
+
+    async def fill(self, view: memoryview) -> int:
+        """Up to len(view) bytes of the body into ``view`` (fewer only at its end)."""
+        got = 0
+        while self._early and got < len(view):
+            piece = self._early.popleft()
+            take = min(len(piece), len(view) - got)
+            view[got:got + take] = piece[:take]
+            if take < len(piece):
+                self._early.appendleft(piece[take:])
+            got += take
+        want = min(len(view) - got, self.remaining)
+        if want == 0 or self._error is not None:   # (short: the body's length check says what is wrong)
+            self._ended()
+            return got
+        self._view, self._got, self._want = view[got:got + want], 0, want
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._transport.resume_reading()
+        try:
+            await self._waiter
+        finally:
+            got += self._got
+            self._view, self._waiter = None, None
+            if not self._dropping:
+                self._transport.pause_reading()
+        self._ended()
+        return got
+
+    def _ended(self) -> None:
+        if self.remaining == 0 and not self._content.is_eof():
+            self._content.feed_eof()   # aiohttp then does not wait for a body it will never see
+
+    def drop_rest(self) -> None:
+        """Read the rest of the body and drop it (an abandoned PUT): the client sends it whole
+        before it reads the answer, and aiohttp waits for the body's end before it closes. A
+        fill still waiting (being cancelled) leaves reading on when it ends."""
+        self._dropping = True
+        self._early.clear()
+        if self.remaining > 0 and self._error is None and self._view is None:
+            self._transport.resume_reading()
+        self._ended()
+
+    # asyncio.BufferedProtocol
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._view is not None:
+            return self._view[self._got:]
+        # no fill waits (reading resumed by someone else, or the rest dropped): a buffer of its own
+        self._spare = bytearray(max(1, min(DROP, self.remaining)))
+        return memoryview(self._spare)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._view is not None:
+            self._got += nbytes
+            self.remaining -= nbytes
+            if self._got == self._want:
+                self._transport.pause_reading()
+                if not self._waiter.done():
+                    self._waiter.set_result(None)
+            return
+        spare, self._spare = memoryview(self._spare)[:nbytes], None
+        if self.remaining == 0:   # past the body (a pipelined request: this connection answers no more)
+            self._transport.pause_reading()
+            return
+        self.remaining -= min(nbytes, self.remaining)
+        if not self._dropping:   # kept for the next fill
+            self._early.append(spare)
+            self._transport.pause_reading()
+        elif self.remaining == 0:
+            self._transport.pause_reading()
+        self._ended()
+
+    def eof_received(self):
+        self._fail(ConnectionResetError("the client closed its side"))
+        return self._previous.eof_received()
+
+    def connection_lost(self, exc) -> None:
+        self._fail(exc or ConnectionResetError("connection lost"))
+        self._previous.connection_lost(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._previous.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._previous.resume_writing()
+
+
+DROP = 256 << 10   # bytes per read of a body received while no fill waits
+CLOSE = "hedgefs.s3.close"   # a request whose connection closes after its answer (its body was taken)
+
+
 class Body:
     """A request's body as the writer's source. Every body is MD5-hashed, a checksum or not: S3
     answers a single-part PutObject with the MD5 of its bytes as the ETag, SDKs compare it with
@@ -163,6 +312,9 @@ class Body:
         self._hashers: list[_Hasher] = []
         self._eof = False
         self._ahead: tuple[int, concurrent.futures.Future] | None = None   # the next fill, begun (n, its future)
+        self._request = request
+        self._direct = self._chunked is None and _Receiver.fits(request, self._want_length)
+        self._receiver: _Receiver | None = None   # the socket's bytes straight into the fills, once taken
 
     @property
     def algorithm(self) -> str | None:
@@ -176,13 +328,21 @@ class Body:
             self._checksum = checksums.Hasher(algorithm)
 
     async def _fill(self, n: int) -> bytearray:
-        """Up to ``n`` bytes of a plain body in one new buffer (shorter only at its end), each
-        piece aiohttp received copied in as it is (``readchunk``: never joined first, which
-        copied the body once more into fresh, page-faulted memory) and let go."""
+        """Up to ``n`` bytes of a plain body in one new buffer (shorter only at its end). A large
+        body over plain HTTP is received straight into it (``_Receiver``: the socket's bytes
+        copied once, by the kernel); else each piece aiohttp received is copied in as it is
+        (``readchunk``: never joined first, which copied the body once more into fresh,
+        page-faulted memory) and let go."""
         buf = bytearray(n)
         view, got = memoryview(buf), 0
         try:
-            while got < n:
+            if self._receiver is None and self._direct:
+                self._direct = False
+                self._receiver = _Receiver.take(self._request, self._left)
+                self._left = None
+            if self._receiver is not None:
+                got = await self._receiver.fill(view)
+            while got < n and self._receiver is None:
                 if self._left is None:
                     data, end_of_http_chunk = await self._content.readchunk()
                     if not data:
@@ -293,6 +453,8 @@ class Body:
             self._ahead = None
         for hasher in self._hashers:
             hasher.close()
+        if self._receiver is not None:   # the rest of an abandoned body read and dropped, as aiohttp would
+            self._loop.call_soon_threadsafe(self._receiver.drop_rest)
 
     def _take(self, n: int) -> bytes:
         """The first ``n`` pending bytes: the piece itself when it is exactly that, else one join."""

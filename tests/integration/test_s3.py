@@ -8,6 +8,7 @@ whole number of groups) and with 6 MiB parts (joined by concat: 4 groups each).
 
 import base64
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -171,6 +172,43 @@ def test_an_upload_cut_half_way_leaves_nothing_visible(cluster, tmp_path, s3, fs
     assert fs.read_bytes(f"/{bucket}/whole.bin") == data
     names = [s.path for s in fs.list(f"/{bucket}")]
     assert f"/{bucket}/cut.bin" not in names
+
+
+def test_a_large_body_goes_from_the_socket_to_the_stripes_and_nothing_bad_is_stored(cluster, tmp_path, s3, fs):
+    """A plain body of 8 MiB or more is received past aiohttp's parser, straight into the
+    stripes (s3/body.py _Receiver): stored exactly, its connection closed after the answer; cut,
+    longer than it said, or with a wrong Content-MD5, nothing is stored, the client gets its
+    answer, and the gateway goes on serving."""
+    s3.create_bucket(Bucket="open-large", ACL="public-read-write")
+    anonymous = GatewayProcess(cluster.namenode, str(tmp_path), "--allow-anonymous")
+    data = pattern(9 * MiB + 5, seed=48)
+    try:
+        url = urllib.parse.urlsplit(anonymous.endpoint)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        conn.request("PUT", "/open-large/whole.bin", body=data, headers={"Content-Length": str(len(data))})
+        answer = conn.getresponse()
+        assert answer.status == 200, answer.read()
+        assert answer.getheader("ETag") == f'"{hashlib.md5(data).hexdigest()}"'
+        assert answer.getheader("Connection", "").lower() == "close"
+        answer.read()
+        conn.close()
+
+        raw_put(anonymous, "/open-large/cut.bin", {"Content-Length": str(len(data))}, data, close_after=5 * MiB + 7)
+        status, body = raw_put(anonymous, "/open-large/bad-md5.bin", {
+            "Content-Length": str(len(data)), "Content-MD5": base64.b64encode(hashlib.md5(b"x").digest()).decode()}, data)
+        assert (status, b"<Code>BadDigest</Code>" in body) == (400, True), body
+        longer = pattern(12 * MiB, seed=49)   # says 8 MiB in x-amz-decoded-content-length: refused mid-body
+        status, body = raw_put(anonymous, "/open-large/longer.bin", {
+            "Content-Length": str(len(longer)), "x-amz-decoded-content-length": str(8 * MiB)}, longer)
+        assert (status, b"<Code>IncompleteBody</Code>" in body) == (400, True), body
+        status, body = raw_put(anonymous, "/open-large/after.bin", {"Content-Length": "5"}, b"after")
+        assert status == 200, body
+    finally:
+        anonymous.stop()
+    assert fs.read_bytes("/open-large/whole.bin") == data
+    assert fs.read_bytes("/open-large/after.bin") == b"after"
+    names = {s.path for s in fs.list("/open-large")}
+    assert not names & {"/open-large/cut.bin", "/open-large/bad-md5.bin", "/open-large/longer.bin"}
 
 
 def test_listing_with_a_delimiter_over_thousands_of_keys(s3, bucket, fs):
