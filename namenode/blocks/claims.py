@@ -235,12 +235,16 @@ class Claims:
         while the active ordered the delete): a location the map still puts there goes (True),
         and a standby's copy heard ahead of its group is forgotten. Its last word on the copy: a
         DataNode tells a delete only after the receipts of it it sent before, and a copy stored
-        again is not told deleted (datanode/reports.py). A group being written is left to its
-        writer's commit (its units are the writer's targets)."""
+        again is not told deleted (datanode/reports.py). In a group being written the copy stays the
+        writer's target, marked unreported (not read, and dropped by the commit unless a receipt
+        marks it back), so a standby that tails the commit later does not map it."""
         self.blocks.forget_ahead(datanode_id, group_id, index)
         group = self.blocks.groups.get(group_id)
-        if group is None or self.blocks.generation(group_id) != generation or self.blocks.being_written(group) \
+        if group is None or self.blocks.generation(group_id) != generation \
                 or self.blocks.holder(group, index) != datanode_id:
+            return False
+        if group.file.writer is not None:   # the writer's target stays; its copy is not there (a commit drops it)
+            self.blocks.mark(self.blocks.unreported, group_id, index, True)
             return False
         self.blocks.place(group, index, None)
         return True

@@ -445,3 +445,49 @@ def test_a_cold_standby_sends_an_unlocated_read_to_the_active_and_once_promoted_
         assert len(info.groups[0].units) == 3 and info.locations_pending == ""
     finally:
         sb.close()
+
+
+def _deleted_while_standby_tails_the_write(tmp_path, clock):
+    """A standby that has tailed a group (being written there) hears every unit's receipt; the
+    active commits without unit 4 (its receipt late there) and has it deleted; the DataNode tells
+    the standby "deleted" before the standby tails the Complete (review-halink F1)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    sb, engine = _standby_of(tmp_path, clock)
+    for dn in dns:
+        sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    _tail(sb, tmp_path / "nn" / "namenode.db")
+    holder = {u.index: u.datanode_id for u in group.units}[4]
+    for u in group.units:
+        sb.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+        if u.index != 4:
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+    nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, (0, 1, 2, 3))])
+    sb.heartbeat(holder, "", deleted=[(group.id, 4, group.generation)])
+    _tail(sb, tmp_path / "nn" / "namenode.db")
+    return nn, sb, engine
+
+
+def test_a_standby_told_a_copy_of_a_group_being_written_is_deleted_does_not_map_it_after_the_commit(tmp_path):
+    nn, sb, engine = _deleted_while_standby_tails_the_write(tmp_path, FakeClock())
+    try:
+        mapped = {u.index: u.datanode_id for u in sb.file_info("/f").groups[0].units}
+        assert 4 not in mapped, f"the standby maps unit 4 on {mapped.get(4)}, which told it deleted"
+    finally:
+        sb.close()
+        engine.close()
+        nn.close()
+
+
+def test_promoted_it_plans_the_repair_of_that_copy(tmp_path):
+    nn, sb, engine = _deleted_while_standby_tails_the_write(tmp_path, FakeClock())
+    try:
+        nn.close()
+        sb.promote(engine)
+        assert 4 not in {u.index for u in sb.file_info("/f").groups[0].units}
+        assert (sb.file_info("/f").groups[0].id, 4) in {(r.group_id, r.index) for r in sb.tick()}
+    finally:
+        sb.close()
+        engine.close()
