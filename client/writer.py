@@ -31,6 +31,8 @@ import concurrent.futures
 import dataclasses
 import logging
 import os
+import queue
+import threading
 from typing import Awaitable, Callable
 
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
@@ -100,20 +102,77 @@ class GroupWritten:
     next_stripe: bytes  # the first stripe of the next group (b"" at the end of the input)
 
 
+class SourceThreads:
+    """Threads for sources' reads, kept between files (a mount's ``tar x`` writes hundreds of
+    files a second: a thread started and stopped a file was ~4 % of its CPU). Never bounded: a
+    read may block for as long as its source is idle (a pipe, a FUSE writer), and a bound would
+    make the next write wait for it; a thread idle for ``IDLE_S`` ends."""
+
+    IDLE_S = 30.0
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue] = []   # parked threads' inboxes, the latest last
+
+    def submit(self, fn: Callable, *args) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name="hedgefs-source", daemon=True).start()
+        inbox.put((future, fn, args))
+        return future
+
+    def _serve(self, inbox: queue.SimpleQueue) -> None:
+        while True:
+            try:
+                future, fn, args = inbox.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:   # else taken just now: its job is on the way
+                        self._idle.remove(inbox)
+                        return
+                continue
+            result = error = None
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args)
+                except BaseException as err:
+                    error = err
+            with self._lock:   # parked before the answer: the reader's next read finds this thread
+                self._idle.append(inbox)
+            if error is not None:
+                future.set_exception(error)
+            elif future.running():
+                future.set_result(result)
+            del future, fn, args, result, error   # (not kept alive while parked)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's threads are not there."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_SOURCE_THREADS = SourceThreads()
+os.register_at_fork(after_in_child=_SOURCE_THREADS.forget)
+
+
 class StripeSource:
     """The bytes being put, a stripe at a time, read in a thread of their own.
 
     A read is short only at the end of the input: pipes and sockets return what they have, and
-    taking a short read for the end would store a truncated file. Its own thread, because a
-    slow source (an idle pipe) must not hold a worker that encoding and decoding need.
+    taking a short read for the end would store a truncated file. Its own thread (from
+    ``SourceThreads``), because a slow source (an idle pipe) must not hold a worker that
+    encoding and decoding need.
     """
 
-    def __init__(self, read: ReadFn):
+    def __init__(self, read: ReadFn, threads: SourceThreads = _SOURCE_THREADS):
         self._read = read
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hedgefs-source")
+        self._threads = threads
 
     async def read(self, n: int) -> bytes:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._read_full, n)
+        return await asyncio.wrap_future(self._threads.submit(self._read_full, n))
 
     def _read_full(self, n: int) -> bytes:
         parts, got = [], 0
@@ -124,9 +183,6 @@ class StripeSource:
             parts.append(part)
             got += len(part)
         return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def close(self) -> None:
-        self._thread.shutdown(wait=False)
 
 
 class StripedWriter:
@@ -175,11 +231,7 @@ class StripedWriter:
         ``kept_length``: an append's or a truncate's (``reopen``): the bytes of the file's groups
         this version shares, before what ``read`` yields. ``finish``: what commits instead of
         Complete (a FileWriter's: ``sync`` for an hflush). Returns the file's length."""
-        try:
-            source = StripeSource(read)
-        except BaseException:
-            await self._abandon(created.file_id)
-            raise
+        source = StripeSource(read)
         renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:
             policy = parse_policy(created.policy)
@@ -204,7 +256,6 @@ class StripedWriter:
             raise
         finally:
             renewal.cancel()
-            source.close()
 
     async def _abandon(self, file_id: int) -> None:
         try:
