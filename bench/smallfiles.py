@@ -167,6 +167,14 @@ class Build:
             counts[method] = counts.get(method, 0) + float(m.group(2))
         return counts
 
+    def pids(self) -> dict[str, list[int]]:
+        """The build's processes a ``tar x`` into its mount keeps busy: the mount, the NameNode(s),
+        the DataNodes (its cluster.json)."""
+        state = json.loads((self.root / "cluster" / "cluster.json").read_text())
+        return {"mount": [self.mount_proc.pid] if self.mount_proc is not None else [],
+                "namenode": [state[n]["pid"] for n in ("namenode", "namenode-2") if (state.get(n) or {}).get("pid")],
+                "datanodes": [d["pid"] for d in state.get("datanodes", {}).values() if d.get("pid")]}
+
     def ops(self, *args: str) -> dict:
         """A library workload in a child process of this build (bench/smallfiles_ops.py)."""
         done = subprocess.run([sys.executable, str(_OPS), "--namenode", self.namenode, *args], env=self.env,
@@ -216,21 +224,38 @@ def _verify(copy: pathlib.Path, tree: pathlib.Path) -> None:
         raise RuntimeError(f"{copy} differs from the tree: {done.stdout[:500]}{done.stderr[:300]}")
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of the processes so far (/proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick   # utime, stime
+    return total
+
+
 def mount_round(where: pathlib.Path, tarball: pathlib.Path, tree: pathlib.Path, entries: int, n: int,
-                counts=None) -> dict:
+                counts=None, pids=None) -> dict:
     """tar x into ``where``, verify, grep -r, rm -rf: seconds of each. ``counts``: the build's
-    NameNode RPC counts (``Build.rpc_counts``), to tell the calls the tar x made."""
+    NameNode RPC counts (``Build.rpc_counts``), to tell the calls the tar x made; ``pids``: its
+    processes (``Build.pids``), to tell the CPU an entry of the tar x cost each."""
     target = where / f"round{n}"
     target.mkdir()
     before = counts() if counts else None
+    processes = pids() if pids else {}
+    cpu0 = {k: cpu_seconds(v) for k, v in processes.items()}
     tar_s = _timed(["tar", "xf", str(tarball), "-C", str(target)])
+    cpu = {k: (cpu_seconds(v) - cpu0[k]) / entries * 1000 for k, v in processes.items()}
     calls = _calls(before, counts()) if counts else None
     _verify(target / tree.name, tree)
     ls_s = _timed(["ls", "-lR", str(target)])
     grep_s = _timed(["grep", "-r", "-l", "def main", str(target)])
     rm_s = _timed(["rm", "-rf", str(target)])
     out = {"tar_x_s": round(tar_s, 3), "tar_x_entries_per_s": round(entries / tar_s, 1),
+           "tar_x_ms_per_entry": round(tar_s / entries * 1000, 2),
            "ls_lr_s": round(ls_s, 3), "grep_r_s": round(grep_s, 3), "rm_rf_s": round(rm_s, 3)}
+    if cpu:
+        out["tar_x_cpu_ms_per_entry"] = {**{k: round(v, 2) for k, v in cpu.items()}, "all": round(sum(cpu.values()), 2)}
     if calls is not None:
         out["tar_x_calls_per_entry"] = {m: round(v / entries, 3) for m, v in sorted(calls.items())}
     return out
@@ -377,7 +402,8 @@ def run(*, files: int = 3200, baseline: str | None = "main", gluster: bool = Tru
             sides["local"] = local
             log(f"mounts, A B B A over {', '.join(sides)}: tar x, grep -r, rm -rf ...")
             result["mount"] = abba(sides, lambda name, where, n: mount_round(
-                where, tarball, tree, entries, n, builds[name].rpc_counts if name in builds else None))
+                where, tarball, tree, entries, n, builds[name].rpc_counts if name in builds else None,
+                builds[name].pids if name in builds else None))
     finally:
         if volume is not None:
             volume.stop()
@@ -422,6 +448,7 @@ def markdown(r: dict) -> str:
     lines += ["| measure | this build | baseline (main) | GlusterFS | local disk | ours / main | ours / GlusterFS |",
               "|---|---|---|---|---|---|---|"]
     for key, label, lower, unit in [("tar_x_entries_per_s", "`tar x` into the mount, entries/s", False, ""),
+                                    ("tar_x_ms_per_entry", "`tar x`: ms an entry", True, ""),
                                     ("rm_rf_s", "`rm -rf` of the tree through the mount, s", True, ""),
                                     ("ls_lr_s", "`ls -lR` of it through the mount, s", True, ""),
                                     ("grep_r_s", "`grep -r -l` over it through the mount, s", True, "")]:
@@ -430,6 +457,15 @@ def markdown(r: dict) -> str:
         lines.append(f"| {label} | {cell(vals['ours'], fmt)} | {cell(vals['main'], fmt)} | {cell(vals['glusterfs'], fmt)} | "
                      f"{cell(vals['local'], '{:,.2f}')} | {ratio(vals['ours'], vals['main'])} | "
                      f"{ratio(vals['ours'], vals['glusterfs'])} |")
+    cpu = {side: [run["tar_x_cpu_ms_per_entry"] for run in m.get(side, []) if "tar_x_cpu_ms_per_entry" in run]
+           for side in ("ours", "main")}
+    if cpu["ours"]:
+        best = {side: min(runs, key=lambda c: c["all"]) if runs else None for side, runs in cpu.items()}
+        for part in ("all", "mount", "namenode", "datanodes"):
+            v = {side: best[side][part] if best[side] else None for side in best}
+            lines.append(f"| `tar x`: CPU an entry, {'all processes' if part == 'all' else 'the ' + part}, ms | "
+                         f"{cell(v['ours'], '{:.2f}')} | {cell(v['main'], '{:.2f}')} | | | "
+                         f"{ratio(v['ours'], v['main'])} | |")
     put = {side: _best(runs, "files_per_s", False) for side, runs in r.get("put_r", {}).items()}
     lines.append(f"| `hedgefs put -r` of the tree, files/s | {cell(put.get('ours'))} | {cell(put.get('main'))} "
                  f"| | | {ratio(put.get('ours'), put.get('main'))} | |")
