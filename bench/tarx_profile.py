@@ -1,6 +1,7 @@
 """Where one ``tar x`` entry's time goes through ``hedgefs mount``: a probe, not a suite.
 
     python bench/tarx_profile.py CLUSTER_DIR STATUS_PAGE MOUNTPOINT MOUNT_PID TARBALL [--strace]
+    python bench/tarx_profile.py --ab [--baseline COMMIT] [--files N] [--strace]
 
 Runs ``tar xf TARBALL`` into a new directory of MOUNTPOINT (a mount of the cluster ``hedgefs
 cluster up --dir CLUSTER_DIR`` made, its NameNode's status page at STATUS_PAGE
@@ -10,12 +11,17 @@ the tarball: the wall time; the NameNode's calls by method and their time in the
 NameNode spent (/proc/PID/stat); with ``--strace``, tar's system calls and their wall time
 (``strace -f -c -w``: what each FUSE request cost tar, strace's own overhead included). See
 bench/results/2026-12-06-tarx-entry-profile.md. Run under the heavy lock for figures to keep.
+
+``--ab``: the same beside a baseline, in one run: this build's cluster and mount and the baseline
+commit's (main by default; each build in its own directory, as ``hedgefs bench smallfiles``
+makes them), a tarball of ``make_tree`` of N files (500 by default), and the probe on each, A B B A.
 """
 
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -90,7 +96,53 @@ def main(cluster_dir: str, http: str, mountpoint: str, mount_pid: int, tarball: 
     os.unlink(trace)
 
 
+def ab(baseline: str, files: int, use_strace: bool) -> None:
+    """This build beside ``baseline``'s, A B B A (``--ab``)."""
+    from hedgefs.bench.namenode_run import _baseline_tree, _remove_tree, _shim
+    from hedgefs.bench.smallfiles import Build, make_tree
+
+    here = pathlib.Path(__file__).resolve().parent.parent
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="hedgefs-tarx-ab-"))
+    builds, base_tree = {}, None
+    try:
+        tree = tmp / "src" / "tree"
+        print(f"tree: {make_tree(tree, files)}")
+        tarball = tmp / "tree.tar"
+        with tarfile.open(tarball, "w") as t:
+            t.add(tree, arcname=tree.name)
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", baseline], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        base_tree = _baseline_tree(commit, tmp)
+        builds["ours"] = Build("ours", None, tmp / "ours")
+        builds["main"] = Build("main", {**os.environ, "PYTHONPATH": str(_shim(base_tree, tmp / "shim"))}, tmp / "main")
+        for b in builds.values():
+            b.root.mkdir(parents=True)
+            print(f"{b.name}: {head if b.name == 'ours' else commit}, code from {b.code()}")
+        for b in builds.values():
+            b.up()
+            b.mount()
+        for n, name in enumerate(["ours", "main", "main", "ours"]):
+            b = builds[name]
+            print(f"\n--- {name} ({head if name == 'ours' else commit}), run {n + 1} of 4")
+            sys.stdout.flush()
+            main(str(b.root / "cluster"), b.http, str(b.mountpoint), b.mount_proc.pid, str(tarball), use_strace)
+            sys.stdout.flush()
+    finally:
+        for b in builds.values():
+            b.down()
+        if base_tree is not None:
+            _remove_tree(base_tree)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
+    if "--ab" in sys.argv:
+        argv = sys.argv[1:]
+        opt = {k: argv[argv.index(k) + 1] for k in ("--baseline", "--files") if k in argv}
+        ab(opt.get("--baseline", "main"), int(opt.get("--files", 500)), "--strace" in argv)
+        raise SystemExit(0)
     args = [a for a in sys.argv[1:] if a != "--strace"]
     if len(args) != 5:
         raise SystemExit(__doc__)
