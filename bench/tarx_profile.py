@@ -31,13 +31,9 @@ import urllib.request
 
 
 def namenode_calls(http: str) -> tuple[dict[str, float], dict[str, float]]:
-    """Calls and seconds in the NameNode by method; "(Creates answered early)" among the calls: a
-    Create answered before its journal record was durable (a NameNode without that: absent)."""
+    """Calls and seconds in the NameNode by method."""
     text = urllib.request.urlopen(http + "metrics", timeout=10).read().decode()
     calls: dict[str, float] = {}
-    early = re.search(r'^hedgefs_namenode_creates_early_total (\S+)$', text, re.M)
-    if early:
-        calls["(Creates answered early)"] = float(early.group(1))
     for labels, v in re.findall(r'^hedgefs_namenode_rpc_calls_total\{([^}]*)\} (\S+)$', text, re.M):
         method = re.search(r'method="([^"]+)"', labels).group(1)
         calls[method] = calls.get(method, 0) + float(v)
