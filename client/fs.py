@@ -514,9 +514,10 @@ class FileSystem:
         calls' pause, up to their failover deadline; after it, the NameNode's one line (naming
         the DataNodes awaited). A stat does not wait: only a reader needs the locations.
 
-        One deadline bounds the whole lookup, the failover of each call in it included (each
-        call gets what is left, and at least a last try of ``backoff_max_s``): a call that
-        itself waited out a failover no longer starts a deadline of its own (up to twice it)."""
+        One deadline bounds the whole lookup, the failover of each call in it included: no try
+        starts after it (each call may try until what is left, and at least ``backoff_max_s``
+        more), and a try started has a call's usual timeout, so a NameNode slow to answer the last
+        one is heard. The lookup ends by the deadline plus one try, not twice the deadline."""
         config, clock = self.namenodes.config, self.namenodes.clock
         deadline, pause = clock() + config.deadline_s, config.backoff_start_s
         request = pb.PathRequest(path=path, group_codes=True)

@@ -123,9 +123,11 @@ class Attempts:
         self.config = nodes.config
         self.address = nodes.active
         # ``deadline`` (on ``clock``): a caller's own, for a call that is one step of a longer
-        # wait (a reader's lookup, fs.py _locate): its tries stop there, not deadline_s from now.
-        self.bounded = deadline is not None
-        self.deadline = deadline if deadline is not None else self.clock() + self.config.deadline_s
+        # wait (a reader's lookup, fs.py _locate): no try starts after it, not deadline_s from now.
+        # A try's own timeout stays that of any call (``timeout``): a NameNode slow to answer
+        # the last try of a wait is answered, not cut off.
+        self.tries_until = self.clock() + self.config.deadline_s
+        self.deadline = deadline if deadline is not None else self.tries_until
         self.pause = self.config.backoff_start_s
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, call_id())) \
             if method in NON_IDEMPOTENT else None
@@ -133,9 +135,9 @@ class Attempts:
         self.standbys: set[str] = set()   # addresses that answered as standbys during this call
 
     def timeout(self) -> float:
-        if len(self.nodes.addresses) == 1 and not self.bounded:
+        if len(self.nodes.addresses) == 1:
             return NAMENODE_TIMEOUT_S
-        return max(0.05, min(NAMENODE_TIMEOUT_S, self.deadline - self.clock()))
+        return max(0.05, min(NAMENODE_TIMEOUT_S, self.tries_until - self.clock()))
 
     def failed(self, err: grpc.RpcError, tls_refusal: str | None = None) -> float:
         """After ``err`` from ``self.address``: the seconds to pause before the next try (at the

@@ -11,6 +11,8 @@ Time is virtual: the script advances a clock a second per call, the client's pau
 millisecond, so the deadlines are counted in calls, not measured.
 """
 
+import time
+
 import pytest
 
 from hedgefs.client.errors import DataUnavailable, FileChanged, Unavailable
@@ -88,3 +90,21 @@ def test_a_mark_that_never_clears_ends_at_the_deadline_with_its_line(scripted):
         with pytest.raises(DataUnavailable, match="^data unavailable: cannot read /f yet: "):
             fs._call(fs._locate("/f"))
     assert len(nn.calls) == 10, len(nn.calls)
+
+
+def test_the_last_try_of_the_wait_is_answered_by_a_slow_namenode(scripted):
+    # The open's stat (call 0, virtual time 0) finds the mark; the lookup's deadline is then 1 + 10.
+    # The mark clears at its last try (call 10, virtual time 10), and the NameNode, busy after its
+    # start, takes 3 s (real) to say so: the try keeps a call's usual timeout (10 s), so the open
+    # succeeds. It used to get what was left of the lookup's deadline (1 s: cut off, exit 3).
+    def answer(n):
+        if n < 10:
+            return version(7, MARK)
+        time.sleep(3.0)   # the NameNode's slowness, not a wait for anything
+        return version(7)
+
+    nn = scripted(answer)
+    with nn.client(deadline_s=10.0) as fs:
+        with fs.open("/f") as f:
+            assert not f.status.locations_pending
+    assert len(nn.calls) == 11
