@@ -29,7 +29,8 @@ once they are down to a few (``drain``), so an arm's queue is not handed to the 
 the same core. Only reads held by a frozen DataNode are left to finish after the next arm has begun:
 S0's of a freeze, counted (its client does not hedge, so each of its unit reads in flight on the
 frozen DataNode is one of its reads, held until the thaw); S's end at their hedge, so S drains. An
-arm's extra unit reads are counted once it has drained: a client behind counts a read as needed when
+arm's extra unit reads are counted once it has drained, and again once its block's reads have all
+ended (each arm of a block has a client of its own): a client behind counts a read as needed when
 it starts it and its unit reads as they run, and cut at the schedule's end, a backlog's unit reads
 fell into no arm (REPLICATE-3 H round 7: 301 unit reads for 509 needed).
 
@@ -241,11 +242,16 @@ def held_reads(name: str, fault: Fault | None, model, victim: str) -> Callable[[
 
 
 def play(arm: Arm, reader, metrics, rate: float, settings: Settings, exclude: frozenset[str], rng: random.Random,
-         slots: int, pending: set, meters: dict, held: Callable[[], int] = lambda: 0) -> None:
+         slots: int, pending: set, meters: dict, held: Callable[[], int] = lambda: 0) -> Callable[[], None]:
     """One arm: its open loop (``run_arm``), its hiccups, its drain, then its extra unit reads:
     the client's counters from its first kept read to the end of the drain, so the reads still
-    queued as the schedule ended count in the arm that issued them, with their unit reads."""
+    queued as the schedule ended count in the arm that issued them, with their unit reads.
+    Returns the count, to be taken again once the few reads the drain left have ended too."""
     before = [metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")]
+
+    def count():
+        arm.unit_reads = metrics.counter("unit_reads") - before[0]
+        arm.needed = metrics.counter("unit_reads_needed") - before[1]
 
     def measuring():
         before[:] = metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")
@@ -254,8 +260,8 @@ def play(arm: Arm, reader, metrics, rate: float, settings: Settings, exclude: fr
     arm.backlog = arm.outstanding
     drain(arm, rate, held)
     arm.stuck = arm.outstanding
-    arm.unit_reads = metrics.counter("unit_reads") - before[0]
-    arm.needed = metrics.counter("unit_reads_needed") - before[1]
+    count()
+    return count
 
 
 def warm_up(readers: dict, rate: float, seconds: float = 1.5) -> None:
@@ -359,7 +365,7 @@ class Suite:
                 victim = victims[policy]
                 if fault is not None:
                     self._apply(bc, fault, victim)
-                block = []
+                block, counts = [], []
                 try:
                     for name in names:
                         arm = Arm(name, policy, fault.name if fault else None, rnd)
@@ -368,14 +374,16 @@ class Suite:
                         client = {"H0": "off", "S0": "off", "H": "on", "S": "on", "O": "oracle"}[name]
                         exclude = frozenset({victim}) if name == "O" else frozenset()
                         held = held_reads(name, fault, clients[client, policy].model, victim)
-                        play(arm, readers[client, policy], clients[client, policy].metrics, rate, settings, exclude,
-                             self.rng, slots[policy], self.futures, meters, held)
+                        counts.append(play(arm, readers[client, policy], clients[client, policy].metrics, rate, settings, exclude,
+                             self.rng, slots[policy], self.futures, meters, held))
                         block.append(arm)
                         self.arms.append(arm)
                 finally:
                     if fault is not None:
                         self._clear(bc, fault, victim)
                 self._settle(block)
+                for count in counts:   # each arm of a block has a client of its own: its counters are the arm's
+                    count()
                 if fault is not None:
                     self.recovery.append(recover(clients["on", policy], readers["on", policy], rate, self.rng, slots[policy]))
             mine = [a for a in self.arms if a.round == rnd]

@@ -402,9 +402,12 @@ def test_an_arms_extra_unit_reads_count_the_reads_it_left_queued(monkeypatch):
     client = QueuedClient(speed=800.0)
     monkeypatch.setattr(tail, "time", client)
     arm = tail.Arm("H", "REPLICATE-3", None, 7)
-    tail.play(arm, client, client, 1000.0, tail.Settings(arm_s=1.0, warmup_s=0.0), frozenset(), random.Random(7),
+    count = tail.play(arm, client, client, 1000.0, tail.Settings(arm_s=1.0, warmup_s=0.0), frozenset(), random.Random(7),
               64, set(), {})
     left = int(1000.0 * tail.DRAIN_LEFT_S)
     assert arm.backlog > 150 and arm.stuck <= left
     assert arm.needed == arm.issued and arm.needed - arm.unit_reads == arm.stuck
     assert abs(arm.unit_reads - arm.needed) / arm.needed < 0.06   # at the schedule's end: about -20 %
+    client.sleep(1.0)   # the block settles: the last few run
+    count()
+    assert arm.unit_reads == arm.needed == arm.issued
