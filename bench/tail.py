@@ -26,8 +26,13 @@ before it knows, are what hedging is for (discarded, they hid every read of a RE
 waited out +500 ms, and most that waited out a freeze: the full run of 2026-12-06). Reads
 outstanding at an arm's end finish in the background and still count for it; the next arm starts
 once they are down to a few (``drain``), so an arm's queue is not handed to the next arm's client on
-the same core. Only reads held by a frozen DataNode (S0 and S of a freeze) are left to finish
-after the next arm has begun: a count that stays flat while this thread itself runs on time.
+the same core. Only reads held by a frozen DataNode are left to finish after the next arm has begun:
+S0's of a freeze, counted (its client does not hedge, so each of its unit reads in flight on the
+frozen DataNode is one of its reads, held until the thaw); S's end at their hedge, so S drains. An
+arm's extra unit reads are counted once it has drained, and again once its block's reads have all
+ended (each arm of a block has a client of its own): a client behind counts a read as needed when
+it starts it and its unit reads as they run, and cut at the schedule's end, a backlog's unit reads
+fell into no arm (REPLICATE-3 H round 7: 301 unit reads for 509 needed).
 
 **Dispatch lag.** Every read's lag, how late the load generator issued it against its schedule,
 is recorded per arm (p50, p99, max; reads issued after the arm's end), and so is how late this
@@ -42,7 +47,8 @@ their CPU (bench/hiccup.py); a round whose hiccup p99.9 passes a bound is flagge
 its rows are given again without the flagged rounds, never silently dropped.
 
 **Statistics** (bench/bootstrap.py): every ratio is of the arms' percentiles over all rounds
-pooled, with a 95 % round-level block-bootstrap interval, and a verdict: met, missed, unresolved.
+pooled, with a 95 % round-level block-bootstrap interval, and a verdict: met, missed, unresolved;
+void for a latency row when every round is flagged (the extra-read counts still stand).
 The percentile gated on is p99.9 where each arm has 100,000 reads, else p99 with p99.9 beside it;
 except for a fault that touches fewer than 1 % of the reads (1 % of one DataNode's), which p99
 cannot see at all: there p99.9, said to be under-sampled.
@@ -98,8 +104,7 @@ P999_READS = 100_000        # reads per arm before p99.9 is gated on
 HICCUP_FLOOR_MS = {"client": 20.0, "servers": 20.0}
 HICCUP_FACTOR = 3.0
 SETTLE_S = 5.0              # after a block, at most this long for its reads to finish
-DRAIN_LEFT_S = 0.05         # after an arm, wait while more than this many seconds of its reads are outstanding ...
-DRAIN_STUCK_S = 0.25        # ... unless the arm's DataNode is frozen and none ended for this long, the client running
+DRAIN_LEFT_S = 0.05         # after an arm, wait while more than this many seconds of its reads are outstanding
 DRAIN_TICK_S = 0.01
 # An arm's client is behind when its dispatch lag p99 (how late reads were issued against their
 # schedule) or a stall seen while it drained passes this: the client hiccup meter's floor, and
@@ -210,30 +215,53 @@ def run_arm(arm: Arm, reader, rate: float, settings: Settings, exclude: frozense
     arm.window = (measure, end)
 
 
-def drain(arm: Arm, rate: float, frozen: bool = False, most_s: float = SETTLE_S) -> float:
+def drain(arm: Arm, rate: float, held: Callable[[], int] = lambda: 0, most_s: float = SETTLE_S) -> float:
     """After an arm's schedule: wait while more than ``DRAIN_LEFT_S`` of its reads (at ``rate``)
-    are outstanding, at most ``most_s``. With its DataNode ``frozen``, reads held by it do not
-    end: stop once none has ended for ``DRAIN_STUCK_S`` of time in which this thread woke on time
-    (a client that cannot run, starved or stalled, leaves the count flat too, and is no fault's:
-    that time does not count). Notes in ``arm.drain_lag`` the longest late wake-up. Returns the
-    seconds waited."""
+    are outstanding besides the ``held()`` ones (held by a frozen DataNode: they end at its thaw),
+    at most ``most_s``. Notes in ``arm.drain_lag`` the longest this thread woke late (a client that
+    cannot run). Returns the seconds waited."""
     began = now = time.monotonic()
     left = max(1, int(rate * DRAIN_LEFT_S))
-    last, flat = arm.outstanding, 0.0
-    while arm.outstanding > left and now - began < most_s:
+    while arm.outstanding - held() > left and now - began < most_s:
         time.sleep(DRAIN_TICK_S)
-        woke, n = time.monotonic(), arm.outstanding
-        late = woke - now - DRAIN_TICK_S
-        arm.drain_lag = max(arm.drain_lag, late)
-        if n < last:
-            last, flat = n, 0.0
-        elif frozen and late <= LAG_BOUND_S:
-            flat += woke - now
-            if flat >= DRAIN_STUCK_S:
-                now = woke
-                break
+        woke = time.monotonic()
+        arm.drain_lag = max(arm.drain_lag, woke - now - DRAIN_TICK_S)
         now = woke
     return now - began
+
+
+def held_reads(name: str, fault: Fault | None, model, victim: str) -> Callable[[], int]:
+    """How many of an arm's reads the fault holds: under a freeze, for S0, the unit reads its
+    client (hedging off: no hedge, no second unit read of a cell) has in flight on the frozen
+    DataNode, each one of its reads; none for any other arm (S's end at their hedge, a little
+    after the ceiling, review of tail46 F3: cut at a flat 0.25 s, round 6's S handed 618 of its
+    620 reads to O)."""
+    if name != "S0" or fault is None or fault.kind != "freeze":
+        return lambda: 0
+    return lambda: (model.snapshot().get(victim) or {}).get("inflight", 0)
+
+
+def play(arm: Arm, reader, metrics, rate: float, settings: Settings, exclude: frozenset[str], rng: random.Random,
+         slots: int, pending: set, meters: dict, held: Callable[[], int] = lambda: 0) -> Callable[[], None]:
+    """One arm: its open loop (``run_arm``), its hiccups, its drain, then its extra unit reads:
+    the client's counters from its first kept read to the end of the drain, so the reads still
+    queued as the schedule ended count in the arm that issued them, with their unit reads.
+    Returns the count, to be taken again once the few reads the drain left have ended too."""
+    before = [metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")]
+
+    def count():
+        arm.unit_reads = metrics.counter("unit_reads") - before[0]
+        arm.needed = metrics.counter("unit_reads_needed") - before[1]
+
+    def measuring():
+        before[:] = metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")
+    run_arm(arm, reader, rate, settings, exclude, rng, slots, pending, measuring)
+    arm.hiccups = {who: meter.window(*arm.window) for who, meter in meters.items()}
+    arm.backlog = arm.outstanding
+    drain(arm, rate, held)
+    arm.stuck = arm.outstanding
+    count()
+    return count
 
 
 def warm_up(readers: dict, rate: float, seconds: float = 1.5) -> None:
@@ -337,7 +365,7 @@ class Suite:
                 victim = victims[policy]
                 if fault is not None:
                     self._apply(bc, fault, victim)
-                block = []
+                block, counts = [], []
                 try:
                     for name in names:
                         arm = Arm(name, policy, fault.name if fault else None, rnd)
@@ -345,25 +373,17 @@ class Suite:
                         settings = s if fault is None else dataclasses.replace(s, warmup_s=0.0)
                         client = {"H0": "off", "S0": "off", "H": "on", "S": "on", "O": "oracle"}[name]
                         exclude = frozenset({victim}) if name == "O" else frozenset()
-                        metrics = clients[client, policy].metrics
-                        before = [0, 0]
-
-                        def measuring(metrics=metrics, before=before):
-                            before[:] = metrics.counter("unit_reads"), metrics.counter("unit_reads_needed")
-                        run_arm(arm, readers[client, policy], rate, settings, exclude, self.rng, slots[policy],
-                                self.futures, measuring)
-                        arm.unit_reads = metrics.counter("unit_reads") - before[0]
-                        arm.needed = metrics.counter("unit_reads_needed") - before[1]
-                        arm.hiccups = {who: meter.window(*arm.window) for who, meter in meters.items()}
-                        arm.backlog = arm.outstanding
-                        drain(arm, rate, frozen=fault is not None and fault.kind == "freeze" and name != "O")
-                        arm.stuck = arm.outstanding
+                        held = held_reads(name, fault, clients[client, policy].model, victim)
+                        counts.append(play(arm, readers[client, policy], clients[client, policy].metrics, rate, settings, exclude,
+                             self.rng, slots[policy], self.futures, meters, held))
                         block.append(arm)
                         self.arms.append(arm)
                 finally:
                     if fault is not None:
                         self._clear(bc, fault, victim)
                 self._settle(block)
+                for count in counts:   # each arm of a block has a client of its own: its counters are the arm's
+                    count()
                 if fault is not None:
                     self.recovery.append(recover(clients["on", policy], readers["on", policy], rate, self.rng, slots[policy]))
             mine = [a for a in self.arms if a.round == rnd]
@@ -464,6 +484,7 @@ def evaluate(arms: list[Arm], rounds: int, policies: list[str], faults: list[Fau
              flagged: set[int]) -> list[dict]:
     rows = []
     keep = [a for a in arms if a.round not in flagged]
+    void = set(range(rounds)) <= flagged   # every round's client or host was off: no latency row stands
 
     def percentile_row(measure, policy, fault, a, b, q, bound, point_bound, note="", target=None):
         ra, rb = rounds_of(arms, (policy, fault, a), rounds), rounds_of(arms, (policy, fault, b), rounds)
@@ -474,7 +495,7 @@ def evaluate(arms: list[Arm], rounds: int, policies: list[str], faults: list[Fau
                                                rounds_of(keep, (policy, fault, b), rounds), q) if flagged else None
         n = min(sum(len(r) for r in ra), sum(len(r) for r in rb))
         rows.append({"policy": policy, "fault": fault or "healthy", "measure": measure, "percentile": q,
-                     "interval": dataclasses.asdict(iv), "verdict": bootstrap.verdict(iv, bound, point_bound),
+                     "interval": dataclasses.asdict(iv), "verdict": "void" if void else bootstrap.verdict(iv, bound, point_bound),
                      "target": target or (f"<= {bound} x (upper)" + (f", point <= {point_bound} x" if point_bound else "")),
                      "beside": {"percentile": other_q, "interval": dataclasses.asdict(beside)},
                      "without_flagged": dataclasses.asdict(clean) if clean else None,
@@ -582,7 +603,8 @@ def summary_markdown(doc: dict) -> str:
         lines += ["", f"After each fault the hedging client read on (not measured) until it called no DataNode slow: "
                       f"median {sorted(rec)[len(rec) // 2]:.2f} s, max {max(rec):.2f} s over {len(rec)} faults."]
     lines += ["", "Verdicts: met = the interval's upper bound within the target (and the point within its point "
-              "target); missed = the interval wholly above it; unresolved = the run cannot tell (bench/bootstrap.py)."]
+              "target); missed = the interval wholly above it; unresolved = the run cannot tell (bench/bootstrap.py); "
+              "void = a latency row of a run whose every round is flagged (its ratios are given, none stands)."]
     return "\n".join(lines) + "\n"
 
 
