@@ -229,23 +229,29 @@ class Claims:
             dropped += 1
         return dropped
 
-    def gone(self, datanode_id: str, group_id: int, index: int, generation: int) -> bool:
+    def gone(self, datanode_id: str, group_id: int, index: int, generation: int, passive: bool = False) -> bool:
         """The DataNode says its copy is deleted, at whichever NameNode's command (with HA every
         NameNode hears of every delete: a standby's map may hold the copy, from a receipt it heard
         while the active ordered the delete): a location the map still puts there goes (True),
         and a standby's copy heard ahead of its group is forgotten. Its last word on the copy: a
         DataNode tells a delete only after the receipts of it it sent before, and a copy stored
-        again is not told deleted (datanode/reports.py). In a group being written the copy stays the
-        writer's target, marked unreported (not read, and dropped by the commit unless a receipt
-        marks it back), so a standby that tails the commit later does not map it."""
+        again is not told deleted (datanode/reports.py). A group being written is left to its
+        writer's commit at the active (``passive`` False: it orders no delete of a target; a
+        heartbeat's late "deleted" may trail the unit's re-store, review-lead L1). At a standby
+        (``passive``) a writer's target told deleted stays the target, marked unreported (not
+        read, dropped by the commit unless a receipt marks it back), so the standby that tails
+        the commit later does not map it (review-halink F1); an open tail's copy goes."""
         self.blocks.forget_ahead(datanode_id, group_id, index)
         group = self.blocks.groups.get(group_id)
         if group is None or self.blocks.generation(group_id) != generation \
                 or self.blocks.holder(group, index) != datanode_id:
             return False
-        if group.file.writer is not None:   # the writer's target stays; its copy is not there (a commit drops it)
-            self.blocks.mark(self.blocks.unreported, group_id, index, True)
-            return False
+        if self.blocks.being_written(group):
+            if not passive:
+                return False
+            if group.file.writer is not None:   # the writer's target stays; its copy is not there (a commit drops it)
+                self.blocks.mark(self.blocks.unreported, group_id, index, True)
+                return False
         self.blocks.place(group, index, None)
         return True
 

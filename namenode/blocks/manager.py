@@ -338,7 +338,7 @@ class BlockManager:
             if self.blocks.deletes.confirm(datanode_id, unit):
                 self.delete_sent.pop((datanode_id, unit[0], unit[1]), None)
                 self.scan_needed = True   # a unit of that group may go to this DataNode again
-            if self.claims.gone(datanode_id, *unit):
+            if self.claims.gone(datanode_id, *unit, passive=self.passive):
                 self.scan_needed = True   # its group lacks the unit now: repaired, if this NameNode is the active
                 log.debug("unit %d/%d told deleted by %s: its location dropped", unit[0], unit[1], datanode_id)
         if self.passive:

@@ -447,7 +447,7 @@ def test_a_cold_standby_sends_an_unlocated_read_to_the_active_and_once_promoted_
         sb.close()
 
 
-def _deleted_while_standby_tails_the_write(tmp_path, clock):
+def _deleted_while_standby_tails_the_write(tmp_path, clock, stored_again: bool = False):
     """A standby that has tailed a group (being written there) hears every unit's receipt; the
     active commits without unit 4 (its receipt late there) and has it deleted; the DataNode tells
     the standby "deleted" before the standby tails the Complete (review-halink F1)."""
@@ -466,6 +466,8 @@ def _deleted_while_standby_tails_the_write(tmp_path, clock):
             nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
     nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, (0, 1, 2, 3))])
     sb.heartbeat(holder, "", deleted=[(group.id, 4, group.generation)])
+    if stored_again:   # the DataNode stores unit 4 again (a repair sent there): its receipt follows the delete
+        sb.unit_stored(holder, group.id, 4, group.generation)
     _tail(sb, tmp_path / "nn" / "namenode.db")
     return nn, sb, engine
 
@@ -491,3 +493,34 @@ def test_promoted_it_plans_the_repair_of_that_copy(tmp_path):
     finally:
         sb.close()
         engine.close()
+
+
+
+def test_at_a_standby_a_copy_stored_again_after_its_delete_is_mapped_after_the_commit(tmp_path):
+    nn, sb, engine = _deleted_while_standby_tails_the_write(tmp_path, FakeClock(), stored_again=True)
+    try:
+        assert 4 in {u.index for u in sb.file_info("/f").groups[0].units}
+    finally:
+        sb.close()
+        engine.close()
+        nn.close()
+
+
+def test_at_the_active_a_late_deleted_for_a_writers_target_leaves_it_to_the_commit(tmp_path):
+    # Every receipt in; then a heartbeat's "deleted" of unit 4 handled late, after the receipt of
+    # the unit stored again (a heartbeat past its deadline): the active, which ordered no delete of
+    # a target, leaves the group to its writer's commit: the copy that holds bytes stays mapped.
+    nn = make_namenode(tmp_path / "nn", FakeClock(), receipt_wait_s=0.1)
+    try:
+        add_datanodes(nn, 6)
+        created = nn.create("/f")
+        group = nn.add_block_group(created.file_id)
+        holder = {u.index: u.datanode_id for u in group.units}[4]
+        for u in group.units:
+            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+        nn.heartbeat(holder, "", deleted=[(group.id, 4, group.generation)])
+        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, (0, 1, 2, 3, 4))])
+        assert {u.index: u.datanode_id for u in nn.file_info("/f").groups[0].units}.get(4) == holder
+        assert not [d for d in nn.blocks.pending_deletes(holder) if d[0] == group.id]
+    finally:
+        nn.close()

@@ -22,10 +22,10 @@ def alive(threads: SourceThreads) -> int:
 def test_files_read_one_after_another_share_one_thread():
     threads = SourceThreads()
     before = alive(threads)
-    seen = set()
+    seen = []   # the thread objects themselves (held here, so never reused as a thread id may be)
 
     def read(n: int) -> bytes:
-        seen.add(threading.get_ident())
+        seen.append(threading.current_thread())
         return b""
 
     async def files():
@@ -36,7 +36,7 @@ def test_files_read_one_after_another_share_one_thread():
             assert await source.read(5000) == bytes([i]) * 2000   # short only at the end
             assert await StripeSource(read, threads).read(10) == b""
     asyncio.run(files())
-    assert len(seen) == 1
+    assert len(seen) == 50 and len({id(t) for t in seen}) == 1
     assert alive(threads) - before <= 1
 
 
@@ -60,16 +60,16 @@ def test_a_source_blocked_on_its_input_does_not_hold_up_another():
 def test_an_idle_thread_ends_and_a_later_read_starts_another(monkeypatch):
     monkeypatch.setattr(SourceThreads, "IDLE_S", 0.05)
     threads = SourceThreads()
-    idents = []
+    ran = []   # the thread objects (held: a thread id may be reused)
 
     def read(n: int) -> bytes:
-        idents.append(threading.get_ident())
+        ran.append(threading.current_thread())
         return b""
 
     asyncio.run(StripeSource(read, threads).read(1))
-    wait_until(lambda: not threads._idle, 10, "the idle thread to end")
+    wait_until(lambda: not ran[0].is_alive(), 10, "the idle thread to end")
     asyncio.run(StripeSource(read, threads).read(1))
-    assert len(idents) == 2
+    assert len(ran) == 2 and ran[1] is not ran[0] and ran[1].is_alive()
 
 
 def test_a_read_that_raises_fails_its_writer_and_the_thread_serves_on():
