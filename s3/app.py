@@ -417,8 +417,11 @@ async def expect_continue(request: web.Request) -> web.StreamResponse | None:
 
 def make_app(gateway: Gateway) -> web.Application:
     # read_bufsize: a request body is buffered up to 2x this before aiohttp pauses the socket
-    # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB)
-    app = web.Application(middlewares=[errors], client_max_size=1 << 20, handler_args={"read_bufsize": READ_BUFSIZE})
+    # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB).
+    # auto_decompress off: a body sent with Content-Encoding gzip (deflate, br) is stored as sent,
+    # as S3 stores it (the encoding is the object's metadata, returned on GET and HEAD)
+    app = web.Application(middlewares=[errors], client_max_size=1 << 20,
+                          handler_args={"read_bufsize": READ_BUFSIZE, "auto_decompress": False})
     app["gateway"] = gateway
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app

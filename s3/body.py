@@ -147,9 +147,15 @@ class _Receiver(asyncio.BufferedProtocol):
 
     @staticmethod
     def fits(request: web.Request, length: int | None) -> bool:
-        """A body of a declared Content-Length of MIN bytes or more, over plain HTTP."""
+        """A body of a declared Content-Length of MIN bytes or more, over plain HTTP, with no
+        Content-Encoding but identity or aws-chunked: the bytes on the socket are then the body
+        itself, as aiohttp's parser counts it. (The gateway has aiohttp keep a gzip body as sent,
+        auto_decompress off, app.py; this keeps the direct path safe if a decoding parser ever
+        holds output back.)"""
         transport = request.transport
+        encodings = {e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",")} - {""}
         return (length is not None and length >= _Receiver.MIN and "Content-Length" in request.headers
+                and encodings <= {"identity", "aws-chunked"}
                 and "Transfer-Encoding" not in request.headers and transport is not None
                 and transport.get_extra_info("sslcontext") is None
                 and isinstance(transport, asyncio.Transport) and hasattr(transport, "set_protocol")
