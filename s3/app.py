@@ -153,8 +153,11 @@ async def errors(request: web.Request, handler):
         response = await _answer(request, handler, request_id)
     finally:
         gateway.inflight -= 1
-    if request.get(CLOSE):
-        response.force_close()   # its body was received past aiohttp's parser (body.py): the next request cannot be read
+        taken = request.get(CLOSE)
+        if taken is not None:   # its body was received past aiohttp's parser (body.py _Receiver)
+            taken.drop_rest()   # what no handler read, read and dropped: the client then gets its answer
+    if taken is not None:
+        response.force_close()   # the next request on this connection cannot be read
     response.headers.setdefault("x-amz-request-id", request_id)
     response.headers.setdefault("Server", "hedgefs")
     gateway.moved += (request.content_length or 0) + (response.content_length or 0)

@@ -296,7 +296,7 @@ class _Receiver(asyncio.BufferedProtocol):
 
 
 DROP = 256 << 10   # bytes per read of a body received while no fill waits
-CLOSE = "hedgefs.s3.close"   # a request whose connection closes after its answer (its body was taken)
+CLOSE = "hedgefs.s3.close"   # a request whose body was taken (its _Receiver): its connection closes after the answer
 
 
 class Body:
