@@ -153,8 +153,11 @@ async def errors(request: web.Request, handler):
         response = await _answer(request, handler, request_id)
     finally:
         gateway.inflight -= 1
-    if request.get(CLOSE):
-        response.force_close()   # its body was received past aiohttp's parser (body.py): the next request cannot be read
+        taken = request.get(CLOSE)
+        if taken is not None:   # its body was received past aiohttp's parser (body.py _Receiver)
+            taken.drop_rest()   # what no handler read, read and dropped: the client then gets its answer
+    if taken is not None:
+        response.force_close()   # the next request on this connection cannot be read
     response.headers.setdefault("x-amz-request-id", request_id)
     response.headers.setdefault("Server", "hedgefs")
     gateway.moved += (request.content_length or 0) + (response.content_length or 0)
@@ -417,8 +420,11 @@ async def expect_continue(request: web.Request) -> web.StreamResponse | None:
 
 def make_app(gateway: Gateway) -> web.Application:
     # read_bufsize: a request body is buffered up to 2x this before aiohttp pauses the socket
-    # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB)
-    app = web.Application(middlewares=[errors], client_max_size=1 << 20, handler_args={"read_bufsize": READ_BUFSIZE})
+    # (64 KiB by default: a PUT then pauses and resumes its socket every 128 KiB).
+    # auto_decompress off: a body sent with Content-Encoding gzip (deflate, br) is stored as sent,
+    # as S3 stores it (the encoding is the object's metadata, returned on GET and HEAD)
+    app = web.Application(middlewares=[errors], client_max_size=1 << 20,
+                          handler_args={"read_bufsize": READ_BUFSIZE, "auto_decompress": False})
     app["gateway"] = gateway
     app.router.add_route("*", "/{tail:.*}", dispatch, expect_handler=expect_continue)
     return app

@@ -147,9 +147,15 @@ class _Receiver(asyncio.BufferedProtocol):
 
     @staticmethod
     def fits(request: web.Request, length: int | None) -> bool:
-        """A body of a declared Content-Length of MIN bytes or more, over plain HTTP."""
+        """A body of a declared Content-Length of MIN bytes or more, over plain HTTP, with no
+        Content-Encoding but identity or aws-chunked: the bytes on the socket are then the body
+        itself, as aiohttp's parser counts it. (The gateway has aiohttp keep a gzip body as sent,
+        auto_decompress off, app.py; this keeps the direct path safe if a decoding parser ever
+        holds output back.)"""
         transport = request.transport
+        encodings = {e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",")} - {""}
         return (length is not None and length >= _Receiver.MIN and "Content-Length" in request.headers
+                and encodings <= {"identity", "aws-chunked"}
                 and "Transfer-Encoding" not in request.headers and transport is not None
                 and transport.get_extra_info("sslcontext") is None
                 and isinstance(transport, asyncio.Transport) and hasattr(transport, "set_protocol")
@@ -160,22 +166,26 @@ class _Receiver(asyncio.BufferedProtocol):
         """Become the transport's protocol (on the event loop): what aiohttp received already
         (``left``, and what its reader buffers) is handed on first."""
         transport = request.transport
-        receiver = cls(transport, transport.get_protocol(), request.content,
-                       int(request.headers["Content-Length"]) - request.content.total_bytes)
+        receiver = cls(transport, transport.get_protocol(), request.content)
         transport.set_protocol(receiver)   # from now on no byte reaches aiohttp's parser
         if left is not None:
             receiver._early.append(left)
         while True:
-            data = request.content.read_nowait()   # (may resume reading: aiohttp's flow control)
+            # (may resume reading: aiohttp's flow control, which may have its parser hand on
+            # bytes it held; none come from the socket before this returns to the event loop)
+            data = request.content.read_nowait()
             if not data:
                 break
             receiver._early.append(memoryview(data))
+        # counted after the drain: what aiohttp handed on during it is not on the socket any more
+        # (more than declared: none left, and the body's length check refuses it)
+        receiver.remaining = max(0, int(request.headers["Content-Length"]) - request.content.total_bytes)
         transport.pause_reading()   # until a fill
-        request[CLOSE] = True
+        request[CLOSE] = receiver   # the errors middleware drops what no handler read (drop_rest)
         request.protocol.close()   # (after this request)
         return receiver
 
-    def __init__(self, transport, previous, content, remaining: int):
+    def __init__(self, transport, previous, content, remaining: int = 0):
         self._transport, self._previous, self._content = transport, previous, content
         self.remaining = remaining               # the body's bytes still on the socket
         self._early: collections.deque = collections.deque()
@@ -210,6 +220,10 @@ class _Receiver(asyncio.BufferedProtocol):
             self._view, self._waiter = None, None
             if not self._dropping:
                 self._transport.pause_reading()
+            elif self.remaining > 0 and self._error is None:
+                # dropped while this fill was ending (its last bytes in, reading paused, the
+                # task not yet run): the rest is read and dropped from here
+                self._transport.resume_reading()
         self._ended()
         return got
 
@@ -220,7 +234,10 @@ class _Receiver(asyncio.BufferedProtocol):
     def drop_rest(self) -> None:
         """Read the rest of the body and drop it (an abandoned PUT): the client sends it whole
         before it reads the answer, and aiohttp waits for the body's end before it closes. A
-        fill still waiting (being cancelled) leaves reading on when it ends."""
+        fill still waiting (being cancelled) leaves reading on when it ends. Called again (the
+        errors middleware after a Body.close), it does nothing more."""
+        if self._dropping:
+            return
         self._dropping = True
         self._early.clear()
         if self.remaining > 0 and self._error is None and self._view is None:
@@ -240,7 +257,8 @@ class _Receiver(asyncio.BufferedProtocol):
             self._got += nbytes
             self.remaining -= nbytes
             if self._got == self._want:
-                self._transport.pause_reading()
+                if not self._dropping:
+                    self._transport.pause_reading()
                 if not self._waiter.done():
                     self._waiter.set_result(None)
             return
@@ -278,7 +296,7 @@ class _Receiver(asyncio.BufferedProtocol):
 
 
 DROP = 256 << 10   # bytes per read of a body received while no fill waits
-CLOSE = "hedgefs.s3.close"   # a request whose connection closes after its answer (its body was taken)
+CLOSE = "hedgefs.s3.close"   # a request whose body was taken (its _Receiver): its connection closes after the answer
 
 
 class Body:

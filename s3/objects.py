@@ -300,9 +300,12 @@ async def put_object(ctx: Context) -> web.Response:
     tags = tagging.from_header(ctx.request.headers.get("x-amz-tagging"))
     body = Body(ctx.request, ctx.signed)
     if ctx.key.endswith("/"):
-        if await ctx.run(body.read, 1):
-            raise S3Error("InvalidArgument", "a key ending in '/' is a directory here: it holds no bytes")
-        await ctx.run(body.read)
+        try:
+            if await ctx.run(body.read, 1):
+                raise S3Error("InvalidArgument", "a key ending in '/' is a directory here: it holds no bytes")
+            await ctx.run(body.read)
+        finally:
+            body.close()
         info = await ctx.run(ctx.store.make_marker, ctx.bucket, ctx.key)
         return web.Response(headers={"ETag": info.etag})
     path = await ctx.run(ctx.store.prepare, ctx.bucket, ctx.key)

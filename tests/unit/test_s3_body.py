@@ -18,7 +18,7 @@ import pytest
 from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
-from hedgefs.s3.body import Body, ChunkSource
+from hedgefs.s3.body import CLOSE, Body, ChunkSource, _Receiver
 from hedgefs.s3.errors import S3Error
 
 MiB = 1 << 20
@@ -113,6 +113,95 @@ def test_a_body_shorter_than_its_length_is_refused(loop):
     with pytest.raises(S3Error) as err:
         read_all(body, (MiB,))
     assert err.value.code == "IncompleteBody"
+
+
+class Socket:
+    """The transport's side a _Receiver drives (s3/body.py): reading on or paused, its protocol."""
+
+    reading = True
+    protocol = None
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def get_protocol(self):
+        return self.protocol
+
+    def set_protocol(self, protocol) -> None:
+        self.protocol = protocol
+
+    def get_extra_info(self, name: str, default=None):
+        return default
+
+
+def receive(receiver: _Receiver, data: bytes) -> None:
+    """``data`` as the socket hands it to the receiver: into the buffers it gives, in pieces."""
+    view = memoryview(data)
+    while view:
+        buf = receiver.get_buffer(len(view))
+        n = min(len(buf), len(view), 100_003)
+        buf[:n] = view[:n]
+        receiver.buffer_updated(n)
+        view = view[n:]
+
+
+def test_a_large_body_taken_from_aiohttp_counts_what_its_reader_handed_on_while_drained():
+    """take() reads what aiohttp's reader holds; draining it can have aiohttp's parser hand on
+    bytes it held back (flow control resumed): those are not on the socket any more, so the
+    bytes left to receive are counted after the drain, and the body comes whole and in order."""
+    data = bytes(range(256)) * (3 * MiB // 256)
+
+    class Reader(StreamReader):
+        held = data[MiB:MiB + 300_000]   # what the parser hands on when reading resumes
+
+        def read_nowait(self, n: int = -1) -> bytes:
+            if self.held:
+                self.feed_data(self.held)
+                self.held = b""
+            return super().read_nowait(n)
+
+    async def scenario():
+        content = Reader(Flow(), 1 << 16, loop=asyncio.get_running_loop())
+        content.feed_data(data[:MiB])
+        socket = Socket()
+        request = make_mocked_request("PUT", "/b/k", headers={"Content-Length": str(len(data))},
+                                      payload=content, transport=socket)
+        receiver = _Receiver.take(request, None)
+        assert socket.protocol is receiver and request[CLOSE] is receiver and not socket.reading
+        assert receiver.remaining == len(data) - MiB - 300_000
+        buf = bytearray(len(data))
+        fill = asyncio.ensure_future(receiver.fill(memoryview(buf)))
+        await asyncio.sleep(0)   # (the fill took what came early and waits for the socket, reading on)
+        assert socket.reading
+        receive(receiver, data[MiB + 300_000:])
+        assert await fill == len(data) and buf == data
+        assert receiver.remaining == 0 and content.is_eof()
+    asyncio.run(scenario())
+
+
+def test_a_body_dropped_just_as_its_fill_ends_is_still_read_to_its_end():
+    """Body.close cancels the read ahead and drops the rest (drop_rest). If the fill's last bytes
+    came in (reading paused) before its task ran again, the fill's end turns reading back on:
+    else the client, still sending, is never read from nor answered."""
+    async def scenario():
+        content = StreamReader(Flow(), 1 << 16, loop=asyncio.get_running_loop())
+        socket = Socket()
+        receiver = _Receiver(socket, None, content, remaining=3 * MiB)
+        fill = asyncio.ensure_future(receiver.fill(memoryview(bytearray(MiB))))
+        await asyncio.sleep(0)   # (the fill waits for the socket)
+        receive(receiver, b"x" * MiB)   # its last bytes: reading paused, the task not yet run
+        assert not socket.reading
+        fill.cancel()
+        receiver.drop_rest()
+        with pytest.raises(asyncio.CancelledError):
+            await fill
+        assert socket.reading
+        receive(receiver, b"y" * (2 * MiB))   # the rest, read and dropped
+        assert receiver.remaining == 0 and content.is_eof()
+    asyncio.run(scenario())
 
 
 def test_an_abandoned_body_stops_its_read_ahead(loop):
