@@ -27,6 +27,7 @@ Complete, not four calls.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import hashlib
@@ -50,6 +51,9 @@ log = logging.getLogger("hedgefs.client")
 
 PIPE_BYTES = 8 << 20   # written bytes buffered before ``write`` waits for the stripes to go out
 TAIL_BYTES = 16 << 20  # bytes of the last block group kept for an hflush to write again (more: read back)
+# close's append and SyncLength of the open tail (_hold_tail): past this the Complete seals instead
+# (a DataNode that stalls at close costs close this much, not the stall).
+HOLD_TAIL_TIMEOUT_S = 5.0
 
 
 class _Pipe:
@@ -202,13 +206,13 @@ class FileWriter:
             tail.add(data)
             return data
 
-        async def finish(request):   # Complete, or an hflush's Sync (the answer: where to go on)
+        async def finish(request, failed):   # Complete, or an hflush's Sync (the answer: where to go on)
             if sync.asked:
                 sync.answer = await writer.sync(request, path, sync.exclude)
                 return
             held = me()
             if held is not None:
-                await held._hold_tail(request, policy)
+                await held._hold_tail(request, policy, failed)
             del held
             if not attributes.ListFields():
                 await writer.complete(request)
@@ -329,13 +333,20 @@ class FileWriter:
         self._open = tail
         return end
 
-    async def _hold_tail(self, request: pb.CompleteRequest, policy) -> None:
+    async def _hold_tail(self, request: pb.CompleteRequest, policy, failed: frozenset = frozenset()) -> None:
         """close on the open tail, when the group the striped writer wrote over the tail's bytes
         lacks units (streams failed: it is committed with k at least): the bytes the tail's
         replicas lack are appended and the length recorded first, as an hsync would, so that the
         tail holds every byte of that group and the NameNode's Complete keeps it as the file's
         last group instead (Writes.tail_kept: the hsynced bytes keep their m + 1 replicas). A
-        tail that fails now changes nothing: the Complete seals with the group, as before."""
+        tail that fails now changes nothing: the Complete seals with the group, as before.
+
+        close never waits on a stalled DataNode for it (review-seal S1): a group is short because
+        a DataNode failed or stalled, and the tail's replicas mostly share the group's DataNodes.
+        A tail with a replica on a DataNode whose stream failed or was dropped as late in this
+        write (``failed``) is not synced (that replica is as suspect as the stream: the tail
+        would hold no more than the group); and the append and SyncLength together get
+        HOLD_TAIL_TIMEOUT_S, after which the Complete seals (a DataNode that stalls only now)."""
         tail, unsent = self._open, self._unsent
         if tail is None or not request.groups or request.length != tail.end + len(unsent):
             return
@@ -345,12 +356,20 @@ class FileWriter:
             return   # not the tail's group, nothing to add (the NameNode has the length), or whole
         if not tail.fits(len(unsent)):
             return
+        suspect = sorted(failed & {u.datanode_id for u in tail.group.units})
+        if suspect:
+            log.info("%s: block group %d lacks units and the open tail has replicas on %s, whose streams failed "
+                     "in this write: the group is sealed with units %s", self.path, last.group_id, suspect,
+                     sorted(last.stored_units))
+            return
         try:
-            end = await tail.append(bytes(unsent))
-            await self._writer.sync_length(self._file_id, end, tail.group.id)
-        except HedgefsError as err:
+            async with asyncio.timeout(HOLD_TAIL_TIMEOUT_S):
+                end = await tail.append(bytes(unsent))
+                await self._writer.sync_length(self._file_id, end, tail.group.id)
+        except (HedgefsError, TimeoutError) as err:
+            why = err if isinstance(err, HedgefsError) else f"no answer in {HOLD_TAIL_TIMEOUT_S:g} s"
             log.info("%s: keeping the open tail at close failed (%s); block group %d is sealed with units "
-                     "%s", self.path, err, last.group_id, sorted(last.stored_units))
+                     "%s", self.path, why, last.group_id, sorted(last.stored_units))
             return
         self._unsent = bytearray()
         log.info("%s: block group %d lacks units (stored %s): the open tail, %d bytes on %d replicas, stays the "

@@ -66,6 +66,9 @@ class FileStatus:
     # A group is short of located units while the NameNode awaits block reports (it just started
     # or was promoted): its one-line reason ("": none). ``FileSystem.open`` asks again while set.
     locations_pending: str = dataclasses.field(default="", compare=False)
+    # A listing's file whose last group is in a code of its own (an open or kept tail): that code
+    # ("": the file's). A listing's entry has no groups: du counts its disk from this.
+    last_group_code: str = ""
 
     @property
     def is_link(self) -> bool:
@@ -91,4 +94,5 @@ class FileStatus:
                    info.owner, info.group, info.permission, renew, expire, views_from_proto(info),
                    ranged=info.group_count > 0, first_group=info.first_group,
                    atime_ms=info.atime_ms or info.mtime_ms, symlink=info.symlink, file_id=info.file_id,
-                   xattrs=dict(info.xattrs) if xattrs else None, locations_pending=info.locations_pending)
+                   xattrs=dict(info.xattrs) if xattrs else None, locations_pending=info.locations_pending,
+                   last_group_code=info.last_group_code)

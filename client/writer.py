@@ -225,12 +225,13 @@ class StripedWriter:
 
     async def write_created(self, created: pb.CreateResponse, read: ReadFn, progress: Callable[[int], None],
                             convert_from: pb.FileVersion | None = None, kept_length: int = 0,
-                            finish: Callable[[pb.CompleteRequest], Awaitable] | None = None) -> int:
+                            finish: Callable[[pb.CompleteRequest, frozenset], Awaitable] | None = None) -> int:
         """Write everything ``read`` yields into the file ``create`` made, and complete it; on any
         failure (``read`` raising included) abandon it: nothing half-written becomes visible.
         ``kept_length``: an append's or a truncate's (``reopen``): the bytes of the file's groups
-        this version shares, before what ``read`` yields. ``finish``: what commits instead of
-        Complete (a FileWriter's: ``sync`` for an hflush). Returns the file's length."""
+        this version shares, before what ``read`` yields. ``finish(request, failed)``: what commits
+        instead of Complete (a FileWriter's: ``sync`` for an hflush), told the DataNodes whose
+        streams failed or stalled in this write. Returns the file's length."""
         source = StripeSource(read)
         renewal = asyncio.ensure_future(self._renew_lease(created.file_id, created.lease_timeout_ms / 3000))
         try:
@@ -248,8 +249,12 @@ class StripedWriter:
                 failed.update(written.failed_datanodes)
                 total += written.length
                 data = written.next_stripe
-            await (finish or self.complete)(pb.CompleteRequest(file_id=created.file_id, length=kept_length + total,
-                                                               groups=commits, convert_from=convert_from))
+            request = pb.CompleteRequest(file_id=created.file_id, length=kept_length + total, groups=commits,
+                                         convert_from=convert_from)
+            if finish is None:
+                await self.complete(request)
+            else:   # (with the DataNodes whose streams failed or stalled in this write)
+                await finish(request, frozenset(failed))
             return kept_length + total
         except BaseException:
             await self._abandon(created.file_id)

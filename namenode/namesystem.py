@@ -317,7 +317,8 @@ class Namesystem:
                   limit: int = 0, who: Identity = SUPER, xattrs: bool = False) -> tuple[list[Entry], bool]:
         """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
-        out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who, xattrs)
+        out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who, xattrs,
+                                  self.blocks.codes)
         self.seen()
         return out
 

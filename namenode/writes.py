@@ -237,7 +237,11 @@ class Writes:
         Complete's is); then the tail, if it holds every byte of the group (the Complete's length
         is the last SyncLength's: close tail-syncs the bytes its replicas lack first) and has more
         redundancy (live replicas - 1 > stored units - k), is kept as the file's last group, in
-        its own code, and the short group goes. None: the seal goes ahead."""
+        its own code, and the short group goes. None: the seal goes ahead.
+
+        Both are judged by the NameNode's own view (review-seal S2): the units reported stored on
+        live DataNodes, of the group (the writer's claim may be short of a late stream that still
+        stored its unit, or name a DataNode dead since) and of the tail alike."""
         base = lease.base
         if not lease.tail or base is None or not base.groups or base.groups[-1].id != lease.tail:
             return None
@@ -245,10 +249,14 @@ class Writes:
         if length != base.length or len(written) != 1:
             return None
         last, tail = written[0], base.groups[-1]
-        stored = set(last.stored_units) | zero_units(policy, last.length)
+        group = self.blocks.get(last.group_id)
+        if group is None:
+            return None
+        live = self.ns.liveness.is_live
+        stored = {i for i, d in self.blocks.reported_units(group).items() if live(d)} | \
+            zero_units(policy, last.length)
         if len(stored) >= policy.units:
             return None   # whole: the seal
-        live = self.ns.liveness.is_live
         replicas = sum(1 for d in self.blocks.reported_units(tail).values() if live(d))
         return tail if replicas - 1 > len(stored) - policy.k else None
 

@@ -39,7 +39,7 @@ class BlockGroup(_message.Message):
     def __init__(self, id: _Optional[int] = ..., length: _Optional[int] = ..., units: _Optional[_Iterable[_Union[UnitLocation, _Mapping]]] = ..., generation: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
 
 class FileInfo(_message.Message):
-    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id", "xattrs", "locations_pending")
+    __slots__ = ("path", "is_dir", "length", "policy", "block_size", "mtime_ms", "groups", "owner", "group", "permission", "token_lifetime_ms", "datanode_reads", "datanode_heartbeat_age_ms", "first_group", "group_count", "atime_ms", "symlink", "file_id", "xattrs", "locations_pending", "last_group_code")
     class DatanodeReadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,7 @@ class FileInfo(_message.Message):
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     XATTRS_FIELD_NUMBER: _ClassVar[int]
     LOCATIONS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    LAST_GROUP_CODE_FIELD_NUMBER: _ClassVar[int]
     path: str
     is_dir: bool
     length: int
@@ -101,7 +102,8 @@ class FileInfo(_message.Message):
     file_id: int
     xattrs: _containers.ScalarMap[str, bytes]
     locations_pending: str
-    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ..., locations_pending: _Optional[str] = ...) -> None: ...
+    last_group_code: str
+    def __init__(self, path: _Optional[str] = ..., is_dir: _Optional[bool] = ..., length: _Optional[int] = ..., policy: _Optional[str] = ..., block_size: _Optional[int] = ..., mtime_ms: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[BlockGroup, _Mapping]]] = ..., owner: _Optional[str] = ..., group: _Optional[str] = ..., permission: _Optional[int] = ..., token_lifetime_ms: _Optional[int] = ..., datanode_reads: _Optional[_Mapping[str, ReadLatency]] = ..., datanode_heartbeat_age_ms: _Optional[_Mapping[str, int]] = ..., first_group: _Optional[int] = ..., group_count: _Optional[int] = ..., atime_ms: _Optional[int] = ..., symlink: _Optional[str] = ..., file_id: _Optional[int] = ..., xattrs: _Optional[_Mapping[str, bytes]] = ..., locations_pending: _Optional[str] = ..., last_group_code: _Optional[str] = ...) -> None: ...
 
 class PathRequest(_message.Message):
     __slots__ = ("path", "range_offset", "range_length", "xattrs", "group_codes")

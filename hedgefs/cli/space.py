@@ -84,42 +84,22 @@ def du(paths: tuple[str, ...], summary: bool, human: bool, as_json: bool, nameno
 
 
 def _tree_size(fs, status) -> tuple[int, int]:
-    """(bytes, bytes on disk) of a file, or of every file under a directory."""
+    """(bytes, bytes on disk) of a file, or of every file under a directory: from the listing
+    alone (an entry says its last group's own code, if any: no stat per file)."""
     entries = fs.iter_list(status.path, recursive=True) if status.is_dir else [status]
     length = disk = 0
-    tailed: list = []   # EC files ending inside a group: their last group may be a tail (below)
     for e in entries:
         if e.is_dir:
             continue
         length += e.length
-        if not e.groups and _may_end_in_a_tail(e):
-            tailed.append(e)
-        else:
-            disk += disk_bytes(e)
-    for at in range(0, len(tailed), 1000):   # their groups, a StatMany per thousand
-        chunk = tailed[at:at + 1000]
-        for e, got in zip(chunk, fs.stat_many([e.path for e in chunk])):
-            disk += disk_bytes(e if isinstance(got, Exception) else got)
+        disk += disk_bytes(e)
     return length, disk
-
-
-def _may_end_in_a_tail(e) -> bool:
-    """An erasure-coded file whose last group is partial: an open tail (or one a close kept,
-    REPLICATE-(m + 1)) may hold it, which a listing entry does not say."""
-    from hedgefs.ec import layout
-    from hedgefs.ec.policy import parse_policy
-
-    try:
-        policy = parse_policy(e.policy)
-        return not policy.replicated and e.length % layout.group_data_size(
-            policy, e.block_size or layout.block_size_for(policy, 0)) != 0
-    except (ValueError, ZeroDivisionError):
-        return False
 
 
 def disk_bytes(e) -> int:
     """Bytes a file takes on the DataNodes: its data plus parity (EC) or its n copies; a status
-    with its groups (``stat``) counts each in its own code (an EC file's open tail: m + 1 copies)."""
+    with its groups (``stat``) counts each in its own code (an EC file's open tail: m + 1 copies),
+    a listing's entry its last group in ``last_group_code`` (every group before it is full)."""
     from hedgefs.ec import layout
     from hedgefs.ec.policy import parse_policy
 
@@ -127,7 +107,11 @@ def disk_bytes(e) -> int:
         policy = parse_policy(e.policy)
         if e.groups:
             return sum(sum(layout.unit_lengths(g.code(policy), g.length)) for g in e.groups)
-        return sum(sum(layout.unit_lengths(policy, g)) for g in
-                   layout.group_lengths(e.length, policy, e.block_size or layout.block_size_for(policy, 0)))
+        block_size = e.block_size or layout.block_size_for(policy, 0)
+        lengths = layout.group_lengths(e.length, policy, block_size)
+        tail = 0   # a tail holds less than a group: the bytes past the last full one (none: it is empty)
+        if e.last_group_code and e.length % layout.group_data_size(policy, block_size):
+            tail = sum(layout.unit_lengths(parse_policy(e.last_group_code), lengths.pop()))
+        return tail + sum(sum(layout.unit_lengths(policy, g)) for g in lengths)
     except (ValueError, ZeroDivisionError):
         return e.length

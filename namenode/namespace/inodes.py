@@ -236,6 +236,7 @@ class Entry:
     symlink: str = ""      # a symbolic link's target ("" for files and directories)
     file_id: int = 0       # the inode id (kept by appends, truncates and writes in place; not by overwrites)
     xattrs: dict | None = None   # a file's extended attributes, when asked for (``with_xattrs``)
+    last_group_code: str = ""    # a listed file's last group's own code (an open or kept tail), "": the file's
 
 
 def with_xattrs(e: Entry, node: Node) -> Entry:
@@ -245,11 +246,16 @@ def with_xattrs(e: Entry, node: Node) -> Entry:
     return e
 
 
-def entry(node: Node, path: str, dir_policy: str = "") -> Entry:
+def entry(node: Node, path: str, dir_policy: str = "", codes: dict | None = None) -> Entry:
+    """``codes``: the groups stored in a code of their own (BlockMap.codes), for a listing's
+    ``last_group_code``."""
     a = node.attrs
     extra = node.extra
     atime = node.mtime if extra is None or extra.atime is None else extra.atime
     if node.is_dir:
         return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode, atime, "", node.id)
-    return Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode, atime,
-                 node.target if node.is_link else "", node.id)
+    out = Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode, atime,
+                node.target if node.is_link else "", node.id)
+    if codes and node.groups:
+        out.last_group_code = codes.get(node.groups[-1].id, "")
+    return out

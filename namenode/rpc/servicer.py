@@ -59,7 +59,8 @@ AUTHORIZATION: dict[str, authz.Rule] = {
 def _entry(e: Entry) -> pb.FileInfo:
     out = pb.FileInfo(path=e.path, is_dir=e.is_dir, length=e.length, policy=e.policy,
                       block_size=e.block_size, mtime_ms=e.mtime_ms, owner=e.owner, group=e.group,
-                      permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id)
+                      permission=e.mode, atime_ms=e.atime_ms, symlink=e.symlink, file_id=e.file_id,
+                      last_group_code=e.last_group_code)
     if e.xattrs:
         out.xattrs.update(e.xattrs)
     return out

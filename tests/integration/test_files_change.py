@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from conftest import GROUP, POLICY, assert_one_line_error, cli_env, client, pattern, run_cli, start_cluster
+from test_small_files import calls_of
 
 from hedgefs.client.errors import AlreadyExists, NotFound, UsageError
 
@@ -446,6 +447,7 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
     The next append seals the tail: its last group erasure coded again."""
     c = private_cluster
     data = pattern(GROUP + 350_000, seed=454)   # the last group: every data unit has bytes (> 5 cells)
+    rows = []
     with client(c.namenode) as fs:
         w, at = _tailed(fs, "/short", data)
         tail = fs.stat("/short").groups[-1]
@@ -463,9 +465,11 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
         assert [g.policy for g in status.groups] == ["", "REPLICATE-4"] and status.groups[-1].id == tail.id
         assert status.groups[-1].length == len(data) - GROUP
         on_disk = 9 * GROUP // 6 + 4 * (len(data) - GROUP)   # the tail's bytes as its 4 copies, not RS-6-3
-        for path in ("/short", "/"):   # (a stat's groups; a listing's entries, whose groups du asks for)
-            [row] = json.loads(run_cli("du", "-s", "--json", path, namenode=c.namenode).stdout)
+        for path in ("/short", "/"):   # (a stat's groups; a listing's entry, which names the tail's code)
+            calls = calls_of(c, lambda: rows.append(run_cli("du", "-s", "--json", path, namenode=c.namenode)))
+            [row] = json.loads(rows.pop().stdout)
             assert (row["length"], row["disk_bytes"]) == (len(data), on_disk)
+            assert "StatMany" not in calls   # review-seal S3: du is the listing, no stat per file
         for datanode_id in lost:
             c.kill(datanode_id)
         with client(c.namenode) as reader:
@@ -474,6 +478,102 @@ def test_a_close_whose_last_group_lost_streams_keeps_the_hsynced_bytes_on_the_op
             c.restart(datanode_id)
         assert fs.append("/short").close() == len(data)
         assert [g.policy for g in fs.stat("/short").groups] == ["", ""] and fs.read_bytes("/short") == data
+
+
+def _closing_groups(monkeypatch) -> list:
+    """The writes a FileWriter begins (each ``CreateResponse``), recorded: the last one's
+    ``first_group`` is the group close writes the open tail's bytes into."""
+    from hedgefs.client.file_writer import FileWriter
+
+    seen, begin = [], FileWriter._begin
+
+    def recording(self, created, *args, **kwargs):
+        seen.append(created)
+        return begin(self, created, *args, **kwargs)
+    monkeypatch.setattr(FileWriter, "_begin", recording)
+    return seen
+
+
+def _close_within(w, bound_s: float) -> int:
+    """``w.close()``'s length, or a failure if close takes more than ``bound_s``."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return pool.submit(w.close).result(timeout=bound_s)
+    except concurrent.futures.TimeoutError:
+        pytest.fail(f"close still waiting after {bound_s} s")
+    finally:
+        pool.shutdown(wait=False)   # (a close still waiting ends once the caller thaws its DataNode)
+
+
+def test_close_does_not_wait_on_a_frozen_datanode_of_both_the_group_and_the_open_tail(private_cluster,
+                                                                                       monkeypatch, caplog):
+    """review-seal S1: a DataNode holding a replica of the open tail and a unit of the group
+    close writes over the tail's bytes freezes: the writer drops its stream as stalled (the group
+    is short), and close does not tail-sync to it (that replica is as suspect as the stream):
+    the Complete seals with the group. close returns within 30 s though the DataNode stays frozen
+    (before the fix it waited for the thaw: the whole freeze); the file reads back."""
+    c = private_cluster
+    seen = _closing_groups(monkeypatch)
+    data = pattern(GROUP + 350_000, seed=455)
+    with client(c.namenode) as fs:
+        w, at = _tailed(fs, "/stalled", data)
+        tail = fs.stat("/stalled").groups[-1]
+        assert seen[-1].HasField("first_group"), "the Sync's write comes with its group"
+        group = {u.datanode_id for u in seen[-1].first_group.units}
+        frozen = sorted({u.datanode_id for u in tail.units.values()} & group)[0]
+        c.freeze(frozen)
+        try:
+            w.write(data[at:])
+            with caplog.at_level("INFO", logger="hedgefs.client"):
+                assert _close_within(w, 30) == len(data)
+        finally:
+            c.thaw(frozen)
+        assert [r for r in caplog.records if "whose streams failed in this write" in r.getMessage()]
+        assert [g.policy for g in fs.stat("/stalled").groups] == ["", ""]
+        assert fs.read_bytes("/stalled") == data
+
+
+def test_a_tail_replica_that_stalls_only_at_close_costs_close_its_deadline_and_the_group_is_sealed(
+        private_cluster, monkeypatch, caplog):
+    """The fallback of close's tail-sync (review-seal S1, N1): the group is short (a DataNode
+    outside the tail frozen across close), and a DataNode whose stream of the group succeeded but
+    which holds a tail replica freezes just before close's APPEND: after HOLD_TAIL_TIMEOUT_S the
+    Complete seals with the group. close returns within 30 s with that DataNode still frozen,
+    the file is all RS-6-3 and reads back."""
+    from hedgefs.client.file_writer import FileWriter
+
+    c = private_cluster
+    seen = _closing_groups(monkeypatch)
+    data = pattern(GROUP + 350_000, seed=456)
+    with client(c.namenode) as fs:
+        w, at = _tailed(fs, "/late-stall", data)
+        tail_datanodes = sorted(u.datanode_id for u in fs.stat("/late-stall").groups[-1].units.values())
+        group = {u.datanode_id for u in seen[-1].first_group.units}
+        short = sorted(group - set(tail_datanodes))[0]   # its stream stalls: the group is short
+        stalls = tail_datanodes[0]                       # stalls once the group is written
+        frozen = [short]
+        hold = FileWriter._hold_tail
+
+        async def stalling(self, request, policy, failed=frozenset()):
+            assert stalls not in failed
+            c.freeze(stalls)
+            frozen.append(stalls)
+            return await hold(self, request, policy, failed)
+        monkeypatch.setattr(FileWriter, "_hold_tail", stalling)
+        c.freeze(short)
+        try:
+            w.write(data[at:])
+            with caplog.at_level("INFO", logger="hedgefs.client"):
+                assert _close_within(w, 30) == len(data)
+        finally:
+            for datanode_id in frozen:
+                c.thaw(datanode_id)
+        assert stalls in frozen[1:], "close tail-synced"
+        assert [r for r in caplog.records if "keeping the open tail at close failed (no answer" in r.getMessage()]
+        assert [g.policy for g in fs.stat("/late-stall").groups] == ["", ""]
+        assert fs.read_bytes("/late-stall") == data
 
 
 def test_a_stale_writer_of_the_open_tail_cannot_grow_the_file(c, fs):

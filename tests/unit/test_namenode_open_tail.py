@@ -157,6 +157,40 @@ def test_a_tail_no_safer_than_the_short_group_is_sealed(nn, clock):
     assert [g.id for g in nn.file_info("/f").groups] == [last.id] and nn.blocks.get(tail.id) is None
 
 
+def test_a_group_whose_late_stream_still_stored_its_unit_is_whole_and_sealed(nn):
+    """review-seal S2: the writer dropped unit 4's stream as late and claims units 0-3, but its
+    DataNode stored the unit and reported it: the group is whole in the NameNode's view, so the
+    Complete seals with it (RS-3-2) and the tail's 3 replicas go, not the other way round."""
+    from hedgefs.namenode.blocks.blockmap import GroupCommit
+
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    last = tailed.synced.created.first_group
+    stored(nn, last, 6000)   # every unit reported stored by its DataNode
+    nn.complete(file_id, 6000, [GroupCommit(last.id, 6000, (0, 1, 2, 3))])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(last.id, "")]
+    assert nn.blocks.get(tail.id) is None and sorted(nn.blocks.reported_units(nn.blocks.get(last.id))) == \
+        [0, 1, 2, 3, 4]
+
+
+def test_a_group_claimed_whole_with_a_dead_datanode_loses_to_a_live_tail(nn, clock):
+    """review-seal S2, the other way: every unit stored and reported, then a DataNode of the
+    group (none of the tail's) declared dead before the Complete: the group has 4 live units
+    (tolerance 1), the tail 3 live replicas (tolerance 2): the tail is kept."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    last = tailed.synced.created.first_group
+    commit = stored(nn, last, 6000)
+    tail_datanodes = {u.datanode_id for u in tail.units}
+    dead = next(u.datanode_id for u in last.units if u.datanode_id not in tail_datanodes)
+    for _ in range(5):   # past the dead interval, the others heartbeating
+        clock.advance(10)
+        heartbeat_all(nn, [f"dn{i}" for i in range(1, 9) if f"dn{i}" != dead])
+    assert not nn.liveness.is_live(dead)
+    nn.complete(file_id, 6000, [commit])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(tail.id, "REPLICATE-3")]
+
+
 def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     """A group in its file's code is journaled as before groups had codes (a standby not yet
     upgraded reads it); a tail's carries its code, and both read back as they were."""
