@@ -10,9 +10,12 @@ it. Every hsynced byte is then on m + 1 DataNodes: it survives the loss of any m
 Complete seals the tail: its bytes, erasure coded as the file's last group by the striped
 writer all along, take the tail's place in one record, and the replicas go.
 
-A replica that fails or refuses (a stale offset: it missed an append) ends the open tail
-(``TailBroken``): the writer's next hsync is a Sync again (copy-on-write of the last group), as
-HDFS's pipeline recovery would rebuild the pipeline; what earlier hsyncs made durable stays.
+A replica that fails or refuses (a stale offset: it missed an append), or stalls, ends the open
+tail (``TailBroken``): the writer's next hsync is a Sync again (copy-on-write of the last group),
+as HDFS's pipeline recovery would rebuild the pipeline; what earlier hsyncs made durable stays.
+A replica stalls as a striped writer's stream does (writer.py): still busy with an append its
+peers have finished after max(FINISH_STALL_FLOOR_S, STALL_FACTOR x their time), or after
+WRITE_TIMEOUT_S whatever the others do; so an hsync never waits on a frozen DataNode.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 
 from hedgefs.client.errors import HedgefsError
 from hedgefs.client.unit_writes import append_unit
+from hedgefs.client.writer import FINISH_STALL_FLOOR_S, STALL_FACTOR, WRITE_TIMEOUT_S
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -59,18 +63,40 @@ class OpenTail:
         view = memoryview(data)
         for at in range(0, len(view), dt.MAX_APPEND_BYTES):
             piece = view[at:at + dt.MAX_APPEND_BYTES]
-            results = await asyncio.gather(*(self._one(u, piece) for u in self.group.units),
-                                           return_exceptions=True)
-            for unit, got in zip(self.group.units, results):
-                if isinstance(got, BaseException):
-                    raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
-                                     f"{unit.datanode_id}: {got}", unit.datanode_id) from got
-                if got != self.length + len(piece):
-                    raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
-                                     f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}",
-                                     unit.datanode_id)
+            await self._everywhere(piece)
             self.length += len(piece)
         return self.end
+
+    async def _everywhere(self, piece) -> None:
+        """APPEND ``piece`` to every replica; TailBroken at the first that fails, refuses or
+        stalls (the others' appends are cancelled: the tail is given up either way)."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        tasks = {asyncio.ensure_future(self._one(u, piece)): u for u in self.group.units}
+        pending, deadline = set(tasks), began + WRITE_TIMEOUT_S
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()),
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    unit = tasks[min(pending, key=lambda t: tasks[t].index)]
+                    raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on {unit.datanode_id}: "
+                                     f"no answer in {loop.time() - began:.1f} s while the others took theirs",
+                                     unit.datanode_id)
+                answers = [(tasks[task], task.exception() or task.result()) for task in done]   # (every error retrieved)
+                for unit, got in sorted(answers, key=lambda a: a[0].index):
+                    if isinstance(got, BaseException):
+                        raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
+                                         f"{unit.datanode_id}: {got}", unit.datanode_id) from got
+                    if got != self.length + len(piece):
+                        raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
+                                         f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}",
+                                         unit.datanode_id)
+                peers = loop.time() - began   # what the replicas done so far took: the rest get a stall's allowance
+                deadline = min(deadline, began + max(FINISH_STALL_FLOOR_S, STALL_FACTOR * peers))
+        finally:
+            for task in pending:
+                task.cancel()
 
     async def _one(self, unit: pb.UnitLocation, piece) -> int:
         return await append_unit(self._datanodes, unit.data_address, self.group.id, unit.index, self.length,

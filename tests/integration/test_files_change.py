@@ -539,8 +539,9 @@ def test_a_tail_replica_that_stalls_only_at_close_costs_close_its_deadline_and_t
         private_cluster, monkeypatch, caplog):
     """The fallback of close's tail-sync (review-seal S1, N1): the group is short (a DataNode
     outside the tail frozen across close), and a DataNode whose stream of the group succeeded but
-    which holds a tail replica freezes just before close's APPEND: after HOLD_TAIL_TIMEOUT_S the
-    Complete seals with the group. close returns within 30 s with that DataNode still frozen,
+    which holds a tail replica freezes just before close's APPEND: that replica stalls while the
+    others took theirs (open_tail.py; HOLD_TAIL_TIMEOUT_S bounds the whole, SyncLength included),
+    and the Complete seals with the group. close returns within 30 s with that DataNode still frozen,
     the file is all RS-6-3 and reads back."""
     from hedgefs.client.file_writer import FileWriter
 
@@ -571,7 +572,8 @@ def test_a_tail_replica_that_stalls_only_at_close_costs_close_its_deadline_and_t
             for datanode_id in frozen:
                 c.thaw(datanode_id)
         assert stalls in frozen[1:], "close tail-synced"
-        assert [r for r in caplog.records if "keeping the open tail at close failed (no answer" in r.getMessage()]
+        assert [r for r in caplog.records if "keeping the open tail at close failed" in r.getMessage()
+                and "no answer in" in r.getMessage()]
         assert [g.policy for g in fs.stat("/late-stall").groups] == ["", ""]
         assert fs.read_bytes("/late-stall") == data
 
@@ -633,3 +635,34 @@ def test_a_killed_appender_leaves_every_hflushed_byte_and_its_lease_is_recovered
     assert [g.policy for g in fs.stat("/killed").groups] == [""]   # sealed by the append
     out = run_cli("recover-lease", "/killed", namenode=c.namenode)
     assert out.code == 0 and out.stdout == b"/killed: no write in progress\n"
+
+
+def test_an_hsync_does_not_wait_on_a_frozen_datanode_of_the_open_tail(private_cluster, caplog):
+    """A DataNode holding a replica of the open tail freezes: the hsync's APPEND to it stalls
+    while the other replicas took theirs, so the tail is given up and that hsync is a Sync (off
+    the frozen DataNode). The hsync returns within 30 s though the DataNode stays frozen (before,
+    it waited for the thaw); every hsynced byte reads back, and so does the file after close."""
+    import concurrent.futures
+
+    c = private_cluster
+    data = pattern(GROUP + 200_000, seed=457)
+    with client(c.namenode) as fs:
+        w, at = _tailed(fs, "/tail-stall", data)
+        frozen = sorted(u.datanode_id for u in fs.stat("/tail-stall").groups[-1].units.values())[0]
+        c.freeze(frozen)
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:
+            w.write(data[at:at + 4096])
+            with caplog.at_level("INFO", logger="hedgefs.client"):
+                try:
+                    assert pool.submit(w.hsync).result(timeout=30) == at + 4096
+                except concurrent.futures.TimeoutError:
+                    pytest.fail("hsync still waiting after 30 s")
+        finally:
+            c.thaw(frozen)
+            pool.shutdown(wait=True)
+        assert [r for r in caplog.records if "no answer in" in r.getMessage() and frozen in r.getMessage()]
+        assert fs.read_bytes("/tail-stall") == data[:at + 4096]
+        w.write(data[at + 4096:])
+        w.close()
+        assert fs.read_bytes("/tail-stall") == data
