@@ -153,7 +153,8 @@ class _Receiver(asyncio.BufferedProtocol):
         auto_decompress off, app.py; this keeps the direct path safe if a decoding parser ever
         holds output back.)"""
         transport = request.transport
-        encodings = {e.strip().lower() for e in request.headers.get("Content-Encoding", "").split(",")} - {""}
+        encodings = {e.strip().lower() for line in request.headers.getall("Content-Encoding", [])
+                     for e in line.split(",")} - {""}
         return (length is not None and length >= _Receiver.MIN and "Content-Length" in request.headers
                 and encodings <= {"identity", "aws-chunked"}
                 and "Transfer-Encoding" not in request.headers and transport is not None

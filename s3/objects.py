@@ -231,7 +231,9 @@ async def get_object(ctx: Context, head: bool) -> web.StreamResponse:
                                      functools.partial(check_conditions, ctx.request), not head)
         headers = {**object_headers(info), **ctx.headers}
         for param, name in RESPONSE_OVERRIDES.items():
-            if param in ctx.request.query:
+            if param in ctx.request.query:   # in place of the stored header, whatever its case
+                for stored in [h for h in headers if h.lower() == name.lower()]:
+                    del headers[stored]
                 headers[name] = ctx.request.query[param]
         number = part_number(ctx.request.query)
         if number is not None:

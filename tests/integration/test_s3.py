@@ -257,6 +257,9 @@ def test_a_body_sent_with_a_content_encoding_is_stored_as_sent(cluster, tmp_path
         assert fs.read_bytes(f"/open-gzip/{key}") == data, key
         head = s3.head_object(Bucket="open-gzip", Key=key)
         assert (head["ContentEncoding"], head["ETag"]) == (encoding, f'"{hashlib.md5(data).hexdigest()}"'), key
+    # A GET's response-content-encoding replaces the stored one (one header, not "gzip, identity").
+    got = s3.get_object(Bucket="open-gzip", Key="small.gz", ResponseContentEncoding="identity")
+    assert got["ContentEncoding"] == "identity" and got["Body"].read() == sent["small.gz"][1]
 
 
 def test_listing_with_a_delimiter_over_thousands_of_keys(s3, bucket, fs):
