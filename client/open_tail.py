@@ -13,8 +13,9 @@ writer all along, take the tail's place in one record, and the replicas go.
 A replica that fails or refuses (a stale offset: it missed an append), or stalls, ends the open
 tail (``TailBroken``): the writer's next hsync is a Sync again (copy-on-write of the last group),
 as HDFS's pipeline recovery would rebuild the pipeline; what earlier hsyncs made durable stays.
-A replica stalls as a striped writer's stream does (writer.py): still busy with an append its
-peers have finished after max(FINISH_STALL_FLOOR_S, STALL_FACTOR x their time), or after
+A replica stalls by the striped writer's constants (writer.py), counted from the first replica to
+answer (the tail needs every replica; the striped writer waits for k + 1 streams): still busy
+with an append after max(FINISH_STALL_FLOOR_S, STALL_FACTOR x the first one's time), or after
 WRITE_TIMEOUT_S whatever the others do; so an hsync never waits on a frozen DataNode.
 """
 
@@ -80,9 +81,9 @@ class OpenTail:
                                                    return_when=asyncio.FIRST_COMPLETED)
                 if not done:
                     unit = tasks[min(pending, key=lambda t: tasks[t].index)]
+                    others = "while others took theirs" if len(pending) < len(tasks) else "nor from the others"
                     raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on {unit.datanode_id}: "
-                                     f"no answer in {loop.time() - began:.1f} s while the others took theirs",
-                                     unit.datanode_id)
+                                     f"no answer in {loop.time() - began:.1f} s, {others}", unit.datanode_id)
                 answers = [(tasks[task], task.exception() or task.result()) for task in done]   # (every error retrieved)
                 for unit, got in sorted(answers, key=lambda a: a[0].index):
                     if isinstance(got, BaseException):

@@ -578,6 +578,51 @@ def test_a_tail_replica_that_stalls_only_at_close_costs_close_its_deadline_and_t
         assert fs.read_bytes("/late-stall") == data
 
 
+def test_close_gives_its_tail_sync_five_seconds_when_every_replica_stalls(private_cluster, monkeypatch, caplog):
+    """HOLD_TAIL_TIMEOUT_S itself (review-final F2): the group is short (a DataNode outside the
+    tail frozen across close), and every DataNode holding a tail replica freezes just before
+    close's APPEND, so no replica answers and the stall rule (which counts from the first answer)
+    cannot fire before WRITE_TIMEOUT_S (20 s): after 5 s the Complete seals with the group. They
+    thaw once the tail-sync has given up (the Complete needs their group units' receipts)."""
+    from hedgefs.client.file_writer import HOLD_TAIL_TIMEOUT_S, FileWriter
+
+    c = private_cluster
+    seen = _closing_groups(monkeypatch)
+    data = pattern(GROUP + 350_000, seed=458)
+    with client(c.namenode) as fs:
+        w, at = _tailed(fs, "/all-stall", data)
+        tail_datanodes = sorted(u.datanode_id for u in fs.stat("/all-stall").groups[-1].units.values())
+        group = {u.datanode_id for u in seen[-1].first_group.units}
+        short = sorted(group - set(tail_datanodes))[0]
+        hold = FileWriter._hold_tail
+        stalled = []
+
+        async def stalling(self, request, policy, failed=frozenset()):
+            for datanode_id in tail_datanodes:
+                c.freeze(datanode_id)
+                stalled.append(datanode_id)
+            try:
+                return await hold(self, request, policy, failed)
+            finally:
+                for datanode_id in tail_datanodes:
+                    c.thaw(datanode_id)
+        monkeypatch.setattr(FileWriter, "_hold_tail", stalling)
+        c.freeze(short)
+        try:
+            w.write(data[at:])
+            with caplog.at_level("INFO", logger="hedgefs.client"):
+                assert _close_within(w, 60) == len(data)
+        finally:
+            c.thaw(short)
+            for datanode_id in stalled:
+                c.thaw(datanode_id)
+        assert stalled == tail_datanodes, "close tail-synced"
+        assert [r for r in caplog.records if f"keeping the open tail at close failed (no answer in "
+                f"{HOLD_TAIL_TIMEOUT_S:g} s)" in r.getMessage()]
+        assert [g.policy for g in fs.stat("/all-stall").groups] == ["", ""]
+        assert fs.read_bytes("/all-stall") == data
+
+
 def test_a_stale_writer_of_the_open_tail_cannot_grow_the_file(c, fs):
     """A writer whose lease was recovered cannot grow the file: its hsync fails (the NameNode
     refuses the length, then the Sync; its APPENDs land on the replicas past the file's length,
