@@ -29,6 +29,8 @@ import tempfile
 import time
 import urllib.request
 
+from hedgefs.bench.smallfiles import cpu_seconds
+
 
 def namenode_calls(http: str) -> tuple[dict[str, float], dict[str, float]]:
     """Calls and seconds in the NameNode by method."""
@@ -40,15 +42,6 @@ def namenode_calls(http: str) -> tuple[dict[str, float], dict[str, float]]:
     seconds = {m: float(v) for m, v in re.findall(r'^hedgefs_namenode_rpc_seconds_sum\{method="([^"]+)"\} (\S+)$',
                                                    text, re.M)}
     return calls, seconds
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick   # utime, stime
-    return total
 
 
 def main(cluster_dir: str, http: str, mountpoint: str, mount_pid: int, tarball: str, use_strace: bool) -> None:

@@ -96,6 +96,17 @@ def _standby_of(tmp_path, clock, **kwargs):
     return make_namenode(tmp_path / "nn", clock, engine=engine, standby=True, **kwargs), engine
 
 
+def _active_and_standby(tmp_path, clock):
+    """An active with six DataNodes, and a standby of its namespace that they registered with
+    too: (active, DataNode ids, standby, the standby's engine once promoted)."""
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 6)
+    sb, engine = _standby_of(tmp_path, clock)
+    for dn in dns:
+        sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+    return nn, dns, sb, engine
+
+
 def test_a_promoted_standby_places_on_the_datanodes_that_reported_to_it_and_asks_them_to_report(tmp_path):
     clock = FakeClock()
     nn = make_namenode(tmp_path / "nn", clock)
@@ -346,12 +357,8 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
     reported again). As HDFS's standby queues the messages of blocks from its future (pending
     DataNode messages), it keeps them and applies them as it tails their groups."""
     clock = FakeClock()
-    nn = make_namenode(tmp_path / "nn", clock)
-    dns = add_datanodes(nn, 6)
-    sb, engine = _standby_of(tmp_path, clock)
+    nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
-        for dn in dns:
-            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
         created = nn.create("/f")
         group = nn.add_block_group(created.file_id)
         for u in group.units:             # every DataNode tells both NameNodes
@@ -383,12 +390,8 @@ def test_a_standby_forgets_a_copy_heard_ahead_of_its_group_once_its_datanode_say
     if the active has that copy deleted meanwhile, the DataNode's heartbeat tells the standby too
     (datanode/reports.py): the group it then tails does not list the copy that is gone."""
     clock = FakeClock()
-    nn = make_namenode(tmp_path / "nn", clock)
-    dns = add_datanodes(nn, 6)
-    sb, engine = _standby_of(tmp_path, clock)
+    nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
-        for dn in dns:
-            sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
         created = nn.create("/g")
         group = nn.add_block_group(created.file_id)
         for u in group.units:
@@ -451,11 +454,7 @@ def _deleted_while_standby_tails_the_write(tmp_path, clock, stored_again: bool =
     """A standby that has tailed a group (being written there) hears every unit's receipt; the
     active commits without unit 4 (its receipt late there) and has it deleted; the DataNode tells
     the standby "deleted" before the standby tails the Complete (review-halink F1)."""
-    nn = make_namenode(tmp_path / "nn", clock)
-    dns = add_datanodes(nn, 6)
-    sb, engine = _standby_of(tmp_path, clock)
-    for dn in dns:
-        sb.register(dn, f"127.0.0.1:{40000 + int(dn[2:])}")
+    nn, _, sb, engine = _active_and_standby(tmp_path, clock)
     created = nn.create("/f")
     group = nn.add_block_group(created.file_id)
     _tail(sb, tmp_path / "nn" / "namenode.db")
