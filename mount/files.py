@@ -62,6 +62,11 @@ class ReadHandle:
         self.reader.close()
 
 
+def _attributes_set(handle) -> bool:
+    """Has a chmod, chown or utimes been recorded on ``handle`` for its commit?"""
+    return handle.mode is not None or handle.owner is not None or handle.times is not None
+
+
 class WriteFailed(Exception):
     def __init__(self, errno_: int, message: str):
         super().__init__(message)
@@ -124,7 +129,7 @@ class WriteHandle:
             mtime, atime = self.times or (None, None)
             if self.times is not None:
                 self._writer.set_times(mtime, atime)
-            with as_owner(self.path, self.mode is not None or self.owner is not None or self.times is not None):
+            with as_owner(self.path, _attributes_set(self)):
                 length = self._writer.close()
             now = int(time.time() * 1000)
             owner, group = self.owner or ("", "")
@@ -211,13 +216,13 @@ class Edit:
                         out.write(chunk)
                         left -= len(chunk)
                     self._attributes(out)   # with the new version's Complete: on it, not on another's
-                    with as_owner(self.path, self.mode is not None or self.owner is not None or self.times is not None):
+                    with as_owner(self.path, _attributes_set(self)):
                         out.close()
                 self.base, self.dirty_from = self.size, None
             else:
                 with as_owner(self.path, True):
                     self._attributes(self._fs, self.path)
-            if changed or self.mode is not None or self.owner is not None or self.times is not None:
+            if changed or _attributes_set(self):
                 self.mode = self.owner = self.times = None
                 self.status = self._fs.stat(self.path)
             return self.status

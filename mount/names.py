@@ -68,10 +68,7 @@ class DirectoryNames:
 
     def added(self, parent_inode: int, name: bytes) -> None:
         """``name`` was made in the directory by this mount (after the NameNode said so)."""
-        node = self._changed(parent_inode)
-        if node is not None and node.names is not None:
-            node.names.add(name.decode("utf-8"))
-            node.changes += 1
+        self._add(self._changed(parent_inode), name)
 
     def removed(self, parent_inode: int, name: bytes) -> None:
         """``name`` was removed from the directory by this mount."""
@@ -83,11 +80,14 @@ class DirectoryNames:
         """The NameNode refused to make ``name`` in the directory: it exists (another client made
         it meanwhile). The mount asks about it next time, and the kernel forgets its "no such
         entry" (the lookup before the call), so a ``mkdir -p`` or an ``ln -sf`` finds it at once."""
-        node = self.inodes.get(parent_inode)
+        self._add(self.inodes.get(parent_inode), name)
+        pyfuse3.invalidate_entry_async(parent_inode, name, ignore_enoent=True)
+
+    @staticmethod
+    def _add(node: Node | None, name: bytes) -> None:
         if node is not None and node.names is not None:
             node.names.add(name.decode("utf-8"))
             node.changes += 1
-        pyfuse3.invalidate_entry_async(parent_inode, name, ignore_enoent=True)
 
     def _changed(self, parent_inode: int) -> Node | None:
         """A name was added or removed here: the directory's known status gets the new mtime.
