@@ -190,9 +190,9 @@ class FileChanges:
             raise InvalidArgument(f"file {file_id}: length {length} is outside its open tail "
                                   f"[{start}, {start + full})")
         first = tail.file is lease.file
-        if length < base.length or (length == base.length and not first):
-            if length == base.length:
-                return   # recorded already (a retry)
+        if length == base.length and not first:
+            return   # recorded already (a retry)
+        if length < base.length:
             raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
                                      f"{length} would lose some")
         if first:   # every replica reported, or the tail is no use

@@ -246,7 +246,7 @@ class BlockMap:
 
     def being_written(self, group: Group) -> bool:
         """Is a writer still writing ``group``: a file being written's, or a live write's open tail?"""
-        return group.file.writer is not None or (bool(self.open_tails) and group.id in self.open_tails)
+        return group.file.writer is not None or group.id in self.open_tails
 
     def ours(self, generation: int) -> bool:
         """Did this namespace issue the generation? 0 (a unit named without one) is nobody's."""

@@ -288,3 +288,24 @@ def test_a_tail_is_placed_where_it_can_grow_to_a_group(nn):
     again = nn.sync(created.file_id, "/f", 5100, [stored(nn, synced.created.first_group, 5100)])
     assert again.tail is None and again.created.first_group is not None
     assert nn.file_info("/f").entry.length == 5100
+
+
+def test_a_shorter_tail_length_is_refused_and_a_repeated_one_is_a_retry(nn):
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    with pytest.raises(FailedPrecondition, match="length 5500 would lose some"):
+        nn.sync_length(file_id, 5500, tail.id)
+    nn.sync_length(file_id, 6000, tail.id)   # a retry of the last: taken, nothing changed
+    assert nn.file_info("/f").entry.length == 6000
+
+
+def test_the_first_tail_length_is_refused_while_a_replica_is_not_reported_stored(nn):
+    # The replicas' DataNode died after its APPEND at 0 (no receipt): the tail is no use, and the
+    # writer's hsync becomes a Sync (client/file_writer.py); the file keeps what the Sync committed.
+    created = nn.create("/f")
+    group = nn.add_block_group(created.file_id)
+    tail = nn.sync(created.file_id, "/f", 5000, [stored(nn, group, 5000)]).tail
+    stored(nn, tail, 0, indexes=[u.index for u in tail.units][:2])
+    with pytest.raises(FailedPrecondition, match="has 2 of its 3 replicas reported stored"):
+        nn.sync_length(created.file_id, 6000, tail.id)
+    assert nn.file_info("/f").entry.length == 5000
