@@ -449,10 +449,12 @@ class LocalCluster:
         return name
 
     def kill(self, name: str) -> None:
+        """SIGKILL, and return once the process has let go of its files and ports (a restart
+        must find its data dir's lock free)."""
         self._signal(name, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while self.is_running(name) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        pid = self.pid(name)
+        if not wait_gone(pid):
+            raise ClusterError(f"{name} (pid {pid}) is still exiting 30 s after SIGKILL")
 
     def freeze(self, name: str) -> None:
         """SIGSTOP, and return once every thread of the process is stopped: kill() returns

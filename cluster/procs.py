@@ -47,11 +47,27 @@ def last_line(path: pathlib.Path) -> str:
     return lines[-1] if lines else "(empty log)"
 
 
-def wait_gone(pid: int, timeout_s: float = 10.0) -> None:
-    """After SIGKILL: until the process has exited (a zombie has let go of its namespaces and files)."""
+def gone(pid: int) -> bool:
+    """Has the process let go of everything it held? Its leader turns zombie while other threads
+    may still be exiting (one in an fsync on a busy disk, say), and they share its open files: a
+    killed NameNode's data-dir lock was still held when a restart came, so every thread must be gone."""
+    stat = proc_stat(pid)
+    if stat is None:
+        return True
+    if stat[0] not in ("Z", "X"):
+        return False
+    try:
+        return os.listdir(f"/proc/{pid}/task") == [str(pid)]
+    except OSError:
+        return True
+
+
+def wait_gone(pid: int, timeout_s: float = 30.0) -> bool:
+    """After SIGKILL: until the process has exited and let go of its namespaces and files; False if
+    it has not within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        stat = proc_stat(pid)
-        if stat is None or stat[0] in ("Z", "X"):
-            return
+    while not gone(pid):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.01)
+    return True
