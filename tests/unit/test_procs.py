@@ -6,9 +6,9 @@ import platform
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from conftest import wait_until
 
 from hedgefs.cluster.procs import gone, proc_stat, wait_gone
 
@@ -42,10 +42,7 @@ def test_a_zombie_leader_with_a_thread_left_is_not_gone_until_that_thread_is(tmp
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "locked"
-        deadline = time.monotonic() + 30
-        while proc_stat(proc.pid)[0] != "Z":
-            assert time.monotonic() < deadline, "the leader thread never exited"
-            time.sleep(0.01)
+        wait_until(lambda: proc_stat(proc.pid)[0] == "Z", 30, "the leader thread to exit", interval=0.01)
         assert not gone(proc.pid)
         assert not wait_gone(proc.pid, timeout_s=0.1)
         assert not _lock_free(lock)
