@@ -13,7 +13,8 @@ repaired copy replaced) is deleted only once every unit of its group is good els
 
 No copy on its way out is a replica: a copy whose delete is pending or sent is not mapped again
 on a report's word (``claim``: DELETING), nor on a receipt delivered after its delete was confirmed
-(receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``); a report a DataNode
+(receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``), nor a copy left out of
+its group (an open tail's replica that lacks its bytes: ``BlockMap.stale``); a report a DataNode
 makes after (re)registering drops what it lacks however lately it was mapped (``BlockMap.forget_recent``).
 
 Every method runs under the namesystem's lock, but ``missing_candidates`` (a read-only scan).
@@ -70,6 +71,9 @@ class Claims:
             return Claim.WRITING
         if current == datanode_id:
             return Claim.MAPPED
+        if (index, datanode_id) in self.blocks.stale.get(group_id, ()):   # left out of the group: it lacks bytes
+            self.blocks.queue_delete(datanode_id, group_id, index, generation)
+            return Claim.DELETING
         if receipt and self.blocks.deletes.deleted_lately(datanode_id, group_id, index):
             return Claim.DELETING   # an old receipt (sent before the delete, delivered after): the copy is gone
         was_corrupt = index in self.blocks.corrupt.get(group_id, ())
@@ -151,7 +155,7 @@ class Claims:
         slots = self.blocks.groups.reserve(0)
         size = len(slots)
         base = self.blocks.generation_base
-        odd = self.blocks.odd_generations
+        odd, stale = self.blocks.odd_generations, self.blocks.stale
         pending = self.blocks.deletes.pending_on(datanode_id)
         unreported, corrupt, mapped = self.blocks.unreported, self.blocks.corrupt, self.blocks.mapped
         dirty = self.blocks.dirty
@@ -159,7 +163,7 @@ class Claims:
             gid, index, generation = unit
             group = slots[gid] if 0 <= gid < size else None
             if group is not None and not odd and generation == base + gid and group.file.writer is None \
-                    and gid not in unreported and gid not in corrupt \
+                    and gid not in unreported and gid not in corrupt and gid not in stale \
                     and (not pending or (gid << 8) | index not in pending):
                 locs = group.locs
                 policy = self.blocks.policy_of(group)

@@ -6,7 +6,7 @@ import pytest
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
 from hedgefs.namenode.blocks.manager import FULL_SCAN_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
-from nn_support import add_datanodes, heartbeat_all, make_namenode, state, stored
+from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, state, stored
 
 FULL = 3 * 4096   # RS-3-2-1k, 4 KiB blocks: a group's data
 
@@ -193,7 +193,8 @@ def test_a_group_claimed_whole_with_a_dead_datanode_loses_to_a_live_tail(nn, clo
 
 def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     """A group in its file's code is journaled as before groups had codes (a standby not yet
-    upgraded reads it); a tail's carries its code, and both read back as they were."""
+    upgraded reads it); a tail's carries its code, and both read back as they were. So is a
+    SyncLength that drops no replica, as before it could."""
     import msgpack
 
     from hedgefs.namenode.journal import records as r
@@ -202,6 +203,10 @@ def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     tail = r.AddGroup(7, 10, ("dn3",), None, "REPLICATE-3")
     assert msgpack.unpackb(r.encode(plain), use_list=False, raw=False) == (4, 7, 9, ("dn1", "dn2"), ("client", "call"))
     assert r.decode(r.encode(plain)) == plain and r.decode(r.encode(tail)) == tail
+    synced = r.SyncLength(7, 10, 6000, 1)   # (review-final F1: a SyncLength that drops no replica)
+    dropped = r.SyncLength(7, 10, 6100, 2, ((2, "dn3"),))
+    assert msgpack.unpackb(r.encode(synced), use_list=False, raw=False) == (20, 7, 10, 6000, 1)
+    assert r.decode(r.encode(synced)) == synced and r.decode(r.encode(dropped)) == dropped
 
 
 class _Context:
@@ -309,3 +314,52 @@ def test_the_first_tail_length_is_refused_while_a_replica_is_not_reported_stored
     with pytest.raises(FailedPrecondition, match="has 2 of its 3 replicas reported stored"):
         nn.sync_length(created.file_id, 6000, tail.id)
     assert nn.file_info("/f").entry.length == 5000
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["from-image", "replayed"])
+def test_a_sync_length_that_names_its_replicas_drops_the_others_and_the_complete_counts_those_left(
+        nn, clock, tmp_path, checkpoint):
+    """review-final F1: close goes on without a replica whose DataNode failed in the write; its
+    SyncLength names the replicas that took the bytes. The NameNode drops the other from the tail
+    in the same record (its copy deleted at its DataNode's next heartbeat, never repaired to nor
+    mapped again on its report, after a restart too: from the image or the journal) and the
+    Complete weighs the replicas left (2 of 3: tolerance 1) against the short group (k = 3 of 5:
+    tolerance 0): the tail is kept."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    by_index = {u.index: u.datanode_id for u in tail.units}
+    with pytest.raises(FailedPrecondition, match="has no replica \\[7\\]"):
+        nn.sync_length(file_id, 6100, tail.id, replicas=(0, 7))
+    nn.sync_length(file_id, 6100, tail.id, replicas=(0, 1))
+    assert sorted(nn.blocks.units(nn.blocks.get(tail.id))) == [0, 1]
+    assert nn.file_info("/f").entry.length == 6100
+    assert tail_deletes(nn, tail) == {d: [(tail.id, 2)] if i == 2 else [] for i, d in by_index.items()}
+    with pytest.raises(FailedPrecondition, match="has no replica \\[2\\]"):
+        nn.sync_length(file_id, 6200, tail.id, replicas=(0, 1, 2))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2])])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(tail.id, "REPLICATE-3")]
+    clock.advance(FULL_SCAN_S + 1)
+    [planned] = [r for r in nn.tick() if r.group_id == tail.id]
+    assert planned.index == 2 and planned.target != by_index[2]
+    live = state(nn)
+    nn.close(checkpoint=checkpoint)
+    again = make_namenode(tmp_path / "nn", clock)
+    assert state(again) == live and again.blocks.stale == {tail.id: {(2, by_index[2])}}
+    add_datanodes(again, 8)
+    for i, d in by_index.items():   # every DataNode reports its copy after the restart
+        again.block_report(d, [(tail.id, i, generation(again, tail.id))])
+    assert sorted(again.blocks.units(again.blocks.get(tail.id))) == [0, 1]
+    again.close()
+
+
+def test_a_tail_left_no_safer_than_the_short_group_is_sealed(nn):
+    """The same SyncLength, but the group lost one unit (4 of 5: tolerance 1): the tail's 2
+    replicas left (tolerance 1) hold no more, and the Complete seals with the group."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    nn.sync_length(file_id, 6100, tail.id, replicas=(1, 2))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2, 3])])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(last.id, "")]
+    assert nn.blocks.get(tail.id) is None
