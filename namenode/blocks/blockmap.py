@@ -390,8 +390,6 @@ class BlockMap:
         values[index] = self.numbers.number(datanode_id) if datanode_id else 0
         if datanode_id:
             self.mapped[datanode_id] += 1
-            if gid in self.stale:   # a new copy there (a move's): no longer the one left out
-                self._unstale(gid, index, datanode_id)
             if recent:
                 self._note_recent(datanode_id, gid, index)
         group.locs = codec.pack(*values) if any(values) else b""
@@ -543,25 +541,25 @@ class BlockMap:
             units = len(group.locs) // 2 or load_policy(self.policy_of(group)).units
             if index < units and self.holder(group, index) is None and \
                     not (number and number in self.unit_numbers(group)) and \
-                    self.deletes.kind(datanode_id, group.id, index) is None:
+                    self.deletes.kind(datanode_id, group.id, index) is None and \
+                    datanode_id not in self.left_out(group.id, (index,)):
                 self.place(group, index, datanode_id, recent=False)
 
     def leave_out(self, group: Group, index: int, datanode_id: str) -> None:
         """The copy of unit ``index`` on ``datanode_id`` is no longer the group's (it lacks bytes
         the group has: a tail's replica a SyncLength went on without): unmapped if mapped, owed a
-        delete, and never mapped again on that DataNode's word (``stale``, which claims.py and
-        repair planning heed) while the group is (a move's new copy there is mapped: ``place``)."""
+        delete, and never mapped again there while the group lives (``stale``: claims.py refuses
+        it, repair planning and the balancer never choose it as a target). The mark goes only
+        with the group (``forget``): a function of the journal alone, so the active, a standby
+        and a replay agree on it."""
         if self.holder(group, index) == datanode_id:   # (a replay's tail maps no replica yet)
             self.place(group, index, None)
         self.stale[group.id] = self.stale.get(group.id, frozenset()) | {(index, datanode_id)}
         self.queue_delete(datanode_id, group.id, index, self.generation(group.id))
 
-    def _unstale(self, group_id: int, index: int, datanode_id: str) -> None:
-        rest = self.stale[group_id] - {(index, datanode_id)}
-        if rest:
-            self.stale[group_id] = rest
-        else:
-            del self.stale[group_id]
+    def left_out(self, group_id: int, indexes: Iterable[int]) -> set[str]:
+        """The DataNodes a copy of one of ``indexes`` was left out on (``stale``): no target for them."""
+        return {d for i, d in self.stale.get(group_id, ()) if i in indexes}
 
     def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):

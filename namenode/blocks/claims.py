@@ -103,14 +103,17 @@ class Claims:
         """A move's copy (the balancer's) is stored on ``datanode_id``: it takes the place of the
         copy on ``source``, which is then owed a delete once its group is whole (``deletes_due``):
         at no moment does the group have fewer good units than before. None if the move no longer
-        applies (the group changed, the copy on ``source`` is no longer the mapped one, or a
-        delete of this copy was already sent): the caller claims the unit as any other."""
+        applies (the group changed, the copy on ``source`` is no longer the mapped one, a delete
+        of this copy was already sent, or a copy of that unit was left out there: ``stale``): the
+        caller claims the unit as any other."""
         group = self.blocks.groups.get(group_id)
         if group is None or self.blocks.generation(group_id) != generation or self.blocks.being_written(group) \
                 or self.blocks.holder(group, index) != source or index in self.blocks.corrupt.get(group_id, ()):
             return None
         number = self.blocks.numbers.get(datanode_id)
         if number and number in self.blocks.unit_numbers(group):
+            return None
+        if datanode_id in self.blocks.left_out(group_id, (index,)):   # the balancer never aims there
             return None
         if self.blocks.deletes.kind(datanode_id, group_id, index) is not None:
             if (datanode_id, group_id, index) in sent:

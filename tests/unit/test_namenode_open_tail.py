@@ -363,3 +363,86 @@ def test_a_tail_left_no_safer_than_the_short_group_is_sealed(nn):
     nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2, 3])])
     assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(last.id, "")]
     assert nn.blocks.get(tail.id) is None
+
+
+def _left_out_and_repaired(nn, clock):
+    """The F1 close (unit 2's replica on x left out, the tail kept), then unit 2 repaired onto t
+    (its receipt heard): (file id, tail, {index: DataNode} at close, x, t, generation)."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    by_index = {u.index: u.datanode_id for u in tail.units}
+    nn.sync_length(file_id, 6100, tail.id, replicas=(0, 1))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2])])
+    clock.advance(FULL_SCAN_S + 1)
+    [planned] = [r for r in nn.tick() if r.group_id == tail.id]
+    gen = generation(nn, tail.id)
+    nn.units_stored(planned.target, [(tail.id, 2, gen)])
+    return file_id, tail, by_index, by_index[2], planned.target, gen
+
+
+@pytest.mark.parametrize("after", ["from-image", "replayed", "standby"])
+def test_a_move_onto_the_datanode_a_replica_was_left_out_on_is_refused_alike_everywhere(tmp_path, clock, after):
+    """review-tailgo R1: the mark on a left-out copy (group, index, DataNode) comes from the
+    journal alone and goes only with the group, so the active, a restart (from the image or by
+    replaying the SyncLength) and a standby agree on it. A move of that unit onto that DataNode (a
+    balancer's plan: the balancer never makes one, the move's receipt refuses it as a backstop) is
+    refused by each alike: the copy there is owed a delete and the unit stays where the repair put
+    it. Before, the active mapped the moved copy and cleared the mark, a replay or a standby kept
+    it and refused and deleted the one good copy left."""
+    from hedgefs.namenode.blocks.repairs import InFlight
+    from test_namenode_failover_rules import _standby_of, _tail
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 8)
+    file_id, tail, by_index, x, t, gen = _left_out_and_repaired(nn, clock)
+    heartbeat_all(nn)   # x is sent the delete of its short copy, does it and says so
+    nn.heartbeat(x, "", deleted=[(tail.id, 2, gen)])
+    assert nn.blocks.deletes.kind(x, tail.id, 2) is None
+    nn.repairs.start_moves([InFlight(tail.id, 2, x, clock(), source=t)])
+    assert nn.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]
+    kept = {0: by_index[0], 1: by_index[1], 2: t}
+    assert nn.blocks.units(nn.blocks.get(tail.id)) == kept
+    assert nn.blocks.stale == {tail.id: {(2, x)}}
+    assert [(c.group_id, c.index) for c in nn.heartbeat(x, "").commands if isinstance(c, DeleteUnit)] == [(tail.id, 2)]
+    if after == "standby":
+        nn.close()
+        other, engine = _standby_of(tmp_path, clock)
+        add_datanodes(other, 8)
+        _tail(other, tmp_path / "nn" / "namenode.db")
+        assert other.blocks.stale == {tail.id: {(2, x)}}
+        other.units_stored(t, [(tail.id, 2, gen)])        # the DataNodes tell every NameNode
+        assert other.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]   # (moves are the active's)
+        other.promote(engine)
+        add_datanodes(other, 8)
+    else:
+        nn.close(checkpoint=after == "from-image")
+        other = make_namenode(tmp_path / "nn", clock)
+        add_datanodes(other, 8)
+    try:
+        assert other.blocks.stale == {tail.id: {(2, x)}}
+        for i, d in kept.items():
+            other.block_report(d, [(tail.id, i, gen)])
+        other.block_report(x, [(tail.id, 2, gen)])   # the refused move's copy, not yet deleted
+        for d in dns:
+            if d not in kept.values() and d != x:
+                other.block_report(d, [])
+        assert other.blocks.units(other.blocks.get(tail.id)) == kept
+        deletes = {d: [(c.group_id, c.index) for c in other.heartbeat(d, "").commands
+                       if isinstance(c, DeleteUnit) and c.group_id == tail.id] for d in dns}
+        assert deletes == {d: [(tail.id, 2)] if d == x else [] for d in dns}
+    finally:
+        other.close()
+
+
+def test_the_balancer_never_moves_a_unit_onto_the_datanode_its_copy_was_left_out_on(nn, clock):
+    """review-tailgo R1: t, which took unit 2 of the kept tail, is the fullest DataNode, and x,
+    on which that unit's replica was left out at close, the emptiest: the balancer evens them with
+    other units, never by moving unit 2 onto x."""
+    file_id, tail, by_index, x, t, gen = _left_out_and_repaired(nn, clock)
+    heartbeat_all(nn)
+    for d in nn.blocks.mapped:
+        nn.heartbeat(d, "", used_bytes={t: 1 << 30, x: 0}.get(d, 1 << 20))
+    nn.balance(0, 10.0, restart=True)
+    nn.balance(1 << 40, 10.0)
+    moves = {key: (m.source, m.target) for key, m in nn.repairs.in_flight.items() if m.source}
+    assert moves and moves.get((tail.id, 2), (t, None))[1] != x, moves
