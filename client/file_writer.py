@@ -338,34 +338,44 @@ class FileWriter:
         lacks units (streams failed: it is committed with k at least): the bytes the tail's
         replicas lack are appended and the length recorded first, as an hsync would, so that the
         tail holds every byte of that group and the NameNode's Complete keeps it as the file's
-        last group instead (Writes.tail_kept: the hsynced bytes keep their m + 1 replicas). A
-        tail that fails now changes nothing: the Complete seals with the group, as before.
+        last group instead (Writes.tail_kept: the hsynced bytes keep the replicas that took them,
+        when those hold more redundancy than the group). A tail that fails now changes nothing:
+        the Complete seals with the group, as before.
 
         close never waits on a stalled DataNode for it (review-seal S1): a group is short because
         a DataNode failed or stalled, and the tail's replicas mostly share the group's DataNodes.
-        A tail with a replica on a DataNode whose stream failed or was dropped as late in this
-        write (``failed``) is not synced (that replica is as suspect as the stream: the tail
-        would hold no more than the group); and the append and SyncLength together get
+        A replica on a DataNode whose stream failed or was dropped as late in this write
+        (``failed``) is as suspect as the stream: close goes on without it (review-final F1, as
+        HDFS's pipeline recovery goes on with the DataNodes left), appending to the others and
+        naming them in the SyncLength, which drops it from the tail. It skips the tail only when
+        those good replicas hold no more redundancy than the group (good replicas - 1 <= stored
+        units - k: the NameNode would seal anyway). The append and SyncLength together get
         HOLD_TAIL_TIMEOUT_S, after which the Complete seals (a DataNode that stalls only now)."""
         tail, unsent = self._open, self._unsent
         if tail is None or not request.groups or request.length != tail.end + len(unsent):
             return
         last = request.groups[-1]
-        if last.length != request.length - tail.start or not unsent or \
-                len(set(last.stored_units) | zero_units(policy, last.length)) >= policy.units:
+        stored = set(last.stored_units) | zero_units(policy, last.length)
+        if last.length != request.length - tail.start or not unsent or len(stored) >= policy.units:
             return   # not the tail's group, nothing to add (the NameNode has the length), or whole
         if not tail.fits(len(unsent)):
             return
-        suspect = sorted(failed & {u.datanode_id for u in tail.group.units})
-        if suspect:
-            log.info("%s: block group %d lacks units and the open tail has replicas on %s, whose streams failed "
-                     "in this write: the group is sealed with units %s", self.path, last.group_id, suspect,
-                     sorted(last.stored_units))
+        suspect = sorted(failed & {u.datanode_id for u in tail.units})
+        good = len(tail.units) - len(suspect)
+        if good - 1 <= len(stored) - policy.k:
+            log.info("%s: block group %d lacks units (stored %s) and the open tail's replicas on DataNodes whose "
+                     "streams did not fail (%d; failed: %s) hold no more: the group is sealed", self.path,
+                     last.group_id, sorted(last.stored_units), good, suspect)
             return
+        if suspect:
+            tail.drop(suspect)
+            log.info("%s: close goes on with the open tail without its replicas on %s, whose streams failed in "
+                     "this write", self.path, suspect)
         try:
             async with asyncio.timeout(HOLD_TAIL_TIMEOUT_S):
                 end = await tail.append(bytes(unsent))
-                await self._writer.sync_length(self._file_id, end, tail.group.id)
+                await self._writer.sync_length(self._file_id, end, tail.group.id,
+                                               tail.replicas if suspect else ())
         except (HedgefsError, TimeoutError) as err:
             why = err if isinstance(err, HedgefsError) else f"no answer in {HOLD_TAIL_TIMEOUT_S:g} s"
             log.info("%s: keeping the open tail at close failed (%s); block group %d is sealed with units "
@@ -374,7 +384,7 @@ class FileWriter:
         self._unsent = bytearray()
         log.info("%s: block group %d lacks units (stored %s): the open tail, %d bytes on %d replicas, stays the "
                  "file's last group", self.path, last.group_id, sorted(last.stored_units), tail.length,
-                 len(tail.group.units))
+                 len(tail.units))
 
     def write(self, data) -> int:
         """Hand ``data`` (bytes-like) to the writer; the length. Raises the write's error if it

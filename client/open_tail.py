@@ -13,10 +13,18 @@ writer all along, take the tail's place in one record, and the replicas go.
 A replica that fails or refuses (a stale offset: it missed an append), or stalls, ends the open
 tail (``TailBroken``): the writer's next hsync is a Sync again (copy-on-write of the last group),
 as HDFS's pipeline recovery would rebuild the pipeline; what earlier hsyncs made durable stays.
-A replica stalls by the striped writer's constants (writer.py), counted from the first replica to
-answer (the tail needs every replica; the striped writer waits for k + 1 streams): still busy
-with an append after max(FINISH_STALL_FLOOR_S, STALL_FACTOR x the first one's time), or after
-WRITE_TIMEOUT_S whatever the others do; so an hsync never waits on a frozen DataNode.
+A replica stalls as a striped writer's stream does (writer.py's ``keep``): once KEEP replicas
+have answered an append (the floor the NameNode requires of the tail's SyncLength, its default
+--min-replicas, 2; the writer's keep of a replicated group, k + 1 = 2), the rest get
+max(FINISH_STALL_FLOOR_S, STALL_FACTOR x that time), set then and never shortened; with fewer
+answers, WRITE_TIMEOUT_S whatever the others do. So an hsync never waits on a frozen DataNode:
+two silent replicas of four cost it ~1 s, not the 20 s cap, and never the first (fastest) answer
+alone sets the allowance. Where it differs from the writer: the writer drops a stalled stream and
+carries on with the others; the tail needs every replica to hold every hsynced byte, so a stall
+gives it up (the hsync is a Sync).
+
+close may go on without replicas whose DataNodes failed in the write (``drop``: file_writer.py's
+``_hold_tail``): the appends then go to the others, and its SyncLength names them.
 """
 
 from __future__ import annotations
@@ -28,6 +36,9 @@ from hedgefs.client.unit_writes import append_unit
 from hedgefs.client.writer import FINISH_STALL_FLOOR_S, STALL_FACTOR, WRITE_TIMEOUT_S
 from hedgefs.proto import datatransfer as dt
 from hedgefs.proto import hedgefs_pb2 as pb
+
+
+KEEP = 2   # replicas whose answer starts the stall allowance (the module; at most all but one)
 
 
 class TailBroken(HedgefsError):
@@ -45,8 +56,19 @@ class OpenTail:
 
     def __init__(self, datanodes, group: pb.BlockGroup, start: int, room: int):
         self.group, self.start, self.room = group, start, room
+        self.units = list(group.units)   # the replicas appended to (all of the group's but those dropped)
         self.length = 0   # bytes on every replica, from ``start``
         self._datanodes = datanodes
+
+    def drop(self, datanode_ids) -> None:
+        """Go on without the replicas on ``datanode_ids``: the next appends skip them (and the
+        SyncLength that follows must name the others: ``replicas``)."""
+        self.units = [u for u in self.units if u.datanode_id not in datanode_ids]
+
+    @property
+    def replicas(self) -> list[int]:
+        """The unit indexes of the replicas appended to."""
+        return [u.index for u in self.units]
 
     @property
     def end(self) -> int:
@@ -70,11 +92,13 @@ class OpenTail:
 
     async def _everywhere(self, piece) -> None:
         """APPEND ``piece`` to every replica; TailBroken at the first that fails, refuses or
-        stalls (the others' appends are cancelled: the tail is given up either way)."""
+        stalls (the others' appends are cancelled: the tail is given up either way). The stall
+        allowance is set once KEEP have answered (all but one of two), never shortened."""
         loop = asyncio.get_running_loop()
         began = loop.time()
-        tasks = {asyncio.ensure_future(self._one(u, piece)): u for u in self.group.units}
-        pending, deadline = set(tasks), began + WRITE_TIMEOUT_S
+        tasks = {asyncio.ensure_future(self._one(u, piece)): u for u in self.units}
+        keep = max(1, min(KEEP, len(tasks) - 1))
+        pending, deadline, allowed = set(tasks), began + WRITE_TIMEOUT_S, False
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, timeout=max(0.0, deadline - loop.time()),
@@ -93,8 +117,10 @@ class OpenTail:
                         raise TailBroken(f"the open tail's replica {self.group.id}/{unit.index} on "
                                          f"{unit.datanode_id} holds {got} bytes, not {self.length + len(piece)}",
                                          unit.datanode_id)
-                peers = loop.time() - began   # what the replicas done so far took: the rest get a stall's allowance
-                deadline = min(deadline, began + max(FINISH_STALL_FLOOR_S, STALL_FACTOR * peers))
+                if not allowed and pending and len(tasks) - len(pending) >= keep:
+                    allowed = True   # the floor answered: the rest get a stall's allowance of their time
+                    peers = loop.time() - began
+                    deadline = min(deadline, began + max(FINISH_STALL_FLOOR_S, STALL_FACTOR * peers))
         finally:
             for task in pending:
                 task.cancel()

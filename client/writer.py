@@ -33,7 +33,7 @@ import logging
 import os
 import queue
 import threading
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 from hedgefs.client.errors import HedgefsError, NotFound, Unavailable
 from hedgefs.client.transport import DataNodeClient, TransferError
@@ -313,12 +313,14 @@ class StripedWriter:
                                                               groups=request.groups, path=path,
                                                               exclude_datanodes=list(exclude)))
 
-    async def sync_length(self, file_id: int, length: int, tail_group_id: int) -> None:
-        """hsync on the open tail (open_tail.py): every replica of the tail holds the file's
-        bytes up to ``length``: the file grows to it. Retried as Complete is (a repeat of a
-        length already recorded changes nothing)."""
+    async def sync_length(self, file_id: int, length: int, tail_group_id: int, replicas: Sequence[int] = ()) -> None:
+        """hsync on the open tail (open_tail.py): every replica of the tail (or those of unit
+        indexes ``replicas``: the NameNode drops the others) holds the file's bytes up to
+        ``length``: the file grows to it. Retried as Complete is (a repeat of a length already
+        recorded changes nothing)."""
         await self._committing("SyncLength", pb.SyncLengthRequest(file_id=file_id, length=length,
-                                                                  tail_group_id=tail_group_id))
+                                                                  tail_group_id=tail_group_id,
+                                                                  replicas=list(replicas)))
 
     async def _committing(self, method: str, request):
         for attempt in range(_COMPLETE_ATTEMPTS):

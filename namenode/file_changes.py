@@ -169,7 +169,8 @@ class FileChanges:
         log.info("file %d: no open tail placed (%s): its hsyncs stay Syncs", file_id, refused)
         return None
 
-    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity) -> None:
+    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity,
+                    replicas: tuple[int, ...] = ()) -> None:
         """hsync on the write's open tail (``go_on`` placed it): every replica of the tail holds
         the file's bytes up to ``length``. The file the write rewrites grows to it, the tail taking
         its partial last group's place the first time (once every replica is reported stored: it
@@ -177,7 +178,14 @@ class FileChanges:
         Only this write's tail (``Lease.tail``: not a tail a recovered writer of the same file
         left, which a zombie of it might still append to). A length already recorded (a retry)
         changes nothing; a shorter one is refused, and so is a whole group's (a full group is
-        sealed by a Sync: the tail never becomes a group the next append would keep)."""
+        sealed by a Sync: the tail never becomes a group the next append would keep).
+
+        ``replicas``: the unit indexes that hold the bytes, when not every replica does (close
+        going on without a replica whose DataNode failed in the write, as HDFS's pipeline
+        recovery goes on with the DataNodes left; empty: every replica, an older client's
+        meaning). The others leave the tail in the same record, their copies deleted: the tail
+        then counts only the replicas that took the length (``Writes.tail_kept``). At least the
+        tail code's min_stored of them, each still the tail's."""
         ns = self.ns
         ns.safemode.refuse("sync the length of a file")
         lease = ns.writes.writing(file_id, who)
@@ -195,19 +203,30 @@ class FileChanges:
         if length < base.length:
             raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
                                      f"{length} would lose some")
-        if first:   # every replica reported, or the tail is no use
-            units = load_policy(ns.blocks.codes[group_id]).units
-            ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(range(units)))])
+        code = load_policy(ns.blocks.codes[group_id])
+        held = ns.blocks.units(tail)
+        took = set(replicas) if replicas else set(range(code.units) if first else held)   # (empty: every replica)
+        if not took <= held.keys():
+            raise FailedPrecondition(f"the open tail of file {file_id} has no replica {sorted(took - held.keys())}")
+        if len(took) < code.min_stored(ns.min_replicas):
+            raise FailedPrecondition(f"the open tail of file {file_id}: {len(took)} replicas hold its length, "
+                                     f"fewer than {code.min_stored(ns.min_replicas)}")
+        if first:   # every replica that took it reported, or the tail is no use
+            ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(took))])
             lease = ns.writes.writing(file_id, who)   # (the lock was released meanwhile)
             if lease.base is not base or lease.tail != group_id:
                 raise FailedPrecondition(f"the write of file {file_id} changed during its hsync")
             if tail.file is base and base.length >= length:
                 return   # a retry that arrived while this call waited, and won
-            reported = ns.blocks.reported_units(tail)
-            if len(reported) < units:
+            reported = ns.blocks.reported_units(tail).keys() & took
+            if len(reported) < len(took):
                 raise FailedPrecondition(f"the open tail of file {file_id} has {len(reported)} of its "
-                                         f"{units} replicas reported stored")
+                                         f"{len(took)} replicas reported stored")
+        dropped = tuple((i, d) for i, d in sorted(ns.blocks.units(tail).items()) if i not in took)
         mtime = max(ns.wall_ms(), base.mtime + 1)   # a new version: see Writes.complete
-        ns.log_record(r.SyncLength(file_id, group_id, length, mtime))
+        ns.log_record(r.SyncLength(file_id, group_id, length, mtime, dropped))
+        if dropped:
+            log.info("sync length: file %d goes on without the open tail %d's replicas %s: they lack its %d bytes",
+                     file_id, group_id, [f"{i} on {d}" for i, d in dropped], length)
         log.debug("sync length: file %d is %d bytes, its open tail %d", file_id, length, group_id)
 

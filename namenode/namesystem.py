@@ -463,10 +463,13 @@ class Namesystem:
                            lambda: self.file_changes.sync(file_id, path, length, groups, who, retry, exclude),
                            lambda _kept: self.file_changes.go_on(path, length, who, retry, exclude))
 
-    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER) -> None:
+    def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER,
+                    replicas: tuple[int, ...] = ()) -> None:
         """hsync on an open tail (file_changes.sync_length): the file grows to ``length``, its
-        bytes on every replica of the tail. One record, no retry id: a repeat changes nothing."""
-        self.change(None, r.SyncLength, lambda: self.file_changes.sync_length(file_id, length, group_id, who))
+        bytes on every replica of the tail (or on ``replicas``, the others dropped from it). One
+        record, no retry id: a repeat changes nothing."""
+        self.change(None, r.SyncLength,
+                    lambda: self.file_changes.sync_length(file_id, length, group_id, who, replicas))
 
     def abandon(self, file_id: int, who: Identity = SUPER, retry=None) -> None:
         self.change(retry, r.Abandon, lambda: self.writes.abandon(file_id, who, retry))

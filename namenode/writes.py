@@ -237,7 +237,9 @@ class Writes:
         Complete's is); then the tail, if it holds every byte of the group (the Complete's length
         is the last SyncLength's: close tail-syncs the bytes its replicas lack first) and has more
         redundancy (live replicas - 1 > stored units - k), is kept as the file's last group, in
-        its own code, and the short group goes. None: the seal goes ahead.
+        its own code, and the short group goes. None: the seal goes ahead. The replicas counted
+        are those that took the last length: a SyncLength that names its replicas (close going on
+        without one whose DataNode failed) dropped the others from the tail.
 
         Both are judged by the NameNode's own view (review-seal S2): the units reported stored on
         live DataNodes, of the group (the writer's claim may be short of a late stream that still

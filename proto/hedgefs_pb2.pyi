@@ -1029,11 +1029,13 @@ class SyncRequest(_message.Message):
     def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupCommit, _Mapping]]] = ..., path: _Optional[str] = ..., exclude_datanodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SyncLengthRequest(_message.Message):
-    __slots__ = ("file_id", "length", "tail_group_id")
+    __slots__ = ("file_id", "length", "tail_group_id", "replicas")
     FILE_ID_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
     TAIL_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
     file_id: int
     length: int
     tail_group_id: int
-    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., tail_group_id: _Optional[int] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, file_id: _Optional[int] = ..., length: _Optional[int] = ..., tail_group_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -227,7 +227,9 @@ class Balancer:
             movers.append(worst)
             del placed[worst]
         nbytes = {i: self._unit_bytes(group, policy, i) for i in movers}
-        roomy = [d for d in m.placeable_ids() if d not in units.values() and m.liveness.has_room(d, max(nbytes.values()))]
+        left_out = m.blocks.left_out(group.id, movers)   # (a tail's short copy: never a target)
+        roomy = [d for d in m.placeable_ids() if d not in units.values() and d not in left_out
+                 and m.liveness.has_room(d, max(nbytes.values()))]
         free = [d for d in roomy if busy[d] < m.repairs.max_per_datanode]
         chosen = self._mends(shape, movers, free, placed, bounds)
         if chosen is None:
@@ -320,7 +322,8 @@ class Balancer:
                     bounds_of[policy.name] = m.bounds(shape)
                 bounds = bounds_of[policy.name]
                 placed = {i: where(d) for i, d in units.items() if i != index}
-                candidates = m.candidates(d for d in takers if d not in units.values()
+                left_out = blocks.left_out(gid, (index,))
+                candidates = m.candidates(d for d in takers if d not in units.values() and d not in left_out
                                           and busy[d] < m.repairs.max_per_datanode and m.liveness.has_room(d, nbytes))
                 chosen = m.placement.choose(shape, [index], candidates, placed, bounds)
                 if index not in chosen:

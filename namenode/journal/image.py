@@ -79,6 +79,7 @@ class Snapshot:
                                                 for g in f.groups[lease.kept:]],
                                  lease.kept if lease.base is not None else None, lease.tail))
         self.codes = dict(blocks.codes)
+        self.stale = dict(blocks.stale)
         self.retry = applier.retry_cache.copy()
         self.odd = dict(blocks.odd_generations)
         self.leaving = sorted(applier.leaving)
@@ -166,6 +167,8 @@ class Snapshot:
             out.write(pack(["O", gid, generation]))
         for gid, policy in self.codes.items():
             out.write(pack(["G", gid, policy]))
+        for gid, copies in self.stale.items():
+            out.write(pack(["T", gid, sorted(copies)]))
         for datanode_id in self.leaving:
             out.write(pack(["L", datanode_id]))
         out.write(pack(["E", files, dirs]))
@@ -308,6 +311,8 @@ def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 blocks.odd_generations[item[1]] = item[2]
             elif kind == "G":
                 blocks.codes[item[1]] = item[2]
+            elif kind == "T":   # copies left out of a group (BlockMap.stale)
+                blocks.stale[item[1]] = frozenset((index, datanode_id) for index, datanode_id in item[2])
             elif kind == "L":
                 applier.leaving.add(item[1])
             elif kind == "E":

@@ -347,7 +347,8 @@ class NameNodeServicer(hedgefs_pb2_grpc.NameNodeServicer):
 
     @_rpc
     def SyncLength(self, request, call):
-        self.nn.sync_length(request.file_id, request.length, request.tail_group_id, caller())
+        self.nn.sync_length(request.file_id, request.length, request.tail_group_id, caller(),
+                            tuple(request.replicas))
         return pb.Empty()
 
     @_rpc

@@ -200,32 +200,46 @@ def _close_within(w, bound_s: float) -> int:
         pool.shutdown(wait=False)   # (a close still waiting ends once the caller thaws its DataNode)
 
 
-def test_close_does_not_wait_on_a_frozen_datanode_of_both_the_group_and_the_open_tail(private_cluster,
-                                                                                       monkeypatch, caplog):
-    """review-seal S1: a DataNode holding a replica of the open tail and a unit of the group
-    close writes over the tail's bytes freezes: the writer drops its stream as stalled (the group
-    is short), and close does not tail-sync to it (that replica is as suspect as the stream):
-    the Complete seals with the group. close returns within 30 s though the DataNode stays frozen
-    (before the fix it waited for the thaw: the whole freeze); the file reads back."""
+def test_close_goes_on_with_the_open_tails_replicas_whose_datanodes_did_not_fail(private_cluster, monkeypatch,
+                                                                                   caplog):
+    """review-final F1 (and review-seal S1): two DataNodes of the group close writes over the
+    tail's bytes freeze across close, one of them holding a replica of the open tail: the writer
+    drops both streams as stalled (the group is short: 7 of 9 units, tolerance 1). close does not
+    wait on the frozen replica (S1: it returns within 30 s though the DataNode stays frozen) nor
+    seal into the short group because of it (F1): it appends to the tail's 3 other replicas
+    (tolerance 2), its SyncLength names them, the NameNode drops the frozen one from the tail, and
+    the Complete keeps the tail (REPLICATE-4 with those 3). Then 2 more DataNodes of that group
+    are lost: every byte reads back (sealed with 7 of 9 units, only 5 would be left)."""
     c = private_cluster
     seen = _closing_groups(monkeypatch)
-    data = pattern(GROUP + 350_000, seed=455)
+    data = pattern(GROUP + 350_000, seed=455)   # the last group: every data unit has bytes (> 5 cells)
     with client(c.namenode) as fs:
         w, at = _tailed(fs, "/stalled", data)
         tail = fs.stat("/stalled").groups[-1]
+        tail_datanodes = {u.datanode_id for u in tail.units.values()}
         assert seen[-1].HasField("first_group"), "the Sync's write comes with its group"
         group = {u.datanode_id for u in seen[-1].first_group.units}
-        frozen = sorted({u.datanode_id for u in tail.units.values()} & group)[0]
-        c.freeze(frozen)
+        suspect, short = sorted(tail_datanodes & group)[0], sorted(group - tail_datanodes)[0]
+        for datanode_id in (suspect, short):
+            c.freeze(datanode_id)
         try:
             w.write(data[at:])
             with caplog.at_level("INFO", logger="hedgefs.client"):
                 assert _close_within(w, 30) == len(data)
         finally:
-            c.thaw(frozen)
-        assert [r for r in caplog.records if "whose streams failed in this write" in r.getMessage()]
-        assert [g.policy for g in fs.stat("/stalled").groups] == ["", ""]
-        assert fs.read_bytes("/stalled") == data
+            for datanode_id in (suspect, short):
+                c.thaw(datanode_id)
+        assert [r for r in caplog.records if f"without its replicas on ['{suspect}']" in r.getMessage()]
+        status = fs.stat("/stalled")
+        last = status.groups[-1]
+        assert [g.policy for g in status.groups] == ["", "REPLICATE-4"] and last.id == tail.id
+        assert {u.datanode_id for u in last.units.values()} == tail_datanodes - {suspect}
+        assert last.length == len(data) - GROUP and fs.read_bytes("/stalled") == data
+        lost = sorted(group - tail_datanodes - {short})[:2]
+        for datanode_id in lost:
+            c.kill(datanode_id)
+        with client(c.namenode) as reader:
+            assert reader.read_bytes("/stalled") == data
 
 
 @pytest.mark.parametrize("stalling", ["one replica", "every replica"])

@@ -6,7 +6,7 @@ import pytest
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NameNodeError
 from hedgefs.namenode.blocks.manager import FULL_SCAN_S
 from hedgefs.namenode.model import DeleteUnit, RepairUnit
-from nn_support import add_datanodes, heartbeat_all, make_namenode, state, stored
+from nn_support import add_datanodes, generation, heartbeat_all, make_namenode, state, stored
 
 FULL = 3 * 4096   # RS-3-2-1k, 4 KiB blocks: a group's data
 
@@ -193,7 +193,8 @@ def test_a_group_claimed_whole_with_a_dead_datanode_loses_to_a_live_tail(nn, clo
 
 def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     """A group in its file's code is journaled as before groups had codes (a standby not yet
-    upgraded reads it); a tail's carries its code, and both read back as they were."""
+    upgraded reads it); a tail's carries its code, and both read back as they were. So is a
+    SyncLength that drops no replica, as before it could."""
     import msgpack
 
     from hedgefs.namenode.journal import records as r
@@ -202,6 +203,10 @@ def test_an_addgroup_without_a_code_is_the_record_older_namenodes_read():
     tail = r.AddGroup(7, 10, ("dn3",), None, "REPLICATE-3")
     assert msgpack.unpackb(r.encode(plain), use_list=False, raw=False) == (4, 7, 9, ("dn1", "dn2"), ("client", "call"))
     assert r.decode(r.encode(plain)) == plain and r.decode(r.encode(tail)) == tail
+    synced = r.SyncLength(7, 10, 6000, 1)   # (review-final F1: a SyncLength that drops no replica)
+    dropped = r.SyncLength(7, 10, 6100, 2, ((2, "dn3"),))
+    assert msgpack.unpackb(r.encode(synced), use_list=False, raw=False) == (20, 7, 10, 6000, 1)
+    assert r.decode(r.encode(synced)) == synced and r.decode(r.encode(dropped)) == dropped
 
 
 class _Context:
@@ -309,3 +314,135 @@ def test_the_first_tail_length_is_refused_while_a_replica_is_not_reported_stored
     with pytest.raises(FailedPrecondition, match="has 2 of its 3 replicas reported stored"):
         nn.sync_length(created.file_id, 6000, tail.id)
     assert nn.file_info("/f").entry.length == 5000
+
+
+@pytest.mark.parametrize("checkpoint", [True, False], ids=["from-image", "replayed"])
+def test_a_sync_length_that_names_its_replicas_drops_the_others_and_the_complete_counts_those_left(
+        nn, clock, tmp_path, checkpoint):
+    """review-final F1: close goes on without a replica whose DataNode failed in the write; its
+    SyncLength names the replicas that took the bytes. The NameNode drops the other from the tail
+    in the same record (its copy deleted at its DataNode's next heartbeat, never repaired to nor
+    mapped again on its report, after a restart too: from the image or the journal) and the
+    Complete weighs the replicas left (2 of 3: tolerance 1) against the short group (k = 3 of 5:
+    tolerance 0): the tail is kept."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    by_index = {u.index: u.datanode_id for u in tail.units}
+    with pytest.raises(FailedPrecondition, match="has no replica \\[7\\]"):
+        nn.sync_length(file_id, 6100, tail.id, replicas=(0, 7))
+    nn.sync_length(file_id, 6100, tail.id, replicas=(0, 1))
+    assert sorted(nn.blocks.units(nn.blocks.get(tail.id))) == [0, 1]
+    assert nn.file_info("/f").entry.length == 6100
+    assert tail_deletes(nn, tail) == {d: [(tail.id, 2)] if i == 2 else [] for i, d in by_index.items()}
+    with pytest.raises(FailedPrecondition, match="has no replica \\[2\\]"):
+        nn.sync_length(file_id, 6200, tail.id, replicas=(0, 1, 2))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2])])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(tail.id, "REPLICATE-3")]
+    clock.advance(FULL_SCAN_S + 1)
+    [planned] = [r for r in nn.tick() if r.group_id == tail.id]
+    assert planned.index == 2 and planned.target != by_index[2]
+    live = state(nn)
+    nn.close(checkpoint=checkpoint)
+    again = make_namenode(tmp_path / "nn", clock)
+    assert state(again) == live and again.blocks.stale == {tail.id: {(2, by_index[2])}}
+    add_datanodes(again, 8)
+    for i, d in by_index.items():   # every DataNode reports its copy after the restart
+        again.block_report(d, [(tail.id, i, generation(again, tail.id))])
+    assert sorted(again.blocks.units(again.blocks.get(tail.id))) == [0, 1]
+    again.close()
+
+
+def test_a_tail_left_no_safer_than_the_short_group_is_sealed(nn):
+    """The same SyncLength, but the group lost one unit (4 of 5: tolerance 1): the tail's 2
+    replicas left (tolerance 1) hold no more, and the Complete seals with the group."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    nn.sync_length(file_id, 6100, tail.id, replicas=(1, 2))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2, 3])])
+    assert [(g.id, g.policy) for g in nn.file_info("/f").groups] == [(last.id, "")]
+    assert nn.blocks.get(tail.id) is None
+
+
+def _left_out_and_repaired(nn, clock):
+    """The F1 close (unit 2's replica on x left out, the tail kept), then unit 2 repaired onto t
+    (its receipt heard): (file id, tail, {index: DataNode} at close, x, t, generation)."""
+    file_id, tail = tailed(nn)
+    nn.sync_length(file_id, 6000, tail.id)
+    by_index = {u.index: u.datanode_id for u in tail.units}
+    nn.sync_length(file_id, 6100, tail.id, replicas=(0, 1))
+    last = tailed.synced.created.first_group
+    nn.complete(file_id, 6100, [stored(nn, last, 6100, [0, 1, 2])])
+    clock.advance(FULL_SCAN_S + 1)
+    [planned] = [r for r in nn.tick() if r.group_id == tail.id]
+    gen = generation(nn, tail.id)
+    nn.units_stored(planned.target, [(tail.id, 2, gen)])
+    return file_id, tail, by_index, by_index[2], planned.target, gen
+
+
+@pytest.mark.parametrize("after", ["from-image", "replayed", "standby"])
+def test_a_move_onto_the_datanode_a_replica_was_left_out_on_is_refused_alike_everywhere(tmp_path, clock, after):
+    """review-tailgo R1: the mark on a left-out copy (group, index, DataNode) comes from the
+    journal alone and goes only with the group, so the active, a restart (from the image or by
+    replaying the SyncLength) and a standby agree on it. A move of that unit onto that DataNode (a
+    balancer's plan: the balancer never makes one, the move's receipt refuses it as a backstop) is
+    refused by each alike: the copy there is owed a delete and the unit stays where the repair put
+    it. Before, the active mapped the moved copy and cleared the mark, a replay or a standby kept
+    it and refused and deleted the one good copy left."""
+    from hedgefs.namenode.blocks.repairs import InFlight
+    from test_namenode_failover_rules import _standby_of, _tail
+    nn = make_namenode(tmp_path / "nn", clock)
+    dns = add_datanodes(nn, 8)
+    file_id, tail, by_index, x, t, gen = _left_out_and_repaired(nn, clock)
+    heartbeat_all(nn)   # x is sent the delete of its short copy, does it and says so
+    nn.heartbeat(x, "", deleted=[(tail.id, 2, gen)])
+    assert nn.blocks.deletes.kind(x, tail.id, 2) is None
+    nn.repairs.start_moves([InFlight(tail.id, 2, x, clock(), source=t)])
+    assert nn.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]
+    kept = {0: by_index[0], 1: by_index[1], 2: t}
+    assert nn.blocks.units(nn.blocks.get(tail.id)) == kept
+    assert nn.blocks.stale == {tail.id: {(2, x)}}
+    assert [(c.group_id, c.index) for c in nn.heartbeat(x, "").commands if isinstance(c, DeleteUnit)] == [(tail.id, 2)]
+    if after == "standby":
+        nn.close()
+        other, engine = _standby_of(tmp_path, clock)
+        add_datanodes(other, 8)
+        _tail(other, tmp_path / "nn" / "namenode.db")
+        assert other.blocks.stale == {tail.id: {(2, x)}}
+        other.units_stored(t, [(tail.id, 2, gen)])        # the DataNodes tell every NameNode
+        assert other.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]   # (moves are the active's)
+        other.promote(engine)
+        add_datanodes(other, 8)
+    else:
+        nn.close(checkpoint=after == "from-image")
+        other = make_namenode(tmp_path / "nn", clock)
+        add_datanodes(other, 8)
+    try:
+        assert other.blocks.stale == {tail.id: {(2, x)}}
+        for i, d in kept.items():
+            other.block_report(d, [(tail.id, i, gen)])
+        other.block_report(x, [(tail.id, 2, gen)])   # the refused move's copy, not yet deleted
+        for d in dns:
+            if d not in kept.values() and d != x:
+                other.block_report(d, [])
+        assert other.blocks.units(other.blocks.get(tail.id)) == kept
+        deletes = {d: [(c.group_id, c.index) for c in other.heartbeat(d, "").commands
+                       if isinstance(c, DeleteUnit) and c.group_id == tail.id] for d in dns}
+        assert deletes == {d: [(tail.id, 2)] if d == x else [] for d in dns}
+    finally:
+        other.close()
+
+
+def test_the_balancer_never_moves_a_unit_onto_the_datanode_its_copy_was_left_out_on(nn, clock):
+    """review-tailgo R1: t, which took unit 2 of the kept tail, is the fullest DataNode, and x,
+    on which that unit's replica was left out at close, the emptiest: the balancer evens them with
+    other units, never by moving unit 2 onto x."""
+    file_id, tail, by_index, x, t, gen = _left_out_and_repaired(nn, clock)
+    heartbeat_all(nn)
+    for d in nn.blocks.mapped:
+        nn.heartbeat(d, "", used_bytes={t: 1 << 30, x: 0}.get(d, 1 << 20))
+    nn.balance(0, 10.0, restart=True)
+    nn.balance(1 << 40, 10.0)
+    moves = {key: (m.source, m.target) for key, m in nn.repairs.in_flight.items() if m.source}
+    assert moves and moves.get((tail.id, 2), (t, None))[1] != x, moves
