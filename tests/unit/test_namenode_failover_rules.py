@@ -349,6 +349,15 @@ def _tail(standby, db):
         engine.close()
 
 
+def _written_group(nn, path):
+    """A new file's first block group, every unit's receipt heard by ``nn``: (file id, group)."""
+    created = nn.create(path)
+    group = nn.add_block_group(created.file_id)
+    for u in group.units:
+        nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+    return created.file_id, group
+
+
 def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_tailed_yet(tmp_path):
     """Chaos seed 33 --ha: an etcd member frozen held the standby's watch back while the active
     wrote; the DataNodes' receipts reached the standby before the groups did ("a generation this
@@ -394,11 +403,8 @@ def test_a_standby_keeps_at_most_early_receipts_of_unknown_units_dropping_the_ol
     clock = FakeClock()
     nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
-        created = nn.create("/f")
-        group = nn.add_block_group(created.file_id)
-        for u in group.units:
-            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
-        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        file_id, group = _written_group(nn, "/f")
+        nn.complete(file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
         _tail(sb, tmp_path / "nn" / "namenode.db")
         unknown = [(group.id, 100 + n, group.generation) for n in range(5)]   # no such unit index
         with caplog.at_level("WARNING", logger="hedgefs.namenode"):
@@ -423,14 +429,11 @@ def test_a_standby_forgets_a_copy_heard_ahead_of_its_group_once_its_datanode_say
     clock = FakeClock()
     nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
-        created = nn.create("/g")
-        group = nn.add_block_group(created.file_id)
-        for u in group.units:
-            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+        file_id, group = _written_group(nn, "/g")
         spare = next(dn for dn in dns if dn not in {u.datanode_id for u in group.units})
         assert sb.unit_stored(spare, group.id, 0, group.generation) == "ahead"
         sb.heartbeat(spare, "", deleted=[(group.id, 0, group.generation)])
-        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        nn.complete(file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
         _tail(sb, tmp_path / "nn" / "namenode.db")
         assert sb.blocks.reported_units(sb.blocks.get(group.id)) == {}
     finally:
