@@ -385,17 +385,17 @@ class BlockStore:
         with lock:
             with self._lock:
                 entry = self._units.get(key)
-            if entry is None and offset == 0:   # the replica's first bytes: written as a new unit
+                if entry is not None:
+                    version, length = entry
+                    blk, crc = self._paths(*key, version)
+                    raw = crc.read_bytes()
+            if entry is None:
+                if offset:
+                    raise UnitNotFound(f"unit {_name(key)} not found")
+                # the replica's first bytes: written as a new unit
                 with self.open_writer(*key[:2], len(data), generation=key[2], once=True, appendable=True) as w:
                     w.write(data)
                     return w.commit()
-            with self._lock:
-                entry = self._units.get(key)
-                if entry is None:
-                    raise UnitNotFound(f"unit {_name(key)} not found")
-                version, length = entry
-                blk, crc = self._paths(*key, version)
-                raw = crc.read_bytes()
             try:
                 _length, chunk, crcs = _parse_sidecar(raw)
             except StorageError:
