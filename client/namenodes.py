@@ -118,8 +118,8 @@ def _trailer(err: grpc.RpcError, wanted: str) -> str | None:
 
 
 class Attempts:
-    """One logical call's tries: where to send the next, with what timeout and ids, how long to
-    pause first, and when to give up (then ``failed`` raises the user's error)."""
+    """One logical call's tries: where to send the next, with what ids, how long to pause first,
+    and when to give up (then ``failed`` raises the user's error)."""
 
     def __init__(self, nodes: "NameNodes", method: str, deadline: float | None = None):
         self.nodes, self.method, self.clock = nodes, method, nodes.clock
