@@ -23,6 +23,7 @@ import threading
 import time
 
 from hedgefs.bench.failover import _percentile
+from hedgefs.bench.smallfiles import process_cpu_seconds
 
 
 class _Readers:
@@ -74,16 +75,15 @@ class _Readers:
 
 def _cpu(cluster) -> dict[str, tuple[int, float]]:
     """{process name: (pid, CPU seconds used so far)} of every process of the cluster."""
-    tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for name in [*cluster.namenode_names, *cluster.datanode_ids, *cluster.etcd_names]:
         pid = cluster.pid(name)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, TypeError):
+        if pid is None:
             continue
-        out[name] = (pid, (int(fields[11]) + int(fields[12])) / tick)
+        try:
+            out[name] = (pid, process_cpu_seconds(pid))
+        except OSError:   # gone meanwhile
+            continue
     return out
 
 

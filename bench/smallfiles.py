@@ -226,12 +226,13 @@ def _verify(copy: pathlib.Path, tree: pathlib.Path) -> None:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU of the processes so far (/proc/PID/stat)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick   # utime, stime
-    return total
+    return sum(process_cpu_seconds(pid) for pid in pids)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (/proc/PID/stat); OSError if it is gone."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
 def mount_round(where: pathlib.Path, tarball: pathlib.Path, tree: pathlib.Path, entries: int, n: int,

@@ -19,7 +19,7 @@ import grpc
 
 from hedgefs.client.batching import Batcher
 from hedgefs.client.errors import HedgefsError, NotFound, Unimplemented, refusal
-from hedgefs.client.locations import FileStatus
+from hedgefs.client.locations import FileStatus, stat_request
 from hedgefs.client.namenodes import NameNodes, call_id
 from hedgefs.proto import hedgefs_pb2 as pb
 
@@ -68,13 +68,16 @@ class BatchedCalls:
         """GetFileInfo of ``path`` (``xattrs``: with the file's), in one call with whatever other
         threads stat meanwhile."""
         if not self.supported:
-            return self._located(self._nn.call("GetFileInfo", _stat_request(path, xattrs)), xattrs)
+            return self._stat_one(path, xattrs)
         return (self.xattr_stats if xattrs else self.stats).call(path)
+
+    def _stat_one(self, path: str, xattrs: bool = False) -> FileStatus:
+        """The plain GetFileInfo."""
+        return self._located(self._nn.call("GetFileInfo", stat_request(path, xattrs)), xattrs)
 
     def _stat_batch(self, paths: list[str], xattrs: bool = False) -> list:
         if len(paths) == 1 or not self.supported:   # alone: the plain call (no batch to pack)
-            return [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", _stat_request(p, xattrs)), xattrs))
-                    for p in paths]
+            return [self._one(lambda p=p: self._stat_one(p, xattrs)) for p in paths]
         return self.stat_many(paths, xattrs)
 
     def stat_many(self, paths: list[str], xattrs: bool = False) -> list:
@@ -82,11 +85,9 @@ class BatchedCalls:
         attributes) or its HedgefsError."""
         out: list = []
         for chunk in _chunks(paths):
-            answer = self._batch("StatMany", pb.StatManyRequest(paths=[_stat_request(p, xattrs) for p in chunk]))
+            answer = self._batch("StatMany", pb.StatManyRequest(paths=[stat_request(p, xattrs) for p in chunk]))
             if answer is None:
-                out += [self._one(lambda p=p: self._located(self._nn.call("GetFileInfo", _stat_request(p, xattrs)),
-                                                            xattrs))
-                        for p in chunk]
+                out += [self._one(lambda p=p: self._stat_one(p, xattrs)) for p in chunk]
                 continue
             for info, err in zip(answer.infos, _errors(answer.results)):
                 out.append(err if err is not None else self._located(info, xattrs))
@@ -110,21 +111,14 @@ class BatchedCalls:
     def _mkdirs(self, items: list[tuple[str, bool, int | None]], statuses: bool = True) -> list:
         """Per (path, parents, permission): the directory's FileStatus (None without ``statuses``
         from an older NameNode), or its HedgefsError. One item alone is the plain Mkdir."""
-        if len(items) == 1:
-            return [self._one(lambda: self._made(items[0], self._mkdir_one(items[0]), statuses))]
-        out: list = []
-        for chunk in _chunks(items):
-            answer = self._batch("Mkdirs", pb.MkdirsRequest(dirs=[_mkdir(*item) for item in chunk],
-                                                            call_ids=[call_id() for _ in chunk]))
-            if answer is None:
-                out += [self._one(lambda item=item: self._made(item, self._mkdir_one(item), statuses))
-                        for item in chunk]
-                continue
+        def answered(answer, chunk) -> list:
             infos = list(answer.infos) if len(answer.infos) == len(chunk) else [None] * len(chunk)   # (older: none)
-            for item, info, err in zip(chunk, infos, _errors(answer.results)):
-                out.append(err if err is not None else self._one(lambda item=item, info=info:
-                                                                 self._made(item, info, statuses)))
-        return out
+            return [err if err is not None else self._one(lambda item=item, info=info: self._made(item, info, statuses))
+                    for item, info, err in zip(chunk, infos, _errors(answer.results))]
+
+        return self._changes(items, "Mkdirs", lambda chunk, ids: pb.MkdirsRequest(
+            dirs=[_mkdir(*item) for item in chunk], call_ids=ids),
+            lambda item: self._made(item, self._mkdir_one(item), statuses), answered=answered)
 
     def _mkdir_one(self, item: tuple[str, bool, int | None]) -> pb.FileInfo | None:
         """The plain Mkdir: its answer's info, None from an older NameNode (it answers none)."""
@@ -147,7 +141,7 @@ class BatchedCalls:
             return None
         if permission is not None:
             self._nn.call("SetPermission", pb.SetPermissionRequest(path=path, permission=permission))
-        return self._located(self._nn.call("GetFileInfo", pb.PathRequest(path=path))) if statuses else None
+        return self._stat_one(path) if statuses else None
 
     def _deletes(self, items: list[tuple[str, bool]]) -> list:
         return self._changes(items, "DeleteMany", lambda chunk, ids: pb.DeleteManyRequest(
@@ -164,11 +158,14 @@ class BatchedCalls:
             creates=[pb.CreateRequest(path=p, overwrite=overwrite, policy=policy, empty=True)
                      for p, overwrite, policy in chunk], call_ids=ids), single, alone=False)
 
-    def _changes(self, items: list[tuple], method: str, request, single, alone: bool = True) -> list:
-        """Per item, None or its error: one batched call per 1,000 items; with ``alone``, one item
-        alone is its plain single call (nothing to pack), as on an older NameNode. (Not for an
-        empty file: an older NameNode would take Create's ``empty`` for a Create, and leave the
-        file unfinished; CreateMany it refuses, UNIMPLEMENTED.)"""
+    def _changes(self, items: list[tuple], method: str, request, single, alone: bool = True,
+                 answered=None) -> list:
+        """Per item, its answer (None, or a FileStatus ``single`` or ``answered`` gave) or its
+        error: one batched call per 1,000 items, each item its own call id (``request(chunk,
+        ids)``), its answer ``answered(answer, chunk)`` (default: the items' errors); with
+        ``alone``, one item alone is its plain single call (nothing to pack), as on an older
+        NameNode. (Not for an empty file: an older NameNode would take Create's ``empty`` for a
+        Create, and leave the file unfinished; CreateMany it refuses, UNIMPLEMENTED.)"""
         if alone and len(items) == 1:
             return [self._one(lambda: single(items[0]))]
         out: list = []
@@ -177,7 +174,7 @@ class BatchedCalls:
             if answer is None:
                 out += [self._one(lambda item=item: single(item)) for item in chunk]
             else:
-                out += _errors(answer.results)
+                out += answered(answer, chunk) if answered else _errors(answer.results)
         return out
 
     # ------------------------------------------------------------------ plumbing
@@ -211,8 +208,3 @@ def _mkdir(path: str, parents: bool, permission: int | None) -> pb.MkdirRequest:
 def _chunks(items: list) -> list[list]:
     return [items[i:i + MAX_ITEMS] for i in range(0, len(items), MAX_ITEMS)] if items else []
 
-
-def _stat_request(path: str, xattrs: bool) -> pb.PathRequest:
-    """A GetFileInfo of ``path``; this client reads each block group in its own code (an open tail's
-    replicas too: the NameNode refuses a file with one to a client that does not say so)."""
-    return pb.PathRequest(path=path, xattrs=xattrs, group_codes=True)

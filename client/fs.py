@@ -44,7 +44,7 @@ from hedgefs.client.latency import LatencyModel
 from hedgefs.client.loop import LoopThread
 from hedgefs.client.namenodes import NAMENODE_TIMEOUT_S, NameNodes
 from hedgefs.client.metrics import ClientMetrics, ReadStats, breaker_tripped, watch_breaker
-from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation
+from hedgefs.client.locations import FileStatus, GroupLocation, UnitLocation, stat_request
 from hedgefs.client.reader import HedgedReader, make_breaker
 from hedgefs.client.transport import DataNodeClient, TransferError
 from hedgefs.proto import MAX_XATTR_SIZE  # noqa: F401  (set_xattr's bound, for the gateways)
@@ -136,7 +136,7 @@ class FileSystem:
 
     async def _rpc(self, method: str, request, deadline: float | None = None):
         """Call a NameNode method on the client's event loop (namenodes.py: failover, retry ids;
-        ``deadline``: the tries end there, not the failover deadline from now)."""
+        ``deadline``: no try starts after it, not the failover deadline from now)."""
         return await self.namenodes.call_async(method, request, deadline)
 
     def call_soon(self, callback: Callable[[], None]) -> None:
@@ -179,7 +179,7 @@ class FileSystem:
         lookup: those of the version described (an S3 object's metadata and its bytes)."""
         if span is None:
             return self.batched.stat(path, xattrs)   # with other threads' stats, when there are any
-        request = pb.PathRequest(path=path, xattrs=xattrs, group_codes=True)
+        request = stat_request(path, xattrs)
         start, end = span
         if start < 0 or end < start:
             raise UsageError(f"bad span {span!r}: (start, end) with 0 <= start <= end")
@@ -520,10 +520,10 @@ class FileSystem:
         one is heard. The lookup ends by the deadline plus one try, not twice the deadline."""
         config, clock = self.namenodes.config, self.namenodes.clock
         deadline, pause = clock() + config.deadline_s, config.backoff_start_s
-        request = pb.PathRequest(path=path, group_codes=True)
+        request = stat_request(path)
         while True:
-            tries_until = max(deadline, clock() + config.backoff_max_s)
-            status = self._located(await self._rpc("GetFileInfo", request, tries_until))
+            call_deadline = max(deadline, clock() + config.backoff_max_s)
+            status = self._located(await self._rpc("GetFileInfo", request, call_deadline))
             left = deadline - clock()
             if not status.locations_pending:
                 return status

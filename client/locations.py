@@ -12,6 +12,13 @@ from hedgefs.ec.policy import Policy, parse_policy
 from hedgefs.proto import hedgefs_pb2 as pb
 
 
+def stat_request(path: str, xattrs: bool = False) -> pb.PathRequest:
+    """A GetFileInfo of ``path`` (``xattrs``: with the file's), the one way this client asks: it
+    reads each block group in its own code (``group_codes``; an open tail's replicas too: the
+    NameNode refuses a file with one to a client that does not say so)."""
+    return pb.PathRequest(path=path, xattrs=xattrs, group_codes=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class UnitLocation:
     index: int

@@ -13,7 +13,10 @@ list of one and behaves as it always did. Every NameNode call of the client goes
 - on UNAVAILABLE or DEADLINE_EXCEEDED tries the next address of the list, after a pause of 50 ms
   doubling to 1 s, until the overall deadline (``FailoverConfig.deadline_s``, 15 s: longer than a
   failover) has passed; then the one-line ``cannot reach the NameNode at any of A, B`` (exit 3).
-  With a single address an unreachable NameNode is that error at once, as before;
+  The deadline decides whether another try starts; a try started has a call's timeout
+  (``NAMENODE_TIMEOUT_S``), the last one too, so a NameNode slow to answer the try that ends a
+  failover is heard: a call ends by its deadline plus one try. With a single address an
+  unreachable NameNode is that error at once, as before;
 - gives each non-idempotent call (``NON_IDEMPOTENT``) the metadata ``hedgefs-client-id`` (one per
   client process) and ``hedgefs-call-id`` (one per logical call, the same on every retry), so
   the active answers a retry after a lost reply with the first answer (its retry cache);
@@ -115,29 +118,23 @@ def _trailer(err: grpc.RpcError, wanted: str) -> str | None:
 
 
 class Attempts:
-    """One logical call's tries: where to send the next, with what timeout and ids, how long to
-    pause first, and when to give up (then ``failed`` raises the user's error)."""
+    """One logical call's tries: where to send the next, with what ids, how long to pause first,
+    and when to give up (then ``failed`` raises the user's error)."""
 
-    def __init__(self, nodes: "NameNodes", method: str, clock=None, deadline: float | None = None):
-        self.nodes, self.method, self.clock = nodes, method, clock or nodes.clock
+    def __init__(self, nodes: "NameNodes", method: str, deadline: float | None = None):
+        self.nodes, self.method, self.clock = nodes, method, nodes.clock
         self.config = nodes.config
         self.address = nodes.active
-        # ``deadline`` (on ``clock``): a caller's own, for a call that is one step of a longer
-        # wait (a reader's lookup, fs.py _locate): no try starts after it, not deadline_s from now.
-        # A try's own timeout stays that of any call (``timeout``): a NameNode slow to answer
-        # the last try of a wait is answered, not cut off.
-        self.tries_until = self.clock() + self.config.deadline_s
-        self.deadline = deadline if deadline is not None else self.tries_until
+        # No try starts after ``deadline`` (on ``clock``): deadline_s from now, or a caller's own,
+        # for a call that is one step of a longer wait (a reader's lookup, fs.py _locate). It
+        # bounds when tries start, not how long one may take: each has a call's timeout
+        # (``NAMENODE_TIMEOUT_S``), the last one too, so a NameNode slow to answer it is heard.
+        self.deadline = deadline if deadline is not None else self.clock() + self.config.deadline_s
         self.pause = self.config.backoff_start_s
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, call_id())) \
             if method in NON_IDEMPOTENT else None
         self.redirected = False
         self.standbys: set[str] = set()   # addresses that answered as standbys during this call
-
-    def timeout(self) -> float:
-        if len(self.nodes.addresses) == 1:
-            return NAMENODE_TIMEOUT_S
-        return max(0.05, min(NAMENODE_TIMEOUT_S, self.tries_until - self.clock()))
 
     def failed(self, err: grpc.RpcError, tls_refusal: str | None = None) -> float:
         """After ``err`` from ``self.address``: the seconds to pause before the next try (at the
@@ -284,7 +281,7 @@ class NameNodes:
             address = attempts.address
             stub = self._blocking_stub(address)
             try:
-                reply, call = getattr(stub, method).with_call(request, timeout=attempts.timeout(),
+                reply, call = getattr(stub, method).with_call(request, timeout=NAMENODE_TIMEOUT_S,
                                                               metadata=self._metadata(attempts))
             except grpc.RpcError as err:
                 pause = attempts.failed(err, self._refusal(address, err))
@@ -318,7 +315,7 @@ class NameNodes:
             address = attempts.address
             try:
                 call = getattr(self._aio_stub(address), method)(
-                    request, timeout=attempts.timeout(), metadata=self._metadata(attempts))
+                    request, timeout=NAMENODE_TIMEOUT_S, metadata=self._metadata(attempts))
                 return_value = await call
                 trailing = await call.trailing_metadata()
             except grpc.RpcError as err:

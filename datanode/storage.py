@@ -65,7 +65,6 @@ import fcntl
 import logging
 import os
 import signal
-import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -75,9 +74,9 @@ from pathlib import Path
 import crc32c
 
 from hedgefs.datanode.unit_files import (  # noqa: F401
-    _HEADER,
     _MAGIC_APPEND,
     ChecksumError,
+    ChunkCrcs,
     DataDirInUse,
     LengthMismatch,
     NotAppendable,
@@ -88,11 +87,13 @@ from hedgefs.datanode.unit_files import (  # noqa: F401
     UnitExists,
     UnitNotFound,
     _check_ids,
+    _datasync,
     _fsync_dir,
     _name,
     _parse_sidecar,
     _read_header,
     parse_name,
+    write_sidecar,
 )
 from hedgefs.datanode.unit_writer import UnitWriter
 
@@ -384,17 +385,17 @@ class BlockStore:
         with lock:
             with self._lock:
                 entry = self._units.get(key)
-            if entry is None and offset == 0:   # the replica's first bytes: written as a new unit
+                if entry is not None:
+                    version, length = entry
+                    blk, crc = self._paths(*key, version)
+                    raw = crc.read_bytes()
+            if entry is None:
+                if offset:
+                    raise UnitNotFound(f"unit {_name(key)} not found")
+                # the replica's first bytes: written as a new unit
                 with self.open_writer(*key[:2], len(data), generation=key[2], once=True, appendable=True) as w:
                     w.write(data)
                     return w.commit()
-            with self._lock:
-                entry = self._units.get(key)
-                if entry is None:
-                    raise UnitNotFound(f"unit {_name(key)} not found")
-                version, length = entry
-                blk, crc = self._paths(*key, version)
-                raw = crc.read_bytes()
             try:
                 _length, chunk, crcs = _parse_sidecar(raw)
             except StorageError:
@@ -405,7 +406,6 @@ class BlockStore:
             if offset != length:
                 raise StaleAppend(f"unit {_name(key)} holds {length} bytes: an append at {offset} is "
                                   f"refused (a stale writer)")
-            crcs = list(crcs)
             n = len(data)
             if n == 0:
                 return length
@@ -418,31 +418,13 @@ class BlockStore:
                 f.write(data)          # buffered: all of it, then flushed
                 f.flush()
                 if self.fsync:
-                    os.fdatasync(f.fileno())
+                    _datasync(f.fileno())
             self._step("block-synced")
-            mv, pos, in_chunk = memoryview(data), 0, length % chunk
-            if in_chunk:
-                last = crcs.pop()
-            else:
-                last = 0
-            while pos < n:
-                take = min(chunk - in_chunk, n - pos)
-                last = crc32c.crc32c(mv[pos:pos + take], last)
-                in_chunk += take
-                pos += take
-                if in_chunk == chunk:
-                    crcs.append(last)
-                    last, in_chunk = 0, 0
-            if in_chunk:
-                crcs.append(last)
+            grown = ChunkCrcs(chunk, crcs, length)
+            grown.add(data)
             crc_tmp = self._tmp / f"{group_id}_{index}_{os.getpid()}_append_{uuid.uuid4().hex}.crc"
             try:
-                with open(crc_tmp, "wb") as cf:
-                    cf.write(_HEADER.pack(_MAGIC_APPEND, length + n, chunk))
-                    cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
-                    cf.flush()
-                    if self.fsync:
-                        os.fsync(cf.fileno())
+                write_sidecar(crc_tmp, _MAGIC_APPEND, length + n, grown, sync=self.fsync)
                 self._step("sidecar-synced")
                 with self._lock:
                     if self._units.get(key) != entry:      # deleted or replaced meanwhile

@@ -7,10 +7,16 @@ import os
 import struct
 from pathlib import Path
 
+import crc32c
+
 _MAGIC = b"HFSCRC1\0"
 _MAGIC_APPEND = b"HFSCRCA\0"             # a unit made by APPEND (an open tail's replica): the only
                                         # kind an APPEND may grow (a written unit is written once)
 _HEADER = struct.Struct("<8sQI")      # magic, unit length, checksum chunk size
+
+# A unit's bytes and its sidecar need their data and length on disk, not their timestamps:
+# fdatasync(2) skips the inode-only flush fsync(2) adds (Linux; elsewhere fsync).
+_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 class StorageError(Exception):
@@ -100,6 +106,45 @@ def _parse_sidecar(raw: bytes) -> tuple[int, int, tuple[int, ...]]:
     if len(raw) != _HEADER.size + 4 * n:
         raise StorageError("sidecar has the wrong size")
     return length, chunk, struct.unpack_from(f"<{n}I", raw, _HEADER.size)
+
+
+class ChunkCrcs:
+    """The CRC32C of each ``chunk`` bytes of a unit, continued as bytes are added: a unit being
+    written starts empty; an append continues the stored ``crcs`` of ``length`` bytes (the last,
+    partial chunk's CRC is carried on, not recomputed from the bytes on disk)."""
+
+    def __init__(self, chunk: int, crcs=(), length: int = 0):
+        self.chunk = chunk
+        self._crcs = list(crcs)
+        self._in_chunk = length % chunk          # bytes in the current, unfinished chunk
+        self._crc = self._crcs.pop() if self._in_chunk else 0   # and its CRC so far
+
+    def add(self, data) -> None:
+        mv, pos, n = memoryview(data), 0, len(data)
+        while pos < n:
+            take = min(self.chunk - self._in_chunk, n - pos)
+            self._crc = crc32c.crc32c(mv[pos:pos + take], self._crc)
+            self._in_chunk += take
+            pos += take
+            if self._in_chunk == self.chunk:
+                self._crcs.append(self._crc)
+                self._crc, self._in_chunk = 0, 0
+
+    def all(self) -> list[int]:
+        """One CRC per chunk, the last (partial) one included."""
+        return self._crcs + ([self._crc] if self._in_chunk else [])
+
+
+def write_sidecar(path: Path, magic: bytes, length: int, crcs: ChunkCrcs, *, sync: bool) -> None:
+    """The checksum sidecar of a unit of ``length`` bytes, written to ``path`` (a tmp/ file the
+    caller renames into place) and, if ``sync``, on disk."""
+    values = crcs.all()
+    with open(path, "wb") as f:
+        f.write(_HEADER.pack(magic, length, crcs.chunk))
+        f.write(struct.pack(f"<{len(values)}I", *values))
+        f.flush()
+        if sync:
+            _datasync(f.fileno())
 
 
 def _fsync_dir(path: Path) -> None:

@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import struct
 
-import crc32c
-
-from hedgefs.datanode.unit_files import _HEADER, _MAGIC, _MAGIC_APPEND, LengthMismatch
-
-# A unit's bytes and its sidecar need their data and length on disk, not their timestamps:
-# fdatasync(2) skips the inode-only flush fsync(2) adds (Linux; elsewhere fsync).
-_datasync = getattr(os, "fdatasync", os.fsync)
+from hedgefs.datanode.unit_files import _MAGIC, _MAGIC_APPEND, ChunkCrcs, LengthMismatch, _datasync, write_sidecar
 
 _FILE_COUNTER = itertools.count()
 
@@ -32,10 +25,7 @@ class UnitWriter:
         self.length = 0
         self.tmp_path = store._tmp / f"{group_id}_{index}_{os.getpid()}_{next(_FILE_COUNTER)}.blk"
         self._f = open(self.tmp_path, "wb")
-        self._crcs: list[int] = []
-        self._crc = 0          # CRC of the current, unfinished chunk
-        self._in_chunk = 0     # bytes in it
-        self._chunk = chunk    # bytes per CRC32C
+        self._crcs = ChunkCrcs(chunk)
         self._done = False
 
     def write(self, data) -> None:
@@ -45,16 +35,7 @@ class UnitWriter:
                                  f"{self.expected_length} bytes")
         self._f.write(data)
         self.length += n
-        mv = memoryview(data)
-        pos = 0
-        while pos < n:
-            take = min(self._chunk - self._in_chunk, n - pos)
-            self._crc = crc32c.crc32c(mv[pos:pos + take], self._crc)
-            self._in_chunk += take
-            pos += take
-            if self._in_chunk == self._chunk:
-                self._crcs.append(self._crc)
-                self._crc, self._in_chunk = 0, 0
+        self._crcs.add(data)
 
     def commit(self, expected_length: int | None = None) -> int:
         """Make the unit visible (replacing any older one); on any failure nothing is left.
@@ -68,7 +49,6 @@ class UnitWriter:
                                      f"{expected_length} at finalize, {self.expected_length} "
                                      f"at the start")
             self.expected_length = expected_length
-        crcs = self._crcs + ([self._crc] if self._in_chunk else [])
         crc_tmp = self.tmp_path.with_suffix(".crc")
         store = self.store
         try:
@@ -80,12 +60,8 @@ class UnitWriter:
                 _datasync(self._f.fileno())
             self._f.close()
             store._step("block-synced")
-            with open(crc_tmp, "wb") as cf:
-                cf.write(_HEADER.pack(_MAGIC_APPEND if self.appendable else _MAGIC, self.length, self._chunk))
-                cf.write(struct.pack(f"<{len(crcs)}I", *crcs))
-                cf.flush()
-                if store.fsync:
-                    _datasync(cf.fileno())
+            write_sidecar(crc_tmp, _MAGIC_APPEND if self.appendable else _MAGIC, self.length, self._crcs,
+                          sync=store.fsync)
             store._step("sidecar-synced")
             store._commit(self, crc_tmp)
             self._done = True

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 KIB = 1024
 MAX_UNITS = 32                  # k + m; GF(2^8) allows 255, no sane layout needs more than 32
@@ -169,11 +170,13 @@ def replicate(n: int) -> Policy:
     return Policy(1, n - 1, REPLICA_CELL_SIZE, replicated=True)
 
 
+@lru_cache(maxsize=64)
 def parse_policy(name: str) -> Policy:
     """Parse ``RS-<k>-<m>-<n>k`` (or ``...-<n>m`` for MiB), ``LRC-<k>-<l>-<g>-<n>k``, or
     ``REPLICATE-<n>``, into a Policy.
 
-    Raises ValueError with a one-line message fit for a user.
+    Raises ValueError with a one-line message fit for a user. Cached (a Policy is frozen; an
+    error is not cached): a reader asks for its file's and each group's policy on every read.
     """
     text = name.strip() if isinstance(name, str) else ""
     match = _REPLICATE_RE.fullmatch(text)

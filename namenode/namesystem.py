@@ -46,6 +46,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import deque
 from typing import Callable, Iterable
 
 from hedgefs.ec.layout import zero_units
@@ -110,6 +111,7 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 CHECKPOINT_EVERY = 200_000   # records between two checkpoint images
 COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000 blocks an increment)
 EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
+EARLY_RECEIPTS = 100_000     # a standby's receipts of unknown units kept for its promotion (more: the oldest go)
 
 
 class Namesystem:
@@ -145,7 +147,8 @@ class Namesystem:
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.standby = standby
         self.lock = threading.RLock()
-        self.early_receipts: list[tuple[str, tuple[int, int, int]]] = []   # a standby's, of groups still to come
+        self.early_receipts: deque[tuple[str, tuple[int, int, int]]] = deque()   # a standby's, of groups still to come
+        self.early_receipts_dropped = 0   # ... the oldest ones past EARLY_RECEIPTS (their DataNodes' reports re-tell them)
         self.active_hint: Callable[[], str] = lambda: ""   # a standby's: the active's address (ha/roles.py sets it)
         self.started_ms = self.wall_ms()
 
@@ -546,7 +549,7 @@ class Namesystem:
 
     def group_info(self, group, length: int, k: int, keep_dead: bool = False, op: int | None = None) -> GroupInfo:
         gid = group.id
-        code = self.blocks.codes.get(gid, "") if self.blocks.codes else ""   # an open tail's own
+        code = self.blocks.code_of(gid)   # an open tail's own
         if code:
             k = load_policy(code).k
         units = self.manager.locations(group, k, keep_dead)
@@ -612,9 +615,22 @@ class Namesystem:
         def stored() -> list[str]:
             outcomes = self.manager.units_stored(datanode_id, units)
             if self.standby:   # receipts of groups this standby has not tailed yet: for a promotion
-                self.early_receipts.extend((datanode_id, u) for u, o in zip(units, outcomes) if o == Claim.UNKNOWN)
+                self._keep_early(datanode_id, [u for u, o in zip(units, outcomes) if o == Claim.UNKNOWN])
             return [o.value for o in outcomes]
         return self.locked(stored)
+
+    def _keep_early(self, datanode_id: str, units: list[tuple[int, int, int]]) -> None:
+        """Keep a standby's receipts of unknown units, at most EARLY_RECEIPTS: past that the oldest
+        go (a block report after the promotion tells those units again), counted, and said once."""
+        early = self.early_receipts
+        for unit in units:
+            if len(early) >= EARLY_RECEIPTS:
+                early.popleft()
+                if not self.early_receipts_dropped:
+                    log.warning("standby: more than %d receipts of units it does not know yet: dropping the "
+                                "oldest (block reports after a promotion tell them again)", EARLY_RECEIPTS)
+                self.early_receipts_dropped += 1
+            early.append((datanode_id, unit))
 
     def unit_stored(self, datanode_id: str, group_id: int, index: int, generation: int) -> str:
         return self.units_stored(datanode_id, [(group_id, index, generation)])[0]
@@ -658,7 +674,11 @@ class Namesystem:
             self.standby = False
             self.safemode.start(Reason.FAILOVER)
             self.manager.started = self.clock()
-            early, self.early_receipts = self.early_receipts, []
+            early, self.early_receipts = self.early_receipts, deque()
+            if self.early_receipts_dropped:
+                log.warning("promoted: replaying %d early receipts; %d older ones were dropped (limit %d)",
+                            len(early), self.early_receipts_dropped, EARLY_RECEIPTS)
+                self.early_receipts_dropped = 0
             for datanode_id, unit in early:
                 try:
                     self.manager.units_stored(datanode_id, [unit])

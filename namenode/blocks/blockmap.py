@@ -243,10 +243,13 @@ class BlockMap:
         odd = self.odd_generations.get(group_id)
         return odd if odd is not None else self.generation_base + group_id
 
+    def code_of(self, group_id: int) -> str:
+        """The group's own code (an open tail's: ``codes``); "" if it is stored in its file's."""
+        return self.codes.get(group_id, "")
+
     def policy_of(self, group: Group) -> str:
-        """The code ``group`` is stored in: its own (``codes``), else its file's."""
-        codes = self.codes
-        return (codes.get(group.id) if codes else None) or group.file.attrs.policy
+        """The code ``group`` is stored in: its own, else its file's."""
+        return self.code_of(group.id) or group.file.attrs.policy
 
     def being_written(self, group: Group) -> bool:
         """Is a writer still writing ``group``: a file being written's, or a live write's open tail?"""
@@ -307,7 +310,7 @@ class BlockMap:
         groups = file.groups
         if not groups or groups[-1] is not group:   # (a group a truncate is dropping: none)
             return _NONE
-        if self.codes and group.id in self.codes:
+        if self.code_of(group.id):
             return _NONE
         length = file.length
         if len(groups) > 1:

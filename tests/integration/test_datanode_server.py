@@ -369,6 +369,70 @@ def test_an_append_goes_on_at_the_units_length_and_a_stale_one_is_refused(data, 
     assert state(stub).calls["AppendUnit"] >= 8
 
 
+def closed_by_server(s: socket.socket) -> bool:
+    s.settimeout(10)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def unless_busy(fn, *args):
+    """``fn``'s answer, the status of its refusal, or None if the DataNode was busy."""
+    try:
+        return fn(*args)
+    except dt.Busy:
+        return None
+    except dt.TransferError as e:
+        return e.status
+
+
+def test_an_append_turned_away_busy_stores_nothing_and_closes_its_connection(data, stub):
+    """An APPEND's bytes follow its request: when every --max-streams slot is held (four stalled
+    reads), the DataNode answers BUSY in one line without reading them, so it closes the
+    connection (the stream is out of step); the replica is not created."""
+    data.write(28, 0, b"b" * 100)
+    stub.SetFaults(pb.FaultConfig(stall=True))
+    held = [data.connect() for _ in range(4)]
+    try:
+        for s in held:
+            s.sendall(dt.pack_request(dt.OP_READ, 28, 0, 0, 100, generation=0))
+        wait_until(lambda: state(stub).stalled_reads == 4, 10, "four reads to stall", interval=0.01)
+        busy_before = state(stub).calls["busy"]
+        with data.connect() as s:
+            # the request alone: bytes left unread would make the close a reset, racing the answer
+            s.sendall(dt.pack_request(dt.OP_APPEND, 28, 1, 0, 13, generation=0))
+            with pytest.raises(dt.Busy) as e:
+                dt.recv_response(s, "dn3")
+            assert "4 streams" in e.value.message and "\n" not in e.value.message
+            assert closed_by_server(s)
+        assert state(stub).calls["busy"] == busy_before + 1
+    finally:
+        stub.SetFaults(pb.FaultConfig(stall=False))
+        for s in held:
+            s.close()
+    # (a held read's slot frees once its last byte has gone out, maybe after its header reached us)
+    assert wait_until(lambda: unless_busy(data.read, 28, 1, 0, 1), 10, "a free slot", interval=0.01) == "NOT_FOUND"
+    assert wait_until(lambda: unless_busy(data.append, 28, 1, 0, b"a new replica"), 10, "a free slot",
+                      interval=0.01) == 13   # the same APPEND, a slot free: stored
+
+
+def test_an_append_longer_than_the_limit_is_refused_in_one_line_and_stores_nothing(data):
+    """The client library refuses such an APPEND itself; a raw request reaches the server's check,
+    which answers before reading the bytes (so it closes the connection)."""
+    assert data.append(29, 0, 0, b"head") == 4
+    too_long = dt.MAX_APPEND_BYTES + 1
+    with data.connect() as s:
+        s.sendall(dt.pack_request(dt.OP_APPEND, 29, 0, 4, too_long, generation=0))   # the request alone, as above
+        status, message = error_of(dt.recv_response, s, "dn3")
+        assert status == "INVALID_ARGUMENT" and "\n" not in message
+        assert f"at most {dt.MAX_APPEND_BYTES} bytes, not {too_long}" in message
+        assert closed_by_server(s)
+    assert data.read(29, 0, 0, 4) == b"head"
+    assert error_of(data.read, 29, 0, 0, 5)[0] == "OUT_OF_RANGE"   # still 4 bytes
+    assert data.append(29, 0, 4, b"+one") == 8
+
+
 def test_the_client_librarys_append_grows_a_replica_and_is_refused_when_stale(data):
     """client/unit_writes.append_unit (asyncio, pooled connections): the library's side of OP_APPEND."""
     import asyncio

@@ -349,6 +349,15 @@ def _tail(standby, db):
         engine.close()
 
 
+def _written_group(nn, path):
+    """A new file's first block group, every unit's receipt heard by ``nn``: (file id, group)."""
+    created = nn.create(path)
+    group = nn.add_block_group(created.file_id)
+    for u in group.units:
+        nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+    return created.file_id, group
+
+
 def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_tailed_yet(tmp_path):
     """Chaos seed 33 --ha: an etcd member frozen held the standby's watch back while the active
     wrote; the DataNodes' receipts reached the standby before the groups did ("a generation this
@@ -385,6 +394,34 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
         nn.close()
 
 
+def test_a_standby_keeps_at_most_early_receipts_of_unknown_units_dropping_the_oldest(tmp_path, monkeypatch, caplog):
+    """Receipts a standby cannot place (no such unit yet) are kept for its promotion, but not
+    without bound: past EARLY_RECEIPTS the oldest go, counted, and said in one log line."""
+    from hedgefs.namenode import namesystem
+
+    monkeypatch.setattr(namesystem, "EARLY_RECEIPTS", 3)
+    clock = FakeClock()
+    nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
+    try:
+        file_id, group = _written_group(nn, "/f")
+        nn.complete(file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        _tail(sb, tmp_path / "nn" / "namenode.db")
+        unknown = [(group.id, 100 + n, group.generation) for n in range(5)]   # no such unit index
+        with caplog.at_level("WARNING", logger="hedgefs.namenode"):
+            for n, unit in enumerate(unknown):
+                assert sb.unit_stored(dns[n], *unit) == "unknown"
+        assert list(sb.early_receipts) == [(dns[n], unknown[n]) for n in (2, 3, 4)]
+        assert sb.early_receipts_dropped == 2
+        assert sum("dropping the oldest" in m for m in caplog.messages) == 1
+        sb.promote(engine)
+        assert not sb.early_receipts and sb.early_receipts_dropped == 0
+        assert any("2 older ones were dropped" in m for m in caplog.messages)
+    finally:
+        sb.close()
+        engine.close()
+        nn.close()
+
+
 def test_a_standby_forgets_a_copy_heard_ahead_of_its_group_once_its_datanode_says_it_deleted_it(tmp_path):
     """A standby behind the journal keeps the receipt of a copy of a group it has not tailed yet;
     if the active has that copy deleted meanwhile, the DataNode's heartbeat tells the standby too
@@ -392,14 +429,11 @@ def test_a_standby_forgets_a_copy_heard_ahead_of_its_group_once_its_datanode_say
     clock = FakeClock()
     nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
-        created = nn.create("/g")
-        group = nn.add_block_group(created.file_id)
-        for u in group.units:
-            nn.unit_stored(u.datanode_id, group.id, u.index, group.generation)
+        file_id, group = _written_group(nn, "/g")
         spare = next(dn for dn in dns if dn not in {u.datanode_id for u in group.units})
         assert sb.unit_stored(spare, group.id, 0, group.generation) == "ahead"
         sb.heartbeat(spare, "", deleted=[(group.id, 0, group.generation)])
-        nn.complete(created.file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
+        nn.complete(file_id, 3 * 1024, [GroupCommit(group.id, 3 * 1024, tuple(range(5)))])
         _tail(sb, tmp_path / "nn" / "namenode.db")
         assert sb.blocks.reported_units(sb.blocks.get(group.id)) == {}
     finally:
