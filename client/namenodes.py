@@ -129,7 +129,8 @@ class Attempts:
         # for a call that is one step of a longer wait (a reader's lookup, fs.py _locate). It
         # bounds when tries start, not how long one may take: each has a call's timeout
         # (``NAMENODE_TIMEOUT_S``), the last one too, so a NameNode slow to answer it is heard.
-        self.deadline = deadline if deadline is not None else self.clock() + self.config.deadline_s
+        self.began = self.clock()
+        self.deadline = deadline if deadline is not None else self.began + self.config.deadline_s
         self.pause = self.config.backoff_start_s
         self.metadata = ((CLIENT_ID_KEY, CLIENT_ID), (CALL_ID_KEY, call_id())) \
             if method in NON_IDEMPOTENT else None
@@ -171,7 +172,7 @@ class Attempts:
 
     def _gave_up(self, code: grpc.StatusCode, hint: str | None) -> HedgefsError:
         listed = ", ".join(self.nodes.addresses)
-        took = f"tried for {self.config.deadline_s:g} s"
+        took = f"tried for {self.clock() - self.began:.1f} s"   # the deadline and the last try's timeout
         if self.standbys:   # someone answered, as a standby: no active, rather than no NameNode
             if hint is None:
                 why = f"{', '.join(sorted(self.standbys))} answered as standby, the rest {code.name.lower()}"

@@ -8,6 +8,7 @@ NameNode only until that lands (branch ha-nn); it serves no namespace at all.
 """
 
 import dataclasses
+import re
 import socket
 import threading
 import time
@@ -116,9 +117,10 @@ def test_only_dead_namenodes_fail_in_one_line_with_exit_3_at_the_deadline():
     t0 = time.monotonic()
     result = run_cli("ls", "/", namenode=nodes, env={"HEDGEFS_FAILOVER_DEADLINE_S": "2"}, timeout=60)
     took = time.monotonic() - t0
-    assert_one_line_error(result, "cannot reach the NameNode at any of", nodes.replace(",", ", "), "tried for 2 s")
+    assert_one_line_error(result, "cannot reach the NameNode at any of", nodes.replace(",", ", "), "tried for ")
     assert result.code == Unavailable.exit_code == 3
-    assert took >= 2   # it kept trying until its deadline (and stopped: run_cli's timeout did not fire)
+    said = float(re.search(r"tried for ([\d.]+) s", result.stderr).group(1))
+    assert 2 <= said <= took   # it kept trying until its deadline, and says how long it tried
     with pytest.raises(Unavailable, match="cannot reach the NameNode at any of"):
         with FileSystem(nodes, failover=_deadline(0.5)) as fs:
             fs.stat("/")
@@ -217,7 +219,7 @@ def test_standbys_that_name_each_other_fail_cleanly_at_the_deadline():
     try:
         with FileSystem(first.address, failover=_deadline(1)) as fs:
             with pytest.raises(Unavailable, match=f"no active NameNode among {first.address} "
-                                                  r"\(the active named, .*, did not answer as one; tried for 1 s\)"):
+                                                  r"\(the active named, .*, did not answer as one; tried for [\d.]+ s\)"):
                 fs.mkdir("/circle")
         tries = first.of("Mkdir") + second.of("Mkdir")
         assert 2 < len(tries) < 100   # round the circle, with pauses: no busy loop
