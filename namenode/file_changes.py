@@ -222,11 +222,11 @@ class FileChanges:
             if len(reported) < len(took):
                 raise FailedPrecondition(f"the open tail of file {file_id} has {len(reported)} of its "
                                          f"{len(took)} replicas reported stored")
-        dropped = tuple((i, d) for i, d in sorted(ns.blocks.units(tail).items()) if i not in took)
+        left_out = tuple((i, d) for i, d in sorted(ns.blocks.units(tail).items()) if i not in took)
         mtime = max(ns.wall_ms(), base.mtime + 1)   # a new version: see Writes.complete
-        ns.log_record(r.SyncLength(file_id, group_id, length, mtime, dropped))
-        if dropped:
+        ns.log_record(r.SyncLength(file_id, group_id, length, mtime, left_out))
+        if left_out:
             log.info("sync length: file %d goes on without the open tail %d's replicas %s: they lack its %d bytes",
-                     file_id, group_id, [f"{i} on {d}" for i, d in dropped], length)
+                     file_id, group_id, [f"{i} on {d}" for i, d in left_out], length)
         log.debug("sync length: file %d is %d bytes, its open tail %d", file_id, length, group_id)
 

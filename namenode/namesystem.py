@@ -469,7 +469,7 @@ class Namesystem:
     def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER,
                     replicas: tuple[int, ...] = ()) -> None:
         """hsync on an open tail (file_changes.sync_length): the file grows to ``length``, its
-        bytes on every replica of the tail (or on ``replicas``, the others dropped from it). One
+        bytes on every replica of the tail (or on ``replicas``, the others left out of it). One
         record, no retry id: a repeat changes nothing."""
         self.change(None, r.SyncLength,
                     lambda: self.file_changes.sync_length(file_id, length, group_id, who, replicas))
