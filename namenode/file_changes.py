@@ -203,7 +203,7 @@ class FileChanges:
         if length < base.length:
             raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
                                      f"{length} would lose some")
-        code = load_policy(ns.blocks.codes[group_id])
+        code = load_policy(ns.blocks.code_of(group_id))
         held = ns.blocks.units(tail)
         took = set(replicas) if replicas else set(range(code.units) if first else held)   # (empty: every replica)
         if not took <= held.keys():

@@ -321,7 +321,7 @@ class Namesystem:
         """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
         out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who, xattrs,
-                                  self.blocks.codes)
+                                  self.blocks.code_of)
         self.seen()
         return out
 
