@@ -228,7 +228,7 @@ class CorruptRecord(ValueError):
 
 # Records that grew a last field with a default: written without it while it holds the default, in the
 # shape an older NameNode (a standby upgraded after the active) reads; a record that needs it needs the
-# newer standby (docs/operations.md, upgrades).
+# newer standby (docs/operations.md#upgrades: standbys, then the active, then clients).
 GROWN: frozenset[type] = frozenset({Mkdir, AddGroup, Complete, SyncLength})
 
 
