@@ -209,7 +209,8 @@ class FileChanges:
         if not took <= held.keys():
             raise FailedPrecondition(f"the open tail of file {file_id} has no replica {sorted(took - held.keys())}")
         if len(took) < code.min_stored(ns.min_replicas):
-            raise FailedPrecondition(f"the open tail of file {file_id}: {len(took)} replicas hold its length, "
+            held_by = f"{len(took)} replica holds" if len(took) == 1 else f"{len(took)} replicas hold"
+            raise FailedPrecondition(f"the open tail of file {file_id}: {held_by} its length, "
                                      f"fewer than {code.min_stored(ns.min_replicas)}")
         if first:   # every replica that took it reported, or the tail is no use
             ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(took))])

@@ -244,7 +244,8 @@ class BlockMap:
         return odd if odd is not None else self.generation_base + group_id
 
     def code_of(self, group_id: int) -> str:
-        """The group's own code (an open tail's: ``codes``); "" if it is stored in its file's."""
+        """The group's own code (``codes``: an open tail's, kept while the group is its file's
+        last, after close kept it or a recovery ended the write); "" if it is stored in its file's."""
         return self.codes.get(group_id, "")
 
     def policy_of(self, group: Group) -> str:
