@@ -94,9 +94,10 @@ def parse_threshold(text: str) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class FailoverConfig:
-    """How long a NameNode call keeps trying (client/namenodes.py): the overall deadline of one
-    call across the NameNodes of an HA cluster (longer than a failover: a lease of 5 s runs out,
-    a standby takes over), and the pause between tries, doubling from the first to the cap.
+    """How long a NameNode call keeps trying (client/namenodes.py): the deadline of one call
+    across the NameNodes of an HA cluster (longer than a failover: a lease of 5 s runs out, a
+    standby takes over), after which no try starts (a try started has its 10 s,
+    NAMENODE_TIMEOUT_S), and the pause between tries, doubling from the first to the cap.
     ``HEDGEFS_FAILOVER_DEADLINE_S`` sets the deadline."""
 
     deadline_s: float = 15.0

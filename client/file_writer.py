@@ -345,9 +345,9 @@ class FileWriter:
         close never waits on a stalled DataNode for it (review-seal S1): a group is short because
         a DataNode failed or stalled, and the tail's replicas mostly share the group's DataNodes.
         A replica on a DataNode whose stream failed or was dropped as late in this write
-        (``failed``) is as suspect as the stream: close goes on without it (review-final F1, as
-        HDFS's pipeline recovery goes on with the DataNodes left), appending to the others and
-        naming them in the SyncLength, which drops it from the tail. It skips the tail only when
+        (``failed``) is as doubtful as the stream: close leaves it out of the tail (review-final F1,
+        as HDFS's pipeline recovery goes on with the DataNodes left), appending to the others and
+        naming them in the SyncLength, on which the NameNode leaves it out too. It skips the tail only when
         those good replicas hold no more redundancy than the group (good replicas - 1 <= stored
         units - k: the NameNode would seal anyway). The append and SyncLength together get
         HOLD_TAIL_TIMEOUT_S, after which the Complete seals (a DataNode that stalls only now)."""
@@ -360,22 +360,22 @@ class FileWriter:
             return   # not the tail's group, nothing to add (the NameNode has the length), or whole
         if not tail.fits(len(unsent)):
             return
-        suspect = sorted(failed & {u.datanode_id for u in tail.units})
-        good = len(tail.units) - len(suspect)
+        left_out = sorted(failed & {u.datanode_id for u in tail.units})
+        good = len(tail.units) - len(left_out)
         if good - 1 <= len(stored) - policy.k:
             log.info("%s: block group %d lacks units (stored %s) and the open tail's replicas on DataNodes whose "
                      "streams did not fail (%d; failed: %s) hold no more: the group is sealed", self.path,
-                     last.group_id, sorted(last.stored_units), good, suspect)
+                     last.group_id, sorted(last.stored_units), good, left_out)
             return
-        if suspect:
-            tail.drop(suspect)
+        if left_out:
+            tail.leave_out(left_out)
             log.info("%s: close goes on with the open tail without its replicas on %s, whose streams failed in "
-                     "this write", self.path, suspect)
+                     "this write", self.path, left_out)
         try:
             async with asyncio.timeout(HOLD_TAIL_TIMEOUT_S):
                 end = await tail.append(bytes(unsent))
                 await self._writer.sync_length(self._file_id, end, tail.group.id,
-                                               tail.replicas if suspect else ())
+                                               tail.replicas if left_out else ())
         except (HedgefsError, TimeoutError) as err:
             why = err if isinstance(err, HedgefsError) else f"no answer in {HOLD_TAIL_TIMEOUT_S:g} s"
             log.info("%s: keeping the open tail at close failed (%s); block group %d is sealed with units "

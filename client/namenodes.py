@@ -309,8 +309,9 @@ class NameNodes:
         return made[1]
 
     async def call_async(self, method: str, request, deadline: float | None = None):
-        """``call`` on the client's event loop; ``deadline`` (on ``self.clock``): its tries end there
-        (the whole of a caller's wait bounded by one deadline), not ``deadline_s`` from now."""
+        """``call`` on the client's event loop; ``deadline`` (on ``self.clock``), a caller's own in
+        place of ``deadline_s`` from now: no try starts after it; a try started has its
+        NAMENODE_TIMEOUT_S (10 s), so the call may end that long after the deadline."""
         attempts = Attempts(self, method, deadline=deadline)
         while True:
             address = attempts.address

@@ -23,7 +23,7 @@ alone sets the allowance. Where it differs from the writer: the writer drops a s
 carries on with the others; the tail needs every replica to hold every hsynced byte, so a stall
 gives it up (the hsync is a Sync).
 
-close may go on without replicas whose DataNodes failed in the write (``drop``: file_writer.py's
+close may go on without replicas whose DataNodes failed in the write (``leave_out``: file_writer.py's
 ``_hold_tail``): the appends then go to the others, and its SyncLength names them.
 """
 
@@ -56,13 +56,14 @@ class OpenTail:
 
     def __init__(self, datanodes, group: pb.BlockGroup, start: int, room: int):
         self.group, self.start, self.room = group, start, room
-        self.units = list(group.units)   # the replicas appended to (all of the group's but those dropped)
+        self.units = list(group.units)   # the replicas appended to (all of the group's but those left out)
         self.length = 0   # bytes on every replica, from ``start``
         self._datanodes = datanodes
 
-    def drop(self, datanode_ids) -> None:
-        """Go on without the replicas on ``datanode_ids``: the next appends skip them (and the
-        SyncLength that follows must name the others: ``replicas``)."""
+    def leave_out(self, datanode_ids) -> None:
+        """Go on without the replicas on ``datanode_ids``: the next appends skip them, and the
+        SyncLength that follows names the others (``replicas``), so that the NameNode leaves them
+        out of the tail too (``SyncLength.left_out``)."""
         self.units = [u for u in self.units if u.datanode_id not in datanode_ids]
 
     @property

@@ -203,13 +203,14 @@ class FileChanges:
         if length < base.length:
             raise FailedPrecondition(f"file {file_id} has {base.length} bytes: its open tail's length "
                                      f"{length} would lose some")
-        code = load_policy(ns.blocks.codes[group_id])
+        code = load_policy(ns.blocks.code_of(group_id))
         held = ns.blocks.units(tail)
         took = set(replicas) if replicas else set(range(code.units) if first else held)   # (empty: every replica)
         if not took <= held.keys():
             raise FailedPrecondition(f"the open tail of file {file_id} has no replica {sorted(took - held.keys())}")
         if len(took) < code.min_stored(ns.min_replicas):
-            raise FailedPrecondition(f"the open tail of file {file_id}: {len(took)} replicas hold its length, "
+            held_by = f"{len(took)} replica holds" if len(took) == 1 else f"{len(took)} replicas hold"
+            raise FailedPrecondition(f"the open tail of file {file_id}: {held_by} its length, "
                                      f"fewer than {code.min_stored(ns.min_replicas)}")
         if first:   # every replica that took it reported, or the tail is no use
             ns.writes.await_receipts([GroupCommit(group_id, length - start, tuple(took))])
@@ -222,11 +223,11 @@ class FileChanges:
             if len(reported) < len(took):
                 raise FailedPrecondition(f"the open tail of file {file_id} has {len(reported)} of its "
                                          f"{len(took)} replicas reported stored")
-        dropped = tuple((i, d) for i, d in sorted(ns.blocks.units(tail).items()) if i not in took)
+        left_out = tuple((i, d) for i, d in sorted(ns.blocks.units(tail).items()) if i not in took)
         mtime = max(ns.wall_ms(), base.mtime + 1)   # a new version: see Writes.complete
-        ns.log_record(r.SyncLength(file_id, group_id, length, mtime, dropped))
-        if dropped:
+        ns.log_record(r.SyncLength(file_id, group_id, length, mtime, left_out))
+        if left_out:
             log.info("sync length: file %d goes on without the open tail %d's replicas %s: they lack its %d bytes",
-                     file_id, group_id, [f"{i} on {d}" for i, d in dropped], length)
+                     file_id, group_id, [f"{i} on {d}" for i, d in left_out], length)
         log.debug("sync length: file %d is %d bytes, its open tail %d", file_id, length, group_id)
 

@@ -46,7 +46,6 @@ import secrets
 import threading
 import time
 import uuid
-from collections import deque
 from typing import Callable, Iterable
 
 from hedgefs.ec.layout import zero_units
@@ -55,6 +54,7 @@ from hedgefs.namenode.batches import Batches
 from hedgefs.namenode.blocks.balancer import BalanceState
 from hedgefs.namenode.blocks.blockmap import BlockMap, Claim, GroupCommit
 from hedgefs.namenode.blocks.collector import Collector
+from hedgefs.namenode.blocks.early_receipts import EarlyReceipts
 from hedgefs.namenode.blocks.expected import ExpectedReports
 from hedgefs.namenode.blocks.liveness import Liveness
 from hedgefs.namenode.blocks.manager import (  # noqa: F401 (tests)
@@ -111,7 +111,6 @@ MIN_REPLICAS = 2             # a replicated block is durable once this many repl
 CHECKPOINT_EVERY = 200_000   # records between two checkpoint images
 COLLECT_STEP = 2_000         # ... and per lock hold of the monitor (HDFS: 1,000 blocks an increment)
 EXPIRE_STEP = 50_000         # pending deletes given up per lock hold
-EARLY_RECEIPTS = 100_000     # a standby's receipts of unknown units kept for its promotion (more: the oldest go)
 
 
 class Namesystem:
@@ -147,8 +146,7 @@ class Namesystem:
         self.tokens = tokens            # None: an insecure cluster, no block tokens
         self.standby = standby
         self.lock = threading.RLock()
-        self.early_receipts: deque[tuple[str, tuple[int, int, int]]] = deque()   # a standby's, of groups still to come
-        self.early_receipts_dropped = 0   # ... the oldest ones past EARLY_RECEIPTS (their DataNodes' reports re-tell them)
+        self.early_receipts = EarlyReceipts()   # a standby's, of groups still to come
         self.active_hint: Callable[[], str] = lambda: ""   # a standby's: the active's address (ha/roles.py sets it)
         self.started_ms = self.wall_ms()
 
@@ -321,7 +319,7 @@ class Namesystem:
         """One page of a listing (``Tree.list_page``): (entries, more)."""
         limit = min(limit or LIST_PAGE, LIST_PAGE_MAX)
         out = self.tree.list_page(path, recursive, start_after, limit, LIST_PAGE_BYTES, who, xattrs,
-                                  self.blocks.codes)
+                                  self.blocks.code_of)
         self.seen()
         return out
 
@@ -469,7 +467,7 @@ class Namesystem:
     def sync_length(self, file_id: int, length: int, group_id: int, who: Identity = SUPER,
                     replicas: tuple[int, ...] = ()) -> None:
         """hsync on an open tail (file_changes.sync_length): the file grows to ``length``, its
-        bytes on every replica of the tail (or on ``replicas``, the others dropped from it). One
+        bytes on every replica of the tail (or on ``replicas``, the others left out of it). One
         record, no retry id: a repeat changes nothing."""
         self.change(None, r.SyncLength,
                     lambda: self.file_changes.sync_length(file_id, length, group_id, who, replicas))
@@ -615,22 +613,9 @@ class Namesystem:
         def stored() -> list[str]:
             outcomes = self.manager.units_stored(datanode_id, units)
             if self.standby:   # receipts of groups this standby has not tailed yet: for a promotion
-                self._keep_early(datanode_id, [u for u, o in zip(units, outcomes) if o == Claim.UNKNOWN])
+                self.early_receipts.keep(datanode_id, [u for u, o in zip(units, outcomes) if o == Claim.UNKNOWN])
             return [o.value for o in outcomes]
         return self.locked(stored)
-
-    def _keep_early(self, datanode_id: str, units: list[tuple[int, int, int]]) -> None:
-        """Keep a standby's receipts of unknown units, at most EARLY_RECEIPTS: past that the oldest
-        go (a block report after the promotion tells those units again), counted, and said once."""
-        early = self.early_receipts
-        for unit in units:
-            if len(early) >= EARLY_RECEIPTS:
-                early.popleft()
-                if not self.early_receipts_dropped:
-                    log.warning("standby: more than %d receipts of units it does not know yet: dropping the "
-                                "oldest (block reports after a promotion tell them again)", EARLY_RECEIPTS)
-                self.early_receipts_dropped += 1
-            early.append((datanode_id, unit))
 
     def unit_stored(self, datanode_id: str, group_id: int, index: int, generation: int) -> str:
         return self.units_stored(datanode_id, [(group_id, index, generation)])[0]
@@ -674,12 +659,7 @@ class Namesystem:
             self.standby = False
             self.safemode.start(Reason.FAILOVER)
             self.manager.started = self.clock()
-            early, self.early_receipts = self.early_receipts, deque()
-            if self.early_receipts_dropped:
-                log.warning("promoted: replaying %d early receipts; %d older ones were dropped (limit %d)",
-                            len(early), self.early_receipts_dropped, EARLY_RECEIPTS)
-                self.early_receipts_dropped = 0
-            for datanode_id, unit in early:
+            for datanode_id, unit in self.early_receipts.drain():
                 try:
                     self.manager.units_stored(datanode_id, [unit])
                 except Exception as err:   # a DataNode gone, a group gone: nothing to keep

@@ -239,7 +239,7 @@ class Writes:
         redundancy (live replicas - 1 > stored units - k), is kept as the file's last group, in
         its own code, and the short group goes. None: the seal goes ahead. The replicas counted
         are those that took the last length: a SyncLength that names its replicas (close going on
-        without one whose DataNode failed) dropped the others from the tail.
+        without one whose DataNode failed) left the others out of the tail.
 
         Both are judged by the NameNode's own view (review-seal S2): the units reported stored on
         live DataNodes, of the group (the writer's claim may be short of a late stream that still

@@ -227,7 +227,7 @@ class Balancer:
             movers.append(worst)
             del placed[worst]
         nbytes = {i: self._unit_bytes(group, policy, i) for i in movers}
-        left_out = m.blocks.left_out(group.id, movers)   # (a tail's short copy: never a target)
+        left_out = m.blocks.left_out_on(group.id, movers)   # (a tail's short copy: never a target)
         roomy = [d for d in m.placeable_ids() if d not in units.values() and d not in left_out
                  and m.liveness.has_room(d, max(nbytes.values()))]
         free = [d for d in roomy if busy[d] < m.repairs.max_per_datanode]
@@ -322,7 +322,7 @@ class Balancer:
                     bounds_of[policy.name] = m.bounds(shape)
                 bounds = bounds_of[policy.name]
                 placed = {i: where(d) for i, d in units.items() if i != index}
-                left_out = blocks.left_out(gid, (index,))
+                left_out = blocks.left_out_on(gid, (index,))
                 candidates = m.candidates(d for d in takers if d not in units.values() and d not in left_out
                                           and busy[d] < m.repairs.max_per_datanode and m.liveness.has_room(d, nbytes))
                 chosen = m.placement.choose(shape, [index], candidates, placed, bounds)

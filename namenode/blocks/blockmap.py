@@ -214,7 +214,7 @@ class BlockMap:
         # group id -> (index, DataNode) of copies left out of it: a tail's replicas that lack its
         # bytes (a SyncLength went on without them: ``leave_out``). Journaled (and in the image),
         # so that no restart or standby maps them on their DataNode's report; kept while the group is.
-        self.stale: dict[int, frozenset[tuple[int, str]]] = {}
+        self.left_out: dict[int, frozenset[tuple[int, str]]] = {}
         self.numbers = DataNodeNumbers()
         self.unreported: dict[int, frozenset[int]] = {}   # group id -> writer's targets without a receipt
         self.corrupt: dict[int, frozenset[int]] = {}      # group id -> indexes whose mapped copy is corrupt
@@ -244,7 +244,8 @@ class BlockMap:
         return odd if odd is not None else self.generation_base + group_id
 
     def code_of(self, group_id: int) -> str:
-        """The group's own code (an open tail's: ``codes``); "" if it is stored in its file's."""
+        """The group's own code (``codes``: an open tail's, kept while the group is its file's
+        last, after close kept it or a recovery ended the write); "" if it is stored in its file's."""
         return self.codes.get(group_id, "")
 
     def policy_of(self, group: Group) -> str:
@@ -545,24 +546,24 @@ class BlockMap:
             if index < units and self.holder(group, index) is None and \
                     not (number and number in self.unit_numbers(group)) and \
                     self.deletes.kind(datanode_id, group.id, index) is None and \
-                    datanode_id not in self.left_out(group.id, (index,)):
+                    datanode_id not in self.left_out_on(group.id, (index,)):
                 self.place(group, index, datanode_id, recent=False)
 
     def leave_out(self, group: Group, index: int, datanode_id: str) -> None:
         """The copy of unit ``index`` on ``datanode_id`` is no longer the group's (it lacks bytes
         the group has: a tail's replica a SyncLength went on without): unmapped if mapped, owed a
-        delete, and never mapped again there while the group lives (``stale``: claims.py refuses
+        delete, and never mapped again there while the group lives (``left_out``: claims.py refuses
         it, repair planning and the balancer never choose it as a target). The mark goes only
         with the group (``forget``): a function of the journal alone, so the active, a standby
         and a replay agree on it."""
         if self.holder(group, index) == datanode_id:   # (a replay's tail maps no replica yet)
             self.place(group, index, None)
-        self.stale[group.id] = self.stale.get(group.id, frozenset()) | {(index, datanode_id)}
+        self.left_out[group.id] = self.left_out.get(group.id, frozenset()) | {(index, datanode_id)}
         self.queue_delete(datanode_id, group.id, index, self.generation(group.id))
 
-    def left_out(self, group_id: int, indexes: Iterable[int]) -> set[str]:
-        """The DataNodes a copy of one of ``indexes`` was left out on (``stale``): no target for them."""
-        return {d for i, d in self.stale.get(group_id, ()) if i in indexes}
+    def left_out_on(self, group_id: int, indexes: Iterable[int]) -> set[str]:
+        """The DataNodes a copy of one of ``indexes`` was left out on (``left_out``): no target for them."""
+        return {d for i, d in self.left_out.get(group_id, ()) if i in indexes}
 
     def forget(self, group: Group) -> None:
         """The group goes (its file was deleted, replaced, abandoned, or its writer dropped it):
@@ -579,7 +580,7 @@ class BlockMap:
         self.odd_generations.pop(group.id, None)
         self.codes.pop(group.id, None)
         self.open_tails.discard(group.id)
-        self.stale.pop(group.id, None)
+        self.left_out.pop(group.id, None)
         self._drop_ahead(group.id)
         self.readable -= was
         if group.file.writer is None:
@@ -604,7 +605,7 @@ class BlockMap:
             group = self.groups.get(gid)
             units = load_policy(self.policy_of(group)).units if group is not None else 16
             found = self.deletes.datanodes_deleting(gid, units)
-            for index, datanode_id in self.stale.get(gid, ()):   # a copy never mapped there: no repair to it
+            for index, datanode_id in self.left_out.get(gid, ()):   # a copy never mapped there: no repair to it
                 found.setdefault(datanode_id, set()).add(index)
             if found:
                 out[gid] = found

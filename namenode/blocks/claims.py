@@ -14,7 +14,7 @@ repaired copy replaced) is deleted only once every unit of its group is good els
 No copy on its way out is a replica: a copy whose delete is pending or sent is not mapped again
 on a report's word (``claim``: DELETING), nor on a receipt delivered after its delete was confirmed
 (receipts and heartbeats travel apart: ``PendingDeletes.deleted_lately``), nor a copy left out of
-its group (an open tail's replica that lacks its bytes: ``BlockMap.stale``); a report a DataNode
+its group (an open tail's replica that lacks its bytes: ``BlockMap.left_out``); a report a DataNode
 makes after (re)registering drops what it lacks however lately it was mapped (``BlockMap.forget_recent``).
 
 Every method runs under the namesystem's lock, but ``missing_candidates`` (a read-only scan).
@@ -71,7 +71,7 @@ class Claims:
             return Claim.WRITING
         if current == datanode_id:
             return Claim.MAPPED
-        if (index, datanode_id) in self.blocks.stale.get(group_id, ()):   # left out of the group: it lacks bytes
+        if (index, datanode_id) in self.blocks.left_out.get(group_id, ()):   # left out of the group: it lacks bytes
             self.blocks.queue_delete(datanode_id, group_id, index, generation)
             return Claim.DELETING
         if receipt and self.blocks.deletes.deleted_lately(datanode_id, group_id, index):
@@ -104,7 +104,7 @@ class Claims:
         copy on ``source``, which is then owed a delete once its group is whole (``deletes_due``):
         at no moment does the group have fewer good units than before. None if the move no longer
         applies (the group changed, the copy on ``source`` is no longer the mapped one, a delete
-        of this copy was already sent, or a copy of that unit was left out there: ``stale``): the
+        of this copy was already sent, or a copy of that unit was left out there: ``left_out``): the
         caller claims the unit as any other."""
         group = self.blocks.groups.get(group_id)
         if group is None or self.blocks.generation(group_id) != generation or self.blocks.being_written(group) \
@@ -113,7 +113,7 @@ class Claims:
         number = self.blocks.numbers.get(datanode_id)
         if number and number in self.blocks.unit_numbers(group):
             return None
-        if datanode_id in self.blocks.left_out(group_id, (index,)):   # the balancer never aims there
+        if datanode_id in self.blocks.left_out_on(group_id, (index,)):   # the balancer never aims there
             return None
         if self.blocks.deletes.kind(datanode_id, group_id, index) is not None:
             if (datanode_id, group_id, index) in sent:
@@ -158,7 +158,7 @@ class Claims:
         slots = self.blocks.groups.reserve(0)
         size = len(slots)
         base = self.blocks.generation_base
-        odd, stale = self.blocks.odd_generations, self.blocks.stale
+        odd, left_out = self.blocks.odd_generations, self.blocks.left_out
         pending = self.blocks.deletes.pending_on(datanode_id)
         unreported, corrupt, mapped = self.blocks.unreported, self.blocks.corrupt, self.blocks.mapped
         dirty = self.blocks.dirty
@@ -166,7 +166,7 @@ class Claims:
             gid, index, generation = unit
             group = slots[gid] if 0 <= gid < size else None
             if group is not None and not odd and generation == base + gid and group.file.writer is None \
-                    and gid not in unreported and gid not in corrupt and gid not in stale \
+                    and gid not in unreported and gid not in corrupt and gid not in left_out \
                     and (not pending or (gid << 8) | index not in pending):
                 locs = group.locs
                 policy = self.blocks.policy_of(group)

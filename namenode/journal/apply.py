@@ -275,7 +275,7 @@ class Applier:
         tree, blocks = self.tree, self.blocks
         lease = tree.writing[rec.file_id]
         base, tail = lease.base, blocks.groups[rec.group_id]
-        for index, datanode_id in rec.dropped:   # replicas that lack the bytes: out of the tail, deleted
+        for index, datanode_id in rec.left_out:   # replicas that lack the bytes: out of the tail, deleted
             blocks.leave_out(tail, index, datanode_id)
         if not base.groups or base.groups[-1] is not tail:   # the tail takes the place of the partial group
             for group in base.groups[lease.kept:]:

@@ -79,7 +79,7 @@ class Snapshot:
                                                 for g in f.groups[lease.kept:]],
                                  lease.kept if lease.base is not None else None, lease.tail))
         self.codes = dict(blocks.codes)
-        self.stale = dict(blocks.stale)
+        self.left_out = dict(blocks.left_out)
         self.retry = applier.retry_cache.copy()
         self.odd = dict(blocks.odd_generations)
         self.leaving = sorted(applier.leaving)
@@ -167,7 +167,7 @@ class Snapshot:
             out.write(pack(["O", gid, generation]))
         for gid, policy in self.codes.items():
             out.write(pack(["G", gid, policy]))
-        for gid, copies in self.stale.items():
+        for gid, copies in self.left_out.items():
             out.write(pack(["T", gid, sorted(copies)]))
         for datanode_id in self.leaving:
             out.write(pack(["L", datanode_id]))
@@ -311,8 +311,8 @@ def _load(applier: Applier, chunks: Iterable[bytes]) -> None:
                 blocks.odd_generations[item[1]] = item[2]
             elif kind == "G":
                 blocks.codes[item[1]] = item[2]
-            elif kind == "T":   # copies left out of a group (BlockMap.stale)
-                blocks.stale[item[1]] = frozenset((index, datanode_id) for index, datanode_id in item[2])
+            elif kind == "T":   # copies left out of a group (BlockMap.left_out)
+                blocks.left_out[item[1]] = frozenset((index, datanode_id) for index, datanode_id in item[2])
             elif kind == "L":
                 applier.leaving.add(item[1])
             elif kind == "E":

@@ -194,13 +194,13 @@ class SyncLength(NamedTuple):
     its own code) holds the file's bytes up to ``length``. The file the write rewrites (its base)
     grows to ``length`` and takes the tail as its last group, in place of the partial group it
     had after the groups the write keeps (which goes); the write and its lease go on.
-    ``dropped``: (unit index, DataNode id) of replicas that do not hold them (close went on
-    without them): they leave the tail and their copies are deleted."""
+    ``left_out``: (unit index, DataNode id) of replicas that do not hold them (close went on
+    without them): they are left out of the tail and their copies are deleted."""
     file_id: int
     group_id: int
     length: int
     mtime: int
-    dropped: tuple = ()
+    left_out: tuple = ()
 
 
 Record = (Format | Mkdir | Create | AddGroup | Complete | Abandon | Delete | Rename | SetPolicy | SetPermission
@@ -228,7 +228,7 @@ class CorruptRecord(ValueError):
 
 # Records that grew a last field with a default: written without it while it holds the default, in the
 # shape an older NameNode (a standby upgraded after the active) reads; a record that needs it needs the
-# newer standby (docs/operations.md, upgrades).
+# newer standby (docs/operations.md#upgrades: standbys, then the active, then clients).
 GROWN: frozenset[type] = frozenset({Mkdir, AddGroup, Complete, SyncLength})
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 from hedgefs.ec.layout import group_data_size
 from hedgefs.ec.policy import Policy, parse_policy
@@ -246,8 +247,8 @@ def with_xattrs(e: Entry, node: Node) -> Entry:
     return e
 
 
-def entry(node: Node, path: str, dir_policy: str = "", codes: dict | None = None) -> Entry:
-    """``codes``: the groups stored in a code of their own (BlockMap.codes), for a listing's
+def entry(node: Node, path: str, dir_policy: str = "", code_of: Callable[[int], str] | None = None) -> Entry:
+    """``code_of``: a group's own code, "" for none (BlockMap.code_of), for a listing's
     ``last_group_code``."""
     a = node.attrs
     extra = node.extra
@@ -256,6 +257,6 @@ def entry(node: Node, path: str, dir_policy: str = "", codes: dict | None = None
         return Entry(path, True, 0, dir_policy, 0, node.mtime, a.owner, a.group, a.mode, atime, "", node.id)
     out = Entry(path, False, node.length, a.policy, a.block_size, node.mtime, a.owner, a.group, a.mode, atime,
                 node.target if node.is_link else "", node.id)
-    if codes and node.groups:
-        out.last_group_code = codes.get(node.groups[-1].id, "")
+    if code_of and node.groups:
+        out.last_group_code = code_of(node.groups[-1].id)
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from hedgefs.namenode.errors import FailedPrecondition, InvalidArgument, NotFound
 from hedgefs.namenode.namespace import paths
@@ -180,7 +180,7 @@ class Tree:
 
     def list_page(self, path: str, recursive: bool, start_after: str, limit: int,
                   max_bytes: int = LIST_PAGE_BYTES, who: Identity = SUPER,
-                  xattrs: bool = False, codes: dict | None = None) -> tuple[list[Entry], bool]:
+                  xattrs: bool = False, code_of: Callable[[int], str] | None = None) -> tuple[list[Entry], bool]:
         """One page of a listing: up to ``limit`` entries after ``start_after`` (a path the last
         page ended with, "" = from the start), stopping early past about ``max_bytes``.
         Returns (entries, more). Depth first, names in byte order; iterative, so depth is no limit.
@@ -191,13 +191,13 @@ class Tree:
         Permissions: ``path`` needs r-x (HDFS's listStatus); a recursive listing shows the entry
         of a subdirectory ``who`` may not list (r-x) but not what is inside it. ``xattrs``: each
         file ``who`` may read (r) with its extended attributes (HDFS's getXAttrs needs r).
-        ``codes``: the groups in a code of their own (BlockMap.codes): each file's last one's is
+        ``code_of``: a group's own code, "" for none (BlockMap.code_of): each file's last group's is
         its entry's ``last_group_code`` (du needs no groups).
         """
         chain = self.walk(path, who)
         node = chain[-1]
         if not node.is_dir:
-            return ([] if start_after else [entry(node, path, codes=codes)]), False
+            return ([] if start_after else [entry(node, path, code_of=code_of)]), False
         check(who, node, READ | EXECUTE, path, f"list {path}")
         policy = self.effective_policy(chain, path)[0]
         frames = self._resume(node, path, policy, start_after, recursive, who)
@@ -211,7 +211,7 @@ class Tree:
             for child in children:
                 child_path = paths.join(frame.path, child.name)
                 child_policy = (child.policy or frame.policy) if child.is_dir else ""
-                shown = entry(child, child_path, child_policy, codes)
+                shown = entry(child, child_path, child_policy, code_of)
                 if xattrs and not child.is_dir and allowed(who, child, READ):
                     with_xattrs(shown, child)
                     size += sum(len(k) + len(v) for k, v in (shown.xattrs or {}).items())

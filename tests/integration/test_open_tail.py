@@ -219,21 +219,21 @@ def test_close_goes_on_with_the_open_tails_replicas_whose_datanodes_did_not_fail
         tail_datanodes = {u.datanode_id for u in tail.units.values()}
         assert seen[-1].HasField("first_group"), "the Sync's write comes with its group"
         group = {u.datanode_id for u in seen[-1].first_group.units}
-        suspect, short = sorted(tail_datanodes & group)[0], sorted(group - tail_datanodes)[0]
-        for datanode_id in (suspect, short):
+        left_out, short = sorted(tail_datanodes & group)[0], sorted(group - tail_datanodes)[0]
+        for datanode_id in (left_out, short):
             c.freeze(datanode_id)
         try:
             w.write(data[at:])
             with caplog.at_level("INFO", logger="hedgefs.client"):
                 assert _close_within(w, 30) == len(data)
         finally:
-            for datanode_id in (suspect, short):
+            for datanode_id in (left_out, short):
                 c.thaw(datanode_id)
-        assert [r for r in caplog.records if f"without its replicas on ['{suspect}']" in r.getMessage()]
+        assert [r for r in caplog.records if f"without its replicas on ['{left_out}']" in r.getMessage()]
         status = fs.stat("/stalled")
         last = status.groups[-1]
         assert [g.policy for g in status.groups] == ["", "REPLICATE-4"] and last.id == tail.id
-        assert {u.datanode_id for u in last.units.values()} == tail_datanodes - {suspect}
+        assert {u.datanode_id for u in last.units.values()} == tail_datanodes - {left_out}
         assert last.length == len(data) - GROUP and fs.read_bytes("/stalled") == data
         lost = sorted(group - tail_datanodes - {short})[:2]
         for datanode_id in lost:

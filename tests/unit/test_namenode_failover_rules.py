@@ -397,9 +397,9 @@ def test_a_standby_behind_the_journal_keeps_the_receipts_of_groups_it_has_not_ta
 def test_a_standby_keeps_at_most_early_receipts_of_unknown_units_dropping_the_oldest(tmp_path, monkeypatch, caplog):
     """Receipts a standby cannot place (no such unit yet) are kept for its promotion, but not
     without bound: past EARLY_RECEIPTS the oldest go, counted, and said in one log line."""
-    from hedgefs.namenode import namesystem
+    from hedgefs.namenode.blocks import early_receipts
 
-    monkeypatch.setattr(namesystem, "EARLY_RECEIPTS", 3)
+    monkeypatch.setattr(early_receipts, "EARLY_RECEIPTS", 3)
     clock = FakeClock()
     nn, dns, sb, engine = _active_and_standby(tmp_path, clock)
     try:
@@ -410,11 +410,11 @@ def test_a_standby_keeps_at_most_early_receipts_of_unknown_units_dropping_the_ol
         with caplog.at_level("WARNING", logger="hedgefs.namenode"):
             for n, unit in enumerate(unknown):
                 assert sb.unit_stored(dns[n], *unit) == "unknown"
-        assert list(sb.early_receipts) == [(dns[n], unknown[n]) for n in (2, 3, 4)]
-        assert sb.early_receipts_dropped == 2
+        assert list(sb.early_receipts.kept) == [(dns[n], unknown[n]) for n in (2, 3, 4)]
+        assert sb.early_receipts.dropped == 2
         assert sum("dropping the oldest" in m for m in caplog.messages) == 1
         sb.promote(engine)
-        assert not sb.early_receipts and sb.early_receipts_dropped == 0
+        assert not sb.early_receipts.kept and sb.early_receipts.dropped == 0
         assert any("2 older ones were dropped" in m for m in caplog.messages)
     finally:
         sb.close()

@@ -345,7 +345,7 @@ def test_a_sync_length_that_names_its_replicas_drops_the_others_and_the_complete
     live = state(nn)
     nn.close(checkpoint=checkpoint)
     again = make_namenode(tmp_path / "nn", clock)
-    assert state(again) == live and again.blocks.stale == {tail.id: {(2, by_index[2])}}
+    assert state(again) == live and again.blocks.left_out == {tail.id: {(2, by_index[2])}}
     add_datanodes(again, 8)
     for i, d in by_index.items():   # every DataNode reports its copy after the restart
         again.block_report(d, [(tail.id, i, generation(again, tail.id))])
@@ -402,14 +402,14 @@ def test_a_move_onto_the_datanode_a_replica_was_left_out_on_is_refused_alike_eve
     assert nn.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]
     kept = {0: by_index[0], 1: by_index[1], 2: t}
     assert nn.blocks.units(nn.blocks.get(tail.id)) == kept
-    assert nn.blocks.stale == {tail.id: {(2, x)}}
+    assert nn.blocks.left_out == {tail.id: {(2, x)}}
     assert [(c.group_id, c.index) for c in nn.heartbeat(x, "").commands if isinstance(c, DeleteUnit)] == [(tail.id, 2)]
     if after == "standby":
         nn.close()
         other, engine = _standby_of(tmp_path, clock)
         add_datanodes(other, 8)
         _tail(other, tmp_path / "nn" / "namenode.db")
-        assert other.blocks.stale == {tail.id: {(2, x)}}
+        assert other.blocks.left_out == {tail.id: {(2, x)}}
         other.units_stored(t, [(tail.id, 2, gen)])        # the DataNodes tell every NameNode
         assert other.units_stored(x, [(tail.id, 2, gen)]) == ["deleting"]   # (moves are the active's)
         other.promote(engine)
@@ -419,7 +419,7 @@ def test_a_move_onto_the_datanode_a_replica_was_left_out_on_is_refused_alike_eve
         other = make_namenode(tmp_path / "nn", clock)
         add_datanodes(other, 8)
     try:
-        assert other.blocks.stale == {tail.id: {(2, x)}}
+        assert other.blocks.left_out == {tail.id: {(2, x)}}
         for i, d in kept.items():
             other.block_report(d, [(tail.id, i, gen)])
         other.block_report(x, [(tail.id, 2, gen)])   # the refused move's copy, not yet deleted
