@@ -54,12 +54,14 @@ iptables:
 demo: $(STAMP)
 	$(VENV)/bin/hedgefs demo
 
-# Two workers, a test module on one of them (its shared clusters stay with it): most of a test
-# waits on real processes, so two modules at once fit two cores. The longest modules go first
+# Three workers on two cores, a test module on one of them (its shared clusters stay with it): a
+# test mostly waits on real processes and their timers (the whole run used 0.9 of 2 cores with two
+# workers), so a third module at once fills the wait: 942 -> 778 s of wall, the same CPU
+# (bench/results/2026-12-07-make-test-time.md; PYTEST_ARGS="-n 2" for the old way). The longest modules go first
 # (tests/module_times.py; --no-loadscope-reorder keeps that order instead of xdist's "most tests
 # first"), so no long module starts last. The 25 slowest steps close every log: where time went.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 # The tiers without processes (tests/unit: pure and in-process; tests/sim: virtual clocks, scripted
 # peers): the check to run after every edit, in well under a minute. tests/integration starts real

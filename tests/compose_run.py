@@ -54,7 +54,7 @@ def free_port() -> int:
     """
     ephemeral = _ephemeral_range()
     rng = random.Random()
-    # Every other test binds port 0 (inside that range), so only a compose module on the other
+    # Every other test binds port 0 (inside that range), so only a compose module on another
     # pytest-xdist worker could pick the same port: each worker picks from its own residue class.
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     mine = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0) % workers

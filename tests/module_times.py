@@ -1,9 +1,9 @@
-"""The order in which `make test` hands test modules to its two workers: the longest first.
+"""The order in which `make test` hands test modules to its workers: the longest first.
 
 pytest-xdist's ``--dist loadfile`` gives a worker a whole module at a time, by default the modules
 with the most tests first. The modules that take longest (a chaos run, a mount, a dozen clusters)
 have few tests, so they came last, and one worker ran the final one alone for minutes while the
-other had nothing left. conftest.py sorts the collection by the seconds each module took in a
+others had nothing left. conftest.py sorts the collection by the seconds each module took in a
 measured run (``module_times.json`` beside this file; ``make test`` passes
 ``--no-loadscope-reorder`` so that xdist keeps the order): longest processing time first, the
 classic bound for greedy scheduling. A module missing from the file counts as the median of its
