@@ -197,8 +197,8 @@ class LocalCluster:
                 return False
         except ChildProcessError:
             pass
-        stat = proc_stat(pid)
-        return stat is not None and stat[0] != "Z" and stat[1] == entry.get("started")
+        stat = proc_stat(pid)   # Z: exited, not reaped; X: being reaped (kill's ``gone`` says so)
+        return stat is not None and stat[0] not in ("Z", "X") and stat[1] == entry.get("started")
 
     def exit_code(self, name: str) -> int | None:
         """How a process started by this launcher ended (None: running, or not ours)."""
