@@ -43,31 +43,32 @@ def small(tmp_path_factory):
 
 def test_a_second_datanode_with_a_live_id_is_refused_and_the_data_stays(small, tmp_path):
     nn = small.namenode
-    data = b"hello, dn1\n"
+    data = b"hello, the real one\n"
     with client(nn) as fs:
         for i in range(6):
             fs.write_bytes(f"/id{i}", data, overwrite=True, policy="REPLICATE-1")
-        on_dn1 = [f"/id{i}" for i in range(6)
-                  if any(u.datanode_id == "dn1" for g in fs.stat(f"/id{i}").groups for u in g.units.values())]
+        # The impostor takes the id of the DataNode holding /id0 (placement picks it, not the test).
+        real = next(iter(fs.stat("/id0").groups[0].units.values())).datanode_id
+        held = [f"/id{i}" for i in range(6)
+                if any(u.datanode_id == real for g in fs.stat(f"/id{i}").groups for u in g.units.values())]
         report = fs.admin.report()
-    assert on_dn1, "no file landed on dn1"
     before = {d.id: d.address for d in report.datanodes}
     impostor = subprocess.run(
-        [sys.executable, "-m", "hedgefs", "datanode", "--id", "dn1", "--port", "0", "--data-dir", str(tmp_path / "imp"),
+        [sys.executable, "-m", "hedgefs", "datanode", "--id", real, "--port", "0", "--data-dir", str(tmp_path / "imp"),
          "--namenode", nn, "--heartbeat-interval-s", "0.3", "--no-fsync", "--http-port", "0"],
         capture_output=True, text=True, timeout=60, env=cli_env(nn))
     assert impostor.returncode != 0
     lines = [ln for ln in impostor.stderr.splitlines() if ln.strip() and "INFO" not in ln]
-    assert any("DataNode id dn1 is taken" in ln and "own --id" in ln for ln in lines), impostor.stderr
+    assert any(f"DataNode id {real} is taken" in ln and "own --id" in ln for ln in lines), impostor.stderr
     assert "Traceback" not in impostor.stderr
     with client(nn) as fs:
         report = {d.id: d for d in fs.admin.report().datanodes}
-        assert report["dn1"].address == before["dn1"] and report["dn1"].state != "dead"
+        assert report[real].address == before[real] and report[real].state != "dead"
         assert fs.admin.fsck("/").status == "HEALTHY"
-        for path in on_dn1:
+        for path in held:
             assert fs.read_bytes(path) == data
     log = (small.root / "logs" / "namenode.log").read_text()
-    assert "refused a second DataNode dn1" in log and "dn1 now at" not in log
+    assert f"refused a second DataNode {real}" in log and f"{real} now at" not in log
 
 
 def test_distcp_policy_covers_its_own_staging_files(small, tmp_path):
