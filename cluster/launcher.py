@@ -319,8 +319,7 @@ class LocalCluster:
         # started processes since this one last read cluster.json, and every start is saved there
         # at once: stop what the file says, or they outlive `down` (a test's CLI-restarted DataNode
         # kept heartbeating into a deleted namespace for the rest of the run and after it).
-        if (self.root / STATE_FILE).exists():
-            self.state = json.loads((self.root / STATE_FILE).read_text())
+        self._reload()
         names = [*self.datanode_ids, *self.namenode_names, *self.etcd_names] if self.state else []
         for name in names:
             if self.is_running(name):
@@ -339,6 +338,11 @@ class LocalCluster:
             self.network.destroy()
         if self.state:
             self._save()
+
+    def _reload(self) -> None:
+        """Read cluster.json again: every start is saved there at once, by whichever launcher made it."""
+        if (self.root / STATE_FILE).exists():
+            self.state = json.loads((self.root / STATE_FILE).read_text())
 
     def start(self, name: str) -> None:
         """Start (or start again) one process with its data directory and last ports."""
@@ -516,9 +520,11 @@ class LocalCluster:
                     return
             except grpc.RpcError:
                 pass
-            for dn in names:
-                if not self.is_running(dn):
-                    raise ClusterError(f"{dn} exited; see {self.root / 'logs' / (dn + '.log')}")
+            if not all(self.is_running(dn) for dn in names):
+                self._reload()   # another launcher (`hedgefs cluster restart`) may have started it since
+                for dn in names:
+                    if not self.is_running(dn):
+                        raise ClusterError(f"{dn} exited; see {self.root / 'logs' / (dn + '.log')}")
             time.sleep(0.1)
         missing = sorted(set(names) - live)
         raise ClusterError(f"DataNodes not registered after {timeout_s:.0f} s: {', '.join(missing)}")
