@@ -221,8 +221,10 @@ def test_a_delete_ordered_by_one_namenode_drops_the_location_at_the_other_with_i
     orders the unit deleted: A maps a copy that is gone, until the DataNode's next full report
     (here an hour away). Every delete is told to every NameNode, A's after its receipts: A, a real
     NameNode, drops the location with its next heartbeat."""
+    # One cluster: A in B's (RecordingNameNode's) cluster id, else the DataNode, whichever it registers
+    # with first, gives the other up as a NameNode of another cluster.
     nn_a = Namesystem(str(tmp_path / "nn-a"), default_policy="REPLICATE-1", default_block_size=4096,
-                      min_replicas=1)
+                      min_replicas=1, cluster_id="CID-recording")
     a_server = grpc.server(ThreadPoolExecutor(8), options=GRPC_OPTIONS)
     hedgefs_pb2_grpc.add_NameNodeServicer_to_server(NameNodeServicer(nn_a), a_server)
     a_addr = f"127.0.0.1:{a_server.add_insecure_port('127.0.0.1:0')}"
