@@ -79,10 +79,15 @@ def test_datanode_serves_metrics_and_health(tmp_path):
             sock.close()   # the cancel
             wait_until(lambda: stub.GetFaults(pb.FaultClearRequest()).cancelled_reads, 10,
                        "the stalled read to count as cancelled", interval=0.01)
-        status, text = http_get(base + "/metrics")
-        assert status == 200
-        m = samples(text)
         me = (("datanode", ODD_ID),)
+        cancelled = ("hedgefs_datanode_reads_total", (*me, ("outcome", "cancelled")))
+
+        def scraped():   # the read is counted once its handler has ended, a moment after the fault's counter
+            status, text = http_get(base + "/metrics")
+            assert status == 200
+            m = samples(text)
+            return m if m.get(cancelled) else None
+        m = wait_until(scraped, 10, "the cancelled read in /metrics")
         assert m[("hedgefs_datanode_reads_total", (*me, ("outcome", "ok")))] == 1
         assert m[("hedgefs_datanode_reads_total", (*me, ("outcome", "cancelled")))] == 1
         assert m[("hedgefs_datanode_read_seconds_count", me)] == 2
